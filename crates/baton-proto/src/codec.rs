@@ -1,0 +1,271 @@
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{DeadLetterReason, Envelope, Event, Heartbeat, LookupRequest, LookupResponse, PROTOCOL_VERSION};
+
+/// The default size limit of a payload: NATS's default `max_payload`, 1 MiB.
+pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
+
+/// Why bytes could not be read as a Baton payload.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DecodeErrorKind {
+    /// Not a decodable payload of this type.
+    Malformed,
+    /// A protocol version this reader does not know.
+    UnsupportedVersion,
+    /// Larger than the size limit.
+    TooLarge,
+}
+
+/// A payload that could not be decoded, with its kind and a detail for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {detail}", self.reason())]
+pub struct DecodeError {
+    kind: DecodeErrorKind,
+    detail: String,
+}
+
+impl DecodeError {
+    fn new(kind: DecodeErrorKind, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into() }
+    }
+
+    /// What went wrong, for callers that branch on it.
+    #[must_use]
+    pub fn kind(&self) -> &DecodeErrorKind {
+        &self.kind
+    }
+
+    /// Human-readable detail.
+    #[must_use]
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// The dead-letter reason code that matches this error.
+    #[must_use]
+    pub fn reason(&self) -> DeadLetterReason {
+        match self.kind {
+            DecodeErrorKind::Malformed => DeadLetterReason::Malformed,
+            DecodeErrorKind::UnsupportedVersion => DeadLetterReason::UnsupportedVersion,
+            DecodeErrorKind::TooLarge => DeadLetterReason::TooLarge,
+        }
+    }
+}
+
+/// A payload that could not be encoded (only possible for values with non-string map keys).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode payload as msgpack: {0}")]
+pub struct EncodeError(#[from] rmp_serde::encode::Error);
+
+/// A protocol payload with one encode and one decode path.
+///
+/// Encoding writes msgpack maps with string keys. Decoding checks the size
+/// limit, then the version (for versioned payloads), and keeps unknown fields.
+pub trait Wire: Serialize + DeserializeOwned {
+    /// Whether the payload carries a `v` field that must equal [`PROTOCOL_VERSION`].
+    const VERSIONED: bool;
+
+    /// Encodes as msgpack with named fields.
+    ///
+    /// # Errors
+    ///
+    /// Fails only when a free-form value cannot be written as msgpack.
+    fn to_msgpack(&self) -> Result<Vec<u8>, EncodeError> {
+        Ok(rmp_serde::to_vec_named(self)?)
+    }
+
+    /// Decodes with the default size limit ([`DEFAULT_MAX_PAYLOAD`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Wire::from_msgpack_limited`].
+    fn from_msgpack(bytes: &[u8]) -> Result<Self, DecodeError> {
+        Self::from_msgpack_limited(bytes, DEFAULT_MAX_PAYLOAD)
+    }
+
+    /// Decodes bytes no larger than `limit`.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeErrorKind::TooLarge`] past the limit,
+    /// [`DecodeErrorKind::UnsupportedVersion`] when `v` is not 1, and
+    /// [`DecodeErrorKind::Malformed`] for anything else that is not this payload.
+    fn from_msgpack_limited(bytes: &[u8], limit: usize) -> Result<Self, DecodeError> {
+        if bytes.len() > limit {
+            return Err(DecodeError::new(
+                DecodeErrorKind::TooLarge,
+                format!("{} bytes exceeds the limit of {limit} bytes", bytes.len()),
+            ));
+        }
+        match rmp_serde::from_slice::<Self>(bytes) {
+            Ok(value) => {
+                if Self::VERSIONED {
+                    check_version(probe_version(bytes))?;
+                }
+                Ok(value)
+            }
+            Err(err) => {
+                // A newer version may have changed the shape: report the version, not the shape.
+                if Self::VERSIONED {
+                    check_version(probe_version(bytes))?;
+                }
+                Err(DecodeError::new(DecodeErrorKind::Malformed, err.to_string()))
+            }
+        }
+    }
+}
+
+/// The `v` of a payload, if it is a map that has one.
+fn probe_version(bytes: &[u8]) -> Option<rmpv::Value> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        v: Option<rmpv::Value>,
+    }
+    rmp_serde::from_slice::<Probe>(bytes).ok().and_then(|probe| probe.v)
+}
+
+fn check_version(v: Option<rmpv::Value>) -> Result<(), DecodeError> {
+    match v {
+        None => Ok(()),
+        Some(v) if v.as_u64() == Some(PROTOCOL_VERSION) => Ok(()),
+        Some(v) => Err(DecodeError::new(
+            DecodeErrorKind::UnsupportedVersion,
+            format!("protocol version {v} is not supported; this reader speaks v{PROTOCOL_VERSION}"),
+        )),
+    }
+}
+
+impl Wire for Envelope {
+    const VERSIONED: bool = true;
+}
+
+impl Wire for Event {
+    const VERSIONED: bool = true;
+}
+
+impl Wire for Heartbeat {
+    const VERSIONED: bool = false;
+}
+
+impl Wire for LookupRequest {
+    const VERSIONED: bool = false;
+}
+
+impl Wire for LookupResponse {
+    const VERSIONED: bool = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rmpv::Value;
+
+    use super::*;
+    use crate::{EventType, Kind, Reason, Role};
+
+    fn roundtrip(envelope: &Envelope) -> Envelope {
+        Envelope::from_msgpack(&envelope.to_msgpack().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn encodes_named_maps_with_string_keys() {
+        let bytes = Envelope::task("hi").to_msgpack().unwrap();
+        let value = rmpv::decode::read_value(&mut &bytes[..]).unwrap();
+        let map = value.as_map().expect("top level is a map");
+        let keys: Vec<_> = map.iter().map(|(k, _)| k.as_str().unwrap().to_owned()).collect();
+        assert!(keys.contains(&"v".to_owned()) && keys.contains(&"context".to_owned()), "{keys:?}");
+        let id = map.iter().find(|(k, _)| k.as_str() == Some("id")).unwrap().1.clone();
+        assert!(id.is_str(), "ids are uuid strings, got {id:?}");
+    }
+
+    #[test]
+    fn unknown_fields_survive_a_roundtrip_at_every_level() {
+        let mut envelope = Envelope::task("hi");
+        envelope.context.variables.insert("n".into(), Value::from(3));
+        let mut value = rmpv::ext::to_value(&envelope).unwrap();
+        // Add unknown fields as a newer writer would.
+        fn push(map: &mut Value, key: &str, val: Value) {
+            if let Value::Map(entries) = map {
+                entries.push((Value::from(key), val));
+            }
+        }
+        push(&mut value, "future_top", Value::from("x"));
+        if let Value::Map(entries) = &mut value {
+            for (key, val) in entries.iter_mut() {
+                if key.as_str() == Some("context") {
+                    push(val, "future_ctx", Value::Binary(vec![1, 2, 3]));
+                }
+            }
+        }
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &value).unwrap();
+        let decoded = Envelope::from_msgpack(&bytes).unwrap();
+        assert_eq!(decoded.extra.get("future_top"), Some(&Value::from("x")));
+        assert_eq!(decoded.context.extra.get("future_ctx"), Some(&Value::Binary(vec![1, 2, 3])));
+        let again = roundtrip(&decoded);
+        assert_eq!(again.extra.get("future_top"), Some(&Value::from("x")));
+        assert_eq!(again.context.extra.get("future_ctx"), Some(&Value::Binary(vec![1, 2, 3])));
+        assert_eq!(again.context.variables.get("n"), Some(&Value::from(3)));
+    }
+
+    #[test]
+    fn unknown_enum_values_read_as_other_and_are_kept() {
+        let mut envelope = Envelope::task("hi");
+        envelope.kind = Kind::parse("broadcast");
+        envelope.reason = Some(Reason::parse("customer asked nicely"));
+        envelope.context.messages[0].role = Role::parse("narrator");
+        let back = roundtrip(&envelope);
+        assert_eq!(back.kind, Kind::Other("broadcast".into()));
+        assert_eq!(back.reason, Some(Reason::Other("customer asked nicely".into())));
+        assert_eq!(back.context.messages[0].role, Role::Other("narrator".into()));
+        assert_eq!(Reason::parse("loop_detected"), Reason::LoopDetected);
+        assert_eq!(EventType::parse("teleported").as_str(), "teleported");
+    }
+
+    #[test]
+    fn decode_errors_are_classified() {
+        let err = Envelope::from_msgpack(b"\xc1 not msgpack").unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::Malformed);
+        assert_eq!(err.reason(), DeadLetterReason::Malformed);
+
+        // A map that is not an envelope.
+        let bytes = rmp_serde::to_vec_named(&BTreeMap::from([("hello", 1)])).unwrap();
+        assert_eq!(Envelope::from_msgpack(&bytes).unwrap_err().kind(), &DecodeErrorKind::Malformed);
+
+        // A valid envelope of version 2.
+        let mut envelope = Envelope::task("hi");
+        envelope.v = 2;
+        let err = Envelope::from_msgpack(&envelope.to_msgpack().unwrap()).unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::UnsupportedVersion);
+        assert!(err.to_string().starts_with("unsupported_version"), "{err}");
+
+        // Version 2 with a different shape is still reported as a version problem.
+        let bytes = rmp_serde::to_vec_named(&BTreeMap::from([("v", 2)])).unwrap();
+        assert_eq!(Envelope::from_msgpack(&bytes).unwrap_err().kind(), &DecodeErrorKind::UnsupportedVersion);
+
+        let bytes = Envelope::task("x".repeat(2000)).to_msgpack().unwrap();
+        let err = Envelope::from_msgpack_limited(&bytes, 1000).unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::TooLarge);
+        assert!(Envelope::from_msgpack_limited(&bytes, bytes.len()).is_ok());
+    }
+
+    #[test]
+    fn a_bad_uuid_is_malformed() {
+        let mut value = rmpv::ext::to_value(Envelope::task("hi")).unwrap();
+        if let Value::Map(entries) = &mut value {
+            for (key, val) in entries.iter_mut() {
+                if key.as_str() == Some("id") {
+                    *val = Value::from("not-a-uuid");
+                }
+            }
+        }
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &value).unwrap();
+        let err = Envelope::from_msgpack(&bytes).unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::Malformed);
+        assert!(err.detail().contains("not-a-uuid"), "{err}");
+    }
+}

@@ -1,0 +1,432 @@
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{PROTOCOL_VERSION, now_ms};
+
+/// Any MessagePack value: the type of free-form fields (`variables`, `state`, `output`, ...).
+pub type Value = rmpv::Value;
+
+/// A string-keyed map of free-form values.
+pub type Map = BTreeMap<String, Value>;
+
+/// The hop budget of a session whose envelope does not set `max_hops`.
+pub const DEFAULT_MAX_HOPS: u32 = 16;
+
+wire_enum! {
+    /// What an envelope is for.
+    pub enum Kind {
+        /// A new task from outside.
+        Task = "task",
+        /// Control moved from one agent to another.
+        Handoff = "handoff",
+        /// A parent asks a child for a result.
+        Delegate = "delegate",
+        /// A child's answer to a `delegate`.
+        Result = "result",
+    }
+}
+
+wire_enum! {
+    /// Why control moved, or why a session failed. Free text is kept as `Other`.
+    pub enum Reason {
+        /// The agent lacks the knowledge the task needs.
+        KnowledgeGap = "knowledge_gap",
+        /// The task is outside the agent's scope.
+        OutOfScope = "out_of_scope",
+        /// A tool the agent depends on failed.
+        ToolFailure = "tool_failure",
+        /// The user asked for someone else.
+        UserEscalation = "user_escalation",
+        /// The task is harder than the agent's tier handles.
+        ComplexityExceeded = "complexity_exceeded",
+        /// No agent matches what the task requires.
+        NoMatch = "no_match",
+        /// The loop guard refused a route.
+        LoopDetected = "loop_detected",
+        /// The previous agent declined the task.
+        Rejected = "rejected",
+        /// Retries were exhausted.
+        MaxAttempts = "max_attempts",
+        /// The session's deadline passed.
+        DeadlineExceeded = "deadline_exceeded",
+    }
+}
+
+wire_enum! {
+    /// Who wrote a conversation message.
+    pub enum Role {
+        /// The person the system serves.
+        User = "user",
+        /// An agent.
+        Agent = "agent",
+        /// System instructions.
+        System = "system",
+        /// A tool's answer.
+        Tool = "tool",
+    }
+}
+
+wire_enum! {
+    /// How a delegated child ended (`result` envelopes only).
+    pub enum ResultStatus {
+        /// The child produced an output.
+        Completed = "completed",
+        /// The child failed.
+        Failed = "failed",
+    }
+}
+
+/// The unit of work that moves between agents: a task, a handoff, a delegation or a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "Envelope", description = "Published to `baton.ingress` or `baton.agent.<agent>`.")]
+pub struct Envelope {
+    /// Protocol major version: `1`.
+    pub v: u64,
+    /// Unique id of this message; equals the `Nats-Msg-Id` header.
+    #[serde(with = "uuid_text")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    pub id: Uuid,
+    /// Id shared by every hop of one task.
+    #[serde(with = "uuid_text")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    pub session: Uuid,
+    /// `task`, `handoff`, `delegate` or `result`.
+    pub kind: Kind,
+    /// Target agent type; nil on ingress means "route by `requires`, else the default entry agent".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Agent type that sent it; nil for tasks from outside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Capabilities the receiving agent must have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// Why control moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+    /// Advice from the sender to the receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_next_action: Option<String>,
+    /// Agents that handled this session so far, oldest first.
+    pub path: Vec<Hop>,
+    /// Hop budget for the session (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hops: Option<u32>,
+    /// Creation time, unix ms.
+    pub created_at: u64,
+    /// Unix ms after which the session fails with `deadline_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<u64>,
+    /// `delegate`: subject the `result` goes to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    /// `delegate`/`result`: the delegating envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Parent>,
+    /// `result` only: `completed` or `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ResultStatus>,
+    /// `result` only: the child's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub output: Option<Value>,
+    /// The full context that travels with the task.
+    pub context: Context,
+    /// Fields this version does not know; written back unchanged.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// One agent's turn in a session's path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Hop {
+    /// Agent type.
+    pub agent: String,
+    /// Worker instance that handled it.
+    pub instance: String,
+    /// When it handled it, unix ms.
+    pub at: u64,
+    /// Why control came to this agent.
+    #[serde(default)]
+    pub reason: Option<Reason>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// The delegating envelope of a `delegate` or `result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Parent {
+    /// Id of the delegating envelope.
+    #[serde(with = "uuid_text")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    pub id: Uuid,
+    /// Agent type that delegated.
+    pub agent: String,
+    /// Delegation depth of the child (1 for a direct child).
+    pub depth: u32,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// The full context that travels with a task from agent to agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Context {
+    /// What the user first asked.
+    #[serde(default)]
+    pub initial_query: String,
+    /// The current problem as the last agent understood it.
+    #[serde(default)]
+    pub problem: String,
+    /// The whole conversation.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// Shared context variables every agent may read and write.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    pub variables: Map,
+    /// Reasoning trace.
+    #[serde(default)]
+    pub trace: Vec<Step>,
+    /// Internal state the sender hands to the receiver.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    pub state: Map,
+    /// User id, locale, priority and other extensions.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    pub metadata: Map,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Message {
+    /// `user`, `agent`, `system` or `tool`.
+    pub role: Role,
+    /// The text.
+    #[serde(default)]
+    pub content: String,
+    /// Who wrote it (an agent type, a tool name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When, unix ms.
+    #[serde(default)]
+    pub at: u64,
+    /// Tool calls the message made, as the model wrote them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub tool_calls: Option<Value>,
+    /// The tool call this message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// One step of the reasoning trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Step {
+    /// Agent type that took the step.
+    pub agent: String,
+    /// What it did.
+    #[serde(default)]
+    pub action: String,
+    /// What came of it.
+    #[serde(default)]
+    pub outcome: String,
+    /// Why.
+    #[serde(default)]
+    pub reasoning: String,
+    /// Anything else worth keeping.
+    #[serde(default = "nil")]
+    #[schemars(with = "serde_json::Value")]
+    pub details: Value,
+    /// When, unix ms.
+    #[serde(default)]
+    pub at: u64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+impl Envelope {
+    /// A new `task` with a fresh id and session, whose conversation is the user's `query`.
+    #[must_use]
+    pub fn task(query: impl Into<String>) -> Self {
+        let query = query.into();
+        let now = now_ms();
+        Self {
+            v: PROTOCOL_VERSION,
+            id: Uuid::new_v4(),
+            session: Uuid::new_v4(),
+            kind: Kind::Task,
+            to: None,
+            from: None,
+            requires: Vec::new(),
+            reason: None,
+            suggested_next_action: None,
+            path: Vec::new(),
+            max_hops: None,
+            created_at: now,
+            deadline: None,
+            reply_to: None,
+            parent: None,
+            status: None,
+            output: None,
+            context: Context {
+                initial_query: query.clone(),
+                messages: vec![Message::new(Role::User, query)],
+                ..Context::default()
+            },
+            extra: Map::new(),
+        }
+    }
+
+    /// Sets the target agent type.
+    #[must_use]
+    pub fn with_to(mut self, agent: impl Into<String>) -> Self {
+        self.to = Some(agent.into());
+        self
+    }
+
+    /// Sets a shared context variable.
+    #[must_use]
+    pub fn with_variable(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.context.variables.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the deadline, unix ms.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline_ms: u64) -> Self {
+        self.deadline = Some(deadline_ms);
+        self
+    }
+
+    /// Sets the hop budget.
+    #[must_use]
+    pub fn with_max_hops(mut self, max_hops: u32) -> Self {
+        self.max_hops = Some(max_hops);
+        self
+    }
+
+    /// The hop budget in force: `max_hops`, or [`DEFAULT_MAX_HOPS`].
+    #[must_use]
+    pub fn hop_budget(&self) -> u32 {
+        self.max_hops.unwrap_or(DEFAULT_MAX_HOPS)
+    }
+
+    /// Whether `agent` already handled this session.
+    #[must_use]
+    pub fn visited(&self, agent: &str) -> bool {
+        self.path.iter().any(|hop| hop.agent == agent)
+    }
+}
+
+impl Hop {
+    /// A hop of `agent` on `instance`, now.
+    #[must_use]
+    pub fn new(agent: impl Into<String>, instance: impl Into<String>, reason: Option<Reason>) -> Self {
+        Self { agent: agent.into(), instance: instance.into(), at: now_ms(), reason, extra: Map::new() }
+    }
+}
+
+impl Message {
+    /// A message with `role` and `content`, now.
+    #[must_use]
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            name: None,
+            at: now_ms(),
+            tool_calls: None,
+            tool_call_id: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Sets who wrote it.
+    #[must_use]
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
+
+impl Step {
+    /// A trace step by `agent`, now.
+    #[must_use]
+    pub fn new(agent: impl Into<String>, action: impl Into<String>, outcome: impl Into<String>) -> Self {
+        Self {
+            agent: agent.into(),
+            action: action.into(),
+            outcome: outcome.into(),
+            reasoning: String::new(),
+            details: Value::Nil,
+            at: now_ms(),
+            extra: Map::new(),
+        }
+    }
+
+    /// Sets why.
+    #[must_use]
+    pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> Self {
+        self.reasoning = reasoning.into();
+        self
+    }
+}
+
+fn nil() -> Value {
+    Value::Nil
+}
+
+/// Uuids travel as canonical lowercase text, whatever the format's human-readable flag says.
+pub(crate) mod uuid_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use uuid::Uuid;
+
+    pub(crate) fn serialize<S: Serializer>(id: &Uuid, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uuid, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Uuid::parse_str(&text).map_err(|err| serde::de::Error::custom(format!("invalid uuid {text:?}: {err}")))
+    }
+
+    pub(crate) mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+        use uuid::Uuid;
+
+        pub(crate) fn serialize<S: Serializer>(id: &Option<Uuid>, serializer: S) -> Result<S::Ok, S::Error> {
+            match id {
+                Some(id) => super::serialize(id, serializer),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Uuid>, D::Error> {
+            let text = Option::<std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+            text.map(|text| {
+                Uuid::parse_str(&text)
+                    .map_err(|err| serde::de::Error::custom(format!("invalid uuid {text:?}: {err}")))
+            })
+            .transpose()
+        }
+    }
+}

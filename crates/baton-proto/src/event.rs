@@ -1,0 +1,118 @@
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::envelope::uuid_text;
+use crate::{Hop, Map, PROTOCOL_VERSION, Reason, Value, now_ms};
+
+wire_enum! {
+    /// What happened in a session.
+    pub enum EventType {
+        /// A worker took the envelope.
+        Accepted = "accepted",
+        /// The worker declined it.
+        Rejected = "rejected",
+        /// Control moved `agent` → `to`.
+        Handoff = "handoff",
+        /// A parent delegated to a child.
+        Delegated = "delegated",
+        /// A retryable failure; the envelope will be delivered again.
+        Retrying = "retrying",
+        /// The loop guard refused a route.
+        LoopDetected = "loop_detected",
+        /// The session went to the fallback agent.
+        Escalated = "escalated",
+        /// An envelope was copied to the dead-letter stream.
+        DeadLettered = "dead_lettered",
+        /// Terminal: `output` holds the answer, `path` the agents visited.
+        Completed = "completed",
+        /// Terminal: `reason` says why.
+        Failed = "failed",
+    }
+}
+
+impl EventType {
+    /// Whether this event ends its session.
+    #[must_use]
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Completed | Self::Failed)
+    }
+}
+
+/// A lifecycle event, published to `baton.events.<session>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "Event", description = "Published to `baton.events.<session>`.")]
+pub struct Event {
+    /// Protocol major version: `1`.
+    pub v: u64,
+    /// Unique id of this event; equals the `Nats-Msg-Id` header.
+    #[serde(with = "uuid_text")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    pub id: Uuid,
+    /// The session it belongs to.
+    #[serde(with = "uuid_text")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    pub session: Uuid,
+    /// When, unix ms.
+    pub at: u64,
+    /// What happened.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// Agent type that reports it.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Worker instance that reports it.
+    #[serde(default)]
+    pub instance: Option<String>,
+    /// Id of the envelope it is about.
+    #[serde(default, with = "uuid_text::option")]
+    #[schemars(with = "Option<String>", extend("format" = "uuid"))]
+    pub envelope: Option<Uuid>,
+    /// Where control went (`handoff`, `escalated`, `loop_detected`, `delegated`).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// Why.
+    #[serde(default)]
+    pub reason: Option<Reason>,
+    /// Human-readable detail.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// `completed`: the answer.
+    #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub output: Option<Value>,
+    /// The agents visited so far.
+    #[serde(default)]
+    pub path: Vec<Hop>,
+    /// Extension (optional): the delivery attempt the event belongs to, counting from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+impl Event {
+    /// An event of `kind` in `session` with id `id`, now; other fields empty.
+    #[must_use]
+    pub fn new(id: Uuid, session: Uuid, kind: EventType) -> Self {
+        Self {
+            v: PROTOCOL_VERSION,
+            id,
+            session,
+            at: now_ms(),
+            kind,
+            agent: None,
+            instance: None,
+            envelope: None,
+            to: None,
+            reason: None,
+            detail: None,
+            output: None,
+            path: Vec::new(),
+            attempt: None,
+            extra: Map::new(),
+        }
+    }
+}

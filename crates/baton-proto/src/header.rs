@@ -1,0 +1,39 @@
+/// NATS header names of the protocol.
+pub mod headers {
+    /// JetStream's dedup key: the message's `id`.
+    pub const MSG_ID: &str = "Nats-Msg-Id";
+    /// W3C trace context.
+    pub const TRACEPARENT: &str = "traceparent";
+    /// W3C trace state.
+    pub const TRACESTATE: &str = "tracestate";
+    /// Dead letters: reason code.
+    pub const ERROR: &str = "Baton-Error";
+    /// Dead letters: human-readable detail.
+    pub const ERROR_DETAIL: &str = "Baton-Error-Detail";
+    /// Dead letters: agent type whose worker gave up.
+    pub const AGENT: &str = "Baton-Agent";
+    /// Dead letters: subject to replay to.
+    pub const ORIGINAL_SUBJECT: &str = "Baton-Original-Subject";
+    /// Dead letters: delivery count when it gave up.
+    pub const DELIVERIES: &str = "Baton-Deliveries";
+}
+
+wire_enum! {
+    /// Reason code of a dead letter (`Baton-Error` header).
+    pub enum DeadLetterReason {
+        /// Not a decodable envelope.
+        Malformed = "malformed",
+        /// A protocol version this worker does not read.
+        UnsupportedVersion = "unsupported_version",
+        /// Larger than the size limit.
+        TooLarge = "too_large",
+        /// Retries exhausted.
+        MaxAttempts = "max_attempts",
+        /// The agent said the task can never succeed.
+        Fatal = "fatal",
+        /// The session's deadline passed.
+        DeadlineExceeded = "deadline_exceeded",
+        /// No agent could take the task.
+        NoRoute = "no_route",
+    }
+}

@@ -1,0 +1,54 @@
+//! The Baton wire protocol, version 1: the types every Baton process exchanges.
+//!
+//! This crate is runtime-free (no tokio, no NATS) so any tool can link it. It holds:
+//!
+//! - the payloads of `PROTOCOL.md`: [`Envelope`] (with [`Context`], [`Hop`],
+//!   [`Parent`], [`Message`], [`Step`]), [`Event`], [`Heartbeat`],
+//!   [`LookupRequest`] and [`LookupResponse`];
+//! - the msgpack codec ([`Wire`]): named maps on the way out, a size limit and
+//!   classified [`DecodeError`]s on the way in, unknown fields kept in `extra`;
+//! - lowercase string enums that read unknown values as `Other` ([`Kind`],
+//!   [`EventType`], [`Reason`], [`Role`], [`ResultStatus`], [`DeadLetterReason`]);
+//! - subject and stream names ([`Subjects`]) and validated [`AgentName`]s;
+//! - deterministic derived ids ([`derive_id`]) that make redelivery idempotent;
+//! - the JSON Schemas of every payload ([`schemas`]).
+//!
+//! # Examples
+//!
+//! ```
+//! use baton_proto::{Envelope, Wire};
+//!
+//! let task = Envelope::task("Where is my order ABC-123?");
+//! let bytes = task.to_msgpack().unwrap();
+//! let back = Envelope::from_msgpack(&bytes).unwrap();
+//! assert_eq!(back.context.initial_query, "Where is my order ABC-123?");
+//! ```
+#![warn(missing_docs)]
+
+#[macro_use]
+mod wire_enum;
+mod codec;
+mod envelope;
+mod event;
+mod header;
+mod id;
+mod registry;
+mod schema;
+mod subject;
+mod time;
+
+pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
+pub use envelope::{
+    Context, DEFAULT_MAX_HOPS, Envelope, Hop, Kind, Map, Message, Parent, Reason, ResultStatus,
+    Role, Step, Value,
+};
+pub use event::{Event, EventType};
+pub use header::{DeadLetterReason, headers};
+pub use id::{derive_id, derive_id_labelled};
+pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
+pub use schema::schemas;
+pub use subject::{AgentName, NameError, Subjects};
+pub use time::now_ms;
+
+/// The protocol major version this crate reads and writes (`v`).
+pub const PROTOCOL_VERSION: u64 = 1;

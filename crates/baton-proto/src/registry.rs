@@ -1,0 +1,98 @@
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Map;
+
+/// A worker instance's periodic report, on `baton.registry.heartbeat.<agent>.<instance>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Heartbeat {
+    /// Agent type.
+    pub agent: String,
+    /// Worker instance id.
+    pub instance: String,
+    /// What the agent can do.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Knowledge domains.
+    #[serde(default)]
+    pub domains: Vec<String>,
+    /// Tier: 1 is the first line; higher tiers take harder work.
+    #[serde(default)]
+    pub tier: u32,
+    /// Messages being handled now.
+    #[serde(default)]
+    pub in_flight: u32,
+    /// Concurrency limit of the instance.
+    #[serde(default)]
+    pub max_concurrency: u32,
+    /// Messages handled since start.
+    #[serde(default)]
+    pub processed: u64,
+    /// Messages that failed since start.
+    #[serde(default)]
+    pub failed: u64,
+    /// When, unix ms.
+    pub at: u64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// A best-agent lookup, on `baton.registry.lookup`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LookupRequest {
+    /// Capabilities the agent must have.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// Domains of which the agent must have at least one (when any are given).
+    #[serde(default)]
+    pub domains: Vec<String>,
+    /// Lowest acceptable tier.
+    #[serde(default)]
+    pub min_tier: Option<u32>,
+    /// Agent types to leave out: the session's path.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// The answer to a [`LookupRequest`]: candidates, best first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LookupResponse {
+    /// Candidates, best first; empty when nothing fits.
+    #[serde(default)]
+    pub candidates: Vec<Candidate>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// One agent type that fits a lookup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Candidate {
+    /// Agent type.
+    pub agent: String,
+    /// Tier.
+    pub tier: u32,
+    /// Capabilities.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Domains.
+    #[serde(default)]
+    pub domains: Vec<String>,
+    /// Live instances.
+    pub instances: u32,
+    /// Load, 0 idle; 1 at capacity; above 1 with a backlog.
+    pub load: f64,
+    /// Ranking score; higher is better.
+    pub score: f64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}

@@ -1,0 +1,20 @@
+use schemars::JsonSchema;
+
+use crate::{Envelope, Event, Heartbeat, LookupRequest, LookupResponse};
+
+/// The JSON Schema of every payload, by file stem (`envelope`, `event`, ...).
+///
+/// `proto-schemas/` holds these, checked in; a test fails when they drift.
+#[must_use]
+pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
+    fn one<T: JsonSchema>() -> serde_json::Value {
+        schemars::schema_for!(T).to_value()
+    }
+    vec![
+        ("envelope", one::<Envelope>()),
+        ("event", one::<Event>()),
+        ("heartbeat", one::<Heartbeat>()),
+        ("lookup_request", one::<LookupRequest>()),
+        ("lookup_response", one::<LookupResponse>()),
+    ]
+}

@@ -1,0 +1,242 @@
+use std::fmt;
+use std::str::FromStr;
+
+use uuid::Uuid;
+
+/// A name that breaks the protocol's naming rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {name:?}: {rule}")]
+pub struct NameError {
+    what: &'static str,
+    name: String,
+    rule: &'static str,
+}
+
+const NAME_RULE: &str = "use 1 to 64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit";
+
+fn is_valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
+}
+
+/// An agent type name: matches `[a-z0-9][a-z0-9_-]{0,63}`.
+///
+/// # Examples
+///
+/// ```
+/// use baton_proto::AgentName;
+///
+/// assert!("order_management".parse::<AgentName>().is_ok());
+/// assert!("Order.Management".parse::<AgentName>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AgentName(String);
+
+impl AgentName {
+    /// Validates `name`.
+    ///
+    /// # Errors
+    ///
+    /// When `name` breaks the naming rule; the error says the rule.
+    pub fn new(name: impl Into<String>) -> Result<Self, NameError> {
+        let name = name.into();
+        if is_valid_name(&name) {
+            Ok(Self(name))
+        } else {
+            Err(NameError { what: "agent type name", name, rule: NAME_RULE })
+        }
+    }
+
+    /// The name.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AgentName {
+    type Err = NameError;
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::new(name)
+    }
+}
+
+impl fmt::Display for AgentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for AgentName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Subject and stream names under one prefix (`baton` by default).
+///
+/// # Examples
+///
+/// ```
+/// use baton_proto::{AgentName, Subjects};
+///
+/// let subjects = Subjects::default();
+/// let refund: AgentName = "refund".parse().unwrap();
+/// assert_eq!(subjects.agent(&refund), "baton.agent.refund");
+/// assert_eq!(subjects.tasks_stream(), "BATON_TASKS");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subjects {
+    prefix: String,
+    stream_prefix: String,
+}
+
+impl Default for Subjects {
+    fn default() -> Self {
+        Self::new("baton").expect("the default prefix is valid")
+    }
+}
+
+impl Subjects {
+    /// Subjects under `prefix`, which follows the agent naming rule.
+    ///
+    /// # Errors
+    ///
+    /// When `prefix` breaks the naming rule.
+    pub fn new(prefix: impl Into<String>) -> Result<Self, NameError> {
+        let prefix = prefix.into();
+        if !is_valid_name(&prefix) {
+            return Err(NameError { what: "subject prefix", name: prefix, rule: NAME_RULE });
+        }
+        let stream_prefix = prefix.to_ascii_uppercase().replace('-', "_");
+        Ok(Self { prefix, stream_prefix })
+    }
+
+    /// The prefix.
+    #[must_use]
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `baton.ingress`: new tasks from outside.
+    #[must_use]
+    pub fn ingress(&self) -> String {
+        format!("{}.ingress", self.prefix)
+    }
+
+    /// `baton.agent.<agent>`: work for one agent type.
+    #[must_use]
+    pub fn agent(&self, agent: &AgentName) -> String {
+        format!("{}.agent.{agent}", self.prefix)
+    }
+
+    /// `baton.agent.>`: work for every agent type.
+    #[must_use]
+    pub fn all_agents(&self) -> String {
+        format!("{}.agent.>", self.prefix)
+    }
+
+    /// `baton.events.<session>`: lifecycle events of one session.
+    #[must_use]
+    pub fn events(&self, session: Uuid) -> String {
+        format!("{}.events.{session}", self.prefix)
+    }
+
+    /// `baton.events.>`: every session's events.
+    #[must_use]
+    pub fn all_events(&self) -> String {
+        format!("{}.events.>", self.prefix)
+    }
+
+    /// `baton.dlq.<agent>`: dead letters of one agent type.
+    #[must_use]
+    pub fn dlq(&self, agent: &AgentName) -> String {
+        format!("{}.dlq.{agent}", self.prefix)
+    }
+
+    /// `baton.dlq.>`: every dead letter.
+    #[must_use]
+    pub fn all_dlq(&self) -> String {
+        format!("{}.dlq.>", self.prefix)
+    }
+
+    /// `baton.registry.heartbeat.<agent>.<instance>`.
+    #[must_use]
+    pub fn heartbeat(&self, agent: &AgentName, instance: &str) -> String {
+        format!("{}.registry.heartbeat.{agent}.{instance}", self.prefix)
+    }
+
+    /// `baton.registry.heartbeat.>`.
+    #[must_use]
+    pub fn all_heartbeats(&self) -> String {
+        format!("{}.registry.heartbeat.>", self.prefix)
+    }
+
+    /// `baton.registry.lookup`.
+    #[must_use]
+    pub fn lookup(&self) -> String {
+        format!("{}.registry.lookup", self.prefix)
+    }
+
+    /// `BATON_TASKS`: the work-queue stream of ingress and agent subjects.
+    #[must_use]
+    pub fn tasks_stream(&self) -> String {
+        format!("{}_TASKS", self.stream_prefix)
+    }
+
+    /// `BATON_EVENTS`: the events stream.
+    #[must_use]
+    pub fn events_stream(&self) -> String {
+        format!("{}_EVENTS", self.stream_prefix)
+    }
+
+    /// `BATON_DLQ`: the dead-letter stream.
+    #[must_use]
+    pub fn dlq_stream(&self) -> String {
+        format!("{}_DLQ", self.stream_prefix)
+    }
+
+    /// `agent-<agent>`: the durable consumer every replica of an agent type shares.
+    #[must_use]
+    pub fn agent_consumer(agent: &AgentName) -> String {
+        format!("agent-{agent}")
+    }
+
+    /// `ingress`: the ingress router's durable consumer.
+    pub const INGRESS_CONSUMER: &'static str = "ingress";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_names_follow_the_rule() {
+        for good in ["a", "0", "order_management", "x-1", &"a".repeat(64)] {
+            assert!(AgentName::new(good).is_ok(), "{good}");
+        }
+        for bad in ["", "_a", "-a", "A", "a.b", "a b", "a>", "a*", &"a".repeat(65), "é"] {
+            let err = AgentName::new(bad).unwrap_err();
+            assert!(err.to_string().contains("a-z, 0-9"), "{err}");
+        }
+    }
+
+    #[test]
+    fn subjects_under_a_custom_prefix() {
+        let subjects = Subjects::new("acme-prod").unwrap();
+        let agent = AgentName::new("refund").unwrap();
+        let session = Uuid::nil();
+        assert_eq!(subjects.ingress(), "acme-prod.ingress");
+        assert_eq!(subjects.agent(&agent), "acme-prod.agent.refund");
+        assert_eq!(subjects.events(session), format!("acme-prod.events.{session}"));
+        assert_eq!(subjects.dlq(&agent), "acme-prod.dlq.refund");
+        assert_eq!(subjects.heartbeat(&agent, "i1"), "acme-prod.registry.heartbeat.refund.i1");
+        assert_eq!(subjects.lookup(), "acme-prod.registry.lookup");
+        assert_eq!(subjects.tasks_stream(), "ACME_PROD_TASKS");
+        assert_eq!(Subjects::agent_consumer(&agent), "agent-refund");
+        assert!(Subjects::new("a.b").is_err());
+    }
+}
