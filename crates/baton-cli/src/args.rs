@@ -1,0 +1,252 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Baton: multi-agent systems as worker pools on NATS JetStream.
+///
+/// Each agent type is a pool of `baton worker` processes pulling from its own
+/// subject. Agents hand tasks to each other with the full context; handoffs are
+/// acknowledged, retried, guarded against loops, and end in a terminal event or
+/// a dead letter. Requires nats-server >= 2.10 with JetStream enabled.
+#[derive(Debug, Parser)]
+#[command(name = "baton", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub nats: NatsArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Connection settings, following the NATS CLI's environment variables.
+#[derive(Debug, Clone, Args)]
+pub struct NatsArgs {
+    /// NATS server URL (default nats://127.0.0.1:4222; `baton dev` starts its own server when unset).
+    #[arg(long, global = true, env = "NATS_URL")]
+    pub nats_url: Option<String>,
+
+    /// NATS credentials file (JWT + nkey).
+    #[arg(long, global = true, env = "NATS_CREDS")]
+    pub creds: Option<PathBuf>,
+
+    /// NATS user name (with --password).
+    #[arg(long, global = true, env = "NATS_USER")]
+    pub user: Option<String>,
+
+    /// NATS password (with --user).
+    #[arg(long, global = true, env = "NATS_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+
+    /// NATS authentication token.
+    #[arg(long, global = true, env = "NATS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Subject prefix shared by every Baton process of one deployment.
+    #[arg(long, global = true, env = "BATON_PREFIX", default_value = "baton")]
+    pub prefix: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the demo: a local nats-server, the router, the five demo agents and
+    /// the demo tasks; print each session's path, reasons and answer.
+    Dev(DevArgs),
+    /// Run one worker of an agent type. Start it again (on any machine) to add replicas.
+    Worker(WorkerArgs),
+    /// Run the ingress router, which moves tasks from `<prefix>.ingress` to their first agent.
+    Router(RouterArgs),
+    /// Publish a task and print its session id (or, with --wait, its outcome).
+    Send(SendArgs),
+    /// Print a session's events from the start, then follow them until the session ends.
+    Watch(WatchArgs),
+    /// Inspect and replay dead letters.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+    /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
+    Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Keep the agents running after the demo tasks, until Ctrl-C (try `baton send` meanwhile).
+    #[arg(long)]
+    pub serve: bool,
+
+    /// How long to wait for each demo session to end, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Agent type to serve: a demo type (general_enquiry, order_management, advanced_order,
+    /// refund, human_support) or, with --relay, any name.
+    pub agent: String,
+
+    /// Serve AGENT with the configurable relay agent instead of a demo agent (see the relay options).
+    #[arg(long)]
+    pub relay: bool,
+
+    /// Where escalations, loops and exhausted tasks go (default for demo agents: human_support).
+    #[arg(long)]
+    pub fallback: Option<String>,
+
+    /// Serve without a fallback agent: such tasks fail instead.
+    #[arg(long, conflicts_with = "fallback")]
+    pub no_fallback: bool,
+
+    /// Tasks handled at once by this process.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+
+    /// Deliveries of a task in all before it is dead-lettered with `max_attempts`.
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: u32,
+
+    /// Delay before the second attempt, in ms (doubles per attempt).
+    #[arg(long, default_value_t = 200)]
+    pub min_backoff_ms: u64,
+
+    /// Upper bound of the retry delay, in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub max_backoff_ms: u64,
+
+    /// How long one attempt may run, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    pub timeout_ms: u64,
+
+    /// Redelivery timeout of the agent type's consumer, in seconds (applies when the consumer is created).
+    #[arg(long, default_value_t = 30)]
+    pub ack_wait_secs: u64,
+
+    /// Largest envelope accepted, in bytes; bigger ones are dead-lettered as `too_large`.
+    #[arg(long, default_value_t = baton_proto::DEFAULT_MAX_PAYLOAD)]
+    pub max_payload: usize,
+
+    /// How long in-flight work may take to finish on shutdown, in seconds.
+    #[arg(long, default_value_t = 20)]
+    pub shutdown_grace_secs: u64,
+
+    /// Instance id reported in events (default: random).
+    #[arg(long)]
+    pub instance: Option<String>,
+
+    #[command(flatten)]
+    pub relay_options: RelayArgs,
+}
+
+/// Behaviour of a `--relay` agent.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Relay options (with --relay)")]
+pub struct RelayArgs {
+    /// Hand off to this agent type; without it the relay completes the session.
+    #[arg(long)]
+    pub next: Option<String>,
+
+    /// Fail retryably on the first N attempts.
+    #[arg(long, default_value_t = 0)]
+    pub fail_attempts: u32,
+
+    /// Fail fatally (dead-letter at once).
+    #[arg(long)]
+    pub fatal: bool,
+
+    /// Decline every task.
+    #[arg(long)]
+    pub reject: bool,
+
+    /// Escalate every task to the fallback.
+    #[arg(long)]
+    pub escalate: bool,
+
+    /// Work this long (ms) before answering.
+    #[arg(long, default_value_t = 0)]
+    pub work_ms: u64,
+
+    /// Leave the context unchanged (for benchmarks).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RouterArgs {
+    /// Agent type for tasks that name no `to`; without it such tasks fail with `no_route`.
+    #[arg(long)]
+    pub default_agent: Option<String>,
+
+    /// Largest task accepted, in bytes.
+    #[arg(long, default_value_t = baton_proto::DEFAULT_MAX_PAYLOAD)]
+    pub max_payload: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The user's message.
+    pub text: String,
+
+    /// First agent type (default: the router's default entry agent).
+    #[arg(long)]
+    pub to: Option<String>,
+
+    /// Publish straight to the agent's subject instead of the ingress (needs --to).
+    #[arg(long, requires = "to")]
+    pub direct: bool,
+
+    /// Shared context variable KEY=VALUE (VALUE is read as JSON, else as a string). Repeatable.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    pub vars: Vec<String>,
+
+    /// Hop budget of the session.
+    #[arg(long)]
+    pub max_hops: Option<u32>,
+
+    /// Fail the session if it has not ended this many ms from now.
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
+
+    /// Wait for the session to end and print its outcome; exit 1 if it failed.
+    #[arg(long)]
+    pub wait: bool,
+
+    /// With --wait: how long to wait, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Session id.
+    pub session: String,
+
+    /// Print each event as a JSON line.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep following after the terminal event.
+    #[arg(long)]
+    pub follow: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DlqCommand {
+    /// List dead letters: sequence, agent, reason, session and detail.
+    Ls {
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Publish a dead letter again to its original subject (as a new message), then remove it.
+    Replay {
+        /// Sequence number shown by `baton dlq ls`.
+        seq: u64,
+        /// Keep the dead letter after replaying it.
+        #[arg(long)]
+        keep: bool,
+    },
+}

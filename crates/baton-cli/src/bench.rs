@@ -1,0 +1,355 @@
+//! `baton bench`: N tasks through a chain of K no-op agents, and in the same
+//! run a raw async-nats JetStream relay with the same payload size, chain
+//! length and concurrency (consume, publish next, await PubAck, ack).
+//!
+//! Per-hop latency is measured on one monotonic clock shared by every stage:
+//! from the moment a stage decides to forward to the moment the next stage
+//! starts handling. It is a benchmark: it reports, it asserts nothing.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, AckKind, consumer, stream};
+use baton_proto::{AgentName, Envelope, Reason, Subjects, Value, Wire};
+use baton_worker::{Agent, AgentError, Client, Outcome, RetryPolicy, Task, Worker, WorkerConfig};
+use bytes::Bytes;
+use clap::Args;
+use futures::StreamExt;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::NatsArgs;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Tasks to run through the chain.
+    #[arg(long, default_value_t = 2000)]
+    pub tasks: u64,
+
+    /// Agents in the chain (hops per task).
+    #[arg(long, default_value_t = 3)]
+    pub hops: usize,
+
+    /// Messages in flight per stage, for both Baton and the raw relay.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+
+    /// Approximate payload size in bytes (the raw relay uses the encoded size of Baton's envelope).
+    #[arg(long, default_value_t = 512)]
+    pub payload_bytes: usize,
+
+    /// Tasks run first and not measured.
+    #[arg(long, default_value_t = 200)]
+    pub warmup: u64,
+}
+
+/// Nanoseconds since the bench started; every stage reads the same clock.
+fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Hop latencies and completions of one run.
+#[derive(Default)]
+struct Recorder {
+    hops: Mutex<Vec<u64>>,
+    done: AtomicU64,
+    notify: Notify,
+}
+
+impl Recorder {
+    fn hop(&self, sent_ns: u64) {
+        let latency = now_ns().saturating_sub(sent_ns);
+        if let Ok(mut hops) = self.hops.lock() {
+            hops.push(latency);
+        }
+    }
+
+    fn finish(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+        self.notify.notify_one();
+    }
+
+    async fn wait_for(&self, count: u64, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.done.load(Ordering::Relaxed) < count {
+            tokio::time::timeout_at(deadline, self.notify.notified())
+                .await
+                .with_context(|| format!("only {} of {count} tasks finished in {timeout:?}", self.done.load(Ordering::Relaxed)))?;
+        }
+        Ok(())
+    }
+
+    fn reset(&self) {
+        if let Ok(mut hops) = self.hops.lock() {
+            hops.clear();
+        }
+        self.done.store(0, Ordering::Relaxed);
+    }
+}
+
+struct Figures {
+    tasks_per_sec: f64,
+    hops_per_sec: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn figures(recorder: &Recorder, tasks: u64, hops: usize, elapsed: Duration) -> Figures {
+    let mut samples = recorder.hops.lock().map(|h| h.clone()).unwrap_or_default();
+    samples.sort_unstable();
+    let pick = |q: f64| -> f64 {
+        if samples.is_empty() {
+            return f64::NAN;
+        }
+        let index = ((samples.len() - 1) as f64 * q).round() as usize;
+        samples[index] as f64 / 1000.0
+    };
+    let secs = elapsed.as_secs_f64();
+    Figures {
+        tasks_per_sec: tasks as f64 / secs,
+        hops_per_sec: (tasks as f64 * hops as f64) / secs,
+        p50_us: pick(0.50),
+        p99_us: pick(0.99),
+    }
+}
+
+/// A no-op stage of the Baton chain.
+struct Stage {
+    next: Option<String>,
+    recorder: Arc<Recorder>,
+    concurrency: usize,
+}
+
+impl Agent for Stage {
+    async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+        if let Some(sent) = task.envelope.context.state.get("sent_ns").and_then(Value::as_u64) {
+            self.recorder.hop(sent);
+        }
+        Ok(match &self.next {
+            Some(next) => Outcome::handoff(next.clone(), Reason::OutOfScope).set_state("sent_ns", now_ns()),
+            None => {
+                self.recorder.finish();
+                Outcome::complete(Value::Nil)
+            }
+        })
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::default()
+    }
+
+    fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+}
+
+pub async fn run(nats: &NatsArgs, args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
+    anyhow::ensure!(args.hops >= 1, "--hops must be at least 1");
+    anyhow::ensure!(args.tasks >= 1, "--tasks must be at least 1");
+    let server = match &nats.nats_url {
+        Some(_) => None,
+        None => Some(tokio::task::spawn_blocking(baton_testkit::NatsServer::start).await??),
+    };
+    let url = server.as_ref().map(|s| s.url().to_owned());
+    let client = crate::connect(nats, url.as_deref(), "baton bench").await?;
+    now_ns();
+
+    let sample = padded_task(args.payload_bytes);
+    let payload_len = sample.to_msgpack()?.len();
+    println!(
+        "bench: {} tasks (+{} warm-up) through {} hops, concurrency {} per stage, payload {} bytes, nats-server {}",
+        args.tasks,
+        args.warmup,
+        args.hops,
+        args.concurrency,
+        payload_len,
+        url.as_deref().or(nats.nats_url.as_deref()).unwrap_or("?")
+    );
+
+    let raw = raw_relay(&client, &args, payload_len).await?;
+    let baton = baton_chain(&client, &args).await?;
+
+    println!();
+    println!("{:<16} {:>10} {:>10} {:>12} {:>12}", "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs");
+    for (name, f) in [("raw JetStream", &raw), ("baton", &baton)] {
+        println!("{name:<16} {:>10.0} {:>10.0} {:>12.0} {:>12.0}", f.tasks_per_sec, f.hops_per_sec, f.p50_us, f.p99_us);
+    }
+    println!(
+        "{:<16} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
+        "baton / raw",
+        baton.tasks_per_sec / raw.tasks_per_sec,
+        baton.hops_per_sec / raw.hops_per_sec,
+        baton.p50_us / raw.p50_us,
+        baton.p99_us / raw.p99_us
+    );
+    println!("targets: throughput ratio >= 0.85, p50 hop latency ratio <= 1.20");
+    drop(server);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn padded_task(payload_bytes: usize) -> Envelope {
+    let task = Envelope::task("bench");
+    let base = task.to_msgpack().map(|b| b.len()).unwrap_or(0);
+    task.with_variable("pad", "x".repeat(payload_bytes.saturating_sub(base + 8)))
+}
+
+async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::Result<Figures> {
+    let subjects = Subjects::new("benchbaton")?;
+    let recorder = Arc::new(Recorder::default());
+    let stop = CancellationToken::new();
+    let mut workers = tokio::task::JoinSet::new();
+    let names: Vec<String> = (0..args.hops).map(|i| format!("stage{i}")).collect();
+    for (index, name) in names.iter().enumerate() {
+        let stage = Stage { next: names.get(index + 1).cloned(), recorder: recorder.clone(), concurrency: args.concurrency };
+        let config = WorkerConfig::new(AgentName::new(name.as_str())?).with_subjects(subjects.clone());
+        workers.spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
+    }
+    let baton = Client::new(client.clone(), subjects);
+    let first = AgentName::new(names[0].as_str())?;
+    let submit = |count: u64| {
+        let baton = baton.clone();
+        let first = first.clone();
+        let payload = args.payload_bytes;
+        let max_hops = u32::try_from(args.hops + 1).unwrap_or(u32::MAX);
+        let window = args.concurrency * 2;
+        async move {
+            futures::stream::iter(0..count)
+                .map(|_| {
+                    let mut task = padded_task(payload).with_max_hops(max_hops);
+                    task.context.state.insert("sent_ns".into(), Value::from(now_ns()));
+                    let (baton, first) = (baton.clone(), first.clone());
+                    async move { baton.submit_to(&first, &task).await }
+                })
+                .buffer_unordered(window)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<Result<Vec<()>, _>>()?;
+            anyhow::Ok(())
+        }
+    };
+    // Warm up (also provisions streams and consumers).
+    submit(args.warmup).await?;
+    recorder.wait_for(args.warmup, Duration::from_secs(120)).await?;
+    recorder.reset();
+    let started = Instant::now();
+    submit(args.tasks).await?;
+    recorder.wait_for(args.tasks, Duration::from_secs(600)).await?;
+    let elapsed = started.elapsed();
+    stop.cancel();
+    while let Some(result) = workers.join_next().await {
+        result??;
+    }
+    Ok(figures(&recorder, args.tasks, args.hops, elapsed))
+}
+
+async fn raw_relay(client: &async_nats::Client, args: &BenchArgs, payload_len: usize) -> anyhow::Result<Figures> {
+    let js = jetstream::new(client.clone());
+    let subjects: Vec<String> = (0..args.hops).map(|i| format!("benchraw.stage{i}")).collect();
+    js.get_or_create_stream(stream::Config {
+        name: "BENCHRAW".into(),
+        subjects: vec!["benchraw.>".into()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await?;
+    let recorder = Arc::new(Recorder::default());
+    let stop = CancellationToken::new();
+    let mut stages = tokio::task::JoinSet::new();
+    for (index, subject) in subjects.iter().enumerate() {
+        let stream = js.get_stream("BENCHRAW").await?;
+        let consumer: consumer::PullConsumer = stream
+            .get_or_create_consumer(
+                &format!("stage{index}"),
+                consumer::pull::Config {
+                    durable_name: Some(format!("stage{index}")),
+                    filter_subject: subject.clone(),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let next = subjects.get(index + 1).cloned();
+        let js = js.clone();
+        let recorder = recorder.clone();
+        let stop = stop.clone();
+        let concurrency = args.concurrency;
+        stages.spawn(async move {
+            let permits = Arc::new(Semaphore::new(concurrency));
+            let mut messages = consumer.stream().max_messages_per_batch(concurrency).messages().await?;
+            loop {
+                let message = tokio::select! {
+                    message = messages.next() => match message {
+                        Some(Ok(message)) => message,
+                        Some(Err(err)) => { tracing::warn!(error = %err, "raw relay pull error"); continue; }
+                        None => break,
+                    },
+                    () = stop.cancelled() => break,
+                };
+                let permit = permits.clone().acquire_owned().await?;
+                let js = js.clone();
+                let recorder = recorder.clone();
+                let next = next.clone();
+                tokio::spawn(async move {
+                    if let Some(sent) = message.headers.as_ref().and_then(|h| h.get("Bench-Sent")).and_then(|v| v.as_str().parse().ok()) {
+                        recorder.hop(sent);
+                    }
+                    match next {
+                        Some(next) => {
+                            let mut headers = async_nats::HeaderMap::new();
+                            headers.insert("Bench-Sent", now_ns().to_string().as_str());
+                            if let Ok(ack) = js.publish_with_headers(next, headers, message.payload.clone()).await {
+                                let _ = ack.await;
+                            }
+                        }
+                        None => recorder.finish(),
+                    }
+                    let _ = message.ack_with(AckKind::Ack).await;
+                    drop(permit);
+                });
+            }
+            anyhow::Ok(())
+        });
+    }
+    let payload = Bytes::from(vec![b'x'; payload_len]);
+    let submit = |count: u64| {
+        let js = js.clone();
+        let payload = payload.clone();
+        let first = subjects[0].clone();
+        let window = args.concurrency * 2;
+        async move {
+            futures::stream::iter(0..count)
+                .map(|_| {
+                    let (js, first, payload) = (js.clone(), first.clone(), payload.clone());
+                    async move {
+                        let mut headers = async_nats::HeaderMap::new();
+                        headers.insert("Bench-Sent", now_ns().to_string().as_str());
+                        js.publish_with_headers(first, headers, payload).await?.await?;
+                        anyhow::Ok(())
+                    }
+                })
+                .buffer_unordered(window)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<Result<Vec<()>, _>>()?;
+            anyhow::Ok(())
+        }
+    };
+    submit(args.warmup).await?;
+    recorder.wait_for(args.warmup, Duration::from_secs(120)).await?;
+    recorder.reset();
+    let started = Instant::now();
+    submit(args.tasks).await?;
+    recorder.wait_for(args.tasks, Duration::from_secs(600)).await?;
+    let elapsed = started.elapsed();
+    stop.cancel();
+    while let Some(result) = stages.join_next().await {
+        result??;
+    }
+    Ok(figures(&recorder, args.tasks, args.hops, elapsed))
+}

@@ -1,0 +1,174 @@
+//! The customer-service demo: five rule-based, deterministic agent types.
+//!
+//! | agent | tier | does |
+//! |---|---|---|
+//! | `general_enquiry` | 1 | entry point: answers simple questions, routes the rest |
+//! | `order_management` | 1 | order status through an order tool that can fail |
+//! | `advanced_order` | 2 | special orders the standard tool cannot read |
+//! | `refund` | 2 | refund policy and eligibility |
+//! | `human_support` | 3 | the fallback: a person takes the case |
+
+use baton_proto::{Reason, Value};
+use baton_worker::{Agent, AgentError, Outcome, RetryPolicy, Task};
+
+/// Names of the demo agent types, entry first, fallback last.
+pub const AGENTS: [&str; 5] = ["general_enquiry", "order_management", "advanced_order", "refund", "human_support"];
+
+/// The entry agent of the demo.
+pub const ENTRY: &str = "general_enquiry";
+
+/// The fallback agent of the demo.
+pub const FALLBACK: &str = "human_support";
+
+/// The demo's tasks: each shows one routing case.
+pub const TASKS: [(&str, &str); 5] = [
+    ("knowledge gap", "What is your refund policy? I want my money back for order ABC-123."),
+    ("tool failure, then success on retry", "Where is my order FLK-204?"),
+    ("tool failure, handed to a tier-2 agent", "Where is my special order SPC-777?"),
+    ("user escalation", "This is the third time I ask. Let me speak to a human!"),
+    ("loop caught by the guard", "My order ABC-123 arrived broken. What does the warranty cover?"),
+];
+
+/// One demo agent type.
+#[derive(Debug, Clone, Copy)]
+pub enum Demo {
+    GeneralEnquiry,
+    OrderManagement,
+    AdvancedOrder,
+    Refund,
+    HumanSupport,
+}
+
+impl Demo {
+    /// The demo agent called `name`.
+    pub fn by_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "general_enquiry" => Self::GeneralEnquiry,
+            "order_management" => Self::OrderManagement,
+            "advanced_order" => Self::AdvancedOrder,
+            "refund" => Self::Refund,
+            "human_support" => Self::HumanSupport,
+            _ => return None,
+        })
+    }
+
+    /// The agent's tier.
+    pub fn tier(self) -> u32 {
+        match self {
+            Self::GeneralEnquiry | Self::OrderManagement => 1,
+            Self::AdvancedOrder | Self::Refund => 2,
+            Self::HumanSupport => 3,
+        }
+    }
+}
+
+/// The first order id in `text`, such as `ABC-123`.
+fn order_id(text: &str) -> Option<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find_map(|word| {
+        let (letters, digits) = word.split_once('-')?;
+        let ok = letters.len() == 3
+            && letters.chars().all(|c| c.is_ascii_uppercase())
+            && !digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit());
+        ok.then(|| word.to_owned())
+    })
+}
+
+fn mentions(text: &str, words: &[&str]) -> bool {
+    let lower = text.to_lowercase();
+    words.iter().any(|word| lower.contains(word))
+}
+
+impl Agent for Demo {
+    async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+        let text = task.last_user_message().to_owned();
+        let order = order_id(&text);
+        let outcome = match self {
+            Self::GeneralEnquiry => {
+                if mentions(&text, &["human", "a person", "manager"]) {
+                    Outcome::escalate(Reason::UserEscalation)
+                        .say("I understand. I am bringing in a member of our support team.")
+                        .step("classify", "escalation request", "the customer asked for a person")
+                } else if mentions(&text, &["refund", "money back"]) {
+                    let mut outcome = Outcome::handoff("refund", Reason::KnowledgeGap)
+                        .say("Refund rules are handled by our refund specialist; passing you over.")
+                        .step("classify", "refund question", "refund policy is outside general enquiries")
+                        .next_action("explain the refund policy and check eligibility");
+                    if let Some(order) = order {
+                        outcome = outcome.set_var("order_id", order);
+                    }
+                    outcome
+                } else if let Some(order) = order {
+                    Outcome::handoff("order_management", Reason::OutOfScope)
+                        .say("Let me get our order team to look at that.")
+                        .set_var("order_id", order)
+                        .step("classify", "order question", "order lookups need the order tool")
+                        .next_action("look up the order status")
+                } else {
+                    Outcome::complete("Thanks for reaching out! Our shop is open 9-17 on weekdays; ask me about an order or a refund.")
+                }
+            }
+            Self::OrderManagement => {
+                let order = order.unwrap_or_else(|| "unknown".to_owned());
+                if mentions(&text, &["warranty"]) {
+                    // Warranty questions are not ours; general enquiry sent it here,
+                    // and sending it back is exactly the loop the guard stops.
+                    Outcome::handoff("general_enquiry", Reason::OutOfScope)
+                        .say("Warranty questions are handled by general enquiries.")
+                        .step("classify", "warranty question", "not an order status question")
+                } else if order.starts_with("FLK-") && task.attempt < 2 {
+                    return Err(AgentError::retryable("order database timed out"));
+                } else if order.starts_with("SPC-") {
+                    Outcome::handoff("advanced_order", Reason::ToolFailure)
+                        .say("Our standard order tool cannot read special orders; a specialist will take over.")
+                        .step("lookup", "tool failed", "special orders are not in the standard order database")
+                        .set_state("tool_error", "special order not found in standard database")
+                        .next_action("look up the special order in the manufacturing system")
+                } else {
+                    let answer = format!("Order {order} shipped yesterday and arrives within 2 business days.");
+                    Outcome::complete(answer.clone()).say(answer).set_var("order_status", "shipped").step(
+                        "lookup",
+                        "shipped",
+                        format!("order tool answered on attempt {}", task.attempt),
+                    )
+                }
+            }
+            Self::AdvancedOrder => {
+                let order = task.variable("order_id").and_then(Value::as_str).unwrap_or("your order").to_owned();
+                let answer = format!("Special order {order} is being hand-built and ships in 5 business days.");
+                Outcome::complete(answer.clone()).say(answer).step("lookup", "found", "manufacturing system")
+            }
+            Self::Refund => {
+                let order = task.variable("order_id").and_then(Value::as_str).unwrap_or("your order").to_owned();
+                let answer = format!(
+                    "Refunds are accepted within 30 days of delivery. {order} qualifies: reply with the reason and we send a return label."
+                );
+                Outcome::complete(answer.clone()).say(answer).set_var("refund_eligible", true)
+            }
+            Self::HumanSupport => {
+                let why = task.envelope.reason.as_ref().map_or("none", |reason| reason.as_str()).to_owned();
+                let answer = format!(
+                    "A support specialist has taken your case (escalation reason: {why}) and will reply within one business day."
+                );
+                Outcome::complete(answer.clone()).say(answer)
+            }
+        };
+        Ok(outcome)
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy { min_backoff: std::time::Duration::from_millis(100), ..RetryPolicy::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_order_ids() {
+        assert_eq!(order_id("Where is my order FLK-204?").as_deref(), Some("FLK-204"));
+        assert_eq!(order_id("order ABC-123 arrived").as_deref(), Some("ABC-123"));
+        assert_eq!(order_id("no order here, co-op"), None);
+    }
+}

@@ -1,0 +1,109 @@
+//! `baton dev`: the whole system on one machine, with the demo tasks.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use baton_proto::{AgentName, Envelope, EventType, Subjects};
+use baton_worker::{Client, RetryPolicy, Router, RouterConfig, Worker, WorkerConfig};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{DevArgs, NatsArgs};
+use crate::demo::{self, Demo};
+use crate::serve::Configured;
+
+pub async fn run(nats: &NatsArgs, subjects: Subjects, args: DevArgs) -> anyhow::Result<std::process::ExitCode> {
+    // Start a private server unless the user points at one.
+    let server = match &nats.nats_url {
+        Some(_) => None,
+        None => {
+            let server = tokio::task::spawn_blocking(baton_testkit::NatsServer::start)
+                .await
+                .context("server start-up task failed")??;
+            println!("nats-server started at {} (store {})", server.url(), server.store_dir().display());
+            Some(server)
+        }
+    };
+    let url = server.as_ref().map(|s| s.url().to_owned());
+    let client = crate::connect(nats, url.as_deref(), "baton dev").await?;
+
+    let stop = CancellationToken::new();
+    let mut services = tokio::task::JoinSet::new();
+    let router = RouterConfig::default()
+        .with_subjects(subjects.clone())
+        .with_default_agent(Some(AgentName::new(demo::ENTRY)?));
+    services.spawn(Router::new(client.clone(), router).run(stop.clone().cancelled_owned()));
+    let fallback = AgentName::new(demo::FALLBACK)?;
+    for name in demo::AGENTS {
+        let agent = AgentName::new(name)?;
+        let kind = Demo::by_name(name).context("demo agent")?;
+        let config = WorkerConfig::new(agent.clone())
+            .with_subjects(subjects.clone())
+            .with_fallback((name != demo::FALLBACK).then(|| fallback.clone()))
+            .with_shutdown_grace(Duration::from_secs(5));
+        let configured = Configured {
+            inner: kind,
+            retry: RetryPolicy { min_backoff: Duration::from_millis(100), ..RetryPolicy::default() },
+            timeout: Duration::from_secs(30),
+            concurrency: 8,
+        };
+        services.spawn(Worker::new(client.clone(), config, configured).run(stop.clone().cancelled_owned()));
+    }
+    println!(
+        "router (entry agent {}) and {} demo agents running: {}",
+        demo::ENTRY,
+        demo::AGENTS.len(),
+        demo::AGENTS.iter().map(|a| format!("{a} (tier {})", Demo::by_name(a).map_or(0, Demo::tier))).collect::<Vec<_>>().join(", ")
+    );
+
+    let baton = Client::new(client.clone(), subjects.clone());
+    let mut all_completed = true;
+    // Submit everything first: the sessions run concurrently across the pools.
+    let mut sessions = Vec::new();
+    for (case, text) in demo::TASKS {
+        let task = Envelope::task(text);
+        baton.submit(&task).await?;
+        sessions.push((case, text, task.session));
+    }
+    for (number, (case, text, session)) in sessions.into_iter().enumerate() {
+        println!();
+        println!("[{}] {case}", number + 1);
+        println!("  user:   {text}");
+        println!("  session {session}");
+        let mut events = baton.events(session).await?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
+        let mut ended = false;
+        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
+            let event = event?;
+            println!("    {}", crate::session::describe(&event));
+            if event.kind.is_terminal() {
+                crate::session::print_outcome(&event);
+                all_completed &= event.kind == EventType::Completed;
+                ended = true;
+                break;
+            }
+        }
+        if !ended {
+            println!("  no terminal event within {}s", args.timeout_secs);
+            all_completed = false;
+        }
+    }
+    let dead = baton.dead_letters().await?;
+    println!();
+    println!("{} dead letter(s) in {}", dead.len(), subjects.dlq_stream());
+
+    if args.serve {
+        println!();
+        println!(
+            "serving until Ctrl-C; in another shell: baton --nats-url {} send --wait \"Where is my order ABC-123?\"",
+            url.as_deref().or(nats.nats_url.as_deref()).unwrap_or("nats://127.0.0.1:4222")
+        );
+        crate::shutdown_signal().await;
+    }
+    stop.cancel();
+    while let Some(result) = services.join_next().await {
+        result.context("a service task panicked")??;
+    }
+    drop(server);
+    Ok(if all_completed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
+}

@@ -1,0 +1,45 @@
+//! `baton dlq ls` and `baton dlq replay`.
+
+use baton_proto::Subjects;
+use baton_worker::Client;
+
+use crate::args::{DlqCommand, NatsArgs};
+
+pub async fn run(nats: &NatsArgs, subjects: Subjects, command: DlqCommand) -> anyhow::Result<std::process::ExitCode> {
+    let client = Client::new(crate::connect(nats, None, "baton dlq").await?, subjects);
+    match command {
+        DlqCommand::Ls { json } => {
+            let entries = client.dead_letters().await?;
+            if json {
+                for entry in &entries {
+                    let line = serde_json::json!({
+                        "seq": entry.seq,
+                        "subject": entry.subject,
+                        "reason": entry.reason.as_str(),
+                        "detail": entry.detail,
+                        "agent": entry.agent,
+                        "original_subject": entry.original_subject,
+                        "deliveries": entry.deliveries,
+                        "session": entry.session.map(|s| s.to_string()),
+                        "envelope": entry.envelope.map(|s| s.to_string()),
+                        "bytes": entry.payload.len(),
+                    });
+                    println!("{line}");
+                }
+            } else if entries.is_empty() {
+                println!("no dead letters");
+            } else {
+                println!("{:>6}  {:<20} {:<18} {:<36}  detail", "seq", "agent", "reason", "session");
+                for entry in &entries {
+                    let session = entry.session.map_or_else(|| "-".to_owned(), |s| s.to_string());
+                    println!("{:>6}  {:<20} {:<18} {:<36}  {}", entry.seq, entry.agent, entry.reason, session, entry.detail);
+                }
+            }
+        }
+        DlqCommand::Replay { seq, keep } => {
+            let id = client.replay(seq, keep).await?;
+            println!("replayed dead letter {seq} as message {id}{}", if keep { " (kept in the DLQ)" } else { "" });
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

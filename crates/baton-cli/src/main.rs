@@ -1,0 +1,96 @@
+//! The `baton` command: glue between arguments and the Baton libraries.
+
+mod args;
+mod bench;
+mod demo;
+mod dev;
+mod dlq;
+mod relay;
+mod serve;
+mod session;
+mod telemetry;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use args::{Cli, Command, NatsArgs};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let quiet = matches!(cli.command, Command::Send(_) | Command::Watch(_) | Command::Dlq(_) | Command::Dev(_));
+    let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    let subjects = baton_proto::Subjects::new(cli.nats.prefix.clone()).context("invalid --prefix")?;
+    match cli.command {
+        Command::Dev(args) => dev::run(&cli.nats, subjects, args).await,
+        Command::Worker(args) => serve::worker(&cli.nats, subjects, args).await,
+        Command::Router(args) => serve::router(&cli.nats, subjects, args).await,
+        Command::Send(args) => session::send(&cli.nats, subjects, args).await,
+        Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
+        Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
+        Command::Bench(args) => bench::run(&cli.nats, args).await,
+    }
+}
+
+/// Connects to NATS with the standard settings.
+pub(crate) async fn connect(nats: &NatsArgs, url: Option<&str>, name: &str) -> anyhow::Result<async_nats::Client> {
+    let url = url.or(nats.nats_url.as_deref()).unwrap_or("nats://127.0.0.1:4222").to_owned();
+    let mut options = async_nats::ConnectOptions::new().name(name);
+    if let Some(creds) = &nats.creds {
+        options = options
+            .credentials_file(creds)
+            .await
+            .with_context(|| format!("cannot read NATS credentials file {}", creds.display()))?;
+    }
+    match (&nats.user, &nats.password) {
+        (Some(user), Some(password)) => options = options.user_and_password(user.clone(), password.clone()),
+        (Some(_), None) | (None, Some(_)) => anyhow::bail!("set both NATS_USER and NATS_PASSWORD (or --user and --password)"),
+        (None, None) => {}
+    }
+    if let Some(token) = &nats.token {
+        options = options.token(token.clone());
+    }
+    options.connect(&url).await.with_context(|| {
+        format!("cannot connect to NATS at {url}: start a server (`./just demo` runs one) or point NATS_URL / --nats-url at yours")
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

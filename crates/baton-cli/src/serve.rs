@@ -1,0 +1,112 @@
+//! `baton worker` and `baton router`: long-running processes.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use baton_proto::{AgentName, Subjects};
+use baton_worker::{RetryPolicy, Router, RouterConfig, Worker, WorkerConfig};
+
+use crate::args::{NatsArgs, RouterArgs, WorkerArgs};
+use crate::demo::{self, Demo};
+use crate::relay::Relay;
+
+pub async fn worker(nats: &NatsArgs, subjects: Subjects, args: WorkerArgs) -> anyhow::Result<std::process::ExitCode> {
+    let agent = AgentName::new(args.agent.as_str()).context("invalid agent type name")?;
+    let demo = Demo::by_name(agent.as_str());
+    if demo.is_none() && !args.relay {
+        anyhow::bail!(
+            "unknown agent type {agent:?}: the built-in demo types are {}; to serve another name, add --relay \
+             (see `baton worker --help`)",
+            demo::AGENTS.join(", ")
+        );
+    }
+    let default_fallback = (demo.is_some() && agent.as_str() != demo::FALLBACK).then_some(demo::FALLBACK.to_owned());
+    let fallback = if args.no_fallback { None } else { args.fallback.clone().or(default_fallback) };
+    let fallback = fallback.map(AgentName::new).transpose().context("invalid --fallback")?;
+    let mut config = WorkerConfig::new(agent.clone())
+        .with_subjects(subjects)
+        .with_fallback(fallback)
+        .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
+        .with_max_payload(args.max_payload)
+        .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs));
+    if let Some(instance) = &args.instance {
+        anyhow::ensure!(
+            !instance.is_empty() && instance.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "invalid --instance {instance:?}: use letters, digits, '-' and '_'"
+        );
+        config = config.with_instance(instance.clone());
+    }
+    let retry = RetryPolicy {
+        max_attempts: args.max_attempts.max(1),
+        min_backoff: Duration::from_millis(args.min_backoff_ms),
+        max_backoff: Duration::from_millis(args.max_backoff_ms.max(args.min_backoff_ms)),
+    };
+    let client = crate::connect(nats, None, &format!("baton worker {agent}")).await?;
+    match demo {
+        Some(demo) if !args.relay => {
+            let demo = Configured { inner: demo, retry, timeout: Duration::from_millis(args.timeout_ms), concurrency: args.concurrency.unwrap_or(8) };
+            Worker::new(client, config, demo).run(crate::shutdown_signal()).await?;
+        }
+        _ => {
+            let relay_args = args.relay_options;
+            if let Some(next) = &relay_args.next {
+                AgentName::new(next.as_str()).context("invalid --next")?;
+            }
+            let relay = Relay {
+                name: agent.to_string(),
+                next: relay_args.next,
+                fail_attempts: relay_args.fail_attempts,
+                fatal: relay_args.fatal,
+                reject: relay_args.reject,
+                escalate: relay_args.escalate,
+                work: Duration::from_millis(relay_args.work_ms),
+                retry,
+                timeout: Duration::from_millis(args.timeout_ms),
+                concurrency: args.concurrency.unwrap_or(8),
+                quiet: relay_args.quiet,
+            };
+            Worker::new(client, config, relay).run(crate::shutdown_signal()).await?;
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// A demo agent with policies from the command line.
+pub struct Configured {
+    pub inner: Demo,
+    pub retry: RetryPolicy,
+    pub timeout: Duration,
+    pub concurrency: usize,
+}
+
+impl baton_worker::Agent for Configured {
+    fn handle(
+        &self,
+        task: baton_worker::Task,
+    ) -> impl std::future::Future<Output = Result<baton_worker::Outcome, baton_worker::AgentError>> + Send {
+        baton_worker::Agent::handle(&self.inner, task)
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+}
+
+pub async fn router(nats: &NatsArgs, subjects: Subjects, args: RouterArgs) -> anyhow::Result<std::process::ExitCode> {
+    let default_agent = args.default_agent.map(AgentName::new).transpose().context("invalid --default-agent")?;
+    let config = RouterConfig::default()
+        .with_subjects(subjects)
+        .with_default_agent(default_agent)
+        .with_max_payload(args.max_payload);
+    let client = crate::connect(nats, None, "baton router").await?;
+    Router::new(client, config).run(crate::shutdown_signal()).await?;
+    Ok(std::process::ExitCode::SUCCESS)
+}

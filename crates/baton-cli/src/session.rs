@@ -1,0 +1,143 @@
+//! `baton send` and `baton watch`, and how sessions are shown to people.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use baton_proto::{AgentName, Envelope, Event, EventType, Hop, Subjects, Value, now_ms};
+use baton_worker::Client;
+use futures::StreamExt;
+use uuid::Uuid;
+
+use crate::args::{NatsArgs, SendArgs, WatchArgs};
+
+pub async fn send(nats: &NatsArgs, subjects: Subjects, args: SendArgs) -> anyhow::Result<std::process::ExitCode> {
+    let mut task = Envelope::task(args.text.clone());
+    if let Some(to) = &args.to {
+        AgentName::new(to.as_str()).context("invalid --to")?;
+        task = task.with_to(to.clone());
+    }
+    for pair in &args.vars {
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("invalid --var {pair:?}: write KEY=VALUE, e.g. --var order_id=ABC-123"))?;
+        let json = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        let value = rmpv::ext::to_value(json).context("cannot convert --var value")?;
+        task = task.with_variable(key, value);
+    }
+    if let Some(max_hops) = args.max_hops {
+        task = task.with_max_hops(max_hops);
+    }
+    if let Some(ms) = args.deadline_ms {
+        task = task.with_deadline(now_ms() + ms);
+    }
+    let client = Client::new(crate::connect(nats, None, "baton send").await?, subjects);
+    if args.direct {
+        let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
+        client.submit_to(&to, &task).await?;
+    } else {
+        client.submit(&task).await?;
+    }
+    if !args.wait {
+        if args.json {
+            println!("{}", serde_json::json!({"session": task.session.to_string(), "id": task.id.to_string()}));
+        } else {
+            println!("{}", task.session);
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let terminal = client.wait(task.session, Duration::from_secs(args.timeout_secs)).await?;
+    if args.json {
+        println!("{}", serde_json::to_string(&terminal)?);
+    } else {
+        println!("session {}", task.session);
+        print_outcome(&terminal);
+    }
+    Ok(if terminal.kind == EventType::Completed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
+}
+
+pub async fn watch(nats: &NatsArgs, subjects: Subjects, args: WatchArgs) -> anyhow::Result<std::process::ExitCode> {
+    let session = Uuid::parse_str(&args.session)
+        .with_context(|| format!("invalid session id {:?}: pass the uuid printed by `baton send`", args.session))?;
+    let client = Client::new(crate::connect(nats, None, "baton watch").await?, subjects);
+    let mut events = client.events(session).await?;
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(err) => {
+                eprintln!("warning: {err}");
+                continue;
+            }
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&event)?);
+        } else {
+            println!("{}", describe(&event));
+        }
+        if event.kind.is_terminal() && !args.follow {
+            break;
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// A value as people read it: strings bare, anything else as JSON.
+pub fn show_value(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
+        other => serde_json::to_string(other).unwrap_or_else(|_| format!("{other:?}")),
+    }
+}
+
+/// A path with the reason that brought control to each agent.
+pub fn show_path(path: &[Hop]) -> String {
+    let mut text = String::new();
+    for (index, hop) in path.iter().enumerate() {
+        if index > 0 {
+            match &hop.reason {
+                Some(reason) => text.push_str(&format!(" -[{reason}]-> ")),
+                None => text.push_str(" -> "),
+            }
+        }
+        text.push_str(&hop.agent);
+    }
+    text
+}
+
+/// One line per event.
+pub fn describe(event: &Event) -> String {
+    let agent = event.agent.as_deref().unwrap_or("?");
+    let to = event.to.as_deref().unwrap_or("?");
+    let reason = event.reason.as_ref().map(|r| format!(" [{r}]")).unwrap_or_default();
+    let detail = event.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+    let body = match &event.kind {
+        EventType::Accepted => format!("{agent} accepted (attempt {}){reason}", event.attempt.unwrap_or(1)),
+        EventType::Rejected => format!("{agent} rejected{detail}"),
+        EventType::Handoff => format!("{agent} handed off to {to}{reason}"),
+        EventType::Delegated => format!("{agent} delegated to {to}{reason}"),
+        EventType::Retrying => format!("{agent} retrying{detail}"),
+        EventType::LoopDetected => format!("{agent} -> {to} refused, loop detected{detail}"),
+        EventType::Escalated => format!("{agent} escalated to {to}{reason}"),
+        EventType::DeadLettered => format!("{agent} dead-lettered{reason}{detail}"),
+        EventType::Completed => {
+            format!("completed: {}", event.output.as_ref().map(show_value).unwrap_or_default())
+        }
+        EventType::Failed => format!("failed{reason}{detail}"),
+        EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
+    };
+    let secs = event.at / 1000;
+    format!("{:02}:{:02}:{:02}.{:03}  {body}", (secs / 3600) % 24, (secs / 60) % 60, secs % 60, event.at % 1000)
+}
+
+/// The path and the answer (or the failure) of a terminal event.
+pub fn print_outcome(event: &Event) {
+    println!("  path:   {}", show_path(&event.path));
+    match event.kind {
+        EventType::Completed => {
+            println!("  answer: {}", event.output.as_ref().map(show_value).unwrap_or_default());
+        }
+        _ => {
+            let reason = event.reason.as_ref().map_or("unknown", |r| r.as_str());
+            println!("  failed: {reason}: {}", event.detail.as_deref().unwrap_or(""));
+        }
+    }
+}

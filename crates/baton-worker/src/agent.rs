@@ -1,0 +1,325 @@
+use std::future::Future;
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, Map, Message, Reason, Role, Step, Value};
+
+/// One agent type's behaviour. Implement [`Agent::handle`]; the other methods
+/// are policies with defaults.
+///
+/// # Examples
+///
+/// ```
+/// use baton_worker::{Agent, AgentError, Outcome, Task};
+/// use baton_proto::Reason;
+///
+/// struct Triage;
+///
+/// impl Agent for Triage {
+///     async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+///         if task.query().contains("refund") {
+///             Ok(Outcome::handoff("refund", Reason::KnowledgeGap).say("Passing you to refunds."))
+///         } else {
+///             Ok(Outcome::complete("Hello!"))
+///         }
+///     }
+/// }
+/// ```
+pub trait Agent: Send + Sync + 'static {
+    /// Handles one delivery of a task and says what comes next.
+    ///
+    /// The same envelope may be delivered more than once (after a crash or a
+    /// retry): an agent with side effects uses [`Task::idempotency_key`].
+    ///
+    /// # Errors
+    ///
+    /// An [`AgentError`] says whether to retry, give up, or decline.
+    fn handle(&self, task: Task) -> impl Future<Output = Result<Outcome, AgentError>> + Send;
+
+    /// Retries and their backoff.
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::default()
+    }
+
+    /// How long one call of [`Agent::handle`] may run; past it the attempt counts as a retryable failure.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+
+    /// How many tasks one worker process handles at once.
+    fn concurrency(&self) -> usize {
+        8
+    }
+}
+
+/// How often and how fast a retryable failure is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Deliveries in all, the first included; the last failure dead-letters.
+    pub max_attempts: u32,
+    /// Delay before the second attempt.
+    pub min_backoff: Duration,
+    /// Upper bound of the doubling delay.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_attempts: 3, min_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(30) }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay after failed attempt number `attempt` (counting from 1): doubling, capped.
+    #[must_use]
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+        self.min_backoff.saturating_mul(factor).min(self.max_backoff)
+    }
+}
+
+/// One delivery of an envelope to an agent.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// The envelope, with the full context.
+    pub envelope: Envelope,
+    /// Delivery attempt, counting from 1.
+    pub attempt: u32,
+    /// The agent type handling it.
+    pub agent: AgentName,
+    /// The worker instance handling it.
+    pub instance: String,
+}
+
+impl Task {
+    /// What the user first asked.
+    #[must_use]
+    pub fn query(&self) -> &str {
+        &self.envelope.context.initial_query
+    }
+
+    /// The latest user message, or the initial query.
+    #[must_use]
+    pub fn last_user_message(&self) -> &str {
+        self.envelope
+            .context
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map_or(self.query(), |m| m.content.as_str())
+    }
+
+    /// A shared context variable.
+    #[must_use]
+    pub fn variable(&self, key: &str) -> Option<&Value> {
+        self.envelope.context.variables.get(key)
+    }
+
+    /// A stable key for side effects: the envelope id, the same on every redelivery.
+    #[must_use]
+    pub fn idempotency_key(&self) -> String {
+        self.envelope.id.to_string()
+    }
+}
+
+/// What an agent did to the context; applied before the envelope moves on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextUpdate {
+    /// Messages to append to the conversation.
+    pub messages: Vec<Message>,
+    /// Variables to set (merged into the shared variables).
+    pub variables: Map,
+    /// Steps to append to the reasoning trace.
+    pub trace: Vec<Step>,
+    /// Internal state entries to set for the receiver.
+    pub state: Map,
+    /// The problem as this agent now understands it.
+    pub problem: Option<String>,
+}
+
+/// Where control goes next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Target {
+    /// An agent type, by name.
+    Agent(String),
+    /// The fallback agent of this worker.
+    Fallback,
+}
+
+/// What an agent decided.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The session is done; `output` is the answer.
+    Complete {
+        /// The answer.
+        output: Value,
+        /// Context changes.
+        update: ContextUpdate,
+    },
+    /// Control moves to another agent.
+    Handoff {
+        /// Where to.
+        target: Target,
+        /// Why.
+        reason: Reason,
+        /// Advice for the receiver.
+        suggested_next_action: Option<String>,
+        /// Context changes.
+        update: ContextUpdate,
+    },
+}
+
+impl Outcome {
+    /// Completes the session with `output`.
+    #[must_use]
+    pub fn complete(output: impl Into<Value>) -> Self {
+        Self::Complete { output: output.into(), update: ContextUpdate::default() }
+    }
+
+    /// Hands off to agent type `agent` for `reason`.
+    #[must_use]
+    pub fn handoff(agent: impl Into<String>, reason: Reason) -> Self {
+        Self::Handoff {
+            target: Target::Agent(agent.into()),
+            reason,
+            suggested_next_action: None,
+            update: ContextUpdate::default(),
+        }
+    }
+
+    /// Escalates to the fallback agent (a person, usually) for `reason`.
+    #[must_use]
+    pub fn escalate(reason: Reason) -> Self {
+        Self::Handoff { target: Target::Fallback, reason, suggested_next_action: None, update: ContextUpdate::default() }
+    }
+
+    /// The context changes of this outcome.
+    pub fn update_mut(&mut self) -> &mut ContextUpdate {
+        match self {
+            Self::Complete { update, .. } | Self::Handoff { update, .. } => update,
+        }
+    }
+
+    /// Appends an agent message to the conversation.
+    #[must_use]
+    pub fn say(mut self, text: impl Into<String>) -> Self {
+        self.update_mut().messages.push(Message::new(Role::Agent, text));
+        self
+    }
+
+    /// Appends a message to the conversation.
+    #[must_use]
+    pub fn message(mut self, message: Message) -> Self {
+        self.update_mut().messages.push(message);
+        self
+    }
+
+    /// Sets a shared context variable.
+    #[must_use]
+    pub fn set_var(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.update_mut().variables.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets an internal state entry for the receiver.
+    #[must_use]
+    pub fn set_state(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.update_mut().state.insert(key.into(), value.into());
+        self
+    }
+
+    /// Appends a reasoning step (the agent field is filled in by the runtime).
+    #[must_use]
+    pub fn step(mut self, action: impl Into<String>, outcome: impl Into<String>, reasoning: impl Into<String>) -> Self {
+        self.update_mut().trace.push(Step::new("", action, outcome).with_reasoning(reasoning));
+        self
+    }
+
+    /// Restates the problem for the next agent.
+    #[must_use]
+    pub fn problem(mut self, problem: impl Into<String>) -> Self {
+        self.update_mut().problem = Some(problem.into());
+        self
+    }
+
+    /// Advice for the receiver of a handoff; ignored on completion.
+    #[must_use]
+    pub fn next_action(mut self, advice: impl Into<String>) -> Self {
+        if let Self::Handoff { suggested_next_action, .. } = &mut self {
+            *suggested_next_action = Some(advice.into());
+        }
+        self
+    }
+}
+
+/// Why an agent could not produce an outcome. Each kind maps to one ack action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// A transient failure: the task is delivered again after a backoff, until attempts run out.
+    #[error("retryable: {0}")]
+    Retryable(String),
+    /// The task can never succeed: dead-lettered at once.
+    #[error("fatal: {0}")]
+    Fatal(String),
+    /// The agent declines the task (overloaded, wrong skills): it is routed elsewhere.
+    #[error("rejected: {0}")]
+    Reject(String),
+}
+
+impl AgentError {
+    /// A transient failure.
+    pub fn retryable(detail: impl Into<String>) -> Self {
+        Self::Retryable(detail.into())
+    }
+
+    /// A permanent failure.
+    pub fn fatal(detail: impl Into<String>) -> Self {
+        Self::Fatal(detail.into())
+    }
+
+    /// A refusal.
+    pub fn reject(detail: impl Into<String>) -> Self {
+        Self::Reject(detail.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let policy = RetryPolicy {
+            max_attempts: 10,
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(500),
+        };
+        assert_eq!(policy.backoff(1), Duration::from_millis(100));
+        assert_eq!(policy.backoff(2), Duration::from_millis(200));
+        assert_eq!(policy.backoff(3), Duration::from_millis(400));
+        assert_eq!(policy.backoff(4), Duration::from_millis(500));
+        assert_eq!(policy.backoff(60), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn builders_fill_the_update() {
+        let outcome = Outcome::handoff("refund", Reason::KnowledgeGap)
+            .say("over to refunds")
+            .set_var("order", "ABC-123")
+            .set_state("checked", true)
+            .step("lookup", "found", "order exists")
+            .next_action("check the refund window");
+        let Outcome::Handoff { target, suggested_next_action, update, .. } = outcome else {
+            panic!("not a handoff")
+        };
+        assert_eq!(target, Target::Agent("refund".into()));
+        assert_eq!(suggested_next_action.as_deref(), Some("check the refund window"));
+        assert_eq!(update.messages.len(), 1);
+        assert_eq!(update.variables.get("order"), Some(&Value::from("ABC-123")));
+        assert_eq!(update.state.get("checked"), Some(&Value::from(true)));
+        assert_eq!(update.trace[0].action, "lookup");
+    }
+}

@@ -1,0 +1,152 @@
+//! Publishing tasks and following their sessions from outside.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer};
+use baton_proto::{AgentName, Envelope, Event, Subjects, Wire};
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use tokio::sync::OnceCell;
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind};
+use crate::provision::{self, StreamSettings};
+use crate::publish::{Outgoing, Publisher};
+use crate::trace;
+
+/// A session's events: first those stored, then live ones.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
+
+/// Publishes tasks and follows sessions.
+#[derive(Debug, Clone)]
+pub struct Client {
+    jetstream: jetstream::Context,
+    subjects: Subjects,
+    publisher: Publisher,
+    streams: StreamSettings,
+    provisioned: std::sync::Arc<OnceCell<()>>,
+}
+
+impl Client {
+    /// A client on `client` using `subjects`.
+    #[must_use]
+    pub fn new(client: async_nats::Client, subjects: Subjects) -> Self {
+        let jetstream = jetstream::new(client);
+        Self {
+            publisher: Publisher::new(jetstream.clone()),
+            jetstream,
+            subjects,
+            streams: StreamSettings::default(),
+            provisioned: std::sync::Arc::default(),
+        }
+    }
+
+    /// The subject names in use.
+    #[must_use]
+    pub fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    pub(crate) fn publisher(&self) -> &Publisher {
+        &self.publisher
+    }
+
+    /// The JetStream context in use.
+    #[must_use]
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
+    async fn ensure_streams(&self) -> Result<(), Error> {
+        self.provisioned
+            .get_or_try_init(|| async { provision::provision(&self.jetstream, &self.subjects, &self.streams).await })
+            .await
+            .map(|_| ())
+    }
+
+    /// Publishes a task to `baton.ingress` and waits until it is durable.
+    ///
+    /// # Errors
+    ///
+    /// When the streams cannot be provisioned or the publish is not acknowledged.
+    pub async fn submit(&self, envelope: &Envelope) -> Result<(), Error> {
+        self.publish(self.subjects.ingress(), envelope).await
+    }
+
+    /// Publishes a task straight to agent type `agent`, bypassing the router.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::submit`].
+    pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
+        self.publish(self.subjects.agent(agent), envelope).await
+    }
+
+    async fn publish(&self, subject: String, envelope: &Envelope) -> Result<(), Error> {
+        self.ensure_streams().await?;
+        let payload = envelope
+            .to_msgpack()
+            .map_err(|err| Error::with_source(ErrorKind::Config, "cannot encode the task", err))?;
+        let span = tracing::info_span!("baton.submit", session = %envelope.session, envelope = %envelope.id);
+        let mut headers = async_nats::HeaderMap::new();
+        trace::inject(&span, &opentelemetry::Context::new(), &mut headers);
+        let outgoing = Outgoing { subject, id: envelope.id, payload: Bytes::from(payload), headers };
+        self.publisher.publish_one(&outgoing).await
+    }
+
+    /// The events of `session`: the stored ones from the start, then live ones as they come.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn events(&self, session: Uuid) -> Result<EventStream, Error> {
+        self.ensure_streams().await?;
+        let name = self.subjects.events_stream();
+        let stream = self
+            .jetstream
+            .get_stream(&name)
+            .await
+            .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot open stream {name}"), err))?;
+        let ordered = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: self.subjects.events(session),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot follow the session's events", err))?;
+        let messages = ordered
+            .messages()
+            .await
+            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot follow the session's events", err))?;
+        Ok(Box::pin(messages.map(|message| {
+            let message = message.map_err(|err| Error::with_source(ErrorKind::JetStream, "event stream failed", err))?;
+            Event::from_msgpack(&message.payload)
+                .map_err(|err| Error::with_source(ErrorKind::Decode, format!("unreadable event on {}", message.subject), err))
+        })))
+    }
+
+    /// Waits for the terminal event (`completed` or `failed`) of `session`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Timeout`] when none arrives within `timeout`.
+    pub async fn wait(&self, session: Uuid, timeout: Duration) -> Result<Event, Error> {
+        let mut events = self.events(session).await?;
+        let terminal = async {
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) if event.kind.is_terminal() => return Ok(event),
+                    Ok(_) => {}
+                    Err(err) if err.kind() == ErrorKind::Decode => tracing::warn!(error = %err, "skipping event"),
+                    Err(err) => return Err(err),
+                }
+            }
+            Err(Error::new(ErrorKind::JetStream, "the event stream ended before the session did"))
+        };
+        tokio::time::timeout(timeout, terminal).await.unwrap_or_else(|_| {
+            Err(Error::new(ErrorKind::Timeout, format!("session {session} did not end within {timeout:?}")))
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! Reading and replaying the dead-letter stream.
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, consumer};
+use baton_proto::{DeadLetterReason, Envelope, Wire, derive_id_labelled, headers};
+use bytes::Bytes;
+use futures::StreamExt;
+use uuid::Uuid;
+
+use crate::client::Client;
+use crate::error::{Error, ErrorKind};
+use crate::publish::Outgoing;
+
+/// One dead letter: the original bytes and why they ended here.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DeadLetterEntry {
+    /// Sequence in the dead-letter stream; the handle for replay.
+    pub seq: u64,
+    /// Dead-letter subject (`baton.dlq.<agent>`).
+    pub subject: String,
+    /// Reason code (`Baton-Error`).
+    pub reason: DeadLetterReason,
+    /// Human-readable detail (`Baton-Error-Detail`).
+    pub detail: String,
+    /// Agent type whose worker gave up (`Baton-Agent`).
+    pub agent: String,
+    /// Subject to replay to (`Baton-Original-Subject`).
+    pub original_subject: String,
+    /// Delivery count when it gave up (`Baton-Deliveries`).
+    pub deliveries: u64,
+    /// The message id of the dead letter (`Nats-Msg-Id`).
+    pub id: Option<String>,
+    /// The envelope's session, when the bytes are a readable envelope.
+    pub session: Option<Uuid>,
+    /// The envelope's id, when the bytes are a readable envelope.
+    pub envelope: Option<Uuid>,
+    /// The original bytes.
+    pub payload: Bytes,
+}
+
+fn header(headers: Option<&HeaderMap>, name: &str) -> String {
+    headers.and_then(|h| h.get(name)).map(|v| v.as_str().to_owned()).unwrap_or_default()
+}
+
+impl DeadLetterEntry {
+    fn new(seq: u64, subject: String, headers: Option<&HeaderMap>, payload: Bytes) -> Self {
+        let envelope = Envelope::from_msgpack_limited(&payload, usize::MAX).ok();
+        Self {
+            seq,
+            subject,
+            reason: DeadLetterReason::parse(&header(headers, headers::ERROR)),
+            detail: header(headers, headers::ERROR_DETAIL),
+            agent: header(headers, headers::AGENT),
+            original_subject: header(headers, headers::ORIGINAL_SUBJECT),
+            deliveries: header(headers, headers::DELIVERIES).parse().unwrap_or(0),
+            id: headers.and_then(|h| h.get(headers::MSG_ID)).map(|v| v.as_str().to_owned()),
+            session: envelope.as_ref().map(|e| e.session),
+            envelope: envelope.as_ref().map(|e| e.id),
+            payload,
+        }
+    }
+}
+
+impl Client {
+    async fn dlq_stream(&self) -> Result<jetstream::stream::Stream, Error> {
+        let name = self.subjects().dlq_stream();
+        self.jetstream()
+            .get_stream(&name)
+            .await
+            .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot open stream {name}"), err))
+    }
+
+    /// Every dead letter currently stored, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// When the dead-letter stream cannot be read.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetterEntry>, Error> {
+        let mut stream = self.dlq_stream().await?;
+        let last = stream
+            .info()
+            .await
+            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot read the dead-letter stream", err))?
+            .state
+            .last_sequence;
+        let mut entries = Vec::new();
+        if stream.cached_info().state.messages == 0 {
+            return Ok(entries);
+        }
+        let ordered = stream
+            .create_consumer(consumer::pull::OrderedConfig { deliver_policy: consumer::DeliverPolicy::All, ..Default::default() })
+            .await
+            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot read the dead-letter stream", err))?;
+        let mut messages = ordered
+            .messages()
+            .await
+            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot read the dead-letter stream", err))?;
+        while let Some(message) = messages.next().await {
+            let message = message.map_err(|err| Error::with_source(ErrorKind::JetStream, "dead-letter stream failed", err))?;
+            let seq = message.info().map(|info| info.stream_sequence).unwrap_or(0);
+            entries.push(DeadLetterEntry::new(
+                seq,
+                message.subject.to_string(),
+                message.headers.as_ref(),
+                message.payload.clone(),
+            ));
+            if seq >= last {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Publishes dead letter `seq` again to its original subject, as a new
+    /// message (a readable envelope gets a new id derived from the old one and
+    /// `seq`), then removes it from the dead-letter stream unless `keep`.
+    ///
+    /// Returns the id the replayed message was published with.
+    ///
+    /// # Errors
+    ///
+    /// When `seq` is not in the stream, has no original subject, or the publish fails.
+    pub async fn replay(&self, seq: u64, keep: bool) -> Result<Uuid, Error> {
+        let stream = self.dlq_stream().await?;
+        let message = stream.get_raw_message(seq).await.map_err(|err| {
+            Error::with_source(ErrorKind::Config, format!("no dead letter with sequence {seq}: see `baton dlq ls`"), err)
+        })?;
+        let entry = DeadLetterEntry::new(seq, message.subject.to_string(), Some(&message.headers), message.payload);
+        if entry.original_subject.is_empty() {
+            return Err(Error::new(ErrorKind::Config, format!("dead letter {seq} has no {} header", headers::ORIGINAL_SUBJECT)));
+        }
+        let (id, payload) = match Envelope::from_msgpack_limited(&entry.payload, usize::MAX) {
+            Ok(mut envelope) => {
+                envelope.id = derive_id_labelled(envelope.id, "replay", u32::try_from(seq).unwrap_or(u32::MAX));
+                let bytes = envelope
+                    .to_msgpack()
+                    .map_err(|err| Error::with_source(ErrorKind::Decode, "cannot re-encode the envelope", err))?;
+                (envelope.id, Bytes::from(bytes))
+            }
+            // Unreadable bytes go back as they are (they will be dead-lettered again unless the reader changed).
+            Err(_) => (Uuid::new_v4(), entry.payload.clone()),
+        };
+        let outgoing = Outgoing { subject: entry.original_subject.clone(), id, payload, headers: HeaderMap::new() };
+        self.publisher().publish_one(&outgoing).await?;
+        if !keep {
+            stream
+                .delete_message(seq)
+                .await
+                .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("replayed, but could not remove dead letter {seq}"), err))?;
+        }
+        Ok(id)
+    }
+}

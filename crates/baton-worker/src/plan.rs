@@ -1,0 +1,342 @@
+//! The routing decision, as a pure function: given an envelope and what the
+//! agent decided, which messages to publish and how to settle the delivery.
+//!
+//! Keeping it free of I/O means every failure path is unit-tested here, and
+//! the loop in `worker.rs` only executes plans.
+
+use std::time::Duration;
+
+use baton_proto::{
+    AgentName, DeadLetterReason, Envelope, Event, EventType, Hop, Kind, PROTOCOL_VERSION, Reason, Value,
+    derive_id, derive_id_labelled, now_ms,
+};
+use uuid::Uuid;
+
+use crate::agent::{AgentError, ContextUpdate, Outcome, RetryPolicy, Target};
+
+/// How the incoming delivery is settled once every output is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// Done: confirmed ack.
+    Ack,
+    /// Deliver again after the delay.
+    Nak(Duration),
+    /// Never deliver again (it was dead-lettered).
+    Term,
+}
+
+/// One message to publish, with its deterministic id.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Output {
+    /// An envelope for an agent's subject.
+    Envelope { to: AgentName, envelope: Box<Envelope> },
+    /// A session event.
+    Event(Box<Event>),
+    /// A copy of the incoming bytes for the dead-letter stream.
+    DeadLetter(DeadLetter),
+}
+
+/// A dead letter: the original bytes are kept; the reason travels in headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeadLetter {
+    pub(crate) id: Uuid,
+    pub(crate) reason: DeadLetterReason,
+    pub(crate) detail: String,
+}
+
+/// What to do with one delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    pub(crate) outputs: Vec<Output>,
+    pub(crate) settle: Settle,
+    /// Whether the task failed here (for the worker's counters).
+    pub(crate) failed: bool,
+}
+
+/// Who is deciding: the worker's identity and routing settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Planner<'a> {
+    pub(crate) agent: &'a AgentName,
+    pub(crate) instance: &'a str,
+    pub(crate) fallback: Option<&'a AgentName>,
+    pub(crate) retry: RetryPolicy,
+}
+
+/// Labels of the id spaces of per-attempt events.
+pub(crate) const ACCEPTED_LABEL: &str = "accepted";
+const RETRYING_LABEL: &str = "retrying";
+
+impl Planner<'_> {
+    /// The `accepted` event of delivery `attempt`.
+    pub(crate) fn accepted(&self, envelope: &Envelope, attempt: u32) -> Event {
+        let mut event = self.event(envelope, derive_id_labelled(envelope.id, ACCEPTED_LABEL, attempt), EventType::Accepted);
+        event.attempt = Some(attempt);
+        event.reason.clone_from(&envelope.reason);
+        event
+    }
+
+    /// The plan for an envelope whose deadline has passed.
+    pub(crate) fn deadline_exceeded(&self, envelope: &Envelope, now: u64) -> Option<Plan> {
+        let deadline = envelope.deadline?;
+        if now <= deadline {
+            return None;
+        }
+        let detail = format!("deadline passed {} ms before {} took the task", now - deadline, self.agent);
+        let mut outputs = Outputs::new(envelope.id);
+        outputs.dead_letter(DeadLetterReason::DeadlineExceeded, &detail);
+        {
+            let id = outputs.next_id();
+            outputs.push_event(self.dead_lettered(envelope, DeadLetterReason::DeadlineExceeded, &detail, id));
+        }
+        let mut failed = self.event(envelope, outputs.next_id(), EventType::Failed);
+        failed.reason = Some(Reason::DeadlineExceeded);
+        failed.detail = Some(detail);
+        failed.path.clone_from(&envelope.path);
+        outputs.push_event(failed);
+        Some(Plan { outputs: outputs.list, settle: Settle::Term, failed: true })
+    }
+
+    /// The plan for what the agent returned on delivery `attempt`.
+    pub(crate) fn plan(&self, envelope: &Envelope, attempt: u32, result: Result<Outcome, AgentError>) -> Plan {
+        match result {
+            Ok(Outcome::Complete { output, update }) => self.complete(envelope, output, update),
+            Ok(Outcome::Handoff { target, reason, suggested_next_action, update }) => {
+                let mut next = self.advance(envelope, update);
+                next.suggested_next_action = suggested_next_action;
+                match target {
+                    Target::Agent(name) => self.handoff(envelope, next, &name, reason),
+                    Target::Fallback => {
+                        let mut outputs = Outputs::new(envelope.id);
+                        let detail = format!("{} escalated: {reason}", self.agent);
+                        self.escalate_or_fail(&mut outputs, envelope, next, reason, DeadLetterReason::NoRoute, &detail);
+                        outputs.into_plan()
+                    }
+                }
+            }
+            Err(AgentError::Retryable(detail)) if attempt < self.retry.max_attempts => {
+                let delay = self.retry.backoff(attempt);
+                let id = derive_id_labelled(envelope.id, RETRYING_LABEL, attempt);
+                let mut event = self.event(envelope, id, EventType::Retrying);
+                event.attempt = Some(attempt);
+                event.detail = Some(format!("attempt {attempt} of {} failed: {detail}; retrying in {delay:?}", self.retry.max_attempts));
+                Plan { outputs: vec![Output::Event(Box::new(event))], settle: Settle::Nak(delay), failed: false }
+            }
+            Err(AgentError::Retryable(detail)) => {
+                let detail = format!("gave up after {attempt} attempts: {detail}");
+                self.give_up(envelope, DeadLetterReason::MaxAttempts, Reason::MaxAttempts, &detail)
+            }
+            Err(AgentError::Fatal(detail)) => self.give_up(envelope, DeadLetterReason::Fatal, Reason::parse("fatal"), &detail),
+            Err(AgentError::Reject(detail)) => {
+                let mut outputs = Outputs::new(envelope.id);
+                let mut rejected = self.event(envelope, outputs.next_id(), EventType::Rejected);
+                rejected.reason = Some(Reason::Rejected);
+                rejected.detail = Some(detail.clone());
+                outputs.push_event(rejected);
+                let next = self.advance(envelope, ContextUpdate::default());
+                let detail = format!("{} rejected the task: {detail}", self.agent);
+                self.escalate_or_fail(&mut outputs, envelope, next, Reason::Rejected, DeadLetterReason::NoRoute, &detail);
+                outputs.into_plan()
+            }
+        }
+    }
+
+    fn complete(&self, envelope: &Envelope, output: Value, update: ContextUpdate) -> Plan {
+        let next = self.advance(envelope, update);
+        let mut outputs = Outputs::new(envelope.id);
+        let mut event = self.event(envelope, outputs.next_id(), EventType::Completed);
+        event.output = Some(output);
+        event.path = next.path;
+        outputs.push_event(event);
+        Plan { outputs: outputs.list, settle: Settle::Ack, failed: false }
+    }
+
+    fn handoff(&self, envelope: &Envelope, next: Envelope, target: &str, reason: Reason) -> Plan {
+        let mut outputs = Outputs::new(envelope.id);
+        let target = match AgentName::new(target) {
+            Ok(target) => target,
+            Err(err) => {
+                let detail = format!("{} handed off to an invalid agent type: {err}", self.agent);
+                return self.give_up(envelope, DeadLetterReason::NoRoute, Reason::parse("no_route"), &detail);
+            }
+        };
+        if let Some(why) = loop_violation(&next, &target) {
+            let mut event = self.event(envelope, outputs.next_id(), EventType::LoopDetected);
+            event.to = Some(target.to_string());
+            event.reason = Some(Reason::LoopDetected);
+            event.detail = Some(why.clone());
+            event.path.clone_from(&next.path);
+            outputs.push_event(event);
+            self.escalate_or_fail(&mut outputs, envelope, next, Reason::LoopDetected, DeadLetterReason::NoRoute, &why);
+            return outputs.into_plan();
+        }
+        let mut event = self.event(envelope, outputs.next_id(), EventType::Handoff);
+        event.to = Some(target.to_string());
+        event.reason = Some(reason.clone());
+        event.path.clone_from(&next.path);
+        outputs.push_event(event);
+        outputs.push_envelope(target, next, Kind::Handoff, reason);
+        Plan { outputs: outputs.list, settle: Settle::Ack, failed: false }
+    }
+
+    /// Dead-letters the envelope, then escalates to the fallback or fails the session.
+    fn give_up(&self, envelope: &Envelope, code: DeadLetterReason, reason: Reason, detail: &str) -> Plan {
+        let mut outputs = Outputs::new(envelope.id);
+        outputs.dead_letter(code.clone(), detail);
+        {
+            let id = outputs.next_id();
+            outputs.push_event(self.dead_lettered(envelope, code.clone(), detail, id));
+        }
+        let next = self.advance(envelope, ContextUpdate::default());
+        self.escalate_or_fail(&mut outputs, envelope, next, reason, code, detail);
+        let mut plan = outputs.into_plan();
+        plan.settle = Settle::Term;
+        plan.failed = true;
+        plan
+    }
+
+    /// Sends `next` to the fallback agent if one exists and has not had this
+    /// session yet; otherwise fails the session with `reason` (and dead-letters
+    /// it, unless a dead letter is already among the outputs).
+    fn escalate_or_fail(
+        &self,
+        outputs: &mut Outputs,
+        envelope: &Envelope,
+        next: Envelope,
+        reason: Reason,
+        code: DeadLetterReason,
+        detail: &str,
+    ) {
+        let fallback = self.fallback.filter(|fallback| !next.visited(fallback.as_str()));
+        if let Some(fallback) = fallback {
+            let mut event = self.event(envelope, outputs.next_id(), EventType::Escalated);
+            event.to = Some(fallback.to_string());
+            event.reason = Some(reason.clone());
+            event.detail = Some(detail.to_owned());
+            event.path.clone_from(&next.path);
+            outputs.push_event(event);
+            outputs.push_envelope(fallback.clone(), next, Kind::Handoff, reason);
+            return;
+        }
+        if !outputs.has_dead_letter() {
+            outputs.dead_letter(code.clone(), detail);
+            {
+            let id = outputs.next_id();
+            outputs.push_event(self.dead_lettered(envelope, code, detail, id));
+        }
+        }
+        let mut failed = self.event(envelope, outputs.next_id(), EventType::Failed);
+        failed.reason = Some(reason);
+        failed.detail = Some(match self.fallback {
+            Some(fallback) => format!("{detail}; fallback {fallback} already handled this session"),
+            None => format!("{detail}; no fallback agent is configured"),
+        });
+        failed.path = next.path;
+        outputs.push_event(failed);
+        outputs.failed = true;
+    }
+
+    fn dead_lettered(&self, envelope: &Envelope, code: DeadLetterReason, detail: &str, id: Uuid) -> Event {
+        let mut event = self.event(envelope, id, EventType::DeadLettered);
+        event.reason = Some(Reason::parse(code.as_str()));
+        event.detail = Some(detail.to_owned());
+        event.path.clone_from(&envelope.path);
+        event
+    }
+
+    /// The envelope as it leaves this agent: this hop on the path, the update applied.
+    fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
+        let mut next = envelope.clone();
+        next.path.push(Hop::new(self.agent.as_str(), self.instance, envelope.reason.clone()));
+        next.from = Some(self.agent.to_string());
+        let context = &mut next.context;
+        for mut message in update.messages {
+            if message.name.is_none() && message.role == baton_proto::Role::Agent {
+                message.name = Some(self.agent.to_string());
+            }
+            context.messages.push(message);
+        }
+        context.variables.extend(update.variables);
+        for mut step in update.trace {
+            if step.agent.is_empty() {
+                step.agent = self.agent.to_string();
+            }
+            context.trace.push(step);
+        }
+        context.state.extend(update.state);
+        if let Some(problem) = update.problem {
+            context.problem = problem;
+        }
+        next
+    }
+
+    fn event(&self, envelope: &Envelope, id: Uuid, kind: EventType) -> Event {
+        let mut event = Event::new(id, envelope.session, kind);
+        event.agent = Some(self.agent.to_string());
+        event.instance = Some(self.instance.to_owned());
+        event.envelope = Some(envelope.id);
+        event
+    }
+}
+
+/// Why handing `next` to `target` would loop, if it would.
+pub(crate) fn loop_violation(next: &Envelope, target: &AgentName) -> Option<String> {
+    let path = next.path.iter().map(|hop| hop.agent.as_str()).collect::<Vec<_>>().join(" → ");
+    if next.visited(target.as_str()) {
+        return Some(format!("{target} already handled this session (path {path})"));
+    }
+    let budget = next.hop_budget();
+    if next.path.len() >= budget as usize {
+        return Some(format!("hop budget of {budget} spent (path {path})"));
+    }
+    None
+}
+
+/// Outputs under construction, numbered in order for deterministic ids.
+struct Outputs {
+    parent: Uuid,
+    list: Vec<Output>,
+    index: u32,
+    failed: bool,
+}
+
+impl Outputs {
+    fn new(parent: Uuid) -> Self {
+        Self { parent, list: Vec::new(), index: 0, failed: false }
+    }
+
+    fn next_id(&mut self) -> Uuid {
+        let id = derive_id(self.parent, self.index);
+        self.index += 1;
+        id
+    }
+
+    fn push_event(&mut self, event: Event) {
+        self.list.push(Output::Event(Box::new(event)));
+    }
+
+    fn push_envelope(&mut self, to: AgentName, mut envelope: Envelope, kind: Kind, reason: Reason) {
+        envelope.v = PROTOCOL_VERSION;
+        envelope.id = self.next_id();
+        envelope.kind = kind;
+        envelope.to = Some(to.to_string());
+        envelope.reason = Some(reason);
+        envelope.created_at = now_ms();
+        self.list.push(Output::Envelope { to, envelope: Box::new(envelope) });
+    }
+
+    fn dead_letter(&mut self, reason: DeadLetterReason, detail: &str) {
+        let id = self.next_id();
+        self.list.push(Output::DeadLetter(DeadLetter { id, reason, detail: detail.to_owned() }));
+    }
+
+    fn has_dead_letter(&self) -> bool {
+        self.list.iter().any(|output| matches!(output, Output::DeadLetter(_)))
+    }
+
+    fn into_plan(self) -> Plan {
+        Plan { outputs: self.list, settle: Settle::Ack, failed: self.failed }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,293 @@
+use super::*;
+use baton_proto::{Message, Role};
+
+fn name(text: &str) -> AgentName {
+    AgentName::new(text).unwrap()
+}
+
+struct Fixture {
+    agent: AgentName,
+    fallback: Option<AgentName>,
+}
+
+impl Fixture {
+    fn new(agent: &str, fallback: Option<&str>) -> Self {
+        Self { agent: name(agent), fallback: fallback.map(name) }
+    }
+
+    fn planner(&self) -> Planner<'_> {
+        Planner {
+            agent: &self.agent,
+            instance: "i-1",
+            fallback: self.fallback.as_ref(),
+            retry: RetryPolicy { max_attempts: 3, min_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1) },
+        }
+    }
+}
+
+fn events(plan: &Plan) -> Vec<(EventType, Option<String>, Option<Reason>)> {
+    plan.outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::Event(event) => Some((event.kind.clone(), event.to.clone(), event.reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn envelopes(plan: &Plan) -> Vec<&Envelope> {
+    plan.outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::Envelope { envelope, .. } => Some(envelope.as_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn dead_letters(plan: &Plan) -> Vec<&DeadLetter> {
+    plan.outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::DeadLetter(dead) => Some(dead),
+            _ => None,
+        })
+        .collect()
+}
+
+fn hop(agent: &str) -> Hop {
+    Hop::new(agent, "x", None)
+}
+
+#[test]
+fn complete_emits_one_terminal_event_with_the_path() {
+    let fixture = Fixture::new("general", None);
+    let task = Envelope::task("hi");
+    let plan = fixture.planner().plan(&task, 1, Ok(Outcome::complete("hello")));
+    assert_eq!(plan.settle, Settle::Ack);
+    assert_eq!(events(&plan), vec![(EventType::Completed, None, None)]);
+    let Output::Event(event) = &plan.outputs[0] else { panic!() };
+    assert_eq!(event.output, Some(Value::from("hello")));
+    assert_eq!(event.path.iter().map(|h| h.agent.as_str()).collect::<Vec<_>>(), ["general"]);
+    assert_eq!(event.id, derive_id(task.id, 0));
+}
+
+#[test]
+fn handoff_carries_the_context_and_extends_the_path() {
+    let fixture = Fixture::new("general", None);
+    let mut task = Envelope::task("refund please").with_variable("order", "ABC-1");
+    task.reason = Some(Reason::parse("arrived"));
+    let outcome = Outcome::handoff("refund", Reason::KnowledgeGap)
+        .say("passing you on")
+        .set_var("tier", 1)
+        .set_state("checked", true)
+        .step("classify", "refund question", "mentions refund")
+        .problem("customer wants a refund")
+        .next_action("check the window");
+    let plan = fixture.planner().plan(&task, 1, Ok(outcome));
+    assert_eq!(plan.settle, Settle::Ack);
+    assert_eq!(
+        events(&plan),
+        vec![(EventType::Handoff, Some("refund".into()), Some(Reason::KnowledgeGap))]
+    );
+    let next = envelopes(&plan)[0];
+    assert_eq!(next.kind, Kind::Handoff);
+    assert_eq!(next.to.as_deref(), Some("refund"));
+    assert_eq!(next.from.as_deref(), Some("general"));
+    assert_eq!(next.session, task.session);
+    assert_eq!(next.id, derive_id(task.id, 1));
+    assert_eq!(next.reason, Some(Reason::KnowledgeGap));
+    assert_eq!(next.suggested_next_action.as_deref(), Some("check the window"));
+    assert_eq!(next.path.len(), 1);
+    assert_eq!(next.path[0].agent, "general");
+    assert_eq!(next.path[0].reason, Some(Reason::parse("arrived")));
+    let context = &next.context;
+    assert_eq!(context.messages.len(), 2);
+    assert_eq!(context.messages[0].role, Role::User);
+    assert_eq!(context.messages[1].name.as_deref(), Some("general"));
+    assert_eq!(context.variables.get("order"), Some(&Value::from("ABC-1")));
+    assert_eq!(context.variables.get("tier"), Some(&Value::from(1)));
+    assert_eq!(context.state.get("checked"), Some(&Value::from(true)));
+    assert_eq!(context.trace[0].agent, "general");
+    assert_eq!(context.problem, "customer wants a refund");
+}
+
+#[test]
+fn plans_are_deterministic_for_the_same_delivery() {
+    let fixture = Fixture::new("general", None);
+    let task = Envelope::task("x");
+    let ids = |plan: &Plan| -> Vec<Uuid> {
+        plan.outputs
+            .iter()
+            .map(|output| match output {
+                Output::Envelope { envelope, .. } => envelope.id,
+                Output::Event(event) => event.id,
+                Output::DeadLetter(dead) => dead.id,
+            })
+            .collect()
+    };
+    let a = fixture.planner().plan(&task, 1, Ok(Outcome::handoff("refund", Reason::KnowledgeGap)));
+    let b = fixture.planner().plan(&task, 2, Ok(Outcome::handoff("refund", Reason::KnowledgeGap)));
+    assert_eq!(ids(&a), ids(&b));
+}
+
+#[test]
+fn a_to_b_to_a_is_a_loop_escalated_to_the_fallback() {
+    let fixture = Fixture::new("b", Some("human"));
+    let mut envelope = Envelope::task("x");
+    envelope.path.push(hop("a"));
+    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    assert_eq!(
+        events(&plan),
+        vec![
+            (EventType::LoopDetected, Some("a".into()), Some(Reason::LoopDetected)),
+            (EventType::Escalated, Some("human".into()), Some(Reason::LoopDetected)),
+        ]
+    );
+    let next = envelopes(&plan);
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].to.as_deref(), Some("human"));
+    assert_eq!(next[0].reason, Some(Reason::LoopDetected));
+    assert!(dead_letters(&plan).is_empty());
+    assert_eq!(plan.settle, Settle::Ack);
+}
+
+#[test]
+fn a_loop_without_a_fallback_fails_and_dead_letters() {
+    let fixture = Fixture::new("b", None);
+    let mut envelope = Envelope::task("x");
+    envelope.path.push(hop("a"));
+    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
+    assert_eq!(kinds, [EventType::LoopDetected, EventType::DeadLettered, EventType::Failed]);
+    assert_eq!(events(&plan)[2].2, Some(Reason::LoopDetected));
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
+    assert!(envelopes(&plan).is_empty());
+    assert!(plan.failed);
+}
+
+#[test]
+fn the_fallback_is_not_asked_twice() {
+    let fixture = Fixture::new("b", Some("human"));
+    let mut envelope = Envelope::task("x");
+    envelope.path.extend([hop("a"), hop("human")]);
+    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    assert_eq!(events(&plan).last().unwrap().0, EventType::Failed);
+    assert!(envelopes(&plan).is_empty());
+}
+
+#[test]
+fn max_hops_is_enforced() {
+    let fixture = Fixture::new("c", None);
+    let mut envelope = Envelope::task("x").with_max_hops(3);
+    envelope.path.extend([hop("a"), hop("b")]);
+    // c makes the third hop; a fourth agent would exceed the budget of 3.
+    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
+    assert_eq!(events(&plan)[0].0, EventType::LoopDetected);
+    let Output::Event(event) = &plan.outputs[0] else { panic!() };
+    assert!(event.detail.as_deref().unwrap().contains("hop budget of 3"), "{event:?}");
+    // One hop fewer fits.
+    envelope.path.pop();
+    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
+    assert_eq!(events(&plan)[0].0, EventType::Handoff);
+}
+
+#[test]
+fn retryable_failures_nak_with_backoff_then_dead_letter() {
+    let fixture = Fixture::new("orders", None);
+    let envelope = Envelope::task("x");
+    let fail = || Err(AgentError::retryable("tool timed out"));
+    let first = fixture.planner().plan(&envelope, 1, fail());
+    assert_eq!(first.settle, Settle::Nak(Duration::from_millis(100)));
+    assert_eq!(events(&first)[0].0, EventType::Retrying);
+    let second = fixture.planner().plan(&envelope, 2, fail());
+    assert_eq!(second.settle, Settle::Nak(Duration::from_millis(200)));
+    let Output::Event(e1) = &first.outputs[0] else { panic!() };
+    let Output::Event(e2) = &second.outputs[0] else { panic!() };
+    assert_ne!(e1.id, e2.id, "each attempt's retrying event is its own");
+
+    let last = fixture.planner().plan(&envelope, 3, fail());
+    assert_eq!(last.settle, Settle::Term);
+    assert!(last.failed);
+    assert_eq!(dead_letters(&last)[0].reason, DeadLetterReason::MaxAttempts);
+    assert!(dead_letters(&last)[0].detail.contains("tool timed out"));
+    let kinds: Vec<_> = events(&last).into_iter().map(|e| (e.0, e.2)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (EventType::DeadLettered, Some(Reason::parse("max_attempts"))),
+            (EventType::Failed, Some(Reason::MaxAttempts))
+        ]
+    );
+}
+
+#[test]
+fn exhausted_with_a_fallback_dead_letters_and_escalates() {
+    let fixture = Fixture::new("orders", Some("human"));
+    let plan = fixture.planner().plan(&Envelope::task("x"), 3, Err(AgentError::retryable("down")));
+    let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
+    assert_eq!(kinds, [EventType::DeadLettered, EventType::Escalated]);
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::MaxAttempts);
+    assert_eq!(envelopes(&plan)[0].to.as_deref(), Some("human"));
+    assert_eq!(plan.settle, Settle::Term);
+}
+
+#[test]
+fn fatal_dead_letters_at_once() {
+    let fixture = Fixture::new("orders", None);
+    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Err(AgentError::fatal("no such order")));
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::Fatal);
+    assert_eq!(events(&plan).last().unwrap().0, EventType::Failed);
+    assert_eq!(plan.settle, Settle::Term);
+}
+
+#[test]
+fn reject_emits_rejected_then_routes_to_the_fallback() {
+    let fixture = Fixture::new("orders", Some("human"));
+    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Err(AgentError::reject("overloaded")));
+    let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
+    assert_eq!(kinds, [EventType::Rejected, EventType::Escalated]);
+    assert_eq!(envelopes(&plan)[0].reason, Some(Reason::Rejected));
+}
+
+#[test]
+fn escalate_goes_to_the_fallback_with_the_reason() {
+    let fixture = Fixture::new("general", Some("human"));
+    let outcome = Outcome::escalate(Reason::UserEscalation).say("getting a person");
+    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Ok(outcome));
+    assert_eq!(events(&plan), vec![(EventType::Escalated, Some("human".into()), Some(Reason::UserEscalation))]);
+    let next = envelopes(&plan)[0];
+    assert_eq!(next.context.messages.last().unwrap(), &{
+        let mut m = Message::new(Role::Agent, "getting a person").with_name("general");
+        m.at = next.context.messages.last().unwrap().at;
+        m
+    });
+}
+
+#[test]
+fn escalate_without_a_fallback_fails_with_no_route() {
+    let fixture = Fixture::new("general", None);
+    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Ok(Outcome::escalate(Reason::UserEscalation)));
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
+    assert_eq!(events(&plan).last().unwrap(), &(EventType::Failed, None, Some(Reason::UserEscalation)));
+}
+
+#[test]
+fn an_invalid_target_name_is_a_dead_letter_not_a_panic() {
+    let fixture = Fixture::new("general", None);
+    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Ok(Outcome::handoff("Not Valid", Reason::OutOfScope)));
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
+    assert!(dead_letters(&plan)[0].detail.contains("Not Valid"));
+}
+
+#[test]
+fn deadlines_are_checked_before_running() {
+    let fixture = Fixture::new("general", None);
+    let envelope = Envelope::task("x").with_deadline(1_000);
+    assert!(fixture.planner().deadline_exceeded(&envelope, 1_000).is_none());
+    let plan = fixture.planner().deadline_exceeded(&envelope, 1_500).unwrap();
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::DeadlineExceeded);
+    assert_eq!(events(&plan).last().unwrap(), &(EventType::Failed, None, Some(Reason::DeadlineExceeded)));
+    assert_eq!(plan.settle, Settle::Term);
+    assert!(fixture.planner().deadline_exceeded(&Envelope::task("x"), u64::MAX).is_none());
+}

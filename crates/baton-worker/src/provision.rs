@@ -1,0 +1,164 @@
+//! Streams and consumers of PROTOCOL.md, created if missing and checked if present.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use baton_proto::{AgentName, Subjects};
+
+use crate::error::{Error, ErrorKind};
+
+/// Settings of the three streams, used when they are created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// How long session events are kept (`BATON_EVENTS` max age).
+    pub events_max_age: Duration,
+    /// How long JetStream remembers message ids to drop duplicates.
+    pub duplicate_window: Duration,
+    /// Replicas of each stream (1 on a single server, 3 in a cluster).
+    pub replicas: usize,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        Self {
+            events_max_age: Duration::from_secs(7 * 24 * 3600),
+            duplicate_window: Duration::from_secs(120),
+            replicas: 1,
+        }
+    }
+}
+
+/// Creates `BATON_TASKS`, `BATON_EVENTS` and `BATON_DLQ` if they are missing.
+///
+/// Safe to call from every process at start-up, concurrently.
+///
+/// # Errors
+///
+/// [`ErrorKind::Mismatch`] when a stream exists with another retention or
+/// other subjects; [`ErrorKind::JetStream`] when JetStream cannot be reached.
+pub async fn provision(jetstream: &jetstream::Context, subjects: &Subjects, settings: &StreamSettings) -> Result<(), Error> {
+    let base = stream::Config {
+        storage: stream::StorageType::File,
+        num_replicas: settings.replicas,
+        duplicate_window: settings.duplicate_window,
+        ..Default::default()
+    };
+    ensure_stream(
+        jetstream,
+        stream::Config {
+            name: subjects.tasks_stream(),
+            subjects: vec![subjects.ingress(), subjects.all_agents()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..base.clone()
+        },
+    )
+    .await?;
+    ensure_stream(
+        jetstream,
+        stream::Config {
+            name: subjects.events_stream(),
+            subjects: vec![subjects.all_events()],
+            retention: stream::RetentionPolicy::Limits,
+            max_age: settings.events_max_age,
+            ..base.clone()
+        },
+    )
+    .await?;
+    ensure_stream(
+        jetstream,
+        stream::Config {
+            name: subjects.dlq_stream(),
+            subjects: vec![subjects.all_dlq()],
+            retention: stream::RetentionPolicy::Limits,
+            ..base
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+async fn ensure_stream(jetstream: &jetstream::Context, wanted: stream::Config) -> Result<stream::Stream, Error> {
+    let name = wanted.name.clone();
+    let mut stream = jetstream.get_or_create_stream(wanted.clone()).await.map_err(|err| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot get or create stream {name}; is JetStream enabled on the server (nats-server -js)?"),
+            err,
+        )
+    })?;
+    let info = stream
+        .info()
+        .await
+        .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot read stream {name}"), err))?;
+    let have: BTreeSet<_> = info.config.subjects.iter().collect();
+    let want: BTreeSet<_> = wanted.subjects.iter().collect();
+    if info.config.retention != wanted.retention || have != want {
+        return Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "stream {name} exists with retention {:?} and subjects {:?}, but Baton needs retention {:?} and \
+                 subjects {:?}: remove it (`nats stream rm {name}`, its messages are lost) or choose another --prefix",
+                info.config.retention, info.config.subjects, wanted.retention, wanted.subjects
+            ),
+        ));
+    }
+    Ok(stream)
+}
+
+/// The durable pull consumer `name` on the tasks stream, filtered to `filter`.
+pub(crate) async fn task_consumer(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    name: &str,
+    filter: String,
+    ack_wait: Duration,
+) -> Result<consumer::PullConsumer, Error> {
+    let stream_name = subjects.tasks_stream();
+    let stream = jetstream
+        .get_stream(&stream_name)
+        .await
+        .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot open stream {stream_name}"), err))?;
+    let wanted = consumer::pull::Config {
+        durable_name: Some(name.to_owned()),
+        filter_subject: filter.clone(),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait,
+        // Attempts are counted by the worker, which dead-letters the last one;
+        // a server-side limit would drop messages silently.
+        max_deliver: -1,
+        ..Default::default()
+    };
+    let mut consumer: consumer::PullConsumer = stream.get_or_create_consumer(name, wanted).await.map_err(|err| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot get or create consumer {name} on {stream_name} (filter {filter})"),
+            err,
+        )
+    })?;
+    let info = consumer
+        .info()
+        .await
+        .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot read consumer {name}"), err))?;
+    if info.config.filter_subject != filter {
+        return Err(Error::new(
+            ErrorKind::Mismatch,
+            format!(
+                "consumer {name} on {stream_name} filters {:?}, but Baton needs {filter:?}: remove it \
+                 (`nats consumer rm {stream_name} {name}`) and start the worker again",
+                info.config.filter_subject
+            ),
+        ));
+    }
+    Ok(consumer)
+}
+
+/// The shared consumer of agent type `agent`.
+pub(crate) async fn agent_consumer(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    agent: &AgentName,
+    ack_wait: Duration,
+) -> Result<consumer::PullConsumer, Error> {
+    task_consumer(jetstream, subjects, &Subjects::agent_consumer(agent), subjects.agent(agent), ack_wait).await
+}

@@ -1,0 +1,361 @@
+//! The worker loop of DESIGN.md: decode, check the deadline, accept, run the
+//! agent with progress, route the outcome, publish, then ack.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Subjects, Wire, now_ms};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::agent::{Agent, AgentError, Task};
+use crate::error::Error;
+use crate::intake::{self, IntakeSettings};
+use crate::outputs::{Emitter, settle};
+use crate::plan::{Planner, Settle};
+use crate::provision::{self, StreamSettings};
+use crate::publish::Publisher;
+use crate::trace;
+
+/// Deployment settings of one worker process.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WorkerConfig {
+    /// The agent type served.
+    pub agent: AgentName,
+    /// This process's instance id (a subject token).
+    pub instance: String,
+    /// Subject and stream names.
+    pub subjects: Subjects,
+    /// Where escalations, loops and exhausted tasks go; `None` fails them instead.
+    pub fallback: Option<AgentName>,
+    /// Redelivery timeout of the shared consumer, used when it is created.
+    pub ack_wait: Duration,
+    /// Largest envelope accepted; bigger ones are dead-lettered as `too_large`.
+    pub max_payload: usize,
+    /// How long in-flight work may take to finish on shutdown.
+    pub shutdown_grace: Duration,
+    /// How long one pull request waits on the server.
+    pub pull_expires: Duration,
+    /// Stream settings, used when the streams are created.
+    pub streams: StreamSettings,
+}
+
+impl WorkerConfig {
+    /// Defaults for agent type `agent`, with a fresh instance id.
+    #[must_use]
+    pub fn new(agent: AgentName) -> Self {
+        Self {
+            agent,
+            instance: new_instance_id(),
+            subjects: Subjects::default(),
+            fallback: None,
+            ack_wait: Duration::from_secs(30),
+            max_payload: DEFAULT_MAX_PAYLOAD,
+            shutdown_grace: Duration::from_secs(20),
+            pull_expires: Duration::from_secs(5),
+            streams: StreamSettings::default(),
+        }
+    }
+
+    /// Sets the fallback agent.
+    #[must_use]
+    pub fn with_fallback(mut self, fallback: Option<AgentName>) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    /// Sets the subject prefix.
+    #[must_use]
+    pub fn with_subjects(mut self, subjects: Subjects) -> Self {
+        self.subjects = subjects;
+        self
+    }
+
+    /// Sets the consumer's `ack_wait` (used when the consumer is created).
+    #[must_use]
+    pub fn with_ack_wait(mut self, ack_wait: Duration) -> Self {
+        self.ack_wait = ack_wait;
+        self
+    }
+
+    /// Sets the payload size limit.
+    #[must_use]
+    pub fn with_max_payload(mut self, max_payload: usize) -> Self {
+        self.max_payload = max_payload;
+        self
+    }
+
+    /// Sets the shutdown grace period.
+    #[must_use]
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Sets the instance id.
+    #[must_use]
+    pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = instance.into();
+        self
+    }
+
+    /// Sets the stream settings.
+    #[must_use]
+    pub fn with_streams(mut self, streams: StreamSettings) -> Self {
+        self.streams = streams;
+        self
+    }
+}
+
+/// A fresh instance id: 12 hex digits, a valid subject token.
+#[must_use]
+pub fn new_instance_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// Live counters of a worker, for heartbeats and tests.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    in_flight: AtomicU64,
+    processed: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl WorkerStats {
+    /// Deliveries being handled now.
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Deliveries settled since start.
+    #[must_use]
+    pub fn processed(&self) -> u64 {
+        self.processed.load(Ordering::Relaxed)
+    }
+
+    /// Deliveries that ended in failure (dead letter) since start.
+    #[must_use]
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+/// A pool member of one agent type: pulls from `agent-<A>` and runs the agent.
+pub struct Worker<A> {
+    client: async_nats::Client,
+    config: WorkerConfig,
+    agent: Arc<A>,
+    stats: Arc<WorkerStats>,
+}
+
+struct Shared<A> {
+    config: WorkerConfig,
+    agent: Arc<A>,
+    publisher: Publisher,
+    stats: Arc<WorkerStats>,
+    progress_every: Duration,
+}
+
+impl<A: Agent> Worker<A> {
+    /// A worker of `agent` on `client`.
+    pub fn new(client: async_nats::Client, config: WorkerConfig, agent: A) -> Self {
+        Self { client, config, agent: Arc::new(agent), stats: Arc::default() }
+    }
+
+    /// The worker's live counters.
+    #[must_use]
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.stats.clone()
+    }
+
+    /// Provisions the streams and the consumer, then serves until `shutdown`
+    /// resolves; in-flight work finishes within the grace period.
+    ///
+    /// # Errors
+    ///
+    /// Only for start-up problems (JetStream unreachable, a mismatched stream
+    /// or consumer). Per-message failures are logged and never end the loop.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let jetstream = jetstream::new(self.client.clone());
+        let config = self.config;
+        provision::provision(&jetstream, &config.subjects, &config.streams).await?;
+        let mut consumer = provision::agent_consumer(&jetstream, &config.subjects, &config.agent, config.ack_wait).await?;
+        let ack_wait = consumer.info().await.map_or(config.ack_wait, |info| info.config.ack_wait);
+        let settings = IntakeSettings {
+            concurrency: self.agent.concurrency(),
+            pull_expires: config.pull_expires,
+            shutdown_grace: config.shutdown_grace,
+        };
+        tracing::info!(agent = %config.agent, instance = %config.instance, concurrency = settings.concurrency, ?ack_wait, "worker started");
+        let shared = Arc::new(Shared {
+            config,
+            agent: self.agent,
+            publisher: Publisher::new(jetstream),
+            stats: self.stats,
+            progress_every: (ack_wait / 3).max(Duration::from_millis(100)),
+        });
+        let token = CancellationToken::new();
+        let trigger = token.clone();
+        let run = intake::run(consumer, settings, token.clone(), |message, permit| {
+            let shared = shared.clone();
+            async move {
+                shared.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+                handle(&shared, message).await;
+                shared.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+                drop(permit);
+            }
+        });
+        tokio::pin!(run);
+        tokio::select! {
+            () = &mut run => {}
+            () = shutdown => {
+                trigger.cancel();
+                run.await;
+            }
+        }
+        if let Err(err) = self.client.flush().await {
+            tracing::warn!(error = %err, "could not flush the connection on shutdown");
+        }
+        tracing::info!(agent = %shared.config.agent, "worker stopped");
+        Ok(())
+    }
+}
+
+async fn handle<A: Agent>(shared: &Shared<A>, message: jetstream::Message) {
+    let config = &shared.config;
+    let attempt = message.info().map_or(1, |info| u32::try_from(info.delivered).unwrap_or(u32::MAX).max(1));
+    let parent = trace::extract(message.headers.as_ref());
+    let span = tracing::info_span!(
+        "baton.handle",
+        agent = %config.agent,
+        instance = %config.instance,
+        attempt,
+        session = tracing::field::Empty,
+        envelope = tracing::field::Empty,
+    );
+    trace::adopt(&span, &parent);
+    let emitter = Emitter { subjects: &config.subjects, agent: &config.agent, span: &span, parent: &parent };
+
+    let envelope = match Envelope::from_msgpack_limited(&message.payload, config.max_payload) {
+        Ok(envelope) => envelope,
+        Err(err) => {
+            let _enter = span.enter();
+            tracing::warn!(subject = %message.subject, reason = %err.reason(), detail = err.detail(), "undecodable message; dead-lettering");
+            drop(_enter);
+            let outgoing = emitter.undecodable(&message, &err.reason(), err.detail());
+            finish(shared, &message, &outgoing, Settle::Term, true).instrument(span.clone()).await;
+            return;
+        }
+    };
+    span.record("session", tracing::field::display(envelope.session));
+    span.record("envelope", tracing::field::display(envelope.id));
+    process(shared, message, envelope, attempt, &emitter).instrument(span.clone()).await;
+}
+
+async fn process<A: Agent>(shared: &Shared<A>, message: jetstream::Message, envelope: Envelope, attempt: u32, emitter: &Emitter<'_>) {
+    let config = &shared.config;
+    let retry = shared.agent.retry_policy();
+    let planner = Planner { agent: &config.agent, instance: &config.instance, fallback: config.fallback.as_ref(), retry };
+
+    if let Some(plan) = planner.deadline_exceeded(&envelope, now_ms()) {
+        tracing::info!("deadline exceeded; failing the session");
+        publish_plan(shared, &message, emitter, &plan.outputs, plan.settle, plan.failed).await;
+        return;
+    }
+
+    // The accepted event is sent now but its PubAck is awaited with the
+    // outputs, so accepting costs no extra round trip.
+    let mut early = Vec::new();
+    match emitter.event(&planner.accepted(&envelope, attempt)) {
+        Ok(accepted) => early.push(accepted),
+        Err(err) => tracing::warn!(error = %err, "cannot encode accepted event"),
+    }
+    let pending_accept = match early.first() {
+        Some(accepted) => Some(shared.publisher.send(accepted).await),
+        None => None,
+    };
+
+    let task = Task { envelope: envelope.clone(), attempt, agent: config.agent.clone(), instance: config.instance.clone() };
+    let result = run_agent(shared, &message, task).await;
+    match &result {
+        Ok(_) => tracing::debug!("agent finished"),
+        Err(err) => tracing::info!(error = %err, "agent failed"),
+    }
+    let plan = planner.plan(&envelope, attempt, result);
+    if let Some(pending) = pending_accept {
+        if pending.wait().await.is_err() {
+            // Publish it again (same id) before the outputs, keeping the order.
+            if let Err(err) = shared.publisher.publish_one(&early[0]).await {
+                tracing::error!(error = %err, "accepted event not durable; leaving the message for redelivery");
+                return;
+            }
+        }
+    }
+    publish_plan(shared, &message, emitter, &plan.outputs, plan.settle, plan.failed).await;
+}
+
+async fn publish_plan<A: Agent>(
+    shared: &Shared<A>,
+    message: &jetstream::Message,
+    emitter: &Emitter<'_>,
+    outputs: &[crate::plan::Output],
+    settle_with: Settle,
+    failed: bool,
+) {
+    let outgoing = match emitter.outputs(message, outputs) {
+        Ok(outgoing) => outgoing,
+        Err(err) => {
+            // Only a free-form value that msgpack cannot hold gets here.
+            tracing::error!(error = %err, "cannot encode the outcome; dead-lettering");
+            let detail = format!("cannot encode the agent's outcome: {err}");
+            let outgoing = emitter.undecodable(message, &DeadLetterReason::Fatal, &detail);
+            finish(shared, message, &outgoing, Settle::Term, true).await;
+            return;
+        }
+    };
+    finish(shared, message, &outgoing, settle_with, failed).await;
+}
+
+async fn finish<A: Agent>(
+    shared: &Shared<A>,
+    message: &jetstream::Message,
+    outgoing: &[crate::publish::Outgoing],
+    settle_with: Settle,
+    failed: bool,
+) {
+    if let Err(err) = shared.publisher.publish_all(outgoing).await {
+        tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
+        return;
+    }
+    settle(message, settle_with).await;
+    shared.stats.processed.fetch_add(1, Ordering::Relaxed);
+    if failed {
+        shared.stats.failed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs the agent under its timeout, telling the server the work is alive.
+async fn run_agent<A: Agent>(shared: &Shared<A>, message: &jetstream::Message, task: Task) -> Result<crate::Outcome, AgentError> {
+    let timeout = shared.agent.timeout();
+    let work = tokio::time::timeout(timeout, shared.agent.handle(task));
+    tokio::pin!(work);
+    let mut progress = tokio::time::interval(shared.progress_every);
+    progress.tick().await;
+    loop {
+        tokio::select! {
+            result = &mut work => {
+                return result.unwrap_or_else(|_| Err(AgentError::retryable(format!("agent timed out after {timeout:?}"))));
+            }
+            _ = progress.tick() => {
+                if let Err(err) = message.ack_with(AckKind::Progress).await {
+                    tracing::debug!(error = %err, "could not send progress");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Process lifecycle: a worker killed with SIGKILL mid-flight loses and
+//! doubles nothing; a worker stopped with SIGTERM finishes what it holds.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, EventType};
+
+use crate::util::{System, kinds};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_mid_flight_loses_nothing_and_doubles_nothing() -> anyhow::Result<()> {
+    const TASKS: usize = 200;
+    let mut system = System::start().await?;
+    system.relay("a1", "intake", &["--next", "work", "--concurrency", "16"]).await?;
+    // The middle stage is slow, so the kill lands while it holds messages.
+    system.relay("b1", "work", &["--next", "finish", "--work-ms", "20", "--concurrency", "8", "--ack-wait-secs", "2"]).await?;
+    system.relay("c1", "finish", &["--concurrency", "16"]).await?;
+
+    let intake = AgentName::new("intake")?;
+    let mut sessions = Vec::new();
+    for index in 0..TASKS {
+        let task = Envelope::task(format!("job {index}"));
+        system.client.submit_to(&intake, &task).await?;
+        sessions.push(task.session);
+    }
+    // Let the slow stage get going, then kill it without warning.
+    system.wait_log("b1", "worker started", Duration::from_secs(5)).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let done = system.stored_events(sessions[40]).await?;
+        if done.iter().any(|e| e.kind == EventType::Completed) || tokio::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    system.process("b1").kill9();
+    system.relay("b2", "work", &["--next", "finish", "--work-ms", "20", "--concurrency", "8", "--ack-wait-secs", "2"]).await?;
+
+    let mut handoff_ids = HashSet::new();
+    let mut by_worker: HashMap<String, usize> = HashMap::new();
+    for session in &sessions {
+        let events = system.session_events(*session, Duration::from_secs(90)).await?;
+        assert_eq!(events.last().unwrap().kind, EventType::Completed, "{:?}", kinds(&events));
+        *by_worker.entry(events.last().unwrap().path[1].instance.clone()).or_default() += 1;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for session in &sessions {
+        let stored = system.stored_events(*session).await?;
+        assert_eq!(stored.iter().filter(|e| e.kind.is_terminal()).count(), 1, "{session}: {:?}", kinds(&stored));
+        let handoffs: Vec<_> = stored.iter().filter(|e| e.kind == EventType::Handoff).collect();
+        assert_eq!(handoffs.len(), 2, "{session}: {:?}", kinds(&stored));
+        for handoff in handoffs {
+            assert!(handoff_ids.insert(handoff.id), "handoff event {} stored twice", handoff.id);
+        }
+    }
+    // Every message ever stored in the work stream, counted by the server:
+    // one task plus two handoff envelopes per session, not one more.
+    let js = async_nats::jetstream::new(system.nats.clone());
+    let info = js.get_stream("BATON_TASKS").await?.get_info().await?;
+    assert_eq!(info.state.last_sequence, (TASKS * 3) as u64, "a handoff envelope was stored twice");
+    assert_eq!(info.state.messages, 0, "the work queue is drained");
+    assert!(system.client.dead_letters().await?.is_empty());
+    assert!(by_worker.get("b1").copied().unwrap_or(0) > 0 && by_worker.get("b2").copied().unwrap_or(0) > 0, "{by_worker:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let slow = ["--work-ms", "1500", "--concurrency", "2", "--ack-wait-secs", "3", "--shutdown-grace-secs", "10"];
+    system.relay("s1", "slow", &slow).await?;
+    let agent = AgentName::new("slow")?;
+    let mut sessions = Vec::new();
+    for index in 0..6 {
+        let task = Envelope::task(format!("slow {index}"));
+        system.client.submit_to(&agent, &task).await?;
+        sessions.push(task.session);
+    }
+    // Wait until s1 holds two tasks, then ask it to stop.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let in_flight = loop {
+        let mut accepted = Vec::new();
+        for session in &sessions {
+            if system.stored_events(*session).await?.iter().any(|e| e.kind == EventType::Accepted) {
+                accepted.push(*session);
+            }
+        }
+        if accepted.len() == 2 {
+            break accepted;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "s1 did not take two tasks");
+    };
+    system.process("s1").terminate();
+    system.relay("s2", "slow", &slow).await?;
+
+    let status = tokio::task::block_in_place(|| system.process("s1").wait_timeout(Duration::from_secs(15)));
+    assert!(status.is_some_and(|s| s.success()), "s1 should exit cleanly after finishing; stderr:\n{}", system.process("s1").stderr());
+    for session in &sessions {
+        let events = system.session_events(*session, Duration::from_secs(60)).await?;
+        let completed = events.last().unwrap();
+        assert_eq!(completed.kind, EventType::Completed);
+        let expected = if in_flight.contains(session) { "s1" } else { "s2" };
+        assert_eq!(completed.path[0].instance, expected, "session {session}: {:?}", kinds(&events));
+        // In-flight work was finished, not abandoned and redone.
+        if in_flight.contains(session) {
+            assert_eq!(events.iter().filter(|e| e.kind == EventType::Accepted).count(), 1);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! End-to-end scenarios: real `baton` processes against a real nats-server
+//! that each test starts on a random port and kills afterwards.
+
+mod failures;
+mod handoff;
+mod lifecycle;
+mod python;
+mod routing;
+mod util;

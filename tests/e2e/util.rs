@@ -1,0 +1,142 @@
+//! Test support: a server, `baton` processes, and a client to observe them.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use baton_proto::{Envelope, Event, Subjects, Wire};
+use baton_testkit::{ChildProcess, NatsServer};
+use baton_worker::Client;
+use futures::StreamExt;
+use uuid::Uuid;
+
+/// A nats-server plus the `baton` processes a test started; all killed on drop.
+pub struct System {
+    // Dropped in order: processes first, then the server.
+    processes: HashMap<String, ChildProcess>,
+    pub client: Client,
+    pub nats: async_nats::Client,
+    pub server: NatsServer,
+}
+
+impl System {
+    pub async fn start() -> anyhow::Result<Self> {
+        let server = tokio::task::spawn_blocking(NatsServer::start).await??;
+        let nats = async_nats::connect(server.url()).await?;
+        let client = Client::new(nats.clone(), Subjects::default());
+        Ok(Self { server, processes: HashMap::new(), client, nats })
+    }
+
+    /// A `baton` command aimed at this system's server.
+    pub fn baton(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(baton_testkit::baton_binary());
+        command.arg("--nats-url").arg(self.server.url()).args(args);
+        command.env("RUST_LOG", "info").env_remove("NATS_URL");
+        command
+    }
+
+    /// Starts `baton ARGS` as process `label` and waits for its start-up log line.
+    pub async fn spawn(&mut self, label: &str, args: &[&str], ready: &str) -> anyhow::Result<()> {
+        let process = ChildProcess::spawn(self.baton(args), label)?;
+        self.processes.insert(label.to_owned(), process);
+        self.wait_log(label, ready, Duration::from_secs(30)).await
+    }
+
+    /// Starts a relay worker `agent` (instance `label`) with extra flags.
+    pub async fn relay(&mut self, label: &str, agent: &str, flags: &[&str]) -> anyhow::Result<()> {
+        let mut args = vec!["worker", agent, "--relay", "--instance", label];
+        args.extend_from_slice(flags);
+        self.spawn(label, &args, "worker started").await
+    }
+
+    /// Starts the ingress router.
+    pub async fn router(&mut self, flags: &[&str]) -> anyhow::Result<()> {
+        let mut args = vec!["router"];
+        args.extend_from_slice(flags);
+        self.spawn("router", &args, "router started").await
+    }
+
+    pub fn process(&mut self, label: &str) -> &mut ChildProcess {
+        self.processes.get_mut(label).unwrap_or_else(|| panic!("no process {label}"))
+    }
+
+    /// Waits until process `label` has logged `needle` on stderr.
+    pub async fn wait_log(&mut self, label: &str, needle: &str, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let process = self.process(label);
+            if process.stderr().contains(needle) {
+                return Ok(());
+            }
+            if !process.is_running() {
+                anyhow::bail!("{label} exited before logging {needle:?}; stderr:\n{}", process.stderr());
+            }
+            if tokio::time::Instant::now() > deadline {
+                anyhow::bail!("{label} did not log {needle:?} within {timeout:?}; stderr:\n{}", process.stderr());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every event of `session` until (and including) the terminal one.
+    pub async fn session_events(&self, session: Uuid, timeout: Duration) -> anyhow::Result<Vec<Event>> {
+        let mut stream = self.client.events(session).await?;
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let next = tokio::time::timeout_at(deadline, stream.next()).await.with_context(|| {
+                format!("session {session} did not end within {timeout:?}; events so far: {:#?}", kinds(&events))
+            })?;
+            let event = next.context("event stream ended")??;
+            let terminal = event.kind.is_terminal();
+            events.push(event);
+            if terminal {
+                return Ok(events);
+            }
+        }
+    }
+
+    /// All events stored for `session` right now (does not wait).
+    pub async fn stored_events(&self, session: Uuid) -> anyhow::Result<Vec<Event>> {
+        let mut stream = self.client.events(session).await?;
+        let mut events = Vec::new();
+        while let Ok(Some(event)) = tokio::time::timeout(Duration::from_millis(300), stream.next()).await {
+            events.push(event?);
+        }
+        Ok(events)
+    }
+
+    /// Publishes raw bytes to `subject` in JetStream and waits for the PubAck.
+    pub async fn publish_raw(&self, subject: &str, payload: Vec<u8>) -> anyhow::Result<()> {
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", Uuid::new_v4().to_string().as_str());
+        js.publish_with_headers(subject.to_owned(), headers, payload.into()).await?.await?;
+        Ok(())
+    }
+
+    /// Publishes `envelope` to `subject` with its id as `Nats-Msg-Id`.
+    pub async fn publish_envelope(&self, subject: &str, envelope: &Envelope) -> anyhow::Result<()> {
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", envelope.id.to_string().as_str());
+        js.publish_with_headers(subject.to_owned(), headers, envelope.to_msgpack()?.into()).await?.await?;
+        Ok(())
+    }
+}
+
+/// The event types, as strings, in order.
+pub fn kinds(events: &[Event]) -> Vec<String> {
+    events.iter().map(|e| e.kind.as_str().to_owned()).collect()
+}
+
+/// The agents of a path.
+pub fn agents(path: &[baton_proto::Hop]) -> Vec<String> {
+    path.iter().map(|h| h.agent.clone()).collect()
+}
+
+/// Reads a map entry of a msgpack value.
+pub fn field<'a>(value: &'a rmpv::Value, key: &str) -> Option<&'a rmpv::Value> {
+    value.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+}
