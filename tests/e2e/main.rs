@@ -1,5 +1,6 @@
 //! End-to-end scenarios: real `baton` processes against a real nats-server
 //! that each test starts on a random port and kills afterwards.
+#![allow(unreachable_pub)] // a test binary: nothing is exported
 
 mod failures;
 mod handoff;

@@ -1,4 +1,5 @@
 //! The `baton` command: glue between arguments and the Baton libraries.
+#![allow(unreachable_pub)] // a binary: `pub` marks what modules share, nothing is exported
 
 mod args;
 mod bench;

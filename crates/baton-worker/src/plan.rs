@@ -280,7 +280,7 @@ impl Planner<'_> {
 
 /// Why handing `next` to `target` would loop, if it would.
 pub(crate) fn loop_violation(next: &Envelope, target: &AgentName) -> Option<String> {
-    let path = next.path.iter().map(|hop| hop.agent.as_str()).collect::<Vec<_>>().join(" → ");
+    let path = next.path.iter().map(|hop| hop.agent.as_str()).collect::<Vec<_>>().join(" -> ");
     if next.visited(target.as_str()) {
         return Some(format!("{target} already handled this session (path {path})"));
     }

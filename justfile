@@ -1,0 +1,44 @@
+# Baton tasks. Run through the shim, which installs the pinned tools first:
+#   ./just            list recipes
+#   ./just test       build everything and run all tests
+#   ./just demo       run the local demo
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+set positional-arguments
+
+# Tests and `baton dev` find nats-server through this (an explicit
+# NATS_SERVER_BIN from the caller wins; empty means "look in .tools/bin, then PATH").
+export NATS_SERVER_BIN := env("NATS_SERVER_BIN", if path_exists(justfile_directory() / ".tools/bin/nats-server") == "true" { justfile_directory() / ".tools/bin/nats-server" } else { "" })
+
+# List the recipes
+default:
+    @"{{ just_executable() }}" --list --unsorted
+
+# Show the tool versions (./just installs the pinned tools before any recipe runs)
+setup:
+    @nats-server --version
+    @just --version
+    @echo "NATS_SERVER_BIN=${NATS_SERVER_BIN}"
+
+# Build every crate
+build:
+    cargo build --workspace
+
+# Start a local nats-server and run the demo
+demo:
+    cargo run -q -p baton-cli --bin baton -- dev
+
+# Build, then run all tests with cargo-nextest (extra arguments go to nextest)
+test *ARGS:
+    cargo nextest --version >/dev/null 2>&1 || cargo install cargo-nextest --locked
+    cargo build --workspace
+    cargo nextest run --workspace --no-fail-fast "$@"
+
+# Run the benchmark (arguments go to `baton bench`)
+bench *ARGS:
+    cargo run --release -p baton-cli --bin baton -- bench {{ ARGS }}
+
+# Check formatting and clippy, as CI does
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
