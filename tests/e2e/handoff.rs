@@ -95,9 +95,10 @@ async fn three_replicas_share_the_work_and_every_task_ends_once() -> anyhow::Res
     }
     // Once every session has ended, nothing more may arrive: exactly one terminal event each.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let stored = system.events_by_session().await?;
     for session in &sessions {
-        let stored = system.stored_events(*session).await?;
-        assert_eq!(stored.iter().filter(|e| e.kind.is_terminal()).count(), 1, "session {session}: {:?}", kinds(&stored));
+        let events = &stored[session];
+        assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1, "session {session}: {:?}", kinds(events));
     }
     assert_eq!(by_instance.values().sum::<usize>(), 240);
     let instances: HashSet<_> = by_instance.keys().cloned().collect();

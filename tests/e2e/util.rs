@@ -107,6 +107,39 @@ impl System {
         Ok(events)
     }
 
+    /// Every event stored in the events stream right now, in stream order.
+    pub async fn all_events(&self) -> anyhow::Result<Vec<Event>> {
+        use async_nats::jetstream::consumer;
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let mut stream = js.get_stream("BATON_EVENTS").await?;
+        let last = stream.info().await?.state.last_sequence;
+        let mut events = Vec::new();
+        if last == 0 {
+            return Ok(events);
+        }
+        let ordered = stream
+            .create_consumer(consumer::pull::OrderedConfig { deliver_policy: consumer::DeliverPolicy::All, ..Default::default() })
+            .await?;
+        let mut messages = ordered.messages().await?;
+        while let Some(message) = messages.next().await {
+            let message = message?;
+            events.push(Event::from_msgpack(&message.payload)?);
+            if message.info().map_err(|e| anyhow::anyhow!("{e}"))?.stream_sequence >= last {
+                break;
+            }
+        }
+        Ok(events)
+    }
+
+    /// Every stored event, grouped by session.
+    pub async fn events_by_session(&self) -> anyhow::Result<HashMap<Uuid, Vec<Event>>> {
+        let mut grouped: HashMap<Uuid, Vec<Event>> = HashMap::new();
+        for event in self.all_events().await? {
+            grouped.entry(event.session).or_default().push(event);
+        }
+        Ok(grouped)
+    }
+
     /// Publishes raw bytes to `subject` in JetStream and waits for the PubAck.
     pub async fn publish_raw(&self, subject: &str, payload: Vec<u8>) -> anyhow::Result<()> {
         let js = async_nats::jetstream::new(self.nats.clone());
