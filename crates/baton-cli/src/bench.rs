@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// Tasks run first and not measured.
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
+
+    /// Run only one side (for profiling); the ratios need both.
+    #[arg(long, value_parser = ["raw", "baton"])]
+    pub only: Option<String>,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -169,8 +173,9 @@ pub async fn run(nats: &NatsArgs, args: BenchArgs) -> anyhow::Result<std::proces
         url.as_deref().or(nats.nats_url.as_deref()).unwrap_or("?")
     );
 
-    let raw = raw_relay(&client, &args, payload_len).await?;
-    let baton = baton_chain(&client, &args).await?;
+    let none = || Figures { tasks_per_sec: f64::NAN, hops_per_sec: f64::NAN, p50_us: f64::NAN, p99_us: f64::NAN };
+    let raw = if args.only.as_deref() == Some("baton") { none() } else { raw_relay(&client, &args, payload_len).await? };
+    let baton = if args.only.as_deref() == Some("raw") { none() } else { baton_chain(&client, &args).await? };
 
     println!();
     println!("{:<16} {:>10} {:>10} {:>12} {:>12}", "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs");

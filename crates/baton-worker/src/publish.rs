@@ -46,6 +46,10 @@ impl Publisher {
         Self { jetstream, backoff }
     }
 
+    pub(crate) fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
     /// Makes every message durable, in order.
     ///
     /// All are sent before any PubAck is awaited, so a batch costs one round

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::Error;
-use crate::intake::{self, IntakeSettings};
+use crate::intake::{self, IntakeSettings, Source};
 use crate::outputs::{Emitter, settle};
 use crate::plan::Settle;
 use crate::provision::{self, StreamSettings};
@@ -100,7 +100,7 @@ impl Router {
         let jetstream = jetstream::new(self.client.clone());
         let config = Arc::new(self.config);
         provision::provision(&jetstream, &config.subjects, &config.streams).await?;
-        let consumer = provision::task_consumer(
+        let _consumer = provision::task_consumer(
             &jetstream,
             &config.subjects,
             Subjects::INGRESS_CONSUMER,
@@ -108,6 +108,12 @@ impl Router {
             config.ack_wait,
         )
         .await?;
+        let source = Source {
+            client: self.client.clone(),
+            jetstream: jetstream.clone(),
+            stream: config.subjects.tasks_stream(),
+            consumer: Subjects::INGRESS_CONSUMER.to_owned(),
+        };
         let publisher = Publisher::new(jetstream);
         let settings = IntakeSettings {
             concurrency: config.concurrency,
@@ -117,13 +123,10 @@ impl Router {
         tracing::info!(default_agent = ?config.default_agent, "router started");
         let token = CancellationToken::new();
         let trigger = token.clone();
-        let run = intake::run(consumer, settings, token, |message, permit| {
+        let run = intake::run(source, settings, token, |message| {
             let config = config.clone();
             let publisher = publisher.clone();
-            async move {
-                route(&config, &publisher, message).await;
-                drop(permit);
-            }
+            async move { route(&config, &publisher, message).await }
         });
         tokio::pin!(run);
         tokio::select! {

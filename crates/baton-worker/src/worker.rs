@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::agent::{Agent, AgentError, Task};
 use crate::error::Error;
-use crate::intake::{self, IntakeSettings};
+use crate::intake::{self, IntakeSettings, Source};
 use crate::outputs::{Emitter, settle};
 use crate::plan::{Planner, Settle};
 use crate::provision::{self, StreamSettings};
@@ -201,13 +201,18 @@ impl<A: Agent> Worker<A> {
         });
         let token = CancellationToken::new();
         let trigger = token.clone();
-        let run = intake::run(consumer, settings, token.clone(), |message, permit| {
+        let source = Source {
+            client: self.client.clone(),
+            jetstream: shared.publisher.jetstream().clone(),
+            stream: shared.config.subjects.tasks_stream(),
+            consumer: Subjects::agent_consumer(&shared.config.agent),
+        };
+        let run = intake::run(source, settings, token.clone(), |message| {
             let shared = shared.clone();
             async move {
                 shared.stats.in_flight.fetch_add(1, Ordering::Relaxed);
                 handle(&shared, message).await;
                 shared.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
-                drop(permit);
             }
         });
         tokio::pin!(run);
