@@ -11,13 +11,44 @@ use crate::util::{System, kinds};
 async fn a_retryable_failure_succeeds_on_the_third_attempt() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     system
-        .relay("f1", "flaky", &["--fail-attempts", "2", "--max-attempts", "3", "--min-backoff-ms", "50", "--no-fallback"])
+        .relay(
+            "f1",
+            "flaky",
+            &[
+                "--fail-attempts",
+                "2",
+                "--max-attempts",
+                "3",
+                "--min-backoff-ms",
+                "50",
+                "--no-fallback",
+            ],
+        )
         .await?;
     let task = Envelope::task("try hard");
-    system.client.submit_to(&AgentName::new("flaky")?, &task).await?;
-    let events = system.session_events(task.session, Duration::from_secs(30)).await?;
-    assert_eq!(kinds(&events), ["accepted", "retrying", "accepted", "retrying", "accepted", "completed"]);
-    let attempts: Vec<_> = events.iter().filter(|e| e.kind == EventType::Accepted).map(|e| e.attempt).collect();
+    system
+        .client
+        .submit_to(&AgentName::new("flaky")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(
+        kinds(&events),
+        [
+            "accepted",
+            "retrying",
+            "accepted",
+            "retrying",
+            "accepted",
+            "completed"
+        ]
+    );
+    let attempts: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventType::Accepted)
+        .map(|e| e.attempt)
+        .collect();
     assert_eq!(attempts, [Some(1), Some(2), Some(3)]);
     assert!(system.client.dead_letters().await?.is_empty());
     Ok(())
@@ -27,17 +58,45 @@ async fn a_retryable_failure_succeeds_on_the_third_attempt() -> anyhow::Result<(
 async fn exhausted_attempts_dead_letter_with_max_attempts_and_fail() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     system
-        .relay("d1", "doomed", &["--fail-attempts", "99", "--max-attempts", "3", "--min-backoff-ms", "20", "--no-fallback"])
+        .relay(
+            "d1",
+            "doomed",
+            &[
+                "--fail-attempts",
+                "99",
+                "--max-attempts",
+                "3",
+                "--min-backoff-ms",
+                "20",
+                "--no-fallback",
+            ],
+        )
         .await?;
     let task = Envelope::task("never works");
-    system.client.submit_to(&AgentName::new("doomed")?, &task).await?;
-    let events = system.session_events(task.session, Duration::from_secs(30)).await?;
+    system
+        .client
+        .submit_to(&AgentName::new("doomed")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
     assert_eq!(
         kinds(&events),
-        ["accepted", "retrying", "accepted", "retrying", "accepted", "dead_lettered", "failed"]
+        [
+            "accepted",
+            "retrying",
+            "accepted",
+            "retrying",
+            "accepted",
+            "dead_lettered",
+            "failed"
+        ]
     );
     let failed = events.last().unwrap();
-    assert_eq!(failed.reason.as_ref().map(|r| r.as_str()), Some("max_attempts"));
+    assert_eq!(
+        failed.reason.as_ref().map(|r| r.as_str()),
+        Some("max_attempts")
+    );
     let dead = system.client.dead_letters().await?;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].reason.as_str(), "max_attempts");
@@ -46,20 +105,44 @@ async fn exhausted_attempts_dead_letter_with_max_attempts_and_fail() -> anyhow::
     assert_eq!(dead[0].original_subject, "baton.agent.doomed");
     assert_eq!(dead[0].deliveries, 3);
     assert_eq!(dead[0].session, Some(task.session));
-    assert_eq!(dead[0].envelope, Some(task.id), "the dead letter keeps the original bytes");
-    assert!(dead[0].detail.contains("gave up after 3 attempts"), "{}", dead[0].detail);
+    assert_eq!(
+        dead[0].envelope,
+        Some(task.id),
+        "the dead letter keeps the original bytes"
+    );
+    assert!(
+        dead[0].detail.contains("gave up after 3 attempts"),
+        "{}",
+        dead[0].detail
+    );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fatal_error_escalates_to_the_fallback_after_dead_lettering() -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system.relay("x1", "broken", &["--fatal", "--fallback", "desk"]).await?;
+    system
+        .relay("x1", "broken", &["--fatal", "--fallback", "desk"])
+        .await?;
     system.relay("h1", "desk", &[]).await?;
     let task = Envelope::task("fix it");
-    system.client.submit_to(&AgentName::new("broken")?, &task).await?;
-    let events = system.session_events(task.session, Duration::from_secs(30)).await?;
-    assert_eq!(kinds(&events), ["accepted", "dead_lettered", "escalated", "accepted", "completed"]);
+    system
+        .client
+        .submit_to(&AgentName::new("broken")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(
+        kinds(&events),
+        [
+            "accepted",
+            "dead_lettered",
+            "escalated",
+            "accepted",
+            "completed"
+        ]
+    );
     let escalated = &events[2];
     assert_eq!(escalated.to.as_deref(), Some("desk"));
     assert_eq!(escalated.reason.as_ref().map(|r| r.as_str()), Some("fatal"));
@@ -70,11 +153,19 @@ async fn a_fatal_error_escalates_to_the_fallback_after_dead_lettering() -> anyho
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn bad_input_is_dead_lettered_with_its_reason_and_the_worker_keeps_serving() -> anyhow::Result<()> {
+async fn bad_input_is_dead_lettered_with_its_reason_and_the_worker_keeps_serving()
+-> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system.relay("s1", "sink", &["--max-payload", "4096", "--no-fallback"]).await?;
+    system
+        .relay("s1", "sink", &["--max-payload", "4096", "--no-fallback"])
+        .await?;
 
-    system.publish_raw("baton.agent.sink", b"\xc1\xc1 definitely not msgpack".to_vec()).await?;
+    system
+        .publish_raw(
+            "baton.agent.sink",
+            b"\xc1\xc1 definitely not msgpack".to_vec(),
+        )
+        .await?;
 
     let mut newer = Envelope::task("from the future");
     newer.v = 2;
@@ -84,23 +175,43 @@ async fn bad_input_is_dead_lettered_with_its_reason_and_the_worker_keeps_serving
     system.publish_envelope("baton.agent.sink", &big).await?;
 
     let good = Envelope::task("still there?");
-    system.client.submit_to(&AgentName::new("sink")?, &good).await?;
-    let events = system.session_events(good.session, Duration::from_secs(30)).await?;
+    system
+        .client
+        .submit_to(&AgentName::new("sink")?, &good)
+        .await?;
+    let events = system
+        .session_events(good.session, Duration::from_secs(30))
+        .await?;
     assert_eq!(events.last().unwrap().kind, EventType::Completed);
 
     // The sessions of readable-but-refused envelopes end with the reason, so no client waits forever.
     for (envelope, reason) in [(&newer, "unsupported_version"), (&big, "too_large")] {
-        let events = system.session_events(envelope.session, Duration::from_secs(10)).await?;
+        let events = system
+            .session_events(envelope.session, Duration::from_secs(10))
+            .await?;
         assert_eq!(kinds(&events), ["dead_lettered", "failed"]);
         assert_eq!(events[1].reason.as_ref().map(|r| r.as_str()), Some(reason));
     }
 
-    let mut reasons: Vec<_> = system.client.dead_letters().await?.iter().map(|d| d.reason.as_str().to_owned()).collect();
+    let mut reasons: Vec<_> = system
+        .client
+        .dead_letters()
+        .await?
+        .iter()
+        .map(|d| d.reason.as_str().to_owned())
+        .collect();
     reasons.sort();
     assert_eq!(reasons, ["malformed", "too_large", "unsupported_version"]);
     let dead = system.client.dead_letters().await?;
-    let malformed = dead.iter().find(|d| d.reason.as_str() == "malformed").unwrap();
-    assert_eq!(&malformed.payload[..], b"\xc1\xc1 definitely not msgpack", "original bytes are kept");
+    let malformed = dead
+        .iter()
+        .find(|d| d.reason.as_str() == "malformed")
+        .unwrap();
+    assert_eq!(
+        &malformed.payload[..],
+        b"\xc1\xc1 definitely not msgpack",
+        "original bytes are kept"
+    );
     assert_eq!(malformed.agent, "sink");
     assert_eq!(malformed.original_subject, "baton.agent.sink");
     Ok(())
@@ -109,24 +220,45 @@ async fn bad_input_is_dead_lettered_with_its_reason_and_the_worker_keeps_serving
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_letter_replayed_after_a_fix_completes() -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system.relay("p1", "picky", &["--fatal", "--no-fallback"]).await?;
+    system
+        .relay("p1", "picky", &["--fatal", "--no-fallback"])
+        .await?;
     let task = Envelope::task("second time lucky");
-    system.client.submit_to(&AgentName::new("picky")?, &task).await?;
-    let events = system.session_events(task.session, Duration::from_secs(30)).await?;
+    system
+        .client
+        .submit_to(&AgentName::new("picky")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
     assert_eq!(events.last().unwrap().kind, EventType::Failed);
     let dead = system.client.dead_letters().await?;
     assert_eq!(dead.len(), 1);
 
     let listing = system.baton(&["dlq", "ls"]).output()?;
     let text = String::from_utf8_lossy(&listing.stdout);
-    assert!(text.contains("picky") && text.contains("fatal") && text.contains(&task.session.to_string()), "{text}");
+    assert!(
+        text.contains("picky")
+            && text.contains("fatal")
+            && text.contains(&task.session.to_string()),
+        "{text}"
+    );
 
     // "Fix" the agent: replace the worker with a healthy one, then replay.
     system.process("p1").terminate();
     system.relay("p2", "picky", &["--no-fallback"]).await?;
-    let output = system.baton(&["dlq", "replay", &dead[0].seq.to_string()]).output()?;
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(system.client.dead_letters().await?.is_empty(), "replay removes the dead letter");
+    let output = system
+        .baton(&["dlq", "replay", &dead[0].seq.to_string()])
+        .output()?;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        system.client.dead_letters().await?.is_empty(),
+        "replay removes the dead letter"
+    );
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -135,7 +267,11 @@ async fn a_dead_letter_replayed_after_a_fix_completes() -> anyhow::Result<()> {
             assert_eq!(done.path[0].instance, "p2");
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "replayed task did not complete: {:?}", kinds(&stored));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "replayed task did not complete: {:?}",
+            kinds(&stored)
+        );
     }
 
     let missing = system.baton(&["dlq", "replay", "999"]).output()?;

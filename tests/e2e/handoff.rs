@@ -16,56 +16,120 @@ async fn three_hop_handoff_carries_the_full_context() -> anyhow::Result<()> {
     system.relay("c1", "gamma", &[]).await?;
 
     let mut task = Envelope::task("plan my trip").with_variable("city", "Lisbon");
-    task.context.messages.push(Message::new(Role::System, "be brief"));
+    task.context
+        .messages
+        .push(Message::new(Role::System, "be brief"));
     task.context.state.insert("seed".into(), 7.into());
     // A W3C trace context from the caller must survive every hop.
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let js = async_nats::jetstream::new(system.nats.clone());
     let mut headers = async_nats::HeaderMap::new();
     headers.insert("Nats-Msg-Id", task.id.to_string().as_str());
-    headers.insert("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01").as_str());
-    js.publish_with_headers("baton.agent.alpha", headers, task.to_msgpack()?.into()).await?.await?;
+    headers.insert(
+        "traceparent",
+        format!("00-{trace_id}-00f067aa0ba902b7-01").as_str(),
+    );
+    js.publish_with_headers("baton.agent.alpha", headers, task.to_msgpack()?.into())
+        .await?
+        .await?;
 
-    let events = system.session_events(task.session, Duration::from_secs(30)).await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
     assert_eq!(
         kinds(&events),
-        ["accepted", "handoff", "accepted", "handoff", "accepted", "completed"],
+        [
+            "accepted",
+            "handoff",
+            "accepted",
+            "handoff",
+            "accepted",
+            "completed"
+        ],
         "{events:#?}"
     );
-    let handoffs: Vec<_> = events.iter().filter(|e| e.kind == EventType::Handoff).collect();
+    let handoffs: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventType::Handoff)
+        .collect();
     assert_eq!(handoffs[0].agent.as_deref(), Some("alpha"));
     assert_eq!(handoffs[0].to.as_deref(), Some("beta"));
     assert_eq!(handoffs[1].to.as_deref(), Some("gamma"));
-    let accepted: Vec<_> = events.iter().filter(|e| e.kind == EventType::Accepted).map(|e| e.agent.clone().unwrap()).collect();
+    let accepted: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventType::Accepted)
+        .map(|e| e.agent.clone().unwrap())
+        .collect();
     assert_eq!(accepted, ["alpha", "beta", "gamma"]);
 
     let completed = events.last().unwrap();
     assert_eq!(agents(&completed.path), ["alpha", "beta", "gamma"]);
     assert_eq!(completed.path[1].instance, "b1");
-    assert_eq!(completed.path[1].reason.as_ref().map(|r| r.as_str()), Some("out_of_scope"));
+    assert_eq!(
+        completed.path[1].reason.as_ref().map(|r| r.as_str()),
+        Some("out_of_scope")
+    );
     let output = completed.output.as_ref().expect("output");
-    let messages: Vec<_> = field(output, "messages").unwrap().as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
-    assert_eq!(messages, ["plan my trip", "be brief", "alpha was here", "beta was here"]);
+    let messages: Vec<_> = field(output, "messages")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "plan my trip",
+            "be brief",
+            "alpha was here",
+            "beta was here"
+        ]
+    );
     let variables = field(output, "variables").unwrap();
-    assert_eq!(field(variables, "city").and_then(|v| v.as_str()), Some("Lisbon"));
-    assert_eq!(field(variables, "alpha_attempt").and_then(rmpv::Value::as_u64), Some(1));
-    assert_eq!(field(variables, "beta_attempt").and_then(rmpv::Value::as_u64), Some(1));
+    assert_eq!(
+        field(variables, "city").and_then(|v| v.as_str()),
+        Some("Lisbon")
+    );
+    assert_eq!(
+        field(variables, "alpha_attempt").and_then(rmpv::Value::as_u64),
+        Some(1)
+    );
+    assert_eq!(
+        field(variables, "beta_attempt").and_then(rmpv::Value::as_u64),
+        Some(1)
+    );
     let state = field(output, "state").unwrap();
     assert_eq!(field(state, "seed").and_then(rmpv::Value::as_u64), Some(7));
     assert_eq!(field(state, "last").and_then(|v| v.as_str()), Some("beta"));
-    let trace: Vec<_> = field(output, "trace").unwrap().as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    let trace: Vec<_> = field(output, "trace")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
     assert_eq!(trace, ["alpha:relay", "beta:relay"]);
 
     // Every event of the session carries the caller's trace id.
     let stream = js.get_stream("BATON_EVENTS").await?;
     let mut traced = 0;
     for seq in 1..=stream.get_info().await?.state.last_sequence {
-        let Ok(message) = stream.get_raw_message(seq).await else { continue };
+        let Ok(message) = stream.get_raw_message(seq).await else {
+            continue;
+        };
         if !message.subject.ends_with(&task.session.to_string()) {
             continue;
         }
-        let traceparent = message.headers.get("traceparent").map(|v| v.as_str().to_owned()).unwrap_or_default();
-        assert!(traceparent.contains(trace_id), "event {seq} has traceparent {traceparent:?}");
+        let traceparent = message
+            .headers
+            .get("traceparent")
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_default();
+        assert!(
+            traceparent.contains(trace_id),
+            "event {seq} has traceparent {traceparent:?}"
+        );
         traced += 1;
     }
     assert_eq!(traced, events.len());
@@ -76,7 +140,9 @@ async fn three_hop_handoff_carries_the_full_context() -> anyhow::Result<()> {
 async fn three_replicas_share_the_work_and_every_task_ends_once() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     for label in ["r1", "r2", "r3"] {
-        system.relay(label, "pool", &["--concurrency", "4", "--work-ms", "3"]).await?;
+        system
+            .relay(label, "pool", &["--concurrency", "4", "--work-ms", "3"])
+            .await?;
     }
     let pool = AgentName::new("pool")?;
     let mut sessions = Vec::new();
@@ -87,21 +153,34 @@ async fn three_replicas_share_the_work_and_every_task_ends_once() -> anyhow::Res
     }
     let mut by_instance: HashMap<String, usize> = HashMap::new();
     for session in &sessions {
-        let events = system.session_events(*session, Duration::from_secs(60)).await?;
+        let events = system
+            .session_events(*session, Duration::from_secs(60))
+            .await?;
         let terminal: Vec<_> = events.iter().filter(|e| e.kind.is_terminal()).collect();
         assert_eq!(terminal.len(), 1);
         assert_eq!(terminal[0].kind, EventType::Completed);
-        *by_instance.entry(terminal[0].path[0].instance.clone()).or_default() += 1;
+        *by_instance
+            .entry(terminal[0].path[0].instance.clone())
+            .or_default() += 1;
     }
     // Once every session has ended, nothing more may arrive: exactly one terminal event each.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stored = system.events_by_session().await?;
     for session in &sessions {
         let events = &stored[session];
-        assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1, "session {session}: {:?}", kinds(events));
+        assert_eq!(
+            events.iter().filter(|e| e.kind.is_terminal()).count(),
+            1,
+            "session {session}: {:?}",
+            kinds(events)
+        );
     }
     assert_eq!(by_instance.values().sum::<usize>(), 240);
     let instances: HashSet<_> = by_instance.keys().cloned().collect();
-    assert_eq!(instances, HashSet::from(["r1".to_owned(), "r2".to_owned(), "r3".to_owned()]), "{by_instance:?}");
+    assert_eq!(
+        instances,
+        HashSet::from(["r1".to_owned(), "r2".to_owned(), "r3".to_owned()]),
+        "{by_instance:?}"
+    );
     Ok(())
 }

@@ -12,10 +12,29 @@ use crate::util::{System, kinds};
 async fn kill_9_mid_flight_loses_nothing_and_doubles_nothing() -> anyhow::Result<()> {
     const TASKS: usize = 200;
     let mut system = System::start().await?;
-    system.relay("a1", "intake", &["--next", "work", "--concurrency", "16"]).await?;
+    system
+        .relay("a1", "intake", &["--next", "work", "--concurrency", "16"])
+        .await?;
     // The middle stage is slow, so the kill lands while it holds messages.
-    system.relay("b1", "work", &["--next", "finish", "--work-ms", "20", "--concurrency", "8", "--ack-wait-secs", "2"]).await?;
-    system.relay("c1", "finish", &["--concurrency", "16"]).await?;
+    system
+        .relay(
+            "b1",
+            "work",
+            &[
+                "--next",
+                "finish",
+                "--work-ms",
+                "20",
+                "--concurrency",
+                "8",
+                "--ack-wait-secs",
+                "2",
+            ],
+        )
+        .await?;
+    system
+        .relay("c1", "finish", &["--concurrency", "16"])
+        .await?;
 
     let intake = AgentName::new("intake")?;
     let mut sessions = Vec::new();
@@ -25,59 +44,130 @@ async fn kill_9_mid_flight_loses_nothing_and_doubles_nothing() -> anyhow::Result
         sessions.push(task.session);
     }
     // Let the slow stage get going, then kill it without warning.
-    system.wait_log("b1", "worker started", Duration::from_secs(5)).await?;
+    system
+        .wait_log("b1", "worker started", Duration::from_secs(5))
+        .await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let completed = system.all_events().await?.iter().filter(|e| e.kind == EventType::Completed).count();
+        let completed = system
+            .all_events()
+            .await?
+            .iter()
+            .filter(|e| e.kind == EventType::Completed)
+            .count();
         if completed >= 40 {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "only {completed} tasks completed before the kill");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {completed} tasks completed before the kill"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     system.process("b1").kill9();
-    system.relay("b2", "work", &["--next", "finish", "--work-ms", "20", "--concurrency", "8", "--ack-wait-secs", "2"]).await?;
+    system
+        .relay(
+            "b2",
+            "work",
+            &[
+                "--next",
+                "finish",
+                "--work-ms",
+                "20",
+                "--concurrency",
+                "8",
+                "--ack-wait-secs",
+                "2",
+            ],
+        )
+        .await?;
 
     let mut handoff_ids = HashSet::new();
     let mut by_worker: HashMap<String, usize> = HashMap::new();
     for session in &sessions {
-        let events = system.session_events(*session, Duration::from_secs(90)).await?;
-        assert_eq!(events.last().unwrap().kind, EventType::Completed, "{:?}", kinds(&events));
-        *by_worker.entry(events.last().unwrap().path[1].instance.clone()).or_default() += 1;
+        let events = system
+            .session_events(*session, Duration::from_secs(90))
+            .await?;
+        assert_eq!(
+            events.last().unwrap().kind,
+            EventType::Completed,
+            "{:?}",
+            kinds(&events)
+        );
+        *by_worker
+            .entry(events.last().unwrap().path[1].instance.clone())
+            .or_default() += 1;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let all = system.events_by_session().await?;
     for session in &sessions {
         let stored = &all[session];
-        assert_eq!(stored.iter().filter(|e| e.kind.is_terminal()).count(), 1, "{session}: {:?}", kinds(&stored));
-        let handoffs: Vec<_> = stored.iter().filter(|e| e.kind == EventType::Handoff).collect();
-        assert_eq!(handoffs.len(), 2, "{session}: {:?}", kinds(&stored));
+        assert_eq!(
+            stored.iter().filter(|e| e.kind.is_terminal()).count(),
+            1,
+            "{session}: {:?}",
+            kinds(stored)
+        );
+        let handoffs: Vec<_> = stored
+            .iter()
+            .filter(|e| e.kind == EventType::Handoff)
+            .collect();
+        assert_eq!(handoffs.len(), 2, "{session}: {:?}", kinds(stored));
         for handoff in handoffs {
-            assert!(handoff_ids.insert(handoff.id), "handoff event {} stored twice", handoff.id);
+            assert!(
+                handoff_ids.insert(handoff.id),
+                "handoff event {} stored twice",
+                handoff.id
+            );
         }
     }
     // The kill landed mid-flight: messages b1 held were delivered again to b2.
     let redelivered = all
         .values()
         .flatten()
-        .filter(|e| e.kind == EventType::Accepted && e.agent.as_deref() == Some("work") && e.attempt.unwrap_or(1) > 1)
+        .filter(|e| {
+            e.kind == EventType::Accepted
+                && e.agent.as_deref() == Some("work")
+                && e.attempt.unwrap_or(1) > 1
+        })
         .count();
-    assert!(redelivered > 0, "no message was in flight at b1 when it was killed");
+    assert!(
+        redelivered > 0,
+        "no message was in flight at b1 when it was killed"
+    );
     // Every message ever stored in the work stream, counted by the server:
     // one task plus two handoff envelopes per session, not one more.
     let js = async_nats::jetstream::new(system.nats.clone());
     let info = js.get_stream("BATON_TASKS").await?.get_info().await?;
-    assert_eq!(info.state.last_sequence, (TASKS * 3) as u64, "a handoff envelope was stored twice");
+    assert_eq!(
+        info.state.last_sequence,
+        (TASKS * 3) as u64,
+        "a handoff envelope was stored twice"
+    );
     assert_eq!(info.state.messages, 0, "the work queue is drained");
     assert!(system.client.dead_letters().await?.is_empty());
-    assert!(by_worker.get("b1").copied().unwrap_or(0) > 0 && by_worker.get("b2").copied().unwrap_or(0) > 0, "{by_worker:?}");
+    assert!(
+        by_worker.get("b1").copied().unwrap_or(0) > 0
+            && by_worker.get("b2").copied().unwrap_or(0) > 0,
+        "{by_worker:?}"
+    );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica() -> anyhow::Result<()> {
+async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica()
+-> anyhow::Result<()> {
     let mut system = System::start().await?;
-    let slow = ["--work-ms", "1500", "--concurrency", "2", "--ack-wait-secs", "3", "--shutdown-grace-secs", "10"];
+    let slow = [
+        "--work-ms",
+        "1500",
+        "--concurrency",
+        "2",
+        "--ack-wait-secs",
+        "3",
+        "--shutdown-grace-secs",
+        "10",
+    ];
     system.relay("s1", "slow", &slow).await?;
     let agent = AgentName::new("slow")?;
     let mut sessions = Vec::new();
@@ -89,29 +179,62 @@ async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica(
     // Wait until s1 holds two tasks, then ask it to stop.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let in_flight = loop {
-        let accepted: Vec<_> =
-            system.all_events().await?.into_iter().filter(|e| e.kind == EventType::Accepted).map(|e| e.session).collect();
-        assert!(accepted.len() <= 2, "s1 took more than its concurrency: {accepted:?}");
+        let accepted: Vec<_> = system
+            .all_events()
+            .await?
+            .into_iter()
+            .filter(|e| e.kind == EventType::Accepted)
+            .map(|e| e.session)
+            .collect();
+        assert!(
+            accepted.len() <= 2,
+            "s1 took more than its concurrency: {accepted:?}"
+        );
         if accepted.len() == 2 {
             break accepted;
         }
-        assert!(tokio::time::Instant::now() < deadline, "s1 did not take two tasks");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "s1 did not take two tasks"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     system.process("s1").terminate();
     system.relay("s2", "slow", &slow).await?;
 
-    let status = tokio::task::block_in_place(|| system.process("s1").wait_timeout(Duration::from_secs(15)));
-    assert!(status.is_some_and(|s| s.success()), "s1 should exit cleanly after finishing; stderr:\n{}", system.process("s1").stderr());
+    let status =
+        tokio::task::block_in_place(|| system.process("s1").wait_timeout(Duration::from_secs(15)));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "s1 should exit cleanly after finishing; stderr:\n{}",
+        system.process("s1").stderr()
+    );
     for session in &sessions {
-        let events = system.session_events(*session, Duration::from_secs(60)).await?;
+        let events = system
+            .session_events(*session, Duration::from_secs(60))
+            .await?;
         let completed = events.last().unwrap();
         assert_eq!(completed.kind, EventType::Completed);
-        let expected = if in_flight.contains(session) { "s1" } else { "s2" };
-        assert_eq!(completed.path[0].instance, expected, "session {session}: {:?}", kinds(&events));
+        let expected = if in_flight.contains(session) {
+            "s1"
+        } else {
+            "s2"
+        };
+        assert_eq!(
+            completed.path[0].instance,
+            expected,
+            "session {session}: {:?}",
+            kinds(&events)
+        );
         // In-flight work was finished, not abandoned and redone.
         if in_flight.contains(session) {
-            assert_eq!(events.iter().filter(|e| e.kind == EventType::Accepted).count(), 1);
+            assert_eq!(
+                events
+                    .iter()
+                    .filter(|e| e.kind == EventType::Accepted)
+                    .count(),
+                1
+            );
         }
     }
     Ok(())

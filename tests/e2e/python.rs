@@ -8,15 +8,26 @@ use crate::util::System;
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_client_completes_a_demo_session() -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system.router(&["--default-agent", "general_enquiry"]).await?;
+    system
+        .router(&["--default-agent", "general_enquiry"])
+        .await?;
     for agent in ["general_enquiry", "refund", "human_support"] {
-        system.spawn(agent, &["worker", agent], "worker started").await?;
+        system
+            .spawn(agent, &["worker", agent], "worker started")
+            .await?;
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
     let output = tokio::task::block_in_place(|| {
         Command::new("python3")
             .arg(&script)
-            .args(["--url", system.server.url(), "--timeout", "30", "I want a refund for order ABC-123"])
+            .args([
+                "--url",
+                system.server.url(),
+                "--timeout",
+                "30",
+                "I want a refund for order ABC-123",
+            ])
             .output()
     })?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -25,9 +36,18 @@ async fn the_python_client_completes_a_demo_session() -> anyhow::Result<()> {
         !stderr.contains("ModuleNotFoundError"),
         "the Python client needs nats-py and msgpack: run the tests with `./just test`, which installs them\n{stderr}"
     );
-    assert!(output.status.success(), "python client failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("handoff general_enquiry -> refund"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "python client failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("handoff general_enquiry -> refund"),
+        "{stdout}"
+    );
     assert!(stdout.contains("completed"), "{stdout}");
-    assert!(stdout.contains("path: general_enquiry -> refund"), "{stdout}");
+    assert!(
+        stdout.contains("path: general_enquiry -> refund"),
+        "{stdout}"
+    );
     Ok(())
 }

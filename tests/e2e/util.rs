@@ -25,7 +25,12 @@ impl System {
         let server = tokio::task::spawn_blocking(NatsServer::start).await??;
         let nats = async_nats::connect(server.url()).await?;
         let client = Client::new(nats.clone(), Subjects::default());
-        Ok(Self { server, processes: HashMap::new(), client, nats })
+        Ok(Self {
+            server,
+            processes: HashMap::new(),
+            client,
+            nats,
+        })
     }
 
     /// A `baton` command aimed at this system's server.
@@ -58,11 +63,18 @@ impl System {
     }
 
     pub fn process(&mut self, label: &str) -> &mut ChildProcess {
-        self.processes.get_mut(label).unwrap_or_else(|| panic!("no process {label}"))
+        self.processes
+            .get_mut(label)
+            .unwrap_or_else(|| panic!("no process {label}"))
     }
 
     /// Waits until process `label` has logged `needle` on stderr.
-    pub async fn wait_log(&mut self, label: &str, needle: &str, timeout: Duration) -> anyhow::Result<()> {
+    pub async fn wait_log(
+        &mut self,
+        label: &str,
+        needle: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let process = self.process(label);
@@ -70,24 +82,39 @@ impl System {
                 return Ok(());
             }
             if !process.is_running() {
-                anyhow::bail!("{label} exited before logging {needle:?}; stderr:\n{}", process.stderr());
+                anyhow::bail!(
+                    "{label} exited before logging {needle:?}; stderr:\n{}",
+                    process.stderr()
+                );
             }
             if tokio::time::Instant::now() > deadline {
-                anyhow::bail!("{label} did not log {needle:?} within {timeout:?}; stderr:\n{}", process.stderr());
+                anyhow::bail!(
+                    "{label} did not log {needle:?} within {timeout:?}; stderr:\n{}",
+                    process.stderr()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     /// Every event of `session` until (and including) the terminal one.
-    pub async fn session_events(&self, session: Uuid, timeout: Duration) -> anyhow::Result<Vec<Event>> {
+    pub async fn session_events(
+        &self,
+        session: Uuid,
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<Event>> {
         let mut stream = self.client.events(session).await?;
         let mut events = Vec::new();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let next = tokio::time::timeout_at(deadline, stream.next()).await.with_context(|| {
-                format!("session {session} did not end within {timeout:?}; events so far: {:#?}", kinds(&events))
-            })?;
+            let next = tokio::time::timeout_at(deadline, stream.next())
+                .await
+                .with_context(|| {
+                    format!(
+                        "session {session} did not end within {timeout:?}; events so far: {:#?}",
+                        kinds(&events)
+                    )
+                })?;
             let event = next.context("event stream ended")??;
             let terminal = event.kind.is_terminal();
             events.push(event);
@@ -101,7 +128,9 @@ impl System {
     pub async fn stored_events(&self, session: Uuid) -> anyhow::Result<Vec<Event>> {
         let mut stream = self.client.events(session).await?;
         let mut events = Vec::new();
-        while let Ok(Some(event)) = tokio::time::timeout(Duration::from_millis(300), stream.next()).await {
+        while let Ok(Some(event)) =
+            tokio::time::timeout(Duration::from_millis(300), stream.next()).await
+        {
             events.push(event?);
         }
         Ok(events)
@@ -118,13 +147,21 @@ impl System {
             return Ok(events);
         }
         let ordered = stream
-            .create_consumer(consumer::pull::OrderedConfig { deliver_policy: consumer::DeliverPolicy::All, ..Default::default() })
+            .create_consumer(consumer::pull::OrderedConfig {
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
             .await?;
         let mut messages = ordered.messages().await?;
         while let Some(message) = messages.next().await {
             let message = message?;
             events.push(Event::from_msgpack(&message.payload)?);
-            if message.info().map_err(|e| anyhow::anyhow!("{e}"))?.stream_sequence >= last {
+            if message
+                .info()
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .stream_sequence
+                >= last
+            {
                 break;
             }
         }
@@ -145,7 +182,9 @@ impl System {
         let js = async_nats::jetstream::new(self.nats.clone());
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", Uuid::new_v4().to_string().as_str());
-        js.publish_with_headers(subject.to_owned(), headers, payload.into()).await?.await?;
+        js.publish_with_headers(subject.to_owned(), headers, payload.into())
+            .await?
+            .await?;
         Ok(())
     }
 
@@ -154,7 +193,9 @@ impl System {
         let js = async_nats::jetstream::new(self.nats.clone());
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", envelope.id.to_string().as_str());
-        js.publish_with_headers(subject.to_owned(), headers, envelope.to_msgpack()?.into()).await?.await?;
+        js.publish_with_headers(subject.to_owned(), headers, envelope.to_msgpack()?.into())
+            .await?
+            .await?;
         Ok(())
     }
 }
@@ -171,5 +212,9 @@ pub fn agents(path: &[baton_proto::Hop]) -> Vec<String> {
 
 /// Reads a map entry of a msgpack value.
 pub fn field<'a>(value: &'a rmpv::Value, key: &str) -> Option<&'a rmpv::Value> {
-    value.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
+    value
+        .as_map()?
+        .iter()
+        .find(|(k, _)| k.as_str() == Some(key))
+        .map(|(_, v)| v)
 }

@@ -11,7 +11,12 @@ use clap::{Args, Parser, Subcommand};
 /// acknowledged, retried, guarded against loops, and end in a terminal event or
 /// a dead letter. Requires nats-server >= 2.10 with JetStream enabled.
 #[derive(Debug, Parser)]
-#[command(name = "baton", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "baton",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
     #[command(flatten)]
     pub nats: NatsArgs,

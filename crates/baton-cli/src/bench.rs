@@ -32,7 +32,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub hops: usize,
 
-    /// Messages in flight per stage, for both Baton and the raw relay.
+    /// Tasks in flight end to end (closed loop), and the concurrency of every stage, for both sides.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
 
@@ -55,12 +55,24 @@ fn now_ns() -> u64 {
     u64::try_from(START.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Hop latencies and completions of one run.
-#[derive(Default)]
+/// Hop latencies and completions of one run, and the closed-loop window:
+/// a task is submitted only when one of `window` in-flight tasks has finished.
 struct Recorder {
     hops: Mutex<Vec<u64>>,
     done: AtomicU64,
     notify: Notify,
+    window: Arc<Semaphore>,
+}
+
+impl Recorder {
+    fn new(window: usize) -> Self {
+        Self {
+            hops: Mutex::default(),
+            done: AtomicU64::new(0),
+            notify: Notify::new(),
+            window: Arc::new(Semaphore::new(window)),
+        }
+    }
 }
 
 impl Recorder {
@@ -73,7 +85,15 @@ impl Recorder {
 
     fn finish(&self) {
         self.done.fetch_add(1, Ordering::Relaxed);
+        self.window.add_permits(1);
         self.notify.notify_one();
+    }
+
+    /// Waits for room in the window; the permit is returned by `finish`.
+    async fn slot(&self) {
+        if let Ok(permit) = self.window.acquire().await {
+            permit.forget();
+        }
     }
 
     async fn wait_for(&self, count: u64, timeout: Duration) -> anyhow::Result<()> {
@@ -81,7 +101,12 @@ impl Recorder {
         while self.done.load(Ordering::Relaxed) < count {
             tokio::time::timeout_at(deadline, self.notify.notified())
                 .await
-                .with_context(|| format!("only {} of {count} tasks finished in {timeout:?}", self.done.load(Ordering::Relaxed)))?;
+                .with_context(|| {
+                    format!(
+                        "only {} of {count} tasks finished in {timeout:?}",
+                        self.done.load(Ordering::Relaxed)
+                    )
+                })?;
         }
         Ok(())
     }
@@ -129,11 +154,19 @@ struct Stage {
 
 impl Agent for Stage {
     async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
-        if let Some(sent) = task.envelope.context.state.get("sent_ns").and_then(Value::as_u64) {
+        if let Some(sent) = task
+            .envelope
+            .context
+            .state
+            .get("sent_ns")
+            .and_then(Value::as_u64)
+        {
             self.recorder.hop(sent);
         }
         Ok(match &self.next {
-            Some(next) => Outcome::handoff(next.clone(), Reason::OutOfScope).set_state("sent_ns", now_ns()),
+            Some(next) => {
+                Outcome::handoff(next.clone(), Reason::OutOfScope).set_state("sent_ns", now_ns())
+            }
             None => {
                 self.recorder.finish();
                 Outcome::complete(Value::Nil)
@@ -173,14 +206,33 @@ pub async fn run(nats: &NatsArgs, args: BenchArgs) -> anyhow::Result<std::proces
         url.as_deref().or(nats.nats_url.as_deref()).unwrap_or("?")
     );
 
-    let none = || Figures { tasks_per_sec: f64::NAN, hops_per_sec: f64::NAN, p50_us: f64::NAN, p99_us: f64::NAN };
-    let raw = if args.only.as_deref() == Some("baton") { none() } else { raw_relay(&client, &args, payload_len).await? };
-    let baton = if args.only.as_deref() == Some("raw") { none() } else { baton_chain(&client, &args).await? };
+    let none = || Figures {
+        tasks_per_sec: f64::NAN,
+        hops_per_sec: f64::NAN,
+        p50_us: f64::NAN,
+        p99_us: f64::NAN,
+    };
+    let raw = if args.only.as_deref() == Some("baton") {
+        none()
+    } else {
+        raw_relay(&client, &args, payload_len).await?
+    };
+    let baton = if args.only.as_deref() == Some("raw") {
+        none()
+    } else {
+        baton_chain(&client, &args).await?
+    };
 
     println!();
-    println!("{:<16} {:>10} {:>10} {:>12} {:>12}", "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs");
+    println!(
+        "{:<16} {:>10} {:>10} {:>12} {:>12}",
+        "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs"
+    );
     for (name, f) in [("raw JetStream", &raw), ("baton", &baton)] {
-        println!("{name:<16} {:>10.0} {:>10.0} {:>12.0} {:>12.0}", f.tasks_per_sec, f.hops_per_sec, f.p50_us, f.p99_us);
+        println!(
+            "{name:<16} {:>10.0} {:>10.0} {:>12.0} {:>12.0}",
+            f.tasks_per_sec, f.hops_per_sec, f.p50_us, f.p99_us
+        );
     }
     println!(
         "{:<16} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
@@ -203,46 +255,60 @@ fn padded_task(payload_bytes: usize) -> Envelope {
 
 async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::Result<Figures> {
     let subjects = Subjects::new("benchbaton")?;
-    let recorder = Arc::new(Recorder::default());
+    let recorder = Arc::new(Recorder::new(args.concurrency));
     let stop = CancellationToken::new();
     let mut workers = tokio::task::JoinSet::new();
     let names: Vec<String> = (0..args.hops).map(|i| format!("stage{i}")).collect();
     for (index, name) in names.iter().enumerate() {
-        let stage = Stage { next: names.get(index + 1).cloned(), recorder: recorder.clone(), concurrency: args.concurrency };
-        let config = WorkerConfig::new(AgentName::new(name.as_str())?).with_subjects(subjects.clone());
-        workers.spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
+        let stage = Stage {
+            next: names.get(index + 1).cloned(),
+            recorder: recorder.clone(),
+            concurrency: args.concurrency,
+        };
+        let config =
+            WorkerConfig::new(AgentName::new(name.as_str())?).with_subjects(subjects.clone());
+        workers
+            .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }
     let baton = Client::new(client.clone(), subjects);
     let first = AgentName::new(names[0].as_str())?;
     let submit = |count: u64| {
         let baton = baton.clone();
         let first = first.clone();
+        let recorder = recorder.clone();
         let payload = args.payload_bytes;
         let max_hops = u32::try_from(args.hops + 1).unwrap_or(u32::MAX);
-        let window = args.concurrency * 2;
         async move {
-            futures::stream::iter(0..count)
-                .map(|_| {
-                    let mut task = padded_task(payload).with_max_hops(max_hops);
-                    task.context.state.insert("sent_ns".into(), Value::from(now_ns()));
-                    let (baton, first) = (baton.clone(), first.clone());
-                    async move { baton.submit_to(&first, &task).await }
-                })
-                .buffer_unordered(window)
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect::<Result<Vec<()>, _>>()?;
+            let mut pending = tokio::task::JoinSet::new();
+            for _ in 0..count {
+                recorder.slot().await;
+                let mut task = padded_task(payload).with_max_hops(max_hops);
+                task.context
+                    .state
+                    .insert("sent_ns".into(), Value::from(now_ns()));
+                let (baton, first) = (baton.clone(), first.clone());
+                pending.spawn(async move { baton.submit_to(&first, &task).await });
+                while let Some(done) = pending.try_join_next() {
+                    done??;
+                }
+            }
+            while let Some(done) = pending.join_next().await {
+                done??;
+            }
             anyhow::Ok(())
         }
     };
     // Warm up (also provisions streams and consumers).
     submit(args.warmup).await?;
-    recorder.wait_for(args.warmup, Duration::from_secs(120)).await?;
+    recorder
+        .wait_for(args.warmup, Duration::from_secs(120))
+        .await?;
     recorder.reset();
     let started = Instant::now();
     submit(args.tasks).await?;
-    recorder.wait_for(args.tasks, Duration::from_secs(600)).await?;
+    recorder
+        .wait_for(args.tasks, Duration::from_secs(600))
+        .await?;
     let elapsed = started.elapsed();
     stop.cancel();
     while let Some(result) = workers.join_next().await {
@@ -251,9 +317,15 @@ async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::R
     Ok(figures(&recorder, args.tasks, args.hops, elapsed))
 }
 
-async fn raw_relay(client: &async_nats::Client, args: &BenchArgs, payload_len: usize) -> anyhow::Result<Figures> {
+async fn raw_relay(
+    client: &async_nats::Client,
+    args: &BenchArgs,
+    payload_len: usize,
+) -> anyhow::Result<Figures> {
     let js = jetstream::new(client.clone());
-    let subjects: Vec<String> = (0..args.hops).map(|i| format!("benchraw.stage{i}")).collect();
+    let subjects: Vec<String> = (0..args.hops)
+        .map(|i| format!("benchraw.stage{i}"))
+        .collect();
     js.get_or_create_stream(stream::Config {
         name: "BENCHRAW".into(),
         subjects: vec!["benchraw.>".into()],
@@ -262,7 +334,7 @@ async fn raw_relay(client: &async_nats::Client, args: &BenchArgs, payload_len: u
         ..Default::default()
     })
     .await?;
-    let recorder = Arc::new(Recorder::default());
+    let recorder = Arc::new(Recorder::new(args.concurrency));
     let stop = CancellationToken::new();
     let mut stages = tokio::task::JoinSet::new();
     for (index, subject) in subjects.iter().enumerate() {
@@ -325,32 +397,40 @@ async fn raw_relay(client: &async_nats::Client, args: &BenchArgs, payload_len: u
         let js = js.clone();
         let payload = payload.clone();
         let first = subjects[0].clone();
-        let window = args.concurrency * 2;
+        let recorder = recorder.clone();
         async move {
-            futures::stream::iter(0..count)
-                .map(|_| {
-                    let (js, first, payload) = (js.clone(), first.clone(), payload.clone());
-                    async move {
-                        let mut headers = async_nats::HeaderMap::new();
-                        headers.insert("Bench-Sent", now_ns().to_string().as_str());
-                        js.publish_with_headers(first, headers, payload).await?.await?;
-                        anyhow::Ok(())
-                    }
-                })
-                .buffer_unordered(window)
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect::<Result<Vec<()>, _>>()?;
+            let mut pending = tokio::task::JoinSet::new();
+            for _ in 0..count {
+                recorder.slot().await;
+                let (js, first, payload) = (js.clone(), first.clone(), payload.clone());
+                pending.spawn(async move {
+                    let mut headers = async_nats::HeaderMap::new();
+                    headers.insert("Bench-Sent", now_ns().to_string().as_str());
+                    js.publish_with_headers(first, headers, payload)
+                        .await?
+                        .await?;
+                    anyhow::Ok(())
+                });
+                while let Some(done) = pending.try_join_next() {
+                    done??;
+                }
+            }
+            while let Some(done) = pending.join_next().await {
+                done??;
+            }
             anyhow::Ok(())
         }
     };
     submit(args.warmup).await?;
-    recorder.wait_for(args.warmup, Duration::from_secs(120)).await?;
+    recorder
+        .wait_for(args.warmup, Duration::from_secs(120))
+        .await?;
     recorder.reset();
     let started = Instant::now();
     submit(args.tasks).await?;
-    recorder.wait_for(args.tasks, Duration::from_secs(600)).await?;
+    recorder
+        .wait_for(args.tasks, Duration::from_secs(600))
+        .await?;
     let elapsed = started.elapsed();
     stop.cancel();
     while let Some(result) = stages.join_next().await {

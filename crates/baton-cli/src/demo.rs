@@ -12,7 +12,13 @@ use baton_proto::{Reason, Value};
 use baton_worker::{Agent, AgentError, Outcome, RetryPolicy, Task};
 
 /// Names of the demo agent types, entry first, fallback last.
-pub const AGENTS: [&str; 5] = ["general_enquiry", "order_management", "advanced_order", "refund", "human_support"];
+pub const AGENTS: [&str; 5] = [
+    "general_enquiry",
+    "order_management",
+    "advanced_order",
+    "refund",
+    "human_support",
+];
 
 /// The entry agent of the demo.
 pub const ENTRY: &str = "general_enquiry";
@@ -22,11 +28,26 @@ pub const FALLBACK: &str = "human_support";
 
 /// The demo's tasks: each shows one routing case.
 pub const TASKS: [(&str, &str); 5] = [
-    ("knowledge gap", "What is your refund policy? I want my money back for order ABC-123."),
-    ("tool failure, then success on retry", "Where is my order FLK-204?"),
-    ("tool failure, handed to a tier-2 agent", "Where is my special order SPC-777?"),
-    ("user escalation", "This is the third time I ask. Let me speak to a human!"),
-    ("loop caught by the guard", "My order ABC-123 arrived broken. What does the warranty cover?"),
+    (
+        "knowledge gap",
+        "What is your refund policy? I want my money back for order ABC-123.",
+    ),
+    (
+        "tool failure, then success on retry",
+        "Where is my order FLK-204?",
+    ),
+    (
+        "tool failure, handed to a tier-2 agent",
+        "Where is my special order SPC-777?",
+    ),
+    (
+        "user escalation",
+        "This is the third time I ask. Let me speak to a human!",
+    ),
+    (
+        "loop caught by the guard",
+        "My order ABC-123 arrived broken. What does the warranty cover?",
+    ),
 ];
 
 /// One demo agent type.
@@ -64,14 +85,15 @@ impl Demo {
 
 /// The first order id in `text`, such as `ABC-123`.
 fn order_id(text: &str) -> Option<String> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find_map(|word| {
-        let (letters, digits) = word.split_once('-')?;
-        let ok = letters.len() == 3
-            && letters.chars().all(|c| c.is_ascii_uppercase())
-            && !digits.is_empty()
-            && digits.chars().all(|c| c.is_ascii_digit());
-        ok.then(|| word.to_owned())
-    })
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find_map(|word| {
+            let (letters, digits) = word.split_once('-')?;
+            let ok = letters.len() == 3
+                && letters.chars().all(|c| c.is_ascii_uppercase())
+                && !digits.is_empty()
+                && digits.chars().all(|c| c.is_ascii_digit());
+            ok.then(|| word.to_owned())
+        })
 }
 
 fn mentions(text: &str, words: &[&str]) -> bool {
@@ -88,11 +110,19 @@ impl Agent for Demo {
                 if mentions(&text, &["human", "a person", "manager"]) {
                     Outcome::escalate(Reason::UserEscalation)
                         .say("I understand. I am bringing in a member of our support team.")
-                        .step("classify", "escalation request", "the customer asked for a person")
+                        .step(
+                            "classify",
+                            "escalation request",
+                            "the customer asked for a person",
+                        )
                 } else if mentions(&text, &["refund", "money back"]) {
                     let mut outcome = Outcome::handoff("refund", Reason::KnowledgeGap)
                         .say("Refund rules are handled by our refund specialist; passing you over.")
-                        .step("classify", "refund question", "refund policy is outside general enquiries")
+                        .step(
+                            "classify",
+                            "refund question",
+                            "refund policy is outside general enquiries",
+                        )
                         .next_action("explain the refund policy and check eligibility");
                     if let Some(order) = order {
                         outcome = outcome.set_var("order_id", order);
@@ -102,10 +132,16 @@ impl Agent for Demo {
                     Outcome::handoff("order_management", Reason::OutOfScope)
                         .say("Let me get our order team to look at that.")
                         .set_var("order_id", order)
-                        .step("classify", "order question", "order lookups need the order tool")
+                        .step(
+                            "classify",
+                            "order question",
+                            "order lookups need the order tool",
+                        )
                         .next_action("look up the order status")
                 } else {
-                    Outcome::complete("Thanks for reaching out! Our shop is open 9-17 on weekdays; ask me about an order or a refund.")
+                    Outcome::complete(
+                        "Thanks for reaching out! Our shop is open 9-17 on weekdays; ask me about an order or a refund.",
+                    )
                 }
             }
             Self::OrderManagement => {
@@ -115,7 +151,11 @@ impl Agent for Demo {
                     // and sending it back is exactly the loop the guard stops.
                     Outcome::handoff("general_enquiry", Reason::OutOfScope)
                         .say("Warranty questions are handled by general enquiries.")
-                        .step("classify", "warranty question", "not an order status question")
+                        .step(
+                            "classify",
+                            "warranty question",
+                            "not an order status question",
+                        )
                 } else if order.starts_with("FLK-") && task.attempt < 2 {
                     return Err(AgentError::retryable("order database timed out"));
                 } else if order.starts_with("SPC-") {
@@ -125,28 +165,54 @@ impl Agent for Demo {
                         .set_state("tool_error", "special order not found in standard database")
                         .next_action("look up the special order in the manufacturing system")
                 } else {
-                    let answer = format!("Order {order} shipped yesterday and arrives within 2 business days.");
-                    Outcome::complete(answer.clone()).say(answer).set_var("order_status", "shipped").step(
-                        "lookup",
-                        "shipped",
-                        format!("order tool answered on attempt {}", task.attempt),
-                    )
+                    let answer = format!(
+                        "Order {order} shipped yesterday and arrives within 2 business days."
+                    );
+                    Outcome::complete(answer.clone())
+                        .say(answer)
+                        .set_var("order_status", "shipped")
+                        .step(
+                            "lookup",
+                            "shipped",
+                            format!("order tool answered on attempt {}", task.attempt),
+                        )
                 }
             }
             Self::AdvancedOrder => {
-                let order = task.variable("order_id").and_then(Value::as_str).unwrap_or("your order").to_owned();
-                let answer = format!("Special order {order} is being hand-built and ships in 5 business days.");
-                Outcome::complete(answer.clone()).say(answer).step("lookup", "found", "manufacturing system")
+                let order = task
+                    .variable("order_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("your order")
+                    .to_owned();
+                let answer = format!(
+                    "Special order {order} is being hand-built and ships in 5 business days."
+                );
+                Outcome::complete(answer.clone()).say(answer).step(
+                    "lookup",
+                    "found",
+                    "manufacturing system",
+                )
             }
             Self::Refund => {
-                let order = task.variable("order_id").and_then(Value::as_str).unwrap_or("your order").to_owned();
+                let order = task
+                    .variable("order_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("your order")
+                    .to_owned();
                 let answer = format!(
                     "Refunds are accepted within 30 days of delivery. {order} qualifies: reply with the reason and we send a return label."
                 );
-                Outcome::complete(answer.clone()).say(answer).set_var("refund_eligible", true)
+                Outcome::complete(answer.clone())
+                    .say(answer)
+                    .set_var("refund_eligible", true)
             }
             Self::HumanSupport => {
-                let why = task.envelope.reason.as_ref().map_or("none", |reason| reason.as_str()).to_owned();
+                let why = task
+                    .envelope
+                    .reason
+                    .as_ref()
+                    .map_or("none", |reason| reason.as_str())
+                    .to_owned();
                 let answer = format!(
                     "A support specialist has taken your case (escalation reason: {why}) and will reply within one business day."
                 );
@@ -157,7 +223,10 @@ impl Agent for Demo {
     }
 
     fn retry_policy(&self) -> RetryPolicy {
-        RetryPolicy { min_backoff: std::time::Duration::from_millis(100), ..RetryPolicy::default() }
+        RetryPolicy {
+            min_backoff: std::time::Duration::from_millis(100),
+            ..RetryPolicy::default()
+        }
     }
 }
 
@@ -167,8 +236,14 @@ mod tests {
 
     #[test]
     fn finds_order_ids() {
-        assert_eq!(order_id("Where is my order FLK-204?").as_deref(), Some("FLK-204"));
-        assert_eq!(order_id("order ABC-123 arrived").as_deref(), Some("ABC-123"));
+        assert_eq!(
+            order_id("Where is my order FLK-204?").as_deref(),
+            Some("FLK-204")
+        );
+        assert_eq!(
+            order_id("order ABC-123 arrived").as_deref(),
+            Some("ABC-123")
+        );
         assert_eq!(order_id("no order here, co-op"), None);
     }
 }

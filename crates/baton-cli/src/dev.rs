@@ -12,7 +12,11 @@ use crate::args::{DevArgs, NatsArgs};
 use crate::demo::{self, Demo};
 use crate::serve::Configured;
 
-pub async fn run(nats: &NatsArgs, subjects: Subjects, args: DevArgs) -> anyhow::Result<std::process::ExitCode> {
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: DevArgs,
+) -> anyhow::Result<std::process::ExitCode> {
     // Start a private server unless the user points at one.
     let server = match &nats.nats_url {
         Some(_) => None,
@@ -20,7 +24,11 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: DevArgs) -> anyhow::
             let server = tokio::task::spawn_blocking(baton_testkit::NatsServer::start)
                 .await
                 .context("server start-up task failed")??;
-            println!("nats-server started at {} (store {})", server.url(), server.store_dir().display());
+            println!(
+                "nats-server started at {} (store {})",
+                server.url(),
+                server.store_dir().display()
+            );
             Some(server)
         }
     };
@@ -43,17 +51,26 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: DevArgs) -> anyhow::
             .with_shutdown_grace(Duration::from_secs(5));
         let configured = Configured {
             inner: kind,
-            retry: RetryPolicy { min_backoff: Duration::from_millis(100), ..RetryPolicy::default() },
+            retry: RetryPolicy {
+                min_backoff: Duration::from_millis(100),
+                ..RetryPolicy::default()
+            },
             timeout: Duration::from_secs(30),
             concurrency: 8,
         };
-        services.spawn(Worker::new(client.clone(), config, configured).run(stop.clone().cancelled_owned()));
+        services.spawn(
+            Worker::new(client.clone(), config, configured).run(stop.clone().cancelled_owned()),
+        );
     }
     println!(
         "router (entry agent {}) and {} demo agents running: {}",
         demo::ENTRY,
         demo::AGENTS.len(),
-        demo::AGENTS.iter().map(|a| format!("{a} (tier {})", Demo::by_name(a).map_or(0, Demo::tier))).collect::<Vec<_>>().join(", ")
+        demo::AGENTS
+            .iter()
+            .map(|a| format!("{a} (tier {})", Demo::by_name(a).map_or(0, Demo::tier)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
 
     let baton = Client::new(client.clone(), subjects.clone());
@@ -96,7 +113,9 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: DevArgs) -> anyhow::
         println!();
         println!(
             "serving until Ctrl-C; in another shell: baton --nats-url {} send --wait \"Where is my order ABC-123?\"",
-            url.as_deref().or(nats.nats_url.as_deref()).unwrap_or("nats://127.0.0.1:4222")
+            url.as_deref()
+                .or(nats.nats_url.as_deref())
+                .unwrap_or("nats://127.0.0.1:4222")
         );
         crate::shutdown_signal().await;
     }
@@ -105,5 +124,9 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: DevArgs) -> anyhow::
         result.context("a service task panicked")??;
     }
     drop(server);
-    Ok(if all_completed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
+    Ok(if all_completed {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
 }

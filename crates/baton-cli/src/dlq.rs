@@ -5,7 +5,11 @@ use baton_worker::Client;
 
 use crate::args::{DlqCommand, NatsArgs};
 
-pub async fn run(nats: &NatsArgs, subjects: Subjects, command: DlqCommand) -> anyhow::Result<std::process::ExitCode> {
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    command: DlqCommand,
+) -> anyhow::Result<std::process::ExitCode> {
     let client = Client::new(crate::connect(nats, None, "baton dlq").await?, subjects);
     match command {
         DlqCommand::Ls { json } => {
@@ -29,16 +33,27 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, command: DlqCommand) -> an
             } else if entries.is_empty() {
                 println!("no dead letters");
             } else {
-                println!("{:>6}  {:<20} {:<18} {:<36}  detail", "seq", "agent", "reason", "session");
+                println!(
+                    "{:>6}  {:<20} {:<18} {:<36}  detail",
+                    "seq", "agent", "reason", "session"
+                );
                 for entry in &entries {
-                    let session = entry.session.map_or_else(|| "-".to_owned(), |s| s.to_string());
-                    println!("{:>6}  {:<20} {:<18} {:<36}  {}", entry.seq, entry.agent, entry.reason, session, entry.detail);
+                    let session = entry
+                        .session
+                        .map_or_else(|| "-".to_owned(), |s| s.to_string());
+                    println!(
+                        "{:>6}  {:<20} {:<18} {:<36}  {}",
+                        entry.seq, entry.agent, entry.reason, session, entry.detail
+                    );
                 }
             }
         }
         DlqCommand::Replay { seq, keep } => {
             let id = client.replay(seq, keep).await?;
-            println!("replayed dead letter {seq} as message {id}{}", if keep { " (kept in the DLQ)" } else { "" });
+            println!(
+                "replayed dead letter {seq} as message {id}{}",
+                if keep { " (kept in the DLQ)" } else { "" }
+            );
         }
     }
     Ok(std::process::ExitCode::SUCCESS)

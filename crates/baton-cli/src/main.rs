@@ -18,9 +18,15 @@ use args::{Cli, Command, NatsArgs};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let quiet = matches!(cli.command, Command::Send(_) | Command::Watch(_) | Command::Dlq(_) | Command::Dev(_));
+    let quiet = matches!(
+        cli.command,
+        Command::Send(_) | Command::Watch(_) | Command::Dlq(_) | Command::Dev(_)
+    );
     let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -37,7 +43,8 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
-    let subjects = baton_proto::Subjects::new(cli.nats.prefix.clone()).context("invalid --prefix")?;
+    let subjects =
+        baton_proto::Subjects::new(cli.nats.prefix.clone()).context("invalid --prefix")?;
     match cli.command {
         Command::Dev(args) => dev::run(&cli.nats, subjects, args).await,
         Command::Worker(args) => serve::worker(&cli.nats, subjects, args).await,
@@ -50,8 +57,15 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
 }
 
 /// Connects to NATS with the standard settings.
-pub(crate) async fn connect(nats: &NatsArgs, url: Option<&str>, name: &str) -> anyhow::Result<async_nats::Client> {
-    let url = url.or(nats.nats_url.as_deref()).unwrap_or("nats://127.0.0.1:4222").to_owned();
+pub(crate) async fn connect(
+    nats: &NatsArgs,
+    url: Option<&str>,
+    name: &str,
+) -> anyhow::Result<async_nats::Client> {
+    let url = url
+        .or(nats.nats_url.as_deref())
+        .unwrap_or("nats://127.0.0.1:4222")
+        .to_owned();
     let mut options = async_nats::ConnectOptions::new().name(name);
     if let Some(creds) = &nats.creds {
         options = options
@@ -60,8 +74,12 @@ pub(crate) async fn connect(nats: &NatsArgs, url: Option<&str>, name: &str) -> a
             .with_context(|| format!("cannot read NATS credentials file {}", creds.display()))?;
     }
     match (&nats.user, &nats.password) {
-        (Some(user), Some(password)) => options = options.user_and_password(user.clone(), password.clone()),
-        (Some(_), None) | (None, Some(_)) => anyhow::bail!("set both NATS_USER and NATS_PASSWORD (or --user and --password)"),
+        (Some(user), Some(password)) => {
+            options = options.user_and_password(user.clone(), password.clone())
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            anyhow::bail!("set both NATS_USER and NATS_PASSWORD (or --user and --password)")
+        }
         (None, None) => {}
     }
     if let Some(token) = &nats.token {

@@ -29,19 +29,29 @@ impl Agent for Relay {
             tokio::time::sleep(self.work).await;
         }
         if self.fatal {
-            return Err(AgentError::fatal(format!("{} is configured to fail fatally", self.name)));
+            return Err(AgentError::fatal(format!(
+                "{} is configured to fail fatally",
+                self.name
+            )));
         }
         if self.reject {
-            return Err(AgentError::reject(format!("{} is configured to reject", self.name)));
+            return Err(AgentError::reject(format!(
+                "{} is configured to reject",
+                self.name
+            )));
         }
         if task.attempt <= self.fail_attempts {
-            return Err(AgentError::retryable(format!("{} failed attempt {} on purpose", self.name, task.attempt)));
+            return Err(AgentError::retryable(format!(
+                "{} failed attempt {} on purpose",
+                self.name, task.attempt
+            )));
         }
         let mut outcome = if self.escalate {
             Outcome::escalate(Reason::UserEscalation)
         } else {
             match &self.next {
-                Some(next) => Outcome::handoff(next.clone(), Reason::OutOfScope).next_action(format!("continue after {}", self.name)),
+                Some(next) => Outcome::handoff(next.clone(), Reason::OutOfScope)
+                    .next_action(format!("continue after {}", self.name)),
                 None => Outcome::complete(summary(&task)),
             }
         };
@@ -73,8 +83,13 @@ fn summary(task: &Task) -> Value {
     let context = &task.envelope.context;
     let text = |s: &str| Value::from(s);
     let messages = context.messages.iter().map(|m| text(&m.content)).collect();
-    let trace = context.trace.iter().map(|s| text(&format!("{}:{}", s.agent, s.action))).collect();
-    let map = |m: &baton_proto::Map| Value::Map(m.iter().map(|(k, v)| (text(k), v.clone())).collect());
+    let trace = context
+        .trace
+        .iter()
+        .map(|s| text(&format!("{}:{}", s.agent, s.action)))
+        .collect();
+    let map =
+        |m: &baton_proto::Map| Value::Map(m.iter().map(|(k, v)| (text(k), v.clone())).collect());
     Value::Map(vec![
         (text("messages"), Value::Array(messages)),
         (text("variables"), map(&context.variables)),

@@ -10,7 +10,11 @@ use crate::args::{NatsArgs, RouterArgs, WorkerArgs};
 use crate::demo::{self, Demo};
 use crate::relay::Relay;
 
-pub async fn worker(nats: &NatsArgs, subjects: Subjects, args: WorkerArgs) -> anyhow::Result<std::process::ExitCode> {
+pub async fn worker(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: WorkerArgs,
+) -> anyhow::Result<std::process::ExitCode> {
     let agent = AgentName::new(args.agent.as_str()).context("invalid agent type name")?;
     let demo = Demo::by_name(agent.as_str());
     if demo.is_none() && !args.relay {
@@ -20,9 +24,17 @@ pub async fn worker(nats: &NatsArgs, subjects: Subjects, args: WorkerArgs) -> an
             demo::AGENTS.join(", ")
         );
     }
-    let default_fallback = (demo.is_some() && agent.as_str() != demo::FALLBACK).then_some(demo::FALLBACK.to_owned());
-    let fallback = if args.no_fallback { None } else { args.fallback.clone().or(default_fallback) };
-    let fallback = fallback.map(AgentName::new).transpose().context("invalid --fallback")?;
+    let default_fallback =
+        (demo.is_some() && agent.as_str() != demo::FALLBACK).then_some(demo::FALLBACK.to_owned());
+    let fallback = if args.no_fallback {
+        None
+    } else {
+        args.fallback.clone().or(default_fallback)
+    };
+    let fallback = fallback
+        .map(AgentName::new)
+        .transpose()
+        .context("invalid --fallback")?;
     let mut config = WorkerConfig::new(agent.clone())
         .with_subjects(subjects)
         .with_fallback(fallback)
@@ -31,7 +43,10 @@ pub async fn worker(nats: &NatsArgs, subjects: Subjects, args: WorkerArgs) -> an
         .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs));
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
-            !instance.is_empty() && instance.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            !instance.is_empty()
+                && instance
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
             "invalid --instance {instance:?}: use letters, digits, '-' and '_'"
         );
         config = config.with_instance(instance.clone());
@@ -44,8 +59,15 @@ pub async fn worker(nats: &NatsArgs, subjects: Subjects, args: WorkerArgs) -> an
     let client = crate::connect(nats, None, &format!("baton worker {agent}")).await?;
     match demo {
         Some(demo) if !args.relay => {
-            let demo = Configured { inner: demo, retry, timeout: Duration::from_millis(args.timeout_ms), concurrency: args.concurrency.unwrap_or(8) };
-            Worker::new(client, config, demo).run(crate::shutdown_signal()).await?;
+            let demo = Configured {
+                inner: demo,
+                retry,
+                timeout: Duration::from_millis(args.timeout_ms),
+                concurrency: args.concurrency.unwrap_or(8),
+            };
+            Worker::new(client, config, demo)
+                .run(crate::shutdown_signal())
+                .await?;
         }
         _ => {
             let relay_args = args.relay_options;
@@ -65,7 +87,9 @@ pub async fn worker(nats: &NatsArgs, subjects: Subjects, args: WorkerArgs) -> an
                 concurrency: args.concurrency.unwrap_or(8),
                 quiet: relay_args.quiet,
             };
-            Worker::new(client, config, relay).run(crate::shutdown_signal()).await?;
+            Worker::new(client, config, relay)
+                .run(crate::shutdown_signal())
+                .await?;
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
@@ -83,7 +107,8 @@ impl baton_worker::Agent for Configured {
     fn handle(
         &self,
         task: baton_worker::Task,
-    ) -> impl std::future::Future<Output = Result<baton_worker::Outcome, baton_worker::AgentError>> + Send {
+    ) -> impl std::future::Future<Output = Result<baton_worker::Outcome, baton_worker::AgentError>> + Send
+    {
         baton_worker::Agent::handle(&self.inner, task)
     }
 
@@ -100,13 +125,23 @@ impl baton_worker::Agent for Configured {
     }
 }
 
-pub async fn router(nats: &NatsArgs, subjects: Subjects, args: RouterArgs) -> anyhow::Result<std::process::ExitCode> {
-    let default_agent = args.default_agent.map(AgentName::new).transpose().context("invalid --default-agent")?;
+pub async fn router(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: RouterArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let default_agent = args
+        .default_agent
+        .map(AgentName::new)
+        .transpose()
+        .context("invalid --default-agent")?;
     let config = RouterConfig::default()
         .with_subjects(subjects)
         .with_default_agent(default_agent)
         .with_max_payload(args.max_payload);
     let client = crate::connect(nats, None, "baton router").await?;
-    Router::new(client, config).run(crate::shutdown_signal()).await?;
+    Router::new(client, config)
+        .run(crate::shutdown_signal())
+        .await?;
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -10,17 +10,22 @@ use uuid::Uuid;
 
 use crate::args::{NatsArgs, SendArgs, WatchArgs};
 
-pub async fn send(nats: &NatsArgs, subjects: Subjects, args: SendArgs) -> anyhow::Result<std::process::ExitCode> {
+pub async fn send(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: SendArgs,
+) -> anyhow::Result<std::process::ExitCode> {
     let mut task = Envelope::task(args.text.clone());
     if let Some(to) = &args.to {
         AgentName::new(to.as_str()).context("invalid --to")?;
         task = task.with_to(to.clone());
     }
     for pair in &args.vars {
-        let (key, value) = pair
-            .split_once('=')
-            .with_context(|| format!("invalid --var {pair:?}: write KEY=VALUE, e.g. --var order_id=ABC-123"))?;
-        let json = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        let (key, value) = pair.split_once('=').with_context(|| {
+            format!("invalid --var {pair:?}: write KEY=VALUE, e.g. --var order_id=ABC-123")
+        })?;
+        let json = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
         let value = rmpv::ext::to_value(json).context("cannot convert --var value")?;
         task = task.with_variable(key, value);
     }
@@ -39,25 +44,42 @@ pub async fn send(nats: &NatsArgs, subjects: Subjects, args: SendArgs) -> anyhow
     }
     if !args.wait {
         if args.json {
-            println!("{}", serde_json::json!({"session": task.session.to_string(), "id": task.id.to_string()}));
+            println!(
+                "{}",
+                serde_json::json!({"session": task.session.to_string(), "id": task.id.to_string()})
+            );
         } else {
             println!("{}", task.session);
         }
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    let terminal = client.wait(task.session, Duration::from_secs(args.timeout_secs)).await?;
+    let terminal = client
+        .wait(task.session, Duration::from_secs(args.timeout_secs))
+        .await?;
     if args.json {
         println!("{}", serde_json::to_string(&terminal)?);
     } else {
         println!("session {}", task.session);
         print_outcome(&terminal);
     }
-    Ok(if terminal.kind == EventType::Completed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
+    Ok(if terminal.kind == EventType::Completed {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
 }
 
-pub async fn watch(nats: &NatsArgs, subjects: Subjects, args: WatchArgs) -> anyhow::Result<std::process::ExitCode> {
-    let session = Uuid::parse_str(&args.session)
-        .with_context(|| format!("invalid session id {:?}: pass the uuid printed by `baton send`", args.session))?;
+pub async fn watch(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: WatchArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let session = Uuid::parse_str(&args.session).with_context(|| {
+        format!(
+            "invalid session id {:?}: pass the uuid printed by `baton send`",
+            args.session
+        )
+    })?;
     let client = Client::new(crate::connect(nats, None, "baton watch").await?, subjects);
     let mut events = client.events(session).await?;
     while let Some(event) = events.next().await {
@@ -107,10 +129,21 @@ pub fn show_path(path: &[Hop]) -> String {
 pub fn describe(event: &Event) -> String {
     let agent = event.agent.as_deref().unwrap_or("?");
     let to = event.to.as_deref().unwrap_or("?");
-    let reason = event.reason.as_ref().map(|r| format!(" [{r}]")).unwrap_or_default();
-    let detail = event.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+    let reason = event
+        .reason
+        .as_ref()
+        .map(|r| format!(" [{r}]"))
+        .unwrap_or_default();
+    let detail = event
+        .detail
+        .as_deref()
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default();
     let body = match &event.kind {
-        EventType::Accepted => format!("{agent} accepted (attempt {}){reason}", event.attempt.unwrap_or(1)),
+        EventType::Accepted => format!(
+            "{agent} accepted (attempt {}){reason}",
+            event.attempt.unwrap_or(1)
+        ),
         EventType::Rejected => format!("{agent} rejected{detail}"),
         EventType::Handoff => format!("{agent} handed off to {to}{reason}"),
         EventType::Delegated => format!("{agent} delegated to {to}{reason}"),
@@ -119,13 +152,22 @@ pub fn describe(event: &Event) -> String {
         EventType::Escalated => format!("{agent} escalated to {to}{reason}"),
         EventType::DeadLettered => format!("{agent} dead-lettered{reason}{detail}"),
         EventType::Completed => {
-            format!("completed: {}", event.output.as_ref().map(show_value).unwrap_or_default())
+            format!(
+                "completed: {}",
+                event.output.as_ref().map(show_value).unwrap_or_default()
+            )
         }
         EventType::Failed => format!("failed{reason}{detail}"),
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
     };
     let secs = event.at / 1000;
-    format!("{:02}:{:02}:{:02}.{:03}  {body}", (secs / 3600) % 24, (secs / 60) % 60, secs % 60, event.at % 1000)
+    format!(
+        "{:02}:{:02}:{:02}.{:03}  {body}",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60,
+        event.at % 1000
+    )
 }
 
 /// The path and the answer (or the failure) of a terminal event.
@@ -133,11 +175,17 @@ pub fn print_outcome(event: &Event) {
     println!("  path:   {}", show_path(&event.path));
     match event.kind {
         EventType::Completed => {
-            println!("  answer: {}", event.output.as_ref().map(show_value).unwrap_or_default());
+            println!(
+                "  answer: {}",
+                event.output.as_ref().map(show_value).unwrap_or_default()
+            );
         }
         _ => {
             let reason = event.reason.as_ref().map_or("unknown", |r| r.as_str());
-            println!("  failed: {reason}: {}", event.detail.as_deref().unwrap_or(""));
+            println!(
+                "  failed: {reason}: {}",
+                event.detail.as_deref().unwrap_or("")
+            );
         }
     }
 }

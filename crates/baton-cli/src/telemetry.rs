@@ -22,8 +22,11 @@ impl Drop for Telemetry {
 pub fn init(default_level: &str) -> Telemetry {
     let provider = SdkTracerProvider::builder().build();
     let tracer = provider.tracer("baton");
-    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let _ = tracing_subscriber::registry()
         .with(fmt::layer().with_writer(std::io::stderr).with_target(false))
         .with(tracing_opentelemetry::layer().with_tracer(tracer))

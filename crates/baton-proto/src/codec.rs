@@ -1,7 +1,9 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{DeadLetterReason, Envelope, Event, Heartbeat, LookupRequest, LookupResponse, PROTOCOL_VERSION};
+use crate::{
+    DeadLetterReason, Envelope, Event, Heartbeat, LookupRequest, LookupResponse, PROTOCOL_VERSION,
+};
 
 /// The default size limit of a payload: NATS's default `max_payload`, 1 MiB.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
@@ -28,7 +30,10 @@ pub struct DecodeError {
 
 impl DecodeError {
     fn new(kind: DecodeErrorKind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into() }
+        Self {
+            kind,
+            detail: detail.into(),
+        }
     }
 
     /// What went wrong, for callers that branch on it.
@@ -111,7 +116,10 @@ pub trait Wire: Serialize + DeserializeOwned {
                 if Self::VERSIONED {
                     check_version(probe_version(bytes))?;
                 }
-                Err(DecodeError::new(DecodeErrorKind::Malformed, err.to_string()))
+                Err(DecodeError::new(
+                    DecodeErrorKind::Malformed,
+                    err.to_string(),
+                ))
             }
         }
     }
@@ -123,7 +131,9 @@ fn probe_version(bytes: &[u8]) -> Option<rmpv::Value> {
     struct Probe {
         v: Option<rmpv::Value>,
     }
-    rmp_serde::from_slice::<Probe>(bytes).ok().and_then(|probe| probe.v)
+    rmp_serde::from_slice::<Probe>(bytes)
+        .ok()
+        .and_then(|probe| probe.v)
 }
 
 fn check_version(v: Option<rmpv::Value>) -> Result<(), DecodeError> {
@@ -132,7 +142,9 @@ fn check_version(v: Option<rmpv::Value>) -> Result<(), DecodeError> {
         Some(v) if v.as_u64() == Some(PROTOCOL_VERSION) => Ok(()),
         Some(v) => Err(DecodeError::new(
             DecodeErrorKind::UnsupportedVersion,
-            format!("protocol version {v} is not supported; this reader speaks v{PROTOCOL_VERSION}"),
+            format!(
+                "protocol version {v} is not supported; this reader speaks v{PROTOCOL_VERSION}"
+            ),
         )),
     }
 }
@@ -175,16 +187,30 @@ mod tests {
         let bytes = Envelope::task("hi").to_msgpack().unwrap();
         let value = rmpv::decode::read_value(&mut &bytes[..]).unwrap();
         let map = value.as_map().expect("top level is a map");
-        let keys: Vec<_> = map.iter().map(|(k, _)| k.as_str().unwrap().to_owned()).collect();
-        assert!(keys.contains(&"v".to_owned()) && keys.contains(&"context".to_owned()), "{keys:?}");
-        let id = map.iter().find(|(k, _)| k.as_str() == Some("id")).unwrap().1.clone();
+        let keys: Vec<_> = map
+            .iter()
+            .map(|(k, _)| k.as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            keys.contains(&"v".to_owned()) && keys.contains(&"context".to_owned()),
+            "{keys:?}"
+        );
+        let id = map
+            .iter()
+            .find(|(k, _)| k.as_str() == Some("id"))
+            .unwrap()
+            .1
+            .clone();
         assert!(id.is_str(), "ids are uuid strings, got {id:?}");
     }
 
     #[test]
     fn unknown_fields_survive_a_roundtrip_at_every_level() {
         let mut envelope = Envelope::task("hi");
-        envelope.context.variables.insert("n".into(), Value::from(3));
+        envelope
+            .context
+            .variables
+            .insert("n".into(), Value::from(3));
         let mut value = rmpv::ext::to_value(&envelope).unwrap();
         // Add unknown fields as a newer writer would.
         fn push(map: &mut Value, key: &str, val: Value) {
@@ -204,10 +230,16 @@ mod tests {
         rmpv::encode::write_value(&mut bytes, &value).unwrap();
         let decoded = Envelope::from_msgpack(&bytes).unwrap();
         assert_eq!(decoded.extra.get("future_top"), Some(&Value::from("x")));
-        assert_eq!(decoded.context.extra.get("future_ctx"), Some(&Value::Binary(vec![1, 2, 3])));
+        assert_eq!(
+            decoded.context.extra.get("future_ctx"),
+            Some(&Value::Binary(vec![1, 2, 3]))
+        );
         let again = roundtrip(&decoded);
         assert_eq!(again.extra.get("future_top"), Some(&Value::from("x")));
-        assert_eq!(again.context.extra.get("future_ctx"), Some(&Value::Binary(vec![1, 2, 3])));
+        assert_eq!(
+            again.context.extra.get("future_ctx"),
+            Some(&Value::Binary(vec![1, 2, 3]))
+        );
         assert_eq!(again.context.variables.get("n"), Some(&Value::from(3)));
     }
 
@@ -219,8 +251,14 @@ mod tests {
         envelope.context.messages[0].role = Role::parse("narrator");
         let back = roundtrip(&envelope);
         assert_eq!(back.kind, Kind::Other("broadcast".into()));
-        assert_eq!(back.reason, Some(Reason::Other("customer asked nicely".into())));
-        assert_eq!(back.context.messages[0].role, Role::Other("narrator".into()));
+        assert_eq!(
+            back.reason,
+            Some(Reason::Other("customer asked nicely".into()))
+        );
+        assert_eq!(
+            back.context.messages[0].role,
+            Role::Other("narrator".into())
+        );
         assert_eq!(Reason::parse("loop_detected"), Reason::LoopDetected);
         assert_eq!(EventType::parse("teleported").as_str(), "teleported");
     }
@@ -233,7 +271,10 @@ mod tests {
 
         // A map that is not an envelope.
         let bytes = rmp_serde::to_vec_named(&BTreeMap::from([("hello", 1)])).unwrap();
-        assert_eq!(Envelope::from_msgpack(&bytes).unwrap_err().kind(), &DecodeErrorKind::Malformed);
+        assert_eq!(
+            Envelope::from_msgpack(&bytes).unwrap_err().kind(),
+            &DecodeErrorKind::Malformed
+        );
 
         // A valid envelope of version 2.
         let mut envelope = Envelope::task("hi");
@@ -244,7 +285,10 @@ mod tests {
 
         // Version 2 with a different shape is still reported as a version problem.
         let bytes = rmp_serde::to_vec_named(&BTreeMap::from([("v", 2)])).unwrap();
-        assert_eq!(Envelope::from_msgpack(&bytes).unwrap_err().kind(), &DecodeErrorKind::UnsupportedVersion);
+        assert_eq!(
+            Envelope::from_msgpack(&bytes).unwrap_err().kind(),
+            &DecodeErrorKind::UnsupportedVersion
+        );
 
         let bytes = Envelope::task("x".repeat(2000)).to_msgpack().unwrap();
         let err = Envelope::from_msgpack_limited(&bytes, 1000).unwrap_err();

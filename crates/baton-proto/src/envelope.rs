@@ -81,7 +81,10 @@ wire_enum! {
 
 /// The unit of work that moves between agents: a task, a handoff, a delegation or a result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(title = "Envelope", description = "Published to `baton.ingress` or `baton.agent.<agent>`.")]
+#[schemars(
+    title = "Envelope",
+    description = "Published to `baton.ingress` or `baton.agent.<agent>`."
+)]
 pub struct Envelope {
     /// Protocol major version: `1`.
     pub v: u64,
@@ -340,8 +343,18 @@ impl Envelope {
 impl Hop {
     /// A hop of `agent` on `instance`, now.
     #[must_use]
-    pub fn new(agent: impl Into<String>, instance: impl Into<String>, reason: Option<Reason>) -> Self {
-        Self { agent: agent.into(), instance: instance.into(), at: now_ms(), reason, extra: Map::new() }
+    pub fn new(
+        agent: impl Into<String>,
+        instance: impl Into<String>,
+        reason: Option<Reason>,
+    ) -> Self {
+        Self {
+            agent: agent.into(),
+            instance: instance.into(),
+            at: now_ms(),
+            reason,
+            extra: Map::new(),
+        }
     }
 }
 
@@ -371,7 +384,11 @@ impl Message {
 impl Step {
     /// A trace step by `agent`, now.
     #[must_use]
-    pub fn new(agent: impl Into<String>, action: impl Into<String>, outcome: impl Into<String>) -> Self {
+    pub fn new(
+        agent: impl Into<String>,
+        action: impl Into<String>,
+        outcome: impl Into<String>,
+    ) -> Self {
         Self {
             agent: agent.into(),
             action: action.into(),
@@ -404,27 +421,36 @@ pub(crate) mod uuid_text {
         serializer.serialize_str(id.hyphenated().encode_lower(&mut Uuid::encode_buffer()))
     }
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uuid, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Uuid, D::Error> {
         let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
-        Uuid::parse_str(&text).map_err(|err| serde::de::Error::custom(format!("invalid uuid {text:?}: {err}")))
+        Uuid::parse_str(&text)
+            .map_err(|err| serde::de::Error::custom(format!("invalid uuid {text:?}: {err}")))
     }
 
     pub(crate) mod option {
         use serde::{Deserialize, Deserializer, Serializer};
         use uuid::Uuid;
 
-        pub(crate) fn serialize<S: Serializer>(id: &Option<Uuid>, serializer: S) -> Result<S::Ok, S::Error> {
+        pub(crate) fn serialize<S: Serializer>(
+            id: &Option<Uuid>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
             match id {
                 Some(id) => super::serialize(id, serializer),
                 None => serializer.serialize_none(),
             }
         }
 
-        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Uuid>, D::Error> {
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Uuid>, D::Error> {
             let text = Option::<std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
             text.map(|text| {
-                Uuid::parse_str(&text)
-                    .map_err(|err| serde::de::Error::custom(format!("invalid uuid {text:?}: {err}")))
+                Uuid::parse_str(&text).map_err(|err| {
+                    serde::de::Error::custom(format!("invalid uuid {text:?}: {err}"))
+                })
             })
             .transpose()
         }

@@ -41,7 +41,10 @@ impl EventType {
 
 /// A lifecycle event, published to `baton.events.<session>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(title = "Event", description = "Published to `baton.events.<session>`.")]
+#[schemars(
+    title = "Event",
+    description = "Published to `baton.events.<session>`."
+)]
 pub struct Event {
     /// Protocol major version: `1`.
     pub v: u64,

@@ -52,7 +52,10 @@ mod tests {
         assert_eq!(derive_id(parent, 0).get_version_num(), 5);
         let ids: std::collections::HashSet<_> = (0..100).map(|i| derive_id(parent, i)).collect();
         assert_eq!(ids.len(), 100);
-        assert_ne!(derive_id_labelled(parent, "accepted", 1), derive_id(parent, 1));
+        assert_ne!(
+            derive_id_labelled(parent, "accepted", 1),
+            derive_id(parent, 1)
+        );
         assert_ne!(
             derive_id_labelled(parent, "accepted", 1),
             derive_id_labelled(parent, "accepted", 2)

@@ -12,14 +12,17 @@ pub struct NameError {
     rule: &'static str,
 }
 
-const NAME_RULE: &str = "use 1 to 64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit";
+const NAME_RULE: &str =
+    "use 1 to 64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit";
 
 fn is_valid_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 64
         && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
 }
 
 /// An agent type name: matches `[a-z0-9][a-z0-9_-]{0,63}`.
@@ -46,7 +49,11 @@ impl AgentName {
         if is_valid_name(&name) {
             Ok(Self(name))
         } else {
-            Err(NameError { what: "agent type name", name, rule: NAME_RULE })
+            Err(NameError {
+                what: "agent type name",
+                name,
+                rule: NAME_RULE,
+            })
         }
     }
 
@@ -109,10 +116,17 @@ impl Subjects {
     pub fn new(prefix: impl Into<String>) -> Result<Self, NameError> {
         let prefix = prefix.into();
         if !is_valid_name(&prefix) {
-            return Err(NameError { what: "subject prefix", name: prefix, rule: NAME_RULE });
+            return Err(NameError {
+                what: "subject prefix",
+                name: prefix,
+                rule: NAME_RULE,
+            });
         }
         let stream_prefix = prefix.to_ascii_uppercase().replace('-', "_");
-        Ok(Self { prefix, stream_prefix })
+        Ok(Self {
+            prefix,
+            stream_prefix,
+        })
     }
 
     /// The prefix.
@@ -218,7 +232,18 @@ mod tests {
         for good in ["a", "0", "order_management", "x-1", &"a".repeat(64)] {
             assert!(AgentName::new(good).is_ok(), "{good}");
         }
-        for bad in ["", "_a", "-a", "A", "a.b", "a b", "a>", "a*", &"a".repeat(65), "é"] {
+        for bad in [
+            "",
+            "_a",
+            "-a",
+            "A",
+            "a.b",
+            "a b",
+            "a>",
+            "a*",
+            &"a".repeat(65),
+            "é",
+        ] {
             let err = AgentName::new(bad).unwrap_err();
             assert!(err.to_string().contains("a-z, 0-9"), "{err}");
         }
@@ -231,9 +256,15 @@ mod tests {
         let session = Uuid::nil();
         assert_eq!(subjects.ingress(), "acme-prod.ingress");
         assert_eq!(subjects.agent(&agent), "acme-prod.agent.refund");
-        assert_eq!(subjects.events(session), format!("acme-prod.events.{session}"));
+        assert_eq!(
+            subjects.events(session),
+            format!("acme-prod.events.{session}")
+        );
         assert_eq!(subjects.dlq(&agent), "acme-prod.dlq.refund");
-        assert_eq!(subjects.heartbeat(&agent, "i1"), "acme-prod.registry.heartbeat.refund.i1");
+        assert_eq!(
+            subjects.heartbeat(&agent, "i1"),
+            "acme-prod.registry.heartbeat.refund.i1"
+        );
         assert_eq!(subjects.lookup(), "acme-prod.registry.lookup");
         assert_eq!(subjects.tasks_stream(), "ACME_PROD_TASKS");
         assert_eq!(Subjects::agent_consumer(&agent), "agent-refund");

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use baton_proto::{
-    Context, Envelope, Event, EventType, Hop, Kind, Map, Message, Parent, Reason, ResultStatus, Role, Step, Value,
-    Wire, schemas,
+    Context, Envelope, Event, EventType, Hop, Kind, Map, Message, Parent, Reason, ResultStatus,
+    Role, Step, Value, Wire, schemas,
 };
 use uuid::Uuid;
 
@@ -25,8 +25,12 @@ fn check(path: &Path, actual: &[u8]) {
         std::fs::write(path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read(path)
-        .unwrap_or_else(|err| panic!("{}: {err}; run `BATON_BLESS=1 cargo test -p baton-proto` to create it", path.display()));
+    let expected = std::fs::read(path).unwrap_or_else(|err| {
+        panic!(
+            "{}: {err}; run `BATON_BLESS=1 cargo test -p baton-proto` to create it",
+            path.display()
+        )
+    });
     assert!(
         expected == actual,
         "{} drifted from the code; if the change is deliberate and backward compatible, \
@@ -40,7 +44,10 @@ fn json_schemas_match_the_code() {
     for (name, schema) in schemas() {
         let mut text = serde_json::to_string_pretty(&schema).unwrap();
         text.push('\n');
-        check(&root().join("schema").join(format!("{name}.schema.json")), text.as_bytes());
+        check(
+            &root().join("schema").join(format!("{name}.schema.json")),
+            text.as_bytes(),
+        );
     }
 }
 
@@ -78,7 +85,13 @@ fn full_handoff() -> Envelope {
         reason: Some(Reason::ToolFailure),
         suggested_next_action: Some("look up the special order".into()),
         path: vec![
-            Hop { agent: "general_enquiry".into(), instance: "a1b2c3".into(), at: T + 10, reason: None, extra: Map::new() },
+            Hop {
+                agent: "general_enquiry".into(),
+                instance: "a1b2c3".into(),
+                at: T + 10,
+                reason: None,
+                extra: Map::new(),
+            },
             Hop {
                 agent: "order_management".into(),
                 instance: "d4e5f6".into(),
@@ -91,15 +104,26 @@ fn full_handoff() -> Envelope {
         created_at: T + 21,
         deadline: Some(T + 60_000),
         reply_to: Some("baton.agent.planner".into()),
-        parent: Some(Parent { id: id(9), agent: "planner".into(), depth: 1, extra: Map::new() }),
+        parent: Some(Parent {
+            id: id(9),
+            agent: "planner".into(),
+            depth: 1,
+            extra: Map::new(),
+        }),
         status: Some(ResultStatus::Completed),
         output: Some(Value::from("partial answer")),
         context: Context {
             initial_query: "Where is my special order SPC-777?".into(),
             problem: "special order lookup failed".into(),
             messages: vec![
-                Message { at: T, ..Message::new(Role::User, "Where is my special order SPC-777?") },
-                Message { at: T + 15, ..Message::new(Role::Agent, "Let me check.").with_name("order_management") },
+                Message {
+                    at: T,
+                    ..Message::new(Role::User, "Where is my special order SPC-777?")
+                },
+                Message {
+                    at: T + 15,
+                    ..Message::new(Role::Agent, "Let me check.").with_name("order_management")
+                },
                 Message {
                     at: T + 16,
                     tool_call_id: Some("call_1".into()),
@@ -110,7 +134,8 @@ fn full_handoff() -> Envelope {
             trace: vec![Step {
                 at: T + 18,
                 details: Value::Map(vec![(Value::from("attempts"), Value::from(1))]),
-                ..Step::new("order_management", "lookup", "tool failed").with_reasoning("special orders need another system")
+                ..Step::new("order_management", "lookup", "tool failed")
+                    .with_reasoning("special orders need another system")
             }],
             state,
             metadata,
@@ -127,7 +152,10 @@ fn event(kind: EventType, n: u8) -> Event {
     event.instance = Some("d4e5f6".into());
     event.envelope = Some(id(3));
     match kind {
-        EventType::Handoff | EventType::Escalated | EventType::LoopDetected | EventType::Delegated => {
+        EventType::Handoff
+        | EventType::Escalated
+        | EventType::LoopDetected
+        | EventType::Delegated => {
             event.to = Some("advanced_order".into());
             event.reason = Some(Reason::ToolFailure);
         }
@@ -151,12 +179,24 @@ fn event(kind: EventType, n: u8) -> Event {
 
 fn vectors() -> Vec<(String, Vec<u8>, String)> {
     let mut out = vec![
-        ("minimal_task".to_owned(), minimal_task().to_msgpack().unwrap(), serde_json::to_string_pretty(&minimal_task()).unwrap()),
-        ("handoff_envelope".to_owned(), full_handoff().to_msgpack().unwrap(), serde_json::to_string_pretty(&full_handoff()).unwrap()),
+        (
+            "minimal_task".to_owned(),
+            minimal_task().to_msgpack().unwrap(),
+            serde_json::to_string_pretty(&minimal_task()).unwrap(),
+        ),
+        (
+            "handoff_envelope".to_owned(),
+            full_handoff().to_msgpack().unwrap(),
+            serde_json::to_string_pretty(&full_handoff()).unwrap(),
+        ),
     ];
     for (n, kind) in EventType::KNOWN.iter().enumerate() {
         let e = event(EventType::parse(kind), u8::try_from(n).unwrap());
-        out.push((format!("event_{kind}"), e.to_msgpack().unwrap(), serde_json::to_string_pretty(&e).unwrap()));
+        out.push((
+            format!("event_{kind}"),
+            e.to_msgpack().unwrap(),
+            serde_json::to_string_pretty(&e).unwrap(),
+        ));
     }
     out
 }
@@ -164,8 +204,14 @@ fn vectors() -> Vec<(String, Vec<u8>, String)> {
 #[test]
 fn golden_vectors_are_stable() {
     for (name, bytes, json) in vectors() {
-        check(&root().join("vectors").join(format!("{name}.msgpack")), &bytes);
-        check(&root().join("vectors").join(format!("{name}.json")), format!("{json}\n").as_bytes());
+        check(
+            &root().join("vectors").join(format!("{name}.msgpack")),
+            &bytes,
+        );
+        check(
+            &root().join("vectors").join(format!("{name}.json")),
+            format!("{json}\n").as_bytes(),
+        );
     }
 }
 
@@ -178,16 +224,38 @@ fn golden_vectors_decode() {
     assert_eq!(task.kind, Kind::Task);
     assert_eq!(task.id.to_string(), "10000000-0000-4000-8000-000000000001");
     assert!(task.path.is_empty() && task.to.is_none());
-    assert_eq!(task.context.messages[0].content, "Where is my order ABC-123?");
+    assert_eq!(
+        task.context.messages[0].content,
+        "Where is my order ABC-123?"
+    );
     // The minimal task has exactly the keys PROTOCOL.md shows.
     let value = rmpv::decode::read_value(&mut &read("minimal_task")[..]).unwrap();
-    let keys: Vec<_> = value.as_map().unwrap().iter().map(|(k, _)| k.as_str().unwrap().to_owned()).collect();
-    assert_eq!(keys, ["v", "id", "session", "kind", "path", "created_at", "context"]);
+    let keys: Vec<_> = value
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "v",
+            "id",
+            "session",
+            "kind",
+            "path",
+            "created_at",
+            "context"
+        ]
+    );
 
     let handoff = Envelope::from_msgpack(&read("handoff_envelope")).unwrap();
     assert_eq!(handoff, full_handoff());
     assert_eq!(handoff.path[1].reason, Some(Reason::OutOfScope));
-    assert_eq!(handoff.context.trace[0].reasoning, "special orders need another system");
+    assert_eq!(
+        handoff.context.trace[0].reasoning,
+        "special orders need another system"
+    );
 
     for kind in EventType::KNOWN {
         let event = Event::from_msgpack(&read(&format!("event_{kind}"))).unwrap();
@@ -195,6 +263,12 @@ fn golden_vectors_decode() {
         assert_eq!(event.session, id(2));
         // `type` is the wire name of the kind field.
         let value = rmpv::decode::read_value(&mut &read(&format!("event_{kind}"))[..]).unwrap();
-        assert!(value.as_map().unwrap().iter().any(|(k, v)| k.as_str() == Some("type") && v.as_str() == Some(kind)));
+        assert!(
+            value
+                .as_map()
+                .unwrap()
+                .iter()
+                .any(|(k, v)| k.as_str() == Some("type") && v.as_str() == Some(kind))
+        );
     }
 }

@@ -64,7 +64,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self { max_attempts: 3, min_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(30) }
+        Self {
+            max_attempts: 3,
+            min_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(30),
+        }
     }
 }
 
@@ -73,7 +77,9 @@ impl RetryPolicy {
     #[must_use]
     pub fn backoff(&self, attempt: u32) -> Duration {
         let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-        self.min_backoff.saturating_mul(factor).min(self.max_backoff)
+        self.min_backoff
+            .saturating_mul(factor)
+            .min(self.max_backoff)
     }
 }
 
@@ -175,7 +181,10 @@ impl Outcome {
     /// Completes the session with `output`.
     #[must_use]
     pub fn complete(output: impl Into<Value>) -> Self {
-        Self::Complete { output: output.into(), update: ContextUpdate::default() }
+        Self::Complete {
+            output: output.into(),
+            update: ContextUpdate::default(),
+        }
     }
 
     /// Hands off to agent type `agent` for `reason`.
@@ -192,7 +201,12 @@ impl Outcome {
     /// Escalates to the fallback agent (a person, usually) for `reason`.
     #[must_use]
     pub fn escalate(reason: Reason) -> Self {
-        Self::Handoff { target: Target::Fallback, reason, suggested_next_action: None, update: ContextUpdate::default() }
+        Self::Handoff {
+            target: Target::Fallback,
+            reason,
+            suggested_next_action: None,
+            update: ContextUpdate::default(),
+        }
     }
 
     /// The context changes of this outcome.
@@ -205,7 +219,9 @@ impl Outcome {
     /// Appends an agent message to the conversation.
     #[must_use]
     pub fn say(mut self, text: impl Into<String>) -> Self {
-        self.update_mut().messages.push(Message::new(Role::Agent, text));
+        self.update_mut()
+            .messages
+            .push(Message::new(Role::Agent, text));
         self
     }
 
@@ -232,8 +248,15 @@ impl Outcome {
 
     /// Appends a reasoning step (the agent field is filled in by the runtime).
     #[must_use]
-    pub fn step(mut self, action: impl Into<String>, outcome: impl Into<String>, reasoning: impl Into<String>) -> Self {
-        self.update_mut().trace.push(Step::new("", action, outcome).with_reasoning(reasoning));
+    pub fn step(
+        mut self,
+        action: impl Into<String>,
+        outcome: impl Into<String>,
+        reasoning: impl Into<String>,
+    ) -> Self {
+        self.update_mut()
+            .trace
+            .push(Step::new("", action, outcome).with_reasoning(reasoning));
         self
     }
 
@@ -247,7 +270,11 @@ impl Outcome {
     /// Advice for the receiver of a handoff; ignored on completion.
     #[must_use]
     pub fn next_action(mut self, advice: impl Into<String>) -> Self {
-        if let Self::Handoff { suggested_next_action, .. } = &mut self {
+        if let Self::Handoff {
+            suggested_next_action,
+            ..
+        } = &mut self
+        {
             *suggested_next_action = Some(advice.into());
         }
         self
@@ -312,11 +339,20 @@ mod tests {
             .set_state("checked", true)
             .step("lookup", "found", "order exists")
             .next_action("check the refund window");
-        let Outcome::Handoff { target, suggested_next_action, update, .. } = outcome else {
+        let Outcome::Handoff {
+            target,
+            suggested_next_action,
+            update,
+            ..
+        } = outcome
+        else {
             panic!("not a handoff")
         };
         assert_eq!(target, Target::Agent("refund".into()));
-        assert_eq!(suggested_next_action.as_deref(), Some("check the refund window"));
+        assert_eq!(
+            suggested_next_action.as_deref(),
+            Some("check the refund window")
+        );
         assert_eq!(update.messages.len(), 1);
         assert_eq!(update.variables.get("order"), Some(&Value::from("ABC-123")));
         assert_eq!(update.state.get("checked"), Some(&Value::from(true)));

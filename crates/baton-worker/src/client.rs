@@ -60,7 +60,9 @@ impl Client {
 
     async fn ensure_streams(&self) -> Result<(), Error> {
         self.provisioned
-            .get_or_try_init(|| async { provision::provision(&self.jetstream, &self.subjects, &self.streams).await })
+            .get_or_try_init(|| async {
+                provision::provision(&self.jetstream, &self.subjects, &self.streams).await
+            })
             .await
             .map(|_| ())
     }
@@ -91,7 +93,12 @@ impl Client {
         let span = tracing::info_span!("baton.submit", session = %envelope.session, envelope = %envelope.id);
         let mut headers = async_nats::HeaderMap::new();
         trace::inject(&span, &opentelemetry::Context::new(), &mut headers);
-        let outgoing = Outgoing { subject, id: envelope.id, payload: Bytes::from(payload), headers };
+        let outgoing = Outgoing {
+            subject,
+            id: envelope.id,
+            payload: Bytes::from(payload),
+            headers,
+        };
         self.publisher.publish_one(&outgoing).await
     }
 
@@ -103,11 +110,13 @@ impl Client {
     pub async fn events(&self, session: Uuid) -> Result<EventStream, Error> {
         self.ensure_streams().await?;
         let name = self.subjects.events_stream();
-        let stream = self
-            .jetstream
-            .get_stream(&name)
-            .await
-            .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot open stream {name}"), err))?;
+        let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot open stream {name}"),
+                err,
+            )
+        })?;
         let ordered = stream
             .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: self.subjects.events(session),
@@ -115,15 +124,31 @@ impl Client {
                 ..Default::default()
             })
             .await
-            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot follow the session's events", err))?;
-        let messages = ordered
-            .messages()
-            .await
-            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot follow the session's events", err))?;
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    "cannot follow the session's events",
+                    err,
+                )
+            })?;
+        let messages = ordered.messages().await.map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                "cannot follow the session's events",
+                err,
+            )
+        })?;
         Ok(Box::pin(messages.map(|message| {
-            let message = message.map_err(|err| Error::with_source(ErrorKind::JetStream, "event stream failed", err))?;
-            Event::from_msgpack(&message.payload)
-                .map_err(|err| Error::with_source(ErrorKind::Decode, format!("unreadable event on {}", message.subject), err))
+            let message = message.map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "event stream failed", err)
+            })?;
+            Event::from_msgpack(&message.payload).map_err(|err| {
+                Error::with_source(
+                    ErrorKind::Decode,
+                    format!("unreadable event on {}", message.subject),
+                    err,
+                )
+            })
         })))
     }
 
@@ -139,14 +164,24 @@ impl Client {
                 match event {
                     Ok(event) if event.kind.is_terminal() => return Ok(event),
                     Ok(_) => {}
-                    Err(err) if err.kind() == ErrorKind::Decode => tracing::warn!(error = %err, "skipping event"),
+                    Err(err) if err.kind() == ErrorKind::Decode => {
+                        tracing::warn!(error = %err, "skipping event")
+                    }
                     Err(err) => return Err(err),
                 }
             }
-            Err(Error::new(ErrorKind::JetStream, "the event stream ended before the session did"))
+            Err(Error::new(
+                ErrorKind::JetStream,
+                "the event stream ended before the session did",
+            ))
         };
-        tokio::time::timeout(timeout, terminal).await.unwrap_or_else(|_| {
-            Err(Error::new(ErrorKind::Timeout, format!("session {session} did not end within {timeout:?}")))
-        })
+        tokio::time::timeout(timeout, terminal)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("session {session} did not end within {timeout:?}"),
+                ))
+            })
     }
 }

@@ -40,7 +40,10 @@ pub struct DeadLetterEntry {
 }
 
 fn header(headers: Option<&HeaderMap>, name: &str) -> String {
-    headers.and_then(|h| h.get(name)).map(|v| v.as_str().to_owned()).unwrap_or_default()
+    headers
+        .and_then(|h| h.get(name))
+        .map(|v| v.as_str().to_owned())
+        .unwrap_or_default()
 }
 
 impl DeadLetterEntry {
@@ -54,7 +57,9 @@ impl DeadLetterEntry {
             agent: header(headers, headers::AGENT),
             original_subject: header(headers, headers::ORIGINAL_SUBJECT),
             deliveries: header(headers, headers::DELIVERIES).parse().unwrap_or(0),
-            id: headers.and_then(|h| h.get(headers::MSG_ID)).map(|v| v.as_str().to_owned()),
+            id: headers
+                .and_then(|h| h.get(headers::MSG_ID))
+                .map(|v| v.as_str().to_owned()),
             session: envelope.as_ref().map(|e| e.session),
             envelope: envelope.as_ref().map(|e| e.id),
             payload,
@@ -65,10 +70,13 @@ impl DeadLetterEntry {
 impl Client {
     async fn dlq_stream(&self) -> Result<jetstream::stream::Stream, Error> {
         let name = self.subjects().dlq_stream();
-        self.jetstream()
-            .get_stream(&name)
-            .await
-            .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot open stream {name}"), err))
+        self.jetstream().get_stream(&name).await.map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot open stream {name}"),
+                err,
+            )
+        })
     }
 
     /// Every dead letter currently stored, oldest first.
@@ -81,7 +89,13 @@ impl Client {
         let last = stream
             .info()
             .await
-            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot read the dead-letter stream", err))?
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    "cannot read the dead-letter stream",
+                    err,
+                )
+            })?
             .state
             .last_sequence;
         let mut entries = Vec::new();
@@ -89,15 +103,29 @@ impl Client {
             return Ok(entries);
         }
         let ordered = stream
-            .create_consumer(consumer::pull::OrderedConfig { deliver_policy: consumer::DeliverPolicy::All, ..Default::default() })
+            .create_consumer(consumer::pull::OrderedConfig {
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
             .await
-            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot read the dead-letter stream", err))?;
-        let mut messages = ordered
-            .messages()
-            .await
-            .map_err(|err| Error::with_source(ErrorKind::JetStream, "cannot read the dead-letter stream", err))?;
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    "cannot read the dead-letter stream",
+                    err,
+                )
+            })?;
+        let mut messages = ordered.messages().await.map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                "cannot read the dead-letter stream",
+                err,
+            )
+        })?;
         while let Some(message) = messages.next().await {
-            let message = message.map_err(|err| Error::with_source(ErrorKind::JetStream, "dead-letter stream failed", err))?;
+            let message = message.map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "dead-letter stream failed", err)
+            })?;
             let seq = message.info().map(|info| info.stream_sequence).unwrap_or(0);
             entries.push(DeadLetterEntry::new(
                 seq,
@@ -124,30 +152,57 @@ impl Client {
     pub async fn replay(&self, seq: u64, keep: bool) -> Result<Uuid, Error> {
         let stream = self.dlq_stream().await?;
         let message = stream.get_raw_message(seq).await.map_err(|err| {
-            Error::with_source(ErrorKind::Config, format!("no dead letter with sequence {seq}: see `baton dlq ls`"), err)
+            Error::with_source(
+                ErrorKind::Config,
+                format!("no dead letter with sequence {seq}: see `baton dlq ls`"),
+                err,
+            )
         })?;
-        let entry = DeadLetterEntry::new(seq, message.subject.to_string(), Some(&message.headers), message.payload);
+        let entry = DeadLetterEntry::new(
+            seq,
+            message.subject.to_string(),
+            Some(&message.headers),
+            message.payload,
+        );
         if entry.original_subject.is_empty() {
-            return Err(Error::new(ErrorKind::Config, format!("dead letter {seq} has no {} header", headers::ORIGINAL_SUBJECT)));
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "dead letter {seq} has no {} header",
+                    headers::ORIGINAL_SUBJECT
+                ),
+            ));
         }
         let (id, payload) = match Envelope::from_msgpack_limited(&entry.payload, usize::MAX) {
             Ok(mut envelope) => {
-                envelope.id = derive_id_labelled(envelope.id, "replay", u32::try_from(seq).unwrap_or(u32::MAX));
-                let bytes = envelope
-                    .to_msgpack()
-                    .map_err(|err| Error::with_source(ErrorKind::Decode, "cannot re-encode the envelope", err))?;
+                envelope.id = derive_id_labelled(
+                    envelope.id,
+                    "replay",
+                    u32::try_from(seq).unwrap_or(u32::MAX),
+                );
+                let bytes = envelope.to_msgpack().map_err(|err| {
+                    Error::with_source(ErrorKind::Decode, "cannot re-encode the envelope", err)
+                })?;
                 (envelope.id, Bytes::from(bytes))
             }
             // Unreadable bytes go back as they are (they will be dead-lettered again unless the reader changed).
             Err(_) => (Uuid::new_v4(), entry.payload.clone()),
         };
-        let outgoing = Outgoing { subject: entry.original_subject.clone(), id, payload, headers: HeaderMap::new() };
+        let outgoing = Outgoing {
+            subject: entry.original_subject.clone(),
+            id,
+            payload,
+            headers: HeaderMap::new(),
+        };
         self.publisher().publish_one(&outgoing).await?;
         if !keep {
-            stream
-                .delete_message(seq)
-                .await
-                .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("replayed, but could not remove dead letter {seq}"), err))?;
+            stream.delete_message(seq).await.map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("replayed, but could not remove dead letter {seq}"),
+                    err,
+                )
+            })?;
         }
         Ok(id)
     }

@@ -28,7 +28,11 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
     }
 
     pub(crate) fn with_source(
@@ -36,7 +40,11 @@ impl Error {
         message: impl Into<String>,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
-        Self { kind, message: message.into(), source: Some(source.into()) }
+        Self {
+            kind,
+            message: message.into(),
+            source: Some(source.into()),
+        }
     }
 
     /// What failed.
@@ -58,7 +66,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|source| source as &(dyn std::error::Error + 'static))
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn std::error::Error + 'static))
     }
 }
 

@@ -46,8 +46,12 @@ struct Requested {
 /// Messages that arrive for an outstanding pull after shutdown are Nak'ed so
 /// another replica gets them at once; work still running when the grace period
 /// ends is abandoned un-acked and redelivered after `ack_wait`.
-pub(crate) async fn run<H, F>(source: Source, settings: IntakeSettings, shutdown: CancellationToken, handler: H)
-where
+pub(crate) async fn run<H, F>(
+    source: Source,
+    settings: IntakeSettings,
+    shutdown: CancellationToken,
+    handler: H,
+) where
     H: Fn(jetstream::Message) -> F,
     F: Future<Output = ()> + Send + 'static,
 {
@@ -68,19 +72,31 @@ where
             }
         }
     };
-    let next_subject = format!("$JS.API.CONSUMER.MSG.NEXT.{}.{}", source.stream, source.consumer);
-    let mut requested = Requested { count: 0, last_request: Instant::now() };
+    let next_subject = format!(
+        "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+        source.stream, source.consumer
+    );
+    let mut requested = Requested {
+        count: 0,
+        last_request: Instant::now(),
+    };
     let stale_after = settings.pull_expires + Duration::from_secs(2);
 
     loop {
         while tasks.try_join_next().is_some() {}
-        let want = semaphore.available_permits().saturating_sub(requested.count);
+        let want = semaphore
+            .available_permits()
+            .saturating_sub(requested.count);
         if want > 0 {
             let body = format!(
                 r#"{{"batch":{want},"expires":{}}}"#,
                 settings.pull_expires.as_nanos()
             );
-            match source.client.publish_with_reply(next_subject.clone(), inbox_subject.clone(), body.into()).await {
+            match source
+                .client
+                .publish_with_reply(next_subject.clone(), inbox_subject.clone(), body.into())
+                .await
+            {
                 Ok(()) => {
                     requested.count += want;
                     requested.last_request = Instant::now();
@@ -138,7 +154,12 @@ where
 
     // Outstanding requests may still deliver: hand those messages back at once.
     let drain_until = requested.last_request + stale_after;
-    tasks.spawn(drain(inbox, source.jetstream.clone(), requested.count, drain_until));
+    tasks.spawn(drain(
+        inbox,
+        source.jetstream.clone(),
+        requested.count,
+        drain_until,
+    ));
     let in_flight = tasks.len() - 1;
     if in_flight > 0 {
         tracing::info!(in_flight, grace = ?settings.shutdown_grace, "shutting down: finishing in-flight work");
@@ -148,25 +169,39 @@ where
     })
     .await;
     if finished.is_err() {
-        tracing::warn!(abandoned = tasks.len(), "grace period over: unfinished messages stay un-acked for redelivery");
+        tracing::warn!(
+            abandoned = tasks.len(),
+            "grace period over: unfinished messages stay un-acked for redelivery"
+        );
         tasks.abort_all();
     }
 }
 
 /// Naks messages of requests still open at shutdown, until they have all ended.
-async fn drain(mut inbox: Subscriber, context: jetstream::Context, mut requested: usize, until: Instant) {
+async fn drain(
+    mut inbox: Subscriber,
+    context: jetstream::Context,
+    mut requested: usize,
+    until: Instant,
+) {
     while requested > 0 {
         match tokio::time::timeout_at(until, inbox.next()).await {
             Ok(Some(message)) => match message.status {
                 None | Some(StatusCode::OK) => {
                     requested -= 1;
-                    let message = jetstream::Message { message, context: context.clone() };
+                    let message = jetstream::Message {
+                        message,
+                        context: context.clone(),
+                    };
                     if let Err(err) = message.ack_with(AckKind::Nak(None)).await {
                         tracing::debug!(error = %err, "could not hand back a message; it is redelivered after ack_wait");
                     }
                 }
                 Some(StatusCode::IDLE_HEARTBEAT) => {}
-                Some(_) => requested = requested.saturating_sub(pending_messages(&message).unwrap_or(requested)),
+                Some(_) => {
+                    requested =
+                        requested.saturating_sub(pending_messages(&message).unwrap_or(requested))
+                }
             },
             _ => break,
         }
@@ -175,5 +210,11 @@ async fn drain(mut inbox: Subscriber, context: jetstream::Context, mut requested
 }
 
 fn pending_messages(message: &async_nats::Message) -> Option<usize> {
-    message.headers.as_ref()?.get("Nats-Pending-Messages")?.as_str().parse().ok()
+    message
+        .headers
+        .as_ref()?
+        .get("Nats-Pending-Messages")?
+        .as_str()
+        .parse()
+        .ok()
 }

@@ -37,7 +37,13 @@ impl Emitter<'_> {
     }
 
     /// A copy of `message` for the dead-letter stream, with the reason headers.
-    pub(crate) fn dead_letter(&self, message: &jetstream::Message, id: Uuid, reason: &DeadLetterReason, detail: &str) -> Outgoing {
+    pub(crate) fn dead_letter(
+        &self,
+        message: &jetstream::Message,
+        id: Uuid,
+        reason: &DeadLetterReason,
+        detail: &str,
+    ) -> Outgoing {
         let mut headers = self.headers();
         headers.insert(headers::ERROR, reason.as_str());
         headers.insert(headers::ERROR_DETAIL, header_safe(detail).as_str());
@@ -45,11 +51,20 @@ impl Emitter<'_> {
         headers.insert(headers::ORIGINAL_SUBJECT, message.subject.as_str());
         let deliveries = message.info().map(|info| info.delivered).unwrap_or(1);
         headers.insert(headers::DELIVERIES, deliveries.to_string().as_str());
-        Outgoing { subject: self.subjects.dlq(self.agent), id, payload: message.payload.clone(), headers }
+        Outgoing {
+            subject: self.subjects.dlq(self.agent),
+            id,
+            payload: message.payload.clone(),
+            headers,
+        }
     }
 
     /// The messages of a plan, in order.
-    pub(crate) fn outputs(&self, message: &jetstream::Message, outputs: &[Output]) -> Result<Vec<Outgoing>, Error> {
+    pub(crate) fn outputs(
+        &self,
+        message: &jetstream::Message,
+        outputs: &[Output],
+    ) -> Result<Vec<Outgoing>, Error> {
         outputs
             .iter()
             .map(|output| match output {
@@ -60,7 +75,9 @@ impl Emitter<'_> {
                     headers: self.headers(),
                 }),
                 Output::Event(event) => self.event(event),
-                Output::DeadLetter(dead) => Ok(self.dead_letter(message, dead.id, &dead.reason, &dead.detail)),
+                Output::DeadLetter(dead) => {
+                    Ok(self.dead_letter(message, dead.id, &dead.reason, &dead.detail))
+                }
             })
             .collect()
     }
@@ -68,10 +85,22 @@ impl Emitter<'_> {
     /// The outputs for bytes that are not a readable envelope: a dead letter,
     /// and, when the session can still be read, `dead_lettered` and `failed`
     /// events so a client waiting on it is not left hanging.
-    pub(crate) fn undecodable(&self, message: &jetstream::Message, reason: &DeadLetterReason, detail: &str) -> Vec<Outgoing> {
-        let stream_seq = message.info().map(|info| info.stream_sequence).unwrap_or_default();
-        let base = Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("{}/{stream_seq}", message.subject).as_bytes());
-        let mut outgoing = vec![self.dead_letter(message, baton_proto::derive_id(base, 0), reason, detail)];
+    pub(crate) fn undecodable(
+        &self,
+        message: &jetstream::Message,
+        reason: &DeadLetterReason,
+        detail: &str,
+    ) -> Vec<Outgoing> {
+        let stream_seq = message
+            .info()
+            .map(|info| info.stream_sequence)
+            .unwrap_or_default();
+        let base = Uuid::new_v5(
+            &Uuid::NAMESPACE_OID,
+            format!("{}/{stream_seq}", message.subject).as_bytes(),
+        );
+        let mut outgoing =
+            vec![self.dead_letter(message, baton_proto::derive_id(base, 0), reason, detail)];
         if let Some(session) = probe_session(&message.payload) {
             for (index, kind) in [(1, EventType::DeadLettered), (2, EventType::Failed)] {
                 let mut event = Event::new(baton_proto::derive_id(base, index), session, kind);
@@ -96,7 +125,10 @@ fn encode<T: Wire>(value: &T) -> Result<Bytes, Error> {
 
 /// Header values cannot hold line breaks; keep the detail on one bounded line.
 fn header_safe(text: &str) -> String {
-    let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     line.chars().take(1024).collect()
 }
 
@@ -107,7 +139,9 @@ fn probe_session(payload: &[u8]) -> Option<Uuid> {
         session: Option<String>,
     }
     let probe: Probe = rmp_serde_probe(payload)?;
-    probe.session.and_then(|session| Uuid::parse_str(&session).ok())
+    probe
+        .session
+        .and_then(|session| Uuid::parse_str(&session).ok())
 }
 
 fn rmp_serde_probe<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Option<T> {

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use baton_proto::{
-    AgentName, DeadLetterReason, Envelope, Event, EventType, Hop, Kind, PROTOCOL_VERSION, Reason, Value,
-    derive_id, derive_id_labelled, now_ms,
+    AgentName, DeadLetterReason, Envelope, Event, EventType, Hop, Kind, PROTOCOL_VERSION, Reason,
+    Value, derive_id, derive_id_labelled, now_ms,
 };
 use uuid::Uuid;
 
@@ -29,7 +29,10 @@ pub(crate) enum Settle {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Output {
     /// An envelope for an agent's subject.
-    Envelope { to: AgentName, envelope: Box<Envelope> },
+    Envelope {
+        to: AgentName,
+        envelope: Box<Envelope>,
+    },
     /// A session event.
     Event(Box<Event>),
     /// A copy of the incoming bytes for the dead-letter stream.
@@ -69,7 +72,11 @@ const RETRYING_LABEL: &str = "retrying";
 impl Planner<'_> {
     /// The `accepted` event of delivery `attempt`.
     pub(crate) fn accepted(&self, envelope: &Envelope, attempt: u32) -> Event {
-        let mut event = self.event(envelope, derive_id_labelled(envelope.id, ACCEPTED_LABEL, attempt), EventType::Accepted);
+        let mut event = self.event(
+            envelope,
+            derive_id_labelled(envelope.id, ACCEPTED_LABEL, attempt),
+            EventType::Accepted,
+        );
         event.attempt = Some(attempt);
         event.reason.clone_from(&envelope.reason);
         event
@@ -81,26 +88,49 @@ impl Planner<'_> {
         if now <= deadline {
             return None;
         }
-        let detail = format!("deadline passed {} ms before {} took the task", now - deadline, self.agent);
+        let detail = format!(
+            "deadline passed {} ms before {} took the task",
+            now - deadline,
+            self.agent
+        );
         let mut outputs = Outputs::new(envelope.id);
         outputs.dead_letter(DeadLetterReason::DeadlineExceeded, &detail);
         {
             let id = outputs.next_id();
-            outputs.push_event(self.dead_lettered(envelope, DeadLetterReason::DeadlineExceeded, &detail, id));
+            outputs.push_event(self.dead_lettered(
+                envelope,
+                DeadLetterReason::DeadlineExceeded,
+                &detail,
+                id,
+            ));
         }
         let mut failed = self.event(envelope, outputs.next_id(), EventType::Failed);
         failed.reason = Some(Reason::DeadlineExceeded);
         failed.detail = Some(detail);
         failed.path.clone_from(&envelope.path);
         outputs.push_event(failed);
-        Some(Plan { outputs: outputs.list, settle: Settle::Term, failed: true })
+        Some(Plan {
+            outputs: outputs.list,
+            settle: Settle::Term,
+            failed: true,
+        })
     }
 
     /// The plan for what the agent returned on delivery `attempt`.
-    pub(crate) fn plan(&self, envelope: &Envelope, attempt: u32, result: Result<Outcome, AgentError>) -> Plan {
+    pub(crate) fn plan(
+        &self,
+        envelope: &Envelope,
+        attempt: u32,
+        result: Result<Outcome, AgentError>,
+    ) -> Plan {
         match result {
             Ok(Outcome::Complete { output, update }) => self.complete(envelope, output, update),
-            Ok(Outcome::Handoff { target, reason, suggested_next_action, update }) => {
+            Ok(Outcome::Handoff {
+                target,
+                reason,
+                suggested_next_action,
+                update,
+            }) => {
                 let mut next = self.advance(envelope, update);
                 next.suggested_next_action = suggested_next_action;
                 match target {
@@ -108,7 +138,14 @@ impl Planner<'_> {
                     Target::Fallback => {
                         let mut outputs = Outputs::new(envelope.id);
                         let detail = format!("{} escalated: {reason}", self.agent);
-                        self.escalate_or_fail(&mut outputs, envelope, next, reason, DeadLetterReason::NoRoute, &detail);
+                        self.escalate_or_fail(
+                            &mut outputs,
+                            envelope,
+                            next,
+                            reason,
+                            DeadLetterReason::NoRoute,
+                            &detail,
+                        );
                         outputs.into_plan()
                     }
                 }
@@ -118,14 +155,31 @@ impl Planner<'_> {
                 let id = derive_id_labelled(envelope.id, RETRYING_LABEL, attempt);
                 let mut event = self.event(envelope, id, EventType::Retrying);
                 event.attempt = Some(attempt);
-                event.detail = Some(format!("attempt {attempt} of {} failed: {detail}; retrying in {delay:?}", self.retry.max_attempts));
-                Plan { outputs: vec![Output::Event(Box::new(event))], settle: Settle::Nak(delay), failed: false }
+                event.detail = Some(format!(
+                    "attempt {attempt} of {} failed: {detail}; retrying in {delay:?}",
+                    self.retry.max_attempts
+                ));
+                Plan {
+                    outputs: vec![Output::Event(Box::new(event))],
+                    settle: Settle::Nak(delay),
+                    failed: false,
+                }
             }
             Err(AgentError::Retryable(detail)) => {
                 let detail = format!("gave up after {attempt} attempts: {detail}");
-                self.give_up(envelope, DeadLetterReason::MaxAttempts, Reason::MaxAttempts, &detail)
+                self.give_up(
+                    envelope,
+                    DeadLetterReason::MaxAttempts,
+                    Reason::MaxAttempts,
+                    &detail,
+                )
             }
-            Err(AgentError::Fatal(detail)) => self.give_up(envelope, DeadLetterReason::Fatal, Reason::parse("fatal"), &detail),
+            Err(AgentError::Fatal(detail)) => self.give_up(
+                envelope,
+                DeadLetterReason::Fatal,
+                Reason::parse("fatal"),
+                &detail,
+            ),
             Err(AgentError::Reject(detail)) => {
                 let mut outputs = Outputs::new(envelope.id);
                 let mut rejected = self.event(envelope, outputs.next_id(), EventType::Rejected);
@@ -134,7 +188,14 @@ impl Planner<'_> {
                 outputs.push_event(rejected);
                 let next = self.advance(envelope, ContextUpdate::default());
                 let detail = format!("{} rejected the task: {detail}", self.agent);
-                self.escalate_or_fail(&mut outputs, envelope, next, Reason::Rejected, DeadLetterReason::NoRoute, &detail);
+                self.escalate_or_fail(
+                    &mut outputs,
+                    envelope,
+                    next,
+                    Reason::Rejected,
+                    DeadLetterReason::NoRoute,
+                    &detail,
+                );
                 outputs.into_plan()
             }
         }
@@ -147,7 +208,11 @@ impl Planner<'_> {
         event.output = Some(output);
         event.path = next.path;
         outputs.push_event(event);
-        Plan { outputs: outputs.list, settle: Settle::Ack, failed: false }
+        Plan {
+            outputs: outputs.list,
+            settle: Settle::Ack,
+            failed: false,
+        }
     }
 
     fn handoff(&self, envelope: &Envelope, next: Envelope, target: &str, reason: Reason) -> Plan {
@@ -156,7 +221,12 @@ impl Planner<'_> {
             Ok(target) => target,
             Err(err) => {
                 let detail = format!("{} handed off to an invalid agent type: {err}", self.agent);
-                return self.give_up(envelope, DeadLetterReason::NoRoute, Reason::parse("no_route"), &detail);
+                return self.give_up(
+                    envelope,
+                    DeadLetterReason::NoRoute,
+                    Reason::parse("no_route"),
+                    &detail,
+                );
             }
         };
         if let Some(why) = loop_violation(&next, &target) {
@@ -166,7 +236,14 @@ impl Planner<'_> {
             event.detail = Some(why.clone());
             event.path.clone_from(&next.path);
             outputs.push_event(event);
-            self.escalate_or_fail(&mut outputs, envelope, next, Reason::LoopDetected, DeadLetterReason::NoRoute, &why);
+            self.escalate_or_fail(
+                &mut outputs,
+                envelope,
+                next,
+                Reason::LoopDetected,
+                DeadLetterReason::NoRoute,
+                &why,
+            );
             return outputs.into_plan();
         }
         let mut event = self.event(envelope, outputs.next_id(), EventType::Handoff);
@@ -175,11 +252,21 @@ impl Planner<'_> {
         event.path.clone_from(&next.path);
         outputs.push_event(event);
         outputs.push_envelope(target, next, Kind::Handoff, reason);
-        Plan { outputs: outputs.list, settle: Settle::Ack, failed: false }
+        Plan {
+            outputs: outputs.list,
+            settle: Settle::Ack,
+            failed: false,
+        }
     }
 
     /// Dead-letters the envelope, then escalates to the fallback or fails the session.
-    fn give_up(&self, envelope: &Envelope, code: DeadLetterReason, reason: Reason, detail: &str) -> Plan {
+    fn give_up(
+        &self,
+        envelope: &Envelope,
+        code: DeadLetterReason,
+        reason: Reason,
+        detail: &str,
+    ) -> Plan {
         let mut outputs = Outputs::new(envelope.id);
         outputs.dead_letter(code.clone(), detail);
         {
@@ -206,7 +293,9 @@ impl Planner<'_> {
         code: DeadLetterReason,
         detail: &str,
     ) {
-        let fallback = self.fallback.filter(|fallback| !next.visited(fallback.as_str()));
+        let fallback = self
+            .fallback
+            .filter(|fallback| !next.visited(fallback.as_str()));
         if let Some(fallback) = fallback {
             let mut event = self.event(envelope, outputs.next_id(), EventType::Escalated);
             event.to = Some(fallback.to_string());
@@ -220,9 +309,9 @@ impl Planner<'_> {
         if !outputs.has_dead_letter() {
             outputs.dead_letter(code.clone(), detail);
             {
-            let id = outputs.next_id();
-            outputs.push_event(self.dead_lettered(envelope, code, detail, id));
-        }
+                let id = outputs.next_id();
+                outputs.push_event(self.dead_lettered(envelope, code, detail, id));
+            }
         }
         let mut failed = self.event(envelope, outputs.next_id(), EventType::Failed);
         failed.reason = Some(reason);
@@ -235,7 +324,13 @@ impl Planner<'_> {
         outputs.failed = true;
     }
 
-    fn dead_lettered(&self, envelope: &Envelope, code: DeadLetterReason, detail: &str, id: Uuid) -> Event {
+    fn dead_lettered(
+        &self,
+        envelope: &Envelope,
+        code: DeadLetterReason,
+        detail: &str,
+        id: Uuid,
+    ) -> Event {
         let mut event = self.event(envelope, id, EventType::DeadLettered);
         event.reason = Some(Reason::parse(code.as_str()));
         event.detail = Some(detail.to_owned());
@@ -246,7 +341,11 @@ impl Planner<'_> {
     /// The envelope as it leaves this agent: this hop on the path, the update applied.
     fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
         let mut next = envelope.clone();
-        next.path.push(Hop::new(self.agent.as_str(), self.instance, envelope.reason.clone()));
+        next.path.push(Hop::new(
+            self.agent.as_str(),
+            self.instance,
+            envelope.reason.clone(),
+        ));
         next.from = Some(self.agent.to_string());
         let context = &mut next.context;
         for mut message in update.messages {
@@ -280,9 +379,16 @@ impl Planner<'_> {
 
 /// Why handing `next` to `target` would loop, if it would.
 pub(crate) fn loop_violation(next: &Envelope, target: &AgentName) -> Option<String> {
-    let path = next.path.iter().map(|hop| hop.agent.as_str()).collect::<Vec<_>>().join(" -> ");
+    let path = next
+        .path
+        .iter()
+        .map(|hop| hop.agent.as_str())
+        .collect::<Vec<_>>()
+        .join(" -> ");
     if next.visited(target.as_str()) {
-        return Some(format!("{target} already handled this session (path {path})"));
+        return Some(format!(
+            "{target} already handled this session (path {path})"
+        ));
     }
     let budget = next.hop_budget();
     if next.path.len() >= budget as usize {
@@ -301,7 +407,12 @@ struct Outputs {
 
 impl Outputs {
     fn new(parent: Uuid) -> Self {
-        Self { parent, list: Vec::new(), index: 0, failed: false }
+        Self {
+            parent,
+            list: Vec::new(),
+            index: 0,
+            failed: false,
+        }
     }
 
     fn next_id(&mut self) -> Uuid {
@@ -321,20 +432,33 @@ impl Outputs {
         envelope.to = Some(to.to_string());
         envelope.reason = Some(reason);
         envelope.created_at = now_ms();
-        self.list.push(Output::Envelope { to, envelope: Box::new(envelope) });
+        self.list.push(Output::Envelope {
+            to,
+            envelope: Box::new(envelope),
+        });
     }
 
     fn dead_letter(&mut self, reason: DeadLetterReason, detail: &str) {
         let id = self.next_id();
-        self.list.push(Output::DeadLetter(DeadLetter { id, reason, detail: detail.to_owned() }));
+        self.list.push(Output::DeadLetter(DeadLetter {
+            id,
+            reason,
+            detail: detail.to_owned(),
+        }));
     }
 
     fn has_dead_letter(&self) -> bool {
-        self.list.iter().any(|output| matches!(output, Output::DeadLetter(_)))
+        self.list
+            .iter()
+            .any(|output| matches!(output, Output::DeadLetter(_)))
     }
 
     fn into_plan(self) -> Plan {
-        Plan { outputs: self.list, settle: Settle::Ack, failed: self.failed }
+        Plan {
+            outputs: self.list,
+            settle: Settle::Ack,
+            failed: self.failed,
+        }
     }
 }
 

@@ -37,7 +37,11 @@ impl Default for StreamSettings {
 ///
 /// [`ErrorKind::Mismatch`] when a stream exists with another retention or
 /// other subjects; [`ErrorKind::JetStream`] when JetStream cannot be reached.
-pub async fn provision(jetstream: &jetstream::Context, subjects: &Subjects, settings: &StreamSettings) -> Result<(), Error> {
+pub async fn provision(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    settings: &StreamSettings,
+) -> Result<(), Error> {
     let base = stream::Config {
         storage: stream::StorageType::File,
         num_replicas: settings.replicas,
@@ -78,7 +82,10 @@ pub async fn provision(jetstream: &jetstream::Context, subjects: &Subjects, sett
     Ok(())
 }
 
-async fn ensure_stream(jetstream: &jetstream::Context, wanted: stream::Config) -> Result<stream::Stream, Error> {
+async fn ensure_stream(
+    jetstream: &jetstream::Context,
+    wanted: stream::Config,
+) -> Result<stream::Stream, Error> {
     let name = wanted.name.clone();
     let mut stream = jetstream.get_or_create_stream(wanted.clone()).await.map_err(|err| {
         Error::with_source(
@@ -87,10 +94,13 @@ async fn ensure_stream(jetstream: &jetstream::Context, wanted: stream::Config) -
             err,
         )
     })?;
-    let info = stream
-        .info()
-        .await
-        .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot read stream {name}"), err))?;
+    let info = stream.info().await.map_err(|err| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot read stream {name}"),
+            err,
+        )
+    })?;
     let have: BTreeSet<_> = info.config.subjects.iter().collect();
     let want: BTreeSet<_> = wanted.subjects.iter().collect();
     if info.config.retention != wanted.retention || have != want {
@@ -115,10 +125,13 @@ pub(crate) async fn task_consumer(
     ack_wait: Duration,
 ) -> Result<consumer::PullConsumer, Error> {
     let stream_name = subjects.tasks_stream();
-    let stream = jetstream
-        .get_stream(&stream_name)
-        .await
-        .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot open stream {stream_name}"), err))?;
+    let stream = jetstream.get_stream(&stream_name).await.map_err(|err| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot open stream {stream_name}"),
+            err,
+        )
+    })?;
     let wanted = consumer::pull::Config {
         durable_name: Some(name.to_owned()),
         filter_subject: filter.clone(),
@@ -129,17 +142,23 @@ pub(crate) async fn task_consumer(
         max_deliver: -1,
         ..Default::default()
     };
-    let mut consumer: consumer::PullConsumer = stream.get_or_create_consumer(name, wanted).await.map_err(|err| {
+    let mut consumer: consumer::PullConsumer = stream
+        .get_or_create_consumer(name, wanted)
+        .await
+        .map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot get or create consumer {name} on {stream_name} (filter {filter})"),
+                err,
+            )
+        })?;
+    let info = consumer.info().await.map_err(|err| {
         Error::with_source(
             ErrorKind::JetStream,
-            format!("cannot get or create consumer {name} on {stream_name} (filter {filter})"),
+            format!("cannot read consumer {name}"),
             err,
         )
     })?;
-    let info = consumer
-        .info()
-        .await
-        .map_err(|err| Error::with_source(ErrorKind::JetStream, format!("cannot read consumer {name}"), err))?;
     if info.config.filter_subject != filter {
         return Err(Error::new(
             ErrorKind::Mismatch,
@@ -160,5 +179,12 @@ pub(crate) async fn agent_consumer(
     agent: &AgentName,
     ack_wait: Duration,
 ) -> Result<consumer::PullConsumer, Error> {
-    task_consumer(jetstream, subjects, &Subjects::agent_consumer(agent), subjects.agent(agent), ack_wait).await
+    task_consumer(
+        jetstream,
+        subjects,
+        &Subjects::agent_consumer(agent),
+        subjects.agent(agent),
+        ack_wait,
+    )
+    .await
 }

@@ -58,7 +58,11 @@ impl Publisher {
     pub(crate) async fn publish_all(&self, messages: &[Outgoing]) -> Result<(), Error> {
         let mut pending = Vec::with_capacity(messages.len());
         for message in messages {
-            pending.push(self.jetstream.send_publish(message.subject.clone(), message.publish()).await);
+            pending.push(
+                self.jetstream
+                    .send_publish(message.subject.clone(), message.publish())
+                    .await,
+            );
         }
         for (message, sent) in messages.iter().zip(pending) {
             let acked = match sent {
@@ -75,13 +79,21 @@ impl Publisher {
 
     /// Sends one message without waiting for its PubAck.
     pub(crate) async fn send(&self, message: &Outgoing) -> Pending {
-        Pending(self.jetstream.send_publish(message.subject.clone(), message.publish()).await.map_err(|err| err.to_string()))
+        Pending(
+            self.jetstream
+                .send_publish(message.subject.clone(), message.publish())
+                .await
+                .map_err(|err| err.to_string()),
+        )
     }
 
     /// Publishes one message, retrying with backoff until it is acknowledged.
     pub(crate) async fn publish_one(&self, message: &Outgoing) -> Result<(), Error> {
         let attempt = || async {
-            let ack = self.jetstream.send_publish(message.subject.clone(), message.publish()).await?;
+            let ack = self
+                .jetstream
+                .send_publish(message.subject.clone(), message.publish())
+                .await?;
             ack.await?;
             Ok::<(), async_nats::Error>(())
         };

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use baton_proto::{
-    AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Event, EventType, Reason, Subjects, Wire, derive_id,
+    AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Event, EventType, Reason, Subjects,
+    Wire, derive_id,
 };
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
@@ -144,13 +145,28 @@ impl Router {
 async fn route(config: &RouterConfig, publisher: &Publisher, message: jetstream::Message) {
     let me = AgentName::new(ROUTER_NAME).expect("valid name");
     let parent = trace::extract(message.headers.as_ref());
-    let span = tracing::info_span!("baton.route", session = tracing::field::Empty, envelope = tracing::field::Empty);
+    let span = tracing::info_span!(
+        "baton.route",
+        session = tracing::field::Empty,
+        envelope = tracing::field::Empty
+    );
     trace::adopt(&span, &parent);
-    let emitter = Emitter { subjects: &config.subjects, agent: &me, span: &span, parent: &parent };
-    let (outgoing, settle_with) = match Envelope::from_msgpack_limited(&message.payload, config.max_payload) {
+    let emitter = Emitter {
+        subjects: &config.subjects,
+        agent: &me,
+        span: &span,
+        parent: &parent,
+    };
+    let (outgoing, settle_with) = match Envelope::from_msgpack_limited(
+        &message.payload,
+        config.max_payload,
+    ) {
         Err(err) => {
             tracing::warn!(parent: &span, reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
-            (emitter.undecodable(&message, &err.reason(), err.detail()), Settle::Term)
+            (
+                emitter.undecodable(&message, &err.reason(), err.detail()),
+                Settle::Term,
+            )
         }
         Ok(envelope) => {
             span.record("session", tracing::field::display(envelope.session));
@@ -174,13 +190,23 @@ async fn route(config: &RouterConfig, publisher: &Publisher, message: jetstream:
                         }
                         Err(err) => {
                             let detail = format!("cannot re-encode the task: {err}");
-                            (emitter.undecodable(&message, &DeadLetterReason::Malformed, &detail), Settle::Term)
+                            (
+                                emitter.undecodable(
+                                    &message,
+                                    &DeadLetterReason::Malformed,
+                                    &detail,
+                                ),
+                                Settle::Term,
+                            )
                         }
                     }
                 }
                 Err(detail) => {
                     tracing::info!(parent: &span, %detail, "no route for task");
-                    (no_route(&emitter, &message, &envelope, &detail), Settle::Term)
+                    (
+                        no_route(&emitter, &message, &envelope, &detail),
+                        Settle::Term,
+                    )
                 }
             }
         }
@@ -206,8 +232,18 @@ fn target(config: &RouterConfig, envelope: &Envelope) -> Result<AgentName, Strin
     }
 }
 
-fn no_route(emitter: &Emitter<'_>, message: &jetstream::Message, envelope: &Envelope, detail: &str) -> Vec<Outgoing> {
-    let mut outgoing = vec![emitter.dead_letter(message, derive_id(envelope.id, 1), &DeadLetterReason::NoRoute, detail)];
+fn no_route(
+    emitter: &Emitter<'_>,
+    message: &jetstream::Message,
+    envelope: &Envelope,
+    detail: &str,
+) -> Vec<Outgoing> {
+    let mut outgoing = vec![emitter.dead_letter(
+        message,
+        derive_id(envelope.id, 1),
+        &DeadLetterReason::NoRoute,
+        detail,
+    )];
     for (index, kind) in [(2, EventType::DeadLettered), (3, EventType::Failed)] {
         let mut event = Event::new(derive_id(envelope.id, index), envelope.session, kind);
         event.agent = Some(ROUTER_NAME.to_owned());

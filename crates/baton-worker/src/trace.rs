@@ -47,8 +47,16 @@ pub(crate) fn adopt(span: &tracing::Span, parent: &opentelemetry::Context) {
 /// Without an OpenTelemetry layer installed the span has no trace context of
 /// its own; the incoming `parent` is passed on unchanged so the trace is not
 /// broken by a process that does not export.
-pub(crate) fn inject(span: &tracing::Span, parent: &opentelemetry::Context, headers: &mut HeaderMap) {
+pub(crate) fn inject(
+    span: &tracing::Span,
+    parent: &opentelemetry::Context,
+    headers: &mut HeaderMap,
+) {
     let own = span.context();
-    let context = if own.span().span_context().is_valid() { &own } else { parent };
+    let context = if own.span().span_context().is_valid() {
+        &own
+    } else {
+        parent
+    };
     TraceContextPropagator::new().inject_context(context, &mut HeaderInjector(headers));
 }

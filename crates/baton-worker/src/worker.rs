@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
-use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Subjects, Wire, now_ms};
+use baton_proto::{
+    AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Subjects, Wire, now_ms,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -164,7 +166,12 @@ struct Shared<A> {
 impl<A: Agent> Worker<A> {
     /// A worker of `agent` on `client`.
     pub fn new(client: async_nats::Client, config: WorkerConfig, agent: A) -> Self {
-        Self { client, config, agent: Arc::new(agent), stats: Arc::default() }
+        Self {
+            client,
+            config,
+            agent: Arc::new(agent),
+            stats: Arc::default(),
+        }
     }
 
     /// The worker's live counters.
@@ -184,8 +191,13 @@ impl<A: Agent> Worker<A> {
         let jetstream = jetstream::new(self.client.clone());
         let config = self.config;
         provision::provision(&jetstream, &config.subjects, &config.streams).await?;
-        let mut consumer = provision::agent_consumer(&jetstream, &config.subjects, &config.agent, config.ack_wait).await?;
-        let ack_wait = consumer.info().await.map_or(config.ack_wait, |info| info.config.ack_wait);
+        let mut consumer =
+            provision::agent_consumer(&jetstream, &config.subjects, &config.agent, config.ack_wait)
+                .await?;
+        let ack_wait = consumer
+            .info()
+            .await
+            .map_or(config.ack_wait, |info| info.config.ack_wait);
         let settings = IntakeSettings {
             concurrency: self.agent.concurrency(),
             pull_expires: config.pull_expires,
@@ -233,7 +245,9 @@ impl<A: Agent> Worker<A> {
 
 async fn handle<A: Agent>(shared: &Shared<A>, message: jetstream::Message) {
     let config = &shared.config;
-    let attempt = message.info().map_or(1, |info| u32::try_from(info.delivered).unwrap_or(u32::MAX).max(1));
+    let attempt = message.info().map_or(1, |info| {
+        u32::try_from(info.delivered).unwrap_or(u32::MAX).max(1)
+    });
     let parent = trace::extract(message.headers.as_ref());
     let span = tracing::info_span!(
         "baton.handle",
@@ -244,7 +258,12 @@ async fn handle<A: Agent>(shared: &Shared<A>, message: jetstream::Message) {
         envelope = tracing::field::Empty,
     );
     trace::adopt(&span, &parent);
-    let emitter = Emitter { subjects: &config.subjects, agent: &config.agent, span: &span, parent: &parent };
+    let emitter = Emitter {
+        subjects: &config.subjects,
+        agent: &config.agent,
+        span: &span,
+        parent: &parent,
+    };
 
     let envelope = match Envelope::from_msgpack_limited(&message.payload, config.max_payload) {
         Ok(envelope) => envelope,
@@ -253,23 +272,46 @@ async fn handle<A: Agent>(shared: &Shared<A>, message: jetstream::Message) {
             tracing::warn!(subject = %message.subject, reason = %err.reason(), detail = err.detail(), "undecodable message; dead-lettering");
             drop(_enter);
             let outgoing = emitter.undecodable(&message, &err.reason(), err.detail());
-            finish(shared, &message, &outgoing, Settle::Term, true).instrument(span.clone()).await;
+            finish(shared, &message, &outgoing, Settle::Term, true)
+                .instrument(span.clone())
+                .await;
             return;
         }
     };
     span.record("session", tracing::field::display(envelope.session));
     span.record("envelope", tracing::field::display(envelope.id));
-    process(shared, message, envelope, attempt, &emitter).instrument(span.clone()).await;
+    process(shared, message, envelope, attempt, &emitter)
+        .instrument(span.clone())
+        .await;
 }
 
-async fn process<A: Agent>(shared: &Shared<A>, message: jetstream::Message, envelope: Envelope, attempt: u32, emitter: &Emitter<'_>) {
+async fn process<A: Agent>(
+    shared: &Shared<A>,
+    message: jetstream::Message,
+    envelope: Envelope,
+    attempt: u32,
+    emitter: &Emitter<'_>,
+) {
     let config = &shared.config;
     let retry = shared.agent.retry_policy();
-    let planner = Planner { agent: &config.agent, instance: &config.instance, fallback: config.fallback.as_ref(), retry };
+    let planner = Planner {
+        agent: &config.agent,
+        instance: &config.instance,
+        fallback: config.fallback.as_ref(),
+        retry,
+    };
 
     if let Some(plan) = planner.deadline_exceeded(&envelope, now_ms()) {
         tracing::info!("deadline exceeded; failing the session");
-        publish_plan(shared, &message, emitter, &plan.outputs, plan.settle, plan.failed).await;
+        publish_plan(
+            shared,
+            &message,
+            emitter,
+            &plan.outputs,
+            plan.settle,
+            plan.failed,
+        )
+        .await;
         return;
     }
 
@@ -285,7 +327,12 @@ async fn process<A: Agent>(shared: &Shared<A>, message: jetstream::Message, enve
         None => None,
     };
 
-    let task = Task { envelope: envelope.clone(), attempt, agent: config.agent.clone(), instance: config.instance.clone() };
+    let task = Task {
+        envelope: envelope.clone(),
+        attempt,
+        agent: config.agent.clone(),
+        instance: config.instance.clone(),
+    };
     let result = run_agent(shared, &message, task).await;
     match &result {
         Ok(_) => tracing::debug!("agent finished"),
@@ -301,7 +348,15 @@ async fn process<A: Agent>(shared: &Shared<A>, message: jetstream::Message, enve
             }
         }
     }
-    publish_plan(shared, &message, emitter, &plan.outputs, plan.settle, plan.failed).await;
+    publish_plan(
+        shared,
+        &message,
+        emitter,
+        &plan.outputs,
+        plan.settle,
+        plan.failed,
+    )
+    .await;
 }
 
 async fn publish_plan<A: Agent>(
@@ -345,12 +400,20 @@ async fn finish<A: Agent>(
 }
 
 /// Runs the agent under its timeout, telling the server the work is alive.
-async fn run_agent<A: Agent>(shared: &Shared<A>, message: &jetstream::Message, task: Task) -> Result<crate::Outcome, AgentError> {
+async fn run_agent<A: Agent>(
+    shared: &Shared<A>,
+    message: &jetstream::Message,
+    task: Task,
+) -> Result<crate::Outcome, AgentError> {
     let timeout = shared.agent.timeout();
     let work = tokio::time::timeout(timeout, shared.agent.handle(task));
     tokio::pin!(work);
-    let mut progress = tokio::time::interval(shared.progress_every);
-    progress.tick().await;
+    // Start one period out: an interval's "immediate" first tick still waits
+    // for the timer wheel (up to 1 ms), which would delay every message.
+    let mut progress = tokio::time::interval_at(
+        tokio::time::Instant::now() + shared.progress_every,
+        shared.progress_every,
+    );
     loop {
         tokio::select! {
             result = &mut work => {

@@ -12,7 +12,10 @@ struct Fixture {
 
 impl Fixture {
     fn new(agent: &str, fallback: Option<&str>) -> Self {
-        Self { agent: name(agent), fallback: fallback.map(name) }
+        Self {
+            agent: name(agent),
+            fallback: fallback.map(name),
+        }
     }
 
     fn planner(&self) -> Planner<'_> {
@@ -20,7 +23,11 @@ impl Fixture {
             agent: &self.agent,
             instance: "i-1",
             fallback: self.fallback.as_ref(),
-            retry: RetryPolicy { max_attempts: 3, min_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1) },
+            retry: RetryPolicy {
+                max_attempts: 3,
+                min_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(1),
+            },
         }
     }
 }
@@ -29,7 +36,9 @@ fn events(plan: &Plan) -> Vec<(EventType, Option<String>, Option<Reason>)> {
     plan.outputs
         .iter()
         .filter_map(|output| match output {
-            Output::Event(event) => Some((event.kind.clone(), event.to.clone(), event.reason.clone())),
+            Output::Event(event) => {
+                Some((event.kind.clone(), event.to.clone(), event.reason.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -63,12 +72,23 @@ fn hop(agent: &str) -> Hop {
 fn complete_emits_one_terminal_event_with_the_path() {
     let fixture = Fixture::new("general", None);
     let task = Envelope::task("hi");
-    let plan = fixture.planner().plan(&task, 1, Ok(Outcome::complete("hello")));
+    let plan = fixture
+        .planner()
+        .plan(&task, 1, Ok(Outcome::complete("hello")));
     assert_eq!(plan.settle, Settle::Ack);
     assert_eq!(events(&plan), vec![(EventType::Completed, None, None)]);
-    let Output::Event(event) = &plan.outputs[0] else { panic!() };
+    let Output::Event(event) = &plan.outputs[0] else {
+        panic!()
+    };
     assert_eq!(event.output, Some(Value::from("hello")));
-    assert_eq!(event.path.iter().map(|h| h.agent.as_str()).collect::<Vec<_>>(), ["general"]);
+    assert_eq!(
+        event
+            .path
+            .iter()
+            .map(|h| h.agent.as_str())
+            .collect::<Vec<_>>(),
+        ["general"]
+    );
     assert_eq!(event.id, derive_id(task.id, 0));
 }
 
@@ -88,7 +108,11 @@ fn handoff_carries_the_context_and_extends_the_path() {
     assert_eq!(plan.settle, Settle::Ack);
     assert_eq!(
         events(&plan),
-        vec![(EventType::Handoff, Some("refund".into()), Some(Reason::KnowledgeGap))]
+        vec![(
+            EventType::Handoff,
+            Some("refund".into()),
+            Some(Reason::KnowledgeGap)
+        )]
     );
     let next = envelopes(&plan)[0];
     assert_eq!(next.kind, Kind::Handoff);
@@ -97,7 +121,10 @@ fn handoff_carries_the_context_and_extends_the_path() {
     assert_eq!(next.session, task.session);
     assert_eq!(next.id, derive_id(task.id, 1));
     assert_eq!(next.reason, Some(Reason::KnowledgeGap));
-    assert_eq!(next.suggested_next_action.as_deref(), Some("check the window"));
+    assert_eq!(
+        next.suggested_next_action.as_deref(),
+        Some("check the window")
+    );
     assert_eq!(next.path.len(), 1);
     assert_eq!(next.path[0].agent, "general");
     assert_eq!(next.path[0].reason, Some(Reason::parse("arrived")));
@@ -126,8 +153,16 @@ fn plans_are_deterministic_for_the_same_delivery() {
             })
             .collect()
     };
-    let a = fixture.planner().plan(&task, 1, Ok(Outcome::handoff("refund", Reason::KnowledgeGap)));
-    let b = fixture.planner().plan(&task, 2, Ok(Outcome::handoff("refund", Reason::KnowledgeGap)));
+    let a = fixture.planner().plan(
+        &task,
+        1,
+        Ok(Outcome::handoff("refund", Reason::KnowledgeGap)),
+    );
+    let b = fixture.planner().plan(
+        &task,
+        2,
+        Ok(Outcome::handoff("refund", Reason::KnowledgeGap)),
+    );
     assert_eq!(ids(&a), ids(&b));
 }
 
@@ -136,12 +171,22 @@ fn a_to_b_to_a_is_a_loop_escalated_to_the_fallback() {
     let fixture = Fixture::new("b", Some("human"));
     let mut envelope = Envelope::task("x");
     envelope.path.push(hop("a"));
-    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
     assert_eq!(
         events(&plan),
         vec![
-            (EventType::LoopDetected, Some("a".into()), Some(Reason::LoopDetected)),
-            (EventType::Escalated, Some("human".into()), Some(Reason::LoopDetected)),
+            (
+                EventType::LoopDetected,
+                Some("a".into()),
+                Some(Reason::LoopDetected)
+            ),
+            (
+                EventType::Escalated,
+                Some("human".into()),
+                Some(Reason::LoopDetected)
+            ),
         ]
     );
     let next = envelopes(&plan);
@@ -157,9 +202,18 @@ fn a_loop_without_a_fallback_fails_and_dead_letters() {
     let fixture = Fixture::new("b", None);
     let mut envelope = Envelope::task("x");
     envelope.path.push(hop("a"));
-    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
     let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
-    assert_eq!(kinds, [EventType::LoopDetected, EventType::DeadLettered, EventType::Failed]);
+    assert_eq!(
+        kinds,
+        [
+            EventType::LoopDetected,
+            EventType::DeadLettered,
+            EventType::Failed
+        ]
+    );
     assert_eq!(events(&plan)[2].2, Some(Reason::LoopDetected));
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
     assert!(envelopes(&plan).is_empty());
@@ -171,7 +225,9 @@ fn the_fallback_is_not_asked_twice() {
     let fixture = Fixture::new("b", Some("human"));
     let mut envelope = Envelope::task("x");
     envelope.path.extend([hop("a"), hop("human")]);
-    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
     assert_eq!(events(&plan).last().unwrap().0, EventType::Failed);
     assert!(envelopes(&plan).is_empty());
 }
@@ -182,13 +238,22 @@ fn max_hops_is_enforced() {
     let mut envelope = Envelope::task("x").with_max_hops(3);
     envelope.path.extend([hop("a"), hop("b")]);
     // c makes the third hop; a fourth agent would exceed the budget of 3.
-    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
     assert_eq!(events(&plan)[0].0, EventType::LoopDetected);
-    let Output::Event(event) = &plan.outputs[0] else { panic!() };
-    assert!(event.detail.as_deref().unwrap().contains("hop budget of 3"), "{event:?}");
+    let Output::Event(event) = &plan.outputs[0] else {
+        panic!()
+    };
+    assert!(
+        event.detail.as_deref().unwrap().contains("hop budget of 3"),
+        "{event:?}"
+    );
     // One hop fewer fits.
     envelope.path.pop();
-    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
     assert_eq!(events(&plan)[0].0, EventType::Handoff);
 }
 
@@ -202,8 +267,12 @@ fn retryable_failures_nak_with_backoff_then_dead_letter() {
     assert_eq!(events(&first)[0].0, EventType::Retrying);
     let second = fixture.planner().plan(&envelope, 2, fail());
     assert_eq!(second.settle, Settle::Nak(Duration::from_millis(200)));
-    let Output::Event(e1) = &first.outputs[0] else { panic!() };
-    let Output::Event(e2) = &second.outputs[0] else { panic!() };
+    let Output::Event(e1) = &first.outputs[0] else {
+        panic!()
+    };
+    let Output::Event(e2) = &second.outputs[0] else {
+        panic!()
+    };
     assert_ne!(e1.id, e2.id, "each attempt's retrying event is its own");
 
     let last = fixture.planner().plan(&envelope, 3, fail());
@@ -224,7 +293,9 @@ fn retryable_failures_nak_with_backoff_then_dead_letter() {
 #[test]
 fn exhausted_with_a_fallback_dead_letters_and_escalates() {
     let fixture = Fixture::new("orders", Some("human"));
-    let plan = fixture.planner().plan(&Envelope::task("x"), 3, Err(AgentError::retryable("down")));
+    let plan = fixture
+        .planner()
+        .plan(&Envelope::task("x"), 3, Err(AgentError::retryable("down")));
     let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
     assert_eq!(kinds, [EventType::DeadLettered, EventType::Escalated]);
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::MaxAttempts);
@@ -235,7 +306,11 @@ fn exhausted_with_a_fallback_dead_letters_and_escalates() {
 #[test]
 fn fatal_dead_letters_at_once() {
     let fixture = Fixture::new("orders", None);
-    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Err(AgentError::fatal("no such order")));
+    let plan = fixture.planner().plan(
+        &Envelope::task("x"),
+        1,
+        Err(AgentError::fatal("no such order")),
+    );
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::Fatal);
     assert_eq!(events(&plan).last().unwrap().0, EventType::Failed);
     assert_eq!(plan.settle, Settle::Term);
@@ -244,7 +319,11 @@ fn fatal_dead_letters_at_once() {
 #[test]
 fn reject_emits_rejected_then_routes_to_the_fallback() {
     let fixture = Fixture::new("orders", Some("human"));
-    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Err(AgentError::reject("overloaded")));
+    let plan = fixture.planner().plan(
+        &Envelope::task("x"),
+        1,
+        Err(AgentError::reject("overloaded")),
+    );
     let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
     assert_eq!(kinds, [EventType::Rejected, EventType::Escalated]);
     assert_eq!(envelopes(&plan)[0].reason, Some(Reason::Rejected));
@@ -255,7 +334,14 @@ fn escalate_goes_to_the_fallback_with_the_reason() {
     let fixture = Fixture::new("general", Some("human"));
     let outcome = Outcome::escalate(Reason::UserEscalation).say("getting a person");
     let plan = fixture.planner().plan(&Envelope::task("x"), 1, Ok(outcome));
-    assert_eq!(events(&plan), vec![(EventType::Escalated, Some("human".into()), Some(Reason::UserEscalation))]);
+    assert_eq!(
+        events(&plan),
+        vec![(
+            EventType::Escalated,
+            Some("human".into()),
+            Some(Reason::UserEscalation)
+        )]
+    );
     let next = envelopes(&plan)[0];
     assert_eq!(next.context.messages.last().unwrap(), &{
         let mut m = Message::new(Role::Agent, "getting a person").with_name("general");
@@ -267,15 +353,26 @@ fn escalate_goes_to_the_fallback_with_the_reason() {
 #[test]
 fn escalate_without_a_fallback_fails_with_no_route() {
     let fixture = Fixture::new("general", None);
-    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Ok(Outcome::escalate(Reason::UserEscalation)));
+    let plan = fixture.planner().plan(
+        &Envelope::task("x"),
+        1,
+        Ok(Outcome::escalate(Reason::UserEscalation)),
+    );
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
-    assert_eq!(events(&plan).last().unwrap(), &(EventType::Failed, None, Some(Reason::UserEscalation)));
+    assert_eq!(
+        events(&plan).last().unwrap(),
+        &(EventType::Failed, None, Some(Reason::UserEscalation))
+    );
 }
 
 #[test]
 fn an_invalid_target_name_is_a_dead_letter_not_a_panic() {
     let fixture = Fixture::new("general", None);
-    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Ok(Outcome::handoff("Not Valid", Reason::OutOfScope)));
+    let plan = fixture.planner().plan(
+        &Envelope::task("x"),
+        1,
+        Ok(Outcome::handoff("Not Valid", Reason::OutOfScope)),
+    );
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
     assert!(dead_letters(&plan)[0].detail.contains("Not Valid"));
 }
@@ -284,10 +381,29 @@ fn an_invalid_target_name_is_a_dead_letter_not_a_panic() {
 fn deadlines_are_checked_before_running() {
     let fixture = Fixture::new("general", None);
     let envelope = Envelope::task("x").with_deadline(1_000);
-    assert!(fixture.planner().deadline_exceeded(&envelope, 1_000).is_none());
-    let plan = fixture.planner().deadline_exceeded(&envelope, 1_500).unwrap();
-    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::DeadlineExceeded);
-    assert_eq!(events(&plan).last().unwrap(), &(EventType::Failed, None, Some(Reason::DeadlineExceeded)));
+    assert!(
+        fixture
+            .planner()
+            .deadline_exceeded(&envelope, 1_000)
+            .is_none()
+    );
+    let plan = fixture
+        .planner()
+        .deadline_exceeded(&envelope, 1_500)
+        .unwrap();
+    assert_eq!(
+        dead_letters(&plan)[0].reason,
+        DeadLetterReason::DeadlineExceeded
+    );
+    assert_eq!(
+        events(&plan).last().unwrap(),
+        &(EventType::Failed, None, Some(Reason::DeadlineExceeded))
+    );
     assert_eq!(plan.settle, Settle::Term);
-    assert!(fixture.planner().deadline_exceeded(&Envelope::task("x"), u64::MAX).is_none());
+    assert!(
+        fixture
+            .planner()
+            .deadline_exceeded(&Envelope::task("x"), u64::MAX)
+            .is_none()
+    );
 }
