@@ -15,11 +15,11 @@ pub async fn worker(
     subjects: Subjects,
     args: WorkerArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let agent = AgentName::new(args.agent.as_str()).context("invalid agent type name")?;
+    let agent = AgentName::new(args.agent.as_str())?;
     let demo = Demo::by_name(agent.as_str());
     if demo.is_none() && !args.relay {
         anyhow::bail!(
-            "unknown agent type {agent:?}: the built-in demo types are {}; to serve another name, add --relay \
+            "unknown agent type \"{agent}\": the built-in demo types are {}; to serve another name, add --relay \
              (see `baton worker --help`)",
             demo::AGENTS.join(", ")
         );

@@ -81,13 +81,16 @@ pub(crate) async fn run<H, F>(
         last_request: Instant::now(),
     };
     let stale_after = settings.pull_expires + Duration::from_secs(2);
+    // Set when a pull request could not be sent (e.g. while reconnecting).
+    let mut retry_at: Option<Instant> = None;
 
     loop {
         while tasks.try_join_next().is_some() {}
         let want = semaphore
             .available_permits()
             .saturating_sub(requested.count);
-        if want > 0 {
+        if want > 0 && retry_at.is_none_or(|at| at <= Instant::now()) {
+            retry_at = None;
             let body = format!(
                 r#"{{"batch":{want},"expires":{}}}"#,
                 settings.pull_expires.as_nanos()
@@ -101,7 +104,10 @@ pub(crate) async fn run<H, F>(
                     requested.count += want;
                     requested.last_request = Instant::now();
                 }
-                Err(err) => tracing::warn!(error = %err, "pull request failed; trying again"),
+                Err(err) => {
+                    tracing::warn!(error = %err, "pull request failed; trying again");
+                    retry_at = Some(Instant::now() + Duration::from_millis(250));
+                }
             }
         }
         let stale = requested.last_request + stale_after;
@@ -144,6 +150,7 @@ pub(crate) async fn run<H, F>(
                 }
             }
             () = freed.notified() => {}
+            () = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
             () = tokio::time::sleep_until(stale), if requested.count > 0 => {
                 // A status was lost (e.g. across a reconnect): start counting afresh.
                 requested.count = 0;
