@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::stream;
-use baton_proto::{AgentName, Envelope, EventType};
+use baton_proto::{Envelope, EventType};
 
 use crate::util::{System, kinds};
 
@@ -15,7 +15,11 @@ async fn baton_dev_runs_every_demo_case() -> anyhow::Result<()> {
         command.arg("dev").env_remove("NATS_URL").output()
     })?;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     for path in [
         "path:   general_enquiry -[knowledge_gap]-> refund",
         "path:   general_enquiry -[out_of_scope]-> order_management\n",
@@ -25,7 +29,11 @@ async fn baton_dev_runs_every_demo_case() -> anyhow::Result<()> {
     ] {
         assert!(stdout.contains(path), "missing {path:?} in:\n{stdout}");
     }
-    assert!(stdout.contains("order_management retrying: attempt 1 of 3 failed: order database timed out"), "{stdout}");
+    assert!(
+        stdout
+            .contains("order_management retrying: attempt 1 of 3 failed: order database timed out"),
+        "{stdout}"
+    );
     assert!(stdout.contains("refused, loop detected"), "{stdout}");
     assert_eq!(stdout.matches("  answer: ").count(), 5, "{stdout}");
     assert!(stdout.contains("0 dead letter(s)"), "{stdout}");
@@ -41,15 +49,38 @@ async fn send_wait_and_watch_use_nats_url_from_the_environment() -> anyhow::Resu
 
     let output = tokio::task::block_in_place(|| {
         std::process::Command::new(baton_testkit::baton_binary())
-            .args(["send", "--wait", "--var", "order_id=ABC-123", "--var", "count=3", "hello there"])
+            .args([
+                "send",
+                "--wait",
+                "--var",
+                "order_id=ABC-123",
+                "--var",
+                "count=3",
+                "hello there",
+            ])
             .env("NATS_URL", system.server.url())
             .output()
     })?;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("path:   front -[out_of_scope]-> back"), "{stdout}");
-    assert!(stdout.contains(r#""order_id":"ABC-123""#) && stdout.contains(r#""count":3"#), "{stdout}");
-    let session = stdout.lines().next().unwrap().trim_start_matches("session ").to_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("path:   front -[out_of_scope]-> back"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#""order_id":"ABC-123""#) && stdout.contains(r#""count":3"#),
+        "{stdout}"
+    );
+    let session = stdout
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("session ")
+        .to_owned();
 
     let watch = tokio::task::block_in_place(|| system.baton(&["watch", &session]).output())?;
     let lines = String::from_utf8_lossy(&watch.stdout);
@@ -57,7 +88,10 @@ async fn send_wait_and_watch_use_nats_url_from_the_environment() -> anyhow::Resu
     let events: Vec<_> = lines.lines().collect();
     assert_eq!(events.len(), 4, "{lines}");
     assert!(events[0].ends_with("front accepted (attempt 1)"), "{lines}");
-    assert!(events[1].ends_with("front handed off to back [out_of_scope]"), "{lines}");
+    assert!(
+        events[1].ends_with("front handed off to back [out_of_scope]"),
+        "{lines}"
+    );
     assert!(events[3].contains("completed: "), "{lines}");
 
     let bad = tokio::task::block_in_place(|| system.baton(&["watch", "not-a-session"]).output())?;
@@ -70,15 +104,26 @@ async fn send_wait_and_watch_use_nats_url_from_the_environment() -> anyhow::Resu
 async fn progress_keeps_a_long_task_from_being_redelivered() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     // The task runs 3.5 s against an ack_wait of 1 s: only progress keeps it ours.
-    system.relay("l1", "long", &["--work-ms", "3500", "--ack-wait-secs", "1"]).await?;
-    system.relay("l2", "long", &["--work-ms", "3500", "--ack-wait-secs", "1"]).await?;
+    system
+        .relay("l1", "long", &["--work-ms", "3500", "--ack-wait-secs", "1"])
+        .await?;
+    system
+        .relay("l2", "long", &["--work-ms", "3500", "--ack-wait-secs", "1"])
+        .await?;
     let task = Envelope::task("take your time");
-    system.client.submit_to(&AgentName::new("long")?, &task).await?;
-    let events = system.session_events(task.session, Duration::from_secs(30)).await?;
+    let events = system.run("long", &task).await?;
     assert_eq!(kinds(&events), ["accepted", "completed"]);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stored = system.stored_events(task.session).await?;
-    assert_eq!(stored.iter().filter(|e| e.kind == EventType::Accepted).count(), 1, "{:?}", kinds(&stored));
+    assert_eq!(
+        stored
+            .iter()
+            .filter(|e| e.kind == EventType::Accepted)
+            .count(),
+        1,
+        "{:?}",
+        kinds(&stored)
+    );
     Ok(())
 }
 
@@ -93,10 +138,14 @@ async fn a_conflicting_stream_is_reported_with_the_fix() -> anyhow::Result<()> {
         ..Default::default()
     })
     .await?;
-    let output = tokio::task::block_in_place(|| system.baton(&["worker", "any", "--relay"]).output())?;
+    let output =
+        tokio::task::block_in_place(|| system.baton(&["worker", "any", "--relay"]).output())?;
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("stream BATON_TASKS exists with retention Limits"), "{stderr}");
+    assert!(
+        stderr.contains("stream BATON_TASKS exists with retention Limits"),
+        "{stderr}"
+    );
     assert!(stderr.contains("nats stream rm BATON_TASKS"), "{stderr}");
     Ok(())
 }
@@ -109,11 +158,17 @@ async fn bad_names_and_unreachable_servers_get_clear_errors() -> anyhow::Result<
     let unknown = run(&["worker", "wizard"])?;
     assert!(!unknown.status.success());
     let text = String::from_utf8_lossy(&unknown.stderr);
-    assert!(text.contains("unknown agent type \"wizard\"") && text.contains("--relay"), "{text}");
+    assert!(
+        text.contains("unknown agent type \"wizard\"") && text.contains("--relay"),
+        "{text}"
+    );
 
     let invalid = run(&["worker", "Bad.Name", "--relay"])?;
     let text = String::from_utf8_lossy(&invalid.stderr);
-    assert!(text.contains("invalid agent type name \"Bad.Name\"") && text.contains("a-z, 0-9"), "{text}");
+    assert!(
+        text.contains("invalid agent type name \"Bad.Name\"") && text.contains("a-z, 0-9"),
+        "{text}"
+    );
 
     let bad_var = run(&["send", "--var", "novalue", "hi"])?;
     assert!(String::from_utf8_lossy(&bad_var.stderr).contains("write KEY=VALUE"));
@@ -125,6 +180,9 @@ async fn bad_names_and_unreachable_servers_get_clear_errors() -> anyhow::Result<
     })?;
     assert!(!offline.status.success());
     let text = String::from_utf8_lossy(&offline.stderr);
-    assert!(text.contains("cannot connect to NATS at nats://127.0.0.1:1"), "{text}");
+    assert!(
+        text.contains("cannot connect to NATS at nats://127.0.0.1:1"),
+        "{text}"
+    );
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use baton_proto::{AgentName, Envelope, EventType};
+use baton_proto::{Envelope, EventType};
 
 use crate::util::{System, kinds};
 
@@ -26,13 +26,7 @@ async fn a_retryable_failure_succeeds_on_the_third_attempt() -> anyhow::Result<(
         )
         .await?;
     let task = Envelope::task("try hard");
-    system
-        .client
-        .submit_to(&AgentName::new("flaky")?, &task)
-        .await?;
-    let events = system
-        .session_events(task.session, Duration::from_secs(30))
-        .await?;
+    let events = system.run("flaky", &task).await?;
     assert_eq!(
         kinds(&events),
         [
@@ -73,13 +67,7 @@ async fn exhausted_attempts_dead_letter_with_max_attempts_and_fail() -> anyhow::
         )
         .await?;
     let task = Envelope::task("never works");
-    system
-        .client
-        .submit_to(&AgentName::new("doomed")?, &task)
-        .await?;
-    let events = system
-        .session_events(task.session, Duration::from_secs(30))
-        .await?;
+    let events = system.run("doomed", &task).await?;
     assert_eq!(
         kinds(&events),
         [
@@ -126,13 +114,7 @@ async fn a_fatal_error_escalates_to_the_fallback_after_dead_lettering() -> anyho
         .await?;
     system.relay("h1", "desk", &[]).await?;
     let task = Envelope::task("fix it");
-    system
-        .client
-        .submit_to(&AgentName::new("broken")?, &task)
-        .await?;
-    let events = system
-        .session_events(task.session, Duration::from_secs(30))
-        .await?;
+    let events = system.run("broken", &task).await?;
     assert_eq!(
         kinds(&events),
         [
@@ -175,13 +157,7 @@ async fn bad_input_is_dead_lettered_with_its_reason_and_the_worker_keeps_serving
     system.publish_envelope("baton.agent.sink", &big).await?;
 
     let good = Envelope::task("still there?");
-    system
-        .client
-        .submit_to(&AgentName::new("sink")?, &good)
-        .await?;
-    let events = system
-        .session_events(good.session, Duration::from_secs(30))
-        .await?;
+    let events = system.run("sink", &good).await?;
     assert_eq!(events.last().unwrap().kind, EventType::Completed);
 
     // The sessions of readable-but-refused envelopes end with the reason, so no client waits forever.
@@ -224,13 +200,7 @@ async fn a_dead_letter_replayed_after_a_fix_completes() -> anyhow::Result<()> {
         .relay("p1", "picky", &["--fatal", "--no-fallback"])
         .await?;
     let task = Envelope::task("second time lucky");
-    system
-        .client
-        .submit_to(&AgentName::new("picky")?, &task)
-        .await?;
-    let events = system
-        .session_events(task.session, Duration::from_secs(30))
-        .await?;
+    let events = system.run("picky", &task).await?;
     assert_eq!(events.last().unwrap().kind, EventType::Failed);
     let dead = system.client.dead_letters().await?;
     assert_eq!(dead.len(), 1);

@@ -17,13 +17,7 @@ async fn a_to_b_to_a_is_caught_and_escalated_to_the_human() -> anyhow::Result<()
         .await?;
     system.relay("h1", "human", &[]).await?;
     let task = Envelope::task("bounce");
-    system
-        .client
-        .submit_to(&AgentName::new("ping")?, &task)
-        .await?;
-    let events = system
-        .session_events(task.session, Duration::from_secs(30))
-        .await?;
+    let events = system.run("ping", &task).await?;
     assert_eq!(
         kinds(&events),
         [

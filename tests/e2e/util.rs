@@ -97,6 +97,16 @@ impl System {
         }
     }
 
+    /// Publishes `task` straight to agent type `agent` and returns the
+    /// session's events up to the terminal one.
+    pub async fn run(&self, agent: &str, task: &Envelope) -> anyhow::Result<Vec<Event>> {
+        self.client
+            .submit_to(&baton_proto::AgentName::new(agent)?, task)
+            .await?;
+        self.session_events(task.session, Duration::from_secs(30))
+            .await
+    }
+
     /// Every event of `session` until (and including) the terminal one.
     pub async fn session_events(
         &self,

@@ -247,6 +247,46 @@ pub async fn run(nats: &NatsArgs, args: BenchArgs) -> anyhow::Result<std::proces
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// Runs the warm-up, then the measured tasks, each in a closed loop: a task is
+/// submitted only when the window has room. Returns the measured duration.
+async fn measure<S, F>(
+    recorder: &Recorder,
+    args: &BenchArgs,
+    submit_one: S,
+) -> anyhow::Result<Duration>
+where
+    S: Fn() -> F,
+    F: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let submit_one = &submit_one;
+    let run = |count: u64| async move {
+        let mut pending = tokio::task::JoinSet::new();
+        for _ in 0..count {
+            recorder.slot().await;
+            pending.spawn(submit_one());
+            while let Some(done) = pending.try_join_next() {
+                done??;
+            }
+        }
+        while let Some(done) = pending.join_next().await {
+            done??;
+        }
+        anyhow::Ok(())
+    };
+    // The warm-up also provisions streams and consumers.
+    run(args.warmup).await?;
+    recorder
+        .wait_for(args.warmup, Duration::from_secs(120))
+        .await?;
+    recorder.reset();
+    let started = Instant::now();
+    run(args.tasks).await?;
+    recorder
+        .wait_for(args.tasks, Duration::from_secs(600))
+        .await?;
+    Ok(started.elapsed())
+}
+
 fn padded_task(payload_bytes: usize) -> Envelope {
     let task = Envelope::task("bench");
     let base = task.to_msgpack().map(|b| b.len()).unwrap_or(0);
@@ -272,44 +312,17 @@ async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::R
     }
     let baton = Client::new(client.clone(), subjects);
     let first = AgentName::new(names[0].as_str())?;
-    let submit = |count: u64| {
-        let baton = baton.clone();
-        let first = first.clone();
-        let recorder = recorder.clone();
-        let payload = args.payload_bytes;
-        let max_hops = u32::try_from(args.hops + 1).unwrap_or(u32::MAX);
-        async move {
-            let mut pending = tokio::task::JoinSet::new();
-            for _ in 0..count {
-                recorder.slot().await;
-                let mut task = padded_task(payload).with_max_hops(max_hops);
-                task.context
-                    .state
-                    .insert("sent_ns".into(), Value::from(now_ns()));
-                let (baton, first) = (baton.clone(), first.clone());
-                pending.spawn(async move { baton.submit_to(&first, &task).await });
-                while let Some(done) = pending.try_join_next() {
-                    done??;
-                }
-            }
-            while let Some(done) = pending.join_next().await {
-                done??;
-            }
-            anyhow::Ok(())
-        }
-    };
-    // Warm up (also provisions streams and consumers).
-    submit(args.warmup).await?;
-    recorder
-        .wait_for(args.warmup, Duration::from_secs(120))
-        .await?;
-    recorder.reset();
-    let started = Instant::now();
-    submit(args.tasks).await?;
-    recorder
-        .wait_for(args.tasks, Duration::from_secs(600))
-        .await?;
-    let elapsed = started.elapsed();
+    let payload = args.payload_bytes;
+    let max_hops = u32::try_from(args.hops + 1).unwrap_or(u32::MAX);
+    let elapsed = measure(&recorder, args, || {
+        let mut task = padded_task(payload).with_max_hops(max_hops);
+        task.context
+            .state
+            .insert("sent_ns".into(), Value::from(now_ns()));
+        let (baton, first) = (baton.clone(), first.clone());
+        async move { Ok(baton.submit_to(&first, &task).await?) }
+    })
+    .await?;
     stop.cancel();
     while let Some(result) = workers.join_next().await {
         result??;
@@ -393,45 +406,19 @@ async fn raw_relay(
         });
     }
     let payload = Bytes::from(vec![b'x'; payload_len]);
-    let submit = |count: u64| {
-        let js = js.clone();
-        let payload = payload.clone();
-        let first = subjects[0].clone();
-        let recorder = recorder.clone();
+    let first = subjects[0].clone();
+    let elapsed = measure(&recorder, args, || {
+        let (js, first, payload) = (js.clone(), first.clone(), payload.clone());
         async move {
-            let mut pending = tokio::task::JoinSet::new();
-            for _ in 0..count {
-                recorder.slot().await;
-                let (js, first, payload) = (js.clone(), first.clone(), payload.clone());
-                pending.spawn(async move {
-                    let mut headers = async_nats::HeaderMap::new();
-                    headers.insert("Bench-Sent", now_ns().to_string().as_str());
-                    js.publish_with_headers(first, headers, payload)
-                        .await?
-                        .await?;
-                    anyhow::Ok(())
-                });
-                while let Some(done) = pending.try_join_next() {
-                    done??;
-                }
-            }
-            while let Some(done) = pending.join_next().await {
-                done??;
-            }
-            anyhow::Ok(())
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Bench-Sent", now_ns().to_string().as_str());
+            js.publish_with_headers(first, headers, payload)
+                .await?
+                .await?;
+            Ok(())
         }
-    };
-    submit(args.warmup).await?;
-    recorder
-        .wait_for(args.warmup, Duration::from_secs(120))
-        .await?;
-    recorder.reset();
-    let started = Instant::now();
-    submit(args.tasks).await?;
-    recorder
-        .wait_for(args.tasks, Duration::from_secs(600))
-        .await?;
-    let elapsed = started.elapsed();
+    })
+    .await?;
     stop.cancel();
     while let Some(result) = stages.join_next().await {
         result??;

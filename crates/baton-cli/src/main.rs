@@ -20,7 +20,11 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let quiet = matches!(
         cli.command,
-        Command::Send(_) | Command::Watch(_) | Command::Dlq(_) | Command::Dev(_)
+        Command::Send(_)
+            | Command::Watch(_)
+            | Command::Dlq(_)
+            | Command::Dev(_)
+            | Command::Bench(_)
     );
     let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()

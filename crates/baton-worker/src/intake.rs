@@ -41,12 +41,40 @@ struct Requested {
     last_request: Instant,
 }
 
+/// Pulls until `shutdown` resolves, lets in-flight work finish within the
+/// grace period, then flushes the connection so the last acks are sent.
+pub(crate) async fn serve<H, F>(
+    source: Source,
+    settings: IntakeSettings,
+    shutdown: impl Future<Output = ()> + Send,
+    handler: H,
+) where
+    H: Fn(jetstream::Message) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let client = source.client.clone();
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    let run = run(source, settings, token, handler);
+    tokio::pin!(run);
+    tokio::select! {
+        () = &mut run => {}
+        () = shutdown => {
+            trigger.cancel();
+            run.await;
+        }
+    }
+    if let Err(err) = client.flush().await {
+        tracing::warn!(error = %err, "could not flush the connection on shutdown");
+    }
+}
+
 /// Pulls until `shutdown`, then lets in-flight work finish within the grace period.
 ///
 /// Messages that arrive for an outstanding pull after shutdown are Nak'ed so
 /// another replica gets them at once; work still running when the grace period
 /// ends is abandoned un-acked and redelivered after `ack_wait`.
-pub(crate) async fn run<H, F>(
+async fn run<H, F>(
     source: Source,
     settings: IntakeSettings,
     shutdown: CancellationToken,

@@ -10,7 +10,6 @@ use baton_proto::{
     Wire, derive_id,
 };
 use bytes::Bytes;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::Error;
@@ -122,28 +121,24 @@ impl Router {
             shutdown_grace: Duration::from_secs(10),
         };
         tracing::info!(default_agent = ?config.default_agent, "router started");
-        let token = CancellationToken::new();
-        let trigger = token.clone();
-        let run = intake::run(source, settings, token, |message| {
+        let me = Arc::new(AgentName::new(ROUTER_NAME)?);
+        intake::serve(source, settings, shutdown, |message| {
             let config = config.clone();
             let publisher = publisher.clone();
-            async move { route(&config, &publisher, message).await }
-        });
-        tokio::pin!(run);
-        tokio::select! {
-            () = &mut run => {}
-            () = shutdown => {
-                trigger.cancel();
-                run.await;
-            }
-        }
-        let _ = self.client.flush().await;
+            let me = me.clone();
+            async move { route(&config, &publisher, &me, message).await }
+        })
+        .await;
         Ok(())
     }
 }
 
-async fn route(config: &RouterConfig, publisher: &Publisher, message: jetstream::Message) {
-    let me = AgentName::new(ROUTER_NAME).expect("valid name");
+async fn route(
+    config: &RouterConfig,
+    publisher: &Publisher,
+    me: &AgentName,
+    message: jetstream::Message,
+) {
     let parent = trace::extract(message.headers.as_ref());
     let span = tracing::info_span!(
         "baton.route",
@@ -153,7 +148,7 @@ async fn route(config: &RouterConfig, publisher: &Publisher, message: jetstream:
     trace::adopt(&span, &parent);
     let emitter = Emitter {
         subjects: &config.subjects,
-        agent: &me,
+        agent: me,
         span: &span,
         parent: &parent,
     };

@@ -10,7 +10,6 @@ use async_nats::jetstream::{self, AckKind};
 use baton_proto::{
     AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Subjects, Wire, now_ms,
 };
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::agent::{Agent, AgentError, Task};
@@ -211,33 +210,21 @@ impl<A: Agent> Worker<A> {
             stats: self.stats,
             progress_every: (ack_wait / 3).max(Duration::from_millis(100)),
         });
-        let token = CancellationToken::new();
-        let trigger = token.clone();
         let source = Source {
             client: self.client.clone(),
             jetstream: shared.publisher.jetstream().clone(),
             stream: shared.config.subjects.tasks_stream(),
             consumer: Subjects::agent_consumer(&shared.config.agent),
         };
-        let run = intake::run(source, settings, token.clone(), |message| {
+        intake::serve(source, settings, shutdown, |message| {
             let shared = shared.clone();
             async move {
                 shared.stats.in_flight.fetch_add(1, Ordering::Relaxed);
                 handle(&shared, message).await;
                 shared.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
             }
-        });
-        tokio::pin!(run);
-        tokio::select! {
-            () = &mut run => {}
-            () = shutdown => {
-                trigger.cancel();
-                run.await;
-            }
-        }
-        if let Err(err) = self.client.flush().await {
-            tracing::warn!(error = %err, "could not flush the connection on shutdown");
-        }
+        })
+        .await;
         tracing::info!(agent = %shared.config.agent, "worker stopped");
         Ok(())
     }
