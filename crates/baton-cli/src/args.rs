@@ -62,6 +62,11 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Run the ingress router, which moves tasks from `<prefix>.ingress` to their first agent.
     Router(RouterArgs),
+    /// Run a registry replica: answers best-agent lookups from worker heartbeats.
+    /// Run two or more for high availability; any replica answers.
+    Registry(RegistryArgs),
+    /// List the live agent types: instances, tier, capabilities, load, backlog, success ratio.
+    Agents(AgentsArgs),
     /// Publish a task and print its session id (or, with --wait, its outcome).
     Send(SendArgs),
     /// Print a session's events from the start, then follow them until the session ends.
@@ -71,6 +76,8 @@ pub enum Command {
     Dlq(DlqCommand),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(crate::bench::BenchArgs),
+    /// Benchmark the registry: lookups per second and latency with many agents registered.
+    BenchRegistry(crate::bench_registry::BenchRegistryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -139,7 +146,41 @@ pub struct WorkerArgs {
     pub instance: Option<String>,
 
     #[command(flatten)]
+    pub registry: WorkerRegistryArgs,
+
+    #[command(flatten)]
     pub relay_options: RelayArgs,
+}
+
+/// What a worker tells the registry, and how it uses it.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Registry options")]
+pub struct WorkerRegistryArgs {
+    /// Capabilities to advertise, comma-separated (demo types have their own by default).
+    #[arg(long, value_delimiter = ',', value_name = "CAP,...")]
+    pub capabilities: Option<Vec<String>>,
+
+    /// Knowledge domains to advertise, comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "DOMAIN,...")]
+    pub domains: Option<Vec<String>>,
+
+    /// Tier to advertise: 1 is the first line (demo types have their own by default).
+    #[arg(long)]
+    pub tier: Option<u32>,
+
+    /// Heartbeat interval, in ms.
+    #[arg(long, default_value_t = 2000)]
+    pub heartbeat_ms: u64,
+
+    /// Do not ask the registry: escalations and rejections go straight to the
+    /// fallback, and capability handoffs fail with `no_route`.
+    #[arg(long)]
+    pub no_registry: bool,
+
+    /// How long a lookup may be retried when no registry answers before the
+    /// fallback path is taken, in ms.
+    #[arg(long, default_value_t = 3000)]
+    pub lookup_budget_ms: u64,
 }
 
 /// Behaviour of a `--relay` agent.
@@ -149,6 +190,10 @@ pub struct RelayArgs {
     /// Hand off to this agent type; without it the relay completes the session.
     #[arg(long)]
     pub next: Option<String>,
+
+    /// Hand off to the registry's best agent with these capabilities (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "CAP,...", conflicts_with = "next")]
+    pub next_requires: Option<Vec<String>>,
 
     /// Fail retryably on the first N attempts.
     #[arg(long, default_value_t = 0)]
@@ -162,7 +207,7 @@ pub struct RelayArgs {
     #[arg(long)]
     pub reject: bool,
 
-    /// Escalate every task to the fallback.
+    /// Escalate every task: to the registry's best agent of a higher tier, else the fallback.
     #[arg(long)]
     pub escalate: bool,
 
@@ -177,9 +222,19 @@ pub struct RelayArgs {
 
 #[derive(Debug, Args)]
 pub struct RouterArgs {
-    /// Agent type for tasks that name no `to`; without it such tasks fail with `no_route`.
+    /// Agent type for tasks that name neither `to` nor `requires`; without it such tasks fail
+    /// with `no_route`.
     #[arg(long)]
     pub default_agent: Option<String>,
+
+    /// Agent type for tasks whose `requires` no live agent meets (reason `no_match`);
+    /// without it such tasks fail with `no_route`.
+    #[arg(long)]
+    pub fallback: Option<String>,
+
+    /// Do not route tasks with `requires` through the registry.
+    #[arg(long)]
+    pub no_registry: bool,
 
     /// Largest task accepted, in bytes.
     #[arg(long, default_value_t = baton_proto::DEFAULT_MAX_PAYLOAD)]
@@ -187,13 +242,37 @@ pub struct RouterArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// The workers' heartbeat interval, in ms: instances silent for three intervals are dropped,
+    /// backlogs are read this often, and a starting replica listens this long before it answers.
+    #[arg(long, default_value_t = 2000)]
+    pub heartbeat_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentsArgs {
+    /// Print the registry's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// How long to keep asking when no registry answers, in ms.
+    #[arg(long, default_value_t = 3000)]
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Args)]
 pub struct SendArgs {
     /// The user's message.
     pub text: String,
 
-    /// First agent type (default: the router's default entry agent).
+    /// First agent type (default: the registry's best agent for --requires, else the router's
+    /// default entry agent).
     #[arg(long)]
     pub to: Option<String>,
+
+    /// Capabilities the first agent must have, comma-separated; the router asks the registry.
+    #[arg(long, value_delimiter = ',', value_name = "CAP,...")]
+    pub requires: Vec<String>,
 
     /// Publish straight to the agent's subject instead of the ingress (needs --to).
     #[arg(long, requires = "to")]

@@ -9,7 +9,7 @@
 //! | `human_support` | 3 | the fallback: a person takes the case |
 
 use baton_proto::{Reason, Value};
-use baton_worker::{Agent, AgentError, Outcome, RetryPolicy, Task};
+use baton_worker::{Agent, AgentError, Need, Outcome, Profile, RetryPolicy, Task};
 
 /// Names of the demo agent types, entry first, fallback last.
 pub const AGENTS: [&str; 5] = [
@@ -81,6 +81,23 @@ impl Demo {
             Self::HumanSupport => 3,
         }
     }
+
+    /// What the agent advertises to the registry.
+    pub fn profile(self) -> Profile {
+        let (capabilities, domains): (&[&str], &[&str]) = match self {
+            Self::GeneralEnquiry => (&["general_enquiry"], &["customer_service"]),
+            Self::OrderManagement => (&["order_status"], &["orders"]),
+            Self::AdvancedOrder => (&["order_status", "special_orders"], &["orders"]),
+            Self::Refund => (&["refunds"], &["billing", "orders"]),
+            Self::HumanSupport => (&["human", "general_enquiry"], &["customer_service"]),
+        };
+        let owned = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+        Profile {
+            capabilities: owned(capabilities),
+            domains: owned(domains),
+            tier: self.tier(),
+        }
+    }
 }
 
 /// The first order id in `text`, such as `ABC-123`.
@@ -108,7 +125,8 @@ impl Agent for Demo {
         let outcome = match self {
             Self::GeneralEnquiry => {
                 if mentions(&text, &["human", "a person", "manager"]) {
-                    Outcome::escalate(Reason::UserEscalation)
+                    // Any person of a higher tier; the registry picks which.
+                    Outcome::escalate_to(Need::capabilities(["human"]), Reason::UserEscalation)
                         .say("I understand. I am bringing in a member of our support team.")
                         .step(
                             "classify",
@@ -116,7 +134,8 @@ impl Agent for Demo {
                             "the customer asked for a person",
                         )
                 } else if mentions(&text, &["refund", "money back"]) {
-                    let mut outcome = Outcome::handoff("refund", Reason::KnowledgeGap)
+                    let mut outcome =
+                        Outcome::handoff_to(Need::capabilities(["refunds"]), Reason::KnowledgeGap)
                         .say("Refund rules are handled by our refund specialist; passing you over.")
                         .step(
                             "classify",
@@ -129,7 +148,7 @@ impl Agent for Demo {
                     }
                     outcome
                 } else if let Some(order) = order {
-                    Outcome::handoff("order_management", Reason::OutOfScope)
+                    Outcome::handoff_to(Need::capabilities(["order_status"]), Reason::OutOfScope)
                         .say("Let me get our order team to look at that.")
                         .set_var("order_id", order)
                         .step(
@@ -159,7 +178,7 @@ impl Agent for Demo {
                 } else if order.starts_with("FLK-") && task.attempt < 2 {
                     return Err(AgentError::retryable("order database timed out"));
                 } else if order.starts_with("SPC-") {
-                    Outcome::handoff("advanced_order", Reason::ToolFailure)
+                    Outcome::handoff_to(Need::capabilities(["special_orders"]), Reason::ToolFailure)
                         .say("Our standard order tool cannot read special orders; a specialist will take over.")
                         .step("lookup", "tool failed", "special orders are not in the standard order database")
                         .set_state("tool_error", "special order not found in standard database")

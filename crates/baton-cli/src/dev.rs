@@ -37,16 +37,29 @@ pub async fn run(
 
     let stop = CancellationToken::new();
     let mut services = tokio::task::JoinSet::new();
+    // A replica warms up for one heartbeat interval; here every worker starts
+    // right after it and sends its first heartbeat at once.
+    let registry = baton_registry::RegistryConfig::default()
+        .with_subjects(subjects.clone())
+        .with_warmup(Duration::from_millis(500));
+    let registry = baton_registry::Registry::new(client.clone(), registry);
+    let registry_stop = stop.clone();
+    services.spawn(async move {
+        registry.run(registry_stop.cancelled_owned()).await?;
+        anyhow::Ok(())
+    });
     let router = RouterConfig::default()
         .with_subjects(subjects.clone())
         .with_default_agent(Some(AgentName::new(demo::ENTRY)?));
-    services.spawn(Router::new(client.clone(), router).run(stop.clone().cancelled_owned()));
+    let router = Router::new(client.clone(), router).run(stop.clone().cancelled_owned());
+    services.spawn(async move { Ok(router.await?) });
     let fallback = AgentName::new(demo::FALLBACK)?;
     for name in demo::AGENTS {
         let agent = AgentName::new(name)?;
         let kind = Demo::by_name(name).context("demo agent")?;
         let config = WorkerConfig::new(agent.clone())
             .with_subjects(subjects.clone())
+            .with_profile(kind.profile())
             .with_fallback((name != demo::FALLBACK).then(|| fallback.clone()))
             .with_shutdown_grace(Duration::from_secs(5));
         let configured = Configured {
@@ -58,9 +71,9 @@ pub async fn run(
             timeout: Duration::from_secs(30),
             concurrency: 8,
         };
-        services.spawn(
-            Worker::new(client.clone(), config, configured).run(stop.clone().cancelled_owned()),
-        );
+        let worker =
+            Worker::new(client.clone(), config, configured).run(stop.clone().cancelled_owned());
+        services.spawn(async move { Ok(worker.await?) });
     }
     println!(
         "router (entry agent {}) and {} demo agents running: {}",
@@ -72,6 +85,9 @@ pub async fn run(
             .collect::<Vec<_>>()
             .join(", ")
     );
+
+    wait_for_registry(&client, &subjects).await?;
+    println!("registry (service {}) knows every demo agent", baton_registry::SERVICE_NAME);
 
     let baton = Client::new(client.clone(), subjects.clone());
     let mut all_completed = true;
@@ -129,4 +145,23 @@ pub async fn run(
     } else {
         std::process::ExitCode::FAILURE
     })
+}
+
+/// Waits until the registry lists every demo agent type.
+async fn wait_for_registry(client: &async_nats::Client, subjects: &Subjects) -> anyhow::Result<()> {
+    let registry = baton_worker::RegistryClient::new(client.clone(), subjects);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(answer) = registry.lookup(&baton_proto::LookupRequest::default()).await {
+            if answer.candidates.len() >= demo::AGENTS.len() {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the registry did not see all {} demo agents within 15 s",
+            demo::AGENTS.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod bench_registry;
 mod demo;
 mod dev;
 mod dlq;
@@ -25,6 +26,8 @@ fn main() -> std::process::ExitCode {
             | Command::Dlq(_)
             | Command::Dev(_)
             | Command::Bench(_)
+            | Command::BenchRegistry(_)
+            | Command::Agents(_)
     );
     let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -53,10 +56,13 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Dev(args) => dev::run(&cli.nats, subjects, args).await,
         Command::Worker(args) => serve::worker(&cli.nats, subjects, args).await,
         Command::Router(args) => serve::router(&cli.nats, subjects, args).await,
+        Command::Registry(args) => serve::registry(&cli.nats, subjects, args).await,
+        Command::Agents(args) => serve::agents(&cli.nats, subjects, args).await,
         Command::Send(args) => session::send(&cli.nats, subjects, args).await,
         Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
         Command::Bench(args) => bench::run(&cli.nats, args).await,
+        Command::BenchRegistry(args) => bench_registry::run(&cli.nats, args).await,
     }
 }
 

@@ -4,13 +4,15 @@
 use std::time::Duration;
 
 use baton_proto::{Reason, Value};
-use baton_worker::{Agent, AgentError, Outcome, RetryPolicy, Task};
+use baton_worker::{Agent, AgentError, Need, Outcome, RetryPolicy, Task};
 
 /// Behaviour of a relay agent, set from `baton worker` flags.
 #[derive(Debug, Clone)]
 pub struct Relay {
     pub name: String,
     pub next: Option<String>,
+    /// Hand off by capability instead, through the registry.
+    pub next_requires: Option<Vec<String>>,
     pub fail_attempts: u32,
     pub fatal: bool,
     pub reject: bool,
@@ -49,10 +51,14 @@ impl Agent for Relay {
         let mut outcome = if self.escalate {
             Outcome::escalate(Reason::UserEscalation)
         } else {
-            match &self.next {
-                Some(next) => Outcome::handoff(next.clone(), Reason::OutOfScope)
+            match (&self.next, &self.next_requires) {
+                (Some(next), _) => Outcome::handoff(next.clone(), Reason::OutOfScope)
                     .next_action(format!("continue after {}", self.name)),
-                None => Outcome::complete(summary(&task)),
+                (None, Some(requires)) => {
+                    Outcome::handoff_to(Need::capabilities(requires.clone()), Reason::KnowledgeGap)
+                        .next_action(format!("continue after {}", self.name))
+                }
+                (None, None) => Outcome::complete(summary(&task)),
             }
         };
         if !self.quiet {

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use baton_proto::{AgentName, Subjects};
 use baton_worker::{RetryPolicy, Router, RouterConfig, Worker, WorkerConfig};
 
-use crate::args::{NatsArgs, RouterArgs, WorkerArgs};
+use crate::args::{AgentsArgs, NatsArgs, RegistryArgs, RouterArgs, WorkerArgs};
 use crate::demo::{self, Demo};
 use crate::relay::Relay;
 
@@ -41,6 +41,22 @@ pub async fn worker(
         .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
         .with_max_payload(args.max_payload)
         .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs));
+    let registry = &args.registry;
+    let mut profile = demo.map(Demo::profile).unwrap_or_default();
+    if let Some(capabilities) = &registry.capabilities {
+        profile.capabilities.clone_from(capabilities);
+    }
+    if let Some(domains) = &registry.domains {
+        profile.domains.clone_from(domains);
+    }
+    if let Some(tier) = registry.tier {
+        profile.tier = tier;
+    }
+    config = config
+        .with_profile(profile)
+        .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
+        .with_registry(!registry.no_registry)
+        .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms));
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()
@@ -77,6 +93,7 @@ pub async fn worker(
             let relay = Relay {
                 name: agent.to_string(),
                 next: relay_args.next,
+                next_requires: relay_args.next_requires,
                 fail_attempts: relay_args.fail_attempts,
                 fatal: relay_args.fatal,
                 reject: relay_args.reject,
@@ -135,13 +152,102 @@ pub async fn router(
         .map(AgentName::new)
         .transpose()
         .context("invalid --default-agent")?;
+    let fallback = args
+        .fallback
+        .map(AgentName::new)
+        .transpose()
+        .context("invalid --fallback")?;
     let config = RouterConfig::default()
         .with_subjects(subjects)
         .with_default_agent(default_agent)
+        .with_fallback(fallback)
+        .with_registry(!args.no_registry)
         .with_max_payload(args.max_payload);
     let client = crate::connect(nats, None, "baton router").await?;
     Router::new(client, config)
         .run(crate::shutdown_signal())
         .await?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+pub async fn registry(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: RegistryArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    anyhow::ensure!(
+        args.heartbeat_ms >= 10,
+        "--heartbeat-ms {} is too short: use at least 10 (the default is 2000)",
+        args.heartbeat_ms
+    );
+    let config = baton_registry::RegistryConfig::default()
+        .with_subjects(subjects)
+        .with_heartbeat_interval(Duration::from_millis(args.heartbeat_ms));
+    let client = crate::connect(nats, None, "baton registry").await?;
+    baton_registry::Registry::new(client, config)
+        .run(crate::shutdown_signal())
+        .await?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+pub async fn agents(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: AgentsArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let client = crate::connect(nats, None, "baton agents").await?;
+    let registry = baton_worker::RegistryClient::new(client, &subjects)
+        .with_budget(Duration::from_millis(args.timeout_ms));
+    let mut candidates = registry
+        .lookup(&baton_proto::LookupRequest::default())
+        .await
+        .context("start a registry with `baton registry` (or `baton dev --serve`)")?
+        .candidates;
+    candidates.sort_by(|a, b| a.agent.cmp(&b.agent));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&candidates)?);
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    if candidates.is_empty() {
+        println!("no live agents: start workers with `baton worker <type>`");
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 8]> = candidates
+        .iter()
+        .map(|c| {
+            let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+            [
+                c.agent.clone(),
+                c.instances.to_string(),
+                c.tier.to_string(),
+                c.capabilities.join(","),
+                c.domains.join(","),
+                or_dash(c.in_flight.zip(c.capacity).map(|(i, cap)| format!("{i}/{cap}"))),
+                or_dash(c.backlog.map(|b| b.to_string())),
+                or_dash(c.success_ratio.map(|r| format!("{:.0}%", r * 100.0))),
+            ]
+        })
+        .collect();
+    let header = [
+        "AGENT", "INSTANCES", "TIER", "CAPABILITIES", "DOMAINS", "IN-FLIGHT", "BACKLOG", "SUCCESS",
+    ]
+    .map(str::to_owned);
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .chain(std::iter::once(&header))
+                .map(|row| row[i].len())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -20,6 +20,7 @@ pub async fn send(
         AgentName::new(to.as_str()).context("invalid --to")?;
         task = task.with_to(to.clone());
     }
+    task.requires = args.requires.clone();
     for pair in &args.vars {
         let (key, value) = pair.split_once('=').with_context(|| {
             format!("invalid --var {pair:?}: write KEY=VALUE, e.g. --var order_id=ABC-123")

@@ -33,6 +33,10 @@ pub struct Heartbeat {
     pub failed: u64,
     /// When, unix ms.
     pub at: u64,
+    /// Extension: how often this instance sends heartbeats, in ms. The registry
+    /// drops the instance after three intervals without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -91,6 +95,18 @@ pub struct Candidate {
     pub load: f64,
     /// Ranking score; higher is better.
     pub score: f64,
+    /// Extension: messages in flight across the live instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u64>,
+    /// Extension: summed concurrency limit of the live instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u64>,
+    /// Extension: messages waiting in the agent type's consumer (pending plus ack-pending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+    /// Extension: share of handled messages that did not fail, 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_ratio: Option<f64>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

@@ -149,8 +149,68 @@ pub struct ContextUpdate {
 pub enum Target {
     /// An agent type, by name.
     Agent(String),
+    /// Whichever agent type the registry ranks best for these needs; agents
+    /// already on the session's path are excluded.
+    Capabilities(Need),
+    /// An agent type of a higher tier than this one (the registry is asked for
+    /// at least this agent's tier + 1); the fallback when none fits.
+    Escalate(Need),
     /// The fallback agent of this worker.
     Fallback,
+}
+
+/// What the receiving agent must offer: resolved through the registry.
+///
+/// # Examples
+///
+/// ```
+/// use baton_worker::Need;
+///
+/// let need = Need::capabilities(["refunds"]).in_domains(["billing"]).min_tier(2);
+/// assert_eq!(need.requires, ["refunds"]);
+/// assert_eq!(need.min_tier, Some(2));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Need {
+    /// Capabilities the agent must have, every one.
+    pub requires: Vec<String>,
+    /// Knowledge domains of which the agent must have at least one (when any are given).
+    pub domains: Vec<String>,
+    /// Lowest acceptable tier.
+    pub min_tier: Option<u32>,
+}
+
+impl Need {
+    /// An agent with every one of `capabilities`.
+    #[must_use]
+    pub fn capabilities<I, S>(capabilities: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            requires: capabilities.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Also requires at least one of `domains`.
+    #[must_use]
+    pub fn in_domains<I, S>(mut self, domains: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.domains = domains.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Also requires a tier of at least `tier`.
+    #[must_use]
+    pub fn min_tier(mut self, tier: u32) -> Self {
+        self.min_tier = Some(tier);
+        self
+    }
 }
 
 /// What an agent decided.
@@ -198,9 +258,38 @@ impl Outcome {
         }
     }
 
-    /// Escalates to the fallback agent (a person, usually) for `reason`.
+    /// Hands off to the agent type the registry ranks best for `need`.
+    #[must_use]
+    pub fn handoff_to(need: Need, reason: Reason) -> Self {
+        Self::Handoff {
+            target: Target::Capabilities(need),
+            reason,
+            suggested_next_action: None,
+            update: ContextUpdate::default(),
+        }
+    }
+
+    /// Escalates to a higher tier for `reason`: the registry's best agent of at
+    /// least this agent's tier + 1, else the fallback agent.
     #[must_use]
     pub fn escalate(reason: Reason) -> Self {
+        Self::escalate_to(Need::default(), reason)
+    }
+
+    /// Escalates to a higher-tier agent that also meets `need`, else the fallback agent.
+    #[must_use]
+    pub fn escalate_to(need: Need, reason: Reason) -> Self {
+        Self::Handoff {
+            target: Target::Escalate(need),
+            reason,
+            suggested_next_action: None,
+            update: ContextUpdate::default(),
+        }
+    }
+
+    /// Hands straight to the fallback agent (a person, usually) for `reason`.
+    #[must_use]
+    pub fn fallback(reason: Reason) -> Self {
         Self::Handoff {
             target: Target::Fallback,
             reason,

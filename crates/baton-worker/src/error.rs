@@ -16,6 +16,8 @@ pub enum ErrorKind {
     Timeout,
     /// A payload could not be decoded.
     Decode,
+    /// The registry did not answer, or refused a lookup.
+    Registry,
 }
 
 /// An error of the Baton runtime.

@@ -15,6 +15,8 @@
 //!   retries, dead letters, loop detection, progress and graceful shutdown;
 //! - [`Router`]: moves tasks from `baton.ingress` to their first agent;
 //! - [`Client`]: submits tasks and follows session events;
+//! - [`RegistryClient`] and [`Profile`]: best-agent lookups, and what a worker
+//!   advertises in its heartbeats;
 //! - [`provision`]: creates the streams of the protocol, idempotently.
 #![warn(missing_docs)]
 
@@ -27,14 +29,16 @@ mod outputs;
 mod plan;
 mod provision;
 mod publish;
+mod registry;
 mod router;
 mod trace;
 mod worker;
 
-pub use agent::{Agent, AgentError, ContextUpdate, Outcome, RetryPolicy, Target, Task};
+pub use agent::{Agent, AgentError, ContextUpdate, Need, Outcome, RetryPolicy, Target, Task};
 pub use client::{Client, EventStream};
 pub use deadletters::DeadLetterEntry;
 pub use error::{Error, ErrorKind};
 pub use provision::{StreamSettings, provision};
+pub use registry::{Profile, RegistryClient};
 pub use router::{Router, RouterConfig};
 pub use worker::{Worker, WorkerConfig, WorkerStats, new_instance_id};

@@ -21,7 +21,7 @@ pub(crate) struct Emitter<'a> {
 }
 
 impl Emitter<'_> {
-    fn headers(&self) -> HeaderMap {
+    pub(crate) fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         trace::inject(self.span, self.parent, &mut headers);
         headers

@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use baton_proto::{
-    AgentName, DeadLetterReason, Envelope, Event, EventType, Hop, Kind, PROTOCOL_VERSION, Reason,
-    Value, derive_id, derive_id_labelled, now_ms,
+    AgentName, DeadLetterReason, Envelope, Event, EventType, Hop, Kind, LookupRequest,
+    PROTOCOL_VERSION, Reason, Value, derive_id, derive_id_labelled, now_ms,
 };
 use uuid::Uuid;
 
-use crate::agent::{AgentError, ContextUpdate, Outcome, RetryPolicy, Target};
+use crate::agent::{AgentError, ContextUpdate, Need, Outcome, RetryPolicy, Target};
 
 /// How the incoming delivery is settled once every output is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,13 @@ pub(crate) struct Planner<'a> {
     pub(crate) instance: &'a str,
     pub(crate) fallback: Option<&'a AgentName>,
     pub(crate) retry: RetryPolicy,
+    /// This agent's tier: an escalation asks the registry for a higher one.
+    pub(crate) tier: u32,
 }
+
+/// The registry's answer for an outcome that needed a lookup: the best
+/// candidate, or why there is none (nothing fits, or no registry answered).
+pub(crate) type Found = Option<Result<AgentName, String>>;
 
 /// Labels of the id spaces of per-attempt events.
 pub(crate) const ACCEPTED_LABEL: &str = "accepted";
@@ -116,12 +122,62 @@ impl Planner<'_> {
         })
     }
 
-    /// The plan for what the agent returned on delivery `attempt`.
+    /// The registry lookup an outcome needs before it can be planned, if any:
+    /// a capability target, an escalation, or a rejection. The session's path
+    /// and this agent are excluded, so work never goes back to an agent that had it.
+    pub(crate) fn lookup_request(
+        &self,
+        envelope: &Envelope,
+        result: &Result<Outcome, AgentError>,
+    ) -> Option<LookupRequest> {
+        let need = match result {
+            Ok(Outcome::Handoff {
+                target: Target::Capabilities(need),
+                ..
+            }) => need.clone(),
+            Ok(Outcome::Handoff {
+                target: Target::Escalate(need),
+                ..
+            }) => Need {
+                min_tier: Some(need.min_tier.unwrap_or(0).max(self.tier + 1)),
+                ..need.clone()
+            },
+            Err(AgentError::Reject(_)) => Need::capabilities(envelope.requires.iter().cloned()),
+            _ => return None,
+        };
+        let mut exclude: Vec<String> = envelope.path.iter().map(|hop| hop.agent.clone()).collect();
+        exclude.push(self.agent.to_string());
+        exclude.sort();
+        exclude.dedup();
+        Some(LookupRequest {
+            requires: need.requires,
+            domains: need.domains,
+            min_tier: need.min_tier,
+            exclude,
+            extra: baton_proto::Map::new(),
+        })
+    }
+
+    /// The plan for what the agent returned on delivery `attempt`, when no
+    /// registry lookup was made.
+    #[cfg(test)]
     pub(crate) fn plan(
         &self,
         envelope: &Envelope,
         attempt: u32,
         result: Result<Outcome, AgentError>,
+    ) -> Plan {
+        self.plan_routed(envelope, attempt, result, None)
+    }
+
+    /// The plan for what the agent returned on delivery `attempt`, with the
+    /// registry's answer to [`Planner::lookup_request`] when one was made.
+    pub(crate) fn plan_routed(
+        &self,
+        envelope: &Envelope,
+        attempt: u32,
+        result: Result<Outcome, AgentError>,
+        found: Found,
     ) -> Plan {
         match result {
             Ok(Outcome::Complete { output, update }) => self.complete(envelope, output, update),
@@ -133,9 +189,38 @@ impl Planner<'_> {
             }) => {
                 let mut next = self.advance(envelope, update);
                 next.suggested_next_action = suggested_next_action;
-                match target {
-                    Target::Agent(name) => self.handoff(envelope, next, &name, reason),
-                    Target::Fallback => {
+                match (target, found) {
+                    (Target::Agent(name), _) => {
+                        self.handoff(envelope, next, &name, reason, EventType::Handoff)
+                    }
+                    (Target::Capabilities(need), Some(Ok(agent))) => {
+                        next.requires = need.requires;
+                        self.handoff(envelope, next, agent.as_str(), reason, EventType::Handoff)
+                    }
+                    (Target::Capabilities(need), found) => {
+                        let why = no_candidate(&need, found);
+                        let mut outputs = Outputs::new(envelope.id);
+                        next.requires = need.requires;
+                        // `no_match` when the fallback takes it; `no_route` when nobody can.
+                        let reason = if self.usable_fallback(&next).is_some() {
+                            Reason::NoMatch
+                        } else {
+                            Reason::parse("no_route")
+                        };
+                        self.escalate_or_fail(
+                            &mut outputs,
+                            envelope,
+                            next,
+                            reason,
+                            DeadLetterReason::NoRoute,
+                            &format!("{} handed off, but {why}", self.agent),
+                        );
+                        outputs.into_plan()
+                    }
+                    (Target::Escalate(_), Some(Ok(agent))) => {
+                        self.handoff(envelope, next, agent.as_str(), reason, EventType::Escalated)
+                    }
+                    (Target::Escalate(_) | Target::Fallback, _) => {
                         let mut outputs = Outputs::new(envelope.id);
                         let detail = format!("{} escalated: {reason}", self.agent);
                         self.escalate_or_fail(
@@ -187,6 +272,11 @@ impl Planner<'_> {
                 rejected.detail = Some(detail.clone());
                 outputs.push_event(rejected);
                 let next = self.advance(envelope, ContextUpdate::default());
+                if let Some(Ok(agent)) = found {
+                    // Re-routed through the registry, this agent excluded.
+                    self.forward(&mut outputs, envelope, next, &agent, Reason::Rejected, EventType::Handoff);
+                    return outputs.into_plan();
+                }
                 let detail = format!("{} rejected the task: {detail}", self.agent);
                 self.escalate_or_fail(
                     &mut outputs,
@@ -215,8 +305,16 @@ impl Planner<'_> {
         }
     }
 
-    fn handoff(&self, envelope: &Envelope, next: Envelope, target: &str, reason: Reason) -> Plan {
-        let mut outputs = Outputs::new(envelope.id);
+    /// Hands `next` to `target`, announced by an event of type `kind`
+    /// (`handoff`, or `escalated` for a registry-chosen escalation).
+    fn handoff(
+        &self,
+        envelope: &Envelope,
+        next: Envelope,
+        target: &str,
+        reason: Reason,
+        kind: EventType,
+    ) -> Plan {
         let target = match AgentName::new(target) {
             Ok(target) => target,
             Err(err) => {
@@ -229,7 +327,23 @@ impl Planner<'_> {
                 );
             }
         };
-        if let Some(why) = loop_violation(&next, &target) {
+        let mut outputs = Outputs::new(envelope.id);
+        self.forward(&mut outputs, envelope, next, &target, reason, kind);
+        outputs.into_plan()
+    }
+
+    /// Sends `next` to `target` unless the loop guard refuses the route, in
+    /// which case it emits `loop_detected` and escalates or fails instead.
+    fn forward(
+        &self,
+        outputs: &mut Outputs,
+        envelope: &Envelope,
+        next: Envelope,
+        target: &AgentName,
+        reason: Reason,
+        kind: EventType,
+    ) {
+        if let Some(why) = loop_violation(&next, target) {
             let mut event = self.event(envelope, outputs.next_id(), EventType::LoopDetected);
             event.to = Some(target.to_string());
             event.reason = Some(Reason::LoopDetected);
@@ -237,26 +351,21 @@ impl Planner<'_> {
             event.path.clone_from(&next.path);
             outputs.push_event(event);
             self.escalate_or_fail(
-                &mut outputs,
+                outputs,
                 envelope,
                 next,
                 Reason::LoopDetected,
                 DeadLetterReason::NoRoute,
                 &why,
             );
-            return outputs.into_plan();
+            return;
         }
-        let mut event = self.event(envelope, outputs.next_id(), EventType::Handoff);
+        let mut event = self.event(envelope, outputs.next_id(), kind);
         event.to = Some(target.to_string());
         event.reason = Some(reason.clone());
         event.path.clone_from(&next.path);
         outputs.push_event(event);
-        outputs.push_envelope(target, next, Kind::Handoff, reason);
-        Plan {
-            outputs: outputs.list,
-            settle: Settle::Ack,
-            failed: false,
-        }
+        outputs.push_envelope(target.clone(), next, Kind::Handoff, reason);
     }
 
     /// Dead-letters the envelope, then escalates to the fallback or fails the session.
@@ -293,10 +402,7 @@ impl Planner<'_> {
         code: DeadLetterReason,
         detail: &str,
     ) {
-        let fallback = self
-            .fallback
-            .filter(|fallback| !next.visited(fallback.as_str()));
-        if let Some(fallback) = fallback {
+        if let Some(fallback) = self.usable_fallback(&next) {
             let mut event = self.event(envelope, outputs.next_id(), EventType::Escalated);
             event.to = Some(fallback.to_string());
             event.reason = Some(reason.clone());
@@ -322,6 +428,12 @@ impl Planner<'_> {
         failed.path = next.path;
         outputs.push_event(failed);
         outputs.failed = true;
+    }
+
+    /// The fallback agent, unless it already had the session.
+    fn usable_fallback(&self, next: &Envelope) -> Option<&AgentName> {
+        self.fallback
+            .filter(|fallback| !next.visited(fallback.as_str()))
     }
 
     fn dead_lettered(
@@ -374,6 +486,17 @@ impl Planner<'_> {
         event.instance = Some(self.instance.to_owned());
         event.envelope = Some(envelope.id);
         event
+    }
+}
+
+/// Why the registry gave no agent for `need`.
+fn no_candidate(need: &Need, found: Found) -> String {
+    match found {
+        Some(Err(why)) => why,
+        Some(Ok(_)) | None => format!(
+            "no agent was looked up for capabilities [{}]: the worker has no registry",
+            need.requires.join(", ")
+        ),
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use baton_proto::{
-    AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Event, EventType, Reason, Subjects,
-    Wire, derive_id,
+    AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Event, EventType, LookupRequest,
+    Reason, Subjects, Wire, derive_id,
 };
 use bytes::Bytes;
 use tracing::Instrument;
@@ -18,7 +18,9 @@ use crate::outputs::{Emitter, settle};
 use crate::plan::Settle;
 use crate::provision::{self, StreamSettings};
 use crate::publish::{Outgoing, Publisher};
+use crate::registry::RegistryClient;
 use crate::trace;
+use crate::worker::best_candidate;
 
 /// Settings of the ingress router.
 #[derive(Debug, Clone)]
@@ -26,8 +28,15 @@ use crate::trace;
 pub struct RouterConfig {
     /// Subject and stream names.
     pub subjects: Subjects,
-    /// Where tasks without `to` go; `None` fails them with `no_route`.
+    /// Where tasks without `to` or `requires` go; `None` fails them with `no_route`.
     pub default_agent: Option<AgentName>,
+    /// Where tasks go whose `requires` no live agent meets (reason `no_match`);
+    /// `None` fails them with `no_route`.
+    pub fallback: Option<AgentName>,
+    /// Whether tasks with `requires` are routed through the registry.
+    pub use_registry: bool,
+    /// How long registry lookups may be retried before the fallback path is taken.
+    pub lookup_budget: Duration,
     /// Largest task accepted.
     pub max_payload: usize,
     /// Tasks routed at once.
@@ -43,6 +52,9 @@ impl Default for RouterConfig {
         Self {
             subjects: Subjects::default(),
             default_agent: None,
+            fallback: None,
+            use_registry: true,
+            lookup_budget: Duration::from_secs(3),
             max_payload: DEFAULT_MAX_PAYLOAD,
             concurrency: 64,
             ack_wait: Duration::from_secs(30),
@@ -56,6 +68,20 @@ impl RouterConfig {
     #[must_use]
     pub fn with_default_agent(mut self, agent: Option<AgentName>) -> Self {
         self.default_agent = agent;
+        self
+    }
+
+    /// Sets the fallback agent for tasks whose `requires` nobody meets.
+    #[must_use]
+    pub fn with_fallback(mut self, agent: Option<AgentName>) -> Self {
+        self.fallback = agent;
+        self
+    }
+
+    /// Turns registry lookups for tasks with `requires` on or off.
+    #[must_use]
+    pub fn with_registry(mut self, use_registry: bool) -> Self {
+        self.use_registry = use_registry;
         self
     }
 
@@ -77,8 +103,10 @@ impl RouterConfig {
 /// Name under which the router dead-letters (`baton.dlq.ingress`).
 const ROUTER_NAME: &str = "ingress";
 
-/// Pulls `baton.ingress` and forwards each task: to `to` when set, else to the
-/// default entry agent, else it fails with `no_route` and is dead-lettered.
+/// Pulls `baton.ingress` and forwards each task: to `to` when set; else, when
+/// it has `requires`, to the registry's best agent (or the fallback with
+/// `no_match`); else to the default entry agent. A task with nowhere to go
+/// fails with `no_route` and is dead-lettered.
 pub struct Router {
     client: async_nats::Client,
     config: RouterConfig,
@@ -122,11 +150,18 @@ impl Router {
         };
         tracing::info!(default_agent = ?config.default_agent, "router started");
         let me = Arc::new(AgentName::new(ROUTER_NAME)?);
+        let registry = config.use_registry.then(|| {
+            Arc::new(
+                RegistryClient::new(self.client.clone(), &config.subjects)
+                    .with_budget(config.lookup_budget),
+            )
+        });
         intake::serve(source, settings, shutdown, |message| {
             let config = config.clone();
             let publisher = publisher.clone();
             let me = me.clone();
-            async move { route(&config, &publisher, &me, message).await }
+            let registry = registry.clone();
+            async move { route(&config, registry.as_deref(), &publisher, &me, message).await }
         })
         .await;
         Ok(())
@@ -135,6 +170,7 @@ impl Router {
 
 async fn route(
     config: &RouterConfig,
+    registry: Option<&RegistryClient>,
     publisher: &Publisher,
     me: &AgentName,
     message: jetstream::Message,
@@ -166,36 +202,14 @@ async fn route(
         Ok(envelope) => {
             span.record("session", tracing::field::display(envelope.session));
             span.record("envelope", tracing::field::display(envelope.id));
-            match target(config, &envelope) {
-                Ok(agent) => {
-                    let mut forwarded = envelope.clone();
-                    forwarded.id = derive_id(envelope.id, 0);
-                    forwarded.to = Some(agent.to_string());
-                    match forwarded.to_msgpack() {
-                        Ok(payload) => {
-                            let mut headers = async_nats::HeaderMap::new();
-                            trace::inject(&span, &parent, &mut headers);
-                            let out = Outgoing {
-                                subject: config.subjects.agent(&agent),
-                                id: forwarded.id,
-                                payload: Bytes::from(payload),
-                                headers,
-                            };
-                            (vec![out], Settle::Ack)
-                        }
-                        Err(err) => {
-                            let detail = format!("cannot re-encode the task: {err}");
-                            (
-                                emitter.undecodable(
-                                    &message,
-                                    &DeadLetterReason::Malformed,
-                                    &detail,
-                                ),
-                                Settle::Term,
-                            )
-                        }
-                    }
-                }
+            match target(config, registry, &envelope).await {
+                Ok(route) => match forward(&emitter, &envelope, route) {
+                    Ok(outgoing) => (outgoing, Settle::Ack),
+                    Err(detail) => (
+                        emitter.undecodable(&message, &DeadLetterReason::Malformed, &detail),
+                        Settle::Term,
+                    ),
+                },
                 Err(detail) => {
                     tracing::info!(parent: &span, %detail, "no route for task");
                     (
@@ -217,14 +231,82 @@ async fn route(
     .await;
 }
 
+/// Where a task goes.
+struct Route {
+    agent: AgentName,
+    /// Set when the task goes to the fallback because nothing met its `requires`.
+    no_match: Option<String>,
+}
+
 /// The agent a task goes to, or why there is none.
-fn target(config: &RouterConfig, envelope: &Envelope) -> Result<AgentName, String> {
-    match &envelope.to {
-        Some(to) => AgentName::new(to.as_str()).map_err(|err| format!("the task's `to` is not an agent type: {err}")),
-        None => config.default_agent.clone().ok_or_else(|| {
-            "the task has no `to` and the router has no default entry agent (start it with --default-agent)".to_owned()
-        }),
+async fn target(
+    config: &RouterConfig,
+    registry: Option<&RegistryClient>,
+    envelope: &Envelope,
+) -> Result<Route, String> {
+    let direct = |agent| Route {
+        agent,
+        no_match: None,
+    };
+    if let Some(to) = &envelope.to {
+        return AgentName::new(to.as_str())
+            .map(direct)
+            .map_err(|err| format!("the task's `to` is not an agent type: {err}"));
     }
+    if !envelope.requires.is_empty() {
+        let why = match registry {
+            Some(registry) => {
+                let request = LookupRequest {
+                    requires: envelope.requires.clone(),
+                    ..LookupRequest::default()
+                };
+                match best_candidate(registry, &request).await {
+                    Ok(agent) => return Ok(direct(agent)),
+                    Err(why) => why,
+                }
+            }
+            None => "the task has `requires` but the router does not use the registry".to_owned(),
+        };
+        return match &config.fallback {
+            Some(fallback) => Ok(Route {
+                agent: fallback.clone(),
+                no_match: Some(why),
+            }),
+            None => Err(format!("{why}, and the router has no fallback agent (start it with --fallback)")),
+        };
+    }
+    config.default_agent.clone().map(direct).ok_or_else(|| {
+        "the task has no `to` and no `requires`, and the router has no default entry agent (start it with --default-agent)".to_owned()
+    })
+}
+
+/// The task on its way to `route`, and an `escalated` event when it goes to
+/// the fallback for lack of a match.
+fn forward(emitter: &Emitter<'_>, envelope: &Envelope, route: Route) -> Result<Vec<Outgoing>, String> {
+    let mut forwarded = envelope.clone();
+    forwarded.id = derive_id(envelope.id, 0);
+    forwarded.to = Some(route.agent.to_string());
+    let mut outgoing = Vec::new();
+    if let Some(why) = route.no_match {
+        forwarded.reason = Some(Reason::NoMatch);
+        let mut event = Event::new(derive_id(envelope.id, 1), envelope.session, EventType::Escalated);
+        event.agent = Some(ROUTER_NAME.to_owned());
+        event.envelope = Some(envelope.id);
+        event.to = Some(route.agent.to_string());
+        event.reason = Some(Reason::NoMatch);
+        event.detail = Some(why);
+        outgoing.push(emitter.event(&event).map_err(|err| err.to_string())?);
+    }
+    let payload = forwarded
+        .to_msgpack()
+        .map_err(|err| format!("cannot re-encode the task: {err}"))?;
+    outgoing.push(Outgoing {
+        subject: emitter.subjects.agent(&route.agent),
+        id: forwarded.id,
+        payload: Bytes::from(payload),
+        headers: emitter.headers(),
+    });
+    Ok(outgoing)
 }
 
 fn no_route(

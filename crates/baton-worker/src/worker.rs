@@ -19,6 +19,7 @@ use crate::outputs::{Emitter, settle};
 use crate::plan::{Planner, Settle};
 use crate::provision::{self, StreamSettings};
 use crate::publish::Publisher;
+use crate::registry::{Profile, RegistryClient, spawn_heartbeats};
 use crate::trace;
 
 /// Deployment settings of one worker process.
@@ -43,6 +44,15 @@ pub struct WorkerConfig {
     pub pull_expires: Duration,
     /// Stream settings, used when the streams are created.
     pub streams: StreamSettings,
+    /// What the worker advertises in its heartbeats.
+    pub profile: Profile,
+    /// How often the worker sends a heartbeat to the registry.
+    pub heartbeat_interval: Duration,
+    /// Whether capability targets, escalations and rejections are resolved
+    /// through the registry; without it they go to the fallback.
+    pub use_registry: bool,
+    /// How long registry lookups may be retried before the fallback path is taken.
+    pub lookup_budget: Duration,
 }
 
 impl WorkerConfig {
@@ -59,7 +69,39 @@ impl WorkerConfig {
             shutdown_grace: Duration::from_secs(20),
             pull_expires: Duration::from_secs(5),
             streams: StreamSettings::default(),
+            profile: Profile::default(),
+            heartbeat_interval: Duration::from_secs(2),
+            use_registry: true,
+            lookup_budget: Duration::from_secs(3),
         }
+    }
+
+    /// Sets what the worker advertises to the registry.
+    #[must_use]
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Sets the heartbeat interval.
+    #[must_use]
+    pub fn with_heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Turns registry lookups on or off.
+    #[must_use]
+    pub fn with_registry(mut self, use_registry: bool) -> Self {
+        self.use_registry = use_registry;
+        self
+    }
+
+    /// Sets how long lookups may be retried before the fallback path is taken.
+    #[must_use]
+    pub fn with_lookup_budget(mut self, budget: Duration) -> Self {
+        self.lookup_budget = budget;
+        self
     }
 
     /// Sets the fallback agent.
@@ -158,6 +200,7 @@ struct Shared<A> {
     config: WorkerConfig,
     agent: Arc<A>,
     publisher: Publisher,
+    registry: Option<RegistryClient>,
     stats: Arc<WorkerStats>,
     progress_every: Duration,
 }
@@ -202,11 +245,26 @@ impl<A: Agent> Worker<A> {
             pull_expires: config.pull_expires,
             shutdown_grace: config.shutdown_grace,
         };
+        let heartbeats = spawn_heartbeats(
+            self.client.clone(),
+            config.subjects.heartbeat(&config.agent, &config.instance),
+            &config.agent,
+            &config.instance,
+            &config.profile,
+            settings.concurrency,
+            config.heartbeat_interval.max(Duration::from_millis(10)),
+            self.stats.clone(),
+        );
+        let registry = config.use_registry.then(|| {
+            RegistryClient::new(self.client.clone(), &config.subjects)
+                .with_budget(config.lookup_budget)
+        });
         tracing::info!(agent = %config.agent, instance = %config.instance, concurrency = settings.concurrency, ?ack_wait, "worker started");
         let shared = Arc::new(Shared {
             config,
             agent: self.agent,
             publisher: Publisher::new(jetstream),
+            registry,
             stats: self.stats,
             progress_every: (ack_wait / 3).max(Duration::from_millis(100)),
         });
@@ -225,6 +283,7 @@ impl<A: Agent> Worker<A> {
             }
         })
         .await;
+        heartbeats.abort();
         tracing::info!(agent = %shared.config.agent, "worker stopped");
         Ok(())
     }
@@ -286,6 +345,7 @@ async fn process<A: Agent>(
         instance: &config.instance,
         fallback: config.fallback.as_ref(),
         retry,
+        tier: config.profile.tier,
     };
 
     if let Some(plan) = planner.deadline_exceeded(&envelope, now_ms()) {
@@ -325,7 +385,11 @@ async fn process<A: Agent>(
         Ok(_) => tracing::debug!("agent finished"),
         Err(err) => tracing::info!(error = %err, "agent failed"),
     }
-    let plan = planner.plan(&envelope, attempt, result);
+    let found = match (&shared.registry, planner.lookup_request(&envelope, &result)) {
+        (Some(registry), Some(request)) => Some(best_candidate(registry, &request).await),
+        _ => None,
+    };
+    let plan = planner.plan_routed(&envelope, attempt, result, found);
     if let Some(pending) = pending_accept {
         if pending.wait().await.is_err() {
             // Publish it again (same id) before the outputs, keeping the order.
@@ -384,6 +448,32 @@ async fn finish<A: Agent>(
     if failed {
         shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// The registry's best agent for `request`, or why there is none.
+pub(crate) async fn best_candidate(
+    registry: &RegistryClient,
+    request: &baton_proto::LookupRequest,
+) -> Result<AgentName, String> {
+    let response = registry.lookup(request).await.map_err(|err| {
+        tracing::warn!(error = %err, "registry lookup failed; taking the fallback path");
+        err.to_string()
+    })?;
+    let Some(best) = response.candidates.first() else {
+        let mut want = format!("capabilities [{}]", request.requires.join(", "));
+        if !request.domains.is_empty() {
+            want.push_str(&format!(", a domain of [{}]", request.domains.join(", ")));
+        }
+        if let Some(tier) = request.min_tier {
+            want.push_str(&format!(", tier >= {tier}"));
+        }
+        return Err(format!(
+            "no live agent offers {want} outside the path [{}]",
+            request.exclude.join(", ")
+        ));
+    };
+    AgentName::new(best.agent.as_str())
+        .map_err(|err| format!("the registry proposed an invalid agent type: {err}"))
 }
 
 /// Runs the agent under its timeout, telling the server the work is alive.

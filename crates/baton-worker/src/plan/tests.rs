@@ -28,6 +28,7 @@ impl Fixture {
                 min_backoff: Duration::from_millis(100),
                 max_backoff: Duration::from_secs(1),
             },
+            tier: 1,
         }
     }
 }

@@ -1,0 +1,23 @@
+//! Baton's registry: "who is the best agent for this?"
+//!
+//! Every worker sends a heartbeat every few seconds. Each registry replica
+//! subscribes to all of them and keeps the whole table in memory ([`Table`]),
+//! plus the backlog of each agent type's consumer, read from JetStream. Lookups
+//! are a NATS micro service (`baton-registry`) in a queue group, so any
+//! replica answers, `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` work, and a
+//! restarted replica is whole again after one heartbeat interval.
+//!
+//! The parts:
+//!
+//! - [`Registry`] and [`RegistryConfig`]: the service;
+//! - [`Table`] and [`AgentSummary`]: live instances, grouped by agent type;
+//! - [`rank`]: the deterministic filter and score (see its docs for the formula).
+#![warn(missing_docs)]
+
+mod rank;
+mod service;
+mod table;
+
+pub use rank::{AgentSummary, rank};
+pub use service::{Error, Registry, RegistryConfig, SERVICE_NAME};
+pub use table::{Backlog, Table};
