@@ -7,5 +7,6 @@ mod failures;
 mod handoff;
 mod lifecycle;
 mod python;
+mod registry;
 mod routing;
 mod util;

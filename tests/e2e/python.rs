@@ -2,12 +2,14 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
-use crate::util::System;
+use crate::util::{System, wants};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_client_completes_a_demo_session() -> anyhow::Result<()> {
     let mut system = System::start().await?;
+    system.registry("registry").await?;
     system
         .router(&["--default-agent", "general_enquiry"])
         .await?;
@@ -16,6 +18,11 @@ async fn the_python_client_completes_a_demo_session() -> anyhow::Result<()> {
             .spawn(agent, &["worker", agent], "worker started")
             .await?;
     }
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(5), |a| {
+            a.candidates.len() == 3
+        })
+        .await?;
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
     let output = tokio::task::block_in_place(|| {

@@ -62,6 +62,87 @@ impl System {
         self.spawn("router", &args, "router started").await
     }
 
+    /// Starts a registry replica `label` with heartbeat interval `HEARTBEAT_MS`
+    /// and waits until it serves lookups.
+    pub async fn registry(&mut self, label: &str) -> anyhow::Result<()> {
+        let interval = HEARTBEAT_MS.to_string();
+        self.spawn(
+            label,
+            &["registry", "--heartbeat-ms", &interval],
+            "registry serving lookups",
+        )
+        .await
+    }
+
+    /// Starts a relay worker that advertises capabilities `caps` at `tier` and
+    /// heartbeats every `HEARTBEAT_MS`.
+    pub async fn agent(
+        &mut self,
+        label: &str,
+        agent: &str,
+        caps: &str,
+        tier: u32,
+        flags: &[&str],
+    ) -> anyhow::Result<()> {
+        let interval = HEARTBEAT_MS.to_string();
+        let tier = tier.to_string();
+        let mut args = vec![
+            "--capabilities",
+            caps,
+            "--tier",
+            &tier,
+            "--heartbeat-ms",
+            &interval,
+        ];
+        args.extend_from_slice(flags);
+        self.relay(label, agent, &args).await
+    }
+
+    /// One lookup, one request: no retries, so it shows what the registry
+    /// replicas answer right now.
+    pub async fn lookup_once(
+        &self,
+        request: &baton_proto::LookupRequest,
+    ) -> anyhow::Result<baton_proto::LookupResponse> {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.nats
+                .request("baton.registry.lookup", request.to_msgpack()?.into()),
+        )
+        .await
+        .context("lookup timed out")??;
+        Ok(baton_proto::LookupResponse::from_msgpack(&reply.payload)?)
+    }
+
+    /// Polls lookups until `check` holds for the answer to `request`.
+    pub async fn lookup_until(
+        &self,
+        request: &baton_proto::LookupRequest,
+        timeout: Duration,
+        check: impl Fn(&baton_proto::LookupResponse) -> bool,
+    ) -> anyhow::Result<baton_proto::LookupResponse> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            match self.lookup_once(request).await {
+                Ok(answer) if check(&answer) => return Ok(answer),
+                Ok(answer) => last = Some(answer),
+                Err(_) => {}
+            }
+            if tokio::time::Instant::now() > deadline {
+                anyhow::bail!(
+                    "no lookup answer passed the check within {timeout:?}; last answer: {last:#?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Takes ownership of a process the test spawned itself.
+    pub fn adopt(&mut self, label: &str, process: ChildProcess) {
+        self.processes.insert(label.to_owned(), process);
+    }
+
     pub fn process(&mut self, label: &str) -> &mut ChildProcess {
         self.processes
             .get_mut(label)
@@ -208,6 +289,22 @@ impl System {
             .await?;
         Ok(())
     }
+}
+
+/// Heartbeat interval of the workers and registries of the registry tests, in ms.
+pub const HEARTBEAT_MS: u64 = 300;
+
+/// A lookup for agents with every one of `caps`.
+pub fn wants(caps: &[&str]) -> baton_proto::LookupRequest {
+    baton_proto::LookupRequest {
+        requires: caps.iter().map(|c| (*c).to_owned()).collect(),
+        ..Default::default()
+    }
+}
+
+/// The agent types of a lookup answer, best first.
+pub fn names(answer: &baton_proto::LookupResponse) -> Vec<String> {
+    answer.candidates.iter().map(|c| c.agent.clone()).collect()
 }
 
 /// The event types, as strings, in order.

@@ -192,7 +192,12 @@ pub struct RelayArgs {
     pub next: Option<String>,
 
     /// Hand off to the registry's best agent with these capabilities (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "CAP,...", conflicts_with = "next")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "CAP,...",
+        conflicts_with = "next"
+    )]
     pub next_requires: Option<Vec<String>>,
 
     /// Fail retryably on the first N attempts.

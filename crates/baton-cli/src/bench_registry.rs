@@ -44,7 +44,10 @@ fn heartbeat(kind: usize, instance: usize) -> Heartbeat {
     Heartbeat {
         agent: format!("type-{kind:03}"),
         instance: format!("i{instance:03}"),
-        capabilities: vec![format!("cap-{}", kind % CAPABILITY_GROUPS), "shared".to_owned()],
+        capabilities: vec![
+            format!("cap-{}", kind % CAPABILITY_GROUPS),
+            "shared".to_owned(),
+        ],
         domains: vec![format!("domain-{}", kind % 5)],
         tier: 1 + u32::try_from(kind % 3).unwrap_or(0),
         in_flight: u32::try_from((kind + instance) % 8).unwrap_or(0),
@@ -97,17 +100,32 @@ fn figures(mut latencies: Vec<Duration>, elapsed: Duration) -> Figures {
     }
 }
 
-async fn lookup(client: &async_nats::Client, subject: &str, payload: Bytes) -> anyhow::Result<usize> {
+async fn lookup(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: Bytes,
+) -> anyhow::Result<usize> {
     let reply = client
         .request(subject.to_owned(), payload)
         .await
         .context("lookup failed")?;
-    Ok(LookupResponse::from_msgpack(&reply.payload)?.candidates.len())
+    Ok(LookupResponse::from_msgpack(&reply.payload)?
+        .candidates
+        .len())
 }
 
-pub async fn run(nats: &NatsArgs, args: BenchRegistryArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::ensure!(args.types >= 1 && args.instances >= 1, "--types and --instances must be at least 1");
-    anyhow::ensure!(args.lookups >= 1 && args.concurrency >= 1, "--lookups and --concurrency must be at least 1");
+pub async fn run(
+    nats: &NatsArgs,
+    args: BenchRegistryArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    anyhow::ensure!(
+        args.types >= 1 && args.instances >= 1,
+        "--types and --instances must be at least 1"
+    );
+    anyhow::ensure!(
+        args.lookups >= 1 && args.concurrency >= 1,
+        "--lookups and --concurrency must be at least 1"
+    );
     let server = match &nats.nats_url {
         Some(_) => None,
         None => Some(tokio::task::spawn_blocking(baton_testkit::NatsServer::start).await??),
@@ -121,12 +139,18 @@ pub async fn run(nats: &NatsArgs, args: BenchRegistryArgs) -> anyhow::Result<std
     let config = RegistryConfig::default()
         .with_subjects(subjects.clone())
         .with_warmup(Duration::from_millis(500));
-    let registry = tokio::spawn(Registry::new(client.clone(), config).run(stop.clone().cancelled_owned()));
+    let registry =
+        tokio::spawn(Registry::new(client.clone(), config).run(stop.clone().cancelled_owned()));
     tokio::time::sleep(Duration::from_millis(100)).await;
     for kind in 0..args.types {
         for instance in 0..args.instances {
             let beat = heartbeat(kind, instance);
-            let subject = format!("{}.registry.heartbeat.{}.{}", subjects.prefix(), beat.agent, beat.instance);
+            let subject = format!(
+                "{}.registry.heartbeat.{}.{}",
+                subjects.prefix(),
+                beat.agent,
+                beat.instance
+            );
             client.publish(subject, beat.to_msgpack()?.into()).await?;
         }
     }
@@ -141,7 +165,11 @@ pub async fn run(nats: &NatsArgs, args: BenchRegistryArgs) -> anyhow::Result<std
                 break;
             }
         }
-        anyhow::ensure!(Instant::now() < deadline, "the registry did not list all {} agent types within 10 s", args.types);
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the registry did not list all {} agent types within 10 s",
+            args.types
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!(
@@ -170,7 +198,8 @@ pub async fn run(nats: &NatsArgs, args: BenchRegistryArgs) -> anyhow::Result<std
     for worker in 0..args.concurrency {
         let client = client.clone();
         let subject = subject.clone();
-        let share = args.lookups / args.concurrency + usize::from(worker < args.lookups % args.concurrency);
+        let share =
+            args.lookups / args.concurrency + usize::from(worker < args.lookups % args.concurrency);
         workers.spawn(async move {
             let mut latencies = Vec::with_capacity(share);
             for n in 0..share {
@@ -192,7 +221,10 @@ pub async fn run(nats: &NatsArgs, args: BenchRegistryArgs) -> anyhow::Result<std
         matched as f64 / args.lookups as f64
     );
     println!();
-    println!("{:<22} {:>10} {:>10} {:>10} {:>10}", "", "lookups/s", "p50 µs", "p99 µs", "max µs");
+    println!(
+        "{:<22} {:>10} {:>10} {:>10} {:>10}",
+        "", "lookups/s", "p50 µs", "p99 µs", "max µs"
+    );
     for (name, f) in [
         ("one at a time".to_owned(), &sequential),
         (format!("{} in flight", args.concurrency), &concurrent),

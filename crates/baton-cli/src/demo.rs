@@ -134,15 +134,17 @@ impl Agent for Demo {
                             "the customer asked for a person",
                         )
                 } else if mentions(&text, &["refund", "money back"]) {
-                    let mut outcome =
-                        Outcome::handoff_to(Need::capabilities(["refunds"]), Reason::KnowledgeGap)
-                        .say("Refund rules are handled by our refund specialist; passing you over.")
-                        .step(
-                            "classify",
-                            "refund question",
-                            "refund policy is outside general enquiries",
-                        )
-                        .next_action("explain the refund policy and check eligibility");
+                    let mut outcome = Outcome::handoff_to(
+                        Need::capabilities(["refunds"]),
+                        Reason::KnowledgeGap,
+                    )
+                    .say("Refund rules are handled by our refund specialist; passing you over.")
+                    .step(
+                        "classify",
+                        "refund question",
+                        "refund policy is outside general enquiries",
+                    )
+                    .next_action("explain the refund policy and check eligibility");
                     if let Some(order) = order {
                         outcome = outcome.set_var("order_id", order);
                     }

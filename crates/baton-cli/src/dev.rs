@@ -87,7 +87,10 @@ pub async fn run(
     );
 
     wait_for_registry(&client, &subjects).await?;
-    println!("registry (service {}) knows every demo agent", baton_registry::SERVICE_NAME);
+    println!(
+        "registry (service {}) knows every demo agent",
+        baton_registry::SERVICE_NAME
+    );
 
     let baton = Client::new(client.clone(), subjects.clone());
     let mut all_completed = true;
@@ -152,7 +155,10 @@ async fn wait_for_registry(client: &async_nats::Client, subjects: &Subjects) -> 
     let registry = baton_worker::RegistryClient::new(client.clone(), subjects);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
-        if let Ok(answer) = registry.lookup(&baton_proto::LookupRequest::default()).await {
+        if let Ok(answer) = registry
+            .lookup(&baton_proto::LookupRequest::default())
+            .await
+        {
             if answer.candidates.len() >= demo::AGENTS.len() {
                 return Ok(());
             }

@@ -222,14 +222,25 @@ pub async fn agents(
                 c.tier.to_string(),
                 c.capabilities.join(","),
                 c.domains.join(","),
-                or_dash(c.in_flight.zip(c.capacity).map(|(i, cap)| format!("{i}/{cap}"))),
+                or_dash(
+                    c.in_flight
+                        .zip(c.capacity)
+                        .map(|(i, cap)| format!("{i}/{cap}")),
+                ),
                 or_dash(c.backlog.map(|b| b.to_string())),
                 or_dash(c.success_ratio.map(|r| format!("{:.0}%", r * 100.0))),
             ]
         })
         .collect();
     let header = [
-        "AGENT", "INSTANCES", "TIER", "CAPABILITIES", "DOMAINS", "IN-FLIGHT", "BACKLOG", "SUCCESS",
+        "AGENT",
+        "INSTANCES",
+        "TIER",
+        "CAPABILITIES",
+        "DOMAINS",
+        "IN-FLIGHT",
+        "BACKLOG",
+        "SUCCESS",
     ]
     .map(str::to_owned);
     let widths: Vec<usize> = (0..header.len())

@@ -28,7 +28,12 @@ pub fn init(default_level: &str) -> Telemetry {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let _ = tracing_subscriber::registry()
-        .with(fmt::layer().with_writer(std::io::stderr).with_target(false))
+        .with(
+            fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_target(false),
+        )
         .with(tracing_opentelemetry::layer().with_tracer(tracer))
         .with(filter)
         .try_init();

@@ -87,8 +87,8 @@ impl AgentSummary {
     /// score = 0.35·fit + 0.15·tier + 0.35·free + 0.15·success.
     #[must_use]
     pub fn score(&self, request: &LookupRequest) -> f64 {
-        let capability_fit =
-            (request.requires.len() + 1) as f64 / (self.capabilities.len().max(request.requires.len()) + 1) as f64;
+        let capability_fit = (request.requires.len() + 1) as f64
+            / (self.capabilities.len().max(request.requires.len()) + 1) as f64;
         let domain_fit = if request.domains.is_empty() {
             1.0
         } else {
@@ -103,8 +103,8 @@ impl AgentSummary {
         let floor = request.min_tier.unwrap_or(0);
         let tier = 1.0 / f64::from(1 + self.tier.saturating_sub(floor));
         let free = 1.0 / (1.0 + self.load());
-        let success = (self.processed.saturating_sub(self.failed) + 1) as f64
-            / (self.processed + 1) as f64;
+        let success =
+            (self.processed.saturating_sub(self.failed) + 1) as f64 / (self.processed + 1) as f64;
         W_FIT * fit + W_TIER * tier + W_FREE * free + W_SUCCESS * success
     }
 
@@ -304,7 +304,10 @@ mod tests {
             ["base", "expert"],
             "a type with no live instance never fits"
         );
-        assert_eq!(names(&rank(&all, &wants(&["orders", "refunds"]))), ["expert"]);
+        assert_eq!(
+            names(&rank(&all, &wants(&["orders", "refunds"]))),
+            ["expert"]
+        );
         assert!(rank(&all, &wants(&["teleport"])).is_empty());
         let request = LookupRequest {
             min_tier: Some(2),

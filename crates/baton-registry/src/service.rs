@@ -200,13 +200,18 @@ async fn answer(table: &Table, request: &service::Request) {
 }
 
 /// The encoded answer to a lookup payload, or an error that says what is wrong.
-pub(crate) fn respond(table: &Table, payload: &[u8], json: bool) -> Result<Bytes, service::error::Error> {
+pub(crate) fn respond(
+    table: &Table,
+    payload: &[u8],
+    json: bool,
+) -> Result<Bytes, service::error::Error> {
     let bad = |what: String| service::error::Error {
         status: format!("bad lookup request: {what}"),
         code: 400,
     };
     let request: LookupRequest = if json {
-        serde_json::from_slice(payload).map_err(|err| bad(format!("not a JSON lookup request: {err}")))?
+        serde_json::from_slice(payload)
+            .map_err(|err| bad(format!("not a JSON lookup request: {err}")))?
     } else {
         LookupRequest::from_msgpack(payload).map_err(|err| bad(err.to_string()))?
     };
@@ -219,10 +224,12 @@ pub(crate) fn respond(table: &Table, payload: &[u8], json: bool) -> Result<Bytes
     } else {
         response.to_msgpack().map_err(|err| err.to_string())
     };
-    encoded.map(Bytes::from).map_err(|err| service::error::Error {
-        status: format!("cannot encode the answer: {err}"),
-        code: 500,
-    })
+    encoded
+        .map(Bytes::from)
+        .map_err(|err| service::error::Error {
+            status: format!("cannot encode the answer: {err}"),
+            code: 500,
+        })
 }
 
 /// Reads every agent type's consumer backlog once per `every`.
@@ -319,9 +326,17 @@ mod tests {
     fn malformed_requests_get_an_error_that_says_what_is_wrong() {
         let err = respond(&table(), b"\xc1 not msgpack", false).unwrap_err();
         assert_eq!(err.code, 400);
-        assert!(err.status.starts_with("bad lookup request: "), "{}", err.status);
+        assert!(
+            err.status.starts_with("bad lookup request: "),
+            "{}",
+            err.status
+        );
         let err = respond(&table(), br#"{"requires": "refunds"}"#, true).unwrap_err();
-        assert!(err.status.contains("not a JSON lookup request"), "{}", err.status);
+        assert!(
+            err.status.contains("not a JSON lookup request"),
+            "{}",
+            err.status
+        );
         assert!(err.status.contains("expected a sequence"), "{}", err.status);
     }
 }

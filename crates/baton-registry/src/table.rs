@@ -160,7 +160,12 @@ mod tests {
         assert_eq!(summaries.len(), 2);
         let orders = &summaries[0];
         assert_eq!(
-            (orders.agent.as_str(), orders.instances, orders.in_flight, orders.capacity),
+            (
+                orders.agent.as_str(),
+                orders.instances,
+                orders.in_flight,
+                orders.capacity
+            ),
             ("orders", 2, 4, 8)
         );
         assert_eq!((orders.processed, orders.failed), (20, 2));
@@ -191,7 +196,10 @@ mod tests {
         newer.tier = 2;
         table.record(newer, start + Duration::from_secs(2));
         let summary = &table.summaries(start + Duration::from_secs(4))[0];
-        assert_eq!((summary.instances, summary.in_flight, summary.tier), (1, 2, 2));
+        assert_eq!(
+            (summary.instances, summary.in_flight, summary.tier),
+            (1, 2, 2)
+        );
     }
 
     #[test]
@@ -201,7 +209,10 @@ mod tests {
         let mut old_style = beat("orders", "a", 0);
         old_style.interval_ms = None;
         table.record(old_style, start);
-        assert_eq!(table.summaries(start + Duration::from_millis(5999)).len(), 1);
+        assert_eq!(
+            table.summaries(start + Duration::from_millis(5999)).len(),
+            1
+        );
         assert!(table.summaries(start + Duration::from_secs(6)).is_empty());
         assert!(!table.record(beat("Not.Valid", "a", 0), start));
         assert!(!table.record(beat("orders", "", 0), start));

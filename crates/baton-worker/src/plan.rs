@@ -274,7 +274,14 @@ impl Planner<'_> {
                 let next = self.advance(envelope, ContextUpdate::default());
                 if let Some(Ok(agent)) = found {
                     // Re-routed through the registry, this agent excluded.
-                    self.forward(&mut outputs, envelope, next, &agent, Reason::Rejected, EventType::Handoff);
+                    self.forward(
+                        &mut outputs,
+                        envelope,
+                        next,
+                        &agent,
+                        Reason::Rejected,
+                        EventType::Handoff,
+                    );
                     return outputs.into_plan();
                 }
                 let detail = format!("{} rejected the task: {detail}", self.agent);

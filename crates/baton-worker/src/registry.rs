@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use async_nats::client::RequestErrorKind;
 use backon::{ExponentialBuilder, Retryable};
-use baton_proto::{AgentName, Heartbeat, LookupRequest, LookupResponse, Subjects, Wire, now_ms};
+use baton_proto::{Heartbeat, LookupRequest, LookupResponse, Subjects, Wire, now_ms};
 
 use crate::error::{Error, ErrorKind};
-use crate::worker::WorkerStats;
+use crate::worker::{WorkerConfig, WorkerStats};
 
 /// What a worker advertises to the registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,20 +120,19 @@ impl RegistryClient {
     }
 }
 
-/// Publishes a heartbeat for the worker every `interval` until dropped.
+/// Publishes the worker's heartbeat every interval until aborted.
 pub(crate) fn spawn_heartbeats(
     client: async_nats::Client,
-    subject: String,
-    agent: &AgentName,
-    instance: &str,
-    profile: &Profile,
+    config: &WorkerConfig,
     max_concurrency: usize,
-    interval: Duration,
     stats: Arc<WorkerStats>,
 ) -> tokio::task::JoinHandle<()> {
+    let interval = config.heartbeat_interval.max(Duration::from_millis(10));
+    let subject = config.subjects.heartbeat(&config.agent, &config.instance);
+    let profile = &config.profile;
     let mut beat = Heartbeat {
-        agent: agent.to_string(),
-        instance: instance.to_owned(),
+        agent: config.agent.to_string(),
+        instance: config.instance.clone(),
         capabilities: profile.capabilities.clone(),
         domains: profile.domains.clone(),
         tier: profile.tier,

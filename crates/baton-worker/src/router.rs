@@ -272,7 +272,9 @@ async fn target(
                 agent: fallback.clone(),
                 no_match: Some(why),
             }),
-            None => Err(format!("{why}, and the router has no fallback agent (start it with --fallback)")),
+            None => Err(format!(
+                "{why}, and the router has no fallback agent (start it with --fallback)"
+            )),
         };
     }
     config.default_agent.clone().map(direct).ok_or_else(|| {
@@ -282,14 +284,22 @@ async fn target(
 
 /// The task on its way to `route`, and an `escalated` event when it goes to
 /// the fallback for lack of a match.
-fn forward(emitter: &Emitter<'_>, envelope: &Envelope, route: Route) -> Result<Vec<Outgoing>, String> {
+fn forward(
+    emitter: &Emitter<'_>,
+    envelope: &Envelope,
+    route: Route,
+) -> Result<Vec<Outgoing>, String> {
     let mut forwarded = envelope.clone();
     forwarded.id = derive_id(envelope.id, 0);
     forwarded.to = Some(route.agent.to_string());
     let mut outgoing = Vec::new();
     if let Some(why) = route.no_match {
         forwarded.reason = Some(Reason::NoMatch);
-        let mut event = Event::new(derive_id(envelope.id, 1), envelope.session, EventType::Escalated);
+        let mut event = Event::new(
+            derive_id(envelope.id, 1),
+            envelope.session,
+            EventType::Escalated,
+        );
         event.agent = Some(ROUTER_NAME.to_owned());
         event.envelope = Some(envelope.id);
         event.to = Some(route.agent.to_string());

@@ -247,12 +247,8 @@ impl<A: Agent> Worker<A> {
         };
         let heartbeats = spawn_heartbeats(
             self.client.clone(),
-            config.subjects.heartbeat(&config.agent, &config.instance),
-            &config.agent,
-            &config.instance,
-            &config.profile,
+            &config,
             settings.concurrency,
-            config.heartbeat_interval.max(Duration::from_millis(10)),
             self.stats.clone(),
         );
         let registry = config.use_registry.then(|| {

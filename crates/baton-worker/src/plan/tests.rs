@@ -1,4 +1,5 @@
 use super::*;
+use crate::agent::Need;
 use baton_proto::{Message, Role};
 
 fn name(text: &str) -> AgentName {
@@ -407,4 +408,230 @@ fn deadlines_are_checked_before_running() {
             .deadline_exceeded(&Envelope::task("x"), u64::MAX)
             .is_none()
     );
+}
+
+fn found(agent: &str) -> Found {
+    Some(Ok(name(agent)))
+}
+
+#[test]
+fn lookups_exclude_the_path_and_this_agent() {
+    let fixture = Fixture::new("triage", Some("human"));
+    let mut envelope = Envelope::task("x");
+    envelope.path = vec![hop("entry"), hop("triage"), hop("entry")];
+    envelope.requires = vec!["billing".into()];
+    let planner = fixture.planner();
+
+    let outcome = Ok(Outcome::handoff_to(
+        Need::capabilities(["refunds"])
+            .in_domains(["retail"])
+            .min_tier(2),
+        Reason::KnowledgeGap,
+    ));
+    let request = planner.lookup_request(&envelope, &outcome).unwrap();
+    assert_eq!(request.requires, ["refunds"]);
+    assert_eq!(request.domains, ["retail"]);
+    assert_eq!(request.min_tier, Some(2));
+    assert_eq!(request.exclude, ["entry", "triage"]);
+
+    // Escalations ask for at least one tier above this agent's (tier 1 here).
+    let escalate = Ok(Outcome::escalate(Reason::UserEscalation));
+    let request = planner.lookup_request(&envelope, &escalate).unwrap();
+    assert_eq!(request.min_tier, Some(2));
+    assert!(request.requires.is_empty());
+    let escalate = Ok(Outcome::escalate_to(
+        Need::capabilities(["human"]).min_tier(3),
+        Reason::UserEscalation,
+    ));
+    let request = planner.lookup_request(&envelope, &escalate).unwrap();
+    assert_eq!(
+        (request.min_tier, request.requires),
+        (Some(3), vec!["human".to_owned()])
+    );
+
+    // A rejection looks again for what the task requires.
+    let request = planner
+        .lookup_request(&envelope, &Err(AgentError::reject("busy")))
+        .unwrap();
+    assert_eq!(request.requires, ["billing"]);
+
+    // Named targets, the fallback, completions and failures need no lookup.
+    for result in [
+        Ok(Outcome::handoff("refund", Reason::OutOfScope)),
+        Ok(Outcome::fallback(Reason::UserEscalation)),
+        Ok(Outcome::complete("done")),
+        Err(AgentError::retryable("x")),
+        Err(AgentError::fatal("x")),
+    ] {
+        assert!(
+            planner.lookup_request(&envelope, &result).is_none(),
+            "{result:?}"
+        );
+    }
+}
+
+#[test]
+fn a_capability_target_goes_to_the_agent_the_registry_found() {
+    let fixture = Fixture::new("general", Some("human"));
+    let outcome = Outcome::handoff_to(Need::capabilities(["refunds"]), Reason::KnowledgeGap)
+        .say("over to refunds");
+    let plan = fixture
+        .planner()
+        .plan_routed(&Envelope::task("x"), 1, Ok(outcome), found("refund"));
+    assert_eq!(
+        events(&plan),
+        vec![(
+            EventType::Handoff,
+            Some("refund".into()),
+            Some(Reason::KnowledgeGap)
+        )]
+    );
+    let next = envelopes(&plan)[0];
+    assert_eq!(next.to.as_deref(), Some("refund"));
+    assert_eq!(
+        next.requires,
+        ["refunds"],
+        "kept, so a rejection can re-route"
+    );
+    assert_eq!(
+        next.context.messages.last().unwrap().content,
+        "over to refunds"
+    );
+}
+
+#[test]
+fn no_candidate_goes_to_the_fallback_with_no_match_or_fails_with_no_route() {
+    let outcome = || {
+        Ok(Outcome::handoff_to(
+            Need::capabilities(["teleport"]),
+            Reason::OutOfScope,
+        ))
+    };
+    let none = Some(Err(
+        "no live agent offers capabilities [teleport]".to_owned()
+    ));
+
+    let with = Fixture::new("general", Some("human"));
+    let plan = with
+        .planner()
+        .plan_routed(&Envelope::task("x"), 1, outcome(), none.clone());
+    assert_eq!(
+        events(&plan),
+        vec![(
+            EventType::Escalated,
+            Some("human".into()),
+            Some(Reason::NoMatch)
+        )]
+    );
+    assert_eq!(envelopes(&plan)[0].reason, Some(Reason::NoMatch));
+    assert_eq!(plan.settle, Settle::Ack);
+
+    let without = Fixture::new("general", None);
+    let plan = without
+        .planner()
+        .plan_routed(&Envelope::task("x"), 1, outcome(), none);
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
+    let last = events(&plan).pop().unwrap();
+    assert_eq!(
+        last,
+        (EventType::Failed, None, Some(Reason::parse("no_route")))
+    );
+    assert!(plan.failed);
+
+    // A worker without a registry cannot resolve a capability target at all.
+    let plan = without
+        .planner()
+        .plan_routed(&Envelope::task("x"), 1, outcome(), None);
+    let Some(Output::Event(failed)) = plan.outputs.last() else {
+        panic!("no failed event")
+    };
+    assert!(
+        failed
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("the worker has no registry"),
+        "{:?}",
+        failed.detail
+    );
+}
+
+#[test]
+fn a_found_escalation_is_announced_as_escalated_to_that_agent() {
+    let fixture = Fixture::new("general", Some("human"));
+    let plan = fixture.planner().plan_routed(
+        &Envelope::task("x"),
+        1,
+        Ok(Outcome::escalate(Reason::UserEscalation)),
+        found("expert"),
+    );
+    assert_eq!(
+        events(&plan),
+        vec![(
+            EventType::Escalated,
+            Some("expert".into()),
+            Some(Reason::UserEscalation)
+        )]
+    );
+    assert_eq!(envelopes(&plan)[0].to.as_deref(), Some("expert"));
+
+    // Nothing of a higher tier: the fallback, with the original reason.
+    let plan = fixture.planner().plan_routed(
+        &Envelope::task("x"),
+        1,
+        Ok(Outcome::escalate(Reason::UserEscalation)),
+        Some(Err("nothing above tier 1".into())),
+    );
+    assert_eq!(
+        events(&plan),
+        vec![(
+            EventType::Escalated,
+            Some("human".into()),
+            Some(Reason::UserEscalation)
+        )]
+    );
+}
+
+#[test]
+fn a_rejection_is_rerouted_to_the_agent_the_registry_found() {
+    let fixture = Fixture::new("picky", Some("human"));
+    let plan = fixture.planner().plan_routed(
+        &Envelope::task("x"),
+        1,
+        Err(AgentError::reject("not my kind of work")),
+        found("willing"),
+    );
+    assert_eq!(
+        events(&plan),
+        vec![
+            (EventType::Rejected, None, Some(Reason::Rejected)),
+            (
+                EventType::Handoff,
+                Some("willing".into()),
+                Some(Reason::Rejected)
+            ),
+        ]
+    );
+    let next = envelopes(&plan)[0];
+    assert_eq!(next.to.as_deref(), Some("willing"));
+    assert_eq!(next.path.last().unwrap().agent, "picky");
+    assert_eq!(plan.settle, Settle::Ack);
+}
+
+#[test]
+fn a_found_agent_still_counts_against_the_hop_budget() {
+    let fixture = Fixture::new("c", Some("human"));
+    let mut envelope = Envelope::task("x").with_max_hops(2);
+    envelope.path = vec![hop("a"), hop("b")];
+    let plan = fixture.planner().plan_routed(
+        &envelope,
+        1,
+        Ok(Outcome::handoff_to(
+            Need::capabilities(["x"]),
+            Reason::OutOfScope,
+        )),
+        found("d"),
+    );
+    let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
+    assert_eq!(kinds, [EventType::LoopDetected, EventType::Escalated]);
 }
