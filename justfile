@@ -38,6 +38,10 @@ test *ARGS:
 bench *ARGS:
     cargo run --release -p baton-cli --bin baton -- bench {{ ARGS }}
 
+# Benchmark registry lookups (arguments go to `baton bench-registry`)
+bench-registry *ARGS:
+    cargo run --release -p baton-cli --bin baton -- bench-registry {{ ARGS }}
+
 # Check formatting and clippy, as CI does
 lint:
     cargo fmt --all --check
