@@ -150,7 +150,7 @@ impl Registry {
         loop {
             tokio::select! {
                 Some(message) = beats.next() => record(&mut table, &message),
-                Some(request) = lookups.next() => answer(&table, &request).await,
+                Some(request) = lookups.next() => answer(&mut table, &request).await,
                 Some(backlog) = backlog_rx.recv() => table.set_backlogs(backlog),
                 _ = sweep.tick() => table.expire(Instant::now()),
                 () = &mut shutdown => break,
@@ -179,7 +179,7 @@ fn record(table: &mut Table, message: &async_nats::Message) {
 }
 
 /// Answers one lookup: msgpack by default, JSON when the request says it is JSON.
-async fn answer(table: &Table, request: &service::Request) {
+async fn answer(table: &mut Table, request: &service::Request) {
     let json = request
         .message
         .headers
@@ -201,7 +201,7 @@ async fn answer(table: &Table, request: &service::Request) {
 
 /// The encoded answer to a lookup payload, or an error that says what is wrong.
 pub(crate) fn respond(
-    table: &Table,
+    table: &mut Table,
     payload: &[u8],
     json: bool,
 ) -> Result<Bytes, service::error::Error> {
@@ -216,7 +216,7 @@ pub(crate) fn respond(
         LookupRequest::from_msgpack(payload).map_err(|err| bad(err.to_string()))?
     };
     let response = LookupResponse {
-        candidates: rank(&table.summaries(Instant::now()), &request),
+        candidates: rank(table.current(Instant::now()), &request),
         extra: baton_proto::Map::new(),
     };
     let encoded = if json {
@@ -307,7 +307,7 @@ mod tests {
             requires: vec!["refunds".into()],
             ..LookupRequest::default()
         };
-        let bytes = respond(&table(), &request.to_msgpack().unwrap(), false).unwrap();
+        let bytes = respond(&mut table(), &request.to_msgpack().unwrap(), false).unwrap();
         let response = LookupResponse::from_msgpack(&bytes).unwrap();
         assert_eq!(response.candidates.len(), 1);
         assert_eq!(response.candidates[0].agent, "refund");
@@ -316,7 +316,12 @@ mod tests {
 
     #[test]
     fn json_in_json_out() {
-        let bytes = respond(&table(), br#"{"requires":["refunds"],"min_tier":2}"#, true).unwrap();
+        let bytes = respond(
+            &mut table(),
+            br#"{"requires":["refunds"],"min_tier":2}"#,
+            true,
+        )
+        .unwrap();
         let response: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(response["candidates"][0]["agent"], "refund");
         assert_eq!(response["candidates"][0]["load"], 0.25);
@@ -324,14 +329,14 @@ mod tests {
 
     #[test]
     fn malformed_requests_get_an_error_that_says_what_is_wrong() {
-        let err = respond(&table(), b"\xc1 not msgpack", false).unwrap_err();
+        let err = respond(&mut table(), b"\xc1 not msgpack", false).unwrap_err();
         assert_eq!(err.code, 400);
         assert!(
             err.status.starts_with("bad lookup request: "),
             "{}",
             err.status
         );
-        let err = respond(&table(), br#"{"requires": "refunds"}"#, true).unwrap_err();
+        let err = respond(&mut table(), br#"{"requires": "refunds"}"#, true).unwrap_err();
         assert!(
             err.status.contains("not a JSON lookup request"),
             "{}",

@@ -37,6 +37,10 @@ pub struct Table {
     agents: BTreeMap<String, BTreeMap<String, Seen>>,
     backlogs: HashMap<String, Backlog>,
     default_interval: Duration,
+    /// The summaries as of the last change, and until when they hold (the
+    /// first expiry among the instances they count). Lookups far outnumber
+    /// heartbeats, so they are summed once per change, not once per lookup.
+    cache: Option<(Instant, Vec<AgentSummary>)>,
 }
 
 impl Table {
@@ -47,6 +51,7 @@ impl Table {
             agents: BTreeMap::new(),
             backlogs: HashMap::new(),
             default_interval,
+            cache: None,
         }
     }
 
@@ -69,12 +74,14 @@ impl Table {
             .entry(seen.beat.agent.clone())
             .or_default()
             .insert(seen.beat.instance.clone(), seen);
+        self.cache = None;
         true
     }
 
     /// Replaces the backlogs of every agent type.
     pub fn set_backlogs(&mut self, backlogs: HashMap<String, Backlog>) {
         self.backlogs = backlogs;
+        self.cache = None;
     }
 
     /// Forgets instances that are gone at `now`, and agent types left with none.
@@ -83,6 +90,24 @@ impl Table {
             instances.retain(|_, seen| seen.expires > now);
         }
         self.agents.retain(|_, instances| !instances.is_empty());
+        self.cache = None;
+    }
+
+    /// Like [`Table::summaries`], from a cache that holds until the table
+    /// changes or one of the counted instances expires.
+    pub fn current(&mut self, now: Instant) -> &[AgentSummary] {
+        if self.cache.as_ref().is_none_or(|(until, _)| now >= *until) {
+            let until = self
+                .agents
+                .values()
+                .flat_map(BTreeMap::values)
+                .map(|seen| seen.expires)
+                .filter(|expires| *expires > now)
+                .min()
+                .unwrap_or(now + self.default_interval);
+            self.cache = Some((until, self.summaries(now)));
+        }
+        self.cache.as_ref().map_or(&[], |(_, summaries)| summaries)
     }
 
     /// The agent types known now (with or without live instances), by name.
@@ -200,6 +225,22 @@ mod tests {
             (summary.instances, summary.in_flight, summary.tier),
             (1, 2, 2)
         );
+    }
+
+    #[test]
+    fn the_cache_follows_heartbeats_and_expiry() {
+        let start = Instant::now();
+        let mut table = Table::new(Duration::from_secs(2));
+        assert!(table.current(start).is_empty());
+        table.record(beat("orders", "a", 0), start);
+        assert_eq!(table.current(start)[0].in_flight, 0);
+        table.record(beat("orders", "a", 5), start + Duration::from_millis(10));
+        assert_eq!(
+            table.current(start + Duration::from_millis(10))[0].in_flight,
+            5
+        );
+        // No change to the table, but the instance's time is up.
+        assert!(table.current(start + Duration::from_secs(4)).is_empty());
     }
 
     #[test]

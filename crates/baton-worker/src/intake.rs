@@ -109,6 +109,7 @@ async fn run<H, F>(
         last_request: Instant::now(),
     };
     let stale_after = settings.pull_expires + Duration::from_secs(2);
+    let refill_at = (concurrency / 4).max(1);
     // Set when a pull request could not be sent (e.g. while reconnecting).
     let mut retry_at: Option<Instant> = None;
 
@@ -117,7 +118,11 @@ async fn run<H, F>(
         let want = semaphore
             .available_permits()
             .saturating_sub(requested.count);
-        if want > 0 && retry_at.is_none_or(|at| at <= Instant::now()) {
+        // Ask again once a quarter of the permits is free (at once when nothing
+        // is requested): one pull request per message would double the
+        // server's work under load, for no gain in latency.
+        let worth_asking = want > 0 && (requested.count == 0 || want >= refill_at);
+        if worth_asking && retry_at.is_none_or(|at| at <= Instant::now()) {
             retry_at = None;
             let body = format!(
                 r#"{{"batch":{want},"expires":{}}}"#,
