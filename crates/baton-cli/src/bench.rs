@@ -2,6 +2,13 @@
 //! run a raw async-nats JetStream relay with the same payload size, chain
 //! length and concurrency (consume, publish next, await PubAck, ack).
 //!
+//! A third side, "raw, same writes", is the raw relay doing the durable work
+//! of a Baton hop by hand: an `accepted`-sized and a `handoff`-sized event per
+//! hop into a file-backed events stream on a per-task subject, every message
+//! with a `Nats-Msg-Id`, every PubAck awaited, and a confirmed ack. Baton's
+//! ratio to it is the cost of the runtime itself; its ratio to the plain relay
+//! is the cost of the guarantees.
+//!
 //! Per-hop latency is measured on one monotonic clock shared by every stage:
 //! from the moment a stage decides to forward to the moment the next stage
 //! starts handling. It is a benchmark: it reports, it asserts nothing.
@@ -44,8 +51,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
 
-    /// Run only one side (for profiling); the ratios need both.
-    #[arg(long, value_parser = ["raw", "baton"])]
+    /// Run only one side (for profiling); the ratios need the others.
+    #[arg(long, value_parser = ["raw", "same-writes", "baton"])]
     pub only: Option<String>,
 }
 
@@ -212,36 +219,47 @@ pub async fn run(nats: &NatsArgs, args: BenchArgs) -> anyhow::Result<std::proces
         p50_us: f64::NAN,
         p99_us: f64::NAN,
     };
-    let raw = if args.only.as_deref() == Some("baton") {
-        none()
+    let runs = |side: &str| args.only.as_deref().is_none_or(|only| only == side);
+    let raw = if runs("raw") {
+        raw_relay(&client, &args, payload_len, false).await?
     } else {
-        raw_relay(&client, &args, payload_len).await?
+        none()
     };
-    let baton = if args.only.as_deref() == Some("raw") {
-        none()
+    let same_writes = if runs("same-writes") {
+        raw_relay(&client, &args, payload_len, true).await?
     } else {
+        none()
+    };
+    let baton = if runs("baton") {
         baton_chain(&client, &args).await?
+    } else {
+        none()
     };
 
     println!();
     println!(
-        "{:<16} {:>10} {:>10} {:>12} {:>12}",
+        "{:<22} {:>10} {:>10} {:>12} {:>12}",
         "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs"
     );
-    for (name, f) in [("raw JetStream", &raw), ("baton", &baton)] {
+    for (name, f) in [
+        ("raw JetStream", &raw),
+        ("raw, same writes", &same_writes),
+        ("baton", &baton),
+    ] {
         println!(
-            "{name:<16} {:>10.0} {:>10.0} {:>12.0} {:>12.0}",
+            "{name:<22} {:>10.0} {:>10.0} {:>12.0} {:>12.0}",
             f.tasks_per_sec, f.hops_per_sec, f.p50_us, f.p99_us
         );
     }
-    println!(
-        "{:<16} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
-        "baton / raw",
-        baton.tasks_per_sec / raw.tasks_per_sec,
-        baton.hops_per_sec / raw.hops_per_sec,
-        baton.p50_us / raw.p50_us,
-        baton.p99_us / raw.p99_us
-    );
+    for (name, base) in [("baton / raw", &raw), ("baton / same writes", &same_writes)] {
+        println!(
+            "{name:<22} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
+            baton.tasks_per_sec / base.tasks_per_sec,
+            baton.hops_per_sec / base.hops_per_sec,
+            baton.p50_us / base.p50_us,
+            baton.p99_us / base.p99_us
+        );
+    }
     println!("targets: throughput ratio >= 0.85, p50 hop latency ratio <= 1.20");
     drop(server);
     Ok(std::process::ExitCode::SUCCESS)
@@ -330,28 +348,41 @@ async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::R
     Ok(figures(&recorder, args.tasks, args.hops, elapsed))
 }
 
+/// The raw relay; with `same_writes`, it also does a Baton hop's durable work.
 async fn raw_relay(
     client: &async_nats::Client,
     args: &BenchArgs,
     payload_len: usize,
+    same_writes: bool,
 ) -> anyhow::Result<Figures> {
     let js = jetstream::new(client.clone());
-    let subjects: Vec<String> = (0..args.hops)
-        .map(|i| format!("benchraw.stage{i}"))
-        .collect();
+    let name = if same_writes { "benchsame" } else { "benchraw" };
+    let stream_name = name.to_ascii_uppercase();
+    let subjects: Vec<String> = (0..args.hops).map(|i| format!("{name}.stage{i}")).collect();
     js.get_or_create_stream(stream::Config {
-        name: "BENCHRAW".into(),
-        subjects: vec!["benchraw.>".into()],
+        name: stream_name.clone(),
+        subjects: vec![format!("{name}.>")],
         retention: stream::RetentionPolicy::WorkQueue,
         storage: stream::StorageType::File,
         ..Default::default()
     })
     .await?;
+    if same_writes {
+        js.get_or_create_stream(stream::Config {
+            name: format!("{stream_name}_EVENTS"),
+            subjects: vec![format!("{name}events.>")],
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await?;
+    }
+    // An encoded Baton event is about this size.
+    let event = Bytes::from(vec![b'e'; 220]);
     let recorder = Arc::new(Recorder::new(args.concurrency));
     let stop = CancellationToken::new();
     let mut stages = tokio::task::JoinSet::new();
     for (index, subject) in subjects.iter().enumerate() {
-        let stream = js.get_stream("BENCHRAW").await?;
+        let stream = js.get_stream(&stream_name).await?;
         let consumer: consumer::PullConsumer = stream
             .get_or_create_consumer(
                 &format!("stage{index}"),
@@ -368,6 +399,7 @@ async fn raw_relay(
         let recorder = recorder.clone();
         let stop = stop.clone();
         let concurrency = args.concurrency;
+        let event = event.clone();
         stages.spawn(async move {
             let permits = Arc::new(Semaphore::new(concurrency));
             let mut messages = consumer.stream().max_messages_per_batch(concurrency).messages().await?;
@@ -384,21 +416,27 @@ async fn raw_relay(
                 let js = js.clone();
                 let recorder = recorder.clone();
                 let next = next.clone();
+                let event = event.clone();
                 tokio::spawn(async move {
-                    if let Some(sent) = message.headers.as_ref().and_then(|h| h.get("Bench-Sent")).and_then(|v| v.as_str().parse().ok()) {
+                    let sent = message.headers.as_ref().and_then(|h| h.get("Bench-Sent")).and_then(|v| v.as_str().parse().ok());
+                    if let Some(sent) = sent {
                         recorder.hop(sent);
                     }
-                    match next {
-                        Some(next) => {
-                            let mut headers = async_nats::HeaderMap::new();
-                            headers.insert("Bench-Sent", now_ns().to_string().as_str());
-                            if let Ok(ack) = js.publish_with_headers(next, headers, message.payload.clone()).await {
-                                let _ = ack.await;
+                    if same_writes {
+                        same_writes_hop(&js, &message, next, event, &recorder).await;
+                    } else {
+                        match next {
+                            Some(next) => {
+                                let mut headers = async_nats::HeaderMap::new();
+                                headers.insert("Bench-Sent", now_ns().to_string().as_str());
+                                if let Ok(ack) = js.publish_with_headers(next, headers, message.payload.clone()).await {
+                                    let _ = ack.await;
+                                }
                             }
+                            None => recorder.finish(),
                         }
-                        None => recorder.finish(),
+                        let _ = message.ack_with(AckKind::Ack).await;
                     }
-                    let _ = message.ack_with(AckKind::Ack).await;
                     drop(permit);
                 });
             }
@@ -412,6 +450,10 @@ async fn raw_relay(
         async move {
             let mut headers = async_nats::HeaderMap::new();
             headers.insert("Bench-Sent", now_ns().to_string().as_str());
+            if same_writes {
+                headers.insert("Bench-Task", uuid::Uuid::new_v4().to_string().as_str());
+                headers.insert("Nats-Msg-Id", uuid::Uuid::new_v4().to_string().as_str());
+            }
             js.publish_with_headers(first, headers, payload)
                 .await?
                 .await?;
@@ -424,4 +466,56 @@ async fn raw_relay(
         result??;
     }
     Ok(figures(&recorder, args.tasks, args.hops, elapsed))
+}
+
+/// One hop of the "same writes" relay: an accepted event sent at once, then a
+/// handoff event and the next message (or a completed event), each with a
+/// message id, all PubAcks awaited, then a confirmed ack.
+async fn same_writes_hop(
+    js: &jetstream::Context,
+    message: &jetstream::Message,
+    next: Option<String>,
+    event: Bytes,
+    recorder: &Recorder,
+) {
+    let task = message
+        .headers
+        .as_ref()
+        .and_then(|h| h.get("Bench-Task"))
+        .map_or_else(|| "unknown".to_owned(), |v| v.as_str().to_owned());
+    let events_subject = format!("benchsameevents.{task}");
+    let publish = |subject: String, payload: Bytes, headers: async_nats::HeaderMap| {
+        let js = js.clone();
+        async move {
+            let mut headers = headers;
+            headers.insert("Nats-Msg-Id", uuid::Uuid::new_v4().to_string().as_str());
+            js.publish_with_headers(subject, headers, payload).await
+        }
+    };
+    let base = message.headers.clone().unwrap_or_default();
+    let accepted = publish(
+        events_subject.clone(),
+        event.clone(),
+        async_nats::HeaderMap::new(),
+    )
+    .await;
+    let mut acks = vec![accepted];
+    match next {
+        Some(next) => {
+            acks.push(publish(events_subject, event, async_nats::HeaderMap::new()).await);
+            let mut headers = base;
+            headers.insert("Bench-Sent", now_ns().to_string().as_str());
+            acks.push(publish(next, message.payload.clone(), headers).await);
+        }
+        None => {
+            recorder.finish();
+            acks.push(publish(events_subject, event, async_nats::HeaderMap::new()).await);
+        }
+    }
+    for ack in acks {
+        if let Ok(ack) = ack {
+            let _ = ack.await;
+        }
+    }
+    let _ = message.double_ack().await;
 }
