@@ -512,10 +512,8 @@ async fn same_writes_hop(
             acks.push(publish(events_subject, event, async_nats::HeaderMap::new()).await);
         }
     }
-    for ack in acks {
-        if let Ok(ack) = ack {
-            let _ = ack.await;
-        }
+    for ack in acks.into_iter().flatten() {
+        let _ = ack.await;
     }
     let _ = message.double_ack().await;
 }
