@@ -159,6 +159,9 @@ pub fn describe(event: &Event) -> String {
             )
         }
         EventType::Failed => format!("failed{reason}{detail}"),
+        EventType::Waiting => {
+            format!("{agent} is waiting for a person{reason} (see `baton inbox ls`)")
+        }
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
     };
     let secs = event.at / 1000;

@@ -28,6 +28,8 @@ wire_enum! {
         Completed = "completed",
         /// Terminal: `reason` says why.
         Failed = "failed",
+        /// Extension: the session waits for a person (a human agent's inbox).
+        Waiting = "waiting",
     }
 }
 

@@ -213,6 +213,53 @@ impl Need {
     }
 }
 
+/// How much of the conversation a route passes on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContextPolicy {
+    /// Every message (the default).
+    #[default]
+    Full,
+    /// Only the last `n` messages.
+    LastN(usize),
+    /// No messages.
+    None,
+}
+
+impl ContextPolicy {
+    /// How many of `len` messages this policy keeps.
+    #[must_use]
+    pub fn keeps(self, len: usize) -> usize {
+        match self {
+            Self::Full => len,
+            Self::LastN(n) => n.min(len),
+            Self::None => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for ContextPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Full => f.write_str("full"),
+            Self::LastN(n) => write!(f, "last_n {n}"),
+            Self::None => f.write_str("none"),
+        }
+    }
+}
+
+/// Options of one route: how often its target may be visited, and how much
+/// context it passes on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteOptions {
+    /// How many times the target may appear on the session's path, this
+    /// visit included. `None` means once: a revisit is a loop. A bounded
+    /// cycle (planner ↔ reviewer) declares its budget here.
+    pub max_visits: Option<u32>,
+    /// How much of the conversation goes along.
+    pub context: ContextPolicy,
+}
+
 /// What an agent decided.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -233,6 +280,14 @@ pub enum Outcome {
         /// Advice for the receiver.
         suggested_next_action: Option<String>,
         /// Context changes.
+        update: ContextUpdate,
+        /// Visit budget of the target and context policy of the route.
+        options: RouteOptions,
+    },
+    /// The task now waits outside the runtime, in a person's inbox: the
+    /// delivery is acked with a `waiting` event and the session stays open.
+    Wait {
+        /// Context changes (kept for the record; the waiting copy is the agent's to store).
         update: ContextUpdate,
     },
 }
@@ -255,6 +310,7 @@ impl Outcome {
             reason,
             suggested_next_action: None,
             update: ContextUpdate::default(),
+            options: RouteOptions::default(),
         }
     }
 
@@ -266,6 +322,7 @@ impl Outcome {
             reason,
             suggested_next_action: None,
             update: ContextUpdate::default(),
+            options: RouteOptions::default(),
         }
     }
 
@@ -284,6 +341,7 @@ impl Outcome {
             reason,
             suggested_next_action: None,
             update: ContextUpdate::default(),
+            options: RouteOptions::default(),
         }
     }
 
@@ -295,14 +353,43 @@ impl Outcome {
             reason,
             suggested_next_action: None,
             update: ContextUpdate::default(),
+            options: RouteOptions::default(),
+        }
+    }
+
+    /// Parks the task (see [`Outcome::Wait`]).
+    #[must_use]
+    pub fn wait() -> Self {
+        Self::Wait {
+            update: ContextUpdate::default(),
         }
     }
 
     /// The context changes of this outcome.
     pub fn update_mut(&mut self) -> &mut ContextUpdate {
         match self {
-            Self::Complete { update, .. } | Self::Handoff { update, .. } => update,
+            Self::Complete { update, .. }
+            | Self::Handoff { update, .. }
+            | Self::Wait { update } => update,
         }
+    }
+
+    /// Lets the target be visited up to `visits` times in the session (a bounded cycle).
+    #[must_use]
+    pub fn max_visits(mut self, visits: u32) -> Self {
+        if let Self::Handoff { options, .. } = &mut self {
+            options.max_visits = Some(visits);
+        }
+        self
+    }
+
+    /// Sets how much of the conversation the handoff passes on.
+    #[must_use]
+    pub fn context_policy(mut self, policy: ContextPolicy) -> Self {
+        if let Self::Handoff { options, .. } = &mut self {
+            options.context = policy;
+        }
+        self
     }
 
     /// Appends an agent message to the conversation.
@@ -383,12 +470,21 @@ pub enum AgentError {
     /// The agent declines the task (overloaded, wrong skills): it is routed elsewhere.
     #[error("rejected: {0}")]
     Reject(String),
+    /// A transient failure with a delay the other side asked for (a rate
+    /// limit's `Retry-After`): retried no sooner than that.
+    #[error("retryable after {1:?}: {0}")]
+    RetryAfter(String, Duration),
 }
 
 impl AgentError {
     /// A transient failure.
     pub fn retryable(detail: impl Into<String>) -> Self {
         Self::Retryable(detail.into())
+    }
+
+    /// A transient failure, retried no sooner than `after`.
+    pub fn retry_after(detail: impl Into<String>, after: Duration) -> Self {
+        Self::RetryAfter(detail.into(), after)
     }
 
     /// A permanent failure.

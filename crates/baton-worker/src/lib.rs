@@ -34,7 +34,10 @@ mod router;
 mod trace;
 mod worker;
 
-pub use agent::{Agent, AgentError, ContextUpdate, Need, Outcome, RetryPolicy, Target, Task};
+pub use agent::{
+    Agent, AgentError, ContextPolicy, ContextUpdate, Need, Outcome, RetryPolicy, RouteOptions,
+    Target, Task,
+};
 pub use client::{Client, EventStream};
 pub use deadletters::DeadLetterEntry;
 pub use error::{Error, ErrorKind};

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use baton_proto::{
     AgentName, DeadLetterReason, Envelope, Event, EventType, Hop, Kind, LookupRequest,
-    PROTOCOL_VERSION, Reason, Value, derive_id, derive_id_labelled, now_ms,
+    PROTOCOL_VERSION, Reason, Step, Value, derive_id, derive_id_labelled, now_ms,
 };
 use uuid::Uuid;
 
-use crate::agent::{AgentError, ContextUpdate, Need, Outcome, RetryPolicy, Target};
+use crate::agent::{AgentError, ContextPolicy, ContextUpdate, Need, Outcome, RetryPolicy, Target};
 
 /// How the incoming delivery is settled once every output is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,21 +181,33 @@ impl Planner<'_> {
     ) -> Plan {
         match result {
             Ok(Outcome::Complete { output, update }) => self.complete(envelope, output, update),
+            Ok(Outcome::Wait { .. }) => {
+                let mut outputs = Outputs::new(envelope.id);
+                let mut event = self.event(envelope, outputs.next_id(), EventType::Waiting);
+                event.reason.clone_from(&envelope.reason);
+                event.path.clone_from(&envelope.path);
+                outputs.push_event(event);
+                outputs.into_plan()
+            }
             Ok(Outcome::Handoff {
                 target,
                 reason,
                 suggested_next_action,
                 update,
+                options,
             }) => {
                 let mut next = self.advance(envelope, update);
                 next.suggested_next_action = suggested_next_action;
+                self.trim_context(&mut next, options.context);
+                let visits = options.max_visits;
                 match (target, found) {
                     (Target::Agent(name), _) => {
-                        self.handoff(envelope, next, &name, reason, EventType::Handoff)
+                        self.handoff(envelope, next, &name, reason, EventType::Handoff, visits)
                     }
                     (Target::Capabilities(need), Some(Ok(agent))) => {
                         next.requires = need.requires;
-                        self.handoff(envelope, next, agent.as_str(), reason, EventType::Handoff)
+                        let to = agent.as_str();
+                        self.handoff(envelope, next, to, reason, EventType::Handoff, visits)
                     }
                     (Target::Capabilities(need), found) => {
                         let why = no_candidate(&need, found);
@@ -218,7 +230,8 @@ impl Planner<'_> {
                         outputs.into_plan()
                     }
                     (Target::Escalate(_), Some(Ok(agent))) => {
-                        self.handoff(envelope, next, agent.as_str(), reason, EventType::Escalated)
+                        let to = agent.as_str();
+                        self.handoff(envelope, next, to, reason, EventType::Escalated, visits)
                     }
                     (Target::Escalate(_) | Target::Fallback, _) => {
                         let mut outputs = Outputs::new(envelope.id);
@@ -235,22 +248,17 @@ impl Planner<'_> {
                     }
                 }
             }
+            Err(AgentError::RetryAfter(detail, after)) if attempt < self.retry.max_attempts => self
+                .retry_later(
+                    envelope,
+                    attempt,
+                    &detail,
+                    self.retry.backoff(attempt).max(after),
+                ),
             Err(AgentError::Retryable(detail)) if attempt < self.retry.max_attempts => {
-                let delay = self.retry.backoff(attempt);
-                let id = derive_id_labelled(envelope.id, RETRYING_LABEL, attempt);
-                let mut event = self.event(envelope, id, EventType::Retrying);
-                event.attempt = Some(attempt);
-                event.detail = Some(format!(
-                    "attempt {attempt} of {} failed: {detail}; retrying in {delay:?}",
-                    self.retry.max_attempts
-                ));
-                Plan {
-                    outputs: vec![Output::Event(Box::new(event))],
-                    settle: Settle::Nak(delay),
-                    failed: false,
-                }
+                self.retry_later(envelope, attempt, &detail, self.retry.backoff(attempt))
             }
-            Err(AgentError::Retryable(detail)) => {
+            Err(AgentError::Retryable(detail) | AgentError::RetryAfter(detail, _)) => {
                 let detail = format!("gave up after {attempt} attempts: {detail}");
                 self.give_up(
                     envelope,
@@ -281,6 +289,7 @@ impl Planner<'_> {
                         &agent,
                         Reason::Rejected,
                         EventType::Handoff,
+                        None,
                     );
                     return outputs.into_plan();
                 }
@@ -296,6 +305,54 @@ impl Planner<'_> {
                 outputs.into_plan()
             }
         }
+    }
+
+    /// Nak with `delay`, announced by a `retrying` event.
+    fn retry_later(
+        &self,
+        envelope: &Envelope,
+        attempt: u32,
+        detail: &str,
+        delay: Duration,
+    ) -> Plan {
+        let id = derive_id_labelled(envelope.id, RETRYING_LABEL, attempt);
+        let mut event = self.event(envelope, id, EventType::Retrying);
+        event.attempt = Some(attempt);
+        event.detail = Some(format!(
+            "attempt {attempt} of {} failed: {detail}; retrying in {delay:?}",
+            self.retry.max_attempts
+        ));
+        Plan {
+            outputs: vec![Output::Event(Box::new(event))],
+            settle: Settle::Nak(delay),
+            failed: false,
+        }
+    }
+
+    /// Applies a route's context policy to the outgoing envelope; what it
+    /// removed is recorded in the trace, as a count and a digest.
+    fn trim_context(&self, next: &mut Envelope, policy: ContextPolicy) {
+        let messages = &mut next.context.messages;
+        let keep = policy.keeps(messages.len());
+        let removed: Vec<_> = messages.drain(..messages.len() - keep).collect();
+        if removed.is_empty() {
+            return;
+        }
+        let mut step = Step::new(
+            self.agent.as_str(),
+            "context_trimmed",
+            format!(
+                "{} earlier message(s) not passed on (policy {policy})",
+                removed.len()
+            ),
+        );
+        step.details = Value::Map(vec![
+            ("removed".into(), Value::from(removed.len())),
+            ("kept".into(), Value::from(keep)),
+            ("policy".into(), Value::from(policy.to_string())),
+            ("digest".into(), Value::from(digest(&removed))),
+        ]);
+        next.context.trace.push(step);
     }
 
     fn complete(&self, envelope: &Envelope, output: Value, update: ContextUpdate) -> Plan {
@@ -321,6 +378,7 @@ impl Planner<'_> {
         target: &str,
         reason: Reason,
         kind: EventType,
+        max_visits: Option<u32>,
     ) -> Plan {
         let target = match AgentName::new(target) {
             Ok(target) => target,
@@ -335,12 +393,21 @@ impl Planner<'_> {
             }
         };
         let mut outputs = Outputs::new(envelope.id);
-        self.forward(&mut outputs, envelope, next, &target, reason, kind);
+        self.forward(
+            &mut outputs,
+            envelope,
+            next,
+            &target,
+            reason,
+            kind,
+            max_visits,
+        );
         outputs.into_plan()
     }
 
     /// Sends `next` to `target` unless the loop guard refuses the route, in
     /// which case it emits `loop_detected` and escalates or fails instead.
+    #[allow(clippy::too_many_arguments)] // one call per kind of route; a struct would only rename them
     fn forward(
         &self,
         outputs: &mut Outputs,
@@ -349,8 +416,9 @@ impl Planner<'_> {
         target: &AgentName,
         reason: Reason,
         kind: EventType,
+        max_visits: Option<u32>,
     ) {
-        if let Some(why) = loop_violation(&next, target) {
+        if let Some(why) = loop_violation(&next, target, max_visits) {
             let mut event = self.event(envelope, outputs.next_id(), EventType::LoopDetected);
             event.to = Some(target.to_string());
             event.reason = Some(Reason::LoopDetected);
@@ -507,24 +575,65 @@ fn no_candidate(need: &Need, found: Found) -> String {
     }
 }
 
-/// Why handing `next` to `target` would loop, if it would.
-pub(crate) fn loop_violation(next: &Envelope, target: &AgentName) -> Option<String> {
+/// Why handing `next` to `target` would loop, if it would. `max_visits` is
+/// the route's visit budget for the target (once when unset).
+pub(crate) fn loop_violation(
+    next: &Envelope,
+    target: &AgentName,
+    max_visits: Option<u32>,
+) -> Option<String> {
     let path = next
         .path
         .iter()
         .map(|hop| hop.agent.as_str())
         .collect::<Vec<_>>()
         .join(" -> ");
-    if next.visited(target.as_str()) {
-        return Some(format!(
-            "{target} already handled this session (path {path})"
-        ));
+    let visits = next
+        .path
+        .iter()
+        .filter(|hop| hop.agent == target.as_str())
+        .count();
+    match max_visits {
+        None if visits > 0 => {
+            return Some(format!(
+                "{target} already handled this session (path {path})"
+            ));
+        }
+        Some(budget) if visits >= budget as usize => {
+            return Some(format!(
+                "{target} already had {visits} of its {budget} visits (path {path})"
+            ));
+        }
+        _ => {}
     }
     let budget = next.hop_budget();
     if next.path.len() >= budget as usize {
         return Some(format!("hop budget of {budget} spent (path {path})"));
     }
     None
+}
+
+/// A digest of messages a context policy removed: SHA-256 over each
+/// message's role, name and content, each followed by a NUL byte, in order.
+fn digest(messages: &[baton_proto::Message]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for message in messages {
+        for part in [
+            message.role.as_str(),
+            message.name.as_deref().unwrap_or(""),
+            message.content.as_str(),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+    }
+    let hex: String = hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("sha256:{hex}")
 }
 
 /// Outputs under construction, numbered in order for deterministic ids.

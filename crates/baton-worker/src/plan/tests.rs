@@ -1,5 +1,5 @@
 use super::*;
-use crate::agent::Need;
+use crate::agent::{ContextPolicy, Need};
 use baton_proto::{Message, Role};
 
 fn name(text: &str) -> AgentName {
@@ -634,4 +634,160 @@ fn a_found_agent_still_counts_against_the_hop_budget() {
     );
     let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
     assert_eq!(kinds, [EventType::LoopDetected, EventType::Escalated]);
+}
+
+#[test]
+fn a_declared_visit_budget_allows_a_bounded_cycle_then_the_guard_fires() {
+    let fixture = Fixture::new("reviewer", Some("human"));
+    let mut envelope = Envelope::task("x");
+    // planner -> reviewer -> planner -> reviewer(now): planner has 2 visits.
+    envelope.path = vec![hop("planner"), hop("reviewer"), hop("planner")];
+    let back = || Outcome::handoff("planner", Reason::parse("feedback"));
+
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, Ok(back().max_visits(3)));
+    assert_eq!(envelopes(&plan)[0].to.as_deref(), Some("planner"));
+
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, Ok(back().max_visits(2)));
+    let Output::Event(detected) = &plan.outputs[0] else {
+        panic!("no event")
+    };
+    assert_eq!(detected.kind, EventType::LoopDetected);
+    assert!(
+        detected
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("already had 2 of its 2 visits"),
+        "{:?}",
+        detected.detail
+    );
+
+    // Without a declaration a revisit is refused as before.
+    let plan = fixture.planner().plan(&envelope, 1, Ok(back()));
+    assert_eq!(events(&plan)[0].0, EventType::LoopDetected);
+}
+
+#[test]
+fn a_context_policy_trims_messages_and_records_what_it_removed() {
+    let fixture = Fixture::new("triage", None);
+    let mut envelope = Envelope::task("first question");
+    for n in 0..4 {
+        envelope
+            .context
+            .messages
+            .push(Message::new(Role::User, format!("message {n}")));
+    }
+    let outcome = |policy| {
+        Ok(Outcome::handoff("next", Reason::OutOfScope)
+            .say("handing over")
+            .context_policy(policy))
+    };
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, outcome(ContextPolicy::LastN(2)));
+    let next = envelopes(&plan)[0];
+    let contents: Vec<_> = next
+        .context
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(contents, ["message 3", "handing over"]);
+    let step = next.context.trace.last().unwrap();
+    assert_eq!(step.action, "context_trimmed");
+    assert_eq!(step.agent, "triage");
+    let details = step.details.as_map().unwrap();
+    let get = |key: &str| {
+        details
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .unwrap()
+            .1
+            .clone()
+    };
+    assert_eq!(get("removed"), Value::from(4));
+    assert_eq!(get("kept"), Value::from(2));
+    let digest = get("digest");
+    assert!(digest.as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(digest.as_str().unwrap().len(), "sha256:".len() + 64);
+
+    // The same removal gives the same digest; different messages another.
+    let again = fixture
+        .planner()
+        .plan(&envelope, 1, outcome(ContextPolicy::LastN(2)));
+    let again_step = envelopes(&again)[0].context.trace.last().unwrap().clone();
+    assert_eq!(again_step.details, step.details);
+
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, outcome(ContextPolicy::None));
+    let next = envelopes(&plan)[0];
+    assert!(next.context.messages.is_empty());
+    let none_step = next.context.trace.last().unwrap();
+    assert_ne!(none_step.details, step.details);
+
+    let plan = fixture
+        .planner()
+        .plan(&envelope, 1, outcome(ContextPolicy::Full));
+    let next = envelopes(&plan)[0];
+    assert_eq!(next.context.messages.len(), 6);
+    assert!(
+        next.context
+            .trace
+            .iter()
+            .all(|s| s.action != "context_trimmed")
+    );
+}
+
+#[test]
+fn waiting_acks_with_a_waiting_event_and_no_terminal_event() {
+    let fixture = Fixture::new("human", None);
+    let mut envelope = Envelope::task("x");
+    envelope.reason = Some(Reason::UserEscalation);
+    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::wait()));
+    assert_eq!(plan.settle, Settle::Ack);
+    assert_eq!(
+        events(&plan),
+        vec![(EventType::Waiting, None, Some(Reason::UserEscalation))]
+    );
+    assert!(!plan.failed);
+}
+
+#[test]
+fn retry_after_waits_at_least_as_long_as_asked() {
+    let fixture = Fixture::new("llm", None);
+    let envelope = Envelope::task("x");
+    let plan = fixture.planner().plan(
+        &envelope,
+        1,
+        Err(AgentError::retry_after(
+            "rate limited",
+            Duration::from_secs(7),
+        )),
+    );
+    assert_eq!(plan.settle, Settle::Nak(Duration::from_secs(7)));
+    // A shorter request than the backoff does not shorten it.
+    let plan = fixture.planner().plan(
+        &envelope,
+        2,
+        Err(AgentError::retry_after(
+            "rate limited",
+            Duration::from_millis(1),
+        )),
+    );
+    assert_eq!(plan.settle, Settle::Nak(Duration::from_millis(200)));
+    // Exhausted, it is dead-lettered like any retryable failure.
+    let plan = fixture.planner().plan(
+        &envelope,
+        3,
+        Err(AgentError::retry_after(
+            "rate limited",
+            Duration::from_secs(7),
+        )),
+    );
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::MaxAttempts);
 }
