@@ -5,6 +5,7 @@
 //! - the payloads of `PROTOCOL.md`: [`Envelope`] (with [`Context`], [`Hop`],
 //!   [`Parent`], [`Message`], [`Step`]), [`Event`], [`Heartbeat`],
 //!   [`LookupRequest`] and [`LookupResponse`];
+//! - what an exec agent's program prints ([`ExecReply`]);
 //! - the msgpack codec ([`Wire`]): named maps on the way out, a size limit and
 //!   classified [`DecodeError`]s on the way in, unknown fields kept in `extra`;
 //! - lowercase string enums that read unknown values as `Other` ([`Kind`],
@@ -30,6 +31,7 @@ mod wire_enum;
 mod codec;
 mod envelope;
 mod event;
+mod exec;
 mod header;
 mod id;
 mod registry;
@@ -43,6 +45,7 @@ pub use envelope::{
     Role, Step, Value,
 };
 pub use event::{Event, EventType};
+pub use exec::{ExecAction, ExecMessage, ExecReply, ExecStep};
 pub use header::{DeadLetterReason, headers};
 pub use id::{derive_id, derive_id_labelled};
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};

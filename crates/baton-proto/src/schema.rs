@@ -1,6 +1,6 @@
 use schemars::JsonSchema;
 
-use crate::{Envelope, Event, Heartbeat, LookupRequest, LookupResponse};
+use crate::{Envelope, Event, ExecReply, Heartbeat, LookupRequest, LookupResponse};
 
 /// The JSON Schema of every payload, by file stem (`envelope`, `event`, ...).
 ///
@@ -16,5 +16,6 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("heartbeat", one::<Heartbeat>()),
         ("lookup_request", one::<LookupRequest>()),
         ("lookup_response", one::<LookupResponse>()),
+        ("exec_reply", one::<ExecReply>()),
     ]
 }

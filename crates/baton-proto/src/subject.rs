@@ -213,6 +213,12 @@ impl Subjects {
         format!("{}_DLQ", self.stream_prefix)
     }
 
+    /// `BATON_INBOX`: the key-value bucket where tasks wait for a person.
+    #[must_use]
+    pub fn inbox_bucket(&self) -> String {
+        format!("{}_INBOX", self.stream_prefix)
+    }
+
     /// `agent-<agent>`: the durable consumer every replica of an agent type shares.
     #[must_use]
     pub fn agent_consumer(agent: &AgentName) -> String {

@@ -1,0 +1,317 @@
+//! Exec agents: any program is an agent.
+//!
+//! The program gets the envelope as JSON on stdin and `BATON_AGENT`,
+//! `BATON_INSTANCE`, `BATON_SESSION`, `BATON_ENVELOPE` and `BATON_ATTEMPT` in
+//! its environment. It prints one [`ExecReply`] JSON object on stdout and
+//! exits 0. Exit code 75 (`EX_TEMPFAIL`) is a retryable failure, any other
+//! non-zero code a fatal one. Each stderr line is logged with the session id.
+//! When the spec's timeout passes the process is killed and the attempt
+//! counts as a retryable failure.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use baton_proto::{ExecAction, ExecReply, Message, Reason, Role, Step, Value};
+use baton_worker::{AgentError, ContextUpdate, Need, Outcome, Task};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+use crate::routing::Decision;
+use crate::spec::ExecSpec;
+
+/// The exit code that asks for a retry.
+pub const EXIT_RETRY: i32 = 75;
+
+/// Largest reply read from a program's stdout.
+const MAX_REPLY: u64 = 8 * 1024 * 1024;
+
+/// Stderr lines kept for the failure detail.
+const STDERR_TAIL: usize = 5;
+
+/// Runs a program per task.
+#[derive(Debug, Clone)]
+pub struct ExecRunner {
+    command: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+}
+
+impl ExecRunner {
+    /// The runner of `spec`, with relative paths resolved against `dir`.
+    #[must_use]
+    pub fn new(spec: &ExecSpec, dir: &std::path::Path) -> Self {
+        let cwd = match &spec.cwd {
+            Some(cwd) if cwd.is_absolute() => cwd.clone(),
+            Some(cwd) => dir.join(cwd),
+            None => dir.to_owned(),
+        };
+        Self {
+            command: spec.command.clone(),
+            env: spec.env.clone().into_iter().collect(),
+            cwd,
+        }
+    }
+
+    /// Runs the program on `task` and reads its decision.
+    ///
+    /// # Errors
+    ///
+    /// Retryable for exit code 75 or a signal; fatal for other exit codes, a
+    /// program that cannot start, or a reply that is not an [`ExecReply`].
+    pub async fn run(&self, task: &Task) -> Result<Decision, AgentError> {
+        let envelope = &task.envelope;
+        let input = serde_json::to_vec(envelope)
+            .map_err(|err| AgentError::fatal(format!("cannot write the envelope as JSON: {err}")))?;
+        let program = &self.command[0];
+        let mut child = tokio::process::Command::new(program)
+            .args(&self.command[1..])
+            .current_dir(&self.cwd)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("BATON_AGENT", task.agent.as_str())
+            .env("BATON_INSTANCE", &task.instance)
+            .env("BATON_SESSION", envelope.session.to_string())
+            .env("BATON_ENVELOPE", envelope.id.to_string())
+            .env("BATON_ATTEMPT", task.attempt.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                AgentError::fatal(format!(
+                    "cannot start {program:?} in {}: {err} (check [exec] command and cwd in the spec)",
+                    self.cwd.display()
+                ))
+            })?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(AgentError::fatal("the program's pipes were not opened"));
+        };
+        let session = envelope.session;
+        let agent = task.agent.clone();
+        let stderr = tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            let mut tail = VecDeque::with_capacity(STDERR_TAIL);
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(%session, %agent, "stderr: {line}");
+                if tail.len() == STDERR_TAIL {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+            tail.into_iter().collect::<Vec<_>>().join(" | ")
+        });
+        // A program that exits without reading its input must not fail the write.
+        let feed = tokio::spawn(async move {
+            let _ = stdin.write_all(&input).await;
+            let _ = stdin.shutdown().await;
+        });
+        let mut reply = Vec::new();
+        stdout
+            .take(MAX_REPLY + 1)
+            .read_to_end(&mut reply)
+            .await
+            .map_err(|err| AgentError::retryable(format!("cannot read the program's stdout: {err}")))?;
+        let status = child
+            .wait()
+            .await
+            .map_err(|err| AgentError::retryable(format!("cannot wait for the program: {err}")))?;
+        let _ = feed.await;
+        let tail = stderr.await.unwrap_or_default();
+        let stderr_note = if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; stderr: {tail}")
+        };
+        match status.code() {
+            Some(0) => {}
+            Some(EXIT_RETRY) => {
+                return Err(AgentError::retryable(format!(
+                    "{program} exited with {EXIT_RETRY} (retry){stderr_note}"
+                )));
+            }
+            Some(code) => {
+                return Err(AgentError::fatal(format!(
+                    "{program} exited with {code}{stderr_note}"
+                )));
+            }
+            None => {
+                return Err(AgentError::retryable(format!(
+                    "{program} was killed by a signal{stderr_note}"
+                )));
+            }
+        }
+        if reply.len() as u64 > MAX_REPLY {
+            return Err(AgentError::fatal(format!(
+                "{program} printed more than {MAX_REPLY} bytes"
+            )));
+        }
+        let reply: ExecReply = serde_json::from_slice(&reply).map_err(|err| {
+            AgentError::fatal(format!(
+                "{program} did not print an outcome object on stdout ({err}); see proto-schemas/schema/exec_reply.schema.json"
+            ))
+        })?;
+        decision(reply, task)
+    }
+}
+
+fn json_to_value(json: serde_json::Value) -> Value {
+    rmpv::ext::to_value(json).unwrap_or(Value::Nil)
+}
+
+/// An [`ExecReply`] as a routing decision.
+pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentError> {
+    let mut update = ContextUpdate::default();
+    if let Some(text) = &reply.say {
+        update.messages.push(Message::new(Role::Agent, text.clone()));
+    }
+    for message in &reply.messages {
+        let role = Role::parse(message.role.as_deref().unwrap_or("agent"));
+        let mut entry = Message::new(role, message.content.clone());
+        entry.name.clone_from(&message.name);
+        update.messages.push(entry);
+    }
+    update.variables = reply
+        .variables
+        .iter()
+        .map(|(k, v)| (k.clone(), json_to_value(v.clone())))
+        .collect();
+    update.state = reply
+        .state
+        .iter()
+        .map(|(k, v)| (k.clone(), json_to_value(v.clone())))
+        .collect();
+    for step in &reply.trace {
+        let mut entry = Step::new(task.agent.as_str(), step.action.clone(), step.outcome.clone())
+            .with_reasoning(step.reasoning.clone());
+        if let Some(details) = &step.details {
+            entry.details = json_to_value(details.clone());
+        }
+        update.trace.push(entry);
+    }
+    update.problem.clone_from(&reply.problem);
+    let output = reply.output.clone().map_or(Value::Nil, json_to_value);
+    let reason = |default: Reason| reply.reason.as_deref().map_or(default, Reason::parse);
+    let need = || Need {
+        requires: reply.requires.clone(),
+        domains: reply.domains.clone(),
+        min_tier: reply.min_tier,
+    };
+    let mut outcome = match reply.action {
+        None => return Ok(Decision::Answer { output, update }),
+        Some(ExecAction::Handoff) => match (&reply.to, reply.requires.is_empty()) {
+            (Some(to), true) => Outcome::handoff(to.clone(), reason(Reason::OutOfScope)),
+            (None, false) => Outcome::handoff_to(need(), reason(Reason::OutOfScope)),
+            _ => {
+                return Err(AgentError::fatal(
+                    "action \"handoff\" needs exactly one of `to` and `requires`",
+                ));
+            }
+        },
+        Some(ExecAction::Terminate) => Outcome::complete(output),
+        Some(ExecAction::Escalate) => Outcome::escalate_to(need(), reason(Reason::ComplexityExceeded)),
+        Some(ExecAction::Fallback) => Outcome::fallback(reason(Reason::ComplexityExceeded)),
+        Some(ExecAction::Reject) => {
+            return Err(AgentError::reject(
+                reply.error.unwrap_or_else(|| "declined".to_owned()),
+            ));
+        }
+        Some(ExecAction::Fail) => {
+            let detail = reply.error.unwrap_or_else(|| "the agent failed".to_owned());
+            return Err(if reply.retryable.unwrap_or(false) {
+                AgentError::retryable(detail)
+            } else {
+                AgentError::fatal(detail)
+            });
+        }
+    };
+    *outcome.update_mut() = update;
+    if let Some(advice) = reply.suggested_next_action {
+        outcome = outcome.next_action(advice);
+    }
+    Ok(Decision::Decided(outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_proto::AgentName;
+    use baton_worker::Target;
+
+    use super::*;
+
+    fn task() -> Task {
+        Task {
+            envelope: baton_proto::Envelope::task("hello"),
+            attempt: 2,
+            agent: AgentName::new("engineer").unwrap(),
+            instance: "i1".into(),
+        }
+    }
+
+    fn reply(json: &str) -> ExecReply {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn an_answer_without_action_is_left_to_the_rules() {
+        let decision = decision(
+            reply(r#"{"output": {"plan": [1, 2]}, "say": "here is the plan", "variables": {"n": 1}}"#),
+            &task(),
+        )
+        .unwrap();
+        let Decision::Answer { output, update } = decision else {
+            panic!("{decision:?}")
+        };
+        assert_eq!(output.as_map().unwrap()[0].0.as_str(), Some("plan"));
+        assert_eq!(update.messages[0].content, "here is the plan");
+        assert_eq!(update.variables.get("n"), Some(&Value::from(1)));
+    }
+
+    #[test]
+    fn actions_map_to_outcomes_and_errors() {
+        let Decision::Decided(Outcome::Handoff { target, reason, suggested_next_action, .. }) = decision(
+            reply(r#"{"action": "handoff", "to": "executor", "reason": "tool_failure", "suggested_next_action": "run it"}"#),
+            &task(),
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(target, Target::Agent("executor".into()));
+        assert_eq!(reason, Reason::ToolFailure);
+        assert_eq!(suggested_next_action.as_deref(), Some("run it"));
+
+        let Decision::Decided(Outcome::Handoff { target, .. }) =
+            decision(reply(r#"{"action": "handoff", "requires": ["refunds"]}"#), &task()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(target, Target::Capabilities(Need::capabilities(["refunds"])));
+
+        assert!(matches!(
+            decision(reply(r#"{"action": "terminate", "output": "bye"}"#), &task()).unwrap(),
+            Decision::Decided(Outcome::Complete { .. })
+        ));
+        assert_eq!(
+            decision(reply(r#"{"action": "fail", "error": "db down", "retryable": true}"#), &task()).unwrap_err(),
+            AgentError::retryable("db down")
+        );
+        assert_eq!(
+            decision(reply(r#"{"action": "fail", "error": "bad input"}"#), &task()).unwrap_err(),
+            AgentError::fatal("bad input")
+        );
+        assert_eq!(
+            decision(reply(r#"{"action": "reject", "error": "busy"}"#), &task()).unwrap_err(),
+            AgentError::reject("busy")
+        );
+        assert!(matches!(
+            decision(reply(r#"{"action": "handoff"}"#), &task()).unwrap_err(),
+            AgentError::Fatal(detail) if detail.contains("exactly one of `to` and `requires`")
+        ));
+    }
+
+    #[test]
+    fn unknown_reply_fields_are_refused() {
+        assert!(serde_json::from_str::<ExecReply>(r#"{"acton": "handoff"}"#).is_err());
+    }
+}

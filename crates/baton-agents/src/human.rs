@@ -1,0 +1,278 @@
+//! Human agents: tasks wait in a durable inbox until a person answers.
+//!
+//! The inbox is a JetStream key-value bucket (`BATON_INBOX`), file-backed, so
+//! a waiting task survives restarts of every process. The human agent's
+//! worker stores the envelope under its id and acks it with a `waiting`
+//! event. A reply (`baton inbox reply`) adds the person's answer to the
+//! conversation, then completes the session or hands it on, with ids derived
+//! from the envelope's, and only then removes the entry.
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, kv};
+use baton_proto::{
+    AgentName, Envelope, Event, EventType, Hop, Kind, Message, PROTOCOL_VERSION, Reason, Role,
+    Subjects, Value, Wire, derive_id_labelled, headers, now_ms,
+};
+use baton_worker::{AgentError, Outcome, Task};
+
+/// Why an inbox operation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InboxError(String);
+
+impl InboxError {
+    fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// One task waiting for a person.
+#[derive(Debug, Clone)]
+pub struct InboxEntry {
+    /// The envelope as the human agent received it.
+    pub envelope: Envelope,
+    /// When it arrived in the inbox, unix ms.
+    pub since: u64,
+    revision: u64,
+}
+
+impl InboxEntry {
+    /// The human agent type it waits for.
+    #[must_use]
+    pub fn agent(&self) -> &str {
+        self.envelope.to.as_deref().unwrap_or("human")
+    }
+}
+
+/// What a person does with a waiting task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The answer ends the session.
+    Complete,
+    /// The answer goes on to this agent type.
+    Handoff(AgentName),
+}
+
+/// The inbox of waiting tasks.
+#[derive(Clone)]
+pub struct Inbox {
+    store: kv::Store,
+    jetstream: jetstream::Context,
+    subjects: Subjects,
+}
+
+impl Inbox {
+    /// Opens the inbox bucket, creating it if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// When JetStream cannot be reached or refuses to create the bucket.
+    pub async fn open(client: async_nats::Client, subjects: Subjects) -> Result<Self, InboxError> {
+        let jetstream = jetstream::new(client);
+        let bucket = subjects.inbox_bucket();
+        let store = match jetstream.get_key_value(&bucket).await {
+            Ok(store) => store,
+            Err(_) => jetstream
+                .create_key_value(kv::Config {
+                    bucket: bucket.clone(),
+                    description: "Baton: tasks waiting for a person".to_owned(),
+                    history: 1,
+                    storage: jetstream::stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|err| InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}")))?,
+        };
+        Ok(Self {
+            store,
+            jetstream,
+            subjects,
+        })
+    }
+
+    /// Puts `envelope` in the inbox (again, harmlessly, on a redelivery).
+    ///
+    /// # Errors
+    ///
+    /// When the bucket does not acknowledge the write.
+    pub async fn put(&self, envelope: &Envelope) -> Result<(), InboxError> {
+        let bytes = envelope
+            .to_msgpack()
+            .map_err(|err| InboxError::new(format!("cannot encode the task: {err}")))?;
+        self.store
+            .put(envelope.id.to_string(), bytes.into())
+            .await
+            .map_err(|err| InboxError::new(format!("cannot store the task in the inbox: {err}")))?;
+        Ok(())
+    }
+
+    /// Every waiting task, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read.
+    pub async fn list(&self) -> Result<Vec<InboxEntry>, InboxError> {
+        use futures::StreamExt;
+        let mut keys = self
+            .store
+            .keys()
+            .await
+            .map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+        let mut entries = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+            if let Some(entry) = self.entry(&key).await? {
+                entries.push(entry);
+            }
+        }
+        entries.sort_by_key(|entry| entry.since);
+        Ok(entries)
+    }
+
+    /// The waiting task with envelope id `id`, if it is still waiting.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read or the entry is not an envelope.
+    pub async fn entry(&self, id: &str) -> Result<Option<InboxEntry>, InboxError> {
+        let Some(entry) = self
+            .store
+            .entry(id)
+            .await
+            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?
+        else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        let envelope = Envelope::from_msgpack(&entry.value)
+            .map_err(|err| InboxError::new(format!("inbox entry {id} is not an envelope: {err}")))?;
+        let since = u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+        Ok(Some(InboxEntry {
+            envelope,
+            since,
+            revision: entry.revision,
+        }))
+    }
+
+    /// Answers waiting task `id` with `text` from `person`, then completes the
+    /// session or hands it on. Returns the event that says what happened.
+    ///
+    /// # Errors
+    ///
+    /// When the task is not (or no longer) waiting, or the outputs are not
+    /// acknowledged; in the latter case the task stays in the inbox.
+    pub async fn reply(
+        &self,
+        id: &str,
+        text: &str,
+        reply: Reply,
+        person: &str,
+    ) -> Result<Event, InboxError> {
+        let entry = self.entry(id).await?.ok_or_else(|| {
+            InboxError::new(format!(
+                "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
+            ))
+        })?;
+        let envelope = &entry.envelope;
+        let agent = entry.agent().to_owned();
+        let mut next = envelope.clone();
+        next.path.push(Hop::new(agent.as_str(), person, envelope.reason.clone()));
+        next.context
+            .messages
+            .push(Message::new(Role::Agent, text).with_name(agent.as_str()));
+        let mut event = Event::new(
+            derive_id_labelled(envelope.id, "reply", 0),
+            envelope.session,
+            EventType::Completed,
+        );
+        event.agent = Some(agent.clone());
+        event.instance = Some(person.to_owned());
+        event.envelope = Some(envelope.id);
+        let mut outgoing = Vec::new();
+        match reply {
+            Reply::Complete => {
+                event.output = Some(Value::from(text));
+                event.path = next.path;
+            }
+            Reply::Handoff(to) => {
+                let reason = Reason::parse("human_handoff");
+                event.kind = EventType::Handoff;
+                event.to = Some(to.to_string());
+                event.reason = Some(reason.clone());
+                event.path.clone_from(&next.path);
+                next.v = PROTOCOL_VERSION;
+                next.id = derive_id_labelled(envelope.id, "reply", 1);
+                next.kind = Kind::Handoff;
+                next.from = Some(agent.clone());
+                next.to = Some(to.to_string());
+                next.reason = Some(reason);
+                next.created_at = now_ms();
+                outgoing.push((self.subjects.agent(&to), next.id, encode(&next)?));
+            }
+        }
+        outgoing.insert(
+            0,
+            (self.subjects.events(envelope.session), event.id, encode(&event)?),
+        );
+        for (subject, id, payload) in outgoing {
+            let mut header = HeaderMap::new();
+            header.insert(headers::MSG_ID, id.to_string().as_str());
+            let ack = self
+                .jetstream
+                .publish_with_headers(subject.clone(), header, payload.into())
+                .await
+                .map_err(|err| InboxError::new(format!("cannot publish to {subject}: {err}")))?;
+            tokio::time::timeout(Duration::from_secs(10), ack)
+                .await
+                .map_err(|_| InboxError::new(format!("no acknowledgement for {subject}")))?
+                .map_err(|err| InboxError::new(format!("publish to {subject} failed: {err}")))?;
+        }
+        // The outputs are durable; a second reply racing this one publishes
+        // the same ids (dropped as duplicates) and finds the entry gone.
+        if let Err(err) = self
+            .store
+            .delete_expect_revision(id, Some(entry.revision))
+            .await
+        {
+            tracing::debug!(error = %err, "inbox entry already removed");
+        }
+        Ok(event)
+    }
+}
+
+fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
+    value
+        .to_msgpack()
+        .map_err(|err| InboxError::new(format!("cannot encode: {err}")))
+}
+
+/// The human agent: puts each task in the inbox and leaves the session waiting.
+pub struct HumanRunner {
+    inbox: Inbox,
+}
+
+impl HumanRunner {
+    /// A human agent on `inbox`.
+    #[must_use]
+    pub fn new(inbox: Inbox) -> Self {
+        Self { inbox }
+    }
+
+    /// Stores the task for a person.
+    ///
+    /// # Errors
+    ///
+    /// Retryable when the inbox does not acknowledge the write.
+    pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
+        self.inbox
+            .put(&task.envelope)
+            .await
+            .map_err(|err| AgentError::retryable(err.to_string()))?;
+        tracing::info!(session = %task.envelope.session, id = %task.envelope.id, "waiting for a person: baton inbox reply {} TEXT", task.envelope.id);
+        Ok(Outcome::wait())
+    }
+}

@@ -1,0 +1,113 @@
+//! Baton agents without Rust: deploy a worker per agent type from a spec file.
+//!
+//! A spec (TOML) names the agent type, what it advertises to the registry,
+//! its policies (concurrency, timeout, retries, fallback), its routing rules
+//! and its kind:
+//!
+//! - **exec** ([`ExecRunner`]): any program, envelope JSON in on stdin,
+//!   outcome JSON out on stdout;
+//! - **llm** ([`LlmRunner`]): an OpenAI-compatible chat-completions model,
+//!   with handoff targets and LLM conditions offered as tools;
+//! - **human** ([`HumanRunner`], [`Inbox`]): tasks wait in a durable inbox
+//!   until a person answers.
+//!
+//! The parts:
+//!
+//! - [`spec`]: [`load`], [`check`], [`AgentSpec`] and its errors with file and line;
+//! - [`Routing`]: the routing rules in their fixed priority (function-driven,
+//!   context conditions, LLM conditions, after-work, complete);
+//! - [`SpecAgent`]: a spec as a [`baton_worker::Agent`].
+#![warn(missing_docs)]
+
+mod exec;
+mod human;
+mod llm;
+mod routing;
+pub mod spec;
+
+use std::time::Duration;
+
+use baton_proto::Subjects;
+use baton_worker::{Agent, AgentError, Outcome, RetryPolicy, Task, WorkerConfig};
+
+pub use exec::{EXIT_RETRY, ExecRunner};
+pub use human::{HumanRunner, Inbox, InboxEntry, InboxError, Reply};
+pub use llm::LlmRunner;
+pub use routing::{Condition, Decision, Dest, LlmCondition, Route, Routing};
+pub use spec::{AgentSpec, CheckReport, Kind, SpecError, SpecErrors, check, load};
+
+enum Runner {
+    Exec(ExecRunner),
+    Llm(LlmRunner),
+    Human(HumanRunner),
+}
+
+/// An agent type defined by a spec.
+pub struct SpecAgent {
+    spec: AgentSpec,
+    runner: Runner,
+}
+
+impl SpecAgent {
+    /// Prepares `spec` to run: opens the inbox for a human agent, reads the
+    /// API key for an LLM agent.
+    ///
+    /// # Errors
+    ///
+    /// A message that names the fix (an unset API key variable, an
+    /// unreachable inbox bucket).
+    pub async fn new(
+        spec: AgentSpec,
+        client: &async_nats::Client,
+        subjects: &Subjects,
+    ) -> Result<Self, String> {
+        let runner = match &spec.kind {
+            Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
+            Kind::Llm(llm) => Runner::Llm(LlmRunner::new(llm, &spec.routing)?),
+            Kind::Human(_) => Runner::Human(HumanRunner::new(
+                Inbox::open(client.clone(), subjects.clone())
+                    .await
+                    .map_err(|err| err.to_string())?,
+            )),
+        };
+        Ok(Self { spec, runner })
+    }
+
+    /// The worker settings the spec implies, under `subjects`.
+    #[must_use]
+    pub fn worker_config(&self, subjects: Subjects) -> WorkerConfig {
+        WorkerConfig::new(self.spec.name.clone())
+            .with_subjects(subjects)
+            .with_fallback(self.spec.fallback.clone())
+            .with_profile(self.spec.profile.clone())
+    }
+
+    /// The spec.
+    #[must_use]
+    pub fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+}
+
+impl Agent for SpecAgent {
+    async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+        let decision = match &self.runner {
+            Runner::Exec(exec) => exec.run(&task).await?,
+            Runner::Llm(llm) => llm.run(&task).await?,
+            Runner::Human(human) => return human.run(&task).await,
+        };
+        Ok(self.spec.routing.decide(&task.envelope, decision))
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        self.spec.retry
+    }
+
+    fn timeout(&self) -> Duration {
+        self.spec.timeout
+    }
+
+    fn concurrency(&self) -> usize {
+        self.spec.concurrency
+    }
+}

@@ -1,0 +1,281 @@
+//! LLM agents: any OpenAI-compatible chat-completions endpoint.
+//!
+//! The conversation is the spec's system prompt, then `context.messages`. The
+//! spec's handoff targets and LLM conditions are offered as tools named
+//! `transfer_to_<target>`. A call of a handoff tool is the agent's own
+//! (function-driven) decision; a call of an LLM-condition tool says that
+//! condition holds. Either way the call and its result are recorded in the
+//! messages. A plain answer is left to the routing rules.
+
+use std::time::Duration;
+
+use baton_proto::{Message, Reason, Role, Value};
+use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
+use serde_json::{Value as Json, json};
+
+use crate::routing::{Decision, Dest, Route, Routing};
+use crate::spec::LlmSpec;
+
+/// One tool offered to the model.
+#[derive(Debug, Clone)]
+struct Tool {
+    name: String,
+    description: String,
+    /// Index into the spec's handoffs, or into its LLM conditions.
+    source: ToolSource,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ToolSource {
+    Handoff(usize),
+    Condition(usize),
+}
+
+/// Calls the model for a task.
+#[derive(Debug, Clone)]
+pub struct LlmRunner {
+    settings: LlmSpec,
+    api_key: Option<String>,
+    http: reqwest::Client,
+    tools: Vec<Tool>,
+    handoffs: Vec<Route>,
+}
+
+impl LlmRunner {
+    /// The runner for `settings`, offering the tools of `routing`.
+    ///
+    /// # Errors
+    ///
+    /// When `api_key_env` names a variable that is not set, or the HTTP
+    /// client cannot be built.
+    pub fn new(settings: &LlmSpec, routing: &Routing) -> Result<Self, String> {
+        let api_key = match &settings.api_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                format!("[llm] api_key_env names {var}, which is not set: export {var}=<your key>")
+            })?),
+            None => None,
+        };
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(settings.request_timeout_ms))
+            .build()
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        let describe = |route: &Route, fallback: String| {
+            route.description.clone().unwrap_or(fallback)
+        };
+        let mut tools: Vec<Tool> = routing
+            .handoffs
+            .iter()
+            .enumerate()
+            .map(|(index, route)| Tool {
+                name: format!("transfer_to_{}", route.dest.label()),
+                description: describe(route, format!("Hand the conversation to {}.", target_text(&route.dest))),
+                source: ToolSource::Handoff(index),
+            })
+            .collect();
+        tools.extend(routing.llm_conditions.iter().enumerate().map(|(index, condition)| Tool {
+            name: format!("transfer_to_{}", condition.route.dest.label()),
+            description: condition.condition.clone(),
+            source: ToolSource::Condition(index),
+        }));
+        Ok(Self {
+            settings: settings.clone(),
+            api_key,
+            http,
+            tools,
+            handoffs: routing.handoffs.clone(),
+        })
+    }
+
+    /// Asks the model about `task`.
+    ///
+    /// # Errors
+    ///
+    /// Retryable for timeouts, connection errors, 429 and 5xx (honouring
+    /// `Retry-After`); fatal for other HTTP errors and for a second invalid
+    /// tool call in a row.
+    pub async fn run(&self, task: &Task) -> Result<Decision, AgentError> {
+        let mut messages = self.conversation(task);
+        let mut update = ContextUpdate::default();
+        let mut corrected = false;
+        loop {
+            let answer = self.complete(&messages).await?;
+            let message = &answer["choices"][0]["message"];
+            let content = message["content"].as_str().unwrap_or_default().to_owned();
+            let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
+            let Some(call) = calls.first() else {
+                if !content.is_empty() {
+                    update.messages.push(Message::new(Role::Agent, content.clone()));
+                }
+                return Ok(Decision::Answer {
+                    output: Value::from(content),
+                    update,
+                });
+            };
+            let name = call["function"]["name"].as_str().unwrap_or_default();
+            let id = call["id"].as_str().unwrap_or("call").to_owned();
+            let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
+            let parsed: Result<Json, _> = serde_json::from_str(if arguments.is_empty() { "{}" } else { arguments });
+            let tool = self.tools.iter().find(|tool| tool.name == name);
+            let (tool, arguments) = match (tool, parsed) {
+                (Some(tool), Ok(arguments)) if arguments.is_object() => (tool, arguments),
+                (tool, parsed) => {
+                    let problem = match (tool, parsed) {
+                        (None, _) => format!("there is no tool {name:?}"),
+                        (Some(_), Err(err)) => format!("the arguments are not JSON: {err}"),
+                        (Some(_), Ok(_)) => "the arguments are not a JSON object".to_owned(),
+                    };
+                    if corrected {
+                        return Err(AgentError::fatal(format!(
+                            "the model made an invalid tool call twice: {problem}"
+                        )));
+                    }
+                    corrected = true;
+                    // Tell the model once, then ask again.
+                    messages.push(json!({"role": "assistant", "content": content, "tool_calls": [call]}));
+                    messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": id,
+                        "content": format!("error: {problem}. Call one of {:?}, or answer in text.", self.tool_names()),
+                    }));
+                    continue;
+                }
+            };
+            // Record the call and its result in the conversation.
+            let mut asked = Message::new(Role::Agent, content.clone());
+            asked.tool_calls = Some(rmpv::ext::to_value(json!([call])).unwrap_or(Value::Nil));
+            update.messages.push(asked);
+            let mut result = Message::new(Role::Tool, format!("transferred by {name}"));
+            result.tool_call_id = Some(id);
+            update.messages.push(result);
+            let reason = arguments["reason"]
+                .as_str()
+                .map_or(Reason::parse("llm_handoff"), Reason::parse);
+            return Ok(match tool.source {
+                ToolSource::Handoff(index) => {
+                    let route = &self.handoffs[index];
+                    let mut outcome = match &route.dest {
+                        Dest::Agent(agent) => Outcome::handoff(agent.clone(), reason),
+                        Dest::Capabilities(need) => Outcome::handoff_to(need.clone(), reason),
+                        Dest::Fallback => Outcome::fallback(reason),
+                        Dest::Terminate => Outcome::complete(Value::from(content)),
+                    };
+                    *outcome.update_mut() = update;
+                    Decision::Decided(outcome)
+                }
+                ToolSource::Condition(index) => Decision::Judged {
+                    index,
+                    output: Value::from(content),
+                    update,
+                },
+            });
+        }
+    }
+
+    fn tool_names(&self) -> Vec<&str> {
+        self.tools.iter().map(|tool| tool.name.as_str()).collect()
+    }
+
+    /// The system prompt, then the session's conversation, as chat messages.
+    fn conversation(&self, task: &Task) -> Vec<Json> {
+        let mut messages = Vec::new();
+        if !self.settings.system_prompt.is_empty() {
+            messages.push(json!({"role": "system", "content": self.settings.system_prompt}));
+        }
+        for message in &task.envelope.context.messages {
+            let role = match message.role {
+                Role::User => "user",
+                Role::System => "system",
+                Role::Tool => "tool",
+                _ => "assistant",
+            };
+            let mut entry = json!({"role": role, "content": message.content});
+            if let Some(name) = message.name.as_deref().filter(|_| role != "tool") {
+                entry["name"] = json!(name);
+            }
+            if let Some(calls) = &message.tool_calls {
+                entry["tool_calls"] = serde_json::to_value(calls).unwrap_or(Json::Null);
+            }
+            if let Some(id) = &message.tool_call_id {
+                entry["tool_call_id"] = json!(id);
+            }
+            messages.push(entry);
+        }
+        messages
+    }
+
+    /// One chat-completions request.
+    async fn complete(&self, messages: &[Json]) -> Result<Json, AgentError> {
+        let mut body = json!({"model": self.settings.model, "messages": messages});
+        if !self.tools.is_empty() {
+            body["tools"] = self
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
+                            },
+                        },
+                    })
+                })
+                .collect();
+        }
+        if let Some(temperature) = self.settings.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(max_tokens) = self.settings.max_tokens {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        let url = format!("{}/chat/completions", self.settings.base_url.trim_end_matches('/'));
+        let mut request = self.http.post(&url).json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|err| {
+            AgentError::retryable(format!("cannot reach the model at {url}: {err}"))
+        })?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = response.text().await.map_err(|err| {
+            AgentError::retryable(format!("the model's answer was cut off: {err}"))
+        })?;
+        if status.is_success() {
+            return serde_json::from_str(&text).map_err(|err| {
+                AgentError::retryable(format!("the model's answer is not JSON: {err}"))
+            });
+        }
+        let excerpt: String = text.chars().take(300).collect();
+        let detail = format!("{url} answered {status}: {excerpt}");
+        if status.as_u16() == 429 || status.is_server_error() {
+            return Err(match retry_after {
+                Some(after) => AgentError::retry_after(detail, after),
+                None => AgentError::retryable(detail),
+            });
+        }
+        let hint = match status.as_u16() {
+            401 | 403 => " (check the API key in [llm] api_key_env)",
+            404 => " (check [llm] base_url and model)",
+            _ => "",
+        };
+        Err(AgentError::fatal(format!("{detail}{hint}")))
+    }
+}
+
+fn target_text(dest: &Dest) -> String {
+    match dest {
+        Dest::Agent(agent) => format!("the {agent} agent"),
+        Dest::Capabilities(need) => format!("an agent that can {}", need.requires.join(", ")),
+        Dest::Fallback => "a person".to_owned(),
+        Dest::Terminate => "nobody: the conversation ends".to_owned(),
+    }
+}

@@ -1,0 +1,116 @@
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What an exec agent's program printed on stdout: one JSON object.
+///
+/// The program reads the envelope as JSON on stdin. It answers with this
+/// object and exit code 0; exit code 75 means "failed, try again later" and
+/// any other non-zero code "failed for good".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "ExecReply",
+    description = "The JSON object an exec agent prints on stdout."
+)]
+pub struct ExecReply {
+    /// What the agent decided. Absent: it gave its answer (`output`) and the
+    /// spec's routing decides what comes next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ExecAction>,
+    /// The answer, when the session completes here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
+    /// `handoff`: the agent type to hand off to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// `handoff` or `escalate`: capabilities the receiver must have (instead of `to`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// With `requires`: domains of which the receiver must have one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<String>,
+    /// With `requires`: lowest acceptable tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_tier: Option<u32>,
+    /// Why control moves (`knowledge_gap`, `out_of_scope`, `tool_failure`, ... or free text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Advice for the receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_next_action: Option<String>,
+    /// A message from the agent to append to the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub say: Option<String>,
+    /// Messages to append to the conversation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<ExecMessage>,
+    /// Shared context variables to set.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, serde_json::Value>,
+    /// Internal state entries to set for the receiver.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub state: BTreeMap<String, serde_json::Value>,
+    /// Reasoning steps to append to the trace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<ExecStep>,
+    /// The problem as the agent now understands it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// `fail` and `reject`: what went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `fail`: whether trying again may help (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+}
+
+/// The decision of an exec agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecAction {
+    /// Hand off to `to`, or to the best agent for `requires`.
+    Handoff,
+    /// End the session now with `output`, whatever the routing rules say.
+    Terminate,
+    /// Escalate to a higher tier (or the fallback).
+    Escalate,
+    /// Straight to the fallback agent.
+    Fallback,
+    /// Decline the task; it is routed elsewhere.
+    Reject,
+    /// The attempt failed (`retryable` says whether to try again).
+    Fail,
+}
+
+/// A conversation message from an exec agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecMessage {
+    /// `agent` (default), `user`, `system` or `tool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The text.
+    pub content: String,
+    /// Who wrote it (defaults to the agent type for agent messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A reasoning step from an exec agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecStep {
+    /// What it did.
+    pub action: String,
+    /// What came of it.
+    #[serde(default)]
+    pub outcome: String,
+    /// Why.
+    #[serde(default)]
+    pub reasoning: String,
+    /// Anything else worth keeping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
