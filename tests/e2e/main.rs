@@ -9,4 +9,5 @@ mod lifecycle;
 mod python;
 mod registry;
 mod routing;
+mod specs;
 mod util;

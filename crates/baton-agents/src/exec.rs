@@ -60,8 +60,9 @@ impl ExecRunner {
     /// program that cannot start, or a reply that is not an [`ExecReply`].
     pub async fn run(&self, task: &Task) -> Result<Decision, AgentError> {
         let envelope = &task.envelope;
-        let input = serde_json::to_vec(envelope)
-            .map_err(|err| AgentError::fatal(format!("cannot write the envelope as JSON: {err}")))?;
+        let input = serde_json::to_vec(envelope).map_err(|err| {
+            AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
+        })?;
         let program = &self.command[0];
         let mut child = tokio::process::Command::new(program)
             .args(&self.command[1..])
@@ -112,7 +113,9 @@ impl ExecRunner {
             .take(MAX_REPLY + 1)
             .read_to_end(&mut reply)
             .await
-            .map_err(|err| AgentError::retryable(format!("cannot read the program's stdout: {err}")))?;
+            .map_err(|err| {
+                AgentError::retryable(format!("cannot read the program's stdout: {err}"))
+            })?;
         let status = child
             .wait()
             .await
@@ -164,7 +167,9 @@ fn json_to_value(json: serde_json::Value) -> Value {
 pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentError> {
     let mut update = ContextUpdate::default();
     if let Some(text) = &reply.say {
-        update.messages.push(Message::new(Role::Agent, text.clone()));
+        update
+            .messages
+            .push(Message::new(Role::Agent, text.clone()));
     }
     for message in &reply.messages {
         let role = Role::parse(message.role.as_deref().unwrap_or("agent"));
@@ -183,8 +188,12 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentE
         .map(|(k, v)| (k.clone(), json_to_value(v.clone())))
         .collect();
     for step in &reply.trace {
-        let mut entry = Step::new(task.agent.as_str(), step.action.clone(), step.outcome.clone())
-            .with_reasoning(step.reasoning.clone());
+        let mut entry = Step::new(
+            task.agent.as_str(),
+            step.action.clone(),
+            step.outcome.clone(),
+        )
+        .with_reasoning(step.reasoning.clone());
         if let Some(details) = &step.details {
             entry.details = json_to_value(details.clone());
         }
@@ -210,7 +219,9 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentE
             }
         },
         Some(ExecAction::Terminate) => Outcome::complete(output),
-        Some(ExecAction::Escalate) => Outcome::escalate_to(need(), reason(Reason::ComplexityExceeded)),
+        Some(ExecAction::Escalate) => {
+            Outcome::escalate_to(need(), reason(Reason::ComplexityExceeded))
+        }
         Some(ExecAction::Fallback) => Outcome::fallback(reason(Reason::ComplexityExceeded)),
         Some(ExecAction::Reject) => {
             return Err(AgentError::reject(
@@ -256,7 +267,9 @@ mod tests {
     #[test]
     fn an_answer_without_action_is_left_to_the_rules() {
         let decision = decision(
-            reply(r#"{"output": {"plan": [1, 2]}, "say": "here is the plan", "variables": {"n": 1}}"#),
+            reply(
+                r#"{"output": {"plan": [1, 2]}, "say": "here is the plan", "variables": {"n": 1}}"#,
+            ),
             &task(),
         )
         .unwrap();
@@ -281,23 +294,40 @@ mod tests {
         assert_eq!(reason, Reason::ToolFailure);
         assert_eq!(suggested_next_action.as_deref(), Some("run it"));
 
-        let Decision::Decided(Outcome::Handoff { target, .. }) =
-            decision(reply(r#"{"action": "handoff", "requires": ["refunds"]}"#), &task()).unwrap()
-        else {
+        let Decision::Decided(Outcome::Handoff { target, .. }) = decision(
+            reply(r#"{"action": "handoff", "requires": ["refunds"]}"#),
+            &task(),
+        )
+        .unwrap() else {
             panic!()
         };
-        assert_eq!(target, Target::Capabilities(Need::capabilities(["refunds"])));
+        assert_eq!(
+            target,
+            Target::Capabilities(Need::capabilities(["refunds"]))
+        );
 
         assert!(matches!(
-            decision(reply(r#"{"action": "terminate", "output": "bye"}"#), &task()).unwrap(),
+            decision(
+                reply(r#"{"action": "terminate", "output": "bye"}"#),
+                &task()
+            )
+            .unwrap(),
             Decision::Decided(Outcome::Complete { .. })
         ));
         assert_eq!(
-            decision(reply(r#"{"action": "fail", "error": "db down", "retryable": true}"#), &task()).unwrap_err(),
+            decision(
+                reply(r#"{"action": "fail", "error": "db down", "retryable": true}"#),
+                &task()
+            )
+            .unwrap_err(),
             AgentError::retryable("db down")
         );
         assert_eq!(
-            decision(reply(r#"{"action": "fail", "error": "bad input"}"#), &task()).unwrap_err(),
+            decision(
+                reply(r#"{"action": "fail", "error": "bad input"}"#),
+                &task()
+            )
+            .unwrap_err(),
             AgentError::fatal("bad input")
         );
         assert_eq!(

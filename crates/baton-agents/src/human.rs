@@ -83,7 +83,9 @@ impl Inbox {
                     ..Default::default()
                 })
                 .await
-                .map_err(|err| InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}")))?,
+                .map_err(|err| {
+                    InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}"))
+                })?,
         };
         Ok(Self {
             store,
@@ -122,7 +124,8 @@ impl Inbox {
             .map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
         let mut entries = Vec::new();
         while let Some(key) = keys.next().await {
-            let key = key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+            let key =
+                key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
             if let Some(entry) = self.entry(&key).await? {
                 entries.push(entry);
             }
@@ -148,8 +151,9 @@ impl Inbox {
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let envelope = Envelope::from_msgpack(&entry.value)
-            .map_err(|err| InboxError::new(format!("inbox entry {id} is not an envelope: {err}")))?;
+        let envelope = Envelope::from_msgpack(&entry.value).map_err(|err| {
+            InboxError::new(format!("inbox entry {id} is not an envelope: {err}"))
+        })?;
         let since = u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
         Ok(Some(InboxEntry {
             envelope,
@@ -180,7 +184,8 @@ impl Inbox {
         let envelope = &entry.envelope;
         let agent = entry.agent().to_owned();
         let mut next = envelope.clone();
-        next.path.push(Hop::new(agent.as_str(), person, envelope.reason.clone()));
+        next.path
+            .push(Hop::new(agent.as_str(), person, envelope.reason.clone()));
         next.context
             .messages
             .push(Message::new(Role::Agent, text).with_name(agent.as_str()));
@@ -216,7 +221,11 @@ impl Inbox {
         }
         outgoing.insert(
             0,
-            (self.subjects.events(envelope.session), event.id, encode(&event)?),
+            (
+                self.subjects.events(envelope.session),
+                event.id,
+                encode(&event)?,
+            ),
         );
         for (subject, id, payload) in outgoing {
             let mut header = HeaderMap::new();

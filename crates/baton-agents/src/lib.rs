@@ -39,7 +39,7 @@ pub use spec::{AgentSpec, CheckReport, Kind, SpecError, SpecErrors, check, load}
 enum Runner {
     Exec(ExecRunner),
     Llm(LlmRunner),
-    Human(HumanRunner),
+    Human(Box<HumanRunner>),
 }
 
 /// An agent type defined by a spec.
@@ -64,11 +64,11 @@ impl SpecAgent {
         let runner = match &spec.kind {
             Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
             Kind::Llm(llm) => Runner::Llm(LlmRunner::new(llm, &spec.routing)?),
-            Kind::Human(_) => Runner::Human(HumanRunner::new(
+            Kind::Human(_) => Runner::Human(Box::new(HumanRunner::new(
                 Inbox::open(client.clone(), subjects.clone())
                     .await
                     .map_err(|err| err.to_string())?,
-            )),
+            ))),
         };
         Ok(Self { spec, runner })
     }

@@ -59,24 +59,32 @@ impl LlmRunner {
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
-        let describe = |route: &Route, fallback: String| {
-            route.description.clone().unwrap_or(fallback)
-        };
+        let describe =
+            |route: &Route, fallback: String| route.description.clone().unwrap_or(fallback);
         let mut tools: Vec<Tool> = routing
             .handoffs
             .iter()
             .enumerate()
             .map(|(index, route)| Tool {
                 name: format!("transfer_to_{}", route.dest.label()),
-                description: describe(route, format!("Hand the conversation to {}.", target_text(&route.dest))),
+                description: describe(
+                    route,
+                    format!("Hand the conversation to {}.", target_text(&route.dest)),
+                ),
                 source: ToolSource::Handoff(index),
             })
             .collect();
-        tools.extend(routing.llm_conditions.iter().enumerate().map(|(index, condition)| Tool {
-            name: format!("transfer_to_{}", condition.route.dest.label()),
-            description: condition.condition.clone(),
-            source: ToolSource::Condition(index),
-        }));
+        tools.extend(
+            routing
+                .llm_conditions
+                .iter()
+                .enumerate()
+                .map(|(index, condition)| Tool {
+                    name: format!("transfer_to_{}", condition.route.dest.label()),
+                    description: condition.condition.clone(),
+                    source: ToolSource::Condition(index),
+                }),
+        );
         Ok(Self {
             settings: settings.clone(),
             api_key,
@@ -101,10 +109,15 @@ impl LlmRunner {
             let answer = self.complete(&messages).await?;
             let message = &answer["choices"][0]["message"];
             let content = message["content"].as_str().unwrap_or_default().to_owned();
-            let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
+            let calls = message["tool_calls"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let Some(call) = calls.first() else {
                 if !content.is_empty() {
-                    update.messages.push(Message::new(Role::Agent, content.clone()));
+                    update
+                        .messages
+                        .push(Message::new(Role::Agent, content.clone()));
                 }
                 return Ok(Decision::Answer {
                     output: Value::from(content),
@@ -114,7 +127,11 @@ impl LlmRunner {
             let name = call["function"]["name"].as_str().unwrap_or_default();
             let id = call["id"].as_str().unwrap_or("call").to_owned();
             let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-            let parsed: Result<Json, _> = serde_json::from_str(if arguments.is_empty() { "{}" } else { arguments });
+            let parsed: Result<Json, _> = serde_json::from_str(if arguments.is_empty() {
+                "{}"
+            } else {
+                arguments
+            });
             let tool = self.tools.iter().find(|tool| tool.name == name);
             let (tool, arguments) = match (tool, parsed) {
                 (Some(tool), Ok(arguments)) if arguments.is_object() => (tool, arguments),
@@ -131,7 +148,9 @@ impl LlmRunner {
                     }
                     corrected = true;
                     // Tell the model once, then ask again.
-                    messages.push(json!({"role": "assistant", "content": content, "tool_calls": [call]}));
+                    messages.push(
+                        json!({"role": "assistant", "content": content, "tool_calls": [call]}),
+                    );
                     messages.push(json!({
                         "role": "tool",
                         "tool_call_id": id,
@@ -231,7 +250,10 @@ impl LlmRunner {
         if let Some(max_tokens) = self.settings.max_tokens {
             body["max_tokens"] = json!(max_tokens);
         }
-        let url = format!("{}/chat/completions", self.settings.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            self.settings.base_url.trim_end_matches('/')
+        );
         let mut request = self.http.post(&url).json(&body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);

@@ -141,9 +141,9 @@ fn to_cel(value: &Value) -> cel::Value {
             .unwrap_or(cel::Value::Null),
         Value::F32(f) => cel::Value::Float(f64::from(*f)),
         Value::F64(f) => cel::Value::Float(*f),
-        Value::String(s) => s
-            .as_str()
-            .map_or(cel::Value::Null, |s| cel::Value::String(Arc::new(s.to_owned()))),
+        Value::String(s) => s.as_str().map_or(cel::Value::Null, |s| {
+            cel::Value::String(Arc::new(s.to_owned()))
+        }),
         Value::Binary(bytes) => cel::Value::Bytes(Arc::new(bytes.clone())),
         Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
         Value::Map(entries) => {
@@ -219,9 +219,7 @@ impl Routing {
         let mut variables = envelope.context.variables.clone();
         variables.extend(update.variables.clone());
         if let Some(condition) = self.conditions.iter().find(|c| c.holds(&variables)) {
-            return condition
-                .route
-                .outcome("context_condition", output, update);
+            return condition.route.outcome("context_condition", output, update);
         }
         if let Some(condition) = judged.and_then(|index| self.llm_conditions.get(index)) {
             return condition.route.outcome("llm_condition", output, update);
@@ -308,7 +306,10 @@ mod tests {
     fn envelope(vars: &[(&str, Value)]) -> Envelope {
         let mut envelope = Envelope::task("x");
         for (k, v) in vars {
-            envelope.context.variables.insert((*k).to_owned(), v.clone());
+            envelope
+                .context
+                .variables
+                .insert((*k).to_owned(), v.clone());
         }
         envelope
     }
@@ -359,7 +360,10 @@ mod tests {
         let outcome = rules().decide(&env, judged());
         assert_eq!(
             target(&outcome),
-            Some((Target::Agent("terminator".into()), "context_condition".into()))
+            Some((
+                Target::Agent("terminator".into()),
+                "context_condition".into()
+            ))
         );
         // Conditions are tried in order, and see the agent's own updates.
         let env = envelope(&[("n_attempts", 1.into()), ("max_n_attempts", 3.into())]);
@@ -397,7 +401,9 @@ mod tests {
             Some((Target::Agent("control".into()), "after_work".into()))
         );
         let outcome = Routing::default().decide(&env, answer());
-        assert!(matches!(outcome, Outcome::Complete { output, .. } if output == Value::from("done")));
+        assert!(
+            matches!(outcome, Outcome::Complete { output, .. } if output == Value::from("done"))
+        );
         let terminate = Routing {
             after_work: Some(Route {
                 dest: Dest::Terminate,

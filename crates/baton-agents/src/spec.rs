@@ -364,9 +364,10 @@ impl Report<'_> {
 
     fn validate(&mut self, raw: RawSpec) -> Option<AgentSpec> {
         let name = self.agent_name(raw.name.get_ref(), &raw.name.span(), "name");
-        let fallback = raw.fallback.as_ref().and_then(|fallback| {
-            self.agent_name(fallback.get_ref(), &fallback.span(), "fallback")
-        });
+        let fallback = raw
+            .fallback
+            .as_ref()
+            .and_then(|fallback| self.agent_name(fallback.get_ref(), &fallback.span(), "fallback"));
         if *raw.concurrency.get_ref() == 0 {
             self.error(&raw.concurrency.span(), "concurrency must be at least 1");
         }
@@ -418,7 +419,11 @@ impl Report<'_> {
         let tables = [
             (KindName::Exec, "exec", raw.exec.as_ref().map(Spanned::span)),
             (KindName::Llm, "llm", raw.llm.as_ref().map(Spanned::span)),
-            (KindName::Human, "human", raw.human.as_ref().map(Spanned::span)),
+            (
+                KindName::Human,
+                "human",
+                raw.human.as_ref().map(Spanned::span),
+            ),
         ];
         for (table_kind, table, span) in &tables {
             if let Some(span) = span {
@@ -523,7 +528,12 @@ impl Report<'_> {
         if matches!(kind, Some(Kind::Llm(_))) {
             let mut tools = BTreeSet::new();
             let routes = raw.handoffs.iter().chain(&raw.llm_conditions);
-            for (route, parsed) in routes.zip(routing.handoffs.iter().chain(routing.llm_conditions.iter().map(|c| &c.route))) {
+            for (route, parsed) in routes.zip(
+                routing
+                    .handoffs
+                    .iter()
+                    .chain(routing.llm_conditions.iter().map(|c| &c.route)),
+            ) {
                 if !tools.insert(parsed.dest.label()) {
                     self.error(
                         &route.span(),
@@ -595,7 +605,9 @@ impl Report<'_> {
                 agent => Dest::Agent(self.agent_name(agent, &span, "to")?.to_string()),
             },
         };
-        if !raw.domains.is_empty() && raw.requires.is_empty() || raw.min_tier.is_some() && raw.requires.is_empty() {
+        if !raw.domains.is_empty() && raw.requires.is_empty()
+            || raw.min_tier.is_some() && raw.requires.is_empty()
+        {
             self.error(
                 &span,
                 format!("{where_}: `domains` and `min_tier` go with `requires`, not with `to`"),
@@ -738,7 +750,10 @@ min_tier = 1
         assert_eq!(spec.concurrency, 2);
         assert_eq!(spec.timeout, Duration::from_secs(5));
         assert_eq!(spec.retry.max_attempts, 5);
-        assert_eq!(spec.fallback.as_ref().map(AgentName::as_str), Some("human_support"));
+        assert_eq!(
+            spec.fallback.as_ref().map(AgentName::as_str),
+            Some("human_support")
+        );
         assert!(matches!(&spec.kind, Kind::Exec(exec) if exec.command[1] == "agent.py"));
         assert_eq!(spec.routing.conditions.len(), 2);
         assert_eq!(
@@ -760,12 +775,21 @@ min_tier = 1
         let text = "name = \"a\"\nkind = \"exec\"\ncommnd = 1\n[exec]\ncommand = [\"x\"]\n";
         let errors = problems(text);
         assert_eq!(errors.len(), 1);
-        assert!(errors[0].starts_with("agents/x.toml:3: unknown field `commnd`"), "{errors:?}");
-        assert!(errors[0].contains("remove it, or check its spelling"), "{errors:?}");
+        assert!(
+            errors[0].starts_with("agents/x.toml:3: unknown field `commnd`"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[0].contains("remove it, or check its spelling"),
+            "{errors:?}"
+        );
 
         let text = "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n\n[[conditions]]\nwhen = \"x > 1\"\nto = \"b\"\nmax_visit = 2\n";
         let errors = problems(text);
-        assert!(errors[0].starts_with("agents/x.toml:9: unknown field `max_visit`"), "{errors:?}");
+        assert!(
+            errors[0].starts_with("agents/x.toml:9: unknown field `max_visit`"),
+            "{errors:?}"
+        );
     }
 
     #[test]
@@ -788,23 +812,55 @@ to = "a"
 requires = ["b"]
 "#;
         let errors = problems(text);
-        assert!(errors.iter().any(|e| e.starts_with("agents/x.toml:1: name: invalid agent type name")), "{errors:#?}");
-        assert!(errors.iter().any(|e| e.starts_with("agents/x.toml:4: [exec] command is empty")), "{errors:#?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("agents/x.toml:1: name: invalid agent type name")),
+            "{errors:#?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("agents/x.toml:4: [exec] command is empty")),
+            "{errors:#?}"
+        );
         assert!(errors.iter().any(|e| e.starts_with("agents/x.toml:7: [[conditions]] when = \"n_attempts >=\" is not a valid CEL expression")), "{errors:#?}");
-        assert!(errors.iter().any(|e| e.starts_with("agents/x.toml:11: [[conditions]] needs when")), "{errors:#?}");
-        assert!(errors.iter().any(|e| e.starts_with("agents/x.toml:14: [after_work] has both `to` and `requires`")), "{errors:#?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("agents/x.toml:11: [[conditions]] needs when")),
+            "{errors:#?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e
+                    .starts_with("agents/x.toml:14: [after_work] has both `to` and `requires`")),
+            "{errors:#?}"
+        );
     }
 
     #[test]
     fn kinds_need_their_table_and_no_other() {
         let errors = problems("name = \"a\"\nkind = \"llm\"\n");
-        assert!(errors[0].contains("kind = \"llm\" needs an [llm] table"), "{errors:?}");
+        assert!(
+            errors[0].contains("kind = \"llm\" needs an [llm] table"),
+            "{errors:?}"
+        );
         let errors = problems("name = \"a\"\nkind = \"human\"\n[exec]\ncommand = [\"x\"]\n");
-        assert!(errors[0].starts_with("agents/x.toml:3: a [exec] table in a spec of kind \"human\""), "{errors:?}");
+        assert!(
+            errors[0].starts_with("agents/x.toml:3: a [exec] table in a spec of kind \"human\""),
+            "{errors:?}"
+        );
         let errors = problems("name = \"a\"\nkind = \"robot\"\n");
         assert!(errors[0].contains("unknown variant `robot`"), "{errors:?}");
-        let errors = problems("name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n[[llm_conditions]]\nwhen = \"asks for refunds\"\nto = \"refund\"\n");
-        assert!(errors[0].contains("judged by the agent's LLM"), "{errors:?}");
+        let errors = problems(
+            "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n[[llm_conditions]]\nwhen = \"asks for refunds\"\nto = \"refund\"\n",
+        );
+        assert!(
+            errors[0].contains("judged by the agent's LLM"),
+            "{errors:?}"
+        );
         let spec = parse_str("name = \"h\"\nkind = \"human\"\n").unwrap();
         assert_eq!(spec.kind, Kind::Human(HumanSpec {}));
     }
@@ -826,7 +882,10 @@ when = "the user wants money back"
 to = "refund"
 "#;
         let errors = problems(text);
-        assert!(errors[0].starts_with("agents/x.toml:11: a second route to \"refund\""), "{errors:?}");
+        assert!(
+            errors[0].starts_with("agents/x.toml:11: a second route to \"refund\""),
+            "{errors:?}"
+        );
     }
 
     #[test]
@@ -834,13 +893,27 @@ to = "refund"
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a.toml");
         let b = dir.path().join("b.toml");
-        std::fs::write(&a, "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n[after_work]\nto = \"b\"\n").unwrap();
+        std::fs::write(
+            &a,
+            "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n[after_work]\nto = \"b\"\n",
+        )
+        .unwrap();
         std::fs::write(&b, "name = \"b\"\nkind = \"exec\"\nfallback = \"nobody\"\n[exec]\ncommand = [\"x\"]\n[after_work]\nto = \"ghost\"\n").unwrap();
         let report = check(&[a, b]);
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         assert_eq!(report.specs.len(), 2);
         assert_eq!(report.warnings.len(), 2, "{:?}", report.warnings);
-        assert!(report.warnings.iter().any(|w| w.contains("routes to agent type ghost")));
-        assert!(report.warnings.iter().any(|w| w.contains("routes to agent type nobody")));
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("routes to agent type ghost"))
+        );
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("routes to agent type nobody"))
+        );
     }
 }

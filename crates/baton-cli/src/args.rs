@@ -74,6 +74,12 @@ pub enum Command {
     /// Inspect and replay dead letters.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// Validate agent spec files: every error with its file, line and fix; routes to agent
+    /// types that none of the given files defines are warnings. Exits 1 on errors.
+    Check(CheckArgs),
+    /// Tasks waiting for a person: list, show, and answer them.
+    #[command(subcommand)]
+    Inbox(InboxCommand),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(crate::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -94,8 +100,14 @@ pub struct DevArgs {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// Agent type to serve: a demo type (general_enquiry, order_management, advanced_order,
-    /// refund, human_support) or, with --relay, any name.
-    pub agent: String,
+    /// refund, human_support) or, with --relay, any name. Not needed with --spec.
+    #[arg(required_unless_present = "spec")]
+    pub agent: Option<String>,
+
+    /// Serve the agent type a spec file describes (exec, llm or human); its name, policies,
+    /// fallback and routing come from the file. Check it first with `baton check FILE`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["agent", "relay"])]
+    pub spec: Option<PathBuf>,
 
     /// Serve AGENT with the configurable relay agent instead of a demo agent (see the relay options).
     #[arg(long)]
@@ -320,6 +332,50 @@ pub struct WatchArgs {
     /// Keep following after the terminal event.
     #[arg(long)]
     pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Spec files (TOML).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InboxCommand {
+    /// List the waiting tasks: id, agent, reason, waiting since, and the question.
+    Ls {
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one waiting task with its whole context.
+    Show {
+        /// Task id, as `baton inbox ls` shows it.
+        id: String,
+    },
+    /// Answer a waiting task. The answer is added to the conversation; then the session
+    /// completes with it (the default) or goes on to another agent.
+    Reply {
+        /// Task id, as `baton inbox ls` shows it.
+        id: String,
+        /// The answer.
+        text: String,
+        /// Hand the session to this agent type instead of completing it.
+        #[arg(long, conflicts_with = "complete")]
+        handoff: Option<String>,
+        /// Complete the session with the answer (the default).
+        #[arg(long)]
+        complete: bool,
+        /// Who answers, recorded as the instance on the path (default: $USER).
+        #[arg(
+            long = "as",
+            value_name = "NAME",
+            env = "USER",
+            default_value = "person"
+        )]
+        person: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

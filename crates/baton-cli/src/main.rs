@@ -7,6 +7,7 @@ mod bench_registry;
 mod demo;
 mod dev;
 mod dlq;
+mod inbox;
 mod relay;
 mod serve;
 mod session;
@@ -28,6 +29,8 @@ fn main() -> std::process::ExitCode {
             | Command::Bench(_)
             | Command::BenchRegistry(_)
             | Command::Agents(_)
+            | Command::Check(_)
+            | Command::Inbox(_)
     );
     let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -61,6 +64,8 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Send(args) => session::send(&cli.nats, subjects, args).await,
         Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
+        Command::Check(args) => Ok(inbox::check(&args)),
+        Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
         Command::Bench(args) => bench::run(&cli.nats, args).await,
         Command::BenchRegistry(args) => bench_registry::run(&cli.nats, args).await,
     }

@@ -15,12 +15,20 @@ pub async fn worker(
     subjects: Subjects,
     args: WorkerArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let agent = AgentName::new(args.agent.as_str())?;
+    if let Some(path) = &args.spec {
+        return spec_worker(nats, subjects, path, &args).await;
+    }
+    let Some(agent) = &args.agent else {
+        anyhow::bail!(
+            "name an agent type (`baton worker refund`) or a spec (`baton worker --spec FILE`)"
+        );
+    };
+    let agent = AgentName::new(agent.as_str())?;
     let demo = Demo::by_name(agent.as_str());
     if demo.is_none() && !args.relay {
         anyhow::bail!(
-            "unknown agent type \"{agent}\": the built-in demo types are {}; to serve another name, add --relay \
-             (see `baton worker --help`)",
+            "unknown agent type \"{agent}\": the built-in demo types are {}; to serve another name, add --relay, \
+             or describe the agent in a spec file and use --spec (see `baton worker --help`)",
             demo::AGENTS.join(", ")
         );
     }
@@ -35,14 +43,8 @@ pub async fn worker(
         .map(AgentName::new)
         .transpose()
         .context("invalid --fallback")?;
-    let mut config = WorkerConfig::new(agent.clone())
-        .with_subjects(subjects)
-        .with_fallback(fallback)
-        .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
-        .with_max_payload(args.max_payload)
-        .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs));
-    let registry = &args.registry;
     let mut profile = demo.map(Demo::profile).unwrap_or_default();
+    let registry = &args.registry;
     if let Some(capabilities) = &registry.capabilities {
         profile.capabilities.clone_from(capabilities);
     }
@@ -52,21 +54,13 @@ pub async fn worker(
     if let Some(tier) = registry.tier {
         profile.tier = tier;
     }
-    config = config
-        .with_profile(profile)
-        .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
-        .with_registry(!registry.no_registry)
-        .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms));
-    if let Some(instance) = &args.instance {
-        anyhow::ensure!(
-            !instance.is_empty()
-                && instance
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-            "invalid --instance {instance:?}: use letters, digits, '-' and '_'"
-        );
-        config = config.with_instance(instance.clone());
-    }
+    let config = deployment(
+        WorkerConfig::new(agent.clone())
+            .with_subjects(subjects)
+            .with_fallback(fallback)
+            .with_profile(profile),
+        &args,
+    )?;
     let retry = RetryPolicy {
         max_attempts: args.max_attempts.max(1),
         min_backoff: Duration::from_millis(args.min_backoff_ms),
@@ -109,6 +103,54 @@ pub async fn worker(
                 .await?;
         }
     }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The deployment options of the command line applied to `config`.
+fn deployment(config: WorkerConfig, args: &WorkerArgs) -> anyhow::Result<WorkerConfig> {
+    let registry = &args.registry;
+    let mut config = config
+        .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
+        .with_max_payload(args.max_payload)
+        .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs))
+        .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
+        .with_registry(!registry.no_registry)
+        .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms));
+    if let Some(instance) = &args.instance {
+        anyhow::ensure!(
+            !instance.is_empty()
+                && instance
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "invalid --instance {instance:?}: use letters, digits, '-' and '_'"
+        );
+        config = config.with_instance(instance.clone());
+    }
+    Ok(config)
+}
+
+/// `baton worker --spec FILE`: the agent type a spec file describes.
+async fn spec_worker(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    path: &std::path::Path,
+    args: &WorkerArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let spec = baton_agents::load(path).map_err(|errors| {
+        anyhow::anyhow!(
+            "the spec has problems (`baton check {}` lists them):\n{errors}",
+            path.display()
+        )
+    })?;
+    let name = spec.name.clone();
+    let client = crate::connect(nats, None, &format!("baton worker {name}")).await?;
+    let agent = baton_agents::SpecAgent::new(spec, &client, &subjects)
+        .await
+        .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
+    let config = deployment(agent.worker_config(subjects), args)?;
+    Worker::new(client, config, agent)
+        .run(crate::shutdown_signal())
+        .await?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 

@@ -14,6 +14,8 @@
 //! - [`ChildProcess`] wraps a spawned binary for end-to-end tests: output is
 //!   captured to files so it can be shown when a test fails, and the process
 //!   is killed on drop. [`baton_binary`] locates the `baton` executable.
+//! - [`FakeLlm`] is a scripted OpenAI-compatible chat-completions server on a
+//!   random loopback port that records the requests it gets.
 //! - [`Error`] and [`ErrorKind`] describe what went wrong and how to fix it.
 //!
 //! # Examples
@@ -27,10 +29,12 @@
 
 mod binary;
 mod error;
+mod llm;
 mod process;
 mod server;
 
 pub use binary::{MIN_VERSION, nats_server_binary, nats_server_version};
 pub use error::{Error, ErrorKind};
+pub use llm::{FakeLlm, Recorded, Scripted};
 pub use process::{ChildProcess, baton_binary};
 pub use server::{NatsServer, ServerOptions};

@@ -1,0 +1,210 @@
+//! A scripted OpenAI-compatible chat-completions server for tests.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+/// One scripted HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Scripted {
+    /// HTTP status code.
+    pub status: u16,
+    /// Extra response headers.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: serde_json::Value,
+}
+
+impl Scripted {
+    /// A 200 answer whose message says `text`.
+    #[must_use]
+    pub fn text(text: &str) -> Self {
+        Self::message(serde_json::json!({"role": "assistant", "content": text}))
+    }
+
+    /// A 200 answer whose message calls `tools` (name, JSON arguments) at once.
+    #[must_use]
+    pub fn tool_calls(calls: &[(&str, &str)]) -> Self {
+        let calls: Vec<serde_json::Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(n, (name, arguments))| {
+                serde_json::json!({
+                    "id": format!("call_{n}"),
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                })
+            })
+            .collect();
+        Self::message(
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": calls}),
+        )
+    }
+
+    /// A 200 answer with `message` as the first choice.
+    #[must_use]
+    pub fn message(message: serde_json::Value) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body: serde_json::json!({
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }),
+        }
+    }
+
+    /// An error answer.
+    #[must_use]
+    pub fn error(status: u16, headers: &[(&str, &str)]) -> Self {
+        Self {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            body: serde_json::json!({"error": {"message": "scripted error"}}),
+        }
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Request path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The JSON body.
+    pub body: serde_json::Value,
+}
+
+#[derive(Default)]
+struct State {
+    script: VecDeque<Scripted>,
+    requests: Vec<Recorded>,
+}
+
+/// A chat-completions server on a random loopback port that answers from a
+/// script, in order, and records every request. It stops when dropped.
+pub struct FakeLlm {
+    url: String,
+    state: Arc<Mutex<State>>,
+    listener: Option<TcpListener>,
+}
+
+impl FakeLlm {
+    /// Starts the server with `script`; answers past its end are 500s.
+    ///
+    /// # Errors
+    ///
+    /// When no loopback port can be bound.
+    pub fn start(script: Vec<Scripted>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}/v1", listener.local_addr()?);
+        let state = Arc::new(Mutex::new(State {
+            script: script.into(),
+            requests: Vec::new(),
+        }));
+        let accept = listener.try_clone()?;
+        let shared = state.clone();
+        thread::spawn(move || {
+            for stream in accept.incoming() {
+                let Ok(stream) = stream else { break };
+                let shared = shared.clone();
+                thread::spawn(move || {
+                    let _ = serve(stream, &shared);
+                });
+            }
+        });
+        Ok(Self {
+            url,
+            state,
+            listener: Some(listener),
+        })
+    }
+
+    /// The base URL, ending in `/v1`.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Every request so far, in order.
+    #[must_use]
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state
+            .lock()
+            .map(|state| state.requests.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        // Unblock the accept loop: it ends at the next connection error.
+        if let Some(listener) = self.listener.take() {
+            let _ = listener.set_nonblocking(true);
+            let _ = TcpStream::connect(listener.local_addr().expect("bound"));
+        }
+    }
+}
+
+fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let path = request_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("/")
+        .to_owned();
+    let mut length = 0usize;
+    let mut authorization = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let value = value.trim().to_owned();
+            match name.trim().to_ascii_lowercase().as_str() {
+                "content-length" => length = value.parse().unwrap_or(0),
+                "authorization" => authorization = Some(value),
+                _ => {}
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    let answer = {
+        let mut state = state
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        state.requests.push(Recorded {
+            path,
+            authorization,
+            body,
+        });
+        state.script.pop_front()
+    }
+    .unwrap_or_else(|| Scripted::error(500, &[]));
+    let payload = answer.body.to_string();
+    let mut response = format!(
+        "HTTP/1.1 {} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        answer.status,
+        payload.len()
+    );
+    for (name, value) in &answer.headers {
+        response.push_str(&format!("{name}: {value}\r\n"));
+    }
+    response.push_str("\r\n");
+    response.push_str(&payload);
+    let mut stream = stream;
+    stream.write_all(response.as_bytes())?;
+    stream.flush()
+}
