@@ -543,3 +543,64 @@ async fn baton_check_names_the_file_the_line_and_the_fix() -> anyhow::Result<()>
     assert!(String::from_utf8(output.stderr)?.is_empty());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_can_hand_the_task_on_with_their_answer() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .spec_worker("human_support", &example("support/human_support.toml"))
+        .await?;
+    system
+        .relay(
+            "front",
+            "front",
+            &["--escalate", "--no-registry", "--fallback", "human_support"],
+        )
+        .await?;
+    system.relay("refund", "refund", &[]).await?;
+    let task = Envelope::task("I want my money back");
+    system
+        .client
+        .submit_to(&baton_proto::AgentName::new("front")?, &task)
+        .await?;
+    let events = system
+        .events_until(task.session, EventType::Waiting, Duration::from_secs(30))
+        .await?;
+    let id = events.last().unwrap().envelope.unwrap().to_string();
+    let output = system
+        .baton(&[
+            "inbox",
+            "reply",
+            &id,
+            "Approved, please refund in full.",
+            "--handoff",
+            "refund",
+        ])
+        .output()?;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8(output.stdout)?.contains("handed to refund"));
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    let handoff = events
+        .iter()
+        .find(|e| e.kind == EventType::Handoff && e.agent.as_deref() == Some("human_support"))
+        .expect("the person's handoff");
+    assert_eq!(handoff.to.as_deref(), Some("refund"));
+    let done = events.last().unwrap();
+    assert_eq!(agents(&done.path), ["front", "human_support", "refund"]);
+    let messages = field(done.output.as_ref().unwrap(), "messages")
+        .and_then(Value::as_array)
+        .unwrap();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.as_str() == Some("Approved, please refund in full.")),
+        "{messages:?}"
+    );
+    Ok(())
+}
