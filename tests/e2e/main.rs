@@ -3,6 +3,7 @@
 #![allow(unreachable_pub)] // a test binary: nothing is exported
 
 mod cli;
+mod delegation;
 mod failures;
 mod handoff;
 mod lifecycle;

@@ -157,6 +157,15 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub instance: Option<String>,
 
+    /// How deep delegations may nest below the session's root (a direct child is at depth 1).
+    #[arg(long, default_value_t = 4)]
+    pub max_delegation_depth: u32,
+
+    /// How long a delegation waits for its children, in ms, before the missing ones count as
+    /// failed (default: until the session's deadline, if any).
+    #[arg(long)]
+    pub join_timeout_ms: Option<u64>,
+
     #[command(flatten)]
     pub registry: WorkerRegistryArgs,
 
@@ -235,6 +244,23 @@ pub struct RelayArgs {
     /// Leave the context unchanged (for benchmarks).
     #[arg(long)]
     pub quiet: bool,
+
+    /// Delegate to these agent types (comma-separated, repeats allowed) and
+    /// complete with their results.
+    #[arg(long, value_delimiter = ',', value_name = "AGENT,...", conflicts_with_all = ["next", "next_requires"])]
+    pub delegate: Option<Vec<String>>,
+
+    /// How the delegation runs.
+    #[arg(long, default_value = "parallel", value_parser = ["serial", "parallel", "async", "chain"])]
+    pub delegate_mode: String,
+
+    /// For a chain: run this agent type on a failed step instead of stopping.
+    #[arg(long, conflicts_with = "recover_value")]
+    pub recover: Option<String>,
+
+    /// For a chain: use this text as a failed step's output instead of stopping.
+    #[arg(long)]
+    pub recover_value: Option<String>,
 }
 
 #[derive(Debug, Args)]

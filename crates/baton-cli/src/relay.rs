@@ -4,7 +4,47 @@
 use std::time::Duration;
 
 use baton_proto::{Reason, Value};
-use baton_worker::{Agent, AgentError, Need, Outcome, RetryPolicy, Task};
+use baton_worker::{
+    Agent, AgentError, ChildTask, DelegateMode, Need, Outcome, Recover, Results, RetryPolicy, Task,
+};
+
+/// What a relay delegates.
+#[derive(Debug, Clone)]
+pub struct Delegation {
+    pub agents: Vec<String>,
+    pub mode: String,
+    pub recover: Option<String>,
+    pub recover_value: Option<String>,
+}
+
+impl Delegation {
+    fn outcome(&self, name: &str, input: &str) -> Outcome {
+        let mode = match self.mode.as_str() {
+            "serial" => DelegateMode::Serial,
+            "async" => DelegateMode::Async,
+            "chain" => DelegateMode::Chain {
+                recover: match (&self.recover, &self.recover_value) {
+                    (Some(agent), _) => Some(Recover::Agent(agent.clone())),
+                    (None, Some(value)) => Some(Recover::Value(Value::from(value.as_str()))),
+                    (None, None) => None,
+                },
+            },
+            _ => DelegateMode::Parallel,
+        };
+        let children = self
+            .agents
+            .iter()
+            .enumerate()
+            .map(|(n, agent)| {
+                ChildTask::new(
+                    agent.clone(),
+                    format!("{name} asks {agent} (child {n}): {input}"),
+                )
+            })
+            .collect();
+        Outcome::delegate(children, mode)
+    }
+}
 
 /// Behaviour of a relay agent, set from `baton worker` flags.
 #[derive(Debug, Clone)]
@@ -13,6 +53,8 @@ pub struct Relay {
     pub next: Option<String>,
     /// Hand off by capability instead, through the registry.
     pub next_requires: Option<Vec<String>>,
+    /// Delegate instead, and complete with the results.
+    pub delegate: Option<Delegation>,
     pub fail_attempts: u32,
     pub fatal: bool,
     pub reject: bool,
@@ -48,6 +90,9 @@ impl Agent for Relay {
                 self.name, task.attempt
             )));
         }
+        if let Some(delegation) = &self.delegate {
+            return Ok(delegation.outcome(&self.name, task.query()));
+        }
         let mut outcome = if self.escalate {
             Outcome::escalate(Reason::UserEscalation)
         } else {
@@ -73,6 +118,41 @@ impl Agent for Relay {
 
     fn retry_policy(&self) -> RetryPolicy {
         self.retry
+    }
+
+    async fn resume(&self, _task: Task, results: Results) -> Result<Outcome, AgentError> {
+        // Each report is logged, so a test sees async results arrive one by one.
+        tracing::info!(
+            received = results.results.len(),
+            total = results.total,
+            latest = ?results.latest,
+            "{} resumed with {} of {} results",
+            self.name,
+            results.results.len(),
+            results.total
+        );
+        if !self.work.is_zero() {
+            tokio::time::sleep(self.work).await;
+        }
+        if results.mode == DelegateMode::Async && !results.all_in() {
+            return Ok(Outcome::wait());
+        }
+        let statuses = results
+            .results
+            .iter()
+            .map(|r| Value::from(r.status.as_str()))
+            .collect();
+        let agents = results
+            .results
+            .iter()
+            .map(|r| Value::from(r.agent.clone().unwrap_or_default()))
+            .collect();
+        Ok(Outcome::complete(Value::Map(vec![
+            (Value::from("results"), results.outputs()),
+            (Value::from("statuses"), Value::Array(statuses)),
+            (Value::from("agents"), Value::Array(agents)),
+            (Value::from("total"), Value::from(results.total)),
+        ])))
     }
 
     fn timeout(&self) -> Duration {

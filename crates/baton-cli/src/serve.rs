@@ -88,6 +88,12 @@ pub async fn worker(
                 name: agent.to_string(),
                 next: relay_args.next,
                 next_requires: relay_args.next_requires,
+                delegate: relay_args.delegate.map(|agents| crate::relay::Delegation {
+                    agents,
+                    mode: relay_args.delegate_mode,
+                    recover: relay_args.recover,
+                    recover_value: relay_args.recover_value,
+                }),
                 fail_attempts: relay_args.fail_attempts,
                 fatal: relay_args.fatal,
                 reject: relay_args.reject,
@@ -113,6 +119,8 @@ fn deployment(config: WorkerConfig, args: &WorkerArgs) -> anyhow::Result<WorkerC
         .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
         .with_max_payload(args.max_payload)
         .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs))
+        .with_max_delegation_depth(args.max_delegation_depth)
+        .with_join_timeout(args.join_timeout_ms.map(Duration::from_millis))
         .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
         .with_registry(!registry.no_registry)
         .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms));

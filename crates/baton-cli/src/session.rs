@@ -159,6 +159,7 @@ pub fn describe(event: &Event) -> String {
             )
         }
         EventType::Failed => format!("failed{reason}{detail}"),
+        EventType::Result => format!("{agent} got a result{detail}"),
         EventType::Waiting => {
             format!("{agent} is waiting for a person{reason} (see `baton inbox ls`)")
         }

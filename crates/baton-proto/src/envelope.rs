@@ -173,6 +173,10 @@ pub struct Parent {
     pub agent: String,
     /// Delegation depth of the child (1 for a direct child).
     pub depth: u32,
+    /// Extension: which of the delegating envelope's children this is,
+    /// counting from 0; absent on a join's deadline timer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

@@ -30,6 +30,9 @@ wire_enum! {
         Failed = "failed",
         /// Extension: the session waits for a person (a human agent's inbox).
         Waiting = "waiting",
+        /// Extension: a delegated child's result reached its parent (`detail`
+        /// says whether it was recorded or dropped, and why).
+        Result = "result",
     }
 }
 

@@ -219,6 +219,12 @@ impl Subjects {
         format!("{}_INBOX", self.stream_prefix)
     }
 
+    /// `BATON_JOINS`: the key-value bucket of delegations waiting for their children.
+    #[must_use]
+    pub fn joins_bucket(&self) -> String {
+        format!("{}_JOINS", self.stream_prefix)
+    }
+
     /// `agent-<agent>`: the durable consumer every replica of an agent type shares.
     #[must_use]
     pub fn agent_consumer(agent: &AgentName) -> String {

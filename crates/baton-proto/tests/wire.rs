@@ -108,6 +108,7 @@ fn full_handoff() -> Envelope {
             id: id(9),
             agent: "planner".into(),
             depth: 1,
+            index: None,
             extra: Map::new(),
         }),
         status: Some(ResultStatus::Completed),

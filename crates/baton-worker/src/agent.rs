@@ -3,6 +3,8 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, Map, Message, Reason, Role, Step, Value};
 
+use crate::delegate::{ChildTask, DelegateMode, Results};
+
 /// One agent type's behaviour. Implement [`Agent::handle`]; the other methods
 /// are policies with defaults.
 ///
@@ -48,6 +50,24 @@ pub trait Agent: Send + Sync + 'static {
     /// How many tasks one worker process handles at once.
     fn concurrency(&self) -> usize {
         8
+    }
+
+    /// Continues after an [`Outcome::Delegate`]: `task` is the delegating
+    /// envelope (with the agent's update applied) and `results` the
+    /// children's answers, failed ones marked as failed. It may return any
+    /// outcome, including another delegation. The default completes with the
+    /// children's outputs, in order.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Agent::handle`].
+    fn resume(
+        &self,
+        task: Task,
+        results: Results,
+    ) -> impl Future<Output = Result<Outcome, AgentError>> + Send {
+        let _ = task;
+        std::future::ready(Ok(Outcome::complete(results.outputs())))
     }
 }
 
@@ -284,6 +304,16 @@ pub enum Outcome {
         /// Visit budget of the target and context policy of the route.
         options: RouteOptions,
     },
+    /// Child tasks go out and the agent waits for their results without
+    /// holding a worker; [`Agent::resume`] continues with them.
+    Delegate {
+        /// The children, in order.
+        children: Vec<ChildTask>,
+        /// Serial, parallel, async, or a chain.
+        mode: DelegateMode,
+        /// Context changes, applied before the children go out.
+        update: ContextUpdate,
+    },
     /// The task now waits outside the runtime, in a person's inbox: the
     /// delivery is acked with a `waiting` event and the session stays open.
     Wait {
@@ -357,6 +387,46 @@ impl Outcome {
         }
     }
 
+    /// Delegates `children` in `mode` (see [`Outcome::Delegate`]).
+    #[must_use]
+    pub fn delegate(children: Vec<ChildTask>, mode: DelegateMode) -> Self {
+        Self::Delegate {
+            children,
+            mode,
+            update: ContextUpdate::default(),
+        }
+    }
+
+    /// A sequential chain through `agents`: `input` goes to the first, each
+    /// output to the next; the first failure stops it.
+    #[must_use]
+    pub fn chain<I, S>(agents: I, input: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let input = input.into();
+        let children = agents
+            .into_iter()
+            .enumerate()
+            .map(|(n, agent)| {
+                ChildTask::new(agent, if n == 0 { input.clone() } else { String::new() })
+            })
+            .collect();
+        Self::delegate(children, DelegateMode::Chain { recover: None })
+    }
+
+    /// For a chain: what to do when a step fails.
+    #[must_use]
+    pub fn recover(mut self, with: crate::delegate::Recover) -> Self {
+        if let Self::Delegate { mode, .. } = &mut self {
+            *mode = DelegateMode::Chain {
+                recover: Some(with),
+            };
+        }
+        self
+    }
+
     /// Parks the task (see [`Outcome::Wait`]).
     #[must_use]
     pub fn wait() -> Self {
@@ -370,6 +440,7 @@ impl Outcome {
         match self {
             Self::Complete { update, .. }
             | Self::Handoff { update, .. }
+            | Self::Delegate { update, .. }
             | Self::Wait { update } => update,
         }
     }

@@ -23,8 +23,10 @@
 mod agent;
 mod client;
 mod deadletters;
+mod delegate;
 mod error;
 mod intake;
+mod join;
 mod outputs;
 mod plan;
 mod provision;
@@ -40,6 +42,7 @@ pub use agent::{
 };
 pub use client::{Client, EventStream};
 pub use deadletters::DeadLetterEntry;
+pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use error::{Error, ErrorKind};
 pub use provision::{StreamSettings, provision};
 pub use registry::{Profile, RegistryClient};

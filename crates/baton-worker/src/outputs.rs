@@ -36,6 +36,20 @@ impl Emitter<'_> {
         })
     }
 
+    /// An envelope for agent type `to`.
+    pub(crate) fn envelope(
+        &self,
+        to: &AgentName,
+        envelope: &baton_proto::Envelope,
+    ) -> Result<Outgoing, Error> {
+        Ok(Outgoing {
+            subject: self.subjects.agent(to),
+            id: envelope.id,
+            payload: encode(envelope)?,
+            headers: self.headers(),
+        })
+    }
+
     /// A copy of `message` for the dead-letter stream, with the reason headers.
     pub(crate) fn dead_letter(
         &self,
@@ -68,12 +82,7 @@ impl Emitter<'_> {
         outputs
             .iter()
             .map(|output| match output {
-                Output::Envelope { to, envelope } => Ok(Outgoing {
-                    subject: self.subjects.agent(to),
-                    id: envelope.id,
-                    payload: encode(envelope.as_ref())?,
-                    headers: self.headers(),
-                }),
+                Output::Envelope { to, envelope } => self.envelope(to, envelope),
                 Output::Event(event) => self.event(event),
                 Output::DeadLetter(dead) => {
                     Ok(self.dead_letter(message, dead.id, &dead.reason, &dead.detail))

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use baton_proto::{
     AgentName, DeadLetterReason, Envelope, Event, EventType, Hop, Kind, LookupRequest,
-    PROTOCOL_VERSION, Reason, Step, Value, derive_id, derive_id_labelled, now_ms,
+    PROTOCOL_VERSION, Reason, ResultStatus, Step, Value, derive_id, derive_id_labelled, now_ms,
 };
 use uuid::Uuid;
 
@@ -110,11 +110,15 @@ impl Planner<'_> {
                 id,
             ));
         }
-        let mut failed = self.event(envelope, outputs.next_id(), EventType::Failed);
-        failed.reason = Some(Reason::DeadlineExceeded);
-        failed.detail = Some(detail);
-        failed.path.clone_from(&envelope.path);
-        outputs.push_event(failed);
+        self.end(
+            &mut outputs,
+            envelope,
+            envelope.clone(),
+            Ending::Failed {
+                reason: Reason::DeadlineExceeded,
+                detail,
+            },
+        );
         Some(Plan {
             outputs: outputs.list,
             settle: Settle::Term,
@@ -181,6 +185,12 @@ impl Planner<'_> {
     ) -> Plan {
         match result {
             Ok(Outcome::Complete { output, update }) => self.complete(envelope, output, update),
+            Ok(Outcome::Delegate { .. }) => self.give_up(
+                envelope,
+                DeadLetterReason::Fatal,
+                Reason::parse("fatal"),
+                "a delegation must be started by the worker, not planned",
+            ),
             Ok(Outcome::Wait { .. }) => {
                 let mut outputs = Outputs::new(envelope.id);
                 let mut event = self.event(envelope, outputs.next_id(), EventType::Waiting);
@@ -331,7 +341,7 @@ impl Planner<'_> {
 
     /// Applies a route's context policy to the outgoing envelope; what it
     /// removed is recorded in the trace, as a count and a digest.
-    fn trim_context(&self, next: &mut Envelope, policy: ContextPolicy) {
+    pub(crate) fn trim_context(&self, next: &mut Envelope, policy: ContextPolicy) {
         let messages = &mut next.context.messages;
         let keep = policy.keeps(messages.len());
         let removed: Vec<_> = messages.drain(..messages.len() - keep).collect();
@@ -358,10 +368,7 @@ impl Planner<'_> {
     fn complete(&self, envelope: &Envelope, output: Value, update: ContextUpdate) -> Plan {
         let next = self.advance(envelope, update);
         let mut outputs = Outputs::new(envelope.id);
-        let mut event = self.event(envelope, outputs.next_id(), EventType::Completed);
-        event.output = Some(output);
-        event.path = next.path;
-        outputs.push_event(event);
+        self.end(&mut outputs, envelope, next, Ending::Completed(output));
         Plan {
             outputs: outputs.list,
             settle: Settle::Ack,
@@ -494,15 +501,53 @@ impl Planner<'_> {
                 outputs.push_event(self.dead_lettered(envelope, code, detail, id));
             }
         }
-        let mut failed = self.event(envelope, outputs.next_id(), EventType::Failed);
-        failed.reason = Some(reason);
-        failed.detail = Some(match self.fallback {
+        let detail = match self.fallback {
             Some(fallback) => format!("{detail}; fallback {fallback} already handled this session"),
             None => format!("{detail}; no fallback agent is configured"),
-        });
-        failed.path = next.path;
-        outputs.push_event(failed);
+        };
+        self.end(outputs, envelope, next, Ending::Failed { reason, detail });
         outputs.failed = true;
+    }
+
+    /// Ends a session, or a delegated branch of one. The root of a session
+    /// emits its terminal event; a delegated child (its envelope has a
+    /// `parent`) sends a `result` envelope to the parent instead.
+    fn end(&self, outputs: &mut Outputs, envelope: &Envelope, next: Envelope, ending: Ending) {
+        let Some(parent) = envelope.parent.clone() else {
+            let (kind, output, reason, detail) = match ending {
+                Ending::Completed(output) => (EventType::Completed, Some(output), None, None),
+                Ending::Failed { reason, detail } => {
+                    (EventType::Failed, None, Some(reason), Some(detail))
+                }
+            };
+            let mut event = self.event(envelope, outputs.next_id(), kind);
+            event.output = output;
+            event.reason = reason;
+            event.detail = detail;
+            event.path = next.path;
+            outputs.push_event(event);
+            return;
+        };
+        let Ok(to) = AgentName::new(parent.agent.as_str()) else {
+            tracing::warn!(parent = %parent.agent, "a delegated child names an invalid parent; its result cannot be sent");
+            return;
+        };
+        let mut result = next;
+        let (status, output, reason) = match ending {
+            Ending::Completed(output) => (ResultStatus::Completed, output, None),
+            Ending::Failed { reason, detail } => {
+                (ResultStatus::Failed, Value::from(detail), Some(reason))
+            }
+        };
+        result.status = Some(status);
+        result.output = Some(output);
+        result.reply_to = None;
+        outputs.push_envelope(
+            to,
+            result,
+            Kind::Result,
+            reason.unwrap_or_else(|| Reason::parse("result")),
+        );
     }
 
     /// The fallback agent, unless it already had the session.
@@ -526,7 +571,7 @@ impl Planner<'_> {
     }
 
     /// The envelope as it leaves this agent: this hop on the path, the update applied.
-    fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
+    pub(crate) fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
         let mut next = envelope.clone();
         next.path.push(Hop::new(
             self.agent.as_str(),
@@ -555,13 +600,19 @@ impl Planner<'_> {
         next
     }
 
-    fn event(&self, envelope: &Envelope, id: Uuid, kind: EventType) -> Event {
+    pub(crate) fn event(&self, envelope: &Envelope, id: Uuid, kind: EventType) -> Event {
         let mut event = Event::new(id, envelope.session, kind);
         event.agent = Some(self.agent.to_string());
         event.instance = Some(self.instance.to_owned());
         event.envelope = Some(envelope.id);
         event
     }
+}
+
+/// How a session, or a delegated branch, ends.
+enum Ending {
+    Completed(Value),
+    Failed { reason: Reason, detail: String },
 }
 
 /// Why the registry gave no agent for `need`.

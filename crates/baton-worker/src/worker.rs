@@ -15,10 +15,11 @@ use tracing::Instrument;
 use crate::agent::{Agent, AgentError, Task};
 use crate::error::Error;
 use crate::intake::{self, IntakeSettings, Source};
+use crate::join::{self, Handled, Joins, Started};
 use crate::outputs::{Emitter, settle};
 use crate::plan::{Planner, Settle};
 use crate::provision::{self, StreamSettings};
-use crate::publish::Publisher;
+use crate::publish::{Outgoing, Publisher};
 use crate::registry::{Profile, RegistryClient, spawn_heartbeats};
 use crate::trace;
 
@@ -53,6 +54,11 @@ pub struct WorkerConfig {
     pub use_registry: bool,
     /// How long registry lookups may be retried before the fallback path is taken.
     pub lookup_budget: Duration,
+    /// How deep delegations may nest: a child of the root is at depth 1.
+    pub max_delegation_depth: u32,
+    /// How long a delegation waits for its children before the missing ones
+    /// count as failed; `None` waits until the session's deadline, if any.
+    pub join_timeout: Option<Duration>,
 }
 
 impl WorkerConfig {
@@ -73,7 +79,23 @@ impl WorkerConfig {
             heartbeat_interval: Duration::from_secs(2),
             use_registry: true,
             lookup_budget: Duration::from_secs(3),
+            max_delegation_depth: 4,
+            join_timeout: None,
         }
+    }
+
+    /// Sets how deep delegations may nest.
+    #[must_use]
+    pub fn with_max_delegation_depth(mut self, depth: u32) -> Self {
+        self.max_delegation_depth = depth;
+        self
+    }
+
+    /// Sets how long a delegation waits for its children.
+    #[must_use]
+    pub fn with_join_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.join_timeout = timeout;
+        self
     }
 
     /// Sets what the worker advertises to the registry.
@@ -196,13 +218,27 @@ pub struct Worker<A> {
     stats: Arc<WorkerStats>,
 }
 
-struct Shared<A> {
-    config: WorkerConfig,
-    agent: Arc<A>,
-    publisher: Publisher,
-    registry: Option<RegistryClient>,
-    stats: Arc<WorkerStats>,
-    progress_every: Duration,
+pub(crate) struct Shared<A> {
+    pub(crate) config: WorkerConfig,
+    pub(crate) agent: Arc<A>,
+    pub(crate) publisher: Publisher,
+    pub(crate) registry: Option<RegistryClient>,
+    pub(crate) stats: Arc<WorkerStats>,
+    pub(crate) progress_every: Duration,
+    /// The delegation bucket, opened on first use.
+    joins: tokio::sync::OnceCell<Joins>,
+}
+
+impl<A> Shared<A> {
+    /// The join bucket, opened (and created if missing) on first use.
+    pub(crate) async fn joins(&self) -> Result<&Joins, Error> {
+        self.joins
+            .get_or_try_init(|| async {
+                let bucket = self.config.subjects.joins_bucket();
+                Joins::open(self.publisher.jetstream(), &bucket).await
+            })
+            .await
+    }
 }
 
 impl<A: Agent> Worker<A> {
@@ -263,6 +299,7 @@ impl<A: Agent> Worker<A> {
             registry,
             stats: self.stats,
             progress_every: (ack_wait / 3).max(Duration::from_millis(100)),
+            joins: tokio::sync::OnceCell::new(),
         });
         let source = Source {
             client: self.client.clone(),
@@ -322,6 +359,12 @@ async fn handle<A: Agent>(shared: &Shared<A>, message: jetstream::Message) {
     };
     span.record("session", tracing::field::display(envelope.session));
     span.record("envelope", tracing::field::display(envelope.id));
+    if envelope.kind == baton_proto::Kind::Result {
+        on_result(shared, &message, &envelope, attempt, &emitter)
+            .instrument(span.clone())
+            .await;
+        return;
+    }
     process(shared, message, envelope, attempt, &emitter)
         .instrument(span.clone())
         .await;
@@ -381,11 +424,13 @@ async fn process<A: Agent>(
         Ok(_) => tracing::debug!("agent finished"),
         Err(err) => tracing::info!(error = %err, "agent failed"),
     }
-    let found = match (&shared.registry, planner.lookup_request(&envelope, &result)) {
-        (Some(registry), Some(request)) => Some(best_candidate(registry, &request).await),
-        _ => None,
+    let Some((outgoing, settle_with, failed)) = outcome_outputs(
+        shared, &message, &planner, &envelope, attempt, result, emitter,
+    )
+    .await
+    else {
+        return;
     };
-    let plan = planner.plan_routed(&envelope, attempt, result, found);
     if let Some(pending) = pending_accept {
         if pending.wait().await.is_err() {
             // Publish it again (same id) before the outputs, keeping the order.
@@ -395,15 +440,146 @@ async fn process<A: Agent>(
             }
         }
     }
-    publish_plan(
-        shared,
-        &message,
-        emitter,
-        &plan.outputs,
-        plan.settle,
-        plan.failed,
-    )
-    .await;
+    finish(shared, &message, &outgoing, settle_with, failed).await;
+}
+
+/// The messages an agent's result leads to, and how to settle the delivery:
+/// a delegation starts its join; anything else is looked up in the registry
+/// if it needs to be, then planned. `None` leaves the message for redelivery.
+async fn outcome_outputs<A: Agent>(
+    shared: &Shared<A>,
+    message: &jetstream::Message,
+    planner: &Planner<'_>,
+    envelope: &Envelope,
+    attempt: u32,
+    result: Result<crate::Outcome, AgentError>,
+    emitter: &Emitter<'_>,
+) -> Option<(Vec<Outgoing>, Settle, bool)> {
+    let result = match result {
+        Ok(crate::Outcome::Delegate {
+            children,
+            mode,
+            update,
+        }) => match join::start(shared, planner, envelope, children, mode, update, emitter).await {
+            Ok(Started::Outgoing(outgoing)) => return Some((outgoing, Settle::Ack, false)),
+            Ok(Started::Refused(err)) => Err(err),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot start the delegation; leaving the message for redelivery");
+                return None;
+            }
+        },
+        other => other,
+    };
+    let found = match (&shared.registry, planner.lookup_request(envelope, &result)) {
+        (Some(registry), Some(request)) => Some(best_candidate(registry, &request).await),
+        _ => None,
+    };
+    let plan = planner.plan_routed(envelope, attempt, result, found);
+    match emitter.outputs(message, &plan.outputs) {
+        Ok(outgoing) => Some((outgoing, plan.settle, plan.failed)),
+        Err(err) => {
+            // Only a free-form value that msgpack cannot hold gets here.
+            tracing::error!(error = %err, "cannot encode the outcome; dead-lettering");
+            let detail = format!("cannot encode the agent's outcome: {err}");
+            Some((
+                emitter.undecodable(message, &DeadLetterReason::Fatal, &detail),
+                Settle::Term,
+                true,
+            ))
+        }
+    }
+}
+
+/// A child's `result` for a delegation of this agent type: record it in the
+/// join, and run the continuation if it completed the join.
+async fn on_result<A: Agent>(
+    shared: &Shared<A>,
+    message: &jetstream::Message,
+    envelope: &Envelope,
+    attempt: u32,
+    emitter: &Emitter<'_>,
+) {
+    let config = &shared.config;
+    let planner = Planner {
+        agent: &config.agent,
+        instance: &config.instance,
+        fallback: config.fallback.as_ref(),
+        retry: shared.agent.retry_policy(),
+        tier: config.profile.tier,
+    };
+    let handled = match join::on_result(shared, &planner, emitter, envelope).await {
+        Ok(handled) => handled,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot record a result; leaving it for redelivery");
+            return;
+        }
+    };
+    let (mut outgoing, task, results, claimed) = match handled {
+        Handled::Done(outgoing) => {
+            finish(shared, message, &outgoing, Settle::Ack, false).await;
+            return;
+        }
+        Handled::Later(delay) => {
+            join::later(message, delay).await;
+            return;
+        }
+        Handled::Fire {
+            outgoing,
+            task,
+            results,
+            claimed,
+        } => (outgoing, task, results, claimed),
+    };
+    // The result is on record (and says so) before the continuation runs,
+    // however long that takes.
+    if let Err(err) = shared.publisher.publish_all(&outgoing).await {
+        tracing::error!(error = %err, "result events not durable; leaving the result for redelivery");
+        return;
+    }
+    outgoing.clear();
+    let join_id = envelope.parent.as_ref().map(|p| p.id).unwrap_or_default();
+    let all_in = results.all_in();
+    let cont = task.envelope.clone();
+    let timeout = shared.agent.timeout();
+    let resumed = tokio::time::timeout(timeout, shared.agent.resume(*task, results))
+        .await
+        .unwrap_or_else(|_| {
+            Err(AgentError::retryable(format!(
+                "the continuation timed out after {timeout:?}"
+            )))
+        });
+    let resumed = match resumed {
+        Ok(crate::Outcome::Wait { .. }) if !claimed => {
+            // An async report that keeps waiting.
+            finish(shared, message, &outgoing, Settle::Ack, false).await;
+            return;
+        }
+        Ok(crate::Outcome::Wait { .. }) if all_in => Err(AgentError::fatal(
+            "every child answered and the continuation still waits: return an outcome from resume",
+        )),
+        other => other,
+    };
+    if !claimed {
+        match join::claim(shared, join_id, envelope.id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                // Another report ended the join first.
+                finish(shared, message, &outgoing, Settle::Ack, false).await;
+                return;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot claim the join; leaving the result for redelivery");
+                return;
+            }
+        }
+    }
+    let Some((more, settle_with, failed)) =
+        outcome_outputs(shared, message, &planner, &cont, attempt, resumed, emitter).await
+    else {
+        return;
+    };
+    outgoing.extend(more);
+    finish(shared, message, &outgoing, settle_with, failed).await;
 }
 
 async fn publish_plan<A: Agent>(

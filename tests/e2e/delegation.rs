@@ -1,0 +1,468 @@
+//! Delegation: serial, parallel (joined exactly once across a crash),
+//! nested with a depth limit, async, chains, and a join deadline.
+
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, Event, EventType, Value};
+
+use crate::util::{System, field, kinds};
+
+fn list<'a>(output: &'a Value, key: &str) -> &'a [Value] {
+    field(output, key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn strings(values: &[Value]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn detail(event: &Event) -> String {
+    event.detail.clone().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serial_delegation_runs_three_children_in_order_each_seeing_the_earlier_results()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .relay(
+            "lead",
+            "lead",
+            &["--delegate", "a,b,c", "--delegate-mode", "serial"],
+        )
+        .await?;
+    for child in ["a", "b", "c"] {
+        system.relay(child, child, &[]).await?;
+    }
+    let events = system.run("lead", &Envelope::task("build it")).await?;
+    let flow: Vec<String> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventType::Delegated | EventType::Result | EventType::Completed
+            )
+        })
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e.kind,
+                e.to.as_deref().or(e.agent.as_deref()).unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        flow,
+        [
+            "delegated:a",
+            "result:lead",
+            "delegated:b",
+            "result:lead",
+            "delegated:c",
+            "result:lead",
+            "completed:lead"
+        ]
+    );
+    let done = events.last().unwrap();
+    let output = done.output.as_ref().unwrap();
+    assert_eq!(strings(list(output, "statuses")), ["completed"; 3]);
+    assert_eq!(strings(list(output, "agents")), ["a", "b", "c"]);
+    // c ran last and saw a's and b's results in its state.
+    let c = &list(output, "results")[2];
+    let seen = field(c, "state")
+        .and_then(|s| field(s, "results"))
+        .and_then(Value::as_array)
+        .unwrap();
+    assert_eq!(seen.len(), 2);
+    // Only the root ends the session.
+    assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+    assert_eq!(done.agent.as_deref(), Some("lead"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parallel_fan_out_of_ten_joins_exactly_once_across_a_killed_worker() -> anyhow::Result<()>
+{
+    let mut system = System::start().await?;
+    let pieces = vec!["piece"; 10].join(",");
+    // The parent works 1.5 s before delegating and again in its continuation,
+    // so it can be killed while it holds the result that completed the join.
+    let fan_flags = [
+        "--delegate",
+        pieces.as_str(),
+        "--work-ms",
+        "1500",
+        "--ack-wait-secs",
+        "2",
+    ];
+    system.relay("fan1", "fan", &fan_flags).await?;
+    system
+        .relay("piece1", "piece", &["--concurrency", "4"])
+        .await?;
+    system
+        .relay("piece2", "piece", &["--concurrency", "4"])
+        .await?;
+    let task = Envelope::task("split the work");
+    system
+        .client
+        .submit_to(&AgentName::new("fan")?, &task)
+        .await?;
+
+    // Every result is recorded; the last one's continuation is now running in fan1.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = system.stored_events(task.session).await?;
+        let recorded = events
+            .iter()
+            .filter(|e| e.kind == EventType::Result && detail(e).ends_with(": recorded"))
+            .count();
+        if recorded == 10 {
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "only {recorded} results recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    system.process("fan1").kill9();
+    system.relay("fan2", "fan", &fan_flags).await?;
+
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed);
+    assert_eq!(
+        done.instance.as_deref(),
+        Some("fan2"),
+        "the replacement finished the join"
+    );
+    let output = done.output.as_ref().unwrap();
+    assert_eq!(list(output, "results").len(), 10);
+    assert_eq!(strings(list(output, "statuses")), ["completed"; 10]);
+
+    // A result that arrives twice is recorded once and otherwise dropped.
+    let all = system.stored_events(task.session).await?;
+    let mut duplicate = Envelope::task("late");
+    duplicate.session = task.session;
+    duplicate.kind = baton_proto::Kind::Result;
+    duplicate.status = Some(baton_proto::ResultStatus::Completed);
+    duplicate.output = Some(Value::from("again"));
+    duplicate.from = Some("piece".into());
+    duplicate.parent = Some(baton_proto::Parent {
+        id: join_of(&all),
+        agent: "fan".into(),
+        depth: 1,
+        index: Some(3),
+        extra: baton_proto::Map::new(),
+    });
+    system
+        .publish_envelope("baton.agent.fan", &duplicate)
+        .await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = system.stored_events(task.session).await?;
+        if events.iter().any(|e| {
+            e.kind == EventType::Result
+                && detail(e).contains("dropped: the join is already complete")
+        }) {
+            assert_eq!(
+                events.iter().filter(|e| e.kind.is_terminal()).count(),
+                1,
+                "{:?}",
+                kinds(&events)
+            );
+            assert_eq!(
+                events
+                    .iter()
+                    .filter(|e| e.kind == EventType::Result && detail(e).ends_with(": recorded"))
+                    .count(),
+                10
+            );
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the duplicate was not reported"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // fan1 recorded the last result and started the continuation, then died;
+    // that result was redelivered to fan2, which ran the continuation again.
+    assert!(
+        system
+            .process("fan1")
+            .stderr()
+            .contains("fan resumed with 10 of 10 results")
+    );
+    assert!(
+        system
+            .process("fan2")
+            .stderr()
+            .contains("fan resumed with 10 of 10 results")
+    );
+    Ok(())
+}
+
+/// The delegating envelope's id, from the `delegated` events.
+fn join_of(events: &[Event]) -> uuid::Uuid {
+    events
+        .iter()
+        .find(|e| e.kind == EventType::Delegated)
+        .and_then(|e| e.envelope)
+        .expect("a delegated event")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nested_delegation_goes_three_levels_deep() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .relay("l1", "level1", &["--delegate", "level2"])
+        .await?;
+    system
+        .relay("l2", "level2", &["--delegate", "level3"])
+        .await?;
+    system
+        .relay("l3", "level3", &["--delegate", "level4"])
+        .await?;
+    system.relay("l4", "level4", &[]).await?;
+    let events = system.run("level1", &Envelope::task("dig")).await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed);
+    let delegated: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventType::Delegated)
+        .map(|e| {
+            (
+                e.agent.clone().unwrap_or_default(),
+                e.to.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        delegated,
+        [
+            ("level1".to_owned(), "level2".to_owned()),
+            ("level2".to_owned(), "level3".to_owned()),
+            ("level3".to_owned(), "level4".to_owned())
+        ]
+    );
+    // level1's answer holds level2's, which holds level3's, which holds level4's.
+    let level2 = &list(done.output.as_ref().unwrap(), "results")[0];
+    let level3 = &list(level2, "results")[0];
+    let level4 = &list(level3, "results")[0];
+    assert!(field(level4, "messages").is_some(), "{level4:?}");
+    assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_depth_limit_stops_a_fifth_level() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    for level in 1..=5 {
+        let name = format!("m{level}");
+        let next = format!("m{}", level + 1);
+        system
+            .relay(
+                &name,
+                &name,
+                &["--delegate", &next, "--max-delegation-depth", "4"],
+            )
+            .await?;
+    }
+    system.relay("m6", "m6", &[]).await?;
+    let events = system.run("m1", &Envelope::task("dig deeper")).await?;
+    let done = events.last().unwrap();
+    assert_eq!(
+        done.kind,
+        EventType::Completed,
+        "failures come back as failed results"
+    );
+    // m5 is at depth 4 and may not delegate: it dead-letters with the reason.
+    let refused = events
+        .iter()
+        .find(|e| e.kind == EventType::DeadLettered)
+        .expect("a dead letter");
+    assert_eq!(refused.agent.as_deref(), Some("m5"));
+    assert!(
+        detail(refused).contains("delegation depth limit 4 reached"),
+        "{}",
+        detail(refused)
+    );
+    assert!(!events.iter().any(|e| e.agent.as_deref() == Some("m6")));
+    // m4 got m5's failure as a failed result.
+    let m2 = &list(done.output.as_ref().unwrap(), "results")[0];
+    let m3 = &list(m2, "results")[0];
+    let m4 = &list(m3, "results")[0];
+    assert_eq!(strings(list(m4, "statuses")), ["failed"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn async_delegation_reports_results_as_they_come() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .relay(
+            "boss",
+            "boss",
+            &["--delegate", "slow,fast,mid", "--delegate-mode", "async"],
+        )
+        .await?;
+    system.relay("fast", "fast", &["--work-ms", "50"]).await?;
+    system.relay("mid", "mid", &["--work-ms", "700"]).await?;
+    system.relay("slow", "slow", &["--work-ms", "1400"]).await?;
+    let events = system.run("boss", &Envelope::task("go")).await?;
+    let arrivals: Vec<String> = events
+        .iter()
+        .filter(|e| e.kind == EventType::Result)
+        .map(|e| detail(e))
+        .collect();
+    assert_eq!(arrivals.len(), 3, "{arrivals:?}");
+    assert!(
+        arrivals[0].starts_with("completed result from fast"),
+        "{arrivals:?}"
+    );
+    assert!(
+        arrivals[1].starts_with("completed result from mid"),
+        "{arrivals:?}"
+    );
+    assert!(
+        arrivals[2].starts_with("completed result from slow"),
+        "{arrivals:?}"
+    );
+    let log = system.process("boss").stderr();
+    let reports: Vec<&str> = log
+        .lines()
+        .filter_map(|line| line.split("boss resumed with ").nth(1))
+        .map(|rest| rest.split(" received=").next().unwrap_or(rest))
+        .collect();
+    assert_eq!(
+        reports,
+        ["1 of 3 results", "2 of 3 results", "3 of 3 results"]
+    );
+    let done = events.last().unwrap();
+    // Results are kept in child order, whatever order they came in.
+    assert_eq!(
+        strings(list(done.output.as_ref().unwrap(), "agents")),
+        ["slow", "fast", "mid"]
+    );
+    assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_short_circuits_on_failure_and_recovers_when_told() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .relay(
+            "pipe",
+            "pipe",
+            &[
+                "--delegate",
+                "first,broken,last",
+                "--delegate-mode",
+                "chain",
+            ],
+        )
+        .await?;
+    system
+        .relay(
+            "pipe_r",
+            "pipe_r",
+            &[
+                "--delegate",
+                "first,broken,last",
+                "--delegate-mode",
+                "chain",
+                "--recover",
+                "fixer",
+            ],
+        )
+        .await?;
+    system.relay("first", "first", &[]).await?;
+    system.relay("broken", "broken", &["--fatal"]).await?;
+    system.relay("last", "last", &[]).await?;
+    system.relay("fixer", "fixer", &[]).await?;
+
+    let events = system.run("pipe", &Envelope::task("process")).await?;
+    let output = events.last().unwrap().output.clone().unwrap();
+    assert_eq!(strings(list(&output, "statuses")), ["completed", "failed"]);
+    assert_eq!(field(&output, "total"), Some(&Value::from(3)));
+    assert!(
+        !events.iter().any(|e| e.to.as_deref() == Some("last")),
+        "the chain stopped before `last`"
+    );
+    let failed = &list(&output, "results")[1];
+    let why = field(failed, "failed")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert!(why.contains("configured to fail fatally"), "{why}");
+
+    let events = system.run("pipe_r", &Envelope::task("process")).await?;
+    let output = events.last().unwrap().output.clone().unwrap();
+    assert_eq!(strings(list(&output, "statuses")), ["completed"; 3]);
+    assert_eq!(strings(list(&output, "agents")), ["first", "fixer", "last"]);
+    // Each step's output was the next one's input: the fixer got the failure,
+    // and its output reached `last`.
+    let last = &list(&output, "results")[2];
+    let messages = strings(list(last, "messages"));
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("broken is configured to fail fatally")),
+        "{messages:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_after_the_joins_deadline_is_recorded_in_an_event_and_dropped()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .relay(
+            "waiter",
+            "waiter",
+            &["--delegate", "quick,sluggish", "--join-timeout-ms", "600"],
+        )
+        .await?;
+    system.relay("quick", "quick", &[]).await?;
+    system
+        .relay("sluggish", "sluggish", &["--work-ms", "2000"])
+        .await?;
+    let task = Envelope::task("hurry");
+    let events = system.run("waiter", &task).await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed);
+    let output = done.output.as_ref().unwrap();
+    assert_eq!(strings(list(output, "statuses")), ["completed", "failed"]);
+    let missed = field(&list(output, "results")[1], "failed")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert!(missed.contains("deadline_exceeded"), "{missed}");
+    // The sluggish result arrives later: an event says it was dropped.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = system.stored_events(task.session).await?;
+        if let Some(late) = events
+            .iter()
+            .find(|e| e.kind == EventType::Result && detail(e).contains("sluggish"))
+        {
+            assert!(detail(late).contains("dropped"), "{}", detail(late));
+            assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no event for the late result"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
