@@ -88,7 +88,7 @@ async fn serial_delegation_runs_three_children_in_order_each_seeing_the_earlier_
 async fn a_parallel_fan_out_of_ten_joins_exactly_once_across_a_killed_worker() -> anyhow::Result<()>
 {
     let mut system = System::start().await?;
-    let pieces = vec!["piece"; 10].join(",");
+    let pieces = ["piece"; 10].join(",");
     // The parent works 1.5 s before delegating and again in its continuation,
     // so it can be killed while it holds the result that completed the join.
     let fan_flags = [
@@ -321,7 +321,7 @@ async fn async_delegation_reports_results_as_they_come() -> anyhow::Result<()> {
     let arrivals: Vec<String> = events
         .iter()
         .filter(|e| e.kind == EventType::Result)
-        .map(|e| detail(e))
+        .map(detail)
         .collect();
     assert_eq!(arrivals.len(), 3, "{arrivals:?}");
     assert!(
@@ -464,5 +464,177 @@ async fn a_result_after_the_joins_deadline_is_recorded_in_an_event_and_dropped()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    Ok(())
+}
+
+fn example(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(path)
+}
+
+async fn spec_worker(
+    system: &mut System,
+    label: &str,
+    spec: &std::path::Path,
+) -> anyhow::Result<()> {
+    let spec = spec.to_string_lossy().into_owned();
+    system
+        .spawn(
+            label,
+            &[
+                "worker",
+                "--spec",
+                &spec,
+                "--instance",
+                label,
+                "--no-registry",
+            ],
+            "worker started",
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_team_up_example_shows_a_nested_parallel_team_in_its_events() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    for role in ["orchestrator", "team_lead", "developer"] {
+        spec_worker(&mut system, role, &example(&format!("teamup/{role}.toml"))).await?;
+    }
+    let task = Envelope::task("a shop");
+    let events = system.run("orchestrator", &task).await?;
+    let done = events.last().unwrap();
+    assert_eq!(
+        done.kind,
+        EventType::Completed,
+        "{:?}",
+        events
+            .iter()
+            .map(|e| format!("{} {}", e.kind, detail(e)))
+            .collect::<Vec<_>>()
+    );
+    let output = done.output.as_ref().unwrap();
+    assert_eq!(field(output, "delivered"), Some(&Value::from(true)));
+    let parts = field(output, "report")
+        .and_then(|r| field(r, "parts"))
+        .and_then(Value::as_array)
+        .unwrap();
+    assert_eq!(strings(parts), ["done: the API", "done: the web page"]);
+
+    // `baton watch` tells the story.
+    let output = system
+        .baton(&["watch", &task.session.to_string()])
+        .output()?;
+    let story = String::from_utf8(output.stdout)?;
+    assert_eq!(
+        story.matches("orchestrator delegated to team_lead").count(),
+        1,
+        "{story}"
+    );
+    assert_eq!(
+        story.matches("team_lead delegated to developer").count(),
+        2,
+        "{story}"
+    );
+    assert_eq!(
+        story.matches("team_lead got a result").count(),
+        2,
+        "{story}"
+    );
+    assert_eq!(
+        story.matches("orchestrator got a result").count(),
+        1,
+        "{story}"
+    );
+    assert!(story.contains("completed:"), "{story}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_llm_agent_calls_two_delegates_in_one_turn_and_gets_their_results() -> anyhow::Result<()>
+{
+    let llm = baton_testkit::FakeLlm::start(vec![
+        baton_testkit::Scripted::tool_calls(&[
+            ("agent_run_researcher", r#"{"task": "find the facts"}"#),
+            ("agent_run_writer", r#"{"task": "draft the intro"}"#),
+        ]),
+        baton_testkit::Scripted::text("Facts and intro, combined."),
+    ])?;
+    let dir = tempfile::tempdir()?;
+    let spec = dir.path().join("editor.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"name = "editor"
+kind = "llm"
+timeout_ms = 10000
+
+[llm]
+base_url = "{}"
+model = "m"
+
+[[delegates]]
+agent = "researcher"
+description = "Finds facts."
+
+[[delegates]]
+agent = "writer"
+"#,
+            llm.url()
+        ),
+    )?;
+    let mut system = System::start().await?;
+    spec_worker(&mut system, "editor", &spec).await?;
+    system.relay("researcher", "researcher", &[]).await?;
+    system.relay("writer", "writer", &[]).await?;
+    let events = system
+        .run("editor", &Envelope::task("Write an article"))
+        .await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed, "{:?}", kinds(&events));
+    assert_eq!(done.output, Some(Value::from("Facts and intro, combined.")));
+    let delegated: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventType::Delegated)
+        .map(|e| (e.to.clone().unwrap_or_default(), detail(e)))
+        .collect();
+    assert_eq!(
+        delegated,
+        [
+            ("researcher".to_owned(), "find the facts".to_owned()),
+            ("writer".to_owned(), "draft the intro".to_owned())
+        ]
+    );
+
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2);
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["function"]["name"], "agent_run_researcher");
+    assert_eq!(tools[0]["function"]["description"], "Finds facts.");
+    assert_eq!(
+        tools[0]["function"]["parameters"]["required"],
+        serde_json::json!(["task"])
+    );
+    assert_eq!(tools[1]["function"]["name"], "agent_run_writer");
+    // The second request carries the call and both results as tool results.
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(messages[n - 3]["role"], "assistant");
+    assert_eq!(messages[n - 3]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(messages[n - 2]["role"], "tool");
+    assert_eq!(messages[n - 2]["tool_call_id"], "call_0");
+    assert!(
+        messages[n - 2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("find the facts")
+    );
+    assert_eq!(messages[n - 1]["tool_call_id"], "call_1");
+    assert!(
+        messages[n - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("draft the intro")
+    );
     Ok(())
 }

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use baton_proto::{ExecAction, ExecReply, Message, Reason, Role, Step, Value};
-use baton_worker::{AgentError, ContextUpdate, Need, Outcome, Task};
+use baton_worker::{
+    AgentError, ChildTask, ContextUpdate, DelegateMode, Need, Outcome, Results, Task,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::routing::Decision;
@@ -59,6 +61,41 @@ impl ExecRunner {
     /// Retryable for exit code 75 or a signal; fatal for other exit codes, a
     /// program that cannot start, or a reply that is not an [`ExecReply`].
     pub async fn run(&self, task: &Task) -> Result<Decision, AgentError> {
+        self.invoke(task, false).await
+    }
+
+    /// Runs the program again after a delegation, with `BATON_RESUME=1` and
+    /// the children's results in `context.state.results` (in child order:
+    /// `{index, agent, status, output, detail}`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`ExecRunner::run`].
+    pub async fn resume(&self, task: &Task, results: &Results) -> Result<Decision, AgentError> {
+        let mut task = task.clone();
+        let text = |s: Option<&String>| s.map_or(Value::Nil, |s| Value::from(s.as_str()));
+        let listed = results
+            .results
+            .iter()
+            .map(|result| {
+                Value::Map(vec![
+                    (Value::from("index"), Value::from(result.index)),
+                    (Value::from("agent"), text(result.agent.as_ref())),
+                    (Value::from("tag"), text(result.tag.as_ref())),
+                    (Value::from("status"), Value::from(result.status.as_str())),
+                    (Value::from("output"), result.output.clone()),
+                    (Value::from("detail"), text(result.detail.as_ref())),
+                ])
+            })
+            .collect();
+        task.envelope
+            .context
+            .state
+            .insert("results".to_owned(), Value::Array(listed));
+        self.invoke(&task, true).await
+    }
+
+    async fn invoke(&self, task: &Task, resume: bool) -> Result<Decision, AgentError> {
         let envelope = &task.envelope;
         let input = serde_json::to_vec(envelope).map_err(|err| {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
@@ -73,6 +110,7 @@ impl ExecRunner {
             .env("BATON_SESSION", envelope.session.to_string())
             .env("BATON_ENVELOPE", envelope.id.to_string())
             .env("BATON_ATTEMPT", task.attempt.to_string())
+            .env("BATON_RESUME", if resume { "1" } else { "0" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -227,6 +265,35 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentE
             return Err(AgentError::reject(
                 reply.error.unwrap_or_else(|| "declined".to_owned()),
             ));
+        }
+        Some(ExecAction::Delegate) => {
+            let mode = match reply.mode.as_deref().unwrap_or("parallel") {
+                "parallel" => DelegateMode::Parallel,
+                "serial" => DelegateMode::Serial,
+                "async" => DelegateMode::Async,
+                "chain" => DelegateMode::Chain { recover: None },
+                other => {
+                    return Err(AgentError::fatal(format!(
+                        "unknown delegation mode {other:?}: use parallel, serial, async or chain"
+                    )));
+                }
+            };
+            let mut children = Vec::with_capacity(reply.children.len());
+            for child in &reply.children {
+                children.push(match (&child.to, child.requires.is_empty()) {
+                    (Some(to), true) => ChildTask::new(to.clone(), child.input.clone()),
+                    (None, false) => ChildTask::for_need(
+                        Need::capabilities(child.requires.clone()),
+                        child.input.clone(),
+                    ),
+                    _ => {
+                        return Err(AgentError::fatal(
+                            "each of `children` needs exactly one of `to` and `requires`",
+                        ));
+                    }
+                });
+            }
+            Outcome::delegate(children, mode)
         }
         Some(ExecAction::Fail) => {
             let detail = reply.error.unwrap_or_else(|| "the agent failed".to_owned());

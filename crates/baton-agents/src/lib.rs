@@ -28,18 +28,19 @@ pub mod spec;
 use std::time::Duration;
 
 use baton_proto::Subjects;
-use baton_worker::{Agent, AgentError, Outcome, RetryPolicy, Task, WorkerConfig};
+use baton_worker::{Agent, AgentError, Outcome, Recover, Results, RetryPolicy, Task, WorkerConfig};
 
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::{HumanRunner, Inbox, InboxEntry, InboxError, Reply};
 pub use llm::LlmRunner;
 pub use routing::{Condition, Decision, Dest, LlmCondition, Route, Routing};
-pub use spec::{AgentSpec, CheckReport, Kind, SpecError, SpecErrors, check, load};
+pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, SpecError, SpecErrors, check, load};
 
 enum Runner {
     Exec(ExecRunner),
     Llm(LlmRunner),
     Human(Box<HumanRunner>),
+    Chain(spec::ChainSpec),
 }
 
 /// An agent type defined by a spec.
@@ -63,7 +64,8 @@ impl SpecAgent {
     ) -> Result<Self, String> {
         let runner = match &spec.kind {
             Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
-            Kind::Llm(llm) => Runner::Llm(LlmRunner::new(llm, &spec.routing)?),
+            Kind::Llm(llm) => Runner::Llm(LlmRunner::new(llm, &spec.routing, &spec.delegates)?),
+            Kind::Chain(chain) => Runner::Chain(chain.clone()),
             Kind::Human(_) => Runner::Human(Box::new(HumanRunner::new(
                 Inbox::open(client.clone(), subjects.clone())
                     .await
@@ -80,6 +82,8 @@ impl SpecAgent {
             .with_subjects(subjects)
             .with_fallback(self.spec.fallback.clone())
             .with_profile(self.spec.profile.clone())
+            .with_max_delegation_depth(self.spec.max_delegation_depth)
+            .with_join_timeout(self.spec.join_timeout)
     }
 
     /// The spec.
@@ -95,6 +99,26 @@ impl Agent for SpecAgent {
             Runner::Exec(exec) => exec.run(&task).await?,
             Runner::Llm(llm) => llm.run(&task).await?,
             Runner::Human(human) => return human.run(&task).await,
+            Runner::Chain(chain) => {
+                let outcome = Outcome::chain(chain.steps.clone(), task.last_user_message());
+                return Ok(match (&chain.recover, &chain.recover_value) {
+                    (Some(agent), _) => outcome.recover(Recover::Agent(agent.clone())),
+                    (None, Some(value)) => outcome.recover(Recover::Value(value.as_str().into())),
+                    (None, None) => outcome,
+                });
+            }
+        };
+        Ok(self.spec.routing.decide(&task.envelope, decision))
+    }
+
+    async fn resume(&self, task: Task, results: Results) -> Result<Outcome, AgentError> {
+        let decision = match &self.runner {
+            Runner::Exec(exec) => exec.resume(&task, &results).await?,
+            Runner::Llm(llm) => llm.resume(&task, &results).await?,
+            Runner::Human(_) | Runner::Chain(_) => Decision::Answer {
+                output: results.outputs(),
+                update: baton_worker::ContextUpdate::default(),
+            },
         };
         Ok(self.spec.routing.decide(&task.envelope, decision))
     }

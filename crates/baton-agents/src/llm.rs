@@ -10,11 +10,11 @@
 use std::time::Duration;
 
 use baton_proto::{Message, Reason, Role, Value};
-use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
+use baton_worker::{AgentError, ChildTask, ContextUpdate, DelegateMode, Outcome, Results, Task};
 use serde_json::{Value as Json, json};
 
 use crate::routing::{Decision, Dest, Route, Routing};
-use crate::spec::LlmSpec;
+use crate::spec::{DelegateSpec, LlmSpec};
 
 /// One tool offered to the model.
 #[derive(Debug, Clone)]
@@ -29,6 +29,8 @@ struct Tool {
 enum ToolSource {
     Handoff(usize),
     Condition(usize),
+    /// A delegate: the call is a child task.
+    Delegate(usize),
 }
 
 /// Calls the model for a task.
@@ -39,6 +41,7 @@ pub struct LlmRunner {
     http: reqwest::Client,
     tools: Vec<Tool>,
     handoffs: Vec<Route>,
+    delegates: Vec<DelegateSpec>,
 }
 
 impl LlmRunner {
@@ -48,7 +51,11 @@ impl LlmRunner {
     ///
     /// When `api_key_env` names a variable that is not set, or the HTTP
     /// client cannot be built.
-    pub fn new(settings: &LlmSpec, routing: &Routing) -> Result<Self, String> {
+    pub fn new(
+        settings: &LlmSpec,
+        routing: &Routing,
+        delegates: &[DelegateSpec],
+    ) -> Result<Self, String> {
         let api_key = match &settings.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
                 format!("[llm] api_key_env names {var}, which is not set: export {var}=<your key>")
@@ -85,12 +92,23 @@ impl LlmRunner {
                     source: ToolSource::Condition(index),
                 }),
         );
+        tools.extend(delegates.iter().enumerate().map(|(index, delegate)| Tool {
+            name: format!("agent_run_{}", delegate.dest.label()),
+            description: delegate.description.clone().unwrap_or_else(|| {
+                format!(
+                    "Ask {} to do a task and get its answer.",
+                    target_text(&delegate.dest)
+                )
+            }),
+            source: ToolSource::Delegate(index),
+        }));
         Ok(Self {
             settings: settings.clone(),
             api_key,
             http,
             tools,
             handoffs: routing.handoffs.clone(),
+            delegates: delegates.to_vec(),
         })
     }
 
@@ -102,7 +120,58 @@ impl LlmRunner {
     /// `Retry-After`); fatal for other HTTP errors and for a second invalid
     /// tool call in a row.
     pub async fn run(&self, task: &Task) -> Result<Decision, AgentError> {
+        self.converse(self.conversation(task)).await
+    }
+
+    /// Continues after the model's delegate tool calls have been answered:
+    /// each result goes back to the model as the result of its tool call.
+    ///
+    /// # Errors
+    ///
+    /// As for [`LlmRunner::run`].
+    pub async fn resume(&self, task: &Task, results: &Results) -> Result<Decision, AgentError> {
         let mut messages = self.conversation(task);
+        for result in &results.results {
+            let content = if result.completed() {
+                match &result.output {
+                    Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
+                    other => other.to_string(),
+                }
+            } else {
+                format!("failed: {}", result.detail.clone().unwrap_or_default())
+            };
+            messages.push(json!({
+                "role": "tool",
+                "tool_call_id": result.tag.clone().unwrap_or_default(),
+                "content": content,
+            }));
+        }
+        let mut decision = self.converse(messages.clone()).await?;
+        // Keep the tool results in the session's conversation.
+        let recorded: Vec<Message> = results
+            .results
+            .iter()
+            .zip(&messages[messages.len() - results.results.len()..])
+            .map(|(result, sent)| {
+                let mut message =
+                    Message::new(Role::Tool, sent["content"].as_str().unwrap_or_default());
+                message.tool_call_id.clone_from(&result.tag);
+                message
+            })
+            .collect();
+        match &mut decision {
+            Decision::Decided(outcome) => {
+                let update = outcome.update_mut();
+                update.messages.splice(0..0, recorded);
+            }
+            Decision::Answer { update, .. } | Decision::Judged { update, .. } => {
+                update.messages.splice(0..0, recorded);
+            }
+        }
+        Ok(decision)
+    }
+
+    async fn converse(&self, mut messages: Vec<Json>) -> Result<Decision, AgentError> {
         let mut update = ContextUpdate::default();
         let mut corrected = false;
         loop {
@@ -124,6 +193,15 @@ impl LlmRunner {
                     update,
                 });
             };
+            if let Some(children) = self.delegations(&calls) {
+                // Every call asks a delegate: one parallel delegation, one child per call.
+                let mut asked = Message::new(Role::Agent, content.clone());
+                asked.tool_calls = Some(rmpv::ext::to_value(json!(calls)).unwrap_or(Value::Nil));
+                update.messages.push(asked);
+                let mut outcome = Outcome::delegate(children, DelegateMode::Parallel);
+                *outcome.update_mut() = update;
+                return Ok(Decision::Decided(outcome));
+            }
             let name = call["function"]["name"].as_str().unwrap_or_default();
             let id = call["id"].as_str().unwrap_or("call").to_owned();
             let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
@@ -170,6 +248,7 @@ impl LlmRunner {
                 .as_str()
                 .map_or(Reason::parse("llm_handoff"), Reason::parse);
             return Ok(match tool.source {
+                ToolSource::Delegate(_) => unreachable!("delegate calls are handled above"),
                 ToolSource::Handoff(index) => {
                     let route = &self.handoffs[index];
                     let mut outcome = match &route.dest {
@@ -188,6 +267,29 @@ impl LlmRunner {
                 },
             });
         }
+    }
+
+    /// The calls as child tasks, if every one is a valid delegate call.
+    fn delegations(&self, calls: &[Json]) -> Option<Vec<ChildTask>> {
+        calls
+            .iter()
+            .map(|call| {
+                let name = call["function"]["name"].as_str()?;
+                let tool = self.tools.iter().find(|tool| tool.name == name)?;
+                let ToolSource::Delegate(index) = tool.source else {
+                    return None;
+                };
+                let arguments: Json =
+                    serde_json::from_str(call["function"]["arguments"].as_str()?).ok()?;
+                let input = arguments["task"].as_str()?.to_owned();
+                let id = call["id"].as_str().unwrap_or_default();
+                let child = match &self.delegates[index].dest {
+                    Dest::Capabilities(need) => ChildTask::for_need(need.clone(), input),
+                    other => ChildTask::new(other.label(), input),
+                };
+                Some(child.tag(id))
+            })
+            .collect()
     }
 
     fn tool_names(&self) -> Vec<&str> {
@@ -230,15 +332,23 @@ impl LlmRunner {
                 .tools
                 .iter()
                 .map(|tool| {
+                    let parameters = match tool.source {
+                        ToolSource::Delegate(_) => json!({
+                            "type": "object",
+                            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
+                            "required": ["task"],
+                        }),
+                        _ => json!({
+                            "type": "object",
+                            "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
+                        }),
+                    };
                     json!({
                         "type": "function",
                         "function": {
                             "name": tool.name,
                             "description": tool.description,
-                            "parameters": {
-                                "type": "object",
-                                "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
-                            },
+                            "parameters": parameters,
                         },
                     })
                 })

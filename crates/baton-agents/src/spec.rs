@@ -49,6 +49,8 @@ pub enum KindName {
     Llm,
     /// A person, through the inbox.
     Human,
+    /// A sequential chain of other agents.
+    Chain,
 }
 
 /// Settings of an exec agent.
@@ -105,6 +107,29 @@ fn default_request_timeout_ms() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct HumanSpec {}
 
+/// Settings of a chain: each step's output is the next one's input.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainSpec {
+    /// The agent types, in order.
+    pub steps: Vec<String>,
+    /// On a failed step, run this agent type on the failure instead of stopping.
+    #[serde(default)]
+    pub recover: Option<String>,
+    /// On a failed step, use this text as its output instead of stopping.
+    #[serde(default)]
+    pub recover_value: Option<String>,
+}
+
+/// An agent an LLM agent may delegate to, offered as the tool `agent_run_<agent>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegateSpec {
+    /// Who: an agent type or a capability set.
+    pub dest: Dest,
+    /// What it is good for (the tool's description).
+    pub description: Option<String>,
+}
+
 /// The kind of agent with its settings.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kind {
@@ -114,6 +139,8 @@ pub enum Kind {
     Llm(LlmSpec),
     /// A person.
     Human(HumanSpec),
+    /// A chain of agents.
+    Chain(ChainSpec),
 }
 
 /// A validated spec: everything needed to run the agent type.
@@ -139,6 +166,12 @@ pub struct AgentSpec {
     pub kind: Kind,
     /// The routing rules.
     pub routing: Routing,
+    /// Agents an LLM agent may delegate to, as tools.
+    pub delegates: Vec<DelegateSpec>,
+    /// How deep delegations may nest below the session's root.
+    pub max_delegation_depth: u32,
+    /// How long a delegation waits for its children.
+    pub join_timeout: Option<Duration>,
 }
 
 impl AgentSpec {
@@ -177,6 +210,14 @@ struct RawSpec {
     #[serde(default)]
     human: Option<Spanned<HumanSpec>>,
     #[serde(default)]
+    chain: Option<Spanned<ChainSpec>>,
+    #[serde(default)]
+    delegates: Vec<Spanned<RawDelegate>>,
+    #[serde(default = "four")]
+    max_delegation_depth: u32,
+    #[serde(default)]
+    join_timeout_ms: Option<u64>,
+    #[serde(default)]
     handoffs: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     conditions: Vec<Spanned<RawRoute>>,
@@ -188,6 +229,21 @@ struct RawSpec {
 
 fn one() -> u32 {
     1
+}
+
+fn four() -> u32 {
+    4
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelegate {
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    requires: Vec<String>,
+    #[serde(default)]
+    description: Option<String>,
 }
 
 fn eight() -> Spanned<usize> {
@@ -396,6 +452,7 @@ impl Report<'_> {
         };
         let kind = self.kind(&raw);
         let routing = self.routing(&raw, kind.as_ref());
+        let delegates = self.delegates(&raw, kind.as_ref());
         Some(AgentSpec {
             file: self.file.clone(),
             name: name?,
@@ -411,6 +468,9 @@ impl Report<'_> {
             fallback,
             kind: kind?,
             routing,
+            delegates,
+            max_delegation_depth: raw.max_delegation_depth,
+            join_timeout: raw.join_timeout_ms.map(Duration::from_millis),
         })
     }
 
@@ -423,6 +483,11 @@ impl Report<'_> {
                 KindName::Human,
                 "human",
                 raw.human.as_ref().map(Spanned::span),
+            ),
+            (
+                KindName::Chain,
+                "chain",
+                raw.chain.as_ref().map(Spanned::span),
             ),
         ];
         for (table_kind, table, span) in &tables {
@@ -479,6 +544,32 @@ impl Report<'_> {
                 }
                 Some(Kind::Llm(settings.clone()))
             }
+            KindName::Chain => {
+                let Some(chain) = &raw.chain else {
+                    self.error(
+                        &kind_span,
+                        "kind = \"chain\" needs a [chain] table with steps = [\"agent\", ...]",
+                    );
+                    return None;
+                };
+                let settings = chain.get_ref();
+                if settings.steps.is_empty() {
+                    self.error(
+                        &chain.span(),
+                        "[chain] steps is empty: list the agent types in order",
+                    );
+                }
+                if settings.recover.is_some() && settings.recover_value.is_some() {
+                    self.error(
+                        &chain.span(),
+                        "[chain] has both recover and recover_value: keep one",
+                    );
+                }
+                for step in settings.steps.iter().chain(settings.recover.iter()) {
+                    self.agent_name(step, &chain.span(), "[chain] step");
+                }
+                Some(Kind::Chain(settings.clone()))
+            }
             KindName::Human => Some(Kind::Human(
                 raw.human
                     .as_ref()
@@ -486,6 +577,51 @@ impl Report<'_> {
                     .unwrap_or_default(),
             )),
         }
+    }
+
+    fn delegates(&mut self, raw: &RawSpec, kind: Option<&Kind>) -> Vec<DelegateSpec> {
+        if let (Some(first), false) = (
+            raw.delegates.first(),
+            matches!(kind, Some(Kind::Llm(_)) | None),
+        ) {
+            self.error(
+                &first.span(),
+                "[[delegates]] are offered to an LLM as tools: use kind = \"llm\" (exec agents delegate with \"action\": \"delegate\")",
+            );
+            return Vec::new();
+        }
+        let mut delegates = Vec::new();
+        let mut tools = BTreeSet::new();
+        for spanned in &raw.delegates {
+            let span = spanned.span();
+            let entry = spanned.get_ref();
+            let dest = match (&entry.agent, entry.requires.is_empty()) {
+                (Some(agent), true) => match self.agent_name(agent, &span, "[[delegates]] agent") {
+                    Some(name) => Dest::Agent(name.to_string()),
+                    None => continue,
+                },
+                (None, false) => Dest::Capabilities(Need::capabilities(entry.requires.clone())),
+                _ => {
+                    self.error(
+                        &span,
+                        "[[delegates]] needs exactly one of agent = \"...\" and requires = [...]",
+                    );
+                    continue;
+                }
+            };
+            if !tools.insert(dest.label()) {
+                self.error(
+                    &span,
+                    format!("a second delegate {:?}: keep one", dest.label()),
+                );
+                continue;
+            }
+            delegates.push(DelegateSpec {
+                dest,
+                description: entry.description.clone(),
+            });
+        }
+        delegates
     }
 
     fn routing(&mut self, raw: &RawSpec, kind: Option<&Kind>) -> Routing {
@@ -673,10 +809,24 @@ pub fn check(paths: &[PathBuf]) -> CheckReport {
                 first.file.display()
             ));
         }
+        let chain_steps = match &spec.kind {
+            Kind::Chain(chain) => chain
+                .steps
+                .iter()
+                .chain(chain.recover.iter())
+                .map(String::as_str)
+                .collect(),
+            _ => Vec::new(),
+        };
         let named = spec
             .routing
             .named_agents()
-            .chain(spec.fallback.as_ref().map(AgentName::as_str));
+            .chain(spec.fallback.as_ref().map(AgentName::as_str))
+            .chain(chain_steps)
+            .chain(spec.delegates.iter().filter_map(|d| match &d.dest {
+                Dest::Agent(agent) => Some(agent.as_str()),
+                _ => None,
+            }));
         for agent in named.collect::<BTreeSet<_>>() {
             if !defined.contains(agent) {
                 report.warnings.push(format!(
@@ -884,6 +1034,46 @@ to = "refund"
         let errors = problems(text);
         assert!(
             errors[0].starts_with("agents/x.toml:11: a second route to \"refund\""),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn chains_and_delegates_parse_and_are_checked() {
+        let spec = parse_str(
+            "name = \"pipeline\"\nkind = \"chain\"\nmax_delegation_depth = 2\njoin_timeout_ms = 500\n[chain]\nsteps = [\"a\", \"b\"]\nrecover = \"fixer\"\n",
+        )
+        .unwrap();
+        assert!(
+            matches!(&spec.kind, Kind::Chain(chain) if chain.steps == ["a", "b"] && chain.recover.as_deref() == Some("fixer"))
+        );
+        assert_eq!(spec.max_delegation_depth, 2);
+        assert_eq!(spec.join_timeout, Some(Duration::from_millis(500)));
+        let errors = problems(
+            "name = \"p\"\nkind = \"chain\"\n[chain]\nsteps = []\nrecover = \"x\"\nrecover_value = \"y\"\n",
+        );
+        assert!(
+            errors.iter().any(|e| e.contains("[chain] steps is empty")),
+            "{errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("both recover and recover_value")),
+            "{errors:?}"
+        );
+
+        let spec = parse_str(
+            "name = \"editor\"\nkind = \"llm\"\n[llm]\nmodel = \"m\"\n[[delegates]]\nagent = \"researcher\"\n[[delegates]]\nrequires = [\"writing\"]\n",
+        )
+        .unwrap();
+        assert_eq!(spec.delegates.len(), 2);
+        assert_eq!(spec.delegates[1].dest.label(), "writing");
+        let errors = problems(
+            "name = \"x\"\nkind = \"exec\"\n[exec]\ncommand = [\"y\"]\n[[delegates]]\nagent = \"z\"\n",
+        );
+        assert!(
+            errors[0].contains("offered to an LLM as tools"),
             "{errors:?}"
         );
     }

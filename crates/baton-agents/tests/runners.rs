@@ -135,7 +135,7 @@ fn llm(url: &str) -> LlmRunner {
         "base_url = \"{url}\"\nmodel = \"m\"\nsystem_prompt = \"Be brief.\"\nrequest_timeout_ms = 5000\n"
     ))
     .unwrap();
-    LlmRunner::new(&spec, &routing()).unwrap()
+    LlmRunner::new(&spec, &routing(), &[]).unwrap()
 }
 
 #[tokio::test]
@@ -267,6 +267,6 @@ async fn http_failures_are_retried_honouring_retry_after_or_fatal() {
 fn an_unset_api_key_variable_is_a_clear_error() {
     let spec: baton_agents::spec::LlmSpec =
         toml::from_str("model = \"m\"\napi_key_env = \"BATON_SURELY_UNSET_KEY\"\n").unwrap();
-    let err = LlmRunner::new(&spec, &Routing::default()).unwrap_err();
+    let err = LlmRunner::new(&spec, &Routing::default(), &[]).unwrap_err();
     assert!(err.contains("export BATON_SURELY_UNSET_KEY="), "{err}");
 }

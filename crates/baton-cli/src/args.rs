@@ -59,7 +59,7 @@ pub enum Command {
     /// the demo tasks; print each session's path, reasons and answer.
     Dev(DevArgs),
     /// Run one worker of an agent type. Start it again (on any machine) to add replicas.
-    Worker(WorkerArgs),
+    Worker(Box<WorkerArgs>),
     /// Run the ingress router, which moves tasks from `<prefix>.ingress` to their first agent.
     Router(RouterArgs),
     /// Run a registry replica: answers best-agent lookups from worker heartbeats.

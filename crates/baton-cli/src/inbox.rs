@@ -22,6 +22,7 @@ pub fn check(args: &CheckArgs) -> std::process::ExitCode {
                 baton_agents::Kind::Exec(_) => "exec",
                 baton_agents::Kind::Llm(_) => "llm",
                 baton_agents::Kind::Human(_) => "human",
+                baton_agents::Kind::Chain(_) => "chain",
             },
             spec.profile.tier,
             spec.file.display()

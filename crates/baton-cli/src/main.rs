@@ -57,7 +57,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         baton_proto::Subjects::new(cli.nats.prefix.clone()).context("invalid --prefix")?;
     match cli.command {
         Command::Dev(args) => dev::run(&cli.nats, subjects, args).await,
-        Command::Worker(args) => serve::worker(&cli.nats, subjects, args).await,
+        Command::Worker(args) => serve::worker(&cli.nats, subjects, *args).await,
         Command::Router(args) => serve::router(&cli.nats, subjects, args).await,
         Command::Registry(args) => serve::registry(&cli.nats, subjects, args).await,
         Command::Agents(args) => serve::agents(&cli.nats, subjects, args).await,

@@ -64,6 +64,28 @@ pub struct ExecReply {
     /// `fail`: whether trying again may help (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
+    /// `delegate`: the child tasks. The program runs again when they have
+    /// answered, with `BATON_RESUME=1` and their results in the envelope's
+    /// `context.state.results`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ExecChild>,
+    /// `delegate`: `parallel` (default), `serial`, `async` or `chain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// A child task of an exec agent's delegation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecChild {
+    /// The agent type to ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Or: capabilities of the agent to ask, resolved through the registry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// What the child should do.
+    pub input: String,
 }
 
 /// The decision of an exec agent.
@@ -82,6 +104,8 @@ pub enum ExecAction {
     Reject,
     /// The attempt failed (`retryable` says whether to try again).
     Fail,
+    /// Hand out `children` and run again when they have answered.
+    Delegate,
 }
 
 /// A conversation message from an exec agent.

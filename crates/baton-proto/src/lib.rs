@@ -45,7 +45,7 @@ pub use envelope::{
     Role, Step, Value,
 };
 pub use event::{Event, EventType};
-pub use exec::{ExecAction, ExecMessage, ExecReply, ExecStep};
+pub use exec::{ExecAction, ExecChild, ExecMessage, ExecReply, ExecStep};
 pub use header::{DeadLetterReason, headers};
 pub use id::{derive_id, derive_id_labelled};
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
