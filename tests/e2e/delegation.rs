@@ -638,3 +638,28 @@ agent = "writer"
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_spec_stands_in_a_value_for_a_failed_step() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let spec = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &spec,
+        "name = \"pipeline\"\nkind = \"chain\"\n\n[chain]\nsteps = [\"first\", \"broken\", \"last\"]\nrecover_value = \"n/a\"\n",
+    )?;
+    let mut system = System::start().await?;
+    spec_worker(&mut system, "pipeline", &spec).await?;
+    system.relay("first", "first", &[]).await?;
+    system.relay("broken", "broken", &["--fatal"]).await?;
+    system.relay("last", "last", &[]).await?;
+    let events = system.run("pipeline", &Envelope::task("process")).await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed, "{:?}", kinds(&events));
+    let results = done.output.as_ref().and_then(Value::as_array).unwrap();
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[1], Value::from("n/a"));
+    // `last` got the stand-in as its input.
+    let last_messages = strings(list(&results[2], "messages"));
+    assert_eq!(last_messages.last().map(String::as_str), Some("n/a"));
+    Ok(())
+}
