@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, Event, EventType, Value};
 
-use crate::util::{System, field, kinds};
+use crate::util::{System, example, field, kinds};
 
 fn list<'a>(output: &'a Value, key: &str) -> &'a [Value] {
     field(output, key)
@@ -467,39 +467,17 @@ async fn a_result_after_the_joins_deadline_is_recorded_in_an_event_and_dropped()
     Ok(())
 }
 
-fn example(path: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(path)
-}
-
-async fn spec_worker(
-    system: &mut System,
-    label: &str,
-    spec: &std::path::Path,
-) -> anyhow::Result<()> {
-    let spec = spec.to_string_lossy().into_owned();
-    system
-        .spawn(
-            label,
-            &[
-                "worker",
-                "--spec",
-                &spec,
-                "--instance",
-                label,
-                "--no-registry",
-            ],
-            "worker started",
-        )
-        .await
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_team_up_example_shows_a_nested_parallel_team_in_its_events() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     for role in ["orchestrator", "team_lead", "developer"] {
-        spec_worker(&mut system, role, &example(&format!("teamup/{role}.toml"))).await?;
+        system
+            .spec_worker(
+                role,
+                &example(&format!("teamup/{role}.toml")),
+                &["--no-registry"],
+            )
+            .await?;
     }
     let task = Envelope::task("a shop");
     let events = system.run("orchestrator", &task).await?;
@@ -584,7 +562,9 @@ agent = "writer"
         ),
     )?;
     let mut system = System::start().await?;
-    spec_worker(&mut system, "editor", &spec).await?;
+    system
+        .spec_worker("editor", &spec, &["--no-registry"])
+        .await?;
     system.relay("researcher", "researcher", &[]).await?;
     system.relay("writer", "writer", &[]).await?;
     let events = system
@@ -648,7 +628,9 @@ async fn a_chain_spec_stands_in_a_value_for_a_failed_step() -> anyhow::Result<()
         "name = \"pipeline\"\nkind = \"chain\"\n\n[chain]\nsteps = [\"first\", \"broken\", \"last\"]\nrecover_value = \"n/a\"\n",
     )?;
     let mut system = System::start().await?;
-    spec_worker(&mut system, "pipeline", &spec).await?;
+    system
+        .spec_worker("pipeline", &spec, &["--no-registry"])
+        .await?;
     system.relay("first", "first", &[]).await?;
     system.relay("broken", "broken", &["--fatal"]).await?;
     system.relay("last", "last", &[]).await?;

@@ -2,7 +2,6 @@
 //! against a scripted endpoint, a person answering through the inbox, and
 //! `baton check`.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use baton_proto::{Envelope, Event, EventType, Value};
@@ -10,35 +9,9 @@ use baton_testkit::{FakeLlm, Scripted};
 use futures::StreamExt;
 use uuid::Uuid;
 
-use crate::util::{HEARTBEAT_MS, System, agents, field, kinds, wants};
-
-fn example(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(path)
-}
+use crate::util::{System, agents, example, field, kinds, wants};
 
 impl System {
-    /// Starts `baton worker --spec FILE` as process `label`.
-    async fn spec_worker(&mut self, label: &str, spec: &Path) -> anyhow::Result<()> {
-        let spec = spec.to_string_lossy().into_owned();
-        let interval = HEARTBEAT_MS.to_string();
-        self.spawn(
-            label,
-            &[
-                "worker",
-                "--spec",
-                &spec,
-                "--instance",
-                label,
-                "--heartbeat-ms",
-                &interval,
-            ],
-            "worker started",
-        )
-        .await
-    }
-
     /// Events of `session` until one of type `kind` (inclusive).
     async fn events_until(
         &self,
@@ -76,7 +49,7 @@ async fn planning_loop() -> anyhow::Result<System> {
     let mut system = System::start().await?;
     for agent in ["task_improver", "planner", "plan_reviewer", "human"] {
         system
-            .spec_worker(agent, &example(&format!("cmbagent/{agent}.toml")))
+            .spec_worker(agent, &example(&format!("cmbagent/{agent}.toml")), &[])
             .await?;
     }
     Ok(system)
@@ -164,7 +137,7 @@ async fn control_loop() -> anyhow::Result<System> {
     let mut system = System::start().await?;
     for agent in ["control", "engineer", "executor", "terminator", "human"] {
         system
-            .spec_worker(agent, &example(&format!("cmbagent/{agent}.toml")))
+            .spec_worker(agent, &example(&format!("cmbagent/{agent}.toml")), &[])
             .await?;
     }
     Ok(system)
@@ -288,10 +261,10 @@ async fn a_person_answers_through_the_inbox_after_every_process_restarted() -> a
     let mut system = System::start().await?;
     system.registry("registry").await?;
     system
-        .spec_worker("triage", &example("support/triage.toml"))
+        .spec_worker("triage", &example("support/triage.toml"), &[])
         .await?;
     system
-        .spec_worker("human_support", &example("support/human_support.toml"))
+        .spec_worker("human_support", &example("support/human_support.toml"), &[])
         .await?;
     system
         .lookup_until(&wants(&["human"]), Duration::from_secs(5), |a| {
@@ -548,7 +521,7 @@ async fn baton_check_names_the_file_the_line_and_the_fix() -> anyhow::Result<()>
 async fn a_person_can_hand_the_task_on_with_their_answer() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     system
-        .spec_worker("human_support", &example("support/human_support.toml"))
+        .spec_worker("human_support", &example("support/human_support.toml"), &[])
         .await?;
     system
         .relay(

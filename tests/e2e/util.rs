@@ -138,6 +138,28 @@ impl System {
         }
     }
 
+    /// Starts `baton worker --spec FILE` as process `label`, with `flags`.
+    pub async fn spec_worker(
+        &mut self,
+        label: &str,
+        spec: &std::path::Path,
+        flags: &[&str],
+    ) -> anyhow::Result<()> {
+        let spec = spec.to_string_lossy().into_owned();
+        let interval = HEARTBEAT_MS.to_string();
+        let mut args = vec![
+            "worker",
+            "--spec",
+            &spec,
+            "--instance",
+            label,
+            "--heartbeat-ms",
+            &interval,
+        ];
+        args.extend_from_slice(flags);
+        self.spawn(label, &args, "worker started").await
+    }
+
     /// Takes ownership of a process the test spawned itself.
     pub fn adopt(&mut self, label: &str, process: ChildProcess) {
         self.processes.insert(label.to_owned(), process);
@@ -289,6 +311,13 @@ impl System {
             .await?;
         Ok(())
     }
+}
+
+/// A path under the repository's `examples/`.
+pub fn example(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(path)
 }
 
 /// Heartbeat interval of the workers and registries of the registry tests, in ms.
