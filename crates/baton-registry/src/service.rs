@@ -148,7 +148,10 @@ impl Registry {
         ));
         let mut sweep = tokio::time::interval(config.heartbeat_interval);
         loop {
+            // Heartbeats first: a lookup is answered from the freshest table,
+            // never before heartbeats that are already waiting.
             tokio::select! {
+                biased;
                 Some(message) = beats.next() => record(&mut table, &message),
                 Some(request) = lookups.next() => answer(&mut table, &request).await,
                 Some(backlog) = backlog_rx.recv() => table.set_backlogs(backlog),
