@@ -11,169 +11,25 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind, kv};
+use async_nats::jetstream::{self, AckKind};
 use baton_proto::{
     AgentName, Envelope, Event, EventType, Kind, LookupRequest, PROTOCOL_VERSION, Parent, Reason,
     ResultStatus, Value, derive_id_labelled, now_ms,
 };
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::agent::{Agent, AgentError, ContextPolicy, ContextUpdate, Target, Task};
 use crate::delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::outputs::Emitter;
 use crate::plan::Planner;
 use crate::publish::Outgoing;
 use crate::worker::{Shared, best_candidate};
 
-/// One child as the join remembers it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct JoinChild {
-    agent: String,
-    input: String,
-    tag: Option<String>,
-    /// Messages kept: `None` for all.
-    keep: Option<usize>,
-    /// A chain's recovery step stands in for this step.
-    recover_for: Option<usize>,
-}
+mod state;
 
-/// A recorded result and the message that recorded it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Slot {
-    result: ChildResult,
-    by: Uuid,
-}
-
-/// A delegation in progress.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct JoinState {
-    /// The delegating envelope with the agent's update applied.
-    envelope: Envelope,
-    mode: DelegateMode,
-    children: Vec<JoinChild>,
-    slots: Vec<Option<Slot>>,
-    /// Children sent so far (serial and chain send one at a time).
-    started: usize,
-    deadline: Option<u64>,
-    /// Depth of the children.
-    depth: u32,
-    /// The message that completed the join; only it runs the continuation.
-    fired_by: Option<Uuid>,
-    /// Continuation calls so far (async mode calls it per result).
-    reports: u32,
-}
-
-impl JoinState {
-    /// The children that are steps of their own (not recovery steps).
-    fn main(&self) -> usize {
-        self.children
-            .iter()
-            .filter(|c| c.recover_for.is_none())
-            .count()
-    }
-
-    fn results(&self, latest: Option<u32>) -> Results {
-        let main = self.main();
-        Results {
-            mode: self.mode.clone(),
-            results: self.slots[..main]
-                .iter()
-                .flatten()
-                .map(|slot| slot.result.clone())
-                .collect(),
-            total: main,
-            latest,
-        }
-    }
-
-    fn all_in(&self) -> bool {
-        self.slots[..self.main()].iter().all(Option::is_some)
-    }
-}
-
-/// The join bucket.
-#[derive(Clone)]
-pub(crate) struct Joins {
-    store: kv::Store,
-}
-
-impl Joins {
-    /// Opens `bucket`, creating it if it is missing.
-    pub(crate) async fn open(jetstream: &jetstream::Context, bucket: &str) -> Result<Self, Error> {
-        let store = match jetstream.get_key_value(bucket).await {
-            Ok(store) => store,
-            Err(_) => jetstream
-                .create_key_value(kv::Config {
-                    bucket: bucket.to_owned(),
-                    description: "Baton: delegations waiting for their children".to_owned(),
-                    history: 1,
-                    max_age: Duration::from_secs(7 * 24 * 3600),
-                    storage: jetstream::stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|err| {
-                    Error::with_source(
-                        ErrorKind::JetStream,
-                        format!("cannot open the join bucket {bucket}"),
-                        err,
-                    )
-                })?,
-        };
-        Ok(Self { store })
-    }
-
-    async fn load(&self, id: Uuid) -> Result<Option<(JoinState, u64)>, Error> {
-        let entry =
-            self.store.entry(id.to_string()).await.map_err(|err| {
-                Error::with_source(ErrorKind::JetStream, "cannot read a join", err)
-            })?;
-        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
-            return Ok(None);
-        };
-        let state = rmp_serde::from_slice(&entry.value)
-            .map_err(|err| Error::with_source(ErrorKind::Decode, "unreadable join state", err))?;
-        Ok(Some((state, entry.revision)))
-    }
-
-    /// Creates the join; `false` if it already exists (a redelivery).
-    async fn create(&self, id: Uuid, state: &JoinState) -> Result<bool, Error> {
-        match self.store.create(id.to_string(), encode(state)?).await {
-            Ok(_) => Ok(true),
-            Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
-            Err(err) => Err(Error::with_source(
-                ErrorKind::JetStream,
-                "cannot create a join",
-                err,
-            )),
-        }
-    }
-
-    /// Compare-and-swap; `false` when someone else changed the join first.
-    async fn swap(&self, id: Uuid, state: &JoinState, revision: u64) -> Result<bool, Error> {
-        match self
-            .store
-            .update(id.to_string(), encode(state)?, revision)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-            Err(err) => Err(Error::with_source(
-                ErrorKind::JetStream,
-                "cannot update a join",
-                err,
-            )),
-        }
-    }
-}
-
-fn encode(state: &JoinState) -> Result<bytes::Bytes, Error> {
-    rmp_serde::to_vec_named(state)
-        .map(bytes::Bytes::from)
-        .map_err(|err| Error::with_source(ErrorKind::Decode, "cannot encode a join", err))
-}
+pub(crate) use state::Joins;
+use state::{JoinChild, JoinState, Slot};
 
 /// What starting a delegation gave.
 pub(crate) enum Started {
@@ -261,15 +117,18 @@ pub(crate) async fn start<A: Agent>(
         }
     }
     let mut outgoing = Vec::new();
+    // On a redelivery, children that already answered are not sent again.
     for index in 0..state.started.min(first_wave) {
-        outgoing.extend(dispatch(
-            shared,
-            planner,
-            emitter,
-            envelope.id,
-            &state,
-            index,
-        )?);
+        if state.slots[index].is_none() {
+            outgoing.extend(dispatch(
+                shared,
+                planner,
+                emitter,
+                envelope.id,
+                &state,
+                index,
+            )?);
+        }
     }
     if let Some(deadline) = state.deadline {
         outgoing.push(timer(shared, emitter, envelope.id, &state, deadline)?);

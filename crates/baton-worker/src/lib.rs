@@ -22,6 +22,7 @@
 
 mod agent;
 mod client;
+mod config;
 mod deadletters;
 mod delegate;
 mod error;
@@ -41,10 +42,11 @@ pub use agent::{
     Target, Task,
 };
 pub use client::{Client, EventStream};
+pub use config::{WorkerConfig, WorkerStats, new_instance_id};
 pub use deadletters::DeadLetterEntry;
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use error::{Error, ErrorKind};
 pub use provision::{StreamSettings, provision};
 pub use registry::{Profile, RegistryClient};
 pub use router::{Router, RouterConfig};
-pub use worker::{Worker, WorkerConfig, WorkerStats, new_instance_id};
+pub use worker::Worker;

@@ -7,8 +7,8 @@ use async_nats::client::RequestErrorKind;
 use backon::{ExponentialBuilder, Retryable};
 use baton_proto::{Heartbeat, LookupRequest, LookupResponse, Subjects, Wire, now_ms};
 
+use crate::config::{WorkerConfig, WorkerStats};
 use crate::error::{Error, ErrorKind};
-use crate::worker::{WorkerConfig, WorkerStats};
 
 /// What a worker advertises to the registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

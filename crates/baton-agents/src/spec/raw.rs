@@ -1,0 +1,556 @@
+//! The raw TOML form of a spec, and its validation into an [`AgentSpec`].
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use baton_proto::AgentName;
+use baton_worker::{ContextPolicy, Need, Profile, RetryPolicy, RouteOptions};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{
+    AgentSpec, ChainSpec, DelegateSpec, ExecSpec, HumanSpec, Kind, KindName, LlmSpec, SpecError,
+};
+use crate::routing::{Condition, Dest, LlmCondition, Route, Routing};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSpec {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    capabilities: Vec<String>,
+    #[serde(default)]
+    domains: Vec<String>,
+    #[serde(default = "one")]
+    tier: u32,
+    #[serde(default = "eight")]
+    concurrency: Spanned<usize>,
+    #[serde(default = "minute")]
+    timeout_ms: Spanned<u64>,
+    #[serde(default)]
+    fallback: Option<Spanned<String>>,
+    kind: Spanned<KindName>,
+    #[serde(default)]
+    retry: Option<Spanned<RawRetry>>,
+    #[serde(default)]
+    exec: Option<Spanned<ExecSpec>>,
+    #[serde(default)]
+    llm: Option<Spanned<LlmSpec>>,
+    #[serde(default)]
+    human: Option<Spanned<HumanSpec>>,
+    #[serde(default)]
+    chain: Option<Spanned<ChainSpec>>,
+    #[serde(default)]
+    delegates: Vec<Spanned<RawDelegate>>,
+    #[serde(default = "four")]
+    max_delegation_depth: u32,
+    #[serde(default)]
+    join_timeout_ms: Option<u64>,
+    #[serde(default)]
+    handoffs: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    conditions: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    llm_conditions: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    after_work: Option<Spanned<RawRoute>>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn four() -> u32 {
+    4
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelegate {
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    requires: Vec<String>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+fn eight() -> Spanned<usize> {
+    Spanned::new(0..0, 8)
+}
+
+fn minute() -> Spanned<u64> {
+    Spanned::new(0..0, 60_000)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    #[serde(default = "three")]
+    max_attempts: u32,
+    #[serde(default = "default_min_backoff")]
+    min_backoff_ms: u64,
+    #[serde(default = "default_max_backoff")]
+    max_backoff_ms: u64,
+}
+
+fn three() -> u32 {
+    3
+}
+
+fn default_min_backoff() -> u64 {
+    200
+}
+
+fn default_max_backoff() -> u64 {
+    30_000
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    #[serde(default)]
+    when: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    requires: Vec<String>,
+    #[serde(default)]
+    domains: Vec<String>,
+    #[serde(default)]
+    min_tier: Option<u32>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    max_visits: Option<u32>,
+    #[serde(default)]
+    context: Option<RawContext>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum RawContext {
+    Full,
+    None,
+    LastN(usize),
+}
+
+/// Which list a route is in: decides which fields it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Handoffs,
+    Conditions,
+    LlmConditions,
+    AfterWork,
+}
+
+impl Section {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Handoffs => "[[handoffs]]",
+            Self::Conditions => "[[conditions]]",
+            Self::LlmConditions => "[[llm_conditions]]",
+            Self::AfterWork => "[after_work]",
+        }
+    }
+}
+
+pub(super) struct Report<'a> {
+    pub(super) file: PathBuf,
+    pub(super) text: &'a str,
+    pub(super) errors: Vec<SpecError>,
+}
+
+impl Report<'_> {
+    pub(super) fn line(&self, span: &Range<usize>) -> usize {
+        let end = span.start.min(self.text.len());
+        self.text[..end].matches('\n').count() + 1
+    }
+
+    fn error(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        let line = (span.end > 0).then(|| self.line(span));
+        self.errors.push(SpecError {
+            file: self.file.clone(),
+            line,
+            message: message.into(),
+        });
+    }
+
+    fn agent_name(&mut self, name: &str, span: &Range<usize>, what: &str) -> Option<AgentName> {
+        match AgentName::new(name) {
+            Ok(name) if matches!(name.as_str(), "terminate" | "fallback") => {
+                self.error(
+                    span,
+                    format!("{what} {name:?} is a reserved word: choose another agent type name"),
+                );
+                None
+            }
+            Ok(name) => Some(name),
+            Err(err) => {
+                self.error(span, format!("{what}: {err}"));
+                None
+            }
+        }
+    }
+
+    pub(super) fn validate(&mut self, raw: RawSpec) -> Option<AgentSpec> {
+        let name = self.agent_name(raw.name.get_ref(), &raw.name.span(), "name");
+        let fallback = raw
+            .fallback
+            .as_ref()
+            .and_then(|fallback| self.agent_name(fallback.get_ref(), &fallback.span(), "fallback"));
+        if *raw.concurrency.get_ref() == 0 {
+            self.error(&raw.concurrency.span(), "concurrency must be at least 1");
+        }
+        if *raw.timeout_ms.get_ref() == 0 {
+            self.error(&raw.timeout_ms.span(), "timeout_ms must be at least 1");
+        }
+        let retry = match &raw.retry {
+            None => RetryPolicy::default(),
+            Some(retry) => {
+                let r = retry.get_ref();
+                if r.max_attempts == 0 {
+                    self.error(&retry.span(), "[retry] max_attempts must be at least 1");
+                }
+                if r.max_backoff_ms < r.min_backoff_ms {
+                    self.error(
+                        &retry.span(),
+                        "[retry] max_backoff_ms is below min_backoff_ms: raise max_backoff_ms",
+                    );
+                }
+                RetryPolicy {
+                    max_attempts: r.max_attempts.max(1),
+                    min_backoff: Duration::from_millis(r.min_backoff_ms),
+                    max_backoff: Duration::from_millis(r.max_backoff_ms.max(r.min_backoff_ms)),
+                }
+            }
+        };
+        let kind = self.kind(&raw);
+        let routing = self.routing(&raw, kind.as_ref());
+        let delegates = self.delegates(&raw, kind.as_ref());
+        Some(AgentSpec {
+            file: self.file.clone(),
+            name: name?,
+            description: raw.description,
+            profile: Profile {
+                capabilities: raw.capabilities,
+                domains: raw.domains,
+                tier: raw.tier,
+            },
+            concurrency: (*raw.concurrency.get_ref()).max(1),
+            timeout: Duration::from_millis(*raw.timeout_ms.get_ref()),
+            retry,
+            fallback,
+            kind: kind?,
+            routing,
+            delegates,
+            max_delegation_depth: raw.max_delegation_depth,
+            join_timeout: raw.join_timeout_ms.map(Duration::from_millis),
+        })
+    }
+
+    fn kind(&mut self, raw: &RawSpec) -> Option<Kind> {
+        let kind = *raw.kind.get_ref();
+        let tables = [
+            (KindName::Exec, "exec", raw.exec.as_ref().map(Spanned::span)),
+            (KindName::Llm, "llm", raw.llm.as_ref().map(Spanned::span)),
+            (
+                KindName::Human,
+                "human",
+                raw.human.as_ref().map(Spanned::span),
+            ),
+            (
+                KindName::Chain,
+                "chain",
+                raw.chain.as_ref().map(Spanned::span),
+            ),
+        ];
+        for (table_kind, table, span) in &tables {
+            if let Some(span) = span {
+                if *table_kind != kind {
+                    self.error(
+                        span,
+                        format!(
+                            "a [{table}] table in a spec of kind {:?}: remove it, or set kind = \"{table}\"",
+                            format!("{kind:?}").to_lowercase()
+                        ),
+                    );
+                }
+            }
+        }
+        let kind_span = raw.kind.span();
+        match kind {
+            KindName::Exec => {
+                let Some(exec) = &raw.exec else {
+                    self.error(
+                        &kind_span,
+                        "kind = \"exec\" needs an [exec] table with command = [\"program\", \"arg\", ...]",
+                    );
+                    return None;
+                };
+                if exec.get_ref().command.is_empty() {
+                    self.error(
+                        &exec.span(),
+                        "[exec] command is empty: name the program, e.g. command = [\"python3\", \"agent.py\"]",
+                    );
+                    return None;
+                }
+                Some(Kind::Exec(exec.get_ref().clone()))
+            }
+            KindName::Llm => {
+                let Some(llm) = &raw.llm else {
+                    self.error(
+                        &kind_span,
+                        "kind = \"llm\" needs an [llm] table with at least model = \"...\"",
+                    );
+                    return None;
+                };
+                let settings = llm.get_ref();
+                if !(settings.base_url.starts_with("http://")
+                    || settings.base_url.starts_with("https://"))
+                {
+                    self.error(
+                        &llm.span(),
+                        format!(
+                            "[llm] base_url {:?} is not an http(s) URL: use e.g. \"http://127.0.0.1:8080/v1\"",
+                            settings.base_url
+                        ),
+                    );
+                }
+                Some(Kind::Llm(settings.clone()))
+            }
+            KindName::Chain => {
+                let Some(chain) = &raw.chain else {
+                    self.error(
+                        &kind_span,
+                        "kind = \"chain\" needs a [chain] table with steps = [\"agent\", ...]",
+                    );
+                    return None;
+                };
+                let settings = chain.get_ref();
+                if settings.steps.is_empty() {
+                    self.error(
+                        &chain.span(),
+                        "[chain] steps is empty: list the agent types in order",
+                    );
+                }
+                if settings.recover.is_some() && settings.recover_value.is_some() {
+                    self.error(
+                        &chain.span(),
+                        "[chain] has both recover and recover_value: keep one",
+                    );
+                }
+                for step in settings.steps.iter().chain(settings.recover.iter()) {
+                    self.agent_name(step, &chain.span(), "[chain] step");
+                }
+                Some(Kind::Chain(settings.clone()))
+            }
+            KindName::Human => Some(Kind::Human(
+                raw.human
+                    .as_ref()
+                    .map(|h| h.get_ref().clone())
+                    .unwrap_or_default(),
+            )),
+        }
+    }
+
+    fn delegates(&mut self, raw: &RawSpec, kind: Option<&Kind>) -> Vec<DelegateSpec> {
+        if let (Some(first), false) = (
+            raw.delegates.first(),
+            matches!(kind, Some(Kind::Llm(_)) | None),
+        ) {
+            self.error(
+                &first.span(),
+                "[[delegates]] are offered to an LLM as tools: use kind = \"llm\" (exec agents delegate with \"action\": \"delegate\")",
+            );
+            return Vec::new();
+        }
+        let mut delegates = Vec::new();
+        let mut tools = BTreeSet::new();
+        for spanned in &raw.delegates {
+            let span = spanned.span();
+            let entry = spanned.get_ref();
+            let dest = match (&entry.agent, entry.requires.is_empty()) {
+                (Some(agent), true) => match self.agent_name(agent, &span, "[[delegates]] agent") {
+                    Some(name) => Dest::Agent(name.to_string()),
+                    None => continue,
+                },
+                (None, false) => Dest::Capabilities(Need::capabilities(entry.requires.clone())),
+                _ => {
+                    self.error(
+                        &span,
+                        "[[delegates]] needs exactly one of agent = \"...\" and requires = [...]",
+                    );
+                    continue;
+                }
+            };
+            if !tools.insert(dest.label()) {
+                self.error(
+                    &span,
+                    format!("a second delegate {:?}: keep one", dest.label()),
+                );
+                continue;
+            }
+            delegates.push(DelegateSpec {
+                dest,
+                description: entry.description.clone(),
+            });
+        }
+        delegates
+    }
+
+    fn routing(&mut self, raw: &RawSpec, kind: Option<&Kind>) -> Routing {
+        let mut routing = Routing::default();
+        for route in &raw.handoffs {
+            if let Some(parsed) = self.route(route, Section::Handoffs) {
+                routing.handoffs.push(parsed);
+            }
+        }
+        for route in &raw.conditions {
+            let Some(parsed) = self.route(route, Section::Conditions) else {
+                continue;
+            };
+            let when = route.get_ref().when.clone().unwrap_or_default();
+            match Condition::new(&when, parsed) {
+                Ok(condition) => routing.conditions.push(condition),
+                Err(err) => self.error(
+                    &route.span(),
+                    format!("[[conditions]] when = {when:?} is not a valid CEL expression: {err}"),
+                ),
+            }
+        }
+        if !raw.llm_conditions.is_empty() && !matches!(kind, Some(Kind::Llm(_)) | None) {
+            self.error(
+                &raw.llm_conditions[0].span(),
+                "[[llm_conditions]] are judged by the agent's LLM: use kind = \"llm\", or make them [[conditions]]",
+            );
+        }
+        for route in &raw.llm_conditions {
+            if let Some(parsed) = self.route(route, Section::LlmConditions) {
+                routing.llm_conditions.push(LlmCondition {
+                    condition: route.get_ref().when.clone().unwrap_or_default(),
+                    route: parsed,
+                });
+            }
+        }
+        if let Some(route) = &raw.after_work {
+            routing.after_work = self.route(route, Section::AfterWork);
+        }
+        if matches!(kind, Some(Kind::Llm(_))) {
+            let mut tools = BTreeSet::new();
+            let routes = raw.handoffs.iter().chain(&raw.llm_conditions);
+            for (route, parsed) in routes.zip(
+                routing
+                    .handoffs
+                    .iter()
+                    .chain(routing.llm_conditions.iter().map(|c| &c.route)),
+            ) {
+                if !tools.insert(parsed.dest.label()) {
+                    self.error(
+                        &route.span(),
+                        format!(
+                            "a second route to {:?} would offer the model a second transfer_to_{} tool: keep one",
+                            parsed.dest.label(),
+                            parsed.dest.label()
+                        ),
+                    );
+                }
+            }
+        }
+        routing
+    }
+
+    fn route(&mut self, spanned: &Spanned<RawRoute>, section: Section) -> Option<Route> {
+        let span = spanned.span();
+        let raw = spanned.get_ref();
+        let where_ = section.name();
+        let needs_when = matches!(section, Section::Conditions | Section::LlmConditions);
+        match (&raw.when, needs_when) {
+            (None, true) => {
+                self.error(&span, format!("{where_} needs when = \"...\""));
+                return None;
+            }
+            (Some(_), false) => {
+                self.error(
+                    &span,
+                    format!("{where_} takes no `when`: move the route to [[conditions]]"),
+                );
+                return None;
+            }
+            _ => {}
+        }
+        let dest = match (&raw.to, raw.requires.is_empty()) {
+            (Some(_), false) => {
+                self.error(
+                    &span,
+                    format!("{where_} has both `to` and `requires`: keep one"),
+                );
+                return None;
+            }
+            (None, true) => {
+                self.error(
+                    &span,
+                    format!(
+                        "{where_} needs a target: to = \"agent\" (or \"terminate\" / \"fallback\"), or requires = [\"capability\"]"
+                    ),
+                );
+                return None;
+            }
+            (None, false) => Dest::Capabilities(Need {
+                requires: raw.requires.clone(),
+                domains: raw.domains.clone(),
+                min_tier: raw.min_tier,
+            }),
+            (Some(to), true) => match to.as_str() {
+                "terminate" | "fallback" if section == Section::Handoffs => {
+                    self.error(
+                        &span,
+                        format!(
+                            "[[handoffs]] lists agents the agent may name; {to:?} is not one (use [after_work] to = {to:?})"
+                        ),
+                    );
+                    return None;
+                }
+                "terminate" => Dest::Terminate,
+                "fallback" => Dest::Fallback,
+                agent => Dest::Agent(self.agent_name(agent, &span, "to")?.to_string()),
+            },
+        };
+        if !raw.domains.is_empty() && raw.requires.is_empty()
+            || raw.min_tier.is_some() && raw.requires.is_empty()
+        {
+            self.error(
+                &span,
+                format!("{where_}: `domains` and `min_tier` go with `requires`, not with `to`"),
+            );
+        }
+        if matches!(dest, Dest::Terminate | Dest::Fallback)
+            && (raw.max_visits.is_some() || raw.context.is_some())
+        {
+            self.error(
+                &span,
+                format!("{where_}: `max_visits` and `context` apply to agent targets only"),
+            );
+        }
+        if raw.max_visits == Some(0) {
+            self.error(&span, format!("{where_}: max_visits must be at least 1"));
+        }
+        let context = match raw.context {
+            None | Some(RawContext::Full) => ContextPolicy::Full,
+            Some(RawContext::None) => ContextPolicy::None,
+            Some(RawContext::LastN(n)) => ContextPolicy::LastN(n),
+        };
+        Some(Route {
+            dest,
+            options: RouteOptions {
+                max_visits: raw.max_visits,
+                context,
+            },
+            description: raw.description.clone(),
+        })
+    }
+}

@@ -1,0 +1,272 @@
+use baton_worker::{ContextPolicy, RouteOptions};
+
+use super::*;
+use crate::routing::Route;
+
+fn parse_str(text: &str) -> Result<AgentSpec, SpecErrors> {
+    parse(Path::new("agents/x.toml"), text)
+}
+
+fn problems(text: &str) -> Vec<String> {
+    parse_str(text)
+        .unwrap_err()
+        .0
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+const EXEC: &str = r#"
+name = "executor"
+kind = "exec"
+capabilities = ["run_code"]
+tier = 2
+concurrency = 2
+timeout_ms = 5000
+fallback = "human_support"
+
+[retry]
+max_attempts = 5
+min_backoff_ms = 10
+max_backoff_ms = 100
+
+[exec]
+command = ["python3", "agent.py", "executor"]
+
+[[handoffs]]
+to = "engineer"
+max_visits = 4
+
+[[conditions]]
+when = "n_attempts >= max_n_attempts"
+to = "terminator"
+
+[[conditions]]
+when = "last_run == 'failed'"
+to = "engineer"
+max_visits = 4
+context = { last_n = 2 }
+
+[after_work]
+requires = ["control"]
+min_tier = 1
+"#;
+
+#[test]
+fn a_full_exec_spec_parses() {
+    let spec = parse_str(EXEC).unwrap();
+    assert_eq!(spec.name.as_str(), "executor");
+    assert_eq!(spec.profile.tier, 2);
+    assert_eq!(spec.concurrency, 2);
+    assert_eq!(spec.timeout, Duration::from_secs(5));
+    assert_eq!(spec.retry.max_attempts, 5);
+    assert_eq!(
+        spec.fallback.as_ref().map(AgentName::as_str),
+        Some("human_support")
+    );
+    assert!(matches!(&spec.kind, Kind::Exec(exec) if exec.command[1] == "agent.py"));
+    assert_eq!(spec.routing.conditions.len(), 2);
+    assert_eq!(
+        spec.routing.conditions[1].route.options,
+        RouteOptions {
+            max_visits: Some(4),
+            context: ContextPolicy::LastN(2)
+        }
+    );
+    assert!(matches!(
+        &spec.routing.after_work,
+        Some(Route { dest: Dest::Capabilities(need), .. }) if need.requires == ["control"] && need.min_tier == Some(1)
+    ));
+    assert_eq!(spec.dir(), Path::new("agents"));
+}
+
+#[test]
+fn unknown_keys_are_errors_with_the_line() {
+    let text = "name = \"a\"\nkind = \"exec\"\ncommnd = 1\n[exec]\ncommand = [\"x\"]\n";
+    let errors = problems(text);
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0].starts_with("agents/x.toml:3: unknown field `commnd`"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[0].contains("remove it, or check its spelling"),
+        "{errors:?}"
+    );
+
+    let text = "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n\n[[conditions]]\nwhen = \"x > 1\"\nto = \"b\"\nmax_visit = 2\n";
+    let errors = problems(text);
+    assert!(
+        errors[0].starts_with("agents/x.toml:9: unknown field `max_visit`"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn semantic_errors_name_the_line_and_the_fix() {
+    let text = r#"name = "Bad Name"
+kind = "exec"
+
+[exec]
+command = []
+
+[[conditions]]
+when = "n_attempts >="
+to = "terminator"
+
+[[conditions]]
+to = "x"
+
+[after_work]
+to = "a"
+requires = ["b"]
+"#;
+    let errors = problems(text);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("agents/x.toml:1: name: invalid agent type name")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("agents/x.toml:4: [exec] command is empty")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.starts_with(
+            "agents/x.toml:7: [[conditions]] when = \"n_attempts >=\" is not a valid CEL expression"
+        )),
+        "{errors:#?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("agents/x.toml:11: [[conditions]] needs when")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("agents/x.toml:14: [after_work] has both `to` and `requires`")),
+        "{errors:#?}"
+    );
+}
+
+#[test]
+fn kinds_need_their_table_and_no_other() {
+    let errors = problems("name = \"a\"\nkind = \"llm\"\n");
+    assert!(
+        errors[0].contains("kind = \"llm\" needs an [llm] table"),
+        "{errors:?}"
+    );
+    let errors = problems("name = \"a\"\nkind = \"human\"\n[exec]\ncommand = [\"x\"]\n");
+    assert!(
+        errors[0].starts_with("agents/x.toml:3: a [exec] table in a spec of kind \"human\""),
+        "{errors:?}"
+    );
+    let errors = problems("name = \"a\"\nkind = \"robot\"\n");
+    assert!(errors[0].contains("unknown variant `robot`"), "{errors:?}");
+    let errors = problems(
+        "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n[[llm_conditions]]\nwhen = \"asks for refunds\"\nto = \"refund\"\n",
+    );
+    assert!(
+        errors[0].contains("judged by the agent's LLM"),
+        "{errors:?}"
+    );
+    let spec = parse_str("name = \"h\"\nkind = \"human\"\n").unwrap();
+    assert_eq!(spec.kind, Kind::Human(HumanSpec {}));
+}
+
+#[test]
+fn llm_specs_need_one_tool_per_target() {
+    let text = r#"name = "chat"
+kind = "llm"
+
+[llm]
+base_url = "http://127.0.0.1:9/v1"
+model = "m"
+
+[[handoffs]]
+to = "refund"
+
+[[llm_conditions]]
+when = "the user wants money back"
+to = "refund"
+"#;
+    let errors = problems(text);
+    assert!(
+        errors[0].starts_with("agents/x.toml:11: a second route to \"refund\""),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn chains_and_delegates_parse_and_are_checked() {
+    let spec = parse_str(
+        "name = \"pipeline\"\nkind = \"chain\"\nmax_delegation_depth = 2\njoin_timeout_ms = 500\n[chain]\nsteps = [\"a\", \"b\"]\nrecover = \"fixer\"\n",
+    )
+    .unwrap();
+    assert!(
+        matches!(&spec.kind, Kind::Chain(chain) if chain.steps == ["a", "b"] && chain.recover.as_deref() == Some("fixer"))
+    );
+    assert_eq!(spec.max_delegation_depth, 2);
+    assert_eq!(spec.join_timeout, Some(Duration::from_millis(500)));
+    let errors = problems(
+        "name = \"p\"\nkind = \"chain\"\n[chain]\nsteps = []\nrecover = \"x\"\nrecover_value = \"y\"\n",
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("[chain] steps is empty")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("both recover and recover_value")),
+        "{errors:?}"
+    );
+
+    let spec = parse_str(
+        "name = \"editor\"\nkind = \"llm\"\n[llm]\nmodel = \"m\"\n[[delegates]]\nagent = \"researcher\"\n[[delegates]]\nrequires = [\"writing\"]\n",
+    )
+    .unwrap();
+    assert_eq!(spec.delegates.len(), 2);
+    assert_eq!(spec.delegates[1].dest.label(), "writing");
+    let errors = problems(
+        "name = \"x\"\nkind = \"exec\"\n[exec]\ncommand = [\"y\"]\n[[delegates]]\nagent = \"z\"\n",
+    );
+    assert!(
+        errors[0].contains("offered to an LLM as tools"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn check_warns_about_routes_to_agents_nobody_defines() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.toml");
+    let b = dir.path().join("b.toml");
+    std::fs::write(
+        &a,
+        "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n[after_work]\nto = \"b\"\n",
+    )
+    .unwrap();
+    std::fs::write(&b, "name = \"b\"\nkind = \"exec\"\nfallback = \"nobody\"\n[exec]\ncommand = [\"x\"]\n[after_work]\nto = \"ghost\"\n").unwrap();
+    let report = check(&[a, b]);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.specs.len(), 2);
+    assert_eq!(report.warnings.len(), 2, "{:?}", report.warnings);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("routes to agent type ghost"))
+    );
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("routes to agent type nobody"))
+    );
+}
