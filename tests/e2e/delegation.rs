@@ -645,3 +645,36 @@ async fn a_chain_spec_stands_in_a_value_for_a_failed_step() -> anyhow::Result<()
     assert_eq!(last_messages.last().map(String::as_str), Some("n/a"));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_that_belongs_to_no_delegation_is_dead_lettered() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.relay("lead", "lead", &[]).await?;
+    let mut stray = Envelope::task("stray");
+    stray.kind = baton_proto::Kind::Result;
+    stray.status = Some(baton_proto::ResultStatus::Completed);
+    system.publish_envelope("baton.agent.lead", &stray).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let dead = loop {
+        let dead = system.client.dead_letters().await?;
+        if !dead.is_empty() {
+            break dead;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "nothing was dead-lettered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].reason.as_str(), "malformed");
+    assert!(
+        dead[0].detail.contains("without `parent`"),
+        "{}",
+        dead[0].detail
+    );
+    // The worker keeps serving.
+    let events = system.run("lead", &Envelope::task("still there?")).await?;
+    assert_eq!(events.last().unwrap().kind, EventType::Completed);
+    Ok(())
+}

@@ -265,6 +265,8 @@ pub(crate) enum Handled {
     Done(Vec<Outgoing>),
     /// The deadline timer is early: deliver it again after this long.
     Later(Duration),
+    /// Not a result this runtime can place: dead-letter it with this detail.
+    Malformed(&'static str),
     /// The join is complete and this message completed it: run the
     /// continuation on `task` with `results`; publish `outgoing` with its outputs.
     Fire {
@@ -285,12 +287,9 @@ pub(crate) async fn on_result<A: Agent>(
     result: &Envelope,
 ) -> Result<Handled, Error> {
     let Some(parent) = result.parent.clone() else {
-        return Ok(Handled::Done(vec![note(
-            planner,
-            emitter,
-            result,
-            "dropped: a result without `parent`",
-        )?]));
+        return Ok(Handled::Malformed(
+            "a `result` envelope without `parent`: it cannot be matched to a delegation",
+        ));
     };
     let joins = shared.joins().await?;
     let me = result.id;

@@ -335,6 +335,12 @@ async fn on_result<A: Agent>(
             join::later(message, delay).await;
             return;
         }
+        Handled::Malformed(detail) => {
+            tracing::warn!(detail, "unusable result; dead-lettering");
+            let outgoing = emitter.undecodable(message, &DeadLetterReason::Malformed, detail);
+            finish(shared, message, &outgoing, Settle::Term, true).await;
+            return;
+        }
         Handled::Fire {
             outgoing,
             task,
