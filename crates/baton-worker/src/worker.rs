@@ -123,7 +123,8 @@ impl<A: Agent> Worker<A> {
             let shared = shared.clone();
             async move {
                 shared.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-                handle(&shared, message).await;
+                // Boxed: the handler's future is large, and a task moves its future on spawn.
+                Box::pin(handle(&shared, message)).await;
                 shared.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
             }
         })
