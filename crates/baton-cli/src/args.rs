@@ -7,9 +7,11 @@ use clap::{Args, Parser, Subcommand};
 /// Baton: multi-agent systems as worker pools on NATS JetStream.
 ///
 /// Each agent type is a pool of `baton worker` processes pulling from its own
-/// subject. Agents hand tasks to each other with the full context; handoffs are
-/// acknowledged, retried, guarded against loops, and end in a terminal event or
-/// a dead letter. Requires nats-server >= 2.10 with JetStream enabled.
+/// subject. Agents hand tasks to each other with the full context, by name or by
+/// capability through the registry, or delegate child tasks and continue with
+/// their results; handoffs are acknowledged, retried, guarded against loops, and
+/// end in a terminal event or a dead letter. Agents come from Rust or from spec
+/// files (exec, LLM, human). Requires nats-server >= 2.10 with JetStream enabled.
 #[derive(Debug, Parser)]
 #[command(
     name = "baton",
@@ -55,7 +57,7 @@ pub struct NatsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the demo: a local nats-server, the router, the five demo agents and
+    /// Run the demo: a local nats-server, the registry, the router, the five demo agents and
     /// the demo tasks; print each session's path, reasons and answer.
     Dev(DevArgs),
     /// Run one worker of an agent type. Start it again (on any machine) to add replicas.
