@@ -678,3 +678,60 @@ async fn a_result_that_belongs_to_no_delegation_is_dead_lettered() -> anyhow::Re
     assert_eq!(events.last().unwrap().kind, EventType::Completed);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_answering_a_delegated_task_answers_the_parent() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .spec_worker(
+            "human_support",
+            &example("support/human_support.toml"),
+            &["--no-registry"],
+        )
+        .await?;
+    system
+        .relay("asker", "asker", &["--delegate", "human_support"])
+        .await?;
+    let task = Envelope::task("Is this refund fair?");
+    system
+        .client
+        .submit_to(&AgentName::new("asker")?, &task)
+        .await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let output = system.baton(&["inbox", "ls", "--json"]).output()?;
+        if let Some(line) = String::from_utf8(output.stdout)?.lines().next() {
+            let entry: serde_json::Value = serde_json::from_str(line)?;
+            break entry["id"].as_str().unwrap_or_default().to_owned();
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "nothing reached the inbox"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let output = system
+        .baton(&["inbox", "reply", &id, "Yes, it is fair."])
+        .output()?;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8(output.stdout)?.contains("answer sent to asker"));
+    let events = system
+        .session_events(task.session, Duration::from_secs(20))
+        .await?;
+    let done = events.last().unwrap();
+    assert_eq!(
+        done.agent.as_deref(),
+        Some("asker"),
+        "the root ends the session"
+    );
+    assert_eq!(
+        list(done.output.as_ref().unwrap(), "results"),
+        [Value::from("Yes, it is fair.")]
+    );
+    assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+    Ok(())
+}

@@ -198,17 +198,48 @@ impl Inbox {
         event.instance = Some(person.to_owned());
         event.envelope = Some(envelope.id);
         let mut outgoing = Vec::new();
-        match reply {
-            Reply::Complete => {
+        match (reply, envelope.parent.clone()) {
+            (Reply::Complete, Some(parent)) => {
+                // A delegated child: the answer goes back to the parent as its
+                // result (the parent's worker records it with a `result` event);
+                // only the root of a session ends it.
+                let to = AgentName::new(parent.agent.as_str()).map_err(|err| {
+                    InboxError::new(format!("the task's parent is not an agent type: {err}"))
+                })?;
+                event.kind = EventType::Result;
+                event.to = Some(to.to_string());
+                event.output = Some(Value::from(text));
+                next.v = PROTOCOL_VERSION;
+                next.id = derive_id_labelled(envelope.id, "reply", 1);
+                next.kind = Kind::Result;
+                next.from = Some(agent.clone());
+                next.to = Some(to.to_string());
+                next.reply_to = None;
+                next.status = Some(baton_proto::ResultStatus::Completed);
+                next.output = Some(Value::from(text));
+                next.created_at = now_ms();
+                outgoing.push((self.subjects.agent(&to), next.id, encode(&next)?));
+            }
+            (Reply::Complete, None) => {
                 event.output = Some(Value::from(text));
                 event.path = next.path;
+                outgoing.push((
+                    self.subjects.events(envelope.session),
+                    event.id,
+                    encode(&event)?,
+                ));
             }
-            Reply::Handoff(to) => {
+            (Reply::Handoff(to), _) => {
                 let reason = Reason::parse("human_handoff");
                 event.kind = EventType::Handoff;
                 event.to = Some(to.to_string());
                 event.reason = Some(reason.clone());
                 event.path.clone_from(&next.path);
+                outgoing.push((
+                    self.subjects.events(envelope.session),
+                    event.id,
+                    encode(&event)?,
+                ));
                 next.v = PROTOCOL_VERSION;
                 next.id = derive_id_labelled(envelope.id, "reply", 1);
                 next.kind = Kind::Handoff;
@@ -219,14 +250,6 @@ impl Inbox {
                 outgoing.push((self.subjects.agent(&to), next.id, encode(&next)?));
             }
         }
-        outgoing.insert(
-            0,
-            (
-                self.subjects.events(envelope.session),
-                event.id,
-                encode(&event)?,
-            ),
-        );
         for (subject, id, payload) in outgoing {
             let mut header = HeaderMap::new();
             header.insert(headers::MSG_ID, id.to_string().as_str());

@@ -148,9 +148,18 @@ pub async fn run(
                 })
                 .collect();
             let event = inbox.reply(&id, &text, reply, &person).await?;
-            match &event.to {
-                Some(to) => println!("session {} handed to {to}", event.session),
-                None => println!("session {} completed", event.session),
+            let to = event.to.as_deref().unwrap_or("?");
+            match event.kind {
+                baton_proto::EventType::Result => {
+                    println!(
+                        "answer sent to {to}, which delegated the task (session {})",
+                        event.session
+                    );
+                }
+                baton_proto::EventType::Handoff => {
+                    println!("session {} handed to {to}", event.session)
+                }
+                _ => println!("session {} completed", event.session),
             }
         }
     }
