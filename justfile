@@ -28,12 +28,12 @@ build:
 demo:
     cargo run -q -p baton-cli --bin baton -- dev
 
-# Build, then run all tests with cargo-nextest (extra arguments go to nextest), then the doc examples
+# Build, run the doc examples, then all tests with cargo-nextest (extra arguments go to nextest)
 test *ARGS:
     cargo nextest --version >/dev/null 2>&1 || cargo install cargo-nextest --locked
     cargo build --workspace
-    cargo nextest run --workspace --no-fail-fast "$@"
     cargo test --doc --workspace --quiet
+    cargo nextest run --workspace --no-fail-fast "$@"
 
 # Run the benchmark (arguments go to `baton bench`)
 bench *ARGS:
