@@ -231,6 +231,24 @@ impl Need {
         self.min_tier = Some(tier);
         self
     }
+
+    /// This need, escalated from an agent of tier `tier`: at least one tier higher.
+    #[must_use]
+    pub(crate) fn above(self, tier: u32) -> Self {
+        let min_tier = Some(self.min_tier.unwrap_or(0).max(tier + 1));
+        Self { min_tier, ..self }
+    }
+
+    /// The registry lookup for this need, leaving out the agent types in `exclude`.
+    pub(crate) fn lookup(self, exclude: Vec<String>) -> baton_proto::LookupRequest {
+        baton_proto::LookupRequest {
+            requires: self.requires,
+            domains: self.domains,
+            min_tier: self.min_tier,
+            exclude,
+            extra: baton_proto::Map::new(),
+        }
+    }
 }
 
 /// How much of the conversation a route passes on.

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use baton_proto::{
-    AgentName, Envelope, Event, EventType, Kind, LookupRequest, PROTOCOL_VERSION, Parent, Reason,
-    ResultStatus, Value, derive_id_labelled, now_ms,
+    AgentName, Envelope, Event, EventType, Kind, PROTOCOL_VERSION, Parent, Reason, ResultStatus,
+    Value, derive_id_labelled, now_ms,
 };
 use uuid::Uuid;
 
@@ -149,23 +149,14 @@ async fn resolve<A: Agent>(shared: &Shared<A>, target: &Target) -> Result<AgentN
                 .ok_or_else(|| "the worker has no fallback agent".to_owned());
         }
         Target::Capabilities(need) => need.clone(),
-        Target::Escalate(need) => crate::Need {
-            min_tier: Some(need.min_tier.unwrap_or(0).max(config.profile.tier + 1)),
-            ..need.clone()
-        },
+        Target::Escalate(need) => need.clone().above(config.profile.tier),
     };
     let Some(registry) = &shared.registry else {
         return Err(
             "capability targets need the registry, and this worker does not use it".to_owned(),
         );
     };
-    let request = LookupRequest {
-        requires: need.requires,
-        domains: need.domains,
-        min_tier: need.min_tier,
-        exclude: vec![config.agent.to_string()],
-        extra: baton_proto::Map::new(),
-    };
+    let request = need.lookup(vec![config.agent.to_string()]);
     best_candidate(registry, &request).await
 }
 

@@ -142,10 +142,7 @@ impl Planner<'_> {
             Ok(Outcome::Handoff {
                 target: Target::Escalate(need),
                 ..
-            }) => Need {
-                min_tier: Some(need.min_tier.unwrap_or(0).max(self.tier + 1)),
-                ..need.clone()
-            },
+            }) => need.clone().above(self.tier),
             Err(AgentError::Reject(_)) => Need::capabilities(envelope.requires.iter().cloned()),
             _ => return None,
         };
@@ -153,13 +150,7 @@ impl Planner<'_> {
         exclude.push(self.agent.to_string());
         exclude.sort();
         exclude.dedup();
-        Some(LookupRequest {
-            requires: need.requires,
-            domains: need.domains,
-            min_tier: need.min_tier,
-            exclude,
-            extra: baton_proto::Map::new(),
-        })
+        Some(need.lookup(exclude))
     }
 
     /// The plan for what the agent returned on delivery `attempt`, when no
@@ -221,7 +212,6 @@ impl Planner<'_> {
                     }
                     (Target::Capabilities(need), found) => {
                         let why = no_candidate(&need, found);
-                        let mut outputs = Outputs::new(envelope.id);
                         next.requires = need.requires;
                         // `no_match` when the fallback takes it; `no_route` when nobody can.
                         let reason = if self.usable_fallback(&next).is_some() {
@@ -229,32 +219,16 @@ impl Planner<'_> {
                         } else {
                             Reason::parse("no_route")
                         };
-                        self.escalate_or_fail(
-                            &mut outputs,
-                            envelope,
-                            next,
-                            reason,
-                            DeadLetterReason::NoRoute,
-                            &format!("{} handed off, but {why}", self.agent),
-                        );
-                        outputs.into_plan()
+                        let detail = format!("{} handed off, but {why}", self.agent);
+                        self.to_fallback(envelope, next, reason, &detail)
                     }
                     (Target::Escalate(_), Some(Ok(agent))) => {
                         let to = agent.as_str();
                         self.handoff(envelope, next, to, reason, EventType::Escalated, visits)
                     }
                     (Target::Escalate(_) | Target::Fallback, _) => {
-                        let mut outputs = Outputs::new(envelope.id);
                         let detail = format!("{} escalated: {reason}", self.agent);
-                        self.escalate_or_fail(
-                            &mut outputs,
-                            envelope,
-                            next,
-                            reason,
-                            DeadLetterReason::NoRoute,
-                            &detail,
-                        );
-                        outputs.into_plan()
+                        self.to_fallback(envelope, next, reason, &detail)
                     }
                 }
             }
@@ -470,6 +444,27 @@ impl Planner<'_> {
         plan.settle = Settle::Term;
         plan.failed = true;
         plan
+    }
+
+    /// The plan that sends `next` to the fallback agent, or fails the session
+    /// with `no_route` when there is none.
+    fn to_fallback(
+        &self,
+        envelope: &Envelope,
+        next: Envelope,
+        reason: Reason,
+        detail: &str,
+    ) -> Plan {
+        let mut outputs = Outputs::new(envelope.id);
+        self.escalate_or_fail(
+            &mut outputs,
+            envelope,
+            next,
+            reason,
+            DeadLetterReason::NoRoute,
+            detail,
+        );
+        outputs.into_plan()
     }
 
     /// Sends `next` to the fallback agent if one exists and has not had this
