@@ -14,11 +14,11 @@ use std::process::Stdio;
 
 use baton_proto::{ExecAction, ExecReply, Message, Reason, Role, Step, Value};
 use baton_worker::{
-    AgentError, ChildTask, ContextUpdate, DelegateMode, Need, Outcome, Results, Task,
+    AgentError, AgentName, ChildTask, ContextUpdate, DelegateMode, Need, Outcome, Results, Target,
+    Task,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use crate::routing::Decision;
 use crate::spec::ExecSpec;
 
 /// The exit code that asks for a retry.
@@ -60,7 +60,7 @@ impl ExecRunner {
     ///
     /// Retryable for exit code 75 or a signal; fatal for other exit codes, a
     /// program that cannot start, or a reply that is not an [`ExecReply`].
-    pub async fn run(&self, task: &Task) -> Result<Decision, AgentError> {
+    pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
         self.invoke(task, false).await
     }
 
@@ -71,7 +71,7 @@ impl ExecRunner {
     /// # Errors
     ///
     /// As for [`ExecRunner::run`].
-    pub async fn resume(&self, task: &Task, results: &Results) -> Result<Decision, AgentError> {
+    pub async fn resume(&self, task: &Task, results: &Results) -> Result<Outcome, AgentError> {
         let mut task = task.clone();
         let text = |s: Option<&String>| s.map_or(Value::Nil, |s| Value::from(s.as_str()));
         let listed = results
@@ -95,7 +95,7 @@ impl ExecRunner {
         self.invoke(&task, true).await
     }
 
-    async fn invoke(&self, task: &Task, resume: bool) -> Result<Decision, AgentError> {
+    async fn invoke(&self, task: &Task, resume: bool) -> Result<Outcome, AgentError> {
         let envelope = &task.envelope;
         let input = serde_json::to_vec(envelope).map_err(|err| {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
@@ -201,8 +201,9 @@ fn json_to_value(json: serde_json::Value) -> Value {
     rmpv::ext::to_value(json).unwrap_or(Value::Nil)
 }
 
-/// An [`ExecReply`] as a routing decision.
-pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentError> {
+/// An [`ExecReply`] as an outcome: no `action` answers and leaves the next
+/// step to the routing rules.
+pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentError> {
     let mut update = ContextUpdate::default();
     if let Some(text) = &reply.say {
         update
@@ -245,22 +246,34 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentE
         domains: reply.domains.clone(),
         min_tier: reply.min_tier,
     };
-    let mut outcome = match reply.action {
-        None => return Ok(Decision::Answer { output, update }),
-        Some(ExecAction::Handoff) => match (&reply.to, reply.requires.is_empty()) {
-            (Some(to), true) => Outcome::handoff(to.clone(), reason(Reason::OutOfScope)),
-            (None, false) => Outcome::handoff_to(need(), reason(Reason::OutOfScope)),
-            _ => {
-                return Err(AgentError::fatal(
-                    "action \"handoff\" needs exactly one of `to` and `requires`",
-                ));
+    let name = |to: &str| {
+        AgentName::new(to).map_err(|err| {
+            AgentError::fatal(format!("the program's reply names no agent type: {err}"))
+        })
+    };
+    let mut outcome: Outcome = match reply.action {
+        None => Outcome::answer(output).into(),
+        Some(ExecAction::Handoff) => {
+            let target: Target = match (&reply.to, reply.requires.is_empty()) {
+                (Some(to), true) => name(to)?.into(),
+                (None, false) => need().into(),
+                _ => {
+                    return Err(AgentError::fatal(
+                        "action \"handoff\" needs exactly one of `to` and `requires`",
+                    ));
+                }
+            };
+            let handoff = Outcome::handoff(target, reason(Reason::OutOfScope));
+            match reply.suggested_next_action {
+                Some(advice) => handoff.next_action(advice).into(),
+                None => handoff.into(),
             }
-        },
-        Some(ExecAction::Terminate) => Outcome::complete(output),
-        Some(ExecAction::Escalate) => {
-            Outcome::escalate_to(need(), reason(Reason::ComplexityExceeded))
         }
-        Some(ExecAction::Fallback) => Outcome::fallback(reason(Reason::ComplexityExceeded)),
+        Some(ExecAction::Terminate) => Outcome::complete(output).into(),
+        Some(ExecAction::Escalate) => {
+            Outcome::escalate_to(need(), reason(Reason::ComplexityExceeded)).into()
+        }
+        Some(ExecAction::Fallback) => Outcome::fallback(reason(Reason::ComplexityExceeded)).into(),
         Some(ExecAction::Reject) => {
             return Err(AgentError::reject(
                 reply.error.unwrap_or_else(|| "declined".to_owned()),
@@ -280,20 +293,18 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentE
             };
             let mut children = Vec::with_capacity(reply.children.len());
             for child in &reply.children {
-                children.push(match (&child.to, child.requires.is_empty()) {
-                    (Some(to), true) => ChildTask::new(to.clone(), child.input.clone()),
-                    (None, false) => ChildTask::for_need(
-                        Need::capabilities(child.requires.clone()),
-                        child.input.clone(),
-                    ),
+                let target: Target = match (&child.to, child.requires.is_empty()) {
+                    (Some(to), true) => name(to)?.into(),
+                    (None, false) => Need::capabilities(child.requires.clone()).into(),
                     _ => {
                         return Err(AgentError::fatal(
                             "each of `children` needs exactly one of `to` and `requires`",
                         ));
                     }
-                });
+                };
+                children.push(ChildTask::new(target, child.input.clone()));
             }
-            Outcome::delegate(children, mode)
+            Outcome::delegate(children, mode).into()
         }
         Some(ExecAction::Fail) => {
             let detail = reply.error.unwrap_or_else(|| "the agent failed".to_owned());
@@ -305,16 +316,12 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Decision, AgentE
         }
     };
     *outcome.update_mut() = update;
-    if let Some(advice) = reply.suggested_next_action {
-        outcome = outcome.next_action(advice);
-    }
-    Ok(Decision::Decided(outcome))
+    Ok(outcome)
 }
 
 #[cfg(test)]
 mod tests {
-    use baton_proto::AgentName;
-    use baton_worker::Target;
+    use baton_worker::{Answer, Handoff};
 
     use super::*;
 
@@ -340,7 +347,7 @@ mod tests {
             &task(),
         )
         .unwrap();
-        let Decision::Answer { output, update } = decision else {
+        let Outcome::Answer(Answer { output, update, .. }) = decision else {
             panic!("{decision:?}")
         };
         assert_eq!(output.as_map().unwrap()[0].0.as_str(), Some("plan"));
@@ -350,18 +357,18 @@ mod tests {
 
     #[test]
     fn actions_map_to_outcomes_and_errors() {
-        let Decision::Decided(Outcome::Handoff { target, reason, suggested_next_action, .. }) = decision(
+        let Outcome::Handoff(Handoff { target, reason, suggested_next_action, .. }) = decision(
             reply(r#"{"action": "handoff", "to": "executor", "reason": "tool_failure", "suggested_next_action": "run it"}"#),
             &task(),
         )
         .unwrap() else {
             panic!()
         };
-        assert_eq!(target, Target::Agent("executor".into()));
+        assert_eq!(target, Target::Agent(AgentName::new("executor").unwrap()));
         assert_eq!(reason, Reason::ToolFailure);
         assert_eq!(suggested_next_action.as_deref(), Some("run it"));
 
-        let Decision::Decided(Outcome::Handoff { target, .. }) = decision(
+        let Outcome::Handoff(Handoff { target, .. }) = decision(
             reply(r#"{"action": "handoff", "requires": ["refunds"]}"#),
             &task(),
         )
@@ -379,7 +386,7 @@ mod tests {
                 &task()
             )
             .unwrap(),
-            Decision::Decided(Outcome::Complete { .. })
+            Outcome::Complete(_)
         ));
         assert_eq!(
             decision(
@@ -404,6 +411,10 @@ mod tests {
         assert!(matches!(
             decision(reply(r#"{"action": "handoff"}"#), &task()).unwrap_err(),
             AgentError::Fatal(detail) if detail.contains("exactly one of `to` and `requires`")
+        ));
+        assert!(matches!(
+            decision(reply(r#"{"action": "handoff", "to": "Not.Valid"}"#), &task()).unwrap_err(),
+            AgentError::Fatal(detail) if detail.contains("Not.Valid")
         ));
     }
 

@@ -230,7 +230,7 @@ impl Inbox {
                 ));
             }
             (Reply::Handoff(to), _) => {
-                let reason = Reason::parse("human_handoff");
+                let reason = Reason::HumanHandoff;
                 event.kind = EventType::Handoff;
                 event.to = Some(to.to_string());
                 event.reason = Some(reason.clone());
@@ -305,6 +305,6 @@ impl HumanRunner {
             .await
             .map_err(|err| AgentError::retryable(err.to_string()))?;
         tracing::info!(session = %task.envelope.session, id = %task.envelope.id, "waiting for a person: baton inbox reply {} TEXT", task.envelope.id);
-        Ok(Outcome::wait())
+        Ok(Outcome::wait().into())
     }
 }

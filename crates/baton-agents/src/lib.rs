@@ -14,33 +14,46 @@
 //! The parts:
 //!
 //! - [`spec`]: [`load`], [`check`], [`AgentSpec`] and its errors with file and line;
-//! - [`Routing`]: the routing rules in their fixed priority (function-driven,
-//!   context conditions, LLM conditions, after-work, complete);
-//! - [`SpecAgent`]: a spec as a [`baton_worker::Agent`].
-#![warn(missing_docs)]
+//! - [`SpecAgent`]: a spec as a [`baton_worker::Agent`]. Its routing rules
+//!   ([`baton_worker::Routing`]) are applied by the runtime, exactly as for
+//!   a Rust agent.
 
 mod exec;
 mod human;
 mod llm;
-mod routing;
 pub mod spec;
 
 use std::time::Duration;
 
-use baton_proto::Subjects;
-use baton_worker::{Agent, AgentError, Outcome, Recover, Results, RetryPolicy, Task, WorkerConfig};
+use baton_proto::{AgentName, Subjects};
+use baton_worker::{
+    Agent, AgentError, Outcome, Recover, Results, RetryPolicy, Routing, Task, WorkerConfig,
+};
 
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::{HumanRunner, Inbox, InboxEntry, InboxError, Reply};
 pub use llm::LlmRunner;
-pub use routing::{Condition, Decision, Dest, LlmCondition, Route, Routing};
 pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, SpecError, SpecErrors, check, load};
+
+/// Why a spec agent cannot start; the message names the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(String);
+
+impl StartError {
+    fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
 
 enum Runner {
     Exec(ExecRunner),
     Llm(LlmRunner),
     Human(Box<HumanRunner>),
-    Chain(spec::ChainSpec),
+    Chain {
+        steps: Vec<AgentName>,
+        recover: Option<Recover>,
+    },
 }
 
 /// An agent type defined by a spec.
@@ -61,15 +74,27 @@ impl SpecAgent {
         spec: AgentSpec,
         client: &async_nats::Client,
         subjects: &Subjects,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let runner = match &spec.kind {
             Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
             Kind::Llm(llm) => Runner::Llm(LlmRunner::new(llm, &spec.routing, &spec.delegates)?),
-            Kind::Chain(chain) => Runner::Chain(chain.clone()),
+            Kind::Chain(chain) => {
+                let name = |agent: &String| {
+                    AgentName::new(agent.as_str())
+                        .map_err(|err| StartError::new(format!("[chain]: {err}")))
+                };
+                let steps = chain.steps.iter().map(name).collect::<Result<_, _>>()?;
+                let recover = match (&chain.recover, &chain.recover_value) {
+                    (Some(agent), _) => Some(Recover::Agent(name(agent)?)),
+                    (None, Some(value)) => Some(Recover::Value(value.as_str().into())),
+                    (None, None) => None,
+                };
+                Runner::Chain { steps, recover }
+            }
             Kind::Human(_) => Runner::Human(Box::new(HumanRunner::new(
                 Inbox::open(client.clone(), subjects.clone())
                     .await
-                    .map_err(|err| err.to_string())?,
+                    .map_err(|err| StartError::new(err.to_string()))?,
             ))),
         };
         Ok(Self { spec, runner })
@@ -95,32 +120,32 @@ impl SpecAgent {
 
 impl Agent for SpecAgent {
     async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
-        let decision = match &self.runner {
-            Runner::Exec(exec) => exec.run(&task).await?,
-            Runner::Llm(llm) => llm.run(&task).await?,
-            Runner::Human(human) => return human.run(&task).await,
-            Runner::Chain(chain) => {
-                let outcome = Outcome::chain(chain.steps.clone(), task.last_user_message());
-                return Ok(match (&chain.recover, &chain.recover_value) {
-                    (Some(agent), _) => outcome.recover(Recover::Agent(agent.clone())),
-                    (None, Some(value)) => outcome.recover(Recover::Value(value.as_str().into())),
-                    (None, None) => outcome,
-                });
+        match &self.runner {
+            Runner::Exec(exec) => exec.run(&task).await,
+            Runner::Llm(llm) => llm.run(&task).await,
+            Runner::Human(human) => human.run(&task).await,
+            Runner::Chain { steps, recover } => {
+                let chain = Outcome::chain(steps.iter().cloned(), task.last_user_message());
+                Ok(match recover {
+                    Some(recover) => chain.recover(recover.clone()).into(),
+                    None => chain.into(),
+                })
             }
-        };
-        Ok(self.spec.routing.decide(&task.envelope, decision))
+        }
     }
 
     async fn resume(&self, task: Task, results: Results) -> Result<Outcome, AgentError> {
-        let decision = match &self.runner {
-            Runner::Exec(exec) => exec.resume(&task, &results).await?,
-            Runner::Llm(llm) => llm.resume(&task, &results).await?,
-            Runner::Human(_) | Runner::Chain(_) => Decision::Answer {
-                output: results.outputs(),
-                update: baton_worker::ContextUpdate::default(),
-            },
-        };
-        Ok(self.spec.routing.decide(&task.envelope, decision))
+        match &self.runner {
+            Runner::Exec(exec) => exec.resume(&task, &results).await,
+            Runner::Llm(llm) => llm.resume(&task, &results).await,
+            Runner::Human(_) | Runner::Chain { .. } => {
+                Ok(Outcome::answer(results.outputs()).into())
+            }
+        }
+    }
+
+    fn routing(&self) -> Option<&Routing> {
+        Some(&self.spec.routing)
     }
 
     fn retry_policy(&self) -> RetryPolicy {

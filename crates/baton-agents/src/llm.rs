@@ -10,10 +10,13 @@
 use std::time::Duration;
 
 use baton_proto::{Message, Reason, Role, Value};
-use baton_worker::{AgentError, ChildTask, ContextUpdate, DelegateMode, Outcome, Results, Task};
+use baton_worker::{
+    AgentError, ChildTask, ContextUpdate, DelegateMode, Outcome, Results, Route, Routing, Target,
+    Task,
+};
 use serde_json::{Value as Json, json};
 
-use crate::routing::{Decision, Dest, Route, Routing};
+use crate::StartError;
 use crate::spec::{DelegateSpec, LlmSpec};
 
 /// One tool offered to the model.
@@ -55,17 +58,19 @@ impl LlmRunner {
         settings: &LlmSpec,
         routing: &Routing,
         delegates: &[DelegateSpec],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let api_key = match &settings.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
-                format!("[llm] api_key_env names {var}, which is not set: export {var}=<your key>")
+                StartError::new(format!(
+                    "[llm] api_key_env names {var}, which is not set: export {var}=<your key>"
+                ))
             })?),
             None => None,
         };
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
-            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+            .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
         let describe =
             |route: &Route, fallback: String| route.description.clone().unwrap_or(fallback);
         let mut tools: Vec<Tool> = routing
@@ -73,10 +78,13 @@ impl LlmRunner {
             .iter()
             .enumerate()
             .map(|(index, route)| Tool {
-                name: format!("transfer_to_{}", route.dest.label()),
+                name: format!("transfer_to_{}", route.label()),
                 description: describe(
                     route,
-                    format!("Hand the conversation to {}.", target_text(&route.dest)),
+                    format!(
+                        "Hand the conversation to {}.",
+                        target_text(route.target.as_ref())
+                    ),
                 ),
                 source: ToolSource::Handoff(index),
             })
@@ -87,17 +95,17 @@ impl LlmRunner {
                 .iter()
                 .enumerate()
                 .map(|(index, condition)| Tool {
-                    name: format!("transfer_to_{}", condition.route.dest.label()),
+                    name: format!("transfer_to_{}", condition.route.label()),
                     description: condition.condition.clone(),
                     source: ToolSource::Condition(index),
                 }),
         );
         tools.extend(delegates.iter().enumerate().map(|(index, delegate)| Tool {
-            name: format!("agent_run_{}", delegate.dest.label()),
+            name: format!("agent_run_{}", delegate.target.label()),
             description: delegate.description.clone().unwrap_or_else(|| {
                 format!(
                     "Ask {} to do a task and get its answer.",
-                    target_text(&delegate.dest)
+                    target_text(Some(&delegate.target))
                 )
             }),
             source: ToolSource::Delegate(index),
@@ -119,7 +127,7 @@ impl LlmRunner {
     /// Retryable for timeouts, connection errors, 429 and 5xx (honouring
     /// `Retry-After`); fatal for other HTTP errors and for a second invalid
     /// tool call in a row.
-    pub async fn run(&self, task: &Task) -> Result<Decision, AgentError> {
+    pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
         self.converse(self.conversation(task)).await
     }
 
@@ -129,7 +137,7 @@ impl LlmRunner {
     /// # Errors
     ///
     /// As for [`LlmRunner::run`].
-    pub async fn resume(&self, task: &Task, results: &Results) -> Result<Decision, AgentError> {
+    pub async fn resume(&self, task: &Task, results: &Results) -> Result<Outcome, AgentError> {
         let mut messages = self.conversation(task);
         for result in &results.results {
             let content = if result.completed() {
@@ -146,7 +154,7 @@ impl LlmRunner {
                 "content": content,
             }));
         }
-        let mut decision = self.converse(messages.clone()).await?;
+        let mut outcome = self.converse(messages.clone()).await?;
         // Keep the tool results in the session's conversation.
         let recorded: Vec<Message> = results
             .results
@@ -159,19 +167,11 @@ impl LlmRunner {
                 message
             })
             .collect();
-        match &mut decision {
-            Decision::Decided(outcome) => {
-                let update = outcome.update_mut();
-                update.messages.splice(0..0, recorded);
-            }
-            Decision::Answer { update, .. } | Decision::Judged { update, .. } => {
-                update.messages.splice(0..0, recorded);
-            }
-        }
-        Ok(decision)
+        outcome.update_mut().messages.splice(0..0, recorded);
+        Ok(outcome)
     }
 
-    async fn converse(&self, mut messages: Vec<Json>) -> Result<Decision, AgentError> {
+    async fn converse(&self, mut messages: Vec<Json>) -> Result<Outcome, AgentError> {
         let mut update = ContextUpdate::default();
         let mut corrected = false;
         loop {
@@ -188,19 +188,15 @@ impl LlmRunner {
                         .messages
                         .push(Message::new(Role::Agent, content.clone()));
                 }
-                return Ok(Decision::Answer {
-                    output: Value::from(content),
-                    update,
-                });
+                return Ok(Outcome::answer(content).with_update(update).into());
             };
             if let Some(children) = self.delegations(&calls) {
                 // Every call asks a delegate: one parallel delegation, one child per call.
                 let mut asked = Message::new(Role::Agent, content.clone());
                 asked.tool_calls = Some(rmpv::ext::to_value(json!(calls)).unwrap_or(Value::Nil));
                 update.messages.push(asked);
-                let mut outcome = Outcome::delegate(children, DelegateMode::Parallel);
-                *outcome.update_mut() = update;
-                return Ok(Decision::Decided(outcome));
+                let delegation = Outcome::delegate(children, DelegateMode::Parallel);
+                return Ok(delegation.with_update(update).into());
             }
             let name = call["function"]["name"].as_str().unwrap_or_default();
             let id = call["id"].as_str().unwrap_or("call").to_owned();
@@ -212,10 +208,17 @@ impl LlmRunner {
             });
             let tool = self.tools.iter().find(|tool| tool.name == name);
             let (tool, arguments) = match (tool, parsed) {
-                (Some(tool), Ok(arguments)) if arguments.is_object() => (tool, arguments),
+                (Some(tool), Ok(arguments))
+                    if arguments.is_object() && !matches!(tool.source, ToolSource::Delegate(_)) =>
+                {
+                    (tool, arguments)
+                }
                 (tool, parsed) => {
                     let problem = match (tool, parsed) {
                         (None, _) => format!("there is no tool {name:?}"),
+                        (Some(tool), _) if matches!(tool.source, ToolSource::Delegate(_)) => {
+                            "agent_run_ calls need a `task` string, and go without transfer_to_ calls in the same turn".to_owned()
+                        }
                         (Some(_), Err(err)) => format!("the arguments are not JSON: {err}"),
                         (Some(_), Ok(_)) => "the arguments are not a JSON object".to_owned(),
                     };
@@ -246,26 +249,20 @@ impl LlmRunner {
             update.messages.push(result);
             let reason = arguments["reason"]
                 .as_str()
-                .map_or(Reason::parse("llm_handoff"), Reason::parse);
-            return Ok(match tool.source {
-                ToolSource::Delegate(_) => unreachable!("delegate calls are handled above"),
+                .map_or(Reason::LlmHandoff, Reason::parse);
+            return match tool.source {
                 ToolSource::Handoff(index) => {
-                    let route = &self.handoffs[index];
-                    let mut outcome = match &route.dest {
-                        Dest::Agent(agent) => Outcome::handoff(agent.clone(), reason),
-                        Dest::Capabilities(need) => Outcome::handoff_to(need.clone(), reason),
-                        Dest::Fallback => Outcome::fallback(reason),
-                        Dest::Terminate => Outcome::complete(Value::from(content)),
-                    };
-                    *outcome.update_mut() = update;
-                    Decision::Decided(outcome)
+                    Ok(self.handoffs[index].take(reason, Value::from(content), update))
                 }
-                ToolSource::Condition(index) => Decision::Judged {
-                    index,
-                    output: Value::from(content),
-                    update,
-                },
-            });
+                ToolSource::Condition(index) => Ok(Outcome::answer(content)
+                    .with_update(update)
+                    .judged(index)
+                    .into()),
+                // Refused with the invalid calls above; never taken as a handoff.
+                ToolSource::Delegate(_) => Err(AgentError::fatal(format!(
+                    "the model's call of {name} cannot be a handoff"
+                ))),
+            };
         }
     }
 
@@ -283,10 +280,7 @@ impl LlmRunner {
                     serde_json::from_str(call["function"]["arguments"].as_str()?).ok()?;
                 let input = arguments["task"].as_str()?.to_owned();
                 let id = call["id"].as_str().unwrap_or_default();
-                let child = match &self.delegates[index].dest {
-                    Dest::Capabilities(need) => ChildTask::for_need(need.clone(), input),
-                    other => ChildTask::new(other.label(), input),
-                };
+                let child = ChildTask::new(self.delegates[index].target.clone(), input);
                 Some(child.tag(id))
             })
             .collect()
@@ -403,11 +397,14 @@ impl LlmRunner {
     }
 }
 
-fn target_text(dest: &Dest) -> String {
-    match dest {
-        Dest::Agent(agent) => format!("the {agent} agent"),
-        Dest::Capabilities(need) => format!("an agent that can {}", need.requires.join(", ")),
-        Dest::Fallback => "a person".to_owned(),
-        Dest::Terminate => "nobody: the conversation ends".to_owned(),
+fn target_text(target: Option<&Target>) -> String {
+    match target {
+        Some(Target::Agent(agent)) => format!("the {agent} agent"),
+        Some(Target::Capabilities(need)) => {
+            format!("an agent that can {}", need.requires.join(", "))
+        }
+        Some(Target::Escalate(_)) => "an agent of a higher tier".to_owned(),
+        Some(Target::Fallback | _) => "a person".to_owned(),
+        None => "nobody: the conversation ends".to_owned(),
     }
 }

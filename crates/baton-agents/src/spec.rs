@@ -7,10 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use baton_proto::AgentName;
-use baton_worker::{Profile, RetryPolicy};
+use baton_worker::{Profile, RetryPolicy, Routing, Target};
 use serde::Deserialize;
-
-use crate::routing::{Dest, Routing};
 
 /// One problem in a spec file, with where it is and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +121,7 @@ pub struct ChainSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelegateSpec {
     /// Who: an agent type or a capability set.
-    pub dest: Dest,
+    pub target: Target,
     /// What it is good for (the tool's description).
     pub description: Option<String>,
 }
@@ -276,15 +274,18 @@ pub fn check(paths: &[PathBuf]) -> CheckReport {
                 .collect(),
             _ => Vec::new(),
         };
-        let named = spec
+        let targets = spec
             .routing
-            .named_agents()
-            .chain(spec.fallback.as_ref().map(AgentName::as_str))
-            .chain(chain_steps)
-            .chain(spec.delegates.iter().filter_map(|d| match &d.dest {
-                Dest::Agent(agent) => Some(agent.as_str()),
+            .routes()
+            .filter_map(|route| route.target.as_ref())
+            .chain(spec.delegates.iter().map(|d| &d.target));
+        let named = targets
+            .filter_map(|target| match target {
+                Target::Agent(agent) => Some(agent.as_str()),
                 _ => None,
-            }));
+            })
+            .chain(spec.fallback.as_ref().map(AgentName::as_str))
+            .chain(chain_steps);
         for agent in named.collect::<BTreeSet<_>>() {
             if !defined.contains(agent) {
                 report.warnings.push(format!(

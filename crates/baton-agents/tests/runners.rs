@@ -4,10 +4,16 @@
 use std::path::Path;
 use std::time::Duration;
 
-use baton_agents::{Decision, Dest, ExecRunner, LlmCondition, LlmRunner, Route, Routing};
+use baton_agents::{ExecRunner, LlmRunner};
 use baton_proto::{AgentName, Envelope, Message, Reason, Role, Value};
 use baton_testkit::{FakeLlm, Scripted};
-use baton_worker::{AgentError, Outcome, RouteOptions, Target, Task};
+use baton_worker::{
+    AgentError, Answer, Handoff, LlmCondition, Outcome, Route, Routing, Target, Task,
+};
+
+fn name(agent: &str) -> AgentName {
+    AgentName::new(agent).unwrap()
+}
 
 fn task(text: &str) -> Task {
     Task {
@@ -40,7 +46,7 @@ json.dump({"output": envelope["context"]["initial_query"].upper(),
 "#,
     );
     let task = task("hello");
-    let Decision::Answer { output, update } = runner.run(&task).await.unwrap() else {
+    let Outcome::Answer(Answer { output, update, .. }) = runner.run(&task).await.unwrap() else {
         panic!("not an answer")
     };
     assert_eq!(output, Value::from("HELLO"));
@@ -114,17 +120,12 @@ async fn a_timeout_kills_the_process() {
 fn routing() -> Routing {
     Routing {
         handoffs: vec![Route {
-            dest: Dest::Agent("refund".into()),
-            options: RouteOptions::default(),
             description: Some("Refunds.".into()),
+            ..Route::to(name("refund"))
         }],
         llm_conditions: vec![LlmCondition {
             condition: "The customer asks for a person.".into(),
-            route: Route {
-                dest: Dest::Agent("human".into()),
-                options: RouteOptions::default(),
-                description: None,
-            },
+            route: Route::to(name("human")),
         }],
         ..Routing::default()
     }
@@ -146,7 +147,12 @@ async fn a_plain_answer_is_left_to_the_rules_and_the_conversation_is_sent() {
         .context
         .messages
         .push(Message::new(Role::Agent, "Let me check.").with_name("triage"));
-    let Decision::Answer { output, update } = llm(server.url()).run(&task).await.unwrap() else {
+    let Outcome::Answer(Answer {
+        output,
+        update,
+        judged: None,
+    }) = llm(server.url()).run(&task).await.unwrap()
+    else {
         panic!("not an answer")
     };
     assert_eq!(output, Value::from("We are open 9-17."));
@@ -171,7 +177,7 @@ async fn tool_calls_are_handoffs_or_judged_conditions_and_are_recorded() {
     ])
     .unwrap();
     let runner = llm(server.url());
-    let Decision::Decided(Outcome::Handoff {
+    let Outcome::Handoff(Handoff {
         target,
         reason,
         update,
@@ -180,24 +186,25 @@ async fn tool_calls_are_handoffs_or_judged_conditions_and_are_recorded() {
     else {
         panic!("not a handoff")
     };
-    assert_eq!(target, Target::Agent("refund".into()));
-    assert_eq!(reason, Reason::parse("llm_handoff"));
+    assert_eq!(target, Target::Agent(name("refund")));
+    assert_eq!(reason, Reason::LlmHandoff);
     assert_eq!(update.messages.len(), 2);
     assert!(update.messages[0].tool_calls.is_some());
     assert_eq!(update.messages[1].role, Role::Tool);
     assert_eq!(update.messages[1].tool_call_id.as_deref(), Some("call_0"));
 
-    let decision = runner.run(&task("a person please")).await.unwrap();
+    // A condition's tool is a judgement the runtime's rules route (index 0: to human).
+    let outcome = runner.run(&task("a person please")).await.unwrap();
     assert!(
-        matches!(decision, Decision::Judged { index: 0, .. }),
-        "{decision:?}"
+        matches!(
+            outcome,
+            Outcome::Answer(Answer {
+                judged: Some(0),
+                ..
+            })
+        ),
+        "{outcome:?}"
     );
-    // And the routing rules turn the judgement into the condition's route.
-    let outcome = routing().decide(&Envelope::task("x"), decision);
-    assert!(matches!(
-        outcome,
-        Outcome::Handoff { target: Target::Agent(ref a), ref reason, .. } if a == "human" && reason.as_str() == "llm_condition"
-    ));
 }
 
 #[tokio::test]
@@ -207,11 +214,8 @@ async fn an_invalid_tool_call_is_reported_back_once_then_fails() {
         Scripted::tool_calls(&[("transfer_to_refund", "{}")]),
     ])
     .unwrap();
-    let decision = llm(server.url()).run(&task("x")).await.unwrap();
-    assert!(matches!(
-        decision,
-        Decision::Decided(Outcome::Handoff { .. })
-    ));
+    let outcome = llm(server.url()).run(&task("x")).await.unwrap();
+    assert!(matches!(outcome, Outcome::Handoff(_)));
     let second = &server.requests()[1].body["messages"];
     let tool_reply = &second[second.as_array().unwrap().len() - 1];
     assert_eq!(tool_reply["role"], "tool");
@@ -268,5 +272,8 @@ fn an_unset_api_key_variable_is_a_clear_error() {
     let spec: baton_agents::spec::LlmSpec =
         toml::from_str("model = \"m\"\napi_key_env = \"BATON_SURELY_UNSET_KEY\"\n").unwrap();
     let err = LlmRunner::new(&spec, &Routing::default(), &[]).unwrap_err();
-    assert!(err.contains("export BATON_SURELY_UNSET_KEY="), "{err}");
+    assert!(
+        err.to_string().contains("export BATON_SURELY_UNSET_KEY="),
+        "{err}"
+    );
 }

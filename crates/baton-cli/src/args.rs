@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use baton_proto::AgentName;
 use clap::{Args, Parser, Subcommand};
 
 /// Baton: multi-agent systems as worker pools on NATS JetStream.
@@ -83,9 +84,9 @@ pub enum Command {
     #[command(subcommand)]
     Inbox(InboxCommand),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
-    Bench(crate::bench::BenchArgs),
+    Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
-    BenchRegistry(crate::bench_registry::BenchRegistryArgs),
+    BenchRegistry(baton_devtools::bench_registry::BenchRegistryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -211,8 +212,8 @@ pub struct WorkerRegistryArgs {
 #[command(next_help_heading = "Relay options (with --relay)")]
 pub struct RelayArgs {
     /// Hand off to this agent type; without it the relay completes the session.
-    #[arg(long)]
-    pub next: Option<String>,
+    #[arg(long, value_name = "AGENT")]
+    pub next: Option<AgentName>,
 
     /// Hand off to the registry's best agent with these capabilities (comma-separated).
     #[arg(
@@ -250,15 +251,15 @@ pub struct RelayArgs {
     /// Delegate to these agent types (comma-separated, repeats allowed) and
     /// complete with their results.
     #[arg(long, value_delimiter = ',', value_name = "AGENT,...", conflicts_with_all = ["next", "next_requires"])]
-    pub delegate: Option<Vec<String>>,
+    pub delegate: Option<Vec<AgentName>>,
 
     /// How the delegation runs.
     #[arg(long, default_value = "parallel", value_parser = ["serial", "parallel", "async", "chain"])]
     pub delegate_mode: String,
 
     /// For a chain: run this agent type on a failed step instead of stopping.
-    #[arg(long, conflicts_with = "recover_value")]
-    pub recover: Option<String>,
+    #[arg(long, value_name = "AGENT", conflicts_with = "recover_value")]
+    pub recover: Option<AgentName>,
 
     /// For a chain: use this text as a failed step's output instead of stopping.
     #[arg(long)]

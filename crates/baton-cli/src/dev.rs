@@ -9,31 +9,22 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{DevArgs, NatsArgs};
-use crate::demo::{self, Demo};
 use crate::serve::Configured;
+use baton_devtools::demo::{self, Demo};
 
 pub async fn run(
     nats: &NatsArgs,
     subjects: Subjects,
     args: DevArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    // Start a private server unless the user points at one.
-    let server = match &nats.nats_url {
-        Some(_) => None,
-        None => {
-            let server = tokio::task::spawn_blocking(baton_testkit::NatsServer::start)
-                .await
-                .context("server start-up task failed")??;
-            println!(
-                "nats-server started at {} (store {})",
-                server.url(),
-                server.store_dir().display()
-            );
-            Some(server)
-        }
-    };
-    let url = server.as_ref().map(|s| s.url().to_owned());
-    let client = crate::connect(nats, url.as_deref(), "baton dev").await?;
+    let (client, server) = crate::connect_or_start(nats, "baton dev").await?;
+    if let Some(server) = &server {
+        println!(
+            "nats-server started at {} (store {})",
+            server.url(),
+            server.store_dir().display()
+        );
+    }
 
     let stop = CancellationToken::new();
     let mut services = tokio::task::JoinSet::new();
@@ -132,7 +123,9 @@ pub async fn run(
         println!();
         println!(
             "serving until Ctrl-C; in another shell: baton --nats-url {} send --wait \"Where is my order ABC-123?\"",
-            url.as_deref()
+            server
+                .as_ref()
+                .map(|server| server.url())
                 .or(nats.nats_url.as_deref())
                 .unwrap_or("nats://127.0.0.1:4222")
         );

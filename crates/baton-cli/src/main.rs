@@ -2,13 +2,9 @@
 #![allow(unreachable_pub)] // a binary: `pub` marks what modules share, nothing is exported
 
 mod args;
-mod bench;
-mod bench_registry;
-mod demo;
 mod dev;
 mod dlq;
 mod inbox;
-mod relay;
 mod serve;
 mod session;
 mod telemetry;
@@ -66,8 +62,20 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
         Command::Check(args) => Ok(inbox::check(&args)),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
-        Command::Bench(args) => bench::run(&cli.nats, args).await,
-        Command::BenchRegistry(args) => bench_registry::run(&cli.nats, args).await,
+        Command::Bench(args) => {
+            let (client, server) = connect_or_start(&cli.nats, "baton bench").await?;
+            let url = server.as_ref().map_or_else(
+                || cli.nats.nats_url.clone().unwrap_or_default(),
+                |server| server.url().to_owned(),
+            );
+            baton_devtools::bench::run(client, &url, args).await?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::BenchRegistry(args) => {
+            let (client, _server) = connect_or_start(&cli.nats, "baton bench-registry").await?;
+            baton_devtools::bench_registry::run(client, args).await?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -103,6 +111,25 @@ pub(crate) async fn connect(
     options.connect(&url).await.with_context(|| {
         format!("cannot connect to NATS at {url}: start a server (`./just demo` runs one) or point NATS_URL / --nats-url at yours")
     })
+}
+
+/// Connects to the server the user named, or starts a private local one
+/// (kept running while the returned handle lives) when none is named.
+pub(crate) async fn connect_or_start(
+    nats: &NatsArgs,
+    name: &str,
+) -> anyhow::Result<(async_nats::Client, Option<baton_nats_server::NatsServer>)> {
+    let server = match &nats.nats_url {
+        Some(_) => None,
+        None => Some(
+            tokio::task::spawn_blocking(baton_nats_server::NatsServer::start)
+                .await
+                .context("server start-up task failed")??,
+        ),
+    };
+    let url = server.as_ref().map(|s| s.url().to_owned());
+    let client = connect(nats, url.as_deref(), name).await?;
+    Ok((client, server))
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

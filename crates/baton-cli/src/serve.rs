@@ -7,8 +7,8 @@ use baton_proto::{AgentName, Subjects};
 use baton_worker::{RetryPolicy, Router, RouterConfig, Worker, WorkerConfig};
 
 use crate::args::{AgentsArgs, NatsArgs, RegistryArgs, RouterArgs, WorkerArgs};
-use crate::demo::{self, Demo};
-use crate::relay::Relay;
+use baton_devtools::demo::{self, Demo};
+use baton_devtools::relay::{Delegation, Relay};
 
 pub async fn worker(
     nats: &NatsArgs,
@@ -81,14 +81,11 @@ pub async fn worker(
         }
         _ => {
             let relay_args = args.relay_options;
-            if let Some(next) = &relay_args.next {
-                AgentName::new(next.as_str()).context("invalid --next")?;
-            }
             let relay = Relay {
                 name: agent.to_string(),
                 next: relay_args.next,
                 next_requires: relay_args.next_requires,
-                delegate: relay_args.delegate.map(|agents| crate::relay::Delegation {
+                delegate: relay_args.delegate.map(|agents| Delegation {
                     agents,
                     mode: relay_args.delegate_mode,
                     recover: relay_args.recover,

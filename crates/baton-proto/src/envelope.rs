@@ -52,6 +52,24 @@ wire_enum! {
         MaxAttempts = "max_attempts",
         /// The session's deadline passed.
         DeadlineExceeded = "deadline_exceeded",
+        /// The task can never succeed (the agent said so).
+        Fatal = "fatal",
+        /// No agent could take the task, and no fallback either.
+        NoRoute = "no_route",
+        /// A child task of a delegation.
+        Delegated = "delegated",
+        /// A delegated child's branch ended and reports to its parent.
+        Result = "result",
+        /// A context condition of the routing rules moved control.
+        ContextCondition = "context_condition",
+        /// An LLM condition of the routing rules moved control.
+        LlmCondition = "llm_condition",
+        /// The after-work route moved control.
+        AfterWork = "after_work",
+        /// An LLM called a handoff tool without giving a reason.
+        LlmHandoff = "llm_handoff",
+        /// A person handed the task on from the inbox.
+        HumanHandoff = "human_handoff",
     }
 }
 

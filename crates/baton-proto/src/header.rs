@@ -37,3 +37,16 @@ wire_enum! {
         NoRoute = "no_route",
     }
 }
+
+impl From<&DeadLetterReason> for crate::Reason {
+    /// The event reason that reports a dead letter of this kind.
+    fn from(code: &DeadLetterReason) -> Self {
+        match code {
+            DeadLetterReason::MaxAttempts => Self::MaxAttempts,
+            DeadLetterReason::Fatal => Self::Fatal,
+            DeadLetterReason::DeadlineExceeded => Self::DeadlineExceeded,
+            DeadLetterReason::NoRoute => Self::NoRoute,
+            other => Self::Other(other.as_str().to_owned()),
+        }
+    }
+}

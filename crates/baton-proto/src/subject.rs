@@ -77,6 +77,19 @@ impl fmt::Display for AgentName {
     }
 }
 
+impl serde::Serialize for AgentName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AgentName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Self::new(name).map_err(serde::de::Error::custom)
+    }
+}
+
 impl AsRef<str> for AgentName {
     fn as_ref(&self) -> &str {
         &self.0

@@ -2,21 +2,17 @@
 //!
 //! The parts:
 //!
-//! - [`NatsServer`] starts a `nats-server` with JetStream on a random port
-//!   (`-p -1`) and a temporary store, reads the real port from the server's
-//!   ports file, and kills the server and removes the store on drop.
-//!   [`ServerOptions`] pins the port or the store directory, which is how a
-//!   test restarts a server "in place". The `baton dev` command uses the same
-//!   type to run a local server.
-//! - [`nats_server_binary`] and [`nats_server_version`] find the binary
-//!   (`$NATS_SERVER_BIN`, then `<workspace>/.tools/bin`, then `PATH`) and
-//!   check that it is new enough (>= 2.10).
+//! - [`NatsServer`], [`ServerOptions`], [`nats_server_binary`] and
+//!   [`nats_server_version`]: a real `nats-server` on a random port with a
+//!   temporary store, re-exported from `baton-nats-server` (which `baton dev`
+//!   uses too);
 //! - [`ChildProcess`] wraps a spawned binary for end-to-end tests: output is
 //!   captured to files so it can be shown when a test fails, and the process
-//!   is killed on drop. [`baton_binary`] locates the `baton` executable.
+//!   is killed on drop. [`baton_binary`] locates the `baton` executable;
 //! - [`FakeLlm`] is a scripted OpenAI-compatible chat-completions server on a
-//!   random loopback port that records the requests it gets.
-//! - [`Error`] and [`ErrorKind`] describe what went wrong and how to fix it.
+//!   random loopback port that records the requests it gets;
+//! - [`eventually`] retries a check until it holds or a time limit passes,
+//!   and says what it last saw when it gives up.
 //!
 //! # Examples
 //!
@@ -25,16 +21,15 @@
 //! println!("connect to {}", server.url());
 //! # Ok::<(), baton_testkit::Error>(())
 //! ```
-#![warn(missing_docs)]
 
-mod binary;
-mod error;
+mod eventually;
 mod llm;
 mod process;
-mod server;
 
-pub use binary::{MIN_VERSION, nats_server_binary, nats_server_version};
-pub use error::{Error, ErrorKind};
+pub use baton_nats_server::{
+    Error, ErrorKind, MIN_VERSION, NatsServer, ServerOptions, nats_server_binary,
+    nats_server_version,
+};
+pub use eventually::{Timeout, eventually};
 pub use llm::{FakeLlm, Recorded, Scripted};
 pub use process::{ChildProcess, baton_binary};
-pub use server::{NatsServer, ServerOptions};

@@ -6,7 +6,6 @@ use std::time::Duration;
 use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, Subjects};
 
 use crate::provision::StreamSettings;
-use crate::registry::Profile;
 
 /// Deployment settings of one worker process.
 #[derive(Debug, Clone)]
@@ -159,6 +158,17 @@ impl WorkerConfig {
         self.streams = streams;
         self
     }
+}
+
+/// What a worker advertises to the registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// What the agent can do.
+    pub capabilities: Vec<String>,
+    /// Knowledge domains.
+    pub domains: Vec<String>,
+    /// Tier: 1 is the first line; higher tiers take harder work.
+    pub tier: u32,
 }
 
 /// A fresh instance id: 12 hex digits, a valid subject token.

@@ -181,7 +181,7 @@ impl Client {
                     u32::try_from(seq).unwrap_or(u32::MAX),
                 );
                 let bytes = envelope.to_msgpack().map_err(|err| {
-                    Error::with_source(ErrorKind::Decode, "cannot re-encode the envelope", err)
+                    Error::with_source(ErrorKind::Encode, "cannot re-encode the envelope", err)
                 })?;
                 (envelope.id, Bytes::from(bytes))
             }

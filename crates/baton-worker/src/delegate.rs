@@ -4,7 +4,10 @@
 use baton_proto::{ResultStatus, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{ContextPolicy, Target};
+use baton_proto::AgentName;
+
+use crate::routing::ContextPolicy;
+use crate::target::Target;
 
 /// How a delegating agent waits for its children.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,7 +35,7 @@ pub enum DelegateMode {
 #[serde(rename_all = "snake_case")]
 pub enum Recover {
     /// Run this agent type on the failure; its output stands in for the step's.
-    Agent(String),
+    Agent(AgentName),
     /// Use this value as the failed step's output and go on.
     #[serde(with = "value_as_json")]
     Value(Value),
@@ -70,23 +73,14 @@ pub struct ChildTask {
 }
 
 impl ChildTask {
-    /// A child task for agent type `agent`.
+    /// A child task for `target`: an [`AgentName`], a [`crate::Need`] or a [`Target`].
     #[must_use]
-    pub fn new(agent: impl Into<String>, input: impl Into<String>) -> Self {
+    pub fn new(target: impl Into<Target>, input: impl Into<String>) -> Self {
         Self {
-            target: Target::Agent(agent.into()),
+            target: target.into(),
             input: input.into(),
             context: ContextPolicy::Full,
             tag: None,
-        }
-    }
-
-    /// A child task for the registry's best agent for `need`.
-    #[must_use]
-    pub fn for_need(need: crate::Need, input: impl Into<String>) -> Self {
-        Self {
-            target: Target::Capabilities(need),
-            ..Self::new("", input)
         }
     }
 
@@ -184,4 +178,9 @@ impl Results {
                 .collect(),
         )
     }
+}
+
+/// A child's position as the protocol writes it (`parent.index`, `ChildResult::index`).
+pub(crate) fn slot_index(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
 }

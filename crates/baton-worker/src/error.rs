@@ -1,3 +1,5 @@
+//! The runtime's error type: a kind to branch on, and a message that names the fix.
+
 use std::fmt;
 
 /// What failed, for callers that branch on it.
@@ -16,6 +18,8 @@ pub enum ErrorKind {
     Timeout,
     /// A payload could not be decoded.
     Decode,
+    /// A value could not be encoded.
+    Encode,
     /// The registry did not answer, or refused a lookup.
     Registry,
 }

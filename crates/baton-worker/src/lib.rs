@@ -3,50 +3,79 @@
 //! Each agent type is a pool of [`Worker`]s pulling from the shared durable
 //! consumer `agent-<A>`. A worker runs the [`Agent`] on each envelope and
 //! routes its [`Outcome`]: complete the session, hand off to another agent
-//! with the full context, or escalate to the fallback. Every successor and
-//! event is published with a deterministic id and acknowledged by JetStream
-//! before the incoming message is acked, so a crash anywhere means redelivery
-//! and never a lost or doubled handoff.
+//! with the full context, delegate child tasks, or escalate to the fallback.
+//! Every successor and event is published with a deterministic id and
+//! acknowledged by JetStream before the incoming message is acked, so a
+//! crash anywhere means redelivery and never a lost or doubled handoff.
 //!
-//! The parts:
+//! # What an agent author uses
 //!
-//! - [`Agent`], [`Task`], [`Outcome`], [`AgentError`], [`RetryPolicy`]: what users implement and return;
-//! - [`Worker`] and [`WorkerConfig`]: the consume / run / publish / ack loop, with
-//!   retries, dead letters, loop detection, progress and graceful shutdown;
+//! - `agent`: the [`Agent`] trait, [`Task`], [`RetryPolicy`];
+//! - `outcome`: [`Outcome`] and its builders ([`Complete`], [`Answer`],
+//!   [`Handoff`], [`Delegation`], [`Chain`], [`Wait`]), [`ContextUpdate`],
+//!   [`AgentError`] and [`ResultExt`];
+//! - `target`: [`Target`] and [`Need`];
+//! - `routing`: the rules every agent's outcome goes through ([`Routing`],
+//!   [`Condition`], [`LlmCondition`], [`Route`], [`RouteOptions`], [`ContextPolicy`]);
+//! - `delegate`: [`ChildTask`], [`DelegateMode`], [`Recover`], [`Results`];
+//! - [`AgentName`], [`Reason`] and [`Value`] from the wire crate.
+//!
+//! # What a deployment uses
+//!
+//! - [`Worker`], [`WorkerConfig`], [`Profile`], [`WorkerStats`];
 //! - [`Router`]: moves tasks from `baton.ingress` to their first agent;
-//! - [`Client`]: submits tasks and follows session events;
-//! - [`RegistryClient`] and [`Profile`]: best-agent lookups, and what a worker
-//!   advertises in its heartbeats;
+//! - [`Client`]: submits tasks and follows session events; dead letters;
+//! - [`RegistryClient`]: best-agent lookups;
 //! - [`provision`]: creates the streams of the protocol, idempotently.
-#![warn(missing_docs)]
+//!
+//! # The worker loop, one file per step
+//!
+//! `worker` reads top-down as the loop. `delivery` decodes a message and
+//! settles it (steps 1 and 6); `plan` refuses what must not run and turns
+//! outcomes into messages (2, 4, 7); `run` runs the agent with progress (3);
+//! `guard` refuses loops (5); `runtime` carries plans out and `publish` makes
+//! them durable (6); `join` and its pure `join::state` handle delegations;
+//! `intake` pulls; `registry` sends heartbeats and asks for the best agent.
 
 mod agent;
 mod client;
 mod config;
 mod deadletters;
 mod delegate;
+mod delivery;
 mod error;
+mod guard;
 mod intake;
 mod join;
-mod outputs;
+mod outcome;
 mod plan;
 mod provision;
 mod publish;
 mod registry;
 mod router;
+mod routing;
+mod run;
+mod runtime;
+mod target;
 mod trace;
 mod worker;
 
-pub use agent::{
-    Agent, AgentError, ContextPolicy, ContextUpdate, Need, Outcome, RetryPolicy, RouteOptions,
-    Target, Task,
-};
+pub use agent::{Agent, RetryPolicy, Task};
+pub use baton_proto::{AgentName, Reason, Value};
 pub use client::{Client, EventStream};
-pub use config::{WorkerConfig, WorkerStats, new_instance_id};
+pub use config::{Profile, WorkerConfig, WorkerStats, new_instance_id};
 pub use deadletters::DeadLetterEntry;
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use error::{Error, ErrorKind};
+pub use outcome::{
+    AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
+    Wait,
+};
 pub use provision::{StreamSettings, provision};
-pub use registry::{Profile, RegistryClient};
+pub use registry::RegistryClient;
 pub use router::{Router, RouterConfig};
+pub use routing::{
+    Condition, ConditionError, ContextPolicy, LlmCondition, Route, RouteOptions, Routing,
+};
+pub use target::{Need, Target};
 pub use worker::Worker;

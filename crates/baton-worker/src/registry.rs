@@ -5,21 +5,10 @@ use std::time::Duration;
 
 use async_nats::client::RequestErrorKind;
 use backon::{ExponentialBuilder, Retryable};
-use baton_proto::{Heartbeat, LookupRequest, LookupResponse, Subjects, Wire, now_ms};
+use baton_proto::{AgentName, Heartbeat, LookupRequest, LookupResponse, Subjects, Wire, now_ms};
 
 use crate::config::{WorkerConfig, WorkerStats};
 use crate::error::{Error, ErrorKind};
-
-/// What a worker advertises to the registry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Profile {
-    /// What the agent can do.
-    pub capabilities: Vec<String>,
-    /// Knowledge domains.
-    pub domains: Vec<String>,
-    /// Tier: 1 is the first line; higher tiers take harder work.
-    pub tier: u32,
-}
 
 /// Asks the registry service for the best agent (`baton.registry.lookup`).
 ///
@@ -117,6 +106,32 @@ impl RegistryClient {
                 err,
             )
         })
+    }
+}
+
+impl RegistryClient {
+    /// The best agent type for `request`, or why there is none: nothing
+    /// fits, or no registry answered within the budget.
+    pub(crate) async fn best(&self, request: &LookupRequest) -> Result<AgentName, String> {
+        let response = self.lookup(request).await.map_err(|err| {
+            tracing::warn!(error = %err, "registry lookup failed; taking the fallback path");
+            err.to_string()
+        })?;
+        let Some(best) = response.candidates.first() else {
+            let mut want = format!("capabilities [{}]", request.requires.join(", "));
+            if !request.domains.is_empty() {
+                want.push_str(&format!(", a domain of [{}]", request.domains.join(", ")));
+            }
+            if let Some(tier) = request.min_tier {
+                want.push_str(&format!(", tier >= {tier}"));
+            }
+            return Err(format!(
+                "no live agent offers {want} outside the path [{}]",
+                request.exclude.join(", ")
+            ));
+        };
+        AgentName::new(best.agent.as_str())
+            .map_err(|err| format!("the registry proposed an invalid agent type: {err}"))
     }
 }
 

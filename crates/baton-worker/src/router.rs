@@ -9,18 +9,15 @@ use baton_proto::{
     AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Event, EventType, LookupRequest,
     Reason, Subjects, Wire, derive_id,
 };
-use bytes::Bytes;
 use tracing::Instrument;
 
+use crate::delivery::Delivery;
 use crate::error::Error;
 use crate::intake::{self, IntakeSettings, Source};
-use crate::outputs::{Emitter, settle};
-use crate::plan::Settle;
+use crate::plan::{DeadLetter, Output, Settle};
 use crate::provision::{self, StreamSettings};
-use crate::publish::{Outgoing, Publisher};
+use crate::publish::Publisher;
 use crate::registry::RegistryClient;
-use crate::trace;
-use crate::worker::best_candidate;
 
 /// Settings of the ingress router.
 #[derive(Debug, Clone)]
@@ -175,57 +172,40 @@ async fn route(
     me: &AgentName,
     message: jetstream::Message,
 ) {
-    let parent = trace::extract(message.headers.as_ref());
     let span = tracing::info_span!(
         "baton.route",
         session = tracing::field::Empty,
         envelope = tracing::field::Empty
     );
-    trace::adopt(&span, &parent);
-    let emitter = Emitter {
-        subjects: &config.subjects,
-        agent: me,
-        span: &span,
-        parent: &parent,
-    };
-    let (outgoing, settle_with) = match Envelope::from_msgpack_limited(
-        &message.payload,
-        config.max_payload,
-    ) {
-        Err(err) => {
-            tracing::warn!(parent: &span, reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
-            (
-                emitter.undecodable(&message, &err.reason(), err.detail()),
-                Settle::Term,
-            )
-        }
-        Ok(envelope) => {
-            span.record("session", tracing::field::display(envelope.session));
-            span.record("envelope", tracing::field::display(envelope.id));
-            match target(config, registry, &envelope).await {
-                Ok(route) => match forward(&emitter, &envelope, route) {
-                    Ok(outgoing) => (outgoing, Settle::Ack),
-                    Err(detail) => (
-                        emitter.undecodable(&message, &DeadLetterReason::Malformed, &detail),
-                        Settle::Term,
-                    ),
-                },
-                Err(detail) => {
-                    tracing::info!(parent: &span, %detail, "no route for task");
-                    (
-                        no_route(&emitter, &message, &envelope, &detail),
-                        Settle::Term,
-                    )
-                }
-            }
-        }
-    };
+    let delivery = Delivery::new(message, span.clone(), &config.subjects, me);
     async {
-        if let Err(err) = publisher.publish_all(&outgoing).await {
-            tracing::error!(error = %err, "routing outputs not durable; leaving the task for redelivery");
-            return;
-        }
-        settle(&message, settle_with).await;
+        let envelope =
+            match Envelope::from_msgpack_limited(&delivery.message.payload, config.max_payload) {
+                Ok(envelope) => envelope,
+                Err(err) => {
+                    tracing::warn!(reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
+                    let outgoing = delivery.unreadable(&err.reason(), err.detail());
+                    delivery.finish(publisher, &outgoing, Settle::Term).await;
+                    return;
+                }
+            };
+        span.record("session", tracing::field::display(envelope.session));
+        span.record("envelope", tracing::field::display(envelope.id));
+        let (outputs, settle) = match target(config, registry, &envelope).await {
+            Ok(route) => (forward(&envelope, route), Settle::Ack),
+            Err(detail) => {
+                tracing::info!(%detail, "no route for task");
+                (no_route(&envelope, &detail), Settle::Term)
+            }
+        };
+        let outgoing = match delivery.encode(&outputs) {
+            Ok(outgoing) => outgoing,
+            Err(err) => {
+                let detail = format!("cannot re-encode the task: {err}");
+                delivery.unreadable(&DeadLetterReason::Malformed, &detail)
+            }
+        };
+        delivery.finish(publisher, &outgoing, settle).await;
     }
     .instrument(span.clone())
     .await;
@@ -260,7 +240,7 @@ async fn target(
                     requires: envelope.requires.clone(),
                     ..LookupRequest::default()
                 };
-                match best_candidate(registry, &request).await {
+                match registry.best(&request).await {
                     Ok(agent) => return Ok(direct(agent)),
                     Err(why) => why,
                 }
@@ -282,65 +262,53 @@ async fn target(
     })
 }
 
-/// The task on its way to `route`, and an `escalated` event when it goes to
-/// the fallback for lack of a match.
-fn forward(
-    emitter: &Emitter<'_>,
-    envelope: &Envelope,
-    route: Route,
-) -> Result<Vec<Outgoing>, String> {
+/// A router event about `envelope`.
+fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detail: &str) -> Output {
+    let mut event = Event::new(derive_id(envelope.id, index), envelope.session, kind);
+    event.agent = Some(ROUTER_NAME.to_owned());
+    event.envelope = Some(envelope.id);
+    event.reason = Some(reason);
+    event.detail = Some(detail.to_owned());
+    Output::Event(Box::new(event))
+}
+
+/// The task on its way to `route`, after an `escalated` event when it goes
+/// to the fallback for lack of a match.
+fn forward(envelope: &Envelope, route: Route) -> Vec<Output> {
     let mut forwarded = envelope.clone();
     forwarded.id = derive_id(envelope.id, 0);
     forwarded.to = Some(route.agent.to_string());
-    let mut outgoing = Vec::new();
+    let mut outputs = Vec::new();
     if let Some(why) = route.no_match {
         forwarded.reason = Some(Reason::NoMatch);
-        let mut event = Event::new(
-            derive_id(envelope.id, 1),
-            envelope.session,
-            EventType::Escalated,
-        );
-        event.agent = Some(ROUTER_NAME.to_owned());
-        event.envelope = Some(envelope.id);
-        event.to = Some(route.agent.to_string());
-        event.reason = Some(Reason::NoMatch);
-        event.detail = Some(why);
-        outgoing.push(emitter.event(&event).map_err(|err| err.to_string())?);
+        let mut escalated = event(envelope, 1, EventType::Escalated, Reason::NoMatch, &why);
+        if let Output::Event(event) = &mut escalated {
+            event.to = Some(route.agent.to_string());
+        }
+        outputs.push(escalated);
     }
-    let payload = forwarded
-        .to_msgpack()
-        .map_err(|err| format!("cannot re-encode the task: {err}"))?;
-    outgoing.push(Outgoing {
-        subject: emitter.subjects.agent(&route.agent),
-        id: forwarded.id,
-        payload: Bytes::from(payload),
-        headers: emitter.headers(),
+    outputs.push(Output::Envelope {
+        to: route.agent,
+        envelope: Box::new(forwarded),
     });
-    Ok(outgoing)
+    outputs
 }
 
-fn no_route(
-    emitter: &Emitter<'_>,
-    message: &jetstream::Message,
-    envelope: &Envelope,
-    detail: &str,
-) -> Vec<Outgoing> {
-    let mut outgoing = vec![emitter.dead_letter(
-        message,
-        derive_id(envelope.id, 1),
-        &DeadLetterReason::NoRoute,
-        detail,
-    )];
-    for (index, kind) in [(2, EventType::DeadLettered), (3, EventType::Failed)] {
-        let mut event = Event::new(derive_id(envelope.id, index), envelope.session, kind);
-        event.agent = Some(ROUTER_NAME.to_owned());
-        event.envelope = Some(envelope.id);
-        event.reason = Some(Reason::parse("no_route"));
-        event.detail = Some(detail.to_owned());
-        match emitter.event(&event) {
-            Ok(out) => outgoing.push(out),
-            Err(err) => tracing::warn!(error = %err, "cannot encode event"),
-        }
-    }
-    outgoing
+/// A dead letter, `dead_lettered` and `failed`: the task has nowhere to go.
+fn no_route(envelope: &Envelope, detail: &str) -> Vec<Output> {
+    vec![
+        Output::DeadLetter(DeadLetter {
+            id: derive_id(envelope.id, 1),
+            reason: DeadLetterReason::NoRoute,
+            detail: detail.to_owned(),
+        }),
+        event(
+            envelope,
+            2,
+            EventType::DeadLettered,
+            Reason::NoRoute,
+            detail,
+        ),
+        event(envelope, 3, EventType::Failed, Reason::NoRoute, detail),
+    ]
 }

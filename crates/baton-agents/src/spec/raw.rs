@@ -6,14 +6,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use baton_proto::AgentName;
-use baton_worker::{ContextPolicy, Need, Profile, RetryPolicy, RouteOptions};
+use baton_worker::{
+    Condition, ContextPolicy, LlmCondition, Need, Profile, RetryPolicy, Route, RouteOptions,
+    Routing, Target,
+};
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
     AgentSpec, ChainSpec, DelegateSpec, ExecSpec, HumanSpec, Kind, KindName, LlmSpec, SpecError,
 };
-use crate::routing::{Condition, Dest, LlmCondition, Route, Routing};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -374,12 +376,12 @@ impl Report<'_> {
         for spanned in &raw.delegates {
             let span = spanned.span();
             let entry = spanned.get_ref();
-            let dest = match (&entry.agent, entry.requires.is_empty()) {
+            let target = match (&entry.agent, entry.requires.is_empty()) {
                 (Some(agent), true) => match self.agent_name(agent, &span, "[[delegates]] agent") {
-                    Some(name) => Dest::Agent(name.to_string()),
+                    Some(name) => Target::Agent(name),
                     None => continue,
                 },
-                (None, false) => Dest::Capabilities(Need::capabilities(entry.requires.clone())),
+                (None, false) => Target::Capabilities(Need::capabilities(entry.requires.clone())),
                 _ => {
                     self.error(
                         &span,
@@ -388,15 +390,15 @@ impl Report<'_> {
                     continue;
                 }
             };
-            if !tools.insert(dest.label()) {
+            if !tools.insert(target.label()) {
                 self.error(
                     &span,
-                    format!("a second delegate {:?}: keep one", dest.label()),
+                    format!("a second delegate {:?}: keep one", target.label()),
                 );
                 continue;
             }
             delegates.push(DelegateSpec {
-                dest,
+                target,
                 description: entry.description.clone(),
             });
         }
@@ -449,13 +451,13 @@ impl Report<'_> {
                     .iter()
                     .chain(routing.llm_conditions.iter().map(|c| &c.route)),
             ) {
-                if !tools.insert(parsed.dest.label()) {
+                if !tools.insert(parsed.label()) {
                     self.error(
                         &route.span(),
                         format!(
                             "a second route to {:?} would offer the model a second transfer_to_{} tool: keep one",
-                            parsed.dest.label(),
-                            parsed.dest.label()
+                            parsed.label(),
+                            parsed.label()
                         ),
                     );
                 }
@@ -483,7 +485,7 @@ impl Report<'_> {
             }
             _ => {}
         }
-        let dest = match (&raw.to, raw.requires.is_empty()) {
+        let target = match (&raw.to, raw.requires.is_empty()) {
             (Some(_), false) => {
                 self.error(
                     &span,
@@ -500,11 +502,11 @@ impl Report<'_> {
                 );
                 return None;
             }
-            (None, false) => Dest::Capabilities(Need {
+            (None, false) => Some(Target::Capabilities(Need {
                 requires: raw.requires.clone(),
                 domains: raw.domains.clone(),
                 min_tier: raw.min_tier,
-            }),
+            })),
             (Some(to), true) => match to.as_str() {
                 "terminate" | "fallback" if section == Section::Handoffs => {
                     self.error(
@@ -515,9 +517,9 @@ impl Report<'_> {
                     );
                     return None;
                 }
-                "terminate" => Dest::Terminate,
-                "fallback" => Dest::Fallback,
-                agent => Dest::Agent(self.agent_name(agent, &span, "to")?.to_string()),
+                "terminate" => None,
+                "fallback" => Some(Target::Fallback),
+                agent => Some(Target::Agent(self.agent_name(agent, &span, "to")?)),
             },
         };
         if !raw.domains.is_empty() && raw.requires.is_empty()
@@ -528,7 +530,7 @@ impl Report<'_> {
                 format!("{where_}: `domains` and `min_tier` go with `requires`, not with `to`"),
             );
         }
-        if matches!(dest, Dest::Terminate | Dest::Fallback)
+        if matches!(target, None | Some(Target::Fallback))
             && (raw.max_visits.is_some() || raw.context.is_some())
         {
             self.error(
@@ -545,7 +547,7 @@ impl Report<'_> {
             Some(RawContext::LastN(n)) => ContextPolicy::LastN(n),
         };
         Some(Route {
-            dest,
+            target,
             options: RouteOptions {
                 max_visits: raw.max_visits,
                 context,

@@ -1,7 +1,6 @@
-use baton_worker::{ContextPolicy, RouteOptions};
+use baton_worker::{ContextPolicy, Route, RouteOptions, Target};
 
 use super::*;
-use crate::routing::Route;
 
 fn parse_str(text: &str) -> Result<AgentSpec, SpecErrors> {
     parse(Path::new("agents/x.toml"), text)
@@ -75,7 +74,7 @@ fn a_full_exec_spec_parses() {
     );
     assert!(matches!(
         &spec.routing.after_work,
-        Some(Route { dest: Dest::Capabilities(need), .. }) if need.requires == ["control"] && need.min_tier == Some(1)
+        Some(Route { target: Some(Target::Capabilities(need)), .. }) if need.requires == ["control"] && need.min_tier == Some(1)
     ));
     assert_eq!(spec.dir(), Path::new("agents"));
 }
@@ -232,7 +231,7 @@ fn chains_and_delegates_parse_and_are_checked() {
     )
     .unwrap();
     assert_eq!(spec.delegates.len(), 2);
-    assert_eq!(spec.delegates[1].dest.label(), "writing");
+    assert_eq!(spec.delegates[1].target.label(), "writing");
     let errors = problems(
         "name = \"x\"\nkind = \"exec\"\n[exec]\ncommand = [\"y\"]\n[[delegates]]\nagent = \"z\"\n",
     );

@@ -1,6 +1,64 @@
 use super::*;
-use crate::agent::{ContextPolicy, Need};
-use baton_proto::{Message, Role};
+use crate::outcome::Outcome;
+use crate::routing::{ContextPolicy, Decided, Routing};
+use baton_proto::{Hop, Message, Role, derive_id};
+
+fn ok(outcome: impl Into<Outcome>) -> Result<Outcome, AgentError> {
+    Ok(outcome.into())
+}
+
+/// What the worker does with an agent's result: the rules (none here), then the planner.
+fn step(envelope: &Envelope, result: Result<Outcome, AgentError>) -> Result<Step, AgentError> {
+    result.map(|outcome| match Routing::decide(None, envelope, outcome) {
+        Decided::Step(step) => step,
+        Decided::Delegate(_) => panic!("delegations are started by the join, not planned"),
+    })
+}
+
+trait Decide {
+    fn decide(
+        &self,
+        envelope: &Envelope,
+        attempt: u32,
+        result: Result<Outcome, AgentError>,
+    ) -> Plan {
+        self.decide_found(envelope, attempt, result, None)
+    }
+
+    fn decide_found(
+        &self,
+        envelope: &Envelope,
+        attempt: u32,
+        result: Result<Outcome, AgentError>,
+        found: Found,
+    ) -> Plan;
+
+    fn lookup_for(
+        &self,
+        envelope: &Envelope,
+        result: Result<Outcome, AgentError>,
+    ) -> Option<LookupRequest>;
+}
+
+impl Decide for Planner<'_> {
+    fn decide_found(
+        &self,
+        envelope: &Envelope,
+        attempt: u32,
+        result: Result<Outcome, AgentError>,
+        found: Found,
+    ) -> Plan {
+        self.plan(envelope, attempt, step(envelope, result), found)
+    }
+
+    fn lookup_for(
+        &self,
+        envelope: &Envelope,
+        result: Result<Outcome, AgentError>,
+    ) -> Option<LookupRequest> {
+        self.lookup_request(envelope, &step(envelope, result))
+    }
+}
 
 fn name(text: &str) -> AgentName {
     AgentName::new(text).unwrap()
@@ -30,6 +88,7 @@ impl Fixture {
                 max_backoff: Duration::from_secs(1),
             },
             tier: 1,
+            reply_to: "baton.agent.boss",
         }
     }
 }
@@ -76,7 +135,7 @@ fn complete_emits_one_terminal_event_with_the_path() {
     let task = Envelope::task("hi");
     let plan = fixture
         .planner()
-        .plan(&task, 1, Ok(Outcome::complete("hello")));
+        .decide(&task, 1, ok(Outcome::complete("hello")));
     assert_eq!(plan.settle, Settle::Ack);
     assert_eq!(events(&plan), vec![(EventType::Completed, None, None)]);
     let Output::Event(event) = &plan.outputs[0] else {
@@ -99,14 +158,14 @@ fn handoff_carries_the_context_and_extends_the_path() {
     let fixture = Fixture::new("general", None);
     let mut task = Envelope::task("refund please").with_variable("order", "ABC-1");
     task.reason = Some(Reason::parse("arrived"));
-    let outcome = Outcome::handoff("refund", Reason::KnowledgeGap)
+    let outcome = Outcome::handoff(name("refund"), Reason::KnowledgeGap)
         .say("passing you on")
         .set_var("tier", 1)
         .set_state("checked", true)
         .step("classify", "refund question", "mentions refund")
         .problem("customer wants a refund")
         .next_action("check the window");
-    let plan = fixture.planner().plan(&task, 1, Ok(outcome));
+    let plan = fixture.planner().decide(&task, 1, ok(outcome));
     assert_eq!(plan.settle, Settle::Ack);
     assert_eq!(
         events(&plan),
@@ -155,15 +214,15 @@ fn plans_are_deterministic_for_the_same_delivery() {
             })
             .collect()
     };
-    let a = fixture.planner().plan(
+    let a = fixture.planner().decide(
         &task,
         1,
-        Ok(Outcome::handoff("refund", Reason::KnowledgeGap)),
+        ok(Outcome::handoff(name("refund"), Reason::KnowledgeGap)),
     );
-    let b = fixture.planner().plan(
+    let b = fixture.planner().decide(
         &task,
         2,
-        Ok(Outcome::handoff("refund", Reason::KnowledgeGap)),
+        ok(Outcome::handoff(name("refund"), Reason::KnowledgeGap)),
     );
     assert_eq!(ids(&a), ids(&b));
 }
@@ -173,9 +232,11 @@ fn a_to_b_to_a_is_a_loop_escalated_to_the_fallback() {
     let fixture = Fixture::new("b", Some("human"));
     let mut envelope = Envelope::task("x");
     envelope.path.push(hop("a"));
-    let plan = fixture
-        .planner()
-        .plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    let plan = fixture.planner().decide(
+        &envelope,
+        1,
+        ok(Outcome::handoff(name("a"), Reason::OutOfScope)),
+    );
     assert_eq!(
         events(&plan),
         vec![
@@ -204,9 +265,11 @@ fn a_loop_without_a_fallback_fails_and_dead_letters() {
     let fixture = Fixture::new("b", None);
     let mut envelope = Envelope::task("x");
     envelope.path.push(hop("a"));
-    let plan = fixture
-        .planner()
-        .plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    let plan = fixture.planner().decide(
+        &envelope,
+        1,
+        ok(Outcome::handoff(name("a"), Reason::OutOfScope)),
+    );
     let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
     assert_eq!(
         kinds,
@@ -227,9 +290,11 @@ fn the_fallback_is_not_asked_twice() {
     let fixture = Fixture::new("b", Some("human"));
     let mut envelope = Envelope::task("x");
     envelope.path.extend([hop("a"), hop("human")]);
-    let plan = fixture
-        .planner()
-        .plan(&envelope, 1, Ok(Outcome::handoff("a", Reason::OutOfScope)));
+    let plan = fixture.planner().decide(
+        &envelope,
+        1,
+        ok(Outcome::handoff(name("a"), Reason::OutOfScope)),
+    );
     assert_eq!(events(&plan).last().unwrap().0, EventType::Failed);
     assert!(envelopes(&plan).is_empty());
 }
@@ -240,9 +305,11 @@ fn max_hops_is_enforced() {
     let mut envelope = Envelope::task("x").with_max_hops(3);
     envelope.path.extend([hop("a"), hop("b")]);
     // c makes the third hop; a fourth agent would exceed the budget of 3.
-    let plan = fixture
-        .planner()
-        .plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
+    let plan = fixture.planner().decide(
+        &envelope,
+        1,
+        ok(Outcome::handoff(name("d"), Reason::OutOfScope)),
+    );
     assert_eq!(events(&plan)[0].0, EventType::LoopDetected);
     let Output::Event(event) = &plan.outputs[0] else {
         panic!()
@@ -253,9 +320,11 @@ fn max_hops_is_enforced() {
     );
     // One hop fewer fits.
     envelope.path.pop();
-    let plan = fixture
-        .planner()
-        .plan(&envelope, 1, Ok(Outcome::handoff("d", Reason::OutOfScope)));
+    let plan = fixture.planner().decide(
+        &envelope,
+        1,
+        ok(Outcome::handoff(name("d"), Reason::OutOfScope)),
+    );
     assert_eq!(events(&plan)[0].0, EventType::Handoff);
 }
 
@@ -264,10 +333,10 @@ fn retryable_failures_nak_with_backoff_then_dead_letter() {
     let fixture = Fixture::new("orders", None);
     let envelope = Envelope::task("x");
     let fail = || Err(AgentError::retryable("tool timed out"));
-    let first = fixture.planner().plan(&envelope, 1, fail());
+    let first = fixture.planner().decide(&envelope, 1, fail());
     assert_eq!(first.settle, Settle::Nak(Duration::from_millis(100)));
     assert_eq!(events(&first)[0].0, EventType::Retrying);
-    let second = fixture.planner().plan(&envelope, 2, fail());
+    let second = fixture.planner().decide(&envelope, 2, fail());
     assert_eq!(second.settle, Settle::Nak(Duration::from_millis(200)));
     let Output::Event(e1) = &first.outputs[0] else {
         panic!()
@@ -277,7 +346,7 @@ fn retryable_failures_nak_with_backoff_then_dead_letter() {
     };
     assert_ne!(e1.id, e2.id, "each attempt's retrying event is its own");
 
-    let last = fixture.planner().plan(&envelope, 3, fail());
+    let last = fixture.planner().decide(&envelope, 3, fail());
     assert_eq!(last.settle, Settle::Term);
     assert!(last.failed);
     assert_eq!(dead_letters(&last)[0].reason, DeadLetterReason::MaxAttempts);
@@ -295,9 +364,10 @@ fn retryable_failures_nak_with_backoff_then_dead_letter() {
 #[test]
 fn exhausted_with_a_fallback_dead_letters_and_escalates() {
     let fixture = Fixture::new("orders", Some("human"));
-    let plan = fixture
-        .planner()
-        .plan(&Envelope::task("x"), 3, Err(AgentError::retryable("down")));
+    let plan =
+        fixture
+            .planner()
+            .decide(&Envelope::task("x"), 3, Err(AgentError::retryable("down")));
     let kinds: Vec<_> = events(&plan).into_iter().map(|e| e.0).collect();
     assert_eq!(kinds, [EventType::DeadLettered, EventType::Escalated]);
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::MaxAttempts);
@@ -308,7 +378,7 @@ fn exhausted_with_a_fallback_dead_letters_and_escalates() {
 #[test]
 fn fatal_dead_letters_at_once() {
     let fixture = Fixture::new("orders", None);
-    let plan = fixture.planner().plan(
+    let plan = fixture.planner().decide(
         &Envelope::task("x"),
         1,
         Err(AgentError::fatal("no such order")),
@@ -321,7 +391,7 @@ fn fatal_dead_letters_at_once() {
 #[test]
 fn reject_emits_rejected_then_routes_to_the_fallback() {
     let fixture = Fixture::new("orders", Some("human"));
-    let plan = fixture.planner().plan(
+    let plan = fixture.planner().decide(
         &Envelope::task("x"),
         1,
         Err(AgentError::reject("overloaded")),
@@ -335,7 +405,9 @@ fn reject_emits_rejected_then_routes_to_the_fallback() {
 fn escalate_goes_to_the_fallback_with_the_reason() {
     let fixture = Fixture::new("general", Some("human"));
     let outcome = Outcome::escalate(Reason::UserEscalation).say("getting a person");
-    let plan = fixture.planner().plan(&Envelope::task("x"), 1, Ok(outcome));
+    let plan = fixture
+        .planner()
+        .decide(&Envelope::task("x"), 1, ok(outcome));
     assert_eq!(
         events(&plan),
         vec![(
@@ -355,10 +427,10 @@ fn escalate_goes_to_the_fallback_with_the_reason() {
 #[test]
 fn escalate_without_a_fallback_fails_with_no_route() {
     let fixture = Fixture::new("general", None);
-    let plan = fixture.planner().plan(
+    let plan = fixture.planner().decide(
         &Envelope::task("x"),
         1,
-        Ok(Outcome::escalate(Reason::UserEscalation)),
+        ok(Outcome::escalate(Reason::UserEscalation)),
     );
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
     assert_eq!(
@@ -368,31 +440,39 @@ fn escalate_without_a_fallback_fails_with_no_route() {
 }
 
 #[test]
-fn an_invalid_target_name_is_a_dead_letter_not_a_panic() {
+fn a_parent_that_is_not_an_agent_type_is_refused_with_a_reason() {
     let fixture = Fixture::new("general", None);
-    let plan = fixture.planner().plan(
-        &Envelope::task("x"),
-        1,
-        Ok(Outcome::handoff("Not Valid", Reason::OutOfScope)),
-    );
-    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
+    let mut envelope = Envelope::task("x");
+    envelope.kind = Kind::Delegate;
+    envelope.parent = Some(baton_proto::Parent {
+        id: Uuid::new_v4(),
+        agent: "Not Valid".into(),
+        depth: 1,
+        index: Some(0),
+        extra: baton_proto::Map::new(),
+    });
+    let plan = fixture.planner().refuse(&envelope, 0).unwrap();
+    assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::Malformed);
     assert!(dead_letters(&plan)[0].detail.contains("Not Valid"));
+    // The session ends: a terminal event, not a result nobody can receive.
+    assert_eq!(
+        events(&plan).last().unwrap(),
+        &(
+            EventType::Failed,
+            None,
+            Some(Reason::from(&DeadLetterReason::Malformed))
+        )
+    );
+    assert!(envelopes(&plan).is_empty());
+    assert_eq!(plan.settle, Settle::Term);
 }
 
 #[test]
 fn deadlines_are_checked_before_running() {
     let fixture = Fixture::new("general", None);
     let envelope = Envelope::task("x").with_deadline(1_000);
-    assert!(
-        fixture
-            .planner()
-            .deadline_exceeded(&envelope, 1_000)
-            .is_none()
-    );
-    let plan = fixture
-        .planner()
-        .deadline_exceeded(&envelope, 1_500)
-        .unwrap();
+    assert!(fixture.planner().refuse(&envelope, 1_000).is_none());
+    let plan = fixture.planner().refuse(&envelope, 1_500).unwrap();
     assert_eq!(
         dead_letters(&plan)[0].reason,
         DeadLetterReason::DeadlineExceeded
@@ -405,7 +485,7 @@ fn deadlines_are_checked_before_running() {
     assert!(
         fixture
             .planner()
-            .deadline_exceeded(&Envelope::task("x"), u64::MAX)
+            .refuse(&Envelope::task("x"), u64::MAX)
             .is_none()
     );
 }
@@ -422,28 +502,28 @@ fn lookups_exclude_the_path_and_this_agent() {
     envelope.requires = vec!["billing".into()];
     let planner = fixture.planner();
 
-    let outcome = Ok(Outcome::handoff_to(
+    let outcome = ok(Outcome::handoff(
         Need::capabilities(["refunds"])
             .in_domains(["retail"])
             .min_tier(2),
         Reason::KnowledgeGap,
     ));
-    let request = planner.lookup_request(&envelope, &outcome).unwrap();
+    let request = planner.lookup_for(&envelope, outcome).unwrap();
     assert_eq!(request.requires, ["refunds"]);
     assert_eq!(request.domains, ["retail"]);
     assert_eq!(request.min_tier, Some(2));
     assert_eq!(request.exclude, ["entry", "triage"]);
 
     // Escalations ask for at least one tier above this agent's (tier 1 here).
-    let escalate = Ok(Outcome::escalate(Reason::UserEscalation));
-    let request = planner.lookup_request(&envelope, &escalate).unwrap();
+    let escalate = ok(Outcome::escalate(Reason::UserEscalation));
+    let request = planner.lookup_for(&envelope, escalate).unwrap();
     assert_eq!(request.min_tier, Some(2));
     assert!(request.requires.is_empty());
-    let escalate = Ok(Outcome::escalate_to(
+    let escalate = ok(Outcome::escalate_to(
         Need::capabilities(["human"]).min_tier(3),
         Reason::UserEscalation,
     ));
-    let request = planner.lookup_request(&envelope, &escalate).unwrap();
+    let request = planner.lookup_for(&envelope, escalate).unwrap();
     assert_eq!(
         (request.min_tier, request.requires),
         (Some(3), vec!["human".to_owned()])
@@ -451,33 +531,32 @@ fn lookups_exclude_the_path_and_this_agent() {
 
     // A rejection looks again for what the task requires.
     let request = planner
-        .lookup_request(&envelope, &Err(AgentError::reject("busy")))
+        .lookup_for(&envelope, Err(AgentError::reject("busy")))
         .unwrap();
     assert_eq!(request.requires, ["billing"]);
 
     // Named targets, the fallback, completions and failures need no lookup.
     for result in [
-        Ok(Outcome::handoff("refund", Reason::OutOfScope)),
-        Ok(Outcome::fallback(Reason::UserEscalation)),
-        Ok(Outcome::complete("done")),
+        ok(Outcome::handoff(name("refund"), Reason::OutOfScope)),
+        ok(Outcome::fallback(Reason::UserEscalation)),
+        ok(Outcome::complete("done")),
         Err(AgentError::retryable("x")),
         Err(AgentError::fatal("x")),
     ] {
-        assert!(
-            planner.lookup_request(&envelope, &result).is_none(),
-            "{result:?}"
-        );
+        let text = format!("{result:?}");
+        assert!(planner.lookup_for(&envelope, result).is_none(), "{text}");
     }
 }
 
 #[test]
 fn a_capability_target_goes_to_the_agent_the_registry_found() {
     let fixture = Fixture::new("general", Some("human"));
-    let outcome = Outcome::handoff_to(Need::capabilities(["refunds"]), Reason::KnowledgeGap)
+    let outcome = Outcome::handoff(Need::capabilities(["refunds"]), Reason::KnowledgeGap)
         .say("over to refunds");
-    let plan = fixture
-        .planner()
-        .plan_routed(&Envelope::task("x"), 1, Ok(outcome), found("refund"));
+    let plan =
+        fixture
+            .planner()
+            .decide_found(&Envelope::task("x"), 1, ok(outcome), found("refund"));
     assert_eq!(
         events(&plan),
         vec![(
@@ -502,7 +581,7 @@ fn a_capability_target_goes_to_the_agent_the_registry_found() {
 #[test]
 fn no_candidate_goes_to_the_fallback_with_no_match_or_fails_with_no_route() {
     let outcome = || {
-        Ok(Outcome::handoff_to(
+        ok(Outcome::handoff(
             Need::capabilities(["teleport"]),
             Reason::OutOfScope,
         ))
@@ -514,7 +593,7 @@ fn no_candidate_goes_to_the_fallback_with_no_match_or_fails_with_no_route() {
     let with = Fixture::new("general", Some("human"));
     let plan = with
         .planner()
-        .plan_routed(&Envelope::task("x"), 1, outcome(), none.clone());
+        .decide_found(&Envelope::task("x"), 1, outcome(), none.clone());
     assert_eq!(
         events(&plan),
         vec![(
@@ -529,19 +608,16 @@ fn no_candidate_goes_to_the_fallback_with_no_match_or_fails_with_no_route() {
     let without = Fixture::new("general", None);
     let plan = without
         .planner()
-        .plan_routed(&Envelope::task("x"), 1, outcome(), none);
+        .decide_found(&Envelope::task("x"), 1, outcome(), none);
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::NoRoute);
     let last = events(&plan).pop().unwrap();
-    assert_eq!(
-        last,
-        (EventType::Failed, None, Some(Reason::parse("no_route")))
-    );
+    assert_eq!(last, (EventType::Failed, None, Some(Reason::NoRoute)));
     assert!(plan.failed);
 
     // A worker without a registry cannot resolve a capability target at all.
     let plan = without
         .planner()
-        .plan_routed(&Envelope::task("x"), 1, outcome(), None);
+        .decide_found(&Envelope::task("x"), 1, outcome(), None);
     let Some(Output::Event(failed)) = plan.outputs.last() else {
         panic!("no failed event")
     };
@@ -559,10 +635,10 @@ fn no_candidate_goes_to_the_fallback_with_no_match_or_fails_with_no_route() {
 #[test]
 fn a_found_escalation_is_announced_as_escalated_to_that_agent() {
     let fixture = Fixture::new("general", Some("human"));
-    let plan = fixture.planner().plan_routed(
+    let plan = fixture.planner().decide_found(
         &Envelope::task("x"),
         1,
-        Ok(Outcome::escalate(Reason::UserEscalation)),
+        ok(Outcome::escalate(Reason::UserEscalation)),
         found("expert"),
     );
     assert_eq!(
@@ -576,10 +652,10 @@ fn a_found_escalation_is_announced_as_escalated_to_that_agent() {
     assert_eq!(envelopes(&plan)[0].to.as_deref(), Some("expert"));
 
     // Nothing of a higher tier: the fallback, with the original reason.
-    let plan = fixture.planner().plan_routed(
+    let plan = fixture.planner().decide_found(
         &Envelope::task("x"),
         1,
-        Ok(Outcome::escalate(Reason::UserEscalation)),
+        ok(Outcome::escalate(Reason::UserEscalation)),
         Some(Err("nothing above tier 1".into())),
     );
     assert_eq!(
@@ -595,7 +671,7 @@ fn a_found_escalation_is_announced_as_escalated_to_that_agent() {
 #[test]
 fn a_rejection_is_rerouted_to_the_agent_the_registry_found() {
     let fixture = Fixture::new("picky", Some("human"));
-    let plan = fixture.planner().plan_routed(
+    let plan = fixture.planner().decide_found(
         &Envelope::task("x"),
         1,
         Err(AgentError::reject("not my kind of work")),
@@ -623,10 +699,10 @@ fn a_found_agent_still_counts_against_the_hop_budget() {
     let fixture = Fixture::new("c", Some("human"));
     let mut envelope = Envelope::task("x").with_max_hops(2);
     envelope.path = vec![hop("a"), hop("b")];
-    let plan = fixture.planner().plan_routed(
+    let plan = fixture.planner().decide_found(
         &envelope,
         1,
-        Ok(Outcome::handoff_to(
+        ok(Outcome::handoff(
             Need::capabilities(["x"]),
             Reason::OutOfScope,
         )),
@@ -642,16 +718,16 @@ fn a_declared_visit_budget_allows_a_bounded_cycle_then_the_guard_fires() {
     let mut envelope = Envelope::task("x");
     // planner -> reviewer -> planner -> reviewer(now): planner has 2 visits.
     envelope.path = vec![hop("planner"), hop("reviewer"), hop("planner")];
-    let back = || Outcome::handoff("planner", Reason::parse("feedback"));
+    let back = || Outcome::handoff(name("planner"), Reason::parse("feedback"));
 
     let plan = fixture
         .planner()
-        .plan(&envelope, 1, Ok(back().max_visits(3)));
+        .decide(&envelope, 1, ok(back().max_visits(3)));
     assert_eq!(envelopes(&plan)[0].to.as_deref(), Some("planner"));
 
     let plan = fixture
         .planner()
-        .plan(&envelope, 1, Ok(back().max_visits(2)));
+        .decide(&envelope, 1, ok(back().max_visits(2)));
     let Output::Event(detected) = &plan.outputs[0] else {
         panic!("no event")
     };
@@ -667,7 +743,7 @@ fn a_declared_visit_budget_allows_a_bounded_cycle_then_the_guard_fires() {
     );
 
     // Without a declaration a revisit is refused as before.
-    let plan = fixture.planner().plan(&envelope, 1, Ok(back()));
+    let plan = fixture.planner().decide(&envelope, 1, ok(back()));
     assert_eq!(events(&plan)[0].0, EventType::LoopDetected);
 }
 
@@ -682,13 +758,13 @@ fn a_context_policy_trims_messages_and_records_what_it_removed() {
             .push(Message::new(Role::User, format!("message {n}")));
     }
     let outcome = |policy| {
-        Ok(Outcome::handoff("next", Reason::OutOfScope)
+        ok(Outcome::handoff(name("next"), Reason::OutOfScope)
             .say("handing over")
             .context_policy(policy))
     };
     let plan = fixture
         .planner()
-        .plan(&envelope, 1, outcome(ContextPolicy::LastN(2)));
+        .decide(&envelope, 1, outcome(ContextPolicy::LastN(2)));
     let next = envelopes(&plan)[0];
     let contents: Vec<_> = next
         .context
@@ -718,13 +794,13 @@ fn a_context_policy_trims_messages_and_records_what_it_removed() {
     // The same removal gives the same digest; different messages another.
     let again = fixture
         .planner()
-        .plan(&envelope, 1, outcome(ContextPolicy::LastN(2)));
+        .decide(&envelope, 1, outcome(ContextPolicy::LastN(2)));
     let again_step = envelopes(&again)[0].context.trace.last().unwrap().clone();
     assert_eq!(again_step.details, step.details);
 
     let plan = fixture
         .planner()
-        .plan(&envelope, 1, outcome(ContextPolicy::None));
+        .decide(&envelope, 1, outcome(ContextPolicy::None));
     let next = envelopes(&plan)[0];
     assert!(next.context.messages.is_empty());
     let none_step = next.context.trace.last().unwrap();
@@ -732,7 +808,7 @@ fn a_context_policy_trims_messages_and_records_what_it_removed() {
 
     let plan = fixture
         .planner()
-        .plan(&envelope, 1, outcome(ContextPolicy::Full));
+        .decide(&envelope, 1, outcome(ContextPolicy::Full));
     let next = envelopes(&plan)[0];
     assert_eq!(next.context.messages.len(), 6);
     assert!(
@@ -748,7 +824,7 @@ fn waiting_acks_with_a_waiting_event_and_no_terminal_event() {
     let fixture = Fixture::new("human", None);
     let mut envelope = Envelope::task("x");
     envelope.reason = Some(Reason::UserEscalation);
-    let plan = fixture.planner().plan(&envelope, 1, Ok(Outcome::wait()));
+    let plan = fixture.planner().decide(&envelope, 1, ok(Outcome::wait()));
     assert_eq!(plan.settle, Settle::Ack);
     assert_eq!(
         events(&plan),
@@ -761,7 +837,7 @@ fn waiting_acks_with_a_waiting_event_and_no_terminal_event() {
 fn retry_after_waits_at_least_as_long_as_asked() {
     let fixture = Fixture::new("llm", None);
     let envelope = Envelope::task("x");
-    let plan = fixture.planner().plan(
+    let plan = fixture.planner().decide(
         &envelope,
         1,
         Err(AgentError::retry_after(
@@ -771,7 +847,7 @@ fn retry_after_waits_at_least_as_long_as_asked() {
     );
     assert_eq!(plan.settle, Settle::Nak(Duration::from_secs(7)));
     // A shorter request than the backoff does not shorten it.
-    let plan = fixture.planner().plan(
+    let plan = fixture.planner().decide(
         &envelope,
         2,
         Err(AgentError::retry_after(
@@ -781,7 +857,7 @@ fn retry_after_waits_at_least_as_long_as_asked() {
     );
     assert_eq!(plan.settle, Settle::Nak(Duration::from_millis(200)));
     // Exhausted, it is dead-lettered like any retryable failure.
-    let plan = fixture.planner().plan(
+    let plan = fixture.planner().decide(
         &envelope,
         3,
         Err(AgentError::retry_after(

@@ -27,8 +27,7 @@ use futures::StreamExt;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::NatsArgs;
-
+/// What `baton bench` measures.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Tasks to run through the chain.
@@ -154,7 +153,7 @@ fn figures(recorder: &Recorder, tasks: u64, hops: usize, elapsed: Duration) -> F
 
 /// A no-op stage of the Baton chain.
 struct Stage {
-    next: Option<String>,
+    next: Option<AgentName>,
     recorder: Arc<Recorder>,
     concurrency: usize,
 }
@@ -171,12 +170,12 @@ impl Agent for Stage {
             self.recorder.hop(sent);
         }
         Ok(match &self.next {
-            Some(next) => {
-                Outcome::handoff(next.clone(), Reason::OutOfScope).set_state("sent_ns", now_ns())
-            }
+            Some(next) => Outcome::handoff(next.clone(), Reason::OutOfScope)
+                .set_state("sent_ns", now_ns())
+                .into(),
             None => {
                 self.recorder.finish();
-                Outcome::complete(Value::Nil)
+                Outcome::complete(Value::Nil).into()
             }
         })
     }
@@ -190,27 +189,22 @@ impl Agent for Stage {
     }
 }
 
-pub async fn run(nats: &NatsArgs, args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
+/// Runs the benchmark on `client` (connected to the server named `server`)
+/// and prints the figures.
+///
+/// # Errors
+///
+/// Invalid arguments, or a NATS failure during the run.
+pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.hops >= 1, "--hops must be at least 1");
     anyhow::ensure!(args.tasks >= 1, "--tasks must be at least 1");
-    let server = match &nats.nats_url {
-        Some(_) => None,
-        None => Some(tokio::task::spawn_blocking(baton_testkit::NatsServer::start).await??),
-    };
-    let url = server.as_ref().map(|s| s.url().to_owned());
-    let client = crate::connect(nats, url.as_deref(), "baton bench").await?;
     now_ns();
 
     let sample = padded_task(args.payload_bytes);
     let payload_len = sample.to_msgpack()?.len();
     println!(
         "bench: {} tasks (+{} warm-up) through {} hops, concurrency {} per stage, payload {} bytes, nats-server {}",
-        args.tasks,
-        args.warmup,
-        args.hops,
-        args.concurrency,
-        payload_len,
-        url.as_deref().or(nats.nats_url.as_deref()).unwrap_or("?")
+        args.tasks, args.warmup, args.hops, args.concurrency, payload_len, server
     );
 
     let none = || Figures {
@@ -261,8 +255,7 @@ pub async fn run(nats: &NatsArgs, args: BenchArgs) -> anyhow::Result<std::proces
         );
     }
     println!("targets: throughput ratio >= 0.85, p50 hop latency ratio <= 1.20");
-    drop(server);
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Runs the warm-up, then the measured tasks, each in a closed loop: a task is
@@ -316,15 +309,16 @@ async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::R
     let recorder = Arc::new(Recorder::new(args.concurrency));
     let stop = CancellationToken::new();
     let mut workers = tokio::task::JoinSet::new();
-    let names: Vec<String> = (0..args.hops).map(|i| format!("stage{i}")).collect();
+    let names = (0..args.hops)
+        .map(|i| AgentName::new(format!("stage{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
     for (index, name) in names.iter().enumerate() {
         let stage = Stage {
             next: names.get(index + 1).cloned(),
             recorder: recorder.clone(),
             concurrency: args.concurrency,
         };
-        let config =
-            WorkerConfig::new(AgentName::new(name.as_str())?).with_subjects(subjects.clone());
+        let config = WorkerConfig::new(name.clone()).with_subjects(subjects.clone());
         workers
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }

@@ -16,8 +16,7 @@ use bytes::Bytes;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::NatsArgs;
-
+/// What `baton bench-registry` measures.
 #[derive(Debug, Args)]
 pub struct BenchRegistryArgs {
     /// Agent types to register.
@@ -114,10 +113,12 @@ async fn lookup(
         .len())
 }
 
-pub async fn run(
-    nats: &NatsArgs,
-    args: BenchRegistryArgs,
-) -> anyhow::Result<std::process::ExitCode> {
+/// Runs the registry benchmark on `client` and prints the figures.
+///
+/// # Errors
+///
+/// Invalid arguments, or a NATS failure during the run.
+pub async fn run(client: async_nats::Client, args: BenchRegistryArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.types >= 1 && args.instances >= 1,
         "--types and --instances must be at least 1"
@@ -126,12 +127,6 @@ pub async fn run(
         args.lookups >= 1 && args.concurrency >= 1,
         "--lookups and --concurrency must be at least 1"
     );
-    let server = match &nats.nats_url {
-        Some(_) => None,
-        None => Some(tokio::task::spawn_blocking(baton_testkit::NatsServer::start).await??),
-    };
-    let url = server.as_ref().map(|s| s.url().to_owned());
-    let client = crate::connect(nats, url.as_deref(), "baton bench-registry").await?;
     // A prefix of its own, so a bench against a shared server touches nothing else.
     let subjects = Subjects::new("baton-bench")?;
 
@@ -237,6 +232,5 @@ pub async fn run(
     println!("target: p99 < 1000 µs on loopback (one at a time)");
     stop.cancel();
     registry.await.context("registry task failed")??;
-    drop(server);
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(())
 }

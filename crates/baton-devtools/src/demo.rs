@@ -9,7 +9,7 @@
 //! | `human_support` | 3 | the fallback: a person takes the case |
 
 use baton_proto::{Reason, Value};
-use baton_worker::{Agent, AgentError, Need, Outcome, Profile, RetryPolicy, Task};
+use baton_worker::{Agent, AgentError, AgentName, Need, Outcome, Profile, RetryPolicy, Task};
 
 /// Names of the demo agent types, entry first, fallback last.
 pub const AGENTS: [&str; 5] = [
@@ -53,10 +53,15 @@ pub const TASKS: [(&str, &str); 5] = [
 /// One demo agent type.
 #[derive(Debug, Clone, Copy)]
 pub enum Demo {
+    /// `general_enquiry`: the entry point.
     GeneralEnquiry,
+    /// `order_management`: order status through a tool that can fail.
     OrderManagement,
+    /// `advanced_order`: special orders.
     AdvancedOrder,
+    /// `refund`: refund policy and eligibility.
     Refund,
+    /// `human_support`: the fallback, a person.
     HumanSupport,
 }
 
@@ -122,7 +127,7 @@ impl Agent for Demo {
     async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
         let text = task.last_user_message().to_owned();
         let order = order_id(&text);
-        let outcome = match self {
+        let outcome: Outcome = match self {
             Self::GeneralEnquiry => {
                 if mentions(&text, &["human", "a person", "manager"]) {
                     // Any person of a higher tier; the registry picks which.
@@ -133,8 +138,9 @@ impl Agent for Demo {
                             "escalation request",
                             "the customer asked for a person",
                         )
+                        .into()
                 } else if mentions(&text, &["refund", "money back"]) {
-                    let mut outcome = Outcome::handoff_to(
+                    let mut handoff = Outcome::handoff(
                         Need::capabilities(["refunds"]),
                         Reason::KnowledgeGap,
                     )
@@ -146,11 +152,11 @@ impl Agent for Demo {
                     )
                     .next_action("explain the refund policy and check eligibility");
                     if let Some(order) = order {
-                        outcome = outcome.set_var("order_id", order);
+                        handoff = handoff.set_var("order_id", order);
                     }
-                    outcome
+                    handoff.into()
                 } else if let Some(order) = order {
-                    Outcome::handoff_to(Need::capabilities(["order_status"]), Reason::OutOfScope)
+                    Outcome::handoff(Need::capabilities(["order_status"]), Reason::OutOfScope)
                         .say("Let me get our order team to look at that.")
                         .set_var("order_id", order)
                         .step(
@@ -159,10 +165,12 @@ impl Agent for Demo {
                             "order lookups need the order tool",
                         )
                         .next_action("look up the order status")
+                        .into()
                 } else {
                     Outcome::complete(
                         "Thanks for reaching out! Our shop is open 9-17 on weekdays; ask me about an order or a refund.",
                     )
+                    .into()
                 }
             }
             Self::OrderManagement => {
@@ -170,21 +178,23 @@ impl Agent for Demo {
                 if mentions(&text, &["warranty"]) {
                     // Warranty questions are not ours; general enquiry sent it here,
                     // and sending it back is exactly the loop the guard stops.
-                    Outcome::handoff("general_enquiry", Reason::OutOfScope)
+                    Outcome::handoff(AgentName::new(ENTRY)?, Reason::OutOfScope)
                         .say("Warranty questions are handled by general enquiries.")
                         .step(
                             "classify",
                             "warranty question",
                             "not an order status question",
                         )
+                        .into()
                 } else if order.starts_with("FLK-") && task.attempt < 2 {
                     return Err(AgentError::retryable("order database timed out"));
                 } else if order.starts_with("SPC-") {
-                    Outcome::handoff_to(Need::capabilities(["special_orders"]), Reason::ToolFailure)
+                    Outcome::handoff(Need::capabilities(["special_orders"]), Reason::ToolFailure)
                         .say("Our standard order tool cannot read special orders; a specialist will take over.")
                         .step("lookup", "tool failed", "special orders are not in the standard order database")
                         .set_state("tool_error", "special order not found in standard database")
                         .next_action("look up the special order in the manufacturing system")
+                        .into()
                 } else {
                     let answer = format!(
                         "Order {order} shipped yesterday and arrives within 2 business days."
@@ -197,6 +207,7 @@ impl Agent for Demo {
                             "shipped",
                             format!("order tool answered on attempt {}", task.attempt),
                         )
+                        .into()
                 }
             }
             Self::AdvancedOrder => {
@@ -208,11 +219,10 @@ impl Agent for Demo {
                 let answer = format!(
                     "Special order {order} is being hand-built and ships in 5 business days."
                 );
-                Outcome::complete(answer.clone()).say(answer).step(
-                    "lookup",
-                    "found",
-                    "manufacturing system",
-                )
+                Outcome::complete(answer.clone())
+                    .say(answer)
+                    .step("lookup", "found", "manufacturing system")
+                    .into()
             }
             Self::Refund => {
                 let order = task
@@ -226,6 +236,7 @@ impl Agent for Demo {
                 Outcome::complete(answer.clone())
                     .say(answer)
                     .set_var("refund_eligible", true)
+                    .into()
             }
             Self::HumanSupport => {
                 let why = task
@@ -237,7 +248,7 @@ impl Agent for Demo {
                 let answer = format!(
                     "A support specialist has taken your case (escalation reason: {why}) and will reply within one business day."
                 );
-                Outcome::complete(answer.clone()).say(answer)
+                Outcome::complete(answer.clone()).say(answer).into()
             }
         };
         Ok(outcome)

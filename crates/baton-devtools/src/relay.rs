@@ -3,17 +3,22 @@
 
 use std::time::Duration;
 
-use baton_proto::{Reason, Value};
+use baton_proto::{Message, Reason, Role, Step, Value};
 use baton_worker::{
-    Agent, AgentError, ChildTask, DelegateMode, Need, Outcome, Recover, Results, RetryPolicy, Task,
+    Agent, AgentError, AgentName, ChildTask, DelegateMode, Need, Outcome, Recover, Results,
+    RetryPolicy, Task,
 };
 
 /// What a relay delegates.
 #[derive(Debug, Clone)]
 pub struct Delegation {
-    pub agents: Vec<String>,
+    /// The children's agent types, in order.
+    pub agents: Vec<AgentName>,
+    /// `parallel`, `serial`, `async` or `chain`.
     pub mode: String,
-    pub recover: Option<String>,
+    /// A chain's recovery agent.
+    pub recover: Option<AgentName>,
+    /// A chain's stand-in value for a failed step.
     pub recover_value: Option<String>,
 }
 
@@ -42,26 +47,36 @@ impl Delegation {
                 )
             })
             .collect();
-        Outcome::delegate(children, mode)
+        Outcome::delegate(children, mode).into()
     }
 }
 
 /// Behaviour of a relay agent, set from `baton worker` flags.
 #[derive(Debug, Clone)]
 pub struct Relay {
+    /// The agent type it serves.
     pub name: String,
-    pub next: Option<String>,
+    /// Hand off to this agent type; `None` completes.
+    pub next: Option<AgentName>,
     /// Hand off by capability instead, through the registry.
     pub next_requires: Option<Vec<String>>,
     /// Delegate instead, and complete with the results.
     pub delegate: Option<Delegation>,
+    /// Fail this many attempts (retryably) before succeeding.
     pub fail_attempts: u32,
+    /// Fail fatally on every task.
     pub fatal: bool,
+    /// Decline every task.
     pub reject: bool,
+    /// Escalate every task to a higher tier.
     pub escalate: bool,
+    /// How long each task takes.
     pub work: Duration,
+    /// Retries and their backoff.
     pub retry: RetryPolicy,
+    /// How long one run may take.
     pub timeout: Duration,
+    /// Tasks at once per process.
     pub concurrency: usize,
     /// Keep the context untouched (benchmarks measure the runtime, not the agent).
     pub quiet: bool,
@@ -93,25 +108,37 @@ impl Agent for Relay {
         if let Some(delegation) = &self.delegate {
             return Ok(delegation.outcome(&self.name, task.query()));
         }
-        let mut outcome = if self.escalate {
-            Outcome::escalate(Reason::UserEscalation)
+        let advice = || format!("continue after {}", self.name);
+        let mut outcome: Outcome = if self.escalate {
+            Outcome::escalate(Reason::UserEscalation).into()
         } else {
             match (&self.next, &self.next_requires) {
                 (Some(next), _) => Outcome::handoff(next.clone(), Reason::OutOfScope)
-                    .next_action(format!("continue after {}", self.name)),
+                    .next_action(advice())
+                    .into(),
                 (None, Some(requires)) => {
-                    Outcome::handoff_to(Need::capabilities(requires.clone()), Reason::KnowledgeGap)
-                        .next_action(format!("continue after {}", self.name))
+                    Outcome::handoff(Need::capabilities(requires.clone()), Reason::KnowledgeGap)
+                        .next_action(advice())
+                        .into()
                 }
-                (None, None) => Outcome::complete(summary(&task)),
+                (None, None) => Outcome::complete(summary(&task)).into(),
             }
         };
         if !self.quiet {
-            outcome = outcome
-                .say(format!("{} was here", self.name))
-                .set_var(format!("{}_attempt", self.name), task.attempt)
-                .set_state("last", self.name.clone())
-                .step("relay", "passed on", format!("{} relays", self.name));
+            let update = outcome.update_mut();
+            let name = &self.name;
+            update
+                .messages
+                .push(Message::new(Role::Agent, format!("{name} was here")));
+            update
+                .variables
+                .insert(format!("{name}_attempt"), Value::from(task.attempt));
+            update
+                .state
+                .insert("last".into(), Value::from(name.as_str()));
+            update
+                .trace
+                .push(Step::new("", "relay", "passed on").with_reasoning(format!("{name} relays")));
         }
         Ok(outcome)
     }
@@ -135,7 +162,7 @@ impl Agent for Relay {
             tokio::time::sleep(self.work).await;
         }
         if results.mode == DelegateMode::Async && !results.all_in() {
-            return Ok(Outcome::wait());
+            return Ok(Outcome::wait().into());
         }
         let statuses = results
             .results
@@ -152,7 +179,8 @@ impl Agent for Relay {
             (Value::from("statuses"), Value::Array(statuses)),
             (Value::from("agents"), Value::Array(agents)),
             (Value::from("total"), Value::from(results.total)),
-        ])))
+        ]))
+        .into())
     }
 
     fn timeout(&self) -> Duration {

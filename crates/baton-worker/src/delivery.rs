@@ -1,0 +1,210 @@
+//! One delivery of a message: its attempt number and trace context, how its
+//! plan becomes publishable messages, and how it is settled (steps 1 and 6
+//! of the worker loop).
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, AckKind};
+use baton_proto::{
+    AgentName, DeadLetterReason, Event, EventType, Reason, Subjects, Wire, derive_id, headers,
+};
+use bytes::Bytes;
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind};
+use crate::plan::{Output, Settle};
+use crate::publish::{Outgoing, Publisher};
+use crate::trace;
+
+/// A message pulled from a consumer, with what every output of it needs.
+pub(crate) struct Delivery<'a> {
+    pub(crate) message: jetstream::Message,
+    /// Delivery attempt, counting from 1.
+    pub(crate) attempt: u32,
+    /// The span of this delivery, a child of the sender's trace.
+    pub(crate) span: tracing::Span,
+    parent: opentelemetry::Context,
+    subjects: &'a Subjects,
+    /// Who handles it: the agent type whose dead-letter subject is used.
+    agent: &'a AgentName,
+}
+
+impl<'a> Delivery<'a> {
+    /// `message`, handled by `agent` under `span`; the span joins the trace
+    /// the message's headers carry.
+    pub(crate) fn new(
+        message: jetstream::Message,
+        span: tracing::Span,
+        subjects: &'a Subjects,
+        agent: &'a AgentName,
+    ) -> Self {
+        let attempt = message.info().map_or(1, |info| {
+            u32::try_from(info.delivered).unwrap_or(u32::MAX).max(1)
+        });
+        let parent = trace::extract(message.headers.as_ref());
+        trace::adopt(&span, &parent);
+        Self {
+            message,
+            attempt,
+            span,
+            parent,
+            subjects,
+            agent,
+        }
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        trace::inject(&self.span, &self.parent, &mut headers);
+        headers
+    }
+
+    /// `event`, ready to publish.
+    pub(crate) fn event(&self, event: &Event) -> Result<Outgoing, Error> {
+        Ok(Outgoing {
+            subject: self.subjects.events(event.session),
+            id: event.id,
+            payload: encode(event)?,
+            headers: self.headers(),
+        })
+    }
+
+    /// `envelope` for agent type `to`, ready to publish.
+    pub(crate) fn envelope(
+        &self,
+        to: &AgentName,
+        envelope: &baton_proto::Envelope,
+    ) -> Result<Outgoing, Error> {
+        Ok(Outgoing {
+            subject: self.subjects.agent(to),
+            id: envelope.id,
+            payload: encode(envelope)?,
+            headers: self.headers(),
+        })
+    }
+
+    /// A copy of the message for the dead-letter stream, with the reason headers.
+    fn dead_letter(&self, id: Uuid, reason: &DeadLetterReason, detail: &str) -> Outgoing {
+        let mut headers = self.headers();
+        headers.insert(headers::ERROR, reason.as_str());
+        headers.insert(headers::ERROR_DETAIL, header_safe(detail).as_str());
+        headers.insert(headers::AGENT, self.agent.as_str());
+        headers.insert(headers::ORIGINAL_SUBJECT, self.message.subject.as_str());
+        let deliveries = self.message.info().map_or(1, |info| info.delivered);
+        headers.insert(headers::DELIVERIES, deliveries.to_string().as_str());
+        Outgoing {
+            subject: self.subjects.dlq(self.agent),
+            id,
+            payload: self.message.payload.clone(),
+            headers,
+        }
+    }
+
+    /// The messages of a plan, in order.
+    pub(crate) fn encode(&self, outputs: &[Output]) -> Result<Vec<Outgoing>, Error> {
+        outputs
+            .iter()
+            .map(|output| match output {
+                Output::Envelope { to, envelope } => self.envelope(to, envelope),
+                Output::Event(event) => self.event(event),
+                Output::DeadLetter(dead) => {
+                    Ok(self.dead_letter(dead.id, &dead.reason, &dead.detail))
+                }
+            })
+            .collect()
+    }
+
+    /// The outputs for a message that cannot be handled as an envelope (it
+    /// cannot be read, or what it led to cannot be written): a dead letter,
+    /// and, when the session can still be read, `dead_lettered` and `failed`
+    /// events so a client waiting on it is not left hanging.
+    pub(crate) fn unreadable(&self, reason: &DeadLetterReason, detail: &str) -> Vec<Outgoing> {
+        let stream_seq = self
+            .message
+            .info()
+            .map(|info| info.stream_sequence)
+            .unwrap_or_default();
+        let base = Uuid::new_v5(
+            &Uuid::NAMESPACE_OID,
+            format!("{}/{stream_seq}", self.message.subject).as_bytes(),
+        );
+        let mut outgoing = vec![self.dead_letter(derive_id(base, 0), reason, detail)];
+        if let Some(session) = probe_session(&self.message.payload) {
+            for (index, kind) in [(1, EventType::DeadLettered), (2, EventType::Failed)] {
+                let mut event = Event::new(derive_id(base, index), session, kind);
+                event.agent = Some(self.agent.to_string());
+                event.reason = Some(Reason::from(reason));
+                event.detail = Some(detail.to_owned());
+                match self.event(&event) {
+                    Ok(event) => outgoing.push(event),
+                    Err(err) => tracing::warn!(error = %err, "cannot encode an event"),
+                }
+            }
+        }
+        outgoing
+    }
+
+    /// Step 6: makes `outgoing` durable, then settles. `false` when the
+    /// outputs are not durable: the message is left un-acked for redelivery.
+    pub(crate) async fn finish(
+        &self,
+        publisher: &Publisher,
+        outgoing: &[Outgoing],
+        settle: Settle,
+    ) -> bool {
+        if let Err(err) = publisher.publish_all(outgoing).await {
+            tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
+            return false;
+        }
+        self.settle(settle).await;
+        true
+    }
+
+    /// Settles the delivery (its outputs, if any, are durable).
+    pub(crate) async fn settle(&self, settle: Settle) {
+        let result = match settle {
+            Settle::Ack => self.message.double_ack().await,
+            Settle::Nak(delay) => self.message.ack_with(AckKind::Nak(Some(delay))).await,
+            Settle::Term => self.message.double_ack_with(AckKind::Term).await,
+        };
+        if let Err(err) = result {
+            // The outputs are durable and carry deterministic ids: a redelivery
+            // republishes the same ids, which JetStream drops as duplicates.
+            tracing::warn!(error = %err, ?settle, "could not settle the message; it will be redelivered and deduplicated");
+        }
+    }
+
+    /// Tells the server the work is alive (`+WPI`), so `ack_wait` restarts.
+    pub(crate) async fn progress(&self) {
+        if let Err(err) = self.message.ack_with(AckKind::Progress).await {
+            tracing::debug!(error = %err, "could not send progress");
+        }
+    }
+}
+
+fn encode<T: Wire>(value: &T) -> Result<Bytes, Error> {
+    value
+        .to_msgpack()
+        .map(Bytes::from)
+        .map_err(|err| Error::with_source(ErrorKind::Encode, "cannot encode output", err))
+}
+
+/// Header values cannot hold line breaks; keep the detail on one bounded line.
+fn header_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(1024)
+        .collect()
+}
+
+/// The `session` of a payload that is not a readable envelope, if it has a valid one.
+fn probe_session(payload: &[u8]) -> Option<Uuid> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        session: Option<String>,
+    }
+    let value = rmpv::decode::read_value(&mut &payload[..]).ok()?;
+    let probe: Probe = rmpv::ext::from_value(value).ok()?;
+    probe
+        .session
+        .and_then(|session| Uuid::parse_str(&session).ok())
+}
