@@ -1,8 +1,6 @@
 //! The `baton` command as people use it: the demo, send/watch, the NATS
 //! environment conventions, and clear errors for bad input or configuration.
 
-use std::time::Duration;
-
 use async_nats::jetstream::stream;
 use baton_proto::{Envelope, EventType};
 
@@ -113,7 +111,7 @@ async fn progress_keeps_a_long_task_from_being_redelivered() -> anyhow::Result<(
     let task = Envelope::task("take your time");
     let events = system.run("long", &task).await?;
     assert_eq!(kinds(&events), ["accepted", "completed"]);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    system.settled().await?;
     let stored = system.stored_events(task.session).await?;
     assert_eq!(
         stored

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Event, EventType, Value};
+use baton_testkit::eventually;
 
 use crate::util::{System, example, field, kinds};
 
@@ -113,22 +115,16 @@ async fn a_parallel_fan_out_of_ten_joins_exactly_once_across_a_killed_worker() -
         .await?;
 
     // Every result is recorded; the last one's continuation is now running in fan1.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(Duration::from_secs(30), || async {
         let events = system.stored_events(task.session).await?;
         let recorded = events
             .iter()
             .filter(|e| e.kind == EventType::Result && detail(e).ends_with(": recorded"))
             .count();
-        if recorded == 10 {
-            break;
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "only {recorded} results recorded"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        anyhow::ensure!(recorded == 10, "only {recorded} results recorded");
+        Ok(())
+    })
+    .await?;
     system.process("fan1").kill9();
     system.relay("fan2", "fan", &fan_flags).await?;
 
@@ -164,34 +160,33 @@ async fn a_parallel_fan_out_of_ten_joins_exactly_once_across_a_killed_worker() -
     system
         .publish_envelope("baton.agent.fan", &duplicate)
         .await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let events = eventually(Duration::from_secs(10), || async {
         let events = system.stored_events(task.session).await?;
-        if events.iter().any(|e| {
+        let reported = events.iter().any(|e| {
             e.kind == EventType::Result
                 && detail(e).contains("dropped: the join is already complete")
-        }) {
-            assert_eq!(
-                events.iter().filter(|e| e.kind.is_terminal()).count(),
-                1,
-                "{:?}",
-                kinds(&events)
-            );
-            assert_eq!(
-                events
-                    .iter()
-                    .filter(|e| e.kind == EventType::Result && detail(e).ends_with(": recorded"))
-                    .count(),
-                10
-            );
-            break;
-        }
+        });
         anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the duplicate was not reported"
+            reported,
+            "the duplicate was not reported: {:?}",
+            kinds(&events)
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Ok(events)
+    })
+    .await?;
+    assert_eq!(
+        events.iter().filter(|e| e.kind.is_terminal()).count(),
+        1,
+        "{:?}",
+        kinds(&events)
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.kind == EventType::Result && detail(e).ends_with(": recorded"))
+            .count(),
+        10
+    );
 
     // fan1 recorded the last result and started the continuation, then died;
     // that result was redelivered to fan2, which ran the continuation again.
@@ -447,23 +442,18 @@ async fn a_result_after_the_joins_deadline_is_recorded_in_an_event_and_dropped()
         .unwrap_or_default();
     assert!(missed.contains("deadline_exceeded"), "{missed}");
     // The sluggish result arrives later: an event says it was dropped.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let (late, terminal) = eventually(Duration::from_secs(10), || async {
         let events = system.stored_events(task.session).await?;
-        if let Some(late) = events
+        let late = events
             .iter()
             .find(|e| e.kind == EventType::Result && detail(e).contains("sluggish"))
-        {
-            assert!(detail(late).contains("dropped"), "{}", detail(late));
-            assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
-            break;
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "no event for the late result"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .map(|late| detail(late).to_owned())
+            .context("no event for the late result")?;
+        Ok::<_, anyhow::Error>((late, events.iter().filter(|e| e.kind.is_terminal()).count()))
+    })
+    .await?;
+    assert!(late.contains("dropped"), "{late}");
+    assert_eq!(terminal, 1);
     Ok(())
 }
 
@@ -654,18 +644,12 @@ async fn a_result_that_belongs_to_no_delegation_is_dead_lettered() -> anyhow::Re
     stray.kind = baton_proto::Kind::Result;
     stray.status = Some(baton_proto::ResultStatus::Completed);
     system.publish_envelope("baton.agent.lead", &stray).await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let dead = loop {
+    let dead = eventually(Duration::from_secs(10), || async {
         let dead = system.client.dead_letters().await?;
-        if !dead.is_empty() {
-            break dead;
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "nothing was dead-lettered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        anyhow::ensure!(!dead.is_empty(), "nothing was dead-lettered");
+        Ok(dead)
+    })
+    .await?;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].reason.as_str(), "malformed");
     assert!(
@@ -697,19 +681,14 @@ async fn a_person_answering_a_delegated_task_answers_the_parent() -> anyhow::Res
         .client
         .submit_to(&AgentName::new("asker")?, &task)
         .await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let id = loop {
+    let id = eventually(Duration::from_secs(20), || async {
         let output = system.baton(&["inbox", "ls", "--json"]).output()?;
-        if let Some(line) = String::from_utf8(output.stdout)?.lines().next() {
-            let entry: serde_json::Value = serde_json::from_str(line)?;
-            break entry["id"].as_str().unwrap_or_default().to_owned();
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "nothing reached the inbox"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        let text = String::from_utf8(output.stdout)?;
+        let line = text.lines().next().context("nothing reached the inbox")?;
+        let entry: serde_json::Value = serde_json::from_str(line)?;
+        Ok::<_, anyhow::Error>(entry["id"].as_str().unwrap_or_default().to_owned())
+    })
+    .await?;
     let output = system
         .baton(&["inbox", "reply", &id, "Yes, it is fair."])
         .output()?;

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use baton_proto::{Envelope, EventType};
+use baton_testkit::eventually;
 
 use crate::util::{System, kinds};
 
@@ -230,19 +232,16 @@ async fn a_dead_letter_replayed_after_a_fix_completes() -> anyhow::Result<()> {
         "replay removes the dead letter"
     );
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    let done = eventually(Duration::from_secs(20), || async {
         let stored = system.stored_events(task.session).await?;
-        if let Some(done) = stored.iter().find(|e| e.kind == EventType::Completed) {
-            assert_eq!(done.path[0].instance, "p2");
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "replayed task did not complete: {:?}",
-            kinds(&stored)
-        );
-    }
+        stored
+            .iter()
+            .find(|e| e.kind == EventType::Completed)
+            .cloned()
+            .with_context(|| format!("replayed task did not complete: {:?}", kinds(&stored)))
+    })
+    .await?;
+    assert_eq!(done.path[0].instance, "p2");
 
     let missing = system.baton(&["dlq", "replay", "999"]).output()?;
     assert!(!missing.status.success());

@@ -164,7 +164,7 @@ async fn three_replicas_share_the_work_and_every_task_ends_once() -> anyhow::Res
             .or_default() += 1;
     }
     // Once every session has ended, nothing more may arrive: exactly one terminal event each.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    system.settled().await?;
     let stored = system.events_by_session().await?;
     for session in &sessions {
         let events = &stored[session];

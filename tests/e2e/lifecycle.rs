@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, EventType};
+use baton_testkit::eventually;
 
 use crate::util::{System, kinds};
 
@@ -47,23 +48,20 @@ async fn kill_9_mid_flight_loses_nothing_and_doubles_nothing() -> anyhow::Result
     system
         .wait_log("b1", "worker started", Duration::from_secs(5))
         .await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(Duration::from_secs(30), || async {
         let completed = system
             .all_events()
             .await?
             .iter()
             .filter(|e| e.kind == EventType::Completed)
             .count();
-        if completed >= 40 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
+        anyhow::ensure!(
+            completed >= 40,
             "only {completed} tasks completed before the kill"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        Ok(())
+    })
+    .await?;
     system.process("b1").kill9();
     system
         .relay(
@@ -98,7 +96,7 @@ async fn kill_9_mid_flight_loses_nothing_and_doubles_nothing() -> anyhow::Result
             .entry(events.last().unwrap().path[1].instance.clone())
             .or_default() += 1;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    system.settled().await?;
     let all = system.events_by_session().await?;
     for session in &sessions {
         let stored = &all[session];
@@ -177,8 +175,7 @@ async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica(
         sessions.push(task.session);
     }
     // Wait until s1 holds two tasks, then ask it to stop.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let in_flight = loop {
+    let in_flight = eventually(Duration::from_secs(10), || async {
         let accepted: Vec<_> = system
             .all_events()
             .await?
@@ -190,15 +187,10 @@ async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica(
             accepted.len() <= 2,
             "s1 took more than its concurrency: {accepted:?}"
         );
-        if accepted.len() == 2 {
-            break accepted;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "s1 did not take two tasks"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        anyhow::ensure!(accepted.len() == 2, "s1 holds {} tasks", accepted.len());
+        Ok(accepted)
+    })
+    .await?;
     system.process("s1").terminate();
     system.relay("s2", "slow", &slow).await?;
 

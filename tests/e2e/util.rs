@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use baton_proto::{Envelope, Event, Subjects, Wire};
-use baton_testkit::{ChildProcess, NatsServer};
+use baton_testkit::{ChildProcess, NatsServer, eventually};
 use baton_worker::Client;
 use futures::StreamExt;
 use uuid::Uuid;
@@ -121,21 +121,13 @@ impl System {
         timeout: Duration,
         check: impl Fn(&baton_proto::LookupResponse) -> bool,
     ) -> anyhow::Result<baton_proto::LookupResponse> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut last = None;
-        loop {
-            match self.lookup_once(request).await {
-                Ok(answer) if check(&answer) => return Ok(answer),
-                Ok(answer) => last = Some(answer),
-                Err(_) => {}
-            }
-            if tokio::time::Instant::now() > deadline {
-                anyhow::bail!(
-                    "no lookup answer passed the check within {timeout:?}; last answer: {last:#?}"
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let answer = eventually(timeout, || async {
+            let answer = self.lookup_once(request).await?;
+            anyhow::ensure!(check(&answer), "the answer fails the check: {answer:#?}");
+            Ok(answer)
+        })
+        .await?;
+        Ok(answer)
     }
 
     /// Starts `baton worker --spec FILE` as process `label`, with `flags`.
@@ -172,32 +164,47 @@ impl System {
     }
 
     /// Waits until process `label` has logged `needle` on stderr.
+    /// Waits until `BATON_TASKS` holds no message: every task and handoff
+    /// has been acked, so no worker can emit another event for them. This
+    /// is the positive marker that "nothing more arrives".
+    pub async fn settled(&self) -> anyhow::Result<()> {
+        let jetstream = async_nats::jetstream::new(self.nats.clone());
+        let tasks = self.client.subjects().tasks_stream();
+        eventually(Duration::from_secs(60), || async {
+            let mut stream = jetstream.get_stream(&tasks).await?;
+            let left = stream.info().await?.state.messages;
+            anyhow::ensure!(left == 0, "{left} message(s) still in {tasks}");
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
     pub async fn wait_log(
         &mut self,
         label: &str,
         needle: &str,
         timeout: Duration,
     ) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let process = self.process(label);
-            if process.stderr().contains(needle) {
-                return Ok(());
-            }
-            if !process.is_running() {
-                anyhow::bail!(
-                    "{label} exited before logging {needle:?}; stderr:\n{}",
-                    process.stderr()
-                );
-            }
-            if tokio::time::Instant::now() > deadline {
-                anyhow::bail!(
-                    "{label} did not log {needle:?} within {timeout:?}; stderr:\n{}",
-                    process.stderr()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let process = self.process(label);
+        let exited = eventually(timeout, || {
+            let seen = if process.stderr().contains(needle) {
+                Ok(false)
+            } else if !process.is_running() {
+                Ok(true)
+            } else {
+                Err(format!("{label} has not logged {needle:?} yet"))
+            };
+            std::future::ready(seen)
+        })
+        .await
+        .with_context(|| format!("stderr of {label}:\n{}", process.stderr()))?;
+        anyhow::ensure!(
+            !exited,
+            "{label} exited before logging {needle:?}; stderr:\n{}",
+            process.stderr()
+        );
+        Ok(())
     }
 
     /// Publishes `task` straight to agent type `agent` and returns the

@@ -26,12 +26,12 @@ const LOG_TAIL_LINES: usize = 20;
 /// # Examples
 ///
 /// ```no_run
-/// use baton_testkit::{NatsServer, ServerOptions};
+/// use baton_nats_server::{NatsServer, ServerOptions};
 ///
 /// let server = NatsServer::start_with(
 ///     ServerOptions::default().store_dir("./data".into()).port(4222),
 /// )?;
-/// # Ok::<(), baton_testkit::Error>(())
+/// # Ok::<(), baton_nats_server::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ServerOptions {

@@ -10,6 +10,7 @@
 
 mod context;
 mod delegation;
+mod failure;
 mod outputs;
 
 use std::time::Duration;
@@ -22,7 +23,7 @@ use uuid::Uuid;
 
 use crate::agent::RetryPolicy;
 use crate::guard::loop_violation;
-use crate::outcome::{AgentError, Complete, ContextUpdate, Handoff, Wait};
+use crate::outcome::{AgentError, Complete, Handoff, Wait};
 use crate::routing::Step;
 use crate::target::{Need, Target};
 
@@ -101,7 +102,7 @@ pub(crate) type Found = Option<Result<AgentName, String>>;
 
 /// Labels of the id spaces of per-attempt events.
 pub(crate) const ACCEPTED_LABEL: &str = "accepted";
-const RETRYING_LABEL: &str = "retrying";
+pub(crate) const RETRYING_LABEL: &str = "retrying";
 
 impl Planner<'_> {
     /// The `accepted` event of delivery `attempt`.
@@ -212,26 +213,6 @@ impl Planner<'_> {
         }
     }
 
-    /// The plan for an envelope this runtime cannot place: dead-lettered as
-    /// `malformed`, and its session failed.
-    pub(crate) fn malformed(&self, envelope: &Envelope, detail: &str) -> Plan {
-        let code = DeadLetterReason::Malformed;
-        let reason = Reason::from(&code);
-        self.give_up(envelope, code, reason, detail, false)
-    }
-
-    /// The plan for an outcome the runtime could not carry out (it cannot be
-    /// encoded, or a delegation was refused): a fatal failure.
-    pub(crate) fn fatal(&self, envelope: &Envelope, detail: &str) -> Plan {
-        self.give_up(
-            envelope,
-            DeadLetterReason::Fatal,
-            Reason::Fatal,
-            detail,
-            true,
-        )
-    }
-
     /// A `waiting` event that keeps what the agent said: `detail` is its last
     /// message, `output` the whole update.
     fn wait(&self, envelope: &Envelope, wait: Wait) -> Plan {
@@ -296,56 +277,6 @@ impl Planner<'_> {
         outputs.into_plan()
     }
 
-    /// A `rejected` event, then the registry's next best agent, the
-    /// fallback, or failure.
-    fn rejected(&self, envelope: &Envelope, detail: &str, found: Found) -> Plan {
-        let mut outputs = Outputs::new(envelope.id);
-        let mut rejected = self.event(envelope, outputs.next_id(), EventType::Rejected);
-        rejected.reason = Some(Reason::Rejected);
-        rejected.detail = Some(detail.to_owned());
-        outputs.push_event(rejected);
-        let next = self.advance(envelope, ContextUpdate::default());
-        if let Some(Ok(to)) = found {
-            // Re-routed through the registry, this agent excluded.
-            let route = Forward::new(to, Reason::Rejected, EventType::Handoff, None);
-            self.forward(&mut outputs, envelope, next, route);
-        } else {
-            let detail = format!("{} rejected the task: {detail}", self.agent);
-            let code = DeadLetterReason::NoRoute;
-            self.escalate_or_fail(
-                &mut outputs,
-                envelope,
-                next,
-                Reason::Rejected,
-                code,
-                &detail,
-            );
-        }
-        outputs.into_plan()
-    }
-
-    /// Nak with `delay`, announced by a `retrying` event.
-    fn retry_later(
-        &self,
-        envelope: &Envelope,
-        attempt: u32,
-        detail: &str,
-        delay: Duration,
-    ) -> Plan {
-        let id = derive_id_labelled(envelope.id, RETRYING_LABEL, attempt);
-        let mut event = self.event(envelope, id, EventType::Retrying);
-        event.attempt = Some(attempt);
-        event.detail = Some(format!(
-            "attempt {attempt} of {} failed: {detail}; retrying in {delay:?}",
-            self.retry.max_attempts
-        ));
-        Plan {
-            outputs: vec![Output::Event(Box::new(event))],
-            settle: Settle::Nak(delay),
-            failed: false,
-        }
-    }
-
     /// Sends `next` on `route` unless the loop guard refuses it, in which
     /// case it emits `loop_detected` and escalates or fails instead.
     fn forward(&self, outputs: &mut Outputs, envelope: &Envelope, next: Envelope, route: Forward) {
@@ -372,72 +303,6 @@ impl Planner<'_> {
         event.path.clone_from(&next.path);
         outputs.push_event(event);
         outputs.push_envelope(to, next, Kind::Handoff, reason);
-    }
-
-    /// Dead-letters the envelope, then escalates to the fallback (when
-    /// `escalate` and one is usable) or fails the session.
-    fn give_up(
-        &self,
-        envelope: &Envelope,
-        code: DeadLetterReason,
-        reason: Reason,
-        detail: &str,
-        escalate: bool,
-    ) -> Plan {
-        let mut outputs = Outputs::new(envelope.id);
-        outputs.dead_letter(code.clone(), detail);
-        let id = outputs.next_id();
-        outputs.push_event(self.dead_lettered(envelope, &code, detail, id));
-        if escalate {
-            let next = self.advance(envelope, ContextUpdate::default());
-            self.escalate_or_fail(&mut outputs, envelope, next, reason, code, detail);
-        } else {
-            let ending = Ending::Failed {
-                reason,
-                detail: detail.to_owned(),
-            };
-            self.end(&mut outputs, envelope, envelope.clone(), ending);
-        }
-        Plan {
-            outputs: outputs.into_list(),
-            settle: Settle::Term,
-            failed: true,
-        }
-    }
-
-    /// Sends `next` to the fallback agent if one exists and has not had this
-    /// session yet; otherwise fails the session with `reason` (and dead-letters
-    /// it, unless a dead letter is already among the outputs).
-    fn escalate_or_fail(
-        &self,
-        outputs: &mut Outputs,
-        envelope: &Envelope,
-        next: Envelope,
-        reason: Reason,
-        code: DeadLetterReason,
-        detail: &str,
-    ) {
-        if let Some(fallback) = self.usable_fallback(&next) {
-            let mut event = self.event(envelope, outputs.next_id(), EventType::Escalated);
-            event.to = Some(fallback.to_string());
-            event.reason = Some(reason.clone());
-            event.detail = Some(detail.to_owned());
-            event.path.clone_from(&next.path);
-            outputs.push_event(event);
-            outputs.push_envelope(fallback.clone(), next, Kind::Handoff, reason);
-            return;
-        }
-        if !outputs.has_dead_letter() {
-            outputs.dead_letter(code.clone(), detail);
-            let id = outputs.next_id();
-            outputs.push_event(self.dead_lettered(envelope, &code, detail, id));
-        }
-        let detail = match self.fallback {
-            Some(fallback) => format!("{detail}; fallback {fallback} already handled this session"),
-            None => format!("{detail}; no fallback agent is configured"),
-        };
-        self.end(outputs, envelope, next, Ending::Failed { reason, detail });
-        outputs.failed = true;
     }
 
     /// Ends a session, or a delegated branch of one. The root of a session
@@ -481,20 +346,6 @@ impl Planner<'_> {
     fn usable_fallback(&self, next: &Envelope) -> Option<&AgentName> {
         self.fallback
             .filter(|fallback| !next.visited(fallback.as_str()))
-    }
-
-    fn dead_lettered(
-        &self,
-        envelope: &Envelope,
-        code: &DeadLetterReason,
-        detail: &str,
-        id: Uuid,
-    ) -> Event {
-        let mut event = self.event(envelope, id, EventType::DeadLettered);
-        event.reason = Some(Reason::from(code));
-        event.detail = Some(detail.to_owned());
-        event.path.clone_from(&envelope.path);
-        event
     }
 
     /// An event of this agent about `envelope`.

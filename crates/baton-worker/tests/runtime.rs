@@ -1,0 +1,114 @@
+//! The runtime against a real nats-server: Rust agents whose routing rules
+//! the runtime applies, exactly as it does for spec agents.
+
+use std::time::Duration;
+
+use baton_proto::{Envelope, EventType, Subjects};
+use baton_testkit::NatsServer;
+use baton_worker::{
+    Agent, AgentError, AgentName, Client, Condition, Outcome, Route, Routing, Task, Worker,
+    WorkerConfig,
+};
+use tokio_util::sync::CancellationToken;
+
+/// Triage answers every task and marks urgent ones; its rules send urgent
+/// answers to the expert, and leave the rest to complete.
+struct Triage {
+    rules: Routing,
+}
+
+impl Triage {
+    fn new() -> anyhow::Result<Self> {
+        let expert = AgentName::new("expert")?;
+        let urgent = Condition::new("priority == 'high'", Route::to(expert))?;
+        Ok(Self {
+            rules: Routing {
+                conditions: vec![urgent],
+                ..Routing::default()
+            },
+        })
+    }
+}
+
+impl Agent for Triage {
+    async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+        let priority = if task.query().starts_with("urgent") {
+            "high"
+        } else {
+            "low"
+        };
+        Ok(Outcome::answer(format!("triaged as {priority}"))
+            .set_var("priority", priority)
+            .into())
+    }
+
+    fn routing(&self) -> Option<&Routing> {
+        Some(&self.rules)
+    }
+}
+
+struct Expert;
+
+impl Agent for Expert {
+    async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+        let priority = task
+            .variable("priority")
+            .and_then(|v| v.as_str())
+            .unwrap_or("?");
+        Ok(Outcome::complete(format!("expert answer ({priority})")).into())
+    }
+}
+
+fn config(agent: &str, subjects: &Subjects) -> anyhow::Result<WorkerConfig> {
+    Ok(WorkerConfig::new(AgentName::new(agent)?)
+        .with_subjects(subjects.clone())
+        .with_registry(false))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_agents_context_condition_routes_and_otherwise_it_completes() -> anyhow::Result<()> {
+    let server = tokio::task::spawn_blocking(NatsServer::start).await??;
+    let nats = async_nats::connect(server.url()).await?;
+    let subjects = Subjects::default();
+    let stop = CancellationToken::new();
+    let triage = Worker::new(nats.clone(), config("triage", &subjects)?, Triage::new()?);
+    let expert = Worker::new(nats.clone(), config("expert", &subjects)?, Expert);
+    let workers = [
+        tokio::spawn(triage.run(stop.clone().cancelled_owned())),
+        tokio::spawn(expert.run(stop.clone().cancelled_owned())),
+    ];
+    let client = Client::new(nats, subjects);
+    let triage = AgentName::new("triage")?;
+
+    let urgent = Envelope::task("urgent: the site is down");
+    client.submit_to(&triage, &urgent).await?;
+    let end = client.wait(urgent.session, Duration::from_secs(20)).await?;
+    assert_eq!(end.kind, EventType::Completed);
+    assert_eq!(
+        end.output.as_ref().and_then(|v| v.as_str()),
+        Some("expert answer (high)")
+    );
+    let path: Vec<_> = end.path.iter().map(|hop| hop.agent.as_str()).collect();
+    assert_eq!(path, ["triage", "expert"]);
+    // The hop into the expert says which rule moved control.
+    assert_eq!(
+        end.path[1].reason.as_ref().map(|r| r.as_str()),
+        Some("context_condition")
+    );
+
+    let calm = Envelope::task("what are your opening hours?");
+    client.submit_to(&triage, &calm).await?;
+    let end = client.wait(calm.session, Duration::from_secs(20)).await?;
+    assert_eq!(end.kind, EventType::Completed);
+    assert_eq!(
+        end.output.as_ref().and_then(|v| v.as_str()),
+        Some("triaged as low")
+    );
+    assert_eq!(end.path.len(), 1);
+
+    stop.cancel();
+    for worker in workers {
+        worker.await??;
+    }
+    Ok(())
+}
