@@ -204,6 +204,14 @@ fn json_to_value(json: serde_json::Value) -> Value {
 /// An [`ExecReply`] as an outcome: no `action` answers and leaves the next
 /// step to the routing rules.
 pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentError> {
+    let update = context_update(&reply, task);
+    let mut outcome = action(reply)?;
+    *outcome.update_mut() = update;
+    Ok(outcome)
+}
+
+/// What the reply does to the context: messages, variables, state, trace, problem.
+fn context_update(reply: &ExecReply, task: &Task) -> ContextUpdate {
     let mut update = ContextUpdate::default();
     if let Some(text) = &reply.say {
         update
@@ -239,6 +247,11 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentEr
         update.trace.push(entry);
     }
     update.problem.clone_from(&reply.problem);
+    update
+}
+
+/// The reply's `action` as an outcome, without its context update.
+fn action(reply: ExecReply) -> Result<Outcome, AgentError> {
     let output = reply.output.clone().map_or(Value::Nil, json_to_value);
     let reason = |default: Reason| reply.reason.as_deref().map_or(default, Reason::parse);
     let need = || Need {
@@ -251,7 +264,7 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentEr
             AgentError::fatal(format!("the program's reply names no agent type: {err}"))
         })
     };
-    let mut outcome: Outcome = match reply.action {
+    let outcome: Outcome = match reply.action {
         None => Outcome::answer(output).into(),
         Some(ExecAction::Handoff) => {
             let target: Target = match (&reply.to, reply.requires.is_empty()) {
@@ -315,7 +328,6 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentEr
             });
         }
     };
-    *outcome.update_mut() = update;
     Ok(outcome)
 }
 

@@ -127,131 +127,13 @@ impl Agent for Demo {
     async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
         let text = task.last_user_message().to_owned();
         let order = order_id(&text);
-        let outcome: Outcome = match self {
-            Self::GeneralEnquiry => {
-                if mentions(&text, &["human", "a person", "manager"]) {
-                    // Any person of a higher tier; the registry picks which.
-                    Outcome::escalate_to(Need::capabilities(["human"]), Reason::UserEscalation)
-                        .say("I understand. I am bringing in a member of our support team.")
-                        .step(
-                            "classify",
-                            "escalation request",
-                            "the customer asked for a person",
-                        )
-                        .into()
-                } else if mentions(&text, &["refund", "money back"]) {
-                    let mut handoff = Outcome::handoff(
-                        Need::capabilities(["refunds"]),
-                        Reason::KnowledgeGap,
-                    )
-                    .say("Refund rules are handled by our refund specialist; passing you over.")
-                    .step(
-                        "classify",
-                        "refund question",
-                        "refund policy is outside general enquiries",
-                    )
-                    .next_action("explain the refund policy and check eligibility");
-                    if let Some(order) = order {
-                        handoff = handoff.set_var("order_id", order);
-                    }
-                    handoff.into()
-                } else if let Some(order) = order {
-                    Outcome::handoff(Need::capabilities(["order_status"]), Reason::OutOfScope)
-                        .say("Let me get our order team to look at that.")
-                        .set_var("order_id", order)
-                        .step(
-                            "classify",
-                            "order question",
-                            "order lookups need the order tool",
-                        )
-                        .next_action("look up the order status")
-                        .into()
-                } else {
-                    Outcome::complete(
-                        "Thanks for reaching out! Our shop is open 9-17 on weekdays; ask me about an order or a refund.",
-                    )
-                    .into()
-                }
-            }
-            Self::OrderManagement => {
-                let order = order.unwrap_or_else(|| "unknown".to_owned());
-                if mentions(&text, &["warranty"]) {
-                    // Warranty questions are not ours; general enquiry sent it here,
-                    // and sending it back is exactly the loop the guard stops.
-                    Outcome::handoff(AgentName::new(ENTRY)?, Reason::OutOfScope)
-                        .say("Warranty questions are handled by general enquiries.")
-                        .step(
-                            "classify",
-                            "warranty question",
-                            "not an order status question",
-                        )
-                        .into()
-                } else if order.starts_with("FLK-") && task.attempt < 2 {
-                    return Err(AgentError::retryable("order database timed out"));
-                } else if order.starts_with("SPC-") {
-                    Outcome::handoff(Need::capabilities(["special_orders"]), Reason::ToolFailure)
-                        .say("Our standard order tool cannot read special orders; a specialist will take over.")
-                        .step("lookup", "tool failed", "special orders are not in the standard order database")
-                        .set_state("tool_error", "special order not found in standard database")
-                        .next_action("look up the special order in the manufacturing system")
-                        .into()
-                } else {
-                    let answer = format!(
-                        "Order {order} shipped yesterday and arrives within 2 business days."
-                    );
-                    Outcome::complete(answer.clone())
-                        .say(answer)
-                        .set_var("order_status", "shipped")
-                        .step(
-                            "lookup",
-                            "shipped",
-                            format!("order tool answered on attempt {}", task.attempt),
-                        )
-                        .into()
-                }
-            }
-            Self::AdvancedOrder => {
-                let order = task
-                    .variable("order_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("your order")
-                    .to_owned();
-                let answer = format!(
-                    "Special order {order} is being hand-built and ships in 5 business days."
-                );
-                Outcome::complete(answer.clone())
-                    .say(answer)
-                    .step("lookup", "found", "manufacturing system")
-                    .into()
-            }
-            Self::Refund => {
-                let order = task
-                    .variable("order_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("your order")
-                    .to_owned();
-                let answer = format!(
-                    "Refunds are accepted within 30 days of delivery. {order} qualifies: reply with the reason and we send a return label."
-                );
-                Outcome::complete(answer.clone())
-                    .say(answer)
-                    .set_var("refund_eligible", true)
-                    .into()
-            }
-            Self::HumanSupport => {
-                let why = task
-                    .envelope
-                    .reason
-                    .as_ref()
-                    .map_or("none", |reason| reason.as_str())
-                    .to_owned();
-                let answer = format!(
-                    "A support specialist has taken your case (escalation reason: {why}) and will reply within one business day."
-                );
-                Outcome::complete(answer.clone()).say(answer).into()
-            }
-        };
-        Ok(outcome)
+        match self {
+            Self::GeneralEnquiry => Ok(general_enquiry(&text, order)),
+            Self::OrderManagement => order_management(&task, &text, order),
+            Self::AdvancedOrder => Ok(advanced_order(&task)),
+            Self::Refund => Ok(refund(&task)),
+            Self::HumanSupport => Ok(human_support(&task)),
+        }
     }
 
     fn retry_policy(&self) -> RetryPolicy {
@@ -260,6 +142,134 @@ impl Agent for Demo {
             ..RetryPolicy::default()
         }
     }
+}
+
+/// The entry point: answers simple questions, routes the rest.
+fn general_enquiry(text: &str, order: Option<String>) -> Outcome {
+    if mentions(text, &["human", "a person", "manager"]) {
+        // Any person of a higher tier; the registry picks which.
+        Outcome::escalate_to(Need::capabilities(["human"]), Reason::UserEscalation)
+            .say("I understand. I am bringing in a member of our support team.")
+            .step(
+                "classify",
+                "escalation request",
+                "the customer asked for a person",
+            )
+            .into()
+    } else if mentions(text, &["refund", "money back"]) {
+        let mut handoff = Outcome::handoff(Need::capabilities(["refunds"]), Reason::KnowledgeGap)
+            .say("Refund rules are handled by our refund specialist; passing you over.")
+            .step(
+                "classify",
+                "refund question",
+                "refund policy is outside general enquiries",
+            )
+            .next_action("explain the refund policy and check eligibility");
+        if let Some(order) = order {
+            handoff = handoff.set_var("order_id", order);
+        }
+        handoff.into()
+    } else if let Some(order) = order {
+        Outcome::handoff(Need::capabilities(["order_status"]), Reason::OutOfScope)
+            .say("Let me get our order team to look at that.")
+            .set_var("order_id", order)
+            .step(
+                "classify",
+                "order question",
+                "order lookups need the order tool",
+            )
+            .next_action("look up the order status")
+            .into()
+    } else {
+        Outcome::complete(
+            "Thanks for reaching out! Our shop is open 9-17 on weekdays; ask me about an order or a refund.",
+        )
+        .into()
+    }
+}
+
+/// Order status, through an order tool that can fail.
+fn order_management(task: &Task, text: &str, order: Option<String>) -> Result<Outcome, AgentError> {
+    Ok({
+        let order = order.unwrap_or_else(|| "unknown".to_owned());
+        if mentions(text, &["warranty"]) {
+            // Warranty questions are not ours; general enquiry sent it here,
+            // and sending it back is exactly the loop the guard stops.
+            Outcome::handoff(AgentName::new(ENTRY)?, Reason::OutOfScope)
+                .say("Warranty questions are handled by general enquiries.")
+                .step(
+                    "classify",
+                    "warranty question",
+                    "not an order status question",
+                )
+                .into()
+        } else if order.starts_with("FLK-") && task.attempt < 2 {
+            return Err(AgentError::retryable("order database timed out"));
+        } else if order.starts_with("SPC-") {
+            Outcome::handoff(Need::capabilities(["special_orders"]), Reason::ToolFailure)
+                .say("Our standard order tool cannot read special orders; a specialist will take over.")
+                .step("lookup", "tool failed", "special orders are not in the standard order database")
+                .set_state("tool_error", "special order not found in standard database")
+                .next_action("look up the special order in the manufacturing system")
+                .into()
+        } else {
+            let answer =
+                format!("Order {order} shipped yesterday and arrives within 2 business days.");
+            Outcome::complete(answer.clone())
+                .say(answer)
+                .set_var("order_status", "shipped")
+                .step(
+                    "lookup",
+                    "shipped",
+                    format!("order tool answered on attempt {}", task.attempt),
+                )
+                .into()
+        }
+    })
+}
+
+/// Special orders the standard tool cannot read.
+fn advanced_order(task: &Task) -> Outcome {
+    let order = task
+        .variable("order_id")
+        .and_then(Value::as_str)
+        .unwrap_or("your order")
+        .to_owned();
+    let answer = format!("Special order {order} is being hand-built and ships in 5 business days.");
+    Outcome::complete(answer.clone())
+        .say(answer)
+        .step("lookup", "found", "manufacturing system")
+        .into()
+}
+
+/// Refund policy and eligibility.
+fn refund(task: &Task) -> Outcome {
+    let order = task
+        .variable("order_id")
+        .and_then(Value::as_str)
+        .unwrap_or("your order")
+        .to_owned();
+    let answer = format!(
+        "Refunds are accepted within 30 days of delivery. {order} qualifies: reply with the reason and we send a return label."
+    );
+    Outcome::complete(answer.clone())
+        .say(answer)
+        .set_var("refund_eligible", true)
+        .into()
+}
+
+/// The fallback: a person takes the case.
+fn human_support(task: &Task) -> Outcome {
+    let why = task
+        .envelope
+        .reason
+        .as_ref()
+        .map_or("none", |reason| reason.as_str())
+        .to_owned();
+    let answer = format!(
+        "A support specialist has taken your case (escalation reason: {why}) and will reply within one business day."
+    );
+    Outcome::complete(answer.clone()).say(answer).into()
 }
 
 #[cfg(test)]

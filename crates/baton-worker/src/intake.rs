@@ -35,12 +35,6 @@ pub(crate) struct Source {
     pub(crate) consumer: String,
 }
 
-/// Pull requests in flight: how many messages were asked for and not yet received.
-struct Requested {
-    count: usize,
-    last_request: Instant,
-}
-
 /// Pulls until `shutdown` resolves, lets in-flight work finish within the
 /// grace period, then flushes the connection so the last acks are sent.
 pub(crate) async fn serve<H, F>(
@@ -88,126 +82,177 @@ async fn run<H, F>(
     let freed = Arc::new(Notify::new());
     let mut tasks = JoinSet::new();
     let inbox_subject = source.client.new_inbox();
-    let mut inbox = loop {
-        match source.client.subscribe(inbox_subject.clone()).await {
-            Ok(inbox) => break inbox,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot subscribe to a pull inbox; trying again");
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
-                    () = shutdown.cancelled() => return,
-                }
-            }
-        }
+    let Some(mut inbox) = subscribe(&source.client, &inbox_subject, &shutdown).await else {
+        return;
     };
-    let next_subject = format!(
-        "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
-        source.stream, source.consumer
-    );
-    let mut requested = Requested {
+    let mut puller = Puller {
+        client: source.client.clone(),
+        next: format!(
+            "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+            source.stream, source.consumer
+        ),
+        inbox: inbox_subject,
+        expires: settings.pull_expires,
+        refill_at: (concurrency / 4).max(1),
         count: 0,
         last_request: Instant::now(),
+        retry_at: None,
     };
-    let stale_after = settings.pull_expires + Duration::from_secs(2);
-    let refill_at = (concurrency / 4).max(1);
-    // Set when a pull request could not be sent (e.g. while reconnecting).
-    let mut retry_at: Option<Instant> = None;
-
     loop {
         while tasks.try_join_next().is_some() {}
-        let want = semaphore
-            .available_permits()
-            .saturating_sub(requested.count);
-        // Ask again once a quarter of the permits is free (at once when nothing
-        // is requested): one pull request per message would double the
-        // server's work under load, for no gain in latency.
-        let worth_asking = want > 0 && (requested.count == 0 || want >= refill_at);
-        if worth_asking && retry_at.is_none_or(|at| at <= Instant::now()) {
-            retry_at = None;
-            let body = format!(
-                r#"{{"batch":{want},"expires":{}}}"#,
-                settings.pull_expires.as_nanos()
-            );
-            match source
-                .client
-                .publish_with_reply(next_subject.clone(), inbox_subject.clone(), body.into())
-                .await
-            {
-                Ok(()) => {
-                    requested.count += want;
-                    requested.last_request = Instant::now();
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "pull request failed; trying again");
-                    retry_at = Some(Instant::now() + Duration::from_millis(250));
-                }
-            }
-        }
-        let stale = requested.last_request + stale_after;
+        puller.ask(semaphore.available_permits()).await;
+        let stale = puller.last_request + puller.stale_after();
         tokio::select! {
             message = inbox.next() => {
                 let Some(message) = message else {
                     tracing::warn!("pull inbox closed");
                     break;
                 };
-                match message.status {
-                    None | Some(StatusCode::OK) => {
-                        requested.count = requested.count.saturating_sub(1);
-                        let message = jetstream::Message { message, context: source.jetstream.clone() };
-                        let Ok(permit) = semaphore.clone().try_acquire_owned() else {
-                            // Only after a lost status reset the count: hand it back at once.
-                            let _ = message.ack_with(AckKind::Nak(None)).await;
-                            continue;
-                        };
-                        let work = handler(message);
-                        let freed = freed.clone();
-                        tasks.spawn(async move {
-                            work.await;
-                            drop(permit);
-                            freed.notify_one();
-                        });
-                    }
-                    Some(StatusCode::IDLE_HEARTBEAT) => {}
-                    Some(status) => {
-                        // 408 (request expired) and 409 (e.g. max waiting) end a request:
-                        // what it did not deliver is no longer requested.
-                        let pending = pending_messages(&message);
-                        requested.count = match pending {
-                            Some(pending) => requested.count.saturating_sub(pending),
-                            None => 0,
-                        };
-                        if status != StatusCode::TIMEOUT {
-                            tracing::debug!(%status, description = ?message.description, "pull request ended");
-                        }
-                    }
+                if !puller.delivered(&message) {
+                    continue;
                 }
+                let message = jetstream::Message { message, context: source.jetstream.clone() };
+                let Ok(permit) = semaphore.clone().try_acquire_owned() else {
+                    // Only after a lost status reset the count: hand it back at once.
+                    let _ = message.ack_with(AckKind::Nak(None)).await;
+                    continue;
+                };
+                let work = handler(message);
+                let freed = freed.clone();
+                tasks.spawn(async move {
+                    work.await;
+                    drop(permit);
+                    freed.notify_one();
+                });
             }
             () = freed.notified() => {}
-            () = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {}
-            () = tokio::time::sleep_until(stale), if requested.count > 0 => {
+            () = tokio::time::sleep_until(puller.retry_at.unwrap_or_else(Instant::now)), if puller.retry_at.is_some() => {}
+            () = tokio::time::sleep_until(stale), if puller.count > 0 => {
                 // A status was lost (e.g. across a reconnect): start counting afresh.
-                requested.count = 0;
+                puller.count = 0;
             }
             () = shutdown.cancelled() => break,
         }
     }
-
     // Outstanding requests may still deliver: hand those messages back at once.
-    let drain_until = requested.last_request + stale_after;
+    let drain_until = puller.last_request + puller.stale_after();
     tasks.spawn(drain(
         inbox,
         source.jetstream.clone(),
-        requested.count,
+        puller.count,
         drain_until,
     ));
+    finish(tasks, settings.shutdown_grace).await;
+}
+
+/// The subscription that receives the messages of every pull request,
+/// retried until it works or `shutdown`.
+async fn subscribe(
+    client: &async_nats::Client,
+    subject: &str,
+    shutdown: &CancellationToken,
+) -> Option<Subscriber> {
+    loop {
+        match client.subscribe(subject.to_owned()).await {
+            Ok(inbox) => return Some(inbox),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot subscribe to a pull inbox; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    () = shutdown.cancelled() => return None,
+                }
+            }
+        }
+    }
+}
+
+/// Pull requests of one consumer: how many messages were asked for and not
+/// yet received, and when to ask again.
+struct Puller {
+    client: async_nats::Client,
+    /// `$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`.
+    next: String,
+    /// Where the messages of every request arrive.
+    inbox: String,
+    expires: Duration,
+    /// Ask again once this many permits are free.
+    refill_at: usize,
+    count: usize,
+    last_request: Instant,
+    /// Set when a pull request could not be sent (e.g. while reconnecting).
+    retry_at: Option<Instant>,
+}
+
+impl Puller {
+    /// After this long without news, outstanding requests count as lost.
+    fn stale_after(&self) -> Duration {
+        self.expires + Duration::from_secs(2)
+    }
+
+    /// Asks for as many messages as there are free permits not yet asked for.
+    async fn ask(&mut self, free: usize) {
+        let want = free.saturating_sub(self.count);
+        // Ask again once a quarter of the permits is free (at once when nothing
+        // is requested): one pull request per message would double the
+        // server's work under load, for no gain in latency.
+        let worth_asking = want > 0 && (self.count == 0 || want >= self.refill_at);
+        if !worth_asking || self.retry_at.is_some_and(|at| at > Instant::now()) {
+            return;
+        }
+        self.retry_at = None;
+        let body = format!(
+            r#"{{"batch":{want},"expires":{}}}"#,
+            self.expires.as_nanos()
+        );
+        match self
+            .client
+            .publish_with_reply(self.next.clone(), self.inbox.clone(), body.into())
+            .await
+        {
+            Ok(()) => {
+                self.count += want;
+                self.last_request = Instant::now();
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "pull request failed; trying again");
+                self.retry_at = Some(Instant::now() + Duration::from_millis(250));
+            }
+        }
+    }
+
+    /// Accounts for `message`; `true` when it is a message to handle, not a status.
+    fn delivered(&mut self, message: &async_nats::Message) -> bool {
+        match message.status {
+            None | Some(StatusCode::OK) => {
+                self.count = self.count.saturating_sub(1);
+                true
+            }
+            Some(StatusCode::IDLE_HEARTBEAT) => false,
+            Some(status) => {
+                // 408 (request expired) and 409 (e.g. max waiting) end a request:
+                // what it did not deliver is no longer requested.
+                self.count = match pending_messages(message) {
+                    Some(pending) => self.count.saturating_sub(pending),
+                    None => 0,
+                };
+                if status != StatusCode::TIMEOUT {
+                    tracing::debug!(%status, description = ?message.description, "pull request ended");
+                }
+                false
+            }
+        }
+    }
+}
+
+/// Lets in-flight work finish within `grace`; what is still running then
+/// stays un-acked and is redelivered.
+async fn finish(mut tasks: JoinSet<()>, grace: Duration) {
     let in_flight = tasks.len() - 1;
     if in_flight > 0 {
-        tracing::info!(in_flight, grace = ?settings.shutdown_grace, "shutting down: finishing in-flight work");
+        tracing::info!(in_flight, ?grace, "shutting down: finishing in-flight work");
     }
-    let finished = tokio::time::timeout(settings.shutdown_grace, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let finished =
+        tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
     if finished.is_err() {
         tracing::warn!(
             abandoned = tasks.len(),
