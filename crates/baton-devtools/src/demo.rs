@@ -228,13 +228,16 @@ fn order_management(task: &Task, text: &str, order: Option<String>) -> Result<Ou
     })
 }
 
-/// Special orders the standard tool cannot read.
-fn advanced_order(task: &Task) -> Outcome {
-    let order = task
-        .variable("order_id")
+/// The order id an earlier agent put in the shared variables.
+fn known_order(task: &Task) -> &str {
+    task.variable("order_id")
         .and_then(Value::as_str)
         .unwrap_or("your order")
-        .to_owned();
+}
+
+/// Special orders the standard tool cannot read.
+fn advanced_order(task: &Task) -> Outcome {
+    let order = known_order(task);
     let answer = format!("Special order {order} is being hand-built and ships in 5 business days.");
     Outcome::complete(answer.clone())
         .say(answer)
@@ -244,11 +247,7 @@ fn advanced_order(task: &Task) -> Outcome {
 
 /// Refund policy and eligibility.
 fn refund(task: &Task) -> Outcome {
-    let order = task
-        .variable("order_id")
-        .and_then(Value::as_str)
-        .unwrap_or("your order")
-        .to_owned();
+    let order = known_order(task);
     let answer = format!(
         "Refunds are accepted within 30 days of delivery. {order} qualifies: reply with the reason and we send a return label."
     );
