@@ -101,46 +101,13 @@ impl ExecRunner {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
         })?;
         let program = &self.command[0];
-        let mut child = tokio::process::Command::new(program)
-            .args(&self.command[1..])
-            .current_dir(&self.cwd)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("BATON_AGENT", task.agent.as_str())
-            .env("BATON_INSTANCE", &task.instance)
-            .env("BATON_SESSION", envelope.session.to_string())
-            .env("BATON_ENVELOPE", envelope.id.to_string())
-            .env("BATON_ATTEMPT", task.attempt.to_string())
-            .env("BATON_RESUME", if resume { "1" } else { "0" })
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|err| {
-                AgentError::fatal(format!(
-                    "cannot start {program:?} in {}: {err} (check [exec] command and cwd in the spec)",
-                    self.cwd.display()
-                ))
-            })?;
+        let mut child = self.spawn(task, resume)?;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(AgentError::fatal("the program's pipes were not opened"));
         };
-        let session = envelope.session;
-        let agent = task.agent.clone();
-        let stderr = tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            let mut tail = VecDeque::with_capacity(STDERR_TAIL);
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(%session, %agent, "stderr: {line}");
-                if tail.len() == STDERR_TAIL {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
-            tail.into_iter().collect::<Vec<_>>().join(" | ")
-        });
+        let stderr = tokio::spawn(stderr_tail(stderr, envelope.session, task.agent.clone()));
         // A program that exits without reading its input must not fail the write.
         let feed = tokio::spawn(async move {
             let _ = stdin.write_all(&input).await;
@@ -195,6 +162,51 @@ impl ExecRunner {
         })?;
         decision(reply, task)
     }
+
+    /// Starts the program with piped stdio and the `BATON_*` variables.
+    fn spawn(&self, task: &Task, resume: bool) -> Result<tokio::process::Child, AgentError> {
+        let envelope = &task.envelope;
+        let program = &self.command[0];
+        tokio::process::Command::new(program)
+            .args(&self.command[1..])
+            .current_dir(&self.cwd)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("BATON_AGENT", task.agent.as_str())
+            .env("BATON_INSTANCE", &task.instance)
+            .env("BATON_SESSION", envelope.session.to_string())
+            .env("BATON_ENVELOPE", envelope.id.to_string())
+            .env("BATON_ATTEMPT", task.attempt.to_string())
+            .env("BATON_RESUME", if resume { "1" } else { "0" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                AgentError::fatal(format!(
+                    "cannot start {program:?} in {}: {err} (check [exec] command and cwd in the spec)",
+                    self.cwd.display()
+                ))
+            })
+    }
+}
+
+/// Logs the program's stderr line by line and returns its last lines, joined.
+async fn stderr_tail(
+    stderr: tokio::process::ChildStderr,
+    session: uuid::Uuid,
+    agent: baton_proto::AgentName,
+) -> String {
+    let mut lines = BufReader::new(stderr).lines();
+    let mut tail = VecDeque::with_capacity(STDERR_TAIL);
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(%session, %agent, "stderr: {line}");
+        if tail.len() == STDERR_TAIL {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    tail.into_iter().collect::<Vec<_>>().join(" | ")
 }
 
 fn json_to_value(json: serde_json::Value) -> Value {

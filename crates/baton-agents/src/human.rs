@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, kv};
 use baton_proto::{
-    AgentName, Envelope, Event, EventType, Hop, Kind, Message, PROTOCOL_VERSION, Reason, Role,
-    Subjects, Value, Wire, derive_id_labelled, headers, now_ms,
+    AgentName, Envelope, Event, EventType, Hop, Kind, Message, Reason, Role, Subjects, Value, Wire,
+    derive_id_labelled, headers,
 };
 use baton_worker::{AgentError, Outcome, Task};
 
@@ -181,6 +181,31 @@ impl Inbox {
                 "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
             ))
         })?;
+        let (event, outgoing) = self.answer(&entry, text, reply, person)?;
+        for (subject, id, payload) in outgoing {
+            self.publish(subject, id, payload).await?;
+        }
+        // The outputs are durable; a second reply racing this one publishes
+        // the same ids (dropped as duplicates) and finds the entry gone.
+        if let Err(err) = self
+            .store
+            .delete_expect_revision(id, Some(entry.revision))
+            .await
+        {
+            tracing::debug!(error = %err, "inbox entry already removed");
+        }
+        Ok(event)
+    }
+
+    /// What answering `entry` publishes: the event that tells the session's
+    /// watchers, and the messages (subject, id, bytes) to send, in order.
+    fn answer(
+        &self,
+        entry: &InboxEntry,
+        text: &str,
+        reply: Reply,
+        person: &str,
+    ) -> Result<(Event, Vec<Publication>), InboxError> {
         let envelope = &entry.envelope;
         let agent = entry.agent().to_owned();
         let mut next = envelope.clone();
@@ -197,6 +222,7 @@ impl Inbox {
         event.agent = Some(agent.clone());
         event.instance = Some(person.to_owned());
         event.envelope = Some(envelope.id);
+        let next_id = derive_id_labelled(envelope.id, "reply", 1);
         let mut outgoing = Vec::new();
         match (reply, envelope.parent.clone()) {
             (Reply::Complete, Some(parent)) => {
@@ -209,25 +235,18 @@ impl Inbox {
                 event.kind = EventType::Result;
                 event.to = Some(to.to_string());
                 event.output = Some(Value::from(text));
-                next.v = PROTOCOL_VERSION;
-                next.id = derive_id_labelled(envelope.id, "reply", 1);
-                next.kind = Kind::Result;
-                next.from = Some(agent.clone());
-                next.to = Some(to.to_string());
+                let mut next = next.resent(next_id, Kind::Result, to.as_str());
+                next.from = Some(agent);
                 next.reply_to = None;
                 next.status = Some(baton_proto::ResultStatus::Completed);
                 next.output = Some(Value::from(text));
-                next.created_at = now_ms();
                 outgoing.push((self.subjects.agent(&to), next.id, encode(&next)?));
             }
             (Reply::Complete, None) => {
                 event.output = Some(Value::from(text));
                 event.path = next.path;
-                outgoing.push((
-                    self.subjects.events(envelope.session),
-                    event.id,
-                    encode(&event)?,
-                ));
+                let subject = self.subjects.events(envelope.session);
+                outgoing.push((subject, event.id, encode(&event)?));
             }
             (Reply::Handoff(to), _) => {
                 let reason = Reason::HumanHandoff;
@@ -235,46 +254,42 @@ impl Inbox {
                 event.to = Some(to.to_string());
                 event.reason = Some(reason.clone());
                 event.path.clone_from(&next.path);
-                outgoing.push((
-                    self.subjects.events(envelope.session),
-                    event.id,
-                    encode(&event)?,
-                ));
-                next.v = PROTOCOL_VERSION;
-                next.id = derive_id_labelled(envelope.id, "reply", 1);
-                next.kind = Kind::Handoff;
-                next.from = Some(agent.clone());
-                next.to = Some(to.to_string());
+                let subject = self.subjects.events(envelope.session);
+                outgoing.push((subject, event.id, encode(&event)?));
+                let mut next = next.resent(next_id, Kind::Handoff, to.as_str());
+                next.from = Some(agent);
                 next.reason = Some(reason);
-                next.created_at = now_ms();
                 outgoing.push((self.subjects.agent(&to), next.id, encode(&next)?));
             }
         }
-        for (subject, id, payload) in outgoing {
-            let mut header = HeaderMap::new();
-            header.insert(headers::MSG_ID, id.to_string().as_str());
-            let ack = self
-                .jetstream
-                .publish_with_headers(subject.clone(), header, payload.into())
-                .await
-                .map_err(|err| InboxError::new(format!("cannot publish to {subject}: {err}")))?;
-            tokio::time::timeout(Duration::from_secs(10), ack)
-                .await
-                .map_err(|_| InboxError::new(format!("no acknowledgement for {subject}")))?
-                .map_err(|err| InboxError::new(format!("publish to {subject} failed: {err}")))?;
-        }
-        // The outputs are durable; a second reply racing this one publishes
-        // the same ids (dropped as duplicates) and finds the entry gone.
-        if let Err(err) = self
-            .store
-            .delete_expect_revision(id, Some(entry.revision))
+        Ok((event, outgoing))
+    }
+
+    /// Publishes one message with its id for deduplication and waits for
+    /// the stream's acknowledgement.
+    async fn publish(
+        &self,
+        subject: String,
+        id: uuid::Uuid,
+        payload: Vec<u8>,
+    ) -> Result<(), InboxError> {
+        let mut header = HeaderMap::new();
+        header.insert(headers::MSG_ID, id.to_string().as_str());
+        let ack = self
+            .jetstream
+            .publish_with_headers(subject.clone(), header, payload.into())
             .await
-        {
-            tracing::debug!(error = %err, "inbox entry already removed");
-        }
-        Ok(event)
+            .map_err(|err| InboxError::new(format!("cannot publish to {subject}: {err}")))?;
+        tokio::time::timeout(Duration::from_secs(10), ack)
+            .await
+            .map_err(|_| InboxError::new(format!("no acknowledgement for {subject}")))?
+            .map_err(|err| InboxError::new(format!("publish to {subject} failed: {err}")))?;
+        Ok(())
     }
 }
+
+/// One message to publish: subject, id (for deduplication) and bytes.
+type Publication = (String, uuid::Uuid, Vec<u8>);
 
 fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
     value

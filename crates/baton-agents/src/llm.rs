@@ -200,28 +200,9 @@ impl LlmRunner {
             }
             let name = call["function"]["name"].as_str().unwrap_or_default();
             let id = call["id"].as_str().unwrap_or("call").to_owned();
-            let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-            let parsed: Result<Json, _> = serde_json::from_str(if arguments.is_empty() {
-                "{}"
-            } else {
-                arguments
-            });
-            let tool = self.tools.iter().find(|tool| tool.name == name);
-            let (tool, arguments) = match (tool, parsed) {
-                (Some(tool), Ok(arguments))
-                    if arguments.is_object() && !matches!(tool.source, ToolSource::Delegate(_)) =>
-                {
-                    (tool, arguments)
-                }
-                (tool, parsed) => {
-                    let problem = match (tool, parsed) {
-                        (None, _) => format!("there is no tool {name:?}"),
-                        (Some(tool), _) if matches!(tool.source, ToolSource::Delegate(_)) => {
-                            "agent_run_ calls need a `task` string, and go without transfer_to_ calls in the same turn".to_owned()
-                        }
-                        (Some(_), Err(err)) => format!("the arguments are not JSON: {err}"),
-                        (Some(_), Ok(_)) => "the arguments are not a JSON object".to_owned(),
-                    };
+            let (tool, arguments) = match self.checked_call(call) {
+                Ok(checked) => checked,
+                Err(problem) => {
                     if corrected {
                         return Err(AgentError::fatal(format!(
                             "the model made an invalid tool call twice: {problem}"
@@ -263,6 +244,29 @@ impl LlmRunner {
                     "the model's call of {name} cannot be a handoff"
                 ))),
             };
+        }
+    }
+
+    /// The tool a (non-delegate) call names and its arguments, or what is
+    /// wrong with the call, to tell the model.
+    fn checked_call(&self, call: &Json) -> Result<(&Tool, Json), String> {
+        let name = call["function"]["name"].as_str().unwrap_or_default();
+        let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
+        let parsed: Result<Json, _> = serde_json::from_str(if arguments.is_empty() {
+            "{}"
+        } else {
+            arguments
+        });
+        let tool = self.tools.iter().find(|tool| tool.name == name);
+        match (tool, parsed) {
+            (None, _) => Err(format!("there is no tool {name:?}")),
+            (Some(tool), _) if matches!(tool.source, ToolSource::Delegate(_)) => Err(
+                "agent_run_ calls need a `task` string, and go without transfer_to_ calls in the same turn"
+                    .to_owned(),
+            ),
+            (Some(_), Err(err)) => Err(format!("the arguments are not JSON: {err}")),
+            (Some(tool), Ok(arguments)) if arguments.is_object() => Ok((tool, arguments)),
+            (Some(_), Ok(_)) => Err("the arguments are not a JSON object".to_owned()),
         }
     }
 

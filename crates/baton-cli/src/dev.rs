@@ -27,6 +27,60 @@ pub async fn run(
     }
 
     let stop = CancellationToken::new();
+    let mut services = start_services(&client, &subjects, &stop)?;
+    println!(
+        "router (entry agent {}) and {} demo agents running: {}",
+        demo::ENTRY,
+        demo::AGENTS.len(),
+        demo::AGENTS
+            .iter()
+            .map(|a| format!("{a} (tier {})", Demo::by_name(a).map_or(0, Demo::tier)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    wait_for_registry(&client, &subjects).await?;
+    println!(
+        "registry (service {}) knows every demo agent",
+        baton_registry::SERVICE_NAME
+    );
+
+    let baton = Client::new(client.clone(), subjects.clone());
+    let all_completed = run_demo_tasks(&baton, Duration::from_secs(args.timeout_secs)).await?;
+    let dead = baton.dead_letters().await?;
+    println!();
+    println!("{} dead letter(s) in {}", dead.len(), subjects.dlq_stream());
+
+    if args.serve {
+        println!();
+        println!(
+            "serving until Ctrl-C; in another shell: baton --nats-url {} send --wait \"Where is my order ABC-123?\"",
+            server
+                .as_ref()
+                .map(|server| server.url())
+                .or(nats.nats_url.as_deref())
+                .unwrap_or("nats://127.0.0.1:4222")
+        );
+        crate::shutdown_signal().await;
+    }
+    stop.cancel();
+    while let Some(result) = services.join_next().await {
+        result.context("a service task panicked")??;
+    }
+    drop(server);
+    Ok(if all_completed {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
+}
+
+/// Starts the registry, the router and one worker pool per demo agent, all
+/// stopping when `stop` is cancelled.
+fn start_services(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    stop: &CancellationToken,
+) -> anyhow::Result<tokio::task::JoinSet<anyhow::Result<()>>> {
     let mut services = tokio::task::JoinSet::new();
     // A replica warms up for one heartbeat interval; here every worker starts
     // right after it and sends its first heartbeat at once.
@@ -66,25 +120,12 @@ pub async fn run(
             Worker::new(client.clone(), config, configured).run(stop.clone().cancelled_owned());
         services.spawn(async move { Ok(worker.await?) });
     }
-    println!(
-        "router (entry agent {}) and {} demo agents running: {}",
-        demo::ENTRY,
-        demo::AGENTS.len(),
-        demo::AGENTS
-            .iter()
-            .map(|a| format!("{a} (tier {})", Demo::by_name(a).map_or(0, Demo::tier)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    Ok(services)
+}
 
-    wait_for_registry(&client, &subjects).await?;
-    println!(
-        "registry (service {}) knows every demo agent",
-        baton_registry::SERVICE_NAME
-    );
-
-    let baton = Client::new(client.clone(), subjects.clone());
-    let mut all_completed = true;
+/// Submits every demo task, then prints each session's events until its
+/// terminal one. Returns whether every session completed.
+async fn run_demo_tasks(baton: &Client, timeout: Duration) -> anyhow::Result<bool> {
     // Submit everything first: the sessions run concurrently across the pools.
     let mut sessions = Vec::new();
     for (case, text) in demo::TASKS {
@@ -92,13 +133,14 @@ pub async fn run(
         baton.submit(&task).await?;
         sessions.push((case, text, task.session));
     }
+    let mut all_completed = true;
     for (number, (case, text, session)) in sessions.into_iter().enumerate() {
         println!();
         println!("[{}] {case}", number + 1);
         println!("  user:   {text}");
         println!("  session {session}");
         let mut events = baton.events(session).await?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(args.timeout_secs);
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut ended = false;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
             let event = event?;
@@ -111,36 +153,11 @@ pub async fn run(
             }
         }
         if !ended {
-            println!("  no terminal event within {}s", args.timeout_secs);
+            println!("  no terminal event within {}s", timeout.as_secs());
             all_completed = false;
         }
     }
-    let dead = baton.dead_letters().await?;
-    println!();
-    println!("{} dead letter(s) in {}", dead.len(), subjects.dlq_stream());
-
-    if args.serve {
-        println!();
-        println!(
-            "serving until Ctrl-C; in another shell: baton --nats-url {} send --wait \"Where is my order ABC-123?\"",
-            server
-                .as_ref()
-                .map(|server| server.url())
-                .or(nats.nats_url.as_deref())
-                .unwrap_or("nats://127.0.0.1:4222")
-        );
-        crate::shutdown_signal().await;
-    }
-    stop.cancel();
-    while let Some(result) = services.join_next().await {
-        result.context("a service task panicked")??;
-    }
-    drop(server);
-    Ok(if all_completed {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
-    })
+    Ok(all_completed)
 }
 
 /// Waits until the registry lists every demo agent type.

@@ -48,120 +48,132 @@ pub async fn run(
     let client = crate::connect(nats, None, "baton inbox").await?;
     let inbox = Inbox::open(client, subjects).await?;
     match command {
-        InboxCommand::Ls { json } => {
-            let entries = inbox.list().await?;
-            if json {
-                for entry in &entries {
-                    let envelope = &entry.envelope;
-                    let line = serde_json::json!({
-                        "id": envelope.id.to_string(),
-                        "session": envelope.session.to_string(),
-                        "agent": entry.agent(),
-                        "from": envelope.from,
-                        "reason": envelope.reason.as_ref().map(|r| r.as_str().to_owned()),
-                        "since": entry.since,
-                        "query": envelope.context.initial_query,
-                    });
-                    println!("{line}");
-                }
-            } else if entries.is_empty() {
-                println!("no tasks are waiting");
-            } else {
-                println!(
-                    "{:<36}  {:<16} {:<18} {:<16} question",
-                    "id", "agent", "reason", "from"
-                );
-                for entry in &entries {
-                    let envelope = &entry.envelope;
-                    let question: String =
-                        envelope.context.initial_query.chars().take(60).collect();
-                    println!(
-                        "{:<36}  {:<16} {:<18} {:<16} {question}",
-                        envelope.id.to_string(),
-                        entry.agent(),
-                        envelope.reason.as_ref().map_or("-", |r| r.as_str()),
-                        envelope.from.as_deref().unwrap_or("-"),
-                    );
-                }
-            }
-        }
-        InboxCommand::Show { id } => {
-            let entry = inbox
-                .entry(&id)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("no task {id} is waiting (see `baton inbox ls`)"))?;
-            let envelope = &entry.envelope;
-            let context = &envelope.context;
-            println!("task     {}", envelope.id);
-            println!("session  {}", envelope.session);
-            println!("for      {}", entry.agent());
-            println!("path     {}", crate::session::show_path(&envelope.path));
-            if let Some(reason) = &envelope.reason {
-                println!("reason   {reason}");
-            }
-            if let Some(advice) = &envelope.suggested_next_action {
-                println!("advice   {advice}");
-            }
-            println!("question {}", context.initial_query);
-            if !context.problem.is_empty() {
-                println!("problem  {}", context.problem);
-            }
-            println!();
-            for message in &context.messages {
-                let who = message.name.as_deref().unwrap_or(message.role.as_str());
-                println!("  {who}: {}", message.content);
-            }
-            if !context.variables.is_empty() {
-                println!();
-                for (key, value) in &context.variables {
-                    println!("  {key} = {}", crate::session::show_value(value));
-                }
-            }
-            println!();
-            println!(
-                "answer with: baton inbox reply {} \"...\" [--handoff AGENT]",
-                envelope.id
-            );
-        }
+        InboxCommand::Ls { json } => list(&inbox, json).await?,
+        InboxCommand::Show { id } => show(&inbox, &id).await?,
         InboxCommand::Reply {
             id,
             text,
             handoff,
             complete: _,
             person,
-        } => {
-            let reply = match handoff {
-                Some(agent) => Reply::Handoff(
-                    AgentName::new(agent)
-                        .map_err(|err| anyhow::anyhow!("invalid --handoff: {err}"))?,
-                ),
-                None => Reply::Complete,
-            };
-            let person: String = person
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let event = inbox.reply(&id, &text, reply, &person).await?;
-            let to = event.to.as_deref().unwrap_or("?");
-            match event.kind {
-                baton_proto::EventType::Result => {
-                    println!(
-                        "answer sent to {to}, which delegated the task (session {})",
-                        event.session
-                    );
-                }
-                baton_proto::EventType::Handoff => {
-                    println!("session {} handed to {to}", event.session)
-                }
-                _ => println!("session {} completed", event.session),
-            }
-        }
+        } => reply(&inbox, &id, &text, handoff, &person).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `baton inbox ls`: one line (or JSON object) per waiting task.
+async fn list(inbox: &Inbox, json: bool) -> anyhow::Result<()> {
+    let entries = inbox.list().await?;
+    if json {
+        for entry in &entries {
+            let envelope = &entry.envelope;
+            let line = serde_json::json!({
+                "id": envelope.id.to_string(),
+                "session": envelope.session.to_string(),
+                "agent": entry.agent(),
+                "from": envelope.from,
+                "reason": envelope.reason.as_ref().map(|r| r.as_str().to_owned()),
+                "since": entry.since,
+                "query": envelope.context.initial_query,
+            });
+            println!("{line}");
+        }
+    } else if entries.is_empty() {
+        println!("no tasks are waiting");
+    } else {
+        println!(
+            "{:<36}  {:<16} {:<18} {:<16} question",
+            "id", "agent", "reason", "from"
+        );
+        for entry in &entries {
+            let envelope = &entry.envelope;
+            let question: String = envelope.context.initial_query.chars().take(60).collect();
+            println!(
+                "{:<36}  {:<16} {:<18} {:<16} {question}",
+                envelope.id.to_string(),
+                entry.agent(),
+                envelope.reason.as_ref().map_or("-", |r| r.as_str()),
+                envelope.from.as_deref().unwrap_or("-"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `baton inbox show ID`: the whole context of one waiting task.
+async fn show(inbox: &Inbox, id: &str) -> anyhow::Result<()> {
+    let entry = inbox
+        .entry(id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no task {id} is waiting (see `baton inbox ls`)"))?;
+    let envelope = &entry.envelope;
+    let context = &envelope.context;
+    println!("task     {}", envelope.id);
+    println!("session  {}", envelope.session);
+    println!("for      {}", entry.agent());
+    println!("path     {}", crate::session::show_path(&envelope.path));
+    if let Some(reason) = &envelope.reason {
+        println!("reason   {reason}");
+    }
+    if let Some(advice) = &envelope.suggested_next_action {
+        println!("advice   {advice}");
+    }
+    println!("question {}", context.initial_query);
+    if !context.problem.is_empty() {
+        println!("problem  {}", context.problem);
+    }
+    println!();
+    for message in &context.messages {
+        let who = message.name.as_deref().unwrap_or(message.role.as_str());
+        println!("  {who}: {}", message.content);
+    }
+    if !context.variables.is_empty() {
+        println!();
+        for (key, value) in &context.variables {
+            println!("  {key} = {}", crate::session::show_value(value));
+        }
+    }
+    println!();
+    println!(
+        "answer with: baton inbox reply {} \"...\" [--handoff AGENT]",
+        envelope.id
+    );
+    Ok(())
+}
+
+/// `baton inbox reply ID TEXT`: answers a waiting task.
+async fn reply(
+    inbox: &Inbox,
+    id: &str,
+    text: &str,
+    handoff: Option<String>,
+    person: &str,
+) -> anyhow::Result<()> {
+    let reply = match handoff {
+        Some(agent) => Reply::Handoff(
+            AgentName::new(agent).map_err(|err| anyhow::anyhow!("invalid --handoff: {err}"))?,
+        ),
+        None => Reply::Complete,
+    };
+    let person: String = person
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let event = inbox.reply(id, text, reply, &person).await?;
+    let to = event.to.as_deref().unwrap_or("?");
+    match event.kind {
+        baton_proto::EventType::Result => println!(
+            "answer sent to {to}, which delegated the task (session {})",
+            event.session
+        ),
+        baton_proto::EventType::Handoff => println!("session {} handed to {to}", event.session),
+        _ => println!("session {} completed", event.session),
+    }
+    Ok(())
 }

@@ -43,17 +43,7 @@ pub async fn worker(
         .map(AgentName::new)
         .transpose()
         .context("invalid --fallback")?;
-    let mut profile = demo.map(Demo::profile).unwrap_or_default();
-    let registry = &args.registry;
-    if let Some(capabilities) = &registry.capabilities {
-        profile.capabilities.clone_from(capabilities);
-    }
-    if let Some(domains) = &registry.domains {
-        profile.domains.clone_from(domains);
-    }
-    if let Some(tier) = registry.tier {
-        profile.tier = tier;
-    }
+    let profile = profile(demo, &args.registry);
     let config = deployment(
         WorkerConfig::new(agent.clone())
             .with_subjects(subjects)
@@ -80,33 +70,57 @@ pub async fn worker(
                 .await?;
         }
         _ => {
-            let relay_args = args.relay_options;
-            let relay = Relay {
-                name: agent.to_string(),
-                next: relay_args.next,
-                next_requires: relay_args.next_requires,
-                delegate: relay_args.delegate.map(|agents| Delegation {
-                    agents,
-                    mode: relay_args.delegate_mode,
-                    recover: relay_args.recover,
-                    recover_value: relay_args.recover_value,
-                }),
-                fail_attempts: relay_args.fail_attempts,
-                fatal: relay_args.fatal,
-                reject: relay_args.reject,
-                escalate: relay_args.escalate,
-                work: Duration::from_millis(relay_args.work_ms),
-                retry,
-                timeout: Duration::from_millis(args.timeout_ms),
-                concurrency: args.concurrency.unwrap_or(8),
-                quiet: relay_args.quiet,
-            };
+            let relay = relay(agent.to_string(), args, retry);
             Worker::new(client, config, relay)
                 .run(crate::shutdown_signal())
                 .await?;
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The registry profile: a demo type's own, with the command line's
+/// capabilities, domains and tier over it.
+fn profile(
+    demo: Option<Demo>,
+    registry: &crate::args::WorkerRegistryArgs,
+) -> baton_worker::Profile {
+    let mut profile = demo.map(Demo::profile).unwrap_or_default();
+    if let Some(capabilities) = &registry.capabilities {
+        profile.capabilities.clone_from(capabilities);
+    }
+    if let Some(domains) = &registry.domains {
+        profile.domains.clone_from(domains);
+    }
+    if let Some(tier) = registry.tier {
+        profile.tier = tier;
+    }
+    profile
+}
+
+/// A relay agent as the command line describes it.
+fn relay(name: String, args: WorkerArgs, retry: RetryPolicy) -> Relay {
+    let relay_args = args.relay_options;
+    Relay {
+        name,
+        next: relay_args.next,
+        next_requires: relay_args.next_requires,
+        delegate: relay_args.delegate.map(|agents| Delegation {
+            agents,
+            mode: relay_args.delegate_mode,
+            recover: relay_args.recover,
+            recover_value: relay_args.recover_value,
+        }),
+        fail_attempts: relay_args.fail_attempts,
+        fatal: relay_args.fatal,
+        reject: relay_args.reject,
+        escalate: relay_args.escalate,
+        work: Duration::from_millis(relay_args.work_ms),
+        retry,
+        timeout: Duration::from_millis(args.timeout_ms),
+        concurrency: args.concurrency.unwrap_or(8),
+        quiet: relay_args.quiet,
+    }
 }
 
 /// The deployment options of the command line applied to `config`.

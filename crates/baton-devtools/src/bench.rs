@@ -353,25 +353,7 @@ async fn raw_relay(
     let name = if same_writes { "benchsame" } else { "benchraw" };
     let stream_name = name.to_ascii_uppercase();
     let subjects: Vec<String> = (0..args.hops).map(|i| format!("{name}.stage{i}")).collect();
-    js.get_or_create_stream(stream::Config {
-        name: stream_name.clone(),
-        subjects: vec![format!("{name}.>")],
-        retention: stream::RetentionPolicy::WorkQueue,
-        storage: stream::StorageType::File,
-        ..Default::default()
-    })
-    .await?;
-    if same_writes {
-        js.get_or_create_stream(stream::Config {
-            name: format!("{stream_name}_EVENTS"),
-            subjects: vec![format!("{name}events.>")],
-            storage: stream::StorageType::File,
-            ..Default::default()
-        })
-        .await?;
-    }
-    // An encoded Baton event is about this size.
-    let event = Bytes::from(vec![b'e'; 220]);
+    raw_streams(&js, name, same_writes).await?;
     let recorder = Arc::new(Recorder::new(args.concurrency));
     let stop = CancellationToken::new();
     let mut stages = tokio::task::JoinSet::new();
@@ -388,54 +370,15 @@ async fn raw_relay(
                 },
             )
             .await?;
-        let next = subjects.get(index + 1).cloned();
-        let js = js.clone();
-        let recorder = recorder.clone();
-        let stop = stop.clone();
-        let concurrency = args.concurrency;
-        let event = event.clone();
-        stages.spawn(async move {
-            let permits = Arc::new(Semaphore::new(concurrency));
-            let mut messages = consumer.stream().max_messages_per_batch(concurrency).messages().await?;
-            loop {
-                let message = tokio::select! {
-                    message = messages.next() => match message {
-                        Some(Ok(message)) => message,
-                        Some(Err(err)) => { tracing::warn!(error = %err, "raw relay pull error"); continue; }
-                        None => break,
-                    },
-                    () = stop.cancelled() => break,
-                };
-                let permit = permits.clone().acquire_owned().await?;
-                let js = js.clone();
-                let recorder = recorder.clone();
-                let next = next.clone();
-                let event = event.clone();
-                tokio::spawn(async move {
-                    let sent = message.headers.as_ref().and_then(|h| h.get("Bench-Sent")).and_then(|v| v.as_str().parse().ok());
-                    if let Some(sent) = sent {
-                        recorder.hop(sent);
-                    }
-                    if same_writes {
-                        same_writes_hop(&js, &message, next, event, &recorder).await;
-                    } else {
-                        match next {
-                            Some(next) => {
-                                let mut headers = async_nats::HeaderMap::new();
-                                headers.insert("Bench-Sent", now_ns().to_string().as_str());
-                                if let Ok(ack) = js.publish_with_headers(next, headers, message.payload.clone()).await {
-                                    let _ = ack.await;
-                                }
-                            }
-                            None => recorder.finish(),
-                        }
-                        let _ = message.ack_with(AckKind::Ack).await;
-                    }
-                    drop(permit);
-                });
-            }
-            anyhow::Ok(())
-        });
+        let stage = RawStage {
+            js: js.clone(),
+            recorder: recorder.clone(),
+            next: subjects.get(index + 1).cloned(),
+            // An encoded Baton event is about this size.
+            event: Bytes::from(vec![b'e'; 220]),
+            same_writes,
+        };
+        stages.spawn(stage.run(consumer, args.concurrency, stop.clone()));
     }
     let payload = Bytes::from(vec![b'x'; payload_len]);
     let first = subjects[0].clone();
@@ -460,6 +403,106 @@ async fn raw_relay(
         result??;
     }
     Ok(figures(&recorder, args.tasks, args.hops, elapsed))
+}
+
+/// The work-queue stream of a raw relay (and, for "same writes", its events
+/// stream).
+async fn raw_streams(js: &jetstream::Context, name: &str, same_writes: bool) -> anyhow::Result<()> {
+    let stream_name = name.to_ascii_uppercase();
+    js.get_or_create_stream(stream::Config {
+        name: stream_name.clone(),
+        subjects: vec![format!("{name}.>")],
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await?;
+    if same_writes {
+        js.get_or_create_stream(stream::Config {
+            name: format!("{stream_name}_EVENTS"),
+            subjects: vec![format!("{name}events.>")],
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// One stage of a raw relay: pulls its subject and passes each message on.
+#[derive(Clone)]
+struct RawStage {
+    js: jetstream::Context,
+    recorder: Arc<Recorder>,
+    next: Option<String>,
+    event: Bytes,
+    same_writes: bool,
+}
+
+impl RawStage {
+    async fn run(
+        self,
+        consumer: consumer::PullConsumer,
+        concurrency: usize,
+        stop: CancellationToken,
+    ) -> anyhow::Result<()> {
+        let permits = Arc::new(Semaphore::new(concurrency));
+        let mut messages = consumer
+            .stream()
+            .max_messages_per_batch(concurrency)
+            .messages()
+            .await?;
+        loop {
+            let message = tokio::select! {
+                message = messages.next() => match message {
+                    Some(Ok(message)) => message,
+                    Some(Err(err)) => {
+                        tracing::warn!(error = %err, "raw relay pull error");
+                        continue;
+                    }
+                    None => break,
+                },
+                () = stop.cancelled() => break,
+            };
+            let permit = permits.clone().acquire_owned().await?;
+            let stage = self.clone();
+            tokio::spawn(async move {
+                stage.hop(message).await;
+                drop(permit);
+            });
+        }
+        Ok(())
+    }
+
+    async fn hop(self, message: jetstream::Message) {
+        let sent = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("Bench-Sent"))
+            .and_then(|v| v.as_str().parse().ok());
+        if let Some(sent) = sent {
+            self.recorder.hop(sent);
+        }
+        if self.same_writes {
+            same_writes_hop(&self.js, &message, self.next, self.event, &self.recorder).await;
+            return;
+        }
+        match self.next {
+            Some(next) => {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert("Bench-Sent", now_ns().to_string().as_str());
+                if let Ok(ack) = self
+                    .js
+                    .publish_with_headers(next, headers, message.payload.clone())
+                    .await
+                {
+                    let _ = ack.await;
+                }
+            }
+            None => self.recorder.finish(),
+        }
+        let _ = message.ack_with(AckKind::Ack).await;
+    }
 }
 
 /// One hop of the "same writes" relay: an accepted event sent at once, then a

@@ -137,41 +137,13 @@ pub async fn run(client: async_nats::Client, args: BenchRegistryArgs) -> anyhow:
     let registry =
         tokio::spawn(Registry::new(client.clone(), config).run(stop.clone().cancelled_owned()));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    for kind in 0..args.types {
-        for instance in 0..args.instances {
-            let beat = heartbeat(kind, instance);
-            let subject = format!(
-                "{}.registry.heartbeat.{}.{}",
-                subjects.prefix(),
-                beat.agent,
-                beat.instance
-            );
-            client.publish(subject, beat.to_msgpack()?.into()).await?;
-        }
-    }
-    client.flush().await?;
-
-    let subject = subjects.lookup();
-    let everything = Bytes::from(LookupRequest::default().to_msgpack()?);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(found) = lookup(&client, &subject, everything.clone()).await {
-            if found == args.types {
-                break;
-            }
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "the registry did not list all {} agent types within 10 s",
-            args.types
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    register(&client, &subjects, &args).await?;
     println!(
         "registry bench: {} agent types x {} instances registered; {} lookups per phase",
         args.types, args.instances, args.lookups
     );
 
+    let subject = subjects.lookup();
     // Warm-up, not measured.
     for n in 0..500 {
         lookup(&client, &subject, request(n)).await?;
@@ -186,30 +158,7 @@ pub async fn run(client: async_nats::Client, args: BenchRegistryArgs) -> anyhow:
         latencies.push(sent.elapsed());
     }
     let sequential = figures(latencies, started.elapsed());
-
-    let client = Arc::new(client);
-    let started = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for worker in 0..args.concurrency {
-        let client = client.clone();
-        let subject = subject.clone();
-        let share =
-            args.lookups / args.concurrency + usize::from(worker < args.lookups % args.concurrency);
-        workers.spawn(async move {
-            let mut latencies = Vec::with_capacity(share);
-            for n in 0..share {
-                let sent = Instant::now();
-                lookup(&client, &subject, request(n * args.concurrency + worker)).await?;
-                latencies.push(sent.elapsed());
-            }
-            anyhow::Ok(latencies)
-        });
-    }
-    let mut latencies = Vec::with_capacity(args.lookups);
-    while let Some(result) = workers.join_next().await {
-        latencies.extend(result??);
-    }
-    let concurrent = figures(latencies, started.elapsed());
+    let concurrent = concurrent_lookups(Arc::new(client), subject, &args).await?;
 
     println!(
         "average candidates per answer: {:.1}",
@@ -233,4 +182,72 @@ pub async fn run(client: async_nats::Client, args: BenchRegistryArgs) -> anyhow:
     stop.cancel();
     registry.await.context("registry task failed")??;
     Ok(())
+}
+
+/// Sends one heartbeat per synthetic instance, then waits until the registry
+/// lists every agent type.
+async fn register(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    args: &BenchRegistryArgs,
+) -> anyhow::Result<()> {
+    for kind in 0..args.types {
+        for instance in 0..args.instances {
+            let beat = heartbeat(kind, instance);
+            let subject = format!(
+                "{}.registry.heartbeat.{}.{}",
+                subjects.prefix(),
+                beat.agent,
+                beat.instance
+            );
+            client.publish(subject, beat.to_msgpack()?.into()).await?;
+        }
+    }
+    client.flush().await?;
+    let subject = subjects.lookup();
+    let everything = Bytes::from(LookupRequest::default().to_msgpack()?);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(found) = lookup(client, &subject, everything.clone()).await {
+            if found == args.types {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the registry did not list all {} agent types within 10 s",
+            args.types
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `args.lookups` lookups spread over `args.concurrency` tasks.
+async fn concurrent_lookups(
+    client: Arc<async_nats::Client>,
+    subject: String,
+    args: &BenchRegistryArgs,
+) -> anyhow::Result<Figures> {
+    let started = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    let concurrency = args.concurrency;
+    for worker in 0..concurrency {
+        let client = client.clone();
+        let subject = subject.clone();
+        let share = args.lookups / concurrency + usize::from(worker < args.lookups % concurrency);
+        workers.spawn(async move {
+            let mut latencies = Vec::with_capacity(share);
+            for n in 0..share {
+                let sent = Instant::now();
+                lookup(&client, &subject, request(n * concurrency + worker)).await?;
+                latencies.push(sent.elapsed());
+            }
+            anyhow::Ok(latencies)
+        });
+    }
+    let mut latencies = Vec::with_capacity(args.lookups);
+    while let Some(result) = workers.join_next().await {
+        latencies.extend(result??);
+    }
+    Ok(figures(latencies, started.elapsed()))
 }

@@ -321,6 +321,20 @@ impl Envelope {
         }
     }
 
+    /// This envelope sent on as a new message: under `id`, of `kind`, to
+    /// agent type `to`, stamped now, at this protocol version. Context,
+    /// path, session, deadline and parent carry over; the caller sets the
+    /// reason and whatever else the new message changes.
+    #[must_use]
+    pub fn resent(mut self, id: Uuid, kind: Kind, to: impl Into<String>) -> Self {
+        self.v = PROTOCOL_VERSION;
+        self.id = id;
+        self.kind = kind;
+        self.to = Some(to.into());
+        self.created_at = now_ms();
+        self
+    }
+
     /// Sets the target agent type.
     #[must_use]
     pub fn with_to(mut self, agent: impl Into<String>) -> Self {

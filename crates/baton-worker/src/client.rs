@@ -3,7 +3,7 @@
 use std::pin::Pin;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer};
+use async_nats::jetstream;
 use baton_proto::{AgentName, Envelope, Event, Subjects, Wire};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -117,27 +117,9 @@ impl Client {
                 err,
             )
         })?;
-        let ordered = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: self.subjects.events(session),
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::JetStream,
-                    "cannot follow the session's events",
-                    err,
-                )
-            })?;
-        let messages = ordered.messages().await.map_err(|err| {
-            Error::with_source(
-                ErrorKind::JetStream,
-                "cannot follow the session's events",
-                err,
-            )
-        })?;
+        let filter = Some(self.subjects.events(session));
+        let messages =
+            provision::read_from_start(&stream, filter, "follow the session's events").await?;
         Ok(Box::pin(messages.map(|message| {
             let message = message.map_err(|err| {
                 Error::with_source(ErrorKind::JetStream, "event stream failed", err)

@@ -1,7 +1,7 @@
 //! Reading and replaying the dead-letter stream.
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::{self, consumer};
+use async_nats::jetstream;
 use baton_proto::{DeadLetterReason, Envelope, Wire, derive_id_labelled, headers};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -102,26 +102,8 @@ impl Client {
         if stream.cached_info().state.messages == 0 {
             return Ok(entries);
         }
-        let ordered = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::JetStream,
-                    "cannot read the dead-letter stream",
-                    err,
-                )
-            })?;
-        let mut messages = ordered.messages().await.map_err(|err| {
-            Error::with_source(
-                ErrorKind::JetStream,
-                "cannot read the dead-letter stream",
-                err,
-            )
-        })?;
+        let mut messages =
+            crate::provision::read_from_start(&stream, None, "read the dead-letter stream").await?;
         while let Some(message) = messages.next().await {
             let message = message.map_err(|err| {
                 Error::with_source(ErrorKind::JetStream, "dead-letter stream failed", err)

@@ -188,3 +188,25 @@ pub(crate) async fn agent_consumer(
     )
     .await
 }
+
+/// Every message of `stream` from the first (only those on `filter`, when
+/// given), then new ones as they arrive, through an ordered consumer.
+/// `what` names the reading in errors.
+pub(crate) async fn read_from_start(
+    stream: &jetstream::stream::Stream,
+    filter: Option<String>,
+    what: &str,
+) -> Result<jetstream::consumer::pull::Ordered, Error> {
+    let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
+        Error::with_source(ErrorKind::JetStream, format!("cannot {what}"), err)
+    };
+    let ordered = stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            filter_subject: filter.unwrap_or_default(),
+            deliver_policy: jetstream::consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| failed(err.into()))?;
+    ordered.messages().await.map_err(|err| failed(err.into()))
+}

@@ -275,9 +275,10 @@ fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detai
 /// The task on its way to `route`, after an `escalated` event when it goes
 /// to the fallback for lack of a match.
 fn forward(envelope: &Envelope, route: Route) -> Vec<Output> {
-    let mut forwarded = envelope.clone();
-    forwarded.id = derive_id(envelope.id, 0);
-    forwarded.to = Some(route.agent.to_string());
+    let id = derive_id(envelope.id, 0);
+    let mut forwarded = envelope
+        .clone()
+        .resent(id, envelope.kind.clone(), route.agent.as_str());
     let mut outputs = Vec::new();
     if let Some(why) = route.no_match {
         forwarded.reason = Some(Reason::NoMatch);

@@ -280,71 +280,9 @@ impl Report<'_> {
         }
         let kind_span = raw.kind.span();
         match kind {
-            KindName::Exec => {
-                let Some(exec) = &raw.exec else {
-                    self.error(
-                        &kind_span,
-                        "kind = \"exec\" needs an [exec] table with command = [\"program\", \"arg\", ...]",
-                    );
-                    return None;
-                };
-                if exec.get_ref().command.is_empty() {
-                    self.error(
-                        &exec.span(),
-                        "[exec] command is empty: name the program, e.g. command = [\"python3\", \"agent.py\"]",
-                    );
-                    return None;
-                }
-                Some(Kind::Exec(exec.get_ref().clone()))
-            }
-            KindName::Llm => {
-                let Some(llm) = &raw.llm else {
-                    self.error(
-                        &kind_span,
-                        "kind = \"llm\" needs an [llm] table with at least model = \"...\"",
-                    );
-                    return None;
-                };
-                let settings = llm.get_ref();
-                if !(settings.base_url.starts_with("http://")
-                    || settings.base_url.starts_with("https://"))
-                {
-                    self.error(
-                        &llm.span(),
-                        format!(
-                            "[llm] base_url {:?} is not an http(s) URL: use e.g. \"http://127.0.0.1:8080/v1\"",
-                            settings.base_url
-                        ),
-                    );
-                }
-                Some(Kind::Llm(settings.clone()))
-            }
-            KindName::Chain => {
-                let Some(chain) = &raw.chain else {
-                    self.error(
-                        &kind_span,
-                        "kind = \"chain\" needs a [chain] table with steps = [\"agent\", ...]",
-                    );
-                    return None;
-                };
-                let settings = chain.get_ref();
-                if settings.steps.is_empty() {
-                    self.error(
-                        &chain.span(),
-                        "[chain] steps is empty: list the agent types in order",
-                    );
-                }
-                if settings.recover.is_some() && settings.recover_value.is_some() {
-                    self.error(
-                        &chain.span(),
-                        "[chain] has both recover and recover_value: keep one",
-                    );
-                }
-                for step in settings.steps.iter().chain(settings.recover.iter()) {
-                    self.agent_name(step, &chain.span(), "[chain] step");
-                }
-                Some(Kind::Chain(settings.clone()))
-            }
+            KindName::Exec => self.exec(raw.exec.as_ref(), &kind_span),
+            KindName::Llm => self.llm(raw.llm.as_ref(), &kind_span),
+            KindName::Chain => self.chain(raw.chain.as_ref(), &kind_span),
             KindName::Human => Some(Kind::Human(
                 raw.human
                     .as_ref()
@@ -352,6 +290,77 @@ impl Report<'_> {
                     .unwrap_or_default(),
             )),
         }
+    }
+
+    fn exec(&mut self, exec: Option<&Spanned<ExecSpec>>, kind_span: &Range<usize>) -> Option<Kind> {
+        let Some(exec) = exec else {
+            self.error(
+                kind_span,
+                "kind = \"exec\" needs an [exec] table with command = [\"program\", \"arg\", ...]",
+            );
+            return None;
+        };
+        if exec.get_ref().command.is_empty() {
+            self.error(
+                &exec.span(),
+                "[exec] command is empty: name the program, e.g. command = [\"python3\", \"agent.py\"]",
+            );
+            return None;
+        }
+        Some(Kind::Exec(exec.get_ref().clone()))
+    }
+
+    fn llm(&mut self, llm: Option<&Spanned<LlmSpec>>, kind_span: &Range<usize>) -> Option<Kind> {
+        let Some(llm) = llm else {
+            self.error(
+                kind_span,
+                "kind = \"llm\" needs an [llm] table with at least model = \"...\"",
+            );
+            return None;
+        };
+        let settings = llm.get_ref();
+        if !(settings.base_url.starts_with("http://") || settings.base_url.starts_with("https://"))
+        {
+            self.error(
+                &llm.span(),
+                format!(
+                    "[llm] base_url {:?} is not an http(s) URL: use e.g. \"http://127.0.0.1:8080/v1\"",
+                    settings.base_url
+                ),
+            );
+        }
+        Some(Kind::Llm(settings.clone()))
+    }
+
+    fn chain(
+        &mut self,
+        chain: Option<&Spanned<ChainSpec>>,
+        kind_span: &Range<usize>,
+    ) -> Option<Kind> {
+        let Some(chain) = chain else {
+            self.error(
+                kind_span,
+                "kind = \"chain\" needs a [chain] table with steps = [\"agent\", ...]",
+            );
+            return None;
+        };
+        let settings = chain.get_ref();
+        if settings.steps.is_empty() {
+            self.error(
+                &chain.span(),
+                "[chain] steps is empty: list the agent types in order",
+            );
+        }
+        if settings.recover.is_some() && settings.recover_value.is_some() {
+            self.error(
+                &chain.span(),
+                "[chain] has both recover and recover_value: keep one",
+            );
+        }
+        for step in settings.steps.iter().chain(settings.recover.iter()) {
+            self.agent_name(step, &chain.span(), "[chain] step");
+        }
+        Some(Kind::Chain(settings.clone()))
     }
 }
 

@@ -3,8 +3,8 @@
 //! continuation runs on.
 
 use baton_proto::{
-    AgentName, Envelope, EventType, Kind, Message, PROTOCOL_VERSION, Parent, Reason, ResultStatus,
-    Role, Value, derive_id_labelled, now_ms,
+    AgentName, Envelope, EventType, Kind, Message, Parent, Reason, ResultStatus, Role, Value,
+    derive_id_labelled,
 };
 use uuid::Uuid;
 
@@ -34,17 +34,14 @@ impl Planner<'_> {
     pub(crate) fn child(&self, stored: &Envelope, child: ChildSpec<'_>) -> [Output; 2] {
         let mut envelope = self.advance(stored, ContextUpdate::default());
         self.trim_context(&mut envelope, child.context);
-        envelope.v = PROTOCOL_VERSION;
-        envelope.id = derive_id_labelled(child.join, "child", child.index);
-        envelope.kind = Kind::Delegate;
-        envelope.to = Some(child.agent.to_string());
+        let id = derive_id_labelled(child.join, "child", child.index);
+        let mut envelope = envelope.resent(id, Kind::Delegate, child.agent.as_str());
         envelope.reason = Some(Reason::Delegated);
         envelope.suggested_next_action = None;
         envelope.reply_to = Some(self.reply_to.to_owned());
         envelope.parent = Some(self.parent(child.join, child.depth, Some(child.index)));
         envelope.status = None;
         envelope.output = None;
-        envelope.created_at = now_ms();
         let context = &mut envelope.context;
         context.problem = child.input.to_owned();
         context
@@ -78,10 +75,8 @@ impl Planner<'_> {
         depth: u32,
         deadline: u64,
     ) -> Output {
-        let mut envelope = stored.clone();
-        envelope.id = derive_id_labelled(join, "deadline", 0);
-        envelope.kind = Kind::Result;
-        envelope.to = Some(self.agent.to_string());
+        let id = derive_id_labelled(join, "deadline", 0);
+        let mut envelope = stored.clone().resent(id, Kind::Result, self.agent.as_str());
         envelope.status = Some(ResultStatus::Failed);
         envelope.reason = Some(Reason::DeadlineExceeded);
         envelope.deadline = Some(deadline);

@@ -1,7 +1,7 @@
 //! Outputs under construction, numbered in order for deterministic ids.
 
-use baton_proto::{AgentName, DeadLetterReason, Envelope, Event, Kind, PROTOCOL_VERSION, Reason};
-use baton_proto::{derive_id, now_ms};
+use baton_proto::derive_id;
+use baton_proto::{AgentName, DeadLetterReason, Envelope, Event, Kind, Reason};
 use uuid::Uuid;
 
 use super::{DeadLetter, Output, Plan, Settle};
@@ -39,16 +39,12 @@ impl Outputs {
     pub(super) fn push_envelope(
         &mut self,
         to: AgentName,
-        mut envelope: Envelope,
+        envelope: Envelope,
         kind: Kind,
         reason: Reason,
     ) {
-        envelope.v = PROTOCOL_VERSION;
-        envelope.id = self.next_id();
-        envelope.kind = kind;
-        envelope.to = Some(to.to_string());
+        let mut envelope = envelope.resent(self.next_id(), kind, to.as_str());
         envelope.reason = Some(reason);
-        envelope.created_at = now_ms();
         self.list.push(Output::Envelope {
             to,
             envelope: Box::new(envelope),

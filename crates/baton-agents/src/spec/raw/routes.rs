@@ -137,43 +137,7 @@ impl Report<'_> {
             }
             _ => {}
         }
-        let target = match (&raw.to, raw.requires.is_empty()) {
-            (Some(_), false) => {
-                self.error(
-                    &span,
-                    format!("{where_} has both `to` and `requires`: keep one"),
-                );
-                return None;
-            }
-            (None, true) => {
-                self.error(
-                    &span,
-                    format!(
-                        "{where_} needs a target: to = \"agent\" (or \"terminate\" / \"fallback\"), or requires = [\"capability\"]"
-                    ),
-                );
-                return None;
-            }
-            (None, false) => Some(Target::Capabilities(Need {
-                requires: raw.requires.clone(),
-                domains: raw.domains.clone(),
-                min_tier: raw.min_tier,
-            })),
-            (Some(to), true) => match to.as_str() {
-                "terminate" | "fallback" if section == Section::Handoffs => {
-                    self.error(
-                        &span,
-                        format!(
-                            "[[handoffs]] lists agents the agent may name; {to:?} is not one (use [after_work] to = {to:?})"
-                        ),
-                    );
-                    return None;
-                }
-                "terminate" => None,
-                "fallback" => Some(Target::Fallback),
-                agent => Some(Target::Agent(self.agent_name(agent, &span, "to")?)),
-            },
-        };
+        let target = self.target(raw, &span, section)?;
         if !raw.domains.is_empty() && raw.requires.is_empty()
             || raw.min_tier.is_some() && raw.requires.is_empty()
         {
@@ -206,5 +170,52 @@ impl Report<'_> {
             },
             description: raw.description.clone(),
         })
+    }
+
+    /// A route's target: `Some(None)` for `terminate`, `None` after an error.
+    fn target(
+        &mut self,
+        raw: &RawRoute,
+        span: &std::ops::Range<usize>,
+        section: Section,
+    ) -> Option<Option<Target>> {
+        let where_ = section.name();
+        match (&raw.to, raw.requires.is_empty()) {
+            (Some(_), false) => {
+                self.error(
+                    span,
+                    format!("{where_} has both `to` and `requires`: keep one"),
+                );
+                None
+            }
+            (None, true) => {
+                self.error(
+                    span,
+                    format!(
+                        "{where_} needs a target: to = \"agent\" (or \"terminate\" / \"fallback\"), or requires = [\"capability\"]"
+                    ),
+                );
+                None
+            }
+            (None, false) => Some(Some(Target::Capabilities(Need {
+                requires: raw.requires.clone(),
+                domains: raw.domains.clone(),
+                min_tier: raw.min_tier,
+            }))),
+            (Some(to), true) => match to.as_str() {
+                "terminate" | "fallback" if section == Section::Handoffs => {
+                    self.error(
+                        span,
+                        format!(
+                            "[[handoffs]] lists agents the agent may name; {to:?} is not one (use [after_work] to = {to:?})"
+                        ),
+                    );
+                    None
+                }
+                "terminate" => Some(None),
+                "fallback" => Some(Some(Target::Fallback)),
+                agent => Some(Some(Target::Agent(self.agent_name(agent, span, "to")?))),
+            },
+        }
     }
 }
