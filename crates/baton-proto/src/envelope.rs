@@ -156,6 +156,9 @@ pub struct Envelope {
     pub output: Option<Value>,
     /// The full context that travels with the task.
     pub context: Context,
+    /// Extension (optional): parts kept in the claim-check store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<crate::Claim>,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -317,6 +320,7 @@ impl Envelope {
                 messages: vec![Message::new(Role::User, query)],
                 ..Context::default()
             },
+            claims: Vec::new(),
             extra: Map::new(),
         }
     }

@@ -95,6 +95,9 @@ pub struct Event {
     /// Extension (optional): the delivery attempt the event belongs to, counting from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// Extension (optional): parts kept in the claim-check store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<crate::Claim>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -120,6 +123,7 @@ impl Event {
             output: None,
             path: Vec::new(),
             attempt: None,
+            claims: Vec::new(),
             extra: Map::new(),
         }
     }

@@ -35,6 +35,14 @@ wire_enum! {
         DeadlineExceeded = "deadline_exceeded",
         /// No agent could take the task.
         NoRoute = "no_route",
+        /// Extension: a claim-check object the envelope refers to is gone
+        /// (expired with the bucket's max age) or does not match its hash.
+        ClaimMissing = "claim_missing",
+        /// Extension: the server refused a publish for lack of permission.
+        Forbidden = "forbidden",
+        /// Extension: the message was delivered `max_deliver` times without
+        /// being settled (caught from JetStream's advisory).
+        MaxDeliveries = "max_deliveries",
     }
 }
 

@@ -11,6 +11,8 @@
 //! - lowercase string enums that read unknown values as `Other` ([`Kind`],
 //!   [`EventType`], [`Reason`], [`Role`], [`ResultStatus`], [`DeadLetterReason`]);
 //! - subject and stream names ([`Subjects`]) and validated [`AgentName`]s;
+//! - the claim-check ([`check_out`], [`restore`]): large parts of a payload
+//!   kept in an object store, referenced by content hash ([`Claim`]);
 //! - deterministic derived ids ([`derive_id`]) that make redelivery idempotent;
 //! - the JSON Schemas of every payload ([`schemas`]).
 //!
@@ -28,6 +30,7 @@
 
 #[macro_use]
 mod wire_enum;
+mod claim;
 mod codec;
 mod envelope;
 mod event;
@@ -39,6 +42,7 @@ mod schema;
 mod subject;
 mod time;
 
+pub use claim::{CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore};
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
 pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Hop, Kind, Map, Message, Parent, Reason, ResultStatus,

@@ -232,6 +232,12 @@ impl Subjects {
         format!("{}_INBOX", self.stream_prefix)
     }
 
+    /// `BATON_CLAIMS`: the object store bucket of the claim-check.
+    #[must_use]
+    pub fn claims_bucket(&self) -> String {
+        format!("{}_CLAIMS", self.stream_prefix)
+    }
+
     /// `BATON_JOINS`: the key-value bucket of delegations waiting for their children.
     #[must_use]
     pub fn joins_bucket(&self) -> String {

@@ -142,8 +142,19 @@ fn full_handoff() -> Envelope {
             metadata,
             extra: Map::new(),
         },
+        claims: Vec::new(),
         extra: Map::new(),
     }
+}
+
+/// The minimal task with a 5,000-byte question, claim-checked with a
+/// threshold of 1,000 bytes: the payload and its one object.
+fn claimed_task() -> (Vec<u8>, (String, Vec<u8>)) {
+    let mut task = minimal_task();
+    task.context.messages[0].content = "How long is a piece of string? ".repeat(160);
+    let checked = baton_proto::check_out(task.to_msgpack().unwrap(), 1000, 1024).unwrap();
+    assert_eq!(checked.objects.len(), 1);
+    (checked.payload, checked.objects[0].clone())
 }
 
 fn event(kind: EventType, n: u8) -> Event {
@@ -191,6 +202,19 @@ fn vectors() -> Vec<(String, Vec<u8>, String)> {
             serde_json::to_string_pretty(&full_handoff()).unwrap(),
         ),
     ];
+    let (claimed, (_, object)) = claimed_task();
+    let envelope = Envelope::from_msgpack(&claimed).unwrap();
+    out.push((
+        "claimed_task".to_owned(),
+        claimed,
+        serde_json::to_string_pretty(&envelope).unwrap(),
+    ));
+    out.push((
+        "claimed_task_object".to_owned(),
+        object.clone(),
+        serde_json::to_string_pretty(&rmpv::decode::read_value(&mut &object[..]).unwrap())
+            .unwrap(),
+    ));
     for (n, kind) in EventType::KNOWN.iter().enumerate() {
         let e = event(EventType::parse(kind), u8::try_from(n).unwrap());
         out.push((
@@ -272,4 +296,25 @@ fn golden_vectors_decode() {
                 .any(|(k, v)| k.as_str() == Some("type") && v.as_str() == Some(kind))
         );
     }
+}
+
+#[test]
+fn the_claimed_vector_restores_to_the_whole_task() {
+    let dir = root().join("vectors");
+    let read = |name: &str| std::fs::read(dir.join(format!("{name}.msgpack"))).unwrap();
+    let claimed = read("claimed_task");
+    let object = read("claimed_task_object");
+    let listed = baton_proto::claims(&claimed).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].path, "/context/messages/0/content");
+    assert_eq!(listed[0].object, baton_proto::object_name(&object));
+    assert_eq!(listed[0].size, object.len() as u64);
+    let objects = [(listed[0].object.clone(), object)].into_iter().collect();
+    let whole = baton_proto::restore(&claimed, &objects).unwrap();
+    let task = Envelope::from_msgpack(&whole).unwrap();
+    assert!(task.claims.is_empty());
+    assert_eq!(
+        task.context.messages[0].content,
+        "How long is a piece of string? ".repeat(160)
+    );
 }

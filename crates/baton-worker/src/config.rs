@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, Subjects};
 
+use crate::claimcheck::ClaimSettings;
 use crate::provision::StreamSettings;
 
 /// Deployment settings of one worker process.
@@ -43,6 +44,9 @@ pub struct WorkerConfig {
     /// How long a delegation waits for its children before the missing ones
     /// count as failed; `None` waits until the session's deadline, if any.
     pub join_timeout: Option<Duration>,
+    /// The claim-check: when envelopes keep their large parts in the
+    /// object store.
+    pub claims: ClaimSettings,
 }
 
 impl WorkerConfig {
@@ -65,6 +69,7 @@ impl WorkerConfig {
             lookup_budget: Duration::from_secs(3),
             max_delegation_depth: 4,
             join_timeout: None,
+            claims: ClaimSettings::default(),
         }
     }
 
@@ -107,6 +112,13 @@ impl WorkerConfig {
     #[must_use]
     pub fn with_lookup_budget(mut self, budget: Duration) -> Self {
         self.lookup_budget = budget;
+        self
+    }
+
+    /// Sets the claim-check settings.
+    #[must_use]
+    pub fn with_claims(mut self, claims: ClaimSettings) -> Self {
+        self.claims = claims;
         self
     }
 

@@ -38,6 +38,7 @@
 //! `intake` pulls; `registry` sends heartbeats and asks for the best agent.
 
 mod agent;
+mod claimcheck;
 mod client;
 mod config;
 mod deadletters;
@@ -62,6 +63,7 @@ mod worker;
 
 pub use agent::{Agent, RetryPolicy, Task};
 pub use baton_proto::{AgentName, Reason, Value};
+pub use claimcheck::ClaimSettings;
 pub use client::{Client, EventStream};
 pub use config::{Profile, WorkerConfig, WorkerStats, new_instance_id};
 pub use deadletters::DeadLetterEntry;

@@ -21,6 +21,22 @@ pub(crate) struct Outgoing {
 }
 
 impl Outgoing {
+    /// The size the server counts against `max_payload`: payload and headers.
+    pub(crate) fn size(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(name, values)| {
+                values
+                    .iter()
+                    .map(|value| name.to_string().len() + value.as_str().len() + 4)
+                    .sum::<usize>()
+            })
+            .sum();
+        // `NATS/1.0\r\n`, the message id header and the closing blank line.
+        self.payload.len() + headers + 12 + 16 + 36 + 2
+    }
+
     fn publish(&self) -> PublishMessage {
         PublishMessage::build()
             .payload(self.payload.clone())

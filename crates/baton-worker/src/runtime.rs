@@ -11,10 +11,11 @@ use baton_proto::{AgentName, DeadLetterReason, Envelope, LookupRequest};
 use crate::agent::{RetryPolicy, Task};
 use crate::config::{WorkerConfig, WorkerStats};
 use crate::delivery::Delivery;
-use crate::error::Error;
+use crate::claimcheck::{ClaimCheck, ClaimFailure};
+use crate::error::{Error, ErrorKind};
 use crate::join::JoinStore;
 use crate::plan::{Found, Output, Plan, Planner, Settle};
-use crate::publish::Publisher;
+use crate::publish::{Outgoing, Publisher};
 use crate::registry::RegistryClient;
 
 /// The shared, agent-independent state of one worker process.
@@ -33,6 +34,10 @@ pub(crate) struct Runtime {
     reply_to: String,
     /// The delegation bucket, opened on first use.
     joins: tokio::sync::OnceCell<JoinStore>,
+    /// The claim-check bucket.
+    pub(crate) claims: ClaimCheck,
+    /// The largest message the server accepts, headers included.
+    server_max_payload: usize,
 }
 
 impl Runtime {
@@ -42,8 +47,15 @@ impl Runtime {
         registry: Option<RegistryClient>,
         stats: Arc<WorkerStats>,
         agent: AgentPolicy,
+        server_max_payload: usize,
     ) -> Self {
         let reply_to = config.subjects.agent(&config.agent);
+        let claims = ClaimCheck::new(
+            publisher.jetstream().clone(),
+            &config.subjects,
+            config.claims.clone(),
+            server_max_payload,
+        );
         Self {
             config,
             publisher,
@@ -54,6 +66,8 @@ impl Runtime {
             progress_every: (agent.ack_wait / 3).max(Duration::from_millis(100)),
             reply_to,
             joins: tokio::sync::OnceCell::new(),
+            claims,
+            server_max_payload,
         }
     }
 
@@ -106,9 +120,10 @@ impl Runtime {
     /// Makes `outputs` durable without settling (a join's notes, before a
     /// continuation that may take long).
     pub(crate) async fn publish(&self, delivery: &Delivery<'_>, outputs: &[Output]) -> bool {
-        let published = match delivery.encode(outputs) {
+        let published = match self.prepare(delivery, outputs).await {
             Ok(outgoing) => self.publisher.publish_all(&outgoing).await,
-            Err(err) => Err(err),
+            Err(Unsendable::Permanent(_, detail)) => Err(Error::new(ErrorKind::Publish, detail)),
+            Err(Unsendable::Transient(err)) => Err(err),
         };
         if let Err(err) = &published {
             tracing::error!(error = %err, "outputs not durable; leaving the message for redelivery");
@@ -116,18 +131,23 @@ impl Runtime {
         published.is_ok()
     }
 
-    /// Carries `plan` out: encodes its outputs, makes them durable, settles
-    /// the delivery and counts it. A plan that cannot be encoded (only a
-    /// free-form value msgpack cannot hold gets there) is dead-lettered
-    /// as `fatal` instead.
+    /// Carries `plan` out: prepares its outputs, makes them durable, settles
+    /// the delivery and counts it. Outputs that can never be sent (too large
+    /// even after the claim-check, or not encodable) end the session instead:
+    /// a dead letter with the reason, and `dead_lettered` and `failed`
+    /// events. When the claim-check store is unreachable, the message is
+    /// left for redelivery.
     pub(crate) async fn execute(&self, delivery: &Delivery<'_>, plan: Plan) {
-        let (outgoing, settle, failed) = match delivery.encode(&plan.outputs) {
+        let (outgoing, settle, failed) = match self.prepare(delivery, &plan.outputs).await {
             Ok(outgoing) => (outgoing, plan.settle, plan.failed),
-            Err(err) => {
-                tracing::error!(error = %err, "cannot encode the outcome; dead-lettering");
-                let detail = format!("cannot encode the agent's outcome: {err}");
-                let outgoing = delivery.unreadable(&DeadLetterReason::Fatal, &detail);
+            Err(Unsendable::Permanent(reason, detail)) => {
+                tracing::error!(%reason, detail, "the outcome cannot be sent; dead-lettering");
+                let outgoing = delivery.unreadable(&reason, &detail);
                 (outgoing, Settle::Term, true)
+            }
+            Err(Unsendable::Transient(err)) => {
+                tracing::error!(error = %err, "claim-check store unavailable; leaving the message for redelivery");
+                return;
             }
         };
         if delivery.finish(&self.publisher, &outgoing, settle).await {
@@ -136,6 +156,40 @@ impl Runtime {
                 self.stats.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Encodes `outputs`, claim-checks the large envelopes and events, and
+    /// checks that every message fits the server's `max_payload`.
+    async fn prepare(
+        &self,
+        delivery: &Delivery<'_>,
+        outputs: &[Output],
+    ) -> Result<Vec<Outgoing>, Unsendable> {
+        let mut outgoing = delivery.encode(outputs).map_err(|err| {
+            let detail = format!("cannot encode the agent's outcome: {err}");
+            Unsendable::Permanent(DeadLetterReason::Fatal, detail)
+        })?;
+        for (message, output) in outgoing.iter_mut().zip(outputs) {
+            if matches!(output, Output::DeadLetter(_)) {
+                continue; // A copy of a message the server already took.
+            }
+            let payload = std::mem::take(&mut message.payload);
+            message.payload = self.claims.check_out(payload).await.map_err(|err| match err {
+                ClaimFailure::Permanent(detail) => {
+                    Unsendable::Permanent(DeadLetterReason::Fatal, detail)
+                }
+                ClaimFailure::Transient(err) => Unsendable::Transient(err),
+            })?;
+            let size = message.size();
+            if size > self.server_max_payload {
+                let detail = format!(
+                    "a message to {} is {size} bytes, over the server's max_payload of {} bytes, even after the claim-check",
+                    message.subject, self.server_max_payload
+                );
+                return Err(Unsendable::Permanent(DeadLetterReason::TooLarge, detail));
+            }
+        }
+        Ok(outgoing)
     }
 
     /// Dead-letters a message that is not a readable envelope.
@@ -155,6 +209,14 @@ impl Runtime {
             self.stats.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// Why a plan's outputs cannot be published.
+enum Unsendable {
+    /// Never: the session ends with this dead-letter reason and detail.
+    Permanent(DeadLetterReason, String),
+    /// Not now: the message is left for redelivery.
+    Transient(Error),
 }
 
 /// What the runtime takes from the agent and its consumer.

@@ -15,11 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use async_nats::jetstream;
-use baton_proto::{Envelope, Kind, Subjects, Wire, now_ms};
+use baton_proto::{DeadLetterReason, Envelope, Kind, Subjects, Wire, now_ms};
 use tracing::Instrument;
 
 use crate::agent::Agent;
 use crate::config::{WorkerConfig, WorkerStats};
+use crate::claimcheck::ClaimFailure;
 use crate::delivery::Delivery;
 use crate::error::Error;
 use crate::intake::{self, IntakeSettings, Source};
@@ -98,8 +99,14 @@ impl<A: Agent> Worker<A> {
             ack_wait,
         };
         let publisher = Publisher::new(jetstream.clone());
+        let server_max_payload = self.client.server_info().max_payload;
         let rt = Arc::new(Runtime::new(
-            config, publisher, registry, self.stats, policy,
+            config,
+            publisher,
+            registry,
+            self.stats,
+            policy,
+            server_max_payload,
         ));
         let source = Source {
             client: self.client.clone(),
@@ -139,12 +146,10 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
     let delivery = Delivery::new(message, span.clone(), &config.subjects, &config.agent);
     span.record("attempt", delivery.attempt);
     async {
-        // 1. Decode.
-        let envelope =
-            match Envelope::from_msgpack_limited(&delivery.message.payload, config.max_payload) {
-                Ok(envelope) => envelope,
-                Err(err) => return rt.unreadable(&delivery, &err.reason(), err.detail()).await,
-            };
+        // 1. Decode, with the claim-checked parts restored.
+        let Some(envelope) = decode(rt, &delivery).await else {
+            return;
+        };
         span.record("session", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
         // 2. Refuse what must not run.
@@ -160,6 +165,42 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
     }
     .instrument(span.clone())
     .await;
+}
+
+/// Step 1: the envelope of a delivery, its claims restored. `None` when it
+/// was dead-lettered, or left for redelivery because the claim-check store
+/// is unreachable.
+async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
+    let config = &rt.config;
+    let payload = &delivery.message.payload;
+    let envelope = match Envelope::from_msgpack_limited(payload, config.max_payload) {
+        Ok(envelope) => envelope,
+        Err(err) => {
+            rt.unreadable(delivery, &err.reason(), err.detail()).await;
+            return None;
+        }
+    };
+    if envelope.claims.is_empty() {
+        return Some(envelope);
+    }
+    let restored = match rt.claims.check_in(payload).await {
+        Ok(restored) => restored,
+        Err(ClaimFailure::Permanent(detail)) => {
+            rt.unreadable(delivery, &DeadLetterReason::ClaimMissing, &detail).await;
+            return None;
+        }
+        Err(ClaimFailure::Transient(err)) => {
+            tracing::warn!(error = %err, "claim-check store unavailable; leaving the message for redelivery");
+            return None;
+        }
+    };
+    match Envelope::from_msgpack_limited(&restored, rt.claims.max_restored()) {
+        Ok(envelope) => Some(envelope),
+        Err(err) => {
+            rt.unreadable(delivery, &err.reason(), err.detail()).await;
+            None
+        }
+    }
 }
 
 /// Steps 3 to 7 for a task, handoff or delegated child.

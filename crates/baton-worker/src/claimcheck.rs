@@ -1,0 +1,220 @@
+//! The claim-check store: the large parts of envelopes and events, kept in
+//! a JetStream object store bucket (`BATON_CLAIMS`) under their content
+//! hash, so a context of any size travels in messages of bounded size.
+//!
+//! The format is [`baton_proto::check_out`] / [`baton_proto::restore`];
+//! this module adds the bucket: objects are written once (an object that
+//! exists is not written again), read back before an agent runs, and
+//! expire with the bucket's `max_age`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, object_store};
+use baton_proto::Subjects;
+use bytes::Bytes;
+use tokio::io::AsyncReadExt;
+use tokio::sync::OnceCell;
+
+use crate::error::{Error, ErrorKind};
+
+/// Settings of the claim-check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClaimSettings {
+    /// Payloads over this many bytes are claim-checked; `None` means half
+    /// the server's `max_payload`, read from the connection.
+    pub threshold: Option<usize>,
+    /// The smallest text kept apart; smaller parts stay inline.
+    pub min_part: usize,
+    /// How long objects are kept (the bucket's `max_age`, used when the
+    /// bucket is created). Sessions must end within it.
+    pub max_age: Duration,
+    /// The bucket's size limit in bytes (used when the bucket is created);
+    /// `None` for no limit.
+    pub max_bytes: Option<u64>,
+    /// The largest envelope, with its claims restored, a worker accepts.
+    pub max_restored: usize,
+}
+
+impl Default for ClaimSettings {
+    fn default() -> Self {
+        Self {
+            threshold: None,
+            min_part: 16 * 1024,
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            max_bytes: None,
+            max_restored: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why a payload could not be claim-checked or restored.
+#[derive(Debug)]
+pub(crate) enum ClaimFailure {
+    /// Retrying cannot help: an object is gone or does not match, or the
+    /// payload is not a map.
+    Permanent(String),
+    /// The store could not be reached; a later attempt may succeed.
+    Transient(Error),
+}
+
+/// The claim-check bucket of one process, opened on first use.
+pub(crate) struct ClaimCheck {
+    jetstream: jetstream::Context,
+    bucket: String,
+    settings: ClaimSettings,
+    threshold: usize,
+    store: OnceCell<object_store::ObjectStore>,
+}
+
+impl ClaimCheck {
+    /// The claim-check for a connection whose server accepts messages of
+    /// `server_max_payload` bytes.
+    pub(crate) fn new(
+        jetstream: jetstream::Context,
+        subjects: &Subjects,
+        settings: ClaimSettings,
+        server_max_payload: usize,
+    ) -> Self {
+        let threshold = settings
+            .threshold
+            .unwrap_or(server_max_payload / 2)
+            .max(1024);
+        Self {
+            jetstream,
+            bucket: subjects.claims_bucket(),
+            settings,
+            threshold,
+            store: OnceCell::new(),
+        }
+    }
+
+    /// The largest restored envelope accepted.
+    pub(crate) fn max_restored(&self) -> usize {
+        self.settings.max_restored
+    }
+
+    async fn store(&self) -> Result<&object_store::ObjectStore, Error> {
+        self.store
+            .get_or_try_init(|| async {
+                if let Ok(store) = self.jetstream.get_object_store(&self.bucket).await {
+                    return Ok(store);
+                }
+                self.jetstream
+                    .create_object_store(object_store::Config {
+                        bucket: self.bucket.clone(),
+                        description: Some(
+                            "Baton: large parts of envelopes, by content hash".to_owned(),
+                        ),
+                        max_age: self.settings.max_age,
+                        max_bytes: self
+                            .settings
+                            .max_bytes
+                            .map_or(-1, |max| i64::try_from(max).unwrap_or(i64::MAX)),
+                        storage: jetstream::stream::StorageType::File,
+                        num_replicas: 1,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|err| {
+                        Error::with_source(
+                            ErrorKind::JetStream,
+                            format!("cannot open the claim-check bucket {}", self.bucket),
+                            err,
+                        )
+                    })
+            })
+            .await
+    }
+
+    /// `payload` as it can be published: unchanged when it is small,
+    /// otherwise with its large parts in the bucket.
+    pub(crate) async fn check_out(&self, payload: Bytes) -> Result<Bytes, ClaimFailure> {
+        if payload.len() <= self.threshold {
+            return Ok(payload);
+        }
+        let checked =
+            baton_proto::check_out(payload.to_vec(), self.threshold, self.settings.min_part)
+                .map_err(|err| ClaimFailure::Permanent(err.to_string()))?;
+        let store = self.store().await.map_err(ClaimFailure::Transient)?;
+        for (name, bytes) in &checked.objects {
+            if store.info(name).await.is_ok() {
+                continue; // Stored by an earlier hop.
+            }
+            store
+                .put(name.as_str(), &mut bytes.as_slice())
+                .await
+                .map_err(|err| {
+                    ClaimFailure::Transient(Error::with_source(
+                        ErrorKind::Publish,
+                        format!("cannot store claim-check object {name}"),
+                        err,
+                    ))
+                })?;
+        }
+        tracing::debug!(
+            from = payload.len(),
+            to = checked.payload.len(),
+            objects = checked.objects.len(),
+            "claim-checked a payload"
+        );
+        Ok(Bytes::from(checked.payload))
+    }
+
+    /// `payload` with its claims restored from the bucket.
+    pub(crate) async fn check_in(&self, payload: &[u8]) -> Result<Vec<u8>, ClaimFailure> {
+        let claims =
+            baton_proto::claims(payload).map_err(|err| ClaimFailure::Permanent(err.to_string()))?;
+        let store = self.store().await.map_err(ClaimFailure::Transient)?;
+        let mut objects = HashMap::new();
+        let mut total = payload.len();
+        for claim in claims {
+            if objects.contains_key(&claim.object) {
+                continue;
+            }
+            total = total.saturating_add(usize::try_from(claim.size).unwrap_or(usize::MAX));
+            if total > self.settings.max_restored {
+                return Err(ClaimFailure::Permanent(format!(
+                    "the restored envelope would exceed {} bytes",
+                    self.settings.max_restored
+                )));
+            }
+            let bytes = self.fetch(store, &claim.object).await?;
+            objects.insert(claim.object, bytes);
+        }
+        baton_proto::restore(payload, &objects).map_err(|err| ClaimFailure::Permanent(err.to_string()))
+    }
+
+    async fn fetch(
+        &self,
+        store: &object_store::ObjectStore,
+        name: &str,
+    ) -> Result<Vec<u8>, ClaimFailure> {
+        let mut object = match store.get(name).await {
+            Ok(object) => object,
+            Err(err) if err.kind() == object_store::GetErrorKind::NotFound => {
+                return Err(ClaimFailure::Permanent(format!(
+                    "claim-check object {name} is not in {} (expired after its max age, or never stored)",
+                    self.bucket
+                )));
+            }
+            Err(err) => {
+                return Err(ClaimFailure::Transient(Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("cannot read claim-check object {name}"),
+                    err,
+                )));
+            }
+        };
+        let mut bytes = Vec::new();
+        object.read_to_end(&mut bytes).await.map_err(|err| {
+            ClaimFailure::Transient(Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot read claim-check object {name}"),
+                err,
+            ))
+        })?;
+        Ok(bytes)
+    }
+}
