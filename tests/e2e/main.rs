@@ -2,6 +2,7 @@
 //! that each test starts on a random port and kills afterwards.
 #![allow(unreachable_pub)] // a test binary: nothing is exported
 
+mod claims;
 mod cli;
 mod delegation;
 mod failures;

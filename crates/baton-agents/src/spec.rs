@@ -174,7 +174,11 @@ impl AgentSpec {
     /// The folder relative paths in the spec are resolved against.
     #[must_use]
     pub fn dir(&self) -> &Path {
-        self.file.parent().unwrap_or(Path::new("."))
+        // `triage.toml` (a spec in the current folder) has the parent "".
+        match self.file.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        }
     }
 }
 

@@ -170,6 +170,9 @@ pub struct WorkerArgs {
     pub join_timeout_ms: Option<u64>,
 
     #[command(flatten)]
+    pub claims: ClaimArgs,
+
+    #[command(flatten)]
     pub registry: WorkerRegistryArgs,
 
     #[command(flatten)]
@@ -308,8 +311,20 @@ pub struct AgentsArgs {
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// The user's message.
-    pub text: String,
+    /// The user's message; `-` reads it from standard input.
+    #[arg(required_unless_present_any = ["file", "context"], conflicts_with = "file")]
+    pub text: Option<String>,
+
+    /// Read the user's message from this file (any size: large tasks go
+    /// through the claim-check).
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
+    /// Start from a whole context, a JSON file with the fields of an
+    /// envelope's `context` (messages, variables, state, trace, ...). The
+    /// message, if given, is appended as the user's turn.
+    #[arg(long, value_name = "FILE.json")]
+    pub context: Option<PathBuf>,
 
     /// First agent type (default: the registry's best agent for --requires, else the router's
     /// default entry agent).
@@ -423,4 +438,40 @@ pub enum DlqCommand {
         #[arg(long)]
         keep: bool,
     },
+}
+
+/// The claim-check: where large contexts go.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Claim-check (contexts larger than one NATS message)")]
+pub struct ClaimArgs {
+    /// Envelopes over this many bytes keep their large parts (messages, variables,
+    /// outputs) in the BATON_CLAIMS object store [default: half the server's max_payload]
+    #[arg(long, env = "BATON_CLAIM_THRESHOLD", value_name = "BYTES")]
+    pub claim_threshold: Option<usize>,
+
+    /// How long claim-check objects are kept, in seconds; sessions must end within it
+    /// (applies when the bucket is created)
+    #[arg(long, env = "BATON_CLAIM_MAX_AGE_SECS", default_value_t = 7 * 24 * 3600)]
+    pub claim_max_age_secs: u64,
+
+    /// Size limit of the claim-check bucket in bytes (applies when the bucket is created)
+    /// [default: no limit]
+    #[arg(long, env = "BATON_CLAIM_MAX_BYTES", value_name = "BYTES")]
+    pub claim_max_bytes: Option<u64>,
+
+    /// The largest envelope a worker accepts once its claims are restored, in bytes
+    #[arg(long, env = "BATON_MAX_CONTEXT_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_context_bytes: usize,
+}
+
+impl ClaimArgs {
+    /// The settings these arguments describe.
+    pub fn settings(&self) -> baton_worker::ClaimSettings {
+        let mut settings = baton_worker::ClaimSettings::default();
+        settings.threshold = self.claim_threshold;
+        settings.max_age = std::time::Duration::from_secs(self.claim_max_age_secs.max(1));
+        settings.max_bytes = self.claim_max_bytes;
+        settings.max_restored = self.max_context_bytes;
+        settings
+    }
 }

@@ -134,7 +134,8 @@ fn deployment(config: WorkerConfig, args: &WorkerArgs) -> anyhow::Result<WorkerC
         .with_join_timeout(args.join_timeout_ms.map(Duration::from_millis))
         .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
         .with_registry(!registry.no_registry)
-        .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms));
+        .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms))
+        .with_claims(args.claims.settings());
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()

@@ -15,7 +15,7 @@ pub async fn send(
     subjects: Subjects,
     args: SendArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let mut task = Envelope::task(args.text.clone());
+    let mut task = task(&args)?;
     if let Some(to) = &args.to {
         AgentName::new(to.as_str()).context("invalid --to")?;
         task = task.with_to(to.clone());
@@ -68,6 +68,47 @@ pub async fn send(
     } else {
         std::process::ExitCode::FAILURE
     })
+}
+
+/// The task the arguments describe: the message (argument, stdin or file)
+/// on top of the `--context` file, if any.
+fn task(args: &SendArgs) -> anyhow::Result<Envelope> {
+    let text = match (&args.text, &args.file) {
+        (Some(text), _) if text == "-" => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .context("cannot read the message from standard input")?;
+            Some(text)
+        }
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --file {}", path.display()))?,
+        ),
+        (None, None) => None,
+    };
+    let Some(path) = &args.context else {
+        return Ok(Envelope::task(text.unwrap_or_default()));
+    };
+    let json =
+        std::fs::read(path).with_context(|| format!("cannot read --context {}", path.display()))?;
+    let context: baton_proto::Context = serde_json::from_slice(&json).with_context(|| {
+        format!(
+            "--context {}: not an envelope context (see proto-schemas/schema/envelope.schema.json, `context`)",
+            path.display()
+        )
+    })?;
+    let mut task = Envelope::task(String::new());
+    task.context = context;
+    if let Some(text) = text {
+        if task.context.initial_query.is_empty() {
+            task.context.initial_query.clone_from(&text);
+        }
+        task.context
+            .messages
+            .push(baton_proto::Message::new(baton_proto::Role::User, text));
+    }
+    Ok(task)
 }
 
 pub async fn watch(

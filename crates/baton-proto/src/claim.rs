@@ -175,9 +175,8 @@ pub fn restore(payload: &[u8], objects: &HashMap<String, Vec<u8>>) -> Result<Vec
             )));
         }
         let value = read(bytes)?;
-        let slot = pointer_mut(&mut root, &claim.path).ok_or_else(|| {
-            ClaimError(format!("path {:?} is not in the payload", claim.path))
-        })?;
+        let slot = pointer_mut(&mut root, &claim.path)
+            .ok_or_else(|| ClaimError(format!("path {:?} is not in the payload", claim.path)))?;
         *slot = value;
     }
     Ok(write(&root))

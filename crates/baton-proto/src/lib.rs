@@ -42,7 +42,9 @@ mod schema;
 mod subject;
 mod time;
 
-pub use claim::{CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore};
+pub use claim::{
+    CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
+};
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
 pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Hop, Kind, Map, Message, Parent, Reason, ResultStatus,

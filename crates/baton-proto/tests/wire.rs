@@ -212,8 +212,7 @@ fn vectors() -> Vec<(String, Vec<u8>, String)> {
     out.push((
         "claimed_task_object".to_owned(),
         object.clone(),
-        serde_json::to_string_pretty(&rmpv::decode::read_value(&mut &object[..]).unwrap())
-            .unwrap(),
+        serde_json::to_string_pretty(&rmpv::decode::read_value(&mut &object[..]).unwrap()).unwrap(),
     ));
     for (n, kind) in EventType::KNOWN.iter().enumerate() {
         let e = event(EventType::parse(kind), u8::try_from(n).unwrap());

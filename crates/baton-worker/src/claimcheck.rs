@@ -68,6 +68,15 @@ pub(crate) struct ClaimCheck {
     store: OnceCell<object_store::ObjectStore>,
 }
 
+impl std::fmt::Debug for ClaimCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimCheck")
+            .field("bucket", &self.bucket)
+            .field("threshold", &self.threshold)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ClaimCheck {
     /// The claim-check for a connection whose server accepts messages of
     /// `server_max_payload` bytes.
@@ -183,7 +192,8 @@ impl ClaimCheck {
             let bytes = self.fetch(store, &claim.object).await?;
             objects.insert(claim.object, bytes);
         }
-        baton_proto::restore(payload, &objects).map_err(|err| ClaimFailure::Permanent(err.to_string()))
+        baton_proto::restore(payload, &objects)
+            .map_err(|err| ClaimFailure::Permanent(err.to_string()))
     }
 
     async fn fetch(

@@ -10,6 +10,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
+use crate::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
 use crate::error::{Error, ErrorKind};
 use crate::provision::{self, StreamSettings};
 use crate::publish::{Outgoing, Publisher};
@@ -26,20 +27,42 @@ pub struct Client {
     publisher: Publisher,
     streams: StreamSettings,
     provisioned: std::sync::Arc<OnceCell<()>>,
+    claims: std::sync::Arc<ClaimCheck>,
 }
 
 impl Client {
     /// A client on `client` using `subjects`.
     #[must_use]
     pub fn new(client: async_nats::Client, subjects: Subjects) -> Self {
+        let max_payload = client.server_info().max_payload;
         let jetstream = jetstream::new(client);
+        let claims = ClaimCheck::new(
+            jetstream.clone(),
+            &subjects,
+            ClaimSettings::default(),
+            max_payload,
+        );
         Self {
             publisher: Publisher::new(jetstream.clone()),
             jetstream,
             subjects,
             streams: StreamSettings::default(),
             provisioned: std::sync::Arc::default(),
+            claims: std::sync::Arc::new(claims),
         }
+    }
+
+    /// Uses `settings` for the claim-check of large tasks and events.
+    #[must_use]
+    pub fn with_claims(mut self, settings: ClaimSettings) -> Self {
+        let max_payload = self.jetstream.client().server_info().max_payload;
+        self.claims = std::sync::Arc::new(ClaimCheck::new(
+            self.jetstream.clone(),
+            &self.subjects,
+            settings,
+            max_payload,
+        ));
+        self
     }
 
     /// The subject names in use.
@@ -90,6 +113,14 @@ impl Client {
         let payload = envelope
             .to_msgpack()
             .map_err(|err| Error::with_source(ErrorKind::Config, "cannot encode the task", err))?;
+        let payload =
+            self.claims
+                .check_out(Bytes::from(payload))
+                .await
+                .map_err(|err| match err {
+                    ClaimFailure::Permanent(detail) => Error::new(ErrorKind::Config, detail),
+                    ClaimFailure::Transient(err) => err,
+                })?;
         let span = tracing::info_span!("baton.submit", session = %envelope.session, envelope = %envelope.id);
         let mut headers = async_nats::HeaderMap::new();
         trace::inject(&span, &opentelemetry::Context::new(), &mut headers);
@@ -120,17 +151,36 @@ impl Client {
         let filter = Some(self.subjects.events(session));
         let messages =
             provision::read_from_start(&stream, filter, "follow the session's events").await?;
-        Ok(Box::pin(messages.map(|message| {
-            let message = message.map_err(|err| {
-                Error::with_source(ErrorKind::JetStream, "event stream failed", err)
-            })?;
-            Event::from_msgpack(&message.payload).map_err(|err| {
-                Error::with_source(
-                    ErrorKind::Decode,
-                    format!("unreadable event on {}", message.subject),
-                    err,
-                )
-            })
+        let claims = self.claims.clone();
+        Ok(Box::pin(messages.then(move |message| {
+            let claims = claims.clone();
+            async move {
+                let message = message.map_err(|err| {
+                    Error::with_source(ErrorKind::JetStream, "event stream failed", err)
+                })?;
+                let unreadable = |err: String| {
+                    Error::new(
+                        ErrorKind::Decode,
+                        format!("unreadable event on {}: {err}", message.subject),
+                    )
+                };
+                let event = Event::from_msgpack(&message.payload)
+                    .map_err(|err| unreadable(err.to_string()))?;
+                if event.claims.is_empty() {
+                    return Ok(event);
+                }
+                // An event with a large output keeps it in the claim-check store.
+                let restored =
+                    claims
+                        .check_in(&message.payload)
+                        .await
+                        .map_err(|err| match err {
+                            ClaimFailure::Permanent(detail) => unreadable(detail),
+                            ClaimFailure::Transient(err) => err,
+                        })?;
+                Event::from_msgpack_limited(&restored, claims.max_restored())
+                    .map_err(|err| unreadable(err.to_string()))
+            }
         })))
     }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 use baton_proto::{AgentName, DeadLetterReason, Envelope, LookupRequest};
 
 use crate::agent::{RetryPolicy, Task};
+use crate::claimcheck::{ClaimCheck, ClaimFailure};
 use crate::config::{WorkerConfig, WorkerStats};
 use crate::delivery::Delivery;
-use crate::claimcheck::{ClaimCheck, ClaimFailure};
 use crate::error::{Error, ErrorKind};
 use crate::join::JoinStore;
 use crate::plan::{Found, Output, Plan, Planner, Settle};
@@ -174,12 +174,16 @@ impl Runtime {
                 continue; // A copy of a message the server already took.
             }
             let payload = std::mem::take(&mut message.payload);
-            message.payload = self.claims.check_out(payload).await.map_err(|err| match err {
-                ClaimFailure::Permanent(detail) => {
-                    Unsendable::Permanent(DeadLetterReason::Fatal, detail)
-                }
-                ClaimFailure::Transient(err) => Unsendable::Transient(err),
-            })?;
+            message.payload = self
+                .claims
+                .check_out(payload)
+                .await
+                .map_err(|err| match err {
+                    ClaimFailure::Permanent(detail) => {
+                        Unsendable::Permanent(DeadLetterReason::Fatal, detail)
+                    }
+                    ClaimFailure::Transient(err) => Unsendable::Transient(err),
+                })?;
             let size = message.size();
             if size > self.server_max_payload {
                 let detail = format!(

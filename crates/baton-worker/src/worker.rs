@@ -19,8 +19,8 @@ use baton_proto::{DeadLetterReason, Envelope, Kind, Subjects, Wire, now_ms};
 use tracing::Instrument;
 
 use crate::agent::Agent;
-use crate::config::{WorkerConfig, WorkerStats};
 use crate::claimcheck::ClaimFailure;
+use crate::config::{WorkerConfig, WorkerStats};
 use crate::delivery::Delivery;
 use crate::error::Error;
 use crate::intake::{self, IntakeSettings, Source};
@@ -186,7 +186,8 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
     let restored = match rt.claims.check_in(payload).await {
         Ok(restored) => restored,
         Err(ClaimFailure::Permanent(detail)) => {
-            rt.unreadable(delivery, &DeadLetterReason::ClaimMissing, &detail).await;
+            rt.unreadable(delivery, &DeadLetterReason::ClaimMissing, &detail)
+                .await;
             return None;
         }
         Err(ClaimFailure::Transient(err)) => {

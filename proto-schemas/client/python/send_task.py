@@ -5,12 +5,19 @@ A Baton client needs only a NATS client and a MessagePack library:
 
     pip install nats-py msgpack
     python3 send_task.py --url nats://127.0.0.1:4222 "Where is my order ABC-123?"
+    python3 send_task.py --file report.txt --to summarizer
+
+A task larger than half the server's max_payload goes through the
+claim-check (PROTOCOL.md, "Claim-check"): every string of 16 KiB or more is
+stored in the BATON_CLAIMS object store under the SHA-256 of its msgpack
+encoding, and the envelope lists it in `claims`.
 
 Exit status: 0 when the session completed, 1 when it failed, 2 on a timeout.
 """
 
 import argparse
 import asyncio
+import hashlib
 import sys
 import time
 import uuid
@@ -51,6 +58,58 @@ def make_task(text: str, to: str | None) -> dict:
     return task
 
 
+MIN_PART = 16 * 1024
+
+
+def escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def check_out(task: dict) -> tuple[dict, dict[str, bytes]]:
+    """Moves every string of MIN_PART bytes or more out of `task`: returns the
+    task with empty strings in their place and a `claims` list, and the
+    objects to store, by name."""
+    claims, objects = [], {}
+
+    def walk(node, path):
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in list(items):
+            where = f"{path}/{escape(str(key))}"
+            if isinstance(child, str) and len(child.encode()) >= MIN_PART:
+                data = msgpack.packb(child, use_bin_type=True)
+                name = "sha256-" + hashlib.sha256(data).hexdigest()
+                objects[name] = data
+                claims.append({"path": where, "object": name, "size": len(data)})
+                node[key] = ""
+            elif isinstance(child, (dict, list)):
+                walk(child, where)
+
+    walk(task, "")
+    if claims:
+        task["claims"] = claims
+    return task, objects
+
+
+async def store_objects(js, prefix: str, objects: dict[str, bytes]) -> None:
+    """Puts each object in the claim-check bucket unless it is there already."""
+    from nats.js.api import ObjectStoreConfig
+
+    bucket = f"{prefix.upper().replace('.', '_').replace('-', '_')}_CLAIMS"
+    try:
+        store = await js.object_store(bucket)
+    except nats.js.errors.NotFoundError:
+        store = await js.create_object_store(
+            bucket, config=ObjectStoreConfig(bucket=bucket, ttl=7 * 24 * 3600)
+        )
+    for name, data in objects.items():
+        try:
+            await store.get_info(name)
+            continue
+        except nats.js.errors.ObjectNotFoundError:
+            pass
+        await store.put(name, data)
+
+
 def describe(event: dict) -> str:
     kind = event.get("type")
     agent = event.get("agent") or "?"
@@ -71,8 +130,17 @@ async def run(args: argparse.Namespace) -> int:
     nc = await nats.connect(args.url)
     try:
         js = nc.jetstream()
-        task = make_task(args.text, args.to)
+        text = args.text
+        if args.file:
+            with open(args.file, encoding="utf-8") as f:
+                text = f.read()
+        task = make_task(text, args.to)
         session = task["session"]
+        payload = msgpack.packb(task, use_bin_type=True)
+        if len(payload) > nc.max_payload // 2:
+            task, objects = check_out(task)
+            await store_objects(js, args.prefix, objects)
+            payload = msgpack.packb(task, use_bin_type=True)
         # Follow the session from its first event, so nothing published before
         # the subscription starts is missed.
         sub = await js.subscribe(
@@ -80,11 +148,8 @@ async def run(args: argparse.Namespace) -> int:
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL,
         )
-        await js.publish(
-            f"{args.prefix}.ingress",
-            msgpack.packb(task, use_bin_type=True),
-            headers={"Nats-Msg-Id": task["id"]},
-        )
+        subject = f"{args.prefix}.agent.{args.to}" if args.direct else f"{args.prefix}.ingress"
+        await js.publish(subject, payload, headers={"Nats-Msg-Id": task["id"]})
         print(f"session {session}")
         deadline = time.monotonic() + args.timeout
         while True:
@@ -108,10 +173,12 @@ async def run(args: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("text", help="the user's message")
+    parser.add_argument("text", nargs="?", default="", help="the user's message")
+    parser.add_argument("--file", help="read the user's message from this file")
     parser.add_argument("--url", default="nats://127.0.0.1:4222", help="NATS server URL")
     parser.add_argument("--prefix", default="baton", help="Baton subject prefix")
     parser.add_argument("--to", help="first agent type (default: the router's entry agent)")
+    parser.add_argument("--direct", action="store_true", help="publish to the agent's subject (needs --to), not the ingress")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the session to end")
     return asyncio.run(run(parser.parse_args()))
 

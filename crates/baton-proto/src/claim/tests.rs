@@ -10,7 +10,9 @@ fn objects(checked: &CheckedOut) -> HashMap<String, Vec<u8>> {
 fn big_session(parts: &[usize]) -> Envelope {
     let mut envelope = Envelope::task("question");
     for (index, size) in parts.iter().enumerate() {
-        let text = char::from(b'a' + u8::try_from(index).unwrap()).to_string().repeat(*size);
+        let text = char::from(b'a' + u8::try_from(index).unwrap())
+            .to_string()
+            .repeat(*size);
         envelope
             .context
             .messages
@@ -42,9 +44,16 @@ fn large_messages_go_to_objects_and_come_back() {
         listed.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
         ["/context/messages/1/content", "/context/messages/3/content"]
     );
-    assert!(listed.iter().all(|c| c.object.starts_with("sha256-") && c.object.len() == 71));
+    assert!(
+        listed
+            .iter()
+            .all(|c| c.object.starts_with("sha256-") && c.object.len() == 71)
+    );
     let back = restore(&checked.payload, &objects(&checked)).unwrap();
-    assert_eq!(Envelope::from_msgpack_limited(&back, 10 << 20).unwrap(), envelope);
+    assert_eq!(
+        Envelope::from_msgpack_limited(&back, 10 << 20).unwrap(),
+        envelope
+    );
 }
 
 #[test]
@@ -84,7 +93,10 @@ fn many_small_messages_go_as_an_array() {
     let small = Envelope::from_msgpack(&checked.payload).unwrap();
     assert!(small.context.messages.is_empty());
     let back = restore(&checked.payload, &objects(&checked)).unwrap();
-    assert_eq!(Envelope::from_msgpack_limited(&back, 10 << 20).unwrap(), envelope);
+    assert_eq!(
+        Envelope::from_msgpack_limited(&back, 10 << 20).unwrap(),
+        envelope
+    );
 }
 
 #[test]
@@ -96,7 +108,10 @@ fn variables_with_odd_keys_round_trip() {
         "/context/variables/a~1b~0c"
     );
     let back = restore(&checked.payload, &objects(&checked)).unwrap();
-    assert_eq!(Envelope::from_msgpack_limited(&back, 10 << 20).unwrap(), envelope);
+    assert_eq!(
+        Envelope::from_msgpack_limited(&back, 10 << 20).unwrap(),
+        envelope
+    );
 }
 
 #[test]

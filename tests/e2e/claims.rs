@@ -1,0 +1,196 @@
+//! Contexts larger than one NATS message: the claim-check keeps their large
+//! parts in the `BATON_CLAIMS` object store, and what cannot be sent even so
+//! ends its session at once.
+
+use std::path::Path;
+
+use baton_proto::{DeadLetterReason, Envelope, EventType, Value};
+use futures::StreamExt;
+
+use crate::util::{System, agents, field, kinds};
+
+/// Each grow agent checks that every earlier agent's message arrived whole,
+/// adds one of `SIZE` bytes, and hands off to the next (the last answers
+/// with what it saw).
+const GROW: &str = r#"
+import json, os, sys
+SIZE = int(os.environ["GROW_SIZE"])
+me, nxt = os.environ["BATON_AGENT"], os.environ.get("GROW_NEXT", "")
+envelope = json.load(sys.stdin)
+seen = []
+for message in envelope["context"]["messages"]:
+    name = message.get("name") or ""
+    if name.startswith("grow_"):
+        content = message["content"]
+        if len(content) != SIZE or content != name[-1] * SIZE:
+            print(f"{name}'s message arrived as {len(content)} bytes", file=sys.stderr)
+            sys.exit(2)
+        seen.append([name, len(content)])
+reply = {"messages": [{"role": "agent", "content": me[-1] * SIZE, "name": me}]}
+if nxt:
+    reply.update(action="handoff", to=nxt, reason="knowledge_gap")
+else:
+    reply["output"] = {"seen": seen}
+print(json.dumps(reply))
+"#;
+
+/// Sets many small variables: a context no claim-check can shrink, because
+/// no single part of it is large.
+const SPRAWL: &str = r#"
+import json, sys
+json.load(sys.stdin)
+variables = {f"v{n:06d}": n for n in range(120000)}
+print(json.dumps({"action": "handoff", "to": "sink", "reason": "knowledge_gap", "variables": variables}))
+"#;
+
+fn write_spec(dir: &Path, name: &str, script: &str, env: &[(&str, &str)]) -> std::path::PathBuf {
+    std::fs::write(dir.join(format!("{name}.py")), script).unwrap();
+    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
+    let spec = format!(
+        "name = {name:?}\nkind = \"exec\"\ntimeout_ms = 60000\n\n[exec]\ncommand = [\"python3\", \"{name}.py\"]\n\n[exec.env]\n{}\n",
+        env.join("\n")
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, spec).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_five_megabyte_context_crosses_three_hops_and_each_part_is_stored_once()
+-> anyhow::Result<()> {
+    const SIZE: usize = 1_700_000;
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let size = SIZE.to_string();
+    for (name, next) in [("grow_a", "grow_b"), ("grow_b", "grow_c"), ("grow_c", "")] {
+        let spec = write_spec(
+            dir.path(),
+            name,
+            GROW,
+            &[("GROW_SIZE", &size), ("GROW_NEXT", next)],
+        );
+        system.spec_worker(name, &spec, &["--no-registry"]).await?;
+    }
+    let task = Envelope::task("grow the context");
+    let events = system.run("grow_a", &task).await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed, "{:?}", kinds(&events));
+    assert_eq!(agents(&done.path), ["grow_a", "grow_b", "grow_c"]);
+    // grow_c saw both earlier messages whole (and checked every byte).
+    let seen = field(done.output.as_ref().unwrap(), "seen").unwrap();
+    let size = Value::from(SIZE as u64);
+    assert_eq!(
+        seen,
+        &Value::Array(vec![
+            Value::Array(vec![Value::from("grow_a"), size.clone()]),
+            Value::Array(vec![Value::from("grow_b"), size]),
+        ])
+    );
+    // The first handoff carried a's message, the second a's and b's (c's
+    // went into the answer, not an envelope): each is stored once.
+    let store = system
+        .client
+        .jetstream()
+        .get_object_store("BATON_CLAIMS")
+        .await?;
+    let mut objects = Vec::new();
+    let mut list = store.list().await?;
+    while let Some(object) = list.next().await {
+        objects.push(object?);
+    }
+    assert_eq!(
+        objects.len(),
+        2,
+        "{:?}",
+        objects.iter().map(|o| &o.name).collect::<Vec<_>>()
+    );
+    assert!(objects.iter().all(|o| o.size > SIZE && o.size < SIZE + 16));
+    assert!(system.client.dead_letters().await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_context_too_large_even_after_the_claim_check_fails_the_session_at_once()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let spec = write_spec(dir.path(), "sprawl", SPRAWL, &[]);
+    system
+        .spec_worker("sprawl", &spec, &["--no-registry", "--ack-wait-secs", "2"])
+        .await?;
+    system.relay("s1", "sink", &["--no-fallback"]).await?;
+    let task = Envelope::task("set a lot of variables");
+    let events = system.run("sprawl", &task).await?;
+    // One run, no retry, no handoff event: the envelope was never stored.
+    assert_eq!(
+        kinds(&events),
+        ["accepted", "dead_lettered", "failed"],
+        "{events:?}"
+    );
+    let failed = events.last().unwrap();
+    assert_eq!(
+        failed.reason.as_ref().map(|r| r.as_str()),
+        Some("too_large")
+    );
+    let detail = failed.detail.clone().unwrap_or_default();
+    assert!(detail.contains("max_payload"), "{detail}");
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].reason, DeadLetterReason::TooLarge);
+    assert_eq!(dead[0].agent, "sprawl");
+    // Nothing reached the sink, and the agent does not run again after ack_wait.
+    system.settled().await?;
+    let stored = system.stored_events(task.session).await?;
+    assert_eq!(kinds(&stored), ["accepted", "dead_lettered", "failed"]);
+    Ok(())
+}
+
+/// Answers with the length of the user's message and whether it is whole.
+const MEASURE: &str = r#"
+import json, sys
+envelope = json.load(sys.stdin)
+text = envelope["context"]["messages"][0]["content"]
+print(json.dumps({"output": {"length": len(text), "whole": text == "x" * len(text)}}))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_client_sends_a_task_larger_than_a_message() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let spec = write_spec(dir.path(), "measure", MEASURE, &[]);
+    system
+        .spec_worker("measure", &spec, &["--no-registry"])
+        .await?;
+    let text = dir.path().join("big.txt");
+    std::fs::write(&text, "x".repeat(3_000_000))?;
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
+    let output = tokio::task::block_in_place(|| {
+        std::process::Command::new("python3")
+            .arg(&script)
+            .args(["--url", system.server.url(), "--timeout", "30"])
+            .args(["--to", "measure", "--direct", "--file"])
+            .arg(&text)
+            .output()
+    })?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("completed: {'length': 3000000, 'whole': True}"),
+        "{stdout}"
+    );
+    // The Rust side reads the Python side's object, and stored nothing else.
+    let store = system
+        .client
+        .jetstream()
+        .get_object_store("BATON_CLAIMS")
+        .await?;
+    let mut list = store.list().await?;
+    let mut names = Vec::new();
+    while let Some(object) = list.next().await {
+        names.push(object?.name);
+    }
+    assert_eq!(names.len(), 1, "{names:?}");
+    Ok(())
+}
