@@ -116,7 +116,7 @@ async fn a_context_too_large_even_after_the_claim_check_fails_the_session_at_onc
     let dir = tempfile::tempdir()?;
     let spec = write_spec(dir.path(), "sprawl", SPRAWL, &[]);
     system
-        .spec_worker("sprawl", &spec, &["--no-registry", "--ack-wait-secs", "2"])
+        .spec_worker("sprawl", &spec, &["--no-registry"])
         .await?;
     system.relay("s1", "sink", &["--no-fallback"]).await?;
     let task = Envelope::task("set a lot of variables");

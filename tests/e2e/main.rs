@@ -12,4 +12,5 @@ mod python;
 mod registry;
 mod routing;
 mod specs;
+mod targets;
 mod util;

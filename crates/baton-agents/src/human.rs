@@ -181,6 +181,16 @@ impl Inbox {
                 "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
             ))
         })?;
+        if let Reply::Handoff(to) = &reply {
+            let served = baton_worker::is_served(&self.jetstream, &self.subjects, to)
+                .await
+                .map_err(|err| InboxError::new(err.to_string()))?;
+            if !served {
+                return Err(InboxError::new(format!(
+                    "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
+                )));
+            }
+        }
         let (event, outgoing) = self.answer(&entry, text, reply, person)?;
         for (subject, id, payload) in outgoing {
             self.publish(subject, id, payload).await?;

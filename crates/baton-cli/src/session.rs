@@ -40,6 +40,10 @@ pub async fn send(
     if args.direct {
         let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
         client.submit_to(&to, &task).await?;
+    } else if let Some(to) = &args.to {
+        // The router would fail it with `no_route`; say so before sending.
+        client.check_served(&AgentName::new(to.as_str())?).await?;
+        client.submit(&task).await?;
     } else {
         client.submit(&task).await?;
     }

@@ -99,6 +99,11 @@ impl ClaimCheck {
         }
     }
 
+    /// Whether a payload of `len` bytes is claim-checked.
+    pub(crate) fn needed(&self, len: usize) -> bool {
+        len > self.threshold
+    }
+
     /// The largest restored envelope accepted.
     pub(crate) fn max_restored(&self) -> usize {
         self.settings.max_restored

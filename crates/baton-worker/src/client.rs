@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
 use crate::error::{Error, ErrorKind};
+use crate::served::Served;
 use crate::provision::{self, StreamSettings};
 use crate::publish::{Outgoing, Publisher};
 use crate::trace;
@@ -28,6 +29,7 @@ pub struct Client {
     streams: StreamSettings,
     provisioned: std::sync::Arc<OnceCell<()>>,
     claims: std::sync::Arc<ClaimCheck>,
+    served: std::sync::Arc<Served>,
 }
 
 impl Client {
@@ -36,6 +38,7 @@ impl Client {
     pub fn new(client: async_nats::Client, subjects: Subjects) -> Self {
         let max_payload = client.server_info().max_payload;
         let jetstream = jetstream::new(client);
+        let (jetstream_for_served, subjects_for_served) = (jetstream.clone(), subjects.clone());
         let claims = ClaimCheck::new(
             jetstream.clone(),
             &subjects,
@@ -49,6 +52,7 @@ impl Client {
             streams: StreamSettings::default(),
             provisioned: std::sync::Arc::default(),
             claims: std::sync::Arc::new(claims),
+            served: std::sync::Arc::new(Served::new(jetstream_for_served, subjects_for_served)),
         }
     }
 
@@ -104,8 +108,29 @@ impl Client {
     /// # Errors
     ///
     /// As [`Client::submit`].
+    /// [`ErrorKind::NoRoute`] when no worker serves `agent` (its consumer
+    /// does not exist); a pool that is only down still takes the task.
     pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
+        self.ensure_streams().await?;
+        self.check_served(agent).await?;
         self.publish(self.subjects.agent(agent), envelope).await
+    }
+
+    /// Whether `agent` has workers, as an error that names the agent type.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NoRoute`] when no worker serves it, or when the server
+    /// cannot be asked.
+    pub async fn check_served(&self, agent: &AgentName) -> Result<(), Error> {
+        if self.served.ask(agent).await? {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::NoRoute,
+                crate::served::unserved(agent),
+            ))
+        }
     }
 
     async fn publish(&self, subject: String, envelope: &Envelope) -> Result<(), Error> {
@@ -127,7 +152,7 @@ impl Client {
         let outgoing = Outgoing {
             subject,
             id: envelope.id,
-            payload: Bytes::from(payload),
+            payload,
             headers,
         };
         self.publisher.publish_one(&outgoing).await

@@ -22,6 +22,8 @@ pub enum ErrorKind {
     Encode,
     /// The registry did not answer, or refused a lookup.
     Registry,
+    /// No worker serves the agent type a task was sent to.
+    NoRoute,
 }
 
 /// An error of the Baton runtime.

@@ -57,6 +57,7 @@ mod router;
 mod routing;
 mod run;
 mod runtime;
+mod served;
 mod target;
 mod trace;
 mod worker;
@@ -79,5 +80,6 @@ pub use router::{Router, RouterConfig};
 pub use routing::{
     Condition, ConditionError, ContextPolicy, LlmCondition, Route, RouteOptions, Routing,
 };
+pub use served::is_served;
 pub use target::{Need, Target};
 pub use worker::Worker;

@@ -98,6 +98,9 @@ pub(crate) struct Planner<'a> {
 
 /// The registry's answer for an outcome that needed a lookup: the best
 /// candidate, or why there is none (nothing fits, or no registry answered).
+/// What the runtime found out about a handoff's target before planning:
+/// the registry's answer for a capability target, or `Err(why)` when a named
+/// agent type has no workers. `None` when nothing was asked.
 pub(crate) type Found = Option<Result<AgentName, String>>;
 
 /// Labels of the id spaces of per-attempt events.
@@ -242,6 +245,12 @@ impl Planner<'_> {
         let visits = options.max_visits;
         let mut outputs = Outputs::new(envelope.id);
         match (target, found) {
+            (Target::Agent(_), Some(Err(why))) => {
+                // No worker serves the named agent type.
+                let detail = format!("{} handed off, but {why}", self.agent);
+                let code = DeadLetterReason::NoRoute;
+                self.escalate_or_fail(&mut outputs, envelope, next, Reason::NoRoute, code, &detail);
+            }
             (Target::Agent(to), _) => {
                 let route = Forward::new(to, reason, EventType::Handoff, visits);
                 self.forward(&mut outputs, envelope, next, route);

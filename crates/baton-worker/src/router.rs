@@ -18,6 +18,7 @@ use crate::plan::{DeadLetter, Output, Settle};
 use crate::provision::{self, StreamSettings};
 use crate::publish::Publisher;
 use crate::registry::RegistryClient;
+use crate::served::Served;
 
 /// Settings of the ingress router.
 #[derive(Debug, Clone)]
@@ -139,6 +140,7 @@ impl Router {
             stream: config.subjects.tasks_stream(),
             consumer: Subjects::INGRESS_CONSUMER.to_owned(),
         };
+        let served = Served::new(jetstream.clone(), config.subjects.clone());
         let publisher = Publisher::new(jetstream);
         let settings = IntakeSettings {
             concurrency: config.concurrency,
@@ -146,32 +148,44 @@ impl Router {
             shutdown_grace: Duration::from_secs(10),
         };
         tracing::info!(default_agent = ?config.default_agent, "router started");
-        let me = Arc::new(AgentName::new(ROUTER_NAME)?);
+        let me = AgentName::new(ROUTER_NAME)?;
         let registry = config.use_registry.then(|| {
-            Arc::new(
-                RegistryClient::new(self.client.clone(), &config.subjects)
-                    .with_budget(config.lookup_budget),
-            )
+            RegistryClient::new(self.client.clone(), &config.subjects)
+                .with_budget(config.lookup_budget)
+        });
+        let router = Arc::new(Ingress {
+            config,
+            registry,
+            publisher,
+            me,
+            served,
         });
         intake::serve(source, settings, shutdown, |message| {
-            let config = config.clone();
-            let publisher = publisher.clone();
-            let me = me.clone();
-            let registry = registry.clone();
-            async move { route(&config, registry.as_deref(), &publisher, &me, message).await }
+            let router = router.clone();
+            async move { route(&router, message).await }
         })
         .await;
         Ok(())
     }
 }
 
-async fn route(
-    config: &RouterConfig,
-    registry: Option<&RegistryClient>,
-    publisher: &Publisher,
-    me: &AgentName,
-    message: jetstream::Message,
-) {
+/// What the router's per-message path needs.
+struct Ingress {
+    config: Arc<RouterConfig>,
+    registry: Option<RegistryClient>,
+    publisher: Publisher,
+    me: AgentName,
+    served: Served,
+}
+
+async fn route(router: &Ingress, message: jetstream::Message) {
+    let Ingress {
+        config,
+        registry,
+        publisher,
+        me,
+        served,
+    } = router;
     let span = tracing::info_span!(
         "baton.route",
         session = tracing::field::Empty,
@@ -191,7 +205,11 @@ async fn route(
             };
         span.record("session", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
-        let (outputs, settle) = match target(config, registry, &envelope).await {
+        let target = match target(config, registry.as_ref(), &envelope).await {
+            Ok(route) => served.check(&route.agent).await.map(|()| route),
+            Err(why) => Err(why),
+        };
+        let (outputs, settle) = match target {
             Ok(route) => (forward(&envelope, route), Settle::Ack),
             Err(detail) => {
                 tracing::info!(%detail, "no route for task");

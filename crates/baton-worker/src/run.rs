@@ -17,6 +17,20 @@ pub(crate) async fn with_progress(
 ) -> Result<Outcome, AgentError> {
     let timeout = rt.timeout;
     let work = tokio::time::timeout(timeout, work);
+    keep_alive(rt, delivery, work).await.unwrap_or_else(|_| {
+        Err(AgentError::retryable(format!(
+            "{what} timed out after {timeout:?}"
+        )))
+    })
+}
+
+/// Runs `work`, sending `+WPI` every `progress_every` so the message is not
+/// redelivered while it lasts.
+pub(crate) async fn keep_alive<T>(
+    rt: &Runtime,
+    delivery: &Delivery<'_>,
+    work: impl Future<Output = T>,
+) -> T {
     tokio::pin!(work);
     // Start one period out: an interval's "immediate" first tick still waits
     // for the timer wheel (up to 1 ms), which would delay every message.
@@ -26,11 +40,7 @@ pub(crate) async fn with_progress(
     );
     loop {
         tokio::select! {
-            result = &mut work => {
-                return result.unwrap_or_else(|_| {
-                    Err(AgentError::retryable(format!("{what} timed out after {timeout:?}")))
-                });
-            }
+            result = &mut work => return result,
             _ = progress.tick() => delivery.progress().await,
         }
     }

@@ -17,6 +17,7 @@ use crate::join::JoinStore;
 use crate::plan::{Found, Output, Plan, Planner, Settle};
 use crate::publish::{Outgoing, Publisher};
 use crate::registry::RegistryClient;
+use crate::served::Served;
 
 /// The shared, agent-independent state of one worker process.
 pub(crate) struct Runtime {
@@ -36,6 +37,8 @@ pub(crate) struct Runtime {
     joins: tokio::sync::OnceCell<JoinStore>,
     /// The claim-check bucket.
     pub(crate) claims: ClaimCheck,
+    /// Which agent types have workers.
+    pub(crate) served: Served,
     /// The largest message the server accepts, headers included.
     server_max_payload: usize,
 }
@@ -50,6 +53,8 @@ impl Runtime {
         server_max_payload: usize,
     ) -> Self {
         let reply_to = config.subjects.agent(&config.agent);
+        let publisher_js = publisher.jetstream().clone();
+        let subjects = config.subjects.clone();
         let claims = ClaimCheck::new(
             publisher.jetstream().clone(),
             &config.subjects,
@@ -67,6 +72,7 @@ impl Runtime {
             reply_to,
             joins: tokio::sync::OnceCell::new(),
             claims,
+            served: Served::new(publisher_js, subjects),
             server_max_payload,
         }
     }
@@ -174,16 +180,18 @@ impl Runtime {
                 continue; // A copy of a message the server already took.
             }
             let payload = std::mem::take(&mut message.payload);
-            message.payload = self
-                .claims
-                .check_out(payload)
-                .await
-                .map_err(|err| match err {
-                    ClaimFailure::Permanent(detail) => {
-                        Unsendable::Permanent(DeadLetterReason::Fatal, detail)
-                    }
-                    ClaimFailure::Transient(err) => Unsendable::Transient(err),
-                })?;
+            let checked = if self.claims.needed(payload.len()) {
+                // A large context may take a while: keep the message alive.
+                crate::run::keep_alive(self, delivery, self.claims.check_out(payload)).await
+            } else {
+                Ok(payload)
+            };
+            message.payload = checked.map_err(|err| match err {
+                ClaimFailure::Permanent(detail) => {
+                    Unsendable::Permanent(DeadLetterReason::Fatal, detail)
+                }
+                ClaimFailure::Transient(err) => Unsendable::Transient(err),
+            })?;
             let size = message.size();
             if size > self.server_max_payload {
                 let detail = format!(

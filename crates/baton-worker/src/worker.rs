@@ -30,9 +30,10 @@ use crate::plan::{Plan, Settle};
 use crate::provision;
 use crate::publish::Publisher;
 use crate::registry::{RegistryClient, spawn_heartbeats};
-use crate::routing::{Decided, Routing};
+use crate::routing::{Decided, Routing, Step};
 use crate::run::with_progress;
 use crate::runtime::{AgentPolicy, Runtime};
+use crate::target::Target;
 
 /// A pool member of one agent type: pulls from `agent-<A>` and runs the agent.
 pub struct Worker<A> {
@@ -268,9 +269,13 @@ async fn decide<A: Agent>(
         Err(err) => Err(err),
     };
     let planner = rt.planner();
-    let found = match planner.lookup_request(envelope, &result) {
-        Some(request) => rt.lookup(&request).await,
-        None => None,
+    let found = match (planner.lookup_request(envelope, &result), &result) {
+        (Some(request), _) => rt.lookup(&request).await,
+        (None, Ok(Step::Handoff(handoff))) => match &handoff.target {
+            Target::Agent(to) => rt.served.check(to).await.err().map(Err),
+            _ => None,
+        },
+        (None, _) => None,
     };
     Some(planner.plan(envelope, delivery.attempt, result, found))
 }

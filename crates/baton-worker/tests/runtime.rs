@@ -79,6 +79,11 @@ async fn a_rust_agents_context_condition_routes_and_otherwise_it_completes() -> 
     ];
     let client = Client::new(nats, subjects);
     let triage = AgentName::new("triage")?;
+    // Both pools are up once their consumers exist.
+    for agent in ["triage", "expert"] {
+        let agent = AgentName::new(agent)?;
+        baton_testkit::eventually(Duration::from_secs(10), || client.check_served(&agent)).await?;
+    }
 
     let urgent = Envelope::task("urgent: the site is down");
     client.submit_to(&triage, &urgent).await?;

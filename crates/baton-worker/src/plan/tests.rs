@@ -867,3 +867,36 @@ fn retry_after_waits_at_least_as_long_as_asked() {
     );
     assert_eq!(dead_letters(&plan)[0].reason, DeadLetterReason::MaxAttempts);
 }
+
+#[test]
+fn a_handoff_to_an_agent_type_nobody_serves_escalates_or_fails_with_no_route() {
+    let outcome = || ok(Outcome::handoff(name("refnud"), Reason::KnowledgeGap));
+    let unserved = Some(Err(crate::served::unserved(&name("refnud"))));
+
+    let with = Fixture::new("general", Some("human"));
+    let plan = with
+        .planner()
+        .decide_found(&Envelope::task("x"), 1, outcome(), unserved.clone());
+    assert_eq!(
+        events(&plan),
+        vec![(
+            EventType::Escalated,
+            Some("human".into()),
+            Some(Reason::NoRoute)
+        )]
+    );
+    assert_eq!(envelopes(&plan)[0].to.as_deref(), Some("human"));
+
+    let without = Fixture::new("general", None);
+    let plan = without
+        .planner()
+        .decide_found(&Envelope::task("x"), 1, outcome(), unserved);
+    assert!(envelopes(&plan).is_empty(), "nothing goes to refnud");
+    let dead = &dead_letters(&plan)[0];
+    assert_eq!(dead.reason, DeadLetterReason::NoRoute);
+    assert!(dead.detail.contains("\"refnud\""), "{}", dead.detail);
+    assert_eq!(
+        events(&plan).pop().unwrap(),
+        (EventType::Failed, None, Some(Reason::NoRoute))
+    );
+}

@@ -1,0 +1,109 @@
+//! Which agent types have workers. An agent type is served when its durable
+//! consumer `agent-<A>` exists on the tasks stream: its first worker creates
+//! it, and it outlives the workers. So a pool that is briefly down is still
+//! served (its tasks wait), while a typo or a type nobody deployed is not,
+//! and a handoff to it fails at once with `no_route`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, context::ConsumerInfoErrorKind};
+use baton_proto::{AgentName, Subjects};
+
+use crate::error::{Error, ErrorKind};
+
+/// How long a positive answer is trusted.
+const KNOWN_FOR: Duration = Duration::from_secs(60);
+
+/// Whether `agent` has a durable consumer on the tasks stream.
+///
+/// # Errors
+///
+/// When the server cannot be asked (not when the answer is no).
+pub async fn is_served(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    agent: &AgentName,
+) -> Result<bool, Error> {
+    let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot tell whether agent type {agent} has workers"),
+            err,
+        )
+    };
+    let stream = jetstream
+        .get_stream_no_info(subjects.tasks_stream())
+        .await
+        .map_err(|err| failed(err.into()))?;
+    match stream.consumer_info(Subjects::agent_consumer(agent)).await {
+        Ok(_) => Ok(true),
+        Err(err)
+            if matches!(
+                err.kind(),
+                ConsumerInfoErrorKind::NotFound | ConsumerInfoErrorKind::StreamNotFound
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(err) => Err(failed(err.into())),
+    }
+}
+
+/// The message for a target no worker serves.
+pub(crate) fn unserved(agent: &AgentName) -> String {
+    format!(
+        "no worker serves agent type \"{agent}\" (there is no consumer {} on the tasks stream): check the name, or start `baton worker {agent}`",
+        Subjects::agent_consumer(agent)
+    )
+}
+
+/// [`is_served`] with positive answers remembered for a minute, so the
+/// check costs a round trip only for agent types not seen lately.
+#[derive(Debug)]
+pub(crate) struct Served {
+    jetstream: jetstream::Context,
+    subjects: Subjects,
+    known: Mutex<HashMap<AgentName, Instant>>,
+}
+
+impl Served {
+    pub(crate) fn new(jetstream: jetstream::Context, subjects: Subjects) -> Self {
+        Self {
+            jetstream,
+            subjects,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `agent` is served, remembering a yes for a minute.
+    pub(crate) async fn ask(&self, agent: &AgentName) -> Result<bool, Error> {
+        let now = Instant::now();
+        if let Ok(known) = self.known.lock() {
+            if known.get(agent).is_some_and(|at| now.duration_since(*at) < KNOWN_FOR) {
+                return Ok(true);
+            }
+        }
+        let served = is_served(&self.jetstream, &self.subjects, agent).await?;
+        if served {
+            if let Ok(mut known) = self.known.lock() {
+                known.insert(agent.clone(), now);
+            }
+        }
+        Ok(served)
+    }
+
+    /// `Err(why)` when `agent` is known not to be served. When the server
+    /// cannot be asked, the target is given the benefit of the doubt.
+    pub(crate) async fn check(&self, agent: &AgentName) -> Result<(), String> {
+        match self.ask(agent).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(unserved(agent)),
+            Err(err) => {
+                tracing::warn!(error = %err, "assuming the target is served");
+                Ok(())
+            }
+        }
+    }
+}
