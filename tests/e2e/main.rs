@@ -10,6 +10,7 @@ mod handoff;
 mod lifecycle;
 mod python;
 mod registry;
+mod reopen;
 mod routing;
 mod specs;
 mod targets;

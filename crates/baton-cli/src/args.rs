@@ -351,7 +351,8 @@ pub struct SendArgs {
     #[arg(long)]
     pub deadline_ms: Option<u64>,
 
-    /// Wait for the session to end and print its outcome; exit 1 if it failed.
+    /// Wait for the session to end and print its outcome; exit 1 if it failed, 3 if it
+    /// waits for a person (see `baton inbox`).
     #[arg(long)]
     pub wait: bool,
 
@@ -373,9 +374,13 @@ pub struct WatchArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Keep following after the terminal event.
+    /// Keep following after the terminal event (a replay may re-open the session).
     #[arg(long)]
     pub follow: bool,
+
+    /// How long to wait for the session's first event before saying there is none.
+    #[arg(long, default_value_t = 5)]
+    pub start_timeout_secs: u64,
 }
 
 #[derive(Debug, Args)]
@@ -437,6 +442,9 @@ pub enum DlqCommand {
         /// Keep the dead letter after replaying it.
         #[arg(long)]
         keep: bool,
+        /// Give the session this many more ms from now (a `deadline_exceeded` letter needs it).
+        #[arg(long, value_name = "MS")]
+        extend_deadline: Option<u64>,
     },
 }
 

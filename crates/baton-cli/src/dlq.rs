@@ -48,8 +48,15 @@ pub async fn run(
                 }
             }
         }
-        DlqCommand::Replay { seq, keep } => {
-            let id = client.replay(seq, keep).await?;
+        DlqCommand::Replay {
+            seq,
+            keep,
+            extend_deadline,
+        } => {
+            let options = baton_worker::ReplayOptions::default()
+                .keep(keep)
+                .extend_deadline(extend_deadline.map(std::time::Duration::from_millis));
+            let id = client.replay(seq, options).await?;
             println!(
                 "replayed dead letter {seq} as message {id}{}",
                 if keep { " (kept in the DLQ)" } else { "" }

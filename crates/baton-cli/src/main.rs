@@ -10,12 +10,15 @@ mod session;
 mod telemetry;
 
 use anyhow::Context as _;
-use clap::Parser;
 
 use args::{Cli, Command, NatsArgs};
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let matches = unset_empty_env(<Cli as clap::CommandFactory>::command()).get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     let quiet = matches!(
         cli.command,
         Command::Send(_)
@@ -42,10 +45,51 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", report(&err));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An environment variable that is set but empty counts as unset, as in the
+/// NATS CLI: `NATS_URL= baton send …` uses the default URL.
+fn unset_empty_env(command: clap::Command) -> clap::Command {
+    let command = command.mut_args(|arg| {
+        let empty = arg
+            .get_env()
+            .is_some_and(|name| std::env::var_os(name).is_some_and(|value| value.is_empty()));
+        if empty { arg.env(None) } else { arg }
+    });
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_owned())
+        .collect();
+    names.iter().fold(command, |command, name| {
+        command.mut_subcommand(name, unset_empty_env)
+    })
+}
+
+/// An error and its causes, each said once: many errors already include
+/// their cause in their own message.
+fn report(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&cause);
+        }
+    }
+    // A cause may repeat its own cause in its message ("x: x").
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ")
 }
 
 async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {

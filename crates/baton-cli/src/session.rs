@@ -58,20 +58,55 @@ pub async fn send(
         }
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    let terminal = client
-        .wait(task.session, Duration::from_secs(args.timeout_secs))
-        .await?;
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let end = match tokio::time::timeout(timeout, outcome(&client, task.session)).await {
+        Ok(end) => end?,
+        Err(_) => anyhow::bail!(
+            "session {} did not end within {}s (it goes on; follow it with `baton watch {}`)",
+            task.session,
+            args.timeout_secs,
+            task.session
+        ),
+    };
     if args.json {
-        println!("{}", serde_json::to_string(&terminal)?);
+        println!("{}", serde_json::to_string(&end)?);
     } else {
         println!("session {}", task.session);
-        print_outcome(&terminal);
+        print_outcome(&end);
     }
-    Ok(if terminal.kind == EventType::Completed {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
+    Ok(match end.kind {
+        EventType::Completed => std::process::ExitCode::SUCCESS,
+        EventType::Waiting => {
+            if !args.json {
+                println!(
+                    "waiting for a person: answer with `baton inbox reply {} TEXT` (see `baton inbox ls`)",
+                    end.envelope.map(|id| id.to_string()).unwrap_or_default()
+                );
+            }
+            std::process::ExitCode::from(EXIT_WAITING)
+        }
+        _ => std::process::ExitCode::FAILURE,
     })
+}
+
+/// `send --wait`'s exit code when the session waits for a person.
+pub const EXIT_WAITING: u8 = 3;
+
+/// The event that ends the wait: the session's terminal event, or a
+/// `waiting` event (the session waits for a person).
+async fn outcome(client: &Client, session: Uuid) -> anyhow::Result<baton_proto::Event> {
+    let mut events = client.follow(session).await?;
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        let event = event?;
+        if event.kind == EventType::Waiting {
+            return Ok(event);
+        }
+        if event.kind.is_terminal() {
+            last = Some(event);
+        }
+    }
+    last.context("the event stream ended before the session did")
 }
 
 /// The task the arguments describe: the message (argument, stdin or file)
@@ -127,8 +162,27 @@ pub async fn watch(
         )
     })?;
     let client = Client::new(crate::connect(nats, None, "baton watch").await?, subjects);
-    let mut events = client.events(session).await?;
-    while let Some(event) = events.next().await {
+    let mut events = if args.follow {
+        client.events(session).await?
+    } else {
+        client.follow(session).await?
+    };
+    let mut seen = false;
+    let mut failed = false;
+    loop {
+        let next = if seen {
+            events.next().await
+        } else {
+            let first = Duration::from_secs(args.start_timeout_secs);
+            match tokio::time::timeout(first, events.next()).await {
+                Ok(next) => next,
+                Err(_) => anyhow::bail!(
+                    "no events for session {session} within {}s: there is no such session, or it has not started (is a router running for the ingress?)",
+                    args.start_timeout_secs
+                ),
+            }
+        };
+        let Some(event) = next else { break };
         let event = match event {
             Ok(event) => event,
             Err(err) => {
@@ -136,16 +190,19 @@ pub async fn watch(
                 continue;
             }
         };
+        seen = true;
+        failed = event.kind == EventType::Failed;
         if args.json {
             println!("{}", serde_json::to_string(&event)?);
         } else {
             println!("{}", describe(&event));
         }
-        if event.kind.is_terminal() && !args.follow {
-            break;
-        }
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(if failed {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
 }
 
 /// A value as people read it: strings bare, anything else as JSON.
@@ -208,6 +265,7 @@ pub fn describe(event: &Event) -> String {
         EventType::Waiting => {
             format!("{agent} is waiting for a person{reason} (see `baton inbox ls`)")
         }
+        EventType::Reopened => format!("re-opened{detail}"),
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
     };
     let secs = event.at / 1000;
@@ -224,6 +282,12 @@ pub fn describe(event: &Event) -> String {
 pub fn print_outcome(event: &Event) {
     println!("  path:   {}", show_path(&event.path));
     match event.kind {
+        EventType::Waiting => {
+            println!(
+                "  waiting: {}",
+                event.detail.as_deref().unwrap_or("for a person")
+            );
+        }
         EventType::Completed => {
             println!(
                 "  answer: {}",

@@ -33,6 +33,9 @@ wire_enum! {
         /// Extension: a delegated child's result reached its parent (`detail`
         /// says whether it was recorded or dropped, and why).
         Result = "result",
+        /// Extension: a dead letter of the session was replayed; the session
+        /// runs again, and a later terminal event supersedes an earlier one.
+        Reopened = "reopened",
     }
 }
 

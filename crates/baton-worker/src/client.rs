@@ -12,13 +12,16 @@ use uuid::Uuid;
 
 use crate::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
 use crate::error::{Error, ErrorKind};
-use crate::served::Served;
 use crate::provision::{self, StreamSettings};
 use crate::publish::{Outgoing, Publisher};
+use crate::served::Served;
 use crate::trace;
 
 /// A session's events: first those stored, then live ones.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
+
+/// Events with how many of the session's events are stored after each.
+type TrackedEvents = Pin<Box<dyn Stream<Item = Result<(Event, u64), Error>> + Send>>;
 
 /// Publishes tasks and follows sessions.
 #[derive(Debug, Clone)]
@@ -164,6 +167,35 @@ impl Client {
     ///
     /// When the events stream cannot be read.
     pub async fn events(&self, session: Uuid) -> Result<EventStream, Error> {
+        let tracked = self.tracked_events(session).await?;
+        Ok(Box::pin(tracked.map(|item| item.map(|(event, _)| event))))
+    }
+
+    /// The events of `session` up to its end: the stream stops after a
+    /// terminal event that nothing follows yet. A session that was
+    /// re-opened (a replayed dead letter, whose `reopened` event follows the
+    /// old terminal event) is followed to its new end.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn follow(&self, session: Uuid) -> Result<EventStream, Error> {
+        let tracked = self.tracked_events(session).await?;
+        Ok(Box::pin(futures::stream::unfold(
+            (tracked, false),
+            |(mut tracked, ended)| async move {
+                if ended {
+                    return None;
+                }
+                let item = tracked.next().await?;
+                let ended = matches!(&item, Ok((event, 0)) if event.kind.is_terminal());
+                Some((item.map(|(event, _)| event), (tracked, ended)))
+            },
+        )))
+    }
+
+    /// Each event with the number of the session's events stored after it.
+    async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
         self.ensure_streams().await?;
         let name = self.subjects.events_stream();
         let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
@@ -183,6 +215,7 @@ impl Client {
                 let message = message.map_err(|err| {
                     Error::with_source(ErrorKind::JetStream, "event stream failed", err)
                 })?;
+                let pending = message.info().map_or(0, |info| info.pending);
                 let unreadable = |err: String| {
                     Error::new(
                         ErrorKind::Decode,
@@ -192,7 +225,7 @@ impl Client {
                 let event = Event::from_msgpack(&message.payload)
                     .map_err(|err| unreadable(err.to_string()))?;
                 if event.claims.is_empty() {
-                    return Ok(event);
+                    return Ok((event, pending));
                 }
                 // An event with a large output keeps it in the claim-check store.
                 let restored =
@@ -203,8 +236,9 @@ impl Client {
                             ClaimFailure::Permanent(detail) => unreadable(detail),
                             ClaimFailure::Transient(err) => err,
                         })?;
-                Event::from_msgpack_limited(&restored, claims.max_restored())
-                    .map_err(|err| unreadable(err.to_string()))
+                let event = Event::from_msgpack_limited(&restored, claims.max_restored())
+                    .map_err(|err| unreadable(err.to_string()))?;
+                Ok((event, pending))
             }
         })))
     }
@@ -215,11 +249,12 @@ impl Client {
     ///
     /// [`ErrorKind::Timeout`] when none arrives within `timeout`.
     pub async fn wait(&self, session: Uuid, timeout: Duration) -> Result<Event, Error> {
-        let mut events = self.events(session).await?;
+        let mut events = self.follow(session).await?;
         let terminal = async {
+            let mut last = None;
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(event) if event.kind.is_terminal() => return Ok(event),
+                    Ok(event) if event.kind.is_terminal() => last = Some(event),
                     Ok(_) => {}
                     Err(err) if err.kind() == ErrorKind::Decode => {
                         tracing::warn!(error = %err, "skipping event")
@@ -227,10 +262,12 @@ impl Client {
                     Err(err) => return Err(err),
                 }
             }
-            Err(Error::new(
-                ErrorKind::JetStream,
-                "the event stream ended before the session did",
-            ))
+            last.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::JetStream,
+                    "the event stream ended before the session did",
+                )
+            })
         };
         tokio::time::timeout(timeout, terminal)
             .await

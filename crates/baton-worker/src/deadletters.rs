@@ -2,7 +2,9 @@
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
-use baton_proto::{DeadLetterReason, Envelope, Wire, derive_id_labelled, headers};
+use baton_proto::{
+    DeadLetterReason, Envelope, Event, EventType, Wire, derive_id_labelled, headers, now_ms,
+};
 use bytes::Bytes;
 use futures::StreamExt;
 use uuid::Uuid;
@@ -68,15 +70,27 @@ impl DeadLetterEntry {
 }
 
 impl Client {
-    async fn dlq_stream(&self) -> Result<jetstream::stream::Stream, Error> {
+    /// The dead-letter stream; `None` when it does not exist yet (nothing
+    /// was ever dead-lettered on this server).
+    async fn dlq_stream(&self) -> Result<Option<jetstream::stream::Stream>, Error> {
         let name = self.subjects().dlq_stream();
-        self.jetstream().get_stream(&name).await.map_err(|err| {
-            Error::with_source(
+        match self.jetstream().get_stream(&name).await {
+            Ok(stream) => Ok(Some(stream)),
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    jetstream::context::GetStreamErrorKind::JetStream(inner)
+                        if inner.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(Error::with_source(
                 ErrorKind::JetStream,
                 format!("cannot open stream {name}"),
                 err,
-            )
-        })
+            )),
+        }
     }
 
     /// Every dead letter currently stored, oldest first.
@@ -85,7 +99,9 @@ impl Client {
     ///
     /// When the dead-letter stream cannot be read.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetterEntry>, Error> {
-        let mut stream = self.dlq_stream().await?;
+        let Some(mut stream) = self.dlq_stream().await? else {
+            return Ok(Vec::new());
+        };
         let last = stream
             .info()
             .await
@@ -131,15 +147,19 @@ impl Client {
     /// # Errors
     ///
     /// When `seq` is not in the stream, has no original subject, or the publish fails.
-    pub async fn replay(&self, seq: u64, keep: bool) -> Result<Uuid, Error> {
-        let stream = self.dlq_stream().await?;
-        let message = stream.get_raw_message(seq).await.map_err(|err| {
-            Error::with_source(
+    pub async fn replay(&self, seq: u64, options: ReplayOptions) -> Result<Uuid, Error> {
+        let ReplayOptions {
+            keep,
+            extend_deadline,
+        } = options;
+        let missing = || {
+            Error::new(
                 ErrorKind::Config,
                 format!("no dead letter with sequence {seq}: see `baton dlq ls`"),
-                err,
             )
-        })?;
+        };
+        let stream = self.dlq_stream().await?.ok_or_else(missing)?;
+        let message = stream.get_raw_message(seq).await.map_err(|_| missing())?;
         let entry = DeadLetterEntry::new(
             seq,
             message.subject.to_string(),
@@ -157,11 +177,50 @@ impl Client {
         }
         let (id, payload) = match Envelope::from_msgpack_limited(&entry.payload, usize::MAX) {
             Ok(mut envelope) => {
+                let now = now_ms();
+                match (extend_deadline, envelope.deadline) {
+                    (Some(extra), _) => {
+                        let extra = u64::try_from(extra.as_millis()).unwrap_or(u64::MAX);
+                        envelope.deadline = Some(now.saturating_add(extra));
+                    }
+                    (None, Some(deadline)) if deadline <= now => {
+                        return Err(Error::new(
+                            ErrorKind::Config,
+                            format!(
+                                "dead letter {seq}'s deadline has passed, so it would only be dead-lettered again: give it more time with --extend-deadline MS"
+                            ),
+                        ));
+                    }
+                    (None, _) => {}
+                }
                 envelope.id = derive_id_labelled(
                     envelope.id,
                     "replay",
                     u32::try_from(seq).unwrap_or(u32::MAX),
                 );
+                // The session is open again: watchers and `wait` follow it to
+                // its new end.
+                let mut reopened = Event::new(
+                    derive_id_labelled(envelope.id, "reopened", 0),
+                    envelope.session,
+                    EventType::Reopened,
+                );
+                reopened.envelope = Some(envelope.id);
+                reopened.reason = Some(baton_proto::Reason::from(&entry.reason));
+                reopened.detail = Some(format!(
+                    "dead letter {seq} ({}) replayed to {}",
+                    entry.reason, entry.original_subject
+                ));
+                self.publisher()
+                    .publish_one(&Outgoing {
+                        subject: self.subjects().events(envelope.session),
+                        id: reopened.id,
+                        payload: Bytes::from(reopened.to_msgpack().map_err(|err| {
+                            Error::with_source(ErrorKind::Encode, "cannot encode an event", err)
+                        })?),
+                        headers: HeaderMap::new(),
+                    })
+                    .await?;
                 let bytes = envelope.to_msgpack().map_err(|err| {
                     Error::with_source(ErrorKind::Encode, "cannot re-encode the envelope", err)
                 })?;
@@ -187,5 +246,32 @@ impl Client {
             })?;
         }
         Ok(id)
+    }
+}
+
+/// How to replay a dead letter.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ReplayOptions {
+    /// Keep the dead letter in the stream after replaying it.
+    pub keep: bool,
+    /// Give the session this much more time from now (needed to replay a
+    /// `deadline_exceeded` letter).
+    pub extend_deadline: Option<std::time::Duration>,
+}
+
+impl ReplayOptions {
+    /// Keeps the dead letter after the replay.
+    #[must_use]
+    pub fn keep(mut self, keep: bool) -> Self {
+        self.keep = keep;
+        self
+    }
+
+    /// Extends the session's deadline to `extra` from now.
+    #[must_use]
+    pub fn extend_deadline(mut self, extra: Option<std::time::Duration>) -> Self {
+        self.extend_deadline = extra;
+        self
     }
 }

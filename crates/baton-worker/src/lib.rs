@@ -67,7 +67,7 @@ pub use baton_proto::{AgentName, Reason, Value};
 pub use claimcheck::ClaimSettings;
 pub use client::{Client, EventStream};
 pub use config::{Profile, WorkerConfig, WorkerStats, new_instance_id};
-pub use deadletters::DeadLetterEntry;
+pub use deadletters::{DeadLetterEntry, ReplayOptions};
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use error::{Error, ErrorKind};
 pub use outcome::{

@@ -81,7 +81,10 @@ impl Served {
     pub(crate) async fn ask(&self, agent: &AgentName) -> Result<bool, Error> {
         let now = Instant::now();
         if let Ok(known) = self.known.lock() {
-            if known.get(agent).is_some_and(|at| now.duration_since(*at) < KNOWN_FOR) {
+            if known
+                .get(agent)
+                .is_some_and(|at| now.duration_since(*at) < KNOWN_FOR)
+            {
                 return Ok(true);
             }
         }
