@@ -184,3 +184,57 @@ async fn bad_names_and_unreachable_servers_get_clear_errors() -> anyhow::Result<
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spec_is_honoured_whole_and_resolved_from_its_own_folder() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    // Run from the spec's folder, named without a directory.
+    let support = crate::util::example("support");
+    let mut command = system.baton(&["worker", "--spec", "triage.toml", "--no-registry"]);
+    command.current_dir(&support);
+    system.adopt(
+        "triage",
+        baton_testkit::ChildProcess::spawn(command, "triage")?,
+    );
+    system
+        .wait_log("triage", "worker started", std::time::Duration::from_secs(30))
+        .await?;
+    let events = system
+        .run("triage", &Envelope::task("When are you open?"))
+        .await?;
+    assert_eq!(
+        events.last().unwrap().kind,
+        EventType::Completed,
+        "{:?}",
+        kinds(&events)
+    );
+
+    // The spec's max_delegation_depth (0: no delegation at all) is not
+    // replaced by the command line's default of 4.
+    let dir = tempfile::tempdir()?;
+    let spec = dir.path().join("shallow.toml");
+    std::fs::write(
+        &spec,
+        "name = \"shallow\"\nkind = \"chain\"\nmax_delegation_depth = 0\n[chain]\nsteps = [\"step\"]\n",
+    )?;
+    system.relay("s1", "step", &["--no-fallback"]).await?;
+    system.spec_worker("shallow", &spec, &["--no-registry"]).await?;
+    let events = system.run("shallow", &Envelope::task("go")).await?;
+    let failed = events.last().unwrap();
+    assert_eq!(failed.kind, EventType::Failed, "{:?}", kinds(&events));
+    let detail = failed.detail.clone().unwrap_or_default();
+    assert!(detail.contains("delegation depth limit 0"), "{detail}");
+
+    // A flag that the spec decides is refused, naming both.
+    let output = system
+        .baton(&["worker", "--spec", "triage.toml", "--concurrency", "3"])
+        .current_dir(&support)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("--spec") && stderr.contains("--concurrency"),
+        "{stderr}"
+    );
+    Ok(())
+}

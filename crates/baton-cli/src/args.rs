@@ -117,31 +117,31 @@ pub struct WorkerArgs {
     pub relay: bool,
 
     /// Where escalations, loops and exhausted tasks go (default for demo agents: human_support).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spec")]
     pub fallback: Option<String>,
 
     /// Serve without a fallback agent: such tasks fail instead.
-    #[arg(long, conflicts_with = "fallback")]
+    #[arg(long, conflicts_with_all = ["fallback", "spec"])]
     pub no_fallback: bool,
 
     /// Tasks handled at once by this process.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spec")]
     pub concurrency: Option<usize>,
 
     /// Deliveries of a task in all before it is dead-lettered with `max_attempts`.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, conflicts_with = "spec")]
     pub max_attempts: u32,
 
     /// Delay before the second attempt, in ms (doubles per attempt).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, conflicts_with = "spec")]
     pub min_backoff_ms: u64,
 
     /// Upper bound of the retry delay, in ms.
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, default_value_t = 30_000, conflicts_with = "spec")]
     pub max_backoff_ms: u64,
 
     /// How long one attempt may run, in ms.
-    #[arg(long, default_value_t = 60_000)]
+    #[arg(long, default_value_t = 60_000, conflicts_with = "spec")]
     pub timeout_ms: u64,
 
     /// Redelivery timeout of the agent type's consumer, in seconds (applies when the consumer is created).
@@ -161,12 +161,12 @@ pub struct WorkerArgs {
     pub instance: Option<String>,
 
     /// How deep delegations may nest below the session's root (a direct child is at depth 1).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, conflicts_with = "spec")]
     pub max_delegation_depth: u32,
 
     /// How long a delegation waits for its children, in ms, before the missing ones count as
     /// failed (default: until the session's deadline, if any).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spec")]
     pub join_timeout_ms: Option<u64>,
 
     #[command(flatten)]
@@ -184,15 +184,15 @@ pub struct WorkerArgs {
 #[command(next_help_heading = "Registry options")]
 pub struct WorkerRegistryArgs {
     /// Capabilities to advertise, comma-separated (demo types have their own by default).
-    #[arg(long, value_delimiter = ',', value_name = "CAP,...")]
+    #[arg(long, value_delimiter = ',', value_name = "CAP,...", conflicts_with = "spec")]
     pub capabilities: Option<Vec<String>>,
 
     /// Knowledge domains to advertise, comma-separated.
-    #[arg(long, value_delimiter = ',', value_name = "DOMAIN,...")]
+    #[arg(long, value_delimiter = ',', value_name = "DOMAIN,...", conflicts_with = "spec")]
     pub domains: Option<Vec<String>>,
 
     /// Tier to advertise: 1 is the first line (demo types have their own by default).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spec")]
     pub tier: Option<u32>,
 
     /// Heartbeat interval, in ms.

@@ -44,11 +44,14 @@ pub async fn worker(
         .transpose()
         .context("invalid --fallback")?;
     let profile = profile(demo, &args.registry);
+    // A spec sets these itself; for the other workers the flags do.
     let config = deployment(
         WorkerConfig::new(agent.clone())
             .with_subjects(subjects)
             .with_fallback(fallback)
-            .with_profile(profile),
+            .with_profile(profile)
+            .with_max_delegation_depth(args.max_delegation_depth)
+            .with_join_timeout(args.join_timeout_ms.map(Duration::from_millis)),
         &args,
     )?;
     let retry = RetryPolicy {
@@ -123,15 +126,14 @@ fn relay(name: String, args: WorkerArgs, retry: RetryPolicy) -> Relay {
     }
 }
 
-/// The deployment options of the command line applied to `config`.
+/// The deployment options of the command line applied to `config`: how the
+/// process runs, never what a spec decides.
 fn deployment(config: WorkerConfig, args: &WorkerArgs) -> anyhow::Result<WorkerConfig> {
     let registry = &args.registry;
     let mut config = config
         .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
         .with_max_payload(args.max_payload)
         .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs))
-        .with_max_delegation_depth(args.max_delegation_depth)
-        .with_join_timeout(args.join_timeout_ms.map(Duration::from_millis))
         .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
         .with_registry(!registry.no_registry)
         .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms))
