@@ -197,7 +197,11 @@ async fn a_spec_is_honoured_whole_and_resolved_from_its_own_folder() -> anyhow::
         baton_testkit::ChildProcess::spawn(command, "triage")?,
     );
     system
-        .wait_log("triage", "worker started", std::time::Duration::from_secs(30))
+        .wait_log(
+            "triage",
+            "worker started",
+            std::time::Duration::from_secs(30),
+        )
         .await?;
     let events = system
         .run("triage", &Envelope::task("When are you open?"))
@@ -218,7 +222,9 @@ async fn a_spec_is_honoured_whole_and_resolved_from_its_own_folder() -> anyhow::
         "name = \"shallow\"\nkind = \"chain\"\nmax_delegation_depth = 0\n[chain]\nsteps = [\"step\"]\n",
     )?;
     system.relay("s1", "step", &["--no-fallback"]).await?;
-    system.spec_worker("shallow", &spec, &["--no-registry"]).await?;
+    system
+        .spec_worker("shallow", &spec, &["--no-registry"])
+        .await?;
     let events = system.run("shallow", &Envelope::task("go")).await?;
     let failed = events.last().unwrap();
     assert_eq!(failed.kind, EventType::Failed, "{:?}", kinds(&events));

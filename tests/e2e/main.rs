@@ -6,6 +6,7 @@ mod claims;
 mod cli;
 mod delegation;
 mod failures;
+mod fuzz;
 mod handoff;
 mod lifecycle;
 mod python;

@@ -184,11 +184,21 @@ pub struct WorkerArgs {
 #[command(next_help_heading = "Registry options")]
 pub struct WorkerRegistryArgs {
     /// Capabilities to advertise, comma-separated (demo types have their own by default).
-    #[arg(long, value_delimiter = ',', value_name = "CAP,...", conflicts_with = "spec")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "CAP,...",
+        conflicts_with = "spec"
+    )]
     pub capabilities: Option<Vec<String>>,
 
     /// Knowledge domains to advertise, comma-separated.
-    #[arg(long, value_delimiter = ',', value_name = "DOMAIN,...", conflicts_with = "spec")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "DOMAIN,...",
+        conflicts_with = "spec"
+    )]
     pub domains: Option<Vec<String>>,
 
     /// Tier to advertise: 1 is the first line (demo types have their own by default).

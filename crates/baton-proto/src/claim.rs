@@ -183,6 +183,12 @@ pub fn restore(payload: &[u8], objects: &HashMap<String, Vec<u8>>) -> Result<Vec
 }
 
 fn read(bytes: &[u8]) -> Result<Mp, ClaimError> {
+    if crate::nests_deeper_than(bytes, crate::MAX_NESTING) {
+        return Err(ClaimError(format!(
+            "nested deeper than {} levels",
+            crate::MAX_NESTING
+        )));
+    }
     let mut reader = bytes;
     let value = rmpv::decode::read_value(&mut reader)
         .map_err(|err| ClaimError(format!("not msgpack: {err}")))?;

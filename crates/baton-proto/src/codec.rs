@@ -104,6 +104,15 @@ pub trait Wire: Serialize + DeserializeOwned {
                 format!("{} bytes exceeds the limit of {limit} bytes", bytes.len()),
             ));
         }
+        if crate::nests_deeper_than(bytes, crate::MAX_NESTING) {
+            return Err(DecodeError::new(
+                DecodeErrorKind::Malformed,
+                format!(
+                    "maps and arrays nested deeper than {} levels",
+                    crate::MAX_NESTING
+                ),
+            ));
+        }
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(value) => {
                 if Self::VERSIONED {

@@ -202,6 +202,9 @@ fn probe_session(payload: &[u8]) -> Option<Uuid> {
     struct Probe {
         session: Option<String>,
     }
+    if baton_proto::nests_deeper_than(payload, baton_proto::MAX_NESTING) {
+        return None;
+    }
     let value = rmpv::decode::read_value(&mut &payload[..]).ok()?;
     let probe: Probe = rmpv::ext::from_value(value).ok()?;
     probe

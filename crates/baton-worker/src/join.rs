@@ -166,10 +166,17 @@ pub(crate) async fn on_result(rt: &Runtime, result: &Envelope) -> Result<Receive
     let me = result.id;
     let (state, recorded, note) = loop {
         let Some((mut state, revision)) = joins.load(join).await? else {
-            let why = "dropped: no join is open for it (it completed long ago, or never existed)";
-            return Ok(Received::Plan(Plan::ack(vec![
-                planner.result_note(result, why),
-            ])));
+            // Joins are kept (completed ones too) for the bucket's max age:
+            // a result that matches none is not from a delegation of ours.
+            let detail = format!(
+                "a `result` for delegation {join}, which {} never started (or whose record expired with the join bucket's max age)",
+                rt.config.agent
+            );
+            // It ends here, as the session's failure: answered as a result,
+            // it would come back to this same missing join.
+            let mut orphan = result.clone();
+            orphan.parent = None;
+            return Ok(Received::Plan(planner.malformed(&orphan, &detail)));
         };
         match state.receive(result, me, now_ms()) {
             Receipt::Refire => break (state, true, None),

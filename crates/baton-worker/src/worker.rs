@@ -158,6 +158,10 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
             tracing::info!("refused before running the agent");
             return rt.execute(&delivery, plan).await;
         }
+        if let Some(plan) = orphan(rt, &envelope).await {
+            tracing::info!("refused: the parent's agent type has no workers");
+            return rt.execute(&delivery, plan).await;
+        }
         if envelope.kind == Kind::Result {
             on_result(rt, agent, &delivery, &envelope).await;
         } else {
@@ -203,6 +207,21 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
             None
         }
     }
+}
+
+/// A delegated child whose parent's agent type no worker serves: its result
+/// could never be received, so it ends now, as its session's failure.
+async fn orphan(rt: &Runtime, envelope: &Envelope) -> Option<Plan> {
+    let parent = envelope.parent.as_ref()?;
+    let agent = baton_proto::AgentName::new(parent.agent.as_str()).ok()?;
+    if agent == rt.config.agent {
+        return None;
+    }
+    let why = rt.served.check(&agent).await.err()?;
+    let mut orphan = envelope.clone();
+    orphan.parent = None;
+    let detail = format!("the delegating agent cannot receive the result: {why}");
+    Some(rt.planner().no_route(&orphan, &detail))
 }
 
 /// Steps 3 to 7 for a task, handoff or delegated child.

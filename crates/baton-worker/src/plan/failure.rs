@@ -20,6 +20,13 @@ impl Planner<'_> {
         self.give_up(envelope, code, reason, detail, false)
     }
 
+    /// The plan for an envelope that has nowhere to go: a dead letter and
+    /// the session's failure, both `no_route`.
+    pub(crate) fn no_route(&self, envelope: &Envelope, detail: &str) -> Plan {
+        let code = DeadLetterReason::NoRoute;
+        self.give_up(envelope, code, Reason::NoRoute, detail, false)
+    }
+
     /// The plan for an outcome the runtime could not carry out (it cannot be
     /// encoded, or a delegation was refused): a fatal failure.
     pub(crate) fn fatal(&self, envelope: &Envelope, detail: &str) -> Plan {

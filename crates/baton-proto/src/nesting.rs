@@ -1,0 +1,160 @@
+//! How deeply a MessagePack payload nests, measured without recursion, so
+//! a hostile payload (thousands of nested arrays) is refused before any
+//! recursive decoder sees it.
+
+/// The deepest nesting of maps and arrays a payload may have. Contexts
+/// nest a few levels; the protocol's own structure needs six.
+pub const MAX_NESTING: usize = 128;
+
+/// Whether `bytes` nests maps and arrays deeper than `limit`. Bytes that are
+/// not MessagePack are not judged here (the decoder reports them).
+#[must_use]
+pub fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
+    // Children still to read, per open container.
+    let mut open: Vec<u64> = vec![1];
+    let mut at = 0usize;
+    let read = |at: usize, n: usize| -> Option<u64> {
+        let slice = bytes.get(at..at.checked_add(n)?)?;
+        Some(slice.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+    };
+    while let Some(left) = open.last_mut() {
+        if *left == 0 {
+            open.pop();
+            continue;
+        }
+        *left -= 1;
+        let Some(&marker) = bytes.get(at) else {
+            return false;
+        };
+        at += 1;
+        // (bytes of length field, fixed payload, children per counted item)
+        let (children, skip): (u64, u64) = match marker {
+            0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (0, 0),
+            0x80..=0x8f => (2 * u64::from(marker & 0x0f), 0),
+            0x90..=0x9f => (u64::from(marker & 0x0f), 0),
+            0xa0..=0xbf => (0, u64::from(marker & 0x1f)),
+            0xc4 | 0xd9 => match read(at, 1) {
+                Some(len) => {
+                    at += 1;
+                    (0, len)
+                }
+                None => return false,
+            },
+            0xc5 | 0xda => match read(at, 2) {
+                Some(len) => {
+                    at += 2;
+                    (0, len)
+                }
+                None => return false,
+            },
+            0xc6 | 0xdb => match read(at, 4) {
+                Some(len) => {
+                    at += 4;
+                    (0, len)
+                }
+                None => return false,
+            },
+            0xc7 => match read(at, 1) {
+                Some(len) => {
+                    at += 1;
+                    (0, len + 1)
+                }
+                None => return false,
+            },
+            0xc8 => match read(at, 2) {
+                Some(len) => {
+                    at += 2;
+                    (0, len + 1)
+                }
+                None => return false,
+            },
+            0xc9 => match read(at, 4) {
+                Some(len) => {
+                    at += 4;
+                    (0, len + 1)
+                }
+                None => return false,
+            },
+            0xca | 0xce | 0xd2 => (0, 4),
+            0xcb | 0xcf | 0xd3 => (0, 8),
+            0xcc | 0xd0 => (0, 1),
+            0xcd | 0xd1 => (0, 2),
+            0xd4 => (0, 2),
+            0xd5 => (0, 3),
+            0xd6 => (0, 5),
+            0xd7 => (0, 9),
+            0xd8 => (0, 17),
+            0xdc | 0xde => match read(at, 2) {
+                Some(n) => {
+                    at += 2;
+                    (if marker == 0xde { 2 * n } else { n }, 0)
+                }
+                None => return false,
+            },
+            0xdd | 0xdf => match read(at, 4) {
+                Some(n) => {
+                    at += 4;
+                    (if marker == 0xdf { 2 * n } else { n }, 0)
+                }
+                None => return false,
+            },
+            0xc1 => return false,
+        };
+        at = match usize::try_from(skip)
+            .ok()
+            .and_then(|skip| at.checked_add(skip))
+        {
+            Some(next) => next,
+            None => return false,
+        };
+        if children > 0 {
+            open.push(children);
+            // The root value is not a level of nesting; each open container is.
+            if open.len() - 1 > limit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> Vec<u8> {
+        let mut bytes = vec![0x91; depth];
+        bytes.push(0xc0);
+        bytes
+    }
+
+    #[test]
+    fn counts_arrays_and_maps() {
+        assert!(!nests_deeper_than(&nested(128), 128));
+        assert!(nests_deeper_than(&nested(129), 128));
+        assert!(nests_deeper_than(&nested(10_000), 128));
+        // {"a": {"b": [1, "x"]}}: three levels.
+        let map = [0x81, 0xa1, b'a', 0x81, 0xa1, b'b', 0x92, 0x01, 0xa1, b'x'];
+        assert!(!nests_deeper_than(&map, 3));
+        assert!(nests_deeper_than(&map, 2));
+    }
+
+    #[test]
+    fn long_flat_values_are_skipped_not_counted() {
+        // [a 44-byte string, [4,464 small ints]]: two levels.
+        let mut bytes = vec![0x92, 0xd9, 44];
+        bytes.extend(std::iter::repeat_n(b'x', 44));
+        bytes.extend([0xdc, 0x11, 0x70]);
+        bytes.extend(std::iter::repeat_n(0x01, 0x1170));
+        assert!(!nests_deeper_than(&bytes, 2));
+        assert!(nests_deeper_than(&bytes, 1));
+    }
+
+    #[test]
+    fn truncated_or_invalid_bytes_are_left_to_the_decoder() {
+        assert!(!nests_deeper_than(&[], 1));
+        assert!(!nests_deeper_than(&[0x91, 0x91], 5));
+        assert!(!nests_deeper_than(&[0xc1], 5));
+        assert!(!nests_deeper_than(&[0xdb, 0xff, 0xff, 0xff, 0xff], 5));
+    }
+}

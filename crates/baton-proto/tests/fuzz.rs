@@ -1,0 +1,109 @@
+//! The decoders never panic: arbitrary bytes and mutated valid payloads
+//! (bit flips, truncation, splices, deep nesting) decode or fail with a
+//! classified error.
+
+use baton_proto::{
+    DecodeErrorKind, Envelope, Event, EventType, Heartbeat, LookupRequest, Wire, check_out, claims,
+};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % n as u64).unwrap()
+    }
+}
+
+fn decode_all(bytes: &[u8]) {
+    for result in [
+        Envelope::from_msgpack(bytes).map(drop),
+        Event::from_msgpack(bytes).map(drop),
+        Heartbeat::from_msgpack(bytes).map(drop),
+        LookupRequest::from_msgpack(bytes).map(drop),
+    ] {
+        if let Err(err) = result {
+            assert!(matches!(
+                err.kind(),
+                DecodeErrorKind::Malformed
+                    | DecodeErrorKind::UnsupportedVersion
+                    | DecodeErrorKind::TooLarge
+            ));
+            assert!(!err.detail().is_empty());
+        }
+    }
+    let _ = claims(bytes);
+    let _ = check_out(bytes.to_vec(), 16, 4);
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    for _ in 0..20_000 {
+        let len = rng.below(200);
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        decode_all(&bytes);
+    }
+}
+
+#[test]
+fn mutated_payloads_never_panic() {
+    let mut rng = Rng(0xfeed_beef_cafe_f00d);
+    let mut task = Envelope::task("Where is my order?").with_variable("order", "ABC-123");
+    task.context.state.insert("n".into(), 3.into());
+    let seeds = [
+        task.to_msgpack().unwrap(),
+        Event::new(task.id, task.session, EventType::Completed)
+            .to_msgpack()
+            .unwrap(),
+        LookupRequest::default().to_msgpack().unwrap(),
+    ];
+    for round in 0..30_000 {
+        let mut bytes = seeds[round % seeds.len()].clone();
+        match rng.below(4) {
+            0 => {
+                for _ in 0..=rng.below(6) {
+                    let at = rng.below(bytes.len());
+                    bytes[at] ^= 1 << rng.below(8);
+                }
+            }
+            1 => bytes.truncate(rng.below(bytes.len())),
+            2 => {
+                let at = rng.below(bytes.len());
+                let other = &seeds[rng.below(seeds.len())];
+                let from = rng.below(other.len());
+                bytes.splice(at..at, other[from..].iter().copied());
+            }
+            _ => {
+                // Deep nesting where a value goes.
+                let at = rng.below(bytes.len());
+                let depth = 100 + rng.below(20_000);
+                let mut deep = vec![0x91; depth];
+                deep.push(0xc0);
+                bytes.splice(at..at, deep);
+            }
+        }
+        decode_all(&bytes);
+    }
+}
+
+#[test]
+fn deep_nesting_is_malformed_not_a_crash() {
+    let mut bytes = vec![0x81, 0xa1, b'v', 0x01, 0xa1, b'x'];
+    bytes[0] = 0x82;
+    bytes.extend(vec![0x91; 100_000]);
+    bytes.push(0xc0);
+    let err = Envelope::from_msgpack(&bytes).unwrap_err();
+    assert_eq!(err.kind(), &DecodeErrorKind::Malformed);
+    assert!(
+        err.detail().contains("nested deeper than 128"),
+        "{}",
+        err.detail()
+    );
+}
