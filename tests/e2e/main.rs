@@ -4,6 +4,7 @@
 
 mod claims;
 mod cli;
+mod deadlines;
 mod delegation;
 mod failures;
 mod fuzz;

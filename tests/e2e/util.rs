@@ -104,8 +104,10 @@ impl System {
         &self,
         request: &baton_proto::LookupRequest,
     ) -> anyhow::Result<baton_proto::LookupResponse> {
+        // A bound, not a speed check: a lookup sent to a dead replica is never
+        // answered, and a loaded test machine can take seconds.
         let reply = tokio::time::timeout(
-            Duration::from_secs(2),
+            Duration::from_secs(10),
             self.nats
                 .request("baton.registry.lookup", request.to_msgpack()?.into()),
         )

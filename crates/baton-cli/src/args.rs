@@ -298,6 +298,11 @@ pub struct RouterArgs {
     /// Largest task accepted, in bytes.
     #[arg(long, default_value_t = baton_proto::DEFAULT_MAX_PAYLOAD)]
     pub max_payload: usize,
+
+    /// Give tasks that arrive without a deadline this many ms, so no session can run
+    /// (or wait) forever; they end with `deadline_exceeded`.
+    #[arg(long, env = "BATON_DEFAULT_DEADLINE_MS", value_name = "MS")]
+    pub default_deadline_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]

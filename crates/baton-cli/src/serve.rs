@@ -226,7 +226,8 @@ pub async fn router(
         .with_default_agent(default_agent)
         .with_fallback(fallback)
         .with_registry(!args.no_registry)
-        .with_max_payload(args.max_payload);
+        .with_max_payload(args.max_payload)
+        .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis));
     let client = crate::connect(nats, None, "baton router").await?;
     Router::new(client, config)
         .run(crate::shutdown_signal())

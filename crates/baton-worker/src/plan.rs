@@ -141,13 +141,32 @@ impl Planner<'_> {
             now - deadline,
             self.agent
         );
-        Some(self.give_up(
+        Some(self.deadline_exceeded(envelope, &detail))
+    }
+
+    /// The end of a session whose deadline passed while the agent ran (the
+    /// run was cancelled at the deadline, or finished too late): its
+    /// outcome is dropped.
+    pub(crate) fn overran(&self, envelope: &Envelope, now: u64) -> Option<Plan> {
+        let deadline = envelope.deadline?;
+        if now <= deadline {
+            return None;
+        }
+        let detail = format!(
+            "deadline passed while {} ran: the run was cancelled, its outcome dropped",
+            self.agent
+        );
+        Some(self.deadline_exceeded(envelope, &detail))
+    }
+
+    fn deadline_exceeded(&self, envelope: &Envelope, detail: &str) -> Plan {
+        self.give_up(
             envelope,
             DeadLetterReason::DeadlineExceeded,
             Reason::DeadlineExceeded,
-            &detail,
+            detail,
             false,
-        ))
+        )
     }
 
     /// The registry lookup a step needs before it can be planned, if any:

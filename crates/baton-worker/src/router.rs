@@ -43,6 +43,9 @@ pub struct RouterConfig {
     pub ack_wait: Duration,
     /// Stream settings, used when the streams are created.
     pub streams: StreamSettings,
+    /// The deadline given to tasks that arrive without one, from the moment
+    /// the router takes them; `None` leaves them without a deadline.
+    pub default_deadline: Option<Duration>,
 }
 
 impl Default for RouterConfig {
@@ -54,6 +57,7 @@ impl Default for RouterConfig {
             use_registry: true,
             lookup_budget: Duration::from_secs(3),
             max_payload: DEFAULT_MAX_PAYLOAD,
+            default_deadline: None,
             concurrency: 64,
             ack_wait: Duration::from_secs(30),
             streams: StreamSettings::default(),
@@ -87,6 +91,13 @@ impl RouterConfig {
     #[must_use]
     pub fn with_subjects(mut self, subjects: Subjects) -> Self {
         self.subjects = subjects;
+        self
+    }
+
+    /// Gives tasks that arrive without a deadline this much time.
+    #[must_use]
+    pub fn with_default_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.default_deadline = deadline;
         self
     }
 
@@ -210,7 +221,14 @@ async fn route(router: &Ingress, message: jetstream::Message) {
             Err(why) => Err(why),
         };
         let (outputs, settle) = match target {
-            Ok(route) => (forward(&envelope, route), Settle::Ack),
+            Ok(route) => {
+                let mut envelope = envelope;
+                if let (None, Some(default)) = (envelope.deadline, config.default_deadline) {
+                    let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+                    envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
+                }
+                (forward(&envelope, route), Settle::Ack)
+            }
             Err(detail) => {
                 tracing::info!(%detail, "no route for task");
                 (no_route(&envelope, &detail), Settle::Term)

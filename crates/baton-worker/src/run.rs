@@ -2,25 +2,42 @@
 //! server the work is alive so `ack_wait` never expires under a live worker.
 
 use std::future::Future;
+use std::time::Duration;
+
+use baton_proto::now_ms;
 
 use crate::delivery::Delivery;
 use crate::outcome::{AgentError, Outcome};
 use crate::runtime::Runtime;
 
-/// Runs `work` (a call of the agent) under the agent's timeout, sending
-/// `+WPI` every `progress_every`. A timeout is a retryable failure.
+/// Runs `work` (a call of the agent) under the agent's timeout and the
+/// session's deadline (unix ms), sending `+WPI` every `progress_every`. The
+/// work is dropped when either passes: an exec program is killed with it.
+/// A timeout is a retryable failure; after the deadline the caller ends the
+/// session with `deadline_exceeded`.
 pub(crate) async fn with_progress(
     rt: &Runtime,
     delivery: &Delivery<'_>,
     work: impl Future<Output = Result<Outcome, AgentError>>,
     what: &str,
+    deadline: Option<u64>,
 ) -> Result<Outcome, AgentError> {
     let timeout = rt.timeout;
-    let work = tokio::time::timeout(timeout, work);
+    // One ms past the deadline, so the deadline has passed when the run is dropped.
+    let left =
+        deadline.map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1));
+    let limit = left.map_or(timeout, |left| left.min(timeout));
+    let work = tokio::time::timeout(limit, work);
     keep_alive(rt, delivery, work).await.unwrap_or_else(|_| {
-        Err(AgentError::retryable(format!(
-            "{what} timed out after {timeout:?}"
-        )))
+        if limit < timeout {
+            Err(AgentError::fatal(format!(
+                "{what} was cancelled at the session's deadline"
+            )))
+        } else {
+            Err(AgentError::retryable(format!(
+                "{what} timed out after {timeout:?}"
+            )))
+        }
     })
 }
 

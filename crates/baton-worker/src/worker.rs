@@ -241,14 +241,20 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         None => None,
     };
     let task = rt.task(envelope.clone(), delivery.attempt);
-    let result = with_progress(rt, delivery, agent.handle(task), "agent").await;
+    let deadline = envelope.deadline;
+    let result = with_progress(rt, delivery, agent.handle(task), "agent", deadline).await;
     match &result {
         Ok(_) => tracing::debug!("agent finished"),
         Err(err) => tracing::info!(error = %err, "agent failed"),
     }
-    // 4, 5 and 7.
-    let Some(plan) = decide(rt, agent, delivery, &envelope, result).await else {
-        return;
+    // 4, 5 and 7; a run that overran the session's deadline ends it, whatever
+    // the agent decided.
+    let plan = match rt.planner().overran(&envelope, now_ms()) {
+        Some(plan) => plan,
+        None => match decide(rt, agent, delivery, &envelope, result).await {
+            Some(plan) => plan,
+            None => return,
+        },
     };
     if let (Some(accepted), Some(pending)) = (accepted, pending) {
         if pending.wait().await.is_err() {
@@ -336,6 +342,7 @@ async fn on_result<A: Agent>(
         delivery,
         agent.resume(*task, results),
         "the continuation",
+        continued.deadline,
     )
     .await;
     let resumed = match resumed {
