@@ -50,6 +50,13 @@ pub struct BenchArgs {
     /// Run only one side (for profiling); the ratios need the others.
     #[arg(long, value_parser = ["raw", "same-writes", "baton"])]
     pub only: Option<String>,
+
+    /// Instead of one run, measure the per-hop cost at each of these context sizes in
+    /// bytes, e.g. 10000,100000,1000000,10000000. Contexts over half the server's
+    /// max_payload go through the claim-check; the raw relay runs where one message holds
+    /// the payload.
+    #[arg(long, value_delimiter = ',', value_name = "BYTES,...")]
+    pub context_bytes: Vec<usize>,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -197,6 +204,9 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     anyhow::ensure!(args.tasks >= 1, "--tasks must be at least 1");
     now_ns();
 
+    if !args.context_bytes.is_empty() {
+        return context_curve(&client, server, &args).await;
+    }
     let sample = padded_task(args.payload_bytes);
     let payload_len = sample.to_msgpack()?.len();
     println!(
@@ -252,6 +262,62 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         );
     }
     println!("targets: throughput ratio >= 0.85, p50 hop latency ratio <= 1.20");
+    Ok(())
+}
+
+/// `--context-bytes`: for each context size, the Baton chain and (where one
+/// message can hold it) the raw relay, with fewer tasks for larger contexts.
+async fn context_curve(
+    client: &async_nats::Client,
+    server: &str,
+    args: &BenchArgs,
+) -> anyhow::Result<()> {
+    let max_payload = client.server_info().max_payload;
+    println!(
+        "context-size bench: {} hops, nats-server {server} (max_payload {max_payload} bytes)",
+        args.hops
+    );
+    println!();
+    println!(
+        "{:>12} {:>7} {:>10} {:>12} {:>12} {:>14} {:>8}",
+        "context B", "tasks", "tasks/s", "hop p50 µs", "hop p99 µs", "raw p50 µs", "ratio"
+    );
+    for &size in &args.context_bytes {
+        // About 200 MB of context per size, at least 10 tasks.
+        let tasks = u64::try_from(200_000_000 / size.max(1))
+            .unwrap_or(u64::MAX)
+            .clamp(10, args.tasks);
+        let run = BenchArgs {
+            tasks,
+            hops: args.hops,
+            concurrency: args.concurrency.min(8),
+            payload_bytes: size,
+            warmup: (tasks / 5).max(2),
+            only: None,
+            context_bytes: Vec::new(),
+        };
+        let baton = baton_chain(client, &run).await?;
+        let payload_len = padded_task(size).to_msgpack()?.len();
+        let raw = if payload_len + 1024 < max_payload {
+            Some(raw_relay(client, &run, payload_len, false).await?)
+        } else {
+            None
+        };
+        let (raw_p50, ratio) = raw.map_or_else(
+            || ("-".to_owned(), "-".to_owned()),
+            |raw| {
+                (
+                    format!("{:.0}", raw.p50_us),
+                    format!("{:.2}", baton.p50_us / raw.p50_us),
+                )
+            },
+        );
+        println!(
+            "{size:>12} {tasks:>7} {:>10.1} {:>12.0} {:>12.0} {raw_p50:>14} {ratio:>8}",
+            baton.tasks_per_sec, baton.p50_us, baton.p99_us
+        );
+    }
+    println!("ratio: Baton's hop p50 over the raw relay's, same payload, same run");
     Ok(())
 }
 
@@ -320,6 +386,17 @@ async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::R
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }
     let baton = Client::new(client.clone(), subjects);
+    // The stages are up once their consumers exist.
+    let started = Instant::now();
+    for name in &names {
+        while baton.check_served(name).await.is_err() {
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(30),
+                "stage {name} did not start within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     let first = AgentName::new(names[0].as_str())?;
     let payload = args.payload_bytes;
     let max_hops = u32::try_from(args.hops + 1).unwrap_or(u32::MAX);
