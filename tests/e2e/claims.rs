@@ -194,3 +194,68 @@ async fn the_python_client_sends_a_task_larger_than_a_message() -> anyhow::Resul
     assert_eq!(names.len(), 1, "{names:?}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_answers_a_task_whose_context_is_larger_than_a_message() -> anyhow::Result<()> {
+    const SIZE: usize = 1_500_000;
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let size = SIZE.to_string();
+    let spec = write_spec(
+        dir.path(),
+        "grow_a",
+        GROW,
+        &[("GROW_SIZE", &size), ("GROW_NEXT", "human_support")],
+    );
+    system
+        .spec_worker("grow_a", &spec, &["--no-registry"])
+        .await?;
+    system
+        .spec_worker(
+            "human_support",
+            &crate::util::example("support/human_support.toml"),
+            &["--no-registry"],
+        )
+        .await?;
+    let task = Envelope::task("a long story for a person");
+    system
+        .client
+        .submit_to(&baton_proto::AgentName::new("grow_a")?, &task)
+        .await?;
+    let waiting = baton_testkit::eventually(std::time::Duration::from_secs(30), || async {
+        let events = system.stored_events(task.session).await?;
+        events
+            .into_iter()
+            .find(|e| e.kind == EventType::Waiting)
+            .ok_or_else(|| anyhow::anyhow!("not waiting yet"))
+    })
+    .await?;
+    let id = waiting.envelope.unwrap().to_string();
+    // The person sees the whole context.
+    let show = system.baton(&["inbox", "show", &id]).output()?;
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    assert!(
+        shown.contains(&"a".repeat(SIZE)),
+        "the 1.5 MB message is shown whole"
+    );
+    let reply = system
+        .baton(&["inbox", "reply", &id, "Read it all. Done."])
+        .output()?;
+    assert!(
+        reply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reply.stderr)
+    );
+    let end = system
+        .client
+        .wait(task.session, std::time::Duration::from_secs(30))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    assert_eq!(agents(&end.path), ["grow_a", "human_support"]);
+    Ok(())
+}

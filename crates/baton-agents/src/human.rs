@@ -61,6 +61,8 @@ pub struct Inbox {
     store: kv::Store,
     jetstream: jetstream::Context,
     subjects: Subjects,
+    /// Large contexts are stored claim-checked, like messages.
+    claims: std::sync::Arc<baton_worker::ClaimCheck>,
 }
 
 impl Inbox {
@@ -70,6 +72,11 @@ impl Inbox {
     ///
     /// When JetStream cannot be reached or refuses to create the bucket.
     pub async fn open(client: async_nats::Client, subjects: Subjects) -> Result<Self, InboxError> {
+        let claims = baton_worker::ClaimCheck::open(
+            &client,
+            &subjects,
+            baton_worker::ClaimSettings::default(),
+        );
         let jetstream = jetstream::new(client);
         let bucket = subjects.inbox_bucket();
         let store = match jetstream.get_key_value(&bucket).await {
@@ -91,6 +98,7 @@ impl Inbox {
             store,
             jetstream,
             subjects,
+            claims: std::sync::Arc::new(claims),
         })
     }
 
@@ -103,8 +111,12 @@ impl Inbox {
         let bytes = envelope
             .to_msgpack()
             .map_err(|err| InboxError::new(format!("cannot encode the task: {err}")))?;
+        let bytes =
+            self.claims.pack(bytes.into()).await.map_err(|err| {
+                InboxError::new(format!("cannot store the task's context: {err}"))
+            })?;
         self.store
-            .put(envelope.id.to_string(), bytes.into())
+            .put(envelope.id.to_string(), bytes)
             .await
             .map_err(|err| InboxError::new(format!("cannot store the task in the inbox: {err}")))?;
         Ok(())
@@ -151,9 +163,19 @@ impl Inbox {
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let envelope = Envelope::from_msgpack(&entry.value).map_err(|err| {
-            InboxError::new(format!("inbox entry {id} is not an envelope: {err}"))
-        })?;
+        let not_envelope =
+            |err: String| InboxError::new(format!("inbox entry {id} is not an envelope: {err}"));
+        let mut envelope =
+            Envelope::from_msgpack(&entry.value).map_err(|err| not_envelope(err.to_string()))?;
+        if !envelope.claims.is_empty() {
+            let whole = self
+                .claims
+                .unpack(&entry.value)
+                .await
+                .map_err(|err| not_envelope(err.to_string()))?;
+            envelope = Envelope::from_msgpack_limited(&whole, self.claims.restored_limit())
+                .map_err(|err| not_envelope(err.to_string()))?;
+        }
         let since = u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
         Ok(Some(InboxEntry {
             envelope,
@@ -193,6 +215,11 @@ impl Inbox {
         }
         let (event, outgoing) = self.answer(&entry, text, reply, person)?;
         for (subject, id, payload) in outgoing {
+            let payload = self
+                .claims
+                .pack(payload.into())
+                .await
+                .map_err(|err| InboxError::new(format!("cannot send the answer: {err}")))?;
             self.publish(subject, id, payload).await?;
         }
         // The outputs are durable; a second reply racing this one publishes
@@ -281,13 +308,13 @@ impl Inbox {
         &self,
         subject: String,
         id: uuid::Uuid,
-        payload: Vec<u8>,
+        payload: bytes::Bytes,
     ) -> Result<(), InboxError> {
         let mut header = HeaderMap::new();
         header.insert(headers::MSG_ID, id.to_string().as_str());
         let ack = self
             .jetstream
-            .publish_with_headers(subject.clone(), header, payload.into())
+            .publish_with_headers(subject.clone(), header, payload)
             .await
             .map_err(|err| InboxError::new(format!("cannot publish to {subject}: {err}")))?;
         tokio::time::timeout(Duration::from_secs(10), ack)

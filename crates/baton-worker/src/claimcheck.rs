@@ -59,8 +59,10 @@ pub(crate) enum ClaimFailure {
     Transient(Error),
 }
 
-/// The claim-check bucket of one process, opened on first use.
-pub(crate) struct ClaimCheck {
+/// The claim-check bucket of one process, opened on first use. Workers and
+/// [`crate::Client`] use it on their own; other stores of envelopes (the
+/// human inbox) use [`ClaimCheck::pack`] and [`ClaimCheck::unpack`].
+pub struct ClaimCheck {
     jetstream: jetstream::Context,
     bucket: String,
     settings: ClaimSettings,
@@ -78,6 +80,49 @@ impl std::fmt::Debug for ClaimCheck {
 }
 
 impl ClaimCheck {
+    /// The claim-check of the deployment `subjects` on `client`'s server.
+    #[must_use]
+    pub fn open(client: &async_nats::Client, subjects: &Subjects, settings: ClaimSettings) -> Self {
+        let max_payload = client.server_info().max_payload;
+        Self::new(
+            jetstream::new(client.clone()),
+            subjects,
+            settings,
+            max_payload,
+        )
+    }
+
+    /// `payload` (an encoded envelope or event) in a form that fits one
+    /// message: unchanged when small, else with its large parts stored.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be written, or `payload` is not a map.
+    pub async fn pack(&self, payload: Bytes) -> Result<Bytes, Error> {
+        self.check_out(payload).await.map_err(|err| match err {
+            ClaimFailure::Permanent(detail) => Error::new(ErrorKind::Encode, detail),
+            ClaimFailure::Transient(err) => err,
+        })
+    }
+
+    /// `payload` with its claims restored (unchanged when it has none).
+    ///
+    /// # Errors
+    ///
+    /// When an object is missing or the bucket cannot be read.
+    pub async fn unpack(&self, payload: &[u8]) -> Result<Vec<u8>, Error> {
+        self.check_in(payload).await.map_err(|err| match err {
+            ClaimFailure::Permanent(detail) => Error::new(ErrorKind::Decode, detail),
+            ClaimFailure::Transient(err) => err,
+        })
+    }
+
+    /// The largest restored envelope accepted.
+    #[must_use]
+    pub fn restored_limit(&self) -> usize {
+        self.settings.max_restored
+    }
+
     /// The claim-check for a connection whose server accepts messages of
     /// `server_max_payload` bytes.
     pub(crate) fn new(

@@ -64,7 +64,7 @@ mod worker;
 
 pub use agent::{Agent, RetryPolicy, Task};
 pub use baton_proto::{AgentName, Reason, Value};
-pub use claimcheck::ClaimSettings;
+pub use claimcheck::{ClaimCheck, ClaimSettings};
 pub use client::{Client, EventStream};
 pub use config::{Profile, WorkerConfig, WorkerStats, new_instance_id};
 pub use deadletters::{DeadLetterEntry, ReplayOptions};
