@@ -175,7 +175,7 @@ pub struct Hop {
     /// When it handled it, unix ms.
     pub at: u64,
     /// Why control came to this agent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
     /// Fields this version does not know.
     #[serde(flatten)]

@@ -70,30 +70,30 @@ pub struct Event {
     #[serde(rename = "type")]
     pub kind: EventType,
     /// Agent type that reports it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// Worker instance that reports it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
     /// Id of the envelope it is about.
-    #[serde(default, with = "uuid_text::option")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "uuid_text::option")]
     #[schemars(with = "Option<String>", extend("format" = "uuid"))]
     pub envelope: Option<Uuid>,
     /// Where control went (`handoff`, `escalated`, `loop_detected`, `delegated`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
     /// Why.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
     /// Human-readable detail.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// `completed`: the answer.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub output: Option<Value>,
     /// The agents visited so far.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<Hop>,
     /// Extension (optional): the delivery attempt the event belongs to, counting from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -107,3 +107,26 @@ fn deep_nesting_is_malformed_not_a_crash() {
         err.detail()
     );
 }
+
+#[test]
+fn re_encoding_never_inflates_a_payload() {
+    // A task with only the fields a writer must send, and an event with the
+    // fewest: decoding and encoding again adds nothing.
+    let task = serde_json::json!({
+        "v": 1, "id": "10000000-0000-4000-8000-000000000001",
+        "session": "10000000-0000-4000-8000-000000000002", "kind": "task", "path": [],
+        "created_at": 1, "context": {"initial_query": "q", "problem": "",
+        "messages": [{"role": "user", "content": "q", "at": 1}], "variables": {},
+        "trace": [], "state": {}, "metadata": {}}
+    });
+    let bytes = rmp_serde::to_vec_named(&task).unwrap();
+    let again = Envelope::from_msgpack(&bytes).unwrap().to_msgpack().unwrap();
+    assert!(again.len() <= bytes.len(), "{} > {}", again.len(), bytes.len());
+    let event = serde_json::json!({
+        "v": 1, "id": "10000000-0000-4000-8000-000000000003",
+        "session": "10000000-0000-4000-8000-000000000002", "at": 5, "type": "accepted"
+    });
+    let bytes = rmp_serde::to_vec_named(&event).unwrap();
+    let again = Event::from_msgpack(&bytes).unwrap().to_msgpack().unwrap();
+    assert_eq!(again.len(), bytes.len());
+}
