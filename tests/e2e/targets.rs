@@ -92,3 +92,25 @@ async fn a_pool_that_is_down_keeps_its_tasks_until_it_is_back() -> anyhow::Resul
     assert_eq!(events[1].kind, EventType::Completed);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delegation_to_an_agent_type_nobody_serves_fails_with_no_route() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .relay(
+            "p1",
+            "planner",
+            &["--delegate", "writer,nobody_here", "--no-fallback"],
+        )
+        .await?;
+    system.relay("w1", "writer", &["--no-fallback"]).await?;
+    let events = system
+        .run("planner", &Envelope::task("split this up"))
+        .await?;
+    assert_eq!(kinds(&events), ["accepted", "dead_lettered", "failed"]);
+    let failed = events.last().unwrap();
+    assert_eq!(failed.reason.as_ref().map(|r| r.as_str()), Some("no_route"));
+    let detail = failed.detail.clone().unwrap_or_default();
+    assert!(detail.contains("\"nobody_here\""), "{detail}");
+    Ok(())
+}

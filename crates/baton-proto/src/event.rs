@@ -76,7 +76,11 @@ pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
     /// Id of the envelope it is about.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "uuid_text::option")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "uuid_text::option"
+    )]
     #[schemars(with = "Option<String>", extend("format" = "uuid"))]
     pub envelope: Option<Uuid>,
     /// Where control went (`handoff`, `escalated`, `loop_detected`, `delegated`).

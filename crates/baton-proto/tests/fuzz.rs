@@ -120,8 +120,16 @@ fn re_encoding_never_inflates_a_payload() {
         "trace": [], "state": {}, "metadata": {}}
     });
     let bytes = rmp_serde::to_vec_named(&task).unwrap();
-    let again = Envelope::from_msgpack(&bytes).unwrap().to_msgpack().unwrap();
-    assert!(again.len() <= bytes.len(), "{} > {}", again.len(), bytes.len());
+    let again = Envelope::from_msgpack(&bytes)
+        .unwrap()
+        .to_msgpack()
+        .unwrap();
+    assert!(
+        again.len() <= bytes.len(),
+        "{} > {}",
+        again.len(),
+        bytes.len()
+    );
     let event = serde_json::json!({
         "v": 1, "id": "10000000-0000-4000-8000-000000000003",
         "session": "10000000-0000-4000-8000-000000000002", "at": 5, "type": "accepted"

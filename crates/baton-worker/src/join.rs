@@ -32,8 +32,9 @@ pub(crate) use store::JoinStore;
 
 /// Starts a delegation: resolves the children, records the join, and plans
 /// the first children, their `delegated` events and the deadline timer. A
-/// delegation that cannot start (depth limit, no children, a child nobody
-/// can take) is a fatal failure of the delegating task.
+/// delegation that cannot start is a failure of the delegating task:
+/// `fatal` for the depth limit or no children, `no_route` for a child
+/// nobody can take.
 ///
 /// # Errors
 ///
@@ -68,7 +69,7 @@ pub(crate) async fn start(
             }
             Err(why) => {
                 let detail = format!("cannot delegate {:?}: {why}", child.input);
-                return Ok(planner.fatal(envelope, &detail));
+                return Ok(planner.no_route(envelope, &detail));
             }
         }
     }
@@ -102,7 +103,7 @@ pub(crate) async fn start(
 async fn resolve(rt: &Runtime, target: &Target) -> Result<baton_proto::AgentName, String> {
     let config = &rt.config;
     let need = match target {
-        Target::Agent(agent) => return Ok(agent.clone()),
+        Target::Agent(agent) => return rt.served.check(agent).await.map(|()| agent.clone()),
         Target::Fallback => {
             return config
                 .fallback
