@@ -6,21 +6,6 @@ use baton_proto::{
     DecodeErrorKind, Envelope, Event, EventType, Heartbeat, LookupRequest, Wire, check_out, claims,
 };
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % n as u64).unwrap()
-    }
-}
-
 fn decode_all(bytes: &[u8]) {
     for result in [
         Envelope::from_msgpack(bytes).map(drop),
@@ -44,17 +29,17 @@ fn decode_all(bytes: &[u8]) {
 
 #[test]
 fn arbitrary_bytes_never_panic() {
-    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    let mut rng = fastrand::Rng::with_seed(0x0123_4567_89ab_cdef);
     for _ in 0..20_000 {
-        let len = rng.below(200);
-        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let len = rng.usize(..200);
+        let bytes: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
         decode_all(&bytes);
     }
 }
 
 #[test]
 fn mutated_payloads_never_panic() {
-    let mut rng = Rng(0xfeed_beef_cafe_f00d);
+    let mut rng = fastrand::Rng::with_seed(0xfeed_beef_cafe_f00d);
     let mut task = Envelope::task("Where is my order?").with_variable("order", "ABC-123");
     task.context.state.insert("n".into(), 3.into());
     let seeds = [
@@ -66,24 +51,24 @@ fn mutated_payloads_never_panic() {
     ];
     for round in 0..30_000 {
         let mut bytes = seeds[round % seeds.len()].clone();
-        match rng.below(4) {
+        match rng.usize(..4) {
             0 => {
-                for _ in 0..=rng.below(6) {
-                    let at = rng.below(bytes.len());
-                    bytes[at] ^= 1 << rng.below(8);
+                for _ in 0..=rng.usize(..6) {
+                    let at = rng.usize(..bytes.len());
+                    bytes[at] ^= 1 << rng.u32(..8);
                 }
             }
-            1 => bytes.truncate(rng.below(bytes.len())),
+            1 => bytes.truncate(rng.usize(..bytes.len())),
             2 => {
-                let at = rng.below(bytes.len());
-                let other = &seeds[rng.below(seeds.len())];
-                let from = rng.below(other.len());
+                let at = rng.usize(..bytes.len());
+                let other = &seeds[rng.usize(..seeds.len())];
+                let from = rng.usize(..other.len());
                 bytes.splice(at..at, other[from..].iter().copied());
             }
             _ => {
                 // Deep nesting where a value goes.
-                let at = rng.below(bytes.len());
-                let depth = 100 + rng.below(20_000);
+                let at = rng.usize(..bytes.len());
+                let depth = 100 + rng.usize(..20_000);
                 let mut deep = vec![0x91; depth];
                 deep.push(0xc0);
                 bytes.splice(at..at, deep);
