@@ -244,3 +244,18 @@ async fn a_spec_is_honoured_whole_and_resolved_from_its_own_folder() -> anyhow::
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attempts_must_stay_below_the_delivery_limit() -> anyhow::Result<()> {
+    let system = System::start().await?;
+    let output = system
+        .baton(&["worker", "x", "--relay", "--max-attempts", "30"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("max_attempts (30) must be below max_deliveries (20)"),
+        "{stderr}"
+    );
+    Ok(())
+}

@@ -231,3 +231,60 @@ async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica(
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_that_keeps_killing_its_worker_is_dead_lettered_unread() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let flags = [
+        "--work-ms",
+        "60000",
+        "--ack-wait-secs",
+        "1",
+        "--max-attempts",
+        "1",
+        "--max-deliveries",
+        "2",
+        "--no-fallback",
+    ];
+    system.relay("k1", "crashy", &flags).await?;
+    let task = Envelope::task("this one takes the worker down");
+    system
+        .client
+        .submit_to(&AgentName::new("crashy")?, &task)
+        .await?;
+    // Two deliveries, each killing the worker that took it.
+    for (attempt, next) in [(1, "k2"), (2, "k3")] {
+        eventually(Duration::from_secs(30), || async {
+            let accepted = system
+                .stored_events(task.session)
+                .await?
+                .iter()
+                .filter(|e| e.kind == EventType::Accepted)
+                .count();
+            anyhow::ensure!(accepted == attempt, "{accepted} accepted, want {attempt}");
+            Ok(())
+        })
+        .await?;
+        let current = if attempt == 1 { "k1" } else { "k2" };
+        system.process(current).kill9();
+        system.relay(next, "crashy", &flags).await?;
+    }
+    // The third delivery is not run: it is dead-lettered, and the session fails.
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(
+        kinds(&events),
+        ["accepted", "accepted", "dead_lettered", "failed"]
+    );
+    let failed = events.last().unwrap();
+    assert_eq!(
+        failed.reason.as_ref().map(|r| r.as_str()),
+        Some("max_deliveries")
+    );
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].deliveries, 3);
+    system.settled().await?;
+    Ok(())
+}

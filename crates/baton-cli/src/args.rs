@@ -156,6 +156,12 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 20)]
     pub shutdown_grace_secs: u64,
 
+    /// A message delivered this many times without being settled (a worker crashed on it
+    /// each time) is dead-lettered with `max_deliveries` on its next delivery, unread.
+    /// Must be above the agent's max attempts.
+    #[arg(long, env = "BATON_MAX_DELIVERIES", default_value_t = 20)]
+    pub max_deliveries: u32,
+
     /// Instance id reported in events (default: random).
     #[arg(long)]
     pub instance: Option<String>,

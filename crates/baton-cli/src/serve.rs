@@ -134,6 +134,7 @@ fn deployment(config: WorkerConfig, args: &WorkerArgs) -> anyhow::Result<WorkerC
         .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
         .with_max_payload(args.max_payload)
         .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs))
+        .with_max_deliveries(args.max_deliveries)
         .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
         .with_registry(!registry.no_registry)
         .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms))

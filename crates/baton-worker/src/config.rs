@@ -47,6 +47,11 @@ pub struct WorkerConfig {
     /// The claim-check: when envelopes keep their large parts in the
     /// object store.
     pub claims: ClaimSettings,
+    /// A message delivered this many times without being settled (its
+    /// worker crashed on it each time, or its outputs never became durable)
+    /// is dead-lettered with `max_deliveries` on its next delivery, before it
+    /// is even decoded. Must be above the agent's `max_attempts`.
+    pub max_deliveries: u32,
 }
 
 impl WorkerConfig {
@@ -70,7 +75,15 @@ impl WorkerConfig {
             max_delegation_depth: 4,
             join_timeout: None,
             claims: ClaimSettings::default(),
+            max_deliveries: 20,
         }
+    }
+
+    /// Sets how many unsettled deliveries a message may have.
+    #[must_use]
+    pub fn with_max_deliveries(mut self, deliveries: u32) -> Self {
+        self.max_deliveries = deliveries;
+        self
     }
 
     /// Sets how deep delegations may nest.

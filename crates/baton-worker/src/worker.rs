@@ -22,7 +22,7 @@ use crate::agent::Agent;
 use crate::claimcheck::ClaimFailure;
 use crate::config::{WorkerConfig, WorkerStats};
 use crate::delivery::Delivery;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::intake::{self, IntakeSettings, Source};
 use crate::join::{self, Received};
 use crate::outcome::{AgentError, Outcome};
@@ -70,6 +70,17 @@ impl<A: Agent> Worker<A> {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let jetstream = jetstream::new(self.client.clone());
         let config = self.config;
+        let attempts = self.agent.retry_policy().max_attempts;
+        if attempts >= config.max_deliveries {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "the agent's max_attempts ({attempts}) must be below max_deliveries ({}): \
+                     lower the attempts or raise --max-deliveries",
+                    config.max_deliveries
+                ),
+            ));
+        }
         provision::provision(&jetstream, &config.subjects, &config.streams).await?;
         let mut consumer =
             provision::agent_consumer(&jetstream, &config.subjects, &config.agent, config.ack_wait)
@@ -147,6 +158,17 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
     let delivery = Delivery::new(message, span.clone(), &config.subjects, &config.agent);
     span.record("attempt", delivery.attempt);
     async {
+        // 0. A message that keeps coming back unsettled (its worker crashed
+        // on it, or its outputs never became durable) ends here, unread.
+        if delivery.attempt > config.max_deliveries {
+            let detail = format!(
+                "delivered {} times without being settled: its worker crashed on it each time, or its outputs could not be made durable",
+                delivery.attempt - 1
+            );
+            return rt
+                .unreadable(&delivery, &DeadLetterReason::MaxDeliveries, &detail)
+                .await;
+        }
         // 1. Decode, with the claim-checked parts restored.
         let Some(envelope) = decode(rt, &delivery).await else {
             return;
