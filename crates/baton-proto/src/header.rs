@@ -38,8 +38,6 @@ wire_enum! {
         /// Extension: a claim-check object the envelope refers to is gone
         /// (expired with the bucket's max age) or does not match its hash.
         ClaimMissing = "claim_missing",
-        /// Extension: the server refused a publish for lack of permission.
-        Forbidden = "forbidden",
         /// Extension: the message was delivered `max_deliver` times without
         /// being settled (caught from JetStream's advisory).
         MaxDeliveries = "max_deliveries",
