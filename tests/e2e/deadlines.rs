@@ -92,3 +92,113 @@ async fn the_routers_default_deadline_ends_sessions_that_set_none() -> anyhow::R
     );
     Ok(())
 }
+
+/// The session's terminal events, once nothing more can arrive.
+async fn terminal_events(
+    system: &System,
+    session: uuid::Uuid,
+) -> anyhow::Result<Vec<baton_proto::Event>> {
+    system.settled().await?;
+    Ok(system
+        .stored_events(session)
+        .await?
+        .into_iter()
+        .filter(|e| e.kind.is_terminal())
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_waiting_in_a_queue_fails_at_its_deadline_and_only_once() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.router(&["--no-registry"]).await?;
+    system.relay("s1", "sleepy", &["--no-fallback"]).await?;
+    system.process("s1").terminate();
+    let deadline = now_ms() + 1_500;
+    let task = Envelope::task("nobody is pulling").with_deadline(deadline);
+    system
+        .client
+        .submit_to(&baton_proto::AgentName::new("sleepy")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(kinds(&events), ["failed"]);
+    let failed = &events[0];
+    assert_eq!(
+        failed.reason.as_ref().map(|r| r.as_str()),
+        Some("deadline_exceeded")
+    );
+    assert!(failed.at >= deadline);
+    assert!(
+        failed
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("still queued"),
+        "{failed:?}"
+    );
+    // The pool comes back and takes the task: dead-lettered, and the
+    // session does not end a second time.
+    system.relay("s2", "sleepy", &["--no-fallback"]).await?;
+    let ends = terminal_events(&system, task.session).await?;
+    assert_eq!(ends.len(), 1, "{:?}", kinds(&ends));
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].reason.as_str(), "deadline_exceeded");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_join_waiting_past_the_deadline_ends_the_session_once() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.router(&["--no-registry"]).await?;
+    system
+        .relay("b1", "boss", &["--delegate", "slowpoke", "--no-fallback"])
+        .await?;
+    system
+        .relay("p1", "slowpoke", &["--work-ms", "30000", "--no-fallback"])
+        .await?;
+    let deadline = now_ms() + 2_000;
+    let task = Envelope::task("delegate and wait").with_deadline(deadline);
+    let events = system.run("boss", &task).await?;
+    let failed = events.last().unwrap();
+    assert_eq!(failed.kind, EventType::Failed, "{:?}", kinds(&events));
+    assert_eq!(
+        failed.reason.as_ref().map(|r| r.as_str()),
+        Some("deadline_exceeded")
+    );
+    assert!(failed.at < deadline + 10_000);
+    assert_eq!(terminal_events(&system, task.session).await?.len(), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_waiting_for_a_person_fails_at_its_deadline() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.router(&["--no-registry"]).await?;
+    system
+        .spec_worker(
+            "human_support",
+            &crate::util::example("support/human_support.toml"),
+            &["--no-registry"],
+        )
+        .await?;
+    let deadline = now_ms() + 1_500;
+    let task = Envelope::task("I need a person, quickly").with_deadline(deadline);
+    let events = system.run("human_support", &task).await?;
+    assert_eq!(kinds(&events), ["accepted", "waiting", "failed"]);
+    assert_eq!(
+        events[2].reason.as_ref().map(|r| r.as_str()),
+        Some("deadline_exceeded")
+    );
+    // An answer after the deadline is refused: the session stays ended once.
+    let id = events[1].envelope.unwrap().to_string();
+    let reply = system
+        .baton(&["inbox", "reply", &id, "sorry, late"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&reply.stderr);
+    assert!(!reply.status.success());
+    assert!(stderr.contains("passed its deadline"), "{stderr}");
+    assert_eq!(terminal_events(&system, task.session).await?.len(), 1);
+    Ok(())
+}

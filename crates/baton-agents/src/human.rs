@@ -203,6 +203,15 @@ impl Inbox {
                 "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
             ))
         })?;
+        if entry
+            .envelope
+            .deadline
+            .is_some_and(|deadline| baton_proto::now_ms() > deadline)
+        {
+            return Err(InboxError::new(format!(
+                "task {id}'s session passed its deadline and has ended; the answer would come too late"
+            )));
+        }
         if let Reply::Handoff(to) = &reply {
             let served = baton_worker::is_served(&self.jetstream, &self.subjects, to)
                 .await

@@ -166,6 +166,10 @@ impl Wire for Event {
     const VERSIONED: bool = true;
 }
 
+impl Wire for crate::DeadlineTimer {
+    const VERSIONED: bool = true;
+}
+
 impl Wire for Heartbeat {
     const VERSIONED: bool = false;
 }

@@ -42,6 +42,7 @@ mod registry;
 mod schema;
 mod subject;
 mod time;
+mod timer;
 
 pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
@@ -60,6 +61,7 @@ pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use schema::schemas;
 pub use subject::{AgentName, NameError, Subjects};
 pub use time::now_ms;
+pub use timer::{DeadlineTimer, deadline_event_id};
 
 /// The protocol major version this crate reads and writes (`v`).
 pub const PROTOCOL_VERSION: u64 = 1;

@@ -17,5 +17,6 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("lookup_request", one::<LookupRequest>()),
         ("lookup_response", one::<LookupResponse>()),
         ("exec_reply", one::<ExecReply>()),
+        ("deadline_timer", one::<crate::DeadlineTimer>()),
     ]
 }

@@ -154,6 +154,13 @@ impl Subjects {
         format!("{}.ingress", self.prefix)
     }
 
+    /// `baton.agent._deadline`: deadline timers (no agent type can be named
+    /// `_deadline`, so no worker pulls them).
+    #[must_use]
+    pub fn deadline_timers(&self) -> String {
+        format!("{}.agent._deadline", self.prefix)
+    }
+
     /// `baton.agent.<agent>`: work for one agent type.
     #[must_use]
     pub fn agent(&self, agent: &AgentName) -> String {
@@ -243,6 +250,9 @@ impl Subjects {
     pub fn joins_bucket(&self) -> String {
         format!("{}_JOINS", self.stream_prefix)
     }
+
+    /// The router's durable consumer of deadline timers.
+    pub const DEADLINES_CONSUMER: &'static str = "deadlines";
 
     /// `agent-<agent>`: the durable consumer every replica of an agent type shares.
     #[must_use]

@@ -116,7 +116,12 @@ impl Client {
     pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
         self.ensure_streams().await?;
         self.check_served(agent).await?;
-        self.publish(self.subjects.agent(agent), envelope).await
+        self.publish(self.subjects.agent(agent), envelope).await?;
+        // Past the router, so the deadline watch is started here.
+        if let Some(timer) = crate::deadlines::timer_for(&self.subjects, envelope) {
+            self.publisher.publish_one(&timer).await?;
+        }
+        Ok(())
     }
 
     /// Whether `agent` has workers, as an error that names the agent type.

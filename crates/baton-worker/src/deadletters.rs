@@ -221,6 +221,10 @@ impl Client {
                         headers: HeaderMap::new(),
                     })
                     .await?;
+                // The session's deadline is watched again (a new one, when extended).
+                if let Some(timer) = crate::deadlines::timer_for(self.subjects(), &envelope) {
+                    self.publisher().publish_one(&timer).await?;
+                }
                 let bytes = envelope.to_msgpack().map_err(|err| {
                     Error::with_source(ErrorKind::Encode, "cannot re-encode the envelope", err)
                 })?;

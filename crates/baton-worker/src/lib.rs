@@ -42,6 +42,7 @@ mod claimcheck;
 mod client;
 mod config;
 mod deadletters;
+mod deadlines;
 mod delegate;
 mod delivery;
 mod error;

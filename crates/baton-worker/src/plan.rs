@@ -149,7 +149,7 @@ impl Planner<'_> {
     /// outcome is dropped.
     pub(crate) fn overran(&self, envelope: &Envelope, now: u64) -> Option<Plan> {
         let deadline = envelope.deadline?;
-        if now <= deadline {
+        if now < deadline {
             return None;
         }
         let detail = format!(
@@ -349,7 +349,15 @@ impl Planner<'_> {
                     (EventType::Failed, None, Some(reason), Some(detail))
                 }
             };
-            let mut event = self.event(envelope, outputs.next_id(), kind);
+            // A deadline ends a session once: the router's deadline timer
+            // uses the same id for it.
+            let id = match (&reason, envelope.deadline) {
+                (Some(Reason::DeadlineExceeded), Some(deadline)) => {
+                    baton_proto::deadline_event_id(envelope.session, deadline)
+                }
+                _ => outputs.next_id(),
+            };
+            let mut event = self.event(envelope, id, kind);
             event.output = output;
             event.reason = reason;
             event.detail = detail;

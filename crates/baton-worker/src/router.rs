@@ -11,6 +11,7 @@ use baton_proto::{
 };
 use tracing::Instrument;
 
+use crate::deadlines;
 use crate::delivery::Delivery;
 use crate::error::Error;
 use crate::intake::{self, IntakeSettings, Source};
@@ -152,7 +153,7 @@ impl Router {
             consumer: Subjects::INGRESS_CONSUMER.to_owned(),
         };
         let served = Served::new(jetstream.clone(), config.subjects.clone());
-        let publisher = Publisher::new(jetstream);
+        let publisher = Publisher::new(jetstream.clone());
         let settings = IntakeSettings {
             concurrency: config.concurrency,
             pull_expires: Duration::from_secs(5),
@@ -164,6 +165,22 @@ impl Router {
             RegistryClient::new(self.client.clone(), &config.subjects)
                 .with_budget(config.lookup_budget)
         });
+        // Deadline timers: a consumer of their own, served alongside.
+        let _timers = provision::task_consumer(
+            &jetstream,
+            &config.subjects,
+            Subjects::DEADLINES_CONSUMER,
+            config.subjects.deadline_timers(),
+            config.ack_wait,
+        )
+        .await?;
+        let timers = Source {
+            client: self.client.clone(),
+            jetstream: jetstream.clone(),
+            stream: config.subjects.tasks_stream(),
+            consumer: Subjects::DEADLINES_CONSUMER.to_owned(),
+        };
+        let stop = tokio_util::sync::CancellationToken::new();
         let router = Arc::new(Ingress {
             config,
             registry,
@@ -171,11 +188,41 @@ impl Router {
             me,
             served,
         });
-        intake::serve(source, settings, shutdown, |message| {
+        let watch = {
             let router = router.clone();
-            async move { route(&router, message).await }
-        })
-        .await;
+            let settings = IntakeSettings {
+                concurrency: 64,
+                pull_expires: Duration::from_secs(5),
+                shutdown_grace: Duration::from_secs(2),
+            };
+            intake::serve(
+                timers,
+                settings,
+                stop.clone().cancelled_owned(),
+                move |message| {
+                    let router = router.clone();
+                    let jetstream = jetstream.clone();
+                    async move {
+                        let subjects = &router.config.subjects;
+                        deadlines::on_timer(&jetstream, subjects, &router.publisher, message).await;
+                    }
+                },
+            )
+        };
+        let ingress = intake::serve(
+            source,
+            settings,
+            stop.clone().cancelled_owned(),
+            |message| {
+                let router = router.clone();
+                async move { route(&router, message).await }
+            },
+        );
+        let stopper = async {
+            shutdown.await;
+            stop.cancel();
+        };
+        tokio::join!(ingress, watch, stopper);
         Ok(())
     }
 }
@@ -220,6 +267,7 @@ async fn route(router: &Ingress, message: jetstream::Message) {
             Ok(route) => served.check(&route.agent).await.map(|()| route),
             Err(why) => Err(why),
         };
+        let mut timer = None;
         let (outputs, settle) = match target {
             Ok(route) => {
                 let mut envelope = envelope;
@@ -227,6 +275,7 @@ async fn route(router: &Ingress, message: jetstream::Message) {
                     let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
                     envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
                 }
+                timer = deadlines::timer_for(&config.subjects, &envelope);
                 (forward(&envelope, route), Settle::Ack)
             }
             Err(detail) => {
@@ -234,13 +283,15 @@ async fn route(router: &Ingress, message: jetstream::Message) {
                 (no_route(&envelope, &detail), Settle::Term)
             }
         };
-        let outgoing = match delivery.encode(&outputs) {
+        let mut outgoing = match delivery.encode(&outputs) {
             Ok(outgoing) => outgoing,
             Err(err) => {
                 let detail = format!("cannot re-encode the task: {err}");
                 delivery.unreadable(&DeadLetterReason::Malformed, &detail)
             }
         };
+        // The session's deadline is watched from now on, wherever its task goes.
+        outgoing.extend(timer);
         delivery.finish(publisher, &outgoing, settle).await;
     }
     .instrument(span.clone())

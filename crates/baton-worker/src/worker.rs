@@ -26,7 +26,7 @@ use crate::error::{Error, ErrorKind};
 use crate::intake::{self, IntakeSettings, Source};
 use crate::join::{self, Received};
 use crate::outcome::{AgentError, Outcome};
-use crate::plan::{Plan, Settle};
+use crate::plan::{Output, Plan, Settle};
 use crate::provision;
 use crate::publish::Publisher;
 use crate::registry::{RegistryClient, spawn_heartbeats};
@@ -176,8 +176,14 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
         span.record("session", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
         // 2. Refuse what must not run.
-        if let Some(plan) = rt.planner().refuse(&envelope, now_ms()) {
+        if let Some(mut plan) = rt.planner().refuse(&envelope, now_ms()) {
             tracing::info!("refused before running the agent");
+            if ended_at_deadline(rt, &envelope).await {
+                // The deadline watch ended the session already: only the
+                // dead letter is left to write.
+                plan.outputs
+                    .retain(|output| !matches!(output, Output::Event(_)));
+            }
             return rt.execute(&delivery, plan).await;
         }
         if let Some(plan) = orphan(rt, &envelope).await {
@@ -227,6 +233,23 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
         Err(err) => {
             rt.unreadable(delivery, &err.reason(), err.detail()).await;
             None
+        }
+    }
+}
+
+/// Whether `envelope` is a session's root whose deadline passed and whose
+/// session has ended already (the router's deadline watch failed it).
+async fn ended_at_deadline(rt: &Runtime, envelope: &Envelope) -> bool {
+    if envelope.parent.is_some() || envelope.deadline.is_none_or(|d| now_ms() <= d) {
+        return false;
+    }
+    let jetstream = rt.publisher.jetstream();
+    match crate::deadlines::last_event(jetstream, &rt.config.subjects, envelope.session).await {
+        Ok(Some(last)) => last.kind.is_terminal(),
+        Ok(None) => false,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot tell whether the session ended");
+            false
         }
     }
 }
@@ -359,6 +382,10 @@ async fn on_result<A: Agent>(
     }
     let all_in = results.all_in();
     let continued = task.envelope.clone();
+    // A join that waited until the session's deadline ends the session.
+    if let Some(plan) = rt.planner().overran(&continued, now_ms()) {
+        return rt.execute(delivery, plan).await;
+    }
     let resumed = with_progress(
         rt,
         delivery,

@@ -1,0 +1,150 @@
+//! The deadline watch: every session with a deadline has one timer message,
+//! held by the router (Nak with a delay) until the deadline. Then, unless
+//! the session has ended, the router ends it with a `failed` event
+//! (`deadline_exceeded`), wherever its task is: waiting in a queue, running,
+//! waiting on a join or for a person. The event's id is shared with the
+//! workers' own deadline failures, so the session ends once. The watch acts
+//! one second after the deadline: a worker that holds the task ends it at
+//! the deadline itself, and the watch then finds it ended.
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, AckKind};
+use baton_proto::{
+    DeadlineTimer, Envelope, Event, EventType, Reason, Subjects, Wire, deadline_event_id, now_ms,
+};
+use bytes::Bytes;
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind};
+use crate::publish::{Outgoing, Publisher};
+
+/// How long after the deadline the watch acts, so that a worker holding the
+/// task ends the session first.
+const GRACE_MS: u64 = 1000;
+
+/// The timer of `envelope`'s session, if it has a deadline.
+pub(crate) fn timer_for(subjects: &Subjects, envelope: &Envelope) -> Option<Outgoing> {
+    let deadline = envelope.deadline?;
+    let timer = DeadlineTimer::new(envelope.session, deadline);
+    let payload = timer.to_msgpack().ok()?;
+    Some(Outgoing {
+        subject: subjects.deadline_timers(),
+        id: timer.id(),
+        payload: Bytes::from(payload),
+        headers: HeaderMap::new(),
+    })
+}
+
+/// The last event of `session`, if it has any.
+pub(crate) async fn last_event(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    session: Uuid,
+) -> Result<Option<Event>, Error> {
+    let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot read the last event of session {session}"),
+            err,
+        )
+    };
+    let stream = jetstream
+        .get_stream_no_info(subjects.events_stream())
+        .await
+        .map_err(|err| failed(err.into()))?;
+    match stream
+        .get_last_raw_message_by_subject(&subjects.events(session))
+        .await
+    {
+        Ok(message) => Ok(Event::from_msgpack(&message.payload).ok()),
+        Err(err)
+            if matches!(
+                err.kind(),
+                jetstream::stream::LastRawMessageErrorKind::NoMessageFound
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(err) => Err(failed(err.into())),
+    }
+}
+
+/// Handles one timer message: holds it until the deadline, then ends the
+/// session unless it has ended.
+pub(crate) async fn on_timer(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    publisher: &Publisher,
+    message: jetstream::Message,
+) {
+    let timer = match DeadlineTimer::from_msgpack(&message.payload) {
+        Ok(timer) => timer,
+        Err(err) => {
+            tracing::warn!(error = %err, "unreadable deadline timer; dropping it");
+            let _ = message.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    let now = now_ms();
+    let due = timer.deadline.saturating_add(GRACE_MS);
+    if now < due {
+        let delay = Duration::from_millis(due - now);
+        let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
+        return;
+    }
+    let last = match last_event(jetstream, subjects, timer.session).await {
+        Ok(last) => last,
+        Err(err) => {
+            tracing::warn!(error = %err, "deadline check failed; trying again");
+            let _ = message
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+            return;
+        }
+    };
+    if last.as_ref().is_some_and(|event| event.kind.is_terminal()) {
+        let _ = message.double_ack().await;
+        return;
+    }
+    let state = match &last {
+        None => "its task was still queued".to_owned(),
+        Some(event) => format!(
+            "its last event was {} by {}",
+            event.kind,
+            event.agent.as_deref().unwrap_or("?")
+        ),
+    };
+    let mut failed = Event::new(
+        deadline_event_id(timer.session, timer.deadline),
+        timer.session,
+        EventType::Failed,
+    );
+    failed.agent = Some("deadline".to_owned());
+    failed.reason = Some(Reason::DeadlineExceeded);
+    failed.detail = Some(format!(
+        "the deadline passed {} ms ago and the session had not ended: {state}",
+        now - timer.deadline
+    ));
+    failed.path = last.map(|event| event.path).unwrap_or_default();
+    let outgoing = match failed.to_msgpack() {
+        Ok(payload) => Outgoing {
+            subject: subjects.events(timer.session),
+            id: failed.id,
+            payload: Bytes::from(payload),
+            headers: HeaderMap::new(),
+        },
+        Err(err) => {
+            tracing::error!(error = %err, "cannot encode a deadline event");
+            return;
+        }
+    };
+    match publisher.publish_one(&outgoing).await {
+        Ok(()) => {
+            tracing::info!(session = %timer.session, "session failed at its deadline");
+            let _ = message.double_ack().await;
+        }
+        Err(err) => tracing::error!(error = %err, "deadline event not durable; the timer stays"),
+    }
+}
