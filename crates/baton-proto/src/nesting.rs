@@ -13,100 +13,16 @@ pub fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
     // Children still to read, per open container.
     let mut open: Vec<u64> = vec![1];
     let mut at = 0usize;
-    let read = |at: usize, n: usize| -> Option<u64> {
-        let slice = bytes.get(at..at.checked_add(n)?)?;
-        Some(slice.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
-    };
     while let Some(left) = open.last_mut() {
         if *left == 0 {
             open.pop();
             continue;
         }
         *left -= 1;
-        let Some(&marker) = bytes.get(at) else {
+        let Some(Item { children, next }) = item(bytes, at) else {
             return false;
         };
-        at += 1;
-        // (bytes of length field, fixed payload, children per counted item)
-        let (children, skip): (u64, u64) = match marker {
-            0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (0, 0),
-            0x80..=0x8f => (2 * u64::from(marker & 0x0f), 0),
-            0x90..=0x9f => (u64::from(marker & 0x0f), 0),
-            0xa0..=0xbf => (0, u64::from(marker & 0x1f)),
-            0xc4 | 0xd9 => match read(at, 1) {
-                Some(len) => {
-                    at += 1;
-                    (0, len)
-                }
-                None => return false,
-            },
-            0xc5 | 0xda => match read(at, 2) {
-                Some(len) => {
-                    at += 2;
-                    (0, len)
-                }
-                None => return false,
-            },
-            0xc6 | 0xdb => match read(at, 4) {
-                Some(len) => {
-                    at += 4;
-                    (0, len)
-                }
-                None => return false,
-            },
-            0xc7 => match read(at, 1) {
-                Some(len) => {
-                    at += 1;
-                    (0, len + 1)
-                }
-                None => return false,
-            },
-            0xc8 => match read(at, 2) {
-                Some(len) => {
-                    at += 2;
-                    (0, len + 1)
-                }
-                None => return false,
-            },
-            0xc9 => match read(at, 4) {
-                Some(len) => {
-                    at += 4;
-                    (0, len + 1)
-                }
-                None => return false,
-            },
-            0xca | 0xce | 0xd2 => (0, 4),
-            0xcb | 0xcf | 0xd3 => (0, 8),
-            0xcc | 0xd0 => (0, 1),
-            0xcd | 0xd1 => (0, 2),
-            0xd4 => (0, 2),
-            0xd5 => (0, 3),
-            0xd6 => (0, 5),
-            0xd7 => (0, 9),
-            0xd8 => (0, 17),
-            0xdc | 0xde => match read(at, 2) {
-                Some(n) => {
-                    at += 2;
-                    (if marker == 0xde { 2 * n } else { n }, 0)
-                }
-                None => return false,
-            },
-            0xdd | 0xdf => match read(at, 4) {
-                Some(n) => {
-                    at += 4;
-                    (if marker == 0xdf { 2 * n } else { n }, 0)
-                }
-                None => return false,
-            },
-            0xc1 => return false,
-        };
-        at = match usize::try_from(skip)
-            .ok()
-            .and_then(|skip| at.checked_add(skip))
-        {
-            Some(next) => next,
-            None => return false,
-        };
+        at = next;
         if children > 0 {
             open.push(children);
             // The root value is not a level of nesting; each open container is.
@@ -116,6 +32,54 @@ pub fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
         }
     }
     false
+}
+
+/// One value's header: how many values it contains, and where the next
+/// value starts.
+struct Item {
+    children: u64,
+    next: usize,
+}
+
+/// The value whose marker is at `at`; `None` for bytes that end early or
+/// are not MessagePack.
+fn item(bytes: &[u8], at: usize) -> Option<Item> {
+    let marker = *bytes.get(at)?;
+    let read = |n: usize| -> Option<u64> {
+        let slice = bytes.get(at + 1..at + 1 + n)?;
+        Some(slice.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+    };
+    // (bytes of the length field, payload bytes after it, values inside)
+    let (len_bytes, skip, children): (usize, u64, u64) = match marker {
+        0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (0, 0, 0),
+        0x80..=0x8f => (0, 0, 2 * u64::from(marker & 0x0f)),
+        0x90..=0x9f => (0, 0, u64::from(marker & 0x0f)),
+        0xa0..=0xbf => (0, u64::from(marker & 0x1f), 0),
+        0xc4 | 0xd9 => (1, read(1)?, 0),
+        0xc5 | 0xda => (2, read(2)?, 0),
+        0xc6 | 0xdb => (4, read(4)?, 0),
+        0xc7 => (1, read(1)? + 1, 0),
+        0xc8 => (2, read(2)? + 1, 0),
+        0xc9 => (4, read(4)? + 1, 0),
+        0xcc | 0xd0 => (0, 1, 0),
+        0xcd | 0xd1 => (0, 2, 0),
+        0xca | 0xce | 0xd2 => (0, 4, 0),
+        0xcb | 0xcf | 0xd3 => (0, 8, 0),
+        0xd4 => (0, 2, 0),
+        0xd5 => (0, 3, 0),
+        0xd6 => (0, 5, 0),
+        0xd7 => (0, 9, 0),
+        0xd8 => (0, 17, 0),
+        0xdc => (2, 0, read(2)?),
+        0xdd => (4, 0, read(4)?),
+        0xde => (2, 0, 2 * read(2)?),
+        0xdf => (4, 0, 2 * read(4)?),
+        0xc1 => return None,
+    };
+    let next = at
+        .checked_add(1 + len_bytes)?
+        .checked_add(usize::try_from(skip).ok()?)?;
+    Some(Item { children, next })
 }
 
 #[cfg(test)]

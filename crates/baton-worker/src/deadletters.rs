@@ -176,60 +176,7 @@ impl Client {
             ));
         }
         let (id, payload) = match Envelope::from_msgpack_limited(&entry.payload, usize::MAX) {
-            Ok(mut envelope) => {
-                let now = now_ms();
-                match (extend_deadline, envelope.deadline) {
-                    (Some(extra), _) => {
-                        let extra = u64::try_from(extra.as_millis()).unwrap_or(u64::MAX);
-                        envelope.deadline = Some(now.saturating_add(extra));
-                    }
-                    (None, Some(deadline)) if deadline <= now => {
-                        return Err(Error::new(
-                            ErrorKind::Config,
-                            format!(
-                                "dead letter {seq}'s deadline has passed, so it would only be dead-lettered again: give it more time with --extend-deadline MS"
-                            ),
-                        ));
-                    }
-                    (None, _) => {}
-                }
-                envelope.id = derive_id_labelled(
-                    envelope.id,
-                    "replay",
-                    u32::try_from(seq).unwrap_or(u32::MAX),
-                );
-                // The session is open again: watchers and `wait` follow it to
-                // its new end.
-                let mut reopened = Event::new(
-                    derive_id_labelled(envelope.id, "reopened", 0),
-                    envelope.session,
-                    EventType::Reopened,
-                );
-                reopened.envelope = Some(envelope.id);
-                reopened.reason = Some(baton_proto::Reason::from(&entry.reason));
-                reopened.detail = Some(format!(
-                    "dead letter {seq} ({}) replayed to {}",
-                    entry.reason, entry.original_subject
-                ));
-                self.publisher()
-                    .publish_one(&Outgoing {
-                        subject: self.subjects().events(envelope.session),
-                        id: reopened.id,
-                        payload: Bytes::from(reopened.to_msgpack().map_err(|err| {
-                            Error::with_source(ErrorKind::Encode, "cannot encode an event", err)
-                        })?),
-                        headers: HeaderMap::new(),
-                    })
-                    .await?;
-                // The session's deadline is watched again (a new one, when extended).
-                if let Some(timer) = crate::deadlines::timer_for(self.subjects(), &envelope) {
-                    self.publisher().publish_one(&timer).await?;
-                }
-                let bytes = envelope.to_msgpack().map_err(|err| {
-                    Error::with_source(ErrorKind::Encode, "cannot re-encode the envelope", err)
-                })?;
-                (envelope.id, Bytes::from(bytes))
-            }
+            Ok(envelope) => self.reopen(&entry, envelope, extend_deadline).await?,
             // Unreadable bytes go back as they are (they will be dead-lettered again unless the reader changed).
             Err(_) => (Uuid::new_v4(), entry.payload.clone()),
         };
@@ -250,6 +197,71 @@ impl Client {
             })?;
         }
         Ok(id)
+    }
+
+    /// Re-opens the session of a readable dead letter: a new id, the
+    /// deadline checked (or extended), a `reopened` event and a new deadline
+    /// timer. Returns the id and bytes to publish.
+    async fn reopen(
+        &self,
+        entry: &DeadLetterEntry,
+        mut envelope: Envelope,
+        extend_deadline: Option<std::time::Duration>,
+    ) -> Result<(Uuid, Bytes), Error> {
+        let seq = entry.seq;
+
+        let now = now_ms();
+        match (extend_deadline, envelope.deadline) {
+            (Some(extra), _) => {
+                let extra = u64::try_from(extra.as_millis()).unwrap_or(u64::MAX);
+                envelope.deadline = Some(now.saturating_add(extra));
+            }
+            (None, Some(deadline)) if deadline <= now => {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "dead letter {seq}'s deadline has passed, so it would only be dead-lettered again: give it more time with --extend-deadline MS"
+                    ),
+                ));
+            }
+            (None, _) => {}
+        }
+        envelope.id = derive_id_labelled(
+            envelope.id,
+            "replay",
+            u32::try_from(seq).unwrap_or(u32::MAX),
+        );
+        // The session is open again: watchers and `wait` follow it to
+        // its new end.
+        let mut reopened = Event::new(
+            derive_id_labelled(envelope.id, "reopened", 0),
+            envelope.session,
+            EventType::Reopened,
+        );
+        reopened.envelope = Some(envelope.id);
+        reopened.reason = Some(baton_proto::Reason::from(&entry.reason));
+        reopened.detail = Some(format!(
+            "dead letter {seq} ({}) replayed to {}",
+            entry.reason, entry.original_subject
+        ));
+        self.publisher()
+            .publish_one(&Outgoing {
+                subject: self.subjects().events(envelope.session),
+                id: reopened.id,
+                payload: Bytes::from(reopened.to_msgpack().map_err(|err| {
+                    Error::with_source(ErrorKind::Encode, "cannot encode an event", err)
+                })?),
+                headers: HeaderMap::new(),
+            })
+            .await?;
+        // The session's deadline is watched again (a new one, when extended).
+        if let Some(timer) = crate::deadlines::timer_for(self.subjects(), &envelope) {
+            self.publisher().publish_one(&timer).await?;
+        }
+        let bytes = envelope.to_msgpack().map_err(|err| {
+            Error::with_source(ErrorKind::Encode, "cannot re-encode the envelope", err)
+        })?;
+        Ok((envelope.id, Bytes::from(bytes)))
     }
 }
 

@@ -35,6 +35,27 @@ pub(crate) struct Source {
     pub(crate) consumer: String,
 }
 
+impl Source {
+    /// The durable consumer `consumer` of the tasks stream on `filter`,
+    /// created if missing, as a source to pull from.
+    pub(crate) async fn tasks(
+        client: &async_nats::Client,
+        jetstream: &jetstream::Context,
+        subjects: &baton_proto::Subjects,
+        consumer: &str,
+        filter: String,
+        ack_wait: Duration,
+    ) -> Result<Self, crate::error::Error> {
+        crate::provision::task_consumer(jetstream, subjects, consumer, filter, ack_wait).await?;
+        Ok(Self {
+            client: client.clone(),
+            jetstream: jetstream.clone(),
+            stream: subjects.tasks_stream(),
+            consumer: consumer.to_owned(),
+        })
+    }
+}
+
 /// Pulls until `shutdown` resolves, lets in-flight work finish within the
 /// grace period, then flushes the connection so the last acks are sent.
 pub(crate) async fn serve<H, F>(

@@ -138,20 +138,26 @@ impl Router {
         let jetstream = jetstream::new(self.client.clone());
         let config = Arc::new(self.config);
         provision::provision(&jetstream, &config.subjects, &config.streams).await?;
-        let _consumer = provision::task_consumer(
+        let (subjects, ack_wait) = (&config.subjects, config.ack_wait);
+        let source = Source::tasks(
+            &self.client,
             &jetstream,
-            &config.subjects,
+            subjects,
             Subjects::INGRESS_CONSUMER,
-            config.subjects.ingress(),
-            config.ack_wait,
+            subjects.ingress(),
+            ack_wait,
         )
         .await?;
-        let source = Source {
-            client: self.client.clone(),
-            jetstream: jetstream.clone(),
-            stream: config.subjects.tasks_stream(),
-            consumer: Subjects::INGRESS_CONSUMER.to_owned(),
-        };
+        // Deadline timers: a consumer of their own, served alongside.
+        let timers = Source::tasks(
+            &self.client,
+            &jetstream,
+            subjects,
+            Subjects::DEADLINES_CONSUMER,
+            subjects.deadline_timers(),
+            ack_wait,
+        )
+        .await?;
         let served = Served::new(jetstream.clone(), config.subjects.clone());
         let publisher = Publisher::new(jetstream.clone());
         let settings = IntakeSettings {
@@ -165,21 +171,6 @@ impl Router {
             RegistryClient::new(self.client.clone(), &config.subjects)
                 .with_budget(config.lookup_budget)
         });
-        // Deadline timers: a consumer of their own, served alongside.
-        let _timers = provision::task_consumer(
-            &jetstream,
-            &config.subjects,
-            Subjects::DEADLINES_CONSUMER,
-            config.subjects.deadline_timers(),
-            config.ack_wait,
-        )
-        .await?;
-        let timers = Source {
-            client: self.client.clone(),
-            jetstream: jetstream.clone(),
-            stream: config.subjects.tasks_stream(),
-            consumer: Subjects::DEADLINES_CONSUMER.to_owned(),
-        };
         let stop = tokio_util::sync::CancellationToken::new();
         let router = Arc::new(Ingress {
             config,
@@ -188,27 +179,7 @@ impl Router {
             me,
             served,
         });
-        let watch = {
-            let router = router.clone();
-            let settings = IntakeSettings {
-                concurrency: 64,
-                pull_expires: Duration::from_secs(5),
-                shutdown_grace: Duration::from_secs(2),
-            };
-            intake::serve(
-                timers,
-                settings,
-                stop.clone().cancelled_owned(),
-                move |message| {
-                    let router = router.clone();
-                    let jetstream = jetstream.clone();
-                    async move {
-                        let subjects = &router.config.subjects;
-                        deadlines::on_timer(&jetstream, subjects, &router.publisher, message).await;
-                    }
-                },
-            )
-        };
+        let watch = watch_deadlines(timers, router.clone(), jetstream, stop.clone());
         let ingress = intake::serve(
             source,
             settings,
@@ -225,6 +196,29 @@ impl Router {
         tokio::join!(ingress, watch, stopper);
         Ok(())
     }
+}
+
+/// Serves the deadline timers until `stop` is cancelled.
+async fn watch_deadlines(
+    timers: Source,
+    router: Arc<Ingress>,
+    jetstream: jetstream::Context,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let settings = IntakeSettings {
+        concurrency: 64,
+        pull_expires: Duration::from_secs(5),
+        shutdown_grace: Duration::from_secs(2),
+    };
+    intake::serve(timers, settings, stop.cancelled_owned(), move |message| {
+        let router = router.clone();
+        let jetstream = jetstream.clone();
+        async move {
+            let subjects = &router.config.subjects;
+            deadlines::on_timer(&jetstream, subjects, &router.publisher, message).await;
+        }
+    })
+    .await;
 }
 
 /// What the router's per-message path needs.
