@@ -29,7 +29,7 @@ impl Outgoing {
             .map(|(name, values)| {
                 values
                     .iter()
-                    .map(|value| name.to_string().len() + value.as_str().len() + 4)
+                    .map(|value| AsRef::<str>::as_ref(name).len() + value.as_str().len() + 4)
                     .sum::<usize>()
             })
             .sum();
