@@ -202,3 +202,24 @@ async fn a_task_waiting_for_a_person_fails_at_its_deadline() -> anyhow::Result<(
     assert_eq!(terminal_events(&system, task.session).await?.len(), 1);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_deadline_timer_is_dead_lettered() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.router(&["--no-registry"]).await?;
+    system
+        .publish_raw("baton.agent._deadline", b"not a timer".to_vec())
+        .await?;
+    let dead = eventually(Duration::from_secs(20), || async {
+        let dead = system.client.dead_letters().await?;
+        anyhow::ensure!(!dead.is_empty(), "no dead letter yet");
+        Ok(dead)
+    })
+    .await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].agent, "ingress");
+    assert_eq!(dead[0].reason.as_str(), "malformed");
+    assert_eq!(&dead[0].payload[..], b"not a timer");
+    system.settled().await?;
+    Ok(())
+}

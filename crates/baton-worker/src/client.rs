@@ -117,9 +117,13 @@ impl Client {
         self.ensure_streams().await?;
         self.check_served(agent).await?;
         self.publish(self.subjects.agent(agent), envelope).await?;
-        // Past the router, so the deadline watch is started here.
+        // Past the router, so the deadline watch is started here. The task is
+        // durable already: a missing timer only leaves a queued task to be
+        // failed by the worker that takes it.
         if let Some(timer) = crate::deadlines::timer_for(&self.subjects, envelope) {
-            self.publisher.publish_one(&timer).await?;
+            if let Err(err) = self.publisher.publish_one(&timer).await {
+                tracing::warn!(error = %err, session = %envelope.session, "the deadline watch did not start");
+            }
         }
         Ok(())
     }

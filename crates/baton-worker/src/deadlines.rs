@@ -12,12 +12,15 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
 use baton_proto::{
-    DeadlineTimer, Envelope, Event, EventType, Reason, Subjects, Wire, deadline_event_id, now_ms,
+    AgentName, DeadlineTimer, Envelope, Event, EventType, Reason, Subjects, Wire,
+    deadline_event_id, now_ms,
 };
 use bytes::Bytes;
 use uuid::Uuid;
 
+use crate::delivery::Delivery;
 use crate::error::{Error, ErrorKind};
+use crate::plan::Settle;
 use crate::publish::{Outgoing, Publisher};
 
 /// How long after the deadline the watch acts, so that a worker holding the
@@ -77,13 +80,18 @@ pub(crate) async fn on_timer(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
     publisher: &Publisher,
+    me: &AgentName,
     message: jetstream::Message,
 ) {
     let timer = match DeadlineTimer::from_msgpack(&message.payload) {
         Ok(timer) => timer,
         Err(err) => {
-            tracing::warn!(error = %err, "unreadable deadline timer; dropping it");
-            let _ = message.ack_with(AckKind::Term).await;
+            // Dead-lettered under the router's name, like any unreadable task.
+            tracing::warn!(error = %err, "unreadable deadline timer; dead-lettering it");
+            let span = tracing::info_span!("baton.deadline");
+            let delivery = Delivery::new(message, span, subjects, me);
+            let outgoing = delivery.unreadable(&err.reason(), err.detail());
+            delivery.finish(publisher, &outgoing, Settle::Term).await;
             return;
         }
     };

@@ -215,7 +215,8 @@ async fn watch_deadlines(
         let jetstream = jetstream.clone();
         async move {
             let subjects = &router.config.subjects;
-            deadlines::on_timer(&jetstream, subjects, &router.publisher, message).await;
+            let (publisher, me) = (&router.publisher, &router.me);
+            deadlines::on_timer(&jetstream, subjects, publisher, me, message).await;
         }
     })
     .await;
