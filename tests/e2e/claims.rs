@@ -259,3 +259,62 @@ async fn a_person_answers_a_task_whose_context_is_larger_than_a_message() -> any
     assert_eq!(agents(&end.path), ["grow_a", "human_support"]);
     Ok(())
 }
+
+/// Answers with 700 KB: the `completed` event is claim-checked.
+const VERBOSE: &str = r#"
+import json, sys
+json.load(sys.stdin)
+print(json.dumps({"output": "y" * 700000}))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_answer_reaches_the_rust_and_the_python_client_whole() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let spec = write_spec(dir.path(), "verbose", VERBOSE, &[]);
+    system
+        .spec_worker("verbose", &spec, &["--no-registry"])
+        .await?;
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
+    let output = tokio::task::block_in_place(|| {
+        std::process::Command::new("python3")
+            .arg(&script)
+            .args(["--url", system.server.url(), "--timeout", "30"])
+            .args(["--to", "verbose", "--direct", "tell me everything"])
+            .output()
+    })?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        &stdout[..stdout.len().min(2000)],
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("completed: "))
+        .unwrap_or_default();
+    assert_eq!(answer.len(), 700_000, "the answer arrived whole");
+    assert!(answer.bytes().all(|b| b == b'y'));
+    // As stored, the event is small: its answer is in the claim-check store.
+    let stored = system.all_events().await?;
+    let done = stored
+        .iter()
+        .find(|e| e.kind == EventType::Completed)
+        .expect("completed");
+    assert_eq!(done.output.as_ref().and_then(Value::as_str), Some(""));
+    assert_eq!(done.claims.len(), 1);
+    assert_eq!(done.claims[0].path, "/output");
+    // The Rust client restores it too.
+    let end = system
+        .client
+        .wait(done.session, std::time::Duration::from_secs(10))
+        .await?;
+    assert_eq!(
+        end.output.as_ref().and_then(Value::as_str).map(str::len),
+        Some(700_000)
+    );
+    assert!(end.claims.is_empty());
+    Ok(())
+}

@@ -235,7 +235,9 @@ fn put_claims(root: &mut Mp, claims: &[Claim]) -> Result<(), ClaimError> {
     let Mp::Map(entries) = root else {
         return Err(ClaimError("the payload is not a map".to_owned()));
     };
-    let value = rmpv::ext::to_value(claims).map_err(|err| ClaimError(err.to_string()))?;
+    // Named maps, as every payload of the protocol (not serde's tuple form).
+    let bytes = rmp_serde::to_vec_named(claims).map_err(|err| ClaimError(err.to_string()))?;
+    let value = read(&bytes)?;
     entries.push((Mp::from(CLAIMS_FIELD), value));
     Ok(())
 }

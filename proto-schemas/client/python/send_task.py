@@ -10,7 +10,8 @@ A Baton client needs only a NATS client and a MessagePack library:
 A task larger than half the server's max_payload goes through the
 claim-check (PROTOCOL.md, "Claim-check"): every string of 16 KiB or more is
 stored in the BATON_CLAIMS object store under the SHA-256 of its msgpack
-encoding, and the envelope lists it in `claims`.
+encoding, and the envelope lists it in `claims`. Events with a large answer
+arrive the same way and are restored before they are printed.
 
 Exit status: 0 when the session completed, 1 when it failed, 2 on a timeout.
 """
@@ -110,6 +111,33 @@ async def store_objects(js, prefix: str, objects: dict[str, bytes]) -> None:
         await store.put(name, data)
 
 
+def unescape(segment: str) -> str:
+    return segment.replace("~1", "/").replace("~0", "~")
+
+
+async def restore(js, prefix: str, payload: dict) -> dict:
+    """Puts a claim-checked payload's parts back, in reverse order."""
+    claims = payload.pop("claims", None) or []
+    if not claims:
+        return payload
+    bucket = f"{prefix.upper().replace('-', '_')}_CLAIMS"
+    store = await js.object_store(bucket)
+    for claim in reversed(claims):
+        data = (await store.get(claim["object"])).data
+        if "sha256-" + hashlib.sha256(data).hexdigest() != claim["object"]:
+            raise ValueError(f"object {claim['object']} does not match its name")
+        *parents, last = [unescape(s) for s in claim["path"].split("/")[1:]]
+        node = payload
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        value = msgpack.unpackb(data, raw=False)
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return payload
+
+
 def describe(event: dict) -> str:
     kind = event.get("type")
     agent = event.get("agent") or "?"
@@ -161,7 +189,7 @@ async def run(args: argparse.Namespace) -> int:
                 msg = await sub.next_msg(timeout=remaining)
             except nats.errors.TimeoutError:
                 continue
-            event = msgpack.unpackb(msg.data, raw=False)
+            event = await restore(js, args.prefix, msgpack.unpackb(msg.data, raw=False))
             print(describe(event))
             if event.get("type") in TERMINAL:
                 path = " -> ".join(hop["agent"] for hop in event.get("path") or [])

@@ -132,3 +132,24 @@ fn not_a_map_is_an_error() {
     assert!(check_out(vec![0x93, 1, 2, 3], 1, 1).is_err());
     assert!(claims(&[0xc1]).is_err());
 }
+
+#[test]
+fn claims_are_written_as_named_maps() {
+    let checked = check_out(big_session(&[200_000]).to_msgpack().unwrap(), 50_000, 4096).unwrap();
+    let value = rmpv::decode::read_value(&mut &checked.payload[..]).unwrap();
+    let claims = value
+        .as_map()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("claims"))
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let first = &claims.as_array().unwrap()[0];
+    let keys: Vec<_> = first
+        .as_map()
+        .expect("a map, as PROTOCOL.md shows")
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(keys, ["path", "object", "size"]);
+}
