@@ -163,16 +163,8 @@ async fn the_python_client_sends_a_task_larger_than_a_message() -> anyhow::Resul
         .await?;
     let text = dir.path().join("big.txt");
     std::fs::write(&text, "x".repeat(3_000_000))?;
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
-    let output = tokio::task::block_in_place(|| {
-        std::process::Command::new("python3")
-            .arg(&script)
-            .args(["--url", system.server.url(), "--timeout", "30"])
-            .args(["--to", "measure", "--direct", "--file"])
-            .arg(&text)
-            .output()
-    })?;
+    let text = text.to_string_lossy();
+    let output = system.python_client(&["--to", "measure", "--direct", "--file", &text])?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
@@ -210,26 +202,13 @@ async fn a_person_answers_a_task_whose_context_is_larger_than_a_message() -> any
     system
         .spec_worker("grow_a", &spec, &["--no-registry"])
         .await?;
-    system
-        .spec_worker(
-            "human_support",
-            &crate::util::example("support/human_support.toml"),
-            &["--no-registry"],
-        )
-        .await?;
+    system.human_support().await?;
     let task = Envelope::task("a long story for a person");
     system
         .client
         .submit_to(&baton_proto::AgentName::new("grow_a")?, &task)
         .await?;
-    let waiting = baton_testkit::eventually(std::time::Duration::from_secs(30), || async {
-        let events = system.stored_events(task.session).await?;
-        events
-            .into_iter()
-            .find(|e| e.kind == EventType::Waiting)
-            .ok_or_else(|| anyhow::anyhow!("not waiting yet"))
-    })
-    .await?;
+    let waiting = system.waiting(task.session).await?;
     let id = waiting.envelope.unwrap().to_string();
     // The person sees the whole context.
     let show = system.baton(&["inbox", "show", &id]).output()?;
@@ -275,15 +254,7 @@ async fn a_large_answer_reaches_the_rust_and_the_python_client_whole() -> anyhow
     system
         .spec_worker("verbose", &spec, &["--no-registry"])
         .await?;
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
-    let output = tokio::task::block_in_place(|| {
-        std::process::Command::new("python3")
-            .arg(&script)
-            .args(["--url", system.server.url(), "--timeout", "30"])
-            .args(["--to", "verbose", "--direct", "tell me everything"])
-            .output()
-    })?;
+    let output = system.python_client(&["--to", "verbose", "--direct", "tell me everything"])?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

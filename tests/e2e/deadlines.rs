@@ -176,13 +176,7 @@ async fn a_join_waiting_past_the_deadline_ends_the_session_once() -> anyhow::Res
 async fn a_task_waiting_for_a_person_fails_at_its_deadline() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     system.router(&["--no-registry"]).await?;
-    system
-        .spec_worker(
-            "human_support",
-            &crate::util::example("support/human_support.toml"),
-            &["--no-registry"],
-        )
-        .await?;
+    system.human_support().await?;
     let deadline = now_ms() + 1_500;
     let task = Envelope::task("I need a person, quickly").with_deadline(deadline);
     let events = system.run("human_support", &task).await?;

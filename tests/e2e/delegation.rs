@@ -666,13 +666,7 @@ async fn a_result_that_belongs_to_no_delegation_is_dead_lettered() -> anyhow::Re
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_answering_a_delegated_task_answers_the_parent() -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system
-        .spec_worker(
-            "human_support",
-            &example("support/human_support.toml"),
-            &["--no-registry"],
-        )
-        .await?;
+    system.human_support().await?;
     system
         .relay("asker", "asker", &["--delegate", "human_support"])
         .await?;

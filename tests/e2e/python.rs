@@ -1,7 +1,5 @@
 //! The Python client of proto-schemas/ completes a demo session.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use crate::util::{System, wants};
@@ -23,20 +21,7 @@ async fn the_python_client_completes_a_demo_session() -> anyhow::Result<()> {
             a.candidates.len() == 3
         })
         .await?;
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("proto-schemas/client/python/send_task.py");
-    let output = tokio::task::block_in_place(|| {
-        Command::new("python3")
-            .arg(&script)
-            .args([
-                "--url",
-                system.server.url(),
-                "--timeout",
-                "30",
-                "I want a refund for order ABC-123",
-            ])
-            .output()
-    })?;
+    let output = system.python_client(&["I want a refund for order ABC-123"])?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use baton_proto::{Envelope, EventType};
 
-use crate::util::{System, example, kinds};
+use crate::util::{System, kinds};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replayed_dead_letter_reopens_its_session_and_the_new_end_wins() -> anyhow::Result<()> {
@@ -150,13 +150,7 @@ async fn a_fresh_server_and_an_unknown_session_get_plain_answers() -> anyhow::Re
 #[tokio::test(flavor = "multi_thread")]
 async fn send_wait_says_when_a_person_must_answer_and_exits_with_3() -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system
-        .spec_worker(
-            "human_support",
-            &example("support/human_support.toml"),
-            &["--no-registry"],
-        )
-        .await?;
+    system.human_support().await?;
     let output = system
         .baton(&[
             "send",

@@ -119,27 +119,13 @@ async fn a_delegation_to_an_agent_type_nobody_serves_fails_with_no_route() -> an
 async fn an_inbox_answer_handing_off_to_an_unknown_type_is_refused_and_the_task_stays()
 -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system
-        .spec_worker(
-            "human_support",
-            &crate::util::example("support/human_support.toml"),
-            &["--no-registry"],
-        )
-        .await?;
+    system.human_support().await?;
     let task = Envelope::task("please pass me on");
     system
         .client
         .submit_to(&AgentName::new("human_support")?, &task)
         .await?;
-    let waiting = baton_testkit::eventually(std::time::Duration::from_secs(30), || async {
-        system
-            .stored_events(task.session)
-            .await?
-            .into_iter()
-            .find(|e| e.kind == EventType::Waiting)
-            .ok_or_else(|| anyhow::anyhow!("not waiting yet"))
-    })
-    .await?;
+    let waiting = system.waiting(task.session).await?;
     let id = waiting.envelope.unwrap().to_string();
     let reply = system
         .baton(&["inbox", "reply", &id, "over to you", "--handoff", "refnud"])

@@ -154,6 +154,41 @@ impl System {
         self.spawn(label, &args, "worker started").await
     }
 
+    /// Starts the example human agent `human_support` (from
+    /// `examples/support/human_support.toml`), without the registry.
+    pub async fn human_support(&mut self) -> anyhow::Result<()> {
+        let spec = example("support/human_support.toml");
+        self.spec_worker("human_support", &spec, &["--no-registry"])
+            .await
+    }
+
+    /// The `waiting` event of `session`, once a human agent has parked it.
+    pub async fn waiting(&self, session: Uuid) -> anyhow::Result<Event> {
+        let event = eventually(Duration::from_secs(30), || async {
+            self.stored_events(session)
+                .await?
+                .into_iter()
+                .find(|e| e.kind == baton_proto::EventType::Waiting)
+                .ok_or_else(|| anyhow::anyhow!("not waiting yet"))
+        })
+        .await?;
+        Ok(event)
+    }
+
+    /// Runs the Python client of `proto-schemas/` against this server with `args`.
+    pub fn python_client(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("proto-schemas/client/python/send_task.py");
+        let output = tokio::task::block_in_place(|| {
+            Command::new("python3")
+                .arg(&script)
+                .args(["--url", self.server.url(), "--timeout", "30"])
+                .args(args)
+                .output()
+        })?;
+        Ok(output)
+    }
+
     /// Takes ownership of a process the test spawned itself.
     pub fn adopt(&mut self, label: &str, process: ChildProcess) {
         self.processes.insert(label.to_owned(), process);

@@ -150,14 +150,7 @@ impl Client {
         let payload = envelope
             .to_msgpack()
             .map_err(|err| Error::with_source(ErrorKind::Config, "cannot encode the task", err))?;
-        let payload =
-            self.claims
-                .check_out(Bytes::from(payload))
-                .await
-                .map_err(|err| match err {
-                    ClaimFailure::Permanent(detail) => Error::new(ErrorKind::Config, detail),
-                    ClaimFailure::Transient(err) => err,
-                })?;
+        let payload = self.claims.pack(Bytes::from(payload)).await?;
         let span = tracing::info_span!("baton.submit", session = %envelope.session, envelope = %envelope.id);
         let mut headers = async_nats::HeaderMap::new();
         trace::inject(&span, &opentelemetry::Context::new(), &mut headers);
