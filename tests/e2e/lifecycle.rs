@@ -288,3 +288,86 @@ async fn a_message_that_keeps_killing_its_worker_is_dead_lettered_unread() -> an
     system.settled().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_whose_last_delivery_is_never_settled_is_caught_from_the_advisory()
+-> anyhow::Result<()> {
+    use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
+    let mut system = System::start().await?;
+    // One slot, held by a long first task: the worker pulls nothing else.
+    let flags = [
+        "--concurrency",
+        "1",
+        "--work-ms",
+        "60000",
+        "--max-attempts",
+        "1",
+        "--max-deliveries",
+        "2",
+    ];
+    system.relay("busy", "busy", &flags).await?;
+    let agent = AgentName::new("busy")?;
+    let first = Envelope::task("keeps the worker busy");
+    system.client.submit_to(&agent, &first).await?;
+    eventually(Duration::from_secs(30), || async {
+        let stored = system.stored_events(first.session).await?;
+        anyhow::ensure!(stored.iter().any(|e| e.kind == EventType::Accepted));
+        Ok(())
+    })
+    .await?;
+    // A foreign consumer member takes the second task and never settles it
+    // (it naks): the consumer allows max_deliveries + 1 = 3 deliveries.
+    let stranded = Envelope::task("taken by a member that never settles");
+    system.client.submit_to(&agent, &stranded).await?;
+    let js = jetstream::new(system.nats.clone());
+    let consumer: PullConsumer = js
+        .get_stream("BATON_TASKS")
+        .await?
+        .get_consumer("agent-busy")
+        .await
+        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    assert_eq!(consumer.cached_info().config.max_deliver, 3);
+    let mut deliveries = 0;
+    while deliveries < 3 {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await?;
+        if let Some(message) = futures::StreamExt::next(&mut batch).await {
+            let message = message.map_err(|err| anyhow::anyhow!("{err}"))?;
+            message
+                .ack_with(AckKind::Nak(None))
+                .await
+                .map_err(|err| anyhow::anyhow!("{err}"))?;
+            deliveries += 1;
+        }
+    }
+    // The next pull finds the message over its limit: the server skips it
+    // and sends the advisory.
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(Duration::from_secs(1))
+        .messages()
+        .await?;
+    assert!(futures::StreamExt::next(&mut batch).await.is_none());
+    // The busy worker hears the advisory: one dead letter, one failure.
+    let events = system
+        .session_events(stranded.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(kinds(&events), ["dead_lettered", "failed"]);
+    assert_eq!(
+        events[1].reason.as_ref().map(|r| r.as_str()),
+        Some("max_deliveries")
+    );
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].session, Some(stranded.session));
+    assert_eq!(dead[0].deliveries, 3);
+    // The message left the work queue: only the first task remains.
+    let mut tasks = js.get_stream("BATON_TASKS").await?;
+    assert_eq!(tasks.info().await?.state.messages, 1);
+    Ok(())
+}

@@ -10,6 +10,7 @@ mod failures;
 mod fuzz;
 mod handoff;
 mod lifecycle;
+mod permissions;
 mod python;
 mod registry;
 mod reopen;

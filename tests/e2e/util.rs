@@ -18,25 +18,57 @@ pub struct System {
     pub client: Client,
     pub nats: async_nats::Client,
     pub server: NatsServer,
+    /// The URL `baton` processes get: the server's, with credentials when
+    /// the server requires them.
+    url: String,
 }
 
 impl System {
     pub async fn start() -> anyhow::Result<Self> {
         let server = tokio::task::spawn_blocking(NatsServer::start).await??;
-        let nats = async_nats::connect(server.url()).await?;
+        let url = server.url().to_owned();
+        Self::on(server, url, async_nats::ConnectOptions::new()).await
+    }
+
+    /// A server that runs with the configuration `config` (users and
+    /// permissions). The test's own client and every `baton` process
+    /// connect as `user`/`password`, given in the URL, unless a process
+    /// is started with other credentials.
+    pub async fn secured(config: &str, user: &str, password: &str) -> anyhow::Result<Self> {
+        let file = tempfile::Builder::new().suffix(".conf").tempfile()?;
+        std::fs::write(file.path(), config)?;
+        let options = baton_testkit::ServerOptions::default()
+            .arg("-c")
+            .arg(file.path());
+        let server = tokio::task::spawn_blocking(move || NatsServer::start_with(options)).await??;
+        let url = server
+            .url()
+            .replacen("nats://", &format!("nats://{user}:{password}@"), 1);
+        let options =
+            async_nats::ConnectOptions::with_user_and_password(user.into(), password.into());
+        Self::on(server, url, options).await
+    }
+
+    async fn on(
+        server: NatsServer,
+        url: String,
+        options: async_nats::ConnectOptions,
+    ) -> anyhow::Result<Self> {
+        let nats = options.connect(server.url()).await?;
         let client = Client::new(nats.clone(), Subjects::default());
         Ok(Self {
             server,
             processes: HashMap::new(),
             client,
             nats,
+            url,
         })
     }
 
     /// A `baton` command aimed at this system's server.
     pub fn baton(&self, args: &[&str]) -> Command {
         let mut command = Command::new(baton_testkit::baton_binary());
-        command.arg("--nats-url").arg(self.server.url()).args(args);
+        command.arg("--nats-url").arg(&self.url).args(args);
         command.env("RUST_LOG", "info").env_remove("NATS_URL");
         command
     }

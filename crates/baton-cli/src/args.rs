@@ -31,8 +31,10 @@ pub struct Cli {
 /// Connection settings, following the NATS CLI's environment variables.
 #[derive(Debug, Clone, Args)]
 pub struct NatsArgs {
-    /// NATS server URL (default nats://127.0.0.1:4222; `baton dev` starts its own server when unset).
-    #[arg(long, global = true, env = "NATS_URL")]
+    /// NATS server URL, or a comma-separated list of them (default nats://127.0.0.1:4222;
+    /// `baton dev` starts its own server when unset). A URL may carry `user:password@` or
+    /// `token@`; `tls://` requires TLS.
+    #[arg(long, global = true, env = "NATS_URL", hide_env_values = true)]
     pub nats_url: Option<String>,
 
     /// NATS credentials file (JWT + nkey).
@@ -50,6 +52,22 @@ pub struct NatsArgs {
     /// NATS authentication token.
     #[arg(long, global = true, env = "NATS_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+
+    /// NATS nkey seed file (a user seed, as `nk -gen user` writes).
+    #[arg(long, global = true, env = "NATS_NKEY")]
+    pub nkey: Option<PathBuf>,
+
+    /// CA certificate (PEM) to verify the NATS server with; turns TLS on.
+    #[arg(long, global = true, env = "NATS_CA")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for TLS client authentication, with --tls-key.
+    #[arg(long, global = true, env = "NATS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of the client certificate, with --tls-cert.
+    #[arg(long, global = true, env = "NATS_KEY")]
+    pub tls_key: Option<PathBuf>,
 
     /// Subject prefix shared by every Baton process of one deployment.
     #[arg(long, global = true, env = "BATON_PREFIX", default_value = "baton")]
@@ -158,7 +176,9 @@ pub struct WorkerArgs {
 
     /// A message delivered this many times without being settled (a worker crashed on it
     /// each time) is dead-lettered with `max_deliveries` on its next delivery, unread.
-    /// Must be above the agent's max attempts.
+    /// Must be above the agent's max attempts. The consumer's max_deliver is one more; a
+    /// message whose last delivery is not settled either is dead-lettered from the
+    /// server's max-deliveries advisory.
     #[arg(long, env = "BATON_MAX_DELIVERIES", default_value_t = 20)]
     pub max_deliveries: u32,
 

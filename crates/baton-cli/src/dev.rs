@@ -17,7 +17,7 @@ pub async fn run(
     subjects: Subjects,
     args: DevArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let (client, server) = crate::connect_or_start(nats, "baton dev").await?;
+    let (client, server) = crate::nats::connect_or_start(nats, "baton dev").await?;
     if let Some(server) = &server {
         println!(
             "nats-server started at {} (store {})",
@@ -27,7 +27,7 @@ pub async fn run(
     }
 
     let stop = CancellationToken::new();
-    let mut services = start_services(&client, &subjects, &stop)?;
+    let mut services = start_services(client.client(), &subjects, &stop)?;
     println!(
         "router (entry agent {}) and {} demo agents running: {}",
         demo::ENTRY,
@@ -38,7 +38,7 @@ pub async fn run(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    wait_for_registry(&client, &subjects).await?;
+    wait_for_registry(client.client(), &subjects).await?;
     println!(
         "registry (service {}) knows every demo agent",
         baton_registry::SERVICE_NAME
@@ -54,11 +54,10 @@ pub async fn run(
         println!();
         println!(
             "serving until Ctrl-C; in another shell: baton --nats-url {} send --wait \"Where is my order ABC-123?\"",
-            server
-                .as_ref()
-                .map(|server| server.url())
-                .or(nats.nats_url.as_deref())
-                .unwrap_or("nats://127.0.0.1:4222")
+            server.as_ref().map_or_else(
+                || crate::nats::shown(nats.nats_url.as_deref()),
+                |server| server.url().to_owned()
+            )
         );
         crate::shutdown_signal().await;
     }

@@ -10,7 +10,10 @@ pub async fn run(
     subjects: Subjects,
     command: DlqCommand,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let client = Client::new(crate::connect(nats, None, "baton dlq").await?, subjects);
+    let client = Client::new(
+        crate::nats::connect(nats, None, "baton dlq").await?,
+        subjects,
+    );
     match command {
         DlqCommand::Ls { json } => {
             let entries = client.dead_letters().await?;

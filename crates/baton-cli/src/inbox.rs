@@ -45,8 +45,8 @@ pub async fn run(
     subjects: Subjects,
     command: InboxCommand,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let client = crate::connect(nats, None, "baton inbox").await?;
-    let inbox = Inbox::open(client, subjects).await?;
+    let client = crate::nats::connect(nats, None, "baton inbox").await?;
+    let inbox = Inbox::open(client.client().clone(), subjects).await?;
     match command {
         InboxCommand::Ls { json } => list(&inbox, json).await?,
         InboxCommand::Show { id } => show(&inbox, &id).await?,

@@ -5,13 +5,14 @@ mod args;
 mod dev;
 mod dlq;
 mod inbox;
+mod nats;
 mod serve;
 mod session;
 mod telemetry;
 
 use anyhow::Context as _;
 
-use args::{Cli, Command, NatsArgs};
+use args::{Cli, Command};
 
 fn main() -> std::process::ExitCode {
     let matches = unset_empty_env(<Cli as clap::CommandFactory>::command()).get_matches();
@@ -107,73 +108,21 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Check(args) => Ok(inbox::check(&args)),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
         Command::Bench(args) => {
-            let (client, server) = connect_or_start(&cli.nats, "baton bench").await?;
+            let (client, server) = nats::connect_or_start(&cli.nats, "baton bench").await?;
             let url = server.as_ref().map_or_else(
-                || cli.nats.nats_url.clone().unwrap_or_default(),
+                || nats::shown(cli.nats.nats_url.as_deref()),
                 |server| server.url().to_owned(),
             );
-            baton_devtools::bench::run(client, &url, args).await?;
+            baton_devtools::bench::run(client.client().clone(), &url, args).await?;
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::BenchRegistry(args) => {
-            let (client, _server) = connect_or_start(&cli.nats, "baton bench-registry").await?;
-            baton_devtools::bench_registry::run(client, args).await?;
+            let (client, _server) =
+                nats::connect_or_start(&cli.nats, "baton bench-registry").await?;
+            baton_devtools::bench_registry::run(client.client().clone(), args).await?;
             Ok(std::process::ExitCode::SUCCESS)
         }
     }
-}
-
-/// Connects to NATS with the standard settings.
-pub(crate) async fn connect(
-    nats: &NatsArgs,
-    url: Option<&str>,
-    name: &str,
-) -> anyhow::Result<async_nats::Client> {
-    let url = url
-        .or(nats.nats_url.as_deref())
-        .unwrap_or("nats://127.0.0.1:4222")
-        .to_owned();
-    let mut options = async_nats::ConnectOptions::new().name(name);
-    if let Some(creds) = &nats.creds {
-        options = options
-            .credentials_file(creds)
-            .await
-            .with_context(|| format!("cannot read NATS credentials file {}", creds.display()))?;
-    }
-    match (&nats.user, &nats.password) {
-        (Some(user), Some(password)) => {
-            options = options.user_and_password(user.clone(), password.clone())
-        }
-        (Some(_), None) | (None, Some(_)) => {
-            anyhow::bail!("set both NATS_USER and NATS_PASSWORD (or --user and --password)")
-        }
-        (None, None) => {}
-    }
-    if let Some(token) = &nats.token {
-        options = options.token(token.clone());
-    }
-    options.connect(&url).await.with_context(|| {
-        format!("cannot connect to NATS at {url}: start a server (`./just demo` runs one) or point NATS_URL / --nats-url at yours")
-    })
-}
-
-/// Connects to the server the user named, or starts a private local one
-/// (kept running while the returned handle lives) when none is named.
-pub(crate) async fn connect_or_start(
-    nats: &NatsArgs,
-    name: &str,
-) -> anyhow::Result<(async_nats::Client, Option<baton_nats_server::NatsServer>)> {
-    let server = match &nats.nats_url {
-        Some(_) => None,
-        None => Some(
-            tokio::task::spawn_blocking(baton_nats_server::NatsServer::start)
-                .await
-                .context("server start-up task failed")??,
-        ),
-    };
-    let url = server.as_ref().map(|s| s.url().to_owned());
-    let client = connect(nats, url.as_deref(), name).await?;
-    Ok((client, server))
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -59,7 +59,7 @@ pub async fn worker(
         min_backoff: Duration::from_millis(args.min_backoff_ms),
         max_backoff: Duration::from_millis(args.max_backoff_ms.max(args.min_backoff_ms)),
     };
-    let client = crate::connect(nats, None, &format!("baton worker {agent}")).await?;
+    let client = crate::nats::connect(nats, None, &format!("baton worker {agent}")).await?;
     match demo {
         Some(demo) if !args.relay => {
             let demo = Configured {
@@ -166,8 +166,8 @@ async fn spec_worker(
         )
     })?;
     let name = spec.name.clone();
-    let client = crate::connect(nats, None, &format!("baton worker {name}")).await?;
-    let agent = baton_agents::SpecAgent::new(spec, &client, &subjects)
+    let client = crate::nats::connect(nats, None, &format!("baton worker {name}")).await?;
+    let agent = baton_agents::SpecAgent::new(spec, client.client(), &subjects)
         .await
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
     let config = deployment(agent.worker_config(subjects), args)?;
@@ -229,7 +229,7 @@ pub async fn router(
         .with_registry(!args.no_registry)
         .with_max_payload(args.max_payload)
         .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis));
-    let client = crate::connect(nats, None, "baton router").await?;
+    let client = crate::nats::connect(nats, None, "baton router").await?;
     Router::new(client, config)
         .run(crate::shutdown_signal())
         .await?;
@@ -249,8 +249,8 @@ pub async fn registry(
     let config = baton_registry::RegistryConfig::default()
         .with_subjects(subjects)
         .with_heartbeat_interval(Duration::from_millis(args.heartbeat_ms));
-    let client = crate::connect(nats, None, "baton registry").await?;
-    baton_registry::Registry::new(client, config)
+    let client = crate::nats::connect(nats, None, "baton registry").await?;
+    baton_registry::Registry::new(client.client().clone(), config)
         .run(crate::shutdown_signal())
         .await?;
     Ok(std::process::ExitCode::SUCCESS)
@@ -261,8 +261,8 @@ pub async fn agents(
     subjects: Subjects,
     args: AgentsArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let client = crate::connect(nats, None, "baton agents").await?;
-    let registry = baton_worker::RegistryClient::new(client, &subjects)
+    let client = crate::nats::connect(nats, None, "baton agents").await?;
+    let registry = baton_worker::RegistryClient::new(client.client().clone(), &subjects)
         .with_budget(Duration::from_millis(args.timeout_ms));
     let mut candidates = registry
         .lookup(&baton_proto::LookupRequest::default())

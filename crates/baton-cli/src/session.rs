@@ -36,7 +36,10 @@ pub async fn send(
     if let Some(ms) = args.deadline_ms {
         task = task.with_deadline(now_ms() + ms);
     }
-    let client = Client::new(crate::connect(nats, None, "baton send").await?, subjects);
+    let client = Client::new(
+        crate::nats::connect(nats, None, "baton send").await?,
+        subjects,
+    );
     if args.direct {
         let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
         client.submit_to(&to, &task).await?;
@@ -161,7 +164,10 @@ pub async fn watch(
             args.session
         )
     })?;
-    let client = Client::new(crate::connect(nats, None, "baton watch").await?, subjects);
+    let client = Client::new(
+        crate::nats::connect(nats, None, "baton watch").await?,
+        subjects,
+    );
     let mut events = if args.follow {
         client.events(session).await?
     } else {

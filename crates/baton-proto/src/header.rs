@@ -41,6 +41,11 @@ wire_enum! {
         /// Extension: the message was delivered `max_deliver` times without
         /// being settled (caught from JetStream's advisory).
         MaxDeliveries = "max_deliveries",
+        /// Extension: what the agent's outcome leads to may not be published
+        /// by this worker's NATS user (a permissions violation).
+        Forbidden = "forbidden",
+        /// Extension: no stream takes the subject the outcome goes to.
+        NoStream = "no_stream",
     }
 }
 

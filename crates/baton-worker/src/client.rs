@@ -11,6 +11,7 @@ use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use crate::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
+use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::provision::{self, StreamSettings};
 use crate::publish::{Outgoing, Publisher};
@@ -36,11 +37,13 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client on `client` using `subjects`.
+    /// A client on `connection` (a [`Connection`], or a plain
+    /// `async_nats::Client`) using `subjects`.
     #[must_use]
-    pub fn new(client: async_nats::Client, subjects: Subjects) -> Self {
-        let max_payload = client.server_info().max_payload;
-        let jetstream = jetstream::new(client);
+    pub fn new(connection: impl Into<Connection>, subjects: Subjects) -> Self {
+        let connection = connection.into();
+        let max_payload = connection.client().server_info().max_payload;
+        let jetstream = jetstream::new(connection.client().clone());
         let (jetstream_for_served, subjects_for_served) = (jetstream.clone(), subjects.clone());
         let claims = ClaimCheck::new(
             jetstream.clone(),
@@ -49,7 +52,7 @@ impl Client {
             max_payload,
         );
         Self {
-            publisher: Publisher::new(jetstream.clone()),
+            publisher: Publisher::new(jetstream.clone(), connection.permissions().clone()),
             jetstream,
             subjects,
             streams: StreamSettings::default(),
@@ -160,6 +163,13 @@ impl Client {
             payload,
             headers,
         };
+        if let Some(subject) = self
+            .publisher
+            .forbidden(std::slice::from_ref(&outgoing))
+            .await
+        {
+            return Err(crate::publish::forbidden(subject));
+        }
         self.publisher.publish_one(&outgoing).await
     }
 

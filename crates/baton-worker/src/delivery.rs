@@ -82,21 +82,30 @@ impl<'a> Delivery<'a> {
         })
     }
 
+    /// The message as stored, for dead-lettering.
+    fn stored(&self) -> Stored<'_> {
+        let info = self.message.info().ok();
+        Stored {
+            subject: self.message.subject.as_str(),
+            stream_seq: info.as_ref().map_or(0, |info| info.stream_sequence),
+            deliveries: info
+                .as_ref()
+                .map_or(1, |info| u64::try_from(info.delivered).unwrap_or(0)),
+            payload: &self.message.payload,
+        }
+    }
+
     /// A copy of the message for the dead-letter stream, with the reason headers.
     fn dead_letter(&self, id: Uuid, reason: &DeadLetterReason, detail: &str) -> Outgoing {
-        let mut headers = self.headers();
-        headers.insert(headers::ERROR, reason.as_str());
-        headers.insert(headers::ERROR_DETAIL, header_safe(detail).as_str());
-        headers.insert(headers::AGENT, self.agent.as_str());
-        headers.insert(headers::ORIGINAL_SUBJECT, self.message.subject.as_str());
-        let deliveries = self.message.info().map_or(1, |info| info.delivered);
-        headers.insert(headers::DELIVERIES, deliveries.to_string().as_str());
-        Outgoing {
-            subject: self.subjects.dlq(self.agent),
+        let stored = self.stored();
+        stored.dead_letter(
+            self.subjects,
+            self.agent,
+            self.headers(),
             id,
-            payload: self.message.payload.clone(),
-            headers,
-        }
+            reason,
+            detail,
+        )
     }
 
     /// The messages of a plan, in order.
@@ -118,45 +127,59 @@ impl<'a> Delivery<'a> {
     /// and, when the session can still be read, `dead_lettered` and `failed`
     /// events so a client waiting on it is not left hanging.
     pub(crate) fn unreadable(&self, reason: &DeadLetterReason, detail: &str) -> Vec<Outgoing> {
-        let stream_seq = self
-            .message
-            .info()
-            .map(|info| info.stream_sequence)
-            .unwrap_or_default();
-        let base = Uuid::new_v5(
-            &Uuid::NAMESPACE_OID,
-            format!("{}/{stream_seq}", self.message.subject).as_bytes(),
-        );
-        let mut outgoing = vec![self.dead_letter(derive_id(base, 0), reason, detail)];
-        if let Some(session) = probe_session(&self.message.payload) {
-            for (index, kind) in [(1, EventType::DeadLettered), (2, EventType::Failed)] {
-                let mut event = Event::new(derive_id(base, index), session, kind);
-                event.agent = Some(self.agent.to_string());
-                event.reason = Some(Reason::from(reason));
-                event.detail = Some(detail.to_owned());
-                match self.event(&event) {
-                    Ok(event) => outgoing.push(event),
-                    Err(err) => tracing::warn!(error = %err, "cannot encode an event"),
-                }
-            }
-        }
-        outgoing
+        let stored = self.stored();
+        stored.ending(self.subjects, self.agent, &self.headers(), reason, detail)
     }
 
-    /// Step 6: makes `outgoing` durable, then settles. `false` when the
-    /// outputs are not durable: the message is left un-acked for redelivery.
+    /// Step 6: makes `outgoing` durable, then settles.
+    ///
+    /// When the server will never take an output (this user may not publish
+    /// to its subject, or no stream takes it), retrying cannot help: the
+    /// message ends instead, as a dead letter with `forbidden` or
+    /// `no_stream` and its session's failure. A subject the user's
+    /// permissions exclude is caught before anything is published. Other
+    /// publish failures leave the message un-acked for redelivery.
     pub(crate) async fn finish(
         &self,
         publisher: &Publisher,
         outgoing: &[Outgoing],
         settle: Settle,
-    ) -> bool {
-        if let Err(err) = publisher.publish_all(outgoing).await {
-            tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
-            return false;
+    ) -> Finished {
+        let published = match publisher.forbidden(outgoing).await {
+            // Nothing is written: no event reports what cannot happen.
+            Some(subject) => Err(crate::publish::forbidden(subject)),
+            None => publisher.publish_all(outgoing).await,
+        };
+        let err = match published {
+            Ok(()) => {
+                self.settle(settle).await;
+                return Finished::Settled;
+            }
+            Err(err) => err,
+        };
+        let reason = match err.kind() {
+            ErrorKind::Forbidden => DeadLetterReason::Forbidden,
+            ErrorKind::NoStream => DeadLetterReason::NoStream,
+            _ => {
+                tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
+                return Finished::Left;
+            }
+        };
+        let detail = format!("the outcome cannot be delivered: {err}");
+        tracing::error!(%reason, detail, "dead-lettering");
+        match publisher
+            .publish_all(&self.unreadable(&reason, &detail))
+            .await
+        {
+            Ok(()) => {
+                self.settle(Settle::Term).await;
+                Finished::Ended
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot dead-letter; leaving the message un-acked for redelivery");
+                Finished::Left
+            }
         }
-        self.settle(settle).await;
-        true
     }
 
     /// Settles the delivery (its outputs, if any, are durable).
@@ -179,6 +202,101 @@ impl<'a> Delivery<'a> {
             tracing::debug!(error = %err, "could not send progress");
         }
     }
+}
+
+/// A message as the stream holds it, on its way to the dead-letter stream.
+pub(crate) struct Stored<'m> {
+    pub(crate) subject: &'m str,
+    pub(crate) stream_seq: u64,
+    /// How many times it was delivered.
+    pub(crate) deliveries: u64,
+    pub(crate) payload: &'m Bytes,
+}
+
+impl Stored<'_> {
+    /// Its copy for `agent`'s dead-letter subject, with the reason headers
+    /// added to `headers`.
+    pub(crate) fn dead_letter(
+        &self,
+        subjects: &Subjects,
+        agent: &AgentName,
+        mut headers: HeaderMap,
+        id: Uuid,
+        reason: &DeadLetterReason,
+        detail: &str,
+    ) -> Outgoing {
+        headers.insert(headers::ERROR, reason.as_str());
+        headers.insert(headers::ERROR_DETAIL, header_safe(detail).as_str());
+        headers.insert(headers::AGENT, agent.as_str());
+        headers.insert(headers::ORIGINAL_SUBJECT, self.subject);
+        headers.insert(headers::DELIVERIES, self.deliveries.to_string().as_str());
+        Outgoing {
+            subject: subjects.dlq(agent),
+            id,
+            payload: self.payload.clone(),
+            headers,
+        }
+    }
+
+    /// The end of a message that cannot be handled as an envelope (it cannot
+    /// be read, or what it led to cannot be written): a dead letter, and,
+    /// when the session can still be read, `dead_lettered` and `failed`
+    /// events so a client waiting on it is not left hanging. The ids derive
+    /// from the stream position, so every path that ends the same message
+    /// writes the same messages, and JetStream keeps one copy.
+    pub(crate) fn ending(
+        &self,
+        subjects: &Subjects,
+        agent: &AgentName,
+        headers: &HeaderMap,
+        reason: &DeadLetterReason,
+        detail: &str,
+    ) -> Vec<Outgoing> {
+        let base = Uuid::new_v5(
+            &Uuid::NAMESPACE_OID,
+            format!("{}/{}", self.subject, self.stream_seq).as_bytes(),
+        );
+        let dead = self.dead_letter(
+            subjects,
+            agent,
+            headers.clone(),
+            derive_id(base, 0),
+            reason,
+            detail,
+        );
+        let mut outgoing = vec![dead];
+        let Some(session) = probe_session(self.payload) else {
+            return outgoing;
+        };
+        for (index, kind) in [(1, EventType::DeadLettered), (2, EventType::Failed)] {
+            let mut event = Event::new(derive_id(base, index), session, kind);
+            event.agent = Some(agent.to_string());
+            event.reason = Some(Reason::from(reason));
+            event.detail = Some(detail.to_owned());
+            match encode(&event) {
+                Ok(payload) => outgoing.push(Outgoing {
+                    subject: subjects.events(session),
+                    id: event.id,
+                    payload,
+                    headers: headers.clone(),
+                }),
+                Err(err) => tracing::warn!(error = %err, "cannot encode an event"),
+            }
+        }
+        outgoing
+    }
+}
+
+/// How [`Delivery::finish`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finished {
+    /// The outputs are durable and the message settled as planned.
+    Settled,
+    /// The outputs can never be published: the message was dead-lettered
+    /// and its session failed instead.
+    Ended,
+    /// Nothing is settled: the message will be delivered again.
+    Left,
 }
 
 fn encode<T: Wire>(value: &T) -> Result<Bytes, Error> {

@@ -24,6 +24,10 @@ pub enum ErrorKind {
     Registry,
     /// No worker serves the agent type a task was sent to.
     NoRoute,
+    /// The server refused a publish: this user's permissions do not allow it.
+    Forbidden,
+    /// No stream takes the subject of a publish.
+    NoStream,
 }
 
 /// An error of the Baton runtime.

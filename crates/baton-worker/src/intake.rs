@@ -45,8 +45,17 @@ impl Source {
         consumer: &str,
         filter: String,
         ack_wait: Duration,
+        max_deliver: i64,
     ) -> Result<Self, crate::error::Error> {
-        crate::provision::task_consumer(jetstream, subjects, consumer, filter, ack_wait).await?;
+        crate::provision::task_consumer(
+            jetstream,
+            subjects,
+            consumer,
+            filter,
+            ack_wait,
+            max_deliver,
+        )
+        .await?;
         Ok(Self {
             client: client.clone(),
             jetstream: jetstream.clone(),

@@ -22,6 +22,7 @@
 //!
 //! # What a deployment uses
 //!
+//! - [`Connection`]: a NATS client that notices refused publishes;
 //! - [`Worker`], [`WorkerConfig`], [`Profile`], [`WorkerStats`];
 //! - [`Router`]: moves tasks from `baton.ingress` to their first agent;
 //! - [`Client`]: submits tasks and follows session events; dead letters;
@@ -37,10 +38,12 @@
 //! them durable (6); `join` and its pure `join::state` handle delegations;
 //! `intake` pulls; `registry` sends heartbeats and asks for the best agent.
 
+mod advisory;
 mod agent;
 mod claimcheck;
 mod client;
 mod config;
+mod connection;
 mod deadletters;
 mod deadlines;
 mod delegate;
@@ -68,6 +71,7 @@ pub use baton_proto::{AgentName, Reason, Value};
 pub use claimcheck::{ClaimCheck, ClaimSettings};
 pub use client::{Client, EventStream};
 pub use config::{Profile, WorkerConfig, WorkerStats, new_instance_id};
+pub use connection::Connection;
 pub use deadletters::{DeadLetterEntry, ReplayOptions};
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use error::{Error, ErrorKind};

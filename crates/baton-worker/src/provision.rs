@@ -123,6 +123,7 @@ pub(crate) async fn task_consumer(
     name: &str,
     filter: String,
     ack_wait: Duration,
+    max_deliver: i64,
 ) -> Result<consumer::PullConsumer, Error> {
     let stream_name = subjects.tasks_stream();
     let stream = jetstream.get_stream(&stream_name).await.map_err(|err| {
@@ -137,9 +138,10 @@ pub(crate) async fn task_consumer(
         filter_subject: filter.clone(),
         ack_policy: consumer::AckPolicy::Explicit,
         ack_wait,
-        // Attempts are counted by the worker, which dead-letters the last one;
-        // a server-side limit would drop messages silently.
-        max_deliver: -1,
+        // Deliveries are counted by the worker, which dead-letters the last
+        // one; a message whose last delivery fails too is caught from the
+        // server's advisory (`crate::advisory`).
+        max_deliver,
         ..Default::default()
     };
     let mut consumer: consumer::PullConsumer = stream
@@ -169,6 +171,34 @@ pub(crate) async fn task_consumer(
             ),
         ));
     }
+    if info.config.max_deliver != max_deliver {
+        // Consumers made by earlier versions had no limit; a pool restarted
+        // with another --max-deliveries moves it.
+        tracing::info!(
+            consumer = name,
+            from = info.config.max_deliver,
+            to = max_deliver,
+            "updating the consumer's max_deliver"
+        );
+        let updated = consumer::Config {
+            max_deliver,
+            ..info.config.clone()
+        };
+        let cannot = |err: Box<dyn std::error::Error + Send + Sync>| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!(
+                    "cannot update consumer {name} on {stream_name} to max_deliver {max_deliver}"
+                ),
+                err,
+            )
+        };
+        stream
+            .update_consumer(updated)
+            .await
+            .map_err(|err| cannot(err.into()))?;
+        consumer = stream.get_consumer(name).await.map_err(cannot)?;
+    }
     Ok(consumer)
 }
 
@@ -178,6 +208,7 @@ pub(crate) async fn agent_consumer(
     subjects: &Subjects,
     agent: &AgentName,
     ack_wait: Duration,
+    max_deliver: i64,
 ) -> Result<consumer::PullConsumer, Error> {
     task_consumer(
         jetstream,
@@ -185,6 +216,7 @@ pub(crate) async fn agent_consumer(
         &Subjects::agent_consumer(agent),
         subjects.agent(agent),
         ack_wait,
+        max_deliver,
     )
     .await
 }

@@ -1,14 +1,17 @@
 //! Durable, idempotent publishing: every message carries its id as
 //! `Nats-Msg-Id`, and a publish counts only once its PubAck arrives.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
+use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::{self, message::PublishMessage};
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use uuid::Uuid;
 
+use crate::connection::Permissions;
 use crate::error::{Error, ErrorKind};
 
 /// One message to make durable.
@@ -49,21 +52,80 @@ impl Outgoing {
 #[derive(Debug, Clone)]
 pub(crate) struct Publisher {
     jetstream: jetstream::Context,
+    client: async_nats::Client,
+    permissions: Permissions,
     backoff: ExponentialBuilder,
 }
 
+/// Why one publish did not count.
+#[derive(Debug)]
+enum Failure {
+    /// The server refused the subject: this user may not publish there.
+    Refused,
+    /// No stream takes the subject.
+    NoStream,
+    /// Anything else: a timeout, a lost connection, a stream error.
+    Other(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused => f.write_str("permissions violation"),
+            Self::NoStream => f.write_str("no stream takes this subject"),
+            Self::Other(err) => f.write_str(err),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// How many times a publish that found no stream is tried: a stream may be
+/// briefly without responders while a cluster elects its leader.
+const NO_STREAM_TRIES: usize = 4;
+
 impl Publisher {
-    pub(crate) fn new(jetstream: jetstream::Context) -> Self {
+    pub(crate) fn new(jetstream: jetstream::Context, permissions: Permissions) -> Self {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(50))
             .with_max_delay(Duration::from_secs(2))
             .with_max_times(8)
             .with_jitter();
-        Self { jetstream, backoff }
+        Self {
+            client: jetstream.client(),
+            jetstream,
+            permissions,
+            backoff,
+        }
     }
 
     pub(crate) fn jetstream(&self) -> &jetstream::Context {
         &self.jetstream
+    }
+
+    /// The first subject of `messages` this user may not publish to, as the
+    /// server reports the user's permissions.
+    pub(crate) async fn forbidden<'m>(&self, messages: &'m [Outgoing]) -> Option<&'m str> {
+        for message in messages {
+            if !self
+                .permissions
+                .allows(&self.client, &message.subject)
+                .await
+            {
+                return Some(&message.subject);
+            }
+        }
+        None
+    }
+
+    /// Warns, at start-up, about each of `subjects` (`what` names its use)
+    /// this user may not publish to.
+    pub(crate) async fn check_rights(&self, subjects: &[(&str, String)]) {
+        for (what, subject) in subjects {
+            if !self.permissions.allows(&self.client, subject).await {
+                tracing::warn!(%subject, "this NATS user may not publish {what}: grant it (`baton permissions <role>` prints the block each role needs)");
+            }
+        }
     }
 
     /// Makes every message durable, in order.
@@ -71,23 +133,26 @@ impl Publisher {
     /// All are sent before any PubAck is awaited, so a batch costs one round
     /// trip. A message whose publish or PubAck fails is published again with
     /// the same id; JetStream drops a copy that had in fact been stored.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Forbidden`] or [`ErrorKind::NoStream`] when the server
+    /// will never take a message (retrying cannot help), and
+    /// [`ErrorKind::Publish`] when retries ran out.
     pub(crate) async fn publish_all(&self, messages: &[Outgoing]) -> Result<(), Error> {
+        let since = Instant::now();
         let mut pending = Vec::with_capacity(messages.len());
         for message in messages {
-            pending.push(
-                self.jetstream
-                    .send_publish(message.subject.clone(), message.publish())
-                    .await,
-            );
+            pending.push(self.send(message).await);
         }
         for (message, sent) in messages.iter().zip(pending) {
-            let acked = match sent {
-                Ok(ack) => ack.await.map(drop).map_err(|err| err.to_string()),
-                Err(err) => Err(err.to_string()),
-            };
-            if let Err(err) = acked {
-                tracing::debug!(subject = %message.subject, id = %message.id, error = %err, "publish not acknowledged; retrying");
-                self.publish_one(message).await?;
+            match self.acked(message, sent, since).await {
+                Ok(()) => {}
+                Err(Failure::Refused) => return Err(failed(message, Failure::Refused)),
+                Err(err) => {
+                    tracing::debug!(subject = %message.subject, id = %message.id, error = %err, "publish not acknowledged; retrying");
+                    self.publish_one(message).await?;
+                }
             }
         }
         Ok(())
@@ -103,29 +168,81 @@ impl Publisher {
         )
     }
 
-    /// Publishes one message, retrying with backoff until it is acknowledged.
+    /// Waits for the PubAck of `sent`, or for the server to refuse its subject.
+    async fn acked(
+        &self,
+        message: &Outgoing,
+        sent: Pending,
+        since: Instant,
+    ) -> Result<(), Failure> {
+        let ack = match sent.0 {
+            Ok(ack) => ack,
+            Err(err) => return Err(Failure::Other(err)),
+        };
+        tokio::select! {
+            acked = ack => acked.map(drop).map_err(|err| match err.kind() {
+                PublishErrorKind::StreamNotFound => Failure::NoStream,
+                _ => Failure::Other(err.to_string()),
+            }),
+            () = self.permissions.refused(&message.subject, since) => Err(Failure::Refused),
+        }
+    }
+
+    /// Publishes one message, retrying with backoff until it is
+    /// acknowledged; see [`Publisher::publish_all`] for the errors.
     pub(crate) async fn publish_one(&self, message: &Outgoing) -> Result<(), Error> {
+        let no_stream = AtomicUsize::new(0);
         let attempt = || async {
-            let ack = self
-                .jetstream
-                .send_publish(message.subject.clone(), message.publish())
-                .await?;
-            ack.await?;
-            Ok::<(), async_nats::Error>(())
+            let since = Instant::now();
+            let sent = self.send(message).await;
+            self.acked(message, sent, since).await
         };
         attempt
             .retry(self.backoff)
+            .when(|err| match err {
+                Failure::Refused => false,
+                Failure::NoStream => no_stream.fetch_add(1, Ordering::Relaxed) + 1 < NO_STREAM_TRIES,
+                Failure::Other(_) => true,
+            })
             .notify(|err, delay| {
                 tracing::warn!(subject = %message.subject, id = %message.id, error = %err, ?delay, "publish failed; retrying");
             })
             .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::Publish,
-                    format!("publish to {} (id {}) was not acknowledged after retries", message.subject, message.id),
-                    err,
-                )
-            })
+            .map_err(|err| failed(message, err))
+    }
+}
+
+/// The error for a publish to `subject` this user may not make.
+pub(crate) fn forbidden(subject: &str) -> Error {
+    Error::new(
+        ErrorKind::Forbidden,
+        format!(
+            "the NATS server refused a publish to {subject}: this user's permissions do not allow it; \
+             grant it (`baton permissions <role>` prints the block each role needs) or route elsewhere"
+        ),
+    )
+}
+
+/// The error for a publish of `message` that will not count.
+fn failed(message: &Outgoing, failure: Failure) -> Error {
+    let subject = &message.subject;
+    match failure {
+        Failure::Refused => forbidden(subject),
+        Failure::NoStream => Error::new(
+            ErrorKind::NoStream,
+            format!(
+                "no JetStream stream takes subject {subject}: it was deleted, or the sender uses another --prefix; \
+                 start any baton worker or router to create the streams"
+            ),
+        ),
+        Failure::Other(err) => Error::with_source(
+            ErrorKind::Publish,
+            format!(
+                "publish to {subject} (id {}) was not acknowledged after retries",
+                message.id
+            ),
+            Failure::Other(err),
+        ),
     }
 }
 

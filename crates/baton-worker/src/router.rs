@@ -11,6 +11,8 @@ use baton_proto::{
 };
 use tracing::Instrument;
 
+use crate::advisory;
+use crate::connection::{Connection, Permissions};
 use crate::deadlines;
 use crate::delivery::Delivery;
 use crate::error::Error;
@@ -113,20 +115,30 @@ impl RouterConfig {
 /// Name under which the router dead-letters (`baton.dlq.ingress`).
 const ROUTER_NAME: &str = "ingress";
 
+/// How many times the router's consumers deliver a message; one the router
+/// never settles is then dead-lettered from the server's advisory.
+const ROUTER_MAX_DELIVER: i64 = 20;
+
 /// Pulls `baton.ingress` and forwards each task: to `to` when set; else, when
 /// it has `requires`, to the registry's best agent (or the fallback with
 /// `no_match`); else to the default entry agent. A task with nowhere to go
 /// fails with `no_route` and is dead-lettered.
 pub struct Router {
     client: async_nats::Client,
+    permissions: Permissions,
     config: RouterConfig,
 }
 
 impl Router {
-    /// A router on `client`.
+    /// A router on `connection` (a [`Connection`], or a plain `async_nats::Client`).
     #[must_use]
-    pub fn new(client: async_nats::Client, config: RouterConfig) -> Self {
-        Self { client, config }
+    pub fn new(connection: impl Into<Connection>, config: RouterConfig) -> Self {
+        let connection = connection.into();
+        Self {
+            client: connection.client().clone(),
+            permissions: connection.permissions().clone(),
+            config,
+        }
     }
 
     /// Serves until `shutdown` resolves.
@@ -146,6 +158,7 @@ impl Router {
             Subjects::INGRESS_CONSUMER,
             subjects.ingress(),
             ack_wait,
+            ROUTER_MAX_DELIVER,
         )
         .await?;
         // Deadline timers: a consumer of their own, served alongside.
@@ -156,10 +169,11 @@ impl Router {
             Subjects::DEADLINES_CONSUMER,
             subjects.deadline_timers(),
             ack_wait,
+            ROUTER_MAX_DELIVER,
         )
         .await?;
         let served = Served::new(jetstream.clone(), config.subjects.clone());
-        let publisher = Publisher::new(jetstream.clone());
+        let publisher = Publisher::new(jetstream.clone(), self.permissions);
         let settings = IntakeSettings {
             concurrency: config.concurrency,
             pull_expires: Duration::from_secs(5),
@@ -171,6 +185,18 @@ impl Router {
             RegistryClient::new(self.client.clone(), &config.subjects)
                 .with_budget(config.lookup_budget)
         });
+        let mut nets = Vec::new();
+        for consumer in [&source.consumer, &timers.consumer] {
+            let net = advisory::Net {
+                client: self.client.clone(),
+                publisher: publisher.clone(),
+                subjects: config.subjects.clone(),
+                stream: source.stream.clone(),
+                consumer: consumer.clone(),
+                agent: me.clone(),
+            };
+            nets.push(net.spawn().await?);
+        }
         let stop = tokio_util::sync::CancellationToken::new();
         let router = Arc::new(Ingress {
             config,
@@ -194,6 +220,7 @@ impl Router {
             stop.cancel();
         };
         tokio::join!(ingress, watch, stopper);
+        nets.iter().for_each(tokio::task::JoinHandle::abort);
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use baton_proto::{AgentName, DeadLetterReason, Envelope, LookupRequest};
 use crate::agent::{RetryPolicy, Task};
 use crate::claimcheck::{ClaimCheck, ClaimFailure};
 use crate::config::{WorkerConfig, WorkerStats};
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, Finished};
 use crate::error::{Error, ErrorKind};
 use crate::join::JoinStore;
 use crate::plan::{Found, Output, Plan, Planner, Settle};
@@ -156,11 +156,10 @@ impl Runtime {
                 return;
             }
         };
-        if delivery.finish(&self.publisher, &outgoing, settle).await {
-            self.stats.processed.fetch_add(1, Ordering::Relaxed);
-            if failed {
-                self.stats.failed.fetch_add(1, Ordering::Relaxed);
-            }
+        match delivery.finish(&self.publisher, &outgoing, settle).await {
+            Finished::Settled => self.count(failed),
+            Finished::Ended => self.count(true),
+            Finished::Left => {}
         }
     }
 
@@ -213,11 +212,18 @@ impl Runtime {
     ) {
         tracing::warn!(subject = %delivery.message.subject, %reason, detail, "unreadable message; dead-lettering");
         let outgoing = delivery.unreadable(reason, detail);
-        if delivery
+        let finished = delivery
             .finish(&self.publisher, &outgoing, Settle::Term)
-            .await
-        {
-            self.stats.processed.fetch_add(1, Ordering::Relaxed);
+            .await;
+        if finished != Finished::Left {
+            self.count(true);
+        }
+    }
+
+    /// Counts a settled message.
+    fn count(&self, failed: bool) {
+        self.stats.processed.fetch_add(1, Ordering::Relaxed);
+        if failed {
             self.stats.failed.fetch_add(1, Ordering::Relaxed);
         }
     }

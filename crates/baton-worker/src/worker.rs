@@ -18,9 +18,11 @@ use async_nats::jetstream;
 use baton_proto::{DeadLetterReason, Envelope, Kind, Subjects, Wire, now_ms};
 use tracing::Instrument;
 
+use crate::advisory;
 use crate::agent::Agent;
 use crate::claimcheck::ClaimFailure;
 use crate::config::{WorkerConfig, WorkerStats};
+use crate::connection::{Connection, Permissions};
 use crate::delivery::Delivery;
 use crate::error::{Error, ErrorKind};
 use crate::intake::{self, IntakeSettings, Source};
@@ -38,16 +40,20 @@ use crate::target::Target;
 /// A pool member of one agent type: pulls from `agent-<A>` and runs the agent.
 pub struct Worker<A> {
     client: async_nats::Client,
+    permissions: Permissions,
     config: WorkerConfig,
     agent: Arc<A>,
     stats: Arc<WorkerStats>,
 }
 
 impl<A: Agent> Worker<A> {
-    /// A worker of `agent` on `client`.
-    pub fn new(client: async_nats::Client, config: WorkerConfig, agent: A) -> Self {
+    /// A worker of `agent` on `connection` (a [`Connection`], or a plain
+    /// `async_nats::Client`).
+    pub fn new(connection: impl Into<Connection>, config: WorkerConfig, agent: A) -> Self {
+        let connection = connection.into();
         Self {
-            client,
+            client: connection.client().clone(),
+            permissions: connection.permissions().clone(),
             config,
             agent: Arc::new(agent),
             stats: Arc::default(),
@@ -82,9 +88,15 @@ impl<A: Agent> Worker<A> {
             ));
         }
         provision::provision(&jetstream, &config.subjects, &config.streams).await?;
-        let mut consumer =
-            provision::agent_consumer(&jetstream, &config.subjects, &config.agent, config.ack_wait)
-                .await?;
+        let max_deliver = advisory::max_deliver(config.max_deliveries);
+        let mut consumer = provision::agent_consumer(
+            &jetstream,
+            &config.subjects,
+            &config.agent,
+            config.ack_wait,
+            max_deliver,
+        )
+        .await?;
         let ack_wait = consumer
             .info()
             .await
@@ -110,7 +122,14 @@ impl<A: Agent> Worker<A> {
             timeout: self.agent.timeout(),
             ack_wait,
         };
-        let publisher = Publisher::new(jetstream.clone());
+        let publisher = Publisher::new(jetstream.clone(), self.permissions);
+        let subjects = &config.subjects;
+        publisher
+            .check_rights(&[
+                ("events", subjects.events(uuid::Uuid::nil())),
+                ("dead letters", subjects.dlq(&config.agent)),
+            ])
+            .await;
         let server_max_payload = self.client.server_info().max_payload;
         let rt = Arc::new(Runtime::new(
             config,
@@ -126,6 +145,16 @@ impl<A: Agent> Worker<A> {
             stream: rt.config.subjects.tasks_stream(),
             consumer: Subjects::agent_consumer(&rt.config.agent),
         };
+        let net = advisory::Net {
+            client: self.client.clone(),
+            publisher: rt.publisher.clone(),
+            subjects: rt.config.subjects.clone(),
+            stream: source.stream.clone(),
+            consumer: source.consumer.clone(),
+            agent: rt.config.agent.clone(),
+        }
+        .spawn()
+        .await?;
         let agent = self.agent;
         intake::serve(source, settings, shutdown, |message| {
             let rt = rt.clone();
@@ -139,6 +168,7 @@ impl<A: Agent> Worker<A> {
         })
         .await;
         heartbeats.abort();
+        net.abort();
         tracing::info!(agent = %rt.config.agent, "worker stopped");
         Ok(())
     }

@@ -117,3 +117,28 @@ async fn a_rust_agents_context_condition_routes_and_otherwise_it_completes() -> 
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_no_stream_takes_fails_as_no_stream_after_a_few_tries() -> anyhow::Result<()> {
+    let server = tokio::task::spawn_blocking(NatsServer::start).await??;
+    let nats = async_nats::connect(server.url()).await?;
+    let subjects = Subjects::default();
+    let client = Client::new(nats.clone(), subjects.clone());
+    client
+        .submit(&Envelope::task("provisions the streams"))
+        .await?;
+    async_nats::jetstream::new(nats)
+        .delete_stream(subjects.tasks_stream())
+        .await?;
+    let err = client
+        .submit(&Envelope::task("nowhere to go"))
+        .await
+        .expect_err("no stream takes the ingress now");
+    assert_eq!(err.kind(), baton_worker::ErrorKind::NoStream);
+    let text = err.to_string();
+    assert!(
+        text.contains("no JetStream stream takes subject baton.ingress"),
+        "{text}"
+    );
+    Ok(())
+}

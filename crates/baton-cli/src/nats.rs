@@ -1,0 +1,304 @@
+//! Connecting to NATS by the nats CLI's conventions: a comma-separated
+//! server list, credentials in the URL or in flags, TLS, nkeys, and
+//! unlimited reconnects. No secret reaches a message or a log line.
+
+use std::path::Path;
+use std::str::FromStr;
+
+use anyhow::{Context as _, bail};
+use async_nats::{ConnectOptions, ServerAddr};
+use baton_worker::Connection;
+
+use crate::args::NatsArgs;
+
+/// Where `baton` connects when neither `NATS_URL` nor `--nats-url` is set.
+pub(crate) const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
+
+/// A parsed server list, its credentials taken out of the URLs.
+#[derive(Debug)]
+pub(crate) struct Servers {
+    addrs: Vec<ServerAddr>,
+    /// `user:pass@` or `token@` from the URLs, when they carry one.
+    auth: Option<UrlAuth>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum UrlAuth {
+    UserPassword(String, String),
+    Token(String),
+}
+
+impl Servers {
+    /// Reads a comma-separated list of server URLs (`nats://`, `tls://`,
+    /// `ws://`, `wss://`, or `host:port`).
+    pub(crate) fn parse(list: &str) -> anyhow::Result<Self> {
+        let mut addrs = Vec::new();
+        let mut auth = None;
+        for (index, item) in list.split(',').map(str::trim).enumerate() {
+            if item.is_empty() {
+                continue;
+            }
+            let number = index + 1;
+            let addr = ServerAddr::from_str(item).map_err(|err| {
+                // The url crate's message never quotes the input, so no secret leaks.
+                anyhow::anyhow!(
+                    "server {number} of the NATS server list is not a valid URL ({err}): \
+                     give a comma-separated list such as nats://host-a:4222,nats://host-b:4222"
+                )
+            })?;
+            let (addr, found) = strip_auth(addr)?;
+            match (&auth, found) {
+                (_, None) => {}
+                (None, Some(found)) => auth = Some(found),
+                (Some(seen), Some(found)) if *seen == found => {}
+                (Some(_), Some(_)) => bail!(
+                    "the NATS server list carries different credentials in different URLs: \
+                     give them once, with --user/--password or --token"
+                ),
+            }
+            addrs.push(addr);
+        }
+        if addrs.is_empty() {
+            bail!("the NATS server list is empty: set NATS_URL or --nats-url to nats://host:4222");
+        }
+        Ok(Self { addrs, auth })
+    }
+
+    /// The list as it may be shown: no credentials.
+    pub(crate) fn shown(&self) -> String {
+        self.addrs
+            .iter()
+            .map(|addr| format!("{}://{}:{}", addr.scheme(), addr.host(), addr.port()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// `addr` without its user info, and that user info.
+fn strip_auth(addr: ServerAddr) -> anyhow::Result<(ServerAddr, Option<UrlAuth>)> {
+    let mut url = addr.into_inner();
+    let user = percent_decode(url.username());
+    let password = url.password().map(percent_decode);
+    let auth = match (user.is_empty(), password) {
+        (true, None) => None,
+        (false, None) => Some(UrlAuth::Token(user)),
+        (_, Some(password)) => Some(UrlAuth::UserPassword(user, password)),
+    };
+    if auth.is_some() {
+        // Setting these cannot fail on a URL that has a host, which every server URL has.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+    }
+    let addr = ServerAddr::from_url(url).context("invalid NATS server URL")?;
+    Ok((addr, auth))
+}
+
+/// Decodes `%XX` escapes (a password may hold `@` or `:` written as `%40`, `%3A`).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        });
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The server list `list` (or the default) as it may be printed.
+pub(crate) fn shown(list: Option<&str>) -> String {
+    Servers::parse(list.unwrap_or(DEFAULT_URL)).map_or_else(
+        |_| "(invalid NATS_URL)".to_owned(),
+        |servers| servers.shown(),
+    )
+}
+
+/// Connects to the servers `nats` names (or `url` when given), as `name`.
+pub(crate) async fn connect(
+    nats: &NatsArgs,
+    url: Option<&str>,
+    name: &str,
+) -> anyhow::Result<Connection> {
+    let list = url.or(nats.nats_url.as_deref()).unwrap_or(DEFAULT_URL);
+    let servers = Servers::parse(list)?;
+    let options = options(nats, servers.auth.as_ref(), name).await?;
+    let shown = servers.shown();
+    Connection::connect(servers.addrs, options)
+        .await
+        .map_err(|err| {
+            // The error may quote the server's answer, never our credentials.
+            anyhow::anyhow!("{err}")
+        })
+        .with_context(|| {
+            format!(
+                "cannot connect to NATS at {shown}: start a server (`./just demo` runs one) or \
+                 point NATS_URL / --nats-url at yours, and check the credentials and TLS settings"
+            )
+        })
+}
+
+/// The connect options of `nats`: credentials, TLS and reconnects.
+async fn options(
+    nats: &NatsArgs,
+    from_url: Option<&UrlAuth>,
+    name: &str,
+) -> anyhow::Result<ConnectOptions> {
+    // Unlimited reconnects (async-nats' default); events are logged by `Connection`.
+    let mut options = ConnectOptions::new().name(name).max_reconnects(None);
+    if let Some(creds) = &nats.creds {
+        options = options
+            .credentials_file(creds)
+            .await
+            .with_context(|| format!("cannot read NATS credentials file {}", creds.display()))?;
+    }
+    if let Some(path) = &nats.nkey {
+        options = options.nkey(read_seed(path)?);
+    }
+    match (&nats.user, &nats.password) {
+        (Some(user), Some(password)) => {
+            options = options.user_and_password(user.clone(), password.clone());
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            bail!("set both NATS_USER and NATS_PASSWORD (or --user and --password)")
+        }
+        (None, None) => match from_url {
+            Some(UrlAuth::UserPassword(user, password)) if nats.token.is_none() => {
+                options = options.user_and_password(user.clone(), password.clone());
+            }
+            Some(UrlAuth::Token(token)) if nats.token.is_none() => {
+                options = options.token(token.clone());
+            }
+            _ => {}
+        },
+    }
+    if let Some(token) = &nats.token {
+        options = options.token(token.clone());
+    }
+    tls(options, nats)
+}
+
+/// The TLS settings of `nats`; any of them turns TLS on.
+fn tls(mut options: ConnectOptions, nats: &NatsArgs) -> anyhow::Result<ConnectOptions> {
+    for path in [&nats.tls_ca, &nats.tls_cert, &nats.tls_key]
+        .into_iter()
+        .flatten()
+    {
+        if !path.is_file() {
+            bail!(
+                "TLS file {} does not exist or is not a file",
+                path.display()
+            );
+        }
+    }
+    if let Some(ca) = &nats.tls_ca {
+        options = options.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    match (&nats.tls_cert, &nats.tls_key) {
+        (Some(cert), Some(key)) => {
+            options = options
+                .add_client_certificate(cert.clone(), key.clone())
+                .require_tls(true);
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            bail!(
+                "a client certificate needs both --tls-cert and --tls-key (NATS_CERT and NATS_KEY)"
+            )
+        }
+        (None, None) => {}
+    }
+    Ok(options)
+}
+
+/// The user seed of an nkey seed file (its first line starting with `SU`).
+fn read_seed(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read nkey seed file {}", path.display()))?;
+    let seed = text
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with("SU"))
+        .with_context(|| {
+            format!(
+                "nkey seed file {} holds no user seed (a line starting with SU, as `nk -gen user` writes)",
+                path.display()
+            )
+        })?;
+    nkeys::KeyPair::from_seed(seed).map_err(|_| {
+        anyhow::anyhow!(
+            "nkey seed file {} holds an invalid user seed",
+            path.display()
+        )
+    })?;
+    Ok(seed.to_owned())
+}
+
+/// Connects to the server the user named, or starts a private local one
+/// (kept running while the returned handle lives) when none is named.
+pub(crate) async fn connect_or_start(
+    nats: &NatsArgs,
+    name: &str,
+) -> anyhow::Result<(Connection, Option<baton_nats_server::NatsServer>)> {
+    let server = match &nats.nats_url {
+        Some(_) => None,
+        None => Some(
+            tokio::task::spawn_blocking(baton_nats_server::NatsServer::start)
+                .await
+                .context("server start-up task failed")??,
+        ),
+    };
+    let url = server.as_ref().map(|s| s.url().to_owned());
+    let connection = connect(nats, url.as_deref(), name).await?;
+    Ok((connection, server))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_comma_separated_list() {
+        let servers = Servers::parse("nats://a:4222, b:4223,tls://c").expect("valid");
+        assert_eq!(servers.shown(), "nats://a:4222,nats://b:4223,tls://c:4222");
+        assert_eq!(servers.auth, None);
+    }
+
+    #[test]
+    fn takes_credentials_out_of_the_urls() {
+        let servers = Servers::parse("nats://alice:s%40cret@a:4222,nats://alice:s%40cret@b:4222")
+            .expect("valid");
+        assert_eq!(
+            servers.auth,
+            Some(UrlAuth::UserPassword("alice".into(), "s@cret".into()))
+        );
+        assert!(!servers.shown().contains("cret"), "{}", servers.shown());
+        for addr in &servers.addrs {
+            assert!(!addr.has_user_pass());
+        }
+        let token = Servers::parse("nats://t0ken@a:4222").expect("valid");
+        assert_eq!(token.auth, Some(UrlAuth::Token("t0ken".into())));
+    }
+
+    #[test]
+    fn refuses_mixed_credentials_and_bad_urls_without_printing_them() {
+        let err = Servers::parse("nats://u:one@a,nats://u:two@b").expect_err("mixed");
+        assert!(!format!("{err:#}").contains("one"), "{err:#}");
+        let err = Servers::parse("nats://u:hunter2@a:99999").expect_err("bad port");
+        let text = format!("{err:#}");
+        assert!(text.contains("server 1"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(Servers::parse(" , ").is_err());
+    }
+}

@@ -1,0 +1,179 @@
+//! A server with users and permissions: a publish the user may not make
+//! ends at once, with `forbidden`, never in a hang or a retry loop.
+
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, EventType};
+use baton_testkit::eventually;
+
+use crate::util::{System, kinds};
+
+/// Four users in one account: `admin` may do anything, `refund` may do
+/// anything but publish to `payments`, `client` may not publish to any
+/// agent subject. `sender` may publish only to the ingress, the events and
+/// the JetStream API, and `lister` only to what a worker needs but no agent
+/// subject: neither can ask the server for its own permissions, so their
+/// refusals are only learnt from the server's errors.
+const CONFIG: &str = r#"
+accounts {
+  BATON {
+    jetstream: enabled
+    users: [
+      { user: admin, password: admin-pw }
+      { user: refund, password: refund-pw, permissions: { publish: { deny: ["baton.agent.payments"] } } }
+      { user: client, password: client-pw, permissions: { publish: { deny: ["baton.agent.>"] } } }
+      { user: lister, password: lister-pw, permissions: { publish: { allow: ["$JS.API.>", "$JS.ACK.>", "baton.events.>", "baton.dlq.>", "baton.registry.>"] } } }
+      { user: sender, password: sender-pw, permissions: { publish: { allow: ["baton.ingress", "baton.events.>", "$JS.API.>"] } } }
+    ]
+  }
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handoff_the_worker_may_not_publish_ends_the_session_as_forbidden() -> anyhow::Result<()>
+{
+    let mut system = System::secured(CONFIG, "admin", "admin-pw").await?;
+    // `payments` is served (its consumer exists), so the target is known.
+    system.relay("payments", "payments", &[]).await?;
+    // `refund` knows its rights before publishing; `lister` learns them from
+    // the server's error.
+    let mut sessions = Vec::new();
+    for (agent, user, password) in [
+        ("refund", "refund", "refund-pw"),
+        ("listed", "lister", "lister-pw"),
+    ] {
+        let flags = [
+            "--next",
+            "payments",
+            "--no-fallback",
+            "--user",
+            user,
+            "--password",
+            password,
+        ];
+        system.relay(agent, agent, &flags).await?;
+        let task = Envelope::task("refund order 7, then pay it out");
+        system
+            .client
+            .submit_to(&AgentName::new(agent)?, &task)
+            .await?;
+        // Well inside the publisher's retry budget (tens of seconds): the
+        // refusal is not waited out.
+        let events = system
+            .session_events(task.session, Duration::from_secs(10))
+            .await?;
+        let failed = events.last().unwrap();
+        assert_eq!(
+            failed.reason.as_ref().map(|r| r.as_str()),
+            Some("forbidden"),
+            "{agent}"
+        );
+        let detail = failed.detail.clone().unwrap_or_default();
+        assert!(detail.contains("baton.agent.payments"), "{detail}");
+        assert!(detail.contains("baton permissions"), "{detail}");
+        // Where the rights were known, no event claims a handoff; where the
+        // refusal came back from the server, the handoff event had been
+        // written with the envelope, and the failure follows it.
+        let expected: &[&str] = if agent == "refund" {
+            &["accepted", "dead_lettered", "failed"]
+        } else {
+            &["accepted", "handoff", "dead_lettered", "failed"]
+        };
+        assert_eq!(kinds(&events), expected, "{agent}");
+        sessions.push(task.session);
+        let log = system.process(agent).output();
+        assert!(!log.contains(password), "a secret in the log:\n{log}");
+    }
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 2);
+    assert!(dead.iter().all(|d| d.reason.as_str() == "forbidden"));
+    let agents: Vec<&str> = dead.iter().map(|d| d.agent.as_str()).collect();
+    assert_eq!(agents, ["refund", "listed"]);
+    // Nothing reached payments: no session was ever accepted there.
+    system.settled().await?;
+    for session in sessions {
+        let stored = system.stored_events(session).await?;
+        let at_payments = stored
+            .iter()
+            .filter(|e| e.agent.as_deref() == Some("payments"))
+            .count();
+        assert_eq!(at_payments, 0);
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_may_not_send_straight_to_an_agent_gets_a_clear_error() -> anyhow::Result<()>
+{
+    let mut system = System::secured(CONFIG, "admin", "admin-pw").await?;
+    system.relay("refund", "refund", &[]).await?;
+    // `client` is refused from its reported permissions, `sender` from the
+    // server's error; both at once, not after the publish retries.
+    for (user, password) in [("client", "client-pw"), ("sender", "sender-pw")] {
+        let output = tokio::task::block_in_place(|| {
+            system
+                .baton(&[
+                    "--user",
+                    user,
+                    "--password",
+                    password,
+                    "send",
+                    "--to",
+                    "refund",
+                    "--direct",
+                    "refund please",
+                ])
+                .output()
+        })?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{user}: {stderr}");
+        assert!(
+            stderr.contains("refused a publish to baton.agent.refund"),
+            "{user}: {stderr}"
+        );
+        assert!(!stderr.contains(password), "{user}: {stderr}");
+    }
+    // Nothing was queued for refund.
+    eventually(Duration::from_secs(5), || async {
+        let dead = system.client.dead_letters().await?;
+        anyhow::ensure!(dead.is_empty(), "{} dead letters", dead.len());
+        Ok(())
+    })
+    .await?;
+    system.settled().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn credentials_in_the_url_work_and_are_never_printed() -> anyhow::Result<()> {
+    let mut system = System::secured(CONFIG, "admin", "admin-pw").await?;
+    // Every process of the system connects with the URL's credentials.
+    system.relay("echo", "echo", &[]).await?;
+    let task = Envelope::task("hello");
+    let events = system.run("echo", &task).await?;
+    assert_eq!(
+        events.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed)
+    );
+    // A wrong password is refused, and the message names the server, not the secret.
+    let wrong = system
+        .server
+        .url()
+        .replacen("nats://", "nats://admin:wrong-pw@", 1);
+    let output = tokio::task::block_in_place(|| {
+        std::process::Command::new(baton_testkit::baton_binary())
+            .args(["--nats-url", &wrong, "dlq", "ls"])
+            .env_remove("NATS_URL")
+            .output()
+    })?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("cannot connect to NATS at nats://127.0.0.1:"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wrong-pw"), "{stderr}");
+    let log = system.process("echo").output();
+    assert!(!log.contains("admin-pw"), "a secret in the log:\n{log}");
+    Ok(())
+}
