@@ -369,5 +369,7 @@ async fn a_message_whose_last_delivery_is_never_settled_is_caught_from_the_advis
     // The message left the work queue: only the first task remains.
     let mut tasks = js.get_stream("BATON_TASKS").await?;
     assert_eq!(tasks.info().await?.state.messages, 1);
+    let stored = system.stored_events(stranded.session).await?;
+    assert_eq!(kinds(&stored), ["dead_lettered", "failed"]);
     Ok(())
 }

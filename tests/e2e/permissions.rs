@@ -98,6 +98,8 @@ async fn a_handoff_the_worker_may_not_publish_ends_the_session_as_forbidden() ->
             .filter(|e| e.agent.as_deref() == Some("payments"))
             .count();
         assert_eq!(at_payments, 0);
+        let terminal = stored.iter().filter(|e| e.kind.is_terminal()).count();
+        assert_eq!(terminal, 1, "exactly one terminal event");
     }
     Ok(())
 }
