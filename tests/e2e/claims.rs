@@ -289,3 +289,33 @@ async fn a_large_answer_reaches_the_rust_and_the_python_client_whole() -> anyhow
     assert!(end.claims.is_empty());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delegation_whose_context_is_larger_than_a_message_joins() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system
+        .relay(
+            "parent",
+            "parent",
+            &["--delegate", "left,right", "--delegate-mode", "parallel"],
+        )
+        .await?;
+    system.relay("left", "left", &[]).await?;
+    system.relay("right", "right", &[]).await?;
+    // The join holds the delegating envelope (and each child's context):
+    // it is claim-checked like the envelope, or it could not be stored.
+    let task = Envelope::task("a long conversation ".repeat(60_000));
+    let events = system.run("parent", &task).await?;
+    assert_eq!(
+        events.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed)
+    );
+    let delegated = events
+        .iter()
+        .filter(|e| e.kind == EventType::Delegated)
+        .count();
+    assert_eq!(delegated, 2, "one per child");
+    assert!(system.client.dead_letters().await?.is_empty());
+    system.settled().await?;
+    Ok(())
+}

@@ -4,6 +4,7 @@
 
 mod claims;
 mod cli;
+mod cluster;
 mod deadlines;
 mod delegation;
 mod failures;

@@ -71,7 +71,11 @@ impl Inbox {
     /// # Errors
     ///
     /// When JetStream cannot be reached or refuses to create the bucket.
-    pub async fn open(client: async_nats::Client, subjects: Subjects) -> Result<Self, InboxError> {
+    pub async fn open(
+        client: async_nats::Client,
+        subjects: Subjects,
+        replicas: usize,
+    ) -> Result<Self, InboxError> {
         let claims = baton_worker::ClaimCheck::open(
             &client,
             &subjects,
@@ -87,6 +91,7 @@ impl Inbox {
                     description: "Baton: tasks waiting for a person".to_owned(),
                     history: 1,
                     storage: jetstream::stream::StorageType::File,
+                    num_replicas: replicas,
                     ..Default::default()
                 })
                 .await

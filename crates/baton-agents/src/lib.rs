@@ -63,8 +63,9 @@ pub struct SpecAgent {
 }
 
 impl SpecAgent {
-    /// Prepares `spec` to run: opens the inbox for a human agent, reads the
-    /// API key for an LLM agent.
+    /// Prepares `spec` to run: opens the inbox for a human agent (creating
+    /// it with `replicas` when it is missing), reads the API key for an LLM
+    /// agent.
     ///
     /// # Errors
     ///
@@ -74,6 +75,7 @@ impl SpecAgent {
         spec: AgentSpec,
         client: &async_nats::Client,
         subjects: &Subjects,
+        replicas: usize,
     ) -> Result<Self, StartError> {
         let runner = match &spec.kind {
             Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
@@ -92,7 +94,7 @@ impl SpecAgent {
                 Runner::Chain { steps, recover }
             }
             Kind::Human(_) => Runner::Human(Box::new(HumanRunner::new(
-                Inbox::open(client.clone(), subjects.clone())
+                Inbox::open(client.clone(), subjects.clone(), replicas)
                     .await
                     .map_err(|err| StartError::new(err.to_string()))?,
             ))),

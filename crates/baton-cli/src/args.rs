@@ -69,9 +69,29 @@ pub struct NatsArgs {
     #[arg(long, global = true, env = "NATS_KEY")]
     pub tls_key: Option<PathBuf>,
 
+    /// Replicas of every stream and bucket Baton creates: 1 on a single server, 3 on a
+    /// cluster. An existing stream with fewer is raised in place where the cluster allows.
+    #[arg(long, global = true, env = "BATON_REPLICAS", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub replicas: u8,
+
     /// Subject prefix shared by every Baton process of one deployment.
     #[arg(long, global = true, env = "BATON_PREFIX", default_value = "baton")]
     pub prefix: String,
+}
+
+impl NatsArgs {
+    /// Replicas of what Baton creates.
+    pub fn replicas(&self) -> usize {
+        usize::from(self.replicas)
+    }
+
+    /// The stream settings these arguments describe.
+    pub fn streams(&self) -> baton_worker::StreamSettings {
+        baton_worker::StreamSettings {
+            replicas: self.replicas(),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,7 +13,8 @@ pub async fn run(
     let client = Client::new(
         crate::nats::connect(nats, None, "baton dlq").await?,
         subjects,
-    );
+    )
+    .with_streams(nats.streams());
     match command {
         DlqCommand::Ls { json } => {
             let entries = client.dead_letters().await?;

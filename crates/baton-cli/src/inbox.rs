@@ -46,7 +46,7 @@ pub async fn run(
     command: InboxCommand,
 ) -> anyhow::Result<std::process::ExitCode> {
     let client = crate::nats::connect(nats, None, "baton inbox").await?;
-    let inbox = Inbox::open(client.client().clone(), subjects).await?;
+    let inbox = Inbox::open(client.client().clone(), subjects, nats.replicas()).await?;
     match command {
         InboxCommand::Ls { json } => list(&inbox, json).await?,
         InboxCommand::Show { id } => show(&inbox, &id).await?,

@@ -53,6 +53,7 @@ pub async fn worker(
             .with_max_delegation_depth(args.max_delegation_depth)
             .with_join_timeout(args.join_timeout_ms.map(Duration::from_millis)),
         &args,
+        nats,
     )?;
     let retry = RetryPolicy {
         max_attempts: args.max_attempts.max(1),
@@ -128,9 +129,16 @@ fn relay(name: String, args: WorkerArgs, retry: RetryPolicy) -> Relay {
 
 /// The deployment options of the command line applied to `config`: how the
 /// process runs, never what a spec decides.
-fn deployment(config: WorkerConfig, args: &WorkerArgs) -> anyhow::Result<WorkerConfig> {
+fn deployment(
+    config: WorkerConfig,
+    args: &WorkerArgs,
+    nats: &NatsArgs,
+) -> anyhow::Result<WorkerConfig> {
     let registry = &args.registry;
+    let mut claims = args.claims.settings();
+    claims.replicas = nats.replicas();
     let mut config = config
+        .with_streams(nats.streams())
         .with_ack_wait(Duration::from_secs(args.ack_wait_secs.max(1)))
         .with_max_payload(args.max_payload)
         .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs))
@@ -138,7 +146,7 @@ fn deployment(config: WorkerConfig, args: &WorkerArgs) -> anyhow::Result<WorkerC
         .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
         .with_registry(!registry.no_registry)
         .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms))
-        .with_claims(args.claims.settings());
+        .with_claims(claims);
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()
@@ -167,10 +175,10 @@ async fn spec_worker(
     })?;
     let name = spec.name.clone();
     let client = crate::nats::connect(nats, None, &format!("baton worker {name}")).await?;
-    let agent = baton_agents::SpecAgent::new(spec, client.client(), &subjects)
+    let agent = baton_agents::SpecAgent::new(spec, client.client(), &subjects, nats.replicas())
         .await
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
-    let config = deployment(agent.worker_config(subjects), args)?;
+    let config = deployment(agent.worker_config(subjects), args, nats)?;
     Worker::new(client, config, agent)
         .run(crate::shutdown_signal())
         .await?;
@@ -222,13 +230,14 @@ pub async fn router(
         .map(AgentName::new)
         .transpose()
         .context("invalid --fallback")?;
-    let config = RouterConfig::default()
+    let mut config = RouterConfig::default()
         .with_subjects(subjects)
         .with_default_agent(default_agent)
         .with_fallback(fallback)
         .with_registry(!args.no_registry)
         .with_max_payload(args.max_payload)
         .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis));
+    config.streams = nats.streams();
     let client = crate::nats::connect(nats, None, "baton router").await?;
     Router::new(client, config)
         .run(crate::shutdown_signal())

@@ -39,7 +39,8 @@ pub async fn send(
     let client = Client::new(
         crate::nats::connect(nats, None, "baton send").await?,
         subjects,
-    );
+    )
+    .with_streams(nats.streams());
     if args.direct {
         let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
         client.submit_to(&to, &task).await?;
@@ -167,7 +168,8 @@ pub async fn watch(
     let client = Client::new(
         crate::nats::connect(nats, None, "baton watch").await?,
         subjects,
-    );
+    )
+    .with_streams(nats.streams());
     let mut events = if args.follow {
         client.events(session).await?
     } else {

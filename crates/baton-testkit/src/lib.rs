@@ -5,7 +5,8 @@
 //! - [`NatsServer`], [`ServerOptions`], [`nats_server_binary`] and
 //!   [`nats_server_version`]: a real `nats-server` on a random port with a
 //!   temporary store, re-exported from `baton-nats-server` (which `baton dev`
-//!   uses too);
+//!   uses too); [`NatsCluster`] starts several of them as one JetStream
+//!   cluster;
 //! - [`ChildProcess`] wraps a spawned binary for end-to-end tests: output is
 //!   captured to files so it can be shown when a test fails, and the process
 //!   is killed on drop. [`baton_binary`] locates the `baton` executable;
@@ -22,6 +23,7 @@
 //! # Ok::<(), baton_testkit::Error>(())
 //! ```
 
+mod cluster;
 mod eventually;
 mod llm;
 mod process;
@@ -30,6 +32,7 @@ pub use baton_nats_server::{
     Error, ErrorKind, MIN_VERSION, NatsServer, ServerOptions, nats_server_binary,
     nats_server_version,
 };
+pub use cluster::NatsCluster;
 pub use eventually::{Timeout, eventually};
 pub use llm::{FakeLlm, Recorded, Scripted};
 pub use process::{ChildProcess, baton_binary};

@@ -35,6 +35,8 @@ pub struct ClaimSettings {
     pub max_bytes: Option<u64>,
     /// The largest envelope, with its claims restored, a worker accepts.
     pub max_restored: usize,
+    /// Replicas of the bucket (used when it is created).
+    pub replicas: usize,
 }
 
 impl Default for ClaimSettings {
@@ -45,6 +47,7 @@ impl Default for ClaimSettings {
             max_age: Duration::from_secs(7 * 24 * 3600),
             max_bytes: None,
             max_restored: 256 * 1024 * 1024,
+            replicas: 1,
         }
     }
 }
@@ -149,6 +152,11 @@ impl ClaimCheck {
         len > self.threshold
     }
 
+    /// The settings in use.
+    pub(crate) fn settings(&self) -> &ClaimSettings {
+        &self.settings
+    }
+
     /// The largest restored envelope accepted.
     pub(crate) fn max_restored(&self) -> usize {
         self.settings.max_restored
@@ -172,7 +180,7 @@ impl ClaimCheck {
                             .max_bytes
                             .map_or(-1, |max| i64::try_from(max).unwrap_or(i64::MAX)),
                         storage: jetstream::stream::StorageType::File,
-                        num_replicas: 1,
+                        num_replicas: self.settings.replicas,
                         ..Default::default()
                     })
                     .await
@@ -225,6 +233,9 @@ impl ClaimCheck {
     pub(crate) async fn check_in(&self, payload: &[u8]) -> Result<Vec<u8>, ClaimFailure> {
         let claims =
             baton_proto::claims(payload).map_err(|err| ClaimFailure::Permanent(err.to_string()))?;
+        if claims.is_empty() {
+            return Ok(payload.to_vec());
+        }
         let store = self.store().await.map_err(ClaimFailure::Transient)?;
         let mut objects = HashMap::new();
         let mut total = payload.len();

@@ -62,6 +62,16 @@ impl Client {
         }
     }
 
+    /// Creates missing streams, and the claim-check bucket, with `streams`
+    /// (replicas, retention).
+    #[must_use]
+    pub fn with_streams(mut self, streams: StreamSettings) -> Self {
+        let mut claims = self.claims.settings().clone();
+        claims.replicas = streams.replicas;
+        self.streams = streams;
+        self.with_claims(claims)
+    }
+
     /// Uses `settings` for the claim-check of large tasks and events.
     #[must_use]
     pub fn with_claims(mut self, settings: ClaimSettings) -> Self {

@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use async_nats::jetstream::context::CreateStreamErrorKind;
 use async_nats::jetstream::{self, consumer, stream};
+use backon::{ExponentialBuilder, Retryable};
 use baton_proto::{AgentName, Subjects};
 
 use crate::error::{Error, ErrorKind};
@@ -87,20 +89,39 @@ async fn ensure_stream(
     wanted: stream::Config,
 ) -> Result<stream::Stream, Error> {
     let name = wanted.name.clone();
-    let mut stream = jetstream.get_or_create_stream(wanted.clone()).await.map_err(|err| {
+    // A cluster creating a replicated stream (or several processes creating
+    // it at once) may answer after the request's timeout: ask again.
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(2))
+        .with_max_times(5);
+    let create = || jetstream.get_or_create_stream(wanted.clone());
+    let created = create
+        .retry(backoff)
+        .when(|err| {
+            matches!(
+                err.kind(),
+                CreateStreamErrorKind::TimedOut | CreateStreamErrorKind::JetStreamUnavailable
+            )
+        })
+        .notify(|err, delay| tracing::info!(stream = %name, error = %err, ?delay, "stream not ready; asking again"))
+        .await;
+    let stream = created.map_err(|err| {
         Error::with_source(
             ErrorKind::JetStream,
-            format!("cannot get or create stream {name}; is JetStream enabled on the server (nats-server -js)?"),
+            format!(
+                "cannot get or create stream {name} with {} replica(s): check that JetStream is enabled \
+                 (nats-server -js), that this NATS user may use the JetStream API for it (`baton permissions` \
+                 prints what each role needs), and that --replicas does not exceed the cluster's JetStream nodes",
+                wanted.num_replicas
+            ),
             err,
         )
     })?;
-    let info = stream.info().await.map_err(|err| {
-        Error::with_source(
-            ErrorKind::JetStream,
-            format!("cannot read stream {name}"),
-            err,
-        )
-    })?;
+    // The info the answer carried: asking again right after a cluster
+    // created the stream may reach a node that does not know it yet.
+    let info = stream.cached_info().clone();
+    ensure_replicas(jetstream, &info, wanted.num_replicas).await?;
     let have: BTreeSet<_> = info.config.subjects.iter().collect();
     let want: BTreeSet<_> = wanted.subjects.iter().collect();
     if info.config.retention != wanted.retention || have != want {
@@ -114,6 +135,36 @@ async fn ensure_stream(
         ));
     }
     Ok(stream)
+}
+
+/// Raises a stream's replicas to `want` in place; more than `want` stay.
+async fn ensure_replicas(
+    jetstream: &jetstream::Context,
+    info: &stream::Info,
+    want: usize,
+) -> Result<(), Error> {
+    let (name, have) = (&info.config.name, info.config.num_replicas);
+    if have < want {
+        // Raising the count in place works on a cluster with enough nodes.
+        let raised = stream::Config {
+            num_replicas: want,
+            ..info.config.clone()
+        };
+        jetstream.update_stream(raised).await.map_err(|err| {
+            Error::with_source(
+                ErrorKind::Mismatch,
+                format!(
+                    "stream {name} has {have} replica(s) and --replicas asks for {want}, but the server \
+                     refused to raise it: run a cluster of at least {want} JetStream nodes, or lower --replicas (BATON_REPLICAS)"
+                ),
+                err,
+            )
+        })?;
+        tracing::info!(stream = %name, from = have, to = want, "raised the stream's replicas");
+    } else if have > want {
+        tracing::warn!(stream = %name, have, want, "the stream has more replicas than --replicas asks for; keeping them (set BATON_REPLICAS to match)");
+    }
+    Ok(())
 }
 
 /// The durable pull consumer `name` on the tasks stream, filtered to `filter`.

@@ -36,7 +36,7 @@ pub(crate) struct Runtime {
     /// The delegation bucket, opened on first use.
     joins: tokio::sync::OnceCell<JoinStore>,
     /// The claim-check bucket.
-    pub(crate) claims: ClaimCheck,
+    pub(crate) claims: Arc<ClaimCheck>,
     /// Which agent types have workers.
     pub(crate) served: Served,
     /// The largest message the server accepts, headers included.
@@ -71,7 +71,7 @@ impl Runtime {
             progress_every: (agent.ack_wait / 3).max(Duration::from_millis(100)),
             reply_to,
             joins: tokio::sync::OnceCell::new(),
-            claims,
+            claims: Arc::new(claims),
             served: Served::new(publisher_js, subjects),
             server_max_payload,
         }
@@ -104,7 +104,9 @@ impl Runtime {
         self.joins
             .get_or_try_init(|| async {
                 let bucket = self.config.subjects.joins_bucket();
-                JoinStore::open(self.publisher.jetstream(), &bucket).await
+                let replicas = self.config.streams.replicas;
+                let claims = self.claims.clone();
+                JoinStore::open(self.publisher.jetstream(), &bucket, replicas, claims).await
             })
             .await
     }

@@ -1,23 +1,33 @@
 //! The join bucket: one key per open delegation (the delegating envelope's
-//! id), updated by compare-and-swap.
+//! id), updated by compare-and-swap. A join holds the delegating envelope
+//! and the children's results, so a large one is claim-checked like an
+//! envelope.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use uuid::Uuid;
 
 use super::state::JoinState;
+use crate::claimcheck::ClaimCheck;
 use crate::error::{Error, ErrorKind};
 
 /// The `BATON_JOINS` key-value bucket.
 #[derive(Clone)]
 pub(crate) struct JoinStore {
     store: kv::Store,
+    claims: Arc<ClaimCheck>,
 }
 
 impl JoinStore {
     /// Opens `bucket`, creating it if it is missing.
-    pub(crate) async fn open(jetstream: &jetstream::Context, bucket: &str) -> Result<Self, Error> {
+    pub(crate) async fn open(
+        jetstream: &jetstream::Context,
+        bucket: &str,
+        replicas: usize,
+        claims: Arc<ClaimCheck>,
+    ) -> Result<Self, Error> {
         let store = match jetstream.get_key_value(bucket).await {
             Ok(store) => store,
             Err(_) => jetstream
@@ -27,6 +37,7 @@ impl JoinStore {
                     history: 1,
                     max_age: Duration::from_secs(7 * 24 * 3600),
                     storage: jetstream::stream::StorageType::File,
+                    num_replicas: replicas,
                     ..Default::default()
                 })
                 .await
@@ -38,7 +49,7 @@ impl JoinStore {
                     )
                 })?,
         };
-        Ok(Self { store })
+        Ok(Self { store, claims })
     }
 
     /// The join and its revision, if it is open.
@@ -50,14 +61,16 @@ impl JoinStore {
         let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
             return Ok(None);
         };
-        let state = rmp_serde::from_slice(&entry.value)
+        let value = self.claims.unpack(&entry.value).await?;
+        let state = rmp_serde::from_slice(&value)
             .map_err(|err| Error::with_source(ErrorKind::Decode, "unreadable join state", err))?;
         Ok(Some((state, entry.revision)))
     }
 
     /// Creates the join; `false` if it already exists (a redelivery).
     pub(crate) async fn create(&self, id: Uuid, state: &JoinState) -> Result<bool, Error> {
-        match self.store.create(id.to_string(), encode(state)?).await {
+        let value = self.claims.pack(encode(state)?).await?;
+        match self.store.create(id.to_string(), value).await {
             Ok(_) => Ok(true),
             Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => Ok(false),
             Err(err) => Err(Error::with_source(
@@ -75,11 +88,8 @@ impl JoinStore {
         state: &JoinState,
         revision: u64,
     ) -> Result<bool, Error> {
-        match self
-            .store
-            .update(id.to_string(), encode(state)?, revision)
-            .await
-        {
+        let value = self.claims.pack(encode(state)?).await?;
+        match self.store.update(id.to_string(), value, revision).await {
             Ok(_) => Ok(true),
             Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(false),
             Err(err) => Err(Error::with_source(
