@@ -18,4 +18,5 @@ mod reopen;
 mod routing;
 mod specs;
 mod targets;
+mod tls;
 mod util;
