@@ -373,3 +373,98 @@ async fn a_message_whose_last_delivery_is_never_settled_is_caught_from_the_advis
     assert_eq!(kinds(&stored), ["dead_lettered", "failed"]);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_killed_and_restarted_mid_run_loses_and_doubles_nothing() -> anyhow::Result<()> {
+    const SESSIONS: usize = 300;
+    let mut system = System::start().await?;
+    system
+        .relay("r1", "intake", &["--next", "work", "--concurrency", "16"])
+        .await?;
+    system
+        .relay(
+            "r2",
+            "work",
+            &["--next", "finish", "--concurrency", "16", "--work-ms", "20"],
+        )
+        .await?;
+    system
+        .relay("r3", "finish", &["--concurrency", "16"])
+        .await?;
+    let agent = AgentName::new("intake")?;
+    let tasks: Vec<Envelope> = (0..SESSIONS)
+        .map(|n| Envelope::task(format!("session {n}")))
+        .collect();
+    for task in &tasks[..SESSIONS / 2] {
+        system.client.submit_to(&agent, task).await?;
+    }
+    // Some sessions are done, others are mid-flight: kill -9 the server and
+    // start it again on the same port and store.
+    eventually(Duration::from_secs(60), || async {
+        let done = completed(&system.all_events().await?);
+        anyhow::ensure!(done >= 20, "{done} completed");
+        Ok(())
+    })
+    .await?;
+    tokio::task::block_in_place(|| system.server.restart())?;
+    let restarted = std::time::Instant::now();
+    let restarted_ms = baton_proto::now_ms();
+    // The client reconnects too, and its publishes are retried.
+    for task in &tasks[SESSIONS / 2..] {
+        system.client.submit_to(&agent, task).await?;
+    }
+    let by_session = eventually(Duration::from_secs(120), || async {
+        let by_session = system.events_by_session().await?;
+        let done = completed(&by_session.values().flatten().cloned().collect::<Vec<_>>());
+        anyhow::ensure!(done == SESSIONS, "{done} of {SESSIONS} completed");
+        Ok(by_session)
+    })
+    .await?;
+    // For the closing note: how soon work resumed (the workers pull again
+    // when they reconnect, not when their old pull requests would expire).
+    let first = tasks[SESSIONS / 2..]
+        .iter()
+        .filter_map(|task| {
+            let events = &by_session[&task.session];
+            events
+                .iter()
+                .find(|e| e.kind == EventType::Accepted)
+                .map(|e| e.at)
+        })
+        .min()
+        .unwrap_or_default();
+    println!(
+        "restart: first new session accepted {} ms after the restart; all {SESSIONS} completed {:?} after it",
+        first.saturating_sub(restarted_ms),
+        restarted.elapsed()
+    );
+    for task in &tasks {
+        let events = &by_session[&task.session];
+        let count = |kind: EventType| events.iter().filter(|e| e.kind == kind).count();
+        assert_eq!(
+            count(EventType::Handoff),
+            2,
+            "{}: {:?}",
+            task.session,
+            kinds(events)
+        );
+        let terminal = events.iter().filter(|e| e.kind.is_terminal()).count();
+        assert_eq!(terminal, 1, "{}: {:?}", task.session, kinds(events));
+        assert_eq!(count(EventType::Completed), 1);
+    }
+    for label in ["r1", "r2", "r3"] {
+        assert!(system.process(label).is_running(), "{label} exited");
+    }
+    assert!(system.client.dead_letters().await?.is_empty());
+    system.settled().await?;
+    Ok(())
+}
+
+fn completed(events: &[baton_proto::Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| e.kind == EventType::Completed)
+        .map(|e| e.session)
+        .collect::<HashSet<_>>()
+        .len()
+}

@@ -43,13 +43,20 @@ async fn one_session(url: &str, auth: &[&str]) -> anyhow::Result<Output> {
     })
     .await?;
     let sent = tokio::task::block_in_place(|| {
-        baton(url, auth, &["send", "--to", "echo", "--direct", "--wait", "hello"]).output()
+        baton(
+            url,
+            auth,
+            &["send", "--to", "echo", "--direct", "--wait", "hello"],
+        )
+        .output()
     })?;
     Ok(sent)
 }
 
 fn run(url: &str, auth: &[&str]) -> anyhow::Result<Output> {
-    Ok(tokio::task::block_in_place(|| baton(url, auth, &["dlq", "ls"]).output())?)
+    Ok(tokio::task::block_in_place(|| {
+        baton(url, auth, &["dlq", "ls"]).output()
+    })?)
 }
 
 /// A CA, and a server and a client certificate it signed, as PEM files in `dir`.
@@ -62,7 +69,8 @@ fn certificates(dir: &Path) -> anyhow::Result<()> {
         ("server", ExtendedKeyUsagePurpose::ServerAuth),
         ("client", ExtendedKeyUsagePurpose::ClientAuth),
     ] {
-        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
         params.extended_key_usages = vec![purpose];
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &ca)?;
@@ -88,16 +96,26 @@ async fn tls_with_client_certificates_runs_a_session() -> anyhow::Result<()> {
     let (ca, cert, key) = (file("ca.pem"), file("client.pem"), file("client-key.pem"));
     let auth = ["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key];
     let sent = one_session(&url, &auth).await?;
-    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
     // Without the client certificate the server refuses the connection.
     let refused = run(&url, &["--tls-ca", &ca])?;
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
-    assert!(stderr.contains("cannot connect to NATS at tls://127.0.0.1:"), "{stderr}");
+    assert!(
+        stderr.contains("cannot connect to NATS at tls://127.0.0.1:"),
+        "{stderr}"
+    );
     // Half a client certificate is a configuration error that names the fix.
     let half = run(&url, &["--tls-ca", &ca, "--tls-cert", &cert])?;
     let stderr = String::from_utf8_lossy(&half.stderr);
-    assert!(stderr.contains("needs both --tls-cert and --tls-key"), "{stderr}");
+    assert!(
+        stderr.contains("needs both --tls-cert and --tls-key"),
+        "{stderr}"
+    );
     Ok(())
 }
 
@@ -115,7 +133,11 @@ async fn an_nkey_seed_file_runs_a_session_and_a_wrong_one_is_refused() -> anyhow
     std::fs::write(&seed_file, format!("{seed}\n"))?;
     let seed_path = seed_file.to_string_lossy().into_owned();
     let sent = one_session(server.url(), &["--nkey", &seed_path]).await?;
-    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
     // Another user's seed is refused, and the message prints no seed.
     let stranger = nkeys::KeyPair::new_user().seed()?;
     let stranger_file = dir.path().join("stranger.nk");
@@ -124,7 +146,10 @@ async fn an_nkey_seed_file_runs_a_session_and_a_wrong_one_is_refused() -> anyhow
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
     assert!(stderr.contains("cannot connect to NATS"), "{stderr}");
-    assert!(!stderr.contains(&stranger) && !stderr.contains(&seed), "{stderr}");
+    assert!(
+        !stderr.contains(&stranger) && !stderr.contains(&seed),
+        "{stderr}"
+    );
     // A file with no user seed names what it should hold.
     let empty = dir.path().join("empty.nk");
     std::fs::write(&empty, "not a seed\n")?;

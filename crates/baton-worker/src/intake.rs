@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
@@ -127,7 +128,11 @@ async fn run<H, F>(
         count: 0,
         last_request: Instant::now(),
         retry_at: None,
+        connects: source.client.statistics().connects.load(Ordering::Relaxed),
     };
+    // How often the loop looks for a reconnect.
+    let mut watch = tokio::time::interval(Duration::from_millis(200));
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         while tasks.try_join_next().is_some() {}
         puller.ask(semaphore.available_permits()).await;
@@ -158,8 +163,17 @@ async fn run<H, F>(
             () = freed.notified() => {}
             () = tokio::time::sleep_until(puller.retry_at.unwrap_or_else(Instant::now)), if puller.retry_at.is_some() => {}
             () = tokio::time::sleep_until(stale), if puller.count > 0 => {
-                // A status was lost (e.g. across a reconnect): start counting afresh.
+                // A status was lost: start counting afresh.
                 puller.count = 0;
+            }
+            _ = watch.tick() => {
+                if puller.reconnected() && puller.count > 0 {
+                    // A restarted server forgot the requests: ask again now,
+                    // not when they would have expired. (A surplus from a
+                    // cluster node that kept them is handed back.)
+                    tracing::info!(consumer = %source.consumer, "reconnected: pulling again");
+                    puller.count = 0;
+                }
             }
             () = shutdown.cancelled() => break,
         }
@@ -211,9 +225,18 @@ struct Puller {
     last_request: Instant,
     /// Set when a pull request could not be sent (e.g. while reconnecting).
     retry_at: Option<Instant>,
+    /// The connection's connect count when the requests were sent.
+    connects: u64,
 }
 
 impl Puller {
+    /// Whether the connection reconnected since the requests were sent;
+    /// the count moves on, so one reconnect is reported once.
+    fn reconnected(&mut self) -> bool {
+        let now = self.client.statistics().connects.load(Ordering::Relaxed);
+        std::mem::replace(&mut self.connects, now) != now
+    }
+
     /// After this long without news, outstanding requests count as lost.
     fn stale_after(&self) -> Duration {
         self.expires + Duration::from_secs(2)
