@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use async_nats::ServerAddr;
+use baton_proto::{Envelope, EventType};
 use baton_testkit::{ChildProcess, NatsCluster, baton_binary, eventually};
 
 use crate::util::example;
@@ -19,16 +20,18 @@ fn baton(urls: &str, args: &[&str]) -> std::process::Command {
     command
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn replicas_reach_every_stream_and_bucket_on_a_cluster() -> anyhow::Result<()> {
+/// A 3-node cluster, and a client of all its nodes once JetStream has a leader.
+async fn started_cluster() -> anyhow::Result<(NatsCluster, async_nats::Client)> {
     let cluster = tokio::task::spawn_blocking(|| NatsCluster::start(3)).await??;
-    let urls = cluster.urls();
     let addrs = cluster
         .nodes
         .iter()
         .map(|node| node.url().parse::<ServerAddr>())
         .collect::<Result<Vec<_>, _>>()?;
-    let nats = async_nats::connect(addrs).await?;
+    let nats = async_nats::ConnectOptions::new()
+        .max_reconnects(None)
+        .connect(addrs)
+        .await?;
     let js = async_nats::jetstream::new(nats.clone());
     // The cluster elects its JetStream leader first.
     eventually(Duration::from_secs(30), || async {
@@ -38,26 +41,18 @@ async fn replicas_reach_every_stream_and_bucket_on_a_cluster() -> anyhow::Result
             .map_err(anyhow::Error::from)
     })
     .await?;
-    let spec = example("support/human_support.toml");
-    let spec = spec.to_string_lossy();
+    Ok((cluster, nats))
+}
+
+/// Starts `baton` with each of `workers` (label, arguments) against the
+/// cluster, and waits until every one has started.
+async fn start_workers(
+    urls: &str,
+    workers: &[(&str, Vec<&str>)],
+) -> anyhow::Result<Vec<ChildProcess>> {
     let mut processes = Vec::new();
-    for (label, args) in [
-        (
-            "parent",
-            vec![
-                "worker",
-                "parent",
-                "--relay",
-                "--delegate",
-                "child",
-                "--no-fallback",
-            ],
-        ),
-        ("child", vec!["worker", "child", "--relay", "--no-fallback"]),
-        ("human", vec!["worker", "--spec", &spec, "--no-registry"]),
-    ] {
-        let process = ChildProcess::spawn(baton(&urls, &args), label)?;
-        processes.push(process);
+    for (label, args) in workers {
+        processes.push(ChildProcess::spawn(baton(urls, args), label)?);
     }
     for process in &mut processes {
         eventually(Duration::from_secs(60), || {
@@ -71,6 +66,30 @@ async fn replicas_reach_every_stream_and_bucket_on_a_cluster() -> anyhow::Result
         })
         .await?;
     }
+    Ok(processes)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replicas_reach_every_stream_and_bucket_on_a_cluster() -> anyhow::Result<()> {
+    let (cluster, nats) = started_cluster().await?;
+    let urls = cluster.urls();
+    let js = async_nats::jetstream::new(nats);
+    let spec = example("support/human_support.toml");
+    let spec = spec.to_string_lossy();
+    let parent = vec![
+        "worker",
+        "parent",
+        "--relay",
+        "--delegate",
+        "child",
+        "--no-fallback",
+    ];
+    let workers = [
+        ("parent", parent),
+        ("child", vec!["worker", "child", "--relay", "--no-fallback"]),
+        ("human", vec!["worker", "--spec", &spec, "--no-registry"]),
+    ];
+    let processes = start_workers(&urls, &workers).await?;
     // A task large enough to be claim-checked, delegated to a child: it
     // creates the claim-check and the join buckets.
     let text = "a long conversation ".repeat(40_000);
@@ -126,4 +145,149 @@ async fn more_replicas_than_servers_is_an_error_that_names_the_fix() -> anyhow::
     );
     assert!(stderr.contains("--replicas does not exceed"), "{stderr}");
     Ok(())
+}
+
+/// The index of the node named `name` (`n1` is 0).
+fn node_index(name: &str) -> anyhow::Result<usize> {
+    let number: usize = name.trim_start_matches('n').parse()?;
+    Ok(number - 1)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn losing_a_follower_then_the_tasks_leader_loses_and_doubles_nothing() -> anyhow::Result<()> {
+    const SESSIONS: usize = 300;
+    let (mut cluster, nats) = started_cluster().await?;
+    let urls = cluster.urls();
+    let js = async_nats::jetstream::new(nats.clone());
+    // A message whose ack was lost with a node comes back after ack_wait.
+    let flags = [
+        "--relay",
+        "--concurrency",
+        "16",
+        "--no-registry",
+        "--ack-wait-secs",
+        "5",
+    ];
+    let worker = |agent: &'static str, next: Option<&'static str>| {
+        let mut args = vec!["worker", agent];
+        args.extend(flags);
+        args.extend(next.map(|next| ["--next", next]).into_iter().flatten());
+        (agent, args)
+    };
+    let workers = [
+        worker("intake", Some("work")),
+        worker("work", Some("finish")),
+        worker("finish", None),
+    ];
+    let _processes = start_workers(&urls, &workers).await?;
+    let client = baton_worker::Client::new(nats.clone(), baton_proto::Subjects::default());
+    let intake = baton_proto::AgentName::new("intake")?;
+    let tasks: Vec<Envelope> = (0..SESSIONS)
+        .map(|n| Envelope::task(format!("session {n}")))
+        .collect();
+    let leader = || async {
+        let mut stream = js.get_stream("BATON_TASKS").await?;
+        let info = stream.info().await?;
+        let name = info
+            .cluster
+            .as_ref()
+            .and_then(|c| c.leader.clone())
+            .unwrap_or_default();
+        node_index(&name)
+    };
+    // A third of the sessions, then a follower dies; a third, then it comes
+    // back and the leader of BATON_TASKS dies; the rest, then it comes back.
+    for (round, part) in tasks.chunks(SESSIONS / 3).enumerate() {
+        for task in part {
+            client.submit_to(&intake, task).await?;
+        }
+        let at_leader = leader().await?;
+        let victim = match round {
+            0 => (at_leader + 1) % 3,
+            1 => at_leader,
+            _ => break,
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cluster.nodes[victim].kill();
+        println!(
+            "round {round}: killed n{} (the leader was n{})",
+            victim + 1,
+            at_leader + 1
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::task::block_in_place(|| cluster.nodes[victim].restart())?;
+        eventually(Duration::from_secs(60), || async {
+            leader().await.map(drop)
+        })
+        .await?;
+    }
+    let by_session = eventually(Duration::from_secs(180), || async {
+        let mut by_session: std::collections::HashMap<uuid::Uuid, Vec<baton_proto::Event>> =
+            std::collections::HashMap::new();
+        for event in all_events(&js).await? {
+            by_session.entry(event.session).or_default().push(event);
+        }
+        let ended = tasks
+            .iter()
+            .filter(|task| {
+                by_session
+                    .get(&task.session)
+                    .is_some_and(|events| events.iter().any(|e| e.kind.is_terminal()))
+            })
+            .count();
+        anyhow::ensure!(ended == SESSIONS, "{ended} of {SESSIONS} ended");
+        Ok(by_session)
+    })
+    .await?;
+    let (mut lost, mut doubled, mut terminals) = (0, 0, 0);
+    for task in &tasks {
+        let events = &by_session[&task.session];
+        let count = |kind: EventType| events.iter().filter(|e| e.kind == kind).count();
+        if count(EventType::Completed) != 1 {
+            lost += 1;
+            if let Some(end) = events.iter().find(|e| e.kind.is_terminal()) {
+                println!(
+                    "not completed: {:?} {:?} {:?} at {:?}",
+                    end.kind, end.reason, end.detail, end.agent
+                );
+            }
+        }
+        doubled += usize::from(count(EventType::Handoff) > 2);
+        terminals += usize::from(events.iter().filter(|e| e.kind.is_terminal()).count() != 1);
+    }
+    println!(
+        "node loss: {SESSIONS} sessions, {lost} lost, {doubled} with a doubled handoff, {terminals} without exactly one terminal event"
+    );
+    assert_eq!((lost, doubled, terminals), (0, 0, 0));
+    Ok(())
+}
+
+/// Every stored event, in stream order.
+async fn all_events(
+    js: &async_nats::jetstream::Context,
+) -> anyhow::Result<Vec<baton_proto::Event>> {
+    use baton_proto::Wire;
+    use futures::StreamExt;
+    let mut stream = js.get_stream("BATON_EVENTS").await?;
+    let last = stream.info().await?.state.last_sequence;
+    let mut events = Vec::new();
+    if last == 0 {
+        return Ok(events);
+    }
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
+        .await?;
+    let mut messages = consumer.messages().await?;
+    while let Some(message) = messages.next().await {
+        let message = message?;
+        events.push(baton_proto::Event::from_msgpack(&message.payload)?);
+        let seq = message
+            .info()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .stream_sequence;
+        if seq >= last {
+            break;
+        }
+    }
+    Ok(events)
 }

@@ -1,11 +1,10 @@
 //! Durable, idempotent publishing: every message carries its id as
 //! `Nats-Msg-Id`, and a publish counts only once its PubAck arrives.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::context::{GetStreamByNameErrorKind, PublishErrorKind};
 use async_nats::jetstream::{self, message::PublishMessage};
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
@@ -79,10 +78,6 @@ impl std::fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
-
-/// How many times a publish that found no stream is tried: a stream may be
-/// briefly without responders while a cluster elects its leader.
-const NO_STREAM_TRIES: usize = 4;
 
 impl Publisher {
     pub(crate) fn new(jetstream: jetstream::Context, permissions: Permissions) -> Self {
@@ -188,22 +183,33 @@ impl Publisher {
         }
     }
 
+    /// Why a publish found no responder: [`Failure::NoStream`] when the
+    /// server says no stream takes `subject`; otherwise the stream exists
+    /// but has no leader for now (a cluster electing one), which is retried.
+    async fn confirm_no_stream(&self, subject: &str) -> Failure {
+        match self.jetstream.stream_by_subject(subject).await {
+            Err(err) if err.kind() == GetStreamByNameErrorKind::NotFound => Failure::NoStream,
+            Ok(stream) => Failure::Other(format!("stream {stream} has no leader right now")),
+            Err(err) => Failure::Other(format!(
+                "no stream answered, and the stream list is unavailable: {err}"
+            )),
+        }
+    }
+
     /// Publishes one message, retrying with backoff until it is
     /// acknowledged; see [`Publisher::publish_all`] for the errors.
     pub(crate) async fn publish_one(&self, message: &Outgoing) -> Result<(), Error> {
-        let no_stream = AtomicUsize::new(0);
         let attempt = || async {
             let since = Instant::now();
             let sent = self.send(message).await;
-            self.acked(message, sent, since).await
+            match self.acked(message, sent, since).await {
+                Err(Failure::NoStream) => Err(self.confirm_no_stream(&message.subject).await),
+                other => other,
+            }
         };
         attempt
             .retry(self.backoff)
-            .when(|err| match err {
-                Failure::Refused => false,
-                Failure::NoStream => no_stream.fetch_add(1, Ordering::Relaxed) + 1 < NO_STREAM_TRIES,
-                Failure::Other(_) => true,
-            })
+            .when(|err| !matches!(err, Failure::Refused | Failure::NoStream))
             .notify(|err, delay| {
                 tracing::warn!(subject = %message.subject, id = %message.id, error = %err, ?delay, "publish failed; retrying");
             })

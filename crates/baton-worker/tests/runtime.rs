@@ -119,7 +119,7 @@ async fn a_rust_agents_context_condition_routes_and_otherwise_it_completes() -> 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_publish_no_stream_takes_fails_as_no_stream_after_a_few_tries() -> anyhow::Result<()> {
+async fn a_publish_no_stream_takes_fails_as_no_stream_at_once() -> anyhow::Result<()> {
     let server = tokio::task::spawn_blocking(NatsServer::start).await??;
     let nats = async_nats::connect(server.url()).await?;
     let subjects = Subjects::default();
