@@ -291,3 +291,30 @@ async fn all_events(
     }
     Ok(events)
 }
+
+#[test]
+fn the_deploy_configs_pass_the_servers_own_check() -> anyhow::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let mut configs = vec![root.join("nats-server.conf")];
+    for node in ["n1", "n2", "n3"] {
+        configs.push(root.join("cluster").join(format!("{node}.conf")));
+    }
+    let bin = baton_testkit::nats_server_binary()?;
+    for config in configs {
+        // `-t` checks the file and exits; relative paths resolve from `deploy/`.
+        let output = std::process::Command::new(&bin)
+            .arg("-c")
+            .arg(&config)
+            .arg("-t")
+            .current_dir(&root)
+            .output()?;
+        assert!(
+            output.status.success(),
+            "{}: {}{}",
+            config.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}

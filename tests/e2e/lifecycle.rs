@@ -468,3 +468,74 @@ fn completed(events: &[baton_proto::Event]) -> usize {
         .collect::<HashSet<_>>()
         .len()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_to_one_of_two_replicas_under_load_loses_and_doubles_nothing() -> anyhow::Result<()>
+{
+    const SESSIONS: usize = 200;
+    let mut system = System::start().await?;
+    system
+        .relay("in", "intake", &["--next", "work", "--concurrency", "16"])
+        .await?;
+    let work = ["--next", "finish", "--concurrency", "8", "--work-ms", "30"];
+    system.relay("w1", "work", &work).await?;
+    system.relay("w2", "work", &work).await?;
+    system
+        .relay("out", "finish", &["--concurrency", "16"])
+        .await?;
+    let agent = AgentName::new("intake")?;
+    let tasks: Vec<Envelope> = (0..SESSIONS)
+        .map(|n| Envelope::task(format!("session {n}")))
+        .collect();
+    for task in &tasks {
+        system.client.submit_to(&agent, task).await?;
+    }
+    // Under load: both replicas are working when w1 is asked to stop.
+    eventually(Duration::from_secs(60), || async {
+        let done = completed(&system.all_events().await?);
+        anyhow::ensure!(done >= 20, "{done} completed");
+        Ok(())
+    })
+    .await?;
+    system.process("w1").terminate();
+    let status =
+        tokio::task::block_in_place(|| system.process("w1").wait_timeout(Duration::from_secs(30)));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "w1 did not drain cleanly"
+    );
+    let by_session = eventually(Duration::from_secs(120), || async {
+        let by_session = system.events_by_session().await?;
+        let done = completed(&by_session.values().flatten().cloned().collect::<Vec<_>>());
+        anyhow::ensure!(done == SESSIONS, "{done} of {SESSIONS} completed");
+        Ok(by_session)
+    })
+    .await?;
+    let mut by_replica: HashMap<String, usize> = HashMap::new();
+    for task in &tasks {
+        let events = &by_session[&task.session];
+        let handoffs = events
+            .iter()
+            .filter(|e| e.kind == EventType::Handoff)
+            .count();
+        assert_eq!(handoffs, 2, "{}: {:?}", task.session, kinds(events));
+        let terminal = events.iter().filter(|e| e.kind.is_terminal()).count();
+        assert_eq!(terminal, 1, "{}: {:?}", task.session, kinds(events));
+        let end = events
+            .iter()
+            .find(|e| e.kind == EventType::Completed)
+            .unwrap();
+        *by_replica.entry(end.path[1].instance.clone()).or_default() += 1;
+    }
+    // Both replicas took a share before the drain.
+    assert!(
+        by_replica.get("w1").copied().unwrap_or(0) > 0,
+        "{by_replica:?}"
+    );
+    assert!(
+        by_replica.get("w2").copied().unwrap_or(0) > 0,
+        "{by_replica:?}"
+    );
+    system.settled().await?;
+    Ok(())
+}
