@@ -318,3 +318,52 @@ fn the_deploy_configs_pass_the_servers_own_check() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn the_secured_deploy_config_holds_the_generated_blocks_and_passes_the_check() -> anyhow::Result<()>
+{
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/secured");
+    let config = std::fs::read_to_string(root.join("nats-server.conf"))?;
+    let roles: [&[&str]; 6] = [
+        &["router"],
+        &["registry"],
+        &["client"],
+        &["operator"],
+        &["worker", "refund", "--to", "human_support"],
+        &["worker", "human_support", "--human", "--to", "refund"],
+    ];
+    for role in roles {
+        let output = std::process::Command::new(baton_binary())
+            .arg("permissions")
+            .args(role)
+            .output()?;
+        assert!(output.status.success());
+        let block: String = String::from_utf8(output.stdout)?
+            .lines()
+            .map(|line| format!("        {line}\n"))
+            .collect();
+        assert!(
+            config.contains(&block),
+            "deploy/secured is out of date for {role:?}:\n{block}"
+        );
+    }
+    let mut check = std::process::Command::new(baton_testkit::nats_server_binary()?);
+    check.arg("-c").arg(root.join("nats-server.conf")).arg("-t");
+    for user in [
+        "ROUTER",
+        "REGISTRY",
+        "CLIENT",
+        "OPERATOR",
+        "REFUND",
+        "HUMAN_SUPPORT",
+    ] {
+        check.env(format!("BATON_{user}_PASSWORD"), "not-a-real-password");
+    }
+    let output = check.output()?;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}

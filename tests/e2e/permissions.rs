@@ -179,3 +179,176 @@ async fn credentials_in_the_url_work_and_are_never_printed() -> anyhow::Result<(
     assert!(!log.contains("admin-pw"), "a secret in the log:\n{log}");
     Ok(())
 }
+
+/// A server config whose users have the blocks `baton permissions` prints:
+/// each role's own, plus `admin` for the test's observer.
+fn generated_config(users: &[(&str, &[&str])]) -> anyhow::Result<String> {
+    let mut config = String::from("accounts {\n  BATON {\n    jetstream: enabled\n    users: [\n");
+    config.push_str("      { user: admin, password: admin-pw }\n");
+    for (user, role) in users {
+        let output = std::process::Command::new(baton_testkit::baton_binary())
+            .arg("permissions")
+            .args(*role)
+            .output()?;
+        anyhow::ensure!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let block = String::from_utf8(output.stdout)?;
+        config.push_str(&format!(
+            "      {{\n        user: {user}\n        password: {user}-pw\n"
+        ));
+        for line in block.lines() {
+            config.push_str("        ");
+            config.push_str(line);
+            config.push('\n');
+        }
+        config.push_str("      }\n");
+    }
+    config.push_str("    ]\n  }\n}\n");
+    Ok(config)
+}
+
+/// Runs `baton ARGS` as `user` and waits for it.
+fn run_as(system: &System, user: &str, args: &[&str]) -> std::io::Result<std::process::Output> {
+    let auth = as_user(user);
+    let mut all: Vec<&str> = auth.iter().map(String::as_str).collect();
+    all.extend(args);
+    tokio::task::block_in_place(|| system.baton(&all).output())
+}
+
+fn as_user(user: &str) -> [String; 4] {
+    [
+        "--user".into(),
+        user.into(),
+        "--password".into(),
+        format!("{user}-pw"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_role_works_with_its_generated_permissions_and_nothing_more() -> anyhow::Result<()> {
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        ("registry", &["registry"]),
+        ("intake", &["worker", "intake", "--to", "refund"]),
+        ("refund", &["worker", "refund", "--to", "intake"]),
+        ("client", &["client"]),
+        ("operator", &["operator"]),
+    ];
+    let config = generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    // The router creates the streams; the others only read them.
+    let router = as_user("router");
+    let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
+    args.extend(["router", "--default-agent", "intake", "--no-registry"]);
+    system.spawn("router", &args, "router started").await?;
+    let registry = as_user("registry");
+    let mut args: Vec<&str> = registry.iter().map(String::as_str).collect();
+    args.extend(["registry", "--heartbeat-ms", "200"]);
+    system
+        .spawn("registry", &args, "registry serving lookups")
+        .await?;
+    for (agent, next) in [("intake", Some("refund")), ("refund", None)] {
+        let user = as_user(agent);
+        let mut flags: Vec<&str> = user.iter().map(String::as_str).collect();
+        flags.extend(["--heartbeat-ms", "200", "--no-fallback"]);
+        if let Some(next) = next {
+            flags.extend(["--next", next]);
+        }
+        system.relay(agent, agent, &flags).await?;
+    }
+    // A client sends through the router and waits: the session crosses
+    // both workers and completes.
+    let sent = run_as(&system, "client", &["send", "--wait", "refund my order"])?;
+    let stdout = String::from_utf8_lossy(&sent.stdout);
+    assert!(
+        sent.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert!(
+        stdout.contains("intake") && stdout.contains("refund"),
+        "{stdout}"
+    );
+    // A task larger than a message, with a deadline: the claim-check and
+    // the router's deadline timer work under the same blocks.
+    let big = tempfile::NamedTempFile::new()?;
+    std::fs::write(big.path(), "a long conversation ".repeat(40_000))?;
+    let path = big.path().to_string_lossy().into_owned();
+    let sent = run_as(
+        &system,
+        "client",
+        &[
+            "send",
+            "--wait",
+            "--timeout-secs",
+            "20",
+            "--deadline-ms",
+            "60000",
+            "--file",
+            &path,
+        ],
+    )?;
+    let logs: String = ["router", "intake", "refund"]
+        .iter()
+        .map(|label| system.process(label).output())
+        .collect();
+    assert!(
+        sent.status.success(),
+        "{}\n{logs}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    // A client asks the registry.
+    let agents = run_as(&system, "client", &["agents", "--json"])?;
+    assert!(
+        agents.status.success(),
+        "{}",
+        String::from_utf8_lossy(&agents.stderr)
+    );
+    assert!(String::from_utf8_lossy(&agents.stdout).contains("refund"));
+    // An operator reads the dead letters.
+    let dlq = run_as(&system, "operator", &["dlq", "ls"])?;
+    assert!(
+        dlq.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dlq.stderr)
+    );
+    assert!(String::from_utf8_lossy(&dlq.stdout).contains("no dead letters"));
+    // Refusals, each a clear error and never a hang:
+    // a client may not send straight to an agent;
+    let direct = run_as(
+        &system,
+        "client",
+        &["send", "--to", "refund", "--direct", "x"],
+    )?;
+    let stderr = String::from_utf8_lossy(&direct.stderr);
+    assert!(
+        stderr.contains("refused a publish to baton.agent.refund"),
+        "{stderr}"
+    );
+    // the refund user may not receive intake's replies,
+    let inbox = run_as(&system, "refund", &["worker", "intake", "--relay"])?;
+    let stderr = String::from_utf8_lossy(&inbox.stderr);
+    assert!(!inbox.status.success());
+    assert!(
+        stderr.contains("may not subscribe to _INBOX_worker_intake."),
+        "{stderr}"
+    );
+    // nor pull intake's tasks.
+    let inbox = "--inbox-prefix=_INBOX_worker_refund";
+    let pull = run_as(&system, "refund", &[inbox, "worker", "intake", "--relay"])?;
+    let stderr = String::from_utf8_lossy(&pull.stderr);
+    assert!(!pull.status.success());
+    assert!(
+        stderr.contains("may not pull its agent type's tasks"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("baton permissions worker intake"),
+        "{stderr}"
+    );
+    // (Not `settled`: the deadline's timer stays queued until the deadline.)
+    Ok(())
+}

@@ -74,6 +74,11 @@ pub struct NatsArgs {
     #[arg(long, global = true, env = "BATON_REPLICAS", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
     pub replicas: u8,
 
+    /// Prefix of this process's reply subjects (default `_INBOX_<role>`, e.g.
+    /// `_INBOX_worker_refund`); `baton permissions` grants only it.
+    #[arg(long, global = true, env = "BATON_INBOX_PREFIX")]
+    pub inbox_prefix: Option<String>,
+
     /// Subject prefix shared by every Baton process of one deployment.
     #[arg(long, global = true, env = "BATON_PREFIX", default_value = "baton")]
     pub prefix: String,
@@ -121,6 +126,10 @@ pub enum Command {
     /// Tasks waiting for a person: list, show, and answer them.
     #[command(subcommand)]
     Inbox(InboxCommand),
+    /// Print the NATS `permissions` block a role needs, to paste into a user of the server
+    /// config: a worker of AGENT, the router, a registry replica, a client (send, watch,
+    /// agents) or an operator (dlq, inbox).
+    Permissions(PermissionsArgs),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -442,6 +451,25 @@ pub struct WatchArgs {
     /// How long to wait for the session's first event before saying there is none.
     #[arg(long, default_value_t = 5)]
     pub start_timeout_secs: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct PermissionsArgs {
+    /// The role.
+    #[arg(value_enum)]
+    pub role: crate::permissions::RoleKind,
+
+    /// The worker's agent type (worker role only).
+    pub agent: Option<AgentName>,
+
+    /// Agent types this worker may publish to: those it hands off, delegates, escalates and
+    /// answers to. Without it, every agent type is allowed (and the block says so).
+    #[arg(long, value_delimiter = ',', value_name = "AGENT,...")]
+    pub to: Vec<AgentName>,
+
+    /// The worker runs a human agent: grant the inbox bucket.
+    #[arg(long)]
+    pub human: bool,
 }
 
 #[derive(Debug, Args)]

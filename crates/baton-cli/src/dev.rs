@@ -17,7 +17,11 @@ pub async fn run(
     subjects: Subjects,
     args: DevArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let (client, server) = crate::nats::connect_or_start(nats, "baton dev").await?;
+    let (client, server) = crate::nats::connect_or_start(
+        nats,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
+    )
+    .await?;
     if let Some(server) = &server {
         println!(
             "nats-server started at {} (store {})",

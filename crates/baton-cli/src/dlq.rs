@@ -11,7 +11,12 @@ pub async fn run(
     command: DlqCommand,
 ) -> anyhow::Result<std::process::ExitCode> {
     let client = Client::new(
-        crate::nats::connect(nats, None, "baton dlq").await?,
+        crate::nats::connect(
+            nats,
+            None,
+            &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
+        )
+        .await?,
         subjects,
     )
     .with_streams(nats.streams());

@@ -45,7 +45,12 @@ pub async fn run(
     subjects: Subjects,
     command: InboxCommand,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let client = crate::nats::connect(nats, None, "baton inbox").await?;
+    let client = crate::nats::connect(
+        nats,
+        None,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
+    )
+    .await?;
     let inbox = Inbox::open(client.client().clone(), subjects, nats.replicas()).await?;
     match command {
         InboxCommand::Ls { json } => list(&inbox, json).await?,

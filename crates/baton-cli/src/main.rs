@@ -6,6 +6,7 @@ mod dev;
 mod dlq;
 mod inbox;
 mod nats;
+mod permissions;
 mod serve;
 mod session;
 mod telemetry;
@@ -31,6 +32,7 @@ fn main() -> std::process::ExitCode {
             | Command::Agents(_)
             | Command::Check(_)
             | Command::Inbox(_)
+            | Command::Permissions(_)
     );
     let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -107,8 +109,17 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
         Command::Check(args) => Ok(inbox::check(&args)),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
+        Command::Permissions(args) => {
+            let block = permissions::render(&args, &subjects, cli.nats.inbox_prefix.as_deref())?;
+            print!("{block}");
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Bench(args) => {
-            let (client, server) = nats::connect_or_start(&cli.nats, "baton bench").await?;
+            let (client, server) = nats::connect_or_start(
+                &cli.nats,
+                &permissions::Role::of(permissions::RoleKind::Client),
+            )
+            .await?;
             let url = server.as_ref().map_or_else(
                 || nats::shown(cli.nats.nats_url.as_deref()),
                 |server| server.url().to_owned(),
@@ -117,8 +128,11 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::BenchRegistry(args) => {
-            let (client, _server) =
-                nats::connect_or_start(&cli.nats, "baton bench-registry").await?;
+            let (client, _server) = nats::connect_or_start(
+                &cli.nats,
+                &permissions::Role::of(permissions::RoleKind::Client),
+            )
+            .await?;
             baton_devtools::bench_registry::run(client.client().clone(), args).await?;
             Ok(std::process::ExitCode::SUCCESS)
         }

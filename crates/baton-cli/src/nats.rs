@@ -10,6 +10,7 @@ use async_nats::{ConnectOptions, ServerAddr};
 use baton_worker::Connection;
 
 use crate::args::NatsArgs;
+use crate::permissions::Role;
 
 /// Where `baton` connects when neither `NATS_URL` nor `--nats-url` is set.
 pub(crate) const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
@@ -126,15 +127,22 @@ pub(crate) fn shown(list: Option<&str>) -> String {
     )
 }
 
-/// Connects to the servers `nats` names (or `url` when given), as `name`.
+/// Connects to the servers `nats` names (or `url` when given), as `role`:
+/// its connection name, and its own inbox prefix unless one is given.
 pub(crate) async fn connect(
     nats: &NatsArgs,
     url: Option<&str>,
-    name: &str,
+    role: &Role,
 ) -> anyhow::Result<Connection> {
     let list = url.or(nats.nats_url.as_deref()).unwrap_or(DEFAULT_URL);
     let servers = Servers::parse(list)?;
-    let options = options(nats, servers.auth.as_ref(), name).await?;
+    let inbox = nats
+        .inbox_prefix
+        .clone()
+        .unwrap_or_else(|| role.default_inbox_prefix());
+    let options = options(nats, servers.auth.as_ref(), &role.connection_name())
+        .await?
+        .custom_inbox_prefix(inbox);
     let shown = servers.shown();
     Connection::connect(servers.addrs, options)
         .await
@@ -249,7 +257,7 @@ fn read_seed(path: &Path) -> anyhow::Result<String> {
 /// (kept running while the returned handle lives) when none is named.
 pub(crate) async fn connect_or_start(
     nats: &NatsArgs,
-    name: &str,
+    role: &Role,
 ) -> anyhow::Result<(Connection, Option<baton_nats_server::NatsServer>)> {
     let server = match &nats.nats_url {
         Some(_) => None,
@@ -260,7 +268,7 @@ pub(crate) async fn connect_or_start(
         ),
     };
     let url = server.as_ref().map(|s| s.url().to_owned());
-    let connection = connect(nats, url.as_deref(), name).await?;
+    let connection = connect(nats, url.as_deref(), role).await?;
     Ok((connection, server))
 }
 

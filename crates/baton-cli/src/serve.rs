@@ -60,7 +60,8 @@ pub async fn worker(
         min_backoff: Duration::from_millis(args.min_backoff_ms),
         max_backoff: Duration::from_millis(args.max_backoff_ms.max(args.min_backoff_ms)),
     };
-    let client = crate::nats::connect(nats, None, &format!("baton worker {agent}")).await?;
+    let client =
+        crate::nats::connect(nats, None, &crate::permissions::Role::worker(&agent)).await?;
     match demo {
         Some(demo) if !args.relay => {
             let demo = Configured {
@@ -174,7 +175,7 @@ async fn spec_worker(
         )
     })?;
     let name = spec.name.clone();
-    let client = crate::nats::connect(nats, None, &format!("baton worker {name}")).await?;
+    let client = crate::nats::connect(nats, None, &crate::permissions::Role::worker(&name)).await?;
     let agent = baton_agents::SpecAgent::new(spec, client.client(), &subjects, nats.replicas())
         .await
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
@@ -238,7 +239,12 @@ pub async fn router(
         .with_max_payload(args.max_payload)
         .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis));
     config.streams = nats.streams();
-    let client = crate::nats::connect(nats, None, "baton router").await?;
+    let client = crate::nats::connect(
+        nats,
+        None,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Router),
+    )
+    .await?;
     Router::new(client, config)
         .run(crate::shutdown_signal())
         .await?;
@@ -258,7 +264,12 @@ pub async fn registry(
     let config = baton_registry::RegistryConfig::default()
         .with_subjects(subjects)
         .with_heartbeat_interval(Duration::from_millis(args.heartbeat_ms));
-    let client = crate::nats::connect(nats, None, "baton registry").await?;
+    let client = crate::nats::connect(
+        nats,
+        None,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Registry),
+    )
+    .await?;
     baton_registry::Registry::new(client.client().clone(), config)
         .run(crate::shutdown_signal())
         .await?;
@@ -270,7 +281,12 @@ pub async fn agents(
     subjects: Subjects,
     args: AgentsArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let client = crate::nats::connect(nats, None, "baton agents").await?;
+    let client = crate::nats::connect(
+        nats,
+        None,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
+    )
+    .await?;
     let registry = baton_worker::RegistryClient::new(client.client().clone(), &subjects)
         .with_budget(Duration::from_millis(args.timeout_ms));
     let mut candidates = registry

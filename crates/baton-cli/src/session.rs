@@ -37,7 +37,12 @@ pub async fn send(
         task = task.with_deadline(now_ms() + ms);
     }
     let client = Client::new(
-        crate::nats::connect(nats, None, "baton send").await?,
+        crate::nats::connect(
+            nats,
+            None,
+            &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
+        )
+        .await?,
         subjects,
     )
     .with_streams(nats.streams());
@@ -166,7 +171,12 @@ pub async fn watch(
         )
     })?;
     let client = Client::new(
-        crate::nats::connect(nats, None, "baton watch").await?,
+        crate::nats::connect(
+            nats,
+            None,
+            &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
+        )
+        .await?,
         subjects,
     )
     .with_streams(nats.streams());

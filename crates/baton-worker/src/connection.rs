@@ -33,15 +33,20 @@ pub struct Connection {
 
 impl Connection {
     /// Connects to `servers` with `options`, watching the connection's
-    /// events. The options' event callback, if any, is replaced.
+    /// events (the options' event callback, if any, is replaced), and asks
+    /// the server what this user may publish.
     ///
     /// # Errors
     ///
-    /// When no server can be reached or the server refuses the credentials.
+    /// [`ErrorKind::Connect`](crate::ErrorKind::Connect) when no server can
+    /// be reached or the server refuses the credentials;
+    /// [`ErrorKind::Forbidden`](crate::ErrorKind::Forbidden) when the user
+    /// may not subscribe to the connection's inbox prefix, where every reply
+    /// arrives (each request would otherwise time out).
     pub async fn connect(
         servers: impl ToServerAddrs,
         options: ConnectOptions,
-    ) -> Result<Self, async_nats::ConnectError> {
+    ) -> Result<Self, crate::Error> {
         let permissions = Permissions::default();
         let seen = permissions.clone();
         let client = options
@@ -50,7 +55,21 @@ impl Connection {
                 std::future::ready(())
             })
             .connect(servers)
-            .await?;
+            .await
+            .map_err(|err| crate::Error::new(crate::ErrorKind::Connect, err.to_string()))?;
+        // The first request subscribes to the inbox: ask for the rights.
+        permissions.allows(&client, "").await;
+        let inbox = inbox_prefix(&client);
+        if let Some(refused) = permissions.inbox_refused(&inbox) {
+            return Err(crate::Error::new(
+                crate::ErrorKind::Forbidden,
+                format!(
+                    "this NATS user may not subscribe to {refused}, where replies arrive: set --inbox-prefix \
+                     (BATON_INBOX_PREFIX) to the prefix its permissions allow, or grant {inbox}.> \
+                     (`baton permissions <role>` prints the block each role needs)"
+                ),
+            ));
+        }
         Ok(Self {
             client,
             permissions,
@@ -122,6 +141,17 @@ fn matches(pattern: &str, subject: &str) -> bool {
     subject.next().is_none()
 }
 
+/// The prefix of `client`'s reply subjects (`_INBOX` unless set).
+fn inbox_prefix(client: &async_nats::Client) -> String {
+    let inbox = client.new_inbox();
+    inbox
+        .rsplit_once('.')
+        .map_or(inbox.clone(), |(prefix, _)| prefix.to_owned())
+}
+
+/// Key under which a refused subscription is remembered.
+const SUBSCRIPTION: &str = "subscribe ";
+
 /// How many refused subjects are remembered before old ones are dropped.
 const REMEMBERED: usize = 1024;
 
@@ -133,7 +163,13 @@ impl Permissions {
                     tracing::warn!(%subject, "the NATS server refused a publish: this user's permissions do not allow it (`baton permissions` prints the block a role needs)");
                     self.record(subject);
                 }
-                None => tracing::warn!(error = %text, "NATS server error"),
+                None => match refused_subscription(text) {
+                    Some(subject) => {
+                        tracing::warn!(%subject, "the NATS server refused a subscription: this user's permissions do not allow it (`baton permissions` prints the block a role needs)");
+                        self.record(&format!("{SUBSCRIPTION}{subject}"));
+                    }
+                    None => tracing::warn!(error = %text, "NATS server error"),
+                },
             },
             Event::ServerError(err) => tracing::warn!(error = %err, "NATS server error"),
             Event::ClientError(err) => tracing::warn!(error = %err, "NATS client error"),
@@ -168,6 +204,20 @@ impl Permissions {
             .is_some_and(|at| *at >= since)
     }
 
+    /// A refused subscription under the inbox prefix `inbox`, if any.
+    fn inbox_refused(&self, inbox: &str) -> Option<String> {
+        let refused = self
+            .0
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        refused
+            .keys()
+            .filter_map(|key| key.strip_prefix(SUBSCRIPTION))
+            .find(|subject| subject.starts_with(inbox))
+            .map(str::to_owned)
+    }
+
     /// Whether this user may publish to `subject`, as far as the server
     /// said (asked once per connection; `true` when it cannot tell).
     pub(crate) async fn allows(&self, client: &async_nats::Client, subject: &str) -> bool {
@@ -191,11 +241,20 @@ impl Permissions {
             publish: Option<PublishRights>,
         }
         let since = Instant::now();
+        let inbox = inbox_prefix(client);
         let asked =
             tokio::time::timeout(Duration::from_secs(2), client.request(USER_INFO, "".into()));
-        let reply = tokio::select! {
-            reply = asked => reply,
-            () = self.refused(USER_INFO, since) => return None,
+        tokio::pin!(asked);
+        // The server may refuse the request, or the inbox it answers to.
+        let reply = loop {
+            let changed = self.0.changed.notified();
+            if self.refused_after(USER_INFO, since) || self.inbox_refused(&inbox).is_some() {
+                return None;
+            }
+            tokio::select! {
+                reply = &mut asked => break reply,
+                () = changed => {}
+            }
         };
         let reply = match reply {
             Ok(Ok(reply)) => reply,
@@ -231,6 +290,13 @@ impl Permissions {
             changed.await;
         }
     }
+}
+
+/// The subject of a `Permissions Violation for Subscription to "<subject>"` error.
+fn refused_subscription(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix("Permissions Violation for Subscription to ")?;
+    let subject = rest.trim().trim_matches('"');
+    (!subject.is_empty()).then_some(subject)
 }
 
 /// The subject of a `Permissions Violation for Publish to "<subject>"` error.

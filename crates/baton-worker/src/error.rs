@@ -28,6 +28,8 @@ pub enum ErrorKind {
     Forbidden,
     /// No stream takes the subject of a publish.
     NoStream,
+    /// The server could not be reached or refused the credentials.
+    Connect,
 }
 
 /// An error of the Baton runtime.

@@ -113,14 +113,26 @@ impl Publisher {
         None
     }
 
-    /// Warns, at start-up, about each of `subjects` (`what` names its use)
-    /// this user may not publish to.
-    pub(crate) async fn check_rights(&self, subjects: &[(&str, String)]) {
+    /// Checks, at start-up, that this user may publish to each of
+    /// `subjects` (`what` names its use), as far as the server reports the
+    /// user's permissions; `role` is how `baton permissions` names the role.
+    pub(crate) async fn check_rights(
+        &self,
+        subjects: &[(&str, String)],
+        role: &str,
+    ) -> Result<(), Error> {
         for (what, subject) in subjects {
             if !self.permissions.allows(&self.client, subject).await {
-                tracing::warn!(%subject, "this NATS user may not publish {what}: grant it (`baton permissions <role>` prints the block each role needs)");
+                return Err(Error::new(
+                    ErrorKind::Forbidden,
+                    format!(
+                        "this NATS user may not {what} (publish to {subject}): `baton permissions {role}` \
+                         prints the permissions block this process needs"
+                    ),
+                ));
             }
         }
+        Ok(())
     }
 
     /// Makes every message durable, in order.

@@ -87,6 +87,8 @@ impl<A: Agent> Worker<A> {
                 ),
             ));
         }
+        let publisher = Publisher::new(jetstream.clone(), self.permissions);
+        check_rights(&publisher, &config).await?;
         provision::provision(&jetstream, &config.subjects, &config.streams).await?;
         let max_deliver = advisory::max_deliver(config.max_deliveries);
         let mut consumer = provision::agent_consumer(
@@ -122,14 +124,6 @@ impl<A: Agent> Worker<A> {
             timeout: self.agent.timeout(),
             ack_wait,
         };
-        let publisher = Publisher::new(jetstream.clone(), self.permissions);
-        let subjects = &config.subjects;
-        publisher
-            .check_rights(&[
-                ("events", subjects.events(uuid::Uuid::nil())),
-                ("dead letters", subjects.dlq(&config.agent)),
-            ])
-            .await;
         let server_max_payload = self.client.server_info().max_payload;
         let rt = Arc::new(Runtime::new(
             config,
@@ -172,6 +166,24 @@ impl<A: Agent> Worker<A> {
         tracing::info!(agent = %rt.config.agent, "worker stopped");
         Ok(())
     }
+}
+
+/// Fails the start of a worker whose NATS user may not pull its tasks,
+/// write events or dead-letter, as far as the server reports its rights.
+async fn check_rights(publisher: &Publisher, config: &WorkerConfig) -> Result<(), Error> {
+    let subjects = &config.subjects;
+    let pull = format!(
+        "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+        subjects.tasks_stream(),
+        Subjects::agent_consumer(&config.agent)
+    );
+    let needed = [
+        ("pull its agent type's tasks", pull),
+        ("write session events", subjects.events(uuid::Uuid::nil())),
+        ("dead-letter", subjects.dlq(&config.agent)),
+    ];
+    let role = format!("worker {}", config.agent);
+    publisher.check_rights(&needed, &role).await
 }
 
 /// Handles one message, from decoding to settling.
