@@ -9,11 +9,13 @@ use baton_testkit::{ChildProcess, NatsCluster, baton_binary, eventually};
 
 use crate::util::example;
 
-/// `baton ARGS` against the whole cluster, with `--replicas 3`.
+/// `baton ARGS` against the whole cluster, with `BATON_REPLICAS=3` (a
+/// `--replicas` flag in ARGS wins).
 fn baton(urls: &str, args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(baton_binary());
     command
-        .args(["--nats-url", urls, "--replicas", "3"])
+        .args(["--nats-url", urls])
+        .env("BATON_REPLICAS", "3")
         .args(args)
         .env("RUST_LOG", "info")
         .env_remove("NATS_URL");
@@ -89,6 +91,12 @@ async fn replicas_reach_every_stream_and_bucket_on_a_cluster() -> anyhow::Result
         ("child", vec!["worker", "child", "--relay", "--no-fallback"]),
         ("human", vec!["worker", "--spec", &spec, "--no-registry"]),
     ];
+    // An earlier process created the streams with one replica: the R3
+    // workers raise them in place.
+    let early = vec!["--replicas", "1", "worker", "early", "--relay"];
+    let _early = start_workers(&urls, &[("early", early)]).await?;
+    let mut tasks = js.get_stream("BATON_TASKS").await?;
+    assert_eq!(tasks.info().await?.config.num_replicas, 1);
     let processes = start_workers(&urls, &workers).await?;
     // A task large enough to be claim-checked, delegated to a child: it
     // creates the claim-check and the join buckets.

@@ -13,12 +13,15 @@
 //!   [`ErrorKind::Forbidden`](crate::ErrorKind::Forbidden) instead of
 //!   timing out and retrying. It also logs the connection's life
 //!   (disconnected, reconnected) at `info`.
+//! - **At connect**, a user that may not subscribe to the connection's
+//!   inbox prefix (where every reply arrives) is an error that says so,
+//!   instead of every later request timing out.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use async_nats::{ConnectOptions, Event, ServerError, ToServerAddrs};
+use async_nats::{ClientError, ConnectOptions, Event, ServerError, ToServerAddrs};
 use tokio::sync::{Notify, OnceCell};
 
 /// A NATS client, and the permissions its server sent.
@@ -172,7 +175,11 @@ impl Permissions {
                 },
             },
             Event::ServerError(err) => tracing::warn!(error = %err, "NATS server error"),
-            Event::ClientError(err) => tracing::warn!(error = %err, "NATS client error"),
+            Event::ClientError(ClientError::MaxReconnects) => {
+                tracing::warn!("NATS connection lost for good: reconnects exhausted");
+            }
+            // A lost connection shows as an I/O error before it reconnects.
+            Event::ClientError(err) => tracing::info!(error = %err, "NATS connection"),
             Event::SlowConsumer(sid) => {
                 tracing::warn!(subscription = sid, "slow consumer: messages were dropped");
             }
@@ -214,7 +221,11 @@ impl Permissions {
         refused
             .keys()
             .filter_map(|key| key.strip_prefix(SUBSCRIPTION))
-            .find(|subject| subject.starts_with(inbox))
+            .find(|subject| {
+                subject
+                    .strip_prefix(inbox)
+                    .is_some_and(|rest| rest.starts_with('.'))
+            })
             .map(str::to_owned)
     }
 

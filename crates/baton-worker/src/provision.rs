@@ -150,7 +150,31 @@ async fn ensure_replicas(
             num_replicas: want,
             ..info.config.clone()
         };
-        jetstream.update_stream(raised).await.map_err(|err| {
+        // Moving a stream to new peers can outlast a request's timeout, and
+        // several processes may ask at once: look again before asking again.
+        let raise = || async {
+            if let Ok(stream) = jetstream.get_stream(name).await {
+                if stream.cached_info().config.num_replicas >= want {
+                    return Ok(());
+                }
+            }
+            jetstream.update_stream(&raised).await.map(drop)
+        };
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(500))
+            .with_max_delay(Duration::from_secs(3))
+            .with_max_times(6);
+        let raised_now = raise
+            .retry(backoff)
+            .when(|err| {
+                matches!(
+                    err.kind(),
+                    CreateStreamErrorKind::TimedOut | CreateStreamErrorKind::JetStreamUnavailable
+                )
+            })
+            .notify(|err, delay| tracing::info!(stream = %name, error = %err, ?delay, "raising the stream's replicas; asking again"))
+            .await;
+        raised_now.map_err(|err| {
             Error::with_source(
                 ErrorKind::Mismatch,
                 format!(
@@ -195,8 +219,16 @@ pub(crate) async fn task_consumer(
         max_deliver,
         ..Default::default()
     };
-    let mut consumer: consumer::PullConsumer = stream
-        .get_or_create_consumer(name, wanted)
+    // A clustered stream that is moving to new peers refuses new consumers
+    // for a moment ("insufficient resources"), and may answer late.
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(3))
+        .with_max_times(6);
+    let create = || stream.get_or_create_consumer(name, wanted.clone());
+    let mut consumer: consumer::PullConsumer = create
+        .retry(backoff)
+        .notify(|err, delay| tracing::info!(consumer = name, error = %err, ?delay, "consumer not ready; asking again"))
         .await
         .map_err(|err| {
             Error::with_source(
