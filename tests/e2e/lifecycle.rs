@@ -378,19 +378,24 @@ async fn a_message_whose_last_delivery_is_never_settled_is_caught_from_the_advis
 async fn a_server_killed_and_restarted_mid_run_loses_and_doubles_nothing() -> anyhow::Result<()> {
     const SESSIONS: usize = 300;
     let mut system = System::start().await?;
-    system
-        .relay("r1", "intake", &["--next", "work", "--concurrency", "16"])
-        .await?;
-    system
-        .relay(
-            "r2",
-            "work",
-            &["--next", "finish", "--concurrency", "16", "--work-ms", "20"],
-        )
-        .await?;
-    system
-        .relay("r3", "finish", &["--concurrency", "16"])
-        .await?;
+    // An ack lost with the server comes back after ack_wait: keep it short.
+    let stages = [
+        ("r1", "intake", Some("work")),
+        ("r2", "work", Some("finish")),
+        ("r3", "finish", None),
+    ];
+    for (label, agent, next) in stages {
+        let mut args = vec![
+            "--concurrency",
+            "16",
+            "--ack-wait-secs",
+            "5",
+            "--work-ms",
+            "20",
+        ];
+        args.extend(next.map(|next| ["--next", next]).into_iter().flatten());
+        system.relay(label, agent, &args).await?;
+    }
     let agent = AgentName::new("intake")?;
     let tasks: Vec<Envelope> = (0..SESSIONS)
         .map(|n| Envelope::task(format!("session {n}")))
