@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_nats::jetstream::context::CreateStreamErrorKind;
+use async_nats::jetstream::stream::ConsumerErrorKind;
 use async_nats::jetstream::{self, consumer, stream};
 use backon::{ExponentialBuilder, Retryable};
 use baton_proto::{AgentName, Subjects};
@@ -228,6 +229,11 @@ pub(crate) async fn task_consumer(
     let create = || stream.get_or_create_consumer(name, wanted.clone());
     let mut consumer: consumer::PullConsumer = create
         .retry(backoff)
+        .when(|err| match err.kind() {
+            ConsumerErrorKind::TimedOut => true,
+            ConsumerErrorKind::JetStream(err) => err.code() == 503,
+            _ => false,
+        })
         .notify(|err, delay| tracing::info!(consumer = name, error = %err, ?delay, "consumer not ready; asking again"))
         .await
         .map_err(|err| {
