@@ -1,7 +1,6 @@
 //! `baton dlq ls` and `baton dlq replay`.
 
 use baton_proto::Subjects;
-use baton_worker::Client;
 
 use crate::args::{DlqCommand, NatsArgs};
 
@@ -10,16 +9,8 @@ pub async fn run(
     subjects: Subjects,
     command: DlqCommand,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let client = Client::new(
-        crate::nats::connect(
-            nats,
-            None,
-            &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
-        )
-        .await?,
-        subjects,
-    )
-    .with_streams(nats.streams());
+    let client =
+        crate::nats::client(nats, subjects, crate::permissions::RoleKind::Operator).await?;
     match command {
         DlqCommand::Ls { json } => {
             let entries = client.dead_letters().await?;

@@ -235,6 +235,17 @@ fn read_seed(path: &Path) -> anyhow::Result<String> {
     Ok(seed.to_owned())
 }
 
+/// A Baton client of the deployment, connected as `kind` (client or
+/// operator), that creates missing streams with the deployment's replicas.
+pub(crate) async fn client(
+    nats: &NatsArgs,
+    subjects: baton_proto::Subjects,
+    kind: crate::permissions::RoleKind,
+) -> anyhow::Result<baton_worker::Client> {
+    let connection = connect(nats, None, &Role::of(kind)).await?;
+    Ok(baton_worker::Client::new(connection, subjects).with_streams(nats.streams()))
+}
+
 /// Connects to the server the user named, or starts a private local one
 /// (kept running while the returned handle lives) when none is named.
 pub(crate) async fn connect_or_start(

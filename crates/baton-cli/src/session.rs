@@ -36,16 +36,7 @@ pub async fn send(
     if let Some(ms) = args.deadline_ms {
         task = task.with_deadline(now_ms() + ms);
     }
-    let client = Client::new(
-        crate::nats::connect(
-            nats,
-            None,
-            &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
-        )
-        .await?,
-        subjects,
-    )
-    .with_streams(nats.streams());
+    let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
     if args.direct {
         let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
         client.submit_to(&to, &task).await?;
@@ -170,16 +161,7 @@ pub async fn watch(
             args.session
         )
     })?;
-    let client = Client::new(
-        crate::nats::connect(
-            nats,
-            None,
-            &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
-        )
-        .await?,
-        subjects,
-    )
-    .with_streams(nats.streams());
+    let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
     let mut events = if args.follow {
         client.events(session).await?
     } else {
