@@ -681,3 +681,99 @@ async fn an_unreachable_registry_takes_the_fallback_path_without_hanging() -> an
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registry_outage_routes_from_memory_or_falls_back_and_ends_every_session()
+-> anyhow::Result<()> {
+    const BEFORE: usize = 100;
+    const DURING: usize = 100;
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    system.registry("r2").await?;
+    system.agent("rf", "refund", "refunds", 2, &[]).await?;
+    system.agent("h1", "desk", "people", 3, &[]).await?;
+    // Two front agents route by capability: one remembers the registry's
+    // answers for 60 s, the other remembers none.
+    for (label, agent, memory) in [("f1", "front", "60"), ("f2", "forgetful", "0")] {
+        let flags = [
+            "--next-requires",
+            "refunds",
+            "--fallback",
+            "desk",
+            "--lookup-budget-ms",
+            "1000",
+            "--registry-memory-secs",
+            memory,
+            "--concurrency",
+            "16",
+        ];
+        system.agent(label, agent, "triage", 1, &flags).await?;
+    }
+    let refunds = |answer: &baton_proto::LookupResponse| names(answer) == ["refund"];
+    system
+        .lookup_until(&wants(&["refunds"]), Duration::from_secs(10), refunds)
+        .await?;
+    let front = baton_proto::AgentName::new("front")?;
+    let forgetful = baton_proto::AgentName::new("forgetful")?;
+    let mut sessions = Vec::new();
+    for n in 0..BEFORE {
+        let to = if n % 2 == 0 { &front } else { &forgetful };
+        let task = Envelope::task(format!("before {n}"));
+        system.client.submit_to(to, &task).await?;
+        sessions.push((task.session, to.clone(), false));
+    }
+    for (session, _, _) in &sessions {
+        system
+            .session_events(*session, Duration::from_secs(60))
+            .await?;
+    }
+    // Every registry replica dies.
+    system.process("r1").kill9();
+    system.process("r2").kill9();
+    let outage = std::time::Instant::now();
+    for n in 0..DURING {
+        let to = if n % 2 == 0 { &front } else { &forgetful };
+        let task = Envelope::task(format!("during {n}"));
+        system.client.submit_to(to, &task).await?;
+        sessions.push((task.session, to.clone(), true));
+    }
+    let (mut remembered, mut fell_back, mut lost) = (0, 0, 0);
+    for (session, to, during) in &sessions {
+        let events = system
+            .session_events(*session, Duration::from_secs(60))
+            .await?;
+        let end = events.last().unwrap();
+        if end.kind != EventType::Completed {
+            lost += 1;
+            continue;
+        }
+        let path = agents(&end.path);
+        let expected: &[&str] = match (to.as_str(), during) {
+            (_, false) | ("front", true) => &[to.as_str(), "refund"],
+            _ => &[to.as_str(), "desk"],
+        };
+        assert_eq!(path, expected, "{session}: {:?}", kinds(&events));
+        if *during && to.as_str() == "front" {
+            remembered += 1;
+        }
+        if *during && to.as_str() == "forgetful" {
+            fell_back += 1;
+            let escalated = events
+                .iter()
+                .find(|e| e.kind == EventType::Escalated)
+                .unwrap();
+            assert_eq!(
+                escalated.reason.as_ref().map(|r| r.as_str()),
+                Some("no_match")
+            );
+        }
+    }
+    println!(
+        "registry outage: {} sessions, {lost} lost; during the outage {remembered} routed from memory, \
+         {fell_back} took the fallback; all ended {:?} after the replicas died",
+        sessions.len(),
+        outage.elapsed()
+    );
+    assert_eq!((lost, remembered, fell_back), (0, DURING / 2, DURING / 2));
+    Ok(())
+}

@@ -273,6 +273,13 @@ pub struct WorkerRegistryArgs {
     /// fallback path is taken, in ms.
     #[arg(long, default_value_t = 3000)]
     pub lookup_budget_ms: u64,
+
+    /// While no registry answers, route from the registry's last answer to the same
+    /// request if it is at most this old, in seconds (0: never; then the fallback path).
+    /// After one unanswered lookup the registry counts as down for 5 s, and lookups do not
+    /// wait for it meanwhile.
+    #[arg(long, env = "BATON_REGISTRY_MEMORY_SECS", default_value_t = 30)]
+    pub registry_memory_secs: u64,
 }
 
 /// Behaviour of a `--relay` agent.

@@ -147,6 +147,7 @@ fn deployment(
         .with_heartbeat_interval(Duration::from_millis(registry.heartbeat_ms.max(10)))
         .with_registry(!registry.no_registry)
         .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms))
+        .with_registry_memory(Duration::from_secs(registry.registry_memory_secs))
         .with_claims(claims);
     if let Some(instance) = &args.instance {
         anyhow::ensure!(

@@ -39,6 +39,9 @@ pub struct WorkerConfig {
     pub use_registry: bool,
     /// How long registry lookups may be retried before the fallback path is taken.
     pub lookup_budget: Duration,
+    /// How old a remembered registry answer may be and still route a task
+    /// while the registry is unreachable; zero remembers none.
+    pub registry_memory: Duration,
     /// How deep delegations may nest: a child of the root is at depth 1.
     pub max_delegation_depth: u32,
     /// How long a delegation waits for its children before the missing ones
@@ -72,6 +75,7 @@ impl WorkerConfig {
             heartbeat_interval: Duration::from_secs(2),
             use_registry: true,
             lookup_budget: Duration::from_secs(3),
+            registry_memory: Duration::from_secs(30),
             max_delegation_depth: 4,
             join_timeout: None,
             claims: ClaimSettings::default(),
@@ -125,6 +129,13 @@ impl WorkerConfig {
     #[must_use]
     pub fn with_lookup_budget(mut self, budget: Duration) -> Self {
         self.lookup_budget = budget;
+        self
+    }
+
+    /// Sets how old a remembered registry answer may be during an outage.
+    #[must_use]
+    pub fn with_registry_memory(mut self, max_age: Duration) -> Self {
+        self.registry_memory = max_age;
         self
     }
 

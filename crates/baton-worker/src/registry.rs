@@ -1,7 +1,8 @@
 //! The runtime's side of the registry: heartbeats out, lookups in.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_nats::client::RequestErrorKind;
 use backon::{ExponentialBuilder, Retryable};
@@ -15,12 +16,86 @@ use crate::error::{Error, ErrorKind};
 /// A lookup that gets no answer (no registry replica running, or none
 /// answering in time) is retried with backoff until the retry budget is
 /// spent; then it fails with [`ErrorKind::Registry`], so a caller never hangs.
+///
+/// During an outage the client answers from memory: the registry's last
+/// answer to the same request, if it is at most
+/// [`RegistryClient::with_memory`] old. After one lookup went unanswered,
+/// the registry counts as down for a few seconds, and lookups in that time
+/// do not wait for it: they answer from memory or fail at once, so a
+/// registry outage does not hold a worker's slots.
 #[derive(Debug, Clone)]
 pub struct RegistryClient {
     client: async_nats::Client,
     subject: String,
     timeout: Duration,
     budget: Duration,
+    memory: Arc<Memory>,
+}
+
+/// The registry's recent answers, and whether it is down.
+#[derive(Debug)]
+struct Memory {
+    /// How old an answer may be and still be used; zero keeps none.
+    max_age: Duration,
+    /// Answers by encoded request.
+    answers: Mutex<HashMap<Vec<u8>, (Instant, LookupResponse)>>,
+    /// Until when lookups do not wait for the registry.
+    down_until: Mutex<Option<Instant>>,
+}
+
+/// How many distinct requests are remembered.
+const REMEMBERED: usize = 4096;
+
+/// How long the registry counts as down after a lookup went unanswered.
+const DOWN_FOR: Duration = Duration::from_secs(5);
+
+impl Memory {
+    fn new(max_age: Duration) -> Self {
+        Self {
+            max_age,
+            answers: Mutex::default(),
+            down_until: Mutex::default(),
+        }
+    }
+
+    fn remember(&self, key: &[u8], answer: &LookupResponse) {
+        if self.max_age.is_zero() {
+            return;
+        }
+        let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        if answers.len() >= REMEMBERED {
+            let max_age = self.max_age;
+            answers.retain(|_, (at, _)| at.elapsed() <= max_age);
+            if answers.len() >= REMEMBERED {
+                answers.clear();
+            }
+        }
+        answers.insert(key.to_vec(), (Instant::now(), answer.clone()));
+    }
+
+    /// The remembered answer to `key` and its age, if it is young enough.
+    fn recall(&self, key: &[u8]) -> Option<(LookupResponse, Duration)> {
+        let answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, answer) = answers.get(key)?;
+        let age = at.elapsed();
+        (age <= self.max_age).then(|| (answer.clone(), age))
+    }
+
+    fn is_down(&self) -> bool {
+        let down = self
+            .down_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        down.is_some_and(|until| Instant::now() < until)
+    }
+
+    fn mark(&self, down: bool) {
+        let mut until = self
+            .down_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *until = down.then(|| Instant::now() + DOWN_FOR);
+    }
 }
 
 impl RegistryClient {
@@ -32,7 +107,17 @@ impl RegistryClient {
             subject: subjects.lookup(),
             timeout: Duration::from_millis(500),
             budget: Duration::from_secs(3),
+            memory: Arc::new(Memory::new(Duration::from_secs(30))),
         }
+    }
+
+    /// Answers from the registry's last answer to the same request, at most
+    /// `max_age` old, while the registry is unreachable (30 s by default;
+    /// zero turns this off).
+    #[must_use]
+    pub fn with_memory(mut self, max_age: Duration) -> Self {
+        self.memory = Arc::new(Memory::new(max_age));
+        self
     }
 
     /// Sets how long retries may go on in all before a lookup gives up.
@@ -42,17 +127,57 @@ impl RegistryClient {
         self
     }
 
-    /// The candidates for `request`, best first.
+    /// The candidates for `request`, best first: the registry's answer, or,
+    /// while it is unreachable, its last answer to the same request if that
+    /// is young enough.
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Registry`] when no replica answered within the budget, or
-    /// when the registry refused the request (the error says why).
+    /// [`ErrorKind::Registry`] when no replica answered within the budget
+    /// (or the registry counts as down) and nothing young enough is
+    /// remembered, or when the registry refused the request (the error says
+    /// why).
     pub async fn lookup(&self, request: &LookupRequest) -> Result<LookupResponse, Error> {
         let payload = request.to_msgpack().map_err(|err| {
             Error::with_source(ErrorKind::Registry, "cannot encode the lookup", err)
         })?;
-        let payload = bytes::Bytes::from(payload);
+        if self.memory.is_down() {
+            return self.remembered(
+                &payload,
+                "the registry did not answer moments ago".to_owned(),
+            );
+        }
+        let answer = self.ask(bytes::Bytes::from(payload.clone())).await;
+        match &answer {
+            Ok(response) => {
+                self.memory.mark(false);
+                self.memory.remember(&payload, response);
+            }
+            Err(err) if err.kind() == ErrorKind::Timeout => {
+                self.memory.mark(true);
+                return self.remembered(&payload, err.to_string());
+            }
+            Err(_) => {}
+        }
+        answer
+    }
+
+    /// The remembered answer to `payload`, or the error `why`.
+    fn remembered(&self, payload: &[u8], why: String) -> Result<LookupResponse, Error> {
+        match self.memory.recall(payload) {
+            Some((answer, age)) => {
+                tracing::info!(
+                    ?age,
+                    "the registry is unreachable; routing from its last answer"
+                );
+                Ok(answer)
+            }
+            None => Err(Error::new(ErrorKind::Registry, why)),
+        }
+    }
+
+    /// One lookup over the network, retried within the budget.
+    async fn ask(&self, payload: bytes::Bytes) -> Result<LookupResponse, Error> {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(50))
             .with_max_delay(Duration::from_millis(500))
@@ -80,8 +205,9 @@ impl RegistryClient {
             })
             .await
             .map_err(|err| {
+                // `Timeout`: no replica answered (see `lookup`).
                 Error::with_source(
-                    ErrorKind::Registry,
+                    ErrorKind::Timeout,
                     format!(
                         "the registry did not answer on {} within {:?}",
                         self.subject, self.budget

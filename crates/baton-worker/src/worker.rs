@@ -117,6 +117,7 @@ impl<A: Agent> Worker<A> {
         let registry = config.use_registry.then(|| {
             RegistryClient::new(self.client.clone(), &config.subjects)
                 .with_budget(config.lookup_budget)
+                .with_memory(config.registry_memory)
         });
         tracing::info!(agent = %config.agent, instance = %config.instance, concurrency = settings.concurrency, ?ack_wait, "worker started");
         let policy = AgentPolicy {
