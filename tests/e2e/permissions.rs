@@ -352,3 +352,100 @@ async fn every_role_works_with_its_generated_permissions_and_nothing_more() -> a
     // (Not `settled`: the deadline's timer stays queued until the deadline.)
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_answers_the_inbox_and_replays_dead_letters_under_its_generated_block()
+-> anyhow::Result<()> {
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        (
+            "human_support",
+            &["worker", "human_support", "--human", "--to", "broken"],
+        ),
+        ("broken", &["worker", "broken"]),
+        ("client", &["client"]),
+        ("operator", &["operator"]),
+    ];
+    let config = generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    let router = as_user("router");
+    let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
+    args.extend(["router", "--no-registry"]);
+    system.spawn("router", &args, "router started").await?;
+    let human = as_user("human_support");
+    let mut flags: Vec<&str> = human.iter().map(String::as_str).collect();
+    flags.push("--no-registry");
+    let spec = crate::util::example("support/human_support.toml");
+    system.spec_worker("human_support", &spec, &flags).await?;
+    let broken = as_user("broken");
+    let mut flags: Vec<&str> = broken.iter().map(String::as_str).collect();
+    flags.extend(["--fatal", "--no-fallback", "--no-registry"]);
+    system.relay("broken", "broken", &flags).await?;
+    // A task for a person, sent by the client through the router.
+    let sent = run_as(
+        &system,
+        "client",
+        &["send", "--to", "human_support", "--json", "is this fair?"],
+    )?;
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let sent: serde_json::Value = serde_json::from_slice(&sent.stdout)?;
+    let session: uuid::Uuid = sent["session"].as_str().unwrap_or_default().parse()?;
+    let waiting = system.waiting(session).await?;
+    let id = waiting.envelope.unwrap().to_string();
+    // The operator reads it and answers it.
+    let show = run_as(&system, "operator", &["inbox", "show", &id])?;
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    assert!(String::from_utf8_lossy(&show.stdout).contains("is this fair?"));
+    let reply = run_as(
+        &system,
+        "operator",
+        &["inbox", "reply", &id, "Yes, it is fair."],
+    )?;
+    assert!(
+        reply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reply.stderr)
+    );
+    let end = system.client.wait(session, Duration::from_secs(30)).await?;
+    assert_eq!(end.kind, EventType::Completed);
+    // A task that fails for good, then the operator replays its dead letter.
+    let sent = run_as(
+        &system,
+        "client",
+        &["send", "--to", "broken", "--wait", "break"],
+    )?;
+    assert!(!sent.status.success());
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 1);
+    let seq = dead[0].seq.to_string();
+    let replay = run_as(&system, "operator", &["dlq", "replay", &seq])?;
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let session = dead[0].session.unwrap();
+    eventually(Duration::from_secs(30), || async {
+        let stored = system.stored_events(session).await?;
+        let reopened = stored
+            .iter()
+            .filter(|e| e.kind == EventType::Reopened)
+            .count();
+        let failed = stored
+            .iter()
+            .filter(|e| e.kind == EventType::Failed)
+            .count();
+        anyhow::ensure!(reopened == 1 && failed == 2, "{:?}", kinds(&stored));
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
