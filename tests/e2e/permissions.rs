@@ -210,6 +210,17 @@ fn generated_config(users: &[(&str, &[&str])]) -> anyhow::Result<String> {
     Ok(config)
 }
 
+/// Runs `baton ARGS` as `user`, and fails the test unless it succeeds.
+fn ok_as(system: &System, user: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    let output = run_as(system, user, args)?;
+    anyhow::ensure!(
+        output.status.success(),
+        "baton {args:?} as {user} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(output)
+}
+
 /// Runs `baton ARGS` as `user` and waits for it.
 fn run_as(system: &System, user: &str, args: &[&str]) -> std::io::Result<std::process::Output> {
     let auth = as_user(user);
@@ -301,20 +312,10 @@ async fn every_role_works_with_its_generated_permissions_and_nothing_more() -> a
         String::from_utf8_lossy(&sent.stderr)
     );
     // A client asks the registry.
-    let agents = run_as(&system, "client", &["agents", "--json"])?;
-    assert!(
-        agents.status.success(),
-        "{}",
-        String::from_utf8_lossy(&agents.stderr)
-    );
+    let agents = ok_as(&system, "client", &["agents", "--json"])?;
     assert!(String::from_utf8_lossy(&agents.stdout).contains("refund"));
     // An operator reads the dead letters.
-    let dlq = run_as(&system, "operator", &["dlq", "ls"])?;
-    assert!(
-        dlq.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dlq.stderr)
-    );
+    let dlq = ok_as(&system, "operator", &["dlq", "ls"])?;
     assert!(String::from_utf8_lossy(&dlq.stdout).contains("no dead letters"));
     // Refusals, each a clear error and never a hang:
     // a client may not send straight to an agent;
@@ -382,38 +383,23 @@ async fn an_operator_answers_the_inbox_and_replays_dead_letters_under_its_genera
     flags.extend(["--fatal", "--no-fallback", "--no-registry"]);
     system.relay("broken", "broken", &flags).await?;
     // A task for a person, sent by the client through the router.
-    let sent = run_as(
+    let sent = ok_as(
         &system,
         "client",
         &["send", "--to", "human_support", "--json", "is this fair?"],
     )?;
-    assert!(
-        sent.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
     let sent: serde_json::Value = serde_json::from_slice(&sent.stdout)?;
     let session: uuid::Uuid = sent["session"].as_str().unwrap_or_default().parse()?;
     let waiting = system.waiting(session).await?;
     let id = waiting.envelope.unwrap().to_string();
     // The operator reads it and answers it.
-    let show = run_as(&system, "operator", &["inbox", "show", &id])?;
-    assert!(
-        show.status.success(),
-        "{}",
-        String::from_utf8_lossy(&show.stderr)
-    );
+    let show = ok_as(&system, "operator", &["inbox", "show", &id])?;
     assert!(String::from_utf8_lossy(&show.stdout).contains("is this fair?"));
-    let reply = run_as(
+    ok_as(
         &system,
         "operator",
         &["inbox", "reply", &id, "Yes, it is fair."],
     )?;
-    assert!(
-        reply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reply.stderr)
-    );
     let end = system.client.wait(session, Duration::from_secs(30)).await?;
     assert_eq!(end.kind, EventType::Completed);
     // A task that fails for good, then the operator replays its dead letter.
@@ -426,12 +412,7 @@ async fn an_operator_answers_the_inbox_and_replays_dead_letters_under_its_genera
     let dead = system.client.dead_letters().await?;
     assert_eq!(dead.len(), 1);
     let seq = dead[0].seq.to_string();
-    let replay = run_as(&system, "operator", &["dlq", "replay", &seq])?;
-    assert!(
-        replay.status.success(),
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
+    ok_as(&system, "operator", &["dlq", "replay", &seq])?;
     let session = dead[0].session.unwrap();
     eventually(Duration::from_secs(30), || async {
         let stored = system.stored_events(session).await?;

@@ -305,14 +305,20 @@ impl Permissions {
 
 /// The subject of a `Permissions Violation for Subscription to "<subject>"` error.
 fn refused_subscription(text: &str) -> Option<&str> {
-    let rest = text.strip_prefix("Permissions Violation for Subscription to ")?;
-    let subject = rest.trim().trim_matches('"');
-    (!subject.is_empty()).then_some(subject)
+    violation(text, "Subscription")
 }
 
 /// The subject of a `Permissions Violation for Publish to "<subject>"` error.
 fn refused_subject(text: &str) -> Option<&str> {
-    let rest = text.strip_prefix("Permissions Violation for Publish to ")?;
+    violation(text, "Publish")
+}
+
+/// The subject of a `Permissions Violation for <what> to "<subject>"` error.
+fn violation<'t>(text: &'t str, what: &str) -> Option<&'t str> {
+    let rest = text
+        .strip_prefix("Permissions Violation for ")?
+        .strip_prefix(what)?
+        .strip_prefix(" to ")?;
     let subject = rest.trim().trim_matches('"');
     (!subject.is_empty()).then_some(subject)
 }

@@ -99,12 +99,7 @@ async fn ensure_stream(
     let create = || jetstream.get_or_create_stream(wanted.clone());
     let created = create
         .retry(backoff)
-        .when(|err| {
-            matches!(
-                err.kind(),
-                CreateStreamErrorKind::TimedOut | CreateStreamErrorKind::JetStreamUnavailable
-            )
-        })
+        .when(answered_late)
         .notify(|err, delay| tracing::info!(stream = %name, error = %err, ?delay, "stream not ready; asking again"))
         .await;
     let stream = created.map_err(|err| {
@@ -138,6 +133,23 @@ async fn ensure_stream(
     Ok(stream)
 }
 
+/// Whether a stream request failed only because the cluster answered late
+/// or had no JetStream leader for a moment.
+fn answered_late(err: &async_nats::jetstream::context::CreateStreamError) -> bool {
+    matches!(
+        err.kind(),
+        CreateStreamErrorKind::TimedOut | CreateStreamErrorKind::JetStreamUnavailable
+    )
+}
+
+/// Retries for a cluster that moves a stream or a consumer to new peers.
+fn cluster_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(3))
+        .with_max_times(6)
+}
+
 /// Raises a stream's replicas to `want` in place; more than `want` stay.
 async fn ensure_replicas(
     jetstream: &jetstream::Context,
@@ -161,18 +173,9 @@ async fn ensure_replicas(
             }
             jetstream.update_stream(&raised).await.map(drop)
         };
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(500))
-            .with_max_delay(Duration::from_secs(3))
-            .with_max_times(6);
         let raised_now = raise
-            .retry(backoff)
-            .when(|err| {
-                matches!(
-                    err.kind(),
-                    CreateStreamErrorKind::TimedOut | CreateStreamErrorKind::JetStreamUnavailable
-                )
-            })
+            .retry(cluster_backoff())
+            .when(answered_late)
             .notify(|err, delay| tracing::info!(stream = %name, error = %err, ?delay, "raising the stream's replicas; asking again"))
             .await;
         raised_now.map_err(|err| {
@@ -222,13 +225,9 @@ pub(crate) async fn task_consumer(
     };
     // A clustered stream that is moving to new peers refuses new consumers
     // for a moment ("insufficient resources"), and may answer late.
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_secs(3))
-        .with_max_times(6);
     let create = || stream.get_or_create_consumer(name, wanted.clone());
     let mut consumer: consumer::PullConsumer = create
-        .retry(backoff)
+        .retry(cluster_backoff())
         .when(|err| match err.kind() {
             ConsumerErrorKind::TimedOut => true,
             ConsumerErrorKind::JetStream(err) => err.code() == 503,
