@@ -375,3 +375,68 @@ fn the_secured_deploy_config_holds_the_generated_blocks_and_passes_the_check() -
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_finds_the_cluster_from_one_node_and_flags_single_replica_streams()
+-> anyhow::Result<()> {
+    let (mut cluster, nats) = started_cluster().await?;
+    let first = cluster.nodes[0].url().to_owned();
+    // A stream made with one replica, as before --replicas existed.
+    let js = async_nats::jetstream::new(nats.clone());
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "BATON_DLQ".to_owned(),
+        subjects: vec!["baton.dlq.>".to_owned()],
+        num_replicas: 1,
+        ..Default::default()
+    })
+    .await?;
+    let doctor = |urls: &str| -> anyhow::Result<serde_json::Value> {
+        let output = tokio::task::block_in_place(|| {
+            baton(urls, &["doctor", "--json", "--timeout-ms", "1000"]).output()
+        })?;
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(serde_json::from_slice(&output.stdout)?)
+    };
+    // Given one node, it finds all three through the cluster.
+    let report = doctor(&first)?;
+    let findings = report["findings"].as_array().cloned().unwrap_or_default();
+    let servers = findings[0]["message"].as_str().unwrap_or_default();
+    assert!(servers.starts_with("3 server(s)"), "{report:#}");
+    let flagged: Vec<_> = findings
+        .iter()
+        .filter(|f| f["check"] == "replicas" && f["level"] == "warn")
+        .collect();
+    assert_eq!(flagged.len(), 1, "{report:#}");
+    assert_eq!(flagged[0]["subject"], "BATON_DLQ");
+    assert!(
+        flagged[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1 replica(s) on a 3-node cluster")
+    );
+    assert!(
+        flagged[0]["fix"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--replicas 3")
+    );
+    // A node that stops answering is named.
+    let gone = cluster.nodes[2]
+        .url()
+        .trim_start_matches("nats://")
+        .to_owned();
+    cluster.nodes[2].kill();
+    let report = doctor(&cluster.urls())?;
+    let down = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|f| f["check"] == "servers" && f["level"] == "error" && f["subject"] == gone.as_str());
+    assert!(down, "{report:#}");
+    Ok(())
+}

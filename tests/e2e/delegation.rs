@@ -708,3 +708,65 @@ async fn a_person_answering_a_delegated_task_answers_the_parent() -> anyhow::Res
     assert_eq!(events.iter().filter(|e| e.kind.is_terminal()).count(), 1);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parallel_delegation_joins_under_the_generated_worker_blocks() -> anyhow::Result<()> {
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        ("lead", &["worker", "lead", "--to", "a,b"]),
+        ("a", &["worker", "a", "--to", "lead"]),
+        ("b", &["worker", "b", "--to", "lead"]),
+        ("client", &["client"]),
+    ];
+    let config = crate::permissions::generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    let router = crate::permissions::as_user("router");
+    let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
+    args.extend(["router", "--no-registry"]);
+    system.spawn("router", &args, "router started").await?;
+    let lead = crate::permissions::as_user("lead");
+    let mut flags: Vec<&str> = lead.iter().map(String::as_str).collect();
+    flags.extend([
+        "--no-registry",
+        "--no-fallback",
+        "--delegate",
+        "a,b",
+        "--delegate-mode",
+        "parallel",
+    ]);
+    system.relay("lead", "lead", &flags).await?;
+    for child in ["a", "b"] {
+        let user = crate::permissions::as_user(child);
+        let mut flags: Vec<&str> = user.iter().map(String::as_str).collect();
+        flags.extend(["--no-registry", "--no-fallback"]);
+        system.relay(child, child, &flags).await?;
+    }
+    let sent = crate::permissions::ok_as(
+        &system,
+        "client",
+        &["send", "--to", "lead", "--json", "split this"],
+    )?;
+    let sent: serde_json::Value = serde_json::from_slice(&sent.stdout)?;
+    let session: uuid::Uuid = sent["session"].as_str().unwrap_or_default().parse()?;
+    let end = system.client.wait(session, Duration::from_secs(30)).await?;
+    let logs: String = ["lead", "a", "b"]
+        .iter()
+        .map(|l| system.process(l).output())
+        .collect();
+    assert_eq!(end.kind, EventType::Completed, "{end:?}\n{logs}");
+    let events = system.stored_events(session).await?;
+    let kinds: Vec<String> = events.iter().map(|e| e.kind.to_string()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "delegated").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "result").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert!(!logs.contains("Permissions Violation"), "{logs}");
+    assert!(system.client.dead_letters().await?.is_empty());
+    Ok(())
+}

@@ -182,7 +182,7 @@ async fn credentials_in_the_url_work_and_are_never_printed() -> anyhow::Result<(
 
 /// A server config whose users have the blocks `baton permissions` prints:
 /// each role's own, plus `admin` for the test's observer.
-fn generated_config(users: &[(&str, &[&str])]) -> anyhow::Result<String> {
+pub(crate) fn generated_config(users: &[(&str, &[&str])]) -> anyhow::Result<String> {
     let mut config = String::from("accounts {\n  BATON {\n    jetstream: enabled\n    users: [\n");
     config.push_str("      { user: admin, password: admin-pw }\n");
     for (user, role) in users {
@@ -211,7 +211,11 @@ fn generated_config(users: &[(&str, &[&str])]) -> anyhow::Result<String> {
 }
 
 /// Runs `baton ARGS` as `user`, and fails the test unless it succeeds.
-fn ok_as(system: &System, user: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
+pub(crate) fn ok_as(
+    system: &System,
+    user: &str,
+    args: &[&str],
+) -> anyhow::Result<std::process::Output> {
     let output = run_as(system, user, args)?;
     anyhow::ensure!(
         output.status.success(),
@@ -222,14 +226,18 @@ fn ok_as(system: &System, user: &str, args: &[&str]) -> anyhow::Result<std::proc
 }
 
 /// Runs `baton ARGS` as `user` and waits for it.
-fn run_as(system: &System, user: &str, args: &[&str]) -> std::io::Result<std::process::Output> {
+pub(crate) fn run_as(
+    system: &System,
+    user: &str,
+    args: &[&str],
+) -> std::io::Result<std::process::Output> {
     let auth = as_user(user);
     let mut all: Vec<&str> = auth.iter().map(String::as_str).collect();
     all.extend(args);
     tokio::task::block_in_place(|| system.baton(&all).output())
 }
 
-fn as_user(user: &str) -> [String; 4] {
+pub(crate) fn as_user(user: &str) -> [String; 4] {
     [
         "--user".into(),
         user.into(),
@@ -317,6 +325,27 @@ async fn every_role_works_with_its_generated_permissions_and_nothing_more() -> a
     // An operator reads the dead letters.
     let dlq = ok_as(&system, "operator", &["dlq", "ls"])?;
     assert!(String::from_utf8_lossy(&dlq.stdout).contains("no dead letters"));
+    // An operator checks the deployment: every read its block allows, and
+    // nothing to fix (without a system-account user, fsync is not known).
+    let doctor = ok_as(&system, "operator", &["doctor", "--json"])?;
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout)?;
+    assert_eq!(
+        (report["errors"].as_u64(), report["warnings"].as_u64()),
+        (Some(0), Some(0)),
+        "{report:#}"
+    );
+    let stderr = String::from_utf8_lossy(&doctor.stderr);
+    assert!(!stderr.contains("Permissions Violation"), "{stderr}");
+    let live = report["findings"]
+        .as_array()
+        .and_then(|all| all.iter().find(|f| f["check"] == "consumers"));
+    assert!(
+        live.is_some_and(|f| f["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("registry")),
+        "{report:#}"
+    );
     // Refusals, each a clear error and never a hang:
     // a client may not send straight to an agent;
     let direct = run_as(

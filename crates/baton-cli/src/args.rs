@@ -130,6 +130,11 @@ pub enum Command {
     /// config: a worker of AGENT, the router, a registry replica, a client (send, watch,
     /// agents) or an operator (dlq, inbox).
     Permissions(PermissionsArgs),
+    /// Check a deployment and print each finding with its fix: server versions and
+    /// JetStream, replicas against the cluster size, the duplicate window against
+    /// redeliveries, max_payload against the claim-check, fsync, and consumers no worker
+    /// serves. Exits 1 when a finding is a warning or an error.
+    Doctor(DoctorArgs),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -280,65 +285,6 @@ pub struct WorkerRegistryArgs {
     /// wait for it meanwhile.
     #[arg(long, env = "BATON_REGISTRY_MEMORY_SECS", default_value_t = 30)]
     pub registry_memory_secs: u64,
-}
-
-/// Behaviour of a `--relay` agent.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Relay options (with --relay)")]
-pub struct RelayArgs {
-    /// Hand off to this agent type; without it the relay completes the session.
-    #[arg(long, value_name = "AGENT")]
-    pub next: Option<AgentName>,
-
-    /// Hand off to the registry's best agent with these capabilities (comma-separated).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "CAP,...",
-        conflicts_with = "next"
-    )]
-    pub next_requires: Option<Vec<String>>,
-
-    /// Fail retryably on the first N attempts.
-    #[arg(long, default_value_t = 0)]
-    pub fail_attempts: u32,
-
-    /// Fail fatally (dead-letter at once).
-    #[arg(long)]
-    pub fatal: bool,
-
-    /// Decline every task.
-    #[arg(long)]
-    pub reject: bool,
-
-    /// Escalate every task: to the registry's best agent of a higher tier, else the fallback.
-    #[arg(long)]
-    pub escalate: bool,
-
-    /// Work this long (ms) before answering.
-    #[arg(long, default_value_t = 0)]
-    pub work_ms: u64,
-
-    /// Leave the context unchanged (for benchmarks).
-    #[arg(long)]
-    pub quiet: bool,
-
-    /// Delegate to these agent types (comma-separated, repeats allowed) and
-    /// complete with their results.
-    #[arg(long, value_delimiter = ',', value_name = "AGENT,...", conflicts_with_all = ["next", "next_requires"])]
-    pub delegate: Option<Vec<AgentName>>,
-
-    /// How the delegation runs.
-    #[arg(long, default_value = "parallel", value_parser = ["serial", "parallel", "async", "chain"])]
-    pub delegate_mode: String,
-
-    /// For a chain: run this agent type on a failed step instead of stopping.
-    #[arg(long, value_name = "AGENT", conflicts_with = "recover_value")]
-    pub recover: Option<AgentName>,
-
-    /// For a chain: use this text as a failed step's output instead of stopping.
-    #[arg(long)]
-    pub recover_value: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -545,4 +491,8 @@ pub enum DlqCommand {
 }
 
 mod claims;
+mod doctor;
+mod relay;
 pub use claims::ClaimArgs;
+pub use doctor::DoctorArgs;
+pub use relay::RelayArgs;

@@ -4,6 +4,7 @@
 mod args;
 mod dev;
 mod dlq;
+mod doctor;
 mod inbox;
 mod nats;
 mod permissions;
@@ -33,6 +34,7 @@ fn main() -> std::process::ExitCode {
             | Command::Check(_)
             | Command::Inbox(_)
             | Command::Permissions(_)
+            | Command::Doctor(_)
     );
     let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -74,7 +76,7 @@ fn unset_empty_env(command: clap::Command) -> clap::Command {
 
 /// An error and its causes, each said once: many errors already include
 /// their cause in their own message.
-fn report(err: &anyhow::Error) -> String {
+pub(crate) fn report(err: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in err.chain() {
         let cause = cause.to_string();
@@ -109,6 +111,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
         Command::Check(args) => Ok(inbox::check(&args)),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
+        Command::Doctor(args) => doctor::run(&cli.nats, subjects, args).await,
         Command::Permissions(args) => {
             let block = permissions::render(&args, &subjects, cli.nats.inbox_prefix.as_deref())?;
             print!("{block}");

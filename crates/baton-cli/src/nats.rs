@@ -140,6 +140,65 @@ pub(crate) async fn connect(
         })
 }
 
+/// The servers `nats` names, as `host:port`, without credentials.
+pub(crate) fn listed(nats: &NatsArgs) -> anyhow::Result<Vec<String>> {
+    let servers = Servers::parse(nats.nats_url.as_deref().unwrap_or(DEFAULT_URL))?;
+    Ok(servers
+        .addrs
+        .iter()
+        .map(|addr| format!("{}:{}", addr.host(), addr.port()))
+        .collect())
+}
+
+/// What the one server at `addr` (`host:port`) says about itself, asked
+/// with the credentials and TLS settings of `nats`.
+pub(crate) async fn probe(
+    nats: &NatsArgs,
+    addr: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<async_nats::ServerInfo> {
+    let servers = Servers::parse(nats.nats_url.as_deref().unwrap_or(DEFAULT_URL))?;
+    let addr = ServerAddr::from_str(addr).context("invalid server address")?;
+    let client = connect_once(nats, vec![addr], servers.auth.as_ref(), timeout).await?;
+    Ok(client.server_info())
+}
+
+/// A plain client for the servers of `list`, with the credentials it
+/// carries (else those of `nats`) and the TLS settings of `nats`.
+pub(crate) async fn connect_list(
+    nats: &NatsArgs,
+    list: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<async_nats::Client> {
+    let servers = Servers::parse(list)?;
+    let shown = servers.shown();
+    let mut nats = nats.clone();
+    if servers.auth.is_some() {
+        // The URL's user is the one asked for, not the main connection's.
+        (nats.user, nats.password, nats.token) = (None, None, None);
+        (nats.creds, nats.nkey) = (None, None);
+    }
+    connect_once(&nats, servers.addrs, servers.auth.as_ref(), timeout)
+        .await
+        .with_context(|| format!("cannot connect to {shown}"))
+}
+
+async fn connect_once(
+    nats: &NatsArgs,
+    addrs: Vec<ServerAddr>,
+    auth: Option<&UrlAuth>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<async_nats::Client> {
+    let options = options(nats, auth, "baton doctor")
+        .await?
+        .max_reconnects(Some(1));
+    tokio::time::timeout(timeout, options.connect(addrs))
+        .await
+        .context("no answer")?
+        // The error may quote the server's answer, never our credentials.
+        .map_err(|err| anyhow::anyhow!("{err}"))
+}
+
 /// The connect options of `nats`: credentials, TLS and reconnects.
 async fn options(
     nats: &NatsArgs,

@@ -20,7 +20,7 @@ pub enum RoleKind {
     Registry,
     /// Sends tasks and follows them (`baton send`, `watch`, `agents`).
     Client,
-    /// Dead letters and the human inbox (`baton dlq`, `baton inbox`).
+    /// Dead letters, the human inbox and checks (`baton dlq`, `baton inbox`, `baton doctor`).
     Operator,
 }
 
@@ -288,6 +288,10 @@ fn operator(block: &mut Block, subjects: &Subjects) {
         subjects.ingress(),
         format!("{}.events.*", subjects.prefix()),
         api(format_args!("CONSUMER.INFO.{}.*", subjects.tasks_stream())),
+        // `baton doctor`: every consumer, the joins bucket, live workers.
+        api(format_args!("CONSUMER.LIST.{}", subjects.tasks_stream())),
+        api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
+        subjects.lookup(),
     ]);
     kv_bucket(block, &subjects.inbox_bucket());
     claims(block, subjects);

@@ -85,6 +85,12 @@ impl Connection {
         &self.client
     }
 
+    /// Whether the server lets this user publish to `subject`, as far as it
+    /// said (`true` when it did not say).
+    pub async fn may_publish(&self, subject: &str) -> bool {
+        self.permissions.allows(&self.client, subject).await
+    }
+
     pub(crate) fn permissions(&self) -> &Permissions {
         &self.permissions
     }

@@ -79,7 +79,7 @@ pub use outcome::{
     AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
     Wait,
 };
-pub use provision::{StreamSettings, provision};
+pub use provision::{StreamSettings, provision, redelivery_span};
 pub use registry::RegistryClient;
 pub use router::{Router, RouterConfig};
 pub use routing::{

@@ -10,6 +10,7 @@ use backon::{ExponentialBuilder, Retryable};
 use baton_proto::{AgentName, Subjects};
 
 use crate::error::{Error, ErrorKind};
+use crate::publish::Publisher;
 
 /// Settings of the three streams, used when they are created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +27,9 @@ impl Default for StreamSettings {
     fn default() -> Self {
         Self {
             events_max_age: Duration::from_secs(7 * 24 * 3600),
-            duplicate_window: Duration::from_secs(120),
+            // Covers a worker's redeliveries with the default settings:
+            // ack_wait 30 s × max_deliver 21 (`cover_redeliveries`).
+            duplicate_window: Duration::from_secs(30 * 21),
             replicas: 1,
         }
     }
@@ -193,6 +196,75 @@ async fn ensure_replicas(
         tracing::warn!(stream = %name, have, want, "the stream has more replicas than --replicas asks for; keeping them (set BATON_REPLICAS to match)");
     }
     Ok(())
+}
+
+/// How long after its first delivery a message may still be redelivered:
+/// `ack_wait × max_deliver` (unbounded for a consumer without a limit).
+#[must_use]
+pub fn redelivery_span(ack_wait: Duration, max_deliver: i64) -> Option<Duration> {
+    let deliveries = u32::try_from(max_deliver).ok().filter(|n| *n > 0)?;
+    Some(ack_wait.saturating_mul(deliveries))
+}
+
+/// Raises the duplicate window of the streams a consumer's redeliveries
+/// publish to (tasks, events, dead letters) to `span`, its `ack_wait ×
+/// max_deliver`: a message redelivered that late publishes its successor
+/// and events again under the same ids, and only a window that still holds
+/// them drops the copies. Never lowers a window; a refusal is logged (and
+/// `baton doctor` reports it), not fatal.
+pub(crate) async fn cover_redeliveries(
+    publisher: &Publisher,
+    subjects: &Subjects,
+    consumer: &str,
+    span: Duration,
+) {
+    let jetstream = publisher.jetstream();
+    for name in [
+        subjects.tasks_stream(),
+        subjects.events_stream(),
+        subjects.dlq_stream(),
+    ] {
+        let stream = match jetstream.get_stream(&name).await {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::warn!(stream = %name, error = %err, "cannot read the stream's duplicate window");
+                continue;
+            }
+        };
+        let config = &stream.cached_info().config;
+        if config.duplicate_window >= span {
+            continue;
+        }
+        if !publisher
+            .may_publish(&format!("$JS.API.STREAM.UPDATE.{name}"))
+            .await
+        {
+            // Least privilege: workers do not reconfigure streams.
+            tracing::warn!(
+                stream = %name, consumer, have = ?config.duplicate_window, want = ?span,
+                "the stream's duplicate window is shorter than this consumer's redeliveries (ack_wait × max_deliver), \
+                 and this user may not widen it: a message redelivered after it may be handed off twice \
+                 (lower --ack-wait-secs or --max-deliveries, or have the provisioning user widen it; `baton doctor` reports it)"
+            );
+            continue;
+        }
+        let widened = stream::Config {
+            duplicate_window: span,
+            ..config.clone()
+        };
+        let widen = || jetstream.update_stream(&widened);
+        match widen.retry(cluster_backoff()).when(answered_late).await {
+            Ok(_) => tracing::info!(
+                stream = %name, consumer, from = ?config.duplicate_window, to = ?span,
+                "widened the stream's duplicate window to cover every redelivery (ack_wait × max_deliver)"
+            ),
+            Err(err) => tracing::warn!(
+                stream = %name, consumer, want = ?span, error = %err,
+                "cannot widen the stream's duplicate window: a message redelivered after it may be handed off twice \
+                 (`baton doctor` reports it; lower --ack-wait-secs or --max-deliveries, or let this user update the stream)"
+            ),
+        }
+    }
 }
 
 /// The durable pull consumer `name` on the tasks stream, filtered to `filter`.

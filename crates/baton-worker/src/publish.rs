@@ -113,6 +113,11 @@ impl Publisher {
         None
     }
 
+    /// Whether this user may publish to `subject`, as far as the server says.
+    pub(crate) async fn may_publish(&self, subject: &str) -> bool {
+        self.permissions.allows(&self.client, subject).await
+    }
+
     /// Checks, at start-up, that this user may publish to each of
     /// `subjects` (`what` names its use), as far as the server reports the
     /// user's permissions; `role` is how `baton permissions` names the role.

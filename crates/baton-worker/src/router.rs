@@ -174,6 +174,13 @@ impl Router {
         .await?;
         let served = Served::new(jetstream.clone(), config.subjects.clone());
         let publisher = Publisher::new(jetstream.clone(), self.permissions);
+        provision::cover_redeliveries(
+            &publisher,
+            &config.subjects,
+            Subjects::INGRESS_CONSUMER,
+            provision::redelivery_span(ack_wait, ROUTER_MAX_DELIVER).unwrap_or(ack_wait),
+        )
+        .await;
         let settings = IntakeSettings {
             concurrency: config.concurrency,
             pull_expires: Duration::from_secs(5),

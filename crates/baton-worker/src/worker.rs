@@ -103,6 +103,13 @@ impl<A: Agent> Worker<A> {
             .info()
             .await
             .map_or(config.ack_wait, |info| info.config.ack_wait);
+        provision::cover_redeliveries(
+            &publisher,
+            &config.subjects,
+            &Subjects::agent_consumer(&config.agent),
+            provision::redelivery_span(ack_wait, max_deliver).unwrap_or(ack_wait),
+        )
+        .await;
         let settings = IntakeSettings {
             concurrency: self.agent.concurrency(),
             pull_expires: config.pull_expires,

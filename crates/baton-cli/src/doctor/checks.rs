@@ -1,0 +1,486 @@
+//! The checks of `baton doctor`, over facts already read from the servers:
+//! each returns findings, and a finding that is not `ok` says how to fix it.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub(crate) use super::facts::{ConsumerFacts, Facts, ServerFacts, StreamFacts, Sync};
+
+/// The oldest nats-server Baton supports.
+pub(crate) const MIN_VERSION: (u32, u32) = (2, 10);
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Level {
+    Ok,
+    Info,
+    Warn,
+    Error,
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Finding {
+    /// Which check: servers, replicas, dedup, payload, fsync, consumers.
+    pub check: &'static str,
+    pub level: Level,
+    /// What it is about: a server, a stream, a consumer.
+    pub subject: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn new(check: &'static str, level: Level, subject: impl Into<String>, message: String) -> Self {
+        Self {
+            check,
+            level,
+            subject: subject.into(),
+            message,
+            fix: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// Every check, in the order they are printed.
+pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
+    let mut findings = servers(facts);
+    findings.extend(replicas(facts));
+    findings.extend(dedup(facts));
+    findings.extend(payload(facts));
+    findings.extend(fsync(facts));
+    findings.extend(consumers(facts));
+    findings
+}
+
+/// `major.minor` of a version such as `2.10.22` or `v2.11.0-RC.1`.
+pub(crate) fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.trim_start_matches('v').split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+fn servers(facts: &Facts) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for url in &facts.unreachable {
+        found.push(
+            Finding::new("servers", Level::Error, url, format!("server {url} does not answer"))
+                .fix("start it, or remove it from NATS_URL (and from the cluster's routes) if it is gone"),
+        );
+    }
+    for server in &facts.servers {
+        let old = major_minor(&server.version).is_none_or(|version| version < MIN_VERSION);
+        if old {
+            found.push(
+                Finding::new(
+                    "servers",
+                    Level::Error,
+                    &server.name,
+                    format!(
+                        "{} runs nats-server {}, and Baton needs {}.{} or later",
+                        server.name, server.version, MIN_VERSION.0, MIN_VERSION.1
+                    ),
+                )
+                .fix("upgrade nats-server on this node (one node at a time, in a cluster)"),
+            );
+        }
+        if !server.jetstream {
+            found.push(
+                Finding::new(
+                    "servers",
+                    Level::Error,
+                    &server.name,
+                    format!("JetStream is not enabled on {}", server.name),
+                )
+                .fix(
+                    "start it with -js, or add a `jetstream { store_dir: … }` block to its config",
+                ),
+            );
+        }
+    }
+    if found.is_empty() {
+        let mut versions: Vec<&str> = facts.servers.iter().map(|s| s.version.as_str()).collect();
+        versions.sort_unstable();
+        versions.dedup();
+        found.push(Finding::new(
+            "servers",
+            Level::Ok,
+            "",
+            format!(
+                "{} server(s), nats-server {}, JetStream on each",
+                facts.servers.len(),
+                versions.join(", ")
+            ),
+        ));
+    }
+    found
+}
+
+/// Servers that run JetStream: the replicas a stream can have.
+fn jetstream_nodes(facts: &Facts) -> usize {
+    facts.servers.iter().filter(|s| s.jetstream).count()
+}
+
+fn replicas(facts: &Facts) -> Vec<Finding> {
+    let nodes = jetstream_nodes(facts);
+    let mut found = Vec::new();
+    if let Some(why) = &facts.unreadable {
+        found.push(
+            Finding::new("replicas", Level::Error, "", format!("cannot read Baton's streams: {why}"))
+                .fix("run baton doctor as a user of the account Baton runs in, with the rights of `baton permissions operator`"),
+        );
+    }
+    if nodes == 2 {
+        found.push(
+            Finding::new(
+                "replicas",
+                Level::Warn,
+                "",
+                "the cluster has 2 JetStream nodes: a replicated stream cannot elect a leader once one is lost"
+                    .to_owned(),
+            )
+            .fix("run 3 (or 5) JetStream nodes"),
+        );
+    }
+    for stream in &facts.streams {
+        found.extend(stream_replicas(stream, nodes));
+    }
+    if found.is_empty() && !facts.streams.is_empty() {
+        found.push(Finding::new(
+            "replicas",
+            Level::Ok,
+            "",
+            format!(
+                "{} stream(s) with replicas fitting {nodes} JetStream node(s)",
+                facts.streams.len()
+            ),
+        ));
+    }
+    for name in &facts.missing {
+        found.push(
+            Finding::new(
+                "replicas",
+                Level::Info,
+                name,
+                format!("{name} does not exist yet"),
+            )
+            .fix("it is created by the first baton process that needs it"),
+        );
+    }
+    found
+}
+
+/// What is wrong with one stream's replicas on `nodes` JetStream nodes.
+fn stream_replicas(stream: &StreamFacts, nodes: usize) -> Vec<Finding> {
+    let wanted = nodes.min(3);
+    let mut found = Vec::new();
+    let name = &stream.name;
+    if stream.replicas > nodes.max(1) {
+        found.push(
+            Finding::new(
+                "replicas",
+                Level::Error,
+                name,
+                format!(
+                    "{name} has {} replicas, but only {nodes} JetStream node(s) answered",
+                    stream.replicas
+                ),
+            )
+            .fix("bring the missing nodes back, or lower the stream's replicas"),
+        );
+    } else if nodes >= 3 && stream.replicas < wanted {
+        found.push(
+            Finding::new(
+                "replicas",
+                Level::Warn,
+                name,
+                format!(
+                    "{name} has {} replica(s) on a {nodes}-node cluster: losing the node that holds it stalls \
+                     every session that needs it, and a node that never returns loses them",
+                    stream.replicas
+                ),
+            )
+            .fix(format!(
+                "start any baton process once with --replicas {wanted} (BATON_REPLICAS={wanted}): it raises the \
+                 count in place"
+            )),
+        );
+    }
+    if !stream.lagging.is_empty() {
+        found.push(Finding::new(
+            "replicas",
+            Level::Warn,
+            name,
+            format!("{name}: replica(s) on {} are offline or behind", stream.lagging.join(", ")),
+        )
+        .fix("check those nodes; the stream keeps working while a majority of its replicas is current"));
+    }
+    found
+}
+
+fn dedup(facts: &Facts) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let mut widest: Option<(Duration, &ConsumerFacts)> = None;
+    for consumer in &facts.consumers {
+        match baton_worker::redelivery_span(consumer.ack_wait, consumer.max_deliver) {
+            Some(span) => {
+                if widest.is_none_or(|(wide, _)| span > wide) {
+                    widest = Some((span, consumer));
+                }
+            }
+            None => found.push(
+                Finding::new(
+                    "dedup",
+                    Level::Warn,
+                    &consumer.name,
+                    format!(
+                        "consumer {} redelivers without limit, so no duplicate window covers its redeliveries",
+                        consumer.name
+                    ),
+                )
+                .fix("restart its workers with this version of baton: they set max_deliver (--max-deliveries + 1)"),
+            ),
+        }
+    }
+    let Some((span, consumer)) = widest else {
+        return found;
+    };
+    let before = found.len();
+    for stream in facts.streams.iter().filter(|s| s.deduplicated) {
+        if stream.duplicate_window < span {
+            found.push(
+                Finding::new(
+                    "dedup",
+                    Level::Warn,
+                    &stream.name,
+                    format!(
+                        "{}'s duplicate window is {}, but consumer {} may redeliver a message up to {} after its \
+                         first delivery (ack_wait {} × max_deliver {}): a handoff redelivered that late is \
+                         published twice",
+                        stream.name,
+                        human(stream.duplicate_window),
+                        consumer.name,
+                        human(span),
+                        human(consumer.ack_wait),
+                        consumer.max_deliver
+                    ),
+                )
+                .fix(format!(
+                    "restart a worker of that consumer (workers widen the window at start-up when their user may \
+                     update the stream), or set the stream's duplicate window to at least {}",
+                    human(span)
+                )),
+            );
+        }
+    }
+    if found.len() == before {
+        found.push(Finding::new(
+            "dedup",
+            Level::Ok,
+            "",
+            format!(
+                "duplicate windows cover every redelivery (the longest: {} for {})",
+                human(span),
+                consumer.name
+            ),
+        ));
+    }
+    found
+}
+
+fn payload(facts: &Facts) -> Vec<Finding> {
+    let Some(smallest) = facts.servers.iter().map(|s| s.max_payload).min() else {
+        return Vec::new();
+    };
+    let largest = facts
+        .servers
+        .iter()
+        .map(|s| s.max_payload)
+        .max()
+        .unwrap_or(smallest);
+    let mut found = Vec::new();
+    if largest != smallest {
+        found.push(
+            Finding::new(
+                "payload",
+                Level::Warn,
+                "",
+                format!(
+                    "the servers' max_payload differ ({smallest} to {largest} bytes): a worker sizes its claim-check \
+                     by the server it connects to, so an envelope accepted by one node may be refused by another"
+                ),
+            )
+            .fix("set the same max_payload on every node"),
+        );
+    }
+    let threshold = facts.claim_threshold.unwrap_or(smallest / 2);
+    if threshold >= smallest {
+        found.push(
+            Finding::new(
+                "payload",
+                Level::Error,
+                "",
+                format!(
+                    "the claim-check threshold ({threshold} bytes) is not below max_payload ({smallest} bytes): an \
+                     envelope between the two is neither claim-checked nor publishable, and fails as too_large"
+                ),
+            )
+            .fix(format!(
+                "lower --claim-threshold (BATON_CLAIM_THRESHOLD) below {smallest}, or unset it (half of max_payload)"
+            )),
+        );
+    } else if found.is_empty() {
+        found.push(Finding::new(
+            "payload",
+            Level::Ok,
+            "",
+            format!("max_payload {smallest} bytes; contexts over {threshold} bytes go through the claim-check"),
+        ));
+    }
+    found
+}
+
+fn fsync(facts: &Facts) -> Vec<Finding> {
+    let replicated = jetstream_nodes(facts) >= 3;
+    let mut found = Vec::new();
+    for server in facts.servers.iter().filter(|s| s.jetstream) {
+        match server.sync {
+            Sync::Always => {}
+            Sync::Every(interval) => {
+                let risk = if replicated {
+                    "a power loss on a majority of nodes at once"
+                } else {
+                    "a power loss or kernel crash on this machine"
+                };
+                found.push(
+                    Finding::new(
+                        "fsync",
+                        Level::Warn,
+                        &server.name,
+                        format!(
+                            "{} writes JetStream data to disk every {}: {risk} can lose handoffs acknowledged in \
+                             that time",
+                            server.name,
+                            human(interval)
+                        ),
+                    )
+                    .fix("set `jetstream { sync_interval: always }` in its config (each write then waits for the disk: fewer tasks per second)"),
+                );
+            }
+            Sync::Unknown => found.push(
+                Finding::new(
+                    "fsync",
+                    Level::Info,
+                    &server.name,
+                    format!(
+                        "{} does not report its fsync setting to this user",
+                        server.name
+                    ),
+                )
+                .fix("run baton doctor as a user of the system account to check it"),
+            ),
+        }
+    }
+    if found.is_empty() && !facts.servers.is_empty() {
+        found.push(Finding::new(
+            "fsync",
+            Level::Ok,
+            "",
+            "every server writes to disk before it acknowledges".to_owned(),
+        ));
+    }
+    found
+}
+
+fn consumers(facts: &Facts) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for consumer in &facts.consumers {
+        let Some(agent) = &consumer.agent else {
+            continue;
+        };
+        let registered = facts
+            .live
+            .as_ref()
+            .and_then(|live| live.get(agent))
+            .is_some_and(|n| *n > 0);
+        if registered || consumer.waiting > 0 {
+            continue;
+        }
+        let idle = facts.now.saturating_sub(consumer.last_active);
+        let idle = Duration::from_secs(u64::try_from(idle).unwrap_or(0));
+        if idle < facts.stale_after {
+            continue;
+        }
+        let waiting = match consumer.pending {
+            0 => String::new(),
+            n => format!(", and {n} task(s) wait in it"),
+        };
+        let (level, fix) = if consumer.pending > 0 {
+            (
+                Level::Error,
+                format!("start a worker: `baton worker {agent} …` (or `baton worker --spec …`)"),
+            )
+        } else {
+            (
+                Level::Warn,
+                format!(
+                    "start a worker of {agent}, or, if the agent type is retired, remove the consumer: \
+                     `nats consumer rm {} {}`",
+                    facts.tasks_stream, consumer.name
+                ),
+            )
+        };
+        found.push(
+            Finding::new(
+                "consumers",
+                level,
+                &consumer.name,
+                format!(
+                    "no live worker of {agent} for {} (consumer {}){waiting}",
+                    human(idle),
+                    consumer.name
+                ),
+            )
+            .fix(fix),
+        );
+    }
+    if found.is_empty() && !facts.consumers.is_empty() {
+        let how = if facts.live.is_some() {
+            "as the registry and pull requests show"
+        } else {
+            "as pull requests show; no registry answered"
+        };
+        found.push(Finding::new(
+            "consumers",
+            Level::Ok,
+            "",
+            format!("every agent type's consumer has had a live worker lately, {how}"),
+        ));
+    }
+    found
+}
+
+/// A duration as people read it: `45s`, `10m30s`, `3h12m`.
+pub(crate) fn human(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m, s) {
+        (0, 0, _) if duration.subsec_millis() > 0 && secs < 10 => {
+            format!("{}ms", duration.as_millis())
+        }
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}

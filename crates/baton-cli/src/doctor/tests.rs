@@ -1,0 +1,234 @@
+//! The checks over hand-made facts: what each finds, and that a healthy
+//! deployment finds nothing to fix. `tests/e2e/doctor.rs` runs them on real
+//! servers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::checks::{self, ConsumerFacts, Facts, Finding, Level, ServerFacts, StreamFacts, Sync};
+
+fn server(name: &str) -> ServerFacts {
+    ServerFacts {
+        name: name.to_owned(),
+        version: "2.15.1".to_owned(),
+        jetstream: true,
+        max_payload: 1024 * 1024,
+        sync: Sync::Always,
+    }
+}
+
+fn stream(name: &str, replicas: usize) -> StreamFacts {
+    StreamFacts {
+        name: name.to_owned(),
+        replicas,
+        duplicate_window: Duration::from_secs(630),
+        deduplicated: true,
+        lagging: Vec::new(),
+    }
+}
+
+fn consumer(agent: &str, last_active: i64) -> ConsumerFacts {
+    ConsumerFacts {
+        name: format!("agent-{agent}"),
+        agent: Some(agent.to_owned()),
+        ack_wait: Duration::from_secs(30),
+        max_deliver: 21,
+        waiting: 1,
+        pending: 0,
+        last_active,
+    }
+}
+
+fn healthy() -> Facts {
+    Facts {
+        servers: vec![server("n1"), server("n2"), server("n3")],
+        streams: vec![stream("BATON_TASKS", 3), stream("BATON_EVENTS", 3)],
+        tasks_stream: "BATON_TASKS".to_owned(),
+        consumers: vec![consumer("triage", 1_000)],
+        live: Some(BTreeMap::from([("triage".to_owned(), 2)])),
+        stale_after: Duration::from_secs(3600),
+        now: 10_000,
+        ..Facts::default()
+    }
+}
+
+/// The findings that need action, as (check, level, subject).
+fn problems(facts: &Facts) -> Vec<(&'static str, Level, String)> {
+    checks::all(facts)
+        .into_iter()
+        .filter(|f: &Finding| f.level >= Level::Warn)
+        .map(|f| (f.check, f.level, f.subject))
+        .collect()
+}
+
+#[test]
+fn a_healthy_cluster_has_nothing_to_fix() {
+    let findings = checks::all(&healthy());
+    assert!(
+        findings.iter().all(|f| f.level == Level::Ok),
+        "{findings:#?}"
+    );
+    let checks: Vec<_> = findings.iter().map(|f| f.check).collect();
+    assert_eq!(
+        checks,
+        [
+            "servers",
+            "replicas",
+            "dedup",
+            "payload",
+            "fsync",
+            "consumers"
+        ]
+    );
+}
+
+#[test]
+fn old_servers_and_servers_without_jetstream_are_errors() {
+    let mut facts = healthy();
+    facts.servers[0].version = "2.9.25".to_owned();
+    facts.servers[1].jetstream = false;
+    facts.unreachable = vec!["127.0.0.1:4299".to_owned()];
+    let found = problems(&facts);
+    assert!(
+        found.contains(&("servers", Level::Error, "n1".to_owned())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("servers", Level::Error, "n2".to_owned())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("servers", Level::Error, "127.0.0.1:4299".to_owned())),
+        "{found:?}"
+    );
+    assert_eq!(checks::major_minor("v2.11.0-RC.1"), Some((2, 11)));
+    assert_eq!(checks::major_minor("2.10.0"), Some((2, 10)));
+    assert_eq!(checks::major_minor("garbage"), None);
+}
+
+#[test]
+fn single_replica_streams_on_a_cluster_and_more_replicas_than_nodes() {
+    let mut facts = healthy();
+    facts.streams[0].replicas = 1;
+    facts.streams.push(stream("KV_BATON_JOINS", 5));
+    facts.streams[1].lagging = vec!["n3".to_owned()];
+    let found = problems(&facts);
+    assert_eq!(
+        found,
+        [
+            ("replicas", Level::Warn, "BATON_TASKS".to_owned()),
+            ("replicas", Level::Warn, "BATON_EVENTS".to_owned()),
+            ("replicas", Level::Error, "KV_BATON_JOINS".to_owned()),
+        ]
+    );
+    let fix = checks::all(&facts)
+        .into_iter()
+        .find(|f| f.subject == "BATON_TASKS")
+        .and_then(|f| f.fix);
+    assert!(fix.is_some_and(|fix| fix.contains("--replicas 3")));
+    // One replica is right on a single server.
+    let mut single = healthy();
+    single.servers.truncate(1);
+    single.streams = vec![stream("BATON_TASKS", 1)];
+    assert!(problems(&single).is_empty(), "{:?}", problems(&single));
+}
+
+#[test]
+fn a_duplicate_window_shorter_than_the_redeliveries_is_named_with_the_span() {
+    let mut facts = healthy();
+    facts.streams[1].duplicate_window = Duration::from_secs(120);
+    let mut slow = consumer("writer", 9_000);
+    slow.ack_wait = Duration::from_secs(60);
+    facts.consumers.push(slow);
+    facts
+        .live
+        .as_mut()
+        .map(|live| live.insert("writer".to_owned(), 1));
+    let findings = checks::all(&facts);
+    let flagged: Vec<_> = findings.iter().filter(|f| f.level == Level::Warn).collect();
+    // 60 s × 21 = 21 min, longer than both windows.
+    assert_eq!(flagged.len(), 2, "{findings:#?}");
+    assert!(flagged[0].message.contains("21m") && flagged[0].message.contains("agent-writer"));
+    let mut unlimited = healthy();
+    unlimited.consumers[0].max_deliver = -1;
+    assert_eq!(
+        problems(&unlimited),
+        [("dedup", Level::Warn, "agent-triage".to_owned())]
+    );
+}
+
+#[test]
+fn claim_threshold_at_or_over_max_payload_and_mixed_max_payloads() {
+    let mut facts = healthy();
+    facts.claim_threshold = Some(1024 * 1024);
+    assert_eq!(problems(&facts), [("payload", Level::Error, String::new())]);
+    let mut mixed = healthy();
+    mixed.servers[2].max_payload = 8 * 1024 * 1024;
+    assert_eq!(problems(&mixed), [("payload", Level::Warn, String::new())]);
+}
+
+#[test]
+fn fsync_in_the_background_is_a_warning_and_an_unknown_setting_is_said() {
+    let mut facts = healthy();
+    facts.servers[1].sync = Sync::Every(Duration::from_secs(120));
+    facts.servers[2].sync = Sync::Unknown;
+    let findings = checks::all(&facts);
+    let fsync: Vec<_> = findings.iter().filter(|f| f.check == "fsync").collect();
+    assert_eq!(fsync.len(), 2, "{fsync:#?}");
+    assert_eq!(
+        (fsync[0].level, fsync[0].subject.as_str()),
+        (Level::Warn, "n2")
+    );
+    assert!(
+        fsync[0].message.contains("every 2m"),
+        "{}",
+        fsync[0].message
+    );
+    assert_eq!(
+        (fsync[1].level, fsync[1].subject.as_str()),
+        (Level::Info, "n3")
+    );
+}
+
+#[test]
+fn a_consumer_without_a_live_worker_for_long_is_stale() {
+    let mut facts = healthy();
+    let mut ghost = consumer("ghost", 10_000 - 7_200);
+    ghost.waiting = 0;
+    facts.consumers.push(ghost.clone());
+    let mut fresh = consumer("fresh", 10_000 - 60);
+    fresh.waiting = 0;
+    facts.consumers.push(fresh);
+    assert_eq!(
+        problems(&facts),
+        [("consumers", Level::Warn, "agent-ghost".to_owned())]
+    );
+    // With tasks waiting in it, nobody answers them: an error.
+    facts.consumers[1].pending = 12;
+    let found = checks::all(&facts);
+    let stale = found
+        .iter()
+        .find(|f| f.subject == "agent-ghost")
+        .expect("stale consumer");
+    assert_eq!(stale.level, Level::Error);
+    assert!(
+        stale.message.contains("2h") && stale.message.contains("12 task(s)"),
+        "{}",
+        stale.message
+    );
+    // A worker the registry knows (or an idle pull) is live.
+    facts
+        .live
+        .as_mut()
+        .map(|live| live.insert("ghost".to_owned(), 1));
+    assert!(problems(&facts).is_empty());
+}
+
+#[test]
+fn durations_read_as_people_write_them() {
+    assert_eq!(checks::human(Duration::from_secs(630)), "10m30s");
+    assert_eq!(checks::human(Duration::from_secs(120)), "2m");
+    assert_eq!(checks::human(Duration::from_secs(7_260)), "2h1m");
+    assert_eq!(checks::human(Duration::from_secs(45)), "45s");
+    assert_eq!(checks::human(Duration::from_millis(250)), "250ms");
+}
