@@ -15,6 +15,7 @@ use baton_worker::{
     Task,
 };
 use serde_json::{Value as Json, json};
+use tracing::Instrument as _;
 
 use crate::StartError;
 use crate::spec::{DelegateSpec, LlmSpec};
@@ -45,6 +46,8 @@ pub struct LlmRunner {
     tools: Vec<Tool>,
     handoffs: Vec<Route>,
     delegates: Vec<DelegateSpec>,
+    /// Tokens in and out, by model (`baton.llm.tokens`).
+    tokens: opentelemetry::metrics::Counter<u64>,
 }
 
 impl LlmRunner {
@@ -117,6 +120,10 @@ impl LlmRunner {
             tools,
             handoffs: routing.handoffs.clone(),
             delegates: delegates.to_vec(),
+            tokens: baton_worker::meter()
+                .u64_counter("baton.llm.tokens")
+                .with_description("Tokens the model read (type input) and wrote (type output), by model, from its usage report")
+                .build(),
         })
     }
 
@@ -323,7 +330,69 @@ impl LlmRunner {
     }
 
     /// One chat-completions request.
+    /// One chat completion, in a `chat {model}` span with the GenAI
+    /// attributes: the request model, the finish reasons and the token
+    /// usage the answer reports.
     async fn complete(&self, messages: &[Json]) -> Result<Json, AgentError> {
+        let model = &self.settings.model;
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {model}"),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = "openai",
+            gen_ai.request.model = %model,
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let answer = self.request(messages).instrument(span.clone()).await;
+        match &answer {
+            Ok(answer) => self.record_usage(&span, answer),
+            Err(err) => {
+                span.record("otel.status_code", "ERROR");
+                let kind = match err {
+                    AgentError::Fatal(_) => "fatal",
+                    _ => "retryable",
+                };
+                span.record("error.type", kind);
+            }
+        }
+        answer
+    }
+
+    /// Puts the answer's model, finish reasons and usage on `span`, and
+    /// counts the tokens.
+    fn record_usage(&self, span: &tracing::Span, answer: &Json) {
+        let model = answer["model"].as_str().unwrap_or(&self.settings.model);
+        span.record("gen_ai.response.model", model);
+        let reasons: Vec<&str> = answer["choices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|choice| choice["finish_reason"].as_str())
+            .collect();
+        span.record("gen_ai.response.finish_reasons", format!("{reasons:?}"));
+        let usage = &answer["usage"];
+        for (field, key, kind) in [
+            ("gen_ai.usage.input_tokens", "prompt_tokens", "input"),
+            ("gen_ai.usage.output_tokens", "completion_tokens", "output"),
+        ] {
+            if let Some(tokens) = usage[key].as_u64() {
+                span.record(field, tokens);
+                let labels = [
+                    opentelemetry::KeyValue::new("model", model.to_owned()),
+                    opentelemetry::KeyValue::new("type", kind),
+                ];
+                self.tokens.add(tokens, &labels);
+            }
+        }
+    }
+
+    async fn request(&self, messages: &[Json]) -> Result<Json, AgentError> {
         let mut body = json!({"model": self.settings.model, "messages": messages});
         if !self.tools.is_empty() {
             body["tools"] = self

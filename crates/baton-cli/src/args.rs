@@ -233,6 +233,9 @@ pub struct WorkerArgs {
     pub claims: ClaimArgs,
 
     #[command(flatten)]
+    pub metrics: MetricsArgs,
+
+    #[command(flatten)]
     pub registry: WorkerRegistryArgs,
 
     #[command(flatten)]
@@ -289,6 +292,9 @@ pub struct WorkerRegistryArgs {
 
 #[derive(Debug, Args)]
 pub struct RouterArgs {
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+
     /// Agent type for tasks that name neither `to` nor `requires`; without it such tasks fail
     /// with `no_route`.
     #[arg(long)]
@@ -315,6 +321,9 @@ pub struct RouterArgs {
 
 #[derive(Debug, Args)]
 pub struct RegistryArgs {
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+
     /// The workers' heartbeat interval, in ms: instances silent for three intervals are dropped,
     /// backlogs are read this often, and a starting replica listens this long before it answers.
     #[arg(long, default_value_t = 2000)]
@@ -492,7 +501,9 @@ pub enum DlqCommand {
 
 mod claims;
 mod doctor;
+mod metrics;
 mod relay;
 pub use claims::ClaimArgs;
 pub use doctor::DoctorArgs;
+pub use metrics::MetricsArgs;
 pub use relay::RelayArgs;

@@ -36,7 +36,18 @@ fn main() -> std::process::ExitCode {
             | Command::Permissions(_)
             | Command::Doctor(_)
     );
-    let _telemetry = telemetry::init(if quiet { "warn" } else { "info" });
+    let (service, metrics) = match &cli.command {
+        Command::Worker(args) => ("baton-worker", &args.metrics),
+        Command::Router(args) => ("baton-router", &args.metrics),
+        Command::Registry(args) => ("baton-registry", &args.metrics),
+        _ => ("baton", &args::MetricsArgs { metrics_addr: None }),
+    };
+    let telemetry = telemetry::init(&telemetry::Wanted {
+        level: if quiet { "warn" } else { "info" },
+        service,
+        prometheus: metrics.metrics_addr.is_some(),
+    });
+    let served = metrics.metrics_addr.zip(telemetry.prometheus.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -47,7 +58,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, served)) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {}", report(&err));
@@ -97,9 +108,16 @@ pub(crate) fn report(err: &anyhow::Error) -> String {
     parts.join(": ")
 }
 
-async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+/// Runs the command; `served` is where the metrics go, when they are served.
+async fn run(
+    cli: Cli,
+    served: Option<(std::net::SocketAddr, prometheus::Registry)>,
+) -> anyhow::Result<std::process::ExitCode> {
     let subjects =
         baton_proto::Subjects::new(cli.nats.prefix.clone()).context("invalid --prefix")?;
+    if let Some((addr, registry)) = served {
+        telemetry::serve::metrics(addr, registry).await?;
+    }
     match cli.command {
         Command::Dev(args) => dev::run(&cli.nats, subjects, args).await,
         Command::Worker(args) => serve::worker(&cli.nats, subjects, *args).await,

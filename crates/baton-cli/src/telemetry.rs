@@ -1,32 +1,81 @@
-//! Logging and trace context: `tracing` to stderr (filtered by `RUST_LOG`),
-//! with OpenTelemetry span contexts so `traceparent` is created and propagated.
+//! Logs, traces and metrics.
+//!
+//! - Logs: `tracing` to stderr, filtered by `RUST_LOG`.
+//! - Traces: OpenTelemetry spans, so `traceparent` is created and carried
+//!   across hops; exported over OTLP/HTTP when the standard `OTEL_*`
+//!   variables ask for it (an endpoint, or `OTEL_TRACES_EXPORTER=otlp`).
+//!   The sampler, service name, resource attributes, headers and timeout
+//!   come from the same variables, read by the OpenTelemetry SDK.
+//! - Metrics: the OpenTelemetry metrics of `baton_worker::meter`, kept for
+//!   a Prometheus scrape when `--metrics-addr` is given, and pushed over
+//!   OTLP/HTTP when the `OTEL_*` variables ask for it.
+
+mod http;
+pub mod serve;
 
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithHttpConfig as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, fmt};
 
-/// Keeps the tracer provider alive for the process.
+/// Keeps the providers alive for the process, and flushes them at the end.
 pub struct Telemetry {
-    provider: SdkTracerProvider,
+    tracer: SdkTracerProvider,
+    meter: Option<SdkMeterProvider>,
+    /// Where a Prometheus scrape reads the metrics, when they are served.
+    pub prometheus: Option<prometheus::Registry>,
 }
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        let _ = self.provider.shutdown();
+        let _ = self.tracer.shutdown();
+        if let Some(meter) = &self.meter {
+            let _ = meter.shutdown();
+        }
     }
 }
 
-/// Installs the subscriber; `default_level` applies when `RUST_LOG` is unset.
-pub fn init(default_level: &str) -> Telemetry {
-    let provider = SdkTracerProvider::builder().build();
-    let tracer = provider.tracer("baton");
+/// What a process wants of telemetry.
+pub struct Wanted<'a> {
+    /// The log level when `RUST_LOG` is unset.
+    pub level: &'a str,
+    /// `service.name` when neither `OTEL_SERVICE_NAME` nor
+    /// `OTEL_RESOURCE_ATTRIBUTES` names one.
+    pub service: &'a str,
+    /// Whether the metrics are served to Prometheus (`--metrics-addr`).
+    pub prometheus: bool,
+}
+
+/// Installs logging, tracing and metrics. Call it outside any async
+/// runtime: the OTLP exporters send from threads of their own.
+pub fn init(wanted: &Wanted<'_>) -> Telemetry {
+    let mut problems = Vec::new();
+    let resource = resource(wanted.service);
+    let mut tracer = SdkTracerProvider::builder().with_resource(resource.clone());
+    if let Some(exporter) = otlp_wanted("TRACES", &mut problems).and_then(|()| {
+        let built = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(http::BlockingHttp::new())
+            .build();
+        built
+            .map_err(|err| problems.push(format!("cannot export traces over OTLP: {err}")))
+            .ok()
+    }) {
+        tracer = tracer.with_batch_exporter(exporter);
+    }
+    let tracer = tracer.build();
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let (meter, prometheus) = meters(wanted, resource, &mut problems);
+    if let Some(meter) = &meter {
+        opentelemetry::global::set_meter_provider(meter.clone());
+    }
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(wanted.level));
     let _ = tracing_subscriber::registry()
         .with(
             fmt::layer()
@@ -34,8 +83,106 @@ pub fn init(default_level: &str) -> Telemetry {
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_target(false),
         )
-        .with(tracing_opentelemetry::layer().with_tracer(tracer))
+        .with(tracing_opentelemetry::layer().with_tracer(tracer.tracer("baton")))
         .with(filter)
         .try_init();
-    Telemetry { provider }
+    for problem in problems {
+        tracing::warn!("{problem}");
+    }
+    Telemetry {
+        tracer,
+        meter,
+        prometheus,
+    }
+}
+
+/// The meter provider: a Prometheus registry when metrics are served, an
+/// OTLP push when the environment asks for one; none when neither.
+fn meters(
+    wanted: &Wanted<'_>,
+    resource: Resource,
+    problems: &mut Vec<String>,
+) -> (Option<SdkMeterProvider>, Option<prometheus::Registry>) {
+    let mut builder = SdkMeterProvider::builder().with_resource(resource);
+    let mut any = false;
+    let mut registry = None;
+    if wanted.prometheus {
+        let kept = prometheus::Registry::new();
+        match opentelemetry_prometheus::exporter()
+            .with_registry(kept.clone())
+            .scope_info_enabled(false)
+            .build()
+        {
+            Ok(exporter) => {
+                builder = builder.with_reader(exporter);
+                registry = Some(kept);
+                any = true;
+            }
+            Err(err) => problems.push(format!("cannot keep metrics for Prometheus: {err}")),
+        }
+    }
+    if otlp_wanted("METRICS", problems).is_some() {
+        match opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_http_client(http::BlockingHttp::new())
+            .build()
+        {
+            Ok(exporter) => {
+                builder = builder.with_periodic_exporter(exporter);
+                any = true;
+            }
+            Err(err) => problems.push(format!("cannot export metrics over OTLP: {err}")),
+        }
+    }
+    (any.then(|| builder.build()), registry)
+}
+
+/// `Some` when the `OTEL_*` variables ask for an OTLP exporter of `signal`
+/// (`TRACES` or `METRICS`): an endpoint is set, or `OTEL_<signal>_EXPORTER`
+/// is `otlp`. `OTEL_SDK_DISABLED=true` or an exporter of `none` turns it
+/// off. A protocol this build cannot speak is a problem, and no exporter.
+fn otlp_wanted(signal: &str, problems: &mut Vec<String>) -> Option<()> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+    };
+    if var("OTEL_SDK_DISABLED").is_some_and(|value| value.eq_ignore_ascii_case("true")) {
+        return None;
+    }
+    let exporter = var(&format!("OTEL_{signal}_EXPORTER"));
+    if exporter.as_deref().is_some_and(|value| value != "otlp") {
+        return None;
+    }
+    let endpoint = var("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .or_else(|| var(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")));
+    if exporter.is_none() && endpoint.is_none() {
+        return None;
+    }
+    let protocol = var(&format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"))
+        .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
+    if let Some(protocol) = protocol.filter(|p| p != "http/protobuf" && p != "http/json") {
+        problems.push(format!(
+            "OTLP protocol {protocol:?} is not supported: Baton exports over HTTP; set \
+             OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (or http/json) and point the endpoint at the \
+             collector's HTTP port (4318). No {} are exported.",
+            signal.to_lowercase()
+        ));
+        return None;
+    }
+    Some(())
+}
+
+/// The process's resource: what the SDK reads from `OTEL_SERVICE_NAME` and
+/// `OTEL_RESOURCE_ATTRIBUTES`, with `service` as the default name.
+fn resource(service: &str) -> Resource {
+    let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|name| !name.is_empty())
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES")
+            .is_ok_and(|attributes| attributes.contains("service.name="));
+    let builder = Resource::builder();
+    if named {
+        builder.build()
+    } else {
+        builder.with_service_name(service.to_owned()).build()
+    }
 }

@@ -173,7 +173,7 @@ impl<'a> Delivery<'a> {
         {
             Ok(()) => {
                 self.settle(Settle::Term).await;
-                Finished::Ended
+                Finished::Ended(reason)
             }
             Err(err) => {
                 tracing::error!(error = %err, "cannot dead-letter; leaving the message un-acked for redelivery");
@@ -288,13 +288,13 @@ impl Stored<'_> {
 }
 
 /// How [`Delivery::finish`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Finished {
     /// The outputs are durable and the message settled as planned.
     Settled,
     /// The outputs can never be published: the message was dead-lettered
-    /// and its session failed instead.
-    Ended,
+    /// with this reason and its session failed instead.
+    Ended(DeadLetterReason),
     /// Nothing is settled: the message will be delivered again.
     Left,
 }

@@ -52,6 +52,7 @@ mod error;
 mod guard;
 mod intake;
 mod join;
+mod metrics;
 mod outcome;
 mod plan;
 mod provision;
@@ -75,6 +76,7 @@ pub use connection::Connection;
 pub use deadletters::{DeadLetterEntry, ReplayOptions};
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use error::{Error, ErrorKind};
+pub use metrics::meter;
 pub use outcome::{
     AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
     Wait,

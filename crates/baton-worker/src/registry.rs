@@ -30,6 +30,32 @@ pub struct RegistryClient {
     timeout: Duration,
     budget: Duration,
     memory: Arc<Memory>,
+    metrics: Arc<LookupMetrics>,
+}
+
+/// Lookups by where their answer came from, and how long they took.
+#[derive(Debug)]
+struct LookupMetrics {
+    lookups: opentelemetry::metrics::Counter<u64>,
+    latency: opentelemetry::metrics::Histogram<f64>,
+}
+
+impl LookupMetrics {
+    fn new() -> Self {
+        let meter = crate::metrics::meter();
+        Self {
+            lookups: meter
+                .u64_counter("baton.registry.lookups")
+                .with_description("Registry lookups, by result: answered, remembered (answered from memory during an outage), unanswered or refused")
+                .build(),
+            latency: meter
+                .f64_histogram("baton.registry.lookup.duration")
+                .with_unit("s")
+                .with_description("How long a registry lookup took, retries included")
+                .with_boundaries(crate::metrics::SECONDS.to_vec())
+                .build(),
+        }
+    }
 }
 
 /// The registry's recent answers, and whether it is down.
@@ -108,6 +134,7 @@ impl RegistryClient {
             timeout: Duration::from_millis(500),
             budget: Duration::from_secs(3),
             memory: Arc::new(Memory::new(Duration::from_secs(30))),
+            metrics: Arc::new(LookupMetrics::new()),
         }
     }
 
@@ -138,41 +165,63 @@ impl RegistryClient {
     /// remembered, or when the registry refused the request (the error says
     /// why).
     pub async fn lookup(&self, request: &LookupRequest) -> Result<LookupResponse, Error> {
-        let payload = request.to_msgpack().map_err(|err| {
-            Error::with_source(ErrorKind::Registry, "cannot encode the lookup", err)
-        })?;
+        let started = Instant::now();
+        let (answer, how) = self.answer(request).await;
+        let how = opentelemetry::KeyValue::new("result", how);
+        self.metrics.lookups.add(1, std::slice::from_ref(&how));
+        self.metrics
+            .latency
+            .record(started.elapsed().as_secs_f64(), &[how]);
+        answer
+    }
+
+    /// The answer to `request`, and where it came from: `answered`,
+    /// `remembered`, `unanswered` or `refused`.
+    async fn answer(
+        &self,
+        request: &LookupRequest,
+    ) -> (Result<LookupResponse, Error>, &'static str) {
+        let payload = match request.to_msgpack() {
+            Ok(payload) => payload,
+            Err(err) => {
+                let err = Error::with_source(ErrorKind::Registry, "cannot encode the lookup", err);
+                return (Err(err), "refused");
+            }
+        };
         if self.memory.is_down() {
-            return self.remembered(
-                &payload,
-                "the registry did not answer moments ago".to_owned(),
-            );
+            let why = "the registry did not answer moments ago".to_owned();
+            return self.remembered(&payload, why);
         }
         let answer = self.ask(bytes::Bytes::from(payload.clone())).await;
         match &answer {
             Ok(response) => {
                 self.memory.mark(false);
                 self.memory.remember(&payload, response);
+                (answer, "answered")
             }
             Err(err) if err.kind() == ErrorKind::Timeout => {
                 self.memory.mark(true);
-                return self.remembered(&payload, err.to_string());
+                self.remembered(&payload, err.to_string())
             }
-            Err(_) => {}
+            Err(_) => (answer, "refused"),
         }
-        answer
     }
 
     /// The remembered answer to `payload`, or the error `why`.
-    fn remembered(&self, payload: &[u8], why: String) -> Result<LookupResponse, Error> {
+    fn remembered(
+        &self,
+        payload: &[u8],
+        why: String,
+    ) -> (Result<LookupResponse, Error>, &'static str) {
         match self.memory.recall(payload) {
             Some((answer, age)) => {
                 tracing::info!(
                     ?age,
                     "the registry is unreachable; routing from its last answer"
                 );
-                Ok(answer)
+                (Ok(answer), "remembered")
             }
-            None => Err(Error::new(ErrorKind::Registry, why)),
+            None => (Err(Error::new(ErrorKind::Registry, why)), "unanswered"),
         }
     }
 

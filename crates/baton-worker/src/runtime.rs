@@ -14,6 +14,7 @@ use crate::config::{WorkerConfig, WorkerStats};
 use crate::delivery::{Delivery, Finished};
 use crate::error::{Error, ErrorKind};
 use crate::join::JoinStore;
+use crate::metrics::Metrics;
 use crate::plan::{Found, Output, Plan, Planner, Settle};
 use crate::publish::{Outgoing, Publisher};
 use crate::registry::RegistryClient;
@@ -41,6 +42,8 @@ pub(crate) struct Runtime {
     pub(crate) served: Served,
     /// The largest message the server accepts, headers included.
     server_max_payload: usize,
+    /// What it counts for the process's metrics.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Runtime {
@@ -52,6 +55,11 @@ impl Runtime {
         agent: AgentPolicy,
         server_max_payload: usize,
     ) -> Self {
+        let metrics = Arc::new(Metrics::new(
+            config.agent.as_str(),
+            &stats,
+            agent.concurrency,
+        ));
         let reply_to = config.subjects.agent(&config.agent);
         let publisher_js = publisher.jetstream().clone();
         let subjects = config.subjects.clone();
@@ -74,6 +82,7 @@ impl Runtime {
             claims: Arc::new(claims),
             served: Served::new(publisher_js, subjects),
             server_max_payload,
+            metrics,
         }
     }
 
@@ -146,11 +155,13 @@ impl Runtime {
     /// events. When the claim-check store is unreachable, the message is
     /// left for redelivery.
     pub(crate) async fn execute(&self, delivery: &Delivery<'_>, plan: Plan) {
+        let mut reason = None;
         let (outgoing, settle, failed) = match self.prepare(delivery, &plan.outputs).await {
             Ok(outgoing) => (outgoing, plan.settle, plan.failed),
-            Err(Unsendable::Permanent(reason, detail)) => {
-                tracing::error!(%reason, detail, "the outcome cannot be sent; dead-lettering");
-                let outgoing = delivery.unreadable(&reason, &detail);
+            Err(Unsendable::Permanent(why, detail)) => {
+                tracing::error!(reason = %why, detail, "the outcome cannot be sent; dead-lettering");
+                let outgoing = delivery.unreadable(&why, &detail);
+                reason = Some(why);
                 (outgoing, Settle::Term, true)
             }
             Err(Unsendable::Transient(err)) => {
@@ -158,9 +169,21 @@ impl Runtime {
                 return;
             }
         };
+        let prepared = reason.is_none();
         match delivery.finish(&self.publisher, &outgoing, settle).await {
-            Finished::Settled => self.count(failed),
-            Finished::Ended => self.count(true),
+            Finished::Settled if prepared => {
+                self.metrics.settled(&plan.outputs);
+                self.count(failed);
+            }
+            Finished::Settled => {
+                self.metrics
+                    .ended(reason.as_ref().map_or("", DeadLetterReason::as_str));
+                self.count(true);
+            }
+            Finished::Ended(reason) => {
+                self.metrics.ended(reason.as_str());
+                self.count(true);
+            }
             Finished::Left => {}
         }
     }
@@ -181,7 +204,8 @@ impl Runtime {
                 continue; // A copy of a message the server already took.
             }
             let payload = std::mem::take(&mut message.payload);
-            let checked = if self.claims.needed(payload.len()) {
+            let whole = payload.len();
+            let checked = if self.claims.needed(whole) {
                 // A large context may take a while: keep the message alive.
                 crate::run::keep_alive(self, delivery, self.claims.check_out(payload)).await
             } else {
@@ -193,6 +217,9 @@ impl Runtime {
                 }
                 ClaimFailure::Transient(err) => Unsendable::Transient(err),
             })?;
+            if message.payload.len() < whole {
+                self.metrics.claims("stored", whole - message.payload.len());
+            }
             let size = message.size();
             if size > self.server_max_payload {
                 let detail = format!(
@@ -214,11 +241,19 @@ impl Runtime {
     ) {
         tracing::warn!(subject = %delivery.message.subject, %reason, detail, "unreadable message; dead-lettering");
         let outgoing = delivery.unreadable(reason, detail);
-        let finished = delivery
+        match delivery
             .finish(&self.publisher, &outgoing, Settle::Term)
-            .await;
-        if finished != Finished::Left {
-            self.count(true);
+            .await
+        {
+            Finished::Left => {}
+            Finished::Ended(ended) => {
+                self.metrics.ended(ended.as_str());
+                self.count(true);
+            }
+            Finished::Settled => {
+                self.metrics.ended(reason.as_str());
+                self.count(true);
+            }
         }
     }
 
@@ -244,4 +279,6 @@ pub(crate) struct AgentPolicy {
     pub(crate) retry: RetryPolicy,
     pub(crate) timeout: Duration,
     pub(crate) ack_wait: Duration,
+    /// How many messages the worker handles at once.
+    pub(crate) concurrency: usize,
 }

@@ -131,6 +131,7 @@ impl<A: Agent> Worker<A> {
             retry: self.agent.retry_policy(),
             timeout: self.agent.timeout(),
             ack_wait,
+            concurrency: settings.concurrency,
         };
         let server_max_payload = self.client.server_info().max_payload;
         let rt = Arc::new(Runtime::new(
@@ -278,6 +279,8 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
             return None;
         }
     };
+    rt.metrics
+        .claims("restored", restored.len().saturating_sub(payload.len()));
     match Envelope::from_msgpack_limited(&restored, rt.claims.max_restored()) {
         Ok(envelope) => Some(envelope),
         Err(err) => {
@@ -337,7 +340,9 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     };
     let task = rt.task(envelope.clone(), delivery.attempt);
     let deadline = envelope.deadline;
+    let started = std::time::Instant::now();
     let result = with_progress(rt, delivery, agent.handle(task), "agent", deadline).await;
+    rt.metrics.ran(started.elapsed(), result.is_ok());
     match &result {
         Ok(_) => tracing::debug!("agent finished"),
         Err(err) => tracing::info!(error = %err, "agent failed"),
