@@ -12,6 +12,7 @@ mod failures;
 mod fuzz;
 mod handoff;
 mod lifecycle;
+mod metrics;
 mod permissions;
 mod python;
 mod registry;

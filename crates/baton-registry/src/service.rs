@@ -10,6 +10,7 @@ use async_nats::service::{self, ServiceExt};
 use baton_proto::{Heartbeat, LookupRequest, LookupResponse, Subjects, Wire};
 use bytes::Bytes;
 use futures::StreamExt;
+use opentelemetry::metrics::Counter;
 use tokio::time::Instant;
 
 use crate::rank::rank;
@@ -137,6 +138,12 @@ impl Registry {
             .add(config.subjects.lookup())
             .await
             .map_err(|err| Error::new("cannot add the lookup endpoint", err))?;
+        let answered = opentelemetry::global::meter("baton")
+            .u64_counter("baton.registry.requests")
+            .with_description(
+                "Lookups this registry replica answered, by result (answered or bad_request)",
+            )
+            .build();
         tracing::info!(subject = %config.subjects.lookup(), agent_types = table.agent_types().count(), "registry serving lookups");
 
         let (backlog_tx, mut backlog_rx) = tokio::sync::mpsc::channel(1);
@@ -153,7 +160,7 @@ impl Registry {
             tokio::select! {
                 biased;
                 Some(message) = beats.next() => record(&mut table, &message),
-                Some(request) = lookups.next() => answer(&mut table, &request).await,
+                Some(request) = lookups.next() => answer(&mut table, &request, &answered).await,
                 Some(backlog) = backlog_rx.recv() => table.set_backlogs(backlog),
                 _ = sweep.tick() => table.expire(Instant::now()),
                 () = &mut shutdown => break,
@@ -182,7 +189,7 @@ fn record(table: &mut Table, message: &async_nats::Message) {
 }
 
 /// Answers one lookup: msgpack by default, JSON when the request says it is JSON.
-async fn answer(table: &mut Table, request: &service::Request) {
+async fn answer(table: &mut Table, request: &service::Request, answered: &Counter<u64>) {
     let json = request
         .message
         .headers
@@ -194,9 +201,13 @@ async fn answer(table: &mut Table, request: &service::Request) {
     if json {
         headers.insert("Content-Type", JSON);
     }
-    if let Err(err) = &reply {
+    let result = if let Err(err) = &reply {
         tracing::debug!(error = %err.status, "bad lookup request");
-    }
+        "bad_request"
+    } else {
+        "answered"
+    };
+    answered.add(1, &[opentelemetry::KeyValue::new("result", result)]);
     if let Err(err) = request.respond_with_headers(reply, headers).await {
         tracing::debug!(error = %err, "could not answer a lookup");
     }
