@@ -21,4 +21,5 @@ mod routing;
 mod specs;
 mod targets;
 mod tls;
+mod traces;
 mod util;

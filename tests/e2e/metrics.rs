@@ -12,7 +12,7 @@ use crate::util::System;
 
 /// One sample: metric name and labels, and its value.
 #[derive(Debug)]
-struct Sample {
+pub(crate) struct Sample {
     name: String,
     labels: HashMap<String, String>,
     value: f64,
@@ -28,7 +28,7 @@ async fn worker(system: &mut System, agent: &str, flags: &[&str]) -> anyhow::Res
 }
 
 /// The metrics URL a process logged when it started serving them.
-fn metrics_url(log: String) -> anyhow::Result<String> {
+pub(crate) fn metrics_url(log: String) -> anyhow::Result<String> {
     let addr = log
         .lines()
         .find(|line| line.contains("serving metrics"))
@@ -39,7 +39,7 @@ fn metrics_url(log: String) -> anyhow::Result<String> {
 }
 
 /// The samples at `url`, as Prometheus' own parser reads them.
-fn scrape(url: &str) -> anyhow::Result<Vec<Sample>> {
+pub(crate) fn scrape(url: &str) -> anyhow::Result<Vec<Sample>> {
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts/scrape.py");
     let output = tokio::task::block_in_place(|| {
@@ -70,7 +70,7 @@ fn scrape(url: &str) -> anyhow::Result<Vec<Sample>> {
 }
 
 /// The value of the sample `name` whose labels include `labels`; 0 if none.
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
         .filter(|s| s.name == name)

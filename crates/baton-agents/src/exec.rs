@@ -18,6 +18,7 @@ use baton_worker::{
     Task,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tracing::Instrument as _;
 
 use crate::spec::ExecSpec;
 
@@ -95,7 +96,41 @@ impl ExecRunner {
         self.invoke(&task, true).await
     }
 
+    /// One run of the program, in an `exec {program}` span with its exit
+    /// code, marked failed (with `error.type`) when the run fails.
     async fn invoke(&self, task: &Task, resume: bool) -> Result<Outcome, AgentError> {
+        let program = &self.command[0];
+        let span = tracing::info_span!(
+            "exec",
+            otel.name = %format_args!("exec {program}"),
+            otel.status_code = tracing::field::Empty,
+            baton.exec.program = %program,
+            baton.exec.resume = resume,
+            process.exit.code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let ran = self
+            .run_program(task, resume, &span)
+            .instrument(span.clone())
+            .await;
+        if let Err(err) = &ran {
+            span.record("otel.status_code", "ERROR");
+            let kind = match err {
+                AgentError::Fatal(_) => "fatal",
+                AgentError::Reject(_) => "rejected",
+                _ => "retryable",
+            };
+            span.record("error.type", kind);
+        }
+        ran
+    }
+
+    async fn run_program(
+        &self,
+        task: &Task,
+        resume: bool,
+        span: &tracing::Span,
+    ) -> Result<Outcome, AgentError> {
         let envelope = &task.envelope;
         let input = serde_json::to_vec(envelope).map_err(|err| {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
@@ -126,6 +161,9 @@ impl ExecRunner {
             .await
             .map_err(|err| AgentError::retryable(format!("cannot wait for the program: {err}")))?;
         let _ = feed.await;
+        if let Some(code) = status.code() {
+            span.record("process.exit.code", code);
+        }
         let tail = stderr.await.unwrap_or_default();
         let stderr_note = if tail.is_empty() {
             String::new()

@@ -14,7 +14,7 @@ mod http;
 pub mod serve;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithHttpConfig as _;
+use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -56,16 +56,16 @@ pub fn init(wanted: &Wanted<'_>) -> Telemetry {
     let mut problems = Vec::new();
     let resource = resource(wanted.service);
     let mut tracer = SdkTracerProvider::builder().with_resource(resource.clone());
-    if let Some(exporter) = otlp_wanted("TRACES", &mut problems).and_then(|()| {
+    if let Some(protocol) = otlp_wanted("TRACES", &mut problems) {
         let built = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_protocol(protocol)
             .with_http_client(http::BlockingHttp::new())
             .build();
-        built
-            .map_err(|err| problems.push(format!("cannot export traces over OTLP: {err}")))
-            .ok()
-    }) {
-        tracer = tracer.with_batch_exporter(exporter);
+        match built {
+            Ok(exporter) => tracer = tracer.with_batch_exporter(exporter),
+            Err(err) => problems.push(format!("cannot export traces over OTLP: {err}")),
+        }
     }
     let tracer = tracer.build();
     opentelemetry::global::set_text_map_propagator(
@@ -121,9 +121,10 @@ fn meters(
             Err(err) => problems.push(format!("cannot keep metrics for Prometheus: {err}")),
         }
     }
-    if otlp_wanted("METRICS", problems).is_some() {
+    if let Some(protocol) = otlp_wanted("METRICS", problems) {
         match opentelemetry_otlp::MetricExporter::builder()
             .with_http()
+            .with_protocol(protocol)
             .with_http_client(http::BlockingHttp::new())
             .build()
         {
@@ -137,11 +138,13 @@ fn meters(
     (any.then(|| builder.build()), registry)
 }
 
-/// `Some` when the `OTEL_*` variables ask for an OTLP exporter of `signal`
-/// (`TRACES` or `METRICS`): an endpoint is set, or `OTEL_<signal>_EXPORTER`
-/// is `otlp`. `OTEL_SDK_DISABLED=true` or an exporter of `none` turns it
-/// off. A protocol this build cannot speak is a problem, and no exporter.
-fn otlp_wanted(signal: &str, problems: &mut Vec<String>) -> Option<()> {
+/// The protocol of the OTLP exporter of `signal` (`TRACES` or `METRICS`)
+/// when the `OTEL_*` variables ask for one: an endpoint is set, or
+/// `OTEL_<signal>_EXPORTER` is `otlp`. `OTEL_SDK_DISABLED=true` or an
+/// exporter of `none` turns it off. The protocol is `http/protobuf` unless
+/// `http/json` is asked for; one this build cannot speak is a problem, and
+/// no exporter.
+fn otlp_wanted(signal: &str, problems: &mut Vec<String>) -> Option<Protocol> {
     let var = |name: &str| {
         std::env::var(name)
             .ok()
@@ -161,16 +164,19 @@ fn otlp_wanted(signal: &str, problems: &mut Vec<String>) -> Option<()> {
     }
     let protocol = var(&format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"))
         .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
-    if let Some(protocol) = protocol.filter(|p| p != "http/protobuf" && p != "http/json") {
-        problems.push(format!(
+    match protocol.as_deref() {
+        None | Some("http/protobuf") => Some(Protocol::HttpBinary),
+        Some("http/json") => Some(Protocol::HttpJson),
+        Some(protocol) => {
+            problems.push(format!(
             "OTLP protocol {protocol:?} is not supported: Baton exports over HTTP; set \
              OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (or http/json) and point the endpoint at the \
              collector's HTTP port (4318). No {} are exported.",
             signal.to_lowercase()
-        ));
-        return None;
+            ));
+            None
+        }
     }
-    Some(())
 }
 
 /// The process's resource: what the SDK reads from `OTEL_SERVICE_NAME` and

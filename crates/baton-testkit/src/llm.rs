@@ -57,6 +57,19 @@ impl Scripted {
         }
     }
 
+    /// The same answer, from `model`, with a usage report of `input` and
+    /// `output` tokens.
+    #[must_use]
+    pub fn with_usage(mut self, model: &str, input: u64, output: u64) -> Self {
+        self.body["model"] = serde_json::json!(model);
+        self.body["usage"] = serde_json::json!({
+            "prompt_tokens": input,
+            "completion_tokens": output,
+            "total_tokens": input + output,
+        });
+        self
+    }
+
     /// An error answer.
     #[must_use]
     pub fn error(status: u16, headers: &[(&str, &str)]) -> Self {

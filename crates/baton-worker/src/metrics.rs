@@ -118,14 +118,17 @@ impl Metrics {
                 _ => None,
             })
             .collect();
-        let outcome = events
+        let last = events
             .iter()
             .rev()
-            .map(|event| &event.kind)
-            .find(|kind| **kind != EventType::Accepted)
-            .map_or_else(|| "settled".to_owned(), |kind| kind.as_str().to_owned());
-        self.messages
-            .add(1, &[self.agent.clone(), KeyValue::new("outcome", outcome)]);
+            .find(|event| event.kind != EventType::Accepted);
+        let outcome = last.map_or("settled", |event| event.kind.as_str());
+        let failure = last
+            .filter(|event| event.kind == EventType::Failed)
+            .map(|event| event.reason.as_ref().map_or("failed", |r| r.as_str()));
+        record_outcome(outcome, failure);
+        let outcome = KeyValue::new("outcome", outcome.to_owned());
+        self.messages.add(1, &[self.agent.clone(), outcome]);
         for event in events {
             self.event(event);
         }
@@ -134,6 +137,7 @@ impl Metrics {
     /// Counts a message that ended as a dead letter without a plan (it
     /// could not be read, or its outcome could not be sent).
     pub(crate) fn ended(&self, reason: &str) {
+        record_outcome(EventType::Failed.as_str(), Some(reason));
         let outcome = KeyValue::new("outcome", EventType::Failed.as_str().to_owned());
         self.messages.add(1, &[self.agent.clone(), outcome]);
         self.dead_letters.add(
@@ -187,5 +191,17 @@ impl Metrics {
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
         self.claim_bytes
             .add(bytes, &[KeyValue::new("direction", direction)]);
+    }
+}
+
+/// Puts a settled message's outcome on the current (`invoke_agent`) span,
+/// and marks the span failed, with the reason as `error.type`, when the
+/// session failed here.
+fn record_outcome(outcome: &str, failure: Option<&str>) {
+    let span = tracing::Span::current();
+    span.record("baton.outcome", outcome);
+    if let Some(reason) = failure {
+        span.record("otel.status_code", "ERROR");
+        span.record("error.type", reason);
     }
 }

@@ -198,13 +198,27 @@ async fn check_rights(publisher: &Publisher, config: &WorkerConfig) -> Result<()
 /// Handles one message, from decoding to settling.
 async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) {
     let config = &rt.config;
+    // Exported as `invoke_agent {agent}`, with the OpenTelemetry GenAI
+    // attributes and Baton's own (`crate::metrics::record_outcome` adds the
+    // outcome, and the status and error type of a failure).
+    let empty = tracing::field::Empty;
     let span = tracing::info_span!(
         "baton.handle",
         agent = %config.agent,
         instance = %config.instance,
-        attempt = tracing::field::Empty,
-        session = tracing::field::Empty,
-        envelope = tracing::field::Empty,
+        attempt = empty,
+        session = empty,
+        envelope = empty,
+        otel.name = %format_args!("invoke_agent {}", config.agent),
+        otel.status_code = empty,
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = %config.agent,
+        gen_ai.conversation.id = empty,
+        baton.hop = empty,
+        baton.reason = empty,
+        baton.path.length = empty,
+        baton.outcome = empty,
+        error.type = empty,
     );
     let delivery = Delivery::new(message, span.clone(), &config.subjects, &config.agent);
     span.record("attempt", delivery.attempt);
@@ -225,7 +239,14 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
             return;
         };
         span.record("session", tracing::field::display(envelope.session));
+        span.record("gen_ai.conversation.id", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
+        let path = u64::try_from(envelope.path.len()).unwrap_or(u64::MAX);
+        span.record("baton.path.length", path);
+        span.record("baton.hop", path.saturating_add(1));
+        if let Some(reason) = &envelope.reason {
+            span.record("baton.reason", reason.as_str());
+        }
         // 2. Refuse what must not run.
         if let Some(mut plan) = rt.planner().refuse(&envelope, now_ms()) {
             tracing::info!("refused before running the agent");

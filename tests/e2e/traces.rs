@@ -1,0 +1,304 @@
+//! Traces over OTLP/HTTP: three worker processes (the last an LLM agent on
+//! the scripted model server) export to a receiver inside the test, which
+//! decodes them with the OpenTelemetry project's protobuf definitions. One
+//! session is one trace: `invoke_agent` spans chained across processes, a
+//! `chat {model}` span with the GenAI attributes and token counts.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use baton_proto::{Envelope, EventType};
+use baton_testkit::{ChildProcess, FakeLlm, Scripted, eventually};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
+
+use crate::util::System;
+
+/// Spans received, with their resource's `service.name`.
+type Received = Arc<Mutex<Vec<(String, Span)>>>;
+
+/// An OTLP/HTTP receiver on a free port: its URL, and what it received.
+async fn receiver() -> anyhow::Result<(String, Received)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let received: Received = Arc::default();
+    let kept = received.clone();
+    let collect = move |body: bytes::Bytes| {
+        let kept = kept.clone();
+        async move {
+            let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+                return axum::http::StatusCode::BAD_REQUEST;
+            };
+            let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+            for resource in request.resource_spans {
+                let service = resource
+                    .resource
+                    .iter()
+                    .flat_map(|r| &r.attributes)
+                    .find(|a| a.key == "service.name")
+                    .and_then(|a| text(a.value.as_ref().and_then(|v| v.value.as_ref())))
+                    .unwrap_or_default();
+                for scope in resource.scope_spans {
+                    kept.extend(scope.spans.into_iter().map(|span| (service.clone(), span)));
+                }
+            }
+            axum::http::StatusCode::OK
+        }
+    };
+    let app = axum::Router::new().route("/v1/traces", axum::routing::post(collect));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((url, received))
+}
+
+fn text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::StringValue(text) => Some(text.clone()),
+        Value::IntValue(n) => Some(n.to_string()),
+        Value::BoolValue(b) => Some(b.to_string()),
+        Value::DoubleValue(x) => Some(x.to_string()),
+        _ => None,
+    }
+}
+
+/// A span's attributes, as text.
+fn attributes(span: &Span) -> HashMap<String, String> {
+    span.attributes
+        .iter()
+        .filter_map(|a| {
+            Some((
+                a.key.clone(),
+                text(a.value.as_ref().and_then(|v| v.value.as_ref()))?,
+            ))
+        })
+        .collect()
+}
+
+/// Starts `baton ARGS` as `label`, exporting its traces to `otlp`.
+async fn exporting(
+    system: &mut System,
+    label: &str,
+    args: &[&str],
+    otlp: &str,
+) -> anyhow::Result<()> {
+    let mut command = system.baton(args);
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_SERVICE_NAME")
+        .env_remove("OTEL_TRACES_EXPORTER");
+    system.adopt(label, ChildProcess::spawn(command, label)?);
+    system
+        .wait_log(label, "worker started", Duration::from_secs(30))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow::Result<()> {
+    let (otlp, received) = receiver().await?;
+    let llm = FakeLlm::start(vec![
+        Scripted::text("Your refund is on its way.").with_usage("fake-model-1", 12, 5),
+    ])?;
+    let dir = tempfile::tempdir()?;
+    let spec = dir.path().join("writer.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"writer\"\nkind = \"llm\"\n\n[llm]\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"Answer.\"\n",
+            llm.url()
+        ),
+    )?;
+    let mut system = System::start().await?;
+    let alone = "--no-registry";
+    exporting(
+        &mut system,
+        "front",
+        &["worker", "front", "--relay", "--next", "middle", alone],
+        &otlp,
+    )
+    .await?;
+    exporting(
+        &mut system,
+        "middle",
+        &["worker", "middle", "--relay", "--next", "writer", alone],
+        &otlp,
+    )
+    .await?;
+    let spec = spec.to_string_lossy().into_owned();
+    let writer = [
+        "worker",
+        "--spec",
+        &spec,
+        alone,
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ];
+    exporting(&mut system, "writer", &writer, &otlp).await?;
+    let task = Envelope::task("Where is my refund?");
+    let events = system.run("front", &task).await?;
+    assert_eq!(
+        events.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed)
+    );
+    let spans = eventually(Duration::from_secs(20), || async {
+        let spans = received
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
+        let wanted = [
+            "invoke_agent front",
+            "invoke_agent middle",
+            "invoke_agent writer",
+            "chat fake-model",
+        ];
+        anyhow::ensure!(
+            wanted.iter().all(|w| names.contains(w)),
+            "spans so far: {names:?}"
+        );
+        Ok(spans)
+    })
+    .await?;
+    let by_name = |name: &str| -> Vec<&Span> {
+        spans
+            .iter()
+            .filter(|(_, s)| s.name == name)
+            .map(|(_, s)| s)
+            .collect()
+    };
+    let [front] = by_name("invoke_agent front")[..] else {
+        anyhow::bail!("one front span")
+    };
+    let [middle] = by_name("invoke_agent middle")[..] else {
+        anyhow::bail!("one middle span")
+    };
+    let [writer] = by_name("invoke_agent writer")[..] else {
+        anyhow::bail!("one writer span")
+    };
+    let [chat] = by_name("chat fake-model")[..] else {
+        anyhow::bail!("one chat span")
+    };
+    // One trace, each hop the child of the one before, across processes.
+    for span in [middle, writer, chat] {
+        assert_eq!(span.trace_id, front.trace_id, "{}", span.name);
+    }
+    assert_eq!(middle.parent_span_id, front.span_id);
+    assert_eq!(writer.parent_span_id, middle.span_id);
+    assert_eq!(chat.parent_span_id, writer.span_id);
+    assert!(spans.iter().all(|(service, _)| service == "baton-worker"));
+    // The GenAI attributes, and Baton's.
+    let session = task.session.to_string();
+    for (span, agent, hop) in [
+        (front, "front", "1"),
+        (middle, "middle", "2"),
+        (writer, "writer", "3"),
+    ] {
+        let seen = attributes(span);
+        assert_eq!(
+            seen.get("gen_ai.operation.name").map(String::as_str),
+            Some("invoke_agent")
+        );
+        assert_eq!(
+            seen.get("gen_ai.agent.name").map(String::as_str),
+            Some(agent)
+        );
+        assert_eq!(seen.get("gen_ai.conversation.id"), Some(&session));
+        assert_eq!(
+            seen.get("baton.hop").map(String::as_str),
+            Some(hop),
+            "{agent}"
+        );
+        assert_eq!(seen.get("attempt").map(String::as_str), Some("1"));
+        let path = (hop.parse::<u32>()? - 1).to_string();
+        assert_eq!(seen.get("baton.path.length"), Some(&path));
+    }
+    assert_eq!(
+        attributes(front).get("baton.outcome").map(String::as_str),
+        Some("handoff")
+    );
+    assert_eq!(attributes(front).get("baton.reason"), None);
+    assert_eq!(
+        attributes(middle).get("baton.reason").map(String::as_str),
+        Some("out_of_scope")
+    );
+    assert_eq!(
+        attributes(writer).get("baton.outcome").map(String::as_str),
+        Some("completed")
+    );
+    let chat = attributes(chat);
+    assert_eq!(
+        chat.get("gen_ai.operation.name").map(String::as_str),
+        Some("chat")
+    );
+    assert_eq!(
+        chat.get("gen_ai.request.model").map(String::as_str),
+        Some("fake-model")
+    );
+    assert_eq!(
+        chat.get("gen_ai.response.model").map(String::as_str),
+        Some("fake-model-1")
+    );
+    assert_eq!(
+        chat.get("gen_ai.usage.input_tokens").map(String::as_str),
+        Some("12")
+    );
+    assert_eq!(
+        chat.get("gen_ai.usage.output_tokens").map(String::as_str),
+        Some("5")
+    );
+    assert!(
+        chat.get("gen_ai.response.finish_reasons")
+            .is_some_and(|r| r.contains("stop"))
+    );
+    // The same usage, counted for Prometheus.
+    let metrics = crate::metrics::metrics_url(system.process("writer").stderr())?;
+    let samples = crate::metrics::scrape(&metrics)?;
+    let tokens = |kind| {
+        crate::metrics::value(
+            &samples,
+            "baton_llm_tokens_total",
+            &[("model", "fake-model-1"), ("type", kind)],
+        )
+    };
+    assert_eq!((tokens("input"), tokens("output")), (12.0, 5.0));
+    // A failure marks its span: status error, and the reason as error.type.
+    let broken = [
+        "worker",
+        "broken",
+        "--relay",
+        "--fatal",
+        "--no-fallback",
+        alone,
+    ];
+    exporting(&mut system, "broken", &broken, &otlp).await?;
+    let events = system.run("broken", &Envelope::task("break")).await?;
+    let failed = events.last().cloned().unwrap();
+    assert_eq!(failed.kind, EventType::Failed);
+    let reason = failed
+        .reason
+        .map(|r| r.as_str().to_owned())
+        .unwrap_or_default();
+    let span = eventually(Duration::from_secs(20), || async {
+        let spans = received
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let found = spans
+            .into_iter()
+            .find(|(_, s)| s.name == "invoke_agent broken");
+        found
+            .map(|(_, span)| span)
+            .ok_or_else(|| anyhow::anyhow!("no span of broken yet"))
+    })
+    .await?;
+    let status = span.status.clone().unwrap_or_default();
+    assert_eq!(status.code, 2, "STATUS_CODE_ERROR: {status:?}");
+    assert_eq!(attributes(&span).get("error.type"), Some(&reason));
+    assert_eq!(
+        attributes(&span).get("baton.outcome").map(String::as_str),
+        Some("failed")
+    );
+    Ok(())
+}
