@@ -87,7 +87,8 @@ pub(crate) fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> 
 async fn workers_count_outcomes_handoffs_retries_and_dead_letters_exactly() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     let alone = "--no-registry";
-    let front = worker(&mut system, "front", &[alone, "--next", "back"]).await?;
+    let front_url = worker(&mut system, "front", &[alone, "--next", "back"]).await?;
+    let front = front_url.clone();
     let back = worker(&mut system, "back", &[alone]).await?;
     let flaky = worker(
         &mut system,
@@ -190,6 +191,23 @@ async fn workers_count_outcomes_handoffs_retries_and_dead_letters_exactly() -> a
         ),
         2.0
     );
+    // The probes: live, and ready while connected; not ready once the server is gone.
+    let probe = front_url.replace("/metrics", "");
+    assert_eq!(get(&format!("{probe}/healthz")).await?.0, 200);
+    assert_eq!(
+        get(&format!("{probe}/readyz")).await?,
+        (200, "ready\n".to_owned())
+    );
+    system.server.kill();
+    baton_testkit::eventually(Duration::from_secs(20), || async {
+        let (status, body) = get(&format!("{probe}/readyz")).await?;
+        anyhow::ensure!(
+            status == 503 && body.contains("not connected"),
+            "{status} {body}"
+        );
+        Ok(())
+    })
+    .await?;
     // No label carries a session or envelope id: the cardinality stays bounded.
     for sample in front.iter().chain(&back).chain(&flaky).chain(&broken) {
         for value in sample.labels.values() {
@@ -275,4 +293,27 @@ async fn capability_handoffs_count_their_registry_lookups() -> anyhow::Result<()
         0.0
     );
     Ok(())
+}
+
+/// GETs `url` (plain HTTP): the status and the body.
+async fn get(url: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.trim_start_matches("http://");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = tokio::net::TcpStream::connect(host).await?;
+    stream
+        .write_all(format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await?;
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .parse()?;
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
 }

@@ -62,6 +62,7 @@ pub async fn worker(
     };
     let client =
         crate::nats::connect(nats, None, &crate::permissions::Role::worker(&agent)).await?;
+    crate::telemetry::serve::watch(client.client(), true);
     match demo {
         Some(demo) if !args.relay => {
             let demo = Configured {
@@ -177,6 +178,7 @@ async fn spec_worker(
     })?;
     let name = spec.name.clone();
     let client = crate::nats::connect(nats, None, &crate::permissions::Role::worker(&name)).await?;
+    crate::telemetry::serve::watch(client.client(), true);
     let agent = baton_agents::SpecAgent::new(spec, client.client(), &subjects, nats.replicas())
         .await
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
@@ -246,6 +248,7 @@ pub async fn router(
         &crate::permissions::Role::of(crate::permissions::RoleKind::Router),
     )
     .await?;
+    crate::telemetry::serve::watch(client.client(), true);
     Router::new(client, config)
         .run(crate::shutdown_signal())
         .await?;
@@ -271,6 +274,7 @@ pub async fn registry(
         &crate::permissions::Role::of(crate::permissions::RoleKind::Registry),
     )
     .await?;
+    crate::telemetry::serve::watch(client.client(), false);
     baton_registry::Registry::new(client.client().clone(), config)
         .run(crate::shutdown_signal())
         .await?;

@@ -50,6 +50,7 @@ mod delegate;
 mod delivery;
 mod error;
 mod guard;
+pub mod health;
 mod intake;
 mod join;
 mod metrics;

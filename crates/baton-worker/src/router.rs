@@ -222,8 +222,9 @@ impl Router {
                 async move { route(&router, message).await }
             },
         );
+        crate::health::set_serving(true);
         let stopper = async {
-            shutdown.await;
+            crate::health::draining(shutdown).await;
             stop.cancel();
         };
         tokio::join!(ingress, watch, stopper);

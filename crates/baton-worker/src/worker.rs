@@ -159,6 +159,8 @@ impl<A: Agent> Worker<A> {
         .spawn()
         .await?;
         let agent = self.agent;
+        crate::health::set_serving(true);
+        let shutdown = crate::health::draining(shutdown);
         intake::serve(source, settings, shutdown, |message| {
             let rt = rt.clone();
             let agent = agent.clone();

@@ -1,8 +1,12 @@
 //! `--metrics-addr`: an HTTP endpoint with the process's metrics in the
-//! Prometheus text format (`/metrics`) and a liveness probe (`/healthz`).
-//! Read-only, so it needs no credentials; it listens only where told.
+//! Prometheus text format (`/metrics`), a liveness probe (`/healthz`: the
+//! process answers) and a readiness probe (`/readyz`: connected to NATS,
+//! and, for a worker or the router, pulling its messages and not
+//! draining). Read-only, so it needs no credentials; it listens only where
+//! told.
 
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 
 use anyhow::Context as _;
 use axum::http::{StatusCode, header};
@@ -19,7 +23,8 @@ pub async fn metrics(addr: SocketAddr, registry: prometheus::Registry) -> anyhow
     let bound = listener.local_addr().unwrap_or(addr);
     let app = axum::Router::new()
         .route("/metrics", get(move || scrape(registry.clone())))
-        .route("/healthz", get(|| async { "ok\n" }));
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready));
     tracing::info!(addr = %bound, "serving metrics on /metrics");
     tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, app).await {
@@ -44,4 +49,38 @@ async fn scrape(registry: prometheus::Registry) -> impl IntoResponse {
             format!("cannot encode the metrics: {err}\n").into_bytes(),
         ),
     }
+}
+
+/// What readiness watches: the connection, and whether the process must
+/// also be serving (`baton_worker::health`).
+struct Watched {
+    client: async_nats::Client,
+    serves: bool,
+}
+
+static WATCHED: OnceLock<Watched> = OnceLock::new();
+
+/// Makes `/readyz` follow `client`'s connection and, when `serves`, the
+/// worker's or router's `baton_worker::health::serving`.
+pub fn watch(client: &async_nats::Client, serves: bool) {
+    let _ = WATCHED.set(Watched {
+        client: client.clone(),
+        serves,
+    });
+}
+
+async fn ready() -> (StatusCode, &'static str) {
+    let Some(watched) = WATCHED.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "starting\n");
+    };
+    if watched.client.connection_state() != async_nats::connection::State::Connected {
+        return (StatusCode::SERVICE_UNAVAILABLE, "not connected to NATS\n");
+    }
+    if watched.serves && !baton_worker::health::serving() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not pulling messages (starting or draining)\n",
+        );
+    }
+    (StatusCode::OK, "ready\n")
 }
