@@ -43,6 +43,10 @@ bench *ARGS:
 bench-registry *ARGS:
     cargo run --release -p baton-cli --bin baton -- bench-registry {{ ARGS }}
 
+# Validate deploy/: hadolint, Kubernetes and KEDA schemas, the Compose schema (installs the validators into .tools/ci and .ci/validate; needs npm)
+validate-deploy:
+    .ci/validate-deploy
+
 # Check formatting and clippy, as CI does
 lint:
     cargo fmt --all --check

@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod deadlines;
 mod delegation;
+mod deploy;
 mod doctor;
 mod failures;
 mod fuzz;

@@ -296,7 +296,7 @@ async fn capability_handoffs_count_their_registry_lookups() -> anyhow::Result<()
 }
 
 /// GETs `url` (plain HTTP): the status and the body.
-async fn get(url: &str) -> anyhow::Result<(u16, String)> {
+pub(crate) async fn get(url: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let rest = url.trim_start_matches("http://");
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));

@@ -30,6 +30,13 @@ impl System {
         Self::on(server, url, async_nats::ConnectOptions::new()).await
     }
 
+    /// A server started with `options` (extra flags, such as a monitoring port).
+    pub async fn with_options(options: baton_testkit::ServerOptions) -> anyhow::Result<Self> {
+        let server = tokio::task::spawn_blocking(move || NatsServer::start_with(options)).await??;
+        let url = server.url().to_owned();
+        Self::on(server, url, async_nats::ConnectOptions::new()).await
+    }
+
     /// A server that runs with the configuration `config` (users and
     /// permissions). The test's own client and every `baton` process
     /// connect as `user`/`password`, given in the URL, unless a process

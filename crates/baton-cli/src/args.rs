@@ -135,6 +135,10 @@ pub enum Command {
     /// redeliveries, max_payload against the claim-check, fsync, and consumers no worker
     /// serves. Exits 1 when a finding is a warning or an error.
     Doctor(DoctorArgs),
+    /// Generate Kubernetes manifests from spec files: per agent type a Deployment (the spec in
+    /// a ConfigMap, probes on the metrics port) and a KEDA ScaledObject that scales it on its
+    /// consumer's lag; the router, two registry replicas, and a kustomization.
+    Manifests(ManifestsArgs),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -501,9 +505,11 @@ pub enum DlqCommand {
 
 mod claims;
 mod doctor;
+mod manifests;
 mod metrics;
 mod relay;
 pub use claims::ClaimArgs;
 pub use doctor::DoctorArgs;
+pub use manifests::ManifestsArgs;
 pub use metrics::MetricsArgs;
 pub use relay::RelayArgs;

@@ -6,6 +6,7 @@ mod dev;
 mod dlq;
 mod doctor;
 mod inbox;
+mod manifests;
 mod nats;
 mod permissions;
 mod serve;
@@ -35,6 +36,7 @@ fn main() -> std::process::ExitCode {
             | Command::Inbox(_)
             | Command::Permissions(_)
             | Command::Doctor(_)
+            | Command::Manifests(_)
     );
     let (service, metrics) = match &cli.command {
         Command::Worker(args) => ("baton-worker", &args.metrics),
@@ -130,6 +132,7 @@ async fn run(
         Command::Check(args) => Ok(inbox::check(&args)),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
         Command::Doctor(args) => doctor::run(&cli.nats, subjects, args).await,
+        Command::Manifests(args) => manifests::run(&args, &subjects),
         Command::Permissions(args) => {
             let block = permissions::render(&args, &subjects, cli.nats.inbox_prefix.as_deref())?;
             print!("{block}");
