@@ -10,8 +10,11 @@ use std::time::Duration;
 
 use baton_proto::{Envelope, EventType};
 use baton_testkit::{ChildProcess, FakeLlm, Scripted, eventually};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::number_data_point;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 
@@ -20,11 +23,55 @@ use crate::util::System;
 /// Spans received, with their resource's `service.name`.
 type Received = Arc<Mutex<Vec<(String, Span)>>>;
 
-/// An OTLP/HTTP receiver on a free port: its URL, and what it received.
-async fn receiver() -> anyhow::Result<(String, Received)> {
+/// Sum data points received: metric name, attributes, value (the latest).
+type Points = Arc<Mutex<Vec<(String, HashMap<String, String>, i64)>>>;
+
+/// An OTLP/HTTP receiver on a free port: its URL, and the spans and
+/// metric points it received.
+async fn receiver() -> anyhow::Result<(String, Received, Points)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let received: Received = Arc::default();
+    let points: Points = Arc::default();
+    let kept_points = points.clone();
+    let metrics = move |body: bytes::Bytes| {
+        let kept = kept_points.clone();
+        async move {
+            let Ok(request) = ExportMetricsServiceRequest::decode(body) else {
+                return axum::http::StatusCode::BAD_REQUEST;
+            };
+            let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+            let metrics = request
+                .resource_metrics
+                .into_iter()
+                .flat_map(|r| r.scope_metrics)
+                .flat_map(|s| s.metrics);
+            for metric in metrics {
+                let Some(Data::Sum(sum)) = metric.data else {
+                    continue;
+                };
+                for point in sum.data_points {
+                    let attributes = point
+                        .attributes
+                        .iter()
+                        .filter_map(|a| {
+                            Some((
+                                a.key.clone(),
+                                text(a.value.as_ref().and_then(|v| v.value.as_ref()))?,
+                            ))
+                        })
+                        .collect();
+                    let value = match point.value {
+                        Some(number_data_point::Value::AsInt(n)) => n,
+                        Some(number_data_point::Value::AsDouble(x)) => x as i64,
+                        None => 0,
+                    };
+                    kept.push((metric.name.clone(), attributes, value));
+                }
+            }
+            axum::http::StatusCode::OK
+        }
+    };
     let kept = received.clone();
     let collect = move |body: bytes::Bytes| {
         let kept = kept.clone();
@@ -48,9 +95,11 @@ async fn receiver() -> anyhow::Result<(String, Received)> {
             axum::http::StatusCode::OK
         }
     };
-    let app = axum::Router::new().route("/v1/traces", axum::routing::post(collect));
+    let app = axum::Router::new()
+        .route("/v1/traces", axum::routing::post(collect))
+        .route("/v1/metrics", axum::routing::post(metrics));
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok((url, received))
+    Ok((url, received, points))
 }
 
 fn text(value: Option<&Value>) -> Option<String> {
@@ -87,6 +136,7 @@ async fn exporting(
     command
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "300")
         .env_remove("OTEL_SERVICE_NAME")
         .env_remove("OTEL_TRACES_EXPORTER");
     system.adopt(label, ChildProcess::spawn(command, label)?);
@@ -97,7 +147,7 @@ async fn exporting(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow::Result<()> {
-    let (otlp, received) = receiver().await?;
+    let (otlp, received, points) = receiver().await?;
     let llm = FakeLlm::start(vec![
         Scripted::text("Your refund is on its way.").with_usage("fake-model-1", 12, 5),
     ])?;
@@ -263,6 +313,25 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
         )
     };
     assert_eq!((tokens("input"), tokens("output")), (12.0, 5.0));
+    // The metrics are pushed over OTLP too.
+    eventually(Duration::from_secs(20), || async {
+        let points = points
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let handoffs = points
+            .iter()
+            .filter(|(name, labels, _)| {
+                name == "baton.messages"
+                    && labels.get("agent").map(String::as_str) == Some("front")
+                    && labels.get("outcome").map(String::as_str) == Some("handoff")
+            })
+            .map(|(_, _, value)| *value)
+            .max();
+        anyhow::ensure!(handoffs == Some(1), "baton.messages of front: {handoffs:?}");
+        Ok(())
+    })
+    .await?;
     // A failure marks its span: status error, and the reason as error.type.
     let broken = [
         "worker",
@@ -300,5 +369,81 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
         attributes(&span).get("baton.outcome").map(String::as_str),
         Some("failed")
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delegated_childs_span_is_a_child_of_the_delegating_hop() -> anyhow::Result<()> {
+    let (otlp, received, _) = receiver().await?;
+    let mut system = System::start().await?;
+    let alone = "--no-registry";
+    let lead = ["worker", "lead", "--relay", "--delegate", "kid", alone];
+    exporting(&mut system, "lead", &lead, &otlp).await?;
+    exporting(
+        &mut system,
+        "kid",
+        &["worker", "kid", "--relay", alone],
+        &otlp,
+    )
+    .await?;
+    let events = system.run("lead", &Envelope::task("split")).await?;
+    assert_eq!(
+        events.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed)
+    );
+    let spans = eventually(Duration::from_secs(20), || async {
+        let spans = received
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let leads = spans
+            .iter()
+            .filter(|(_, s)| s.name == "invoke_agent lead")
+            .count();
+        let kids = spans
+            .iter()
+            .filter(|(_, s)| s.name == "invoke_agent kid")
+            .count();
+        // The lead runs twice: the task, then the child's result.
+        anyhow::ensure!(
+            (leads, kids) == (2, 1),
+            "{leads} lead and {kids} kid spans so far"
+        );
+        Ok(spans)
+    })
+    .await?;
+    let find = |name: &str, outcome: &str| {
+        spans
+            .iter()
+            .map(|(_, s)| s)
+            .find(|s| {
+                s.name == name
+                    && attributes(s).get("baton.outcome").map(String::as_str) == Some(outcome)
+            })
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no {name} span with outcome {outcome}"))
+    };
+    let delegating = find("invoke_agent lead", "delegated")?;
+    let kid = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| s.name == "invoke_agent kid")
+        .cloned()
+        .unwrap_or_default();
+    let joined = spans
+        .iter()
+        .map(|(_, s)| s)
+        .find(|s| s.name == "invoke_agent lead" && s.span_id != delegating.span_id)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        attributes(&joined).get("baton.outcome").map(String::as_str),
+        Some("completed")
+    );
+    assert_eq!(kid.trace_id, delegating.trace_id);
+    assert_eq!(kid.parent_span_id, delegating.span_id);
+    // The result goes back under the child's span.
+    assert_eq!(joined.trace_id, delegating.trace_id);
+    assert_eq!(joined.parent_span_id, kid.span_id);
     Ok(())
 }
