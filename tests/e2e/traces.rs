@@ -1,5 +1,5 @@
-//! Traces over OTLP/HTTP: three worker processes (the last an LLM agent on
-//! the scripted model server) export to a receiver inside the test, which
+//! Traces over OTLP/HTTP: four worker processes (two relays, an exec agent,
+//! and an LLM agent on the scripted model server) export to a receiver inside the test, which
 //! decodes them with the OpenTelemetry project's protobuf definitions. One
 //! session is one trace: `invoke_agent` spans chained across processes, a
 //! `chat {model}` span with the GenAI attributes and token counts.
@@ -148,62 +148,73 @@ async fn exporting(
 #[tokio::test(flavor = "multi_thread")]
 async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow::Result<()> {
     let (otlp, received, points) = receiver().await?;
-    let llm = FakeLlm::start(vec![
-        Scripted::text("Your refund is on its way.").with_usage("fake-model-1", 12, 5),
-    ])?;
+    let answer = Scripted::text("Your refund is on its way.").with_usage("fake-model-1", 12, 5);
+    let llm = FakeLlm::start(vec![answer])?;
     let dir = tempfile::tempdir()?;
-    let spec = dir.path().join("writer.toml");
-    std::fs::write(
-        &spec,
-        format!(
-            "name = \"writer\"\nkind = \"llm\"\n\n[llm]\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"Answer.\"\n",
-            llm.url()
-        ),
-    )?;
+    let writer_spec = dir.path().join("writer.toml");
+    let llm_spec = format!(
+        "name = \"writer\"\nkind = \"llm\"\n\n[llm]\nbase_url = \"{}\"\nmodel = \"fake-model\"\nsystem_prompt = \"Answer.\"\n",
+        llm.url()
+    );
+    std::fs::write(&writer_spec, llm_spec)?;
+    // An exec agent in shell that hands off to the LLM agent.
+    let checker_spec = dir.path().join("checker.toml");
+    let exec_spec =
+        "name = \"checker\"\nkind = \"exec\"\n\n[exec]\ncommand = [\"sh\", \"check.sh\"]\n";
+    std::fs::write(&checker_spec, exec_spec)?;
+    let script = "cat >/dev/null\necho '{\"action\": \"handoff\", \"to\": \"writer\", \"reason\": \"knowledge_gap\"}'\n";
+    std::fs::write(dir.path().join("check.sh"), script)?;
+    let (writer_spec, checker_spec) = (
+        writer_spec.to_string_lossy().into_owned(),
+        checker_spec.to_string_lossy().into_owned(),
+    );
     let mut system = System::start().await?;
     let alone = "--no-registry";
-    exporting(
-        &mut system,
-        "front",
-        &["worker", "front", "--relay", "--next", "middle", alone],
-        &otlp,
-    )
-    .await?;
-    exporting(
-        &mut system,
-        "middle",
-        &["worker", "middle", "--relay", "--next", "writer", alone],
-        &otlp,
-    )
-    .await?;
-    let spec = spec.to_string_lossy().into_owned();
-    let writer = [
-        "worker",
-        "--spec",
-        &spec,
-        alone,
-        "--metrics-addr",
-        "127.0.0.1:0",
+    let workers: [(&str, Vec<&str>); 4] = [
+        (
+            "front",
+            vec!["worker", "front", "--relay", "--next", "middle", alone],
+        ),
+        (
+            "middle",
+            vec!["worker", "middle", "--relay", "--next", "checker", alone],
+        ),
+        ("checker", vec!["worker", "--spec", &checker_spec, alone]),
+        (
+            "writer",
+            vec![
+                "worker",
+                "--spec",
+                &writer_spec,
+                alone,
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ],
+        ),
     ];
-    exporting(&mut system, "writer", &writer, &otlp).await?;
+    for (label, args) in &workers {
+        exporting(&mut system, label, args, &otlp).await?;
+    }
     let task = Envelope::task("Where is my refund?");
     let events = system.run("front", &task).await?;
     assert_eq!(
         events.last().map(|e| e.kind.clone()),
         Some(EventType::Completed)
     );
+    let wanted = [
+        "invoke_agent front",
+        "invoke_agent middle",
+        "invoke_agent checker",
+        "exec sh",
+        "invoke_agent writer",
+        "chat fake-model",
+    ];
     let spans = eventually(Duration::from_secs(20), || async {
         let spans = received
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
-        let wanted = [
-            "invoke_agent front",
-            "invoke_agent middle",
-            "invoke_agent writer",
-            "chat fake-model",
-        ];
         anyhow::ensure!(
             wanted.iter().all(|w| names.contains(w)),
             "spans so far: {names:?}"
@@ -211,40 +222,45 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
         Ok(spans)
     })
     .await?;
-    let by_name = |name: &str| -> Vec<&Span> {
-        spans
+    let one = |name: &str| -> anyhow::Result<Span> {
+        let found: Vec<&Span> = spans
             .iter()
             .filter(|(_, s)| s.name == name)
             .map(|(_, s)| s)
-            .collect()
+            .collect();
+        match found[..] {
+            [span] => Ok(span.clone()),
+            _ => anyhow::bail!("{} spans named {name}", found.len()),
+        }
     };
-    let [front] = by_name("invoke_agent front")[..] else {
-        anyhow::bail!("one front span")
-    };
-    let [middle] = by_name("invoke_agent middle")[..] else {
-        anyhow::bail!("one middle span")
-    };
-    let [writer] = by_name("invoke_agent writer")[..] else {
-        anyhow::bail!("one writer span")
-    };
-    let [chat] = by_name("chat fake-model")[..] else {
-        anyhow::bail!("one chat span")
-    };
+    let [front, middle, checker, exec, writer, chat] = wanted.map(one);
+    let (front, middle, checker, exec, writer, chat) =
+        (front?, middle?, checker?, exec?, writer?, chat?);
     // One trace, each hop the child of the one before, across processes.
-    for span in [middle, writer, chat] {
+    for span in [&middle, &checker, &exec, &writer, &chat] {
         assert_eq!(span.trace_id, front.trace_id, "{}", span.name);
     }
     assert_eq!(middle.parent_span_id, front.span_id);
-    assert_eq!(writer.parent_span_id, middle.span_id);
+    assert_eq!(checker.parent_span_id, middle.span_id);
+    assert_eq!(exec.parent_span_id, checker.span_id);
+    assert_eq!(writer.parent_span_id, checker.span_id);
     assert_eq!(chat.parent_span_id, writer.span_id);
+    assert_eq!(
+        attributes(&exec)
+            .get("process.exit.code")
+            .map(String::as_str),
+        Some("0")
+    );
     assert!(spans.iter().all(|(service, _)| service == "baton-worker"));
     // The GenAI attributes, and Baton's.
     let session = task.session.to_string();
-    for (span, agent, hop) in [
-        (front, "front", "1"),
-        (middle, "middle", "2"),
-        (writer, "writer", "3"),
-    ] {
+    let hops = [
+        (&front, "front"),
+        (&middle, "middle"),
+        (&checker, "checker"),
+        (&writer, "writer"),
+    ];
+    for (index, (span, agent)) in hops.into_iter().enumerate() {
         let seen = attributes(span);
         assert_eq!(
             seen.get("gen_ai.operation.name").map(String::as_str),
@@ -256,61 +272,38 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
         );
         assert_eq!(seen.get("gen_ai.conversation.id"), Some(&session));
         assert_eq!(
-            seen.get("baton.hop").map(String::as_str),
-            Some(hop),
+            seen.get("baton.hop"),
+            Some(&(index + 1).to_string()),
+            "{agent}"
+        );
+        assert_eq!(
+            seen.get("baton.path.length"),
+            Some(&index.to_string()),
             "{agent}"
         );
         assert_eq!(seen.get("attempt").map(String::as_str), Some("1"));
-        let path = (hop.parse::<u32>()? - 1).to_string();
-        assert_eq!(seen.get("baton.path.length"), Some(&path));
     }
-    assert_eq!(
-        attributes(front).get("baton.outcome").map(String::as_str),
-        Some("handoff")
-    );
-    assert_eq!(attributes(front).get("baton.reason"), None);
-    assert_eq!(
-        attributes(middle).get("baton.reason").map(String::as_str),
-        Some("out_of_scope")
-    );
-    assert_eq!(
-        attributes(writer).get("baton.outcome").map(String::as_str),
-        Some("completed")
-    );
-    let chat = attributes(chat);
-    assert_eq!(
-        chat.get("gen_ai.operation.name").map(String::as_str),
-        Some("chat")
-    );
-    assert_eq!(
-        chat.get("gen_ai.request.model").map(String::as_str),
-        Some("fake-model")
-    );
-    assert_eq!(
-        chat.get("gen_ai.response.model").map(String::as_str),
-        Some("fake-model-1")
-    );
-    assert_eq!(
-        chat.get("gen_ai.usage.input_tokens").map(String::as_str),
-        Some("12")
-    );
-    assert_eq!(
-        chat.get("gen_ai.usage.output_tokens").map(String::as_str),
-        Some("5")
-    );
-    assert!(
-        chat.get("gen_ai.response.finish_reasons")
-            .is_some_and(|r| r.contains("stop"))
-    );
+    let outcome = |span: &Span| attributes(span).get("baton.outcome").cloned();
+    let reason = |span: &Span| attributes(span).get("baton.reason").cloned();
+    assert_eq!(outcome(&front).as_deref(), Some("handoff"));
+    assert_eq!(outcome(&writer).as_deref(), Some("completed"));
+    assert_eq!(reason(&front), None);
+    assert_eq!(reason(&middle).as_deref(), Some("out_of_scope"));
+    assert_eq!(reason(&writer).as_deref(), Some("knowledge_gap"));
+    let chat = attributes(&chat);
+    let get = |key: &str| chat.get(key).map(String::as_str);
+    assert_eq!(get("gen_ai.operation.name"), Some("chat"));
+    assert_eq!(get("gen_ai.request.model"), Some("fake-model"));
+    assert_eq!(get("gen_ai.response.model"), Some("fake-model-1"));
+    assert_eq!(get("gen_ai.usage.input_tokens"), Some("12"));
+    assert_eq!(get("gen_ai.usage.output_tokens"), Some("5"));
+    assert!(get("gen_ai.response.finish_reasons").is_some_and(|r| r.contains("stop")));
     // The same usage, counted for Prometheus.
     let metrics = crate::metrics::metrics_url(system.process("writer").stderr())?;
     let samples = crate::metrics::scrape(&metrics)?;
     let tokens = |kind| {
-        crate::metrics::value(
-            &samples,
-            "baton_llm_tokens_total",
-            &[("model", "fake-model-1"), ("type", kind)],
-        )
+        let labels = [("model", "fake-model-1"), ("type", kind)];
+        crate::metrics::value(&samples, "baton_llm_tokens_total", &labels)
     };
     assert_eq!((tokens("input"), tokens("output")), (12.0, 5.0));
     // The metrics are pushed over OTLP too.
