@@ -246,54 +246,6 @@ pub struct WorkerArgs {
     pub relay_options: RelayArgs,
 }
 
-/// What a worker tells the registry, and how it uses it.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Registry options")]
-pub struct WorkerRegistryArgs {
-    /// Capabilities to advertise, comma-separated (demo types have their own by default).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "CAP,...",
-        conflicts_with = "spec"
-    )]
-    pub capabilities: Option<Vec<String>>,
-
-    /// Knowledge domains to advertise, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "DOMAIN,...",
-        conflicts_with = "spec"
-    )]
-    pub domains: Option<Vec<String>>,
-
-    /// Tier to advertise: 1 is the first line (demo types have their own by default).
-    #[arg(long, conflicts_with = "spec")]
-    pub tier: Option<u32>,
-
-    /// Heartbeat interval, in ms.
-    #[arg(long, default_value_t = 2000)]
-    pub heartbeat_ms: u64,
-
-    /// Do not ask the registry: escalations and rejections go straight to the
-    /// fallback, and capability handoffs fail with `no_route`.
-    #[arg(long)]
-    pub no_registry: bool,
-
-    /// How long a lookup may be retried when no registry answers before the
-    /// fallback path is taken, in ms.
-    #[arg(long, default_value_t = 3000)]
-    pub lookup_budget_ms: u64,
-
-    /// While no registry answers, route from the registry's last answer to the same
-    /// request if it is at most this old, in seconds (0: never; then the fallback path).
-    /// After one unanswered lookup the registry counts as down for 5 s, and lookups do not
-    /// wait for it meanwhile.
-    #[arg(long, env = "BATON_REGISTRY_MEMORY_SECS", default_value_t = 30)]
-    pub registry_memory_secs: u64,
-}
-
 #[derive(Debug, Args)]
 pub struct RouterArgs {
     #[command(flatten)]
@@ -508,8 +460,10 @@ mod doctor;
 mod manifests;
 mod metrics;
 mod relay;
+mod worker_registry;
 pub use claims::ClaimArgs;
 pub use doctor::DoctorArgs;
 pub use manifests::ManifestsArgs;
 pub use metrics::MetricsArgs;
 pub use relay::RelayArgs;
+pub use worker_registry::WorkerRegistryArgs;
