@@ -31,6 +31,8 @@ pub(crate) struct Net {
     pub(crate) consumer: String,
     /// Whose dead-letter subject is used.
     pub(crate) agent: AgentName,
+    /// The worker's metrics, which count the dead letter (none for the router).
+    pub(crate) metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 /// The part of the advisory the net reads.
@@ -112,6 +114,9 @@ impl Net {
         );
         if let Err(err) = self.publisher.publish_all(&ending).await {
             return tracing::error!(error = %err, seq, "cannot dead-letter a message that reached max deliveries; it stays in the stream");
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.ended(DeadLetterReason::MaxDeliveries.as_str());
         }
         if let Err(err) = stream.delete_message(seq).await {
             tracing::warn!(error = %err, seq, "dead-lettered, but could not remove the message from the stream");

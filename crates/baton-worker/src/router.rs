@@ -201,6 +201,7 @@ impl Router {
                 stream: source.stream.clone(),
                 consumer: consumer.clone(),
                 agent: me.clone(),
+                metrics: None,
             };
             nets.push(net.spawn().await?);
         }

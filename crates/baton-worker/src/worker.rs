@@ -155,6 +155,7 @@ impl<A: Agent> Worker<A> {
             stream: source.stream.clone(),
             consumer: source.consumer.clone(),
             agent: rt.config.agent.clone(),
+            metrics: Some(rt.metrics.clone()),
         }
         .spawn()
         .await?;
