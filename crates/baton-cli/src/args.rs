@@ -220,6 +220,12 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_MAX_DELIVERIES", default_value_t = 20)]
     pub max_deliveries: u32,
 
+    /// How a handled message is acknowledged once its outputs are durable: `confirmed` waits
+    /// for the server to confirm the ack (a second round trip); `plain` does not, and an ack
+    /// lost on the way costs one more run of the agent, never a doubled handoff.
+    #[arg(long, env = "BATON_SETTLE", value_enum, default_value_t = Settle::Confirmed)]
+    pub settle: Settle,
+
     /// Instance id reported in events (default: random).
     #[arg(long)]
     pub instance: Option<String>,
@@ -467,3 +473,21 @@ pub use manifests::ManifestsArgs;
 pub use metrics::MetricsArgs;
 pub use relay::RelayArgs;
 pub use worker_registry::WorkerRegistryArgs;
+
+/// `--settle`: how a worker acknowledges a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Settle {
+    /// Wait for the server's confirmation.
+    Confirmed,
+    /// Send the acknowledgement and go on.
+    Plain,
+}
+
+impl From<Settle> for baton_worker::SettleMode {
+    fn from(settle: Settle) -> Self {
+        match settle {
+            Settle::Confirmed => Self::Confirmed,
+            Settle::Plain => Self::Plain,
+        }
+    }
+}

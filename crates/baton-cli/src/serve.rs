@@ -149,7 +149,8 @@ fn deployment(
         .with_registry(!registry.no_registry)
         .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms))
         .with_registry_memory(Duration::from_secs(registry.registry_memory_secs))
-        .with_claims(claims);
+        .with_claims(claims)
+        .with_settle(args.settle.into());
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Reason, Subjects, Value, Wire};
-use baton_worker::{Agent, AgentError, Client, Outcome, RetryPolicy, Task, Worker, WorkerConfig};
+use baton_worker::{
+    Agent, AgentError, Client, Outcome, RetryPolicy, SettleMode, Task, Worker, WorkerConfig,
+};
 use clap::Args;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -48,7 +50,7 @@ pub struct BenchArgs {
     pub warmup: u64,
 
     /// Run only one side (for profiling); the ratios need the others.
-    #[arg(long, value_parser = ["raw", "same-writes", "baton"])]
+    #[arg(long, value_parser = ["raw", "same-writes", "baton", "baton-plain"])]
     pub only: Option<String>,
 
     /// Instead of one run, measure the per-hop cost at each of these context sizes in
@@ -232,7 +234,12 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         none()
     };
     let baton = if runs("baton") {
-        baton_chain(&client, &args).await?
+        baton_chain(&client, &args, SettleMode::Confirmed).await?
+    } else {
+        none()
+    };
+    let plain = if runs("baton-plain") {
+        baton_chain(&client, &args, SettleMode::Plain).await?
     } else {
         none()
     };
@@ -245,20 +252,27 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     for (name, f) in [
         ("raw JetStream", &raw),
         ("raw, same writes", &same_writes),
-        ("baton", &baton),
+        ("baton (confirmed ack)", &baton),
+        ("baton (plain ack)", &plain),
     ] {
         println!(
             "{name:<22} {:>10.0} {:>10.0} {:>12.0} {:>12.0}",
             f.tasks_per_sec, f.hops_per_sec, f.p50_us, f.p99_us
         );
     }
-    for (name, base) in [("baton / raw", &raw), ("baton / same writes", &same_writes)] {
+    for (name, side, base) in [
+        ("confirmed / raw", &baton, &raw),
+        ("confirmed / same wr.", &baton, &same_writes),
+        ("plain / raw", &plain, &raw),
+        ("plain / same writes", &plain, &same_writes),
+        ("plain / confirmed", &plain, &baton),
+    ] {
         println!(
             "{name:<22} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
-            baton.tasks_per_sec / base.tasks_per_sec,
-            baton.hops_per_sec / base.hops_per_sec,
-            baton.p50_us / base.p50_us,
-            baton.p99_us / base.p99_us
+            side.tasks_per_sec / base.tasks_per_sec,
+            side.hops_per_sec / base.hops_per_sec,
+            side.p50_us / base.p50_us,
+            side.p99_us / base.p99_us
         );
     }
     println!("targets: throughput ratio >= 0.85, p50 hop latency ratio <= 1.20");
@@ -296,7 +310,7 @@ async fn context_curve(
             only: None,
             context_bytes: Vec::new(),
         };
-        let baton = baton_chain(client, &run).await?;
+        let baton = baton_chain(client, &run, SettleMode::default()).await?;
         let payload_len = padded_task(size).to_msgpack()?.len();
         let raw = if payload_len + 1024 < max_payload {
             Some(raw_relay(client, &run, payload_len, false).await?)
@@ -367,8 +381,17 @@ fn padded_task(payload_bytes: usize) -> Envelope {
     task.with_variable("pad", "x".repeat(payload_bytes.saturating_sub(base + 8)))
 }
 
-async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::Result<Figures> {
-    let subjects = Subjects::new("benchbaton")?;
+async fn baton_chain(
+    client: &async_nats::Client,
+    args: &BenchArgs,
+    settle: SettleMode,
+) -> anyhow::Result<Figures> {
+    // Each mode on streams of its own.
+    let prefix = match settle {
+        SettleMode::Confirmed => "benchbaton",
+        SettleMode::Plain => "benchplain",
+    };
+    let subjects = Subjects::new(prefix)?;
     let recorder = Arc::new(Recorder::new(args.concurrency));
     let stop = CancellationToken::new();
     let mut workers = tokio::task::JoinSet::new();
@@ -381,7 +404,9 @@ async fn baton_chain(client: &async_nats::Client, args: &BenchArgs) -> anyhow::R
             recorder: recorder.clone(),
             concurrency: args.concurrency,
         };
-        let config = WorkerConfig::new(name.clone()).with_subjects(subjects.clone());
+        let config = WorkerConfig::new(name.clone())
+            .with_subjects(subjects.clone())
+            .with_settle(settle);
         workers
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }

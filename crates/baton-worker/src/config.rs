@@ -55,6 +55,24 @@ pub struct WorkerConfig {
     /// is dead-lettered with `max_deliveries` on its next delivery, before it
     /// is even decoded. Must be above the agent's `max_attempts`.
     pub max_deliveries: u32,
+    /// How a handled message is acknowledged.
+    pub settle: SettleMode,
+}
+
+/// How a worker acknowledges a message whose outputs are durable.
+///
+/// Either way the outputs are durable before the acknowledgement is sent.
+/// What differs is whether the worker waits for the server to confirm it:
+/// an acknowledgement lost on the way means one more delivery, whose
+/// outputs carry the same ids and are dropped as duplicates, so the agent
+/// runs once more but nothing is doubled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SettleMode {
+    /// Wait for the server's confirmation (a second round trip).
+    #[default]
+    Confirmed,
+    /// Send the acknowledgement and go on.
+    Plain,
 }
 
 impl WorkerConfig {
@@ -80,7 +98,15 @@ impl WorkerConfig {
             join_timeout: None,
             claims: ClaimSettings::default(),
             max_deliveries: 20,
+            settle: SettleMode::default(),
         }
+    }
+
+    /// Sets how handled messages are acknowledged.
+    #[must_use]
+    pub fn with_settle(mut self, settle: SettleMode) -> Self {
+        self.settle = settle;
+        self
     }
 
     /// Sets how many unsettled deliveries a message may have.

@@ -26,6 +26,8 @@ pub(crate) struct Delivery<'a> {
     subjects: &'a Subjects,
     /// Who handles it: the agent type whose dead-letter subject is used.
     agent: &'a AgentName,
+    /// Whether settling waits for the server's confirmation.
+    confirm: bool,
 }
 
 impl<'a> Delivery<'a> {
@@ -49,7 +51,14 @@ impl<'a> Delivery<'a> {
             parent,
             subjects,
             agent,
+            confirm: true,
         }
+    }
+
+    /// Settles without waiting for the server's confirmation.
+    pub(crate) fn settling(mut self, mode: crate::SettleMode) -> Self {
+        self.confirm = mode == crate::SettleMode::Confirmed;
+        self
     }
 
     fn headers(&self) -> HeaderMap {
@@ -184,10 +193,12 @@ impl<'a> Delivery<'a> {
 
     /// Settles the delivery (its outputs, if any, are durable).
     pub(crate) async fn settle(&self, settle: Settle) {
-        let result = match settle {
-            Settle::Ack => self.message.double_ack().await,
-            Settle::Nak(delay) => self.message.ack_with(AckKind::Nak(Some(delay))).await,
-            Settle::Term => self.message.double_ack_with(AckKind::Term).await,
+        let result = match (settle, self.confirm) {
+            (Settle::Ack, true) => self.message.double_ack().await,
+            (Settle::Ack, false) => self.message.ack().await,
+            (Settle::Nak(delay), _) => self.message.ack_with(AckKind::Nak(Some(delay))).await,
+            (Settle::Term, true) => self.message.double_ack_with(AckKind::Term).await,
+            (Settle::Term, false) => self.message.ack_with(AckKind::Term).await,
         };
         if let Err(err) = result {
             // The outputs are durable and carry deterministic ids: a redelivery

@@ -223,7 +223,8 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
         baton.outcome = empty,
         error.type = empty,
     );
-    let delivery = Delivery::new(message, span.clone(), &config.subjects, &config.agent);
+    let delivery = Delivery::new(message, span.clone(), &config.subjects, &config.agent)
+        .settling(config.settle);
     span.record("attempt", delivery.attempt);
     async {
         // 0. A message that keeps coming back unsettled (its worker crashed
