@@ -184,3 +184,56 @@ async fn three_replicas_share_the_work_and_every_task_ends_once() -> anyhow::Res
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plain_settling_hands_off_and_acknowledges_every_message_once() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let plain = ["--no-registry", "--settle", "plain"];
+    let mut first = vec!["--next", "second"];
+    first.extend(plain);
+    system.relay("first", "first", &first).await?;
+    system.relay("second", "second", &plain).await?;
+    let first = AgentName::new("first")?;
+    let mut sessions = Vec::new();
+    for n in 0..20 {
+        let task = Envelope::task(format!("plain {n}"));
+        system.client.submit_to(&first, &task).await?;
+        sessions.push(task.session);
+    }
+    for session in sessions {
+        let events = system
+            .session_events(session, Duration::from_secs(30))
+            .await?;
+        let ends = events.iter().filter(|e| e.kind.is_terminal()).count();
+        assert_eq!(ends, 1, "{:?}", kinds(&events));
+        let end = events.last().unwrap();
+        assert_eq!(end.kind, EventType::Completed);
+        assert_eq!(agents(&end.path), ["first", "second"]);
+    }
+    // Each consumer delivered each message once, and none waits for an ack.
+    let js = async_nats::jetstream::new(system.nats.clone());
+    let stream = js.get_stream("BATON_TASKS").await?;
+    for name in ["agent-first", "agent-second"] {
+        let stream = &stream;
+        let info = baton_testkit::eventually(Duration::from_secs(10), || async move {
+            let info = stream
+                .consumer_info(name)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            anyhow::ensure!(
+                info.num_ack_pending == 0,
+                "{} ack pending",
+                info.num_ack_pending
+            );
+            Ok(info)
+        })
+        .await?;
+        let seen = (
+            info.num_ack_pending,
+            info.num_redelivered,
+            info.delivered.consumer_sequence,
+        );
+        assert_eq!(seen, (0, 0, 20), "{name}");
+    }
+    Ok(())
+}
