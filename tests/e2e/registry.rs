@@ -235,7 +235,13 @@ async fn lookups_survive_a_dead_replica_and_a_restarted_one_is_whole_at_once() -
         .await?;
 
     system.process("r1").kill9();
-    // Every single lookup is answered by the survivor, none times out.
+    // Once the server has seen r1's connection close (a request routed to
+    // it in that instant goes unanswered), every single lookup is answered
+    // by the survivor, and none times out.
+    let refund = |answer: &baton_proto::LookupResponse| names(answer) == ["refund"];
+    system
+        .lookup_until(&wants(&["refunds"]), Duration::from_secs(30), refund)
+        .await?;
     for _ in 0..20 {
         let answer = system.lookup_once(&wants(&["refunds"])).await?;
         assert_eq!(names(&answer), ["refund"]);
