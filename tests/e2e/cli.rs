@@ -259,3 +259,42 @@ async fn attempts_must_stay_below_the_delivery_limit() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow::Result<()> {
+    let system = crate::util::System::start().await?;
+    let args = [
+        "bench",
+        "--scale-out",
+        "--delay-ms",
+        "20",
+        "--concurrency",
+        "2",
+        "--round-secs",
+        "1",
+    ];
+    let output = tokio::task::block_in_place(|| system.baton(&args).output())?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // One row per round: workers, tasks (ideal rate × 1 s), then the figures.
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|cells| cells.len() == 5 && cells[0].parse::<u32>().is_ok())
+        .collect();
+    let rounds: Vec<(&str, &str)> = rows.iter().map(|cells| (cells[0], cells[1])).collect();
+    assert_eq!(
+        rounds,
+        [("1", "100"), ("2", "200"), ("4", "400")],
+        "{stdout}"
+    );
+    for cells in &rows {
+        let efficiency: f64 = cells[4].parse()?;
+        assert!(efficiency > 0.0, "{stdout}");
+    }
+    Ok(())
+}

@@ -59,6 +59,20 @@ pub struct BenchArgs {
     /// the payload.
     #[arg(long, value_delimiter = ',', value_name = "BYTES,...")]
     pub context_bytes: Vec<usize>,
+
+    /// Instead of one run, serve an LLM-like agent type (a local OpenAI-compatible
+    /// stand-in that answers after --delay-ms) with 1, 2 and 4 worker processes, and
+    /// report tasks/s against the ideal N × --concurrency / delay.
+    #[arg(long)]
+    pub scale_out: bool,
+
+    /// With --scale-out: how long the stand-in model takes to answer, in ms.
+    #[arg(long, default_value_t = 200)]
+    pub delay_ms: u64,
+
+    /// With --scale-out: how long each round runs at the ideal rate, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub round_secs: u64,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -209,6 +223,16 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     if !args.context_bytes.is_empty() {
         return context_curve(&client, server, &args).await;
     }
+    if args.scale_out {
+        return scale::run(&scale::ScaleOut {
+            client: &client,
+            url: server,
+            delay: Duration::from_millis(args.delay_ms.max(1)),
+            concurrency: args.concurrency,
+            seconds: args.round_secs.max(1),
+        })
+        .await;
+    }
     let sample = padded_task(args.payload_bytes);
     let payload_len = sample.to_msgpack()?.len();
     println!(
@@ -309,6 +333,9 @@ async fn context_curve(
             warmup: (tasks / 5).max(2),
             only: None,
             context_bytes: Vec::new(),
+            scale_out: false,
+            delay_ms: 0,
+            round_secs: 0,
         };
         let baton = baton_chain(client, &run, SettleMode::default()).await?;
         let payload_len = padded_task(size).to_msgpack()?.len();
@@ -442,4 +469,5 @@ async fn baton_chain(
 }
 
 mod raw;
+mod scale;
 use raw::raw_relay;
