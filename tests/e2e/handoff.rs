@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, EventType, Message, Role, Wire};
+use futures::StreamExt as _;
 
 use crate::util::{System, agents, field, kinds};
 
@@ -235,5 +236,87 @@ async fn plain_settling_hands_off_and_acknowledges_every_message_once() -> anyho
         );
         assert_eq!(seen, (0, 0, 20), "{name}");
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let mut live = system.nats.subscribe("baton.live.*").await?;
+    let lean = ["--no-registry", "--events", "lean"];
+    for (agent, next) in [
+        ("first", Some("second")),
+        ("second", Some("third")),
+        ("third", None),
+    ] {
+        let mut flags = lean.to_vec();
+        if let Some(next) = next {
+            flags.extend(["--next", next]);
+        }
+        system.relay(agent, agent, &flags).await?;
+    }
+    let task = Envelope::task("lean");
+    system
+        .client
+        .submit_to(&AgentName::new("first")?, &task)
+        .await?;
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    // Stored: only the end. Its path keeps each hop's agent, instance,
+    // reason, and when it was taken and left.
+    let stored = system.stored_events(task.session).await?;
+    assert_eq!(kinds(&stored), ["completed"]);
+    assert_eq!(agents(&end.path), ["first", "second", "third"]);
+    for hop in &end.path {
+        let accepted = hop.accepted_at.expect("accepted_at on every hop");
+        assert!(accepted <= hop.at, "{hop:?}");
+        assert_eq!(hop.instance, hop.agent, "the relay's instance is its label");
+    }
+    let reasons: Vec<_> = end
+        .path
+        .iter()
+        .map(|h| h.reason.as_ref().map(|r| r.as_str().to_owned()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            None,
+            Some("out_of_scope".to_owned()),
+            Some("out_of_scope".to_owned())
+        ]
+    );
+    // Live, unstored: three acceptances and two handoffs, on the session's subject.
+    let mut progress = Vec::new();
+    while progress.len() < 5 {
+        let message = tokio::time::timeout(Duration::from_secs(10), live.next())
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("live subscription ended"))?;
+        assert_eq!(
+            message.subject.as_str(),
+            format!("baton.live.{}", task.session)
+        );
+        progress.push(
+            baton_proto::Event::from_msgpack(&message.payload)?
+                .kind
+                .to_string(),
+        );
+    }
+    progress.sort();
+    assert_eq!(
+        progress,
+        ["accepted", "accepted", "accepted", "handoff", "handoff"]
+    );
+    // `baton watch` shows the session in both levels.
+    let watched = tokio::task::block_in_place(|| {
+        system.baton(&["watch", &task.session.to_string()]).output()
+    })?;
+    let text = String::from_utf8_lossy(&watched.stdout);
+    assert!(
+        watched.status.success() && text.contains("completed"),
+        "{text}"
+    );
     Ok(())
 }

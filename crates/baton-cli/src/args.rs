@@ -226,6 +226,12 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_SETTLE", value_enum, default_value_t = Settle::Confirmed)]
     pub settle: Settle,
 
+    /// Which session events are stored: `full` (every event) or `lean` (only what replay
+    /// needs; `accepted` and `handoff` go out live on `<prefix>.live.<session>`, unstored,
+    /// and each hop's timing stays in the path). `baton watch` shows both.
+    #[arg(long, env = "BATON_EVENTS", value_enum, default_value_t = Events::Full)]
+    pub events: Events,
+
     /// Instance id reported in events (default: random).
     #[arg(long)]
     pub instance: Option<String>,
@@ -488,6 +494,24 @@ impl From<Settle> for baton_worker::SettleMode {
         match settle {
             Settle::Confirmed => Self::Confirmed,
             Settle::Plain => Self::Plain,
+        }
+    }
+}
+
+/// `--events`: which session events a worker stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Events {
+    /// Every event.
+    Full,
+    /// Only what replay needs.
+    Lean,
+}
+
+impl From<Events> for baton_worker::EventLevel {
+    fn from(events: Events) -> Self {
+        match events {
+            Events::Full => Self::Full,
+            Events::Lean => Self::Lean,
         }
     }
 }

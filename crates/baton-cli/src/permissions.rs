@@ -199,6 +199,8 @@ fn worker(block: &mut Block, subjects: &Subjects, agent: &AgentName, args: &Perm
     ))]);
     block.publish([
         format!("{}.events.*", subjects.prefix()),
+        // Unstored progress at `--events lean`.
+        subjects.all_live(),
         subjects.dlq(agent),
         subjects.heartbeat(agent, "*"),
         subjects.lookup(),
@@ -262,6 +264,7 @@ fn registry(block: &mut Block, subjects: &Subjects) {
 fn client(block: &mut Block, subjects: &Subjects) {
     streams(block, subjects, false);
     read(block, &subjects.events_stream());
+    block.subscribe([subjects.all_live()]);
     let tasks = subjects.tasks_stream();
     block.publish([
         subjects.ingress(),
@@ -281,6 +284,7 @@ fn operator(block: &mut Block, subjects: &Subjects) {
     let dlq = subjects.dlq_stream();
     read(block, &dlq);
     read(block, &subjects.events_stream());
+    block.subscribe([subjects.all_live()]);
     block.publish([
         api(format_args!("STREAM.MSG.DELETE.{dlq}")),
         // Replays and inbox answers go back to any agent type, or the ingress.

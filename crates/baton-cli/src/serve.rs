@@ -150,7 +150,8 @@ fn deployment(
         .with_lookup_budget(Duration::from_millis(registry.lookup_budget_ms))
         .with_registry_memory(Duration::from_secs(registry.registry_memory_secs))
         .with_claims(claims)
-        .with_settle(args.settle.into());
+        .with_settle(args.settle.into())
+        .with_events(args.events.into());
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()

@@ -172,11 +172,16 @@ pub struct Hop {
     pub agent: String,
     /// Worker instance that handled it.
     pub instance: String,
-    /// When it handled it, unix ms.
+    /// When it handled it, unix ms: when the envelope left this agent.
     pub at: u64,
     /// Why control came to this agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
+    /// Extension (optional): when this agent's worker took the envelope,
+    /// unix ms. With `at`, the hop's span even where no `accepted` event
+    /// was stored (`--events lean`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_at: Option<u64>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -393,6 +398,7 @@ impl Hop {
             instance: instance.into(),
             at: now_ms(),
             reason,
+            accepted_at: None,
             extra: Map::new(),
         }
     }

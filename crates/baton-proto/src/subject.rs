@@ -179,6 +179,19 @@ impl Subjects {
         format!("{}.events.{session}", self.prefix)
     }
 
+    /// `baton.live.<session>`: progress events that are not stored
+    /// (`accepted` and `handoff` at the `lean` event level), core NATS only.
+    #[must_use]
+    pub fn live(&self, session: Uuid) -> String {
+        format!("{}.live.{session}", self.prefix)
+    }
+
+    /// `baton.live.*`: every session's unstored progress events.
+    #[must_use]
+    pub fn all_live(&self) -> String {
+        format!("{}.live.*", self.prefix)
+    }
+
     /// `baton.events.>`: every session's events.
     #[must_use]
     pub fn all_events(&self) -> String {

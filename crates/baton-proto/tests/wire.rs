@@ -90,6 +90,7 @@ fn full_handoff() -> Envelope {
                 instance: "a1b2c3".into(),
                 at: T + 10,
                 reason: None,
+                accepted_at: None,
                 extra: Map::new(),
             },
             Hop {
@@ -97,6 +98,7 @@ fn full_handoff() -> Envelope {
                 instance: "d4e5f6".into(),
                 at: T + 20,
                 reason: Some(Reason::OutOfScope),
+                accepted_at: None,
                 extra: Map::new(),
             },
         ],

@@ -227,11 +227,33 @@ impl Client {
                 err,
             )
         })?;
+        // Progress a `lean` worker does not store arrives live: subscribe
+        // before reading the stored events, so none is missed.
+        let live = self
+            .jetstream
+            .client()
+            .subscribe(self.subjects.live(session))
+            .await
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::Connect,
+                    "cannot follow the session's live events",
+                    err,
+                )
+            })?;
         let filter = Some(self.subjects.events(session));
         let messages =
             provision::read_from_start(&stream, filter, "follow the session's events").await?;
         let claims = self.claims.clone();
-        Ok(Box::pin(messages.then(move |message| {
+        // A live event is never the stored end: it counts as one more to come.
+        let live = live.filter_map(|message| {
+            std::future::ready(
+                Event::from_msgpack(&message.payload)
+                    .ok()
+                    .map(|event| Ok((event, 1))),
+            )
+        });
+        let stored = messages.then(move |message| {
             let claims = claims.clone();
             async move {
                 let message = message.map_err(|err| {
@@ -262,7 +284,8 @@ impl Client {
                     .map_err(|err| unreadable(err.to_string()))?;
                 Ok((event, pending))
             }
-        })))
+        });
+        Ok(Box::pin(futures::stream::select(stored, live)))
     }
 
     /// Waits for the terminal event (`completed` or `failed`) of `session`.

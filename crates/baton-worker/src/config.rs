@@ -57,6 +57,22 @@ pub struct WorkerConfig {
     pub max_deliveries: u32,
     /// How a handled message is acknowledged.
     pub settle: SettleMode,
+    /// Which events are stored.
+    pub events: EventLevel,
+}
+
+/// Which session events a worker stores in the events stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventLevel {
+    /// Every event.
+    #[default]
+    Full,
+    /// Only what replay needs: terminal events, failures, retries, loop
+    /// detections, escalations, dead letters, delegation and waiting.
+    /// `accepted` and `handoff` go to `<prefix>.live.<session>` on core
+    /// NATS, unstored; each hop's `accepted_at` and `at` in the path keep
+    /// its timing.
+    Lean,
 }
 
 /// How a worker acknowledges a message whose outputs are durable.
@@ -99,7 +115,15 @@ impl WorkerConfig {
             claims: ClaimSettings::default(),
             max_deliveries: 20,
             settle: SettleMode::default(),
+            events: EventLevel::default(),
         }
+    }
+
+    /// Sets which events are stored.
+    #[must_use]
+    pub fn with_events(mut self, events: EventLevel) -> Self {
+        self.events = events;
+        self
     }
 
     /// Sets how handled messages are acknowledged.

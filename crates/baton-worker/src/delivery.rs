@@ -28,6 +28,8 @@ pub(crate) struct Delivery<'a> {
     agent: &'a AgentName,
     /// Whether settling waits for the server's confirmation.
     confirm: bool,
+    /// When the worker took it, unix ms.
+    pub(crate) received_at: u64,
 }
 
 impl<'a> Delivery<'a> {
@@ -52,6 +54,7 @@ impl<'a> Delivery<'a> {
             subjects,
             agent,
             confirm: true,
+            received_at: baton_proto::now_ms(),
         }
     }
 

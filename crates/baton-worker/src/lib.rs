@@ -72,7 +72,7 @@ pub use agent::{Agent, RetryPolicy, Task};
 pub use baton_proto::{AgentName, Reason, Value};
 pub use claimcheck::{ClaimCheck, ClaimSettings};
 pub use client::{Client, EventStream};
-pub use config::{Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id};
+pub use config::{EventLevel, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id};
 pub use connection::Connection;
 pub use deadletters::{DeadLetterEntry, ReplayOptions};
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};

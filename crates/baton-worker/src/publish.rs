@@ -170,6 +170,24 @@ impl Publisher {
         Ok(())
     }
 
+    /// Publishes `messages` on core NATS, unstored: live progress that
+    /// watchers may see and nothing depends on, so a failure is only logged.
+    pub(crate) async fn publish_live(&self, messages: &[Outgoing]) {
+        for message in messages {
+            let sent = self
+                .client
+                .publish_with_headers(
+                    message.subject.clone(),
+                    message.headers.clone(),
+                    message.payload.clone(),
+                )
+                .await;
+            if let Err(err) = sent {
+                tracing::debug!(subject = %message.subject, error = %err, "live progress event not sent");
+            }
+        }
+    }
+
     /// Sends one message without waiting for its PubAck.
     pub(crate) async fn send(&self, message: &Outgoing) -> Pending {
         Pending(

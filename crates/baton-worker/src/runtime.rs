@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use baton_proto::{AgentName, DeadLetterReason, Envelope, LookupRequest};
+use baton_proto::{AgentName, DeadLetterReason, Envelope, EventType, LookupRequest};
 
 use crate::agent::{RetryPolicy, Task};
 use crate::claimcheck::{ClaimCheck, ClaimFailure};
-use crate::config::{WorkerConfig, WorkerStats};
+use crate::config::{EventLevel, WorkerConfig, WorkerStats};
 use crate::delivery::{Delivery, Finished};
 use crate::error::{Error, ErrorKind};
 use crate::join::JoinStore;
@@ -154,10 +154,16 @@ impl Runtime {
     /// a dead letter with the reason, and `dead_lettered` and `failed`
     /// events. When the claim-check store is unreachable, the message is
     /// left for redelivery.
-    pub(crate) async fn execute(&self, delivery: &Delivery<'_>, plan: Plan) {
+    pub(crate) async fn execute(&self, delivery: &Delivery<'_>, mut plan: Plan) {
+        stamp_accepted(&mut plan.outputs, &self.config.agent, delivery.received_at);
         let mut reason = None;
+        let mut live = Vec::new();
         let (outgoing, settle, failed) = match self.prepare(delivery, &plan.outputs).await {
-            Ok(outgoing) => (outgoing, plan.settle, plan.failed),
+            Ok(outgoing) => {
+                let (progress, durable) = self.split_live(outgoing, &plan.outputs);
+                live = progress;
+                (durable, plan.settle, plan.failed)
+            }
             Err(Unsendable::Permanent(why, detail)) => {
                 tracing::error!(reason = %why, detail, "the outcome cannot be sent; dead-lettering");
                 let outgoing = delivery.unreadable(&why, &detail);
@@ -172,6 +178,7 @@ impl Runtime {
         let prepared = reason.is_none();
         match delivery.finish(&self.publisher, &outgoing, settle).await {
             Finished::Settled if prepared => {
+                self.publisher.publish_live(&live).await;
                 self.metrics.settled(&plan.outputs);
                 self.count(failed);
             }
@@ -186,6 +193,30 @@ impl Runtime {
             }
             Finished::Left => {}
         }
+    }
+
+    /// At the `lean` event level, the `handoff` events of `outgoing` go to
+    /// the session's live subject, unstored, once the rest is durable:
+    /// returns (live, durable).
+    fn split_live(
+        &self,
+        outgoing: Vec<Outgoing>,
+        outputs: &[Output],
+    ) -> (Vec<Outgoing>, Vec<Outgoing>) {
+        if self.config.events == EventLevel::Full {
+            return (Vec::new(), outgoing);
+        }
+        let (mut live, mut durable) = (Vec::new(), Vec::new());
+        for (mut message, output) in outgoing.into_iter().zip(outputs) {
+            match output {
+                Output::Event(event) if event.kind == EventType::Handoff => {
+                    message.subject = self.config.subjects.live(event.session);
+                    live.push(message);
+                }
+                _ => durable.push(message),
+            }
+        }
+        (live, durable)
     }
 
     /// Encodes `outputs`, claim-checks the large envelopes and events, and
@@ -262,6 +293,21 @@ impl Runtime {
         self.stats.processed.fetch_add(1, Ordering::Relaxed);
         if failed {
             self.stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Stamps this worker's hop (the last of each output's path, if it is
+/// `agent`'s and not stamped yet) with when the delivery was taken.
+fn stamp_accepted(outputs: &mut [Output], agent: &AgentName, received_at: u64) {
+    for output in outputs {
+        let path = match output {
+            Output::Envelope { envelope, .. } => &mut envelope.path,
+            Output::Event(event) => &mut event.path,
+            Output::DeadLetter(_) => continue,
+        };
+        if let Some(hop) = path.last_mut().filter(|hop| hop.agent == agent.as_str()) {
+            hop.accepted_at.get_or_insert(received_at);
         }
     }
 }

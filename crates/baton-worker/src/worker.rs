@@ -351,14 +351,21 @@ async fn orphan(rt: &Runtime, envelope: &Envelope) -> Option<Plan> {
 async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, envelope: Envelope) {
     // 3. Accept: the event is sent now, but its PubAck is awaited with the
     // outputs, so accepting costs no extra round trip.
+    // At the `lean` level it goes out live, unstored, and nothing waits.
     let accepted = rt.planner().accepted(&envelope, delivery.attempt);
-    let accepted = match delivery.event(&accepted) {
+    let mut accepted = match delivery.event(&accepted) {
         Ok(accepted) => Some(accepted),
         Err(err) => {
             tracing::warn!(error = %err, "cannot encode the accepted event");
             None
         }
     };
+    if rt.config.events == crate::EventLevel::Lean {
+        if let Some(mut live) = accepted.take() {
+            live.subject = rt.config.subjects.live(envelope.session);
+            rt.publisher.publish_live(std::slice::from_ref(&live)).await;
+        }
+    }
     let pending = match &accepted {
         Some(accepted) => Some(rt.publisher.send(accepted).await),
         None => None,
