@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Reason, Subjects, Value, Wire};
 use baton_worker::{
-    Agent, AgentError, Client, Outcome, RetryPolicy, SettleMode, Task, Worker, WorkerConfig,
+    Agent, AgentError, Client, EventLevel, Outcome, RetryPolicy, SettleMode, Task, Worker,
+    WorkerConfig,
 };
 use clap::Args;
 use tokio::sync::{Notify, Semaphore};
@@ -50,7 +51,7 @@ pub struct BenchArgs {
     pub warmup: u64,
 
     /// Run only one side (for profiling); the ratios need the others.
-    #[arg(long, value_parser = ["raw", "same-writes", "baton", "baton-plain"])]
+    #[arg(long, value_parser = ["raw", "same-writes", "baton", "baton-plain", "baton-lean"])]
     pub only: Option<String>,
 
     /// Instead of one run, measure the per-hop cost at each of these context sizes in
@@ -258,12 +259,17 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         none()
     };
     let baton = if runs("baton") {
-        baton_chain(&client, &args, SettleMode::Confirmed).await?
+        baton_chain(&client, &args, SettleMode::Confirmed, EventLevel::Full).await?
     } else {
         none()
     };
     let plain = if runs("baton-plain") {
-        baton_chain(&client, &args, SettleMode::Plain).await?
+        baton_chain(&client, &args, SettleMode::Plain, EventLevel::Full).await?
+    } else {
+        none()
+    };
+    let lean = if runs("baton-lean") {
+        baton_chain(&client, &args, SettleMode::Confirmed, EventLevel::Lean).await?
     } else {
         none()
     };
@@ -278,6 +284,7 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         ("raw, same writes", &same_writes),
         ("baton (confirmed ack)", &baton),
         ("baton (plain ack)", &plain),
+        ("baton (lean events)", &lean),
     ] {
         println!(
             "{name:<22} {:>10.0} {:>10.0} {:>12.0} {:>12.0}",
@@ -290,6 +297,8 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         ("plain / raw", &plain, &raw),
         ("plain / same writes", &plain, &same_writes),
         ("plain / confirmed", &plain, &baton),
+        ("lean / raw", &lean, &raw),
+        ("lean / full", &lean, &baton),
     ] {
         println!(
             "{name:<22} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
@@ -337,7 +346,7 @@ async fn context_curve(
             delay_ms: 0,
             round_secs: 0,
         };
-        let baton = baton_chain(client, &run, SettleMode::default()).await?;
+        let baton = baton_chain(client, &run, SettleMode::default(), EventLevel::default()).await?;
         let payload_len = padded_task(size).to_msgpack()?.len();
         let raw = if payload_len + 1024 < max_payload {
             Some(raw_relay(client, &run, payload_len, false).await?)
@@ -412,11 +421,13 @@ async fn baton_chain(
     client: &async_nats::Client,
     args: &BenchArgs,
     settle: SettleMode,
+    events: EventLevel,
 ) -> anyhow::Result<Figures> {
     // Each mode on streams of its own.
-    let prefix = match settle {
-        SettleMode::Confirmed => "benchbaton",
-        SettleMode::Plain => "benchplain",
+    let prefix = match (settle, events) {
+        (SettleMode::Confirmed, EventLevel::Full) => "benchbaton",
+        (SettleMode::Plain, EventLevel::Full) => "benchplain",
+        (_, EventLevel::Lean) => "benchlean",
     };
     let subjects = Subjects::new(prefix)?;
     let recorder = Arc::new(Recorder::new(args.concurrency));
@@ -433,7 +444,8 @@ async fn baton_chain(
         };
         let config = WorkerConfig::new(name.clone())
             .with_subjects(subjects.clone())
-            .with_settle(settle);
+            .with_settle(settle)
+            .with_events(events);
         workers
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }
