@@ -1,6 +1,7 @@
 //! Handoffs across processes: context integrity, event order, trace context,
 //! and a pool of replicas sharing work.
 
+use anyhow::Context as _;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -242,7 +243,11 @@ async fn plain_settling_hands_off_and_acknowledges_every_message_once() -> anyho
 #[tokio::test(flavor = "multi_thread")]
 async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    let mut live = system.nats.subscribe("baton.live.*").await?;
+    let mut live = system
+        .nats
+        .subscribe("baton.live.*")
+        .await
+        .context("subscribing to the live subjects")?;
     let lean = ["--no-registry", "--events", "lean"];
     for (agent, next) in [
         ("first", Some("second")),
@@ -253,22 +258,30 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
         if let Some(next) = next {
             flags.extend(["--next", next]);
         }
-        system.relay(agent, agent, &flags).await?;
+        system
+            .relay(agent, agent, &flags)
+            .await
+            .with_context(|| format!("starting the {agent} relay"))?;
     }
     let task = Envelope::task("lean");
     system
         .client
         .submit_to(&AgentName::new("first")?, &task)
-        .await?;
+        .await
+        .context("submitting the task")?;
     let end = system
         .client
         .wait(task.session, Duration::from_secs(30))
-        .await?;
+        .await
+        .context("waiting for the session's end")?;
     assert_eq!(end.kind, EventType::Completed);
     // Stored: only the end. Its path keeps each hop's agent, instance,
     // reason, and when it was taken and left.
-    let stored = system.stored_events(task.session).await?;
-    assert_eq!(kinds(&stored), ["completed"]);
+    let stored = system
+        .stored_events(task.session)
+        .await
+        .context("reading the stored events")?;
+    assert_eq!(kinds(&stored), ["completed"], "{stored:#?}");
     assert_eq!(agents(&end.path), ["first", "second", "third"]);
     for hop in &end.path {
         let accepted = hop.accepted_at.expect("accepted_at on every hop");
@@ -292,7 +305,8 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
     let mut progress = Vec::new();
     while progress.len() < 5 {
         let message = tokio::time::timeout(Duration::from_secs(10), live.next())
-            .await?
+            .await
+            .with_context(|| format!("no live progress within 10 s after {progress:?}"))?
             .ok_or_else(|| anyhow::anyhow!("live subscription ended"))?;
         assert_eq!(
             message.subject.as_str(),

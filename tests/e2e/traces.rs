@@ -12,6 +12,7 @@ use baton_proto::{Envelope, EventType};
 use baton_testkit::{ChildProcess, FakeLlm, Scripted, eventually};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::metrics::v1::number_data_point;
@@ -51,16 +52,7 @@ async fn receiver() -> anyhow::Result<(String, Received, Points)> {
                     continue;
                 };
                 for point in sum.data_points {
-                    let attributes = point
-                        .attributes
-                        .iter()
-                        .filter_map(|a| {
-                            Some((
-                                a.key.clone(),
-                                text(a.value.as_ref().and_then(|v| v.value.as_ref()))?,
-                            ))
-                        })
-                        .collect();
+                    let attributes = as_text(&point.attributes);
                     let value = match point.value {
                         Some(number_data_point::Value::AsInt(n)) => n,
                         Some(number_data_point::Value::AsDouble(x)) => x as i64,
@@ -114,13 +106,16 @@ fn text(value: Option<&Value>) -> Option<String> {
 
 /// A span's attributes, as text.
 fn attributes(span: &Span) -> HashMap<String, String> {
-    span.attributes
+    as_text(&span.attributes)
+}
+
+/// OTLP attributes as text, by key.
+fn as_text(attributes: &[KeyValue]) -> HashMap<String, String> {
+    attributes
         .iter()
         .filter_map(|a| {
-            Some((
-                a.key.clone(),
-                text(a.value.as_ref().and_then(|v| v.value.as_ref()))?,
-            ))
+            let value = text(a.value.as_ref().and_then(|v| v.value.as_ref()))?;
+            Some((a.key.clone(), value))
         })
         .collect()
 }

@@ -322,13 +322,10 @@ impl System {
 
     /// All events stored for `session` right now (does not wait).
     pub async fn stored_events(&self, session: Uuid) -> anyhow::Result<Vec<Event>> {
-        let mut stream = self.client.events(session).await?;
-        let mut events = Vec::new();
-        while let Ok(Some(event)) =
-            tokio::time::timeout(Duration::from_millis(300), stream.next()).await
-        {
-            events.push(event?);
-        }
+        // Not `Client::events`: that one also yields what lean workers send
+        // live, unstored.
+        let mut events = self.all_events().await?;
+        events.retain(|event| event.session == session);
         Ok(events)
     }
 
