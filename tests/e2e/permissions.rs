@@ -459,3 +459,29 @@ async fn an_operator_answers_the_inbox_and_replays_dead_letters_under_its_genera
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_that_may_not_create_the_missing_streams_says_so_at_once() -> anyhow::Result<()> {
+    let users: &[(&str, &[&str])] = &[("lead", &["worker", "lead"])];
+    let config = generated_config(users)?;
+    let system = System::secured(&config, "admin", "admin-pw").await?;
+    // On a fresh server the streams are missing, and a worker's block does
+    // not grant their creation: the router's does. Before, each of five
+    // attempts waited out a 10 s request timeout.
+    let early = run_as(&system, "lead", &["worker", "lead", "--relay"])?;
+    let stderr = String::from_utf8_lossy(&early.stderr);
+    assert!(!early.status.success());
+    assert!(
+        stderr.contains(
+            "stream BATON_TASKS does not exist, and this NATS user may not create it \
+             (publish to $JS.API.STREAM.CREATE.BATON_TASKS)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`baton router`"), "{stderr}");
+    assert!(
+        !stderr.contains("stream not ready; asking again"),
+        "{stderr}"
+    );
+    Ok(())
+}

@@ -104,7 +104,7 @@ impl Client {
     async fn ensure_streams(&self) -> Result<(), Error> {
         self.provisioned
             .get_or_try_init(|| async {
-                provision::provision(&self.jetstream, &self.subjects, &self.streams).await
+                provision::provision(&self.publisher, &self.subjects, &self.streams).await
             })
             .await
             .map(|_| ())

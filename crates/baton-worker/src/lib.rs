@@ -27,7 +27,7 @@
 //! - [`Router`]: moves tasks from `baton.ingress` to their first agent;
 //! - [`Client`]: submits tasks and follows session events; dead letters;
 //! - [`RegistryClient`]: best-agent lookups;
-//! - [`provision`]: creates the streams of the protocol, idempotently.
+//! - `provision` (internal): creates the streams of the protocol, idempotently.
 //!
 //! # The worker loop, one file per step
 //!
@@ -82,7 +82,7 @@ pub use outcome::{
     AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
     Wait,
 };
-pub use provision::{StreamSettings, provision, redelivery_span};
+pub use provision::{StreamSettings, redelivery_span};
 pub use registry::RegistryClient;
 pub use router::{Router, RouterConfig};
 pub use routing::{

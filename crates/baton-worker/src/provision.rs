@@ -42,9 +42,11 @@ impl Default for StreamSettings {
 /// # Errors
 ///
 /// [`ErrorKind::Mismatch`] when a stream exists with another retention or
-/// other subjects; [`ErrorKind::JetStream`] when JetStream cannot be reached.
-pub async fn provision(
-    jetstream: &jetstream::Context,
+/// other subjects; [`ErrorKind::Forbidden`] when a stream is missing and this
+/// user may not create it; [`ErrorKind::JetStream`] when JetStream cannot be
+/// reached.
+pub(crate) async fn provision(
+    publisher: &Publisher,
     subjects: &Subjects,
     settings: &StreamSettings,
 ) -> Result<(), Error> {
@@ -55,7 +57,7 @@ pub async fn provision(
         ..Default::default()
     };
     ensure_stream(
-        jetstream,
+        publisher,
         stream::Config {
             name: subjects.tasks_stream(),
             subjects: vec![subjects.ingress(), subjects.all_agents()],
@@ -65,7 +67,7 @@ pub async fn provision(
     )
     .await?;
     ensure_stream(
-        jetstream,
+        publisher,
         stream::Config {
             name: subjects.events_stream(),
             subjects: vec![subjects.all_events()],
@@ -76,7 +78,7 @@ pub async fn provision(
     )
     .await?;
     ensure_stream(
-        jetstream,
+        publisher,
         stream::Config {
             name: subjects.dlq_stream(),
             subjects: vec![subjects.all_dlq()],
@@ -89,9 +91,10 @@ pub async fn provision(
 }
 
 async fn ensure_stream(
-    jetstream: &jetstream::Context,
+    publisher: &Publisher,
     wanted: stream::Config,
 ) -> Result<stream::Stream, Error> {
+    let jetstream = publisher.jetstream();
     let name = wanted.name.clone();
     // A cluster creating a replicated stream (or several processes creating
     // it at once) may answer after the request's timeout: ask again.
@@ -100,11 +103,25 @@ async fn ensure_stream(
         .with_max_delay(Duration::from_secs(2))
         .with_max_times(5);
     let create = || jetstream.get_or_create_stream(wanted.clone());
-    let created = create
+    let since = std::time::Instant::now();
+    let creation = create
         .retry(backoff)
         .when(answered_late)
-        .notify(|err, delay| tracing::info!(stream = %name, error = %err, ?delay, "stream not ready; asking again"))
-        .await;
+        .notify(|err, delay| tracing::info!(stream = %name, error = %err, ?delay, "stream not ready; asking again"));
+    // A user that may read a stream but not create it sees its request
+    // refused, not answered: say so at once instead of timing out.
+    let create_subject = format!("$JS.API.STREAM.CREATE.{name}");
+    let created = tokio::select! {
+        created = creation => created,
+        () = publisher.refused(&create_subject, since) => return Err(Error::new(
+            ErrorKind::Forbidden,
+            format!(
+                "stream {name} does not exist, and this NATS user may not create it (publish to {create_subject}): \
+                 start a process whose user may, such as `baton router`, first, or grant it (`baton permissions router` \
+                 prints that block)"
+            ),
+        )),
+    };
     let stream = created.map_err(|err| {
         Error::with_source(
             ErrorKind::JetStream,

@@ -113,6 +113,12 @@ impl Publisher {
         None
     }
 
+    /// Resolves once the server refuses a publish to `subject` sent at or
+    /// after `since`; never, if it does not.
+    pub(crate) async fn refused(&self, subject: &str, since: Instant) {
+        self.permissions.refused(subject, since).await;
+    }
+
     /// Whether this user may publish to `subject`, as far as the server says.
     pub(crate) async fn may_publish(&self, subject: &str) -> bool {
         self.permissions.allows(&self.client, subject).await

@@ -149,7 +149,8 @@ impl Router {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let jetstream = jetstream::new(self.client.clone());
         let config = Arc::new(self.config);
-        provision::provision(&jetstream, &config.subjects, &config.streams).await?;
+        let publisher = Publisher::new(jetstream.clone(), self.permissions);
+        provision::provision(&publisher, &config.subjects, &config.streams).await?;
         let (subjects, ack_wait) = (&config.subjects, config.ack_wait);
         let source = Source::tasks(
             &self.client,
@@ -173,7 +174,6 @@ impl Router {
         )
         .await?;
         let served = Served::new(jetstream.clone(), config.subjects.clone());
-        let publisher = Publisher::new(jetstream.clone(), self.permissions);
         provision::cover_redeliveries(
             &publisher,
             &config.subjects,

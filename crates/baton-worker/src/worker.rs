@@ -89,7 +89,7 @@ impl<A: Agent> Worker<A> {
         }
         let publisher = Publisher::new(jetstream.clone(), self.permissions);
         check_rights(&publisher, &config).await?;
-        provision::provision(&jetstream, &config.subjects, &config.streams).await?;
+        provision::provision(&publisher, &config.subjects, &config.streams).await?;
         let max_deliver = advisory::max_deliver(config.max_deliveries);
         let mut consumer = provision::agent_consumer(
             &jetstream,
