@@ -134,7 +134,9 @@ async fn three_hop_handoff_carries_the_full_context() -> anyhow::Result<()> {
         );
         traced += 1;
     }
-    assert_eq!(traced, events.len());
+    // Each hop stored one message: its `accepted` event (restored in
+    // `events`) folded into its `handoff` or `completed` event.
+    assert_eq!((traced, events.len()), (3, 6), "{:?}", kinds(&events));
     Ok(())
 }
 
@@ -332,5 +334,113 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
         watched.status.success() && text.contains("completed"),
         "{text}"
     );
+    Ok(())
+}
+
+/// The session's events as stored, one per message, without restoring the
+/// `accepted` events folded into them: (type, folded attempt).
+async fn stored_as_is(
+    system: &System,
+    session: uuid::Uuid,
+) -> anyhow::Result<Vec<(String, Option<u32>)>> {
+    let js = async_nats::jetstream::new(system.nats.clone());
+    let stream = js.get_stream("BATON_EVENTS").await?;
+    let mut stored = Vec::new();
+    for seq in 1..=stream.get_info().await?.state.last_sequence {
+        let Ok(message) = stream.get_raw_message(seq).await else {
+            continue;
+        };
+        if message.subject.as_str() != format!("baton.events.{session}") {
+            continue;
+        }
+        let event = baton_proto::Event::from_msgpack(&message.payload)?;
+        stored.push((
+            event.kind.to_string(),
+            event.accepted.map(|folded| folded.attempt),
+        ));
+    }
+    Ok(stored)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_hop_folds_its_accepted_event_into_the_next_and_readers_restore_it()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    // quick: fails its first attempt, then hands off, each within the
+    // default 100 ms; slow: works 600 ms, so its acceptance is stored while
+    // it runs; eager: stores every acceptance at once.
+    let agents: [(&str, &[&str]); 3] = [
+        ("quick", &["--next", "slow", "--fail-attempts", "1"]),
+        ("slow", &["--next", "eager", "--work-ms", "600"]),
+        ("eager", &["--accepted-after-ms", "0"]),
+    ];
+    for (agent, flags) in agents {
+        let mut flags = flags.to_vec();
+        flags.push("--no-registry");
+        system.relay(agent, agent, &flags).await?;
+    }
+    let task = Envelope::task("fold");
+    system
+        .client
+        .submit_to(&AgentName::new("quick")?, &task)
+        .await?;
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    let stored = stored_as_is(&system, task.session).await?;
+    let expected: Vec<(String, Option<u32>)> = [
+        ("retrying", Some(1)),
+        ("handoff", Some(2)),
+        ("accepted", None),
+        ("handoff", None),
+        ("accepted", None),
+        ("completed", None),
+    ]
+    .iter()
+    .map(|(kind, attempt)| ((*kind).to_owned(), *attempt))
+    .collect();
+    assert_eq!(stored, expected);
+    // Readers see every acceptance, in place, as if each had been stored.
+    let restored = system.stored_events(task.session).await?;
+    assert_eq!(
+        kinds(&restored),
+        [
+            "accepted",
+            "retrying",
+            "accepted",
+            "handoff",
+            "accepted",
+            "handoff",
+            "accepted",
+            "completed"
+        ]
+    );
+    let accepted: Vec<_> = restored
+        .iter()
+        .filter(|e| e.kind == EventType::Accepted)
+        .map(|e| (e.agent.clone().unwrap_or_default(), e.attempt))
+        .collect();
+    assert_eq!(
+        accepted,
+        [
+            ("quick".to_owned(), Some(1)),
+            ("quick".to_owned(), Some(2)),
+            ("slow".to_owned(), Some(1)),
+            ("eager".to_owned(), Some(1))
+        ]
+    );
+    for pair in restored.windows(2) {
+        assert!(pair[0].at <= pair[1].at, "{restored:#?}");
+        if pair[0].kind == EventType::Accepted {
+            assert_eq!(pair[0].envelope, pair[1].envelope, "{restored:#?}");
+        }
+    }
+    // `baton watch` shows them too.
+    let session = task.session.to_string();
+    let watch = tokio::task::block_in_place(|| system.baton(&["watch", &session]).output())?;
+    let shown = String::from_utf8_lossy(&watch.stdout);
+    assert_eq!(shown.matches("accepted").count(), 4, "{shown}");
     Ok(())
 }

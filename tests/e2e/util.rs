@@ -329,7 +329,8 @@ impl System {
         Ok(events)
     }
 
-    /// Every event stored in the events stream right now, in stream order.
+    /// Every event stored in the events stream right now, in stream order,
+    /// with the `accepted` events folded into others restored.
     pub async fn all_events(&self) -> anyhow::Result<Vec<Event>> {
         use async_nats::jetstream::consumer;
         let js = async_nats::jetstream::new(self.nats.clone());
@@ -348,7 +349,11 @@ impl System {
         let mut messages = ordered.messages().await?;
         while let Some(message) = messages.next().await {
             let message = message?;
-            events.push(Event::from_msgpack(&message.payload)?);
+            // A folded `accepted` event counts as the stored event it stands for.
+            // (Folded twice, where a refused envelope ended the hop, it counts once.)
+            let (accepted, event) = Event::from_msgpack(&message.payload)?.unfold();
+            events.extend(accepted.filter(|a| !events.iter().any(|e| e.id == a.id)));
+            events.push(event);
             if message
                 .info()
                 .map_err(|e| anyhow::anyhow!("{e}"))?

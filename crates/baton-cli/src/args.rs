@@ -232,6 +232,13 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_EVENTS", value_enum, default_value_t = Events::Full)]
     pub events: Events,
 
+    /// With `--events full`: how long an agent runs, in ms, before its hop's `accepted`
+    /// event is stored on its own. A hop that ends sooner stores it folded into its next
+    /// event (`handoff`, `completed`, …), one write instead of two; `baton watch` and the
+    /// clients restore it. 0 stores every `accepted` event at once.
+    #[arg(long, env = "BATON_ACCEPTED_AFTER_MS", default_value_t = 100)]
+    pub accepted_after_ms: u64,
+
     /// Instance id reported in events (default: random).
     #[arg(long)]
     pub instance: Option<String>,

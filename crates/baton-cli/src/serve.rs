@@ -151,7 +151,8 @@ fn deployment(
         .with_registry_memory(Duration::from_secs(registry.registry_memory_secs))
         .with_claims(claims)
         .with_settle(args.settle.into())
-        .with_events(args.events.into());
+        .with_events(args.events.into())
+        .with_accepted_after(Duration::from_millis(args.accepted_after_ms));
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()

@@ -105,6 +105,33 @@ pub struct Event {
     /// Extension (optional): parts kept in the claim-check store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<crate::Claim>,
+    /// Extension (optional): the hop's `accepted` event, folded into this
+    /// one instead of stored on its own. A reader restores it just before
+    /// this event ([`Event::unfold`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<Folded>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// An `accepted` event folded into the next event of its hop: what that
+/// event does not already say. The restored event takes `session`, `agent`,
+/// `instance` and `envelope` from the event that carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Folded {
+    /// Id of the `accepted` event.
+    #[serde(with = "uuid_text")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    pub id: Uuid,
+    /// When the worker took the envelope, unix ms.
+    pub at: u64,
+    /// The delivery attempt, counting from 1.
+    pub attempt: u32,
+    /// Why control came to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -131,7 +158,37 @@ impl Event {
             path: Vec::new(),
             attempt: None,
             claims: Vec::new(),
+            accepted: None,
             extra: Map::new(),
         }
+    }
+
+    /// Folds `accepted`, an `accepted` event of the same hop, into this
+    /// event: one stored message instead of two, nothing lost.
+    pub fn fold(&mut self, accepted: &Event) {
+        self.accepted = Some(Folded {
+            id: accepted.id,
+            at: accepted.at,
+            attempt: accepted.attempt.unwrap_or(1),
+            reason: accepted.reason.clone(),
+            extra: Map::new(),
+        });
+    }
+
+    /// The events this stored event stands for: the `accepted` event folded
+    /// into it (if any), restored, then the event itself without it.
+    #[must_use]
+    pub fn unfold(mut self) -> (Option<Event>, Event) {
+        let Some(folded) = self.accepted.take() else {
+            return (None, self);
+        };
+        let mut accepted = Event::new(folded.id, self.session, EventType::Accepted);
+        accepted.at = folded.at;
+        accepted.agent.clone_from(&self.agent);
+        accepted.instance.clone_from(&self.instance);
+        accepted.envelope = self.envelope;
+        accepted.attempt = Some(folded.attempt);
+        accepted.reason = folded.reason;
+        (Some(accepted), self)
     }
 }

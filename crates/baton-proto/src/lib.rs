@@ -52,7 +52,7 @@ pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Hop, Kind, Map, Message, Parent, Reason, ResultStatus,
     Role, Step, Value,
 };
-pub use event::{Event, EventType};
+pub use event::{Event, EventType, Folded};
 pub use exec::{ExecAction, ExecChild, ExecMessage, ExecReply, ExecStep};
 pub use header::{DeadLetterReason, headers};
 pub use id::{derive_id, derive_id_labelled};

@@ -18,7 +18,7 @@ use baton_proto::{AgentName, DeadLetterReason, headers};
 use futures::StreamExt;
 use tokio::task::JoinHandle;
 
-use crate::delivery::Stored;
+use crate::delivery::{Ending, Stored};
 use crate::publish::Publisher;
 
 /// What the handler needs besides the advisory.
@@ -109,8 +109,11 @@ impl Net {
             &self.subjects,
             &self.agent,
             &trace,
-            &DeadLetterReason::MaxDeliveries,
-            &detail,
+            &Ending {
+                reason: &DeadLetterReason::MaxDeliveries,
+                detail: &detail,
+                folded: None,
+            },
         );
         if let Err(err) = self.publisher.publish_all(&ending).await {
             return tracing::error!(error = %err, seq, "cannot dead-letter a message that reached max deliveries; it stays in the stream");

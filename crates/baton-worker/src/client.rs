@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use baton_proto::{AgentName, Envelope, Event, Subjects, Wire};
+use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use tokio::sync::OnceCell;
@@ -253,6 +253,7 @@ impl Client {
                     .map(|event| Ok((event, 1))),
             )
         });
+        let live = live.flat_map(unfolded);
         let stored = messages.then(move |message| {
             let claims = claims.clone();
             async move {
@@ -285,7 +286,19 @@ impl Client {
                 Ok((event, pending))
             }
         });
-        Ok(Box::pin(futures::stream::select(stored, live)))
+        let stored = stored.flat_map(unfolded);
+        // An `accepted` event folded twice (into a `handoff` the server
+        // took, then into the `dead_lettered` event of its refused
+        // envelope) is shown once.
+        let mut restored = std::collections::HashSet::new();
+        let events = futures::stream::select(stored, live).filter(move |item| {
+            let first = match item {
+                Ok((event, _)) if event.kind == EventType::Accepted => restored.insert(event.id),
+                _ => true,
+            };
+            std::future::ready(first)
+        });
+        Ok(Box::pin(events))
     }
 
     /// Waits for the terminal event (`completed` or `failed`) of `session`.
@@ -323,4 +336,19 @@ impl Client {
                 ))
             })
     }
+}
+
+/// The events one stored event stands for: an `accepted` event folded into
+/// it comes first, restored, with one more event to come after it.
+fn unfolded(
+    item: Result<(Event, u64), Error>,
+) -> futures::stream::Iter<std::vec::IntoIter<Result<(Event, u64), Error>>> {
+    let items = match item {
+        Ok((event, pending)) => match event.unfold() {
+            (Some(accepted), event) => vec![Ok((accepted, pending + 1)), Ok((event, pending))],
+            (None, event) => vec![Ok((event, pending))],
+        },
+        Err(err) => vec![Err(err)],
+    };
+    futures::stream::iter(items)
 }

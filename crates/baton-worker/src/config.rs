@@ -59,6 +59,11 @@ pub struct WorkerConfig {
     pub settle: SettleMode,
     /// Which events are stored.
     pub events: EventLevel,
+    /// At the `full` level: how long an agent runs before its hop's
+    /// `accepted` event is stored on its own. A hop that ends sooner folds
+    /// it into its next event (one stored message instead of two; readers
+    /// restore it). Zero stores every `accepted` event at once.
+    pub accepted_after: Duration,
 }
 
 /// Which session events a worker stores in the events stream.
@@ -116,7 +121,16 @@ impl WorkerConfig {
             max_deliveries: 20,
             settle: SettleMode::default(),
             events: EventLevel::default(),
+            accepted_after: Duration::from_millis(100),
         }
+    }
+
+    /// Sets how long an agent runs before its `accepted` event is stored
+    /// on its own (zero: at once, never folded).
+    #[must_use]
+    pub fn with_accepted_after(mut self, after: Duration) -> Self {
+        self.accepted_after = after;
+        self
     }
 
     /// Sets which events are stored.

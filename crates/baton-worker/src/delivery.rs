@@ -30,6 +30,9 @@ pub(crate) struct Delivery<'a> {
     confirm: bool,
     /// When the worker took it, unix ms.
     pub(crate) received_at: u64,
+    /// The hop's `accepted` event, to fold into the first event written
+    /// for this delivery instead of storing it on its own.
+    folded: std::sync::OnceLock<Event>,
 }
 
 impl<'a> Delivery<'a> {
@@ -55,7 +58,14 @@ impl<'a> Delivery<'a> {
             agent,
             confirm: true,
             received_at: baton_proto::now_ms(),
+            folded: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Folds `accepted` into the first event of this delivery's envelope
+    /// that its outputs will write (see [`Event::fold`]).
+    pub(crate) fn fold(&self, accepted: Event) {
+        let _ = self.folded.set(accepted);
     }
 
     /// Settles without waiting for the server's confirmation.
@@ -122,11 +132,20 @@ impl<'a> Delivery<'a> {
 
     /// The messages of a plan, in order.
     pub(crate) fn encode(&self, outputs: &[Output]) -> Result<Vec<Outgoing>, Error> {
+        let mut folded = self.folded.get();
         outputs
             .iter()
             .map(|output| match output {
                 Output::Envelope { to, envelope } => self.envelope(to, envelope),
-                Output::Event(event) => self.event(event),
+                Output::Event(event) => match folded.filter(|a| a.envelope == event.envelope) {
+                    Some(accepted) => {
+                        folded = None;
+                        let mut event = event.clone();
+                        event.fold(accepted);
+                        self.event(&event)
+                    }
+                    None => self.event(event),
+                },
                 Output::DeadLetter(dead) => {
                     Ok(self.dead_letter(dead.id, &dead.reason, &dead.detail))
                 }
@@ -140,7 +159,12 @@ impl<'a> Delivery<'a> {
     /// events so a client waiting on it is not left hanging.
     pub(crate) fn unreadable(&self, reason: &DeadLetterReason, detail: &str) -> Vec<Outgoing> {
         let stored = self.stored();
-        stored.ending(self.subjects, self.agent, &self.headers(), reason, detail)
+        let ending = Ending {
+            reason,
+            detail,
+            folded: self.folded.get(),
+        };
+        stored.ending(self.subjects, self.agent, &self.headers(), &ending)
     }
 
     /// Step 6: makes `outgoing` durable, then settles.
@@ -263,9 +287,10 @@ impl Stored<'_> {
         subjects: &Subjects,
         agent: &AgentName,
         headers: &HeaderMap,
-        reason: &DeadLetterReason,
-        detail: &str,
+        ending: &Ending<'_>,
     ) -> Vec<Outgoing> {
+        let (reason, detail) = (ending.reason, ending.detail);
+        let mut folded = ending.folded;
         let base = Uuid::new_v5(
             &Uuid::NAMESPACE_OID,
             format!("{}/{}", self.subject, self.stream_seq).as_bytes(),
@@ -287,6 +312,10 @@ impl Stored<'_> {
             event.agent = Some(agent.to_string());
             event.reason = Some(Reason::from(reason));
             event.detail = Some(detail.to_owned());
+            if let Some(accepted) = folded.take().filter(|a| a.session == session) {
+                event.envelope = accepted.envelope;
+                event.fold(accepted);
+            }
             match encode(&event) {
                 Ok(payload) => outgoing.push(Outgoing {
                     subject: subjects.events(session),
@@ -299,6 +328,14 @@ impl Stored<'_> {
         }
         outgoing
     }
+}
+
+/// Why a message ends unhandled, for [`Stored::ending`].
+pub(crate) struct Ending<'a> {
+    pub(crate) reason: &'a DeadLetterReason,
+    pub(crate) detail: &'a str,
+    /// The hop's `accepted` event, folded into the `dead_lettered` event.
+    pub(crate) folded: Option<&'a Event>,
 }
 
 /// How [`Delivery::finish`] ended.

@@ -38,6 +38,7 @@
 //! them durable (6); `join` and its pure `join::state` handle delegations;
 //! `intake` pulls; `registry` sends heartbeats and asks for the best agent.
 
+mod accept;
 mod advisory;
 mod agent;
 mod claimcheck;

@@ -18,6 +18,7 @@ use async_nats::jetstream;
 use baton_proto::{DeadLetterReason, Envelope, Kind, Subjects, Wire, now_ms};
 use tracing::Instrument;
 
+use crate::accept::Accepting;
 use crate::advisory;
 use crate::agent::Agent;
 use crate::claimcheck::ClaimFailure;
@@ -349,31 +350,18 @@ async fn orphan(rt: &Runtime, envelope: &Envelope) -> Option<Plan> {
 
 /// Steps 3 to 7 for a task, handoff or delegated child.
 async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, envelope: Envelope) {
-    // 3. Accept: the event is sent now, but its PubAck is awaited with the
-    // outputs, so accepting costs no extra round trip.
-    // At the `lean` level it goes out live, unstored, and nothing waits.
+    // 3. Accept. At the `full` level the event is stored: sent once the run
+    // has lasted `accepted_after` (its PubAck awaited with the outputs, so
+    // no extra round trip), or else folded into the hop's next event, one
+    // stored message instead of two. At the `lean` level it goes out live,
+    // unstored.
     let accepted = rt.planner().accepted(&envelope, delivery.attempt);
-    let mut accepted = match delivery.event(&accepted) {
-        Ok(accepted) => Some(accepted),
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot encode the accepted event");
-            None
-        }
-    };
-    if rt.config.events == crate::EventLevel::Lean {
-        if let Some(mut live) = accepted.take() {
-            live.subject = rt.config.subjects.live(envelope.session);
-            rt.publisher.publish_live(std::slice::from_ref(&live)).await;
-        }
-    }
-    let pending = match &accepted {
-        Some(accepted) => Some(rt.publisher.send(accepted).await),
-        None => None,
-    };
+    let mut accepted = Accepting::new(rt, delivery, accepted).await;
     let task = rt.task(envelope.clone(), delivery.attempt);
     let deadline = envelope.deadline;
     let started = std::time::Instant::now();
-    let result = with_progress(rt, delivery, agent.handle(task), "agent", deadline).await;
+    let run = with_progress(rt, delivery, agent.handle(task), "agent", deadline);
+    let result = accepted.during(rt, run).await;
     rt.metrics.ran(started.elapsed(), result.is_ok());
     match &result {
         Ok(_) => tracing::debug!("agent finished"),
@@ -382,20 +370,16 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     // 4, 5 and 7; a run that overran the session's deadline ends it, whatever
     // the agent decided.
     let plan = match rt.planner().overran(&envelope, now_ms()) {
-        Some(plan) => plan,
-        None => match decide(rt, agent, delivery, &envelope, result).await {
-            Some(plan) => plan,
-            None => return,
-        },
+        Some(plan) => Some(plan),
+        None => decide(rt, agent, delivery, &envelope, result).await,
     };
-    if let (Some(accepted), Some(pending)) = (accepted, pending) {
-        if pending.wait().await.is_err() {
-            // Publish it again (same id) before the outputs, keeping the order.
-            if let Err(err) = rt.publisher.publish_one(&accepted).await {
-                tracing::error!(error = %err, "accepted event not durable; leaving the message for redelivery");
-                return;
-            }
-        }
+    let Some(plan) = plan else {
+        // Left for redelivery: the attempt still counts as accepted.
+        accepted.store(rt).await;
+        return;
+    };
+    if !accepted.finish(rt, delivery, &plan.outputs).await {
+        return;
     }
     // 6.
     rt.execute(delivery, plan).await;

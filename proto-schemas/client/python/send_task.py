@@ -138,6 +138,31 @@ async def restore(js, prefix: str, payload: dict) -> dict:
     return payload
 
 
+def unfold(event: dict) -> list[dict]:
+    """The events a stored event stands for: a folded `accepted` event first.
+
+    A worker at `--events full` stores a short hop's `accepted` event inside the
+    hop's next event, under `accepted`; restore it just before that event.
+    """
+    folded = event.pop("accepted", None)
+    if not folded:
+        return [event]
+    accepted = {
+        "v": event.get("v", 1),
+        "id": folded["id"],
+        "session": event["session"],
+        "at": folded["at"],
+        "type": "accepted",
+        "attempt": folded.get("attempt", 1),
+    }
+    for key in ("agent", "instance", "envelope"):
+        if key in event:
+            accepted[key] = event[key]
+    if folded.get("reason"):
+        accepted["reason"] = folded["reason"]
+    return [accepted, event]
+
+
 def describe(event: dict) -> str:
     kind = event.get("type")
     agent = event.get("agent") or "?"
@@ -189,8 +214,9 @@ async def run(args: argparse.Namespace) -> int:
                 msg = await sub.next_msg(timeout=remaining)
             except nats.errors.TimeoutError:
                 continue
-            event = await restore(js, args.prefix, msgpack.unpackb(msg.data, raw=False))
-            print(describe(event))
+            stored = await restore(js, args.prefix, msgpack.unpackb(msg.data, raw=False))
+            for event in unfold(stored):
+                print(describe(event))
             if event.get("type") in TERMINAL:
                 path = " -> ".join(hop["agent"] for hop in event.get("path") or [])
                 print(f"path: {path}")

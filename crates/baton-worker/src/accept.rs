@@ -1,0 +1,113 @@
+//! Step 3 of the worker loop: a hop's `accepted` event, stored, folded into
+//! the hop's next event, or sent live, by the event level.
+
+use std::future::Future;
+
+use baton_proto::Event;
+
+use crate::delivery::Delivery;
+use crate::plan::Output;
+use crate::publish::{Outgoing, Pending};
+use crate::runtime::Runtime;
+
+/// A hop's `accepted` event on its way out, by the event level.
+pub(crate) enum Accepting {
+    /// Nothing left to do: sent live (`lean`), or it could not be encoded.
+    Done,
+    /// Not sent yet (`full`): stored once the run lasts, or folded.
+    Held(Box<Event>, Outgoing),
+    /// Sent (`full`); its PubAck is awaited before the outputs.
+    Sent(Outgoing, Pending),
+}
+
+impl Accepting {
+    pub(crate) async fn new(rt: &Runtime, delivery: &Delivery<'_>, event: Event) -> Self {
+        let mut message = match delivery.event(&event) {
+            Ok(message) => message,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot encode the accepted event");
+                return Self::Done;
+            }
+        };
+        if rt.config.events == crate::EventLevel::Lean {
+            message.subject = rt.config.subjects.live(event.session);
+            rt.publisher
+                .publish_live(std::slice::from_ref(&message))
+                .await;
+            return Self::Done;
+        }
+        if rt.config.accepted_after.is_zero() {
+            let pending = rt.publisher.send(&message).await;
+            return Self::Sent(message, pending);
+        }
+        Self::Held(Box::new(event), message)
+    }
+
+    /// Runs `run`; a held event is sent once the run has lasted
+    /// `accepted_after`, so a long run shows where the session is.
+    pub(crate) async fn during<T>(&mut self, rt: &Runtime, run: impl Future<Output = T>) -> T {
+        let Self::Held(..) = self else {
+            return run.await;
+        };
+        tokio::pin!(run);
+        tokio::select! {
+            biased;
+            done = &mut run => return done,
+            () = tokio::time::sleep(rt.config.accepted_after) => {}
+        }
+        if let Self::Held(_, message) = std::mem::replace(self, Self::Done) {
+            let pending = rt.publisher.send(&message).await;
+            *self = Self::Sent(message, pending);
+        }
+        run.await
+    }
+
+    /// Stores the event if it is still held (best effort: the message is
+    /// left for redelivery anyway).
+    pub(crate) async fn store(self, rt: &Runtime) {
+        if let Self::Held(_, message) = self {
+            if let Err(err) = rt.publisher.publish_one(&message).await {
+                tracing::warn!(error = %err, "accepted event not stored");
+            }
+        }
+    }
+
+    /// Before the outputs: a held event is folded into the first event of
+    /// this hop that the delivery writes (or stored, if `outputs` has none);
+    /// a sent one is made durable. `false` leaves the message for
+    /// redelivery.
+    pub(crate) async fn finish(
+        self,
+        rt: &Runtime,
+        delivery: &Delivery<'_>,
+        outputs: &[Output],
+    ) -> bool {
+        let message = match self {
+            Self::Done => return true,
+            Self::Held(event, message) => {
+                let hop = outputs.iter().any(|output| {
+                    matches!(output, Output::Event(next) if next.envelope == event.envelope)
+                });
+                if hop {
+                    delivery.fold(*event);
+                    return true;
+                }
+                message
+            }
+            Self::Sent(message, pending) => {
+                if pending.wait().await.is_ok() {
+                    return true;
+                }
+                message
+            }
+        };
+        // Publish it again (same id) before the outputs, keeping the order.
+        match rt.publisher.publish_one(&message).await {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::error!(error = %err, "accepted event not durable; leaving the message for redelivery");
+                false
+            }
+        }
+    }
+}
