@@ -298,3 +298,54 @@ async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow:
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bench_counts_each_sides_durable_writes_per_hop() -> anyhow::Result<()> {
+    let system = crate::util::System::start().await?;
+    let args = [
+        "bench",
+        "--tasks",
+        "24",
+        "--warmup",
+        "6",
+        "--concurrency",
+        "4",
+    ];
+    let output = tokio::task::block_in_place(|| system.baton(&args).output())?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The last column of each side's row: messages stored per hop, counted
+    // in the streams (3 hops: 3 envelopes per task, plus its events).
+    let writes: Vec<(String, String)> = stdout
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            (cells.len() > 5 && cells[cells.len() - 5].parse::<f64>().is_ok()).then(|| {
+                (
+                    cells[..cells.len() - 5].join(" "),
+                    cells[cells.len() - 1].to_owned(),
+                )
+            })
+        })
+        .collect();
+    let expected = [
+        ("raw JetStream", "1.00"),
+        ("raw, same writes", "2.00"),
+        ("raw, 3 writes", "3.00"),
+        ("baton full", "2.00"),
+        ("baton full, unfolded", "3.00"),
+        ("baton full, plain ack", "2.00"),
+        ("baton lean", "1.33"),
+    ]
+    .map(|(side, writes)| (side.to_owned(), writes.to_owned()));
+    assert_eq!(writes, expected, "{stdout}");
+    assert!(
+        stdout.contains("targets: lean / raw throughput >= 0.85"),
+        "{stdout}"
+    );
+    Ok(())
+}

@@ -51,7 +51,7 @@ pub struct BenchArgs {
     pub warmup: u64,
 
     /// Run only one side (for profiling); the ratios need the others.
-    #[arg(long, value_parser = ["raw", "same-writes", "baton", "baton-plain", "baton-lean"])]
+    #[arg(long, value_parser = ["raw", "same-writes", "three-writes", "baton", "baton-unfolded", "baton-plain", "baton-lean"])]
     pub only: Option<String>,
 
     /// Instead of one run, measure the per-hop cost at each of these context sizes in
@@ -151,6 +151,20 @@ struct Figures {
     hops_per_sec: f64,
     p50_us: f64,
     p99_us: f64,
+    writes_per_hop: f64,
+}
+
+impl Figures {
+    /// A side that did not run.
+    fn none() -> Self {
+        Self {
+            tasks_per_sec: f64::NAN,
+            hops_per_sec: f64::NAN,
+            p50_us: f64::NAN,
+            p99_us: f64::NAN,
+            writes_per_hop: f64::NAN,
+        }
+    }
 }
 
 fn figures(recorder: &Recorder, tasks: u64, hops: usize, elapsed: Duration) -> Figures {
@@ -169,6 +183,7 @@ fn figures(recorder: &Recorder, tasks: u64, hops: usize, elapsed: Duration) -> F
         hops_per_sec: (tasks as f64 * hops as f64) / secs,
         p50_us: pick(0.50),
         p99_us: pick(0.99),
+        writes_per_hop: 1.0,
     }
 }
 
@@ -241,74 +256,56 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         args.tasks, args.warmup, args.hops, args.concurrency, payload_len, server
     );
 
-    let none = || Figures {
-        tasks_per_sec: f64::NAN,
-        hops_per_sec: f64::NAN,
-        p50_us: f64::NAN,
-        p99_us: f64::NAN,
-    };
-    let runs = |side: &str| args.only.as_deref().is_none_or(|only| only == side);
-    let raw = if runs("raw") {
-        raw_relay(&client, &args, payload_len, false).await?
-    } else {
-        none()
-    };
-    let same_writes = if runs("same-writes") {
-        raw_relay(&client, &args, payload_len, true).await?
-    } else {
-        none()
-    };
-    let baton = if runs("baton") {
-        baton_chain(&client, &args, SettleMode::Confirmed, EventLevel::Full).await?
-    } else {
-        none()
-    };
-    let plain = if runs("baton-plain") {
-        baton_chain(&client, &args, SettleMode::Plain, EventLevel::Full).await?
-    } else {
-        none()
-    };
-    let lean = if runs("baton-lean") {
-        baton_chain(&client, &args, SettleMode::Confirmed, EventLevel::Lean).await?
-    } else {
-        none()
-    };
-
+    let mut rows = Vec::new();
+    for side in Side::ALL {
+        let figures = if args.only.as_deref().is_none_or(|only| only == side.flag()) {
+            side.run(&client, &args, payload_len).await?
+        } else {
+            Figures::none()
+        };
+        rows.push((side, figures));
+    }
+    let row = |side: Side| &rows[side as usize].1;
     println!();
     println!(
-        "{:<22} {:>10} {:>10} {:>12} {:>12}",
-        "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs"
+        "{:<26} {:>10} {:>10} {:>12} {:>12} {:>12}",
+        "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs", "writes/hop"
     );
-    for (name, f) in [
-        ("raw JetStream", &raw),
-        ("raw, same writes", &same_writes),
-        ("baton (confirmed ack)", &baton),
-        ("baton (plain ack)", &plain),
-        ("baton (lean events)", &lean),
-    ] {
+    for (side, f) in &rows {
         println!(
-            "{name:<22} {:>10.0} {:>10.0} {:>12.0} {:>12.0}",
-            f.tasks_per_sec, f.hops_per_sec, f.p50_us, f.p99_us
+            "{:<26} {:>10.0} {:>10.0} {:>12.0} {:>12.0} {:>12.2}",
+            side.label(),
+            f.tasks_per_sec,
+            f.hops_per_sec,
+            f.p50_us,
+            f.p99_us,
+            f.writes_per_hop
         );
     }
+    println!();
     for (name, side, base) in [
-        ("confirmed / raw", &baton, &raw),
-        ("confirmed / same wr.", &baton, &same_writes),
-        ("plain / raw", &plain, &raw),
-        ("plain / same writes", &plain, &same_writes),
-        ("plain / confirmed", &plain, &baton),
-        ("lean / raw", &lean, &raw),
-        ("lean / full", &lean, &baton),
+        ("full / raw", Side::Full, Side::Raw),
+        ("full / same writes", Side::Full, Side::SameWrites),
+        ("full / unfolded", Side::Full, Side::Unfolded),
+        ("unfolded / 3 writes", Side::Unfolded, Side::ThreeWrites),
+        ("plain / full", Side::Plain, Side::Full),
+        ("plain / same writes", Side::Plain, Side::SameWrites),
+        ("lean / raw", Side::Lean, Side::Raw),
+        ("lean / full", Side::Lean, Side::Full),
     ] {
+        let (side, base) = (row(side), row(base));
         println!(
-            "{name:<22} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
+            "{name:<26} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
             side.tasks_per_sec / base.tasks_per_sec,
             side.hops_per_sec / base.hops_per_sec,
             side.p50_us / base.p50_us,
             side.p99_us / base.p99_us
         );
     }
-    println!("targets: throughput ratio >= 0.85, p50 hop latency ratio <= 1.20");
+    println!(
+        "targets: lean / raw throughput >= 0.85 and p50 <= 1.30; full / same writes throughput >= 0.85, \
+         with fewer writes per hop than unfolded (3)"
+    );
     Ok(())
 }
 
@@ -346,10 +343,16 @@ async fn context_curve(
             delay_ms: 0,
             round_secs: 0,
         };
-        let baton = baton_chain(client, &run, SettleMode::default(), EventLevel::default()).await?;
+        let mode = Mode {
+            prefix: "benchcontext".to_owned(),
+            settle: SettleMode::default(),
+            events: EventLevel::default(),
+            accepted_after: Duration::from_millis(100),
+        };
+        let baton = baton_chain(client, &run, &mode).await?;
         let payload_len = padded_task(size).to_msgpack()?.len();
         let raw = if payload_len + 1024 < max_payload {
-            Some(raw_relay(client, &run, payload_len, false).await?)
+            Some(raw_relay(client, &run, payload_len, 0).await?)
         } else {
             None
         };
@@ -417,19 +420,21 @@ fn padded_task(payload_bytes: usize) -> Envelope {
     task.with_variable("pad", "x".repeat(payload_bytes.saturating_sub(base + 8)))
 }
 
+/// How the Baton chain runs.
+struct Mode {
+    /// Its own streams: `<PREFIX>_TASKS`, …
+    prefix: String,
+    settle: SettleMode,
+    events: EventLevel,
+    accepted_after: Duration,
+}
+
 async fn baton_chain(
     client: &async_nats::Client,
     args: &BenchArgs,
-    settle: SettleMode,
-    events: EventLevel,
+    mode: &Mode,
 ) -> anyhow::Result<Figures> {
-    // Each mode on streams of its own.
-    let prefix = match (settle, events) {
-        (SettleMode::Confirmed, EventLevel::Full) => "benchbaton",
-        (SettleMode::Plain, EventLevel::Full) => "benchplain",
-        (_, EventLevel::Lean) => "benchlean",
-    };
-    let subjects = Subjects::new(prefix)?;
+    let subjects = Subjects::new(mode.prefix.as_str())?;
     let recorder = Arc::new(Recorder::new(args.concurrency));
     let stop = CancellationToken::new();
     let mut workers = tokio::task::JoinSet::new();
@@ -444,12 +449,13 @@ async fn baton_chain(
         };
         let config = WorkerConfig::new(name.clone())
             .with_subjects(subjects.clone())
-            .with_settle(settle)
-            .with_events(events);
+            .with_settle(mode.settle)
+            .with_events(mode.events)
+            .with_accepted_after(mode.accepted_after);
         workers
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }
-    let baton = Client::new(client.clone(), subjects);
+    let baton = Client::new(client.clone(), subjects.clone());
     // The stages are up once their consumers exist.
     let started = Instant::now();
     for name in &names {
@@ -477,9 +483,14 @@ async fn baton_chain(
     while let Some(result) = workers.join_next().await {
         result??;
     }
-    Ok(figures(&recorder, args.tasks, args.hops, elapsed))
+    let mut figures = figures(&recorder, args.tasks, args.hops, elapsed);
+    let js = async_nats::jetstream::new(client.clone());
+    figures.writes_per_hop = writes_per_hop(args, stored(&js, &subjects.events_stream()).await?);
+    Ok(figures)
 }
 
 mod raw;
 mod scale;
+mod side;
 use raw::raw_relay;
+use side::{Side, stored, writes_per_hop};

@@ -11,15 +11,22 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BenchArgs, Figures, Recorder, figures, measure, now_ns};
 
-/// The raw relay; with `same_writes`, it also does a Baton hop's durable work.
+/// The raw relay. With `events` > 0 it also does a Baton hop's durable
+/// work: that many events per hop (1: Baton's `full` level, which folds a
+/// quick hop's `accepted` into its `handoff`; 2: both stored on their own).
 pub(super) async fn raw_relay(
     client: &async_nats::Client,
     args: &BenchArgs,
     payload_len: usize,
-    same_writes: bool,
+    events: usize,
 ) -> anyhow::Result<Figures> {
     let js = jetstream::new(client.clone());
-    let name = if same_writes { "benchsame" } else { "benchraw" };
+    let same_writes = events > 0;
+    let name = match events {
+        0 => "benchraw".to_owned(),
+        n => format!("benchsame{n}"),
+    };
+    let name = name.as_str();
     let stream_name = name.to_ascii_uppercase();
     let subjects: Vec<String> = (0..args.hops).map(|i| format!("{name}.stage{i}")).collect();
     raw_streams(&js, name, same_writes).await?;
@@ -45,7 +52,8 @@ pub(super) async fn raw_relay(
             next: subjects.get(index + 1).cloned(),
             // An encoded Baton event is about this size.
             event: Bytes::from(vec![b'e'; 220]),
-            same_writes,
+            events,
+            name: name.to_owned(),
         };
         stages.spawn(stage.run(consumer, args.concurrency, stop.clone()));
     }
@@ -71,7 +79,14 @@ pub(super) async fn raw_relay(
     while let Some(result) = stages.join_next().await {
         result??;
     }
-    Ok(figures(&recorder, args.tasks, args.hops, elapsed))
+    let mut figures = figures(&recorder, args.tasks, args.hops, elapsed);
+    let stored = if same_writes {
+        super::stored(&js, &format!("{stream_name}_EVENTS")).await?
+    } else {
+        0
+    };
+    figures.writes_per_hop = super::writes_per_hop(args, stored);
+    Ok(figures)
 }
 
 /// The work-queue stream of a raw relay (and, for "same writes", its events
@@ -83,6 +98,8 @@ async fn raw_streams(js: &jetstream::Context, name: &str, same_writes: bool) -> 
         subjects: vec![format!("{name}.>")],
         retention: stream::RetentionPolicy::WorkQueue,
         storage: stream::StorageType::File,
+        // As long as Baton's, where the relay sets message ids.
+        duplicate_window: std::time::Duration::from_secs(if same_writes { 630 } else { 120 }),
         ..Default::default()
     })
     .await?;
@@ -90,6 +107,7 @@ async fn raw_streams(js: &jetstream::Context, name: &str, same_writes: bool) -> 
         js.get_or_create_stream(stream::Config {
             name: format!("{stream_name}_EVENTS"),
             subjects: vec![format!("{name}events.>")],
+            duplicate_window: std::time::Duration::from_secs(630),
             storage: stream::StorageType::File,
             ..Default::default()
         })
@@ -105,7 +123,10 @@ struct RawStage {
     recorder: Arc<Recorder>,
     next: Option<String>,
     event: Bytes,
-    same_writes: bool,
+    /// Events per hop (0: the plain relay).
+    events: usize,
+    /// The relay's subject prefix.
+    name: String,
 }
 
 impl RawStage {
@@ -152,8 +173,8 @@ impl RawStage {
         if let Some(sent) = sent {
             self.recorder.hop(sent);
         }
-        if self.same_writes {
-            same_writes_hop(&self.js, &message, self.next, self.event, &self.recorder).await;
+        if self.events > 0 {
+            same_writes_hop(&self, &message).await;
             return;
         }
         match self.next {
@@ -174,49 +195,45 @@ impl RawStage {
     }
 }
 
-/// One hop of the "same writes" relay: an accepted event sent at once, then a
-/// handoff event and the next message (or a completed event), each with a
-/// message id, all PubAcks awaited, then a confirmed ack.
-async fn same_writes_hop(
-    js: &jetstream::Context,
-    message: &jetstream::Message,
-    next: Option<String>,
-    event: Bytes,
-    recorder: &Recorder,
-) {
+/// One hop of the "same writes" relay: with two events per hop, an
+/// accepted event sent at once; then a handoff event and the next message
+/// (or a completed event), each with a message id, all PubAcks awaited,
+/// then a confirmed ack.
+async fn same_writes_hop(stage: &RawStage, message: &jetstream::Message) {
     let task = message
         .headers
         .as_ref()
         .and_then(|h| h.get("Bench-Task"))
         .map_or_else(|| "unknown".to_owned(), |v| v.as_str().to_owned());
-    let events_subject = format!("benchsameevents.{task}");
+    let events_subject = format!("{}events.{task}", stage.name);
     let publish = |subject: String, payload: Bytes, headers: async_nats::HeaderMap| {
-        let js = js.clone();
+        let js = stage.js.clone();
         async move {
             let mut headers = headers;
             headers.insert("Nats-Msg-Id", uuid::Uuid::new_v4().to_string().as_str());
             js.publish_with_headers(subject, headers, payload).await
         }
     };
-    let base = message.headers.clone().unwrap_or_default();
-    let accepted = publish(
-        events_subject.clone(),
-        event.clone(),
-        async_nats::HeaderMap::new(),
-    )
-    .await;
-    let mut acks = vec![accepted];
-    match next {
+    let event = || stage.event.clone();
+    let mut acks = Vec::new();
+    if stage.events > 1 {
+        acks.push(
+            publish(
+                events_subject.clone(),
+                event(),
+                async_nats::HeaderMap::new(),
+            )
+            .await,
+        );
+    }
+    acks.push(publish(events_subject, event(), async_nats::HeaderMap::new()).await);
+    match &stage.next {
         Some(next) => {
-            acks.push(publish(events_subject, event, async_nats::HeaderMap::new()).await);
-            let mut headers = base;
+            let mut headers = message.headers.clone().unwrap_or_default();
             headers.insert("Bench-Sent", now_ns().to_string().as_str());
-            acks.push(publish(next, message.payload.clone(), headers).await);
+            acks.push(publish(next.clone(), message.payload.clone(), headers).await);
         }
-        None => {
-            recorder.finish();
-            acks.push(publish(events_subject, event, async_nats::HeaderMap::new()).await);
-        }
+        None => stage.recorder.finish(),
     }
     for ack in acks.into_iter().flatten() {
         let _ = ack.await;

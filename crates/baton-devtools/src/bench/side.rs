@@ -1,0 +1,95 @@
+//! The sides of `baton bench`: the raw baselines and the Baton
+//! configurations, each on streams of its own.
+
+use std::time::Duration;
+
+use baton_worker::{EventLevel, SettleMode};
+
+use super::{BenchArgs, Figures, Mode, baton_chain, raw_relay};
+
+/// One side of the bench: a baseline or a Baton configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    Raw,
+    SameWrites,
+    ThreeWrites,
+    Full,
+    Unfolded,
+    Plain,
+    Lean,
+}
+
+impl Side {
+    pub(super) const ALL: [Side; 7] = [
+        Side::Raw,
+        Side::SameWrites,
+        Side::ThreeWrites,
+        Side::Full,
+        Side::Unfolded,
+        Side::Plain,
+        Side::Lean,
+    ];
+
+    /// Its name for `--only`.
+    pub(super) fn flag(self) -> &'static str {
+        match self {
+            Side::Raw => "raw",
+            Side::SameWrites => "same-writes",
+            Side::ThreeWrites => "three-writes",
+            Side::Full => "baton",
+            Side::Unfolded => "baton-unfolded",
+            Side::Plain => "baton-plain",
+            Side::Lean => "baton-lean",
+        }
+    }
+
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Side::Raw => "raw JetStream",
+            Side::SameWrites => "raw, same writes",
+            Side::ThreeWrites => "raw, 3 writes",
+            Side::Full => "baton full",
+            Side::Unfolded => "baton full, unfolded",
+            Side::Plain => "baton full, plain ack",
+            Side::Lean => "baton lean",
+        }
+    }
+
+    pub(super) async fn run(
+        self,
+        client: &async_nats::Client,
+        args: &BenchArgs,
+        payload_len: usize,
+    ) -> anyhow::Result<Figures> {
+        let fold = Duration::from_millis(100);
+        let (settle, events, after) = match self {
+            Side::Raw => return raw_relay(client, args, payload_len, 0).await,
+            Side::SameWrites => return raw_relay(client, args, payload_len, 1).await,
+            Side::ThreeWrites => return raw_relay(client, args, payload_len, 2).await,
+            Side::Full => (SettleMode::Confirmed, EventLevel::Full, fold),
+            Side::Unfolded => (SettleMode::Confirmed, EventLevel::Full, Duration::ZERO),
+            Side::Plain => (SettleMode::Plain, EventLevel::Full, fold),
+            Side::Lean => (SettleMode::Confirmed, EventLevel::Lean, fold),
+        };
+        let prefix = format!("bench{}", self.flag().replace('-', ""));
+        let mode = Mode {
+            prefix,
+            settle,
+            events,
+            accepted_after: after,
+        };
+        baton_chain(client, args, &mode).await
+    }
+}
+
+/// Messages stored in stream `name` now.
+pub(super) async fn stored(js: &async_nats::jetstream::Context, name: &str) -> anyhow::Result<u64> {
+    Ok(js.get_stream(name).await?.info().await?.state.messages)
+}
+
+/// Durable writes per hop: the `events` stored, plus one envelope per hop,
+/// over the hops of every task run (warm-up included).
+pub(super) fn writes_per_hop(args: &BenchArgs, events: u64) -> f64 {
+    let hops = (args.tasks + args.warmup) as f64 * args.hops as f64;
+    (hops + events as f64) / hops
+}
