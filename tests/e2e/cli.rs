@@ -338,7 +338,7 @@ async fn the_bench_counts_each_sides_durable_writes_per_hop() -> anyhow::Result<
         ("raw, 3 writes", "3.00"),
         ("baton full", "2.00"),
         ("baton full, unfolded", "3.00"),
-        ("baton full, plain ack", "2.00"),
+        ("baton full, confirmed ack", "2.00"),
         ("baton lean", "1.33"),
     ]
     .map(|(side, writes)| (side.to_owned(), writes.to_owned()));

@@ -190,13 +190,15 @@ async fn three_replicas_share_the_work_and_every_task_ends_once() -> anyhow::Res
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn plain_settling_hands_off_and_acknowledges_every_message_once() -> anyhow::Result<()> {
+async fn plain_and_confirmed_settling_hand_off_and_acknowledge_every_message_once()
+-> anyhow::Result<()> {
     let mut system = System::start().await?;
-    let plain = ["--no-registry", "--settle", "plain"];
-    let mut first = vec!["--next", "second"];
-    first.extend(plain);
+    // The first hop settles plainly (the default, said explicitly), the
+    // second waits for the server's confirmation.
+    let first = ["--no-registry", "--settle", "plain", "--next", "second"];
     system.relay("first", "first", &first).await?;
-    system.relay("second", "second", &plain).await?;
+    let confirmed = ["--no-registry", "--settle", "confirmed"];
+    system.relay("second", "second", &confirmed).await?;
     let first = AgentName::new("first")?;
     let mut sessions = Vec::new();
     for n in 0..20 {

@@ -220,10 +220,11 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_MAX_DELIVERIES", default_value_t = 20)]
     pub max_deliveries: u32,
 
-    /// How a handled message is acknowledged once its outputs are durable: `confirmed` waits
-    /// for the server to confirm the ack (a second round trip); `plain` does not, and an ack
-    /// lost on the way costs one more run of the agent, never a doubled handoff.
-    #[arg(long, env = "BATON_SETTLE", value_enum, default_value_t = Settle::Confirmed)]
+    /// How a handled message is acknowledged once its outputs are durable: `plain` sends the
+    /// ack and goes on, and an ack lost on the way costs one more run of the agent after
+    /// --ack-wait-secs, never a doubled handoff; `confirmed` also waits for the server to
+    /// confirm it (a second round trip).
+    #[arg(long, env = "BATON_SETTLE", value_enum, default_value_t = Settle::Plain)]
     pub settle: Settle,
 
     /// Which session events are stored: `full` (every event) or `lean` (only what replay

@@ -90,9 +90,10 @@ pub enum EventLevel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SettleMode {
     /// Wait for the server's confirmation (a second round trip).
-    #[default]
     Confirmed,
-    /// Send the acknowledgement and go on.
+    /// Send the acknowledgement and go on (the default: faster in every
+    /// measured run, and a lost ack costs one more run, never a double).
+    #[default]
     Plain,
 }
 

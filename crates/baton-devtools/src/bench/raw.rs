@@ -198,7 +198,7 @@ impl RawStage {
 /// One hop of the "same writes" relay: with two events per hop, an
 /// accepted event sent at once; then a handoff event and the next message
 /// (or a completed event), each with a message id, all PubAcks awaited,
-/// then a confirmed ack.
+/// then an ack, plain as Baton's default.
 async fn same_writes_hop(stage: &RawStage, message: &jetstream::Message) {
     let task = message
         .headers
@@ -238,5 +238,5 @@ async fn same_writes_hop(stage: &RawStage, message: &jetstream::Message) {
     for ack in acks.into_iter().flatten() {
         let _ = ack.await;
     }
-    let _ = message.double_ack().await;
+    let _ = message.ack().await;
 }

@@ -15,7 +15,7 @@ pub(super) enum Side {
     ThreeWrites,
     Full,
     Unfolded,
-    Plain,
+    Confirmed,
     Lean,
 }
 
@@ -26,7 +26,7 @@ impl Side {
         Side::ThreeWrites,
         Side::Full,
         Side::Unfolded,
-        Side::Plain,
+        Side::Confirmed,
         Side::Lean,
     ];
 
@@ -38,7 +38,7 @@ impl Side {
             Side::ThreeWrites => "three-writes",
             Side::Full => "baton",
             Side::Unfolded => "baton-unfolded",
-            Side::Plain => "baton-plain",
+            Side::Confirmed => "baton-confirmed",
             Side::Lean => "baton-lean",
         }
     }
@@ -50,11 +50,13 @@ impl Side {
             Side::ThreeWrites => "raw, 3 writes",
             Side::Full => "baton full",
             Side::Unfolded => "baton full, unfolded",
-            Side::Plain => "baton full, plain ack",
+            Side::Confirmed => "baton full, confirmed ack",
             Side::Lean => "baton lean",
         }
     }
 
+    /// Runs this side. Baton runs with its defaults (`full` events, quick
+    /// hops folded, plain acks) but for the one setting the side changes.
     pub(super) async fn run(
         self,
         client: &async_nats::Client,
@@ -66,10 +68,10 @@ impl Side {
             Side::Raw => return raw_relay(client, args, payload_len, 0).await,
             Side::SameWrites => return raw_relay(client, args, payload_len, 1).await,
             Side::ThreeWrites => return raw_relay(client, args, payload_len, 2).await,
-            Side::Full => (SettleMode::Confirmed, EventLevel::Full, fold),
-            Side::Unfolded => (SettleMode::Confirmed, EventLevel::Full, Duration::ZERO),
-            Side::Plain => (SettleMode::Plain, EventLevel::Full, fold),
-            Side::Lean => (SettleMode::Confirmed, EventLevel::Lean, fold),
+            Side::Full => (SettleMode::Plain, EventLevel::Full, fold),
+            Side::Unfolded => (SettleMode::Plain, EventLevel::Full, Duration::ZERO),
+            Side::Confirmed => (SettleMode::Confirmed, EventLevel::Full, fold),
+            Side::Lean => (SettleMode::Plain, EventLevel::Lean, fold),
         };
         let prefix = format!("bench{}", self.flag().replace('-', ""));
         let mode = Mode {
