@@ -14,38 +14,41 @@ use crate::runtime::Runtime;
 pub(crate) enum Accepting {
     /// Nothing left to do: sent live (`lean`), or it could not be encoded.
     Done,
-    /// Not sent yet (`full`): stored once the run lasts, or folded.
-    Held(Box<Event>, Outgoing),
+    /// Not sent yet (`full`): stored once the run lasts, or folded (then
+    /// it is never encoded on its own).
+    Held(Box<Event>),
     /// Sent (`full`); its PubAck is awaited before the outputs.
     Sent(Outgoing, Pending),
 }
 
 impl Accepting {
     pub(crate) async fn new(rt: &Runtime, delivery: &Delivery<'_>, event: Event) -> Self {
-        let mut message = match delivery.event(&event) {
-            Ok(message) => message,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot encode the accepted event");
-                return Self::Done;
-            }
+        let lean = rt.config.events == crate::EventLevel::Lean;
+        if !lean && !rt.config.accepted_after.is_zero() {
+            return Self::Held(Box::new(event));
+        }
+        let Some(mut message) = encoded(delivery, &event) else {
+            return Self::Done;
         };
-        if rt.config.events == crate::EventLevel::Lean {
+        if lean {
             message.subject = rt.config.subjects.live(event.session);
             rt.publisher
                 .publish_live(std::slice::from_ref(&message))
                 .await;
             return Self::Done;
         }
-        if rt.config.accepted_after.is_zero() {
-            let pending = rt.publisher.send(&message).await;
-            return Self::Sent(message, pending);
-        }
-        Self::Held(Box::new(event), message)
+        let pending = rt.publisher.send(&message).await;
+        Self::Sent(message, pending)
     }
 
     /// Runs `run`; a held event is sent once the run has lasted
     /// `accepted_after`, so a long run shows where the session is.
-    pub(crate) async fn during<T>(&mut self, rt: &Runtime, run: impl Future<Output = T>) -> T {
+    pub(crate) async fn during<T>(
+        &mut self,
+        rt: &Runtime,
+        delivery: &Delivery<'_>,
+        run: impl Future<Output = T>,
+    ) -> T {
         let Self::Held(..) = self else {
             return run.await;
         };
@@ -55,17 +58,22 @@ impl Accepting {
             done = &mut run => return done,
             () = tokio::time::sleep(rt.config.accepted_after) => {}
         }
-        if let Self::Held(_, message) = std::mem::replace(self, Self::Done) {
-            let pending = rt.publisher.send(&message).await;
-            *self = Self::Sent(message, pending);
+        if let Self::Held(event) = std::mem::replace(self, Self::Done) {
+            if let Some(message) = encoded(delivery, &event) {
+                let pending = rt.publisher.send(&message).await;
+                *self = Self::Sent(message, pending);
+            }
         }
         run.await
     }
 
     /// Stores the event if it is still held (best effort: the message is
     /// left for redelivery anyway).
-    pub(crate) async fn store(self, rt: &Runtime) {
-        if let Self::Held(_, message) = self {
+    pub(crate) async fn store(self, rt: &Runtime, delivery: &Delivery<'_>) {
+        if let Self::Held(event) = self {
+            let Some(message) = encoded(delivery, &event) else {
+                return;
+            };
             if let Err(err) = rt.publisher.publish_one(&message).await {
                 tracing::warn!(error = %err, "accepted event not stored");
             }
@@ -84,7 +92,7 @@ impl Accepting {
     ) -> bool {
         let message = match self {
             Self::Done => return true,
-            Self::Held(event, message) => {
+            Self::Held(event) => {
                 let hop = outputs.iter().any(|output| {
                     matches!(output, Output::Event(next) if next.envelope == event.envelope)
                 });
@@ -92,7 +100,10 @@ impl Accepting {
                     delivery.fold(*event);
                     return true;
                 }
-                message
+                match encoded(delivery, &event) {
+                    Some(message) => message,
+                    None => return true,
+                }
             }
             Self::Sent(message, pending) => {
                 if pending.wait().await.is_ok() {
@@ -110,4 +121,12 @@ impl Accepting {
             }
         }
     }
+}
+
+/// `event` ready to publish; `None` (logged) when it cannot be encoded.
+fn encoded(delivery: &Delivery<'_>, event: &Event) -> Option<Outgoing> {
+    delivery
+        .event(event)
+        .map_err(|err| tracing::warn!(error = %err, "cannot encode the accepted event"))
+        .ok()
 }

@@ -361,7 +361,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     let deadline = envelope.deadline;
     let started = std::time::Instant::now();
     let run = with_progress(rt, delivery, agent.handle(task), "agent", deadline);
-    let result = accepted.during(rt, run).await;
+    let result = accepted.during(rt, delivery, run).await;
     rt.metrics.ran(started.elapsed(), result.is_ok());
     match &result {
         Ok(_) => tracing::debug!("agent finished"),
@@ -375,7 +375,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     };
     let Some(plan) = plan else {
         // Left for redelivery: the attempt still counts as accepted.
-        accepted.store(rt).await;
+        accepted.store(rt, delivery).await;
         return;
     };
     if !accepted.finish(rt, delivery, &plan.outputs).await {
