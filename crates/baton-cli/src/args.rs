@@ -139,6 +139,10 @@ pub enum Command {
     /// a ConfigMap, probes on the metrics port) and a KEDA ScaledObject that scales it on its
     /// consumer's lag; the router, two registry replicas, and a kustomization.
     Manifests(ManifestsArgs),
+    /// Serve the web console: live sessions with their paths, events, delegations and
+    /// context; agent pools; dead letters with replay; the human inbox with answers. Listens
+    /// on 127.0.0.1:8080 by default; beyond loopback it needs --access-token.
+    Console(ConsoleArgs),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -476,12 +480,14 @@ pub enum DlqCommand {
 }
 
 mod claims;
+mod console;
 mod doctor;
 mod manifests;
 mod metrics;
 mod relay;
 mod worker_registry;
 pub use claims::ClaimArgs;
+pub use console::ConsoleArgs;
 pub use doctor::DoctorArgs;
 pub use manifests::ManifestsArgs;
 pub use metrics::MetricsArgs;

@@ -139,6 +139,7 @@ async fn run(
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
         Command::Doctor(args) => doctor::run(&cli.nats, subjects, args).await,
         Command::Manifests(args) => manifests::run(&args, &subjects),
+        Command::Console(args) => serve::console(&cli.nats, subjects, args).await,
         Command::Permissions(args) => {
             let block = permissions::render(&args, &subjects, cli.nats.inbox_prefix.as_deref())?;
             print!("{block}");

@@ -284,7 +284,8 @@ fn operator(block: &mut Block, subjects: &Subjects) {
     let dlq = subjects.dlq_stream();
     read(block, &dlq);
     read(block, &subjects.events_stream());
-    block.subscribe([subjects.all_live()]);
+    // `baton console`: live progress and the agents' heartbeats.
+    block.subscribe([subjects.all_live(), subjects.all_heartbeats()]);
     block.publish([
         api(format_args!("STREAM.MSG.DELETE.{dlq}")),
         // Replays and inbox answers go back to any agent type, or the ingress.

@@ -361,3 +361,29 @@ pub async fn agents(
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+/// `baton console`: the web console, as the operator role.
+pub async fn console(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: crate::args::ConsoleArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let mut config = baton_console::ConsoleConfig::new(args.listen);
+    config.token = args.access_token;
+    config.trace_url = args.trace_url;
+    config.sessions = args.sessions.max(1);
+    config.shown = args.rows.max(1);
+    config.replicas = nats.replicas();
+    // Refuse an open listener before connecting anywhere.
+    baton_console::Access::new(config.listen, config.token.as_deref())?;
+    let connection = crate::nats::connect(
+        nats,
+        None,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
+    )
+    .await?;
+    let client =
+        baton_worker::Client::new(connection, subjects.clone()).with_streams(nats.streams());
+    baton_console::serve(config, client, subjects, crate::shutdown_signal()).await?;
+    Ok(std::process::ExitCode::SUCCESS)
+}

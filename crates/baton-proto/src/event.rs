@@ -110,6 +110,11 @@ pub struct Event {
     /// this event ([`Event::unfold`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted: Option<Folded>,
+    /// Extension (optional): on a session's terminal event, the context it
+    /// ended with (conversation, variables, trace, state), so a reader can
+    /// show what led to the outcome after the envelope is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Box<crate::Context>>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -159,6 +164,7 @@ impl Event {
             attempt: None,
             claims: Vec::new(),
             accepted: None,
+            context: None,
             extra: Map::new(),
         }
     }

@@ -101,7 +101,12 @@ impl Client {
         &self.jetstream
     }
 
-    async fn ensure_streams(&self) -> Result<(), Error> {
+    /// Creates Baton's streams where they are missing (once per client).
+    ///
+    /// # Errors
+    ///
+    /// When JetStream cannot be reached, or refuses to create a stream.
+    pub async fn ensure_streams(&self) -> Result<(), Error> {
         self.provisioned
             .get_or_try_init(|| async {
                 provision::provision(&self.publisher, &self.subjects, &self.streams).await
@@ -214,6 +219,53 @@ impl Client {
                 Some((item.map(|(event, _)| event), (tracked, ended)))
             },
         )))
+    }
+
+    /// The events of `session` stored so far (with the live ones that came
+    /// while reading them), without waiting for more: what a page shows.
+    /// Empty when nothing of the session is stored.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn history(&self, session: Uuid) -> Result<Vec<Event>, Error> {
+        self.ensure_streams().await?;
+        let name = self.subjects.events_stream();
+        let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot open stream {name}"),
+                err,
+            )
+        })?;
+        match stream
+            .get_last_raw_message_by_subject(&self.subjects.events(session))
+            .await
+        {
+            Ok(_) => {}
+            Err(err)
+                if err.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                return Ok(Vec::new());
+            }
+            Err(err) => {
+                return Err(Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("cannot read stream {name}"),
+                    err,
+                ));
+            }
+        }
+        let mut tracked = self.tracked_events(session).await?;
+        let mut events = Vec::new();
+        while let Some(item) = tracked.next().await {
+            let (event, after) = item?;
+            events.push(event);
+            if after == 0 {
+                break;
+            }
+        }
+        Ok(events)
     }
 
     /// Each event with the number of the session's events stored after it.

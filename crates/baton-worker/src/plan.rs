@@ -362,6 +362,7 @@ impl Planner<'_> {
             event.reason = reason;
             event.detail = detail;
             event.path = next.path;
+            event.context = Some(Box::new(next.context));
             outputs.push_event(event);
             return;
         };

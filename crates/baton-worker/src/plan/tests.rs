@@ -151,6 +151,10 @@ fn complete_emits_one_terminal_event_with_the_path() {
         ["general"]
     );
     assert_eq!(event.id, derive_id(task.id, 0));
+    // The terminal event keeps the context the session ended with.
+    let context = event.context.as_deref().expect("the ending context");
+    assert_eq!(context.initial_query, "hi");
+    assert_eq!(context.messages.len(), task.context.messages.len());
 }
 
 #[test]

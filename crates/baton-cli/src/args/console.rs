@@ -1,0 +1,43 @@
+//! `baton console`'s options.
+
+use std::net::SocketAddr;
+
+use clap::Args;
+
+/// Where the console listens, who may use it, and what it keeps.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// Address to serve the console on. Beyond loopback (e.g. 0.0.0.0:8080) it needs
+    /// --access-token, since the console replays dead letters and answers the inbox.
+    #[arg(
+        long,
+        env = "BATON_CONSOLE_LISTEN",
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
+    pub listen: SocketAddr,
+
+    /// Access token: a browser asks for it as the password (any user name), scripts send
+    /// `Authorization: Bearer <token>`. Required beyond loopback; checked on loopback too
+    /// when set.
+    #[arg(
+        long,
+        env = "BATON_CONSOLE_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub access_token: Option<String>,
+
+    /// Link from a session to its trace in a tracing UI, with `{trace_id}` where the trace
+    /// id goes, e.g. http://localhost:16686/trace/{trace_id} for Jaeger.
+    #[arg(long, env = "BATON_TRACE_URL", value_name = "URL")]
+    pub trace_url: Option<String>,
+
+    /// How many sessions the console keeps in memory, the most recently active ones.
+    #[arg(long, default_value_t = 5000, value_name = "N")]
+    pub sessions: usize,
+
+    /// How many rows the sessions list shows at most.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub rows: usize,
+}

@@ -1,0 +1,397 @@
+//! The latest sessions, kept up to date from the events stream by one
+//! consumer per console process (not one per browser).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use async_nats::jetstream::{self, consumer};
+use baton_proto::{Event, EventType, Hop, Subjects, Value, Wire};
+use futures::StreamExt;
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// An agent has it, or it is queued for one.
+    Running,
+    /// A person must answer it (the human inbox).
+    Waiting,
+    /// It ended with an answer.
+    Completed,
+    /// It ended without one.
+    Failed,
+}
+
+impl State {
+    /// The name shown and used in filters.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Waiting => "waiting",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The state of filter value `name`.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Running, Self::Waiting, Self::Completed, Self::Failed]
+            .into_iter()
+            .find(|state| state.as_str() == name)
+    }
+}
+
+/// What the console knows of one session.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// The session id.
+    pub id: Uuid,
+    /// Where it stands.
+    pub state: State,
+    /// The agent that has it, or had it last.
+    pub agent: Option<String>,
+    /// The agents it visited so far.
+    pub path: Vec<Hop>,
+    /// When its first known event happened, unix ms.
+    pub started: u64,
+    /// When its latest event happened, unix ms.
+    pub updated: u64,
+    /// `completed`: the answer.
+    pub output: Option<Value>,
+    /// `failed` (or the latest problem): the reason code.
+    pub reason: Option<String>,
+    /// Human-readable detail of the latest event that has one.
+    pub detail: Option<String>,
+    /// The trace id of its latest event's `traceparent` header.
+    pub trace_id: Option<String>,
+}
+
+impl Summary {
+    /// A session of which nothing is known yet.
+    #[must_use]
+    pub fn new(id: Uuid, at: u64) -> Self {
+        Self {
+            id,
+            state: State::Running,
+            agent: None,
+            path: Vec::new(),
+            started: at,
+            updated: at,
+            output: None,
+            reason: None,
+            detail: None,
+            trace_id: None,
+        }
+    }
+
+    /// Whether it has ended.
+    #[must_use]
+    pub fn ended(&self) -> bool {
+        matches!(self.state, State::Completed | State::Failed)
+    }
+
+    /// Takes `event` into account. Once a session has ended, only a
+    /// `reopened` event (a replayed dead letter) makes it run again; a
+    /// progress event that arrives late changes nothing.
+    pub fn apply(&mut self, event: &Event) {
+        self.started = self.started.min(event.at);
+        if let Some(first) = event.path.first() {
+            self.started = self.started.min(first.accepted_at.unwrap_or(first.at));
+        }
+        self.updated = self.updated.max(event.at);
+        if event.path.len() >= self.path.len() && !event.path.is_empty() {
+            self.path.clone_from(&event.path);
+        }
+        if let Some(detail) = &event.detail {
+            self.detail = Some(detail.clone());
+        }
+        if self.ended() && event.kind != EventType::Reopened && !event.kind.is_terminal() {
+            return;
+        }
+        match event.kind {
+            EventType::Accepted | EventType::Retrying | EventType::Result => {
+                self.state = State::Running;
+                self.agent.clone_from(&event.agent);
+            }
+            EventType::Handoff | EventType::Escalated | EventType::Rejected => {
+                self.state = State::Running;
+                self.agent = event.to.clone().or_else(|| event.agent.clone());
+            }
+            EventType::Waiting => {
+                self.state = State::Waiting;
+                self.agent.clone_from(&event.agent);
+            }
+            EventType::Reopened => {
+                self.state = State::Running;
+                self.output = None;
+                self.reason = None;
+            }
+            EventType::Completed => {
+                self.state = State::Completed;
+                self.output.clone_from(&event.output);
+                self.reason = None;
+                if event.agent.is_some() {
+                    self.agent.clone_from(&event.agent);
+                }
+            }
+            EventType::Failed => {
+                self.state = State::Failed;
+                self.reason = event.reason.as_ref().map(|r| r.as_str().to_owned());
+                if event.agent.is_some() {
+                    self.agent.clone_from(&event.agent);
+                }
+            }
+            _ => {
+                if let Some(reason) = &event.reason {
+                    self.reason = Some(reason.as_str().to_owned());
+                }
+            }
+        }
+    }
+
+    /// The summary of a session from its events, in order.
+    #[must_use]
+    pub fn of(id: Uuid, events: &[Event]) -> Self {
+        let mut summary = Self::new(id, events.first().map_or(0, |e| e.at));
+        for event in events {
+            summary.apply(event);
+        }
+        summary
+    }
+}
+
+/// The sessions a console knows, newest first on demand, with a channel
+/// that says which one changed.
+#[derive(Clone)]
+pub struct Index {
+    sessions: Arc<RwLock<HashMap<Uuid, Summary>>>,
+    capacity: usize,
+    changed: broadcast::Sender<Uuid>,
+}
+
+impl Index {
+    /// An empty index of at most `capacity` sessions (the oldest go first).
+    #[must_use]
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            sessions: Arc::default(),
+            capacity: capacity.max(1),
+            changed: broadcast::channel(1024).0,
+        }
+    }
+
+    /// Ids of the sessions that change, as they change.
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<Uuid> {
+        self.changed.subscribe()
+    }
+
+    /// One session's summary.
+    #[must_use]
+    pub fn get(&self, id: Uuid) -> Option<Summary> {
+        self.read().get(&id).cloned()
+    }
+
+    /// The sessions, most recently updated first.
+    #[must_use]
+    pub fn latest(&self) -> Vec<Summary> {
+        let mut all: Vec<Summary> = self.read().values().cloned().collect();
+        all.sort_by(|a, b| b.updated.cmp(&a.updated).then(b.id.cmp(&a.id)));
+        all
+    }
+
+    /// How many sessions it holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether it holds none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Uuid, Summary>> {
+        self.sessions
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes `event` (with its message's trace id) into account.
+    pub fn apply(&self, event: &Event, trace_id: Option<String>) {
+        {
+            let mut sessions = self
+                .sessions
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let summary = sessions
+                .entry(event.session)
+                .or_insert_with(|| Summary::new(event.session, event.at));
+            summary.apply(event);
+            if trace_id.is_some() {
+                summary.trace_id = trace_id;
+            }
+            if sessions.len() > self.capacity {
+                let oldest = sessions
+                    .values()
+                    .min_by_key(|s| (s.updated, s.id))
+                    .map(|s| s.id);
+                if let Some(oldest) = oldest.filter(|id| *id != event.session) {
+                    sessions.remove(&oldest);
+                }
+            }
+        }
+        // Nobody listening is fine.
+        let _ = self.changed.send(event.session);
+    }
+}
+
+/// The trace id in a `traceparent` header value (`00-<trace>-<span>-<flags>`).
+#[must_use]
+pub fn trace_id(traceparent: &str) -> Option<String> {
+    let trace = traceparent.split('-').nth(1)?;
+    let valid = trace.len() == 32
+        && trace.bytes().all(|b| b.is_ascii_hexdigit())
+        && trace.bytes().any(|b| b != b'0');
+    valid.then(|| trace.to_ascii_lowercase())
+}
+
+/// The trace id of a message's headers.
+pub(crate) fn trace_of(headers: Option<&async_nats::HeaderMap>) -> Option<String> {
+    headers
+        .and_then(|h| h.get(baton_proto::headers::TRACEPARENT))
+        .and_then(|value| trace_id(value.as_str()))
+}
+
+/// Feeds `index` until the connection closes: the latest event of each
+/// stored session first (the stream's last message per subject), then
+/// every new event, stored or live (`--events lean` progress).
+///
+/// # Errors
+///
+/// When the events stream cannot be read or followed.
+pub async fn follow(
+    jetstream: jetstream::Context,
+    subjects: Subjects,
+    index: Index,
+) -> anyhow::Result<()> {
+    let name = subjects.events_stream();
+    let stream = jetstream
+        .get_stream(&name)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot open stream {name}: {err}"))?;
+    let live = jetstream
+        .client()
+        .subscribe(subjects.all_live())
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot follow the live events: {err}"))?;
+    let stored = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subjects.all_events(),
+            deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot read stream {name}: {err}"))?
+        .messages()
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot read stream {name}: {err}"))?;
+    let stored = stored.filter_map(|message| async move {
+        let message = message
+            .inspect_err(|err| tracing::warn!(error = %err, "events stream"))
+            .ok()?;
+        Some((message.payload.clone(), trace_of(message.headers.as_ref())))
+    });
+    let live = live.map(|message| (message.payload, trace_of(message.headers.as_ref())));
+    let mut all = futures::stream::select(stored.boxed(), live.boxed());
+    while let Some((payload, trace)) = all.next().await {
+        // A large output stays claim-checked: the summary does not need it.
+        let Ok(event) = Event::from_msgpack(&payload) else {
+            tracing::debug!("skipping an unreadable event");
+            continue;
+        };
+        let (accepted, event) = event.unfold();
+        if let Some(accepted) = accepted {
+            index.apply(&accepted, None);
+        }
+        index.apply(&event, trace);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_proto::Reason;
+
+    fn event(kind: EventType, agent: &str, at: u64) -> Event {
+        let mut event = Event::new(Uuid::new_v4(), Uuid::nil(), kind);
+        event.agent = Some(agent.to_owned());
+        event.at = at;
+        event
+    }
+
+    #[test]
+    fn a_session_runs_waits_ends_and_reopens() {
+        let mut summary = Summary::new(Uuid::nil(), 10);
+        summary.apply(&event(EventType::Accepted, "front", 10));
+        assert_eq!(
+            (summary.state, summary.agent.as_deref()),
+            (State::Running, Some("front"))
+        );
+        let mut handoff = event(EventType::Handoff, "front", 20);
+        handoff.to = Some("back".into());
+        handoff.path = vec![Hop::new("front", "f1", None)];
+        summary.apply(&handoff);
+        assert_eq!(summary.agent.as_deref(), Some("back"));
+        summary.apply(&event(EventType::Waiting, "human", 30));
+        assert_eq!(summary.state, State::Waiting);
+        let mut failed = event(EventType::Failed, "human", 40);
+        failed.reason = Some(Reason::DeadlineExceeded);
+        summary.apply(&failed);
+        assert_eq!(summary.state, State::Failed);
+        assert_eq!(summary.reason.as_deref(), Some("deadline_exceeded"));
+        // A late progress event does not revive it; a replay does.
+        summary.apply(&event(EventType::Accepted, "back", 35));
+        assert_eq!(summary.state, State::Failed);
+        summary.apply(&event(EventType::Reopened, "dlq", 50));
+        assert_eq!(summary.state, State::Running);
+        let mut done = event(EventType::Completed, "back", 60);
+        done.output = Some(Value::from("ok"));
+        summary.apply(&done);
+        assert_eq!(summary.state, State::Completed);
+        assert_eq!((summary.started, summary.updated), (10, 60));
+        assert_eq!(summary.path.len(), 1);
+    }
+
+    #[test]
+    fn the_index_keeps_the_newest_sessions_and_says_which_changed() {
+        let index = Index::new(2);
+        let mut changes = index.subscribe();
+        for (n, at) in [(1u128, 100), (2, 200), (3, 300)] {
+            let mut e = event(EventType::Accepted, "a", at);
+            e.session = Uuid::from_u128(n);
+            index.apply(&e, None);
+        }
+        let ids: Vec<Uuid> = index.latest().iter().map(|s| s.id).collect();
+        assert_eq!(ids, [Uuid::from_u128(3), Uuid::from_u128(2)]);
+        assert_eq!(changes.try_recv().ok(), Some(Uuid::from_u128(1)));
+    }
+
+    #[test]
+    fn trace_ids_come_from_valid_traceparents_only() {
+        assert_eq!(
+            trace_id("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01").as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        assert_eq!(
+            trace_id("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+            None
+        );
+        assert_eq!(trace_id("garbage"), None);
+    }
+}

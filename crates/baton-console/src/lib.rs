@@ -1,0 +1,131 @@
+//! Baton's web console: the latest sessions live, each session's path,
+//! events, delegations and context, the agent pools, the dead letters (with
+//! replay) and the human inbox (with answers).
+//!
+//! One process serves pages rendered on the server and a small script for
+//! live updates, both built into the binary. It reads NATS, not other
+//! consoles, so any number of replicas may run. It listens on loopback
+//! unless given an access token; every form carries a CSRF token; every
+//! value from NATS is escaped, and the pages' Content-Security-Policy lets
+//! no inline script run.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use baton_agents::Inbox;
+use baton_proto::Subjects;
+use baton_worker::{Client, RegistryClient};
+use tokio::sync::broadcast;
+
+mod auth;
+pub mod index;
+mod ops;
+mod path;
+mod view;
+mod web;
+
+pub use auth::Access;
+
+/// How a console runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConsoleConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Access token (required beyond loopback).
+    pub token: Option<String>,
+    /// Link to a trace in a tracing UI, with `{trace_id}` in it.
+    pub trace_url: Option<String>,
+    /// How many sessions the console keeps in memory (the newest).
+    pub sessions: usize,
+    /// How many rows the sessions list shows.
+    pub shown: usize,
+    /// Replicas of the buckets it opens (the inbox).
+    pub replicas: usize,
+}
+
+impl ConsoleConfig {
+    /// A console on `listen` with the defaults.
+    #[must_use]
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            token: None,
+            trace_url: None,
+            sessions: 5000,
+            shown: 1000,
+            replicas: 1,
+        }
+    }
+}
+
+/// Serves the console until `shutdown` resolves.
+///
+/// # Errors
+///
+/// When the address is refused (beyond loopback without a token, or in
+/// use), or NATS cannot be read.
+pub async fn serve(
+    config: ConsoleConfig,
+    client: Client,
+    subjects: Subjects,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    if let Some(url) = &config.trace_url {
+        anyhow::ensure!(
+            url.contains("{trace_id}"),
+            "--trace-url must contain {{trace_id}}, where the console puts a session's trace id \
+             (for Jaeger: http://jaeger:16686/trace/{{trace_id}})"
+        );
+    }
+    let access = Access::new(config.listen, config.token.as_deref())?;
+    client.ensure_streams().await?;
+    let nats = client.jetstream().client();
+    let inbox = Inbox::open(nats.clone(), subjects.clone(), config.replicas).await?;
+    let index = index::Index::new(config.sessions);
+    let (agents_changed, _) = broadcast::channel(16);
+    let heartbeats = Arc::default();
+    let app = web::App {
+        client: client.clone(),
+        subjects: subjects.clone(),
+        index: index.clone(),
+        access,
+        inbox,
+        registry: RegistryClient::new(nats.clone(), &subjects),
+        trace_url: config.trace_url.clone(),
+        heartbeats: Arc::clone(&heartbeats),
+        agents_changed: agents_changed.clone(),
+        shown: config.shown,
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", config.listen))?;
+    let local = listener.local_addr()?;
+    let following = tokio::spawn(index::follow(
+        client.jetstream().clone(),
+        subjects.clone(),
+        index,
+    ));
+    let beats = tokio::spawn(web::follow_heartbeats(
+        nats,
+        subjects,
+        heartbeats,
+        agents_changed,
+    ));
+    tracing::info!(
+        url = %format!("http://{local}/"),
+        auth = if config.token.is_some() { "token" } else { "none (loopback)" },
+        "console listening"
+    );
+    let served = axum::serve(listener, web::router(app)).with_graceful_shutdown(shutdown);
+    let result = tokio::select! {
+        result = served => result.map_err(anyhow::Error::from),
+        result = following => Err(match result {
+            Ok(Ok(())) => anyhow::anyhow!("the events stream closed"),
+            Ok(Err(err)) => err,
+            Err(err) => err.into(),
+        }),
+    };
+    beats.abort();
+    result
+}

@@ -1,0 +1,153 @@
+//! The operator's pages: agent pools, dead letters and the human inbox.
+
+use std::collections::HashMap;
+
+use baton_agents::InboxEntry;
+use baton_proto::{Candidate, Envelope};
+use baton_worker::DeadLetterEntry;
+use maud::{Markup, html};
+
+use crate::view::{clock, context_view, csrf, raw_bytes, span};
+
+/// When each instance of an agent type last sent a heartbeat, unix ms.
+pub(crate) type Heartbeats = HashMap<String, HashMap<String, u64>>;
+
+/// The agent pools (the table is what live updates replace).
+pub(crate) fn agents(candidates: &[Candidate], beats: &Heartbeats, now: u64) -> Markup {
+    html! {
+        h1 { "Agents" }
+        p.muted { "Every agent type the registry knows, refreshed as heartbeats arrive." }
+        (agents_table(candidates, beats, now))
+    }
+}
+
+/// The agents table alone.
+pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u64) -> Markup {
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".to_owned());
+    html! {
+        table #agents {
+            thead { tr {
+                th { "Agent" } th { "Instances" } th { "Tier" } th { "Capabilities" } th { "Domains" }
+                th { "In flight" } th { "Load" } th { "Backlog" } th { "Success" } th { "Heartbeats" }
+            } }
+            tbody {
+                @if candidates.is_empty() {
+                    tr { td colspan="10" { "No live agents: start workers with " code { "baton worker <type>" } "." } }
+                }
+                @for c in candidates {
+                    tr id=(format!("a-{}", c.agent)) {
+                        td { b { (c.agent) } }
+                        td.num { (c.instances) }
+                        td.num { (c.tier) }
+                        td { (c.capabilities.join(", ")) }
+                        td { (c.domains.join(", ")) }
+                        td.num { (or_dash(c.in_flight.zip(c.capacity).map(|(i, cap)| format!("{i}/{cap}")))) }
+                        td.num { (format!("{:.2}", c.load)) }
+                        td.num { (or_dash(c.backlog.map(|b| b.to_string()))) }
+                        td.num { (or_dash(c.success_ratio.map(|r| format!("{:.0}%", r * 100.0)))) }
+                        td.beats {
+                            @for (instance, at) in beats.get(&c.agent).into_iter().flatten() {
+                                span.beat title=(clock(*at)) { (instance) " " (span(now.saturating_sub(*at))) " ago" } " "
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn envelope_summary(envelope: &Envelope) -> Markup {
+    html! {
+        p { "Question: " q { (envelope.context.initial_query) } }
+        p { "Path: " (envelope.path.iter().map(|h| h.agent.as_str()).collect::<Vec<_>>().join(" → "))
+            @if let Some(reason) = &envelope.reason { " · reason " code { (reason.as_str()) } }
+            @if let Some(from) = &envelope.from { " · from " b { (from) } }
+        }
+    }
+}
+
+/// The dead letters, by reason and agent.
+pub(crate) fn dead_letters(entries: &[DeadLetterEntry]) -> Markup {
+    let mut sorted: Vec<&DeadLetterEntry> = entries.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.reason.as_str(), &a.agent, a.seq).cmp(&(b.reason.as_str(), &b.agent, b.seq))
+    });
+    html! {
+        h1 { "Dead letters" }
+        @if sorted.is_empty() { p #empty { "No dead letters." } }
+        @for entry in sorted {
+            article.dead id=(format!("dl-{}", entry.seq)) data-session=[entry.session] {
+                h2 {
+                    "#" (entry.seq) " · " code { (entry.reason.as_str()) } " · " (entry.agent)
+                    " · " (entry.deliveries) " deliveries"
+                }
+                p.detail { (entry.detail) }
+                @if let Some(session) = entry.session {
+                    p { "Session " a href=(format!("/sessions/{session}")) { code { (session) } } }
+                }
+                @match <baton_proto::Envelope as baton_proto::Wire>::from_msgpack_limited(&entry.payload, usize::MAX) {
+                    Ok(envelope) => {
+                        (envelope_summary(&envelope))
+                        details { summary { "Context" } (context_view(&envelope.context)) }
+                        p { a.button href=(format!("/dlq/{}/replay", entry.seq)) { "Replay…" } }
+                    }
+                    Err(err) => {
+                        p { "Not a readable envelope (" (err) "); the bytes, as stored:" }
+                        pre.raw { (raw_bytes(&entry.payload)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The confirmation before a replay.
+pub(crate) fn confirm_replay(entry: &DeadLetterEntry, token: &str) -> Markup {
+    let deadline = entry.reason.as_str() == "deadline_exceeded";
+    html! {
+        h1 { "Replay dead letter #" (entry.seq) "?" }
+        p { "It goes back to " code { (entry.original_subject) } ", and its session runs again." }
+        p.detail { code { (entry.reason.as_str()) } " · " (entry.detail) }
+        form method="post" action=(format!("/dlq/{}/replay", entry.seq)) {
+            (csrf(token))
+            @if deadline {
+                label { "More time for the session, in seconds "
+                    input name="extend_deadline_s" type="number" min="1" value="300" required; }
+            }
+            button #confirm type="submit" { "Replay" }
+            " " a href="/dlq" { "Cancel" }
+        }
+    }
+}
+
+/// The tasks waiting for a person, each with its whole context and the
+/// answers `baton inbox reply` gives.
+pub(crate) fn inbox(entries: &[InboxEntry], token: &str, now: u64) -> Markup {
+    html! {
+        h1 { "Inbox" }
+        @if entries.is_empty() { p #empty { "No tasks are waiting." } }
+        @for entry in entries {
+            @let envelope = &entry.envelope;
+            article.waiting id=(format!("t-{}", envelope.id)) data-session=(envelope.session) {
+                h2 { (entry.agent()) " · waiting " (span(now.saturating_sub(entry.since))) }
+                p { "Session " a href=(format!("/sessions/{}", envelope.session)) { code { (envelope.session) } } }
+                (envelope_summary(envelope))
+                details open { summary { "Context" } (context_view(&envelope.context)) }
+                form.reply method="post" action=(format!("/inbox/{}", envelope.id)) {
+                    (csrf(token))
+                    label { "Answer " textarea name="text" rows="3" required {} }
+                    label { "Then "
+                        select name="action" {
+                            option value="complete" { "complete the session with it" }
+                            option value="handoff" { "hand it on to the agent type below" }
+                        }
+                    }
+                    label { "Agent type " input name="to" placeholder="for a handoff"; }
+                    label { "Answered by " input name="person" value="console"; }
+                    button type="submit" { "Send" }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! The pages, rendered on the server. Every value from NATS goes through
+//! maud's escaping: agent output is untrusted text.
+
+use baton_proto::{Context, Event, Value};
+use maud::{DOCTYPE, Markup, html};
+use uuid::Uuid;
+
+use crate::index::Summary;
+
+/// A page of the console: the navigation, then `main`.
+pub(crate) fn page(title: &str, current: &str, main: Markup) -> Markup {
+    let nav = [
+        ("sessions", "/", "Sessions"),
+        ("agents", "/agents", "Agents"),
+        ("dlq", "/dlq", "Dead letters"),
+        ("inbox", "/inbox", "Inbox"),
+    ];
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Baton" }
+                link rel="stylesheet" href="/static/console.css";
+                script src="/static/console.js" defer {}
+            }
+            body data-page=(current) {
+                header {
+                    span.brand { "Baton" }
+                    nav {
+                        @for (key, href, label) in nav {
+                            a href=(href) class=[(key == current).then_some("current")] { (label) }
+                        }
+                    }
+                    span #live title="live updates" { "●" }
+                }
+                main #main { (main) }
+            }
+        }
+    }
+}
+
+/// Unix ms as UTC `HH:MM:SS.mmm` (dates are on the session page).
+pub(crate) fn clock(ms: u64) -> String {
+    let day = ms % 86_400_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        day / 3_600_000,
+        day / 60_000 % 60,
+        day / 1000 % 60,
+        day % 1000
+    )
+}
+
+/// A duration in ms, short.
+pub(crate) fn span(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{} h {} min", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+/// A value as text: a string as itself, anything else as JSON.
+pub(crate) fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.as_str().unwrap_or_default().to_owned(),
+        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| format!("{other}")),
+    }
+}
+
+fn map_json(map: &baton_proto::Map) -> String {
+    serde_json::to_string_pretty(map).unwrap_or_default()
+}
+
+fn short(id: Uuid) -> String {
+    id.to_string()[..8].to_owned()
+}
+
+fn snippet(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// The agents of a path, `a → b → c`.
+pub(crate) fn path_text(summary: &Summary) -> String {
+    summary
+        .path
+        .iter()
+        .map(|hop| hop.agent.as_str())
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// One row of the sessions table; also what the live feed sends.
+pub(crate) fn row(summary: &Summary, now: u64) -> Markup {
+    let state = summary.state.as_str();
+    let agent = summary.agent.as_deref().unwrap_or("");
+    let end = if summary.ended() {
+        summary.updated
+    } else {
+        now
+    };
+    let what = match (&summary.output, &summary.reason) {
+        (Some(output), _) => snippet(&text(output), 120),
+        (None, Some(reason)) => match &summary.detail {
+            Some(detail) => snippet(&format!("{reason}: {detail}"), 120),
+            None => reason.clone(),
+        },
+        (None, None) => String::new(),
+    };
+    let searchable = format!("{} {} {} {what}", summary.id, path_text(summary), agent);
+    html! {
+        tr id=(format!("s-{}", summary.id)) data-state=(state) data-agent=(agent)
+            data-text=(searchable.to_lowercase()) data-updated=(summary.updated) {
+            td.id { a href=(format!("/sessions/{}", summary.id)) title=(summary.id) { (short(summary.id)) } }
+            td { span class=(format!("state {state}")) { (state) } }
+            td.agent { (agent) }
+            td.path { (path_text(summary)) }
+            td.num { (summary.path.len()) }
+            td.num { time data-at=(summary.started) { (span(now.saturating_sub(summary.started))) } }
+            td.num { (span(end.saturating_sub(summary.started))) }
+            td.what { (what) }
+        }
+    }
+}
+
+/// Filters of the sessions list.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub(crate) struct Filter {
+    /// `running`, `waiting`, `completed` or `failed`.
+    #[serde(default)]
+    pub(crate) state: String,
+    /// Agent type that has (or had last) the session.
+    #[serde(default)]
+    pub(crate) agent: String,
+    /// Text in the id, path, agent, answer or failure.
+    #[serde(default)]
+    pub(crate) q: String,
+}
+
+impl Filter {
+    /// Whether `summary` passes.
+    pub(crate) fn admits(&self, summary: &Summary) -> bool {
+        let q = self.q.trim().to_lowercase();
+        (self.state.is_empty() || summary.state.as_str() == self.state)
+            && (self.agent.is_empty() || summary.agent.as_deref() == Some(self.agent.as_str()))
+            && (q.is_empty() || {
+                let what = summary.output.as_ref().map(text).unwrap_or_default();
+                let hay = format!(
+                    "{} {} {} {what} {} {}",
+                    summary.id,
+                    path_text(summary),
+                    summary.agent.as_deref().unwrap_or(""),
+                    summary.reason.as_deref().unwrap_or(""),
+                    summary.detail.as_deref().unwrap_or("")
+                );
+                hay.to_lowercase().contains(&q)
+            })
+    }
+}
+
+/// The sessions list.
+pub(crate) fn sessions(rows: &[Summary], filter: &Filter, total: usize, now: u64) -> Markup {
+    let states = ["", "running", "waiting", "completed", "failed"];
+    html! {
+        h1 { "Sessions" }
+        form.filters method="get" action="/" {
+            label { "State " select name="state" {
+                @for state in states {
+                    option value=(state) selected[filter.state == state] {
+                        (if state.is_empty() { "any" } else { state })
+                    }
+                }
+            } }
+            label { "Agent " input name="agent" value=(filter.agent) placeholder="any"; }
+            label { "Text or session id " input name="q" value=(filter.q) placeholder="search"; }
+            button type="submit" { "Filter" }
+        }
+        p.count { "Showing " span #shown { (rows.len()) } " of " (total) " sessions, newest first; new ones appear live." }
+        table #sessions {
+            thead { tr {
+                th { "Session" } th { "State" } th { "Agent" } th { "Path" } th { "Hops" }
+                th { "Age" } th { "Duration" } th { "Answer or reason" }
+            } }
+            tbody { @for summary in rows { (row(summary, now)) } }
+        }
+    }
+}
+
+/// What a session page shows beyond its events.
+pub(crate) struct Detail<'a> {
+    /// Where it stands.
+    pub(crate) summary: &'a Summary,
+    /// Its events, in order.
+    pub(crate) events: &'a [Event],
+    /// The context it ended with, waits with, or died with.
+    pub(crate) context: Option<(&'a str, &'a Context)>,
+    /// Dead letters of the session (their sequence numbers).
+    pub(crate) dead_letters: Vec<u64>,
+    /// The tracing UI's link to its trace.
+    pub(crate) trace_link: Option<String>,
+}
+
+/// A session's page (its `main`).
+pub(crate) fn session(detail: &Detail<'_>) -> Markup {
+    let summary = detail.summary;
+    let state = summary.state.as_str();
+    let graph = crate::path::Graph::of(&summary.path, detail.events);
+    html! {
+        div #session data-id=(summary.id) data-state=(state) {
+            h1 { "Session " code { (summary.id) } }
+            p.status {
+                span class=(format!("state {state}")) #state { (state) }
+                @if let Some(agent) = &summary.agent { " · agent " b #agent { (agent) } }
+                " · " (summary.path.len()) " hops · " (span(summary.updated.saturating_sub(summary.started)))
+                @match (&summary.trace_id, &detail.trace_link) {
+                    (Some(_), Some(link)) => { " · " a #trace href=(link) { "trace" } }
+                    (Some(trace), None) => { " · trace " code #trace { (trace) } }
+                    _ => {}
+                }
+            }
+            @if let Some(output) = &summary.output {
+                section { h2 { "Answer" } pre #answer { (text(output)) } }
+            } @else if summary.state == crate::index::State::Failed {
+                section { h2 { "Failure" } p #failure {
+                    b { (summary.reason.as_deref().unwrap_or("failed")) }
+                    @if let Some(detail) = &summary.detail { ": " (detail) }
+                } }
+            }
+            @for seq in &detail.dead_letters {
+                p { "Dead letter " a href=(format!("/dlq#dl-{seq}")) { "#" (seq) } " can be replayed." }
+            }
+            section { h2 { "Path" } p #path-text { (path_text(summary)) } (crate::path::svg(&graph)) }
+            (delegation(detail.events))
+            section { h2 { "Events" } (timeline(detail.events, summary.started)) }
+            @if let Some((source, context)) = detail.context {
+                section #context { h2 { "Context " small { "(" (source) ")" } } (context_view(context)) }
+            } @else {
+                section #context { h2 { "Context" } p.muted { "The context is shown once the session ends, waits for a person, or has a dead letter." } }
+            }
+        }
+    }
+}
+
+fn timeline(events: &[Event], start: u64) -> Markup {
+    html! {
+        table #timeline {
+            thead { tr { th { "+ms" } th { "Event" } th { "Agent" } th { "Instance" } th { "To" } th { "Reason" } th { "Detail" } } }
+            tbody {
+                @for event in events {
+                    tr class=(format!("ev {}", event.kind.as_str())) {
+                        td.num title=(clock(event.at)) { (event.at.saturating_sub(start)) }
+                        td { (event.kind.as_str()) @if let Some(n) = event.attempt.filter(|n| *n > 1) { " #" (n) } }
+                        td { (event.agent.as_deref().unwrap_or("")) }
+                        td { (event.instance.as_deref().unwrap_or("")) }
+                        td { (event.to.as_deref().unwrap_or("")) }
+                        td { (event.reason.as_ref().map_or("", |r| r.as_str())) }
+                        td { (event.detail.as_deref().map(|d| snippet(d, 300)).unwrap_or_default()) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Delegations as a tree: each `delegated` event under the open delegation
+/// whose child is the delegating agent, with what became of its result.
+fn delegation(events: &[Event]) -> Markup {
+    struct Node {
+        agent: String,
+        input: String,
+        result: Option<String>,
+        children: Vec<usize>,
+    }
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut roots = Vec::new();
+    for event in events {
+        match event.kind {
+            baton_proto::EventType::Delegated => {
+                let parent_agent = event.agent.clone().unwrap_or_default();
+                let parent = (0..nodes.len())
+                    .rev()
+                    .find(|&i| nodes[i].agent == parent_agent && nodes[i].result.is_none());
+                nodes.push(Node {
+                    agent: event.to.clone().unwrap_or_default(),
+                    input: event.detail.clone().unwrap_or_default(),
+                    result: None,
+                    children: Vec::new(),
+                });
+                let index = nodes.len() - 1;
+                match parent {
+                    Some(parent) => nodes[parent].children.push(index),
+                    None => roots.push((parent_agent, index)),
+                }
+            }
+            baton_proto::EventType::Result => {
+                let detail = event.detail.clone().unwrap_or_default();
+                if let Some(node) = nodes.iter_mut().find(|n| {
+                    n.result.is_none() && detail.contains(&format!("result from {}:", n.agent))
+                }) {
+                    node.result = Some(detail);
+                }
+            }
+            _ => {}
+        }
+    }
+    if nodes.is_empty() {
+        return html! {};
+    }
+    fn item(nodes: &[Node], index: usize) -> Markup {
+        let node = &nodes[index];
+        html! {
+            li {
+                b { (node.agent) } " — " (snippet(&node.input, 200))
+                " " span.result { (node.result.as_deref().unwrap_or("waiting for its result")) }
+                @if !node.children.is_empty() {
+                    ul { @for child in &node.children { (item(nodes, *child)) } }
+                }
+            }
+        }
+    }
+    html! {
+        section #delegation { h2 { "Delegation" }
+            ul.tree { @for (parent, child) in &roots {
+                li { b { (parent) } " delegated" ul { (item(&nodes, *child)) } }
+            } }
+        }
+    }
+}
+
+/// The whole context: conversation, variables, trace and state.
+pub(crate) fn context_view(context: &Context) -> Markup {
+    html! {
+        @if !context.problem.is_empty() { p { b { "Problem: " } (context.problem) } }
+        h3 { "Messages" }
+        ol.messages {
+            @for message in &context.messages {
+                li class=(format!("msg {}", message.role.as_str())) {
+                    span.role { (message.role.as_str()) @if let Some(name) = &message.name { " · " (name) } }
+                    div.content { (message.content) }
+                }
+            }
+        }
+        @if !context.variables.is_empty() { h3 { "Variables" } pre.vars { (map_json(&context.variables)) } }
+        @if !context.trace.is_empty() {
+            h3 { "Trace" }
+            table.trace {
+                thead { tr { th { "Agent" } th { "Action" } th { "Outcome" } th { "Reasoning" } } }
+                tbody { @for step in &context.trace {
+                    tr { td { (step.agent) } td { (step.action) } td { (step.outcome) } td { (step.reasoning) } }
+                } }
+            }
+        }
+        @if !context.state.is_empty() { h3 { "State" } pre.vars { (map_json(&context.state)) } }
+        @if !context.metadata.is_empty() { h3 { "Metadata" } pre.vars { (map_json(&context.metadata)) } }
+    }
+}
+
+/// The hidden CSRF field every form carries.
+pub(crate) fn csrf(token: &str) -> Markup {
+    html! { input type="hidden" name="csrf" value=(token); }
+}
+
+/// A message page: an outcome of an action, or an error.
+pub(crate) fn notice(title: &str, message: &str, back: &str) -> Markup {
+    html! { h1 { (title) } p #notice { (message) } p { a href=(back) { "Back" } } }
+}
+
+/// Bytes that are not an envelope, shown safely: printable ASCII as is,
+/// everything else as `\xNN`.
+pub(crate) fn raw_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes.iter().take(4096) {
+        if b.is_ascii_graphic() || b == b' ' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if bytes.len() > 4096 {
+        out.push_str(&format!("… ({} bytes in all)", bytes.len()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_proto::{Envelope, EventType};
+
+    #[test]
+    fn untrusted_text_is_escaped_everywhere() {
+        let evil = "<script>window.pwned=1</script><img src=x onerror=alert(1)>";
+        let mut summary = Summary::new(Uuid::nil(), 1);
+        summary.output = Some(Value::from(evil));
+        summary.agent = Some(evil.to_owned());
+        let row = row(&summary, 2).into_string();
+        assert!(!row.contains("<script>") && !row.contains("<img"), "{row}");
+        let task = Envelope::task(evil);
+        let mut event = Event::new(Uuid::nil(), Uuid::nil(), EventType::Completed);
+        event.detail = Some(evil.to_owned());
+        let page = session(&Detail {
+            summary: &summary,
+            events: &[event],
+            context: Some(("ended", &task.context)),
+            dead_letters: vec![],
+            trace_link: None,
+        })
+        .into_string();
+        assert!(
+            !page.contains("<script>") && !page.contains("<img"),
+            "{page}"
+        );
+        assert!(page.contains("&lt;script&gt;window.pwned=1&lt;/script&gt;"));
+    }
+
+    #[test]
+    fn bytes_that_are_not_an_envelope_are_shown_safely() {
+        assert_eq!(raw_bytes(b"a<b\x00\xff"), "a<b\\x00\\xff");
+    }
+
+    #[test]
+    fn filters_match_state_agent_and_text() {
+        let mut summary = Summary::new(Uuid::from_u128(7), 1);
+        summary.agent = Some("refund".into());
+        summary.output = Some(Value::from("Refund approved"));
+        let pass = |state: &str, agent: &str, q: &str| {
+            Filter {
+                state: state.into(),
+                agent: agent.into(),
+                q: q.into(),
+            }
+            .admits(&summary)
+        };
+        assert!(pass("", "", ""));
+        assert!(pass("running", "refund", "APPROVED"));
+        assert!(!pass("completed", "", ""));
+        assert!(!pass("", "triage", ""));
+        assert!(!pass("", "", "denied"));
+        assert!(pass("", "", "0000000000007"));
+    }
+
+    #[test]
+    fn clocks_and_spans_read_well() {
+        assert_eq!(clock(3_723_004), "01:02:03.004");
+        assert_eq!(span(999), "999 ms");
+        assert_eq!(span(1_500), "1.5 s");
+        assert_eq!(span(125_000), "2 min 5 s");
+    }
+}

@@ -1,0 +1,93 @@
+// Baton console: live updates over server-sent events. Rows and fragments
+// come from the server already escaped; nothing here builds markup from data.
+(function () {
+  "use strict";
+  var page = document.body.dataset.page;
+  var dot = document.getElementById("live");
+  var source = new EventSource("/live");
+  source.onopen = function () { if (dot) dot.className = "on"; };
+  source.onerror = function () { if (dot) dot.className = ""; };
+
+  function parseRow(html) {
+    var template = document.createElement("template");
+    template.innerHTML = html.trim();
+    return template.content.firstElementChild;
+  }
+
+  function filters() {
+    var form = document.querySelector("form.filters");
+    if (!form) return null;
+    return {
+      state: form.elements.state.value,
+      agent: form.elements.agent.value.trim(),
+      q: form.elements.q.value.trim().toLowerCase()
+    };
+  }
+
+  function admits(row, f) {
+    return (!f.state || row.dataset.state === f.state) &&
+      (!f.agent || row.dataset.agent === f.agent) &&
+      (!f.q || row.dataset.text.indexOf(f.q) !== -1);
+  }
+
+  function onSessionList(html) {
+    var row = parseRow(html);
+    var body = document.querySelector("#sessions tbody");
+    if (!row || !body) return;
+    var old = document.getElementById(row.id);
+    var f = filters();
+    if (f && !admits(row, f)) { if (old) old.remove(); return; }
+    row.classList.add("fresh");
+    if (old) old.remove();
+    body.insertBefore(row, body.firstElementChild);
+    var shown = document.getElementById("shown");
+    if (shown) shown.textContent = String(body.rows.length);
+  }
+
+  var pending = null;
+  function refresh(url, find, replace) {
+    // Coalesce bursts: one fetch per 100 ms at most.
+    if (pending) return;
+    pending = window.setTimeout(function () {
+      pending = null;
+      fetch(url, { credentials: "same-origin" }).then(function (r) {
+        return r.ok ? r.text() : null;
+      }).then(function (html) {
+        var target = find();
+        if (html === null || !target) return;
+        if (replace) target.outerHTML = html; else target.innerHTML = html;
+      });
+    }, 100);
+  }
+
+  source.addEventListener("session", function (e) {
+    if (page === "sessions" && document.getElementById("sessions")) {
+      onSessionList(e.data);
+      return;
+    }
+    var session = document.getElementById("session");
+    if (session) {
+      var row = parseRow(e.data);
+      if (row && row.id === "s-" + session.dataset.id) {
+        refresh("/sessions/" + session.dataset.id + "?fragment=1",
+          function () { return document.getElementById("main"); }, false);
+      }
+    }
+  });
+
+  source.addEventListener("agents", function () {
+    if (document.getElementById("agents")) {
+      refresh("/agents?fragment=1", function () { return document.getElementById("agents"); }, true);
+    }
+  });
+
+  // Ages tick without the server.
+  window.setInterval(function () {
+    var now = Date.now();
+    document.querySelectorAll("time[data-at]").forEach(function (t) {
+      var ms = now - Number(t.dataset.at);
+      t.textContent = ms < 1000 ? ms + " ms" : ms < 60000 ? (ms / 1000).toFixed(1) + " s" :
+        Math.floor(ms / 60000) + " min " + Math.floor(ms / 1000) % 60 + " s";
+    });
+  }, 1000);
+})();
