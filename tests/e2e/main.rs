@@ -5,6 +5,7 @@
 mod claims;
 mod cli;
 mod cluster;
+mod console;
 mod deadlines;
 mod delegation;
 mod deploy;

@@ -296,6 +296,7 @@ impl Inbox {
             (Reply::Complete, None) => {
                 event.output = Some(Value::from(text));
                 event.path = next.path;
+                event.context = Some(Box::new(next.context));
                 let subject = self.subjects.events(envelope.session);
                 outgoing.push((subject, event.id, encode(&event)?));
             }
@@ -366,8 +367,18 @@ impl HumanRunner {
     ///
     /// Retryable when the inbox does not acknowledge the write.
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
+        // A task published straight to the agent's subject names no `to`:
+        // the answer is the agent type's, not an anonymous person's.
+        let mut stored;
+        let envelope = if task.envelope.to.is_none() {
+            stored = task.envelope.clone();
+            stored.to = Some(task.agent.to_string());
+            &stored
+        } else {
+            &task.envelope
+        };
         self.inbox
-            .put(&task.envelope)
+            .put(envelope)
             .await
             .map_err(|err| AgentError::retryable(err.to_string()))?;
         tracing::info!(session = %task.envelope.session, id = %task.envelope.id, "waiting for a person: baton inbox reply {} TEXT", task.envelope.id);

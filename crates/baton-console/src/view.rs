@@ -443,7 +443,7 @@ mod tests {
         assert!(!pass("completed", "", ""));
         assert!(!pass("", "triage", ""));
         assert!(!pass("", "", "denied"));
-        assert!(pass("", "", "0000000000007"));
+        assert!(pass("", "", "000000000007"));
     }
 
     #[test]

@@ -99,7 +99,11 @@ fn failure(status: StatusCode, message: &str, back: &str) -> Response {
     (status, Html(page.into_string())).into_response()
 }
 
-async fn sessions(State(app): State<App>, Query(filter): Query<Filter>) -> Response {
+async fn sessions(
+    State(app): State<App>,
+    Query(filter): Query<Filter>,
+    Query(fragment): Query<Fragment>,
+) -> Response {
     if let Ok(id) = filter.q.trim().parse::<Uuid>() {
         return Redirect::to(&format!("/sessions/{id}")).into_response();
     }
@@ -111,7 +115,7 @@ async fn sessions(State(app): State<App>, Query(filter): Query<Filter>) -> Respo
         .take(app.shown)
         .collect();
     let main = view::sessions(&rows, &filter, total, now_ms());
-    respond("Sessions", "sessions", main, &Fragment::default())
+    respond("Sessions", "sessions", main, &fragment)
 }
 
 async fn session(
@@ -266,9 +270,25 @@ async fn replay(
     }
     let options =
         ReplayOptions::default().extend_deadline(form.extend_deadline_s.map(Duration::from_secs));
-    match app.client.replay(seq, options).await {
-        Ok(session) => Redirect::to(&format!("/sessions/{session}")).into_response(),
-        Err(err) => failure(StatusCode::CONFLICT, &err.to_string(), "/dlq"),
+    let session = match app.client.dead_letters().await {
+        Ok(entries) => entries
+            .into_iter()
+            .find(|e| e.seq == seq)
+            .and_then(|e| e.session),
+        Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/dlq"),
+    };
+    match (app.client.replay(seq, options).await, session) {
+        (Ok(_), Some(session)) => Redirect::to(&format!("/sessions/{session}")).into_response(),
+        (Ok(id), None) => {
+            let message = format!("dead letter #{seq} went back to its subject as message {id}");
+            respond(
+                "Replayed",
+                "dlq",
+                view::notice("Replayed", &message, "/dlq"),
+                &Fragment::default(),
+            )
+        }
+        (Err(err), _) => failure(StatusCode::CONFLICT, &err.to_string(), "/dlq"),
     }
 }
 

@@ -5,7 +5,30 @@
   var page = document.body.dataset.page;
   var dot = document.getElementById("live");
   var source = new EventSource("/live");
-  source.onopen = function () { if (dot) dot.className = "on"; };
+  // On every (re)connection, catch up with what changed before it: the
+  // feed only carries changes made while connected.
+  source.onopen = function () {
+    if (dot) dot.className = "on";
+    var session = document.getElementById("session");
+    if (session) {
+      refresh("/sessions/" + session.dataset.id + "?fragment=1",
+        function () { return document.getElementById("main"); }, false);
+    } else if (document.getElementById("sessions")) {
+      var query = window.location.search ? window.location.search + "&" : "?";
+      fetch("/" + query + "fragment=1", { credentials: "same-origin" }).then(function (r) {
+        return r.ok ? r.text() : null;
+      }).then(function (html) {
+        var body = document.querySelector("#sessions tbody");
+        if (html === null || !body) return;
+        var template = document.createElement("template");
+        template.innerHTML = html;
+        var fresh = template.content.querySelector("#sessions tbody");
+        if (fresh) body.replaceWith(fresh);
+        var shown = document.getElementById("shown");
+        if (shown && fresh) shown.textContent = String(fresh.rows.length);
+      });
+    }
+  };
   source.onerror = function () { if (dot) dot.className = ""; };
 
   function parseRow(html) {

@@ -1,0 +1,206 @@
+//! `baton console` in a real browser (Debian's Chromium, driven by
+//! Playwright): a session goes live to completed with its path, a dead
+//! letter is replayed from the page, an inbox task is answered from the
+//! page, agent output cannot run as script, and beyond loopback the console
+//! refuses requests without its token.
+
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, EventType};
+
+use crate::util::{System, agents, wants};
+
+/// Starts `baton console ARGS` as process `label`; returns its base URL.
+async fn console(system: &mut System, label: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut all = vec!["console", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    system.spawn(label, &all, "console listening").await?;
+    let log = system.process(label).stderr();
+    let url = log
+        .split("url=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or_else(|| anyhow::anyhow!("no url in the console's log:\n{log}"))?;
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// Runs a phase of `scripts/console_browser.py`; its JSON answer.
+fn browser(args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e/scripts/console_browser.py");
+    let output = tokio::task::block_in_place(|| {
+        std::process::Command::new("python3")
+            .arg(script)
+            .args(args)
+            .output()
+    })?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    anyhow::ensure!(
+        !stderr.contains("No module named 'playwright'"),
+        "the browser tests need Playwright: run them with `./just test`, which installs it"
+    );
+    anyhow::ensure!(
+        !stderr.contains("Executable doesn't exist") && !stderr.contains("No such file"),
+        "the browser tests need Chromium: apt-get install chromium\n{stderr}"
+    );
+    anyhow::ensure!(output.status.success(), "{args:?} failed:\n{stderr}");
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_goes_live_to_completed_and_a_dead_letter_is_replayed_from_the_page()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("registry").await?;
+    system
+        .router(&["--default-agent", "general_enquiry"])
+        .await?;
+    for agent in ["general_enquiry", "refund"] {
+        system
+            .spawn(agent, &["worker", agent], "worker started")
+            .await?;
+    }
+    system
+        .relay("f1", "fragile", &["--fatal", "--no-fallback"])
+        .await?;
+    let broken = Envelope::task("fails until the fix ships");
+    let first = system.run("fragile", &broken).await?;
+    assert_eq!(
+        first.last().map(|e| e.kind.clone()),
+        Some(EventType::Failed)
+    );
+    system.process("f1").terminate();
+    system.relay("f2", "fragile", &["--no-fallback"]).await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |a| {
+            a.candidates.len() == 3
+        })
+        .await?;
+    let url = console(&mut system, "console", &[]).await?;
+
+    // A session sent after the page opened appears, and reaches completed, live.
+    let baton = baton_testkit::baton_binary();
+    let nats = system.server.url().to_owned();
+    let seen = browser(&["live", &url, &baton.to_string_lossy(), &nats])?;
+    assert_eq!(seen["state"], "completed", "{seen}");
+    assert_eq!(seen["path"], "general_enquiry → refund", "{seen}");
+    assert_eq!(
+        seen["stayed"], true,
+        "the row came without a reload: {seen}"
+    );
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["page_path"], "general_enquiry → refund", "{seen}");
+    assert_eq!(
+        seen["nodes"],
+        serde_json::json!(["general_enquiry", "refund"])
+    );
+    assert_eq!(
+        seen["agents"],
+        serde_json::json!(["fragile", "general_enquiry", "refund"]),
+        "{seen}"
+    );
+    let session = seen["session"].as_str().unwrap_or_default().parse()?;
+    let end = system.client.wait(session, Duration::from_secs(10)).await?;
+    assert_eq!(agents(&end.path), ["general_enquiry", "refund"]);
+    let messages = end.context.as_ref().map_or(0, |c| c.messages.len());
+    assert!(
+        messages >= 2,
+        "the ending context came with the terminal event"
+    );
+    assert_eq!(seen["context_messages"], messages, "{seen}");
+
+    // The dead letter, replayed from the page, completes its session.
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 1);
+    let replayed = browser(&["replay", &url, &dead[0].seq.to_string()])?;
+    assert_eq!(
+        replayed["session"],
+        broken.session.to_string(),
+        "{replayed}"
+    );
+    assert_eq!(replayed["landed"], broken.session.to_string(), "{replayed}");
+    assert_eq!(replayed["state"], "completed", "{replayed}");
+    let end = system
+        .client
+        .wait(broken.session, Duration::from_secs(10))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    assert!(system.client.dead_letters().await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inbox_task_is_answered_from_the_page_and_agent_markup_never_runs() -> anyhow::Result<()>
+{
+    let mut system = System::start().await?;
+    system.human_support().await?;
+    let evil = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"> refund?";
+    let task = Envelope::task(evil);
+    let human = AgentName::new("human_support")?;
+    system.client.submit_to(&human, &task).await?;
+    system.waiting(task.session).await?;
+    let url = console(&mut system, "console", &[]).await?;
+
+    let answer = "Refund approved <b>by</b> the console";
+    let seen = browser(&["inbox", &url, &task.session.to_string(), answer])?;
+    assert_eq!(seen["question_text"], evil, "shown as text: {seen}");
+    assert_eq!(seen["pwned_in_inbox"], serde_json::Value::Null, "{seen}");
+    assert_eq!(seen["pwned_in_session"], serde_json::Value::Null, "{seen}");
+    assert_eq!(seen["first_message"], evil, "{seen}");
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["landed"], task.session.to_string());
+    assert_eq!(seen["answer"], answer, "{seen}");
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(10))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    assert_eq!(
+        end.output.as_ref().and_then(|o| o.as_str()),
+        Some(answer),
+        "the session ends with the console's answer"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn beyond_loopback_the_console_refuses_requests_without_its_token() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    // No token: it will not listen beyond loopback at all.
+    let refused = system
+        .baton(&["console", "--listen", "0.0.0.0:0"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("--access-token"), "{stderr}");
+
+    let token = "console-s3cret-token";
+    let mut command = system.baton(&["console", "--listen", "0.0.0.0:0"]);
+    command.env("BATON_CONSOLE_TOKEN", token);
+    let process = baton_testkit::ChildProcess::spawn(command, "console")?;
+    system.adopt("console", process);
+    system
+        .wait_log("console", "console listening", Duration::from_secs(30))
+        .await?;
+    let log = system.process("console").stderr();
+    let port = log
+        .split("url=http://0.0.0.0:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .ok_or_else(|| anyhow::anyhow!("no url in the console's log:\n{log}"))?
+        .to_owned();
+    let url = format!("http://127.0.0.1:{port}");
+    let seen = browser(&["auth", &url, token])?;
+    assert_eq!(seen["no_token"], 401, "{seen}");
+    assert_eq!(seen["wrong_token"], 401, "{seen}");
+    assert_eq!(seen["no_token_replay"], 401, "{seen}");
+    assert_eq!(seen["bad_csrf_replay"], 403, "{seen}");
+    assert_eq!(seen["bearer"], 200, "{seen}");
+    assert_eq!(seen["browser"], 200, "{seen}");
+    assert_eq!(seen["title"], "Sessions · Baton", "{seen}");
+    assert!(
+        !system.process("console").stderr().contains(token),
+        "the token is never logged"
+    );
+    Ok(())
+}

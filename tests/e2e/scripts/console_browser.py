@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Drives `baton console` in headless Chromium (Debian's, through Playwright)
+for the e2e tests, and prints what it saw as one JSON object.
+
+    console_browser.py live    URL BATON NATS_URL   send a task, watch its row go live to completed
+    console_browser.py replay  URL SEQ              replay dead letter SEQ from the page
+    console_browser.py inbox   URL SESSION ANSWER   answer the inbox task of SESSION from the page
+    console_browser.py auth    URL TOKEN            without the token: refused; with it: served
+    console_browser.py paint   URL                  page size and first paint of the sessions list
+
+With BATON_SCREENSHOTS=DIR, each phase saves screenshots there.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from playwright.sync_api import sync_playwright
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SHOTS = os.environ.get("BATON_SCREENSHOTS")
+TIMEOUT_MS = 30_000
+
+
+PAGES = []
+
+
+def new_page(browser, **options):
+    page = browser.new_page(**options)
+    PAGES.append(page)
+    return page
+
+
+def shot(page, name):
+    if SHOTS:
+        os.makedirs(SHOTS, exist_ok=True)
+        page.screenshot(path=os.path.join(SHOTS, f"{name}.png"), full_page=True)
+
+
+def watch_errors(page, seen):
+    page.on("pageerror", lambda err: seen.append(f"pageerror: {err}"))
+    page.on("dialog", lambda dialog: (seen.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+
+
+def live(browser, url, baton, nats_url):
+    page = new_page(browser, viewport={"width": 1300, "height": 700})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(url + "/")
+    page.wait_for_function("document.getElementById('live').className === 'on'", timeout=TIMEOUT_MS)
+    # A mark that a reload or a navigation would wipe out.
+    page.evaluate("window.__stayed = true")
+    sent = subprocess.run(
+        [baton, "--nats-url", nats_url, "send", "I want a refund for order ABC-123"],
+        capture_output=True, text=True, check=True,
+    )
+    session = re.search(r"[0-9a-f]{8}-[0-9a-f-]{27}", sent.stdout).group(0)
+    row = f"#s-{session}"
+    page.wait_for_selector(f"{row}[data-state=completed]", timeout=TIMEOUT_MS)
+    result = {
+        "session": session,
+        "state": page.get_attribute(row, "data-state"),
+        "path": page.inner_text(f"{row} td.path"),
+        "answer": page.inner_text(f"{row} td.what"),
+        "stayed": page.evaluate("window.__stayed === true"),
+        "errors": errors,
+    }
+    shot(page, "sessions")
+    page.click(f"{row} td.id a")
+    page.wait_for_selector("#session svg.path")
+    result["page_path"] = page.inner_text("#path-text")
+    result["nodes"] = page.eval_on_selector_all("svg.path .node text", "ns => ns.map(n => n.textContent)")
+    result["context_messages"] = page.eval_on_selector_all("#context li.msg", "ms => ms.length")
+    shot(page, "session")
+    page.goto(url + "/agents")
+    page.wait_for_selector("#agents tbody tr")
+    result["agents"] = page.eval_on_selector_all("#agents tbody tr td:first-child", "ts => ts.map(t => t.textContent)")
+    shot(page, "agents")
+    return result
+
+
+def replay(browser, url, seq):
+    page = new_page(browser, viewport={"width": 1300, "height": 700})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(url + "/dlq")
+    entry = f"#dl-{seq}"
+    page.wait_for_selector(entry)
+    session = page.get_attribute(entry, "data-session")
+    shot(page, "dead-letters")
+    page.click(f"{entry} a.button")
+    page.wait_for_selector("#confirm")
+    page.click("#confirm")
+    page.wait_for_url(re.compile(r".*/sessions/.*"))
+    page.wait_for_selector("#session[data-state=completed]", timeout=TIMEOUT_MS)
+    return {
+        "session": session,
+        "landed": page.url.rsplit("/", 1)[-1],
+        "state": page.get_attribute("#session", "data-state"),
+        "errors": errors,
+    }
+
+
+def inbox(browser, url, session, answer):
+    page = new_page(browser, viewport={"width": 1300, "height": 900})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(url + "/inbox")
+    task = f"article[data-session='{session}']"
+    page.wait_for_selector(task)
+    result = {
+        # The question, as text: markup from NATS must show, not run.
+        "question_text": page.inner_text(f"{task} q"),
+        "pwned_in_inbox": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
+    }
+    shot(page, "inbox")
+    page.fill(f"{task} textarea[name=text]", answer)
+    page.click(f"{task} button[type=submit]")
+    page.wait_for_url(re.compile(r".*/sessions/.*"))
+    page.wait_for_selector("#session[data-state=completed]", timeout=TIMEOUT_MS)
+    result.update({
+        "landed": page.url.rsplit("/", 1)[-1],
+        "answer": page.inner_text("#answer"),
+        "first_message": page.inner_text("#context li.msg .content"),
+        "pwned_in_session": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
+        "errors": errors,
+    })
+    return result
+
+
+def status(url, headers=None, data=None):
+    request = urllib.request.Request(url, headers=headers or {}, data=data)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def auth(browser, url, token):
+    result = {
+        "no_token": status(url + "/"),
+        "wrong_token": status(url + "/", {"Authorization": "Bearer not-" + token}),
+        "bearer": status(url + "/", {"Authorization": "Bearer " + token}),
+        "no_token_replay": status(url + "/dlq/1/replay", data=b"csrf=x"),
+        "bad_csrf_replay": status(url + "/dlq/1/replay", {"Authorization": "Bearer " + token}, b"csrf=forged"),
+    }
+    context = browser.new_context(http_credentials={"username": "ops", "password": token})
+    page = context.new_page()
+    response = page.goto(url + "/")
+    result["browser"] = response.status
+    result["title"] = page.title()
+    return result
+
+
+def paint(browser, url):
+    page = new_page(browser, viewport={"width": 1300, "height": 900})
+    started = time.monotonic()
+    response = page.goto(url + "/", wait_until="load")
+    loaded_ms = (time.monotonic() - started) * 1000
+    fcp = page.evaluate(
+        "() => { const e = performance.getEntriesByName('first-contentful-paint')[0];"
+        " return e ? e.startTime : null; }"
+    )
+    nav = page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0];"
+                        " return {transfer: n.transferSize, body: n.decodedBodySize}; }")
+    return {
+        "status": response.status,
+        "rows": page.eval_on_selector_all("#sessions tbody tr", "rs => rs.length"),
+        "html_bytes": nav["body"],
+        "transfer_bytes": nav["transfer"],
+        "first_contentful_paint_ms": fcp,
+        "load_ms": round(loaded_ms, 1),
+    }
+
+
+def main():
+    phase, url, *rest = sys.argv[1:]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            if phase == "live":
+                result = live(browser, url, *rest)
+            elif phase == "replay":
+                result = replay(browser, url, *rest)
+            elif phase == "inbox":
+                result = inbox(browser, url, *rest)
+            elif phase == "auth":
+                result = auth(browser, url, *rest)
+            elif phase == "paint":
+                result = paint(browser, url)
+            else:
+                sys.exit(f"unknown phase {phase}")
+        except Exception:
+            # What the page showed when it failed, for the test's message.
+            for page in PAGES:
+                print(f"--- {page.url}\n{page.content()[:6000]}", file=sys.stderr)
+            raise
+        finally:
+            browser.close()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
