@@ -204,3 +204,79 @@ async fn beyond_loopback_the_console_refuses_requests_without_its_token() -> any
     );
     Ok(())
 }
+
+/// `GET path` on `base` (http://host:port), as status and body.
+async fn get(base: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(host).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, response))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_works_as_the_operator_role_with_its_generated_block() -> anyhow::Result<()> {
+    use crate::permissions::{as_user, generated_config, ok_as};
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        ("registry", &["registry"]),
+        ("intake", &["worker", "intake"]),
+        ("client", &["client"]),
+        ("operator", &["operator"]),
+    ];
+    let config = generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    let spawn_as = |user: &str, args: &[&str]| {
+        let mut all: Vec<String> = as_user(user).into();
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all
+    };
+    let args = spawn_as(
+        "router",
+        &["router", "--default-agent", "intake", "--no-registry"],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    system.spawn("router", &args, "router started").await?;
+    let args = spawn_as("registry", &["registry", "--heartbeat-ms", "200"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    system
+        .spawn("registry", &args, "registry serving lookups")
+        .await?;
+    let flags = spawn_as("intake", &["--heartbeat-ms", "200", "--no-fallback"]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    system.relay("intake", "intake", &flags).await?;
+    let sent = ok_as(&system, "client", &["send", "--wait", "where is my order"])?;
+    let stdout = String::from_utf8_lossy(&sent.stdout);
+    let session = stdout
+        .split_whitespace()
+        .find(|w| w.len() == 36 && w.parse::<uuid::Uuid>().is_ok())
+        .map(str::to_owned);
+
+    // Global flags may follow the subcommand: the operator's credentials.
+    let operator = as_user("operator");
+    let operator: Vec<&str> = operator.iter().map(String::as_str).collect();
+    let base = console(&mut system, "console", &operator).await?;
+    let (status, list) = get(&base, "/").await?;
+    assert_eq!(status, 200, "{list}");
+    let session = session.ok_or_else(|| anyhow::anyhow!("no session id in {stdout}"))?;
+    assert!(list.contains(&format!("s-{session}")), "{list}");
+    let (status, page) = get(&base, &format!("/sessions/{session}")).await?;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("data-state=\"completed\""), "{page}");
+    assert!(page.contains("as the session ended"), "{page}");
+    for path in ["/agents", "/dlq", "/inbox"] {
+        let (status, page) = get(&base, path).await?;
+        assert_eq!(status, 200, "{path}: {page}");
+    }
+    let log = system.process("console").stderr();
+    assert!(!log.contains("Permissions Violation"), "{log}");
+    Ok(())
+}

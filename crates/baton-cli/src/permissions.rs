@@ -298,7 +298,15 @@ fn operator(block: &mut Block, subjects: &Subjects) {
         api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
         subjects.lookup(),
     ]);
-    kv_bucket(block, &subjects.inbox_bucket());
+    let inbox = subjects.inbox_bucket();
+    kv_bucket(block, &inbox);
+    // Listing the inbox (`baton inbox ls`, the console) reads its keys
+    // through an ordered consumer.
+    block.publish([
+        api(format_args!("CONSUMER.CREATE.KV_{inbox}")),
+        api(format_args!("CONSUMER.CREATE.KV_{inbox}.>")),
+        api(format_args!("CONSUMER.DELETE.KV_{inbox}.>")),
+    ]);
     claims(block, subjects);
 }
 

@@ -51,7 +51,7 @@ impl Graph {
         let mut graph = Self::default();
         let mut previous: Option<usize> = None;
         for hop in path {
-            let seen = graph.nodes.iter().any(|n| *n == hop.agent);
+            let seen = graph.nodes.contains(&hop.agent);
             let index = graph.node(&hop.agent);
             if let Some(from) = previous {
                 let label = hop.reason.as_ref().map_or("", |r| r.as_str()).to_owned();
