@@ -89,6 +89,9 @@ async fn a_session_goes_live_to_completed_and_a_dead_letter_is_replayed_from_the
         "the row came without a reload: {seen}"
     );
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["in_failed"], 0, "{seen}");
+    assert_eq!(seen["in_completed_refund"], 1, "{seen}");
+    assert_eq!(seen["searched"], seen["session"], "{seen}");
     assert_eq!(seen["page_path"], "general_enquiry → refund", "{seen}");
     assert_eq!(
         seen["nodes"],
@@ -263,7 +266,9 @@ async fn the_console_works_as_the_operator_role_with_its_generated_block() -> an
     // Global flags may follow the subcommand: the operator's credentials.
     let operator = as_user("operator");
     let operator: Vec<&str> = operator.iter().map(String::as_str).collect();
-    let base = console(&mut system, "console", &operator).await?;
+    let mut args = operator.clone();
+    args.extend(["--trace-url", "http://tracing.example/trace/{trace_id}"]);
+    let base = console(&mut system, "console", &args).await?;
     let (status, list) = get(&base, "/").await?;
     assert_eq!(status, 200, "{list}");
     let session = session.ok_or_else(|| anyhow::anyhow!("no session id in {stdout}"))?;
@@ -272,6 +277,16 @@ async fn the_console_works_as_the_operator_role_with_its_generated_block() -> an
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("data-state=\"completed\""), "{page}");
     assert!(page.contains("as the session ended"), "{page}");
+    // The session's trace, linked into the tracing UI.
+    let link = page
+        .split("href=\"http://tracing.example/trace/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default();
+    assert!(
+        link.len() == 32 && link.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{page}"
+    );
     for path in ["/agents", "/dlq", "/inbox"] {
         let (status, page) = get(&base, path).await?;
         assert_eq!(status, 200, "{path}: {page}");

@@ -278,12 +278,25 @@ pub async fn follow(
     jetstream: jetstream::Context,
     subjects: Subjects,
     index: Index,
+    ready: tokio::sync::oneshot::Sender<()>,
 ) -> anyhow::Result<()> {
     let name = subjects.events_stream();
-    let stream = jetstream
+    let mut stream = jetstream
         .get_stream(&name)
         .await
         .map_err(|err| anyhow::anyhow!("cannot open stream {name}: {err}"))?;
+    let stored_now = stream
+        .info()
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot read stream {name}: {err}"))?
+        .state
+        .messages;
+    // Ready once every session stored now is in: at once on an empty
+    // stream, else with the stored message that has none pending after it.
+    let mut ready = Some(ready);
+    if stored_now == 0 {
+        ready.take().map(|ready| ready.send(()));
+    }
     let live = jetstream
         .client()
         .subscribe(subjects.all_live())
@@ -304,21 +317,30 @@ pub async fn follow(
         let message = message
             .inspect_err(|err| tracing::warn!(error = %err, "events stream"))
             .ok()?;
-        Some((message.payload.clone(), trace_of(message.headers.as_ref())))
+        let caught_up = message.info().is_ok_and(|info| info.pending == 0);
+        Some((
+            message.payload.clone(),
+            trace_of(message.headers.as_ref()),
+            caught_up,
+        ))
     });
-    let live = live.map(|message| (message.payload, trace_of(message.headers.as_ref())));
+    let live = live.map(|message| (message.payload, trace_of(message.headers.as_ref()), false));
     let mut all = futures::stream::select(stored.boxed(), live.boxed());
-    while let Some((payload, trace)) = all.next().await {
+    while let Some((payload, trace, caught_up)) = all.next().await {
         // A large output stays claim-checked: the summary does not need it.
-        let Ok(event) = Event::from_msgpack(&payload) else {
-            tracing::debug!("skipping an unreadable event");
-            continue;
-        };
-        let (accepted, event) = event.unfold();
-        if let Some(accepted) = accepted {
-            index.apply(&accepted, None);
+        match Event::from_msgpack(&payload) {
+            Ok(event) => {
+                let (accepted, event) = event.unfold();
+                if let Some(accepted) = accepted {
+                    index.apply(&accepted, None);
+                }
+                index.apply(&event, trace);
+            }
+            Err(err) => tracing::debug!(error = %err, "skipping an unreadable event"),
         }
-        index.apply(&event, trace);
+        if caught_up {
+            ready.take().map(|ready| ready.send(()));
+        }
     }
     Ok(())
 }

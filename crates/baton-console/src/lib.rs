@@ -101,11 +101,22 @@ pub async fn serve(
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", config.listen))?;
     let local = listener.local_addr()?;
-    let following = tokio::spawn(index::follow(
+    let (ready, loaded) = tokio::sync::oneshot::channel();
+    let mut following = tokio::spawn(index::follow(
         client.jetstream().clone(),
         subjects.clone(),
-        index,
+        index.clone(),
+        ready,
     ));
+    // Serve once the stored sessions are in (a page then lists them all),
+    // or after a while with what is in so far.
+    tokio::select! {
+        _ = loaded => {}
+        () = tokio::time::sleep(std::time::Duration::from_secs(20)) => {
+            tracing::warn!(sessions = index.len(), "still reading the stored sessions; serving meanwhile");
+        }
+        result = &mut following => return Err(stopped(result)),
+    }
     let beats = tokio::spawn(web::follow_heartbeats(
         nats,
         subjects,
@@ -115,17 +126,23 @@ pub async fn serve(
     tracing::info!(
         url = %format!("http://{local}/"),
         auth = if config.token.is_some() { "token" } else { "none (loopback)" },
+        sessions = index.len(),
         "console listening"
     );
     let served = axum::serve(listener, web::router(app)).with_graceful_shutdown(shutdown);
     let result = tokio::select! {
         result = served => result.map_err(anyhow::Error::from),
-        result = following => Err(match result {
-            Ok(Ok(())) => anyhow::anyhow!("the events stream closed"),
-            Ok(Err(err)) => err,
-            Err(err) => err.into(),
-        }),
+        result = following => Err(stopped(result)),
     };
     beats.abort();
     result
+}
+
+/// Why following the events stopped: the console cannot go on without it.
+fn stopped(result: Result<anyhow::Result<()>, tokio::task::JoinError>) -> anyhow::Error {
+    match result {
+        Ok(Ok(())) => anyhow::anyhow!("the events stream closed"),
+        Ok(Err(err)) => err,
+        Err(err) => err.into(),
+    }
 }

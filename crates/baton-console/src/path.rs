@@ -110,7 +110,7 @@ impl Graph {
     }
 }
 
-const STEP: i64 = 190;
+const STEP: i64 = 220;
 const WIDTH: i64 = 150;
 const Y: i64 = 90;
 
@@ -134,7 +134,7 @@ pub(crate) fn svg(graph: &Graph) -> Markup {
                 @let (a, b) = (x(edge.from), x(edge.to));
                 @let adjacent = edge.to == edge.from + 1;
                 @let (d, lx, ly) = if adjacent {
-                    (format!("M {} {Y} L {} {Y}", a + WIDTH, b), (a + WIDTH + b) / 2, Y - 8)
+                    (format!("M {} {Y} L {} {Y}", a + WIDTH, b), (a + WIDTH + b) / 2, Y - 26)
                 } else {
                     // Back (and self) edges arc above, skips below; each a little further out.
                     let up = edge.to <= edge.from;

@@ -182,7 +182,7 @@ pub(crate) fn sessions(rows: &[Summary], filter: &Filter, total: usize, now: u64
             label { "Text or session id " input name="q" value=(filter.q) placeholder="search"; }
             button type="submit" { "Filter" }
         }
-        p.count { "Showing " span #shown { (rows.len()) } " of " (total) " sessions, newest first; new ones appear live." }
+        p.count { "Showing " span #shown { (rows.len()) } " of " span #total { (total) } " sessions, most recently active first; changes appear live." }
         table #sessions {
             thead { tr {
                 th { "Session" } th { "State" } th { "Agent" } th { "Path" } th { "Hops" }
@@ -418,6 +418,46 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("&lt;script&gt;window.pwned=1&lt;/script&gt;"));
+    }
+
+    #[test]
+    fn delegations_nest_under_the_child_that_delegates_again() {
+        let event = |kind: EventType, agent: &str, to: &str, detail: &str| {
+            let mut event = Event::new(Uuid::new_v4(), Uuid::nil(), kind);
+            event.agent = Some(agent.into());
+            event.to = Some(to.into());
+            event.detail = Some(detail.into());
+            event
+        };
+        let events = [
+            event(EventType::Delegated, "lead", "dev", "build it"),
+            event(EventType::Delegated, "dev", "tester", "test it"),
+            event(
+                EventType::Result,
+                "dev",
+                "dev",
+                "completed result from tester: recorded",
+            ),
+            event(
+                EventType::Result,
+                "lead",
+                "lead",
+                "completed result from dev: recorded",
+            ),
+        ];
+        let tree = delegation(&events).into_string();
+        let (lead, dev, tester) = (
+            tree.find("lead").unwrap(),
+            tree.find("<b>dev").unwrap(),
+            tree.find("<b>tester").unwrap(),
+        );
+        assert!(lead < dev && dev < tester, "{tree}");
+        // tester's list sits inside dev's item.
+        let dev_item = &tree[dev..];
+        assert!(dev_item.find("<ul>").unwrap() < dev_item.find("tester").unwrap());
+        assert_eq!(tree.matches("completed result from").count(), 2, "{tree}");
+        assert!(!tree.contains("waiting for its result"), "{tree}");
+        assert_eq!(delegation(&[]).into_string(), "");
     }
 
     #[test]

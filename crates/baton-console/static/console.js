@@ -61,7 +61,12 @@
     var f = filters();
     if (f && !admits(row, f)) { if (old) old.remove(); return; }
     row.classList.add("fresh");
-    if (old) old.remove();
+    if (old) {
+      old.remove();
+    } else {
+      var total = document.getElementById("total");
+      if (total) total.textContent = String(Number(total.textContent) + 1);
+    }
     body.insertBefore(row, body.firstElementChild);
     var shown = document.getElementById("shown");
     if (shown) shown.textContent = String(body.rows.length);

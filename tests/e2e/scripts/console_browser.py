@@ -80,6 +80,16 @@ def live(browser, url, baton, nats_url):
         "errors": errors,
     }
     shot(page, "sessions")
+    # Filters: by state and agent on the server, and a session id goes straight to its page.
+    page.goto(url + "/?state=failed")
+    result["in_failed"] = page.locator(row).count()
+    page.goto(url + "/?state=completed&agent=refund&q=refund")
+    result["in_completed_refund"] = page.locator(row).count()
+    page.fill("input[name=q]", session)
+    page.click("form.filters button")
+    page.wait_for_url(re.compile(r".*/sessions/.*"))
+    result["searched"] = page.url.rsplit("/", 1)[-1]
+    page.goto(url + "/")
     page.click(f"{row} td.id a")
     page.wait_for_selector("#session svg.path")
     result["page_path"] = page.inner_text("#path-text")
