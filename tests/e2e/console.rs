@@ -102,6 +102,7 @@ async fn a_session_goes_live_to_completed_and_a_dead_letter_is_replayed_from_the
         serde_json::json!(["fragile", "general_enquiry", "refund"]),
         "{seen}"
     );
+    assert_eq!(seen["joined_live"], true, "{seen}");
     let session = seen["session"].as_str().unwrap_or_default().parse()?;
     let end = system.client.wait(session, Duration::from_secs(10)).await?;
     assert_eq!(agents(&end.path), ["general_enquiry", "refund"]);
@@ -162,6 +163,36 @@ async fn an_inbox_task_is_answered_from_the_page_and_agent_markup_never_runs() -
         end.output.as_ref().and_then(|o| o.as_str()),
         Some(answer),
         "the session ends with the console's answer"
+    );
+
+    // A second task is handed on from the page to an agent type, which completes it.
+    system
+        .relay("desk", "refund_desk", &["--no-fallback"])
+        .await?;
+    let task = Envelope::task("a refund over the limit");
+    system.client.submit_to(&human, &task).await?;
+    system.waiting(task.session).await?;
+    let note = "approved up to 500 EUR";
+    let seen = browser(&[
+        "inbox",
+        &url,
+        &task.session.to_string(),
+        note,
+        "handoff",
+        "refund_desk",
+    ])?;
+    assert_eq!(seen["path"], "human_support → refund_desk", "{seen}");
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(10))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    assert_eq!(agents(&end.path), ["human_support", "refund_desk"]);
+    let context = end.context.as_deref().expect("the ending context");
+    assert!(
+        context.messages.iter().any(|m| m.content == note),
+        "the person's note travelled on: {:?}",
+        context.messages
     );
     Ok(())
 }

@@ -114,11 +114,9 @@ pub(crate) fn row(summary: &Summary, now: u64) -> Markup {
         },
         (None, None) => String::new(),
     };
-    let searchable = format!("{} {} {} {what}", summary.id, path_text(summary), agent);
     html! {
-        tr id=(format!("s-{}", summary.id)) data-state=(state) data-agent=(agent)
-            data-text=(searchable.to_lowercase()) data-updated=(summary.updated) {
-            td.id { a href=(format!("/sessions/{}", summary.id)) title=(summary.id) { (short(summary.id)) } }
+        tr id=(format!("s-{}", summary.id)) data-state=(state) data-agent=(agent) {
+            td.id { a href=(format!("/sessions/{}", summary.id)) { (short(summary.id)) } }
             td { span class=(format!("state {state}")) { (state) } }
             td.agent { (agent) }
             td.path { (path_text(summary)) }

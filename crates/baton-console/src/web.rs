@@ -17,6 +17,7 @@ use baton_worker::{Client, RegistryClient, ReplayOptions};
 use futures::{Stream, StreamExt};
 use maud::Markup;
 use tokio::sync::broadcast;
+use tower_http::compression::CompressionLayer;
 use uuid::Uuid;
 
 use crate::auth::Access;
@@ -68,6 +69,9 @@ pub(crate) fn router(app: App) -> Router {
             }),
         )
         .with_state(app)
+        // Pages of many sessions shrink about tenfold (the live feed, as
+        // server-sent events, stays uncompressed: the default predicate).
+        .layer(CompressionLayer::new())
         .layer(axum::middleware::from_fn_with_state(
             access,
             crate::auth::guard,
@@ -361,7 +365,8 @@ async fn answer(
 }
 
 /// The live feed: one `session` event (its new table row) per change, and
-/// an `agents` event when heartbeats arrive. Fed by the console's own
+/// an `agents` event when heartbeats arrive (with some data: a browser
+/// drops an event that has none). Fed by the console's own
 /// subscriptions; a browser adds a receiver, not a poller.
 async fn live(State(app): State<App>) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let sessions = tokio_stream_of(app.index.subscribe()).filter_map(move |id| {
@@ -373,7 +378,7 @@ async fn live(State(app): State<App>) -> Sse<impl Stream<Item = Result<SseEvent,
         }
     });
     let agents = tokio_stream_of(app.agents_changed.subscribe())
-        .map(|()| Ok(SseEvent::default().event("agents").data("")));
+        .map(|()| Ok(SseEvent::default().event("agents").data("changed")));
     Sse::new(futures::stream::select(sessions.boxed(), agents.boxed()))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }

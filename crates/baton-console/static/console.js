@@ -50,7 +50,7 @@
   function admits(row, f) {
     return (!f.state || row.dataset.state === f.state) &&
       (!f.agent || row.dataset.agent === f.agent) &&
-      (!f.q || row.dataset.text.indexOf(f.q) !== -1);
+      (!f.q || (row.id + " " + row.textContent).toLowerCase().indexOf(f.q) !== -1);
   }
 
   function onSessionList(html) {

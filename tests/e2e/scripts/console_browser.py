@@ -100,6 +100,18 @@ def live(browser, url, baton, nats_url):
     page.wait_for_selector("#agents tbody tr")
     result["agents"] = page.eval_on_selector_all("#agents tbody tr td:first-child", "ts => ts.map(t => t.textContent)")
     shot(page, "agents")
+    # A worker that starts while the page is open appears on it, live.
+    page.evaluate("window.__stayed = true")
+    worker = subprocess.Popen(
+        [baton, "--nats-url", nats_url, "worker", "late_joiner", "--relay", "--heartbeat-ms", "500"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        page.wait_for_selector("#a-late_joiner", timeout=TIMEOUT_MS)
+        result["joined_live"] = page.evaluate("window.__stayed === true")
+    finally:
+        worker.terminate()
+        worker.wait()
     return result
 
 
@@ -125,7 +137,7 @@ def replay(browser, url, seq):
     }
 
 
-def inbox(browser, url, session, answer):
+def inbox(browser, url, session, answer, action="complete", to=""):
     page = new_page(browser, viewport={"width": 1300, "height": 900})
     errors = []
     watch_errors(page, errors)
@@ -139,13 +151,17 @@ def inbox(browser, url, session, answer):
     }
     shot(page, "inbox")
     page.fill(f"{task} textarea[name=text]", answer)
+    page.select_option(f"{task} select[name=action]", action)
+    if to:
+        page.fill(f"{task} input[name=to]", to)
     page.click(f"{task} button[type=submit]")
     page.wait_for_url(re.compile(r".*/sessions/.*"))
     page.wait_for_selector("#session[data-state=completed]", timeout=TIMEOUT_MS)
     result.update({
         "landed": page.url.rsplit("/", 1)[-1],
         "answer": page.inner_text("#answer"),
-        "first_message": page.inner_text("#context li.msg .content"),
+        "path": page.inner_text("#path-text"),
+        "first_message": page.inner_text("#context li.msg >> nth=0 >> .content"),
         "pwned_in_session": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
         "errors": errors,
     })
