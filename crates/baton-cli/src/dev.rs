@@ -56,12 +56,15 @@ pub async fn run(
 
     if args.serve {
         println!();
+        let url = server.as_ref().map_or_else(
+            || crate::nats::shown(nats.nats_url.as_deref()),
+            |server| server.url().to_owned(),
+        );
         println!(
-            "serving until Ctrl-C; in another shell: baton --nats-url {} send --wait \"Where is my order ABC-123?\"",
-            server.as_ref().map_or_else(
-                || crate::nats::shown(nats.nats_url.as_deref()),
-                |server| server.url().to_owned()
-            )
+            "serving until Ctrl-C; in another shell: baton --nats-url {url} send --wait \"Where is my order ABC-123?\""
+        );
+        println!(
+            "the web console: baton --nats-url {url} console, then open http://127.0.0.1:8080/"
         );
         crate::shutdown_signal().await;
     }
