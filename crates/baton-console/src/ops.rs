@@ -60,7 +60,9 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
 fn envelope_summary(envelope: &Envelope) -> Markup {
     html! {
         p { "Question: " q { (envelope.context.initial_query) } }
-        p { "Path: " (envelope.path.iter().map(|h| h.agent.as_str()).collect::<Vec<_>>().join(" → "))
+        p { "Path: "
+            @if envelope.path.is_empty() { "none yet (sent straight to this agent type)" }
+            (envelope.path.iter().map(|h| h.agent.as_str()).collect::<Vec<_>>().join(" → "))
             @if let Some(reason) = &envelope.reason { " · reason " code { (reason.as_str()) } }
             @if let Some(from) = &envelope.from { " · from " b { (from) } }
         }
