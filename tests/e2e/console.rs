@@ -229,6 +229,11 @@ async fn beyond_loopback_the_console_refuses_requests_without_its_token() -> any
     assert_eq!(seen["wrong_token"], 401, "{seen}");
     assert_eq!(seen["no_token_replay"], 401, "{seen}");
     assert_eq!(seen["bad_csrf_replay"], 403, "{seen}");
+    assert_eq!(
+        seen["cross_site_replay"],
+        serde_json::json!([403, "cross-site form refused"]),
+        "{seen}"
+    );
     assert_eq!(seen["bearer"], 200, "{seen}");
     assert_eq!(seen["browser"], 200, "{seen}");
     assert_eq!(seen["title"], "Sessions · Baton", "{seen}");

@@ -61,7 +61,8 @@ def live(browser, url, baton, nats_url):
     errors = []
     watch_errors(page, errors)
     page.goto(url + "/")
-    page.wait_for_function("document.getElementById('live').className === 'on'", timeout=TIMEOUT_MS)
+    # (wait_for_function would poll with eval, which the console's CSP forbids)
+    page.wait_for_selector("#live.on", timeout=TIMEOUT_MS)
     # A mark that a reload or a navigation would wipe out.
     page.evaluate("window.__stayed = true")
     sent = subprocess.run(
@@ -168,13 +169,15 @@ def inbox(browser, url, session, answer, action="complete", to=""):
     return result
 
 
-def status(url, headers=None, data=None):
+def status(url, headers=None, data=None, body=False):
+    """The response's status (with its body's first line when `body`)."""
     request = urllib.request.Request(url, headers=headers or {}, data=data)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
+            code, text = response.status, response.read()
     except urllib.error.HTTPError as err:
-        return err.code
+        code, text = err.code, err.read()
+    return [code, text.decode(errors="replace").splitlines()[0]] if body else code
 
 
 def auth(browser, url, token):
@@ -184,6 +187,12 @@ def auth(browser, url, token):
         "bearer": status(url + "/", {"Authorization": "Bearer " + token}),
         "no_token_replay": status(url + "/dlq/1/replay", data=b"csrf=x"),
         "bad_csrf_replay": status(url + "/dlq/1/replay", {"Authorization": "Bearer " + token}, b"csrf=forged"),
+        "cross_site_replay": status(
+            url + "/dlq/1/replay",
+            {"Authorization": "Bearer " + token, "Sec-Fetch-Site": "cross-site"},
+            b"csrf=forged",
+            body=True,
+        ),
     }
     context = browser.new_context(http_credentials={"username": "ops", "password": token})
     page = context.new_page()
