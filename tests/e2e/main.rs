@@ -16,6 +16,7 @@ mod handoff;
 mod lifecycle;
 mod metrics;
 mod permissions;
+mod persistent;
 mod python;
 mod registry;
 mod reopen;

@@ -7,6 +7,9 @@
 //! non-zero code a fatal one. Each stderr line is logged with the session id.
 //! When the spec's timeout passes the process is killed and the attempt
 //! counts as a retryable failure.
+//!
+//! With `exec.mode = "persistent"` the program runs once per worker and
+//! exchanges lines of JSON instead (see [`persistent`]).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -20,7 +23,9 @@ use baton_worker::{
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tracing::Instrument as _;
 
-use crate::spec::ExecSpec;
+use crate::spec::{ExecMode, ExecSpec};
+
+mod persistent;
 
 /// The exit code that asks for a retry.
 pub const EXIT_RETRY: i32 = 75;
@@ -31,12 +36,14 @@ const MAX_REPLY: u64 = 8 * 1024 * 1024;
 /// Stderr lines kept for the failure detail.
 const STDERR_TAIL: usize = 5;
 
-/// Runs a program per task.
+/// Runs a program per task, or (`exec.mode = "persistent"`) one program
+/// for all the worker's tasks.
 #[derive(Debug, Clone)]
 pub struct ExecRunner {
     command: Vec<String>,
     env: Vec<(String, String)>,
     cwd: PathBuf,
+    persistent: Option<std::sync::Arc<persistent::Persistent>>,
 }
 
 impl ExecRunner {
@@ -48,10 +55,19 @@ impl ExecRunner {
             Some(cwd) => dir.join(cwd),
             None => dir.to_owned(),
         };
+        let env: Vec<(String, String)> = spec.env.clone().into_iter().collect();
+        let persistent = (spec.mode == ExecMode::Persistent).then(|| {
+            std::sync::Arc::new(persistent::Persistent::new(
+                spec.command.clone(),
+                env.clone(),
+                cwd.clone(),
+            ))
+        });
         Self {
             command: spec.command.clone(),
-            env: spec.env.clone().into_iter().collect(),
+            env,
             cwd,
+            persistent,
         }
     }
 
@@ -109,10 +125,17 @@ impl ExecRunner {
             process.exit.code = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
-        let ran = self
-            .run_program(task, resume, &span)
-            .instrument(span.clone())
-            .await;
+        let ran = match &self.persistent {
+            Some(persistent) => {
+                let asked = persistent.request(task, resume).instrument(span.clone());
+                asked.await.and_then(|reply| decision(reply, task))
+            }
+            None => {
+                self.run_program(task, resume, &span)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
         if let Err(err) = &ran {
             span.record("otel.status_code", "ERROR");
             let kind = match err {

@@ -62,6 +62,23 @@ pub struct ExecSpec {
     /// (also the default).
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// `per_task` (the default): one process per task. `persistent`: one
+    /// process per worker, exchanging lines of JSON (see `exec_request` and
+    /// `exec_response` in proto-schemas/).
+    #[serde(default)]
+    pub mode: ExecMode,
+}
+
+/// How an exec agent runs its program.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecMode {
+    /// A process per task: the envelope on stdin, the reply on stdout.
+    #[default]
+    PerTask,
+    /// One process per worker: a request line per task on stdin, a reply
+    /// line with the same id on stdout, many in flight.
+    Persistent,
 }
 
 /// Settings of an LLM agent.

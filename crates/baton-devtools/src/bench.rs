@@ -78,6 +78,11 @@ pub struct BenchArgs {
     /// With --scale-out: how long each round runs at the ideal rate, in seconds.
     #[arg(long, default_value_t = 10)]
     pub round_secs: u64,
+
+    /// Instead of one run, run --tasks tasks through an exec agent (Python) started per
+    /// task, then through the same agent run persistent, and report both and the ratio.
+    #[arg(long)]
+    pub exec: bool,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -243,15 +248,18 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     if !args.context_bytes.is_empty() {
         return context_curve(&client, server, &args).await;
     }
+    let processes = scale::ScaleOut {
+        client: &client,
+        url: server,
+        delay: Duration::from_millis(args.delay_ms.max(1)),
+        concurrency: args.concurrency,
+        seconds: args.round_secs.max(1),
+    };
     if args.scale_out {
-        return scale::run(&scale::ScaleOut {
-            client: &client,
-            url: server,
-            delay: Duration::from_millis(args.delay_ms.max(1)),
-            concurrency: args.concurrency,
-            seconds: args.round_secs.max(1),
-        })
-        .await;
+        return scale::run(&processes).await;
+    }
+    if args.exec {
+        return exec::run(&processes, args.tasks).await;
     }
     let sample = padded_task(args.payload_bytes);
     let payload_len = sample.to_msgpack()?.len();
@@ -343,6 +351,7 @@ async fn context_curve(
             only: None,
             context_bytes: Vec::new(),
             scale_out: false,
+            exec: false,
             delay_ms: 0,
             round_secs: 0,
         };
@@ -492,6 +501,7 @@ async fn baton_chain(
     Ok(figures)
 }
 
+mod exec;
 mod raw;
 mod scale;
 mod side;

@@ -138,3 +138,43 @@ pub struct ExecStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Value>,
 }
+
+/// One task sent to a persistent exec program: a line of JSON on its stdin.
+///
+/// A program started with `exec.mode = "persistent"` runs for the life of
+/// its worker. It reads these lines, one per task, and may have several
+/// in flight (up to the worker's concurrency); it answers each with an
+/// [`ExecResponse`] line carrying the same `id`, in any order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(
+    title = "ExecRequest",
+    description = "One line on a persistent exec program's stdin: a task."
+)]
+pub struct ExecRequest {
+    /// The request's id, unique for the program's life; the reply repeats it.
+    pub id: String,
+    /// The envelope, as the per-task mode writes it on stdin.
+    #[schemars(with = "serde_json::Value")]
+    pub envelope: serde_json::Value,
+    /// The delivery attempt, from 1 (`BATON_ATTEMPT` in the per-task mode).
+    pub attempt: u32,
+    /// Whether the agent runs again after a delegation (`BATON_RESUME`); the
+    /// results are in `envelope.context.state.results`.
+    #[serde(default)]
+    pub resume: bool,
+}
+
+/// One answer of a persistent exec program: a line of JSON on its stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "ExecResponse",
+    description = "One line on a persistent exec program's stdout: the answer to the request with the same id."
+)]
+pub struct ExecResponse {
+    /// The id of the request it answers.
+    pub id: String,
+    /// The decision, as a per-task program prints it. A failure is
+    /// `{"action": "fail", "error": "...", "retryable": true|false}`.
+    pub reply: ExecReply,
+}

@@ -53,7 +53,9 @@ pub use envelope::{
     Role, Step, Value,
 };
 pub use event::{Event, EventType, Folded};
-pub use exec::{ExecAction, ExecChild, ExecMessage, ExecReply, ExecStep};
+pub use exec::{
+    ExecAction, ExecChild, ExecMessage, ExecReply, ExecRequest, ExecResponse, ExecStep,
+};
 pub use header::{DeadLetterReason, headers};
 pub use id::{derive_id, derive_id_labelled};
 pub use nesting::{MAX_NESTING, nests_deeper_than};

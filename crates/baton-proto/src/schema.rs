@@ -17,6 +17,8 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("lookup_request", one::<LookupRequest>()),
         ("lookup_response", one::<LookupResponse>()),
         ("exec_reply", one::<ExecReply>()),
+        ("exec_request", one::<crate::ExecRequest>()),
+        ("exec_response", one::<crate::ExecResponse>()),
         ("deadline_timer", one::<crate::DeadlineTimer>()),
     ]
 }

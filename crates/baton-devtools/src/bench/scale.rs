@@ -56,7 +56,8 @@ pub(super) async fn run(bench: &ScaleOut<'_>) -> anyhow::Result<()> {
     for workers in ROUNDS {
         let ideal = (workers * bench.concurrency) as f64 / bench.delay.as_secs_f64();
         let tasks = ((ideal * bench.seconds as f64) as u64).max(20);
-        let measured = round(bench, &spec, workers, tasks).await?;
+        let prefix = format!("scale{workers}");
+        let measured = round(bench, &spec, "thinker", &prefix, workers, tasks).await?;
         let efficiency = measured / ideal;
         efficiencies.push(efficiency);
         println!("{workers:>8} {tasks:>8} {measured:>10.1} {ideal:>10.1} {efficiency:>11.2}");
@@ -67,16 +68,18 @@ pub(super) async fn run(bench: &ScaleOut<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One round: `workers` processes of the agent type on their own prefix,
-/// `tasks` sessions in a closed loop that keeps every slot busy.
-async fn round(
+/// One round: `workers` processes of agent type `agent` (from `spec`) on
+/// subject prefix `prefix`, `tasks` sessions in a closed loop that keeps
+/// every slot busy; returns tasks/s.
+pub(super) async fn round(
     bench: &ScaleOut<'_>,
     spec: &std::path::Path,
+    agent: &str,
+    prefix: &str,
     workers: usize,
     tasks: u64,
 ) -> anyhow::Result<f64> {
-    let prefix = format!("scale{workers}");
-    let subjects = Subjects::new(prefix.clone())?;
+    let subjects = Subjects::new(prefix)?;
     let mut children = Vec::new();
     for index in 0..workers {
         children.push(Worker(
@@ -85,7 +88,7 @@ async fn round(
                     "--nats-url",
                     bench.url,
                     "--prefix",
-                    &prefix,
+                    prefix,
                     "worker",
                     "--spec",
                 ])
@@ -98,7 +101,7 @@ async fn round(
         ));
     }
     let baton = Client::new(bench.client.clone(), subjects.clone());
-    let agent = AgentName::new("thinker")?;
+    let agent = AgentName::new(agent)?;
     let started = Instant::now();
     while baton.check_served(&agent).await.is_err() {
         anyhow::ensure!(
