@@ -14,6 +14,7 @@ mod failures;
 mod fuzz;
 mod handoff;
 mod lifecycle;
+mod mcp;
 mod metrics;
 mod permissions;
 mod persistent;

@@ -143,6 +143,10 @@ pub enum Command {
     /// context; agent pools; dead letters with replay; the human inbox with answers. Listens
     /// on 127.0.0.1:8080 by default; beyond loopback it needs --access-token.
     Console(ConsoleArgs),
+    /// Serve agent types as MCP tools (Model Context Protocol), over stdio or streamable
+    /// HTTP, for any MCP host.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -483,6 +487,7 @@ mod claims;
 mod console;
 mod doctor;
 mod manifests;
+mod mcp;
 mod metrics;
 mod relay;
 mod worker_registry;
@@ -490,6 +495,7 @@ pub use claims::ClaimArgs;
 pub use console::ConsoleArgs;
 pub use doctor::DoctorArgs;
 pub use manifests::ManifestsArgs;
+pub use mcp::{McpCommand, McpServeArgs};
 pub use metrics::MetricsArgs;
 pub use relay::RelayArgs;
 pub use worker_registry::WorkerRegistryArgs;

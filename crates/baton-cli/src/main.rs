@@ -140,6 +140,7 @@ async fn run(
         Command::Doctor(args) => doctor::run(&cli.nats, subjects, args).await,
         Command::Manifests(args) => manifests::run(&args, &subjects),
         Command::Console(args) => serve::console(&cli.nats, subjects, args).await,
+        Command::Mcp(args::McpCommand::Serve(args)) => serve::mcp(&cli.nats, subjects, args).await,
         Command::Permissions(args) => {
             let block = permissions::render(&args, &subjects, cli.nats.inbox_prefix.as_deref())?;
             print!("{block}");

@@ -387,3 +387,42 @@ pub async fn console(
     baton_console::serve(config, client, subjects, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+/// `baton mcp serve`: agent types as MCP tools, as the client role.
+pub async fn mcp(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: crate::args::McpServeArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let only = args
+        .agents
+        .iter()
+        .map(|name| {
+            AgentName::new(name.as_str())
+                .with_context(|| format!("invalid --agents entry {name:?}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let connection = crate::nats::connect(
+        nats,
+        None,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
+    )
+    .await?;
+    let client = baton_worker::Client::new(connection.clone(), subjects.clone())
+        .with_streams(nats.streams());
+    let registry = baton_worker::RegistryClient::new(connection.client().clone(), &subjects);
+    let gateway = baton_mcp::Gateway::new(
+        client,
+        registry,
+        only,
+        Duration::from_secs(args.timeout_secs.max(1)),
+    );
+    match args.http {
+        Some(listen) => {
+            baton_mcp::serve_http(gateway, listen, args.access_token, crate::shutdown_signal())
+                .await?;
+        }
+        None => gateway.serve_stdio().await?,
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

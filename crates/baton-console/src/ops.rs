@@ -36,7 +36,7 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
                 }
                 @for c in candidates {
                     tr id=(format!("a-{}", c.agent)) {
-                        td { b { (c.agent) } }
+                        td { b { (c.agent) } @if let Some(text) = &c.description { br; small.muted { (text) } } }
                         td.num { (c.instances) }
                         td.num { (c.tier) }
                         td { (c.capabilities.join(", ")) }

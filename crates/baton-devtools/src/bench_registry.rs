@@ -56,6 +56,7 @@ fn heartbeat(kind: usize, instance: usize) -> Heartbeat {
         at: now_ms(),
         // Long enough that nothing expires during the run.
         interval_ms: Some(600_000),
+        description: None,
         extra: Map::new(),
     }
 }

@@ -96,11 +96,19 @@ impl Demo {
             Self::Refund => (&["refunds"], &["billing", "orders"]),
             Self::HumanSupport => (&["human", "general_enquiry"], &["customer_service"]),
         };
+        let description = match self {
+            Self::GeneralEnquiry => "Answers general questions and routes the rest",
+            Self::OrderManagement => "Tracks orders: status, shipping, delivery",
+            Self::AdvancedOrder => "Handles special orders and order-system failures",
+            Self::Refund => "Decides refunds under the shop's policy",
+            Self::HumanSupport => "A support specialist who takes escalated cases",
+        };
         let owned = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
         Profile {
             capabilities: owned(capabilities),
             domains: owned(domains),
             tier: self.tier(),
+            description: Some(description.to_owned()),
         }
     }
 }

@@ -37,6 +37,10 @@ pub struct Heartbeat {
     /// drops the instance after three intervals without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_ms: Option<u64>,
+    /// Extension: what the agent type does, in a sentence (a spec's
+    /// `description`); gateways show it as a skill or tool description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -107,6 +111,9 @@ pub struct Candidate {
     /// Extension: share of handled messages that did not fail, 0 to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub success_ratio: Option<f64>,
+    /// Extension: what the agent type does (the newest heartbeat's `description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

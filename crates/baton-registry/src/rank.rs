@@ -27,6 +27,8 @@ pub struct AgentSummary {
     pub processed: u64,
     /// Messages that failed, summed over the instances.
     pub failed: u64,
+    /// What the agent type does (the newest heartbeat's description).
+    pub description: Option<String>,
 }
 
 /// Weight of capability and domain fit in the score.
@@ -121,6 +123,7 @@ impl AgentSummary {
             capacity: Some(self.capacity),
             backlog: Some(self.pending + self.ack_pending),
             success_ratio: self.success_ratio(),
+            description: self.description.clone(),
             extra: Map::new(),
         }
     }

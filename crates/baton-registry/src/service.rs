@@ -309,6 +309,7 @@ mod tests {
             failed: 0,
             at: 0,
             interval_ms: None,
+            description: None,
             extra: baton_proto::Map::new(),
         };
         table.record(beat, Instant::now());

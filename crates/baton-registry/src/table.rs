@@ -140,6 +140,7 @@ impl Table {
                     ack_pending: backlog.ack_pending,
                     processed: sum(|b| b.processed),
                     failed: sum(|b| b.failed),
+                    description: newest.beat.description.clone(),
                 })
             })
             .collect()
@@ -163,6 +164,7 @@ mod tests {
             failed: 1,
             at: 0,
             interval_ms: Some(1000),
+            description: None,
             extra: baton_proto::Map::new(),
         }
     }

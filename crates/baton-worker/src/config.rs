@@ -270,6 +270,8 @@ pub struct Profile {
     pub domains: Vec<String>,
     /// Tier: 1 is the first line; higher tiers take harder work.
     pub tier: u32,
+    /// What the agent type does, in a sentence.
+    pub description: Option<String>,
 }
 
 /// A fresh instance id: 12 hex digits, a valid subject token.

@@ -332,6 +332,7 @@ pub(crate) fn spawn_heartbeats(
         failed: 0,
         at: 0,
         interval_ms: Some(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)),
+        description: profile.description.clone(),
         extra: baton_proto::Map::new(),
     };
     tokio::spawn(async move {

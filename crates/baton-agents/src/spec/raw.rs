@@ -231,12 +231,13 @@ impl Report<'_> {
         Some(AgentSpec {
             file: self.file.clone(),
             name: name?,
-            description: raw.description,
             profile: Profile {
                 capabilities: raw.capabilities,
                 domains: raw.domains,
                 tier: raw.tier,
+                description: (!raw.description.is_empty()).then(|| raw.description.clone()),
             },
+            description: raw.description,
             concurrency: (*raw.concurrency.get_ref()).max(1),
             timeout: Duration::from_millis(*raw.timeout_ms.get_ref()),
             retry,

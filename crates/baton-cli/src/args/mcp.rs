@@ -1,0 +1,43 @@
+//! `baton mcp`'s options.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Subcommand};
+
+/// `baton mcp`: Baton agent types as MCP tools.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve agent types as MCP tools: on stdin/stdout (for an MCP host that starts this
+    /// command), or over streamable HTTP with --http. A tool call runs a session through the
+    /// router (`baton router` must run) and returns its answer, or its failure as a tool
+    /// error; the session's events arrive as progress notifications.
+    Serve(McpServeArgs),
+}
+
+/// What `baton mcp serve` exposes, and where.
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// The agent types to expose, comma-separated [default: every live one the registry
+    /// knows, described from it].
+    #[arg(long, value_delimiter = ',', value_name = "AGENT,...")]
+    pub agents: Vec<String>,
+
+    /// Serve streamable HTTP on this address (at /mcp) instead of stdio. Beyond loopback it
+    /// needs --access-token.
+    #[arg(long, env = "BATON_MCP_HTTP", value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+
+    /// Token HTTP clients must send as `Authorization: Bearer <token>`. Required beyond
+    /// loopback; checked on loopback too when set.
+    #[arg(
+        long,
+        env = "BATON_MCP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub access_token: Option<String>,
+
+    /// How long a tool call waits for its session to end, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    pub timeout_secs: u64,
+}

@@ -1,0 +1,303 @@
+//! `baton mcp serve`: Baton agent types as MCP tools, through the official
+//! Rust SDK (`rmcp`), over stdio or streamable HTTP.
+//!
+//! Each agent type is a tool named after it, described by its registry
+//! entry, taking a `question` and optional `variables`. A call starts a
+//! session at that agent type, relays the session's events as progress
+//! notifications (when the caller asked for progress), and returns the
+//! answer, or the failure as a tool error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, Event, EventType, LookupRequest, Value};
+use baton_worker::{Client, RegistryClient};
+use futures::StreamExt;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, Content, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerInfo, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServiceExt};
+
+mod http;
+
+pub use http::serve_http;
+
+/// What the tools reach.
+#[derive(Clone)]
+pub struct Gateway {
+    client: Client,
+    registry: RegistryClient,
+    /// The agent types exposed; empty: every live one the registry knows.
+    only: Arc<Vec<AgentName>>,
+    /// How long a call waits for its session to end.
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("only", &self.only)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway to the agent types of `client`'s deployment: `only` these
+    /// (every live one when empty), each call waiting up to `timeout`.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        registry: RegistryClient,
+        only: Vec<AgentName>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            client,
+            registry,
+            only: Arc::new(only),
+            timeout,
+        }
+    }
+
+    /// Serves MCP on stdin and stdout until the client closes them.
+    ///
+    /// # Errors
+    ///
+    /// When the MCP handshake fails.
+    pub async fn serve_stdio(self) -> anyhow::Result<()> {
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|err| anyhow::anyhow!("MCP over stdio: {err}"))?;
+        running.waiting().await?;
+        Ok(())
+    }
+
+    /// The tools: every exposed agent type, described from the registry.
+    async fn tools(&self) -> Result<Vec<Tool>, McpError> {
+        let candidates = match self.registry.lookup(&LookupRequest::default()).await {
+            Ok(answer) => answer.candidates,
+            // Without a registry, the named agent types are still tools.
+            Err(err) if !self.only.is_empty() => {
+                tracing::warn!(error = %err, "no registry: the tools have no descriptions");
+                Vec::new()
+            }
+            Err(err) => {
+                return Err(McpError::internal_error(
+                    format!(
+                        "{err}: start a registry (`baton registry`), or name the agent types with --agents"
+                    ),
+                    None,
+                ));
+            }
+        };
+        let mut names: Vec<String> = if self.only.is_empty() {
+            candidates.iter().map(|c| c.agent.clone()).collect()
+        } else {
+            self.only.iter().map(ToString::to_string).collect()
+        };
+        names.sort();
+        names.dedup();
+        Ok(names
+            .into_iter()
+            .map(|name| {
+                let found = candidates.iter().find(|c| c.agent == name);
+                let mut description = found
+                    .and_then(|c| c.description.clone())
+                    .unwrap_or_else(|| format!("The Baton agent type {name}"));
+                if let Some(c) = found.filter(|c| !c.capabilities.is_empty()) {
+                    description.push_str(&format!(
+                        ". Capabilities: {}; domains: {}; tier {}.",
+                        c.capabilities.join(", "),
+                        if c.domains.is_empty() {
+                            "any".to_owned()
+                        } else {
+                            c.domains.join(", ")
+                        },
+                        c.tier
+                    ));
+                }
+                Tool::new(name, description, input_schema())
+            })
+            .collect())
+    }
+
+    /// Runs one session at `agent` and turns its end into a tool result.
+    async fn run(
+        &self,
+        agent: AgentName,
+        arguments: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let Some(question) = arguments.get("question").and_then(|q| q.as_str()) else {
+            return Ok(CallToolResult::error(vec![Content::text(
+                "the argument `question` (a string) is required",
+            )]));
+        };
+        let mut task = Envelope::task(question);
+        if let Some(variables) = arguments.get("variables") {
+            let Some(variables) = variables.as_object() else {
+                return Ok(CallToolResult::error(vec![Content::text(
+                    "the argument `variables` must be an object",
+                )]));
+            };
+            for (key, value) in variables {
+                let value = rmpv::ext::to_value(value).unwrap_or(Value::Nil);
+                task.context.variables.insert(key.clone(), value);
+            }
+        }
+        // Through the ingress, as `baton send --to` does: the client role may
+        // publish there, and the router moves the task to the agent type.
+        task = task.with_to(agent.to_string());
+        if let Err(err) = self.client.submit(&task).await {
+            return Ok(CallToolResult::error(vec![Content::text(format!(
+                "cannot start a session at {agent}: {err}"
+            ))]));
+        }
+        let session = task.session;
+        let followed = self.follow(session, context);
+        let end = tokio::select! {
+            end = tokio::time::timeout(self.timeout, followed) => end,
+            () = context.ct.cancelled() => {
+                return Err(McpError::internal_error(format!("the call was cancelled; session {session} goes on"), None));
+            }
+        };
+        Ok(match end {
+            Ok(Ok(end)) if end.kind == EventType::Completed => {
+                let text = end.output.as_ref().map(show).unwrap_or_default();
+                CallToolResult::success(vec![Content::text(text)])
+            }
+            Ok(Ok(end)) => CallToolResult::error(vec![Content::text(format!(
+                "session {session} failed: {}{}",
+                end.reason.as_ref().map_or("failed", |r| r.as_str()),
+                end.detail.map(|d| format!(": {d}")).unwrap_or_default()
+            ))]),
+            Ok(Err(err)) => CallToolResult::error(vec![Content::text(format!(
+                "cannot follow session {session}: {err}"
+            ))]),
+            Err(_) => CallToolResult::error(vec![Content::text(format!(
+                "session {session} did not end within {:?} (it may wait for a person: `baton inbox ls`); it goes on",
+                self.timeout
+            ))]),
+        })
+    }
+
+    /// Follows `session` to its end, sending each event as progress when
+    /// the caller asked for it.
+    async fn follow(
+        &self,
+        session: uuid::Uuid,
+        context: &RequestContext<RoleServer>,
+    ) -> anyhow::Result<Event> {
+        let token = context.meta.get_progress_token();
+        let mut events = self.client.follow(session).await?;
+        let mut seen = 0u32;
+        let mut last = None;
+        while let Some(event) = events.next().await {
+            let event = event?;
+            seen += 1;
+            if let Some(token) = &token {
+                let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(seen));
+                progress.message = Some(describe(&event));
+                if let Err(err) = context.peer.notify_progress(progress).await {
+                    tracing::debug!(error = %err, "a progress notification was not sent");
+                }
+            }
+            if event.kind.is_terminal() {
+                last = Some(event);
+            }
+        }
+        last.ok_or_else(|| anyhow::anyhow!("the event stream ended before the session did"))
+    }
+}
+
+/// The tools' input: the question and optional shared variables.
+fn input_schema() -> JsonObject {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": "The task for the agent, as the user would ask it"},
+            "variables": {"type": "object", "description": "Shared context variables the agents may read (optional)"}
+        },
+        "required": ["question"]
+    });
+    match schema {
+        serde_json::Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// A value as text: a string as itself, anything else as JSON.
+fn show(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// One line about an event, for a progress message.
+fn describe(event: &Event) -> String {
+    let agent = event.agent.as_deref().unwrap_or("-");
+    match (&event.to, &event.reason) {
+        (Some(to), Some(reason)) => format!(
+            "{} {agent} -> {to} ({})",
+            event.kind.as_str(),
+            reason.as_str()
+        ),
+        (Some(to), None) => format!("{} {agent} -> {to}", event.kind.as_str()),
+        (None, Some(reason)) => format!("{} {agent} ({})", event.kind.as_str(), reason.as_str()),
+        (None, None) => format!("{} {agent}", event.kind.as_str()),
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerInfo {
+        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("baton", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool is a Baton agent type. A call runs a whole session, which may \
+                 hand off across agents, and returns its answer.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools().await?))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let name = request.name.to_string();
+        let exposed = if self.only.is_empty() {
+            self.client
+                .check_served(&AgentName::new(name.as_str()).map_err(|err| {
+                    McpError::invalid_params(format!("no tool {name:?}: {err}"), None)
+                })?)
+                .await
+                .is_ok()
+        } else {
+            self.only.iter().any(|a| a.as_str() == name)
+        };
+        let agent = match AgentName::new(name.as_str()) {
+            Ok(agent) if exposed => agent,
+            _ => {
+                return Err(McpError::invalid_params(
+                    format!("no tool {name:?}: list the tools with tools/list"),
+                    None,
+                ));
+            }
+        };
+        self.run(agent, request.arguments.unwrap_or_default(), &context)
+            .await
+    }
+}

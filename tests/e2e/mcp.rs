@@ -1,0 +1,140 @@
+//! `baton mcp serve` against the official MCP Python SDK, over stdio and
+//! over streamable HTTP: agent types as tools, a call runs a session, its
+//! events arrive as progress, and a failure is a tool error.
+
+use std::time::Duration;
+
+use crate::util::{System, wants};
+
+/// A system with the registry, the router, two demo agents and an agent
+/// that always fails.
+async fn system() -> anyhow::Result<System> {
+    let mut system = System::start().await?;
+    system.registry("registry").await?;
+    system
+        .router(&["--default-agent", "general_enquiry"])
+        .await?;
+    for agent in ["general_enquiry", "refund"] {
+        system
+            .spawn(agent, &["worker", agent], "worker started")
+            .await?;
+    }
+    system
+        .relay("fragile", "fragile", &["--fatal", "--no-fallback"])
+        .await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |a| {
+            a.candidates.len() == 3
+        })
+        .await?;
+    Ok(system)
+}
+
+/// Runs `scripts/mcp_client.py ARGS`; its JSON answer.
+fn client(args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts/mcp_client.py");
+    let output = tokio::task::block_in_place(|| {
+        std::process::Command::new("python3")
+            .arg(script)
+            .args(args)
+            .output()
+    })?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    anyhow::ensure!(
+        !stderr.contains("No module named 'mcp'"),
+        "the MCP tests need the `mcp` package: run them with `./just test`, which installs it"
+    );
+    anyhow::ensure!(output.status.success(), "{args:?} failed:\n{stderr}");
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// What every transport must show.
+fn check(seen: &serde_json::Value) {
+    assert_eq!(
+        seen["tools"],
+        serde_json::json!(["fragile", "general_enquiry", "refund"]),
+        "{seen}"
+    );
+    let description = seen["description"].as_str().unwrap_or_default();
+    assert!(
+        description.starts_with("Answers general questions")
+            && description.contains("customer_service"),
+        "the registry describes the tool: {seen}"
+    );
+    assert_eq!(seen["required"], serde_json::json!(["question"]), "{seen}");
+    assert_eq!(seen["is_error"], false, "{seen}");
+    let text = seen["text"][0].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Refunds are accepted within 30 days"),
+        "{seen}"
+    );
+    let progress: Vec<&str> = seen["progress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert!(
+        progress.contains(&"handoff general_enquiry -> refund (knowledge_gap)"),
+        "{progress:?}"
+    );
+    assert_eq!(progress.last(), Some(&"completed refund"), "{progress:?}");
+    assert_eq!(seen["failed_is_error"], true, "{seen}");
+    let failed = seen["failed_text"][0].as_str().unwrap_or_default();
+    assert!(failed.contains("failed: fatal"), "{seen}");
+    assert_eq!(seen["missing_is_error"], true, "{seen}");
+    assert!(
+        seen["missing_text"][0]
+            .as_str()
+            .is_some_and(|t| t.contains("`question`")),
+        "{seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_host_calls_agent_types_as_tools_over_stdio() -> anyhow::Result<()> {
+    let system = system().await?;
+    let baton = baton_testkit::baton_binary();
+    let seen = client(&[
+        "stdio",
+        &baton.to_string_lossy(),
+        system.server.url(),
+        "I want a refund for order ABC-123",
+    ])?;
+    check(&seen);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_client_calls_agent_types_over_streamable_http_with_its_token() -> anyhow::Result<()>
+{
+    let mut system = system().await?;
+    // Beyond loopback without a token: refused at start.
+    let refused = system
+        .baton(&["mcp", "serve", "--http", "0.0.0.0:0"])
+        .output()?;
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--access-token"));
+
+    let token = "mcp-s3cret";
+    let mut command = system.baton(&["mcp", "serve", "--http", "127.0.0.1:0"]);
+    command.env("BATON_MCP_TOKEN", token);
+    system.adopt("mcp", baton_testkit::ChildProcess::spawn(command, "mcp")?);
+    system
+        .wait_log("mcp", "MCP server listening", Duration::from_secs(30))
+        .await?;
+    let log = system.process("mcp").stderr();
+    let url = log
+        .split("url=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or_else(|| anyhow::anyhow!("no url in:\n{log}"))?
+        .to_owned();
+    let refused = client(&["unauthorized", &url])?;
+    assert_eq!(refused["status"], 401, "{refused}");
+    let seen = client(&["http", &url, "I want a refund for order ABC-123", token])?;
+    check(&seen);
+    assert!(!system.process("mcp").stderr().contains(token));
+    Ok(())
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Drives `baton mcp serve` with the official MCP Python SDK (`mcp`) and
+prints what it saw as one JSON object, for the e2e tests.
+
+    mcp_client.py stdio BATON NATS_URL QUESTION [AGENTS]   spawn `baton mcp serve` on stdio
+    mcp_client.py http URL QUESTION [TOKEN]                 connect over streamable HTTP
+"""
+
+import asyncio
+import json
+import sys
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+async def exercise(session, question):
+    await session.initialize()
+    listed = await session.list_tools()
+    tools = {tool.name: tool for tool in listed.tools}
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(message)
+
+    result = await session.call_tool(
+        "general_enquiry", {"question": question}, progress_callback=on_progress
+    )
+    failed = await session.call_tool("fragile", {"question": "break"})
+    missing = await session.call_tool("general_enquiry", {})
+    return {
+        "tools": sorted(tools),
+        "description": tools["general_enquiry"].description if "general_enquiry" in tools else None,
+        "required": (tools["general_enquiry"].input_schema or {}).get("required") if "general_enquiry" in tools else None,
+        "is_error": result.is_error,
+        "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
+        "progress": progress,
+        "failed_is_error": failed.is_error,
+        "failed_text": [c.text for c in failed.content if getattr(c, "type", "") == "text"],
+        "missing_is_error": missing.is_error,
+        "missing_text": [c.text for c in missing.content if getattr(c, "type", "") == "text"],
+    }
+
+
+async def main():
+    mode = sys.argv[1]
+    if mode == "stdio":
+        baton, nats_url, question, *rest = sys.argv[2:]
+        args = ["--nats-url", nats_url, "mcp", "serve"]
+        if rest:
+            args += ["--agents", rest[0]]
+        params = StdioServerParameters(command=baton, args=args)
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                print(json.dumps(await exercise(session, question)))
+    elif mode == "http":
+        url, question, *rest = sys.argv[2:]
+        headers = {"Authorization": f"Bearer {rest[0]}"} if rest else None
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    print(json.dumps(await exercise(session, question)))
+    elif mode == "unauthorized":
+        (url,) = sys.argv[2:]
+        async with httpx2.AsyncClient() as http:
+            response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            print(json.dumps({"status": response.status_code}))
+    else:
+        sys.exit(f"unknown mode {mode}")
+
+
+asyncio.run(main())
