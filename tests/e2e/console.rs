@@ -103,6 +103,15 @@ async fn a_session_goes_live_to_completed_and_a_dead_letter_is_replayed_from_the
         "{seen}"
     );
     assert_eq!(seen["joined_live"], true, "{seen}");
+    // The demo agents describe themselves (from their heartbeats); a relay does not.
+    assert_eq!(
+        seen["descriptions"],
+        serde_json::json!([
+            "Answers general questions and routes the rest",
+            "Decides refunds under the shop's policy"
+        ]),
+        "{seen}"
+    );
     let session = seen["session"].as_str().unwrap_or_default().parse()?;
     let end = system.client.wait(session, Duration::from_secs(10)).await?;
     assert_eq!(agents(&end.path), ["general_enquiry", "refund"]);

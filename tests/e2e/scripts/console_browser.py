@@ -99,7 +99,8 @@ def live(browser, url, baton, nats_url):
     shot(page, "session")
     page.goto(url + "/agents")
     page.wait_for_selector("#agents tbody tr")
-    result["agents"] = page.eval_on_selector_all("#agents tbody tr td:first-child", "ts => ts.map(t => t.textContent)")
+    result["agents"] = page.eval_on_selector_all("#agents tbody tr td:first-child b", "ts => ts.map(t => t.textContent)")
+    result["descriptions"] = page.eval_on_selector_all("#agents tbody tr td:first-child small", "ts => ts.map(t => t.textContent)")
     shot(page, "agents")
     # A worker that starts while the page is open appears on it, live.
     page.evaluate("window.__stayed = true")
