@@ -12,7 +12,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Form, Router};
 use baton_agents::{Inbox, Reply};
-use baton_proto::{AgentName, LookupRequest, Subjects, now_ms};
+use baton_proto::{AgentName, EventType, LookupRequest, Subjects, now_ms};
 use baton_worker::{Client, RegistryClient, ReplayOptions};
 use futures::{Stream, StreamExt};
 use maud::Markup;
@@ -145,15 +145,28 @@ async fn session(
         Some(trace) => Some(trace),
         None => last_trace(&app, id).await,
     };
-    let dead = app.client.dead_letters().await.unwrap_or_default();
-    let dead: Vec<_> = dead.into_iter().filter(|d| d.session == Some(id)).collect();
+    // Only a session with a `dead_lettered` event has dead letters, and only
+    // a waiting one an inbox entry: a page refreshes on every event, so
+    // the stream and the bucket are read for those alone.
+    let dead: Vec<_> = if events.iter().any(|e| e.kind == EventType::DeadLettered) {
+        match app.client.dead_letters().await {
+            Ok(all) => all.into_iter().filter(|d| d.session == Some(id)).collect(),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the dead letters");
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
     let waiting = if summary.state == crate::index::State::Waiting {
-        app.inbox
-            .list()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .find(|e| e.envelope.session == id)
+        match app.inbox.list().await {
+            Ok(entries) => entries.into_iter().find(|e| e.envelope.session == id),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the inbox");
+                None
+            }
+        }
     } else {
         None
     };
