@@ -15,13 +15,7 @@ async fn console(system: &mut System, label: &str, args: &[&str]) -> anyhow::Res
     let mut all = vec!["console", "--listen", "127.0.0.1:0"];
     all.extend_from_slice(args);
     system.spawn(label, &all, "console listening").await?;
-    let log = system.process(label).stderr();
-    let url = log
-        .split("url=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .ok_or_else(|| anyhow::anyhow!("no url in the console's log:\n{log}"))?;
-    Ok(url.trim_end_matches('/').to_owned())
+    system.logged_url(label)
 }
 
 /// Runs a phase of `scripts/console_browser.py`; its JSON answer.
@@ -51,17 +45,8 @@ fn browser(args: &[&str]) -> anyhow::Result<serde_json::Value> {
 async fn a_session_goes_live_to_completed_and_a_dead_letter_is_replayed_from_the_page()
 -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    system.registry("registry").await?;
     system
-        .router(&["--default-agent", "general_enquiry"])
-        .await?;
-    for agent in ["general_enquiry", "refund"] {
-        system
-            .spawn(agent, &["worker", agent], "worker started")
-            .await?;
-    }
-    system
-        .relay("f1", "fragile", &["--fatal", "--no-fallback"])
+        .refund_desk("f1", &["--fatal", "--no-fallback"])
         .await?;
     let broken = Envelope::task("fails until the fix ships");
     let first = system.run("fragile", &broken).await?;
@@ -225,14 +210,10 @@ async fn beyond_loopback_the_console_refuses_requests_without_its_token() -> any
     system
         .wait_log("console", "console listening", Duration::from_secs(30))
         .await?;
-    let log = system.process("console").stderr();
-    let port = log
-        .split("url=http://0.0.0.0:")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .ok_or_else(|| anyhow::anyhow!("no url in the console's log:\n{log}"))?
-        .to_owned();
-    let url = format!("http://127.0.0.1:{port}");
+    // It listens on every address; the test reaches it on loopback.
+    let url = system
+        .logged_url("console")?
+        .replacen("http://0.0.0.0:", "http://127.0.0.1:", 1);
     let seen = browser(&["auth", &url, token])?;
     assert_eq!(seen["no_token"], 401, "{seen}");
     assert_eq!(seen["wrong_token"], 401, "{seen}");

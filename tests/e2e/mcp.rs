@@ -10,17 +10,8 @@ use crate::util::{System, wants};
 /// that always fails.
 async fn system() -> anyhow::Result<System> {
     let mut system = System::start().await?;
-    system.registry("registry").await?;
     system
-        .router(&["--default-agent", "general_enquiry"])
-        .await?;
-    for agent in ["general_enquiry", "refund"] {
-        system
-            .spawn(agent, &["worker", agent], "worker started")
-            .await?;
-    }
-    system
-        .relay("fragile", "fragile", &["--fatal", "--no-fallback"])
+        .refund_desk("fragile", &["--fatal", "--no-fallback"])
         .await?;
     system
         .lookup_until(&wants(&[]), Duration::from_secs(10), |a| {
@@ -124,13 +115,7 @@ async fn an_mcp_client_calls_agent_types_over_streamable_http_with_its_token() -
     system
         .wait_log("mcp", "MCP server listening", Duration::from_secs(30))
         .await?;
-    let log = system.process("mcp").stderr();
-    let url = log
-        .split("url=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .ok_or_else(|| anyhow::anyhow!("no url in:\n{log}"))?
-        .to_owned();
+    let url = system.logged_url("mcp")?;
     let refused = client(&["unauthorized", &url])?;
     assert_eq!(refused["status"], 401, "{refused}");
     let seen = client(&["http", &url, "I want a refund for order ABC-123", token])?;

@@ -193,6 +193,34 @@ impl System {
         self.spawn(label, &args, "worker started").await
     }
 
+    /// The registry, the router (default agent `general_enquiry`), the demo
+    /// agents `general_enquiry` and `refund`, and a relay `fragile` (instance
+    /// `fragile_label`) with `fragile_flags`.
+    pub async fn refund_desk(
+        &mut self,
+        fragile_label: &str,
+        fragile_flags: &[&str],
+    ) -> anyhow::Result<()> {
+        self.registry("registry").await?;
+        self.router(&["--default-agent", "general_enquiry"]).await?;
+        for agent in ["general_enquiry", "refund"] {
+            self.spawn(agent, &["worker", agent], "worker started")
+                .await?;
+        }
+        self.relay(fragile_label, "fragile", fragile_flags).await
+    }
+
+    /// The URL process `label` logged as `url=…`, without a trailing slash.
+    pub fn logged_url(&mut self, label: &str) -> anyhow::Result<String> {
+        let log = self.process(label).stderr();
+        let url = log
+            .split("url=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .ok_or_else(|| anyhow::anyhow!("no url in the log of {label}:\n{log}"))?;
+        Ok(url.trim_end_matches('/').to_owned())
+    }
+
     /// Starts the example human agent `human_support` (from
     /// `examples/support/human_support.toml`), without the registry.
     pub async fn human_support(&mut self) -> anyhow::Result<()> {

@@ -36,13 +36,54 @@ const MAX_REPLY: u64 = 8 * 1024 * 1024;
 /// Stderr lines kept for the failure detail.
 const STDERR_TAIL: usize = 5;
 
+/// The program of an exec agent: how to start it.
+#[derive(Debug, Clone)]
+pub(crate) struct Program {
+    command: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+}
+
+impl Program {
+    /// The program's name, for messages.
+    pub(crate) fn name(&self) -> &str {
+        &self.command[0]
+    }
+
+    /// Starts the program with piped stdio, the spec's environment,
+    /// `BATON_AGENT`, `BATON_INSTANCE` and `vars`.
+    pub(crate) fn spawn(
+        &self,
+        task: &Task,
+        vars: &[(&str, String)],
+    ) -> Result<tokio::process::Child, AgentError> {
+        tokio::process::Command::new(self.name())
+            .args(&self.command[1..])
+            .current_dir(&self.cwd)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("BATON_AGENT", task.agent.as_str())
+            .env("BATON_INSTANCE", &task.instance)
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| {
+                AgentError::fatal(format!(
+                    "cannot start {:?} in {}: {err} (check [exec] command and cwd in the spec)",
+                    self.name(),
+                    self.cwd.display()
+                ))
+            })
+    }
+}
+
 /// Runs a program per task, or (`exec.mode = "persistent"`) one program
 /// for all the worker's tasks.
 #[derive(Debug, Clone)]
 pub struct ExecRunner {
-    command: Vec<String>,
-    env: Vec<(String, String)>,
-    cwd: PathBuf,
+    program: Program,
     persistent: Option<std::sync::Arc<persistent::Persistent>>,
 }
 
@@ -55,18 +96,15 @@ impl ExecRunner {
             Some(cwd) => dir.join(cwd),
             None => dir.to_owned(),
         };
-        let env: Vec<(String, String)> = spec.env.clone().into_iter().collect();
-        let persistent = (spec.mode == ExecMode::Persistent).then(|| {
-            std::sync::Arc::new(persistent::Persistent::new(
-                spec.command.clone(),
-                env.clone(),
-                cwd.clone(),
-            ))
-        });
-        Self {
+        let program = Program {
             command: spec.command.clone(),
-            env,
+            env: spec.env.clone().into_iter().collect(),
             cwd,
+        };
+        let persistent = (spec.mode == ExecMode::Persistent)
+            .then(|| std::sync::Arc::new(persistent::Persistent::new(program.clone())));
+        Self {
+            program,
             persistent,
         }
     }
@@ -115,7 +153,7 @@ impl ExecRunner {
     /// One run of the program, in an `exec {program}` span with its exit
     /// code, marked failed (with `error.type`) when the run fails.
     async fn invoke(&self, task: &Task, resume: bool) -> Result<Outcome, AgentError> {
-        let program = &self.command[0];
+        let program = self.program.name();
         let span = tracing::info_span!(
             "exec",
             otel.name = %format_args!("exec {program}"),
@@ -158,7 +196,7 @@ impl ExecRunner {
         let input = serde_json::to_vec(envelope).map_err(|err| {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
         })?;
-        let program = &self.command[0];
+        let program = self.program.name();
         let mut child = self.spawn(task, resume)?;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -227,28 +265,15 @@ impl ExecRunner {
     /// Starts the program with piped stdio and the `BATON_*` variables.
     fn spawn(&self, task: &Task, resume: bool) -> Result<tokio::process::Child, AgentError> {
         let envelope = &task.envelope;
-        let program = &self.command[0];
-        tokio::process::Command::new(program)
-            .args(&self.command[1..])
-            .current_dir(&self.cwd)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("BATON_AGENT", task.agent.as_str())
-            .env("BATON_INSTANCE", &task.instance)
-            .env("BATON_SESSION", envelope.session.to_string())
-            .env("BATON_ENVELOPE", envelope.id.to_string())
-            .env("BATON_ATTEMPT", task.attempt.to_string())
-            .env("BATON_RESUME", if resume { "1" } else { "0" })
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|err| {
-                AgentError::fatal(format!(
-                    "cannot start {program:?} in {}: {err} (check [exec] command and cwd in the spec)",
-                    self.cwd.display()
-                ))
-            })
+        self.program.spawn(
+            task,
+            &[
+                ("BATON_SESSION", envelope.session.to_string()),
+                ("BATON_ENVELOPE", envelope.id.to_string()),
+                ("BATON_ATTEMPT", task.attempt.to_string()),
+                ("BATON_RESUME", if resume { "1" } else { "0" }.to_owned()),
+            ],
+        )
     }
 }
 

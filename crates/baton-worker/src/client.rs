@@ -229,15 +229,7 @@ impl Client {
     ///
     /// When the events stream cannot be read.
     pub async fn history(&self, session: Uuid) -> Result<Vec<Event>, Error> {
-        self.ensure_streams().await?;
-        let name = self.subjects.events_stream();
-        let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
-            Error::with_source(
-                ErrorKind::JetStream,
-                format!("cannot open stream {name}"),
-                err,
-            )
-        })?;
+        let (name, stream) = self.events_stream().await?;
         match stream
             .get_last_raw_message_by_subject(&self.subjects.events(session))
             .await
@@ -268,8 +260,8 @@ impl Client {
         Ok(events)
     }
 
-    /// Each event with the number of the session's events stored after it.
-    async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
+    /// The events stream, with its name (streams are created when missing).
+    async fn events_stream(&self) -> Result<(String, jetstream::stream::Stream), Error> {
         self.ensure_streams().await?;
         let name = self.subjects.events_stream();
         let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
@@ -279,6 +271,12 @@ impl Client {
                 err,
             )
         })?;
+        Ok((name, stream))
+    }
+
+    /// Each event with the number of the session's events stored after it.
+    async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
+        let (_, stream) = self.events_stream().await?;
         // Progress a `lean` worker does not store arrives live: subscribe
         // before reading the stored events, so none is missed.
         let live = self

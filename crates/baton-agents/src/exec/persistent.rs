@@ -7,8 +7,6 @@
 //! another worker. The next task starts it again.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,6 +15,8 @@ use baton_worker::{AgentError, Task};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::{Mutex, oneshot};
+
+use super::Program;
 
 /// Where an answer goes: the task waiting for the request id.
 type Waiting = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<ExecReply>>>>;
@@ -34,9 +34,7 @@ struct Running {
 
 /// A program that serves every task of one worker.
 pub(crate) struct Persistent {
-    command: Vec<String>,
-    env: Vec<(String, String)>,
-    cwd: PathBuf,
+    program: Program,
     running: Mutex<Option<Running>>,
     next_id: AtomicU64,
     starts: AtomicU64,
@@ -45,7 +43,7 @@ pub(crate) struct Persistent {
 impl std::fmt::Debug for Persistent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Persistent")
-            .field("command", &self.command)
+            .field("program", &self.program.name())
             .field("starts", &self.starts.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -67,11 +65,9 @@ impl Drop for Forget {
 }
 
 impl Persistent {
-    pub(crate) fn new(command: Vec<String>, env: Vec<(String, String)>, cwd: PathBuf) -> Self {
+    pub(crate) fn new(program: Program) -> Self {
         Self {
-            command,
-            env,
-            cwd,
+            program,
             running: Mutex::new(None),
             next_id: AtomicU64::new(1),
             starts: AtomicU64::new(0),
@@ -81,7 +77,7 @@ impl Persistent {
     /// Sends `task` to the program (starting it if it is not running) and
     /// waits for its answer.
     pub(crate) async fn request(&self, task: &Task, resume: bool) -> Result<ExecReply, AgentError> {
-        let program = &self.command[0];
+        let program = self.program.name();
         let envelope = serde_json::to_value(&task.envelope).map_err(|err| {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
         })?;
@@ -131,26 +127,11 @@ impl Persistent {
 
     /// Starts the program and its stdout and stderr readers.
     fn start(&self, task: &Task) -> Result<Running, AgentError> {
-        let program = &self.command[0];
+        let program = self.program.name();
         let generation = self.starts.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut child = tokio::process::Command::new(program)
-            .args(&self.command[1..])
-            .current_dir(&self.cwd)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("BATON_AGENT", task.agent.as_str())
-            .env("BATON_INSTANCE", &task.instance)
-            .env("BATON_EXEC_MODE", "persistent")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|err| {
-                AgentError::fatal(format!(
-                    "cannot start {program:?} in {}: {err} (check [exec] command and cwd in the spec)",
-                    self.cwd.display()
-                ))
-            })?;
+        let mut child = self
+            .program
+            .spawn(task, &[("BATON_EXEC_MODE", "persistent".to_owned())])?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
