@@ -20,25 +20,12 @@ async fn console(system: &mut System, label: &str, args: &[&str]) -> anyhow::Res
 
 /// Runs a phase of `scripts/console_browser.py`; its JSON answer.
 fn browser(args: &[&str]) -> anyhow::Result<serde_json::Value> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/e2e/scripts/console_browser.py");
-    let output = tokio::task::block_in_place(|| {
-        std::process::Command::new("python3")
-            .arg(script)
-            .args(args)
-            .output()
-    })?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
     anyhow::ensure!(
-        !stderr.contains("No module named 'playwright'"),
-        "the browser tests need Playwright: run them with `./just test`, which installs it"
+        std::path::Path::new("/usr/bin/chromium").exists()
+            || std::env::var_os("CHROMIUM").is_some(),
+        "the browser tests need Chromium: apt-get install chromium (or set CHROMIUM)"
     );
-    anyhow::ensure!(
-        !stderr.contains("Executable doesn't exist") && !stderr.contains("No such file"),
-        "the browser tests need Chromium: apt-get install chromium\n{stderr}"
-    );
-    anyhow::ensure!(output.status.success(), "{args:?} failed:\n{stderr}");
-    Ok(serde_json::from_slice(&output.stdout)?)
+    crate::util::python_json("console_browser.py", "playwright", args)
 }
 
 #[tokio::test(flavor = "multi_thread")]

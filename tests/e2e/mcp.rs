@@ -23,21 +23,7 @@ async fn system() -> anyhow::Result<System> {
 
 /// Runs `scripts/mcp_client.py ARGS`; its JSON answer.
 fn client(args: &[&str]) -> anyhow::Result<serde_json::Value> {
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts/mcp_client.py");
-    let output = tokio::task::block_in_place(|| {
-        std::process::Command::new("python3")
-            .arg(script)
-            .args(args)
-            .output()
-    })?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    anyhow::ensure!(
-        !stderr.contains("No module named 'mcp'"),
-        "the MCP tests need the `mcp` package: run them with `./just test`, which installs it"
-    );
-    anyhow::ensure!(output.status.success(), "{args:?} failed:\n{stderr}");
-    Ok(serde_json::from_slice(&output.stdout)?)
+    crate::util::python_json("mcp_client.py", "mcp", args)
 }
 
 /// What every transport must show.

@@ -467,3 +467,24 @@ pub fn field<'a>(value: &'a rmpv::Value, key: &str) -> Option<&'a rmpv::Value> {
         .find(|(k, _)| k.as_str() == Some(key))
         .map(|(_, v)| v)
 }
+
+/// Runs `tests/e2e/scripts/SCRIPT ARGS` with python3 and reads the one JSON
+/// object it prints. A missing Python `module` gets a message that says how
+/// to install it.
+pub fn python_json(script: &str, module: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e/scripts")
+        .join(script);
+    let output =
+        tokio::task::block_in_place(|| Command::new("python3").arg(path).args(args).output())?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    anyhow::ensure!(
+        !stderr.contains(&format!("No module named '{module}'")),
+        "{script} needs the Python package `{module}`: run the tests with `./just test`, which installs it"
+    );
+    anyhow::ensure!(
+        output.status.success(),
+        "{script} {args:?} failed:\n{stderr}"
+    );
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
