@@ -179,3 +179,39 @@ async fn the_exec_bench_runs_both_modes_and_reports_the_ratio() -> anyhow::Resul
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_answer_fails_its_task_at_once_with_the_reason() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    // Answers with a misspelt field; the task's timeout (60 s) is far away.
+    std::fs::write(
+        dir.path().join("typo.py"),
+        "import json, sys\nfor line in sys.stdin:\n    r = json.loads(line)\n    print(json.dumps({\"id\": r[\"id\"], \"reply\": {\"acton\": \"terminate\"}}), flush=True)\n",
+    )?;
+    let spec = dir.path().join("typo.toml");
+    std::fs::write(
+        &spec,
+        "name = \"typo\"\nkind = \"exec\"\ntimeout_ms = 60000\n\n[exec]\ncommand = [\"python3\", \"typo.py\"]\nmode = \"persistent\"\n",
+    )?;
+    system
+        .spec_worker("typo", &spec, &["--no-registry"])
+        .await?;
+    let task = Envelope::task("anything");
+    system
+        .client
+        .submit_to(&AgentName::new("typo")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(20))
+        .await?;
+    let end = events.last().expect("a terminal event");
+    assert_eq!(end.kind, EventType::Failed);
+    assert_eq!(end.reason.as_ref().map(|r| r.as_str()), Some("fatal"));
+    let detail = end.detail.as_deref().unwrap_or_default();
+    assert!(
+        detail.contains("not an exec response") && detail.contains("acton"),
+        "{detail}"
+    );
+    Ok(())
+}

@@ -18,8 +18,11 @@ use tokio::sync::{Mutex, oneshot};
 
 use super::Program;
 
+/// The answer, or why the line that named its id is not one.
+type Answer = Result<ExecReply, String>;
+
 /// Where an answer goes: the task waiting for the request id.
-type Waiting = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<ExecReply>>>>;
+type Waiting = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<Answer>>>>;
 
 /// One start of the program.
 struct Running {
@@ -118,11 +121,15 @@ impl Persistent {
             }
             (answer, current.generation, forget)
         };
-        answer.await.map_err(|_| {
-            AgentError::retryable(format!(
+        match answer.await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(why)) => Err(AgentError::fatal(format!(
+                "{program} answered request {id} with a line that is not an exec response ({why}); see proto-schemas/schema/exec_response.schema.json"
+            ))),
+            Err(_) => Err(AgentError::retryable(format!(
                 "{program} (start {generation}) ended before it answered; it is restarted for the next task"
-            ))
-        })
+            ))),
+        }
     }
 
     /// Starts the program and its stdout and stderr readers.
@@ -176,34 +183,68 @@ async fn read_answers(
     loop {
         match lines.next_line().await {
             Ok(Some(line)) if line.trim().is_empty() => {}
-            Ok(Some(line)) => match serde_json::from_str::<ExecResponse>(&line) {
-                Ok(response) => {
-                    let sender = waiting
+            Ok(Some(line)) => {
+                let (id, answer) = parse(&line);
+                let sender = id.as_ref().and_then(|id| {
+                    waiting
                         .lock()
                         .ok()
-                        .and_then(|mut waiting| waiting.remove(&response.id));
-                    match sender {
-                        Some(sender) => {
-                            let _ = sender.send(response.reply);
-                        }
-                        None => tracing::warn!(
-                            %program, id = %response.id,
-                            "an answer for no waiting request (timed out, or answered twice) is dropped"
-                        ),
+                        .and_then(|mut waiting| waiting.remove(id))
+                });
+                match (sender, answer) {
+                    (Some(sender), answer) => {
+                        let _ = sender.send(answer);
+                    }
+                    (None, Ok(_)) => tracing::warn!(
+                        %program, id = id.as_deref().unwrap_or_default(),
+                        "an answer for no waiting request (timed out, or answered twice) is dropped"
+                    ),
+                    (None, Err(why)) => {
+                        let shown: String = line.chars().take(200).collect();
+                        tracing::warn!(
+                            %program, error = %why,
+                            "a stdout line is not an answer {{\"id\", \"reply\"}} (see proto-schemas/schema/exec_response.schema.json): {shown}"
+                        );
                     }
                 }
-                Err(err) => {
-                    let shown: String = line.chars().take(200).collect();
-                    tracing::warn!(
-                        %program, error = %err,
-                        "a stdout line is not an answer {{\"id\", \"reply\"}} (see proto-schemas/schema/exec_response.schema.json): {shown}"
-                    );
-                }
-            },
+            }
             Ok(None) | Err(_) => break,
         }
     }
     gone.store(true, Ordering::Release);
     let failed = waiting.lock().map(|mut w| w.drain().count()).unwrap_or(0);
     tracing::warn!(%program, in_flight = failed, "persistent exec program ended; its tasks in flight are retried");
+}
+
+/// A stdout line as the id it answers (when it names one) and the answer,
+/// or why it is not one: a request whose answer is malformed fails at once
+/// with the reason, instead of waiting for its timeout.
+fn parse(line: &str) -> (Option<String>, Answer) {
+    match serde_json::from_str::<ExecResponse>(line) {
+        Ok(response) => (Some(response.id), Ok(response.reply)),
+        Err(err) => {
+            let id = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("id").and_then(|id| id.as_str()).map(str::to_owned));
+            (id, Err(err.to_string()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn a_malformed_answer_is_matched_to_its_request_when_it_names_one() {
+        let (id, answer) = parse(r#"{"id": "7", "reply": {"action": "terminate", "output": 1}}"#);
+        assert_eq!(id.as_deref(), Some("7"));
+        assert!(answer.is_ok());
+        let (id, answer) = parse(r#"{"id": "8", "reply": {"acton": "terminate"}}"#);
+        assert_eq!(id.as_deref(), Some("8"));
+        assert!(answer.unwrap_err().contains("acton"));
+        let (id, answer) = parse("hello");
+        assert_eq!(id, None);
+        assert!(answer.is_err());
+    }
 }
