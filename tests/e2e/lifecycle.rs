@@ -201,6 +201,14 @@ async fn sigterm_finishes_in_flight_work_and_leaves_the_rest_to_another_replica(
         "s1 should exit cleanly after finishing; stderr:\n{}",
         system.process("s1").stderr()
     );
+    // Its two messages finished within the grace: it reports none abandoned
+    // (the hand-back of open pull requests is not a message).
+    let stderr = system.process("s1").stderr();
+    assert!(
+        stderr.contains("finishing in-flight work in_flight=2"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("grace period over"), "{stderr}");
     for session in &sessions {
         let events = system
             .session_events(*session, Duration::from_secs(60))

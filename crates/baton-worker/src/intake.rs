@@ -180,13 +180,13 @@ async fn run<H, F>(
     }
     // Outstanding requests may still deliver: hand those messages back at once.
     let drain_until = puller.last_request + puller.stale_after();
-    tasks.spawn(drain(
+    let draining = tokio::spawn(drain(
         inbox,
         source.jetstream.clone(),
         puller.count,
         drain_until,
     ));
-    finish(tasks, settings.shutdown_grace).await;
+    finish(tasks, draining, settings.shutdown_grace).await;
 }
 
 /// The subscription that receives the messages of every pull request,
@@ -298,20 +298,29 @@ impl Puller {
 }
 
 /// Lets in-flight work finish within `grace`; what is still running then
-/// stays un-acked and is redelivered.
-async fn finish(mut tasks: JoinSet<()>, grace: Duration) {
-    let in_flight = tasks.len() - 1;
+/// stays un-acked and is redelivered. The hand-back of messages that open
+/// pull requests still deliver (`draining`) gets what is left of `grace`.
+async fn finish(mut tasks: JoinSet<()>, draining: tokio::task::JoinHandle<()>, grace: Duration) {
+    let until = tokio::time::Instant::now() + grace;
+    let in_flight = tasks.len();
     if in_flight > 0 {
         tracing::info!(in_flight, ?grace, "shutting down: finishing in-flight work");
     }
     let finished =
-        tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+        tokio::time::timeout_at(until, async { while tasks.join_next().await.is_some() {} }).await;
     if finished.is_err() {
         tracing::warn!(
             abandoned = tasks.len(),
             "grace period over: unfinished messages stay un-acked for redelivery"
         );
         tasks.abort_all();
+    }
+    let abort = draining.abort_handle();
+    if tokio::time::timeout_at(until, draining).await.is_err() {
+        abort.abort();
+        tracing::debug!(
+            "stopped handing back what open pull requests deliver; such messages are redelivered after ack_wait"
+        );
     }
 }
 
