@@ -273,13 +273,7 @@ async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow:
         "--round-secs",
         "1",
     ];
-    let output = tokio::task::block_in_place(|| system.baton(&args).output())?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = system.baton_stdout(&args)?;
     // One row per round: workers, tasks (ideal rate × 1 s), then the figures.
     let rows: Vec<Vec<&str>> = stdout
         .lines()
@@ -311,13 +305,7 @@ async fn the_bench_counts_each_sides_durable_writes_per_hop() -> anyhow::Result<
         "--concurrency",
         "4",
     ];
-    let output = tokio::task::block_in_place(|| system.baton(&args).output())?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = system.baton_stdout(&args)?;
     // The last column of each side's row: messages stored per hop, counted
     // in the streams (3 hops: 3 envelopes per task, plus its events).
     let writes: Vec<(String, String)> = stdout

@@ -155,15 +155,8 @@ async fn the_python_and_node_examples_answer_many_tasks_from_one_process() -> an
 #[tokio::test(flavor = "multi_thread")]
 async fn the_exec_bench_runs_both_modes_and_reports_the_ratio() -> anyhow::Result<()> {
     let system = System::start().await?;
-    let output = system
-        .baton(&["bench", "--exec", "--tasks", "20", "--concurrency", "4"])
-        .output()?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout =
+        system.baton_stdout(&["bench", "--exec", "--tasks", "20", "--concurrency", "4"])?;
     for row in ["per_task", "persistent", "persistent / per_task"] {
         let line = stdout
             .lines()

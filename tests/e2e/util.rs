@@ -80,6 +80,19 @@ impl System {
         command
     }
 
+    /// Runs `baton ARGS` to its end and returns its stdout; fails with both
+    /// outputs when it exits unsuccessfully.
+    pub fn baton_stdout(&self, args: &[&str]) -> anyhow::Result<String> {
+        let output = tokio::task::block_in_place(|| self.baton(args).output())?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        anyhow::ensure!(
+            output.status.success(),
+            "baton {args:?} failed:\n{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(stdout)
+    }
+
     /// Starts `baton ARGS` as process `label` and waits for its start-up log line.
     pub async fn spawn(&mut self, label: &str, args: &[&str], ready: &str) -> anyhow::Result<()> {
         let process = ChildProcess::spawn(self.baton(args), label)?;

@@ -246,23 +246,31 @@ async fn dead_letters(State(app): State<App>) -> Response {
 }
 
 async fn confirm_replay(State(app): State<App>, Path(seq): Path<u64>) -> Response {
-    let entries = match app.client.dead_letters().await {
-        Ok(entries) => entries,
-        Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/dlq"),
-    };
-    match entries.iter().find(|e| e.seq == seq) {
-        Some(entry) => respond(
+    match app.client.dead_letter(seq).await {
+        Ok(Some(entry)) => respond(
             "Replay",
             "dlq",
-            ops::confirm_replay(entry, app.access.csrf()),
+            ops::confirm_replay(&entry, app.access.csrf()),
             &Fragment::default(),
         ),
-        None => failure(
+        Ok(None) => failure(
             StatusCode::NOT_FOUND,
             &format!("no dead letter #{seq} (already replayed?)"),
             "/dlq",
         ),
+        Err(err) => failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/dlq"),
     }
+}
+
+/// The answer to a form whose CSRF token is not the console's, if it is not.
+fn forged(app: &App, csrf: &str, back: &str) -> Option<Response> {
+    (!app.access.csrf_ok(csrf)).then(|| {
+        failure(
+            StatusCode::FORBIDDEN,
+            "the form is stale or not the console's: reload the page and try again",
+            back,
+        )
+    })
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -278,20 +286,13 @@ async fn replay(
     Path(seq): Path<u64>,
     Form(form): Form<ReplayForm>,
 ) -> Response {
-    if !app.access.csrf_ok(&form.csrf) {
-        return failure(
-            StatusCode::FORBIDDEN,
-            "the form is stale or not the console's: reload the page and try again",
-            "/dlq",
-        );
+    if let Some(refused) = forged(&app, &form.csrf, "/dlq") {
+        return refused;
     }
     let options =
         ReplayOptions::default().extend_deadline(form.extend_deadline_s.map(Duration::from_secs));
-    let session = match app.client.dead_letters().await {
-        Ok(entries) => entries
-            .into_iter()
-            .find(|e| e.seq == seq)
-            .and_then(|e| e.session),
+    let session = match app.client.dead_letter(seq).await {
+        Ok(entry) => entry.and_then(|e| e.session),
         Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/dlq"),
     };
     match (app.client.replay(seq, options).await, session) {
@@ -339,12 +340,8 @@ async fn answer(
     Path(id): Path<String>,
     Form(form): Form<AnswerForm>,
 ) -> Response {
-    if !app.access.csrf_ok(&form.csrf) {
-        return failure(
-            StatusCode::FORBIDDEN,
-            "the form is stale or not the console's: reload the page and try again",
-            "/inbox",
-        );
+    if let Some(refused) = forged(&app, &form.csrf, "/inbox") {
+        return refused;
     }
     let reply = match form.action.as_str() {
         "" | "complete" => Reply::Complete,

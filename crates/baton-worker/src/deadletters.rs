@@ -138,6 +138,18 @@ impl Client {
         Ok(entries)
     }
 
+    /// Dead letter `seq`, if it is (still) stored.
+    ///
+    /// # Errors
+    ///
+    /// When the dead-letter stream cannot be read.
+    pub async fn dead_letter(&self, seq: u64) -> Result<Option<DeadLetterEntry>, Error> {
+        match self.dlq_stream().await? {
+            Some(stream) => entry_at(&stream, seq).await,
+            None => Ok(None),
+        }
+    }
+
     /// Publishes dead letter `seq` again to its original subject, as a new
     /// message (a readable envelope gets a new id derived from the old one and
     /// `seq`), then removes it from the dead-letter stream unless `keep`.
@@ -159,13 +171,7 @@ impl Client {
             )
         };
         let stream = self.dlq_stream().await?.ok_or_else(missing)?;
-        let message = stream.get_raw_message(seq).await.map_err(|_| missing())?;
-        let entry = DeadLetterEntry::new(
-            seq,
-            message.subject.to_string(),
-            Some(&message.headers),
-            message.payload,
-        );
+        let entry = entry_at(&stream, seq).await?.ok_or_else(missing)?;
         if entry.original_subject.is_empty() {
             return Err(Error::new(
                 ErrorKind::Config,
@@ -289,5 +295,28 @@ impl ReplayOptions {
     pub fn extend_deadline(mut self, extra: Option<std::time::Duration>) -> Self {
         self.extend_deadline = extra;
         self
+    }
+}
+
+/// The dead letter at `seq` of `stream`; `None` when the server has none there.
+async fn entry_at(
+    stream: &jetstream::stream::Stream,
+    seq: u64,
+) -> Result<Option<DeadLetterEntry>, Error> {
+    use jetstream::stream::LastRawMessageErrorKind as Kind;
+    match stream.get_raw_message(seq).await {
+        Ok(message) => Ok(Some(DeadLetterEntry::new(
+            seq,
+            message.subject.to_string(),
+            Some(&message.headers),
+            message.payload,
+        ))),
+        // The server answered: nothing (any more) at that sequence.
+        Err(err) if matches!(err.kind(), Kind::NoMessageFound | Kind::JetStream(_)) => Ok(None),
+        Err(err) => Err(Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot read dead letter {seq}"),
+            err,
+        )),
     }
 }
