@@ -2,6 +2,8 @@
 //! that each test starts on a random port and kills afterwards.
 #![allow(unreachable_pub)] // a test binary: nothing is exported
 
+mod a2a;
+mod cancel;
 mod claims;
 mod cli;
 mod cluster;

@@ -144,7 +144,11 @@ impl Inbox {
             let key =
                 key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
             if let Some(entry) = self.entry(&key).await? {
-                entries.push(entry);
+                if self.cancelled(entry.envelope.session).await {
+                    self.forget(&entry).await;
+                } else {
+                    entries.push(entry);
+                }
             }
         }
         entries.sort_by_key(|entry| entry.since);
@@ -208,6 +212,13 @@ impl Inbox {
                 "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
             ))
         })?;
+        if self.cancelled(entry.envelope.session).await {
+            self.forget(&entry).await;
+            return Err(InboxError::new(format!(
+                "task {id}'s session {} was cancelled; the task is removed from the inbox",
+                entry.envelope.session
+            )));
+        }
         if entry
             .envelope
             .deadline
@@ -246,6 +257,31 @@ impl Inbox {
             tracing::debug!(error = %err, "inbox entry already removed");
         }
         Ok(event)
+    }
+
+    /// Whether `session` was cancelled (`baton cancel`, A2A `CancelTask`).
+    /// A bucket that cannot be read counts as no cancel.
+    pub async fn cancelled(&self, session: uuid::Uuid) -> bool {
+        let Ok(store) = self
+            .jetstream
+            .get_key_value(self.subjects.cancelled_bucket())
+            .await
+        else {
+            return false;
+        };
+        matches!(store.get(session.to_string()).await, Ok(Some(_)))
+    }
+
+    /// Removes `entry` (a task of a cancelled session) from the inbox.
+    async fn forget(&self, entry: &InboxEntry) {
+        let id = entry.envelope.id.to_string();
+        if let Err(err) = self
+            .store
+            .delete_expect_revision(&id, Some(entry.revision))
+            .await
+        {
+            tracing::debug!(error = %err, "inbox entry already removed");
+        }
     }
 
     /// What answering `entry` publishes: the event that tells the session's

@@ -18,6 +18,7 @@
 //!   ([`baton_worker::Routing`]) are applied by the runtime, exactly as for
 //!   a Rust agent.
 
+mod a2a;
 mod exec;
 mod human;
 mod llm;
@@ -30,6 +31,7 @@ use baton_worker::{
     Agent, AgentError, Outcome, Recover, Results, RetryPolicy, Routing, Task, WorkerConfig,
 };
 
+pub use a2a::A2aRunner;
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::{HumanRunner, Inbox, InboxEntry, InboxError, Reply};
 pub use llm::LlmRunner;
@@ -47,6 +49,7 @@ impl StartError {
 }
 
 enum Runner {
+    A2a(Box<A2aRunner>),
     Exec(ExecRunner),
     Llm(LlmRunner),
     Human(Box<HumanRunner>),
@@ -79,6 +82,7 @@ impl SpecAgent {
     ) -> Result<Self, StartError> {
         let runner = match &spec.kind {
             Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
+            Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
             Kind::Llm(llm) => Runner::Llm(LlmRunner::new(llm, &spec.routing, &spec.delegates)?),
             Kind::Chain(chain) => {
                 let name = |agent: &String| {
@@ -124,6 +128,7 @@ impl Agent for SpecAgent {
     async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
         match &self.runner {
             Runner::Exec(exec) => exec.run(&task).await,
+            Runner::A2a(a2a) => a2a.run(&task).await,
             Runner::Llm(llm) => llm.run(&task).await,
             Runner::Human(human) => human.run(&task).await,
             Runner::Chain { steps, recover } => {
@@ -140,7 +145,7 @@ impl Agent for SpecAgent {
         match &self.runner {
             Runner::Exec(exec) => exec.resume(&task, &results).await,
             Runner::Llm(llm) => llm.resume(&task, &results).await,
-            Runner::Human(_) | Runner::Chain { .. } => {
+            Runner::Human(_) | Runner::Chain { .. } | Runner::A2a(_) => {
                 Ok(Outcome::answer(results.outputs()).into())
             }
         }

@@ -47,6 +47,8 @@ pub enum KindName {
     Human,
     /// A sequential chain of other agents.
     Chain,
+    /// A remote agent reached over A2A (Agent2Agent v1.0, JSON-RPC).
+    A2a,
 }
 
 /// Settings of an exec agent.
@@ -115,6 +117,60 @@ fn default_request_timeout_ms() -> u64 {
     60_000
 }
 
+/// Settings of an A2A agent: the remote agent each task is forwarded to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aSpec {
+    /// The remote agent's base URL; its card is read from
+    /// `<url>/.well-known/agent-card.json` (or `card_path`).
+    pub url: String,
+    /// Where the card is, relative to `url`.
+    #[serde(default = "default_card_path")]
+    pub card_path: String,
+    /// An environment variable holding a token, sent as `Authorization: Bearer`.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// An environment variable holding an API key, sent in `api_key_header`.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The header the API key goes in.
+    #[serde(default = "default_api_key_header")]
+    pub api_key_header: String,
+    /// How long one HTTP request may take, in ms (a stream is one request).
+    #[serde(default = "default_a2a_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// How often a remote task is polled when it is not streamed, in ms.
+    #[serde(default = "default_poll_ms")]
+    pub poll_ms: u64,
+    /// Stream the remote task when its card offers streaming (else poll).
+    #[serde(default = "default_true")]
+    pub streaming: bool,
+    /// The agent type that answers when the remote agent needs input
+    /// (`input-required`), usually a human agent; else the spec's fallback.
+    #[serde(default)]
+    pub input_required: Option<String>,
+}
+
+fn default_card_path() -> String {
+    "/.well-known/agent-card.json".to_owned()
+}
+
+fn default_api_key_header() -> String {
+    "X-API-Key".to_owned()
+}
+
+fn default_a2a_request_timeout_ms() -> u64 {
+    60_000
+}
+
+fn default_poll_ms() -> u64 {
+    500
+}
+
+fn default_true() -> bool {
+    true
+}
+
 /// Settings of a human agent (none yet; the table may be empty or absent).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,6 +210,8 @@ pub enum Kind {
     Human(HumanSpec),
     /// A chain of agents.
     Chain(ChainSpec),
+    /// A remote A2A agent.
+    A2a(A2aSpec),
 }
 
 /// A validated spec: everything needed to run the agent type.
@@ -293,6 +351,7 @@ pub fn check(paths: &[PathBuf]) -> CheckReport {
                 .chain(chain.recover.iter())
                 .map(String::as_str)
                 .collect(),
+            Kind::A2a(a2a) => a2a.input_required.iter().map(String::as_str).collect(),
             _ => Vec::new(),
         };
         let targets = spec

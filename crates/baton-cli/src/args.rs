@@ -117,6 +117,9 @@ pub enum Command {
     Send(SendArgs),
     /// Print a session's events from the start, then follow them until the session ends.
     Watch(WatchArgs),
+    /// Cancel a session: it ends with `failed`, reason `cancelled`; workers drop its tasks
+    /// and stop an agent running one; a task waiting for a person leaves the inbox.
+    Cancel(CancelArgs),
     /// Inspect and replay dead letters.
     #[command(subcommand)]
     Dlq(DlqCommand),
@@ -147,6 +150,10 @@ pub enum Command {
     /// HTTP, for any MCP host.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Serve the ingress and agent types as A2A agents (Agent2Agent v1.0), with agent cards
+    /// built from the registry.
+    #[command(subcommand)]
+    A2a(A2aCommand),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -382,6 +389,16 @@ pub struct SendArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Session id, as `baton send` printed it.
+    pub session: String,
+
+    /// Why, recorded as the `failed` event's detail.
+    #[arg(long, default_value = "cancelled by an operator")]
+    pub detail: String,
+}
+
+#[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Session id.
     pub session: String,
@@ -483,6 +500,7 @@ pub enum DlqCommand {
     },
 }
 
+mod a2a;
 mod claims;
 mod console;
 mod doctor;
@@ -491,6 +509,7 @@ mod mcp;
 mod metrics;
 mod relay;
 mod worker_registry;
+pub use a2a::{A2aCommand, A2aServeArgs};
 pub use claims::ClaimArgs;
 pub use console::ConsoleArgs;
 pub use doctor::DoctorArgs;

@@ -23,6 +23,7 @@ pub fn check(args: &CheckArgs) -> std::process::ExitCode {
                 baton_agents::Kind::Llm(_) => "llm",
                 baton_agents::Kind::Human(_) => "human",
                 baton_agents::Kind::Chain(_) => "chain",
+                baton_agents::Kind::A2a(_) => "a2a",
             },
             spec.profile.tier,
             spec.file.display()

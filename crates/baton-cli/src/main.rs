@@ -33,6 +33,7 @@ fn main() -> std::process::ExitCode {
         cli.command,
         Command::Send(_)
             | Command::Watch(_)
+            | Command::Cancel(_)
             | Command::Dlq(_)
             | Command::Dev(_)
             | Command::Bench(_)
@@ -134,6 +135,7 @@ async fn run(
         Command::Agents(args) => serve::agents(&cli.nats, subjects, args).await,
         Command::Send(args) => session::send(&cli.nats, subjects, args).await,
         Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
+        Command::Cancel(args) => session::cancel(&cli.nats, subjects, args).await,
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
         Command::Check(args) => Ok(inbox::check(&args)),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
@@ -141,6 +143,7 @@ async fn run(
         Command::Manifests(args) => manifests::run(&args, &subjects),
         Command::Console(args) => serve::console(&cli.nats, subjects, args).await,
         Command::Mcp(args::McpCommand::Serve(args)) => serve::mcp(&cli.nats, subjects, args).await,
+        Command::A2a(args::A2aCommand::Serve(args)) => serve::a2a(&cli.nats, subjects, args).await,
         Command::Permissions(args) => {
             let block = permissions::render(&args, &subjects, cli.nats.inbox_prefix.as_deref())?;
             print!("{block}");

@@ -108,6 +108,25 @@ fn kv_bucket(block: &mut Block, bucket: &str) {
     ]);
 }
 
+/// The bucket of cancelled sessions: every role follows it (workers stop
+/// cancelled sessions); those that may cancel also write it.
+fn cancels(block: &mut Block, subjects: &Subjects, write: bool) {
+    let bucket = subjects.cancelled_bucket();
+    let stream = format!("KV_{bucket}");
+    block.publish([
+        api(format_args!("STREAM.INFO.{stream}")),
+        api(format_args!("STREAM.CREATE.{stream}")),
+        api(format_args!("CONSUMER.CREATE.{stream}")),
+        api(format_args!("CONSUMER.CREATE.{stream}.>")),
+        api(format_args!("CONSUMER.DELETE.{stream}.>")),
+        api(format_args!("STREAM.MSG.GET.{stream}")),
+        api(format_args!("DIRECT.GET.{stream}.>")),
+    ]);
+    if write {
+        block.publish([format!("$KV.{bucket}.>")]);
+    }
+}
+
 /// The claim-check object store: large parts of envelopes.
 fn claims(block: &mut Block, subjects: &Subjects) {
     let bucket = subjects.claims_bucket();
@@ -207,6 +226,7 @@ fn worker(block: &mut Block, subjects: &Subjects, agent: &AgentName, args: &Perm
     ]);
     kv_bucket(block, &subjects.joins_bucket());
     claims(block, subjects);
+    cancels(block, subjects, false);
     if args.human {
         kv_bucket(block, &subjects.inbox_bucket());
     }
@@ -272,6 +292,8 @@ fn client(block: &mut Block, subjects: &Subjects) {
         subjects.lookup(),
     ]);
     claims(block, subjects);
+    // `baton cancel`, A2A `CancelTask`.
+    cancels(block, subjects, true);
     block.notes.push(
         "a client reads the events of any session whose id it knows (session ids are random UUIDs); \
          give each client user its own --inbox-prefix so no client sees another's replies"
@@ -308,6 +330,15 @@ fn operator(block: &mut Block, subjects: &Subjects) {
         api(format_args!("CONSUMER.DELETE.KV_{inbox}.>")),
     ]);
     claims(block, subjects);
+    cancels(block, subjects, true);
+    // `baton a2a serve`: the tasks it started, listed by ListTasks.
+    let a2a = subjects.a2a_bucket();
+    kv_bucket(block, &a2a);
+    block.publish([
+        api(format_args!("CONSUMER.CREATE.KV_{a2a}")),
+        api(format_args!("CONSUMER.CREATE.KV_{a2a}.>")),
+        api(format_args!("CONSUMER.DELETE.KV_{a2a}.>")),
+    ]);
 }
 
 /// The permissions block of the role `args` names, as NATS config text.

@@ -426,3 +426,43 @@ pub async fn mcp(
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+pub async fn a2a(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: crate::args::A2aServeArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let only = args
+        .agents
+        .iter()
+        .map(|name| {
+            AgentName::new(name.as_str())
+                .with_context(|| format!("invalid --agents entry {name:?}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // The operator role: it starts sessions, answers the inbox and cancels.
+    let connection = crate::nats::connect(
+        nats,
+        None,
+        &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
+    )
+    .await?;
+    let client =
+        baton_worker::Client::new(connection.clone(), subjects).with_streams(nats.streams());
+    let settings = baton_a2a::Settings {
+        only,
+        timeout: Duration::from_secs(args.timeout_secs.max(1)),
+        public_url: args.public_url,
+        listen: args.listen,
+        token: args.access_token,
+        replicas: nats.streams().replicas,
+    };
+    baton_a2a::serve(
+        client,
+        connection.client().clone(),
+        settings,
+        crate::shutdown_signal(),
+    )
+    .await?;
+    Ok(std::process::ExitCode::SUCCESS)
+}

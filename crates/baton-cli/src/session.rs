@@ -1,4 +1,4 @@
-//! `baton send` and `baton watch`, and how sessions are shown to people.
+//! `baton send`, `baton watch` and `baton cancel`, and how sessions are shown to people.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use baton_worker::Client;
 use futures::StreamExt;
 use uuid::Uuid;
 
-use crate::args::{NatsArgs, SendArgs, WatchArgs};
+use crate::args::{CancelArgs, NatsArgs, SendArgs, WatchArgs};
 
 pub async fn send(
     nats: &NatsArgs,
@@ -148,6 +148,30 @@ fn task(args: &SendArgs) -> anyhow::Result<Envelope> {
             .push(baton_proto::Message::new(baton_proto::Role::User, text));
     }
     Ok(task)
+}
+
+pub async fn cancel(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: CancelArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let session = Uuid::parse_str(&args.session).with_context(|| {
+        format!(
+            "invalid session id {:?}: pass the uuid printed by `baton send`",
+            args.session
+        )
+    })?;
+    let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
+    match client.cancel(session, &args.detail).await? {
+        baton_worker::Cancel::Cancelled(event) => {
+            println!("{}", describe(&event));
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        baton_worker::Cancel::Ended(event) => {
+            eprintln!("session {session} had ended already: {}", describe(&event));
+            Ok(std::process::ExitCode::from(1))
+        }
+    }
 }
 
 pub async fn watch(

@@ -61,7 +61,7 @@ pub async fn serve_http(
 }
 
 /// Refuses a request without `Authorization: Bearer <token>` when a token is set.
-async fn bearer(
+pub async fn bearer(
     State(token): State<Option<std::sync::Arc<String>>>,
     request: Request,
     next: Next,
@@ -80,7 +80,7 @@ async fn bearer(
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
-                "this MCP server needs its token: Authorization: Bearer <token>\n",
+                "this server needs its token: Authorization: Bearer <token>\n",
             )
                 .into_response();
         }

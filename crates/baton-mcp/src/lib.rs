@@ -23,7 +23,7 @@ use rmcp::{ErrorData as McpError, ServiceExt};
 
 mod http;
 
-pub use http::serve_http;
+pub use http::{bearer, serve_http};
 
 /// What the tools reach.
 #[derive(Clone)]

@@ -70,6 +70,8 @@ wire_enum! {
         LlmHandoff = "llm_handoff",
         /// A person handed the task on from the inbox.
         HumanHandoff = "human_handoff",
+        /// The session was cancelled (`baton cancel`, A2A `CancelTask`).
+        Cancelled = "cancelled",
     }
 }
 

@@ -264,6 +264,19 @@ impl Subjects {
         format!("{}_JOINS", self.stream_prefix)
     }
 
+    /// `BATON_CANCELLED`: the key-value bucket of cancelled sessions.
+    #[must_use]
+    pub fn cancelled_bucket(&self) -> String {
+        format!("{}_CANCELLED", self.stream_prefix)
+    }
+
+    /// `BATON_A2A`: the key-value bucket of the sessions `baton a2a serve`
+    /// started, with their A2A context ids.
+    #[must_use]
+    pub fn a2a_bucket(&self) -> String {
+        format!("{}_A2A", self.stream_prefix)
+    }
+
     /// The router's durable consumer of deadline timers.
     pub const DEADLINES_CONSUMER: &'static str = "deadlines";
 

@@ -24,6 +24,15 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
 /// Events with how many of the session's events are stored after each.
 type TrackedEvents = Pin<Box<dyn Stream<Item = Result<(Event, u64), Error>> + Send>>;
 
+/// What [`Client::cancel`] did.
+#[derive(Debug, Clone)]
+pub enum Cancel {
+    /// The session is cancelled; its `failed` event, reason `cancelled`.
+    Cancelled(Event),
+    /// The session had ended already; its terminal event.
+    Ended(Event),
+}
+
 /// Publishes tasks and follows sessions.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -161,6 +170,44 @@ impl Client {
                 crate::served::unserved(agent),
             ))
         }
+    }
+
+    /// Cancels `session`: records the cancel, which every worker follows
+    /// (dropping the session's messages and stopping a running agent), and
+    /// ends the session with a `failed` event, reason `cancelled`. Returns
+    /// that event; or, for a session that had ended already, its last event
+    /// (`Err` is never used for that).
+    ///
+    /// # Errors
+    ///
+    /// When the cancel or the event cannot be made durable.
+    pub async fn cancel(&self, session: Uuid, detail: &str) -> Result<Cancel, Error> {
+        self.ensure_streams().await?;
+        let last = crate::deadlines::last_event(&self.jetstream, &self.subjects, session).await?;
+        if let Some(last) = last.filter(|event| event.kind.is_terminal()) {
+            return Ok(Cancel::Ended(last));
+        }
+        let bucket =
+            crate::cancel::bucket(&self.jetstream, &self.subjects, self.streams.replicas).await?;
+        bucket
+            .put(session.to_string(), Bytes::from(detail.to_owned()))
+            .await
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot record the cancel", err)
+            })?;
+        let last = crate::deadlines::last_event(&self.jetstream, &self.subjects, session).await?;
+        let event = crate::cancel::cancelled_event(session, detail, last.as_ref());
+        let payload = event.to_msgpack().map_err(|err| {
+            Error::with_source(ErrorKind::Config, "cannot encode the cancel event", err)
+        })?;
+        let outgoing = Outgoing {
+            subject: self.subjects.events(session),
+            id: event.id,
+            payload: Bytes::from(payload),
+            headers: async_nats::HeaderMap::new(),
+        };
+        self.publisher.publish_one(&outgoing).await?;
+        Ok(Cancel::Cancelled(event))
     }
 
     async fn publish(&self, subject: String, envelope: &Envelope) -> Result<(), Error> {

@@ -41,6 +41,7 @@
 mod accept;
 mod advisory;
 mod agent;
+mod cancel;
 mod claimcheck;
 mod client;
 mod config;
@@ -71,8 +72,9 @@ mod worker;
 
 pub use agent::{Agent, RetryPolicy, Task};
 pub use baton_proto::{AgentName, Reason, Value};
+pub use cancel::{cancel_event_id, cancelled_event};
 pub use claimcheck::{ClaimCheck, ClaimSettings};
-pub use client::{Client, EventStream};
+pub use client::{Cancel, Client, EventStream};
 pub use config::{EventLevel, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id};
 pub use connection::Connection;
 pub use deadletters::{DeadLetterEntry, ReplayOptions};

@@ -44,6 +44,8 @@ pub(crate) struct Runtime {
     server_max_payload: usize,
     /// What it counts for the process's metrics.
     pub(crate) metrics: Arc<Metrics>,
+    /// The sessions cancelled, as far as this process knows.
+    pub(crate) cancelled: Arc<crate::cancel::Cancelled>,
 }
 
 impl Runtime {
@@ -83,6 +85,7 @@ impl Runtime {
             served: Served::new(publisher_js, subjects),
             server_max_payload,
             metrics,
+            cancelled: Arc::default(),
         }
     }
 

@@ -13,6 +13,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use async_nats::jetstream;
 use baton_proto::{DeadLetterReason, Envelope, Kind, Subjects, Wire, now_ms};
@@ -135,14 +136,23 @@ impl<A: Agent> Worker<A> {
             concurrency: settings.concurrency,
         };
         let server_max_payload = self.client.server_info().max_payload;
-        let rt = Arc::new(Runtime::new(
+        let rt = Runtime::new(
             config,
             publisher,
             registry,
             self.stats,
             policy,
             server_max_payload,
-        ));
+        );
+        let cancels = crate::cancel::watch(
+            jetstream.clone(),
+            rt.config.subjects.clone(),
+            rt.config.streams.replicas,
+            rt.cancelled.clone(),
+            Duration::from_secs(5),
+        )
+        .await;
+        let rt = Arc::new(rt);
         let source = Source {
             client: self.client.clone(),
             jetstream,
@@ -176,6 +186,7 @@ impl<A: Agent> Worker<A> {
         .await;
         heartbeats.abort();
         net.abort();
+        cancels.abort();
         tracing::info!(agent = %rt.config.agent, "worker stopped");
         Ok(())
     }
@@ -243,6 +254,10 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
         let Some(envelope) = decode(rt, &delivery).await else {
             return;
         };
+        if rt.cancelled.contains(envelope.session) {
+            tracing::info!(session = %envelope.session, "session cancelled; dropped unrun");
+            return rt.execute(&delivery, Plan::ack(Vec::new())).await;
+        }
         span.record("session", tracing::field::display(envelope.session));
         span.record("gen_ai.conversation.id", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
@@ -361,7 +376,14 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     let deadline = envelope.deadline;
     let started = std::time::Instant::now();
     let run = with_progress(rt, delivery, agent.handle(task), "agent", deadline);
-    let result = accepted.during(rt, delivery, run).await;
+    // A cancel stops the run: its future is dropped (an exec program with it).
+    let result = tokio::select! {
+        result = accepted.during(rt, delivery, run) => result,
+        () = rt.cancelled.wait(envelope.session) => {
+            tracing::info!(session = %envelope.session, "session cancelled; run stopped");
+            return rt.execute(delivery, Plan::ack(Vec::new())).await;
+        }
+    };
     rt.metrics.ran(started.elapsed(), result.is_ok());
     match &result {
         Ok(_) => tracing::debug!("agent finished"),
@@ -378,6 +400,10 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         accepted.store(rt, delivery).await;
         return;
     };
+    if rt.cancelled.contains(envelope.session) {
+        tracing::info!(session = %envelope.session, "session cancelled; outputs dropped");
+        return rt.execute(delivery, Plan::ack(Vec::new())).await;
+    }
     if !accepted.finish(rt, delivery, &plan.outputs).await {
         return;
     }

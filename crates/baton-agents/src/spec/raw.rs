@@ -9,7 +9,9 @@ use baton_worker::{Profile, RetryPolicy};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{AgentSpec, ChainSpec, ExecSpec, HumanSpec, Kind, KindName, LlmSpec, SpecError};
+use super::{
+    A2aSpec, AgentSpec, ChainSpec, ExecSpec, HumanSpec, Kind, KindName, LlmSpec, SpecError,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,6 +40,8 @@ pub(super) struct RawSpec {
     llm: Option<Spanned<LlmSpec>>,
     #[serde(default)]
     human: Option<Spanned<HumanSpec>>,
+    #[serde(default)]
+    a2a: Option<Spanned<A2aSpec>>,
     #[serde(default)]
     chain: Option<Spanned<ChainSpec>>,
     #[serde(default)]
@@ -265,6 +269,7 @@ impl Report<'_> {
                 "chain",
                 raw.chain.as_ref().map(Spanned::span),
             ),
+            (KindName::A2a, "a2a", raw.a2a.as_ref().map(Spanned::span)),
         ];
         for (table_kind, table, span) in &tables {
             if let Some(span) = span {
@@ -284,6 +289,7 @@ impl Report<'_> {
             KindName::Exec => self.exec(raw.exec.as_ref(), &kind_span),
             KindName::Llm => self.llm(raw.llm.as_ref(), &kind_span),
             KindName::Chain => self.chain(raw.chain.as_ref(), &kind_span),
+            KindName::A2a => self.a2a(raw.a2a.as_ref(), &kind_span),
             KindName::Human => Some(Kind::Human(
                 raw.human
                     .as_ref()
@@ -331,6 +337,30 @@ impl Report<'_> {
             );
         }
         Some(Kind::Llm(settings.clone()))
+    }
+
+    fn a2a(&mut self, a2a: Option<&Spanned<A2aSpec>>, kind_span: &Range<usize>) -> Option<Kind> {
+        let Some(a2a) = a2a else {
+            self.error(
+                kind_span,
+                "kind = \"a2a\" needs an [a2a] table with url = \"https://remote-agent.example\"",
+            );
+            return None;
+        };
+        let settings = a2a.get_ref();
+        if !(settings.url.starts_with("http://") || settings.url.starts_with("https://")) {
+            self.error(
+                &a2a.span(),
+                format!(
+                    "[a2a] url {:?} is not an http(s) URL: give the remote agent's base URL, e.g. \"http://127.0.0.1:9999\"",
+                    settings.url
+                ),
+            );
+        }
+        if let Some(agent) = &settings.input_required {
+            self.agent_name(agent, &a2a.span(), "[a2a] input_required");
+        }
+        Some(Kind::A2a(settings.clone()))
     }
 
     fn chain(

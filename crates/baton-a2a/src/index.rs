@@ -1,0 +1,94 @@
+//! The A2A tasks this gateway (or a replica) started: a key-value bucket,
+//! session id → context id, agent and start time. `GetTask` reads one,
+//! `ListTasks` all of them; the sessions' states come from their events.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// How long a task is listed: as long as the events it is made of are kept
+/// by default.
+const KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// One task's record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Record {
+    /// The A2A context id the client gave, or the session id.
+    pub(crate) context: String,
+    /// The agent type the task was sent to; `None`: the ingress.
+    pub(crate) agent: Option<String>,
+    /// When it started, unix ms.
+    pub(crate) at: u64,
+}
+
+/// The bucket of task records.
+#[derive(Clone)]
+pub(crate) struct Index {
+    store: kv::Store,
+}
+
+impl Index {
+    /// Opens the bucket `name`, creating it if it is missing.
+    pub(crate) async fn open(
+        jetstream: &jetstream::Context,
+        name: &str,
+        replicas: usize,
+    ) -> anyhow::Result<Self> {
+        let store = match jetstream.get_key_value(name).await {
+            Ok(store) => store,
+            Err(_) => jetstream
+                .create_key_value(kv::Config {
+                    bucket: name.to_owned(),
+                    description: "Baton: the sessions started over A2A".to_owned(),
+                    history: 1,
+                    max_age: KEPT,
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|err| anyhow::anyhow!("cannot open the bucket {name}: {err}"))?,
+        };
+        Ok(Self { store })
+    }
+
+    /// Records task `session`.
+    pub(crate) async fn put(&self, session: Uuid, record: &Record) -> anyhow::Result<()> {
+        let bytes = serde_json::to_vec(record)?;
+        self.store
+            .put(session.to_string(), bytes.into())
+            .await
+            .map_err(|err| anyhow::anyhow!("cannot record the task: {err}"))?;
+        Ok(())
+    }
+
+    /// The record of task `session`, if this gateway started it.
+    pub(crate) async fn get(&self, session: Uuid) -> anyhow::Result<Option<Record>> {
+        let value = self
+            .store
+            .get(session.to_string())
+            .await
+            .map_err(|err| anyhow::anyhow!("cannot read the task: {err}"))?;
+        Ok(value.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+    }
+
+    /// Every recorded task, newest first.
+    pub(crate) async fn all(&self) -> anyhow::Result<Vec<(Uuid, Record)>> {
+        let failed = |err: &dyn std::fmt::Display| anyhow::anyhow!("cannot list the tasks: {err}");
+        let mut keys = self.store.keys().await.map_err(|e| failed(&e))?;
+        let mut all = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|e| failed(&e))?;
+            let Ok(session) = key.parse::<Uuid>() else {
+                continue;
+            };
+            if let Some(record) = self.get(session).await? {
+                all.push((session, record));
+            }
+        }
+        all.sort_by_key(|(_, record)| std::cmp::Reverse(record.at));
+        Ok(all)
+    }
+}

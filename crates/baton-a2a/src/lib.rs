@@ -1,0 +1,150 @@
+//! `baton a2a serve`: Baton agent types, and the ingress, as A2A agents
+//! (Agent2Agent protocol v1.0, JSON-RPC binding, streaming over SSE).
+//!
+//! - `GET /.well-known/agent-card.json`: the ingress's card; its skills are
+//!   the exposed agent types. `POST /` takes its JSON-RPC calls: a task
+//!   goes to the ingress, and the router's rules pick the first agent.
+//! - `GET /agents/{name}/.well-known/agent-card.json` and
+//!   `POST /agents/{name}`: agent type `name` as an agent of its own.
+//!
+//! An A2A task is a Baton session (the task id is the session id). Its state
+//! follows the session's events; a session waiting for a person is
+//! `TASK_STATE_INPUT_REQUIRED`, and the client's next message to the task is
+//! the person's answer, through the inbox. `CancelTask` cancels the session.
+//!
+//! The wire types are the A2A project's own (`a2a-lf`). Its server and
+//! client crates are not used: they bring a gRPC stack (tonic, prost and a
+//! vendored protoc at build time) and a second major version of reqwest,
+//! for a JSON-RPC binding that is a few routes of axum here.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_agents::Inbox;
+use baton_proto::{AgentName, LookupRequest};
+use baton_worker::{Client, RegistryClient};
+
+mod card;
+mod http;
+mod index;
+mod ops;
+mod task;
+
+/// What the A2A agents reach.
+#[derive(Clone)]
+pub struct Gateway {
+    client: Client,
+    registry: RegistryClient,
+    inbox: Inbox,
+    index: index::Index,
+    /// The agent types exposed; empty: every live one the registry knows.
+    only: Arc<Vec<AgentName>>,
+    /// How long a blocking `SendMessage` waits for its session.
+    timeout: Duration,
+    /// The URL clients reach this gateway at, for the cards; `None`: from
+    /// each request's `Host`.
+    public_url: Option<String>,
+    /// Whether calls need the access token (the cards say so).
+    token_required: bool,
+}
+
+/// How `baton a2a serve` runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The agent types to expose; empty: every live one the registry knows.
+    pub only: Vec<AgentName>,
+    /// How long a blocking `SendMessage` waits for its session.
+    pub timeout: Duration,
+    /// The base URL the cards give; `None`: `http://` and the request's `Host`.
+    pub public_url: Option<String>,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The token JSON-RPC calls must carry as `Authorization: Bearer`.
+    pub token: Option<String>,
+    /// Replicas of the task bucket.
+    pub replicas: usize,
+}
+
+/// Serves A2A until `shutdown`.
+///
+/// # Errors
+///
+/// When `listen` is beyond loopback without a token, cannot be bound, or
+/// the task bucket or the inbox cannot be opened.
+pub async fn serve(
+    client: Client,
+    nats: async_nats::Client,
+    settings: Settings,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let token = settings.token.clone().filter(|t| !t.is_empty());
+    if token.is_none() && !settings.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "refusing to serve A2A on {} without a token: a call starts and cancels sessions. \
+             Set --access-token (or BATON_A2A_TOKEN), or listen on loopback (--listen 127.0.0.1:8070)",
+            settings.listen
+        );
+    }
+    client.ensure_streams().await?;
+    let subjects = client.subjects().clone();
+    let index = index::Index::open(
+        client.jetstream(),
+        &subjects.a2a_bucket(),
+        settings.replicas,
+    )
+    .await?;
+    let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas)
+        .await
+        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    let gateway = Gateway {
+        registry: RegistryClient::new(nats, &subjects),
+        client,
+        inbox,
+        index,
+        only: Arc::new(settings.only.clone()),
+        timeout: settings.timeout,
+        public_url: settings
+            .public_url
+            .clone()
+            .map(|url| url.trim_end_matches('/').to_owned()),
+        token_required: token.is_some(),
+    };
+    http::serve(gateway, settings.listen, token, shutdown).await
+}
+
+impl Gateway {
+    /// The exposed agent types and their registry entries.
+    async fn exposed(&self) -> Vec<(String, Option<baton_proto::Candidate>)> {
+        let candidates = match self.registry.lookup(&LookupRequest::default()).await {
+            Ok(answer) => answer.candidates,
+            Err(err) => {
+                tracing::warn!(error = %err, "no registry: the cards have no descriptions");
+                Vec::new()
+            }
+        };
+        let mut names: Vec<String> = if self.only.is_empty() {
+            candidates.iter().map(|c| c.agent.clone()).collect()
+        } else {
+            self.only.iter().map(ToString::to_string).collect()
+        };
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|name| {
+                let found = candidates.iter().find(|c| c.agent == name).cloned();
+                (name, found)
+            })
+            .collect()
+    }
+
+    /// Whether agent type `name` is exposed.
+    async fn exposes(&self, name: &AgentName) -> bool {
+        if self.only.is_empty() {
+            self.client.check_served(name).await.is_ok()
+        } else {
+            self.only.contains(name)
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! The A2A operations on Baton sessions: send (start, or answer a task that
+//! waits for input), get, list, cancel, and the event streams.
+
+use std::time::Duration;
+
+use a2a::{
+    JsonRpcError, ListTasksRequest, ListTasksResponse, Message, PartContent, SendMessageRequest,
+    StreamResponse, Task, TaskState, error_code,
+};
+use baton_agents::Reply;
+use baton_proto::{AgentName, Envelope, Event, Value, now_ms};
+use futures::{Stream, StreamExt};
+use uuid::Uuid;
+
+use crate::Gateway;
+use crate::index::Record;
+use crate::task::{self, settled};
+
+/// An A2A error: code and message.
+pub(crate) fn error(code: i32, message: impl Into<String>) -> JsonRpcError {
+    JsonRpcError {
+        code,
+        message: message.into(),
+        data: None,
+    }
+}
+
+fn internal(err: impl std::fmt::Display) -> JsonRpcError {
+    error(error_code::INTERNAL_ERROR, err.to_string())
+}
+
+fn not_found(id: &str) -> JsonRpcError {
+    error(error_code::TASK_NOT_FOUND, format!("no task {id}"))
+}
+
+/// The text and variables of a message: its text parts, joined; its data
+/// parts that are objects, as variables.
+fn read(message: &Message) -> Result<(String, Vec<(String, Value)>), JsonRpcError> {
+    let mut texts = Vec::new();
+    let mut variables = Vec::new();
+    for part in &message.parts {
+        match &part.content {
+            PartContent::Text(text) => texts.push(text.clone()),
+            PartContent::Data(serde_json::Value::Object(map)) => {
+                for (key, value) in map {
+                    let value = rmpv::ext::to_value(value).unwrap_or(Value::Nil);
+                    variables.push((key.clone(), value));
+                }
+            }
+            _ => {
+                return Err(error(
+                    error_code::CONTENT_TYPE_NOT_SUPPORTED,
+                    "Baton takes text parts, and data parts that are JSON objects (variables)",
+                ));
+            }
+        }
+    }
+    if texts.is_empty() {
+        return Err(error(
+            error_code::INVALID_PARAMS,
+            "the message needs a text part: the task, as the user would ask it",
+        ));
+    }
+    Ok((texts.join("\n"), variables))
+}
+
+/// A session id from a task id.
+fn session_of(id: &str) -> Result<Uuid, JsonRpcError> {
+    id.parse().map_err(|_| not_found(id))
+}
+
+impl Gateway {
+    /// The last event of `session`, and how many are stored.
+    async fn last(&self, session: Uuid) -> Result<(Option<Event>, usize), JsonRpcError> {
+        let events = self.client.history(session).await.map_err(internal)?;
+        let count = events.len();
+        Ok((events.into_iter().last(), count))
+    }
+
+    /// What a session waiting for input asks: the last message of the
+    /// waiting task's conversation, from the inbox.
+    async fn question(&self, session: Uuid) -> Option<String> {
+        let entries = self.inbox.list().await.ok()?;
+        let entry = entries
+            .into_iter()
+            .find(|e| e.envelope.session == session)?;
+        let message = entry.envelope.context.messages.last()?;
+        Some(format!(
+            "{} waits for input: {}",
+            entry.agent(),
+            message.content
+        ))
+    }
+
+    /// Session `session` as a task, with the question when it waits for input.
+    pub(crate) async fn task(
+        &self,
+        session: Uuid,
+        context: &str,
+        last: Option<&Event>,
+        with_history: bool,
+    ) -> Task {
+        let mut task = task::task(session, context, last, with_history);
+        self.ask(session, &mut task.status).await;
+        task
+    }
+
+    /// Puts the question in `status` when it is input-required.
+    async fn ask(&self, session: Uuid, status: &mut a2a::TaskStatus) {
+        if status.state != TaskState::InputRequired {
+            return;
+        }
+        if let (Some(question), Some(message)) = (self.question(session).await, &mut status.message)
+        {
+            message.parts = vec![a2a::Part::text(question)];
+        }
+    }
+
+    /// The context id of task `session`: recorded, or the session id for a
+    /// session started elsewhere. `None`: no such task.
+    async fn context_of(&self, session: Uuid) -> Result<Option<String>, JsonRpcError> {
+        if let Some(record) = self.index.get(session).await.map_err(internal)? {
+            return Ok(Some(record.context));
+        }
+        let (last, _) = self.last(session).await?;
+        Ok(last.map(|_| session.to_string()))
+    }
+
+    /// `SendMessage` and `SendStreamingMessage`, up to the session running:
+    /// a new session, or the answer to one waiting for input. Returns the
+    /// session, its context id, and how many of its events to skip when
+    /// following it (those before this message).
+    pub(crate) async fn start(
+        &self,
+        target: Option<&AgentName>,
+        request: &SendMessageRequest,
+    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+        let (text, variables) = read(&request.message)?;
+        if let Some(id) = &request.message.task_id {
+            return self.answer(id, &text, &request.message).await;
+        }
+        if let Some(agent) = target {
+            self.client
+                .check_served(agent)
+                .await
+                .map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
+        }
+        let mut envelope = Envelope::task(text);
+        envelope.context.variables.extend(variables);
+        if let Some(agent) = target {
+            envelope = envelope.with_to(agent.to_string());
+        }
+        let session = envelope.session;
+        let context = request
+            .message
+            .context_id
+            .clone()
+            .unwrap_or_else(|| session.to_string());
+        let record = Record {
+            context: context.clone(),
+            agent: target.map(ToString::to_string),
+            at: now_ms(),
+        };
+        self.index.put(session, &record).await.map_err(internal)?;
+        self.client.submit(&envelope).await.map_err(internal)?;
+        tracing::info!(%session, agent = ?record.agent, "A2A task started");
+        Ok((session, context, 0))
+    }
+
+    /// A message to task `id`, which must wait for input: the answer goes
+    /// through the inbox (completing the session, or on to the agent type
+    /// the message's metadata names as `handoff`).
+    async fn answer(
+        &self,
+        id: &str,
+        text: &str,
+        message: &Message,
+    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+        let session = session_of(id)?;
+        let context = self
+            .context_of(session)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        let entries = self.inbox.list().await.map_err(internal)?;
+        let Some(entry) = entries.into_iter().find(|e| e.envelope.session == session) else {
+            let (last, _) = self.last(session).await?;
+            let state = task::state(last.as_ref());
+            return Err(error(
+                error_code::UNSUPPORTED_OPERATION,
+                format!(
+                    "task {id} does not wait for input (it is {state:?}); send a new message without a task id to start a new task"
+                ),
+            ));
+        };
+        let reply = match message
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("handoff"))
+            .and_then(|h| h.as_str())
+        {
+            Some(agent) => Reply::Handoff(
+                AgentName::new(agent)
+                    .map_err(|err| error(error_code::INVALID_PARAMS, format!("handoff: {err}")))?,
+            ),
+            None => Reply::Complete,
+        };
+        let (_, skip) = self.last(session).await?;
+        self.inbox
+            .reply(&entry.envelope.id.to_string(), text, reply, "a2a")
+            .await
+            .map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
+        Ok((session, context, skip))
+    }
+
+    /// Follows `session` (skipping its first `skip` events) until it ends or
+    /// waits for input, or `timeout` passes; its last event then.
+    pub(crate) async fn wait(
+        &self,
+        session: Uuid,
+        skip: usize,
+        timeout: Duration,
+    ) -> Result<Option<Event>, JsonRpcError> {
+        let mut events = self
+            .client
+            .follow(session)
+            .await
+            .map_err(internal)?
+            .skip(skip);
+        let mut last = None;
+        let deadline = tokio::time::Instant::now() + timeout;
+        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
+            let event = event.map_err(internal)?;
+            let done = settled(&task::state(Some(&event)));
+            last = Some(event);
+            if done {
+                break;
+            }
+        }
+        if last.is_none() {
+            return Ok(self.last(session).await?.0);
+        }
+        Ok(last)
+    }
+
+    /// The events of `session` after its first `skip`, as A2A stream
+    /// responses: the task first, then each event's updates, until the task
+    /// ends or waits for input.
+    pub(crate) fn stream(
+        &self,
+        session: Uuid,
+        context: String,
+        skip: usize,
+    ) -> impl Stream<Item = Result<StreamResponse, JsonRpcError>> + Send + 'static {
+        let gateway = self.clone();
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        tokio::spawn(async move {
+            let send = |item| sender.unbounded_send(item).is_ok();
+            let (last, _) = match gateway.last(session).await {
+                Ok(found) => found,
+                Err(err) => {
+                    send(Err(err));
+                    return;
+                }
+            };
+            let snapshot = if skip == 0 { None } else { last.as_ref() };
+            let mut first = task::task(session, &context, snapshot, false);
+            if settled(&first.status.state) {
+                // An answer to a task that waited for input: it works again.
+                first.status.state = TaskState::Working;
+                first.status.message = None;
+            }
+            if !send(Ok(StreamResponse::Task(first))) {
+                return;
+            }
+            let mut events = match gateway.client.follow(session).await {
+                Ok(events) => events.skip(skip),
+                Err(err) => {
+                    send(Err(internal(err)));
+                    return;
+                }
+            };
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(err) => {
+                        send(Err(internal(err)));
+                        return;
+                    }
+                };
+                for mut update in task::updates(session, &context, &event) {
+                    if let StreamResponse::StatusUpdate(status) = &mut update {
+                        gateway.ask(session, &mut status.status).await;
+                    }
+                    if !send(Ok(update)) {
+                        return;
+                    }
+                }
+                if settled(&task::state(Some(&event))) {
+                    return;
+                }
+            }
+        });
+        receiver
+    }
+
+    /// `GetTask`.
+    pub(crate) async fn get(&self, id: &str, history: Option<i32>) -> Result<Task, JsonRpcError> {
+        let session = session_of(id)?;
+        let context = self
+            .context_of(session)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        let (last, _) = self.last(session).await?;
+        Ok(self
+            .task(session, &context, last.as_ref(), history != Some(0))
+            .await)
+    }
+
+    /// `SubscribeToTask`: the task's stream from now on; a task that ended
+    /// has nothing more to send.
+    pub(crate) async fn subscribe(
+        &self,
+        id: &str,
+    ) -> Result<
+        impl Stream<Item = Result<StreamResponse, JsonRpcError>> + Send + 'static,
+        JsonRpcError,
+    > {
+        let session = session_of(id)?;
+        let context = self
+            .context_of(session)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        let (last, count) = self.last(session).await?;
+        if task::state(last.as_ref()).is_terminal() {
+            return Err(error(
+                error_code::UNSUPPORTED_OPERATION,
+                format!("task {id} has ended; read it with GetTask"),
+            ));
+        }
+        Ok(self.stream(session, context, count))
+    }
+
+    /// `CancelTask`: cancels the session; running agents are stopped.
+    pub(crate) async fn cancel(&self, id: &str) -> Result<Task, JsonRpcError> {
+        let session = session_of(id)?;
+        let context = self
+            .context_of(session)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        match self
+            .client
+            .cancel(session, "cancelled by the A2A client")
+            .await
+            .map_err(internal)?
+        {
+            baton_worker::Cancel::Cancelled(event) => {
+                Ok(task::task(session, &context, Some(&event), false))
+            }
+            baton_worker::Cancel::Ended(event) => Err(error(
+                error_code::TASK_NOT_CANCELABLE,
+                format!("task {id} has ended ({:?})", task::state(Some(&event))),
+            )),
+        }
+    }
+
+    /// `ListTasks`: the tasks this gateway started, newest first, filtered
+    /// by context and state, a page at a time.
+    pub(crate) async fn list(
+        &self,
+        request: &ListTasksRequest,
+    ) -> Result<ListTasksResponse, JsonRpcError> {
+        let size = usize::try_from(request.page_size.unwrap_or(50).clamp(1, 100)).unwrap_or(50);
+        let offset: usize = match request.page_token.as_deref().filter(|t| !t.is_empty()) {
+            Some(token) => token
+                .parse()
+                .map_err(|_| error(error_code::INVALID_PARAMS, "invalid page token"))?,
+            None => 0,
+        };
+        let with_history = request.history_length.is_some_and(|n| n > 0);
+        let mut tasks = Vec::new();
+        for (session, record) in self.index.all().await.map_err(internal)? {
+            if request
+                .context_id
+                .as_ref()
+                .is_some_and(|c| *c != record.context)
+            {
+                continue;
+            }
+            let (last, _) = self.last(session).await?;
+            let task = self
+                .task(session, &record.context, last.as_ref(), with_history)
+                .await;
+            let wanted = request
+                .status
+                .as_ref()
+                .is_none_or(|s| *s == TaskState::Unspecified || *s == task.status.state);
+            if wanted {
+                tasks.push(task);
+            }
+        }
+        let total = tasks.len();
+        let page: Vec<Task> = tasks.into_iter().skip(offset).take(size).collect();
+        let next = offset + page.len();
+        Ok(ListTasksResponse {
+            next_page_token: if next < total {
+                next.to_string()
+            } else {
+                String::new()
+            },
+            page_size: i32::try_from(page.len()).unwrap_or(i32::MAX),
+            total_size: i32::try_from(total).unwrap_or(i32::MAX),
+            tasks: page,
+        })
+    }
+}

@@ -1,0 +1,258 @@
+//! A Baton session seen as an A2A task: the task id is the session id, the
+//! state follows the session's last event, the answer is an artifact.
+
+use a2a::{
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
+    TaskStatus, TaskStatusUpdateEvent,
+};
+use baton_proto::{Event, EventType, Reason, Value};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// The A2A state of a session whose last event is `last`.
+pub(crate) fn state(last: Option<&Event>) -> TaskState {
+    let Some(last) = last else {
+        return TaskState::Submitted;
+    };
+    match &last.kind {
+        EventType::Completed => TaskState::Completed,
+        EventType::Failed if last.reason == Some(Reason::Cancelled) => TaskState::Canceled,
+        EventType::Failed => TaskState::Failed,
+        EventType::Waiting => TaskState::InputRequired,
+        _ => TaskState::Working,
+    }
+}
+
+/// Whether a stream of `state` is over: a terminal or an interrupted state.
+pub(crate) fn settled(state: &TaskState) -> bool {
+    state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
+}
+
+/// A value as text: a string as itself, anything else as JSON.
+pub(crate) fn text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+fn at(ms: u64) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)
+}
+
+fn agent_message(task: &str, context: &str, text: String) -> Message {
+    let mut message = Message::new(Role::Agent, vec![Part::text(text)]);
+    message.task_id = Some(task.to_owned());
+    message.context_id = Some(context.to_owned());
+    message
+}
+
+/// What a person or client reads about `event`: the answer, the failure,
+/// the question waiting for input, or the hop.
+pub(crate) fn describe(event: &Event) -> String {
+    let agent = event.agent.as_deref().unwrap_or("-");
+    let why = event
+        .reason
+        .as_ref()
+        .map(|r| format!(" ({})", r.as_str()))
+        .unwrap_or_default();
+    let detail = event
+        .detail
+        .as_deref()
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default();
+    match &event.kind {
+        EventType::Completed => event.output.as_ref().map(text).unwrap_or_default(),
+        EventType::Failed => format!(
+            "failed{}{detail}",
+            event
+                .reason
+                .as_ref()
+                .map_or(String::new(), |r| format!(" ({})", r.as_str()))
+        ),
+        EventType::Waiting => format!(
+            "{agent} waits for input{}",
+            question(event)
+                .map(|q| format!(": {q}"))
+                .unwrap_or_default()
+        ),
+        kind => match &event.to {
+            Some(to) => format!("{} {agent} -> {to}{why}{detail}", kind.as_str()),
+            None => format!("{} {agent}{why}{detail}", kind.as_str()),
+        },
+    }
+}
+
+/// The last message of the conversation a waiting event carries, if any.
+fn question(event: &Event) -> Option<String> {
+    let context = event.context.as_ref()?;
+    context.messages.last().map(|m| m.content.clone())
+}
+
+/// The status of a session whose last event is `last`.
+pub(crate) fn status(task: &str, context: &str, last: Option<&Event>) -> TaskStatus {
+    let state = state(last);
+    let message = last
+        .filter(|_| state != TaskState::Completed)
+        .map(|event| agent_message(task, context, describe(event)));
+    TaskStatus {
+        state,
+        message,
+        timestamp: last.and_then(|e| at(e.at)),
+    }
+}
+
+/// The answer of a completed session, as an artifact.
+pub(crate) fn answer(session: Uuid, last: &Event) -> Option<Artifact> {
+    if last.kind != EventType::Completed {
+        return None;
+    }
+    let output = last.output.as_ref()?;
+    let part = match output {
+        Value::String(_) => Part::text(text(output)),
+        other => Part::data(serde_json::to_value(other).unwrap_or_default()),
+    };
+    Some(Artifact {
+        artifact_id: format!("{session}-answer"),
+        name: Some("answer".to_owned()),
+        description: None,
+        parts: vec![part],
+        metadata: None,
+        extensions: None,
+    })
+}
+
+/// The session's conversation as A2A messages, when its last event carries it.
+fn history(task: &str, context: &str, last: Option<&Event>) -> Option<Vec<Message>> {
+    let messages = &last?.context.as_ref()?.messages;
+    Some(
+        messages
+            .iter()
+            .enumerate()
+            .map(|(n, m)| {
+                let role = if m.role == baton_proto::Role::User {
+                    Role::User
+                } else {
+                    Role::Agent
+                };
+                let mut message = Message::new(role, vec![Part::text(m.content.clone())]);
+                message.message_id = format!("{task}-{n}");
+                message.task_id = Some(task.to_owned());
+                message.context_id = Some(context.to_owned());
+                message
+            })
+            .collect(),
+    )
+}
+
+/// Session `session` as an A2A task in `context`, from its last event.
+pub(crate) fn task(session: Uuid, context: &str, last: Option<&Event>, with_history: bool) -> Task {
+    let id = session.to_string();
+    let path: Vec<&str> = last
+        .map(|e| e.path.iter().map(|hop| hop.agent.as_str()).collect())
+        .unwrap_or_default();
+    let metadata = serde_json::json!({ "baton": { "session": id, "path": path } });
+    Task {
+        status: status(&id, context, last),
+        artifacts: last.and_then(|e| answer(session, e)).map(|a| vec![a]),
+        history: if with_history {
+            history(&id, context, last)
+        } else {
+            None
+        },
+        metadata: serde_json::from_value(metadata).ok(),
+        context_id: context.to_owned(),
+        id,
+    }
+}
+
+/// What a stream sends for `event`: the answer's artifact before a
+/// completion, then the status.
+pub(crate) fn updates(session: Uuid, context: &str, event: &Event) -> Vec<StreamResponse> {
+    let id = session.to_string();
+    let mut updates = Vec::new();
+    if let Some(artifact) = answer(session, event) {
+        updates.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: id.clone(),
+            context_id: context.to_owned(),
+            artifact,
+            append: None,
+            last_chunk: Some(true),
+            metadata: None,
+        }));
+    }
+    let mut status = status(&id, context, Some(event));
+    if status.state == TaskState::Working {
+        status.message = Some(agent_message(&id, context, describe(event)));
+    }
+    updates.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: id,
+        context_id: context.to_owned(),
+        status,
+        metadata: None,
+    }));
+    updates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: EventType) -> Event {
+        Event::new(Uuid::new_v4(), Uuid::new_v4(), kind)
+    }
+
+    #[test]
+    fn states_follow_the_last_event() {
+        assert_eq!(state(None), TaskState::Submitted);
+        assert_eq!(state(Some(&event(EventType::Accepted))), TaskState::Working);
+        assert_eq!(state(Some(&event(EventType::Handoff))), TaskState::Working);
+        assert_eq!(
+            state(Some(&event(EventType::Waiting))),
+            TaskState::InputRequired
+        );
+        assert_eq!(
+            state(Some(&event(EventType::Completed))),
+            TaskState::Completed
+        );
+        assert_eq!(state(Some(&event(EventType::Failed))), TaskState::Failed);
+        let mut cancelled = event(EventType::Failed);
+        cancelled.reason = Some(Reason::Cancelled);
+        assert_eq!(state(Some(&cancelled)), TaskState::Canceled);
+        assert!(settled(&TaskState::InputRequired) && !settled(&TaskState::Working));
+    }
+
+    #[test]
+    fn a_completion_streams_its_answer_then_its_status() {
+        let mut done = event(EventType::Completed);
+        done.output = Some(Value::from("42"));
+        let sent = updates(done.session, "ctx", &done);
+        let json = serde_json::to_value(&sent).unwrap();
+        assert_eq!(
+            json[0]["artifactUpdate"]["artifact"]["parts"][0]["text"],
+            "42"
+        );
+        assert_eq!(
+            json[1]["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        assert_eq!(json[1]["statusUpdate"]["contextId"], "ctx");
+    }
+
+    #[test]
+    fn a_hop_streams_as_working_with_what_happened() {
+        let mut hop = event(EventType::Handoff);
+        hop.agent = Some("triage".to_owned());
+        hop.to = Some("refund".to_owned());
+        hop.reason = Some(Reason::OutOfScope);
+        let json = serde_json::to_value(updates(hop.session, "c", &hop)).unwrap();
+        assert_eq!(
+            json[0]["statusUpdate"]["status"]["state"],
+            "TASK_STATE_WORKING"
+        );
+        assert_eq!(
+            json[0]["statusUpdate"]["status"]["message"]["parts"][0]["text"],
+            "handoff triage -> refund (out_of_scope)"
+        );
+    }
+}

@@ -1,0 +1,51 @@
+//! `baton a2a`'s options.
+
+use std::net::SocketAddr;
+
+use clap::{Args, Subcommand};
+
+/// `baton a2a`: Baton agent types as A2A agents.
+#[derive(Debug, Subcommand)]
+pub enum A2aCommand {
+    /// Serve the ingress and agent types as A2A agents (Agent2Agent v1.0, JSON-RPC with SSE
+    /// streaming). The ingress's card is at /.well-known/agent-card.json and takes calls at /;
+    /// agent type NAME's at /agents/NAME/.well-known/agent-card.json and /agents/NAME. A task
+    /// is a session (`baton router` must run); a session waiting for a person is
+    /// input-required, and the client's next message to it is the answer; CancelTask cancels
+    /// the session. Runs as the operator role.
+    Serve(A2aServeArgs),
+}
+
+/// What `baton a2a serve` exposes, and where.
+#[derive(Debug, Args)]
+pub struct A2aServeArgs {
+    /// Listen on this address. Beyond loopback it needs --access-token.
+    #[arg(long, env = "BATON_A2A_LISTEN", default_value = "127.0.0.1:8070")]
+    pub listen: SocketAddr,
+
+    /// The agent types to expose, comma-separated [default: every live one the registry
+    /// knows, described from it].
+    #[arg(long, value_delimiter = ',', value_name = "AGENT,...")]
+    pub agents: Vec<String>,
+
+    /// Token JSON-RPC calls must send as `Authorization: Bearer <token>` (the cards stay
+    /// public and declare the scheme). Required beyond loopback; checked on loopback too
+    /// when set.
+    #[arg(
+        long,
+        env = "BATON_A2A_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub access_token: Option<String>,
+
+    /// The base URL clients reach this server at, written into the cards (behind a proxy)
+    /// [default: http:// and the Host the client used].
+    #[arg(long, env = "BATON_A2A_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+
+    /// How long a blocking SendMessage waits for its session to end or wait for input, in
+    /// seconds; then it answers with the task still working.
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    pub timeout_secs: u64,
+}

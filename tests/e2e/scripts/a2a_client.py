@@ -1,0 +1,197 @@
+"""Drives `baton a2a serve` with the official A2A Python SDK (a2a-sdk) and
+prints what it saw as one JSON object, for the e2e tests to check.
+
+    a2a_client.py URL STEP [ARG ...]
+
+Steps:
+  card                        the ingress's card and agent type ARG's card
+  send AGENT TEXT             blocking SendMessage to /agents/AGENT
+  stream AGENT TEXT           SendStreamingMessage: every stream response
+  get ID                      GetTask
+  list CONTEXT                ListTasks of CONTEXT
+  send_in CONTEXT AGENT TEXT  blocking send in context CONTEXT
+  cancel_running AGENT TEXT   returnImmediately, subscribe, CancelTask while
+                              subscribed; cancel again; get
+  input AGENT TEXT ANSWER     a task that waits for input, then the answer
+  ended ID                    SubscribeToTask on an ended task (an error)
+  token TOKEN AGENT TEXT      calls without and with the bearer token
+
+BATON_A2A_TOKEN, when set, is sent as a bearer token on every call.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+
+import httpx
+from a2a.client import ClientConfig, create_client
+from a2a.client.card_resolver import A2ACardResolver
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
+from google.protobuf.json_format import MessageToDict
+
+
+def http(token=None):
+    token = token if token is not None else os.environ.get("BATON_A2A_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(headers=headers, timeout=60)
+
+
+async def client(url, streaming=True, token=None):
+    config = ClientConfig(streaming=streaming, httpx_client=http(token))
+    return await create_client(url, client_config=config)
+
+
+def message(text, context=None, task=None):
+    msg = Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)]
+    )
+    if context:
+        msg.context_id = context
+    if task:
+        msg.task_id = task
+    return msg
+
+
+def state(task):
+    return TaskState.Name(task.status.state)
+
+
+def summary(task):
+    texts = [p.text for a in task.artifacts for p in a.parts if p.text]
+    status_text = [p.text for p in task.status.message.parts if p.text]
+    return {
+        "id": task.id,
+        "context": task.context_id,
+        "state": state(task),
+        "answer": texts,
+        "status": status_text,
+        "metadata": MessageToDict(task.metadata),
+        "history": len(task.history),
+    }
+
+
+async def send(url, text, context=None, task=None, immediately=False):
+    c = await client(url, streaming=False)
+    request = SendMessageRequest(message=message(text, context, task))
+    request.configuration.return_immediately = immediately
+    async for response in c.send_message(request):
+        return summary(response.task)
+
+
+def describe(response):
+    kind = response.WhichOneof("payload")
+    if kind == "task":
+        return {"kind": "task", "state": state(response.task), "id": response.task.id}
+    if kind == "status_update":
+        u = response.status_update
+        return {
+            "kind": "status",
+            "state": TaskState.Name(u.status.state),
+            "text": [p.text for p in u.status.message.parts],
+        }
+    if kind == "artifact_update":
+        return {
+            "kind": "artifact",
+            "text": [p.text for p in response.artifact_update.artifact.parts],
+        }
+    return {"kind": kind}
+
+
+async def error_of(call):
+    try:
+        await call
+    except Exception as err:  # the SDK's typed errors
+        return type(err).__name__
+    return None
+
+
+async def main(url, step, args):
+    if step == "card":
+        async with http() as h:
+            ingress = await A2ACardResolver(h, url).get_agent_card()
+            agent = await A2ACardResolver(h, f"{url}/agents/{args[0]}").get_agent_card()
+        return {
+            "ingress": MessageToDict(ingress),
+            "agent": MessageToDict(agent),
+        }
+    if step == "send":
+        return await send(f"{url}/agents/{args[0]}", args[1])
+    if step == "send_in":
+        return await send(f"{url}/agents/{args[1]}", args[2], context=args[0])
+    if step == "stream":
+        c = await client(f"{url}/agents/{args[0]}")
+        seen = []
+        async for response in c.send_message(SendMessageRequest(message=message(args[1]))):
+            seen.append(describe(response))
+        return {"events": seen}
+    if step == "get":
+        c = await client(url)
+        return summary(await c.get_task(GetTaskRequest(id=args[0])))
+    if step == "list":
+        c = await client(url)
+        listed = await c.list_tasks(ListTasksRequest(context_id=args[0]))
+        return {
+            "tasks": [summary(t) for t in listed.tasks],
+            "total": listed.total_size,
+        }
+    if step == "cancel_running":
+        started = await send(f"{url}/agents/{args[0]}", args[1], immediately=True)
+        c = await client(url)
+        seen = []
+
+        async def follow():
+            async for response in c.subscribe(SubscribeToTaskRequest(id=started["id"])):
+                seen.append(describe(response))
+
+        following = asyncio.create_task(follow())
+        await asyncio.sleep(1.0)
+        cancelled = await c.cancel_task(CancelTaskRequest(id=started["id"]))
+        await asyncio.wait_for(following, 20)
+        again = await error_of(c.cancel_task(CancelTaskRequest(id=started["id"])))
+        got = await c.get_task(GetTaskRequest(id=started["id"]))
+        return {
+            "started": started,
+            "cancelled": state(cancelled),
+            "subscribed": seen,
+            "again": again,
+            "got": summary(got),
+        }
+    if step == "input":
+        asked = await send(f"{url}/agents/{args[0]}", args[1])
+        answered = await send(f"{url}/agents/{args[0]}", args[2], task=asked["id"])
+        again = await error_of(send(f"{url}/agents/{args[0]}", "more", task=asked["id"]))
+        return {"asked": asked, "answered": answered, "again": again}
+    if step == "ended":
+        c = await client(url)
+
+        async def drain():
+            async for _ in c.subscribe(SubscribeToTaskRequest(id=args[0])):
+                pass
+
+        missing = await error_of(c.get_task(GetTaskRequest(id=str(uuid.uuid4()))))
+        return {"subscribe": await error_of(drain()), "missing": missing}
+    if step == "token":
+        without = await error_of(send(f"{url}/agents/{args[1]}", args[2]))
+        os.environ["BATON_A2A_TOKEN"] = "wrong"
+        wrong = await error_of(send(f"{url}/agents/{args[1]}", args[2]))
+        os.environ["BATON_A2A_TOKEN"] = args[0]
+        done = await send(f"{url}/agents/{args[1]}", args[2])
+        return {"without": without, "wrong": wrong, "with": done}
+    raise SystemExit(f"unknown step {step}")
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
+    print(json.dumps(result))
