@@ -3,6 +3,7 @@
 #![allow(unreachable_pub)] // a test binary: nothing is exported
 
 mod a2a;
+mod a2a_remote;
 mod cancel;
 mod claims;
 mod cli;

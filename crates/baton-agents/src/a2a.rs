@@ -525,37 +525,25 @@ fn answer(task: &Task) -> Option<Value> {
     (!texts.is_empty()).then(|| Value::from(texts.join("\n")))
 }
 
-/// The conversation as one A2A message: a text part per Baton message (the
-/// role and name in its metadata), the session in the message's metadata.
+/// The task as one A2A message: the last user message as its text part,
+/// and a data part with the whole conversation (role, name and content of
+/// each message) and the shared variables; the session and envelope ids in
+/// the message's metadata.
 fn conversation(task: &BatonTask, context: &str, message_id: String) -> Message {
     let envelope = &task.envelope;
-    let parts = envelope
+    let messages: Vec<serde_json::Value> = envelope
         .context
         .messages
         .iter()
-        .map(|m| {
-            let mut part = Part::text(m.content.clone());
-            let mut meta = std::collections::HashMap::new();
-            meta.insert("role".to_owned(), serde_json::Value::from(m.role.as_str()));
-            if let Some(name) = &m.name {
-                meta.insert("name".to_owned(), serde_json::Value::from(name.as_str()));
-            }
-            part.metadata = Some(meta);
-            part
-        })
-        .collect::<Vec<_>>();
-    let parts = if parts.is_empty() {
-        vec![Part::text(task.last_user_message())]
-    } else {
-        parts
-    };
+        .map(|m| serde_json::json!({"role": m.role.as_str(), "name": m.name, "content": m.content}))
+        .collect();
+    let variables = serde_json::to_value(&envelope.context.variables).unwrap_or_default();
+    let data = serde_json::json!({"conversation": messages, "variables": variables});
+    let parts = vec![Part::text(task.last_user_message()), Part::data(data)];
     let mut message = Message::new(Role::User, parts);
     message.message_id = message_id;
     message.context_id = Some(context.to_owned());
-    let variables = serde_json::to_value(&envelope.context.variables).unwrap_or_default();
-    let meta = serde_json::json!({
-        "baton": {"session": envelope.session, "envelope": envelope.id, "variables": variables}
-    });
+    let meta = serde_json::json!({"baton": {"session": envelope.session, "envelope": envelope.id}});
     message.metadata = serde_json::from_value(meta).ok();
     message
 }

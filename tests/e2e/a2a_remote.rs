@@ -1,0 +1,172 @@
+//! `kind = "a2a"` agents against a remote agent built with the official A2A
+//! Python SDK's server (examples/a2a/remote_agent.py): a handoff target, a
+//! parallel delegate, input-required handed to a person, and a worker killed
+//! mid-task whose redelivery follows the same remote task.
+
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, EventType};
+
+use crate::util::{System, agents, example};
+
+/// Starts the example remote agent (`flags`, `env`) as process `label`; its URL.
+async fn remote(
+    system: &mut System,
+    label: &str,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<String> {
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg(example("a2a/remote_agent.py"))
+        .args(["--port", "0"])
+        .args(flags);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    system.adopt(label, baton_testkit::ChildProcess::spawn(command, label)?);
+    let process = system.process(label);
+    let url = baton_testkit::eventually(Duration::from_secs(30), || {
+        let out = process.stdout();
+        let found = out
+            .lines()
+            .find_map(|line| line.strip_prefix("listening on "))
+            .map(str::to_owned);
+        std::future::ready(found.ok_or_else(|| {
+            let err = process.stderr();
+            anyhow::anyhow!("the remote agent has not started: {err}")
+        }))
+    })
+    .await?;
+    Ok(url)
+}
+
+/// A `research` spec for the remote at `url`, with extra `[a2a]` lines.
+fn spec(dir: &std::path::Path, url: &str, extra: &str) -> anyhow::Result<std::path::PathBuf> {
+    let path = dir.join("research.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"research\"\nkind = \"a2a\"\ntimeout_ms = 60000\nfallback = \"human_support\"\n\n[retry]\nmax_attempts = 3\nmin_backoff_ms = 50\nmax_backoff_ms = 200\n\n[a2a]\nurl = {url:?}\npoll_ms = 100\n{extra}\n"
+        ),
+    )?;
+    Ok(path)
+}
+
+fn output(events: &[baton_proto::Event]) -> String {
+    let last = events.last().expect("a terminal event");
+    assert_eq!(last.kind, EventType::Completed, "{events:#?}");
+    match last.output.as_ref() {
+        Some(rmpv::Value::String(text)) => text.as_str().unwrap_or_default().to_owned(),
+        other => panic!("not a text answer: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_a2a_agent_is_a_handoff_target_and_a_parallel_delegate() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let url = remote(&mut system, "remote", &[], &[]).await?;
+    let dir = tempfile::tempdir()?;
+    let research = spec(dir.path(), &url, "")?;
+    system
+        .spec_worker("research", &research, &["--no-registry"])
+        .await?;
+    let front = example("a2a/front.toml");
+    system
+        .spec_worker("front", &front, &["--no-registry"])
+        .await?;
+    system.human_support().await?;
+
+    // A handoff: front -> research, answered by the remote agent (streamed).
+    let events = system
+        .run("front", &Envelope::task("Tell me about tides"))
+        .await?;
+    assert_eq!(
+        output(&events),
+        "research on Tell me about tides: 3 sources agree"
+    );
+    let last = events.last().expect("an end");
+    assert_eq!(agents(&last.path), ["front", "research"]);
+
+    // A parallel delegation: two remote tasks, joined in order.
+    let events = system
+        .run("front", &Envelope::task("compare tides and moons"))
+        .await?;
+    assert_eq!(
+        output(&events),
+        "research on tides: 3 sources agree | research on moons: 3 sources agree"
+    );
+    let delegated = events
+        .iter()
+        .filter(|e| e.kind == EventType::Delegated)
+        .count();
+    assert_eq!(delegated, 2, "{:?}", crate::util::kinds(&events));
+
+    // Input required: the remote's question goes to a person.
+    let task = Envelope::task("Which region has the best tides?");
+    system
+        .client
+        .submit_to(&AgentName::new("research")?, &task)
+        .await?;
+    let waiting = system.waiting(task.session).await?;
+    assert_eq!(waiting.agent.as_deref(), Some("human_support"));
+    let asked = system.baton_stdout(&[
+        "inbox",
+        "show",
+        &waiting.envelope.unwrap_or_default().to_string(),
+    ])?;
+    assert!(
+        asked.contains("Which region do you mean: north or south?"),
+        "{asked}"
+    );
+    assert!(asked.contains("input_required"), "{asked}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redelivered_task_follows_its_remote_task_instead_of_starting_another()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("remote.log");
+    let log_text = log.to_string_lossy().into_owned();
+    let url = remote(
+        &mut system,
+        "remote",
+        &["--no-streaming"],
+        &[("REMOTE_LOG", &log_text), ("REMOTE_DELAY_MS", "3000")],
+    )
+    .await?;
+    let research = spec(dir.path(), &url, "streaming = false")?;
+    let flags = ["--no-registry", "--ack-wait-secs", "2"];
+    system.spec_worker("research", &research, &flags).await?;
+
+    let task = Envelope::task("slow tides");
+    system
+        .client
+        .submit_to(&AgentName::new("research")?, &task)
+        .await?;
+    baton_testkit::eventually(Duration::from_secs(20), || {
+        let started = std::fs::read_to_string(&log).unwrap_or_default();
+        std::future::ready(if started.lines().count() == 1 {
+            Ok(())
+        } else {
+            Err("the remote task has not started")
+        })
+    })
+    .await?;
+    system.process("research").kill9();
+    system.spec_worker("research-2", &research, &flags).await?;
+
+    let events = system
+        .session_events(task.session, Duration::from_secs(40))
+        .await?;
+    assert_eq!(output(&events), "research on slow tides: 3 sources agree");
+    let started = std::fs::read_to_string(&log)?;
+    assert_eq!(
+        started.lines().collect::<Vec<_>>(),
+        [task.id.to_string()],
+        "one remote task, in the envelope's context"
+    );
+    Ok(())
+}
