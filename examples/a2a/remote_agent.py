@@ -8,7 +8,8 @@ It researches whatever it is asked, in a second or so. Its answers:
   - a question with "which region" in it: input-required, asking which region;
   - "fail": the task fails;
   - anything else: completed, with the answer as an artifact.
-REMOTE_LOG, when set, gets one line per task it starts (its context id), so
+REMOTE_TOKEN, when set, is the bearer token every call must carry (the card
+stays public). REMOTE_LOG, when set, gets one line per task it starts (its context id), so
 a test can count them. REMOTE_DELAY_MS sets how long it works (default 300).
 It prints "listening on URL" once it serves.
 """
@@ -26,6 +27,8 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from starlette.applications import Starlette
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.responses import PlainTextResponse
 
 
 class Researcher(AgentExecutor):
@@ -56,6 +59,16 @@ class Researcher(AgentExecutor):
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 
 
+class BearerToken(BaseHTTPMiddleware):
+    """Refuses calls without `Authorization: Bearer $REMOTE_TOKEN`."""
+
+    async def dispatch(self, request, call_next):
+        token = os.environ.get("REMOTE_TOKEN")
+        if token and request.method == "POST" and request.headers.get("authorization") != f"Bearer {token}":
+            return PlainTextResponse("unauthorized\n", status_code=401)
+        return await call_next(request)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=9999, help="0 picks a free port")
@@ -76,6 +89,7 @@ def main():
     )
     handler = DefaultRequestHandler(agent_executor=Researcher(), task_store=InMemoryTaskStore(), agent_card=card)
     app = Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/"))
+    app.add_middleware(BearerToken)
     print(f"listening on {url}", flush=True)
     uvicorn.run(app, fd=sock.fileno(), log_level="warning")
 
