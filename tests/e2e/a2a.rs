@@ -130,6 +130,28 @@ async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()>
     assert_eq!(events[n - 2]["kind"], "artifact", "{streamed}");
     assert_eq!(events[n - 1]["state"], "TASK_STATE_COMPLETED", "{streamed}");
 
+    // The example client streams the same session and prints the answer.
+    let script = crate::util::example("a2a/ask.py");
+    let asked = std::process::Command::new("python3")
+        .arg(script)
+        .arg(format!("{url}/agents/general_enquiry"))
+        .arg(REFUND)
+        .output()?;
+    let printed = String::from_utf8_lossy(&asked.stdout);
+    assert!(
+        asked.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    assert!(
+        printed.contains("answer: Refunds are accepted within 30 days"),
+        "{printed}"
+    );
+    assert!(
+        printed.trim_end().ends_with("TASK_STATE_COMPLETED:"),
+        "{printed}"
+    );
+
     // Listing by context: exactly this context's tasks.
     let context = uuid::Uuid::new_v4().to_string();
     let first = client(&url, "send_in", &[&context, "refund", REFUND])?;

@@ -159,10 +159,16 @@ async fn a_redelivered_task_follows_its_remote_task_instead_of_starting_another(
         ],
     )
     .await?;
-    let research = spec(dir.path(), &url, "streaming = false\ntoken_env = \"RESEARCH_TOKEN\"")?;
+    let research = spec(
+        dir.path(),
+        &url,
+        "streaming = false\ntoken_env = \"RESEARCH_TOKEN\"",
+    )?;
     let flags = ["--no-registry", "--ack-wait-secs", "2"];
     // Without its token the worker cannot start: the variable is named.
-    let unset = system.baton(&["worker", "--spec", &research.to_string_lossy()]).output()?;
+    let unset = system
+        .baton(&["worker", "--spec", &research.to_string_lossy()])
+        .output()?;
     assert!(!unset.status.success());
     assert!(String::from_utf8_lossy(&unset.stderr).contains("RESEARCH_TOKEN"));
     with_token(&mut system, "research", &research, &flags).await?;
@@ -197,7 +203,12 @@ async fn a_redelivered_task_follows_its_remote_task_instead_of_starting_another(
         .filter(|e| e.kind == EventType::Accepted)
         .filter_map(|e| e.attempt)
         .collect();
-    assert_eq!(attempts.last(), Some(&2), "{:?}", crate::util::kinds(&events));
+    assert_eq!(
+        attempts.last(),
+        Some(&2),
+        "{:?}",
+        crate::util::kinds(&events)
+    );
     assert!(attempts.iter().all(|a| *a <= 2), "{attempts:?}");
     let started = std::fs::read_to_string(&log)?;
     assert_eq!(
