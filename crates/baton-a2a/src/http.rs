@@ -86,12 +86,9 @@ async fn agent_card(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(agent) = exposed(&gateway, &name).await else {
-        return (
-            StatusCode::NOT_FOUND,
-            format!("no agent type {name:?} is served here\n"),
-        )
-            .into_response();
+    let agent = match exposed(&gateway, &name).await {
+        Ok(agent) => agent,
+        Err(missing) => return missing,
     };
     let found = gateway
         .exposed()
@@ -111,9 +108,16 @@ async fn agent_card(
     Json(card).into_response()
 }
 
-async fn exposed(gateway: &Gateway, name: &str) -> Option<AgentName> {
-    let agent = AgentName::new(name).ok()?;
-    gateway.exposes(&agent).await.then_some(agent)
+/// Agent type `name`, if it is exposed; else a 404 that says so.
+async fn exposed(gateway: &Gateway, name: &str) -> Result<AgentName, Response> {
+    match AgentName::new(name) {
+        Ok(agent) if gateway.exposes(&agent).await => Ok(agent),
+        _ => Err((
+            StatusCode::NOT_FOUND,
+            format!("no agent type {name:?} is served here\n"),
+        )
+            .into_response()),
+    }
 }
 
 async fn ingress_call(
@@ -130,12 +134,9 @@ async fn agent_call(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let Some(agent) = exposed(&gateway, &name).await else {
-        return (
-            StatusCode::NOT_FOUND,
-            format!("no agent type {name:?} is served here\n"),
-        )
-            .into_response();
+    let agent = match exposed(&gateway, &name).await {
+        Ok(agent) => agent,
+        Err(missing) => return missing,
     };
     call(&gateway, Some(&agent), &headers, &body).await
 }

@@ -123,14 +123,7 @@ impl Gateway {
                 Vec::new()
             }
         };
-        let mut names: Vec<String> = if self.only.is_empty() {
-            candidates.iter().map(|c| c.agent.clone()).collect()
-        } else {
-            self.only.iter().map(ToString::to_string).collect()
-        };
-        names.sort();
-        names.dedup();
-        names
+        baton_mcp::exposed(&self.only, &candidates)
             .into_iter()
             .map(|name| {
                 let found = candidates.iter().find(|c| c.agent == name).cloned();

@@ -389,19 +389,23 @@ pub async fn console(
 }
 
 /// `baton mcp serve`: agent types as MCP tools, as the client role.
-pub async fn mcp(
-    nats: &NatsArgs,
-    subjects: Subjects,
-    args: crate::args::McpServeArgs,
-) -> anyhow::Result<std::process::ExitCode> {
-    let only = args
-        .agents
+/// The agent types of `--agents`.
+fn agent_names(names: &[String]) -> anyhow::Result<Vec<AgentName>> {
+    names
         .iter()
         .map(|name| {
             AgentName::new(name.as_str())
                 .with_context(|| format!("invalid --agents entry {name:?}"))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect()
+}
+
+pub async fn mcp(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: crate::args::McpServeArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let only = agent_names(&args.agents)?;
     let connection = crate::nats::connect(
         nats,
         None,
@@ -432,14 +436,7 @@ pub async fn a2a(
     subjects: Subjects,
     args: crate::args::A2aServeArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let only = args
-        .agents
-        .iter()
-        .map(|name| {
-            AgentName::new(name.as_str())
-                .with_context(|| format!("invalid --agents entry {name:?}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let only = agent_names(&args.agents)?;
     // The operator role: it starts sessions, answers the inbox and cancels.
     let connection = crate::nats::connect(
         nats,

@@ -150,17 +150,19 @@ fn task(args: &SendArgs) -> anyhow::Result<Envelope> {
     Ok(task)
 }
 
+/// A session id given on the command line.
+fn session_id(text: &str) -> anyhow::Result<Uuid> {
+    Uuid::parse_str(text).with_context(|| {
+        format!("invalid session id {text:?}: pass the uuid printed by `baton send`")
+    })
+}
+
 pub async fn cancel(
     nats: &NatsArgs,
     subjects: Subjects,
     args: CancelArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let session = Uuid::parse_str(&args.session).with_context(|| {
-        format!(
-            "invalid session id {:?}: pass the uuid printed by `baton send`",
-            args.session
-        )
-    })?;
+    let session = session_id(&args.session)?;
     let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
     match client.cancel(session, &args.detail).await? {
         baton_worker::Cancel::Cancelled(event) => {
@@ -179,12 +181,7 @@ pub async fn watch(
     subjects: Subjects,
     args: WatchArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let session = Uuid::parse_str(&args.session).with_context(|| {
-        format!(
-            "invalid session id {:?}: pass the uuid printed by `baton send`",
-            args.session
-        )
-    })?;
+    let session = session_id(&args.session)?;
     let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
     let mut events = if args.follow {
         client.events(session).await?

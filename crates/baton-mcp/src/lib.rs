@@ -95,14 +95,7 @@ impl Gateway {
                 ));
             }
         };
-        let mut names: Vec<String> = if self.only.is_empty() {
-            candidates.iter().map(|c| c.agent.clone()).collect()
-        } else {
-            self.only.iter().map(ToString::to_string).collect()
-        };
-        names.sort();
-        names.dedup();
-        Ok(names
+        Ok(exposed(&self.only, &candidates)
             .into_iter()
             .map(|name| {
                 let found = candidates.iter().find(|c| c.agent == name);
@@ -213,6 +206,20 @@ impl Gateway {
         }
         last.ok_or_else(|| anyhow::anyhow!("the event stream ended before the session did"))
     }
+}
+
+/// The agent types a gateway exposes, sorted: `only`, or when it is empty
+/// every one among the registry's `candidates`.
+#[must_use]
+pub fn exposed(only: &[AgentName], candidates: &[baton_proto::Candidate]) -> Vec<String> {
+    let mut names: Vec<String> = if only.is_empty() {
+        candidates.iter().map(|c| c.agent.clone()).collect()
+    } else {
+        only.iter().map(ToString::to_string).collect()
+    };
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The tools' input: the question and optional shared variables.
