@@ -175,6 +175,29 @@ async fn an_inbox_task_is_answered_from_the_page_and_agent_markup_never_runs() -
         "the person's note travelled on: {:?}",
         context.messages
     );
+
+    // A third is cancelled from its page: it fails as cancelled and leaves the inbox.
+    let task = Envelope::task("never mind");
+    system.client.submit_to(&human, &task).await?;
+    system.waiting(task.session).await?;
+    let seen = browser(&["cancel", &url, &task.session.to_string()])?;
+    assert_eq!(seen["before"], "waiting", "{seen}");
+    assert_eq!(seen["landed"], task.session.to_string(), "{seen}");
+    assert!(
+        seen["failure"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("cancelled")),
+        "{seen}"
+    );
+    assert_eq!(seen["button_left"], 0, "{seen}");
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(10))
+        .await?;
+    assert_eq!(end.reason, Some(baton_proto::Reason::Cancelled));
+    let listed = system.baton_stdout(&["inbox", "ls", "--json"])?;
+    assert!(!listed.contains(&task.id.to_string()), "{listed}");
     Ok(())
 }
 

@@ -203,6 +203,8 @@ pub(crate) struct Detail<'a> {
     pub(crate) dead_letters: Vec<u64>,
     /// The tracing UI's link to its trace.
     pub(crate) trace_link: Option<String>,
+    /// The token the page's forms carry.
+    pub(crate) csrf: &'a str,
 }
 
 /// A session's page (its `main`).
@@ -221,6 +223,16 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
                     (Some(_), Some(link)) => { " · " a #trace href=(link) { "trace" } }
                     (Some(trace), None) => { " · trace " code #trace { (trace) } }
                     _ => {}
+                }
+            }
+            @if matches!(summary.state, crate::index::State::Running | crate::index::State::Waiting) {
+                details #cancel-session {
+                    summary { "Cancel…" }
+                    form method="post" action=(format!("/sessions/{}/cancel", summary.id)) {
+                        (csrf(detail.csrf))
+                        p { "The session ends as failed (cancelled); a running agent is stopped, and a task waiting for a person leaves the inbox." }
+                        button #cancel.danger type="submit" { "Cancel this session" }
+                    }
                 }
             }
             @if let Some(output) = &summary.output {
@@ -409,6 +421,7 @@ mod tests {
             context: Some(("ended", &task.context)),
             dead_letters: vec![],
             trace_link: None,
+            csrf: "t",
         })
         .into_string();
         assert!(

@@ -49,6 +49,7 @@ pub(crate) fn router(app: App) -> Router {
     Router::new()
         .route("/", get(sessions))
         .route("/sessions/{id}", get(session))
+        .route("/sessions/{id}/cancel", axum::routing::post(cancel))
         .route("/agents", get(agents))
         .route("/dlq", get(dead_letters))
         .route("/dlq/{seq}/replay", get(confirm_replay).post(replay))
@@ -195,6 +196,7 @@ async fn session(
         context,
         dead_letters: dead.iter().map(|d| d.seq).collect(),
         trace_link,
+        csrf: app.access.csrf(),
     };
     respond("Session", "sessions", view::session(&detail), &fragment)
 }
@@ -271,6 +273,28 @@ fn forged(app: &App, csrf: &str, back: &str) -> Option<Response> {
             back,
         )
     })
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct CancelForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// Cancels a session, then shows it.
+async fn cancel(
+    State(app): State<App>,
+    Path(id): Path<Uuid>,
+    Form(form): Form<CancelForm>,
+) -> Response {
+    let page = format!("/sessions/{id}");
+    if let Some(refused) = forged(&app, &form.csrf, &page) {
+        return refused;
+    }
+    match app.client.cancel(id, "cancelled from the console").await {
+        Ok(_) => Redirect::to(&page).into_response(),
+        Err(err) => failure(StatusCode::BAD_GATEWAY, &err.to_string(), &page),
+    }
 }
 
 #[derive(Debug, serde::Deserialize)]

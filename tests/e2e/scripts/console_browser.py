@@ -170,6 +170,24 @@ def inbox(browser, url, session, answer, action="complete", to=""):
     return result
 
 
+def cancel(browser, url, session):
+    page = new_page(browser, viewport={"width": 1300, "height": 800})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(f"{url}/sessions/{session}")
+    before = page.get_attribute("#session", "data-state")
+    page.click("#cancel-session summary")
+    page.click("#cancel")
+    page.wait_for_selector("#session[data-state=failed]", timeout=TIMEOUT_MS)
+    return {
+        "before": before,
+        "landed": page.url.rsplit("/", 1)[-1],
+        "failure": page.inner_text("#failure"),
+        "button_left": page.locator("#cancel").count(),
+        "errors": errors,
+    }
+
+
 def status(url, headers=None, data=None, body=False):
     """The response's status (with its body's first line when `body`)."""
     request = urllib.request.Request(url, headers=headers or {}, data=data)
@@ -235,6 +253,8 @@ def main():
                 result = replay(browser, url, *rest)
             elif phase == "inbox":
                 result = inbox(browser, url, *rest)
+            elif phase == "cancel":
+                result = cancel(browser, url, *rest)
             elif phase == "auth":
                 result = auth(browser, url, *rest)
             elif phase == "paint":
