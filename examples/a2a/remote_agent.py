@@ -9,8 +9,8 @@ It researches whatever it is asked, in a second or so. Its answers:
   - "fail": the task fails;
   - anything else: completed, with the answer as an artifact.
 REMOTE_TOKEN, when set, is the bearer token every call must carry (the card
-stays public). REMOTE_LOG, when set, gets one line per task it starts (its context id), so
-a test can count them. REMOTE_DELAY_MS sets how long it works (default 300).
+stays public). REMOTE_LOG, when set, gets one line per task it starts (its context id), and
+"cancelled CONTEXT" per task cancelled, so a test can count them. REMOTE_DELAY_MS sets how long it works (default 300).
 It prints "listening on URL" once it serves.
 """
 import argparse
@@ -55,6 +55,9 @@ class Researcher(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
+        if task is not None and os.environ.get("REMOTE_LOG"):
+            with open(os.environ["REMOTE_LOG"], "a") as log:
+                log.write(f"cancelled {task.context_id}\n")
         if task is not None:
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 

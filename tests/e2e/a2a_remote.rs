@@ -218,3 +218,50 @@ async fn a_redelivered_task_follows_its_remote_task_instead_of_starting_another(
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_session_cancels_its_remote_task() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("remote.log");
+    let log_text = log.to_string_lossy().into_owned();
+    let env = [
+        ("REMOTE_LOG", log_text.as_str()),
+        ("REMOTE_DELAY_MS", "30000"),
+    ];
+    let url = remote(&mut system, "remote", &[], &env).await?;
+    let research = spec(dir.path(), &url, "")?;
+    system
+        .spec_worker("research", &research, &["--no-registry"])
+        .await?;
+
+    let task = Envelope::task("a long study");
+    system
+        .client
+        .submit_to(&AgentName::new("research")?, &task)
+        .await?;
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    baton_testkit::eventually(Duration::from_secs(20), || {
+        std::future::ready(if read().lines().count() == 1 {
+            Ok(())
+        } else {
+            Err("not started")
+        })
+    })
+    .await?;
+    system.baton_stdout(&["cancel", &task.session.to_string()])?;
+    let lines = baton_testkit::eventually(Duration::from_secs(20), || {
+        let lines: Vec<String> = read().lines().map(str::to_owned).collect();
+        std::future::ready(if lines.len() == 2 {
+            Ok(lines)
+        } else {
+            Err("not cancelled remotely")
+        })
+    })
+    .await?;
+    assert_eq!(
+        lines,
+        [task.id.to_string(), format!("cancelled {}", task.id)]
+    );
+    Ok(())
+}

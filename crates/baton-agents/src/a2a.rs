@@ -5,14 +5,16 @@
 //!   endpoint and whether the agent streams.
 //! - The envelope id is the A2A context id, so a redelivery finds the remote
 //!   task it started (`ListTasks` by context) and follows it instead of
-//!   starting a second one. A task that failed is retried as a new remote
-//!   task in the same context.
+//!   starting a second one. A task that failed (or was cancelled, as a run
+//!   that timed out cancels its own) is retried as a new remote task in the
+//!   same context.
 //! - A streamed task is read to its end; otherwise it is polled. Meanwhile
 //!   the worker keeps the Baton message alive.
 //! - `completed` is the answer, then the routing rules; `input-required` a
 //!   handoff to `[a2a] input_required` or the fallback; `failed` a retryable
 //!   failure; `rejected`, `canceled` and `auth-required` fatal ones.
-//! - A run that is abandoned (its session cancelled) cancels the remote task.
+//! - A run that is abandoned midway (its session cancelled, or it timed out)
+//!   cancels the remote task; one that returns, even with an error, does not.
 
 use std::time::Duration;
 
@@ -231,45 +233,52 @@ impl A2aRunner {
 
     async fn remote_task(&self, task: &BatonTask) -> Result<Task, Failure> {
         let endpoint = self.endpoint().await?;
+        let mut guard = Abandoned::new(self, &endpoint);
+        let found = self.follow_or_send(task, &endpoint, &mut guard).await;
+        // Returned, well or not: only a run dropped midway cancels its remote task.
+        guard.disarm();
+        found
+    }
+
+    /// Follows the remote task this envelope started, or starts one: the
+    /// first, or a new one after a failed or cancelled one (a retry).
+    async fn follow_or_send(
+        &self,
+        task: &BatonTask,
+        endpoint: &Endpoint,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<Task, Failure> {
         let context = task.envelope.id.to_string();
-        let existing = self.existing(&endpoint, &context).await;
+        let existing = self.existing(endpoint, &context).await;
         let tried = existing.len();
         let latest = existing.into_iter().max_by_key(|t| t.status.timestamp);
-        let mut guard = Abandoned::new(self, &endpoint);
-        let found = match latest {
-            Some(found) if found.status.state != TaskState::Failed => {
-                tracing::info!(remote = %found.id, "following the remote task this envelope started");
-                guard.watch(&found.id);
-                self.poll(&endpoint, found).await?
-            }
-            _ => {
-                let message_id = if tried == 0 {
-                    context.clone()
-                } else {
-                    format!("{context}-{tried}")
-                };
-                let message = conversation(task, &context, message_id);
-                if endpoint.streaming && self.settings.streaming {
-                    self.stream(&endpoint, message, &mut guard).await?
-                } else {
-                    let params = serde_json::json!({
-                        "message": message,
-                        "configuration": {"returnImmediately": true},
-                    });
-                    match self.call(&endpoint, "SendMessage", params).await? {
-                        SendMessageResponse::Message(reply) => {
-                            return Ok(answered(&context, reply));
-                        }
-                        SendMessageResponse::Task(started) => {
-                            guard.watch(&started.id);
-                            self.poll(&endpoint, started).await?
-                        }
-                    }
-                }
-            }
+        if let Some(found) =
+            latest.filter(|t| !matches!(t.status.state, TaskState::Failed | TaskState::Canceled))
+        {
+            tracing::info!(remote = %found.id, "following the remote task this envelope started");
+            guard.watch(&found.id);
+            return self.poll(endpoint, found).await;
+        }
+        let message_id = if tried == 0 {
+            context.clone()
+        } else {
+            format!("{context}-{tried}")
         };
-        guard.disarm();
-        Ok(found)
+        let message = conversation(task, &context, message_id);
+        if endpoint.streaming && self.settings.streaming {
+            return self.stream(endpoint, message, guard).await;
+        }
+        let params = serde_json::json!({
+            "message": message,
+            "configuration": {"returnImmediately": true},
+        });
+        match self.call(endpoint, "SendMessage", params).await? {
+            SendMessageResponse::Message(reply) => Ok(answered(&context, reply)),
+            SendMessageResponse::Task(started) => {
+                guard.watch(&started.id);
+                self.poll(endpoint, started).await
+            }
+        }
     }
 
     /// The remote tasks of context `context` (none when listing fails).

@@ -83,7 +83,14 @@
       }).then(function (html) {
         var target = find();
         if (html === null || !target) return;
+        // A <details> the reader opened (Cancel…) stays open across the refresh.
+        var open = Array.prototype.map.call(
+          target.querySelectorAll("details[open][id]"), function (d) { return d.id; });
         if (replace) target.outerHTML = html; else target.innerHTML = html;
+        open.forEach(function (id) {
+          var details = document.getElementById(id);
+          if (details) details.open = true;
+        });
       });
     }, 100);
   }

@@ -136,12 +136,23 @@ pub(crate) async fn watch(
     let (ready, is_ready) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut ready = Some(ready);
+        let mut pause = Duration::from_secs(1);
         loop {
-            if let Err(err) = follow(&jetstream, &subjects, replicas, &cancelled, &mut ready).await
-            {
-                tracing::warn!(error = %err, "the watch of cancelled sessions stopped; retrying");
+            let followed = follow(&jetstream, &subjects, replicas, &cancelled, &mut ready).await;
+            if followed.is_ok() {
+                // The watch ran and ended (a reconnect): reopen it soon.
+                pause = Duration::from_secs(1);
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            if let Err(err) = followed {
+                tracing::warn!(
+                    error = %err,
+                    retry_in = ?pause,
+                    "the watch of cancelled sessions stopped (does this user's permission block \
+                     grant the BATON_CANCELLED bucket? see `baton permissions`)"
+                );
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(30));
         }
     });
     if tokio::time::timeout(ready_within, is_ready).await.is_err() {

@@ -177,6 +177,8 @@ def cancel(browser, url, session):
     page.goto(f"{url}/sessions/{session}")
     before = page.get_attribute("#session", "data-state")
     page.click("#cancel-session summary")
+    # Live updates may re-render the page meanwhile: the opened form stays open.
+    page.wait_for_timeout(400)
     page.click("#cancel")
     page.wait_for_selector("#session[data-state=failed]", timeout=TIMEOUT_MS)
     return {
