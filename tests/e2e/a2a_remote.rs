@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
+
 use baton_proto::{AgentName, Envelope, EventType};
 
 use crate::util::{System, agents, example};
@@ -258,7 +260,14 @@ async fn cancelling_a_session_cancels_its_remote_task() -> anyhow::Result<()> {
             Err("not cancelled remotely")
         })
     })
-    .await?;
+    .await
+    .with_context(|| {
+        format!(
+            "worker:\n{}\nremote:\n{}",
+            system.process("research").stderr(),
+            system.process("remote").stderr()
+        )
+    })?;
     assert_eq!(
         lines,
         [task.id.to_string(), format!("cancelled {}", task.id)]

@@ -40,8 +40,7 @@ struct Endpoint {
 /// Runs tasks on a remote A2A agent.
 pub struct A2aRunner {
     settings: A2aSpec,
-    http: reqwest::Client,
-    headers: reqwest::header::HeaderMap,
+    rpc: Rpc,
     endpoint: Mutex<Option<Endpoint>>,
     /// Where an `input-required` task goes: `[a2a] input_required`, else the fallback.
     ask: Option<AgentName>,
@@ -125,8 +124,11 @@ impl A2aRunner {
             .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
         Ok(Self {
             settings: settings.clone(),
-            http,
-            headers,
+            rpc: Rpc {
+                http,
+                headers,
+                timeout: Duration::from_millis(settings.request_timeout_ms.max(1)),
+            },
             endpoint: Mutex::new(None),
             ask,
         })
@@ -146,10 +148,11 @@ impl A2aRunner {
         let unreadable =
             |err: String| Failure::retry(format!("cannot read the agent card at {url}: {err}"));
         let card: a2a::AgentCard = self
+            .rpc
             .http
             .get(&url)
-            .headers(self.headers.clone())
-            .timeout(self.timeout())
+            .headers(self.rpc.headers.clone())
+            .timeout(self.rpc.timeout)
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
@@ -177,23 +180,13 @@ impl A2aRunner {
         Ok(endpoint)
     }
 
-    fn timeout(&self) -> Duration {
-        Duration::from_millis(self.settings.request_timeout_ms.max(1))
-    }
-
     fn request(
         &self,
         endpoint: &Endpoint,
         method: &str,
         params: serde_json::Value,
     ) -> reqwest::RequestBuilder {
-        let id = JsonRpcId::String(uuid::Uuid::new_v4().to_string());
-        let body = JsonRpcRequest::new(id, method, Some(params));
-        self.http
-            .post(&endpoint.rpc)
-            .headers(self.headers.clone())
-            .timeout(self.timeout())
-            .json(&body)
+        self.rpc.request(endpoint, method, params)
     }
 
     /// One JSON-RPC call; its result.
@@ -203,17 +196,10 @@ impl A2aRunner {
         method: &str,
         params: serde_json::Value,
     ) -> Result<T, Failure> {
-        let failed = |err: String| Failure::retry(format!("{method} at {}: {err}", endpoint.rpc));
-        let response: JsonRpcResponse = self
-            .request(endpoint, method, params)
-            .send()
+        self.rpc
+            .call(endpoint, method, params)
             .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|err| failed(err.to_string()))?
-            .json()
-            .await
-            .map_err(|err| failed(err.to_string()))?;
-        result(response).map_err(failed)
+            .map_err(Failure::retry)
     }
 
     /// Runs `task` remotely and maps the remote task's end to an outcome.
@@ -233,7 +219,8 @@ impl A2aRunner {
 
     async fn remote_task(&self, task: &BatonTask) -> Result<Task, Failure> {
         let endpoint = self.endpoint().await?;
-        let mut guard = Abandoned::new(self, &endpoint);
+        let context = task.envelope.id.to_string();
+        let mut guard = Abandoned::new(&self.rpc, &endpoint, &context);
         let found = self.follow_or_send(task, &endpoint, &mut guard).await;
         // Returned, well or not: only a run dropped midway cancels its remote task.
         guard.disarm();
@@ -246,7 +233,7 @@ impl A2aRunner {
         &self,
         task: &BatonTask,
         endpoint: &Endpoint,
-        guard: &mut Abandoned<'_>,
+        guard: &mut Abandoned,
     ) -> Result<Task, Failure> {
         let context = task.envelope.id.to_string();
         let existing = self.existing(endpoint, &context).await;
@@ -314,7 +301,7 @@ impl A2aRunner {
         &self,
         endpoint: &Endpoint,
         message: Message,
-        guard: &mut Abandoned<'_>,
+        guard: &mut Abandoned,
     ) -> Result<Task, Failure> {
         let failed = |err: String| {
             Failure::retry(format!("SendStreamingMessage at {}: {err}", endpoint.rpc))
@@ -421,20 +408,106 @@ impl A2aRunner {
     }
 }
 
-/// Cancels the remote task when the run is abandoned (its future dropped:
-/// the session was cancelled, or the run timed out) before it ended.
-struct Abandoned<'a> {
-    runner: &'a A2aRunner,
-    endpoint: &'a Endpoint,
-    task: Option<String>,
+/// How JSON-RPC calls reach the remote agent: the client, the credential
+/// headers and the timeout of one request.
+#[derive(Clone)]
+struct Rpc {
+    http: reqwest::Client,
+    headers: reqwest::header::HeaderMap,
+    timeout: Duration,
 }
 
-impl<'a> Abandoned<'a> {
-    fn new(runner: &'a A2aRunner, endpoint: &'a Endpoint) -> Self {
+impl Rpc {
+    fn request(
+        &self,
+        endpoint: &Endpoint,
+        method: &str,
+        params: serde_json::Value,
+    ) -> reqwest::RequestBuilder {
+        let id = JsonRpcId::String(uuid::Uuid::new_v4().to_string());
+        let body = JsonRpcRequest::new(id, method, Some(params));
+        self.http
+            .post(&endpoint.rpc)
+            .headers(self.headers.clone())
+            .timeout(self.timeout)
+            .json(&body)
+    }
+
+    /// One JSON-RPC call; its result, or what went wrong.
+    async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        endpoint: &Endpoint,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<T, String> {
+        let failed = |err: String| format!("{method} at {}: {err}", endpoint.rpc);
+        let response: JsonRpcResponse = self
+            .request(endpoint, method, params)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|err| failed(err.to_string()))?
+            .json()
+            .await
+            .map_err(|err| failed(err.to_string()))?;
+        result(response).map_err(failed)
+    }
+
+    /// Cancels the remote tasks a dropped run left: `task`, or, when the run
+    /// was dropped before it learnt the task's id, every unsettled task of
+    /// `context` (the envelope's).
+    async fn cancel_abandoned(self, endpoint: Endpoint, context: String, task: Option<String>) {
+        let tasks = match task {
+            Some(task) => vec![task],
+            None => {
+                let params = serde_json::json!({"contextId": context, "historyLength": 0});
+                match self
+                    .call::<ListTasksResponse>(&endpoint, "ListTasks", params)
+                    .await
+                {
+                    Ok(listed) => listed
+                        .tasks
+                        .into_iter()
+                        .filter(|t| !settled(&t.status.state))
+                        .map(|t| t.id)
+                        .collect(),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot find the abandoned remote task");
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        for task in tasks {
+            let params = serde_json::json!({"id": task});
+            match self.call::<Task>(&endpoint, "CancelTask", params).await {
+                Ok(_) => tracing::info!(remote = %task, "cancelled the abandoned remote task"),
+                Err(err) => {
+                    tracing::warn!(error = %err, remote = %task, "cannot cancel the abandoned remote task");
+                }
+            }
+        }
+    }
+}
+
+/// Cancels the remote task when the run is abandoned (its future dropped:
+/// the session was cancelled, or the run timed out) before it returned.
+struct Abandoned {
+    rpc: Rpc,
+    endpoint: Endpoint,
+    context: String,
+    task: Option<String>,
+    armed: bool,
+}
+
+impl Abandoned {
+    fn new(rpc: &Rpc, endpoint: &Endpoint, context: &str) -> Self {
         Self {
-            runner,
-            endpoint,
+            rpc: rpc.clone(),
+            endpoint: endpoint.clone(),
+            context: context.to_owned(),
             task: None,
+            armed: true,
         }
     }
 
@@ -443,25 +516,22 @@ impl<'a> Abandoned<'a> {
     }
 
     fn disarm(&mut self) {
-        self.task = None;
+        self.armed = false;
     }
 }
 
-impl Drop for Abandoned<'_> {
+impl Drop for Abandoned {
     fn drop(&mut self) {
-        let Some(task) = self.task.take() else {
+        if !self.armed {
             return;
-        };
-        let request =
-            self.runner
-                .request(self.endpoint, "CancelTask", serde_json::json!({"id": task}));
+        }
+        let (endpoint, context, task) = (
+            self.endpoint.clone(),
+            std::mem::take(&mut self.context),
+            self.task.take(),
+        );
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                match request.send().await {
-                    Ok(_) => tracing::info!(remote = %task, "cancelled the abandoned remote task"),
-                    Err(err) => tracing::warn!(error = %err, remote = %task, "cannot cancel the abandoned remote task"),
-                }
-            });
+            handle.spawn(self.rpc.clone().cancel_abandoned(endpoint, context, task));
         }
     }
 }
