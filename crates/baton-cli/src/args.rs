@@ -131,7 +131,7 @@ pub enum Command {
     Inbox(InboxCommand),
     /// Print the NATS `permissions` block a role needs, to paste into a user of the server
     /// config: a worker of AGENT, the router, a registry replica, a client (send, watch,
-    /// agents) or an operator (dlq, inbox, doctor, console).
+    /// cancel, agents, mcp serve) or an operator (dlq, inbox, doctor, console, a2a serve).
     Permissions(PermissionsArgs),
     /// Check a deployment and print each finding with its fix: server versions and
     /// JetStream, replicas against the cluster size, the duplicate window against

@@ -18,9 +18,11 @@ pub enum RoleKind {
     Router,
     /// A registry replica (`baton registry`).
     Registry,
-    /// Sends tasks and follows them (`baton send`, `watch`, `agents`).
+    /// Sends tasks, follows and cancels them (`baton send`, `watch`, `cancel`, `agents`,
+    /// `mcp serve`).
     Client,
-    /// Dead letters, the human inbox and checks (`baton dlq`, `baton inbox`, `baton doctor`).
+    /// Dead letters, the human inbox and checks (`baton dlq`, `baton inbox`, `baton doctor`,
+    /// `baton console`, `baton a2a serve`).
     Operator,
 }
 
