@@ -47,6 +47,11 @@ fn client(url: &str, step: &str, args: &[&str]) -> anyhow::Result<Value> {
     crate::util::python_json("a2a_client.py", "a2a", &all)
 }
 
+/// Borrowed arguments.
+fn spawn(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 fn strings(value: &Value) -> Vec<&str> {
     value
         .as_array()
@@ -258,5 +263,80 @@ async fn the_a2a_gateway_needs_its_token_beyond_loopback_and_when_set() -> anyho
     assert_eq!(calls["wrong"], "A2AClientError", "{calls}");
     assert_eq!(calls["with"]["state"], "TASK_STATE_COMPLETED", "{calls}");
     assert!(!system.process("a2a").stderr().contains(token));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_a2a_gateway_and_a_cancel_work_under_the_generated_permission_blocks()
+-> anyhow::Result<()> {
+    use crate::permissions::{as_user, generated_config};
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        ("registry", &["registry"]),
+        ("intake", &["worker", "intake"]),
+        ("slow", &["worker", "slow"]),
+        ("operator", &["operator"]),
+    ];
+    let config = generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    let with = |user: &str, args: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        all.extend(as_user(user));
+        all
+    };
+    let router = with(
+        "router",
+        &["router", "--default-agent", "intake", "--no-registry"],
+    );
+    system
+        .spawn("router", &spawn(&router), "router started")
+        .await?;
+    let registry = with("registry", &["registry", "--heartbeat-ms", "200"]);
+    system
+        .spawn("registry", &spawn(&registry), "registry serving lookups")
+        .await?;
+    let intake = with("intake", &["--heartbeat-ms", "200", "--no-fallback"]);
+    system.relay("intake", "intake", &spawn(&intake)).await?;
+    let slow = with(
+        "slow",
+        &[
+            "--heartbeat-ms",
+            "200",
+            "--no-fallback",
+            "--work-ms",
+            "60000",
+        ],
+    );
+    system.relay("slow", "slow", &spawn(&slow)).await?;
+    let gateway = with("operator", &["a2a", "serve", "--listen", "127.0.0.1:0"]);
+    system
+        .spawn("a2a", &spawn(&gateway), "A2A server listening")
+        .await?;
+    let url = system.logged_url("a2a")?;
+
+    let sent = client(&url, "send", &["intake", "where is my order"])?;
+    assert_eq!(sent["state"], "TASK_STATE_COMPLETED", "{sent}");
+    let cancelled = client(&url, "cancel_running", &["slow", "take your time"])?;
+    assert_eq!(cancelled["cancelled"], "TASK_STATE_CANCELED", "{cancelled}");
+    assert_eq!(
+        cancelled["got"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    // The slow worker followed the cancel under its own block, and stopped the run.
+    system
+        .wait_log(
+            "slow",
+            "session cancelled; run stopped",
+            Duration::from_secs(10),
+        )
+        .await?;
+    for label in ["a2a", "slow", "intake", "router"] {
+        let log = system.process(label).stderr();
+        assert!(!log.contains("Permissions Violation"), "{label}: {log}");
+        assert!(
+            !log.contains("cancelled sessions stopped"),
+            "{label}: {log}"
+        );
+    }
     Ok(())
 }
