@@ -163,6 +163,7 @@ async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()>
     let second = client(&url, "send_in", &[&context, "fragile", "break"])?;
     assert_eq!(second["state"], "TASK_STATE_FAILED", "{second}");
     assert!(strings(&second["status"])[0].contains("fatal"), "{second}");
+    assert_eq!(first["state"], "TASK_STATE_COMPLETED", "{first}");
     let listed = client(&url, "list", &[&context])?;
     assert_eq!(listed["total"], 2, "{listed}");
     let ids: Vec<&str> = listed["tasks"]
@@ -171,10 +172,14 @@ async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()>
         .flatten()
         .filter_map(|t| t["id"].as_str())
         .collect();
-    assert_eq!(
-        ids,
-        [&second["id"], &first["id"]].map(|v| v.as_str().unwrap_or_default())
-    );
+    let first = first["id"].as_str().unwrap_or_default();
+    let second = second["id"].as_str().unwrap_or_default();
+    assert_eq!(ids, [second, first]);
+    // Pages of one, in the same order; and the failed one alone by state.
+    let pages = serde_json::json!([[second], [first]]);
+    assert_eq!(listed["pages"], pages, "{listed}");
+    assert_eq!(listed["last_token"], "", "{listed}");
+    assert_eq!(listed["failed"], serde_json::json!([second]), "{listed}");
 
     // Errors: an ended task has nothing to subscribe to; an unknown one is not found.
     let ended = client(&url, "ended", &[&id])?;

@@ -377,39 +377,54 @@ impl Gateway {
             None => 0,
         };
         let with_history = request.history_length.is_some_and(|n| n > 0);
-        let mut tasks = Vec::new();
-        for (session, record) in self.index.all().await.map_err(internal)? {
-            if request
-                .context_id
-                .as_ref()
-                .is_some_and(|c| *c != record.context)
-            {
-                continue;
+        let mut records = self.index.all().await.map_err(internal)?;
+        if let Some(context) = &request.context_id {
+            records.retain(|(_, record)| record.context == *context);
+        }
+        let wanted = request
+            .status
+            .clone()
+            .filter(|s| *s != TaskState::Unspecified);
+        if wanted.is_none() {
+            // No state to filter on: only the page's tasks are read.
+            let total = records.len();
+            let mut page = Vec::new();
+            for (session, record) in records.into_iter().skip(offset).take(size) {
+                let (last, _) = self.last(session).await?;
+                page.push(
+                    self.task(session, &record.context, last.as_ref(), with_history)
+                        .await,
+                );
             }
+            return Ok(page_of(page, offset, total));
+        }
+        let mut tasks = Vec::new();
+        for (session, record) in records {
             let (last, _) = self.last(session).await?;
-            let task = self
-                .task(session, &record.context, last.as_ref(), with_history)
-                .await;
-            let wanted = request
-                .status
-                .as_ref()
-                .is_none_or(|s| *s == TaskState::Unspecified || *s == task.status.state);
-            if wanted {
-                tasks.push(task);
+            if Some(task::state(last.as_ref())) == wanted {
+                tasks.push(
+                    self.task(session, &record.context, last.as_ref(), with_history)
+                        .await,
+                );
             }
         }
         let total = tasks.len();
-        let page: Vec<Task> = tasks.into_iter().skip(offset).take(size).collect();
-        let next = offset + page.len();
-        Ok(ListTasksResponse {
-            next_page_token: if next < total {
-                next.to_string()
-            } else {
-                String::new()
-            },
-            page_size: i32::try_from(page.len()).unwrap_or(i32::MAX),
-            total_size: i32::try_from(total).unwrap_or(i32::MAX),
-            tasks: page,
-        })
+        let page = tasks.into_iter().skip(offset).take(size).collect();
+        Ok(page_of(page, offset, total))
+    }
+}
+
+/// A page of `total` tasks that starts at `offset`.
+fn page_of(page: Vec<Task>, offset: usize, total: usize) -> ListTasksResponse {
+    let next = offset + page.len();
+    ListTasksResponse {
+        next_page_token: if next < total {
+            next.to_string()
+        } else {
+            String::new()
+        },
+        page_size: i32::try_from(page.len()).unwrap_or(i32::MAX),
+        total_size: i32::try_from(total).unwrap_or(i32::MAX),
+        tasks: page,
     }
 }

@@ -142,9 +142,19 @@ async def main(url, step, args):
     if step == "list":
         c = await client(url)
         listed = await c.list_tasks(ListTasksRequest(context_id=args[0]))
+        first = await c.list_tasks(ListTasksRequest(context_id=args[0], page_size=1))
+        second = await c.list_tasks(
+            ListTasksRequest(context_id=args[0], page_size=1, page_token=first.next_page_token)
+        )
+        failed = await c.list_tasks(
+            ListTasksRequest(context_id=args[0], status=TaskState.TASK_STATE_FAILED)
+        )
         return {
             "tasks": [summary(t) for t in listed.tasks],
             "total": listed.total_size,
+            "pages": [[t.id for t in first.tasks], [t.id for t in second.tasks]],
+            "last_token": second.next_page_token,
+            "failed": [t.id for t in failed.tasks],
         }
     if step == "cancel_running":
         started = await send(f"{url}/agents/{args[0]}", args[1], immediately=True)
