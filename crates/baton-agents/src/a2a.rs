@@ -147,19 +147,13 @@ impl A2aRunner {
         );
         let unreadable =
             |err: String| Failure::retry(format!("cannot read the agent card at {url}: {err}"));
-        let card: a2a::AgentCard = self
+        let request = self
             .rpc
             .http
             .get(&url)
             .headers(self.rpc.headers.clone())
-            .timeout(self.rpc.timeout)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|err| unreadable(err.to_string()))?
-            .json()
-            .await
-            .map_err(|err| unreadable(err.to_string()))?;
+            .timeout(self.rpc.timeout);
+        let card: a2a::AgentCard = fetch(request).await.map_err(unreadable)?;
         let interface = card
             .supported_interfaces
             .iter()
@@ -441,15 +435,9 @@ impl Rpc {
         params: serde_json::Value,
     ) -> Result<T, String> {
         let failed = |err: String| format!("{method} at {}: {err}", endpoint.rpc);
-        let response: JsonRpcResponse = self
-            .request(endpoint, method, params)
-            .send()
+        let response: JsonRpcResponse = fetch(self.request(endpoint, method, params))
             .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|err| failed(err.to_string()))?
-            .json()
-            .await
-            .map_err(|err| failed(err.to_string()))?;
+            .map_err(failed)?;
         result(response).map_err(failed)
     }
 
@@ -534,6 +522,20 @@ impl Drop for Abandoned {
             handle.spawn(self.rpc.clone().cancel_abandoned(endpoint, context, task));
         }
     }
+}
+
+/// Sends `request` and reads a successful answer's JSON body.
+async fn fetch<T: serde::de::DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+) -> Result<T, String> {
+    request
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|err| err.to_string())?
+        .json()
+        .await
+        .map_err(|err| err.to_string())
 }
 
 /// The result of a JSON-RPC response, or its error as text.
