@@ -245,6 +245,32 @@ async fn the_a2a_sdk_cancels_a_running_task_and_answers_one_that_waits_for_input
         "{asked}"
     );
     assert_eq!(asked["again"], "UnsupportedOperationError", "{asked}");
+
+    // An answer with {"handoff": "refund"} goes on to that agent type.
+    let handed = client(
+        &url,
+        "input_handoff",
+        &[
+            "human_support",
+            "A refund, please",
+            "Approved by Ann",
+            "refund",
+        ],
+    )?;
+    assert_eq!(
+        handed["asked"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{handed}"
+    );
+    assert_eq!(
+        handed["answered"]["state"], "TASK_STATE_COMPLETED",
+        "{handed}"
+    );
+    let path = &handed["answered"]["metadata"]["baton"]["path"];
+    assert_eq!(
+        path,
+        &serde_json::json!(["human_support", "refund"]),
+        "{handed}"
+    );
     Ok(())
 }
 

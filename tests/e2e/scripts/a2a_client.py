@@ -13,6 +13,8 @@ Steps:
   cancel_running AGENT TEXT   returnImmediately, subscribe, CancelTask while
                               subscribed; cancel again; get
   input AGENT TEXT ANSWER     a task that waits for input, then the answer
+  input_handoff AGENT TEXT ANSWER TO
+                              the same, the answer handed on to agent type TO
   ended ID                    SubscribeToTask on an ended task (an error)
   token TOKEN AGENT TEXT      calls without and with the bearer token
 
@@ -53,7 +55,7 @@ async def client(url, streaming=True, token=None):
     return await create_client(url, client_config=config)
 
 
-def message(text, context=None, task=None):
+def message(text, context=None, task=None, handoff=None):
     msg = Message(
         message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)]
     )
@@ -61,6 +63,8 @@ def message(text, context=None, task=None):
         msg.context_id = context
     if task:
         msg.task_id = task
+    if handoff:
+        msg.metadata.update({"handoff": handoff})
     return msg
 
 
@@ -82,9 +86,9 @@ def summary(task):
     }
 
 
-async def send(url, text, context=None, task=None, immediately=False):
+async def send(url, text, context=None, task=None, immediately=False, handoff=None):
     c = await client(url, streaming=False)
-    request = SendMessageRequest(message=message(text, context, task))
+    request = SendMessageRequest(message=message(text, context, task, handoff))
     request.configuration.return_immediately = immediately
     async for response in c.send_message(request):
         return summary(response.task)
@@ -183,6 +187,10 @@ async def main(url, step, args):
         answered = await send(f"{url}/agents/{args[0]}", args[2], task=asked["id"])
         again = await error_of(send(f"{url}/agents/{args[0]}", "more", task=asked["id"]))
         return {"asked": asked, "answered": answered, "again": again}
+    if step == "input_handoff":
+        asked = await send(f"{url}/agents/{args[0]}", args[1])
+        answered = await send(f"{url}/agents/{args[0]}", args[2], task=asked["id"], handoff=args[3])
+        return {"asked": asked, "answered": answered}
     if step == "ended":
         c = await client(url)
 
