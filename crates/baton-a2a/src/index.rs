@@ -37,20 +37,15 @@ impl Index {
         name: &str,
         replicas: usize,
     ) -> anyhow::Result<Self> {
-        let store = match jetstream.get_key_value(name).await {
-            Ok(store) => store,
-            Err(_) => jetstream
-                .create_key_value(kv::Config {
-                    bucket: name.to_owned(),
-                    description: "Baton: the sessions started over A2A".to_owned(),
-                    history: 1,
-                    max_age: KEPT,
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|err| anyhow::anyhow!("cannot open the bucket {name}: {err}"))?,
+        let config = kv::Config {
+            bucket: name.to_owned(),
+            description: "Baton: the sessions started over A2A".to_owned(),
+            history: 1,
+            max_age: KEPT,
+            num_replicas: replicas,
+            ..Default::default()
         };
+        let store = baton_worker::key_value(jetstream, config).await?;
         Ok(Self { store })
     }
 

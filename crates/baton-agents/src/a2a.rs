@@ -174,15 +174,6 @@ impl A2aRunner {
         Ok(endpoint)
     }
 
-    fn request(
-        &self,
-        endpoint: &Endpoint,
-        method: &str,
-        params: serde_json::Value,
-    ) -> reqwest::RequestBuilder {
-        self.rpc.request(endpoint, method, params)
-    }
-
     /// One JSON-RPC call; its result.
     async fn call<T: serde::de::DeserializeOwned>(
         &self,
@@ -301,6 +292,7 @@ impl A2aRunner {
             Failure::retry(format!("SendStreamingMessage at {}: {err}", endpoint.rpc))
         };
         let response = self
+            .rpc
             .request(
                 endpoint,
                 "SendStreamingMessage",

@@ -83,22 +83,19 @@ impl Inbox {
         );
         let jetstream = jetstream::new(client);
         let bucket = subjects.inbox_bucket();
-        let store = match jetstream.get_key_value(&bucket).await {
-            Ok(store) => store,
-            Err(_) => jetstream
-                .create_key_value(kv::Config {
-                    bucket: bucket.clone(),
-                    description: "Baton: tasks waiting for a person".to_owned(),
-                    history: 1,
-                    storage: jetstream::stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|err| {
-                    InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}"))
-                })?,
+        let config = kv::Config {
+            bucket: bucket.clone(),
+            description: "Baton: tasks waiting for a person".to_owned(),
+            history: 1,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: replicas,
+            ..Default::default()
         };
+        let store = baton_worker::key_value(&jetstream, config)
+            .await
+            .map_err(|err| {
+                InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}"))
+            })?;
         Ok(Self {
             store,
             jetstream,

@@ -49,28 +49,16 @@ pub(crate) async fn bucket(
     subjects: &Subjects,
     replicas: usize,
 ) -> Result<kv::Store, Error> {
-    let name = subjects.cancelled_bucket();
-    if let Ok(store) = jetstream.get_key_value(&name).await {
-        return Ok(store);
-    }
-    jetstream
-        .create_key_value(kv::Config {
-            bucket: name.clone(),
-            description: "Baton: cancelled sessions".to_owned(),
-            history: 1,
-            max_age: REMEMBERED,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| {
-            Error::with_source(
-                ErrorKind::JetStream,
-                format!("cannot open the bucket of cancelled sessions {name}"),
-                err,
-            )
-        })
+    let config = kv::Config {
+        bucket: subjects.cancelled_bucket(),
+        description: "Baton: cancelled sessions".to_owned(),
+        history: 1,
+        max_age: REMEMBERED,
+        storage: jetstream::stream::StorageType::File,
+        num_replicas: replicas,
+        ..Default::default()
+    };
+    crate::provision::key_value(jetstream, config).await
 }
 
 /// The cancelled sessions a worker knows of, kept current by [`watch`].

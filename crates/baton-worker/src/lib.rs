@@ -85,7 +85,7 @@ pub use outcome::{
     AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
     Wait,
 };
-pub use provision::{StreamSettings, redelivery_span};
+pub use provision::{StreamSettings, key_value, redelivery_span};
 pub use registry::RegistryClient;
 pub use router::{Router, RouterConfig};
 pub use routing::{

@@ -419,3 +419,26 @@ pub(crate) async fn read_from_start(
         .map_err(|err| failed(err.into()))?;
     ordered.messages().await.map_err(|err| failed(err.into()))
 }
+
+/// Opens the key-value bucket `config` names, creating it with `config` when
+/// it is missing (an existing bucket keeps its own settings).
+///
+/// # Errors
+///
+/// When JetStream cannot be reached, or refuses to create the bucket.
+pub async fn key_value(
+    jetstream: &jetstream::Context,
+    config: jetstream::kv::Config,
+) -> Result<jetstream::kv::Store, Error> {
+    if let Ok(store) = jetstream.get_key_value(&config.bucket).await {
+        return Ok(store);
+    }
+    let bucket = config.bucket.clone();
+    jetstream.create_key_value(config).await.map_err(|err| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot open the bucket {bucket}"),
+            err,
+        )
+    })
+}

@@ -28,27 +28,16 @@ impl JoinStore {
         replicas: usize,
         claims: Arc<ClaimCheck>,
     ) -> Result<Self, Error> {
-        let store = match jetstream.get_key_value(bucket).await {
-            Ok(store) => store,
-            Err(_) => jetstream
-                .create_key_value(kv::Config {
-                    bucket: bucket.to_owned(),
-                    description: "Baton: delegations waiting for their children".to_owned(),
-                    history: 1,
-                    max_age: Duration::from_secs(7 * 24 * 3600),
-                    storage: jetstream::stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|err| {
-                    Error::with_source(
-                        ErrorKind::JetStream,
-                        format!("cannot open the join bucket {bucket}"),
-                        err,
-                    )
-                })?,
+        let config = kv::Config {
+            bucket: bucket.to_owned(),
+            description: "Baton: delegations waiting for their children".to_owned(),
+            history: 1,
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: replicas,
+            ..Default::default()
         };
+        let store = crate::provision::key_value(jetstream, config).await?;
         Ok(Self { store, claims })
     }
 
