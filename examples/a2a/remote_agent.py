@@ -8,8 +8,8 @@ It researches whatever it is asked, in a second or so. Its answers:
   - a question with "which region" in it: input-required, asking which region;
   - "fail": the task fails;
   - anything else: completed, with the answer as an artifact.
-REMOTE_TOKEN, when set, is the bearer token every call must carry (the card
-stays public). REMOTE_LOG, when set, gets one line per task it starts (its context id), and
+REMOTE_TOKEN, when set, is the bearer token every call must carry, and
+REMOTE_API_KEY the X-API-Key header's value (the card stays public). REMOTE_LOG, when set, gets one line per task it starts (its context id), and
 "cancelled CONTEXT" per task cancelled, so a test can count them. REMOTE_DELAY_MS sets how long it works (default 300).
 It prints "listening on URL" once it serves.
 """
@@ -62,12 +62,17 @@ class Researcher(AgentExecutor):
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 
 
-class BearerToken(BaseHTTPMiddleware):
-    """Refuses calls without `Authorization: Bearer $REMOTE_TOKEN`."""
+class Credentials(BaseHTTPMiddleware):
+    """Refuses calls without `Authorization: Bearer $REMOTE_TOKEN`, or
+    without `X-API-Key: $REMOTE_API_KEY`, when those are set."""
 
     async def dispatch(self, request, call_next):
         token = os.environ.get("REMOTE_TOKEN")
-        if token and request.method == "POST" and request.headers.get("authorization") != f"Bearer {token}":
+        key = os.environ.get("REMOTE_API_KEY")
+        if request.method == "POST" and (
+            (token and request.headers.get("authorization") != f"Bearer {token}")
+            or (key and request.headers.get("x-api-key") != key)
+        ):
             return PlainTextResponse("unauthorized\n", status_code=401)
         return await call_next(request)
 
@@ -92,7 +97,7 @@ def main():
     )
     handler = DefaultRequestHandler(agent_executor=Researcher(), task_store=InMemoryTaskStore(), agent_card=card)
     app = Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/"))
-    app.add_middleware(BearerToken)
+    app.add_middleware(Credentials)
     print(f"listening on {url}", flush=True)
     uvicorn.run(app, fd=sock.fileno(), log_level="warning")
 

@@ -62,11 +62,29 @@ async fn with_token(
     spec: &std::path::Path,
     flags: &[&str],
 ) -> anyhow::Result<()> {
+    with_env(
+        system,
+        label,
+        spec,
+        flags,
+        ("RESEARCH_TOKEN", "remote-s3cret"),
+    )
+    .await
+}
+
+/// Starts a worker of `spec` as `label` with `var` in its environment.
+async fn with_env(
+    system: &mut System,
+    label: &str,
+    spec: &std::path::Path,
+    flags: &[&str],
+    var: (&str, &str),
+) -> anyhow::Result<()> {
     let spec = spec.to_string_lossy().into_owned();
     let mut args = vec!["worker", "--spec", &spec, "--instance", label];
     args.extend_from_slice(flags);
     let mut command = system.baton(&args);
-    command.env("RESEARCH_TOKEN", "remote-s3cret");
+    command.env(var.0, var.1);
     system.adopt(label, baton_testkit::ChildProcess::spawn(command, label)?);
     system
         .wait_log(label, "worker started", Duration::from_secs(30))
@@ -85,12 +103,19 @@ fn output(events: &[baton_proto::Event]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_remote_a2a_agent_is_a_handoff_target_and_a_parallel_delegate() -> anyhow::Result<()> {
     let mut system = System::start().await?;
-    let url = remote(&mut system, "remote", &[], &[]).await?;
+    // The remote wants an API key; the spec takes it from RESEARCH_KEY.
+    let url = remote(&mut system, "remote", &[], &[("REMOTE_API_KEY", "k-123")]).await?;
     let dir = tempfile::tempdir()?;
-    let research = spec(dir.path(), &url, "")?;
-    system
-        .spec_worker("research", &research, &["--no-registry"])
-        .await?;
+    let research = spec(dir.path(), &url, "api_key_env = \"RESEARCH_KEY\"")?;
+    let flags = ["--no-registry"];
+    with_env(
+        &mut system,
+        "research",
+        &research,
+        &flags,
+        ("RESEARCH_KEY", "k-123"),
+    )
+    .await?;
     let front = example("a2a/front.toml");
     system
         .spec_worker("front", &front, &["--no-registry"])
