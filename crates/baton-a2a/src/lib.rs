@@ -74,7 +74,6 @@ pub struct Settings {
 /// the task bucket or the inbox cannot be opened.
 pub async fn serve(
     client: Client,
-    nats: async_nats::Client,
     settings: Settings,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -87,6 +86,7 @@ pub async fn serve(
         );
     }
     client.ensure_streams().await?;
+    let nats = client.jetstream().client();
     let subjects = client.subjects().clone();
     let index = index::Index::open(
         client.jetstream(),

@@ -5,6 +5,7 @@ use a2a::{
     Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
     TaskStatus, TaskStatusUpdateEvent,
 };
+use baton_mcp::show;
 use baton_proto::{Event, EventType, Reason, Value};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -28,14 +29,6 @@ pub(crate) fn settled(state: &TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 
-/// A value as text: a string as itself, anything else as JSON.
-pub(crate) fn text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
-        other => serde_json::to_string(other).unwrap_or_default(),
-    }
-}
-
 fn at(ms: u64) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)
 }
@@ -48,38 +41,27 @@ fn agent_message(task: &str, context: &str, text: String) -> Message {
 }
 
 /// What a person or client reads about `event`: the answer, the failure,
-/// the question waiting for input, or the hop.
+/// the question waiting for input, or the hop (as MCP progress says it).
 pub(crate) fn describe(event: &Event) -> String {
-    let agent = event.agent.as_deref().unwrap_or("-");
-    let why = event
-        .reason
-        .as_ref()
-        .map(|r| format!(" ({})", r.as_str()))
-        .unwrap_or_default();
     let detail = event
         .detail
         .as_deref()
         .map(|d| format!(": {d}"))
         .unwrap_or_default();
     match &event.kind {
-        EventType::Completed => event.output.as_ref().map(text).unwrap_or_default(),
-        EventType::Failed => format!(
-            "failed{}{detail}",
-            event
-                .reason
-                .as_ref()
-                .map_or(String::new(), |r| format!(" ({})", r.as_str()))
-        ),
+        EventType::Completed => event.output.as_ref().map(show).unwrap_or_default(),
+        EventType::Failed => {
+            let why = event.reason.as_ref().map(|r| format!(" ({})", r.as_str()));
+            format!("failed{}{detail}", why.unwrap_or_default())
+        }
         EventType::Waiting => format!(
-            "{agent} waits for input{}",
+            "{} waits for input{}",
+            event.agent.as_deref().unwrap_or("-"),
             question(event)
                 .map(|q| format!(": {q}"))
                 .unwrap_or_default()
         ),
-        kind => match &event.to {
-            Some(to) => format!("{} {agent} -> {to}{why}{detail}", kind.as_str()),
-            None => format!("{} {agent}{why}{detail}", kind.as_str()),
-        },
+        _ => format!("{}{detail}", baton_mcp::describe(event)),
     }
 }
 
@@ -109,7 +91,7 @@ pub(crate) fn answer(session: Uuid, last: &Event) -> Option<Artifact> {
     }
     let output = last.output.as_ref()?;
     let part = match output {
-        Value::String(_) => Part::text(text(output)),
+        Value::String(_) => Part::text(show(output)),
         other => Part::data(serde_json::to_value(other).unwrap_or_default()),
     };
     Some(Artifact {

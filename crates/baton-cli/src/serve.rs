@@ -376,19 +376,16 @@ pub async fn console(
     config.replicas = nats.replicas();
     // Refuse an open listener before connecting anywhere.
     baton_console::Access::new(config.listen, config.token.as_deref())?;
-    let connection = crate::nats::connect(
+    let client = crate::nats::client(
         nats,
-        None,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
+        subjects.clone(),
+        crate::permissions::RoleKind::Operator,
     )
     .await?;
-    let client =
-        baton_worker::Client::new(connection, subjects.clone()).with_streams(nats.streams());
     baton_console::serve(config, client, subjects, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// `baton mcp serve`: agent types as MCP tools, as the client role.
 /// The agent types of `--agents`.
 fn agent_names(names: &[String]) -> anyhow::Result<Vec<AgentName>> {
     names
@@ -400,21 +397,16 @@ fn agent_names(names: &[String]) -> anyhow::Result<Vec<AgentName>> {
         .collect()
 }
 
+/// `baton mcp serve`: agent types as MCP tools, as the client role.
 pub async fn mcp(
     nats: &NatsArgs,
     subjects: Subjects,
     args: crate::args::McpServeArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
     let only = agent_names(&args.agents)?;
-    let connection = crate::nats::connect(
-        nats,
-        None,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
-    )
-    .await?;
-    let client = baton_worker::Client::new(connection.clone(), subjects.clone())
-        .with_streams(nats.streams());
-    let registry = baton_worker::RegistryClient::new(connection.client().clone(), &subjects);
+    let client =
+        crate::nats::client(nats, subjects.clone(), crate::permissions::RoleKind::Client).await?;
+    let registry = baton_worker::RegistryClient::new(client.jetstream().client(), &subjects);
     let gateway = baton_mcp::Gateway::new(
         client,
         registry,
@@ -431,21 +423,16 @@ pub async fn mcp(
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// `baton a2a serve`: the ingress and agent types as A2A agents, as the
+/// operator role (it starts sessions, answers the inbox and cancels).
 pub async fn a2a(
     nats: &NatsArgs,
     subjects: Subjects,
     args: crate::args::A2aServeArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
     let only = agent_names(&args.agents)?;
-    // The operator role: it starts sessions, answers the inbox and cancels.
-    let connection = crate::nats::connect(
-        nats,
-        None,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
-    )
-    .await?;
     let client =
-        baton_worker::Client::new(connection.clone(), subjects).with_streams(nats.streams());
+        crate::nats::client(nats, subjects, crate::permissions::RoleKind::Operator).await?;
     let settings = baton_a2a::Settings {
         only,
         timeout: Duration::from_secs(args.timeout_secs.max(1)),
@@ -454,12 +441,6 @@ pub async fn a2a(
         token: args.access_token,
         replicas: nats.streams().replicas,
     };
-    baton_a2a::serve(
-        client,
-        connection.client().clone(),
-        settings,
-        crate::shutdown_signal(),
-    )
-    .await?;
+    baton_a2a::serve(client, settings, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)
 }

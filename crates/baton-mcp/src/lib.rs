@@ -239,15 +239,18 @@ fn input_schema() -> JsonObject {
 }
 
 /// A value as text: a string as itself, anything else as JSON.
-fn show(value: &Value) -> String {
+#[must_use]
+pub fn show(value: &Value) -> String {
     match value {
         Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
         other => serde_json::to_string(other).unwrap_or_default(),
     }
 }
 
-/// One line about an event, for a progress message.
-fn describe(event: &Event) -> String {
+/// One line about an event, for a progress message:
+/// `handoff general_enquiry -> refund (knowledge_gap)`.
+#[must_use]
+pub fn describe(event: &Event) -> String {
     let agent = event.agent.as_deref().unwrap_or("-");
     match (&event.to, &event.reason) {
         (Some(to), Some(reason)) => format!(
