@@ -98,7 +98,14 @@ async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()>
     );
     assert_eq!(agent["capabilities"]["streaming"], true);
     let tags = strings(&agent["skills"][0]["tags"]);
-    assert!(tags.contains(&"refunds") || !tags.is_empty(), "{agent}");
+    // The spec's description, and capabilities, domains and tier, from the registry.
+    assert_eq!(
+        agent["description"], "Decides refunds under the shop's policy",
+        "{agent}"
+    );
+    assert!(tags.contains(&"refunds"), "{agent}");
+    assert!(tags.contains(&"domain:billing"), "{agent}");
+    assert!(tags.iter().any(|t| t.starts_with("tier:")), "{agent}");
 
     // Blocking: the whole session, with its path and answer.
     let sent = client(&url, "send", &["general_enquiry", REFUND])?;
