@@ -262,6 +262,11 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
         if let Some(next) = next {
             flags.extend(["--next", next]);
         }
+        if agent == "second" {
+            // Longer than `--accepted-after-ms` (100): its `accepted` goes out
+            // live while it runs, not folded.
+            flags.extend(["--work-ms", "400"]);
+        }
         system
             .relay(agent, agent, &flags)
             .await
@@ -285,7 +290,19 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
         .stored_events(task.session)
         .await
         .context("reading the stored events")?;
-    assert_eq!(kinds(&stored), ["completed"], "{stored:#?}");
+    // The last hop was quick: its `accepted` is folded into the stored end,
+    // one message, which readers restore as two events.
+    assert_eq!(kinds(&stored), ["accepted", "completed"], "{stored:#?}");
+    assert_eq!(stored[0].agent.as_deref(), Some("third"));
+    let js = async_nats::jetstream::new(system.nats.clone());
+    let messages = js
+        .get_stream("BATON_EVENTS")
+        .await?
+        .info()
+        .await?
+        .state
+        .messages;
+    assert_eq!(messages, 1, "one stored message for the whole session");
     assert_eq!(agents(&end.path), ["first", "second", "third"]);
     for hop in &end.path {
         let accepted = hop.accepted_at.expect("accepted_at on every hop");
@@ -305,9 +322,11 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
             Some("out_of_scope".to_owned())
         ]
     );
-    // Live, unstored: three acceptances and two handoffs, on the session's subject.
+    // Live, unstored, on the session's subject: a quick hop's `handoff` with
+    // its `accepted` folded in (first); a slow hop's `accepted` while it
+    // runs, then its `handoff` (second).
     let mut progress = Vec::new();
-    while progress.len() < 5 {
+    while progress.len() < 3 {
         let message = tokio::time::timeout(Duration::from_secs(10), live.next())
             .await
             .with_context(|| format!("no live progress within 10 s after {progress:?}"))?
@@ -316,16 +335,32 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
             message.subject.as_str(),
             format!("baton.live.{}", task.session)
         );
-        progress.push(
-            baton_proto::Event::from_msgpack(&message.payload)?
-                .kind
-                .to_string(),
-        );
+        let event = baton_proto::Event::from_msgpack(&message.payload)?;
+        let (folded, event) = event.unfold();
+        if let Some(accepted) = &folded {
+            assert_eq!(accepted.envelope, event.envelope);
+        }
+        progress.push(format!(
+            "{} {}{}",
+            event.agent.unwrap_or_default(),
+            event.kind,
+            if folded.is_some() { " +accepted" } else { "" }
+        ));
     }
-    progress.sort();
     assert_eq!(
         progress,
-        ["accepted", "accepted", "accepted", "handoff", "handoff"]
+        [
+            "first handoff +accepted",
+            "second accepted",
+            "second handoff"
+        ]
+    );
+    // Nothing else goes out live.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), live.next())
+            .await
+            .is_err(),
+        "a fourth live message"
     );
     // `baton watch` shows the session in both levels.
     let watched = tokio::task::block_in_place(|| {

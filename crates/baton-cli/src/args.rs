@@ -248,10 +248,10 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_EVENTS", value_enum, default_value_t = Events::Full)]
     pub events: Events,
 
-    /// With `--events full`: how long an agent runs, in ms, before its hop's `accepted`
-    /// event is stored on its own. A hop that ends sooner stores it folded into its next
-    /// event (`handoff`, `completed`, …), one write instead of two; `baton watch` and the
-    /// clients restore it. 0 stores every `accepted` event at once.
+    /// How long an agent runs, in ms, before its hop's `accepted` event is sent on its
+    /// own (stored with `--events full`, live with `lean`). A hop that ends sooner folds it
+    /// into its next event (`handoff`, `completed`, …), one message instead of two;
+    /// `baton watch` and the clients restore it. 0 sends every `accepted` event at once.
     #[arg(long, env = "BATON_ACCEPTED_AFTER_MS", default_value_t = 100)]
     pub accepted_after_ms: u64,
 

@@ -283,7 +283,7 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         "{:<26} {:>10} {:>10} {:>12} {:>12} {:>12}",
         "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs", "writes/hop"
     );
-    for (side, f) in &rows {
+    for (side, f) in rows.iter().filter(|(_, f)| !f.tasks_per_sec.is_nan()) {
         println!(
             "{:<26} {:>10.0} {:>10.0} {:>12.0} {:>12.0} {:>12.2}",
             side.label(),
@@ -305,6 +305,9 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
         ("lean / full", Side::Lean, Side::Full),
     ] {
         let (side, base) = (row(side), row(base));
+        if side.tasks_per_sec.is_nan() || base.tasks_per_sec.is_nan() {
+            continue; // `--only`: one side ran.
+        }
         println!(
             "{name:<26} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
             side.tasks_per_sec / base.tasks_per_sec,

@@ -72,6 +72,12 @@ pub trait Wire: Serialize + DeserializeOwned {
     /// Whether the payload carries a `v` field that must equal [`PROTOCOL_VERSION`].
     const VERSIONED: bool;
 
+    /// The decoded `v` of a versioned payload, checked after a successful
+    /// decode (so the bytes are not read twice); `None` for the others.
+    fn version(&self) -> Option<u64> {
+        None
+    }
+
     /// Encodes as msgpack with named fields.
     ///
     /// # Errors
@@ -115,9 +121,7 @@ pub trait Wire: Serialize + DeserializeOwned {
         }
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(value) => {
-                if Self::VERSIONED {
-                    check_version(probe_version(bytes))?;
-                }
+                check_version(value.version().map(rmpv::Value::from))?;
                 Ok(value)
             }
             Err(err) => {
@@ -160,14 +164,26 @@ fn check_version(v: Option<rmpv::Value>) -> Result<(), DecodeError> {
 
 impl Wire for Envelope {
     const VERSIONED: bool = true;
+
+    fn version(&self) -> Option<u64> {
+        Some(self.v)
+    }
 }
 
 impl Wire for Event {
     const VERSIONED: bool = true;
+
+    fn version(&self) -> Option<u64> {
+        Some(self.v)
+    }
 }
 
 impl Wire for crate::DeadlineTimer {
     const VERSIONED: bool = true;
+
+    fn version(&self) -> Option<u64> {
+        Some(self.v)
+    }
 }
 
 impl Wire for Heartbeat {

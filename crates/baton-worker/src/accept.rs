@@ -1,5 +1,6 @@
-//! Step 3 of the worker loop: a hop's `accepted` event, stored, folded into
-//! the hop's next event, or sent live, by the event level.
+//! Step 3 of the worker loop: a hop's `accepted` event, folded into the
+//! hop's next event when the run is quick, or else sent on its own while the
+//! run lasts: stored at the `full` event level, live at `lean`.
 
 use std::future::Future;
 
@@ -14,8 +15,8 @@ use crate::runtime::Runtime;
 pub(crate) enum Accepting {
     /// Nothing left to do: sent live (`lean`), or it could not be encoded.
     Done,
-    /// Not sent yet (`full`): stored once the run lasts, or folded (then
-    /// it is never encoded on its own).
+    /// Not sent yet: sent once the run lasts (stored at `full`, live at
+    /// `lean`), or folded (then it is never encoded on its own).
     Held(Box<Event>),
     /// Sent (`full`); its PubAck is awaited before the outputs.
     Sent(Outgoing, Pending),
@@ -23,14 +24,20 @@ pub(crate) enum Accepting {
 
 impl Accepting {
     pub(crate) async fn new(rt: &Runtime, delivery: &Delivery<'_>, event: Event) -> Self {
-        let lean = rt.config.events == crate::EventLevel::Lean;
-        if !lean && !rt.config.accepted_after.is_zero() {
-            return Self::Held(Box::new(event));
+        if rt.config.accepted_after.is_zero() {
+            Self::emit(rt, delivery, &event).await
+        } else {
+            Self::Held(Box::new(event))
         }
-        let Some(mut message) = encoded(delivery, &event) else {
+    }
+
+    /// Sends `event` on its own: live at the `lean` level (done), stored at
+    /// `full` (its PubAck awaited before the outputs).
+    async fn emit(rt: &Runtime, delivery: &Delivery<'_>, event: &Event) -> Self {
+        let Some(mut message) = encoded(delivery, event) else {
             return Self::Done;
         };
-        if lean {
+        if rt.config.events == crate::EventLevel::Lean {
             message.subject = rt.config.subjects.live(event.session);
             rt.publisher
                 .publish_live(std::slice::from_ref(&message))
@@ -59,18 +66,19 @@ impl Accepting {
             () = tokio::time::sleep(rt.config.accepted_after) => {}
         }
         if let Self::Held(event) = std::mem::replace(self, Self::Done) {
-            if let Some(message) = encoded(delivery, &event) {
-                let pending = rt.publisher.send(&message).await;
-                *self = Self::Sent(message, pending);
-            }
+            *self = Self::emit(rt, delivery, &event).await;
         }
         run.await
     }
 
-    /// Stores the event if it is still held (best effort: the message is
-    /// left for redelivery anyway).
+    /// Sends the event if it is still held, stored at `full` (best effort:
+    /// the message is left for redelivery anyway), live at `lean`.
     pub(crate) async fn store(self, rt: &Runtime, delivery: &Delivery<'_>) {
         if let Self::Held(event) = self {
+            if rt.config.events == crate::EventLevel::Lean {
+                Self::emit(rt, delivery, &event).await;
+                return;
+            }
             let Some(message) = encoded(delivery, &event) else {
                 return;
             };
@@ -98,6 +106,10 @@ impl Accepting {
                 });
                 if hop {
                     delivery.fold(*event);
+                    return true;
+                }
+                if rt.config.events == crate::EventLevel::Lean {
+                    Self::emit(rt, delivery, &event).await;
                     return true;
                 }
                 match encoded(delivery, &event) {

@@ -59,10 +59,10 @@ pub struct WorkerConfig {
     pub settle: SettleMode,
     /// Which events are stored.
     pub events: EventLevel,
-    /// At the `full` level: how long an agent runs before its hop's
-    /// `accepted` event is stored on its own. A hop that ends sooner folds
-    /// it into its next event (one stored message instead of two; readers
-    /// restore it). Zero stores every `accepted` event at once.
+    /// How long an agent runs before its hop's `accepted` event is sent on
+    /// its own (stored at the `full` level, live at `lean`). A hop that ends
+    /// sooner folds it into its next event (one message instead of two;
+    /// readers restore it). Zero sends every `accepted` event at once.
     pub accepted_after: Duration,
 }
 

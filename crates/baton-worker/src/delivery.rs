@@ -203,10 +203,8 @@ impl<'a> Delivery<'a> {
         };
         let detail = format!("the outcome cannot be delivered: {err}");
         tracing::error!(%reason, detail, "dead-lettering");
-        match publisher
-            .publish_all(&self.unreadable(&reason, &detail))
-            .await
-        {
+        let outgoing = self.unreadable(&reason, &detail);
+        match Box::pin(publisher.publish_all(&outgoing)).await {
             Ok(()) => {
                 self.settle(Settle::Term).await;
                 Finished::Ended(reason)

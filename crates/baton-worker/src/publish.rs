@@ -169,7 +169,7 @@ impl Publisher {
                 Err(Failure::Refused) => return Err(failed(message, Failure::Refused)),
                 Err(err) => {
                     tracing::debug!(subject = %message.subject, id = %message.id, error = %err, "publish not acknowledged; retrying");
-                    self.publish_one(message).await?;
+                    Box::pin(self.publish_one(message)).await?;
                 }
             }
         }

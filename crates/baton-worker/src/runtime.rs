@@ -241,7 +241,12 @@ impl Runtime {
             let whole = payload.len();
             let checked = if self.claims.needed(whole) {
                 // A large context may take a while: keep the message alive.
-                crate::run::keep_alive(self, delivery, self.claims.check_out(payload)).await
+                Box::pin(crate::run::keep_alive(
+                    self,
+                    delivery,
+                    self.claims.check_out(payload),
+                ))
+                .await
             } else {
                 Ok(payload)
             };

@@ -88,7 +88,7 @@ impl Served {
                 return Ok(true);
             }
         }
-        let served = is_served(&self.jetstream, &self.subjects, agent).await?;
+        let served = Box::pin(is_served(&self.jetstream, &self.subjects, agent)).await?;
         if served {
             if let Ok(mut known) = self.known.lock() {
                 known.insert(agent.clone(), now);

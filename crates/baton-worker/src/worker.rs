@@ -246,8 +246,7 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
                 "delivered {} times without being settled: its worker crashed on it each time, or its outputs could not be made durable",
                 delivery.attempt - 1
             );
-            return rt
-                .unreadable(&delivery, &DeadLetterReason::MaxDeliveries, &detail)
+            return Box::pin(rt.unreadable(&delivery, &DeadLetterReason::MaxDeliveries, &detail))
                 .await;
         }
         // 1. Decode, with the claim-checked parts restored.
@@ -270,7 +269,7 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
         // 2. Refuse what must not run.
         if let Some(mut plan) = rt.planner().refuse(&envelope, now_ms()) {
             tracing::info!("refused before running the agent");
-            if ended_at_deadline(rt, &envelope).await {
+            if Box::pin(ended_at_deadline(rt, &envelope)).await {
                 // The deadline watch ended the session already: only the
                 // dead letter is left to write.
                 plan.outputs
@@ -278,14 +277,19 @@ async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) 
             }
             return rt.execute(&delivery, plan).await;
         }
-        if let Some(plan) = orphan(rt, &envelope).await {
+        let orphaned = match envelope.parent {
+            Some(_) => Box::pin(orphan(rt, &envelope)).await,
+            None => None,
+        };
+        if let Some(plan) = orphaned {
             tracing::info!("refused: the parent's agent type has no workers");
             return rt.execute(&delivery, plan).await;
         }
         if envelope.kind == Kind::Result {
-            on_result(rt, agent, &delivery, &envelope).await;
+            Box::pin(on_result(rt, agent, &delivery, &envelope)).await;
         } else {
-            process(rt, agent, &delivery, envelope).await;
+            // Boxed, like the handler: the run's future is large.
+            Box::pin(process(rt, agent, &delivery, envelope)).await;
         }
     }
     .instrument(span.clone())
@@ -301,18 +305,17 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
     let envelope = match Envelope::from_msgpack_limited(payload, config.max_payload) {
         Ok(envelope) => envelope,
         Err(err) => {
-            rt.unreadable(delivery, &err.reason(), err.detail()).await;
+            Box::pin(rt.unreadable(delivery, &err.reason(), err.detail())).await;
             return None;
         }
     };
     if envelope.claims.is_empty() {
         return Some(envelope);
     }
-    let restored = match rt.claims.check_in(payload).await {
+    let restored = match Box::pin(rt.claims.check_in(payload)).await {
         Ok(restored) => restored,
         Err(ClaimFailure::Permanent(detail)) => {
-            rt.unreadable(delivery, &DeadLetterReason::ClaimMissing, &detail)
-                .await;
+            Box::pin(rt.unreadable(delivery, &DeadLetterReason::ClaimMissing, &detail)).await;
             return None;
         }
         Err(ClaimFailure::Transient(err)) => {
@@ -325,7 +328,7 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
     match Envelope::from_msgpack_limited(&restored, rt.claims.max_restored()) {
         Ok(envelope) => Some(envelope),
         Err(err) => {
-            rt.unreadable(delivery, &err.reason(), err.detail()).await;
+            Box::pin(rt.unreadable(delivery, &err.reason(), err.detail())).await;
             None
         }
     }
@@ -365,11 +368,10 @@ async fn orphan(rt: &Runtime, envelope: &Envelope) -> Option<Plan> {
 
 /// Steps 3 to 7 for a task, handoff or delegated child.
 async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, envelope: Envelope) {
-    // 3. Accept. At the `full` level the event is stored: sent once the run
-    // has lasted `accepted_after` (its PubAck awaited with the outputs, so
-    // no extra round trip), or else folded into the hop's next event, one
-    // stored message instead of two. At the `lean` level it goes out live,
-    // unstored.
+    // 3. Accept. The event is sent once the run has lasted `accepted_after`
+    // (at the `full` level stored, its PubAck awaited with the outputs, so no
+    // extra round trip; at `lean` live, unstored), or else folded into the
+    // hop's next event, one message instead of two.
     let accepted = rt.planner().accepted(&envelope, delivery.attempt);
     let mut accepted = Accepting::new(rt, delivery, accepted).await;
     let task = rt.task(envelope.clone(), delivery.attempt);
@@ -424,7 +426,7 @@ async fn decide<A: Agent>(
 ) -> Option<Plan> {
     let result = match result.map(|outcome| Routing::decide(agent.routing(), envelope, outcome)) {
         Ok(Decided::Delegate(delegation)) => {
-            return match join::start(rt, envelope, delegation).await {
+            return match Box::pin(join::start(rt, envelope, delegation)).await {
                 Ok(plan) => Some(plan),
                 Err(err) => {
                     tracing::error!(error = %err, "cannot start the delegation; leaving the message for redelivery");
@@ -437,7 +439,7 @@ async fn decide<A: Agent>(
     };
     let planner = rt.planner();
     let found = match (planner.lookup_request(envelope, &result), &result) {
-        (Some(request), _) => rt.lookup(&request).await,
+        (Some(request), _) => Box::pin(rt.lookup(&request)).await,
         (None, Ok(Step::Handoff(handoff))) => match &handoff.target {
             Target::Agent(to) => rt.served.check(to).await.err().map(Err),
             _ => None,
