@@ -1,6 +1,7 @@
 //! The `baton` command as people use it: the demo, send/watch, the NATS
 //! environment conventions, and clear errors for bad input or configuration.
 
+use anyhow::Context as _;
 use async_nats::jetstream::stream;
 use baton_proto::{Envelope, EventType};
 
@@ -275,11 +276,7 @@ async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow:
     ];
     let stdout = system.baton_stdout(&args)?;
     // One row per round: workers, tasks (ideal rate × 1 s), then the figures.
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .map(|line| line.split_whitespace().collect::<Vec<_>>())
-        .filter(|cells| cells.len() == 5 && cells[0].parse::<u32>().is_ok())
-        .collect();
+    let rows = rows(&stdout, 5);
     let rounds: Vec<(&str, &str)> = rows.iter().map(|cells| (cells[0], cells[1])).collect();
     assert_eq!(
         rounds,
@@ -294,21 +291,35 @@ async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_bench_counts_each_sides_durable_writes_per_hop() -> anyhow::Result<()> {
+async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop()
+-> anyhow::Result<()> {
     let system = crate::util::System::start().await?;
     let args = [
         "bench",
+        "--all",
         "--tasks",
         "24",
         "--warmup",
         "6",
         "--concurrency",
-        "4",
+        "2",
+        "--delay-ms",
+        "20",
+        "--round-secs",
+        "1",
+        "--context-bytes",
+        "2000,600000",
     ];
     let stdout = system.baton_stdout(&args)?;
-    // The last column of each side's row: messages stored per hop, counted
-    // in the streams (3 hops: 3 envelopes per task, plus its events).
-    let writes: Vec<(String, String)> = stdout
+    let (main, rest) = stdout
+        .split_once("scale-out bench:")
+        .with_context(|| format!("no scale-out section: {stdout}"))?;
+    let (scale, context) = rest
+        .split_once("context-size bench:")
+        .with_context(|| format!("no context-size section after scale-out: {stdout}"))?;
+    // The main table's last column: messages stored per hop, counted in the
+    // streams (3 hops: 3 envelopes per task, plus its events).
+    let writes: Vec<(String, String)> = main
         .lines()
         .filter_map(|line| {
             let cells: Vec<&str> = line.split_whitespace().collect();
@@ -332,8 +343,36 @@ async fn the_bench_counts_each_sides_durable_writes_per_hop() -> anyhow::Result<
     .map(|(side, writes)| (side.to_owned(), writes.to_owned()));
     assert_eq!(writes, expected, "{stdout}");
     assert!(
-        stdout.contains("targets: lean / raw throughput >= 0.85"),
+        main.contains("targets: lean / raw throughput >= 0.85"),
         "{stdout}"
     );
+    // Scale-out: one row per round, tasks = the ideal rate (N × 2 / 20 ms) × 1 s.
+    let rounds: Vec<(&str, &str)> = rows(scale, 5)
+        .iter()
+        .map(|cells| (cells[0], cells[1]))
+        .collect();
+    assert_eq!(
+        rounds,
+        [("1", "100"), ("2", "200"), ("4", "400")],
+        "{stdout}"
+    );
+    // The context curve: one row per size, 24 tasks each (--tasks caps it).
+    // 600 KB is over half the server's max_payload, so it is claim-checked.
+    let sizes: Vec<(&str, &str)> = rows(context, 7)
+        .iter()
+        .map(|cells| (cells[0], cells[1]))
+        .collect();
+    assert_eq!(sizes, [("2000", "24"), ("600000", "24")], "{stdout}");
     Ok(())
+}
+
+/// The rows of a printed table with `width` cells whose first two cells are numbers.
+fn rows(table: &str, width: usize) -> Vec<Vec<&str>> {
+    table
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|cells| {
+            cells.len() == width && cells[..2].iter().all(|cell| cell.parse::<u64>().is_ok())
+        })
+        .collect()
 }

@@ -61,7 +61,7 @@ pub struct BenchArgs {
     /// Instead of one run, measure the per-hop cost at each of these context sizes in
     /// bytes, e.g. 10000,100000,1000000,10000000. Contexts over half the server's
     /// max_payload go through the claim-check; the raw relay runs where one message holds
-    /// the payload.
+    /// the payload. With --all, the sizes of the curve that follows the main table.
     #[arg(long, value_delimiter = ',', value_name = "BYTES,...")]
     pub context_bytes: Vec<usize>,
 
@@ -78,6 +78,12 @@ pub struct BenchArgs {
     /// With --scale-out: how long each round runs at the ideal rate, in seconds.
     #[arg(long, default_value_t = 10)]
     pub round_secs: u64,
+
+    /// Print every figure in one invocation: the main table, then
+    /// --scale-out (with --delay-ms, --round-secs and --concurrency), then the context
+    /// curve (--context-bytes, by default 10000,100000,1000000,10000000).
+    #[arg(long, conflicts_with_all = ["only", "scale_out", "exec"])]
+    pub all: bool,
 
     /// Instead of one run, run --tasks tasks through an exec agent (Python) started per
     /// task, then through the same agent run persistent, and report both and the ratio.
@@ -245,8 +251,8 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     anyhow::ensure!(args.tasks >= 1, "--tasks must be at least 1");
     now_ns();
 
-    if !args.context_bytes.is_empty() {
-        return context_curve(&client, server, &args).await;
+    if !args.context_bytes.is_empty() && !args.all {
+        return context_curve(&client, server, &args, &args.context_bytes).await;
     }
     let processes = scale::ScaleOut {
         client: &client,
@@ -261,6 +267,26 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     if args.exec {
         return exec::run(&processes, args.tasks).await;
     }
+    table(&client, server, &args).await?;
+    if args.all {
+        println!();
+        scale::run(&processes).await?;
+        println!();
+        let sizes = if args.context_bytes.is_empty() {
+            DEFAULT_CONTEXT_SIZES.to_vec()
+        } else {
+            args.context_bytes.clone()
+        };
+        context_curve(&client, server, &args, &sizes).await?;
+    }
+    Ok(())
+}
+
+/// The context sizes `--all` measures when `--context-bytes` is not given.
+const DEFAULT_CONTEXT_SIZES: [usize; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
+
+/// The main table: every side of the chain, then the ratios between them.
+async fn table(client: &async_nats::Client, server: &str, args: &BenchArgs) -> anyhow::Result<()> {
     let sample = padded_task(args.payload_bytes);
     let payload_len = sample.to_msgpack()?.len();
     println!(
@@ -271,7 +297,7 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     let mut rows = Vec::new();
     for side in Side::ALL {
         let figures = if args.only.as_deref().is_none_or(|only| only == side.flag()) {
-            side.run(&client, &args, payload_len).await?
+            side.run(client, args, payload_len).await?
         } else {
             Figures::none()
         };
@@ -329,6 +355,7 @@ async fn context_curve(
     client: &async_nats::Client,
     server: &str,
     args: &BenchArgs,
+    sizes: &[usize],
 ) -> anyhow::Result<()> {
     let max_payload = client.server_info().max_payload;
     println!(
@@ -340,7 +367,7 @@ async fn context_curve(
         "{:>12} {:>7} {:>10} {:>12} {:>12} {:>14} {:>8}",
         "context B", "tasks", "tasks/s", "hop p50 µs", "hop p99 µs", "raw p50 µs", "ratio"
     );
-    for &size in &args.context_bytes {
+    for &size in sizes {
         // About 200 MB of context per size, at least 10 tasks.
         let tasks = u64::try_from(200_000_000 / size.max(1))
             .unwrap_or(u64::MAX)
@@ -354,6 +381,7 @@ async fn context_curve(
             only: None,
             context_bytes: Vec::new(),
             scale_out: false,
+            all: false,
             exec: false,
             delay_ms: 0,
             round_secs: 0,
