@@ -1,15 +1,18 @@
 //! Logs, traces and metrics.
 //!
-//! - Logs: `tracing` to stderr, filtered by `RUST_LOG`.
-//! - Traces: OpenTelemetry spans, so `traceparent` is created and carried
-//!   across hops; exported over OTLP/HTTP when the standard `OTEL_*`
-//!   variables ask for it (an endpoint, or `OTEL_TRACES_EXPORTER=otlp`).
+//! - Logs: `tracing` to stderr, filtered by `RUST_LOG`, with the plain
+//!   fields of spans and events (the dotted ones are OpenTelemetry's).
+//! - Traces: OpenTelemetry spans, exported over OTLP/HTTP when the standard
+//!   `OTEL_*` variables ask for it (an endpoint, or `OTEL_TRACES_EXPORTER=otlp`),
+//!   and only then built. `traceparent` is carried across hops either way: a
+//!   process that does not export passes the incoming one on.
 //!   The sampler, service name, resource attributes, headers and timeout
 //!   come from the same variables, read by the OpenTelemetry SDK.
 //! - Metrics: the OpenTelemetry metrics of `baton_worker::meter`, kept for
 //!   a Prometheus scrape when `--metrics-addr` is given, and pushed over
 //!   OTLP/HTTP when the `OTEL_*` variables ask for it.
 
+mod fields;
 mod http;
 pub mod serve;
 
@@ -56,6 +59,7 @@ pub fn init(wanted: &Wanted<'_>) -> Telemetry {
     let mut problems = Vec::new();
     let resource = resource(wanted.service);
     let mut tracer = SdkTracerProvider::builder().with_resource(resource.clone());
+    let mut exporting = false;
     if let Some(protocol) = otlp_wanted("TRACES", &mut problems) {
         let built = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -63,11 +67,19 @@ pub fn init(wanted: &Wanted<'_>) -> Telemetry {
             .with_http_client(http::BlockingHttp::new())
             .build();
         match built {
-            Ok(exporter) => tracer = tracer.with_batch_exporter(exporter),
+            Ok(exporter) => {
+                tracer = tracer.with_batch_exporter(exporter);
+                exporting = true;
+            }
             Err(err) => problems.push(format!("cannot export traces over OTLP: {err}")),
         }
     }
     let tracer = tracer.build();
+    // Spans are built for OpenTelemetry only when they are exported: building
+    // them for nobody cost a hop about a quarter of its CPU. Without the layer,
+    // a worker passes the incoming `traceparent` on unchanged.
+    let spans =
+        exporting.then(|| tracing_opentelemetry::layer().with_tracer(tracer.tracer("baton")));
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
@@ -79,11 +91,12 @@ pub fn init(wanted: &Wanted<'_>) -> Telemetry {
     let _ = tracing_subscriber::registry()
         .with(
             fmt::layer()
+                .fmt_fields(fields::LogFields)
                 .with_writer(std::io::stderr)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_target(false),
         )
-        .with(tracing_opentelemetry::layer().with_tracer(tracer.tracer("baton")))
+        .with(spans)
         .with(filter)
         .try_init();
     for problem in problems {

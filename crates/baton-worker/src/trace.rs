@@ -42,6 +42,22 @@ pub(crate) fn adopt(span: &tracing::Span, parent: &opentelemetry::Context) {
     }
 }
 
+/// A new trace to start a session in, for a process that builds no spans of
+/// its own (it exports none): its first hop then still has a trace to join.
+pub(crate) fn root() -> opentelemetry::Context {
+    use opentelemetry::trace::{SpanContext, TraceFlags, TraceState};
+    use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
+    let ids = RandomIdGenerator::default();
+    let root = SpanContext::new(
+        ids.new_trace_id(),
+        ids.new_span_id(),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    opentelemetry::Context::new().with_remote_span_context(root)
+}
+
 /// Writes `traceparent`/`tracestate` for work done under `span`.
 ///
 /// Without an OpenTelemetry layer installed the span has no trace context of
