@@ -33,6 +33,9 @@ pub(crate) struct Delivery<'a> {
     /// The hop's `accepted` event, to fold into the first event written
     /// for this delivery instead of storing it on its own.
     folded: std::sync::OnceLock<Event>,
+    /// The trace headers of every output, written once: the span and its
+    /// parent do not change while the delivery is handled.
+    trace_headers: std::sync::OnceLock<HeaderMap>,
 }
 
 impl<'a> Delivery<'a> {
@@ -59,6 +62,7 @@ impl<'a> Delivery<'a> {
             confirm: true,
             received_at: baton_proto::now_ms(),
             folded: std::sync::OnceLock::new(),
+            trace_headers: std::sync::OnceLock::new(),
         }
     }
 
@@ -75,9 +79,13 @@ impl<'a> Delivery<'a> {
     }
 
     fn headers(&self) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        trace::inject(&self.span, &self.parent, &mut headers);
-        headers
+        self.trace_headers
+            .get_or_init(|| {
+                let mut headers = HeaderMap::new();
+                trace::inject(&self.span, &self.parent, &mut headers);
+                headers
+            })
+            .clone()
     }
 
     /// `event`, ready to publish.
