@@ -298,10 +298,12 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         "bench",
         "--all",
         "--tasks",
-        "24",
+        "12",
         "--warmup",
-        "6",
+        "3",
         "--concurrency",
+        "2",
+        "--rounds",
         "2",
         "--delay-ms",
         "20",
@@ -317,9 +319,12 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
     let (scale, context) = rest
         .split_once("context-size bench:")
         .with_context(|| format!("no context-size section after scale-out: {stdout}"))?;
-    // The main table's last column: messages stored per hop, counted in the
+    let (sides, ratios) = main
+        .split_once("ratio (median of rounds)")
+        .with_context(|| format!("no ratio table: {stdout}"))?;
+    // The sides' last column: messages stored per hop, counted in the
     // streams (3 hops: 3 envelopes per task, plus its events).
-    let writes: Vec<(String, String)> = main
+    let writes: Vec<(String, String)> = sides
         .lines()
         .filter_map(|line| {
             let cells: Vec<&str> = line.split_whitespace().collect();
@@ -342,8 +347,28 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
     ]
     .map(|(side, writes)| (side.to_owned(), writes.to_owned()));
     assert_eq!(writes, expected, "{stdout}");
+    // Each ratio: four medians, then the throughput ratio of each of the 2 rounds.
+    let names: Vec<String> = ratios
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            let split = cells.len().checked_sub(6)?;
+            let numbers = cells[split..].iter().all(|c| c.parse::<f64>().is_ok());
+            (numbers && split > 0).then(|| cells[..split].join(" "))
+        })
+        .collect();
+    let expected = [
+        "full / raw",
+        "full / same writes",
+        "full / unfolded",
+        "unfolded / 3 writes",
+        "plain / confirmed",
+        "lean / raw",
+        "lean / full",
+    ];
+    assert_eq!(names, expected, "{stdout}");
     assert!(
-        main.contains("targets: lean / raw throughput >= 0.85"),
+        ratios.contains("targets: lean / raw throughput >= 0.85"),
         "{stdout}"
     );
     // Scale-out: one row per round, tasks = the ideal rate (N × 2 / 20 ms) × 1 s.
@@ -356,13 +381,13 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         [("1", "100"), ("2", "200"), ("4", "400")],
         "{stdout}"
     );
-    // The context curve: one row per size, 24 tasks each (--tasks caps it).
+    // The context curve: one row per size, 12 tasks each (--tasks caps it).
     // 600 KB is over half the server's max_payload, so it is claim-checked.
     let sizes: Vec<(&str, &str)> = rows(context, 7)
         .iter()
         .map(|cells| (cells[0], cells[1]))
         .collect();
-    assert_eq!(sizes, [("2000", "24"), ("600000", "24")], "{stdout}");
+    assert_eq!(sizes, [("2000", "12"), ("600000", "12")], "{stdout}");
     Ok(())
 }
 

@@ -13,6 +13,11 @@
 //! with one setting changed: unfolded, confirmed acks, `lean` events. Every
 //! side counts its durable writes per hop in its streams.
 //!
+//! The sides take turns, `--rounds` times over (3 by default), each round on
+//! fresh streams; the table shows medians over the rounds, and each ratio is
+//! the median of the rounds' ratios, so drift in the machine's speed during
+//! the run moves both sides of a ratio alike.
+//!
 //! Per-hop latency is measured on one monotonic clock shared by every stage:
 //! from the moment a stage decides to forward to the moment the next stage
 //! starts handling. It is a benchmark: it reports, it asserts nothing.
@@ -53,6 +58,13 @@ pub struct BenchArgs {
     /// Tasks run first and not measured.
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
+
+    /// How many times every side runs, the sides taking turns (raw, Baton, raw, …),
+    /// each time with --tasks tasks on fresh streams. The table shows each side's
+    /// median and each ratio's median over the rounds, so a machine whose speed
+    /// drifts during the run moves both sides of a ratio alike.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: u64,
 
     /// Run only one side (for profiling); the ratios need the others.
     #[arg(long, value_parser = ["raw", "same-writes", "three-writes", "baton", "baton-unfolded", "baton-confirmed", "baton-lean"])]
@@ -169,16 +181,14 @@ struct Figures {
     writes_per_hop: f64,
 }
 
-impl Figures {
-    /// A side that did not run.
-    fn none() -> Self {
-        Self {
-            tasks_per_sec: f64::NAN,
-            hops_per_sec: f64::NAN,
-            p50_us: f64::NAN,
-            p99_us: f64::NAN,
-            writes_per_hop: f64::NAN,
-        }
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
 }
 
@@ -290,37 +300,61 @@ async fn table(client: &async_nats::Client, server: &str, args: &BenchArgs) -> a
     let sample = padded_task(args.payload_bytes);
     let payload_len = sample.to_msgpack()?.len();
     println!(
-        "bench: {} tasks (+{} warm-up) through {} hops, concurrency {} per stage, payload {} bytes, nats-server {}",
-        args.tasks, args.warmup, args.hops, args.concurrency, payload_len, server
+        "bench: {} tasks (+{} warm-up) through {} hops, concurrency {} per stage, payload {} bytes, {} round(s) of every side, nats-server {}",
+        args.tasks, args.warmup, args.hops, args.concurrency, payload_len, args.rounds, server
     );
-
-    let mut rows = Vec::new();
-    for side in Side::ALL {
-        let figures = if args.only.as_deref().is_none_or(|only| only == side.flag()) {
-            side.run(client, args, payload_len).await?
-        } else {
-            Figures::none()
-        };
-        rows.push((side, figures));
+    // rounds[side]: that side's figures, one per round.
+    let mut rounds: Vec<Vec<Figures>> = Side::ALL.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.rounds {
+        let round = usize::try_from(round)?;
+        for side in Side::ALL {
+            if args.only.as_deref().is_none_or(|only| only == side.flag()) {
+                rounds[side as usize].push(side.run(client, args, payload_len, round).await?);
+            }
+        }
     }
-    let row = |side: Side| &rows[side as usize].1;
+    print_sides(&rounds);
+    print_ratios(&rounds);
+    println!(
+        "targets: lean / raw throughput >= 0.85 and p50 <= 1.30; full / same writes throughput >= 0.85, \
+         with fewer writes per hop than unfolded (3)"
+    );
+    Ok(())
+}
+
+/// Each side's median figures over its rounds.
+fn print_sides(rounds: &[Vec<Figures>]) {
     println!();
     println!(
         "{:<26} {:>10} {:>10} {:>12} {:>12} {:>12}",
         "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs", "writes/hop"
     );
-    for (side, f) in rows.iter().filter(|(_, f)| !f.tasks_per_sec.is_nan()) {
+    for side in Side::ALL {
+        let runs = &rounds[side as usize];
+        if runs.is_empty() {
+            continue; // `--only`: one side ran.
+        }
+        let median = |pick: fn(&Figures) -> f64| median(runs.iter().map(pick));
         println!(
             "{:<26} {:>10.0} {:>10.0} {:>12.0} {:>12.0} {:>12.2}",
             side.label(),
-            f.tasks_per_sec,
-            f.hops_per_sec,
-            f.p50_us,
-            f.p99_us,
-            f.writes_per_hop
+            median(|f| f.tasks_per_sec),
+            median(|f| f.hops_per_sec),
+            median(|f| f.p50_us),
+            median(|f| f.p99_us),
+            median(|f| f.writes_per_hop)
         );
     }
+}
+
+/// The ratios between sides: the median of each round's ratio, and each
+/// round's throughput ratio.
+fn print_ratios(rounds: &[Vec<Figures>]) {
     println!();
+    println!(
+        "{:<26} {:>10} {:>10} {:>12} {:>12}   tasks/s by round",
+        "ratio (median of rounds)", "tasks/s", "hops/s", "hop p50", "hop p99"
+    );
     for (name, side, base) in [
         ("full / raw", Side::Full, Side::Raw),
         ("full / same writes", Side::Full, Side::SameWrites),
@@ -330,23 +364,29 @@ async fn table(client: &async_nats::Client, server: &str, args: &BenchArgs) -> a
         ("lean / raw", Side::Lean, Side::Raw),
         ("lean / full", Side::Lean, Side::Full),
     ] {
-        let (side, base) = (row(side), row(base));
-        if side.tasks_per_sec.is_nan() || base.tasks_per_sec.is_nan() {
+        let (side, base) = (&rounds[side as usize], &rounds[base as usize]);
+        if side.is_empty() || base.is_empty() {
             continue; // `--only`: one side ran.
         }
+        // Each round's ratio, then their median: the two sides of a ratio
+        // ran seconds apart within a round, not the whole run apart.
+        let ratio = |pick: fn(&Figures) -> f64| -> Vec<f64> {
+            side.iter()
+                .zip(base)
+                .map(|(s, b)| pick(s) / pick(b))
+                .collect()
+        };
+        let throughput = ratio(|f| f.tasks_per_sec);
+        let by_round: Vec<String> = throughput.iter().map(|r| format!("{r:.2}")).collect();
         println!(
-            "{name:<26} {:>10.2} {:>10.2} {:>12.2} {:>12.2}",
-            side.tasks_per_sec / base.tasks_per_sec,
-            side.hops_per_sec / base.hops_per_sec,
-            side.p50_us / base.p50_us,
-            side.p99_us / base.p99_us
+            "{name:<26} {:>10.2} {:>10.2} {:>12.2} {:>12.2}   {}",
+            median(throughput.iter().copied()),
+            median(ratio(|f| f.hops_per_sec).into_iter()),
+            median(ratio(|f| f.p50_us).into_iter()),
+            median(ratio(|f| f.p99_us).into_iter()),
+            by_round.join(" ")
         );
     }
-    println!(
-        "targets: lean / raw throughput >= 0.85 and p50 <= 1.30; full / same writes throughput >= 0.85, \
-         with fewer writes per hop than unfolded (3)"
-    );
-    Ok(())
 }
 
 /// `--context-bytes`: for each context size, the Baton chain and (where one
@@ -378,6 +418,7 @@ async fn context_curve(
             concurrency: args.concurrency.min(8),
             payload_bytes: size,
             warmup: (tasks / 5).max(2),
+            rounds: 1,
             only: None,
             context_bytes: Vec::new(),
             scale_out: false,
@@ -395,7 +436,7 @@ async fn context_curve(
         let baton = baton_chain(client, &run, &mode).await?;
         let payload_len = padded_task(size).to_msgpack()?.len();
         let raw = if payload_len + 1024 < max_payload {
-            Some(raw_relay(client, &run, payload_len, 0).await?)
+            Some(raw_relay(client, &run, payload_len, 0, 0).await?)
         } else {
             None
         };
@@ -490,11 +531,16 @@ async fn baton_chain(
             recorder: recorder.clone(),
             concurrency: args.concurrency,
         };
-        let config = WorkerConfig::new(name.clone())
+        let mut config = WorkerConfig::new(name.clone())
             .with_subjects(subjects.clone())
             .with_settle(mode.settle)
             .with_events(mode.events)
             .with_accepted_after(mode.accepted_after);
+        // A stopping worker waits for its outstanding pull requests to expire
+        // (5 s by default) to hand back what they still deliver. Under load a
+        // request is filled long before it expires, so a shorter expiry only
+        // shortens the pause between sides.
+        config.pull_expires = Duration::from_secs(1);
         workers
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }

@@ -19,12 +19,14 @@ pub(super) async fn raw_relay(
     args: &BenchArgs,
     payload_len: usize,
     events: usize,
+    round: usize,
 ) -> anyhow::Result<Figures> {
     let js = jetstream::new(client.clone());
     let same_writes = events > 0;
+    // Streams of their own for each round, so each round counts its own writes.
     let name = match events {
-        0 => "benchraw".to_owned(),
-        n => format!("benchsame{n}"),
+        0 => format!("benchrawr{round}"),
+        n => format!("benchsame{n}r{round}"),
     };
     let name = name.as_str();
     let stream_name = name.to_ascii_uppercase();

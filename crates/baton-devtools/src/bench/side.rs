@@ -55,25 +55,27 @@ impl Side {
         }
     }
 
-    /// Runs this side. Baton runs with its defaults (`full` events, quick
-    /// hops folded, plain acks) but for the one setting the side changes.
+    /// Runs this side's `round` on streams of its own. Baton runs with its
+    /// defaults (`full` events, quick hops folded, plain acks) but for the
+    /// one setting the side changes.
     pub(super) async fn run(
         self,
         client: &async_nats::Client,
         args: &BenchArgs,
         payload_len: usize,
+        round: usize,
     ) -> anyhow::Result<Figures> {
         let fold = Duration::from_millis(100);
         let (settle, events, after) = match self {
-            Side::Raw => return raw_relay(client, args, payload_len, 0).await,
-            Side::SameWrites => return raw_relay(client, args, payload_len, 1).await,
-            Side::ThreeWrites => return raw_relay(client, args, payload_len, 2).await,
+            Side::Raw => return raw_relay(client, args, payload_len, 0, round).await,
+            Side::SameWrites => return raw_relay(client, args, payload_len, 1, round).await,
+            Side::ThreeWrites => return raw_relay(client, args, payload_len, 2, round).await,
             Side::Full => (SettleMode::Plain, EventLevel::Full, fold),
             Side::Unfolded => (SettleMode::Plain, EventLevel::Full, Duration::ZERO),
             Side::Confirmed => (SettleMode::Confirmed, EventLevel::Full, fold),
             Side::Lean => (SettleMode::Plain, EventLevel::Lean, fold),
         };
-        let prefix = format!("bench{}", self.flag().replace('-', ""));
+        let prefix = format!("bench{}r{round}", self.flag().replace('-', ""));
         let mode = Mode {
             prefix,
             settle,
