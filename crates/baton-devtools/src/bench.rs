@@ -531,16 +531,12 @@ async fn baton_chain(
             recorder: recorder.clone(),
             concurrency: args.concurrency,
         };
-        let mut config = WorkerConfig::new(name.clone())
+        let config = WorkerConfig::new(name.clone())
             .with_subjects(subjects.clone())
             .with_settle(mode.settle)
             .with_events(mode.events)
             .with_accepted_after(mode.accepted_after);
-        // A stopping worker waits for its outstanding pull requests to expire
-        // (5 s by default) to hand back what they still deliver. Under load a
-        // request is filled long before it expires, so a shorter expiry only
-        // shortens the pause between sides.
-        config.pull_expires = Duration::from_secs(1);
+
         workers
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));
     }
@@ -569,12 +565,21 @@ async fn baton_chain(
     })
     .await?;
     stop.cancel();
-    while let Some(result) = workers.join_next().await {
-        result??;
-    }
+    // A stopping worker waits for its pull requests to expire (5 s) to hand
+    // back what they still deliver; the next side need not wait for that.
+    tokio::spawn(async move {
+        while let Some(result) = workers.join_next().await {
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!(error = %err, "a bench stage stopped with an error"),
+                Err(err) => tracing::warn!(error = %err, "a bench stage panicked"),
+            }
+        }
+    });
     let mut figures = figures(&recorder, args.tasks, args.hops, elapsed);
     let js = async_nats::jetstream::new(client.clone());
-    figures.writes_per_hop = writes_per_hop(args, stored(&js, &subjects.events_stream()).await?);
+    let events = settled(&js, &subjects.events_stream()).await?;
+    figures.writes_per_hop = writes_per_hop(args, events);
     Ok(figures)
 }
 
@@ -583,4 +588,4 @@ mod raw;
 mod scale;
 mod side;
 use raw::raw_relay;
-use side::{Side, stored, writes_per_hop};
+use side::{Side, settled, writes_per_hop};

@@ -83,7 +83,7 @@ pub(super) async fn raw_relay(
     }
     let mut figures = figures(&recorder, args.tasks, args.hops, elapsed);
     let stored = if same_writes {
-        super::stored(&js, &format!("{stream_name}_EVENTS")).await?
+        super::side::stored(&js, &format!("{stream_name}_EVENTS")).await?
     } else {
         0
     };

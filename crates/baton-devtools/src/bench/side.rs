@@ -91,6 +91,24 @@ pub(super) async fn stored(js: &async_nats::jetstream::Context, name: &str) -> a
     Ok(js.get_stream(name).await?.info().await?.state.messages)
 }
 
+/// Messages stored in stream `name` once no more arrive for 200 ms: a Baton
+/// stage reports a task done from inside its agent, before the worker has
+/// written that hop's outputs, and the side's workers are not waited for.
+pub(super) async fn settled(
+    js: &async_nats::jetstream::Context,
+    name: &str,
+) -> anyhow::Result<u64> {
+    let mut last = stored(js, name).await?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = stored(js, name).await?;
+        if now == last {
+            return Ok(now);
+        }
+        last = now;
+    }
+}
+
 /// Durable writes per hop: the `events` stored, plus one envelope per hop,
 /// over the hops of every task run (warm-up included).
 pub(super) fn writes_per_hop(args: &BenchArgs, events: u64) -> f64 {
