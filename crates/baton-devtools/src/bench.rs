@@ -350,6 +350,9 @@ fn print_sides(rounds: &[Vec<Figures>]) {
 /// The ratios between sides: the median of each round's ratio, and each
 /// round's throughput ratio.
 fn print_ratios(rounds: &[Vec<Figures>]) {
+    if rounds.iter().filter(|runs| !runs.is_empty()).count() < 2 {
+        return; // `--only`: one side ran, no ratio to show.
+    }
     println!();
     println!(
         "{:<26} {:>10} {:>10} {:>12} {:>12}   tasks/s by round",
