@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope};
-use baton_testkit::{ServerOptions, baton_binary, eventually};
+use baton_testkit::{baton_binary, eventually};
 
 use crate::util::System;
 
@@ -132,11 +132,7 @@ async fn the_generated_keda_trigger_reads_the_backlog_from_jsz() -> anyhow::Resu
     };
     let threshold = field(trigger, "lagThreshold");
     assert_eq!(threshold, Some("8"), "the spec's concurrency");
-    let monitor = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let options = ServerOptions::default().arg("-m").arg(monitor.to_string());
-    let mut system = System::with_options(options).await?;
+    let (mut system, monitor) = System::monitored().await?;
     // Two tasks held by a slow worker (ack pending), five waiting.
     let flags = ["--no-registry", "--work-ms", "60000", "--concurrency", "2"];
     system.relay("triage", "triage", &flags).await?;
@@ -154,9 +150,7 @@ async fn the_generated_keda_trigger_reads_the_backlog_from_jsz() -> anyhow::Resu
         account.replace('$', "%24")
     );
     let (lag, ack_pending) = eventually(Duration::from_secs(20), || async {
-        let (status, body) = crate::metrics::get(&url).await?;
-        anyhow::ensure!(status == 200, "{status}: {body}");
-        let jsz: serde_json::Value = serde_json::from_str(&body)?;
+        let jsz = crate::metrics::get_json(&url).await?;
         let details = jsz["account_details"]
             .as_array()
             .cloned()
@@ -169,7 +163,7 @@ async fn the_generated_keda_trigger_reads_the_backlog_from_jsz() -> anyhow::Resu
             .flat_map(|s| s["consumer_detail"].as_array().cloned().unwrap_or_default())
             .find(|c| c["name"] == consumer)
             .ok_or_else(|| {
-                anyhow::anyhow!("no consumer {consumer} in {stream} of {account}: {body}")
+                anyhow::anyhow!("no consumer {consumer} in {stream} of {account}: {jsz}")
             })?;
         let pending = found["num_pending"].as_u64().unwrap_or(0);
         let ack_pending = found["num_ack_pending"].as_u64().unwrap_or(0);

@@ -295,6 +295,14 @@ async fn capability_handoffs_count_their_registry_lookups() -> anyhow::Result<()
     Ok(())
 }
 
+/// GETs `url` (plain HTTP), expecting 200 and a JSON body (nats-server's
+/// monitoring endpoints).
+pub(crate) async fn get_json(url: &str) -> anyhow::Result<serde_json::Value> {
+    let (status, body) = get(url).await?;
+    anyhow::ensure!(status == 200, "{status}: {body}");
+    Ok(serde_json::from_str(&body)?)
+}
+
 /// GETs `url` (plain HTTP): the status and the body.
 pub(crate) async fn get(url: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

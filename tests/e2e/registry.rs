@@ -224,13 +224,7 @@ async fn baton_agents_without_a_registry_says_how_to_start_one() -> anyhow::Resu
 #[tokio::test(flavor = "multi_thread")]
 async fn lookups_survive_a_dead_replica_and_a_restarted_one_is_whole_at_once() -> anyhow::Result<()>
 {
-    let monitor = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let options = baton_testkit::ServerOptions::default()
-        .arg("-m")
-        .arg(monitor.to_string());
-    let mut system = System::with_options(options).await?;
+    let (mut system, monitor) = System::monitored().await?;
     system.registry("r1").await?;
     system.registry("r2").await?;
     system.agent("w1", "orders", "orders", 1, &[]).await?;
@@ -284,9 +278,7 @@ async fn lookups_survive_a_dead_replica_and_a_restarted_one_is_whole_at_once() -
 async fn one_replica_subscribed(monitor: u16) -> anyhow::Result<()> {
     let url = format!("http://127.0.0.1:{monitor}/connz?subs=1");
     baton_testkit::eventually(Duration::from_secs(20), || async {
-        let (status, body) = crate::metrics::get(&url).await?;
-        anyhow::ensure!(status == 200, "{status}: {body}");
-        let connz: serde_json::Value = serde_json::from_str(&body)?;
+        let connz = crate::metrics::get_json(&url).await?;
         let subscribed = connz["connections"]
             .as_array()
             .into_iter()

@@ -37,6 +37,17 @@ impl System {
         Self::on(server, url, async_nats::ConnectOptions::new()).await
     }
 
+    /// A server with its HTTP monitoring port open, and that port.
+    pub async fn monitored() -> anyhow::Result<(Self, u16)> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let options = baton_testkit::ServerOptions::default()
+            .arg("-m")
+            .arg(port.to_string());
+        Ok((Self::with_options(options).await?, port))
+    }
+
     /// A server that runs with the configuration `config` (users and
     /// permissions). The test's own client and every `baton` process
     /// connect as `user`/`password`, given in the URL, unless a process
