@@ -368,9 +368,6 @@ fn print_ratios(rounds: &[Vec<Figures>]) {
         ("lean / full", Side::Lean, Side::Full),
     ] {
         let (side, base) = (&rounds[side as usize], &rounds[base as usize]);
-        if side.is_empty() || base.is_empty() {
-            continue; // `--only`: one side ran.
-        }
         // Each round's ratio, then their median: the two sides of a ratio
         // ran seconds apart within a round, not the whole run apart.
         let ratio = |pick: fn(&Figures) -> f64| -> Vec<f64> {

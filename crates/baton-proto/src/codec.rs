@@ -74,9 +74,9 @@ pub trait Wire: Serialize + DeserializeOwned {
 
     /// The decoded `v` of a versioned payload, checked after a successful
     /// decode (so the bytes are not read twice); `None` for the others.
-    fn version(&self) -> Option<u64> {
-        None
-    }
+    /// Required, with no default: a versioned type that forgot it would
+    /// skip the check.
+    fn version(&self) -> Option<u64>;
 
     /// Encodes as msgpack with named fields.
     ///
@@ -188,14 +188,26 @@ impl Wire for crate::DeadlineTimer {
 
 impl Wire for Heartbeat {
     const VERSIONED: bool = false;
+
+    fn version(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Wire for LookupRequest {
     const VERSIONED: bool = false;
+
+    fn version(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Wire for LookupResponse {
     const VERSIONED: bool = false;
+
+    fn version(&self) -> Option<u64> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +221,39 @@ mod tests {
 
     fn roundtrip(envelope: &Envelope) -> Envelope {
         Envelope::from_msgpack(&envelope.to_msgpack().unwrap()).unwrap()
+    }
+
+    /// The kind of error decoding `value` after encoding it gives, if any.
+    fn decode_error<T: Wire>(value: &T) -> Option<DecodeErrorKind> {
+        T::from_msgpack(&value.to_msgpack().unwrap())
+            .err()
+            .map(|err| err.kind().clone())
+    }
+
+    #[test]
+    fn every_versioned_payload_refuses_a_newer_version_that_otherwise_decodes() {
+        let session = uuid::Uuid::new_v4();
+        let mut envelope = Envelope::task("hi");
+        let mut event = Event::new(uuid::Uuid::new_v4(), session, EventType::Completed);
+        let mut timer = crate::DeadlineTimer::new(session, 1);
+        assert_eq!(
+            (
+                decode_error(&envelope),
+                decode_error(&event),
+                decode_error(&timer)
+            ),
+            (None, None, None)
+        );
+        (envelope.v, event.v, timer.v) = (2, 2, 2);
+        let refused = Some(DecodeErrorKind::UnsupportedVersion);
+        assert_eq!(
+            (
+                decode_error(&envelope),
+                decode_error(&event),
+                decode_error(&timer)
+            ),
+            (refused.clone(), refused.clone(), refused)
+        );
     }
 
     #[test]

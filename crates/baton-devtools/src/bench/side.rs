@@ -94,12 +94,18 @@ pub(super) async fn stored(js: &async_nats::jetstream::Context, name: &str) -> a
 /// Messages stored in stream `name` once no more arrive for 200 ms: a Baton
 /// stage reports a task done from inside its agent, before the worker has
 /// written that hop's outputs, and the side's workers are not waited for.
+/// A stream still growing after 30 s is an error, not a count.
 pub(super) async fn settled(
     js: &async_nats::jetstream::Context,
     name: &str,
 ) -> anyhow::Result<u64> {
+    let started = std::time::Instant::now();
     let mut last = stored(js, name).await?;
     loop {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "stream {name} was still growing 30 s after the side's last task ({last} messages)"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
         let now = stored(js, name).await?;
         if now == last {
