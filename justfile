@@ -14,10 +14,12 @@ export NATS_SERVER_BIN := env("NATS_SERVER_BIN", if path_exists(justfile_directo
 default:
     @"{{ just_executable() }}" --list --unsorted
 
-# Show the tool versions (./just installs the pinned tools before any recipe runs)
+# Install the test tools too, and show the versions (./just installs the demo's pinned tools before any recipe runs)
 setup:
+    @scripts/test-setup
     @nats-server --version
     @just --version
+    @python3 --version
     @echo "NATS_SERVER_BIN=${NATS_SERVER_BIN}"
 
 # Build every crate
@@ -28,8 +30,9 @@ build:
 demo:
     cargo run -q -p baton-cli --bin baton -- dev
 
-# Build, run the doc examples, then all tests with cargo-nextest (extra arguments go to nextest)
+# Install what the tests need (once), build, run the doc examples, then all tests with cargo-nextest (extra arguments go to nextest)
 test *ARGS:
+    scripts/test-setup
     cargo nextest --version >/dev/null 2>&1 || cargo install cargo-nextest --locked
     cargo build --workspace
     cargo test --doc --workspace --quiet
@@ -47,7 +50,7 @@ bench-registry *ARGS:
 validate-deploy:
     .ci/validate-deploy
 
-# Check formatting and clippy, as CI does
+# Check formatting and clippy warnings, as CI does
 lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings

@@ -12,6 +12,7 @@ mod console;
 mod deadlines;
 mod delegation;
 mod deploy;
+mod docs;
 mod doctor;
 mod failures;
 mod fuzz;

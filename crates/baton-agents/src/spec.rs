@@ -290,9 +290,9 @@ pub fn parse(file: &Path, text: &str) -> Result<AgentSpec, SpecErrors> {
             let line = err.span().map(|span| report.line(&span));
             let message = err.message().trim_end().to_owned();
             let hint = if message.starts_with("unknown field") {
-                " (remove it, or check its spelling against the spec reference in the README)"
+                " (remove it, or check its spelling against the spec reference, docs/agents/specs.md)"
             } else if message.starts_with("missing field") {
-                " (add it; see the spec reference in the README)"
+                " (add it; see the spec reference, docs/agents/specs.md)"
             } else {
                 ""
             };

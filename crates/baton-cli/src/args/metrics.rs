@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use clap::Args;
 
 /// Metrics for Prometheus. Traces and an OTLP push of the metrics are set
-/// with the standard `OTEL_*` variables (see the README's Production section).
+/// with the standard `OTEL_*` variables (see docs/operators/observability.md).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Observability")]
 pub struct MetricsArgs {
