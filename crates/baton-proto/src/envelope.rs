@@ -6,6 +6,9 @@ use uuid::Uuid;
 
 use crate::{PROTOCOL_VERSION, now_ms};
 
+mod presence;
+use presence::Absent;
+
 /// Any MessagePack value: the type of free-form fields (`variables`, `state`, `output`, ...).
 pub type Value = rmpv::Value;
 
@@ -245,7 +248,11 @@ pub struct Context {
 }
 
 /// One message of the conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Encoding writes back what a decoded message held: a defaulted field
+/// (`content`, `at`) that the sender left out is not added, so a context
+/// never grows on its way through the workers.
+#[derive(Debug, Clone, PartialEq, JsonSchema)]
 pub struct Message {
     /// `user`, `agent`, `system` or `tool`.
     pub role: Role,
@@ -269,10 +276,16 @@ pub struct Message {
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: Map,
+    /// The defaulted fields the sender left out.
+    #[schemars(skip)]
+    absent: Absent,
 }
 
 /// One step of the reasoning trace.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Like a message, encoding adds no defaulted field (`action`, `outcome`,
+/// `reasoning`, `details`, `at`) that a decoded step lacked.
+#[derive(Debug, Clone, PartialEq, JsonSchema)]
 pub struct Step {
     /// Agent type that took the step.
     pub agent: String,
@@ -296,6 +309,9 @@ pub struct Step {
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: Map,
+    /// The defaulted fields the sender left out.
+    #[schemars(skip)]
+    absent: Absent,
 }
 
 impl Envelope {
@@ -418,6 +434,7 @@ impl Message {
             tool_calls: None,
             tool_call_id: None,
             extra: Map::new(),
+            absent: Absent::NONE,
         }
     }
 
@@ -445,6 +462,7 @@ impl Step {
             details: Value::Nil,
             at: now_ms(),
             extra: Map::new(),
+            absent: Absent::NONE,
         }
     }
 

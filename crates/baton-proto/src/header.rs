@@ -16,6 +16,10 @@ pub mod headers {
     pub const ORIGINAL_SUBJECT: &str = "Baton-Original-Subject";
     /// Dead letters: delivery count when it gave up.
     pub const DELIVERIES: &str = "Baton-Deliveries";
+    /// Dead letters whose original bytes and reason headers were over the
+    /// server's `max_payload`: the original size in bytes. The payload was
+    /// cut to fit, so such a letter cannot be replayed.
+    pub const TRUNCATED: &str = "Baton-Truncated";
 }
 
 wire_enum! {

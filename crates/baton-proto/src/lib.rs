@@ -63,7 +63,7 @@ pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use schema::schemas;
 pub use subject::{AgentName, NameError, Subjects};
 pub use time::now_ms;
-pub use timer::{DeadlineTimer, deadline_event_id};
+pub use timer::{DeadlineTimer, MAX_DEADLINE_AHEAD_MS, deadline_event_id, deadline_out_of_range};
 
 /// The protocol major version this crate reads and writes (`v`).
 pub const PROTOCOL_VERSION: u64 = 1;

@@ -119,26 +119,30 @@ fn full_handoff() -> Envelope {
             initial_query: "Where is my special order SPC-777?".into(),
             problem: "special order lookup failed".into(),
             messages: vec![
-                Message {
-                    at: T,
-                    ..Message::new(Role::User, "Where is my special order SPC-777?")
-                },
-                Message {
-                    at: T + 15,
-                    ..Message::new(Role::Agent, "Let me check.").with_name("order_management")
-                },
-                Message {
-                    at: T + 16,
-                    tool_call_id: Some("call_1".into()),
-                    ..Message::new(Role::Tool, "error: not found").with_name("order_lookup")
+                at(
+                    T,
+                    Message::new(Role::User, "Where is my special order SPC-777?"),
+                ),
+                at(
+                    T + 15,
+                    Message::new(Role::Agent, "Let me check.").with_name("order_management"),
+                ),
+                {
+                    let mut tool = at(
+                        T + 16,
+                        Message::new(Role::Tool, "error: not found").with_name("order_lookup"),
+                    );
+                    tool.tool_call_id = Some("call_1".into());
+                    tool
                 },
             ],
             variables,
-            trace: vec![Step {
-                at: T + 18,
-                details: Value::Map(vec![(Value::from("attempts"), Value::from(1))]),
-                ..Step::new("order_management", "lookup", "tool failed")
-                    .with_reasoning("special orders need another system")
+            trace: vec![{
+                let mut step = Step::new("order_management", "lookup", "tool failed")
+                    .with_reasoning("special orders need another system");
+                step.at = T + 18;
+                step.details = Value::Map(vec![(Value::from("attempts"), Value::from(1))]);
+                step
             }],
             state,
             metadata,
@@ -318,4 +322,10 @@ fn the_claimed_vector_restores_to_the_whole_task() {
         task.context.messages[0].content,
         "How long is a piece of string? ".repeat(160)
     );
+}
+
+/// `message`, sent at `ms`.
+fn at(ms: u64, mut message: Message) -> Message {
+    message.at = ms;
+    message
 }

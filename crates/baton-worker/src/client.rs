@@ -14,7 +14,7 @@ use crate::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
 use crate::connection::Connection;
 use crate::error::{Error, ErrorKind};
 use crate::provision::{self, StreamSettings};
-use crate::publish::{Outgoing, Publisher};
+use crate::publish::{Class, Outgoing, Publisher};
 use crate::served::Served;
 use crate::trace;
 
@@ -201,16 +201,30 @@ impl Client {
             Error::with_source(ErrorKind::Config, "cannot encode the cancel event", err)
         })?;
         let outgoing = Outgoing {
+            class: Class::Ending(self.subjects.events_stream()),
             subject: self.subjects.events(session),
             id: event.id,
             payload: Bytes::from(payload),
             headers: async_nats::HeaderMap::new(),
         };
-        self.publisher.publish_one(&outgoing).await?;
-        Ok(Cancel::Cancelled(event))
+        match self.publisher.publish_ending(&[&outgoing]).await? {
+            crate::publish::Ended::Now => Ok(Cancel::Cancelled(event)),
+            // It ended meanwhile, by another path: that end stands.
+            crate::publish::Ended::Before => {
+                let last =
+                    crate::deadlines::last_event(&self.jetstream, &self.subjects, session).await?;
+                Ok(last.map_or(Cancel::Cancelled(event), Cancel::Ended))
+            }
+        }
     }
 
     async fn publish(&self, subject: String, envelope: &Envelope) -> Result<(), Error> {
+        let out_of_range = envelope.deadline.and_then(|deadline| {
+            baton_proto::deadline_out_of_range(deadline, baton_proto::now_ms())
+        });
+        if let Some(detail) = out_of_range {
+            return Err(Error::new(ErrorKind::Config, detail));
+        }
         self.ensure_streams().await?;
         let payload = envelope
             .to_msgpack()
@@ -221,6 +235,7 @@ impl Client {
         // A new session is a new trace, whether or not this process exports spans.
         trace::inject(&span, &trace::root(), &mut headers);
         let outgoing = Outgoing {
+            class: Class::Plain,
             subject,
             id: envelope.id,
             payload,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind};
-use crate::publish::Outgoing;
+use crate::publish::{Class, Outgoing};
 
 /// One dead letter: the original bytes and why they ended here.
 #[derive(Debug, Clone)]
@@ -37,7 +37,10 @@ pub struct DeadLetterEntry {
     pub session: Option<Uuid>,
     /// The envelope's id, when the bytes are a readable envelope.
     pub envelope: Option<Uuid>,
-    /// The original bytes.
+    /// The original size, when the letter's payload was cut to fit the
+    /// server's `max_payload` (`Baton-Truncated`).
+    pub truncated: Option<u64>,
+    /// The original bytes (their first part, when `truncated`).
     pub payload: Bytes,
 }
 
@@ -64,6 +67,7 @@ impl DeadLetterEntry {
                 .map(|v| v.as_str().to_owned()),
             session: envelope.as_ref().map(|e| e.session),
             envelope: envelope.as_ref().map(|e| e.id),
+            truncated: header(headers, headers::TRUNCATED).parse().ok(),
             payload,
         }
     }
@@ -181,12 +185,23 @@ impl Client {
                 ),
             ));
         }
+        if let Some(size) = entry.truncated {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "dead letter {seq} holds only the first {} of its {size} bytes (they were over the \
+                     server's max_payload), so it cannot be replayed; `baton dlq ls` shows its reason",
+                    entry.payload.len()
+                ),
+            ));
+        }
         let (id, payload) = match Envelope::from_msgpack_limited(&entry.payload, usize::MAX) {
             Ok(envelope) => self.reopen(&entry, envelope, extend_deadline).await?,
             // Unreadable bytes go back as they are (they will be dead-lettered again unless the reader changed).
             Err(_) => (Uuid::new_v4(), entry.payload.clone()),
         };
         let outgoing = Outgoing {
+            class: Class::Plain,
             subject: entry.original_subject.clone(),
             id,
             payload,
@@ -252,6 +267,7 @@ impl Client {
         ));
         self.publisher()
             .publish_one(&Outgoing {
+                class: Class::Plain,
                 subject: self.subjects().events(envelope.session),
                 id: reopened.id,
                 payload: Bytes::from(reopened.to_msgpack().map_err(|err| {

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::delivery::Delivery;
 use crate::error::{Error, ErrorKind};
 use crate::plan::Settle;
-use crate::publish::{Outgoing, Publisher};
+use crate::publish::{Class, Outgoing, Publisher};
 
 /// How long after the deadline the watch acts, so that a worker holding the
 /// task ends the session first.
@@ -33,11 +33,28 @@ pub(crate) fn timer_for(subjects: &Subjects, envelope: &Envelope) -> Option<Outg
     let timer = DeadlineTimer::new(envelope.session, deadline);
     let payload = timer.to_msgpack().ok()?;
     Some(Outgoing {
+        class: Class::Plain,
         subject: subjects.deadline_timers(),
         id: timer.id(),
         payload: Bytes::from(payload),
         headers: HeaderMap::new(),
     })
+}
+
+/// How long to hold a timer that is due in `ms`: never longer than a
+/// deadline may lie ahead (a timer from the wire may carry any number), so
+/// the delay always fits the server's nanosecond count and a timer is never
+/// redelivered at once for want of a valid delay.
+fn hold(ms: u64) -> Duration {
+    Duration::from_millis(ms.clamp(1, baton_proto::MAX_DEADLINE_AHEAD_MS + GRACE_MS))
+}
+
+/// The wait before the `delivered`-th check of a due timer is tried again:
+/// doubling from one second to a minute, so a store that cannot be read
+/// does not spin the timer through its deliveries.
+fn retry_delay(delivered: i64) -> Duration {
+    let doublings = u32::try_from(delivered.saturating_sub(1).clamp(0, 6)).unwrap_or(6);
+    Duration::from_secs(1u64 << doublings).min(Duration::from_secs(60))
 }
 
 /// The last event of `session`, if it has any.
@@ -98,17 +115,16 @@ pub(crate) async fn on_timer(
     let now = now_ms();
     let due = timer.deadline.saturating_add(GRACE_MS);
     if now < due {
-        let delay = Duration::from_millis(due - now);
-        let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
+        let _ = message.ack_with(AckKind::Nak(Some(hold(due - now)))).await;
         return;
     }
     let last = match last_event(jetstream, subjects, timer.session).await {
         Ok(last) => last,
         Err(err) => {
-            tracing::warn!(error = %err, "deadline check failed; trying again");
-            let _ = message
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
+            let delivered = message.info().map_or(1, |info| info.delivered);
+            let delay = retry_delay(delivered);
+            tracing::warn!(error = %err, ?delay, "deadline check failed; trying again");
+            let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
             return;
         }
     };
@@ -138,6 +154,8 @@ pub(crate) async fn on_timer(
     failed.path = last.map(|event| event.path).unwrap_or_default();
     let outgoing = match failed.to_msgpack() {
         Ok(payload) => Outgoing {
+            // Written only while the session has not ended.
+            class: Class::Ending(subjects.events_stream()),
             subject: subjects.events(timer.session),
             id: failed.id,
             payload: Bytes::from(payload),
@@ -154,5 +172,31 @@ pub(crate) async fn on_timer(
             let _ = message.double_ack().await;
         }
         Err(err) => tracing::error!(error = %err, "deadline event not durable; the timer stays"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timer_is_held_for_a_bounded_delay_that_the_server_can_express() {
+        assert_eq!(hold(0), Duration::from_millis(1));
+        assert_eq!(hold(5_000), Duration::from_millis(5_000));
+        let longest = hold(u64::MAX);
+        assert_eq!(
+            longest,
+            Duration::from_millis(baton_proto::MAX_DEADLINE_AHEAD_MS + GRACE_MS)
+        );
+        assert!(
+            i64::try_from(longest.as_nanos()).is_ok(),
+            "fits a nanosecond i64"
+        );
+    }
+
+    #[test]
+    fn failed_checks_back_off_from_one_second_to_a_minute() {
+        let delays: Vec<u64> = (1..=9).map(|n| retry_delay(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
     }
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind};
 use crate::plan::{Output, Settle};
-use crate::publish::{Outgoing, Publisher};
+use crate::publish::{Class, Outgoing, Publisher};
 use crate::trace;
 
 /// A message pulled from a consumer, with what every output of it needs.
@@ -91,6 +91,7 @@ impl<'a> Delivery<'a> {
     /// `event`, ready to publish.
     pub(crate) fn event(&self, event: &Event) -> Result<Outgoing, Error> {
         Ok(Outgoing {
+            class: Class::Plain,
             subject: self.subjects.events(event.session),
             id: event.id,
             payload: encode(event)?,
@@ -105,6 +106,7 @@ impl<'a> Delivery<'a> {
         envelope: &baton_proto::Envelope,
     ) -> Result<Outgoing, Error> {
         Ok(Outgoing {
+            class: Class::Plain,
             subject: self.subjects.agent(to),
             id: envelope.id,
             payload: encode(envelope)?,
@@ -204,6 +206,7 @@ impl<'a> Delivery<'a> {
         let reason = match err.kind() {
             ErrorKind::Forbidden => DeadLetterReason::Forbidden,
             ErrorKind::NoStream => DeadLetterReason::NoStream,
+            ErrorKind::TooLarge => DeadLetterReason::TooLarge,
             _ => {
                 tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
                 return Finished::Left;
@@ -275,6 +278,7 @@ impl Stored<'_> {
         headers.insert(headers::ORIGINAL_SUBJECT, self.subject);
         headers.insert(headers::DELIVERIES, self.deliveries.to_string().as_str());
         Outgoing {
+            class: Class::DeadLetter,
             subject: subjects.dlq(agent),
             id,
             payload: self.payload.clone(),
@@ -324,6 +328,8 @@ impl Stored<'_> {
             }
             match encode(&event) {
                 Ok(payload) => outgoing.push(Outgoing {
+                    // Never a second end: written only while the session runs.
+                    class: Class::Ending(subjects.events_stream()),
                     subject: subjects.events(session),
                     id: event.id,
                     payload,

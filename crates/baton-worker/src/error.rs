@@ -28,6 +28,8 @@ pub enum ErrorKind {
     Forbidden,
     /// No stream takes the subject of a publish.
     NoStream,
+    /// A message is over the server's `max_payload`.
+    TooLarge,
     /// The server could not be reached or refused the credentials.
     Connect,
 }

@@ -50,6 +50,7 @@ mod deadletters;
 mod deadlines;
 mod delegate;
 mod delivery;
+mod ending;
 mod error;
 mod guard;
 pub mod health;

@@ -133,6 +133,9 @@ impl Planner<'_> {
             return None; // a join's timer carries the join's deadline, checked by the join
         }
         let deadline = envelope.deadline?;
+        if let Some(detail) = baton_proto::deadline_out_of_range(deadline, now) {
+            return Some(self.malformed(envelope, &detail));
+        }
         if now <= deadline {
             return None;
         }

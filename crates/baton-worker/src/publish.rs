@@ -16,6 +16,8 @@ use crate::error::{Error, ErrorKind};
 /// One message to make durable.
 #[derive(Debug, Clone)]
 pub(crate) struct Outgoing {
+    /// How the publisher treats it.
+    pub(crate) class: Class,
     pub(crate) subject: String,
     pub(crate) id: Uuid,
     pub(crate) payload: Bytes,
@@ -47,6 +49,37 @@ impl Outgoing {
     }
 }
 
+/// How the publisher treats an [`Outgoing`] message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Published as it is.
+    Plain,
+    /// A dead letter: the original bytes of a message, which must land even
+    /// when they and the reason headers are over `max_payload`. Then the
+    /// payload is cut to fit and `Baton-Truncated` gives the original size.
+    DeadLetter,
+    /// An event that ends, or says why it ends, a session whose end is
+    /// decided off its hop's own path (a dead letter's, the deadline
+    /// watch's, a cancel's, a max-deliveries net's). It is written only
+    /// while the session has not ended, and nothing is written between
+    /// that check and the write (`Nats-Expected-Last-Subject-Sequence`).
+    /// Names the events stream.
+    Ending(String),
+}
+
+/// Whether guarded [`Class::Ending`] events were written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Written: the session had not ended.
+    Now,
+    /// Not written: the session had ended already.
+    Before,
+}
+
+/// How often a guarded write re-reads the session after another event
+/// slipped in between its check and its write.
+const GUARD_TRIES: usize = 10;
+
 /// Publishes to JetStream and awaits PubAcks, retrying with backoff.
 #[derive(Debug, Clone)]
 pub(crate) struct Publisher {
@@ -63,6 +96,10 @@ enum Failure {
     Refused,
     /// No stream takes the subject.
     NoStream,
+    /// The message is over the server's `max_payload`.
+    TooLarge,
+    /// A guarded write found another event after the one it checked.
+    Raced,
     /// Anything else: a timeout, a lost connection, a stream error.
     Other(String),
 }
@@ -72,6 +109,8 @@ impl std::fmt::Display for Failure {
         match self {
             Self::Refused => f.write_str("permissions violation"),
             Self::NoStream => f.write_str("no stream takes this subject"),
+            Self::TooLarge => f.write_str("over the server's max_payload"),
+            Self::Raced => f.write_str("another event was written first"),
             Self::Other(err) => f.write_str(err),
         }
     }
@@ -157,23 +196,101 @@ impl Publisher {
     /// [`ErrorKind::Forbidden`] or [`ErrorKind::NoStream`] when the server
     /// will never take a message (retrying cannot help), and
     /// [`ErrorKind::Publish`] when retries ran out.
+    ///
+    /// [`Class::Ending`] events are written after the others, and only while
+    /// their session has not ended; see [`Publisher::publish_ending`].
     pub(crate) async fn publish_all(&self, messages: &[Outgoing]) -> Result<(), Error> {
+        let (endings, messages): (Vec<&Outgoing>, Vec<&Outgoing>) = messages
+            .iter()
+            .partition(|message| matches!(message.class, Class::Ending(_)));
         let since = Instant::now();
         let mut pending = Vec::with_capacity(messages.len());
-        for message in messages {
+        for message in &messages {
             pending.push(self.send(message).await);
         }
-        for (message, sent) in messages.iter().zip(pending) {
+        for (message, sent) in messages.into_iter().zip(pending) {
             match self.acked(message, sent, since).await {
-                Ok(()) => {}
-                Err(Failure::Refused) => return Err(failed(message, Failure::Refused)),
+                Ok(_) => {}
+                Err(err @ (Failure::Refused | Failure::TooLarge)) => {
+                    return Err(failed(message, err));
+                }
                 Err(err) => {
                     tracing::debug!(subject = %message.subject, id = %message.id, error = %err, "publish not acknowledged; retrying");
                     Box::pin(self.publish_one(message)).await?;
                 }
             }
         }
+        if !endings.is_empty() {
+            Box::pin(self.publish_ending(&endings)).await?;
+        }
         Ok(())
+    }
+
+    /// Writes the events of one session's end, in order, unless the
+    /// session has ended already. The check and the writes are one step:
+    /// the first write expects the last event the check read to be the
+    /// session's last (`Nats-Expected-Last-Subject-Sequence`), each further
+    /// write the one before it. When another event slipped in between, the
+    /// session is read again. A repeated write of the same ids is dropped as
+    /// a duplicate, as everywhere.
+    ///
+    /// # Errors
+    ///
+    /// As [`Publisher::publish_one`], and [`ErrorKind::Publish`] when other
+    /// events keep slipping in.
+    pub(crate) async fn publish_ending(&self, events: &[&Outgoing]) -> Result<Ended, Error> {
+        let Some(first) = events.first() else {
+            return Ok(Ended::Now);
+        };
+        let Class::Ending(stream) = &first.class else {
+            return Err(Error::new(ErrorKind::Publish, "not an ending event"));
+        };
+        'check: for _ in 0..GUARD_TRIES {
+            let end = crate::ending::read(&self.jetstream, stream, &first.subject).await?;
+            if end.ended {
+                tracing::info!(subject = %first.subject, "the session has ended already; its end is not written again");
+                return Ok(Ended::Before);
+            }
+            let mut expected = end.last_seq;
+            for event in events {
+                match self.publish_expecting(event, expected).await {
+                    Ok(seq) => expected = seq,
+                    Err(Failure::Raced) => continue 'check,
+                    Err(err) => return Err(failed(event, err)),
+                }
+            }
+            return Ok(Ended::Now);
+        }
+        Err(Error::new(
+            ErrorKind::Publish,
+            format!(
+                "the end of the session on {} was not written: other events kept arriving",
+                first.subject
+            ),
+        ))
+    }
+
+    /// Publishes `message` if the last message on its subject is at
+    /// `expected` (0: none), retrying transient failures; its sequence.
+    async fn publish_expecting(&self, message: &Outgoing, expected: u64) -> Result<u64, Failure> {
+        let attempt = || async {
+            let publish = message.publish().expected_last_subject_sequence(expected);
+            let since = Instant::now();
+            let sent = Pending(
+                self.jetstream
+                    .send_publish(message.subject.clone(), publish)
+                    .await
+                    .map_err(|err| Failure::from_publish(err.kind(), err.to_string())),
+            );
+            match self.acked(message, sent, since).await {
+                Err(Failure::NoStream) => Err(self.confirm_no_stream(&message.subject).await),
+                other => other,
+            }
+        };
+        attempt
+            .retry(self.backoff)
+            .when(Failure::is_transient)
+            .await
     }
 
     /// Publishes `messages` on core NATS, unstored: live progress that
@@ -194,32 +311,42 @@ impl Publisher {
         }
     }
 
-    /// Sends one message without waiting for its PubAck.
+    /// Sends one message without waiting for its PubAck. A dead letter over
+    /// the server's `max_payload` is cut to fit first.
     pub(crate) async fn send(&self, message: &Outgoing) -> Pending {
+        let publish = match self.fitted(message) {
+            Some(fitted) => fitted.publish(),
+            None => message.publish(),
+        };
         Pending(
             self.jetstream
-                .send_publish(message.subject.clone(), message.publish())
+                .send_publish(message.subject.clone(), publish)
                 .await
-                .map_err(|err| err.to_string()),
+                .map_err(|err| Failure::from_publish(err.kind(), err.to_string())),
         )
     }
 
-    /// Waits for the PubAck of `sent`, or for the server to refuse its subject.
+    /// A dead letter cut to the server's `max_payload`, when it is over it.
+    fn fitted(&self, message: &Outgoing) -> Option<Outgoing> {
+        if message.class != Class::DeadLetter {
+            return None;
+        }
+        truncated(message, self.client.max_payload())
+    }
+
+    /// Waits for the PubAck of `sent`, or for the server to refuse its
+    /// subject; the message's stream sequence.
     async fn acked(
         &self,
         message: &Outgoing,
         sent: Pending,
         since: Instant,
-    ) -> Result<(), Failure> {
-        let ack = match sent.0 {
-            Ok(ack) => ack,
-            Err(err) => return Err(Failure::Other(err)),
-        };
+    ) -> Result<u64, Failure> {
+        let ack = sent.0?;
         tokio::select! {
-            acked = ack => acked.map(drop).map_err(|err| match err.kind() {
-                PublishErrorKind::StreamNotFound => Failure::NoStream,
-                _ => Failure::Other(err.to_string()),
-            }),
+            acked = ack => acked
+                .map(|ack| ack.sequence)
+                .map_err(|err| Failure::from_publish(err.kind(), err.to_string())),
             () = self.permissions.refused(&message.subject, since) => Err(Failure::Refused),
         }
     }
@@ -250,13 +377,50 @@ impl Publisher {
         };
         attempt
             .retry(self.backoff)
-            .when(|err| !matches!(err, Failure::Refused | Failure::NoStream))
+            .when(Failure::is_transient)
             .notify(|err, delay| {
                 tracing::warn!(subject = %message.subject, id = %message.id, error = %err, ?delay, "publish failed; retrying");
             })
             .await
+            .map(drop)
             .map_err(|err| failed(message, err))
     }
+}
+
+impl Failure {
+    fn from_publish(kind: PublishErrorKind, detail: String) -> Self {
+        match kind {
+            PublishErrorKind::StreamNotFound => Self::NoStream,
+            PublishErrorKind::MaxPayloadExceeded => Self::TooLarge,
+            PublishErrorKind::WrongLastSequence => Self::Raced,
+            _ => Self::Other(detail),
+        }
+    }
+
+    /// Whether publishing again may succeed (a missing stream is confirmed
+    /// as missing first: see [`Publisher::confirm_no_stream`]).
+    fn is_transient(&self) -> bool {
+        matches!(self, Self::Other(_))
+    }
+}
+
+/// `message` with its payload cut so that payload and headers fit `limit`,
+/// and `Baton-Truncated` giving the original size; `None` when it fits.
+fn truncated(message: &Outgoing, limit: usize) -> Option<Outgoing> {
+    let size = message.size();
+    if size <= limit {
+        return None;
+    }
+    let original = message.payload.len().to_string();
+    // The new header, and a margin for how the client frames headers.
+    let added = baton_proto::headers::TRUNCATED.len() + original.len() + 4 + 64;
+    let keep = message.payload.len().saturating_sub(size - limit + added);
+    let mut fitted = message.clone();
+    fitted.payload = message.payload.slice(..keep);
+    fitted
+        .headers
+        .insert(baton_proto::headers::TRUNCATED, original.as_str());
+    Some(fitted)
 }
 
 /// The error for a publish to `subject` this user may not make.
@@ -282,6 +446,17 @@ fn failed(message: &Outgoing, failure: Failure) -> Error {
                  start any baton worker or router to create the streams"
             ),
         ),
+        Failure::TooLarge => Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "a message to {subject} ({} bytes with its headers) is over the server's max_payload",
+                message.size()
+            ),
+        ),
+        Failure::Raced => Error::new(
+            ErrorKind::Publish,
+            format!("another message was written to {subject} first"),
+        ),
         Failure::Other(err) => Error::with_source(
             ErrorKind::Publish,
             format!(
@@ -294,14 +469,48 @@ fn failed(message: &Outgoing, failure: Failure) -> Error {
 }
 
 /// A sent message whose PubAck has not been awaited yet.
-pub(crate) struct Pending(Result<jetstream::context::PublishAckFuture, String>);
+pub(crate) struct Pending(Result<jetstream::context::PublishAckFuture, Failure>);
 
 impl Pending {
     /// Waits for the PubAck.
     pub(crate) async fn wait(self) -> Result<(), String> {
         match self.0 {
             Ok(ack) => ack.await.map(drop).map_err(|err| err.to_string()),
-            Err(err) => Err(err),
+            Err(err) => Err(err.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn letter(payload: usize) -> Outgoing {
+        let mut headers = HeaderMap::new();
+        headers.insert(baton_proto::headers::ERROR, "malformed");
+        Outgoing {
+            class: Class::DeadLetter,
+            subject: "baton.dlq.a".to_owned(),
+            id: Uuid::nil(),
+            payload: Bytes::from(vec![7; payload]),
+            headers,
+        }
+    }
+
+    #[test]
+    fn a_dead_letter_over_the_limit_is_cut_to_fit_and_says_its_size() {
+        assert!(truncated(&letter(500), 1024).is_none(), "fits: unchanged");
+        let cut = truncated(&letter(1024), 1024).expect("cut");
+        assert!(cut.size() <= 1024, "{} bytes", cut.size());
+        assert_eq!(
+            cut.headers
+                .get(baton_proto::headers::TRUNCATED)
+                .map(|v| v.as_str().to_owned()),
+            Some("1024".to_owned())
+        );
+        assert!(
+            cut.payload.iter().all(|&b| b == 7),
+            "the payload's first part"
+        );
     }
 }

@@ -294,9 +294,16 @@ async fn route(router: &Ingress, message: jetstream::Message) {
             };
         span.record("session", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
-        let target = match target(config, registry.as_ref(), &envelope).await {
-            Ok(route) => served.check(&route.agent).await.map(|()| route),
-            Err(why) => Err(why),
+        let out_of_range = envelope
+            .deadline
+            .and_then(|deadline| baton_proto::deadline_out_of_range(deadline, baton_proto::now_ms()));
+        let target = match out_of_range {
+            Some(detail) => Err(Refusal::Malformed(detail)),
+            None => match target(config, registry.as_ref(), &envelope).await {
+                Ok(route) => served.check(&route.agent).await.map(|()| route),
+                Err(why) => Err(why),
+            }
+            .map_err(Refusal::NoRoute),
         };
         let mut timer = None;
         let (outputs, settle) = match target {
@@ -309,9 +316,10 @@ async fn route(router: &Ingress, message: jetstream::Message) {
                 timer = deadlines::timer_for(&config.subjects, &envelope);
                 (forward(&envelope, route), Settle::Ack)
             }
-            Err(detail) => {
-                tracing::info!(%detail, "no route for task");
-                (no_route(&envelope, &detail), Settle::Term)
+            Err(refusal) => {
+                let (reason, detail) = refusal.reason();
+                tracing::info!(%reason, %detail, "task refused");
+                (refused(&envelope, reason, &detail), Settle::Term)
             }
         };
         let mut outgoing = match delivery.encode(&outputs) {
@@ -413,21 +421,33 @@ fn forward(envelope: &Envelope, route: Route) -> Vec<Output> {
     outputs
 }
 
-/// A dead letter, `dead_lettered` and `failed`: the task has nowhere to go.
-fn no_route(envelope: &Envelope, detail: &str) -> Vec<Output> {
+/// Why the router does not forward a task.
+enum Refusal {
+    /// Nothing can take it.
+    NoRoute(String),
+    /// It is not a task the router accepts (a deadline out of range).
+    Malformed(String),
+}
+
+impl Refusal {
+    fn reason(self) -> (DeadLetterReason, String) {
+        match self {
+            Self::NoRoute(detail) => (DeadLetterReason::NoRoute, detail),
+            Self::Malformed(detail) => (DeadLetterReason::Malformed, detail),
+        }
+    }
+}
+
+/// A dead letter, `dead_lettered` and `failed`: the task is not forwarded.
+fn refused(envelope: &Envelope, reason: DeadLetterReason, detail: &str) -> Vec<Output> {
+    let why = Reason::from(&reason);
     vec![
         Output::DeadLetter(DeadLetter {
             id: derive_id(envelope.id, 1),
-            reason: DeadLetterReason::NoRoute,
+            reason,
             detail: detail.to_owned(),
         }),
-        event(
-            envelope,
-            2,
-            EventType::DeadLettered,
-            Reason::NoRoute,
-            detail,
-        ),
-        event(envelope, 3, EventType::Failed, Reason::NoRoute, detail),
+        event(envelope, 2, EventType::DeadLettered, why.clone(), detail),
+        event(envelope, 3, EventType::Failed, why, detail),
     ]
 }
