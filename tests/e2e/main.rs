@@ -5,6 +5,7 @@
 mod a2a;
 mod a2a_remote;
 mod cancel;
+mod chaos;
 mod claims;
 mod cli;
 mod cluster;
