@@ -319,6 +319,13 @@ async fn every_role_works_with_its_generated_permissions_and_nothing_more() -> a
         "{}\n{logs}",
         String::from_utf8_lossy(&sent.stderr)
     );
+    // The registry reads its own permissions at start, as every process
+    // does, without a refusal.
+    let registry = system.process("registry").output();
+    assert!(
+        !registry.to_lowercase().contains("permissions violation"),
+        "{registry}"
+    );
     // A client asks the registry.
     let agents = ok_as(&system, "client", &["agents", "--json"])?;
     assert!(String::from_utf8_lossy(&agents.stdout).contains("refund"));

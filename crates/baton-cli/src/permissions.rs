@@ -297,8 +297,10 @@ fn client(block: &mut Block, subjects: &Subjects) {
     // `baton cancel`, A2A `CancelTask`.
     cancels(block, subjects, true);
     block.notes.push(
-        "a client reads the events of any session whose id it knows (session ids are random UUIDs); \
-         give each client user its own --inbox-prefix so no client sees another's replies"
+        "a client can read the events and claim-checked contexts of every session of this account \
+         (JetStream's read calls cannot be limited to one session): put clients that must not see \
+         each other's sessions in separate accounts; give each client user its own --inbox-prefix \
+         so no client sees another's replies"
             .to_owned(),
     );
 }
@@ -370,6 +372,8 @@ pub fn render(
         }
         (RoleKind::Registry, _) => {
             block.subscribe([format!("{inbox}.>")]);
+            // Its own permissions, which every process reads at start.
+            block.publish(["$SYS.REQ.USER.INFO".to_owned()]);
             registry(&mut block, subjects);
         }
         (RoleKind::Client, _) => {

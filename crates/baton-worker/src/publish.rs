@@ -253,7 +253,7 @@ impl Publisher {
             }
             let mut expected = end.last_seq;
             for event in events {
-                match self.publish_expecting(event, expected).await {
+                match self.publish_retrying(event, Some(expected)).await {
                     Ok(seq) => expected = seq,
                     Err(Failure::Raced) => continue 'check,
                     Err(err) => return Err(failed(event, err)),
@@ -268,29 +268,6 @@ impl Publisher {
                 first.subject
             ),
         ))
-    }
-
-    /// Publishes `message` if the last message on its subject is at
-    /// `expected` (0: none), retrying transient failures; its sequence.
-    async fn publish_expecting(&self, message: &Outgoing, expected: u64) -> Result<u64, Failure> {
-        let attempt = || async {
-            let publish = message.publish().expected_last_subject_sequence(expected);
-            let since = Instant::now();
-            let sent = Pending(
-                self.jetstream
-                    .send_publish(message.subject.clone(), publish)
-                    .await
-                    .map_err(|err| Failure::from_publish(err.kind(), err.to_string())),
-            );
-            match self.acked(message, sent, since).await {
-                Err(Failure::NoStream) => Err(self.confirm_no_stream(&message.subject).await),
-                other => other,
-            }
-        };
-        attempt
-            .retry(self.backoff)
-            .when(Failure::is_transient)
-            .await
     }
 
     /// Publishes `messages` on core NATS, unstored: live progress that
@@ -314,10 +291,20 @@ impl Publisher {
     /// Sends one message without waiting for its PubAck. A dead letter over
     /// the server's `max_payload` is cut to fit first.
     pub(crate) async fn send(&self, message: &Outgoing) -> Pending {
-        let publish = match self.fitted(message) {
+        self.send_expecting(message, None).await
+    }
+
+    /// As [`Publisher::send`]; with `expected`, the server stores the
+    /// message only if the last one on its subject has that sequence (0:
+    /// none).
+    async fn send_expecting(&self, message: &Outgoing, expected: Option<u64>) -> Pending {
+        let mut publish = match self.fitted(message) {
             Some(fitted) => fitted.publish(),
             None => message.publish(),
         };
+        if let Some(expected) = expected {
+            publish = publish.expected_last_subject_sequence(expected);
+        }
         Pending(
             self.jetstream
                 .send_publish(message.subject.clone(), publish)
@@ -367,9 +354,22 @@ impl Publisher {
     /// Publishes one message, retrying with backoff until it is
     /// acknowledged; see [`Publisher::publish_all`] for the errors.
     pub(crate) async fn publish_one(&self, message: &Outgoing) -> Result<(), Error> {
+        self.publish_retrying(message, None)
+            .await
+            .map(drop)
+            .map_err(|err| failed(message, err))
+    }
+
+    /// Publishes one message (with `expected`, as [`Publisher::send_expecting`]),
+    /// retrying transient failures with backoff; its stream sequence.
+    async fn publish_retrying(
+        &self,
+        message: &Outgoing,
+        expected: Option<u64>,
+    ) -> Result<u64, Failure> {
         let attempt = || async {
             let since = Instant::now();
-            let sent = self.send(message).await;
+            let sent = self.send_expecting(message, expected).await;
             match self.acked(message, sent, since).await {
                 Err(Failure::NoStream) => Err(self.confirm_no_stream(&message.subject).await),
                 other => other,
@@ -382,8 +382,6 @@ impl Publisher {
                 tracing::warn!(subject = %message.subject, id = %message.id, error = %err, ?delay, "publish failed; retrying");
             })
             .await
-            .map(drop)
-            .map_err(|err| failed(message, err))
     }
 }
 
