@@ -113,9 +113,13 @@ install_packages() {
     if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
         die "$who need ${packages[*]}, which this machine lacks, and only root with apt-get can install them: run \`sudo $command\`, then run the same command again"
     fi
-    echo "./just: $who need ${packages[*]}: $command" >&2
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"; } >&2 \
-        || die "\`$command\` failed (see above): install ${packages[*]}, then run the same command again"
+    echo "./just: $who need ${packages[*]}: $command (output in .tools/apt.log)" >&2
+    mkdir -p "$TOOLS"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"; } \
+        >"$TOOLS/apt.log" 2>&1; then
+        tail -n 20 "$TOOLS/apt.log" >&2
+        die "\`$command\` failed (above, and in .tools/apt.log): install ${packages[*]}, then run the same command again"
+    fi
 }
 
 install_test() {
