@@ -104,12 +104,16 @@ missing_packages() {
 }
 
 # install_packages WHO PKG...: apt-get as root, or stop with the command to
-# run. WHO names what needs them ("the tests").
+# run. WHO names what needs them ("the tests"). BATON_NO_INSTALL=1 stops
+# even as root: nothing is installed on the system behind your back.
 install_packages() {
     local who="$1"
     shift
     local packages=("$@")
     local command="apt-get install ${packages[*]}"
+    if [[ -n "${BATON_NO_INSTALL:-}" ]]; then
+        die "$who need ${packages[*]}, which this machine lacks, and BATON_NO_INSTALL is set: run \`sudo $command\`, then run the same command again"
+    fi
     if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
         die "$who need ${packages[*]}, which this machine lacks, and only root with apt-get can install them: run \`sudo $command\`, then run the same command again"
     fi

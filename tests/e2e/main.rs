@@ -27,6 +27,7 @@ mod python;
 mod registry;
 mod reopen;
 mod routing;
+mod setup;
 mod specs;
 mod targets;
 mod tls;
