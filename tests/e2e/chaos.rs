@@ -20,6 +20,15 @@ async fn terminals(
     Ok(events)
 }
 
+/// Runs `baton ARGS`, which must fail with `needle` on stderr.
+fn fails_saying(system: &System, args: &[&str], needle: &str) -> anyhow::Result<()> {
+    let output = system.baton(args).output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{args:?} succeeded: {stderr}");
+    assert!(stderr.contains(needle), "{stderr}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deadline_past_any_sane_range_is_refused_at_intake_with_one_terminal_event()
 -> anyhow::Result<()> {
@@ -61,13 +70,11 @@ async fn a_deadline_past_any_sane_range_is_refused_at_intake_with_one_terminal_e
     }
 
     // The client refuses before it publishes anything.
-    let sent = system
-        .baton(&["send", "--deadline-ms", "99999999999999", "forever"])
-        .output()?;
-    assert!(!sent.status.success());
-    let stderr = String::from_utf8_lossy(&sent.stderr);
-    assert!(stderr.contains("within a year"), "{stderr}");
-    Ok(())
+    fails_saying(
+        &system,
+        &["send", "--deadline-ms", "99999999999999", "forever"],
+        "within a year",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -225,13 +232,11 @@ async fn a_task_that_outgrows_the_limit_at_the_router_ends_too_large_with_its_le
     assert!(letter.payload.len() < size, "{}", letter.payload.len());
 
     // It cannot be replayed, and says why.
-    let replay = system
-        .baton(&["dlq", "replay", &letter.seq.to_string()])
-        .output()?;
-    assert!(!replay.status.success());
-    let stderr = String::from_utf8_lossy(&replay.stderr);
-    assert!(stderr.contains("cannot be replayed"), "{stderr}");
-    Ok(())
+    fails_saying(
+        &system,
+        &["dlq", "replay", &letter.seq.to_string()],
+        "cannot be replayed",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]

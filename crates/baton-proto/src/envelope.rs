@@ -376,6 +376,15 @@ impl Envelope {
         self
     }
 
+    /// Why this envelope's deadline is refused at `now` (unix ms): it lies
+    /// more than [`crate::MAX_DEADLINE_AHEAD_MS`] ahead. `None` without a
+    /// deadline, or with one in range or passed.
+    #[must_use]
+    pub fn deadline_out_of_range(&self, now: u64) -> Option<String> {
+        self.deadline
+            .and_then(|deadline| crate::deadline_out_of_range(deadline, now))
+    }
+
     /// Sets the deadline, unix ms.
     #[must_use]
     pub fn with_deadline(mut self, deadline_ms: u64) -> Self {

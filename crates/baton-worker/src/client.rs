@@ -219,10 +219,7 @@ impl Client {
     }
 
     async fn publish(&self, subject: String, envelope: &Envelope) -> Result<(), Error> {
-        let out_of_range = envelope.deadline.and_then(|deadline| {
-            baton_proto::deadline_out_of_range(deadline, baton_proto::now_ms())
-        });
-        if let Some(detail) = out_of_range {
+        if let Some(detail) = envelope.deadline_out_of_range(baton_proto::now_ms()) {
             return Err(Error::new(ErrorKind::Config, detail));
         }
         self.ensure_streams().await?;

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use crate::delivery::Delivery;
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::plan::Settle;
 use crate::publish::{Class, Outgoing, Publisher};
 
@@ -63,32 +63,13 @@ pub(crate) async fn last_event(
     subjects: &Subjects,
     session: Uuid,
 ) -> Result<Option<Event>, Error> {
-    let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
-        Error::with_source(
-            ErrorKind::JetStream,
-            format!("cannot read the last event of session {session}"),
-            err,
-        )
-    };
-    let stream = jetstream
-        .get_stream_no_info(subjects.events_stream())
-        .await
-        .map_err(|err| failed(err.into()))?;
-    match stream
-        .get_last_raw_message_by_subject(&subjects.events(session))
-        .await
-    {
-        Ok(message) => Ok(Event::from_msgpack(&message.payload).ok()),
-        Err(err)
-            if matches!(
-                err.kind(),
-                jetstream::stream::LastRawMessageErrorKind::NoMessageFound
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(err) => Err(failed(err.into())),
-    }
+    let last = crate::ending::last_message(
+        jetstream,
+        &subjects.events_stream(),
+        &subjects.events(session),
+    )
+    .await?;
+    Ok(last.and_then(|message| Event::from_msgpack(&message.payload).ok()))
 }
 
 /// Handles one timer message: holds it until the deadline, then ends the

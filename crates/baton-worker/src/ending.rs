@@ -3,7 +3,7 @@
 //! that has ended gets no second terminal event, whatever path would write
 //! it.
 
-use async_nats::jetstream::{self, stream::LastRawMessageErrorKind};
+use async_nats::jetstream::{self, message::StreamMessage, stream::LastRawMessageErrorKind};
 use baton_proto::{Event, EventType, Wire};
 
 use crate::error::{Error, ErrorKind};
@@ -15,6 +15,32 @@ pub(crate) struct End {
     pub(crate) ended: bool,
     /// The stream sequence of the session's last event; 0 with none.
     pub(crate) last_seq: u64,
+}
+
+/// The last message on `subject` of `stream`, with its sequence; `None`
+/// when the subject has none.
+pub(crate) async fn last_message(
+    jetstream: &jetstream::Context,
+    stream: &str,
+    subject: &str,
+) -> Result<Option<StreamMessage>, Error> {
+    let stream = jetstream
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|err| failed(subject, "the events stream", err.into()))?;
+    match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(last) => Ok(Some(last)),
+        Err(err) if matches!(err.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(None),
+        Err(err) => Err(failed(subject, "the last event", err.into())),
+    }
+}
+
+fn failed(subject: &str, what: &str, err: Box<dyn std::error::Error + Send + Sync>) -> Error {
+    Error::with_source(
+        ErrorKind::JetStream,
+        format!("cannot read {what} on {subject}"),
+        err,
+    )
 }
 
 /// Reads the end of the session whose events are on `subject` of `stream`.
@@ -29,26 +55,11 @@ pub(crate) async fn read(
     stream: &str,
     subject: &str,
 ) -> Result<End, Error> {
-    let failed = |what: &str, err: Box<dyn std::error::Error + Send + Sync>| {
-        Error::with_source(
-            ErrorKind::JetStream,
-            format!("cannot read {what} on {subject}"),
-            err,
-        )
-    };
-    let stream = jetstream
-        .get_stream_no_info(stream)
-        .await
-        .map_err(|err| failed("the events stream", err.into()))?;
-    let last = match stream.get_last_raw_message_by_subject(subject).await {
-        Ok(last) => last,
-        Err(err) if matches!(err.kind(), LastRawMessageErrorKind::NoMessageFound) => {
-            return Ok(End {
-                ended: false,
-                last_seq: 0,
-            });
-        }
-        Err(err) => return Err(failed("the last event", err.into())),
+    let Some(last) = last_message(jetstream, stream, subject).await? else {
+        return Ok(End {
+            ended: false,
+            last_seq: 0,
+        });
     };
     let last_seq = last.sequence;
     let kind = Event::from_msgpack(&last.payload)
@@ -57,26 +68,40 @@ pub(crate) async fn read(
     let ended = match kind {
         Some(kind) if kind.is_terminal() => true,
         Some(EventType::Result | EventType::DeadLettered) | None => {
-            let mut ended = false;
-            let mut seq = 0;
-            while seq < last_seq {
-                let next = stream
-                    .raw_message_builder()
-                    .sequence(seq + 1)
-                    .next_by_subject(subject.to_owned())
-                    .send()
-                    .await
-                    .map_err(|err| failed("the events", err.into()))?;
-                seq = next.sequence;
-                match Event::from_msgpack(&next.payload).map(|event| event.kind) {
-                    Ok(kind) if kind.is_terminal() => ended = true,
-                    Ok(EventType::Reopened) => ended = false,
-                    _ => {}
-                }
-            }
-            ended
+            ended_by_scan(jetstream, stream, subject, last_seq).await?
         }
         Some(_) => false,
     };
     Ok(End { ended, last_seq })
+}
+
+/// Whether the session's events up to `last_seq` leave it ended: a terminal
+/// event, with no `reopened` after it.
+async fn ended_by_scan(
+    jetstream: &jetstream::Context,
+    stream: &str,
+    subject: &str,
+    last_seq: u64,
+) -> Result<bool, Error> {
+    let stream = jetstream
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|err| failed(subject, "the events stream", err.into()))?;
+    let (mut ended, mut seq) = (false, 0);
+    while seq < last_seq {
+        let next = stream
+            .raw_message_builder()
+            .sequence(seq + 1)
+            .next_by_subject(subject.to_owned())
+            .send()
+            .await
+            .map_err(|err| failed(subject, "the events", err.into()))?;
+        seq = next.sequence;
+        match Event::from_msgpack(&next.payload).map(|event| event.kind) {
+            Ok(kind) if kind.is_terminal() => ended = true,
+            Ok(EventType::Reopened) => ended = false,
+            _ => {}
+        }
+    }
+    Ok(ended)
 }

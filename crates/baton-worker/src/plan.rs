@@ -132,10 +132,10 @@ impl Planner<'_> {
         if envelope.kind == Kind::Result {
             return None; // a join's timer carries the join's deadline, checked by the join
         }
-        let deadline = envelope.deadline?;
-        if let Some(detail) = baton_proto::deadline_out_of_range(deadline, now) {
+        if let Some(detail) = envelope.deadline_out_of_range(now) {
             return Some(self.malformed(envelope, &detail));
         }
+        let deadline = envelope.deadline?;
         if now <= deadline {
             return None;
         }

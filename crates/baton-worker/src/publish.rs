@@ -200,15 +200,13 @@ impl Publisher {
     /// [`Class::Ending`] events are written after the others, and only while
     /// their session has not ended; see [`Publisher::publish_ending`].
     pub(crate) async fn publish_all(&self, messages: &[Outgoing]) -> Result<(), Error> {
-        let (endings, messages): (Vec<&Outgoing>, Vec<&Outgoing>) = messages
-            .iter()
-            .partition(|message| matches!(message.class, Class::Ending(_)));
+        let ending = |message: &&Outgoing| matches!(message.class, Class::Ending(_));
         let since = Instant::now();
         let mut pending = Vec::with_capacity(messages.len());
-        for message in &messages {
+        for message in messages.iter().filter(|m| !ending(m)) {
             pending.push(self.send(message).await);
         }
-        for (message, sent) in messages.into_iter().zip(pending) {
+        for (message, sent) in messages.iter().filter(|m| !ending(m)).zip(pending) {
             match self.acked(message, sent, since).await {
                 Ok(_) => {}
                 Err(err @ (Failure::Refused | Failure::TooLarge)) => {
@@ -220,6 +218,8 @@ impl Publisher {
                 }
             }
         }
+        // Collected only when there are any: a hop's own outputs allocate nothing here.
+        let endings: Vec<&Outgoing> = messages.iter().filter(ending).collect();
         if !endings.is_empty() {
             Box::pin(self.publish_ending(&endings)).await?;
         }

@@ -294,16 +294,13 @@ async fn route(router: &Ingress, message: jetstream::Message) {
             };
         span.record("session", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
-        let out_of_range = envelope
-            .deadline
-            .and_then(|deadline| baton_proto::deadline_out_of_range(deadline, baton_proto::now_ms()));
-        let target = match out_of_range {
-            Some(detail) => Err(Refusal::Malformed(detail)),
+        let target = match envelope.deadline_out_of_range(baton_proto::now_ms()) {
+            Some(detail) => Err((DeadLetterReason::Malformed, detail)),
             None => match target(config, registry.as_ref(), &envelope).await {
                 Ok(route) => served.check(&route.agent).await.map(|()| route),
                 Err(why) => Err(why),
             }
-            .map_err(Refusal::NoRoute),
+            .map_err(|why| (DeadLetterReason::NoRoute, why)),
         };
         let mut timer = None;
         let (outputs, settle) = match target {
@@ -316,8 +313,7 @@ async fn route(router: &Ingress, message: jetstream::Message) {
                 timer = deadlines::timer_for(&config.subjects, &envelope);
                 (forward(&envelope, route), Settle::Ack)
             }
-            Err(refusal) => {
-                let (reason, detail) = refusal.reason();
+            Err((reason, detail)) => {
                 tracing::info!(%reason, %detail, "task refused");
                 (refused(&envelope, reason, &detail), Settle::Term)
             }
@@ -419,23 +415,6 @@ fn forward(envelope: &Envelope, route: Route) -> Vec<Output> {
         envelope: Box::new(forwarded),
     });
     outputs
-}
-
-/// Why the router does not forward a task.
-enum Refusal {
-    /// Nothing can take it.
-    NoRoute(String),
-    /// It is not a task the router accepts (a deadline out of range).
-    Malformed(String),
-}
-
-impl Refusal {
-    fn reason(self) -> (DeadLetterReason, String) {
-        match self {
-            Self::NoRoute(detail) => (DeadLetterReason::NoRoute, detail),
-            Self::Malformed(detail) => (DeadLetterReason::Malformed, detail),
-        }
-    }
 }
 
 /// A dead letter, `dead_lettered` and `failed`: the task is not forwarded.
