@@ -18,6 +18,7 @@ mod doctor;
 mod failures;
 mod fuzz;
 mod handoff;
+mod isolation;
 mod lifecycle;
 mod mcp;
 mod metrics;

@@ -255,15 +255,30 @@ impl System {
 
     /// The `waiting` event of `session`, once a human agent has parked it.
     pub async fn waiting(&self, session: Uuid) -> anyhow::Result<Event> {
+        self.event_of_kind(session, baton_proto::EventType::Waiting)
+            .await
+    }
+
+    /// The first stored event of `kind` in `session`, once there is one.
+    pub async fn event_of_kind(
+        &self,
+        session: Uuid,
+        kind: baton_proto::EventType,
+    ) -> anyhow::Result<Event> {
         let event = eventually(Duration::from_secs(30), || async {
             self.stored_events(session)
                 .await?
                 .into_iter()
-                .find(|e| e.kind == baton_proto::EventType::Waiting)
-                .ok_or_else(|| anyhow::anyhow!("not waiting yet"))
+                .find(|e| e.kind == kind)
+                .ok_or_else(|| anyhow::anyhow!("no {kind:?} event yet"))
         })
         .await?;
         Ok(event)
+    }
+
+    /// The server's URL, without credentials.
+    pub fn server_url(&self) -> String {
+        self.server.url().to_owned()
     }
 
     /// Runs the Python client of `proto-schemas/` against this server with `args`.

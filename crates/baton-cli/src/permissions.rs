@@ -258,6 +258,16 @@ fn router(block: &mut Block, subjects: &Subjects) {
         subjects.dlq(&router_name()),
         subjects.lookup(),
     ]);
+    // The session service: reads and cancels for clients, and the
+    // session's events it waits for.
+    block.subscribe([
+        subjects.all_session_requests(),
+        format!("{}.events.*", subjects.prefix()),
+        subjects.all_live(),
+    ]);
+    block.allow_responses = true;
+    claims(block, subjects);
+    cancels(block, subjects, true);
     block.notes.push(
         "the router forwards tasks to any agent type, so it may publish to all of them".to_owned(),
     );
@@ -284,25 +294,41 @@ fn registry(block: &mut Block, subjects: &Subjects) {
 }
 
 fn client(block: &mut Block, subjects: &Subjects) {
-    streams(block, subjects, false);
-    read(block, &subjects.events_stream());
-    block.subscribe([subjects.all_live()]);
+    // Only the tasks stream: the router reads sessions for a client, one
+    // session per request, since JetStream's read calls (a consumer's
+    // filter, a stream's subject list, a get by sequence) accept a wildcard
+    // or a number where the session would go.
     let tasks = subjects.tasks_stream();
     block.publish([
+        api(format_args!("STREAM.INFO.{tasks}")),
         subjects.ingress(),
         api(format_args!("CONSUMER.INFO.{tasks}.*")),
         subjects.lookup(),
+        // `baton watch`, `send --wait`, `cancel`, the MCP gateway.
+        subjects.session_read_any(),
+        subjects.session_cancel_any(),
     ]);
-    claims(block, subjects);
-    // `baton cancel`, A2A `CancelTask`.
-    cancels(block, subjects, true);
+    claims_write_only(block, subjects);
     block.notes.push(
-        "a client can read the events and claim-checked contexts of every session of this account \
-         (JetStream's read calls cannot be limited to one session): put clients that must not see \
-         each other's sessions in separate accounts; give each client user its own --inbox-prefix \
-         so no client sees another's replies"
+        "a client reads a session only through the router, by its id; \
+         give each client user its own --inbox-prefix so no client sees another's replies"
             .to_owned(),
     );
+}
+
+/// Storing large tasks in the claim-check bucket without reading it: a
+/// client checks whether an object is there (its metadata, by name) and
+/// writes it, but reads no object's contents.
+fn claims_write_only(block: &mut Block, subjects: &Subjects) {
+    let bucket = subjects.claims_bucket();
+    let stream = format!("OBJ_{bucket}");
+    block.publish([
+        api(format_args!("STREAM.INFO.{stream}")),
+        api(format_args!("STREAM.CREATE.{stream}")),
+        api(format_args!("DIRECT.GET.{stream}.$O.{bucket}.M.*")),
+        format!("$O.{bucket}.C.>"),
+        format!("$O.{bucket}.M.>"),
+    ]);
 }
 
 fn operator(block: &mut Block, subjects: &Subjects) {

@@ -206,6 +206,8 @@ pub async fn watch(
         let Some(event) = next else { break };
         let event = match event {
             Ok(event) => event,
+            // Nothing read: the session cannot be read at all.
+            Err(err) if !seen => return Err(err.into()),
             Err(err) => {
                 eprintln!("warning: {err}");
                 continue;

@@ -186,29 +186,30 @@ impl Wire for crate::DeadlineTimer {
     }
 }
 
-impl Wire for Heartbeat {
-    const VERSIONED: bool = false;
+/// Payloads without a `v` field.
+macro_rules! unversioned {
+    ($($payload:ty),* $(,)?) => {
+        $(
+            impl Wire for $payload {
+                const VERSIONED: bool = false;
 
-    fn version(&self) -> Option<u64> {
-        None
-    }
+                fn version(&self) -> Option<u64> {
+                    None
+                }
+            }
+        )*
+    };
 }
 
-impl Wire for LookupRequest {
-    const VERSIONED: bool = false;
-
-    fn version(&self) -> Option<u64> {
-        None
-    }
-}
-
-impl Wire for LookupResponse {
-    const VERSIONED: bool = false;
-
-    fn version(&self) -> Option<u64> {
-        None
-    }
-}
+unversioned!(
+    Heartbeat,
+    LookupRequest,
+    LookupResponse,
+    crate::ReadRequest,
+    crate::ReadReply,
+    crate::CancelRequest,
+    crate::CancelReply,
+);
 
 #[cfg(test)]
 mod tests {

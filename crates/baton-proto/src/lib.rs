@@ -38,6 +38,7 @@ mod exec;
 mod header;
 mod id;
 mod nesting;
+mod reads;
 mod registry;
 mod schema;
 mod subject;
@@ -59,6 +60,9 @@ pub use exec::{
 pub use header::{DeadLetterReason, headers};
 pub use id::{derive_id, derive_id_labelled};
 pub use nesting::{MAX_NESTING, nests_deeper_than};
+pub use reads::{
+    CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
+};
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use schema::schemas;
 pub use subject::{AgentName, NameError, Subjects};

@@ -20,5 +20,9 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("exec_request", one::<crate::ExecRequest>()),
         ("exec_response", one::<crate::ExecResponse>()),
         ("deadline_timer", one::<crate::DeadlineTimer>()),
+        ("read_request", one::<crate::ReadRequest>()),
+        ("read_reply", one::<crate::ReadReply>()),
+        ("cancel_request", one::<crate::CancelRequest>()),
+        ("cancel_reply", one::<crate::CancelReply>()),
     ]
 }

@@ -198,6 +198,39 @@ impl Subjects {
         format!("{}.events.>", self.prefix)
     }
 
+    /// `baton.session.read.<session>`: requests for one session's events,
+    /// answered by the router for clients that may not read the events
+    /// stream themselves.
+    #[must_use]
+    pub fn session_read(&self, session: Uuid) -> String {
+        format!("{}.session.read.{session}", self.prefix)
+    }
+
+    /// `baton.session.cancel.<session>`: requests to cancel one session,
+    /// answered by the router.
+    #[must_use]
+    pub fn session_cancel(&self, session: Uuid) -> String {
+        format!("{}.session.cancel.{session}", self.prefix)
+    }
+
+    /// `baton.session.read.*`: a read of any one session.
+    #[must_use]
+    pub fn session_read_any(&self) -> String {
+        format!("{}.session.read.*", self.prefix)
+    }
+
+    /// `baton.session.cancel.*`: a cancel of any one session.
+    #[must_use]
+    pub fn session_cancel_any(&self) -> String {
+        format!("{}.session.cancel.*", self.prefix)
+    }
+
+    /// `baton.session.*.*`: every session request the router answers.
+    #[must_use]
+    pub fn all_session_requests(&self) -> String {
+        format!("{}.session.*.*", self.prefix)
+    }
+
     /// `baton.dlq.<agent>`: dead letters of one agent type.
     #[must_use]
     pub fn dlq(&self, agent: &AgentName) -> String {

@@ -6,12 +6,12 @@ use std::time::Duration;
 use async_nats::jetstream;
 use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use crate::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
-use crate::connection::Connection;
+use crate::connection::{Connection, Permissions};
 use crate::error::{Error, ErrorKind};
 use crate::provision::{self, StreamSettings};
 use crate::publish::{Class, Outgoing, Publisher};
@@ -22,7 +22,7 @@ use crate::trace;
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
 
 /// Events with how many of the session's events are stored after each.
-type TrackedEvents = Pin<Box<dyn Stream<Item = Result<(Event, u64), Error>> + Send>>;
+pub(crate) type TrackedEvents = Pin<Box<dyn Stream<Item = Result<(Event, u64), Error>> + Send>>;
 
 /// What [`Client::cancel`] did.
 #[derive(Debug, Clone)]
@@ -34,6 +34,12 @@ pub enum Cancel {
 }
 
 /// Publishes tasks and follows sessions.
+///
+/// A client whose NATS user may read the events stream (as the server
+/// reports the user's rights; any user when it does not say) reads sessions
+/// from it. Any other user, such as one under the generated `client`
+/// permissions, reads and cancels through the router's session service,
+/// one session per request: a router must then be running.
 #[derive(Debug, Clone)]
 pub struct Client {
     jetstream: jetstream::Context,
@@ -43,6 +49,18 @@ pub struct Client {
     provisioned: std::sync::Arc<OnceCell<()>>,
     claims: std::sync::Arc<ClaimCheck>,
     served: std::sync::Arc<Served>,
+    permissions: Permissions,
+    reads: std::sync::Arc<OnceCell<Reads>>,
+}
+
+/// Where a client reads sessions from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// The events stream itself: its user may read every session.
+    Stream,
+    /// The router's session service, one session per request: its user
+    /// may not read the events stream (the generated `client` block).
+    Router,
 }
 
 impl Client {
@@ -68,6 +86,8 @@ impl Client {
             provisioned: std::sync::Arc::default(),
             claims: std::sync::Arc::new(claims),
             served: std::sync::Arc::new(Served::new(jetstream_for_served, subjects_for_served)),
+            permissions: connection.permissions().clone(),
+            reads: std::sync::Arc::default(),
         }
     }
 
@@ -94,6 +114,18 @@ impl Client {
         self
     }
 
+    /// Reads sessions from the events stream, whatever the server says of
+    /// this user's rights: the router's own client, which serves the reads
+    /// of the others.
+    #[must_use]
+    pub(crate) fn reading_the_stream(self) -> Self {
+        let reads = OnceCell::new_with(Some(Reads::Stream));
+        Self {
+            reads: std::sync::Arc::new(reads),
+            ..self
+        }
+    }
+
     /// The subject names in use.
     #[must_use]
     pub fn subjects(&self) -> &Subjects {
@@ -116,12 +148,46 @@ impl Client {
     ///
     /// When JetStream cannot be reached, or refuses to create a stream.
     pub async fn ensure_streams(&self) -> Result<(), Error> {
+        let reads = self.reads().await;
         self.provisioned
             .get_or_try_init(|| async {
-                provision::provision(&self.publisher, &self.subjects, &self.streams).await
+                match reads {
+                    Reads::Stream => {
+                        provision::provision(&self.publisher, &self.subjects, &self.streams).await
+                    }
+                    // It sends tasks; the router reads sessions for it.
+                    Reads::Router => {
+                        provision::provision_tasks(&self.publisher, &self.subjects, &self.streams)
+                            .await
+                    }
+                }
             })
             .await
             .map(|_| ())
+    }
+
+    /// Where this client reads sessions: the events stream when its NATS
+    /// user may read it (as the server reports), else the router.
+    async fn reads(&self) -> Reads {
+        *self
+            .reads
+            .get_or_init(|| async {
+                let probe = format!(
+                    "$JS.API.CONSUMER.CREATE.{}.probe.{}",
+                    self.subjects.events_stream(),
+                    self.subjects.events(Uuid::nil())
+                );
+                if self
+                    .permissions
+                    .allows(&self.jetstream.client(), &probe)
+                    .await
+                {
+                    Reads::Stream
+                } else {
+                    Reads::Router
+                }
+            })
+            .await
     }
 
     /// Publishes a task to `baton.ingress` and waits until it is durable.
@@ -182,6 +248,15 @@ impl Client {
     ///
     /// When the cancel or the event cannot be made durable.
     pub async fn cancel(&self, session: Uuid, detail: &str) -> Result<Cancel, Error> {
+        if self.reads().await == Reads::Router {
+            return crate::reading::cancel(
+                &self.jetstream.client(),
+                &self.subjects,
+                session,
+                detail,
+            )
+            .await;
+        }
         self.ensure_streams().await?;
         let last = crate::deadlines::last_event(&self.jetstream, &self.subjects, session).await?;
         if let Some(last) = last.filter(|event| event.kind.is_terminal()) {
@@ -289,6 +364,14 @@ impl Client {
     ///
     /// When the events stream cannot be read.
     pub async fn history(&self, session: Uuid) -> Result<Vec<Event>, Error> {
+        if self.reads().await == Reads::Router {
+            let client = self.jetstream.client();
+            let stored = crate::reading::events(&client, &self.subjects, session, false);
+            return shown(stored)
+                .map(|item| item.map(|(event, _)| event))
+                .try_collect()
+                .await;
+        }
         let (name, stream) = self.events_stream().await?;
         match stream
             .get_last_raw_message_by_subject(&self.subjects.events(session))
@@ -336,6 +419,15 @@ impl Client {
 
     /// Each event with the number of the session's events stored after it.
     async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
+        if self.reads().await == Reads::Router {
+            let client = self.jetstream.client();
+            return Ok(shown(crate::reading::events(
+                &client,
+                &self.subjects,
+                session,
+                true,
+            )));
+        }
         let (_, stream) = self.events_stream().await?;
         // Progress a `lean` worker does not store arrives live: subscribe
         // before reading the stored events, so none is missed.
@@ -363,7 +455,6 @@ impl Client {
                     .map(|event| Ok((event, 1))),
             )
         });
-        let live = live.flat_map(unfolded);
         let stored = messages.then(move |message| {
             let claims = claims.clone();
             async move {
@@ -396,19 +487,7 @@ impl Client {
                 Ok((event, pending))
             }
         });
-        let stored = stored.flat_map(unfolded);
-        // An `accepted` event folded twice (into a `handoff` the server
-        // took, then into the `dead_lettered` event of its refused
-        // envelope) is shown once.
-        let mut restored = std::collections::HashSet::new();
-        let events = futures::stream::select(stored, live).filter(move |item| {
-            let first = match item {
-                Ok((event, _)) if event.kind == EventType::Accepted => restored.insert(event.id),
-                _ => true,
-            };
-            std::future::ready(first)
-        });
-        Ok(Box::pin(events))
+        Ok(shown(Box::pin(futures::stream::select(stored, live))))
     }
 
     /// Waits for the terminal event (`completed` or `failed`) of `session`.
@@ -446,6 +525,21 @@ impl Client {
                 ))
             })
     }
+}
+
+/// The events as a reader sees them: each `accepted` event folded into
+/// another comes first, restored; and an `accepted` event folded twice
+/// (into a `handoff` the server took, then into the `dead_lettered` event
+/// of its refused envelope) is shown once.
+fn shown(events: TrackedEvents) -> TrackedEvents {
+    let mut restored = std::collections::HashSet::new();
+    Box::pin(events.flat_map(unfolded).filter(move |item| {
+        let first = match item {
+            Ok((event, _)) if event.kind == EventType::Accepted => restored.insert(event.id),
+            _ => true,
+        };
+        std::future::ready(first)
+    }))
 }
 
 /// The events one stored event stands for: an `accepted` event folded into

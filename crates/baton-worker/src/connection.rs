@@ -94,6 +94,13 @@ impl Connection {
     pub(crate) fn permissions(&self) -> &Permissions {
         &self.permissions
     }
+
+    pub(crate) fn from_parts(client: async_nats::Client, permissions: Permissions) -> Self {
+        Self {
+            client,
+            permissions,
+        }
+    }
 }
 
 impl From<async_nats::Client> for Connection {

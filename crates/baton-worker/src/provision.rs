@@ -50,22 +50,8 @@ pub(crate) async fn provision(
     subjects: &Subjects,
     settings: &StreamSettings,
 ) -> Result<(), Error> {
-    let base = stream::Config {
-        storage: stream::StorageType::File,
-        num_replicas: settings.replicas,
-        duplicate_window: settings.duplicate_window,
-        ..Default::default()
-    };
-    ensure_stream(
-        publisher,
-        stream::Config {
-            name: subjects.tasks_stream(),
-            subjects: vec![subjects.ingress(), subjects.all_agents()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            ..base.clone()
-        },
-    )
-    .await?;
+    provision_tasks(publisher, subjects, settings).await?;
+    let base = base_config(settings);
     ensure_stream(
         publisher,
         stream::Config {
@@ -88,6 +74,39 @@ pub(crate) async fn provision(
     )
     .await?;
     Ok(())
+}
+
+/// Creates `BATON_TASKS` if it is missing: all a client that sends tasks
+/// and reads sessions through the router needs.
+///
+/// # Errors
+///
+/// As [`provision`].
+pub(crate) async fn provision_tasks(
+    publisher: &Publisher,
+    subjects: &Subjects,
+    settings: &StreamSettings,
+) -> Result<(), Error> {
+    ensure_stream(
+        publisher,
+        stream::Config {
+            name: subjects.tasks_stream(),
+            subjects: vec![subjects.ingress(), subjects.all_agents()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            ..base_config(settings)
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+fn base_config(settings: &StreamSettings) -> stream::Config {
+    stream::Config {
+        storage: stream::StorageType::File,
+        num_replicas: settings.replicas,
+        duplicate_window: settings.duplicate_window,
+        ..Default::default()
+    }
 }
 
 async fn ensure_stream(

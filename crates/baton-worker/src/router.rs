@@ -12,6 +12,8 @@ use baton_proto::{
 use tracing::Instrument;
 
 use crate::advisory;
+use crate::claimcheck::{ClaimCheck, ClaimSettings};
+use crate::client::Client;
 use crate::connection::{Connection, Permissions};
 use crate::deadlines;
 use crate::delivery::Delivery;
@@ -22,6 +24,7 @@ use crate::provision::{self, StreamSettings};
 use crate::publish::Publisher;
 use crate::registry::RegistryClient;
 use crate::served::Served;
+use crate::sessions::Sessions;
 
 /// Settings of the ingress router.
 #[derive(Debug, Clone)]
@@ -149,7 +152,7 @@ impl Router {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let jetstream = jetstream::new(self.client.clone());
         let config = Arc::new(self.config);
-        let publisher = Publisher::new(jetstream.clone(), self.permissions);
+        let publisher = Publisher::new(jetstream.clone(), self.permissions.clone());
         provision::provision(&publisher, &config.subjects, &config.streams).await?;
         let (subjects, ack_wait) = (&config.subjects, config.ack_wait);
         let source = Source::tasks(
@@ -206,6 +209,20 @@ impl Router {
             nets.push(net.spawn().await?);
         }
         let stop = tokio_util::sync::CancellationToken::new();
+        // Session reads and cancels for clients that may not read the
+        // events stream.
+        let canceller = Client::new(
+            Connection::from_parts(self.client.clone(), self.permissions.clone()),
+            config.subjects.clone(),
+        )
+        .with_streams(config.streams.clone())
+        .reading_the_stream();
+        let claims = Arc::new(ClaimCheck::open(
+            &self.client,
+            &config.subjects,
+            ClaimSettings::default(),
+        ));
+        let sessions = Sessions::new(canceller, claims).serve(stop.clone()).await?;
         let router = Arc::new(Ingress {
             config,
             registry,
@@ -230,6 +247,7 @@ impl Router {
         };
         tokio::join!(ingress, watch, stopper);
         nets.iter().for_each(tokio::task::JoinHandle::abort);
+        sessions.abort();
         Ok(())
     }
 }

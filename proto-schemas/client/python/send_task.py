@@ -13,6 +13,10 @@ stored in the BATON_CLAIMS object store under the SHA-256 of its msgpack
 encoding, and the envelope lists it in `claims`. Events with a large answer
 arrive the same way and are restored before they are printed.
 
+A NATS user under the generated `client` permissions may not read the events
+stream: with --through-router it reads the session from the router instead
+(PROTOCOL.md, "Reading a session through the router"), one request per page.
+
 Exit status: 0 when the session completed, 1 when it failed, 2 on a timeout.
 """
 
@@ -179,6 +183,36 @@ def describe(event: dict) -> str:
     return f"{kind} {agent}{reason}{detail}"
 
 
+async def through_router(nc, prefix: str, session: str):
+    """The session's events, read from the router's session service.
+
+    Each request names the session and the last stream sequence read; the
+    router answers with the events after it, or waits up to `wait_ms` for the
+    next one. An event too large for one answer comes in parts.
+    """
+    after, part = 0, b""
+    while True:
+        request = {"after": after, "wait_ms": 5000, "offset": len(part)}
+        msg = await nc.request(
+            f"{prefix}.session.read.{session}", msgpack.packb(request), timeout=15
+        )
+        reply = msgpack.unpackb(msg.data, raw=False)
+        if reply.get("error"):
+            raise RuntimeError(f"the router could not read the session: {reply['error']}")
+        if reply.get("part"):
+            piece = reply["part"]
+            part += piece["bytes"]
+            if len(part) >= piece["total"]:
+                after = piece["seq"]
+                yield msgpack.unpackb(part, raw=False)
+                part = b""
+            continue
+        for read in reply.get("events") or []:
+            if read["seq"]:
+                after = read["seq"]
+            yield read["event"]
+
+
 async def run(args: argparse.Namespace) -> int:
     nc = await nats.connect(args.url)
     try:
@@ -194,6 +228,16 @@ async def run(args: argparse.Namespace) -> int:
             task, objects = check_out(task)
             await store_objects(js, args.prefix, objects)
             payload = msgpack.packb(task, use_bin_type=True)
+        subject = f"{args.prefix}.agent.{args.to}" if args.direct else f"{args.prefix}.ingress"
+        if args.through_router:
+            await js.publish(subject, payload, headers={"Nats-Msg-Id": task["id"]})
+            print(f"session {session}")
+            events = through_router(nc, args.prefix, session)
+            try:
+                return await asyncio.wait_for(follow(events), args.timeout)
+            except asyncio.TimeoutError:
+                print("timed out waiting for the session to end", file=sys.stderr)
+                return 2
         # Follow the session from its first event, so nothing published before
         # the subscription starts is missed.
         sub = await js.subscribe(
@@ -201,28 +245,36 @@ async def run(args: argparse.Namespace) -> int:
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL,
         )
-        subject = f"{args.prefix}.agent.{args.to}" if args.direct else f"{args.prefix}.ingress"
         await js.publish(subject, payload, headers={"Nats-Msg-Id": task["id"]})
         print(f"session {session}")
-        deadline = time.monotonic() + args.timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                print("timed out waiting for the session to end", file=sys.stderr)
-                return 2
-            try:
-                msg = await sub.next_msg(timeout=remaining)
-            except nats.errors.TimeoutError:
-                continue
-            stored = await restore(js, args.prefix, msgpack.unpackb(msg.data, raw=False))
-            for event in unfold(stored):
-                print(describe(event))
-            if event.get("type") in TERMINAL:
-                path = " -> ".join(hop["agent"] for hop in event.get("path") or [])
-                print(f"path: {path}")
-                return 0 if event["type"] == "completed" else 1
+
+        async def stored():
+            deadline = time.monotonic() + args.timeout
+            while time.monotonic() < deadline:
+                try:
+                    msg = await sub.next_msg(timeout=deadline - time.monotonic())
+                except nats.errors.TimeoutError:
+                    continue
+                yield await restore(js, args.prefix, msgpack.unpackb(msg.data, raw=False))
+
+        code = await follow(stored())
+        if code == 2:
+            print("timed out waiting for the session to end", file=sys.stderr)
+        return code
     finally:
         await nc.close()
+
+
+async def follow(events) -> int:
+    """Prints each event until the terminal one; 0 completed, 1 failed, 2 no end."""
+    async for stored in events:
+        for event in unfold(stored):
+            print(describe(event))
+        if event.get("type") in TERMINAL:
+            path = " -> ".join(hop["agent"] for hop in event.get("path") or [])
+            print(f"path: {path}")
+            return 0 if event["type"] == "completed" else 1
+    return 2
 
 
 def main() -> int:
@@ -233,6 +285,7 @@ def main() -> int:
     parser.add_argument("--prefix", default="baton", help="Baton subject prefix")
     parser.add_argument("--to", help="first agent type (default: the router's entry agent)")
     parser.add_argument("--direct", action="store_true", help="publish to the agent's subject (needs --to), not the ingress")
+    parser.add_argument("--through-router", action="store_true", help="read the session from the router (for users under the generated client permissions)")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the session to end")
     return asyncio.run(run(parser.parse_args()))
 
