@@ -95,6 +95,24 @@ async fn a_client_reads_only_the_sessions_it_names_and_nothing_of_another_prefix
     )?;
     let sent: serde_json::Value = serde_json::from_slice(&sent.stdout)?;
     assert_eq!(sent["type"], "completed", "{sent}");
+    // So does the protocol's Python client, reading through the router.
+    let url = system
+        .server_url()
+        .replacen("nats://", "nats://client:client-pw@", 1);
+    let python = system.python_client(&[
+        "--url",
+        &url,
+        "--inbox-prefix",
+        "_INBOX_client",
+        "--through-router",
+        "a question from Python",
+    ])?;
+    let said = String::from_utf8_lossy(&python.stdout);
+    assert!(
+        python.status.success() && said.contains("completed"),
+        "{said}{}",
+        String::from_utf8_lossy(&python.stderr)
+    );
     let mine = others[0].to_string();
     let watched = ok_as(&system, "client", &["watch", &mine])?;
     let watched = String::from_utf8_lossy(&watched.stdout);

@@ -214,7 +214,7 @@ async def through_router(nc, prefix: str, session: str):
 
 
 async def run(args: argparse.Namespace) -> int:
-    nc = await nats.connect(args.url)
+    nc = await nats.connect(args.url, inbox_prefix=args.inbox_prefix)
     try:
         js = nc.jetstream()
         text = args.text
@@ -285,6 +285,7 @@ def main() -> int:
     parser.add_argument("--prefix", default="baton", help="Baton subject prefix")
     parser.add_argument("--to", help="first agent type (default: the router's entry agent)")
     parser.add_argument("--direct", action="store_true", help="publish to the agent's subject (needs --to), not the ingress")
+    parser.add_argument("--inbox-prefix", default="_INBOX", help="prefix of reply subjects (the generated client block allows _INBOX_client)")
     parser.add_argument("--through-router", action="store_true", help="read the session from the router (for users under the generated client permissions)")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for the session to end")
     return asyncio.run(run(parser.parse_args()))
