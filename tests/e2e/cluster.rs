@@ -440,3 +440,180 @@ async fn doctor_finds_the_cluster_from_one_node_and_flags_single_replica_streams
     assert!(down, "{report:#}");
     Ok(())
 }
+
+/// When each session's first terminal event was stored (the server's
+/// timestamp, unix ms), and how many terminal events each has; and when
+/// each event was stored.
+type Ends = (
+    std::collections::HashMap<uuid::Uuid, (u64, usize)>,
+    Vec<u64>,
+);
+
+async fn ends_stored(js: &async_nats::jetstream::Context) -> anyhow::Result<Ends> {
+    use baton_proto::Wire;
+    use futures::StreamExt;
+    let mut stream = js.get_stream("BATON_EVENTS").await?;
+    let last = stream.info().await?.state.last_sequence;
+    let (mut ends, mut stored) = (std::collections::HashMap::new(), Vec::new());
+    if last == 0 {
+        return Ok((ends, stored));
+    }
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
+        .await?;
+    let mut messages = consumer.messages().await?;
+    while let Some(message) = messages.next().await {
+        let message = message?;
+        let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (seq, at) = (info.stream_sequence, info.published);
+        if message.subject.ends_with(&uuid::Uuid::nil().to_string()) {
+            // The leader-loss probe's writes.
+            if seq >= last {
+                break;
+            }
+            continue;
+        }
+        let event = baton_proto::Event::from_msgpack(&message.payload)?;
+        let at = u64::try_from(at.unix_timestamp_nanos() / 1_000_000)?;
+        stored.push(at);
+        if event.kind.is_terminal() {
+            let end = ends.entry(event.session).or_insert((at, 0));
+            end.1 += 1;
+        }
+        if seq >= last {
+            break;
+        }
+    }
+    Ok((ends, stored))
+}
+
+/// The `q`-quantile of `sorted`.
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Kills the leader of `stream` while sessions run on three-hop chains at
+/// the default settings, and reports how long after the kill the sessions
+/// in flight then ended (figures in docs/operators/cluster.md).
+async fn leader_loss(stream: &str) -> anyhow::Result<()> {
+    const SESSIONS: usize = 150;
+    let (mut cluster, nats) = started_cluster().await?;
+    let urls = cluster.urls();
+    let js = async_nats::jetstream::new(nats.clone());
+    let worker = |agent: &'static str, next: Option<&'static str>| {
+        let mut args = vec![
+            "worker",
+            agent,
+            "--relay",
+            "--no-registry",
+            "--concurrency",
+            "16",
+            "--work-ms",
+            "500",
+        ];
+        args.extend(next.map(|next| ["--next", next]).into_iter().flatten());
+        (agent, args)
+    };
+    let workers = [
+        worker("intake", Some("work")),
+        worker("work", Some("finish")),
+        worker("finish", None),
+    ];
+    let _processes = start_workers(&urls, &workers).await?;
+    let client = baton_worker::Client::new(nats.clone(), baton_proto::Subjects::default());
+    let intake = baton_proto::AgentName::new("intake")?;
+    let tasks: Vec<Envelope> = (0..SESSIONS)
+        .map(|n| Envelope::task(format!("session {n}")))
+        .collect();
+    for task in &tasks {
+        client.submit_to(&intake, task).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let info = js.get_stream(stream).await?.info().await?.clone();
+    let leader = node_index(&info.cluster.and_then(|c| c.leader).unwrap_or_default())?;
+    let killed_at = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?;
+    // A probe that writes to the stream every 50 ms, each write given
+    // 500 ms: when the server takes writes again, whatever Baton does.
+    let probe_subject = if stream == "BATON_TASKS" {
+        "baton.agent._probe".to_owned()
+    } else {
+        format!("baton.events.{}", uuid::Uuid::nil())
+    };
+    cluster.nodes[leader].kill();
+    let killed = std::time::Instant::now();
+    let probe = {
+        let js = js.clone();
+        tokio::spawn(async move {
+            loop {
+                let sent = js.publish(probe_subject.clone(), "probe".into()).await;
+                if let Ok(ack) = sent
+                    && tokio::time::timeout(Duration::from_millis(500), ack)
+                        .await
+                        .is_ok_and(|ack| ack.is_ok())
+                {
+                    return killed.elapsed();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let probed = probe.await?;
+    let ends = eventually(Duration::from_secs(180), || async {
+        let (ends, stored) = ends_stored(&js).await?;
+        let ended = tasks
+            .iter()
+            .filter(|t| ends.contains_key(&t.session))
+            .count();
+        anyhow::ensure!(ended == SESSIONS, "{ended} of {SESSIONS} ended");
+        Ok((ends, stored))
+    })
+    .await?;
+    let (ends, stored) = ends;
+    // The first event stored after the kill: when the events stream took
+    // writes again.
+    let resumed = stored
+        .iter()
+        .filter(|&&at| at > killed_at)
+        .min()
+        .map_or(0, |at| at - killed_at);
+    let mut after: Vec<u64> = tasks
+        .iter()
+        .map(|t| ends[&t.session].0)
+        .filter(|&at| at > killed_at)
+        .map(|at| at - killed_at)
+        .collect();
+    after.sort_unstable();
+    let doubled = tasks.iter().filter(|t| ends[&t.session].1 != 1).count();
+    println!(
+        "leader of {stream} (n{}) killed: the server took a write again after {} ms, Baton's first event was stored after {} ms; {} of {SESSIONS} sessions ended after the kill; \
+         ms after the kill: p50 {} p90 {} p99 {} max {}; {doubled} without exactly one end",
+        leader + 1,
+        probed.as_millis(),
+        resumed,
+        after.len(),
+        quantile(&after, 0.5),
+        quantile(&after, 0.9),
+        quantile(&after, 0.99),
+        after.last().copied().unwrap_or(0),
+    );
+    assert_eq!(doubled, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_the_tasks_leader_mid_run_ends_every_session_once() -> anyhow::Result<()> {
+    leader_loss("BATON_TASKS").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_the_events_leader_mid_run_ends_every_session_once() -> anyhow::Result<()> {
+    leader_loss("BATON_EVENTS").await
+}

@@ -127,6 +127,7 @@ async fn run<H, F>(
         refill_at: (concurrency / 4).max(1),
         count: 0,
         last_request: Instant::now(),
+        last_news: Instant::now(),
         retry_at: None,
         connects: source.client.statistics().connects.load(Ordering::Relaxed),
     };
@@ -136,13 +137,14 @@ async fn run<H, F>(
     loop {
         while tasks.try_join_next().is_some() {}
         puller.ask(semaphore.available_permits()).await;
-        let stale = puller.last_request + puller.stale_after();
+        let stale = puller.stale_at();
         tokio::select! {
             message = inbox.next() => {
                 let Some(message) = message else {
                     tracing::warn!("pull inbox closed");
                     break;
                 };
+                puller.last_news = Instant::now();
                 if !puller.delivered(&message) {
                     continue;
                 }
@@ -163,7 +165,9 @@ async fn run<H, F>(
             () = freed.notified() => {}
             () = tokio::time::sleep_until(puller.retry_at.unwrap_or_else(Instant::now)), if puller.retry_at.is_some() => {}
             () = tokio::time::sleep_until(stale), if puller.count > 0 => {
-                // A status was lost: start counting afresh.
+                // A status was lost, or the requests with a consumer
+                // leader: start counting afresh.
+                tracing::debug!(consumer = %source.consumer, "pull requests silent: pulling again");
                 puller.count = 0;
             }
             _ = watch.tick() => {
@@ -210,6 +214,9 @@ async fn subscribe(
     }
 }
 
+/// The longest interval between a waiting pull request's heartbeats.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
 /// Pull requests of one consumer: how many messages were asked for and not
 /// yet received, and when to ask again.
 struct Puller {
@@ -223,6 +230,8 @@ struct Puller {
     refill_at: usize,
     count: usize,
     last_request: Instant,
+    /// When the last message or heartbeat of a request arrived.
+    last_news: Instant,
     /// Set when a pull request could not be sent (e.g. while reconnecting).
     retry_at: Option<Instant>,
     /// The connection's connect count when the requests were sent.
@@ -242,6 +251,20 @@ impl Puller {
         self.expires + Duration::from_secs(2)
     }
 
+    /// How often the server says an open request is alive while it has
+    /// nothing to deliver.
+    fn heartbeat(&self) -> Duration {
+        (self.expires / 4).clamp(Duration::from_millis(100), HEARTBEAT)
+    }
+
+    /// When outstanding requests count as lost: three heartbeats without
+    /// news (a consumer's leader died with them, and its successor does
+    /// not know them), or their expiry passed without the server saying so.
+    fn stale_at(&self) -> Instant {
+        let silent = self.last_news.max(self.last_request) + self.heartbeat() * 3;
+        silent.min(self.last_request + self.stale_after())
+    }
+
     /// Asks for as many messages as there are free permits not yet asked for.
     async fn ask(&mut self, free: usize) {
         let want = free.saturating_sub(self.count);
@@ -254,8 +277,9 @@ impl Puller {
         }
         self.retry_at = None;
         let body = format!(
-            r#"{{"batch":{want},"expires":{}}}"#,
-            self.expires.as_nanos()
+            r#"{{"batch":{want},"expires":{},"idle_heartbeat":{}}}"#,
+            self.expires.as_nanos(),
+            self.heartbeat().as_nanos()
         );
         match self
             .client

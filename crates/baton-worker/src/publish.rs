@@ -118,12 +118,18 @@ impl std::fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// How long one publish attempt waits for the stream's acknowledgement.
+const ACK_PATIENCE: Duration = Duration::from_secs(2);
+
 impl Publisher {
     pub(crate) fn new(jetstream: jetstream::Context, permissions: Permissions) -> Self {
+        // With ACK_PATIENCE per attempt, about 45 s in all: a stream
+        // electing a new leader (a few seconds) is ridden out, and the first
+        // attempt after the election is at most about 3 s late.
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(50))
-            .with_max_delay(Duration::from_secs(2))
-            .with_max_times(8)
+            .with_max_delay(Duration::from_secs(1))
+            .with_max_times(16)
             .with_jitter();
         Self {
             client: jetstream.client(),
@@ -335,6 +341,12 @@ impl Publisher {
                 .map(|ack| ack.sequence)
                 .map_err(|err| Failure::from_publish(err.kind(), err.to_string())),
             () = self.permissions.refused(&message.subject, since) => Err(Failure::Refused),
+            // A stream whose leader died answers nothing until it has a new
+            // one: ask again soon rather than wait out the client's 5 s. A
+            // copy that was stored after all has the same id and is dropped.
+            () = tokio::time::sleep(ACK_PATIENCE) => Err(Failure::Other(format!(
+                "no acknowledgement within {ACK_PATIENCE:?}"
+            ))),
         }
     }
 
