@@ -22,6 +22,38 @@ fn baton(urls: &str, args: &[&str]) -> std::process::Command {
     command
 }
 
+/// Relay workers intake → work → finish (16 at a time, no registry, with
+/// `extra` flags) on the cluster, and `sessions` tasks for them.
+async fn chain(
+    urls: &str,
+    extra: &[&'static str],
+    sessions: usize,
+) -> anyhow::Result<(Vec<ChildProcess>, Vec<Envelope>)> {
+    let worker = |agent: &'static str, next: Option<&'static str>| {
+        let mut args = vec![
+            "worker",
+            agent,
+            "--relay",
+            "--concurrency",
+            "16",
+            "--no-registry",
+        ];
+        args.extend(extra);
+        args.extend(next.map(|next| ["--next", next]).into_iter().flatten());
+        (agent, args)
+    };
+    let workers = [
+        worker("intake", Some("work")),
+        worker("work", Some("finish")),
+        worker("finish", None),
+    ];
+    let processes = start_workers(urls, &workers).await?;
+    let tasks = (0..sessions)
+        .map(|n| Envelope::task(format!("session {n}")))
+        .collect();
+    Ok((processes, tasks))
+}
+
 /// A 3-node cluster, and a client of all its nodes once JetStream has a leader.
 async fn started_cluster() -> anyhow::Result<(NatsCluster, async_nats::Client)> {
     let cluster = tokio::task::spawn_blocking(|| NatsCluster::start(3)).await??;
@@ -168,31 +200,9 @@ async fn losing_a_follower_then_the_tasks_leader_loses_and_doubles_nothing() -> 
     let urls = cluster.urls();
     let js = async_nats::jetstream::new(nats.clone());
     // A message whose ack was lost with a node comes back after ack_wait.
-    let flags = [
-        "--relay",
-        "--concurrency",
-        "16",
-        "--no-registry",
-        "--ack-wait-secs",
-        "5",
-    ];
-    let worker = |agent: &'static str, next: Option<&'static str>| {
-        let mut args = vec!["worker", agent];
-        args.extend(flags);
-        args.extend(next.map(|next| ["--next", next]).into_iter().flatten());
-        (agent, args)
-    };
-    let workers = [
-        worker("intake", Some("work")),
-        worker("work", Some("finish")),
-        worker("finish", None),
-    ];
-    let _processes = start_workers(&urls, &workers).await?;
+    let (_processes, tasks) = chain(&urls, &["--ack-wait-secs", "5"], SESSIONS).await?;
     let client = baton_worker::Client::new(nats.clone(), baton_proto::Subjects::default());
     let intake = baton_proto::AgentName::new("intake")?;
-    let tasks: Vec<Envelope> = (0..SESSIONS)
-        .map(|n| Envelope::task(format!("session {n}")))
-        .collect();
     let leader = || async {
         let mut stream = js.get_stream("BATON_TASKS").await?;
         let info = stream.info().await?;
@@ -504,31 +514,9 @@ async fn leader_loss(stream: &str) -> anyhow::Result<()> {
     let (mut cluster, nats) = started_cluster().await?;
     let urls = cluster.urls();
     let js = async_nats::jetstream::new(nats.clone());
-    let worker = |agent: &'static str, next: Option<&'static str>| {
-        let mut args = vec![
-            "worker",
-            agent,
-            "--relay",
-            "--no-registry",
-            "--concurrency",
-            "16",
-            "--work-ms",
-            "500",
-        ];
-        args.extend(next.map(|next| ["--next", next]).into_iter().flatten());
-        (agent, args)
-    };
-    let workers = [
-        worker("intake", Some("work")),
-        worker("work", Some("finish")),
-        worker("finish", None),
-    ];
-    let _processes = start_workers(&urls, &workers).await?;
+    let (_processes, tasks) = chain(&urls, &["--work-ms", "500"], SESSIONS).await?;
     let client = baton_worker::Client::new(nats.clone(), baton_proto::Subjects::default());
     let intake = baton_proto::AgentName::new("intake")?;
-    let tasks: Vec<Envelope> = (0..SESSIONS)
-        .map(|n| Envelope::task(format!("session {n}")))
-        .collect();
     for task in &tasks {
         client.submit_to(&intake, task).await?;
     }
