@@ -32,5 +32,6 @@ mod setup;
 mod specs;
 mod targets;
 mod tls;
+mod tools;
 mod traces;
 mod util;

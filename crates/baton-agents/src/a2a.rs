@@ -118,7 +118,7 @@ impl A2aRunner {
             ),
             None => fallback.cloned(),
         };
-        let http = reqwest::Client::builder()
+        let http = crate::http()
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;

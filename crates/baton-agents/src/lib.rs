@@ -23,6 +23,7 @@ mod exec;
 mod human;
 mod llm;
 pub mod spec;
+mod tools;
 
 use std::time::Duration;
 
@@ -51,12 +52,19 @@ impl StartError {
 enum Runner {
     A2a(Box<A2aRunner>),
     Exec(ExecRunner),
-    Llm(LlmRunner),
+    Llm(Box<LlmRunner>),
     Human(Box<HumanRunner>),
     Chain {
         steps: Vec<AgentName>,
         recover: Option<Recover>,
     },
+}
+
+/// An HTTP client builder whose TLS uses ring, the crypto provider the NATS
+/// client uses too (installed as the process's default if none is).
+pub(crate) fn http() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
 }
 
 /// An agent type defined by a spec.
@@ -83,7 +91,11 @@ impl SpecAgent {
         let runner = match &spec.kind {
             Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
-            Kind::Llm(llm) => Runner::Llm(LlmRunner::new(llm, &spec.routing, &spec.delegates)?),
+            Kind::Llm(llm) => Runner::Llm(Box::new(
+                LlmRunner::new(llm, &spec.routing, &spec.delegates)?
+                    .with_mcp(&spec.mcp)
+                    .await?,
+            )),
             Kind::Chain(chain) => {
                 let name = |agent: &String| {
                     AgentName::new(agent.as_str())

@@ -17,8 +17,14 @@ use baton_worker::{
 use serde_json::{Value as Json, json};
 use tracing::Instrument as _;
 
+use std::sync::Arc;
+
 use crate::StartError;
-use crate::spec::{DelegateSpec, LlmSpec};
+use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
+use crate::tools::Toolbox;
+
+mod calling;
+use calling::Turn;
 
 /// One tool offered to the model.
 #[derive(Debug, Clone)]
@@ -48,6 +54,12 @@ pub struct LlmRunner {
     delegates: Vec<DelegateSpec>,
     /// Tokens in and out, by model (`baton.llm.tokens`).
     tokens: opentelemetry::metrics::Counter<u64>,
+    /// Tools from the spec's MCP servers.
+    toolbox: Arc<Toolbox>,
+    /// MCP tool calls, by tool and outcome (`baton.tool.calls`).
+    tool_calls: opentelemetry::metrics::Counter<u64>,
+    /// How long MCP tool calls take (`baton.tool.duration`).
+    tool_seconds: opentelemetry::metrics::Histogram<f64>,
 }
 
 impl LlmRunner {
@@ -70,7 +82,7 @@ impl LlmRunner {
             })?),
             None => None,
         };
-        let http = reqwest::Client::builder()
+        let http = crate::http()
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
             .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
@@ -124,7 +136,28 @@ impl LlmRunner {
                 .u64_counter("baton.llm.tokens")
                 .with_description("Tokens the model read (type input) and wrote (type output), by model, from its usage report")
                 .build(),
+            toolbox: Arc::default(),
+            tool_calls: baton_worker::meter()
+                .u64_counter("baton.tool.calls")
+                .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
+                .build(),
+            tool_seconds: baton_worker::meter()
+                .f64_histogram("baton.tool.duration")
+                .with_unit("s")
+                .with_description("How long MCP tool calls take, by tool and outcome")
+                .build(),
         })
+    }
+
+    /// Offers the tools of `mcp` too, reaching each server now.
+    ///
+    /// # Errors
+    ///
+    /// As [`Toolbox::connect`]: a message that names the server and the tool.
+    pub(crate) async fn with_mcp(mut self, mcp: &[McpSpec]) -> Result<Self, StartError> {
+        let taken: Vec<String> = self.tools.iter().map(|tool| tool.name.clone()).collect();
+        self.toolbox = Arc::new(Toolbox::connect(mcp, &taken).await?);
+        Ok(self)
     }
 
     /// Asks the model about `task`.
@@ -135,7 +168,7 @@ impl LlmRunner {
     /// `Retry-After`); fatal for other HTTP errors and for a second invalid
     /// tool call in a row.
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
-        self.converse(self.conversation(task)).await
+        self.converse(task, self.conversation(task)).await
     }
 
     /// Continues after the model's delegate tool calls have been answered:
@@ -161,7 +194,7 @@ impl LlmRunner {
                 "content": content,
             }));
         }
-        let mut outcome = self.converse(messages.clone()).await?;
+        let mut outcome = self.converse(task, messages.clone()).await?;
         // Keep the tool results in the session's conversation.
         let recorded: Vec<Message> = results
             .results
@@ -178,10 +211,15 @@ impl LlmRunner {
         Ok(outcome)
     }
 
-    async fn converse(&self, mut messages: Vec<Json>) -> Result<Outcome, AgentError> {
+    async fn converse(&self, task: &Task, mut messages: Vec<Json>) -> Result<Outcome, AgentError> {
         let mut update = ContextUpdate::default();
         let mut corrected = false;
+        let mut steps = 0;
         loop {
+            steps += 1;
+            if steps > self.settings.max_steps {
+                return Ok(self.out_of_steps(update));
+            }
             let answer = self.complete(&messages).await?;
             let message = &answer["choices"][0]["message"];
             let content = message["content"].as_str().unwrap_or_default().to_owned();
@@ -197,6 +235,24 @@ impl LlmRunner {
                 }
                 return Ok(Outcome::answer(content).with_update(update).into());
             };
+            if self.all_mcp(&calls) {
+                let turn = Turn {
+                    task,
+                    content: &content,
+                    calls: &calls,
+                    step: steps,
+                };
+                match self
+                    .call_tools(turn, &mut messages, &mut update, &mut corrected)
+                    .await?
+                {
+                    Some(calls_made) => {
+                        steps += calls_made;
+                        continue;
+                    }
+                    None => continue,
+                }
+            }
             if let Some(children) = self.delegations(&calls) {
                 // Every call asks a delegate: one parallel delegation, one child per call.
                 let mut asked = Message::new(Role::Agent, content.clone());
@@ -298,7 +354,12 @@ impl LlmRunner {
     }
 
     fn tool_names(&self) -> Vec<&str> {
-        self.tools.iter().map(|tool| tool.name.as_str()).collect()
+        let mcp = self.toolbox.tools().iter().map(|tool| tool.name.as_str());
+        self.tools
+            .iter()
+            .map(|tool| tool.name.as_str())
+            .chain(mcp)
+            .collect()
     }
 
     /// The system prompt, then the session's conversation, as chat messages.
@@ -394,7 +455,17 @@ impl LlmRunner {
 
     async fn request(&self, messages: &[Json]) -> Result<Json, AgentError> {
         let mut body = json!({"model": self.settings.model, "messages": messages});
-        if !self.tools.is_empty() {
+        if !self.tools.is_empty() || !self.toolbox.tools().is_empty() {
+            let mcp = self.toolbox.tools().iter().map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.schema,
+                    },
+                })
+            });
             body["tools"] = self
                 .tools
                 .iter()
@@ -419,6 +490,7 @@ impl LlmRunner {
                         },
                     })
                 })
+                .chain(mcp)
                 .collect();
         }
         if let Some(temperature) = self.settings.temperature {

@@ -107,6 +107,63 @@ pub struct LlmSpec {
     /// How long one HTTP request may take, in ms.
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
+    /// The most model calls and tool calls in one hop; passing it sends the
+    /// session to the fallback with reason `max_steps`.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+}
+
+fn default_max_steps() -> u32 {
+    16
+}
+
+/// An MCP server whose tools an LLM agent may call (`[[mcp]]`): either
+/// `url` (streamable HTTP) or `command` (stdio, one process per worker).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSpec {
+    /// The server's streamable-HTTP endpoint, e.g. `http://127.0.0.1:8000/mcp`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The environment variable that holds a bearer token for `url`.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// The program (and its arguments) that serves MCP on stdio.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// Only these of the server's tools are offered (all when absent).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Put before each tool's name, to keep two servers' tools apart.
+    #[serde(default)]
+    pub prefix: String,
+    /// How long one call may take, in ms.
+    #[serde(default = "default_tool_timeout_ms")]
+    pub timeout_ms: u64,
+    /// The largest result handed to the model, in bytes; a larger one is
+    /// reported to the model as an error.
+    #[serde(default = "default_max_result_bytes")]
+    pub max_result_bytes: usize,
+}
+
+fn default_tool_timeout_ms() -> u64 {
+    30_000
+}
+
+fn default_max_result_bytes() -> usize {
+    4 * 1024 * 1024
+}
+
+impl McpSpec {
+    /// How errors name the server: its URL or its program.
+    #[must_use]
+    pub fn label(&self) -> String {
+        match (&self.url, &self.command) {
+            (Some(url), _) => url.clone(),
+            (None, Some(command)) => command.join(" "),
+            (None, None) => "an [[mcp]] entry".to_owned(),
+        }
+    }
 }
 
 fn default_base_url() -> String {
@@ -239,6 +296,8 @@ pub struct AgentSpec {
     pub routing: Routing,
     /// Agents an LLM agent may delegate to, as tools.
     pub delegates: Vec<DelegateSpec>,
+    /// The MCP servers whose tools an LLM agent calls.
+    pub mcp: Vec<McpSpec>,
     /// How deep delegations may nest below the session's root.
     pub max_delegation_depth: u32,
     /// How long a delegation waits for its children.

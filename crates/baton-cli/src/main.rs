@@ -24,6 +24,9 @@ use args::{Cli, Command};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // One TLS crypto provider for every client in the process (NATS, HTTP):
+    // ring, which needs no C toolchain beyond the compiler.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let matches = unset_empty_env(<Cli as clap::CommandFactory>::command()).get_matches();
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,

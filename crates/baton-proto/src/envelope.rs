@@ -75,6 +75,10 @@ wire_enum! {
         HumanHandoff = "human_handoff",
         /// The session was cancelled (`baton cancel`, A2A `CancelTask`).
         Cancelled = "cancelled",
+        /// An LLM agent's hop used up its model and tool calls (`max_steps`).
+        MaxSteps = "max_steps",
+        /// A tool call that must not be repeated may or may not have run.
+        ToolOutcomeUnknown = "tool_outcome_unknown",
     }
 }
 

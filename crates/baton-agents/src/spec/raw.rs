@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    A2aSpec, AgentSpec, ChainSpec, ExecSpec, HumanSpec, Kind, KindName, LlmSpec, SpecError,
+    A2aSpec, AgentSpec, ChainSpec, ExecSpec, HumanSpec, Kind, KindName, LlmSpec, McpSpec, SpecError,
 };
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +46,8 @@ pub(super) struct RawSpec {
     chain: Option<Spanned<ChainSpec>>,
     #[serde(default)]
     delegates: Vec<Spanned<RawDelegate>>,
+    #[serde(default)]
+    mcp: Vec<Spanned<McpSpec>>,
     #[serde(default = "four")]
     max_delegation_depth: u32,
     #[serde(default)]
@@ -232,6 +234,7 @@ impl Report<'_> {
         let kind = self.kind(&raw);
         let routing = self.routing(&raw, kind.as_ref());
         let delegates = self.delegates(&raw, kind.as_ref());
+        let mcp = self.mcp(&raw, kind.as_ref());
         Some(AgentSpec {
             file: self.file.clone(),
             name: name?,
@@ -249,6 +252,7 @@ impl Report<'_> {
             kind: kind?,
             routing,
             delegates,
+            mcp,
             max_delegation_depth: raw.max_delegation_depth,
             join_timeout: raw.join_timeout_ms.map(Duration::from_millis),
         })
@@ -395,4 +399,5 @@ impl Report<'_> {
     }
 }
 
+mod mcp;
 mod routes;

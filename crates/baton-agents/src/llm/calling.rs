@@ -1,0 +1,165 @@
+//! An LLM agent's calls of MCP tools within one hop: checked against the
+//! tool's schema, made with an idempotency key, and their results handed
+//! back to the model and kept in the conversation.
+
+use baton_proto::{Message, Reason, Role, Value};
+use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
+use serde_json::{Value as Json, json};
+
+use super::LlmRunner;
+use crate::tools::{McpTool, Toolbox};
+
+/// One model answer that calls tools.
+pub(super) struct Turn<'a> {
+    pub(super) task: &'a Task,
+    pub(super) content: &'a str,
+    pub(super) calls: &'a [Json],
+    /// The hop's step the answer was.
+    pub(super) step: u32,
+}
+
+impl LlmRunner {
+    /// Whether every call of a turn names an MCP tool.
+    pub(super) fn all_mcp(&self, calls: &[Json]) -> bool {
+        !calls.is_empty()
+            && calls.iter().all(|call| {
+                call["function"]["name"]
+                    .as_str()
+                    .is_some_and(|name| self.toolbox.find(name).is_some())
+            })
+    }
+
+    /// Makes a turn's MCP tool calls, in order: `Some(calls made)`, or
+    /// `None` when a call was invalid and the model was told (once).
+    ///
+    /// # Errors
+    ///
+    /// Fatal for a second invalid call in a row; retryable when a server
+    /// cannot be reached, dies mid-call or does not answer in time.
+    pub(super) async fn call_tools(
+        &self,
+        turn: Turn<'_>,
+        messages: &mut Vec<Json>,
+        update: &mut ContextUpdate,
+        corrected: &mut bool,
+    ) -> Result<Option<u32>, AgentError> {
+        let assistant =
+            json!({"role": "assistant", "content": turn.content, "tool_calls": turn.calls});
+        let mut checked = Vec::new();
+        for call in turn.calls {
+            let name = call["function"]["name"].as_str().unwrap_or_default();
+            let Some(tool) = self.toolbox.find(name) else {
+                continue;
+            };
+            match arguments(call).and_then(|args| match Toolbox::invalid(tool, &args) {
+                Some(problem) => Err(problem),
+                None => Ok(args),
+            }) {
+                Ok(args) => checked.push((call, tool, args)),
+                Err(problem) => {
+                    if *corrected {
+                        return Err(AgentError::fatal(format!(
+                            "the model made an invalid tool call twice: {problem}"
+                        )));
+                    }
+                    *corrected = true;
+                    // Tell the model once, then ask again; nothing was called.
+                    messages.push(assistant);
+                    for other in turn.calls {
+                        let said = if std::ptr::eq(other, call) {
+                            format!(
+                                "error: {problem}. Call it again with arguments that match its schema, or answer in text."
+                            )
+                        } else {
+                            "not called: another call of this turn was invalid".to_owned()
+                        };
+                        messages.push(
+                            json!({"role": "tool", "tool_call_id": other["id"], "content": said}),
+                        );
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+        messages.push(assistant);
+        let mut asked = Message::new(Role::Agent, turn.content);
+        asked.tool_calls = Some(rmpv::ext::to_value(json!(turn.calls)).unwrap_or(Value::Nil));
+        update.messages.push(asked);
+        for (index, (call, tool, args)) in checked.iter().enumerate() {
+            let id = call["id"].as_str().unwrap_or_default().to_owned();
+            let key = format!("{}/{}/{index}", turn.task.envelope.id, turn.step);
+            let called = self.call_one(tool, args.clone(), &key).await?;
+            let text = if called.is_error {
+                format!("error: {}", called.text)
+            } else {
+                called.text
+            };
+            messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+            let mut result = Message::new(Role::Tool, text);
+            result.tool_call_id = Some(id);
+            result.name = Some(tool.name.clone());
+            update.messages.push(result);
+        }
+        Ok(Some(u32::try_from(checked.len()).unwrap_or(u32::MAX)))
+    }
+
+    /// One call, in an `execute_tool {tool}` span.
+    async fn call_one(
+        &self,
+        tool: &McpTool,
+        arguments: Json,
+        key: &str,
+    ) -> Result<crate::tools::Called, AgentError> {
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {}", tool.name),
+            otel.kind = "internal",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %tool.name,
+            gen_ai.tool.call.id = %key,
+        );
+        let started = std::time::Instant::now();
+        let called = self
+            .toolbox
+            .call(tool, arguments, key)
+            .instrument(span)
+            .await;
+        let outcome = match &called {
+            Ok(called) if called.is_error => "error",
+            Ok(_) => "ok",
+            Err(_) => "failed",
+        };
+        let labels = [
+            opentelemetry::KeyValue::new("tool", tool.name.clone()),
+            opentelemetry::KeyValue::new("outcome", outcome),
+        ];
+        self.tool_calls.add(1, &labels);
+        self.tool_seconds
+            .record(started.elapsed().as_secs_f64(), &labels);
+        called.map_err(AgentError::retryable)
+    }
+
+    /// The hop used up `max_steps`: the session goes to the fallback with
+    /// reason `max_steps`, with what was said so far.
+    pub(super) fn out_of_steps(&self, update: ContextUpdate) -> Outcome {
+        Outcome::fallback(Reason::MaxSteps)
+            .problem(format!(
+                "the model made {} model and tool calls in one hop without an answer (max_steps)",
+                self.settings.max_steps
+            ))
+            .with_update(update)
+            .into()
+    }
+}
+
+/// A call's arguments as a JSON object, or what is wrong with them.
+fn arguments(call: &Json) -> Result<Json, String> {
+    let text = call["function"]["arguments"].as_str().unwrap_or("{}");
+    let text = if text.trim().is_empty() { "{}" } else { text };
+    match serde_json::from_str::<Json>(text) {
+        Ok(args) if args.is_object() => Ok(args),
+        Ok(_) => Err("the arguments are not a JSON object".to_owned()),
+        Err(err) => Err(format!("the arguments are not JSON: {err}")),
+    }
+}

@@ -1,0 +1,67 @@
+//! The `[[mcp]]` sections of a spec: the MCP servers whose tools an LLM
+//! agent calls. What can be checked without reaching the servers.
+
+use super::{RawSpec, Report};
+use crate::spec::{Kind, McpSpec};
+
+impl Report<'_> {
+    pub(super) fn mcp(&mut self, raw: &RawSpec, kind: Option<&Kind>) -> Vec<McpSpec> {
+        if let (Some(first), false) = (raw.mcp.first(), matches!(kind, Some(Kind::Llm(_)) | None)) {
+            self.error(
+                &first.span(),
+                "[[mcp]] tools are offered to a model: use kind = \"llm\" (an exec program can call MCP servers itself)",
+            );
+            return Vec::new();
+        }
+        let mut servers = Vec::new();
+        for spanned in &raw.mcp {
+            let span = spanned.span();
+            let entry = spanned.get_ref();
+            match (&entry.url, &entry.command) {
+                (Some(url), None) => {
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        self.error(
+                            &span,
+                            format!("[[mcp]] url {url:?} is not an http(s) URL: give the server's streamable-HTTP endpoint, e.g. \"http://127.0.0.1:8000/mcp\""),
+                        );
+                        continue;
+                    }
+                }
+                (None, Some(command)) if command.is_empty() => {
+                    self.error(&span, "[[mcp]] command is empty: name the program, e.g. command = [\"python3\", \"server.py\"]");
+                    continue;
+                }
+                (None, Some(_)) => {
+                    if entry.token_env.is_some() {
+                        self.error(&span, "[[mcp]] token_env goes with url (a bearer token over HTTP); a command gets its secrets from the environment");
+                        continue;
+                    }
+                }
+                _ => {
+                    self.error(&span, "[[mcp]] needs exactly one of url = \"http://...\" and command = [\"program\", ...]");
+                    continue;
+                }
+            }
+            if entry.timeout_ms == 0 {
+                self.error(
+                    &span,
+                    "[[mcp]] timeout_ms is 0: give a call time to answer, e.g. timeout_ms = 30000",
+                );
+                continue;
+            }
+            if !entry
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                self.error(
+                    &span,
+                    format!("[[mcp]] prefix {:?} may hold only letters, digits, _ and - (it goes before tool names)", entry.prefix),
+                );
+                continue;
+            }
+            servers.push(entry.clone());
+        }
+        servers
+    }
+}

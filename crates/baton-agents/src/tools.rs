@@ -1,0 +1,330 @@
+//! Tools from MCP servers, for LLM agents (`[[mcp]]` in a spec).
+//!
+//! At start, each server is reached (a `command` is started, once per
+//! worker; a `url` is connected to over streamable HTTP) and its
+//! `tools/list` read: names, descriptions and input schemas are offered to
+//! the model beside the handoff and delegate tools. A server that cannot be
+//! reached, a name two tools share, or an allow-list entry the server lacks
+//! stops the worker with a message that names the server and the tool.
+//!
+//! A call's arguments are checked against the tool's schema before it is
+//! made. A `command` server that died is started again at the next call.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, RawContent};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value as Json, json};
+use tokio::sync::Mutex;
+
+use crate::StartError;
+use crate::spec::McpSpec;
+
+/// How long reaching a server and listing its tools may take at start.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One tool a server offers, as the model sees it.
+#[derive(Debug)]
+pub(crate) struct McpTool {
+    /// The name offered to the model (the spec's prefix, then the server's name).
+    pub(crate) name: String,
+    pub(crate) description: String,
+    /// The JSON Schema of its arguments.
+    pub(crate) schema: Json,
+    /// The server's own name for it.
+    remote: String,
+    server: usize,
+    validator: jsonschema::Validator,
+}
+
+/// What a call gave back, for the model and the conversation.
+#[derive(Debug, Clone)]
+pub(crate) struct Called {
+    /// The text for the model: the result's text parts, or its structured
+    /// content as JSON when it has no text.
+    pub(crate) text: String,
+    /// The server said the call failed (`isError`).
+    pub(crate) is_error: bool,
+}
+
+/// A connection to one server, made again when it is lost.
+struct Server {
+    spec: McpSpec,
+    token: Option<String>,
+    peer: Mutex<Option<Arc<RunningService<RoleClient, ()>>>>,
+}
+
+/// Every tool of a spec's MCP servers.
+#[derive(Default)]
+pub(crate) struct Toolbox {
+    servers: Vec<Server>,
+    tools: Vec<McpTool>,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toolbox")
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Toolbox {
+    /// Reaches every server of `specs` and reads its tools; `taken` are the
+    /// names the model is offered already (handoffs, delegates).
+    ///
+    /// # Errors
+    ///
+    /// A message naming the server (and the tool) for an unreachable
+    /// server, an unset token variable, a duplicate name, an allow-list
+    /// entry the server does not have, or a schema that is not one.
+    pub(crate) async fn connect(specs: &[McpSpec], taken: &[String]) -> Result<Self, StartError> {
+        let mut toolbox = Self::default();
+        let mut names: std::collections::HashMap<String, String> = taken
+            .iter()
+            .map(|name| {
+                (
+                    name.clone(),
+                    "the spec's handoff and delegate tools".to_owned(),
+                )
+            })
+            .collect();
+        for (index, spec) in specs.iter().enumerate() {
+            let label = spec.label();
+            let token = match &spec.token_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| {
+                    StartError::new(format!(
+                        "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
+                    ))
+                })?),
+                None => None,
+            };
+            let server = Server {
+                spec: spec.clone(),
+                token,
+                peer: Mutex::new(None),
+            };
+            let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
+                .await
+                .map_err(|_| {
+                    StartError::new(format!(
+                        "[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"
+                    ))
+                })??;
+            let listed = peer.list_all_tools().await.map_err(|err| {
+                StartError::new(format!("[[mcp]] {label}: cannot list its tools: {err}"))
+            })?;
+            if let Some(allowed) = &spec.tools
+                && let Some(missing) = allowed
+                    .iter()
+                    .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
+            {
+                let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
+                return Err(StartError::new(format!(
+                    "[[mcp]] {label}: tools lists {missing:?}, which the server does not have (it has {have:?})"
+                )));
+            }
+            for tool in listed {
+                if spec
+                    .tools
+                    .as_ref()
+                    .is_some_and(|allowed| !allowed.iter().any(|name| name == tool.name.as_ref()))
+                {
+                    continue;
+                }
+                let name = format!("{}{}", spec.prefix, tool.name);
+                if let Some(first) = names.insert(name.clone(), label.clone()) {
+                    return Err(StartError::new(format!(
+                        "[[mcp]] {label}: tool {name:?} is also offered by {first}: give one of the servers a prefix = \"...\""
+                    )));
+                }
+                let schema = Json::Object((*tool.input_schema).clone());
+                let validator = jsonschema::validator_for(&schema).map_err(|err| {
+                    StartError::new(format!(
+                        "[[mcp]] {label}: tool {name:?} has an input schema that is not a valid JSON Schema: {err}"
+                    ))
+                })?;
+                let remote = tool.name.to_string();
+                toolbox.tools.push(McpTool {
+                    name,
+                    description: tool.description.map(Cow::into_owned).unwrap_or_default(),
+                    schema,
+                    remote,
+                    server: index,
+                    validator,
+                });
+            }
+            tracing::info!(server = %label, tools = toolbox.tools.iter().filter(|t| t.server == index).count(), "MCP server ready");
+            toolbox.servers.push(server);
+        }
+        Ok(toolbox)
+    }
+
+    /// The tools, in the order the servers listed them.
+    pub(crate) fn tools(&self) -> &[McpTool] {
+        &self.tools
+    }
+
+    /// The tool the model named.
+    pub(crate) fn find(&self, name: &str) -> Option<&McpTool> {
+        self.tools.iter().find(|tool| tool.name == name)
+    }
+
+    /// What is wrong with `arguments` for `tool`, to tell the model.
+    pub(crate) fn invalid(tool: &McpTool, arguments: &Json) -> Option<String> {
+        let problems: Vec<String> = tool
+            .validator
+            .iter_errors(arguments)
+            .take(5)
+            .map(|err| {
+                let at = err.instance_path.to_string();
+                if at.is_empty() {
+                    err.to_string()
+                } else {
+                    format!("{at}: {err}")
+                }
+            })
+            .collect();
+        (!problems.is_empty()).then(|| {
+            format!(
+                "the arguments do not match {}'s schema: {}",
+                tool.name,
+                problems.join("; ")
+            )
+        })
+    }
+
+    /// Calls `tool` with `arguments`, carrying `key` as the call's
+    /// idempotency key (`_meta["baton/idempotency-key"]`).
+    ///
+    /// # Errors
+    ///
+    /// A message for the agent's retry: the server could not be reached or
+    /// died mid-call, or did not answer within the spec's `timeout_ms`.
+    pub(crate) async fn call(
+        &self,
+        tool: &McpTool,
+        arguments: Json,
+        key: &str,
+    ) -> Result<Called, String> {
+        let server = &self.servers[tool.server];
+        let label = server.spec.label();
+        let peer = server.peer().await.map_err(|err| err.to_string())?;
+        let mut params = CallToolRequestParams::new(tool.remote.clone());
+        params.arguments = arguments.as_object().cloned();
+        let mut meta = Meta::new();
+        meta.0
+            .insert("baton/idempotency-key".to_owned(), json!(key));
+        params.meta = Some(meta);
+        let timeout = Duration::from_millis(server.spec.timeout_ms);
+        let result = match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(err)) => {
+                // The connection may be gone: make a new one next time.
+                server.forget(&peer).await;
+                return Err(format!(
+                    "the call of {} on {label} failed: {err}",
+                    tool.name
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{} on {label} did not answer within {timeout:?}",
+                    tool.name
+                ));
+            }
+        };
+        Ok(Called {
+            text: result_text(&result, server.spec.max_result_bytes, &tool.name),
+            is_error: result.is_error.unwrap_or(false),
+        })
+    }
+}
+
+impl Server {
+    /// The live connection, made (or made again) when there is none.
+    async fn peer(&self) -> Result<Arc<RunningService<RoleClient, ()>>, StartError> {
+        let mut peer = self.peer.lock().await;
+        if let Some(live) = peer.as_ref().filter(|live| !live.is_transport_closed()) {
+            return Ok(live.clone());
+        }
+        let label = self.spec.label();
+        let failed = |err: String| StartError::new(format!("[[mcp]] {label}: {err}"));
+        let running = match (&self.spec.url, &self.spec.command) {
+            (Some(url), _) => {
+                let mut config =
+                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                if let Some(token) = &self.token {
+                    config = config.auth_header(token.clone());
+                }
+                let http = crate::http()
+                    .build()
+                    .map_err(|err| failed(format!("cannot build the HTTP client: {err}")))?;
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
+                ().serve(transport)
+                    .await
+                    .map_err(|err| failed(format!("cannot reach the server: {err}")))?
+            }
+            (None, Some(command)) => {
+                let (program, args) = command
+                    .split_first()
+                    .ok_or_else(|| failed("command is empty".to_owned()))?;
+                let mut process = tokio::process::Command::new(program);
+                process.args(args);
+                let transport = rmcp::transport::TokioChildProcess::new(process)
+                    .map_err(|err| failed(format!("cannot start {program}: {err}")))?;
+                ().serve(transport)
+                    .await
+                    .map_err(|err| failed(format!("the server did not start MCP: {err}")))?
+            }
+            (None, None) => return Err(failed("needs url or command".to_owned())),
+        };
+        let running = Arc::new(running);
+        *peer = Some(running.clone());
+        Ok(running)
+    }
+
+    /// Drops `dead`, if it is still the connection in use.
+    async fn forget(&self, dead: &Arc<RunningService<RoleClient, ()>>) {
+        let mut peer = self.peer.lock().await;
+        if peer.as_ref().is_some_and(|live| Arc::ptr_eq(live, dead)) {
+            *peer = None;
+        }
+    }
+}
+
+/// A result as the model reads it: its text parts (or its structured
+/// content), or an error when it is larger than `limit` bytes.
+fn result_text(result: &CallToolResult, limit: usize, tool: &str) -> String {
+    let texts: Vec<&str> = result
+        .content
+        .iter()
+        .filter_map(|content| match &content.raw {
+            RawContent::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let text = if texts.is_empty() {
+        result
+            .structured_content
+            .as_ref()
+            .map(Json::to_string)
+            .unwrap_or_default()
+    } else {
+        texts.join("\n")
+    };
+    if text.len() > limit {
+        return format!(
+            "error: {tool} returned {} bytes, more than the {limit} this agent takes (max_result_bytes)",
+            text.len()
+        );
+    }
+    text
+}

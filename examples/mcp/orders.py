@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""An order service as an MCP server, with the official MCP Python SDK
+(`pip install mcp`): the tools an LLM refund agent calls.
+
+    python3 orders.py                         # MCP on stdio (a spec's command = [...])
+    python3 orders.py --http 8000 --token T   # streamable HTTP on 127.0.0.1:8000/mcp, bearer token T
+
+Tools:
+- get_order(order_id): the order, as JSON text;
+- refund_order(order_id, amount): refunds it. A refund is a side effect: it
+  is appended to the file $ORDERS_LOG (one JSON line each) with the call's
+  idempotency key, and a second call with the same key is answered from
+  that record without refunding again.
+"""
+
+import argparse
+import json
+import os
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+ORDERS = {
+    "ABC-123": {"order_id": "ABC-123", "item": "kettle", "total": 49.5, "status": "delivered"},
+    "XYZ-9": {"order_id": "XYZ-9", "item": "lamp", "total": 20.0, "status": "shipped"},
+}
+
+server = MCPServer("orders")
+
+
+def log_path() -> str | None:
+    return os.environ.get("ORDERS_LOG")
+
+
+def idempotency_key(ctx: Context) -> str | None:
+    """The caller's `_meta["baton/idempotency-key"]`, if it sent one."""
+    meta = getattr(ctx.request_context, "meta", None)
+    if meta is None:
+        return None
+    if isinstance(meta, dict):
+        return meta.get("baton/idempotency-key")
+    extra = getattr(meta, "model_extra", None) or {}
+    return extra.get("baton/idempotency-key")
+
+
+@server.tool()
+def get_order(order_id: str) -> str:
+    """Look up an order by its id: item, total and delivery status."""
+    order = ORDERS.get(order_id)
+    if order is None:
+        raise ToolError(f"no order {order_id}")
+    return json.dumps(order)
+
+
+@server.tool()
+def refund_order(order_id: str, amount: float, ctx: Context) -> str:
+    """Refund an amount of an order to the customer's payment method."""
+    if order_id not in ORDERS:
+        raise ToolError(f"no order {order_id}")
+    key = idempotency_key(ctx)
+    path = log_path()
+    if path and key and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                done = json.loads(line)
+                if done.get("key") == key:
+                    return f"refund {done['refund_id']} of {done['amount']} already made"
+    refund_id = f"R-{order_id}-{abs(hash((order_id, amount, key))) % 10000:04d}"
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"refund_id": refund_id, "order_id": order_id, "amount": amount, "key": key}) + "\n")
+    return f"refund {refund_id} of {amount} made for {order_id}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--http", type=int, help="serve streamable HTTP on this port instead of stdio")
+    parser.add_argument("--token", help="with --http: the bearer token every request must carry")
+    args = parser.parse_args()
+    if args.http is None:
+        server.run("stdio")
+        return
+    import uvicorn
+
+    app = server.streamable_http_app()
+    token = args.token
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and token:
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization", b"").decode() != f"Bearer {token}":
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"a bearer token is required"})
+                return
+        await app(scope, receive, send)
+
+    uvicorn.run(guarded, host="127.0.0.1", port=args.http, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

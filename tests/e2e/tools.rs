@@ -1,0 +1,335 @@
+//! LLM agents that call MCP tools: the order server of `examples/mcp`
+//! (the official MCP Python SDK), over stdio and over streamable HTTP with
+//! a token, driven by the scripted model stand-in.
+
+use std::time::Duration;
+
+use baton_proto::{Envelope, EventType};
+use baton_testkit::{FakeLlm, Scripted};
+
+use crate::util::{System, agents, kinds};
+
+/// A spec for an LLM refund agent with `mcp` as its `[[mcp]]` table(s).
+fn refund_spec(dir: &std::path::Path, llm: &FakeLlm, extra: &str) -> anyhow::Result<String> {
+    let spec = dir.join("refund_llm.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"name = "refund_llm"
+kind = "llm"
+timeout_ms = 20000
+fallback = "human"
+
+[llm]
+base_url = "{}"
+model = "test-model"
+system_prompt = "You handle refunds. Look the order up before you refund it."
+{extra}"#,
+            llm.url()
+        ),
+    )?;
+    Ok(spec.to_string_lossy().into_owned())
+}
+
+fn orders_server() -> String {
+    crate::util::example("mcp/orders.py")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Starts the spec's worker with `env`, and waits until it is ready.
+async fn start(system: &mut System, spec: &str, env: &[(&str, &str)]) -> anyhow::Result<()> {
+    let mut command = system.baton(&["worker", "--spec", spec, "--no-registry"]);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    system.adopt(
+        "refund_llm",
+        baton_testkit::ChildProcess::spawn(command, "refund_llm")?,
+    );
+    system
+        .wait_log("refund_llm", "worker started", Duration::from_secs(30))
+        .await
+}
+
+/// A system with the refund agent on the stdio order server, whose
+/// refunds go to the returned log; `extra` goes in `[llm]`.
+async fn on_stdio(
+    llm: &FakeLlm,
+    extra: &str,
+) -> anyhow::Result<(System, tempfile::TempDir, std::path::PathBuf)> {
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("refunds.jsonl");
+    let mcp = format!(
+        "{extra}\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\n",
+        orders_server()
+    );
+    let spec = refund_spec(dir.path(), llm, &mcp)?;
+    let mut system = System::start().await?;
+    start(
+        &mut system,
+        &spec,
+        &[("ORDERS_LOG", &log.to_string_lossy())],
+    )
+    .await?;
+    Ok((system, dir, log))
+}
+
+/// The refunds the order server made: one JSON line each.
+fn refunds(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_llm_agent_looks_up_and_refunds_an_order_through_a_stdio_mcp_server()
+-> anyhow::Result<()> {
+    let llm = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("get_order", r#"{"order_id": "ABC-123"}"#)]),
+        Scripted::tool_calls(&[("refund_order", r#"{"order_id": "ABC-123", "amount": 49.5}"#)]),
+        Scripted::text("Your refund of 49.5 is on its way."),
+    ])?;
+    let (system, _dir, log) = on_stdio(&llm, "").await?;
+    let task = Envelope::task("Please refund order ABC-123.");
+    let events = system.run("refund_llm", &task).await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed, "{:?}", kinds(&events));
+    assert_eq!(agents(&done.path), ["refund_llm"]);
+
+    // The model was offered the server's tools, with their schemas, beside
+    // nothing else; it saw each result before its next answer.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3);
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert_eq!(offered, ["get_order", "refund_order"]);
+    let refund_schema = requests[0].body["tools"][1]["function"]["parameters"].clone();
+    assert_eq!(
+        refund_schema["required"],
+        serde_json::json!(["order_id", "amount"])
+    );
+    let second = requests[1].body["messages"].as_array().unwrap();
+    let looked_up = second.last().unwrap();
+    assert_eq!(looked_up["role"], "tool");
+    assert!(
+        looked_up["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("kettle"),
+        "{looked_up}"
+    );
+    let third = requests[2].body["messages"].as_array().unwrap();
+    assert!(
+        third.last().unwrap()["content"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("refund R-ABC-123"),
+        "{third:?}"
+    );
+
+    // One refund, carrying an idempotency key from the envelope and step.
+    let made = refunds(&log);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let key = made[0]["key"].as_str().unwrap_or_default();
+    assert!(key.starts_with(&task.id.to_string()), "{key}");
+
+    // The calls and results stay in the session's conversation.
+    let context = done.context.as_ref().expect("the ending context");
+    let texts: Vec<&str> = context
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert!(texts.iter().any(|t| t.contains("kettle")), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t.starts_with("refund R-ABC-123")),
+        "{texts:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_errors_invented_names_and_bad_arguments_go_back_to_the_model() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(vec![
+        // Arguments that do not match the schema: told once, nothing called.
+        Scripted::tool_calls(&[("refund_order", r#"{"order_id": "ABC-123"}"#)]),
+        // The server says isError: the model reads it.
+        Scripted::tool_calls(&[("get_order", r#"{"order_id": "NOPE"}"#)]),
+        Scripted::text("That order does not exist."),
+        // The next session: a tool the model invents.
+        Scripted::tool_calls(&[("cancel_everything", "{}")]),
+        Scripted::text("I cannot do that."),
+    ])?;
+    let (system, _dir, log) = on_stdio(&llm, "").await?;
+    let events = system
+        .run("refund_llm", &Envelope::task("refund NOPE"))
+        .await?;
+    assert_eq!(
+        events.last().unwrap().kind,
+        EventType::Completed,
+        "{:?}",
+        kinds(&events)
+    );
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3);
+    let told = requests[1].body["messages"].as_array().unwrap();
+    let told = told.last().unwrap()["content"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("do not match refund_order's schema") && told.contains("amount"),
+        "{told}"
+    );
+    let failed = requests[2].body["messages"].as_array().unwrap();
+    let failed = failed.last().unwrap()["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        failed.starts_with("error:") && failed.contains("NOPE"),
+        "{failed}"
+    );
+    assert!(refunds(&log).is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_loop_past_max_steps_goes_to_the_fallback_with_max_steps() -> anyhow::Result<()> {
+    let call = Scripted::tool_calls(&[("get_order", r#"{"order_id": "ABC-123"}"#)]);
+    let llm = FakeLlm::start(vec![call.clone(); 10])?;
+    let (mut system, _dir, _log) = on_stdio(&llm, "max_steps = 4").await?;
+    system.relay("human", "human", &[]).await?;
+    let events = system.run("refund_llm", &Envelope::task("loop")).await?;
+    let done = events.last().unwrap();
+    assert_eq!(done.kind, EventType::Completed, "{:?}", kinds(&events));
+    assert_eq!(agents(&done.path), ["refund_llm", "human"]);
+    assert_eq!(
+        done.path[1].reason.as_ref().map(|r| r.as_str()),
+        Some("max_steps")
+    );
+    // Steps 1 and 3 are model calls, 2 and 4 tool calls: two model calls.
+    assert_eq!(llm.requests().len(), 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamable_http_server_with_a_token_serves_the_same_tools() -> anyhow::Result<()> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("refunds.jsonl");
+    let mut server = std::process::Command::new("python3");
+    server
+        .arg(orders_server())
+        .args(["--http", &port.to_string(), "--token", "order-secret"])
+        .env("ORDERS_LOG", &log);
+    let _server = baton_testkit::ChildProcess::spawn(server, "orders")?;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    baton_testkit::eventually(Duration::from_secs(20), || async {
+        std::net::TcpStream::connect(("127.0.0.1", port)).map(drop)
+    })
+    .await?;
+    let llm = FakeLlm::start(vec![
+        Scripted::tool_calls(&[(
+            "shop_refund_order",
+            r#"{"order_id": "XYZ-9", "amount": 20}"#,
+        )]),
+        Scripted::text("Refunded."),
+    ])?;
+    let spec = refund_spec(
+        dir.path(),
+        &llm,
+        &format!(
+            "\n[[mcp]]\nurl = \"{url}\"\ntoken_env = \"ORDERS_TOKEN\"\nprefix = \"shop_\"\ntools = [\"refund_order\"]\n"
+        ),
+    )?;
+    let mut system = System::start().await?;
+    start(&mut system, &spec, &[("ORDERS_TOKEN", "order-secret")]).await?;
+    let events = system
+        .run("refund_llm", &Envelope::task("refund XYZ-9"))
+        .await?;
+    assert_eq!(
+        events.last().unwrap().kind,
+        EventType::Completed,
+        "{:?}",
+        kinds(&events)
+    );
+    let offered: Vec<String> = llm.requests()[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(offered, ["shop_refund_order"]);
+    assert_eq!(refunds(&log).len(), 1);
+
+    // Without the token the server refuses, and the worker does not start.
+    let output = tokio::task::block_in_place(|| {
+        system
+            .baton(&["worker", "--spec", &spec, "--no-registry"])
+            .env("ORDERS_TOKEN", "wrong")
+            .output()
+    })?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(&url) && !stderr.contains("wrong"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_mcp_configuration_stops_the_worker_naming_the_server_and_the_tool()
+-> anyhow::Result<()> {
+    let llm = FakeLlm::start(vec![])?;
+    let dir = tempfile::tempdir()?;
+    let server = orders_server();
+    let system = System::start().await?;
+    let cases = [
+        (
+            format!("[[mcp]]\ncommand = [\"python3\", \"{server}\"]\ntools = [\"cancel_order\"]\n"),
+            "tools lists \"cancel_order\", which the server does not have",
+        ),
+        (
+            format!(
+                "[[mcp]]\ncommand = [\"python3\", \"{server}\"]\n\n[[mcp]]\ncommand = [\"python3\", \"{server}\"]\n"
+            ),
+            "tool \"get_order\" is also offered by",
+        ),
+        (
+            "[[mcp]]\nurl = \"http://127.0.0.1:9/mcp\"\n".to_owned(),
+            "http://127.0.0.1:9/mcp",
+        ),
+        (
+            "[[mcp]]\ncommand = [\"/nonexistent/server\"]\n".to_owned(),
+            "cannot start /nonexistent/server",
+        ),
+    ];
+    for (extra, said) in cases {
+        let spec = refund_spec(dir.path(), &llm, &format!("\n{extra}"))?;
+        let output = tokio::task::block_in_place(|| {
+            system
+                .baton(&["worker", "--spec", &spec, "--no-registry"])
+                .output()
+        })?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{extra}");
+        assert!(stderr.contains(said), "{extra}: {stderr}");
+    }
+    // The static parts are checked without starting anything.
+    let spec = refund_spec(dir.path(), &llm, "\n[[mcp]]\nurl = \"ftp://x\"\n")?;
+    let output = tokio::task::block_in_place(|| system.baton(&["check", &spec]).output())?;
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("is not an http(s) URL"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
