@@ -16,6 +16,7 @@ Tools:
 import argparse
 import json
 import os
+import time
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -57,6 +58,8 @@ def refund_order(order_id: str, amount: float, ctx: Context) -> str:
     """Refund an amount of an order to the customer's payment method."""
     if order_id not in ORDERS:
         raise ToolError(f"no order {order_id}")
+    # A slow payment provider, for tests: $ORDERS_DELAY_S seconds.
+    time.sleep(float(os.environ.get("ORDERS_DELAY_S", "0")))
     key = idempotency_key(ctx)
     path = log_path()
     if path and key and os.path.exists(path):

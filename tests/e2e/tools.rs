@@ -333,3 +333,154 @@ async fn a_bad_mcp_configuration_stops_the_worker_naming_the_server_and_the_tool
     );
     Ok(())
 }
+
+/// Starts (again) the refund agent of `spec` as process `label`, with a
+/// short `ack_wait` so that a killed worker's message comes back soon.
+async fn start_as(
+    system: &mut System,
+    label: &str,
+    spec: &str,
+    log: &std::path::Path,
+) -> anyhow::Result<()> {
+    let mut command = system.baton(&[
+        "worker",
+        "--spec",
+        spec,
+        "--no-registry",
+        "--ack-wait-secs",
+        "2",
+    ]);
+    command.env("ORDERS_LOG", log);
+    system.adopt(label, baton_testkit::ChildProcess::spawn(command, label)?);
+    system
+        .wait_log(label, "worker started", Duration::from_secs(30))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_killed_mid_hop_replays_its_journal_and_refunds_once() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("refund_order", r#"{"order_id": "ABC-123", "amount": 49.5}"#)]),
+        // The worker is killed while it waits for this answer.
+        Scripted::text("never read").after(Duration::from_secs(20)),
+        Scripted::text("Refunded."),
+    ])?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("refunds.jsonl");
+    let mcp = format!(
+        "\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\n",
+        orders_server()
+    );
+    let spec = refund_spec(dir.path(), &llm, &mcp)?;
+    let mut system = System::start().await?;
+    start_as(&mut system, "first", &spec, &log).await?;
+    let task = Envelope::task("Please refund order ABC-123.");
+    let agent = baton_proto::AgentName::new("refund_llm")?;
+    system.client.submit_to(&agent, &task).await?;
+    // The refund is made, and the model asked again: kill the worker.
+    baton_testkit::eventually(Duration::from_secs(20), || {
+        let (made, asked) = (refunds(&log).len(), llm.requests().len());
+        std::future::ready(if made == 1 && asked == 2 {
+            Ok(())
+        } else {
+            Err(format!("{made} refunds, {asked} model calls"))
+        })
+    })
+    .await?;
+    system.process("first").kill9();
+    start_as(&mut system, "second", &spec, &log).await?;
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    let stored = system.stored_events(task.session).await?;
+    let ends = stored.iter().filter(|e| e.kind.is_terminal()).count();
+    // The refund was made once; the answered model call was not made again
+    // (3 requests: the first, the one lost with the worker, its repeat);
+    // the repeat read the journaled tool result.
+    let made = refunds(&log);
+    let requests = llm.requests();
+    println!(
+        "{} refunds, {} model calls, {ends} ends",
+        made.len(),
+        requests.len()
+    );
+    assert_eq!((made.len(), requests.len(), ends), (1, 3, 1), "{made:?}");
+    let last = requests[2].body["messages"].as_array().unwrap();
+    assert!(
+        last.last().unwrap()["content"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("refund R-ABC-123"),
+        "{last:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_outcome_of_a_tool_that_must_not_repeat_goes_to_the_fallback()
+-> anyhow::Result<()> {
+    // A slow server: the worker is killed during the call, so its outcome
+    // is unknown; refund_order is marked not idempotent.
+    let llm = FakeLlm::start(vec![Scripted::tool_calls(&[(
+        "refund_order",
+        r#"{"order_id": "ABC-123", "amount": 49.5}"#,
+    )])])?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("refunds.jsonl");
+    let mcp = format!(
+        "\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\nnot_idempotent = [\"refund_order\"]\n",
+        orders_server()
+    );
+    let spec = refund_spec(dir.path(), &llm, &mcp)?;
+    let mut system = System::start().await?;
+    system.relay("human", "human", &[]).await?;
+    let slow = [("ORDERS_DELAY_S", "20")];
+    let mut command = system.baton(&[
+        "worker",
+        "--spec",
+        &spec,
+        "--no-registry",
+        "--ack-wait-secs",
+        "2",
+    ]);
+    command.env("ORDERS_LOG", &log).envs(slow);
+    system.adopt(
+        "first",
+        baton_testkit::ChildProcess::spawn(command, "first")?,
+    );
+    system
+        .wait_log("first", "worker started", Duration::from_secs(30))
+        .await?;
+    let task = Envelope::task("Please refund order ABC-123.");
+    let agent = baton_proto::AgentName::new("refund_llm")?;
+    system.client.submit_to(&agent, &task).await?;
+    baton_testkit::eventually(Duration::from_secs(20), || {
+        let asked = llm.requests().len();
+        std::future::ready(if asked == 1 {
+            Ok(())
+        } else {
+            Err(format!("{asked} model calls"))
+        })
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    system.process("first").kill9();
+    start_as(&mut system, "second", &spec, &log).await?;
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    assert_eq!(agents(&end.path), ["refund_llm", "human"]);
+    assert_eq!(
+        end.path[1].reason.as_ref().map(|r| r.as_str()),
+        Some("tool_outcome_unknown")
+    );
+    // Not called again, and the model was not asked again either. (The
+    // first call may still finish in the orphaned server: at most 1.)
+    assert_eq!(llm.requests().len(), 1);
+    assert!(refunds(&log).len() <= 1);
+    Ok(())
+}

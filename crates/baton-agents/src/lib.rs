@@ -21,6 +21,7 @@
 mod a2a;
 mod exec;
 mod human;
+mod journal;
 mod llm;
 pub mod spec;
 mod tools;
@@ -94,7 +95,8 @@ impl SpecAgent {
             Kind::Llm(llm) => Runner::Llm(Box::new(
                 LlmRunner::new(llm, &spec.routing, &spec.delegates)?
                     .with_mcp(&spec.mcp)
-                    .await?,
+                    .await?
+                    .with_journal(journal::Journal::open(client, subjects, replicas).await?),
             )),
             Kind::Chain(chain) => {
                 let name = |agent: &String| {

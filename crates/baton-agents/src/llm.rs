@@ -6,7 +6,12 @@
 //! (function-driven) decision; a call of an LLM-condition tool says that
 //! condition holds. Either way the call and its result are recorded in the
 //! messages. A plain answer is left to the routing rules.
+//!
+//! Tools from the spec's MCP servers are offered too; their calls are made
+//! within the hop (`llm/calling.rs`), and every model answer and tool result is
+//! kept in the hop journal before the hop acts on it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_proto::{Message, Reason, Role, Value};
@@ -15,15 +20,14 @@ use baton_worker::{
     Task,
 };
 use serde_json::{Value as Json, json};
-use tracing::Instrument as _;
-
-use std::sync::Arc;
 
 use crate::StartError;
+use crate::journal::Journal;
 use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
 use crate::tools::Toolbox;
 
 mod calling;
+mod chat;
 use calling::Turn;
 
 /// One tool offered to the model.
@@ -56,6 +60,8 @@ pub struct LlmRunner {
     tokens: opentelemetry::metrics::Counter<u64>,
     /// Tools from the spec's MCP servers.
     toolbox: Arc<Toolbox>,
+    /// What the hop's model and tool calls returned, replayed on redelivery.
+    journal: Arc<Journal>,
     /// MCP tool calls, by tool and outcome (`baton.tool.calls`).
     tool_calls: opentelemetry::metrics::Counter<u64>,
     /// How long MCP tool calls take (`baton.tool.duration`).
@@ -137,6 +143,7 @@ impl LlmRunner {
                 .with_description("Tokens the model read (type input) and wrote (type output), by model, from its usage report")
                 .build(),
             toolbox: Arc::default(),
+            journal: Arc::default(),
             tool_calls: baton_worker::meter()
                 .u64_counter("baton.tool.calls")
                 .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
@@ -147,6 +154,12 @@ impl LlmRunner {
                 .with_description("How long MCP tool calls take, by tool and outcome")
                 .build(),
         })
+    }
+
+    /// Records model answers and tool results in `journal` before acting on them.
+    pub(crate) fn with_journal(mut self, journal: Journal) -> Self {
+        self.journal = Arc::new(journal);
+        self
     }
 
     /// Offers the tools of `mcp` too, reaching each server now.
@@ -220,7 +233,16 @@ impl LlmRunner {
             if steps > self.settings.max_steps {
                 return Ok(self.out_of_steps(update));
             }
-            let answer = self.complete(&messages).await?;
+            let envelope = task.envelope.id;
+            let answer = match self.journal.answer(envelope, steps).await? {
+                // A redelivered hop: this model call was answered before.
+                Some(answer) => answer,
+                None => {
+                    let answer = self.complete(&messages).await?;
+                    self.journal.record_answer(envelope, steps, &answer).await?;
+                    answer
+                }
+            };
             let message = &answer["choices"][0]["message"];
             let content = message["content"].as_str().unwrap_or_default().to_owned();
             let calls = message["tool_calls"]
@@ -246,11 +268,12 @@ impl LlmRunner {
                     .call_tools(turn, &mut messages, &mut update, &mut corrected)
                     .await?
                 {
-                    Some(calls_made) => {
+                    calling::Turned::Called(calls_made) => {
                         steps += calls_made;
                         continue;
                     }
-                    None => continue,
+                    calling::Turned::Corrected => continue,
+                    calling::Turned::Unknown(outcome) => return Ok(*outcome),
                 }
             }
             if let Some(children) = self.delegations(&calls) {
@@ -388,157 +411,6 @@ impl LlmRunner {
             messages.push(entry);
         }
         messages
-    }
-
-    /// One chat-completions request.
-    /// One chat completion, in a `chat {model}` span with the GenAI
-    /// attributes: the request model, the finish reasons and the token
-    /// usage the answer reports.
-    async fn complete(&self, messages: &[Json]) -> Result<Json, AgentError> {
-        let model = &self.settings.model;
-        let span = tracing::info_span!(
-            "chat",
-            otel.name = %format_args!("chat {model}"),
-            otel.kind = "client",
-            otel.status_code = tracing::field::Empty,
-            gen_ai.operation.name = "chat",
-            gen_ai.provider.name = "openai",
-            gen_ai.request.model = %model,
-            gen_ai.response.model = tracing::field::Empty,
-            gen_ai.response.finish_reasons = tracing::field::Empty,
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-            error.type = tracing::field::Empty,
-        );
-        let answer = self.request(messages).instrument(span.clone()).await;
-        match &answer {
-            Ok(answer) => self.record_usage(&span, answer),
-            Err(err) => {
-                span.record("otel.status_code", "ERROR");
-                let kind = match err {
-                    AgentError::Fatal(_) => "fatal",
-                    _ => "retryable",
-                };
-                span.record("error.type", kind);
-            }
-        }
-        answer
-    }
-
-    /// Puts the answer's model, finish reasons and usage on `span`, and
-    /// counts the tokens.
-    fn record_usage(&self, span: &tracing::Span, answer: &Json) {
-        let model = answer["model"].as_str().unwrap_or(&self.settings.model);
-        span.record("gen_ai.response.model", model);
-        let reasons: Vec<&str> = answer["choices"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|choice| choice["finish_reason"].as_str())
-            .collect();
-        span.record("gen_ai.response.finish_reasons", format!("{reasons:?}"));
-        let usage = &answer["usage"];
-        for (field, key, kind) in [
-            ("gen_ai.usage.input_tokens", "prompt_tokens", "input"),
-            ("gen_ai.usage.output_tokens", "completion_tokens", "output"),
-        ] {
-            if let Some(tokens) = usage[key].as_u64() {
-                span.record(field, tokens);
-                let labels = [
-                    opentelemetry::KeyValue::new("model", model.to_owned()),
-                    opentelemetry::KeyValue::new("type", kind),
-                ];
-                self.tokens.add(tokens, &labels);
-            }
-        }
-    }
-
-    async fn request(&self, messages: &[Json]) -> Result<Json, AgentError> {
-        let mut body = json!({"model": self.settings.model, "messages": messages});
-        if !self.tools.is_empty() || !self.toolbox.tools().is_empty() {
-            let mcp = self.toolbox.tools().iter().map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.schema,
-                    },
-                })
-            });
-            body["tools"] = self
-                .tools
-                .iter()
-                .map(|tool| {
-                    let parameters = match tool.source {
-                        ToolSource::Delegate(_) => json!({
-                            "type": "object",
-                            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
-                            "required": ["task"],
-                        }),
-                        _ => json!({
-                            "type": "object",
-                            "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
-                        }),
-                    };
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": tool.name,
-                            "description": tool.description,
-                            "parameters": parameters,
-                        },
-                    })
-                })
-                .chain(mcp)
-                .collect();
-        }
-        if let Some(temperature) = self.settings.temperature {
-            body["temperature"] = json!(temperature);
-        }
-        if let Some(max_tokens) = self.settings.max_tokens {
-            body["max_tokens"] = json!(max_tokens);
-        }
-        let url = format!(
-            "{}/chat/completions",
-            self.settings.base_url.trim_end_matches('/')
-        );
-        let mut request = self.http.post(&url).json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().await.map_err(|err| {
-            AgentError::retryable(format!("cannot reach the model at {url}: {err}"))
-        })?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let text = response.text().await.map_err(|err| {
-            AgentError::retryable(format!("the model's answer was cut off: {err}"))
-        })?;
-        if status.is_success() {
-            return serde_json::from_str(&text).map_err(|err| {
-                AgentError::retryable(format!("the model's answer is not JSON: {err}"))
-            });
-        }
-        let excerpt: String = text.chars().take(300).collect();
-        let detail = format!("{url} answered {status}: {excerpt}");
-        if status.as_u16() == 429 || status.is_server_error() {
-            return Err(match retry_after {
-                Some(after) => AgentError::retry_after(detail, after),
-                None => AgentError::retryable(detail),
-            });
-        }
-        let hint = match status.as_u16() {
-            401 | 403 => " (check the API key in [llm] api_key_env)",
-            404 => " (check [llm] base_url and model)",
-            _ => "",
-        };
-        Err(AgentError::fatal(format!("{detail}{hint}")))
     }
 }
 

@@ -137,6 +137,16 @@ pub struct McpSpec {
     /// Put before each tool's name, to keep two servers' tools apart.
     #[serde(default)]
     pub prefix: String,
+    /// Whether the server's tools may be called again when a call's outcome
+    /// is unknown (the worker stopped between making the call and recording
+    /// its result). The call is made again with the same idempotency key.
+    #[serde(default = "default_idempotent")]
+    pub idempotent: bool,
+    /// Tools (by the server's names) that must not be called again when
+    /// their outcome is unknown, whatever `idempotent` says: the session goes
+    /// to the fallback with reason `tool_outcome_unknown` instead.
+    #[serde(default)]
+    pub not_idempotent: Vec<String>,
     /// How long one call may take, in ms.
     #[serde(default = "default_tool_timeout_ms")]
     pub timeout_ms: u64,
@@ -144,6 +154,10 @@ pub struct McpSpec {
     /// reported to the model as an error.
     #[serde(default = "default_max_result_bytes")]
     pub max_result_bytes: usize,
+}
+
+fn default_idempotent() -> bool {
+    true
 }
 
 fn default_tool_timeout_ms() -> u64 {

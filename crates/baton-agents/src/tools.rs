@@ -38,6 +38,8 @@ pub(crate) struct McpTool {
     remote: String,
     server: usize,
     validator: jsonschema::Validator,
+    /// Whether it may be called again when a call's outcome is unknown.
+    pub(crate) idempotent: bool,
 }
 
 /// What a call gave back, for the model and the conversation.
@@ -152,6 +154,7 @@ impl Toolbox {
                 })?;
                 let remote = tool.name.to_string();
                 toolbox.tools.push(McpTool {
+                    idempotent: spec.idempotent && !spec.not_idempotent.contains(&remote),
                     name,
                     description: tool.description.map(Cow::into_owned).unwrap_or_default(),
                     schema,

@@ -227,6 +227,8 @@ fn worker(block: &mut Block, subjects: &Subjects, agent: &AgentName, args: &Perm
         subjects.lookup(),
     ]);
     kv_bucket(block, &subjects.joins_bucket());
+    // LLM agents: the hop journal.
+    kv_bucket(block, &subjects.journal_bucket());
     claims(block, subjects);
     cancels(block, subjects, false);
     if args.human {

@@ -297,6 +297,13 @@ impl Subjects {
         format!("{}_JOINS", self.stream_prefix)
     }
 
+    /// `BATON_JOURNAL`: the key-value bucket of hop journals (what an LLM
+    /// agent's model calls and tool calls returned within one hop).
+    #[must_use]
+    pub fn journal_bucket(&self) -> String {
+        format!("{}_JOURNAL", self.stream_prefix)
+    }
+
     /// `BATON_CANCELLED`: the key-value bucket of cancelled sessions.
     #[must_use]
     pub fn cancelled_bucket(&self) -> String {

@@ -15,6 +15,8 @@ pub struct Scripted {
     pub headers: Vec<(String, String)>,
     /// The JSON body.
     pub body: serde_json::Value,
+    /// How long to wait before answering.
+    pub delay: std::time::Duration,
 }
 
 impl Scripted {
@@ -49,12 +51,20 @@ impl Scripted {
         Self {
             status: 200,
             headers: Vec::new(),
+            delay: std::time::Duration::ZERO,
             body: serde_json::json!({
                 "id": "chatcmpl-test",
                 "object": "chat.completion",
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             }),
         }
+    }
+
+    /// The same answer, given after `delay`.
+    #[must_use]
+    pub fn after(mut self, delay: std::time::Duration) -> Self {
+        self.delay = delay;
+        self
     }
 
     /// The same answer, from `model`, with a usage report of `input` and
@@ -80,6 +90,7 @@ impl Scripted {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             body: serde_json::json!({"error": {"message": "scripted error"}}),
+            delay: std::time::Duration::ZERO,
         }
     }
 }
@@ -206,6 +217,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         state.script.pop_front()
     }
     .unwrap_or_else(|| Scripted::error(500, &[]));
+    std::thread::sleep(answer.delay);
     let payload = answer.body.to_string();
     let mut response = format!(
         "HTTP/1.1 {} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",

@@ -7,7 +7,18 @@ use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
 use serde_json::{Value as Json, json};
 
 use super::LlmRunner;
+use crate::journal::Recorded;
 use crate::tools::{McpTool, Toolbox};
+
+/// What became of a turn's tool calls.
+pub(super) enum Turned {
+    /// This many calls were made (or replayed from the journal).
+    Called(u32),
+    /// A call was invalid, and the model was told; nothing was called.
+    Corrected,
+    /// A call that must not be repeated may have run: the hop ends with this.
+    Unknown(Box<Outcome>),
+}
 
 /// One model answer that calls tools.
 pub(super) struct Turn<'a> {
@@ -42,7 +53,7 @@ impl LlmRunner {
         messages: &mut Vec<Json>,
         update: &mut ContextUpdate,
         corrected: &mut bool,
-    ) -> Result<Option<u32>, AgentError> {
+    ) -> Result<Turned, AgentError> {
         let assistant =
             json!({"role": "assistant", "content": turn.content, "tool_calls": turn.calls});
         let mut checked = Vec::new();
@@ -77,7 +88,7 @@ impl LlmRunner {
                             json!({"role": "tool", "tool_call_id": other["id"], "content": said}),
                         );
                     }
-                    return Ok(None);
+                    return Ok(Turned::Corrected);
                 }
             }
         }
@@ -87,12 +98,14 @@ impl LlmRunner {
         update.messages.push(asked);
         for (index, (call, tool, args)) in checked.iter().enumerate() {
             let id = call["id"].as_str().unwrap_or_default().to_owned();
-            let key = format!("{}/{}/{index}", turn.task.envelope.id, turn.step);
-            let called = self.call_one(tool, args.clone(), &key).await?;
-            let text = if called.is_error {
-                format!("error: {}", called.text)
+            let (text, is_error) = match self.journaled(&turn, index, tool, args, update).await? {
+                Ok(result) => result,
+                Err(unknown) => return Ok(Turned::Unknown(Box::new(unknown))),
+            };
+            let text = if is_error {
+                format!("error: {text}")
             } else {
-                called.text
+                text
             };
             messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
             let mut result = Message::new(Role::Tool, text);
@@ -100,7 +113,70 @@ impl LlmRunner {
             result.name = Some(tool.name.clone());
             update.messages.push(result);
         }
-        Ok(Some(u32::try_from(checked.len()).unwrap_or(u32::MAX)))
+        Ok(Turned::Called(
+            u32::try_from(checked.len()).unwrap_or(u32::MAX),
+        ))
+    }
+
+    /// Call `index` of a turn, through the journal: its recorded result;
+    /// else the call, recorded as started before it is made and with its
+    /// result after. A call started but never recorded is made again with
+    /// the same idempotency key, unless the tool must not be repeated:
+    /// then `Err` holds the hop's end, the fallback with reason
+    /// `tool_outcome_unknown`.
+    async fn journaled(
+        &self,
+        turn: &Turn<'_>,
+        index: usize,
+        tool: &McpTool,
+        args: &Json,
+        update: &ContextUpdate,
+    ) -> Result<Result<(String, bool), Outcome>, AgentError> {
+        let envelope = turn.task.envelope.id;
+        match self.journal.call(envelope, turn.step, index).await? {
+            Recorded::Result(text, is_error) => return Ok(Ok((text, is_error))),
+            Recorded::Started if !tool.idempotent => {
+                return Ok(Err(self.outcome_unknown(tool, args, update.clone())));
+            }
+            Recorded::Started => {
+                tracing::warn!(tool = %tool.name, "a call whose outcome is unknown is made again, with the same idempotency key");
+            }
+            Recorded::Nothing => {
+                self.journal
+                    .record_start(envelope, turn.step, index)
+                    .await?
+            }
+        }
+        let key = format!("{envelope}/{}/{index}", turn.step);
+        let called = self.call_one(tool, args.clone(), &key).await?;
+        let (text, is_error) = if called.text.len() > self.journal.limit() {
+            let said = format!(
+                "{} returned {} bytes, more than the {} the hop journal holds",
+                tool.name,
+                called.text.len(),
+                self.journal.limit()
+            );
+            (said, true)
+        } else {
+            (called.text, called.is_error)
+        };
+        self.journal
+            .record_result(envelope, turn.step, index, &text, is_error)
+            .await?;
+        Ok(Ok((text, is_error)))
+    }
+
+    /// The hop's end when a call that must not be repeated may have run:
+    /// the fallback, with the call in the context for a person to check.
+    fn outcome_unknown(&self, tool: &McpTool, args: &Json, update: ContextUpdate) -> Outcome {
+        Outcome::fallback(Reason::ToolOutcomeUnknown)
+            .problem(format!(
+                "{} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it must not be called again: check it",
+                tool.name
+            ))
+            .set_var("tool_outcome_unknown", Value::from(json!({"tool": tool.name, "arguments": args}).to_string()))
+            .with_update(update)
+            .into()
     }
 
     /// One call, in an `execute_tool {tool}` span.
