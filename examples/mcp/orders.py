@@ -75,11 +75,32 @@ def refund_order(order_id: str, amount: float, ctx: Context) -> str:
     return f"refund {refund_id} of {amount} made for {order_id}"
 
 
+if os.environ.get("ORDERS_TEST_TOOLS"):
+    # Tools that misbehave, for Baton's tests of bad servers.
+
+    @server.tool()
+    def big_report(megabytes: int) -> str:
+        """A report of the given size, in MB."""
+        return "x" * (megabytes * 1024 * 1024)
+
+    @server.tool()
+    def flaky_lookup(order_id: str) -> str:
+        """Like get_order, but the server dies at its first call (marker file $ORDERS_MARKER)."""
+        marker = os.environ["ORDERS_MARKER"]
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(3)
+        return get_order(order_id)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--http", type=int, help="serve streamable HTTP on this port instead of stdio")
     parser.add_argument("--token", help="with --http: the bearer token every request must carry")
     args = parser.parse_args()
+    if os.environ.get("ORDERS_STARTS"):
+        with open(os.environ["ORDERS_STARTS"], "a", encoding="utf-8") as f:
+            f.write("started\n")
     if args.http is None:
         server.run("stdio")
         return

@@ -38,12 +38,18 @@ async fn the_registry_is_a_micro_service_that_speaks_msgpack_json_and_clear_erro
     let info: serde_json::Value = serde_json::from_slice(&info.payload)?;
     assert_eq!(info["endpoints"][0]["subject"], "baton.registry.lookup");
     assert_eq!(info["endpoints"][0]["queue_group"], "q");
-    let stats = system
-        .nats
-        .request("$SRV.STATS.baton-registry", "".into())
-        .await?;
-    let stats: serde_json::Value = serde_json::from_slice(&stats.payload)?;
-    assert!(stats["endpoints"][0]["num_requests"].as_u64().unwrap_or(0) >= 1);
+    // The service counts a request after it has answered it: look until it has.
+    baton_testkit::eventually(Duration::from_secs(5), || async {
+        let stats = system
+            .nats
+            .request("$SRV.STATS.baton-registry", "".into())
+            .await?;
+        let stats: serde_json::Value = serde_json::from_slice(&stats.payload)?;
+        let counted = stats["endpoints"][0]["num_requests"].as_u64().unwrap_or(0);
+        anyhow::ensure!(counted >= 1, "{stats}");
+        Ok(())
+    })
+    .await?;
 
     // JSON in, JSON out.
     let mut headers = async_nats::HeaderMap::new();

@@ -484,3 +484,105 @@ async fn an_unknown_outcome_of_a_tool_that_must_not_repeat_goes_to_the_fallback(
     assert!(refunds(&log).len() <= 1);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(vec![
+        // The server dies mid-call: the hop is retried, the server started again.
+        Scripted::tool_calls(&[("flaky_lookup", r#"{"order_id": "ABC-123"}"#)]),
+        Scripted::text("Found it."),
+        // A 50 MB result: the model is told it is too large.
+        Scripted::tool_calls(&[("big_report", r#"{"megabytes": 50}"#)]),
+        Scripted::text("Too big."),
+        // A tool that hangs past timeout_ms: retried, then the session fails.
+        Scripted::tool_calls(&[("refund_order", r#"{"order_id": "XYZ-9", "amount": 1}"#)]),
+    ])?;
+    let dir = tempfile::tempdir()?;
+    let (marker, starts) = (dir.path().join("marker"), dir.path().join("starts"));
+    let mcp = format!(
+        "[retry]\nmax_attempts = 2\nmin_backoff_ms = 100\n\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\ntimeout_ms = 3000\n",
+        orders_server()
+    );
+    let spec = dir.path().join("refund_llm.toml");
+    let text = std::fs::read_to_string(refund_spec(dir.path(), &llm, "")?)?;
+    // [retry] belongs to the spec, before [llm].
+    std::fs::write(&spec, text.replacen("[llm]", &format!("{mcp}\n[llm]"), 1))?;
+    let spec = spec.to_string_lossy().into_owned();
+    let mut system = System::start().await?;
+    let (marker_s, starts_s) = (marker.to_string_lossy(), starts.to_string_lossy());
+    start(
+        &mut system,
+        &spec,
+        &[
+            ("ORDERS_TEST_TOOLS", "1"),
+            ("ORDERS_MARKER", &marker_s),
+            ("ORDERS_STARTS", &starts_s),
+        ],
+    )
+    .await?;
+    let events = system
+        .run("refund_llm", &Envelope::task("look it up"))
+        .await?;
+    assert_eq!(
+        events.last().unwrap().kind,
+        EventType::Completed,
+        "{:?}",
+        kinds(&events)
+    );
+    let started = std::fs::read_to_string(&starts)?.lines().count();
+    assert_eq!(started, 2, "the server is started again after it died");
+    assert!(
+        events.iter().any(|e| e.kind == EventType::Retrying),
+        "{:?}",
+        kinds(&events)
+    );
+
+    let events = system
+        .run("refund_llm", &Envelope::task("the big report"))
+        .await?;
+    assert_eq!(
+        events.last().unwrap().kind,
+        EventType::Completed,
+        "{:?}",
+        kinds(&events)
+    );
+    let requests = llm.requests();
+    let told = requests.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap();
+    let told = told.last().unwrap()["content"].as_str().unwrap_or_default();
+    assert!(
+        told.starts_with("error:") && told.contains("more than") && told.len() < 1000,
+        "{}",
+        &told[..told.len().min(300)]
+    );
+
+    system.process("refund_llm").kill9();
+    let mut command = system.baton(&["worker", "--spec", &spec, "--no-registry"]);
+    command.envs([("ORDERS_TEST_TOOLS", "1"), ("ORDERS_DELAY_S", "30")]);
+    system.adopt("slow", baton_testkit::ChildProcess::spawn(command, "slow")?);
+    system
+        .wait_log("slow", "worker started", Duration::from_secs(30))
+        .await?;
+    system.relay("human", "human", &[]).await?;
+    let events = system
+        .run("refund_llm", &Envelope::task("refund XYZ-9"))
+        .await?;
+    // Out of attempts: the fallback, a person, takes it, told why.
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventType::Completed, "{:?}", kinds(&events));
+    assert_eq!(agents(&end.path), ["refund_llm", "human"]);
+    let dead = events
+        .iter()
+        .find(|e| e.kind == EventType::DeadLettered)
+        .expect("a dead letter");
+    assert!(
+        dead.detail
+            .as_deref()
+            .unwrap_or_default()
+            .contains("did not answer within 3s"),
+        "{:?}",
+        dead.detail
+    );
+    Ok(())
+}
