@@ -75,6 +75,14 @@ async fn on_stdio(
     Ok((system, dir, log))
 }
 
+/// Runs a task with `text` on the refund agent, and fails unless it completes.
+async fn completed(system: &System, text: &str) -> anyhow::Result<Vec<baton_proto::Event>> {
+    let events = system.run("refund_llm", &Envelope::task(text)).await?;
+    let end = events.last().map(|e| e.kind.clone());
+    anyhow::ensure!(end == Some(EventType::Completed), "{:?}", kinds(&events));
+    Ok(events)
+}
+
 /// The refunds the order server made: one JSON line each.
 fn refunds(log: &std::path::Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(log)
@@ -168,15 +176,7 @@ async fn tool_errors_invented_names_and_bad_arguments_go_back_to_the_model() -> 
         Scripted::text("I cannot do that."),
     ])?;
     let (system, _dir, log) = on_stdio(&llm, "").await?;
-    let events = system
-        .run("refund_llm", &Envelope::task("refund NOPE"))
-        .await?;
-    assert_eq!(
-        events.last().unwrap().kind,
-        EventType::Completed,
-        "{:?}",
-        kinds(&events)
-    );
+    completed(&system, "refund NOPE").await?;
     let requests = llm.requests();
     assert_eq!(requests.len(), 3);
     let told = requests[1].body["messages"].as_array().unwrap();
@@ -250,15 +250,7 @@ async fn a_streamable_http_server_with_a_token_serves_the_same_tools() -> anyhow
     )?;
     let mut system = System::start().await?;
     start(&mut system, &spec, &[("ORDERS_TOKEN", "order-secret")]).await?;
-    let events = system
-        .run("refund_llm", &Envelope::task("refund XYZ-9"))
-        .await?;
-    assert_eq!(
-        events.last().unwrap().kind,
-        EventType::Completed,
-        "{:?}",
-        kinds(&events)
-    );
+    completed(&system, "refund XYZ-9").await?;
     let offered: Vec<String> = llm.requests()[0].body["tools"]
         .as_array()
         .into_iter()
@@ -520,15 +512,7 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
         ],
     )
     .await?;
-    let events = system
-        .run("refund_llm", &Envelope::task("look it up"))
-        .await?;
-    assert_eq!(
-        events.last().unwrap().kind,
-        EventType::Completed,
-        "{:?}",
-        kinds(&events)
-    );
+    let events = completed(&system, "look it up").await?;
     let started = std::fs::read_to_string(&starts)?.lines().count();
     assert_eq!(started, 2, "the server is started again after it died");
     assert!(
@@ -537,15 +521,7 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
         kinds(&events)
     );
 
-    let events = system
-        .run("refund_llm", &Envelope::task("the big report"))
-        .await?;
-    assert_eq!(
-        events.last().unwrap().kind,
-        EventType::Completed,
-        "{:?}",
-        kinds(&events)
-    );
+    completed(&system, "the big report").await?;
     let requests = llm.requests();
     let told = requests.last().unwrap().body["messages"]
         .as_array()
