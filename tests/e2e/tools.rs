@@ -142,6 +142,19 @@ async fn an_llm_agent_looks_up_and_refunds_an_order_through_a_stdio_mcp_server()
         "{third:?}"
     );
 
+    // Each call is a tool_called event of the session, in order.
+    let stored = system.stored_events(task.session).await?;
+    let calls: Vec<String> = stored
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .map(|e| e.detail.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(
+        calls[0].starts_with("get_order ok in ") && calls[1].starts_with("refund_order ok in "),
+        "{calls:?}"
+    );
+
     // One refund, carrying an idempotency key from the envelope and step.
     let made = refunds(&log);
     assert_eq!(made.len(), 1, "{made:?}");
@@ -399,6 +412,11 @@ async fn a_worker_killed_mid_hop_replays_its_journal_and_refunds_once() -> anyho
         requests.len()
     );
     assert_eq!((made.len(), requests.len(), ends), (1, 3, 1), "{made:?}");
+    let reported = stored
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .count();
+    assert_eq!(reported, 1, "the refund is reported once");
     let last = requests[2].body["messages"].as_array().unwrap();
     assert!(
         last.last().unwrap()["content"]

@@ -441,6 +441,7 @@ mod tests {
             attempt: 2,
             agent: AgentName::new("engineer").unwrap(),
             instance: "i1".into(),
+            progress: baton_worker::Progress::default(),
         }
     }
 

@@ -21,6 +21,7 @@ fn task(text: &str) -> Task {
         attempt: 1,
         agent: AgentName::new("tester").unwrap(),
         instance: "t1".into(),
+        progress: baton_worker::Progress::default(),
     }
 }
 

@@ -289,6 +289,10 @@ pub fn describe(event: &Event) -> String {
             format!("{agent} is waiting for a person{reason} (see `baton inbox ls`)")
         }
         EventType::Reopened => format!("re-opened{detail}"),
+        EventType::ToolCalled => format!(
+            "{agent} called {}",
+            event.detail.as_deref().unwrap_or("a tool")
+        ),
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
     };
     let secs = event.at / 1000;

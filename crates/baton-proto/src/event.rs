@@ -36,6 +36,9 @@ wire_enum! {
         /// Extension: a dead letter of the session was replayed; the session
         /// runs again, and a later terminal event supersedes an earlier one.
         Reopened = "reopened",
+        /// Extension: an LLM agent called a tool within its hop (`output`:
+        /// `tool`, `call`, `outcome`, `duration_ms`).
+        ToolCalled = "tool_called",
     }
 }
 

@@ -158,6 +158,8 @@ pub struct Task {
     pub agent: AgentName,
     /// The worker instance handling it.
     pub instance: String,
+    /// Where the agent reports what it does during the hop (tool calls).
+    pub progress: crate::Progress,
 }
 
 impl Task {

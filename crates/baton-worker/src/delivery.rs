@@ -78,7 +78,7 @@ impl<'a> Delivery<'a> {
         self
     }
 
-    fn headers(&self) -> HeaderMap {
+    pub(crate) fn headers(&self) -> HeaderMap {
         self.trace_headers
             .get_or_init(|| {
                 let mut headers = HeaderMap::new();

@@ -202,7 +202,7 @@ pub(crate) async fn on_result(rt: &Runtime, result: &Envelope) -> Result<Receive
     let index = child_index(result).map(slot_index);
     let continuation = |step: u32| {
         let envelope = planner.continuation(&state.envelope, join, step);
-        Box::new(rt.task(envelope, 1))
+        Box::new(rt.task(envelope, 1, async_nats::HeaderMap::new()))
     };
     Ok(match state.follow_up(me, recorded) {
         FollowUp::Fire => {

@@ -59,6 +59,7 @@ mod join;
 mod metrics;
 mod outcome;
 mod plan;
+mod progress;
 mod provision;
 mod publish;
 mod reading;
@@ -88,6 +89,7 @@ pub use outcome::{
     AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
     Wait,
 };
+pub use progress::{Progress, ToolCall};
 pub use provision::{StreamSettings, key_value, redelivery_span};
 pub use registry::RegistryClient;
 pub use router::{Router, RouterConfig};

@@ -102,12 +102,28 @@ impl Runtime {
     }
 
     /// A delivery of `envelope` to this worker's agent.
-    pub(crate) fn task(&self, envelope: Envelope, attempt: u32) -> Task {
+    /// `headers` carry the hop's trace context to what it reports.
+    pub(crate) fn task(
+        &self,
+        envelope: Envelope,
+        attempt: u32,
+        headers: async_nats::HeaderMap,
+    ) -> Task {
+        let progress = crate::Progress::new(
+            self.publisher.clone(),
+            self.config.subjects.clone(),
+            self.config.events,
+            &envelope,
+            self.config.agent.to_string(),
+            self.config.instance.clone(),
+            headers,
+        );
         Task {
             envelope,
             attempt,
             agent: self.config.agent.clone(),
             instance: self.config.instance.clone(),
+            progress,
         }
     }
 

@@ -374,7 +374,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     // hop's next event, one message instead of two.
     let accepted = rt.planner().accepted(&envelope, delivery.attempt);
     let mut accepted = Accepting::new(rt, delivery, accepted).await;
-    let task = rt.task(envelope.clone(), delivery.attempt);
+    let task = rt.task(envelope.clone(), delivery.attempt, delivery.headers());
     let deadline = envelope.deadline;
     let started = std::time::Instant::now();
     let run = with_progress(rt, delivery, agent.handle(task), "agent", deadline);

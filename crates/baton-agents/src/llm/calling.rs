@@ -148,7 +148,9 @@ impl LlmRunner {
             }
         }
         let key = format!("{envelope}/{}/{index}", turn.step);
-        let called = self.call_one(tool, args.clone(), &key).await?;
+        let called = self
+            .call_one(tool, args.clone(), &key, &turn.task.progress)
+            .await?;
         let (text, is_error) = if called.text.len() > self.journal.limit() {
             let said = format!(
                 "{} returned {} bytes, more than the {} the hop journal holds",
@@ -185,6 +187,7 @@ impl LlmRunner {
         tool: &McpTool,
         arguments: Json,
         key: &str,
+        progress: &baton_worker::Progress,
     ) -> Result<crate::tools::Called, AgentError> {
         use tracing::Instrument as _;
         let span = tracing::info_span!(
@@ -211,8 +214,16 @@ impl LlmRunner {
             opentelemetry::KeyValue::new("outcome", outcome),
         ];
         self.tool_calls.add(1, &labels);
-        self.tool_seconds
-            .record(started.elapsed().as_secs_f64(), &labels);
+        let took = started.elapsed();
+        self.tool_seconds.record(took.as_secs_f64(), &labels);
+        progress
+            .tool_called(baton_worker::ToolCall {
+                tool: &tool.name,
+                call: key,
+                outcome,
+                took,
+            })
+            .await;
         called.map_err(AgentError::retryable)
     }
 
