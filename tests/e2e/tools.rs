@@ -580,3 +580,46 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_lists_a_sessions_tool_calls_in_order() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("get_order", r#"{"order_id": "ABC-123"}"#)]),
+        Scripted::tool_calls(&[("get_order", r#"{"order_id": "NOPE"}"#)]),
+        Scripted::tool_calls(&[("refund_order", r#"{"order_id": "ABC-123", "amount": 1}"#)]),
+        Scripted::text("Done."),
+    ])?;
+    let (mut system, _dir, _log) = on_stdio(&llm, "").await?;
+    let events = completed(&system, "refund ABC-123").await?;
+    let session = events[0].session.to_string();
+    system
+        .spawn(
+            "console",
+            &["console", "--listen", "127.0.0.1:0"],
+            "console listening",
+        )
+        .await?;
+    let url = system.logged_url("console")?;
+    anyhow::ensure!(
+        std::path::Path::new("/usr/bin/chromium").exists()
+            || std::env::var_os("CHROMIUM").is_some(),
+        "the browser tests need Chromium: apt-get install chromium (or set CHROMIUM)"
+    );
+    let seen = crate::util::python_json(
+        "console_browser.py",
+        "playwright",
+        &["tools", &url, &session],
+    )?;
+    assert_eq!(
+        seen["tools"],
+        serde_json::json!(["get_order", "get_order", "refund_order"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["outcomes"],
+        serde_json::json!(["ok", "error", "ok"]),
+        "{seen}"
+    );
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    Ok(())
+}

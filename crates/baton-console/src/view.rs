@@ -248,6 +248,7 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
             }
             section { h2 { "Path" } p #path-text { (path_text(summary)) } (crate::path::svg(&graph)) }
             (delegation(detail.events))
+            (tool_calls(detail.events))
             section { h2 { "Events" } (timeline(detail.events, summary.started)) }
             @if let Some((source, context)) = detail.context {
                 section #context { h2 { "Context " small { "(" (source) ")" } } (context_view(context)) }
@@ -272,6 +273,48 @@ fn timeline(events: &[Event], start: u64) -> Markup {
                         td { (event.to.as_deref().unwrap_or("")) }
                         td { (event.reason.as_ref().map_or("", |r| r.as_str())) }
                         td { (event.detail.as_deref().map(|d| snippet(d, 300)).unwrap_or_default()) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The tools the session's agents called, in order (`tool_called` events).
+fn tool_calls(events: &[Event]) -> Markup {
+    let calls: Vec<&Event> = events
+        .iter()
+        .filter(|event| event.kind == baton_proto::EventType::ToolCalled)
+        .collect();
+    let field = |event: &Event, key: &str| -> String {
+        let found = match &event.output {
+            Some(baton_proto::Value::Map(entries)) => entries
+                .iter()
+                .find(|(k, _)| k.as_str() == Some(key))
+                .map(|(_, v)| v.clone()),
+            _ => None,
+        };
+        match found {
+            Some(baton_proto::Value::String(text)) => text.as_str().unwrap_or_default().to_owned(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        }
+    };
+    html! {
+        @if !calls.is_empty() {
+            section #tool-calls {
+                h2 { "Tool calls" }
+                table {
+                    thead { tr { th { "Tool" } th { "Agent" } th { "Outcome" } th { "ms" } } }
+                    tbody {
+                        @for call in &calls {
+                            tr.call data-outcome=(field(call, "outcome")) {
+                                td.tool { (field(call, "tool")) }
+                                td { (call.agent.as_deref().unwrap_or("")) }
+                                td.outcome { (field(call, "outcome")) }
+                                td.num { (field(call, "duration_ms")) }
+                            }
+                        }
                     }
                 }
             }

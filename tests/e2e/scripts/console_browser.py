@@ -7,6 +7,7 @@ for the e2e tests, and prints what it saw as one JSON object.
     console_browser.py inbox   URL SESSION ANSWER   answer the inbox task of SESSION from the page
     console_browser.py auth    URL TOKEN            without the token: refused; with it: served
     console_browser.py paint   URL                  page size and first paint of the sessions list
+    console_browser.py tools   URL SESSION          the tool calls listed on a session's page
 
 With BATON_SCREENSHOTS=DIR, each phase saves screenshots there.
 """
@@ -115,6 +116,20 @@ def live(browser, url, baton, nats_url):
         worker.terminate()
         worker.wait()
     return result
+
+
+def tools(browser, url, session):
+    page = new_page(browser, viewport={"width": 1300, "height": 700})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(f"{url}/sessions/{session}")
+    page.wait_for_selector("#tool-calls tr.call", timeout=TIMEOUT_MS)
+    shot(page, "tool-calls")
+    return {
+        "tools": page.eval_on_selector_all("#tool-calls td.tool", "ts => ts.map(t => t.textContent)"),
+        "outcomes": page.eval_on_selector_all("#tool-calls td.outcome", "ts => ts.map(t => t.textContent)"),
+        "errors": errors,
+    }
 
 
 def replay(browser, url, seq):
@@ -261,6 +276,8 @@ def main():
                 result = auth(browser, url, *rest)
             elif phase == "paint":
                 result = paint(browser, url)
+            elif phase == "tools":
+                result = tools(browser, url, *rest)
             else:
                 sys.exit(f"unknown phase {phase}")
         except Exception:
