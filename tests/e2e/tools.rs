@@ -623,3 +623,113 @@ async fn the_console_lists_a_sessions_tool_calls_in_order() -> anyhow::Result<()
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fifty_tool_loops_under_random_kills_refund_each_step_once_and_end_once()
+-> anyhow::Result<()> {
+    const SESSIONS: usize = 50;
+    const STEPS: usize = 5;
+    // Each answer follows from the conversation: a refund per step until
+    // five are done, then the answer.
+    let llm = FakeLlm::responding(|body| {
+        let done = body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+        let answer = if done < STEPS {
+            let args = format!(r#"{{"order_id": "ABC-123", "amount": {}}}"#, done + 1);
+            Scripted::tool_calls(&[("refund_order", &args)])
+        } else {
+            Scripted::text("all refunded")
+        };
+        answer.after(Duration::from_millis(150))
+    })?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("refunds.jsonl");
+    let mcp = format!(
+        "\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\n",
+        orders_server()
+    );
+    let spec = refund_spec(dir.path(), &llm, &mcp)?;
+    let mut system = System::start().await?;
+    for worker in ["w0", "w1"] {
+        start_as(&mut system, worker, &spec, &log).await?;
+    }
+    let agent = baton_proto::AgentName::new("refund_llm")?;
+    let tasks: Vec<Envelope> = (0..SESSIONS)
+        .map(|n| Envelope::task(format!("session {n}")))
+        .collect();
+    for task in &tasks {
+        system.client.submit_to(&agent, task).await?;
+    }
+    // Kill a worker at a random moment, six times, starting another each time.
+    let mut live = vec!["w0".to_owned(), "w1".to_owned()];
+    let kills = 6;
+    for kill in 0..kills {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(300..1200))).await;
+        let victim = live.remove(fastrand::usize(..live.len()));
+        system.process(&victim).kill9();
+        let next = format!("w{}", kill + 2);
+        start_as(&mut system, &next, &spec, &log).await?;
+        live.push(next);
+    }
+    let ends = baton_testkit::eventually(Duration::from_secs(120), || async {
+        let mut ends = std::collections::HashMap::new();
+        for task in &tasks {
+            let stored = system.stored_events(task.session).await?;
+            let terminal: Vec<_> = stored
+                .iter()
+                .filter(|e| e.kind.is_terminal())
+                .cloned()
+                .collect();
+            ends.insert(task.session, terminal);
+        }
+        let ended = ends.values().filter(|t| !t.is_empty()).count();
+        anyhow::ensure!(ended == SESSIONS, "{ended} of {SESSIONS} ended");
+        Ok(ends)
+    })
+    .await?;
+    // What the order server did, by the envelope in each call's key.
+    let mut refunded: std::collections::HashMap<String, Vec<u64>> =
+        std::collections::HashMap::new();
+    for refund in refunds(&log) {
+        let key = refund["key"].as_str().unwrap_or_default();
+        let envelope = key.split('/').next().unwrap_or_default().to_owned();
+        refunded
+            .entry(envelope)
+            .or_default()
+            .push(refund["amount"].as_f64().unwrap_or(0.0) as u64);
+    }
+    let requests = llm.requests();
+    let (mut wrong_refunds, mut wrong_ends, mut went_back) = (0, 0, 0);
+    let mut repeats = 0;
+    for task in &tasks {
+        let mut amounts = refunded
+            .get(&task.id.to_string())
+            .cloned()
+            .unwrap_or_default();
+        amounts.sort_unstable();
+        wrong_refunds += usize::from(amounts != [1, 2, 3, 4, 5]);
+        let terminal = &ends[&task.session];
+        wrong_ends += usize::from(terminal.len() != 1 || terminal[0].kind != EventType::Completed);
+        // The steps this session's model requests were at, in the order
+        // they came: a replay goes on from the journal, so the step never
+        // goes back (without it, a kill at step k would ask steps 1..k again).
+        let text = task.context.initial_query.clone();
+        let steps: Vec<usize> = requests
+            .iter()
+            .filter_map(|r| r.body["messages"].as_array())
+            .filter(|m| m.iter().any(|m| m["content"] == text.as_str()))
+            .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
+            .collect();
+        repeats += steps.len().saturating_sub(STEPS + 1);
+        went_back += usize::from(steps.windows(2).any(|pair| pair[1] < pair[0]));
+    }
+    println!(
+        "{SESSIONS} sessions x {STEPS} refunds, {kills} kills: {wrong_refunds} sessions refunded other than once per step, \
+         {wrong_ends} without exactly one completed end, {} model requests ({repeats} repeated: answers lost with a worker), \
+         {went_back} sessions whose model was asked an answered step again",
+        requests.len()
+    );
+    assert_eq!((wrong_refunds, wrong_ends, went_back), (0, 0, 0));
+    Ok(())
+}

@@ -106,10 +106,15 @@ pub struct Recorded {
     pub body: serde_json::Value,
 }
 
+/// Computes an answer from a request's JSON body.
+type Responder = Box<dyn Fn(&serde_json::Value) -> Scripted + Send>;
+
 #[derive(Default)]
 struct State {
     script: VecDeque<Scripted>,
     requests: Vec<Recorded>,
+    /// Answers from the request instead of the script, when set.
+    responder: Option<Responder>,
 }
 
 /// A chat-completions server on a random loopback port that answers from a
@@ -127,12 +132,31 @@ impl FakeLlm {
     ///
     /// When no loopback port can be bound.
     pub fn start(script: Vec<Scripted>) -> std::io::Result<Self> {
+        Self::serving(State {
+            script: script.into(),
+            ..State::default()
+        })
+    }
+
+    /// Starts the server answering each request with what `respond` makes
+    /// of its body (for many sessions at once, whose order is not known).
+    ///
+    /// # Errors
+    ///
+    /// When no loopback port can be bound.
+    pub fn responding(
+        respond: impl Fn(&serde_json::Value) -> Scripted + Send + 'static,
+    ) -> std::io::Result<Self> {
+        Self::serving(State {
+            responder: Some(Box::new(respond)),
+            ..State::default()
+        })
+    }
+
+    fn serving(state: State) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let url = format!("http://{}/v1", listener.local_addr()?);
-        let state = Arc::new(Mutex::new(State {
-            script: script.into(),
-            requests: Vec::new(),
-        }));
+        let state = Arc::new(Mutex::new(state));
         let accept = listener.try_clone()?;
         let shared = state.clone();
         thread::spawn(move || {
@@ -209,12 +233,13 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         let mut state = state
             .lock()
             .map_err(|_| std::io::Error::other("poisoned"))?;
+        let answer = state.responder.as_ref().map(|respond| respond(&body));
         state.requests.push(Recorded {
             path,
             authorization,
             body,
         });
-        state.script.pop_front()
+        answer.or_else(|| state.script.pop_front())
     }
     .unwrap_or_else(|| Scripted::error(500, &[]));
     std::thread::sleep(answer.delay);
