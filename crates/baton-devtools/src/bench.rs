@@ -101,6 +101,12 @@ pub struct BenchArgs {
     /// task, then through the same agent run persistent, and report both and the ratio.
     #[arg(long)]
     pub exec: bool,
+
+    /// Instead of one run, measure one MCP tool call through an LLM agent (a stand-in
+    /// model and an echo MCP server, in process) against calling the server directly,
+    /// and the hop journal's cost per entry, with --tasks tasks per side.
+    #[arg(long)]
+    pub tools: bool,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -277,6 +283,9 @@ pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> a
     if args.exec {
         return exec::run(&processes, args.tasks).await;
     }
+    if args.tools {
+        return tools::run(&processes, args.tasks).await;
+    }
     table(&client, server, &args).await?;
     if args.all {
         println!();
@@ -424,6 +433,7 @@ async fn context_curve(
             scale_out: false,
             all: false,
             exec: false,
+            tools: false,
             delay_ms: 0,
             round_secs: 0,
         };
@@ -587,5 +597,6 @@ mod exec;
 mod raw;
 mod scale;
 mod side;
+mod tools;
 use raw::raw_relay;
 use side::{Side, settled, writes_per_hop};
