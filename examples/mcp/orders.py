@@ -92,6 +92,14 @@ if os.environ.get("ORDERS_TEST_TOOLS"):
             os._exit(3)
         return get_order(order_id)
 
+    @server.tool()
+    def malformed(order_id: str) -> str:
+        """A tool whose input schema is not a JSON Schema."""
+        return order_id
+
+    # What a broken server might send: a property's "type" must be a string or a list.
+    server._tool_manager.get_tool("malformed").parameters = {"type": "object", "properties": {"order_id": {"type": 12}}}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

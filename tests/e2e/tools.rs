@@ -10,7 +10,11 @@ use baton_testkit::{FakeLlm, Scripted};
 use crate::util::{System, agents, kinds};
 
 /// A spec for an LLM refund agent with `mcp` as its `[[mcp]]` table(s).
-fn refund_spec(dir: &std::path::Path, llm: &FakeLlm, extra: &str) -> anyhow::Result<String> {
+pub(crate) fn refund_spec(
+    dir: &std::path::Path,
+    llm: &FakeLlm,
+    extra: &str,
+) -> anyhow::Result<String> {
     let spec = dir.join("refund_llm.toml");
     std::fs::write(
         &spec,
@@ -31,7 +35,7 @@ system_prompt = "You handle refunds. Look the order up before you refund it."
     Ok(spec.to_string_lossy().into_owned())
 }
 
-fn orders_server() -> String {
+pub(crate) fn orders_server() -> String {
     crate::util::example("mcp/orders.py")
         .to_string_lossy()
         .into_owned()
@@ -316,11 +320,19 @@ async fn a_bad_mcp_configuration_stops_the_worker_naming_the_server_and_the_tool
             "cannot start /nonexistent/server",
         ),
     ];
-    for (extra, said) in cases {
+    let bad_schema = (
+        format!("[[mcp]]\ncommand = [\"python3\", \"{server}\"]\ntools = [\"malformed\"]\n"),
+        "tool \"malformed\" has an input schema that is not a valid JSON Schema",
+    );
+    for (extra, said) in cases.into_iter().chain([bad_schema]) {
         let spec = refund_spec(dir.path(), &llm, &format!("\n{extra}"))?;
         let output = tokio::task::block_in_place(|| {
             system
                 .baton(&["worker", "--spec", &spec, "--no-registry"])
+                .env(
+                    "ORDERS_TEST_TOOLS",
+                    if extra.contains("malformed") { "1" } else { "" },
+                )
                 .output()
         })?;
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -510,7 +522,7 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
     let dir = tempfile::tempdir()?;
     let (marker, starts) = (dir.path().join("marker"), dir.path().join("starts"));
     let mcp = format!(
-        "[retry]\nmax_attempts = 2\nmin_backoff_ms = 100\n\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\ntimeout_ms = 3000\n",
+        "[retry]\nmax_attempts = 2\nmin_backoff_ms = 100\n\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\ntimeout_ms = 3000\ntools = [\"flaky_lookup\", \"big_report\", \"refund_order\"]\n",
         orders_server()
     );
     let spec = dir.path().join("refund_llm.toml");

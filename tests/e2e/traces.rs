@@ -435,3 +435,83 @@ async fn a_delegated_childs_span_is_a_child_of_the_delegating_hop() -> anyhow::R
     assert_eq!(joined.parent_span_id, kid.span_id);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_call_is_an_execute_tool_span_of_its_hop_and_is_counted() -> anyhow::Result<()> {
+    let (otlp, received, _points) = receiver().await?;
+    let llm = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("get_order", r#"{"order_id": "ABC-123"}"#)]),
+        Scripted::text("It is on its way."),
+    ])?;
+    let dir = tempfile::tempdir()?;
+    let mcp = format!(
+        "\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\n",
+        crate::tools::orders_server()
+    );
+    let spec = crate::tools::refund_spec(dir.path(), &llm, &mcp)?;
+    let mut system = System::start().await?;
+    let args = [
+        "worker",
+        "--spec",
+        &spec,
+        "--no-registry",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ];
+    exporting(&mut system, "refund_llm", &args, &otlp).await?;
+    let task = Envelope::task("Where is order ABC-123?");
+    let events = system.run("refund_llm", &task).await?;
+    assert_eq!(
+        events.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed)
+    );
+    let spans = eventually(Duration::from_secs(20), || async {
+        let spans = received
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
+        anyhow::ensure!(
+            names.contains(&"execute_tool get_order") && names.contains(&"invoke_agent refund_llm"),
+            "spans so far: {names:?}"
+        );
+        Ok(spans)
+    })
+    .await?;
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|(_, s)| s.name == name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default()
+    };
+    let (hop, tool) = (
+        named("invoke_agent refund_llm"),
+        named("execute_tool get_order"),
+    );
+    assert_eq!(tool.parent_span_id, hop.span_id);
+    let seen = attributes(&tool);
+    assert_eq!(
+        seen.get("gen_ai.operation.name").map(String::as_str),
+        Some("execute_tool")
+    );
+    assert_eq!(
+        seen.get("gen_ai.tool.name").map(String::as_str),
+        Some("get_order")
+    );
+    let call = seen.get("gen_ai.tool.call.id").cloned().unwrap_or_default();
+    assert_eq!(call, format!("{}/1/0", task.id));
+    // Counted by tool and outcome, and timed.
+    let url = crate::metrics::metrics_url(system.process("refund_llm").stderr())?;
+    let samples = crate::metrics::scrape(&url)?;
+    let labels = [("tool", "get_order"), ("outcome", "ok")];
+    assert_eq!(
+        crate::metrics::value(&samples, "baton_tool_calls_total", &labels),
+        1.0
+    );
+    assert_eq!(
+        crate::metrics::value(&samples, "baton_tool_duration_seconds_count", &labels),
+        1.0
+    );
+    Ok(())
+}
