@@ -516,6 +516,10 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
         // A 50 MB result: the model is told it is too large.
         Scripted::tool_calls(&[("big_report", r#"{"megabytes": 50}"#)]),
         Scripted::text("Too big."),
+        // A 2 MB result: over a message, under max_result_bytes: it goes
+        // through the claim-check, journal and conversation alike.
+        Scripted::tool_calls(&[("big_report", r#"{"megabytes": 2}"#)]),
+        Scripted::text("Read it."),
         // A tool that hangs past timeout_ms: retried, then the session fails.
         Scripted::tool_calls(&[("refund_order", r#"{"order_id": "XYZ-9", "amount": 1}"#)]),
     ])?;
@@ -561,6 +565,31 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
         told.starts_with("error:") && told.contains("more than") && told.len() < 1000,
         "{}",
         &told[..told.len().min(300)]
+    );
+
+    let events = completed(&system, "the long report").await?;
+    let requests = llm.requests();
+    let read = requests.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap();
+    let read = read.last().unwrap()["content"].as_str().unwrap_or_default();
+    assert_eq!(
+        read.len(),
+        2 * 1024 * 1024,
+        "the whole result reached the model"
+    );
+    let context = events
+        .last()
+        .unwrap()
+        .context
+        .as_ref()
+        .expect("the ending context");
+    assert!(
+        context
+            .messages
+            .iter()
+            .any(|m| m.content.len() == 2 * 1024 * 1024),
+        "the result stays in the conversation"
     );
 
     system.process("refund_llm").kill9();

@@ -7,6 +7,10 @@
 //! be made) and `<envelope>.<step>.<call>.result` (its result). The
 //! envelope id is the same on every delivery of a message, and a replayed
 //! hop reaches the same steps, since it replays the same answers.
+//!
+//! A value is a MessagePack map (`{answer}`, `{text, is_error}`); one too
+//! large for a message keeps its large parts in the claim-check store, as
+//! an envelope does, and the journal holds the reference.
 
 use std::time::Duration;
 
@@ -37,8 +41,8 @@ pub(crate) enum Recorded {
 #[derive(Debug, Default)]
 pub(crate) struct Journal {
     bucket: Option<kv::Store>,
-    /// The largest value the bucket takes (the server's `max_payload`, less room for headers).
-    limit: usize,
+    /// Where large values keep their large parts.
+    claims: Option<baton_worker::ClaimCheck>,
 }
 
 impl Journal {
@@ -64,20 +68,12 @@ impl Journal {
         let bucket = baton_worker::key_value(&jetstream::new(client.clone()), config)
             .await
             .map_err(|err| StartError::new(format!("cannot open the hop journal: {err}")))?;
+        let mut settings = baton_worker::ClaimSettings::default();
+        settings.replicas = replicas;
         Ok(Self {
             bucket: Some(bucket),
-            limit: client.server_info().max_payload.saturating_sub(4096),
+            claims: Some(baton_worker::ClaimCheck::open(client, subjects, settings)),
         })
-    }
-
-    /// The largest tool result the journal records; a larger one is
-    /// reported to the model as an error instead.
-    pub(crate) fn limit(&self) -> usize {
-        if self.bucket.is_some() {
-            self.limit
-        } else {
-            usize::MAX
-        }
     }
 
     /// The recorded model answer of `step`.
@@ -86,10 +82,11 @@ impl Journal {
         envelope: Uuid,
         step: u32,
     ) -> Result<Option<Json>, AgentError> {
-        let Some(bytes) = self.get(&format!("{envelope}.{step}.model")).await? else {
+        let Some(entry) = self.get(&format!("{envelope}.{step}.model")).await? else {
             return Ok(None);
         };
-        serde_json::from_slice(&bytes).map(Some).map_err(|err| {
+        let answer = entry.answer.unwrap_or_default();
+        serde_json::from_str(&answer).map(Some).map_err(|err| {
             AgentError::fatal(format!("the hop journal holds an unreadable answer: {err}"))
         })
     }
@@ -101,8 +98,11 @@ impl Journal {
         step: u32,
         answer: &Json,
     ) -> Result<(), AgentError> {
-        let bytes = serde_json::to_vec(answer).unwrap_or_default();
-        self.put(&format!("{envelope}.{step}.model"), bytes).await
+        let entry = Entry {
+            answer: Some(answer.to_string()),
+            ..Entry::default()
+        };
+        self.put(&format!("{envelope}.{step}.model"), &entry).await
     }
 
     /// What is recorded of call `call` of `step`.
@@ -113,13 +113,10 @@ impl Journal {
         call: usize,
     ) -> Result<Recorded, AgentError> {
         let prefix = format!("{envelope}.{step}.{call}");
-        if let Some(bytes) = self.get(&format!("{prefix}.result")).await? {
-            let (is_error, text) = bytes
-                .split_first()
-                .map_or((false, &[][..]), |(flag, text)| (*flag == 1, text));
+        if let Some(entry) = self.get(&format!("{prefix}.result")).await? {
             return Ok(Recorded::Result(
-                String::from_utf8_lossy(text).into_owned(),
-                is_error,
+                entry.text.unwrap_or_default(),
+                entry.is_error,
             ));
         }
         Ok(match self.get(&format!("{prefix}.started")).await? {
@@ -135,8 +132,11 @@ impl Journal {
         step: u32,
         call: usize,
     ) -> Result<(), AgentError> {
-        self.put(&format!("{envelope}.{step}.{call}.started"), Vec::new())
-            .await
+        self.put(
+            &format!("{envelope}.{step}.{call}.started"),
+            &Entry::default(),
+        )
+        .await
     }
 
     /// Records the result of call `call` of `step`.
@@ -148,32 +148,61 @@ impl Journal {
         text: &str,
         is_error: bool,
     ) -> Result<(), AgentError> {
-        let mut bytes = vec![u8::from(is_error)];
-        bytes.extend_from_slice(text.as_bytes());
-        self.put(&format!("{envelope}.{step}.{call}.result"), bytes)
+        let entry = Entry {
+            text: Some(text.to_owned()),
+            is_error,
+            ..Entry::default()
+        };
+        self.put(&format!("{envelope}.{step}.{call}.result"), &entry)
             .await
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Bytes>, AgentError> {
-        let Some(bucket) = &self.bucket else {
+    async fn get(&self, key: &str) -> Result<Option<Entry>, AgentError> {
+        let (Some(bucket), Some(claims)) = (&self.bucket, &self.claims) else {
             return Ok(None);
         };
-        bucket
+        let Some(stored) = bucket
             .get(key)
             .await
-            .map_err(|err| AgentError::retryable(format!("cannot read the hop journal: {err}")))
+            .map_err(|err| AgentError::retryable(format!("cannot read the hop journal: {err}")))?
+        else {
+            return Ok(None);
+        };
+        let restored = claims.unpack(&stored).await.map_err(|err| {
+            AgentError::retryable(format!("cannot restore a hop journal entry: {err}"))
+        })?;
+        rmp_serde::from_slice(&restored).map(Some).map_err(|err| {
+            AgentError::fatal(format!("the hop journal holds an unreadable entry: {err}"))
+        })
     }
 
-    async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), AgentError> {
-        let Some(bucket) = &self.bucket else {
+    async fn put(&self, key: &str, entry: &Entry) -> Result<(), AgentError> {
+        let (Some(bucket), Some(claims)) = (&self.bucket, &self.claims) else {
             return Ok(());
         };
-        bucket
-            .put(key, value.into())
-            .await
-            .map(drop)
-            .map_err(|err| {
-                AgentError::retryable(format!("cannot record in the hop journal: {err}"))
-            })
+        let bytes = rmp_serde::to_vec_named(entry).map_err(|err| {
+            AgentError::fatal(format!("cannot encode a hop journal entry: {err}"))
+        })?;
+        // A large value keeps its large parts in the claim-check store.
+        let packed = claims.pack(Bytes::from(bytes)).await.map_err(|err| {
+            AgentError::retryable(format!("cannot store a large hop journal entry: {err}"))
+        })?;
+        bucket.put(key, packed).await.map(drop).map_err(|err| {
+            AgentError::retryable(format!("cannot record in the hop journal: {err}"))
+        })
     }
+}
+
+/// One journal value.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Entry {
+    /// A model answer, as the endpoint's JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    answer: Option<String>,
+    /// A tool result's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    /// Whether the tool said the call failed.
+    #[serde(default)]
+    is_error: bool,
 }

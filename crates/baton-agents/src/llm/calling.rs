@@ -151,17 +151,7 @@ impl LlmRunner {
         let called = self
             .call_one(tool, args.clone(), &key, &turn.task.progress)
             .await?;
-        let (text, is_error) = if called.text.len() > self.journal.limit() {
-            let said = format!(
-                "{} returned {} bytes, more than the {} the hop journal holds",
-                tool.name,
-                called.text.len(),
-                self.journal.limit()
-            );
-            (said, true)
-        } else {
-            (called.text, called.is_error)
-        };
+        let (text, is_error) = (called.text, called.is_error);
         self.journal
             .record_result(envelope, turn.step, index, &text, is_error)
             .await?;
