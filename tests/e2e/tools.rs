@@ -774,3 +774,69 @@ async fn fifty_tool_loops_under_random_kills_refund_each_step_once_and_end_once(
     assert_eq!((wrong_refunds, wrong_ends, went_back), (0, 0, 0));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_the_lean_level_tool_calls_go_out_live_and_are_not_stored() -> anyhow::Result<()> {
+    use baton_proto::Wire;
+    use futures::StreamExt;
+    let llm = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("get_order", r#"{"order_id": "ABC-123"}"#)]),
+        Scripted::text("On its way."),
+    ])?;
+    let dir = tempfile::tempdir()?;
+    let mcp = format!(
+        "\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\n",
+        orders_server()
+    );
+    let spec = refund_spec(dir.path(), &llm, &mcp)?;
+    let mut system = System::start().await?;
+    let command = system.baton(&[
+        "worker",
+        "--spec",
+        &spec,
+        "--no-registry",
+        "--events",
+        "lean",
+    ]);
+    system.adopt("lean", baton_testkit::ChildProcess::spawn(command, "lean")?);
+    system
+        .wait_log("lean", "worker started", Duration::from_secs(30))
+        .await?;
+    let task = Envelope::task("Where is order ABC-123?");
+    let mut live = system
+        .nats
+        .subscribe(baton_proto::Subjects::default().live(task.session))
+        .await?;
+    let agent = baton_proto::AgentName::new("refund_llm")?;
+    system.client.submit_to(&agent, &task).await?;
+    let end = system
+        .client
+        .wait(task.session, Duration::from_secs(20))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    let mut seen = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), live.next()).await
+    {
+        seen.push(baton_proto::Event::from_msgpack(&message.payload)?);
+    }
+    let called: Vec<_> = seen
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .collect();
+    assert_eq!(called.len(), 1, "{:?}", kinds(&seen));
+    assert!(
+        called[0]
+            .detail
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("get_order ok")
+    );
+    let stored = system.stored_events(task.session).await?;
+    assert!(
+        !stored.iter().any(|e| e.kind == EventType::ToolCalled),
+        "{:?}",
+        kinds(&stored)
+    );
+    Ok(())
+}
