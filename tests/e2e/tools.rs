@@ -191,6 +191,12 @@ async fn tool_errors_invented_names_and_bad_arguments_go_back_to_the_model() -> 
         // The next session: a tool the model invents.
         Scripted::tool_calls(&[("cancel_everything", "{}")]),
         Scripted::text("I cannot do that."),
+        // The next: a tool and a handoff in one turn.
+        Scripted::tool_calls(&[
+            ("get_order", r#"{"order_id": "ABC-123"}"#),
+            ("transfer_to_human", "{}"),
+        ]),
+        Scripted::text("Let me look first."),
     ])?;
     let (system, _dir, log) = on_stdio(&llm, "").await?;
     completed(&system, "refund NOPE").await?;
@@ -210,6 +216,21 @@ async fn tool_errors_invented_names_and_bad_arguments_go_back_to_the_model() -> 
         failed.starts_with("error:") && failed.contains("NOPE"),
         "{failed}"
     );
+    completed(&system, "cancel it all").await?;
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 5);
+    let told = requests[4].body["messages"].as_array().unwrap();
+    let told = told.last().unwrap()["content"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("there is no tool \"cancel_everything\"") && told.contains("refund_order"),
+        "{told}"
+    );
+    completed(&system, "look and hand off").await?;
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 7);
+    let told = requests[6].body["messages"].as_array().unwrap();
+    let told = told.last().unwrap()["content"].as_str().unwrap_or_default();
+    assert!(told.contains("call tools in a turn of their own"), "{told}");
     assert!(refunds(&log).is_empty());
     Ok(())
 }

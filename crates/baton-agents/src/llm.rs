@@ -345,6 +345,9 @@ impl LlmRunner {
         });
         let tool = self.tools.iter().find(|tool| tool.name == name);
         match (tool, parsed) {
+            (None, _) if self.toolbox.find(name).is_some() => Err(format!(
+                "{name} was called beside a transfer_to_ or agent_run_ call: call tools in a turn of their own, then hand off"
+            )),
             (None, _) => Err(format!("there is no tool {name:?}")),
             (Some(tool), _) if matches!(tool.source, ToolSource::Delegate(_)) => Err(
                 "agent_run_ calls need a `task` string, and go without transfer_to_ calls in the same turn"
