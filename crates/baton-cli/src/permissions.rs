@@ -312,8 +312,9 @@ fn client(block: &mut Block, subjects: &Subjects) {
     ]);
     claims_write_only(block, subjects);
     block.notes.push(
-        "a client reads a session only through the router, by its id; \
-         give each client user its own --inbox-prefix so no client sees another's replies"
+        "every client user given this block may subscribe to its inbox prefix, where the router's \
+         answers (a session's events) arrive: give each client user its own --inbox-prefix, and \
+         generate its block with the same prefix"
             .to_owned(),
     );
 }
