@@ -203,16 +203,7 @@ async fn losing_a_follower_then_the_tasks_leader_loses_and_doubles_nothing() -> 
     let (_processes, tasks) = chain(&urls, &["--ack-wait-secs", "5"], SESSIONS).await?;
     let client = baton_worker::Client::new(nats.clone(), baton_proto::Subjects::default());
     let intake = baton_proto::AgentName::new("intake")?;
-    let leader = || async {
-        let mut stream = js.get_stream("BATON_TASKS").await?;
-        let info = stream.info().await?;
-        let name = info
-            .cluster
-            .as_ref()
-            .and_then(|c| c.leader.clone())
-            .unwrap_or_default();
-        node_index(&name)
-    };
+    let leader = || leader_of(&js, "BATON_TASKS");
     // A third of the sessions, then a follower dies; a third, then it comes
     // back and the leader of BATON_TASKS dies; the rest, then it comes back.
     for (round, part) in tasks.chunks(SESSIONS / 3).enumerate() {
@@ -284,6 +275,19 @@ async fn losing_a_follower_then_the_tasks_leader_loses_and_doubles_nothing() -> 
 async fn all_events(
     js: &async_nats::jetstream::Context,
 ) -> anyhow::Result<Vec<baton_proto::Event>> {
+    Ok(stored(js)
+        .await?
+        .into_iter()
+        .map(|(event, _)| event)
+        .collect())
+}
+
+/// Every stored event with when it was stored (the server's timestamp,
+/// unix ms), in stream order; the leader-loss probe's writes (on the nil
+/// session) left out.
+async fn stored(
+    js: &async_nats::jetstream::Context,
+) -> anyhow::Result<Vec<(baton_proto::Event, u64)>> {
     use baton_proto::Wire;
     use futures::StreamExt;
     let mut stream = js.get_stream("BATON_EVENTS").await?;
@@ -296,18 +300,26 @@ async fn all_events(
         .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
         .await?;
     let mut messages = consumer.messages().await?;
+    let probe = uuid::Uuid::nil().to_string();
     while let Some(message) = messages.next().await {
         let message = message?;
-        events.push(baton_proto::Event::from_msgpack(&message.payload)?);
-        let seq = message
-            .info()
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .stream_sequence;
+        let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (seq, at) = (info.stream_sequence, info.published);
+        if !message.subject.ends_with(&probe) {
+            let at = u64::try_from(at.unix_timestamp_nanos() / 1_000_000)?;
+            events.push((baton_proto::Event::from_msgpack(&message.payload)?, at));
+        }
         if seq >= last {
             break;
         }
     }
     Ok(events)
+}
+
+/// The index of the node leading `stream`.
+async fn leader_of(js: &async_nats::jetstream::Context, stream: &str) -> anyhow::Result<usize> {
+    let info = js.get_stream(stream).await?.info().await?.clone();
+    node_index(&info.cluster.and_then(|c| c.leader).unwrap_or_default())
 }
 
 #[test]
@@ -460,41 +472,14 @@ type Ends = (
 );
 
 async fn ends_stored(js: &async_nats::jetstream::Context) -> anyhow::Result<Ends> {
-    use baton_proto::Wire;
-    use futures::StreamExt;
-    let mut stream = js.get_stream("BATON_EVENTS").await?;
-    let last = stream.info().await?.state.last_sequence;
-    let (mut ends, mut stored) = (std::collections::HashMap::new(), Vec::new());
-    if last == 0 {
-        return Ok((ends, stored));
-    }
-    let consumer = stream
-        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
-        .await?;
-    let mut messages = consumer.messages().await?;
-    while let Some(message) = messages.next().await {
-        let message = message?;
-        let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let (seq, at) = (info.stream_sequence, info.published);
-        if message.subject.ends_with(&uuid::Uuid::nil().to_string()) {
-            // The leader-loss probe's writes.
-            if seq >= last {
-                break;
-            }
-            continue;
-        }
-        let event = baton_proto::Event::from_msgpack(&message.payload)?;
-        let at = u64::try_from(at.unix_timestamp_nanos() / 1_000_000)?;
-        stored.push(at);
+    let (mut ends, mut times) = (std::collections::HashMap::new(), Vec::new());
+    for (event, at) in stored(js).await? {
+        times.push(at);
         if event.kind.is_terminal() {
-            let end = ends.entry(event.session).or_insert((at, 0));
-            end.1 += 1;
-        }
-        if seq >= last {
-            break;
+            ends.entry(event.session).or_insert((at, 0)).1 += 1;
         }
     }
-    Ok((ends, stored))
+    Ok((ends, times))
 }
 
 /// The `q`-quantile of `sorted`.
@@ -521,8 +506,7 @@ async fn leader_loss(stream: &str) -> anyhow::Result<()> {
         client.submit_to(&intake, task).await?;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let info = js.get_stream(stream).await?.info().await?.clone();
-    let leader = node_index(&info.cluster.and_then(|c| c.leader).unwrap_or_default())?;
+    let leader = leader_of(&js, stream).await?;
     let killed_at = u64::try_from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?

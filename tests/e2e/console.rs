@@ -11,7 +11,11 @@ use baton_proto::{AgentName, Envelope, EventType};
 use crate::util::{System, agents, wants};
 
 /// Starts `baton console ARGS` as process `label`; returns its base URL.
-async fn console(system: &mut System, label: &str, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) async fn console(
+    system: &mut System,
+    label: &str,
+    args: &[&str],
+) -> anyhow::Result<String> {
     let mut all = vec!["console", "--listen", "127.0.0.1:0"];
     all.extend_from_slice(args);
     system.spawn(label, &all, "console listening").await?;
@@ -19,7 +23,7 @@ async fn console(system: &mut System, label: &str, args: &[&str]) -> anyhow::Res
 }
 
 /// Runs a phase of `scripts/console_browser.py`; its JSON answer.
-fn browser(args: &[&str]) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn browser(args: &[&str]) -> anyhow::Result<serde_json::Value> {
     anyhow::ensure!(
         std::path::Path::new("/usr/bin/chromium").exists()
             || std::env::var_os("CHROMIUM").is_some(),

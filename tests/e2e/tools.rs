@@ -43,16 +43,25 @@ pub(crate) fn orders_server() -> String {
 
 /// Starts the spec's worker with `env`, and waits until it is ready.
 async fn start(system: &mut System, spec: &str, env: &[(&str, &str)]) -> anyhow::Result<()> {
-    let mut command = system.baton(&["worker", "--spec", spec, "--no-registry"]);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    system.adopt(
-        "refund_llm",
-        baton_testkit::ChildProcess::spawn(command, "refund_llm")?,
-    );
+    worker(system, "refund_llm", spec, &[], env).await
+}
+
+/// Starts the refund agent of `spec` as process `label`, with `flags` after
+/// the worker's own and `env`, and waits until it is ready.
+async fn worker(
+    system: &mut System,
+    label: &str,
+    spec: &str,
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    let mut args = vec!["worker", "--spec", spec, "--no-registry"];
+    args.extend_from_slice(flags);
+    let mut command = system.baton(&args);
+    command.envs(env.iter().copied());
+    system.adopt(label, baton_testkit::ChildProcess::spawn(command, label)?);
     system
-        .wait_log("refund_llm", "worker started", Duration::from_secs(30))
+        .wait_log(label, "worker started", Duration::from_secs(30))
         .await
 }
 
@@ -380,19 +389,9 @@ async fn start_as(
     spec: &str,
     log: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let mut command = system.baton(&[
-        "worker",
-        "--spec",
-        spec,
-        "--no-registry",
-        "--ack-wait-secs",
-        "2",
-    ]);
-    command.env("ORDERS_LOG", log);
-    system.adopt(label, baton_testkit::ChildProcess::spawn(command, label)?);
-    system
-        .wait_log(label, "worker started", Duration::from_secs(30))
-        .await
+    let log = log.to_string_lossy();
+    let env = [("ORDERS_LOG", log.as_ref())];
+    worker(system, label, spec, &["--ack-wait-secs", "2"], &env).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -479,23 +478,16 @@ async fn an_unknown_outcome_of_a_tool_that_must_not_repeat_goes_to_the_fallback(
     let spec = refund_spec(dir.path(), &llm, &mcp)?;
     let mut system = System::start().await?;
     system.relay("human", "human", &[]).await?;
-    let slow = [("ORDERS_DELAY_S", "20")];
-    let mut command = system.baton(&[
-        "worker",
-        "--spec",
-        &spec,
-        "--no-registry",
-        "--ack-wait-secs",
-        "2",
-    ]);
-    command.env("ORDERS_LOG", &log).envs(slow);
-    system.adopt(
+    let log_path = log.to_string_lossy();
+    let slow = [("ORDERS_LOG", log_path.as_ref()), ("ORDERS_DELAY_S", "20")];
+    worker(
+        &mut system,
         "first",
-        baton_testkit::ChildProcess::spawn(command, "first")?,
-    );
-    system
-        .wait_log("first", "worker started", Duration::from_secs(30))
-        .await?;
+        &spec,
+        &["--ack-wait-secs", "2"],
+        &slow,
+    )
+    .await?;
     let task = Envelope::task("Please refund order ABC-123.");
     let agent = baton_proto::AgentName::new("refund_llm")?;
     system.client.submit_to(&agent, &task).await?;
@@ -614,12 +606,8 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
     );
 
     system.process("refund_llm").kill9();
-    let mut command = system.baton(&["worker", "--spec", &spec, "--no-registry"]);
-    command.envs([("ORDERS_TEST_TOOLS", "1"), ("ORDERS_DELAY_S", "30")]);
-    system.adopt("slow", baton_testkit::ChildProcess::spawn(command, "slow")?);
-    system
-        .wait_log("slow", "worker started", Duration::from_secs(30))
-        .await?;
+    let hanging = [("ORDERS_TEST_TOOLS", "1"), ("ORDERS_DELAY_S", "30")];
+    worker(&mut system, "slow", &spec, &[], &hanging).await?;
     system.relay("human", "human", &[]).await?;
     let events = system
         .run("refund_llm", &Envelope::task("refund XYZ-9"))
@@ -654,24 +642,8 @@ async fn the_console_lists_a_sessions_tool_calls_in_order() -> anyhow::Result<()
     let (mut system, _dir, _log) = on_stdio(&llm, "").await?;
     let events = completed(&system, "refund ABC-123").await?;
     let session = events[0].session.to_string();
-    system
-        .spawn(
-            "console",
-            &["console", "--listen", "127.0.0.1:0"],
-            "console listening",
-        )
-        .await?;
-    let url = system.logged_url("console")?;
-    anyhow::ensure!(
-        std::path::Path::new("/usr/bin/chromium").exists()
-            || std::env::var_os("CHROMIUM").is_some(),
-        "the browser tests need Chromium: apt-get install chromium (or set CHROMIUM)"
-    );
-    let seen = crate::util::python_json(
-        "console_browser.py",
-        "playwright",
-        &["tools", &url, &session],
-    )?;
+    let url = crate::console::console(&mut system, "console", &[]).await?;
+    let seen = crate::console::browser(&["tools", &url, &session])?;
     assert_eq!(
         seen["tools"],
         serde_json::json!(["get_order", "get_order", "refund_order"]),
@@ -811,18 +783,7 @@ async fn at_the_lean_level_tool_calls_go_out_live_and_are_not_stored() -> anyhow
     );
     let spec = refund_spec(dir.path(), &llm, &mcp)?;
     let mut system = System::start().await?;
-    let command = system.baton(&[
-        "worker",
-        "--spec",
-        &spec,
-        "--no-registry",
-        "--events",
-        "lean",
-    ]);
-    system.adopt("lean", baton_testkit::ChildProcess::spawn(command, "lean")?);
-    system
-        .wait_log("lean", "worker started", Duration::from_secs(30))
-        .await?;
+    worker(&mut system, "lean", &spec, &["--events", "lean"], &[]).await?;
     let task = Envelope::task("Where is order ABC-123?");
     let mut live = system
         .nats

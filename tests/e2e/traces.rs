@@ -140,6 +140,24 @@ async fn exporting(
         .await
 }
 
+/// Every span received so far, once spans named each of `wanted` are among them.
+async fn spans_named(received: &Received, wanted: &[&str]) -> anyhow::Result<Vec<(String, Span)>> {
+    let spans = eventually(Duration::from_secs(20), || async {
+        let spans = received
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
+        anyhow::ensure!(
+            wanted.iter().all(|w| names.contains(w)),
+            "spans so far: {names:?}"
+        );
+        Ok(spans)
+    })
+    .await?;
+    Ok(spans)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow::Result<()> {
     let (otlp, received, points) = receiver().await?;
@@ -204,19 +222,7 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
         "invoke_agent writer",
         "chat fake-model",
     ];
-    let spans = eventually(Duration::from_secs(20), || async {
-        let spans = received
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
-        anyhow::ensure!(
-            wanted.iter().all(|w| names.contains(w)),
-            "spans so far: {names:?}"
-        );
-        Ok(spans)
-    })
-    .await?;
+    let spans = spans_named(&received, &wanted).await?;
     let one = |name: &str| -> anyhow::Result<Span> {
         let found: Vec<&Span> = spans
             .iter()
@@ -465,18 +471,10 @@ async fn a_tool_call_is_an_execute_tool_span_of_its_hop_and_is_counted() -> anyh
         events.last().map(|e| e.kind.clone()),
         Some(EventType::Completed)
     );
-    let spans = eventually(Duration::from_secs(20), || async {
-        let spans = received
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
-        anyhow::ensure!(
-            names.contains(&"execute_tool get_order") && names.contains(&"invoke_agent refund_llm"),
-            "spans so far: {names:?}"
-        );
-        Ok(spans)
-    })
+    let spans = spans_named(
+        &received,
+        &["execute_tool get_order", "invoke_agent refund_llm"],
+    )
     .await?;
     let named = |name: &str| {
         spans

@@ -28,16 +28,22 @@ pub struct ToolCall<'a> {
 /// Where a running hop reports its progress. [`Progress::default`] reports
 /// nothing (an agent run outside a worker).
 #[derive(Clone, Default)]
-pub struct Progress(Option<Arc<Inner>>);
+pub struct Progress(Option<Arc<Hop>>);
 
-struct Inner {
-    publisher: Publisher,
-    subjects: Subjects,
-    level: EventLevel,
+/// What a worker's hops share when they report: made once per worker.
+pub(crate) struct Reporter {
+    pub(crate) publisher: Publisher,
+    pub(crate) subjects: Subjects,
+    pub(crate) level: EventLevel,
+    pub(crate) agent: String,
+    pub(crate) instance: String,
+}
+
+/// One hop's reporting: the worker's, and the hop's session and trace.
+struct Hop {
+    reporter: Arc<Reporter>,
     session: Uuid,
     envelope: Uuid,
-    agent: String,
-    instance: String,
     headers: async_nats::HeaderMap,
 }
 
@@ -48,37 +54,31 @@ impl std::fmt::Debug for Progress {
 }
 
 impl Progress {
+    /// The progress of the hop that runs `envelope`, in the trace `headers` carry.
     pub(crate) fn new(
-        publisher: Publisher,
-        subjects: Subjects,
-        level: EventLevel,
+        reporter: &Arc<Reporter>,
         envelope: &baton_proto::Envelope,
-        agent: String,
-        instance: String,
         headers: async_nats::HeaderMap,
     ) -> Self {
-        Self(Some(Arc::new(Inner {
-            publisher,
-            subjects,
-            level,
+        Self(Some(Arc::new(Hop {
+            reporter: reporter.clone(),
             session: envelope.session,
             envelope: envelope.id,
-            agent,
-            instance,
             headers,
         })))
     }
 
     /// Reports `call` as a `tool_called` event of the session.
     pub async fn tool_called(&self, call: ToolCall<'_>) {
-        let Some(inner) = &self.0 else {
+        let Some(hop) = &self.0 else {
             return;
         };
-        let id = derive_id_labelled(inner.envelope, &format!("tool_called/{}", call.call), 0);
-        let mut event = Event::new(id, inner.session, EventType::ToolCalled);
-        event.agent = Some(inner.agent.clone());
-        event.instance = Some(inner.instance.clone());
-        event.envelope = Some(inner.envelope);
+        let reporter = &hop.reporter;
+        let id = derive_id_labelled(hop.envelope, &format!("tool_called/{}", call.call), 0);
+        let mut event = Event::new(id, hop.session, EventType::ToolCalled);
+        event.agent = Some(reporter.agent.clone());
+        event.instance = Some(reporter.instance.clone());
+        event.envelope = Some(hop.envelope);
         let millis = u64::try_from(call.took.as_millis()).unwrap_or(u64::MAX);
         event.detail = Some(format!("{} {} in {millis} ms", call.tool, call.outcome));
         event.output = Some(Value::Map(vec![
@@ -91,24 +91,24 @@ impl Progress {
             Ok(payload) => bytes::Bytes::from(payload),
             Err(err) => return tracing::warn!(error = %err, "cannot encode a tool_called event"),
         };
-        let lean = inner.level == EventLevel::Lean;
+        let lean = reporter.level == EventLevel::Lean;
         let message = Outgoing {
             class: Class::Plain,
             subject: if lean {
-                inner.subjects.live(inner.session)
+                reporter.subjects.live(hop.session)
             } else {
-                inner.subjects.events(inner.session)
+                reporter.subjects.events(hop.session)
             },
             id,
             payload,
-            headers: inner.headers.clone(),
+            headers: hop.headers.clone(),
         };
         if lean {
-            inner
+            reporter
                 .publisher
                 .publish_live(std::slice::from_ref(&message))
                 .await;
-        } else if let Err(err) = inner.publisher.publish_one(&message).await {
+        } else if let Err(err) = reporter.publisher.publish_one(&message).await {
             tracing::warn!(error = %err, tool = call.tool, "cannot store a tool_called event");
         }
     }

@@ -46,6 +46,8 @@ pub(crate) struct Runtime {
     pub(crate) metrics: Arc<Metrics>,
     /// The sessions cancelled, as far as this process knows.
     pub(crate) cancelled: Arc<crate::cancel::Cancelled>,
+    /// Where the agent's hops report what they do.
+    reporter: Arc<crate::progress::Reporter>,
 }
 
 impl Runtime {
@@ -71,6 +73,13 @@ impl Runtime {
             config.claims.clone(),
             server_max_payload,
         );
+        let reporter = Arc::new(crate::progress::Reporter {
+            publisher: publisher.clone(),
+            subjects: config.subjects.clone(),
+            level: config.events,
+            agent: config.agent.to_string(),
+            instance: config.instance.clone(),
+        });
         Self {
             config,
             publisher,
@@ -86,6 +95,7 @@ impl Runtime {
             server_max_payload,
             metrics,
             cancelled: Arc::default(),
+            reporter,
         }
     }
 
@@ -109,15 +119,7 @@ impl Runtime {
         attempt: u32,
         headers: async_nats::HeaderMap,
     ) -> Task {
-        let progress = crate::Progress::new(
-            self.publisher.clone(),
-            self.config.subjects.clone(),
-            self.config.events,
-            &envelope,
-            self.config.agent.to_string(),
-            self.config.instance.clone(),
-            headers,
-        );
+        let progress = crate::Progress::new(&self.reporter, &envelope, headers);
         Task {
             envelope,
             attempt,
