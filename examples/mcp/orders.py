@@ -18,6 +18,7 @@ import json
 import os
 import time
 
+import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -91,6 +92,11 @@ if os.environ.get("ORDERS_TEST_TOOLS"):
             open(marker, "w").close()
             os._exit(3)
         return get_order(order_id)
+
+    @server.tool()
+    def order_facts(order_id: str) -> types.CallToolResult:
+        """The order as structured content only, with no text part."""
+        return types.CallToolResult(content=[], structured_content=ORDERS[order_id])
 
     @server.tool()
     def malformed(order_id: str) -> str:

@@ -529,6 +529,9 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
         // A 50 MB result: the model is told it is too large.
         Scripted::tool_calls(&[("big_report", r#"{"megabytes": 50}"#)]),
         Scripted::text("Too big."),
+        // A result with structured content only: the model reads it as JSON.
+        Scripted::tool_calls(&[("order_facts", r#"{"order_id": "XYZ-9"}"#)]),
+        Scripted::text("A lamp."),
         // A 2 MB result: over a message, under max_result_bytes: it goes
         // through the claim-check, journal and conversation alike.
         Scripted::tool_calls(&[("big_report", r#"{"megabytes": 2}"#)]),
@@ -539,7 +542,7 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
     let dir = tempfile::tempdir()?;
     let (marker, starts) = (dir.path().join("marker"), dir.path().join("starts"));
     let mcp = format!(
-        "[retry]\nmax_attempts = 2\nmin_backoff_ms = 100\n\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\ntimeout_ms = 3000\ntools = [\"flaky_lookup\", \"big_report\", \"refund_order\"]\n",
+        "[retry]\nmax_attempts = 2\nmin_backoff_ms = 100\n\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\ntimeout_ms = 3000\ntools = [\"flaky_lookup\", \"big_report\", \"order_facts\", \"refund_order\"]\n",
         orders_server()
     );
     let spec = dir.path().join("refund_llm.toml");
@@ -580,6 +583,20 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
         &told[..told.len().min(300)]
     );
 
+    completed(&system, "what is XYZ-9?").await?;
+    let requests = llm.requests();
+    let facts = requests.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap();
+    let facts: serde_json::Value = serde_json::from_str(
+        facts.last().unwrap()["content"]
+            .as_str()
+            .unwrap_or_default(),
+    )?;
+    assert_eq!(
+        (facts["item"].as_str(), facts["total"].as_f64()),
+        (Some("lamp"), Some(20.0))
+    );
     let events = completed(&system, "the long report").await?;
     let requests = llm.requests();
     let read = requests.last().unwrap().body["messages"]
