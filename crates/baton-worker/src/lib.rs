@@ -38,64 +38,36 @@
 //! them durable (6); `join` and its pure `join::state` handle delegations;
 //! `intake` pulls; `registry` sends heartbeats and asks for the best agent.
 
-mod accept;
-mod advisory;
-mod agent;
-mod cancel;
-mod claimcheck;
-mod client;
-mod config;
-mod connection;
-mod deadletters;
-mod deadlines;
-mod delegate;
-mod delivery;
-mod ending;
+mod author;
 mod error;
-mod guard;
 pub mod health;
-mod intake;
-mod join;
-mod metrics;
-mod outcome;
-mod plan;
-mod progress;
-mod provision;
-mod publish;
-mod reading;
-mod registry;
-mod router;
-mod routing;
-mod run;
-mod runtime;
-mod served;
-mod sessions;
-mod target;
-mod trace;
+mod nats;
+mod services;
 mod worker;
 
-pub use agent::{Agent, RetryPolicy, Task};
-pub use baton_proto::{AgentName, Reason, Value};
-pub use cancel::{cancel_event_id, cancelled_event};
-pub use claimcheck::{ClaimCheck, ClaimSettings};
-pub use client::{Cancel, Client, EventStream};
-pub use config::{EventLevel, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id};
-pub use connection::Connection;
-pub use deadletters::{DeadLetterEntry, ReplayOptions};
-pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
-pub use error::{Error, ErrorKind};
-pub use metrics::meter;
-pub use outcome::{
+pub use author::agent::{Agent, RetryPolicy, Task};
+pub use author::delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
+pub use author::outcome::{
     AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
     Wait,
 };
-pub use progress::{Progress, ToolCall};
-pub use provision::{StreamSettings, key_value, redelivery_span};
-pub use registry::RegistryClient;
-pub use router::{Router, RouterConfig};
-pub use routing::{
-    Condition, ConditionError, ContextPolicy, LlmCondition, Route, RouteOptions, Routing,
+pub use author::policy::{ContextPolicy, RouteOptions};
+pub use author::progress::{Progress, ToolCall};
+pub use author::routing::{Condition, ConditionError, LlmCondition, Route, Routing};
+pub use author::target::{Need, Target};
+pub use baton_proto::{AgentName, Reason, Value};
+pub use error::{Error, ErrorKind};
+pub use nats::claimcheck::{ClaimCheck, ClaimSettings};
+pub use nats::connection::Connection;
+pub use nats::provision::{StreamSettings, key_value, redelivery_span};
+pub use nats::served::is_served;
+pub use services::client::{Cancel, Client, EventStream};
+pub use services::deadletters::{DeadLetterEntry, ReplayOptions};
+pub use services::router::{Router, RouterConfig};
+pub use worker::cancel::{cancel_event_id, cancelled_event};
+pub use worker::config::{
+    EventLevel, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
 };
-pub use served::is_served;
-pub use target::{Need, Target};
-pub use worker::Worker;
+pub use worker::handle::Worker;
+pub use worker::metrics::meter;
+pub use worker::registry::RegistryClient;

@@ -1,0 +1,123 @@
+//! Whether a session has ended, read from its events: the check behind the
+//! guarded writes of [`crate::nats::publish::Class::Ending`], so that a session
+//! that has ended gets no second terminal event, whatever path would write
+//! it.
+
+use async_nats::jetstream::{self, message::StreamMessage, stream::LastRawMessageErrorKind};
+use baton_proto::{Event, EventType, Subjects, Wire};
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind};
+
+/// What the events stream says of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct End {
+    /// A terminal event stands, and no `reopened` event after it.
+    pub(crate) ended: bool,
+    /// The stream sequence of the session's last event; 0 with none.
+    pub(crate) last_seq: u64,
+}
+
+/// The last message on `subject` of `stream`, with its sequence; `None`
+/// when the subject has none.
+pub(crate) async fn last_message(
+    jetstream: &jetstream::Context,
+    stream: &str,
+    subject: &str,
+) -> Result<Option<StreamMessage>, Error> {
+    let stream = jetstream
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|err| failed(subject, "the events stream", err.into()))?;
+    match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(last) => Ok(Some(last)),
+        Err(err) if matches!(err.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(None),
+        Err(err) => Err(failed(subject, "the last event", err.into())),
+    }
+}
+
+fn failed(subject: &str, what: &str, err: Box<dyn std::error::Error + Send + Sync>) -> Error {
+    Error::with_source(
+        ErrorKind::JetStream,
+        format!("cannot read {what} on {subject}"),
+        err,
+    )
+}
+
+/// Reads the end of the session whose events are on `subject` of `stream`.
+///
+/// One read of the last event settles it in almost every case: a terminal
+/// event ends the session, anything a running session writes means it
+/// runs. Only events that may also come after the end (a late child's
+/// `result`, a `dead_lettered` copy of a leftover message) make it read the
+/// session's events from the start.
+pub(crate) async fn read(
+    jetstream: &jetstream::Context,
+    stream: &str,
+    subject: &str,
+) -> Result<End, Error> {
+    let Some(last) = last_message(jetstream, stream, subject).await? else {
+        return Ok(End {
+            ended: false,
+            last_seq: 0,
+        });
+    };
+    let last_seq = last.sequence;
+    let kind = Event::from_msgpack(&last.payload)
+        .ok()
+        .map(|event| event.kind);
+    let ended = match kind {
+        Some(kind) if kind.is_terminal() => true,
+        Some(EventType::Result | EventType::DeadLettered) | None => {
+            ended_by_scan(jetstream, stream, subject, last_seq).await?
+        }
+        Some(_) => false,
+    };
+    Ok(End { ended, last_seq })
+}
+
+/// Whether the session's events up to `last_seq` leave it ended: a terminal
+/// event, with no `reopened` after it.
+async fn ended_by_scan(
+    jetstream: &jetstream::Context,
+    stream: &str,
+    subject: &str,
+    last_seq: u64,
+) -> Result<bool, Error> {
+    let stream = jetstream
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|err| failed(subject, "the events stream", err.into()))?;
+    let (mut ended, mut seq) = (false, 0);
+    while seq < last_seq {
+        let next = stream
+            .raw_message_builder()
+            .sequence(seq + 1)
+            .next_by_subject(subject.to_owned())
+            .send()
+            .await
+            .map_err(|err| failed(subject, "the events", err.into()))?;
+        seq = next.sequence;
+        match Event::from_msgpack(&next.payload).map(|event| event.kind) {
+            Ok(kind) if kind.is_terminal() => ended = true,
+            Ok(EventType::Reopened) => ended = false,
+            _ => {}
+        }
+    }
+    Ok(ended)
+}
+
+/// The last event of `session`, if it has any.
+pub(crate) async fn last_event(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    session: Uuid,
+) -> Result<Option<Event>, Error> {
+    let last = last_message(
+        jetstream,
+        &subjects.events_stream(),
+        &subjects.events(session),
+    )
+    .await?;
+    Ok(last.and_then(|message| Event::from_msgpack(&message.payload).ok()))
+}

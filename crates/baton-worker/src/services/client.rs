@@ -1,0 +1,552 @@
+//! Publishing tasks and following their sessions from outside.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+use tokio::sync::OnceCell;
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind};
+use crate::nats::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
+use crate::nats::connection::{Connection, Permissions};
+use crate::nats::provision::{self, StreamSettings};
+use crate::nats::publish::{Class, Outgoing, Publisher};
+use crate::nats::served::Served;
+use crate::nats::trace;
+pub use crate::services::reading::Cancel;
+use crate::services::reading::TrackedEvents;
+
+/// A session's events: first those stored, then live ones.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
+
+/// Publishes tasks and follows sessions.
+///
+/// A client whose NATS user may read the events stream (as the server
+/// reports the user's rights; any user when it does not say) reads sessions
+/// from it. Any other user, such as one under the generated `client`
+/// permissions, reads and cancels through the router's session service,
+/// one session per request: a router must then be running.
+#[derive(Debug, Clone)]
+pub struct Client {
+    jetstream: jetstream::Context,
+    subjects: Subjects,
+    publisher: Publisher,
+    streams: StreamSettings,
+    provisioned: std::sync::Arc<OnceCell<()>>,
+    claims: std::sync::Arc<ClaimCheck>,
+    served: std::sync::Arc<Served>,
+    permissions: Permissions,
+    reads: std::sync::Arc<OnceCell<Reads>>,
+}
+
+/// Where a client reads sessions from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    /// The events stream itself: its user may read every session.
+    Stream,
+    /// The router's session service, one session per request: its user
+    /// may not read the events stream (the generated `client` block).
+    Router,
+}
+
+impl Client {
+    /// A client on `connection` (a [`Connection`], or a plain
+    /// `async_nats::Client`) using `subjects`.
+    #[must_use]
+    pub fn new(connection: impl Into<Connection>, subjects: Subjects) -> Self {
+        let connection = connection.into();
+        let max_payload = connection.client().server_info().max_payload;
+        let jetstream = jetstream::new(connection.client().clone());
+        let (jetstream_for_served, subjects_for_served) = (jetstream.clone(), subjects.clone());
+        let claims = ClaimCheck::new(
+            jetstream.clone(),
+            &subjects,
+            ClaimSettings::default(),
+            max_payload,
+        );
+        Self {
+            publisher: Publisher::new(jetstream.clone(), connection.permissions().clone()),
+            jetstream,
+            subjects,
+            streams: StreamSettings::default(),
+            provisioned: std::sync::Arc::default(),
+            claims: std::sync::Arc::new(claims),
+            served: std::sync::Arc::new(Served::new(jetstream_for_served, subjects_for_served)),
+            permissions: connection.permissions().clone(),
+            reads: std::sync::Arc::default(),
+        }
+    }
+
+    /// Creates missing streams, and the claim-check bucket, with `streams`
+    /// (replicas, retention).
+    #[must_use]
+    pub fn with_streams(mut self, streams: StreamSettings) -> Self {
+        let mut claims = self.claims.settings().clone();
+        claims.replicas = streams.replicas;
+        self.streams = streams;
+        self.with_claims(claims)
+    }
+
+    /// Uses `settings` for the claim-check of large tasks and events.
+    #[must_use]
+    pub fn with_claims(mut self, settings: ClaimSettings) -> Self {
+        let max_payload = self.jetstream.client().server_info().max_payload;
+        self.claims = std::sync::Arc::new(ClaimCheck::new(
+            self.jetstream.clone(),
+            &self.subjects,
+            settings,
+            max_payload,
+        ));
+        self
+    }
+
+    /// Reads sessions from the events stream, whatever the server says of
+    /// this user's rights: the router's own client, which serves the reads
+    /// of the others.
+    #[must_use]
+    pub(crate) fn reading_the_stream(self) -> Self {
+        let reads = OnceCell::new_with(Some(Reads::Stream));
+        Self {
+            reads: std::sync::Arc::new(reads),
+            ..self
+        }
+    }
+
+    /// The subject names in use.
+    #[must_use]
+    pub fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    pub(crate) fn publisher(&self) -> &Publisher {
+        &self.publisher
+    }
+
+    /// The JetStream context in use.
+    #[must_use]
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
+    /// Creates Baton's streams where they are missing (once per client).
+    ///
+    /// # Errors
+    ///
+    /// When JetStream cannot be reached, or refuses to create a stream.
+    pub async fn ensure_streams(&self) -> Result<(), Error> {
+        let reads = self.reads().await;
+        self.provisioned
+            .get_or_try_init(|| async {
+                match reads {
+                    Reads::Stream => {
+                        provision::provision(&self.publisher, &self.subjects, &self.streams).await
+                    }
+                    // It sends tasks; the router reads sessions for it.
+                    Reads::Router => {
+                        provision::provision_tasks(&self.publisher, &self.subjects, &self.streams)
+                            .await
+                    }
+                }
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Where this client reads sessions: the events stream when its NATS
+    /// user may read it (as the server reports), else the router.
+    async fn reads(&self) -> Reads {
+        *self
+            .reads
+            .get_or_init(|| async {
+                let probe = format!(
+                    "$JS.API.CONSUMER.CREATE.{}.probe.{}",
+                    self.subjects.events_stream(),
+                    self.subjects.events(Uuid::nil())
+                );
+                if self
+                    .permissions
+                    .allows(&self.jetstream.client(), &probe)
+                    .await
+                {
+                    Reads::Stream
+                } else {
+                    Reads::Router
+                }
+            })
+            .await
+    }
+
+    /// Publishes a task to `baton.ingress` and waits until it is durable.
+    ///
+    /// # Errors
+    ///
+    /// When the streams cannot be provisioned or the publish is not acknowledged.
+    pub async fn submit(&self, envelope: &Envelope) -> Result<(), Error> {
+        self.publish(self.subjects.ingress(), envelope).await
+    }
+
+    /// Publishes a task straight to agent type `agent`, bypassing the router.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::submit`].
+    /// [`ErrorKind::NoRoute`] when no worker serves `agent` (its consumer
+    /// does not exist); a pool that is only down still takes the task.
+    pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
+        self.ensure_streams().await?;
+        self.check_served(agent).await?;
+        self.publish(self.subjects.agent(agent), envelope).await?;
+        // Past the router, so the deadline watch is started here. The task is
+        // durable already: a missing timer only leaves a queued task to be
+        // failed by the worker that takes it.
+        if let Some(timer) = crate::services::deadlines::timer_for(&self.subjects, envelope) {
+            if let Err(err) = self.publisher.publish_one(&timer).await {
+                tracing::warn!(error = %err, session = %envelope.session, "the deadline watch did not start");
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `agent` has workers, as an error that names the agent type.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NoRoute`] when no worker serves it, or when the server
+    /// cannot be asked.
+    pub async fn check_served(&self, agent: &AgentName) -> Result<(), Error> {
+        if self.served.ask(agent).await? {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::NoRoute,
+                crate::nats::served::unserved(agent),
+            ))
+        }
+    }
+
+    /// Cancels `session`: records the cancel, which every worker follows
+    /// (dropping the session's messages and stopping a running agent), and
+    /// ends the session with a `failed` event, reason `cancelled`. Returns
+    /// that event; or, for a session that had ended already, its last event
+    /// (`Err` is never used for that).
+    ///
+    /// # Errors
+    ///
+    /// When the cancel or the event cannot be made durable.
+    pub async fn cancel(&self, session: Uuid, detail: &str) -> Result<Cancel, Error> {
+        if self.reads().await == Reads::Router {
+            return crate::services::reading::cancel(
+                &self.jetstream.client(),
+                &self.subjects,
+                session,
+                detail,
+            )
+            .await;
+        }
+        self.ensure_streams().await?;
+        let last =
+            crate::nats::ending::last_event(&self.jetstream, &self.subjects, session).await?;
+        if let Some(last) = last.filter(|event| event.kind.is_terminal()) {
+            return Ok(Cancel::Ended(last));
+        }
+        let bucket =
+            crate::worker::cancel::bucket(&self.jetstream, &self.subjects, self.streams.replicas)
+                .await?;
+        bucket
+            .put(session.to_string(), Bytes::from(detail.to_owned()))
+            .await
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot record the cancel", err)
+            })?;
+        let last =
+            crate::nats::ending::last_event(&self.jetstream, &self.subjects, session).await?;
+        let event = crate::worker::cancel::cancelled_event(session, detail, last.as_ref());
+        let payload = event.to_msgpack().map_err(|err| {
+            Error::with_source(ErrorKind::Config, "cannot encode the cancel event", err)
+        })?;
+        let outgoing = Outgoing {
+            class: Class::Ending(self.subjects.events_stream()),
+            subject: self.subjects.events(session),
+            id: event.id,
+            payload: Bytes::from(payload),
+            headers: async_nats::HeaderMap::new(),
+        };
+        match self.publisher.publish_ending(&[&outgoing]).await? {
+            crate::nats::publish::Ended::Now => Ok(Cancel::Cancelled(event)),
+            // It ended meanwhile, by another path: that end stands.
+            crate::nats::publish::Ended::Before => {
+                let last =
+                    crate::nats::ending::last_event(&self.jetstream, &self.subjects, session)
+                        .await?;
+                Ok(last.map_or(Cancel::Cancelled(event), Cancel::Ended))
+            }
+        }
+    }
+
+    async fn publish(&self, subject: String, envelope: &Envelope) -> Result<(), Error> {
+        if let Some(detail) = envelope.deadline_out_of_range(baton_proto::now_ms()) {
+            return Err(Error::new(ErrorKind::Config, detail));
+        }
+        self.ensure_streams().await?;
+        let payload = envelope
+            .to_msgpack()
+            .map_err(|err| Error::with_source(ErrorKind::Config, "cannot encode the task", err))?;
+        let payload = self.claims.pack(Bytes::from(payload)).await?;
+        let span = tracing::info_span!("baton.submit", session = %envelope.session, envelope = %envelope.id);
+        let mut headers = async_nats::HeaderMap::new();
+        // A new session is a new trace, whether or not this process exports spans.
+        trace::inject(&span, &trace::root(), &mut headers);
+        let outgoing = Outgoing {
+            class: Class::Plain,
+            subject,
+            id: envelope.id,
+            payload,
+            headers,
+        };
+        if let Some(subject) = self
+            .publisher
+            .forbidden(std::slice::from_ref(&outgoing))
+            .await
+        {
+            return Err(crate::nats::publish::forbidden(subject));
+        }
+        self.publisher.publish_one(&outgoing).await
+    }
+
+    /// The events of `session`: the stored ones from the start, then live ones as they come.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn events(&self, session: Uuid) -> Result<EventStream, Error> {
+        let tracked = self.tracked_events(session).await?;
+        Ok(Box::pin(tracked.map(|item| item.map(|(event, _)| event))))
+    }
+
+    /// The events of `session` up to its end: the stream stops after a
+    /// terminal event that nothing follows yet. A session that was
+    /// re-opened (a replayed dead letter, whose `reopened` event follows the
+    /// old terminal event) is followed to its new end.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn follow(&self, session: Uuid) -> Result<EventStream, Error> {
+        let tracked = self.tracked_events(session).await?;
+        Ok(Box::pin(futures::stream::unfold(
+            (tracked, false),
+            |(mut tracked, ended)| async move {
+                if ended {
+                    return None;
+                }
+                let item = tracked.next().await?;
+                let ended = matches!(&item, Ok((event, 0)) if event.kind.is_terminal());
+                Some((item.map(|(event, _)| event), (tracked, ended)))
+            },
+        )))
+    }
+
+    /// The events of `session` stored so far (with the live ones that came
+    /// while reading them), without waiting for more: what a page shows.
+    /// Empty when nothing of the session is stored.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn history(&self, session: Uuid) -> Result<Vec<Event>, Error> {
+        if self.reads().await == Reads::Router {
+            let client = self.jetstream.client();
+            let stored = crate::services::reading::events(&client, &self.subjects, session, false);
+            return shown(stored)
+                .map(|item| item.map(|(event, _)| event))
+                .try_collect()
+                .await;
+        }
+        let (name, stream) = self.events_stream().await?;
+        match stream
+            .get_last_raw_message_by_subject(&self.subjects.events(session))
+            .await
+        {
+            Ok(_) => {}
+            Err(err)
+                if err.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                return Ok(Vec::new());
+            }
+            Err(err) => {
+                return Err(Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("cannot read stream {name}"),
+                    err,
+                ));
+            }
+        }
+        let mut tracked = self.tracked_events(session).await?;
+        let mut events = Vec::new();
+        while let Some(item) = tracked.next().await {
+            let (event, after) = item?;
+            events.push(event);
+            if after == 0 {
+                break;
+            }
+        }
+        Ok(events)
+    }
+
+    /// The events stream, with its name (streams are created when missing).
+    async fn events_stream(&self) -> Result<(String, jetstream::stream::Stream), Error> {
+        self.ensure_streams().await?;
+        let name = self.subjects.events_stream();
+        let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot open stream {name}"),
+                err,
+            )
+        })?;
+        Ok((name, stream))
+    }
+
+    /// Each event with the number of the session's events stored after it.
+    async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
+        if self.reads().await == Reads::Router {
+            let client = self.jetstream.client();
+            return Ok(shown(crate::services::reading::events(
+                &client,
+                &self.subjects,
+                session,
+                true,
+            )));
+        }
+        let (_, stream) = self.events_stream().await?;
+        // Progress a `lean` worker does not store arrives live: subscribe
+        // before reading the stored events, so none is missed.
+        let live = self
+            .jetstream
+            .client()
+            .subscribe(self.subjects.live(session))
+            .await
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::Connect,
+                    "cannot follow the session's live events",
+                    err,
+                )
+            })?;
+        let filter = Some(self.subjects.events(session));
+        let messages =
+            provision::read_from_start(&stream, filter, "follow the session's events").await?;
+        let claims = self.claims.clone();
+        // A live event is never the stored end: it counts as one more to come.
+        let live = live.filter_map(|message| {
+            std::future::ready(
+                Event::from_msgpack(&message.payload)
+                    .ok()
+                    .map(|event| Ok((event, 1))),
+            )
+        });
+        let stored = messages.then(move |message| {
+            let claims = claims.clone();
+            async move {
+                let message = message.map_err(|err| {
+                    Error::with_source(ErrorKind::JetStream, "event stream failed", err)
+                })?;
+                let pending = message.info().map_or(0, |info| info.pending);
+                let unreadable = |err: String| {
+                    Error::new(
+                        ErrorKind::Decode,
+                        format!("unreadable event on {}: {err}", message.subject),
+                    )
+                };
+                let event = Event::from_msgpack(&message.payload)
+                    .map_err(|err| unreadable(err.to_string()))?;
+                if event.claims.is_empty() {
+                    return Ok((event, pending));
+                }
+                // An event with a large output keeps it in the claim-check store.
+                let restored =
+                    claims
+                        .check_in(&message.payload)
+                        .await
+                        .map_err(|err| match err {
+                            ClaimFailure::Permanent(detail) => unreadable(detail),
+                            ClaimFailure::Transient(err) => err,
+                        })?;
+                let event = Event::from_msgpack_limited(&restored, claims.max_restored())
+                    .map_err(|err| unreadable(err.to_string()))?;
+                Ok((event, pending))
+            }
+        });
+        Ok(shown(Box::pin(futures::stream::select(stored, live))))
+    }
+
+    /// Waits for the terminal event (`completed` or `failed`) of `session`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Timeout`] when none arrives within `timeout`.
+    pub async fn wait(&self, session: Uuid, timeout: Duration) -> Result<Event, Error> {
+        let mut events = self.follow(session).await?;
+        let terminal = async {
+            let mut last = None;
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) if event.kind.is_terminal() => last = Some(event),
+                    Ok(_) => {}
+                    Err(err) if err.kind() == ErrorKind::Decode => {
+                        tracing::warn!(error = %err, "skipping event")
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+            last.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::JetStream,
+                    "the event stream ended before the session did",
+                )
+            })
+        };
+        tokio::time::timeout(timeout, terminal)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("session {session} did not end within {timeout:?}"),
+                ))
+            })
+    }
+}
+
+/// The events as a reader sees them: each `accepted` event folded into
+/// another comes first, restored; and an `accepted` event folded twice
+/// (into a `handoff` the server took, then into the `dead_lettered` event
+/// of its refused envelope) is shown once.
+fn shown(events: TrackedEvents) -> TrackedEvents {
+    let mut restored = std::collections::HashSet::new();
+    Box::pin(events.flat_map(unfolded).filter(move |item| {
+        let first = match item {
+            Ok((event, _)) if event.kind == EventType::Accepted => restored.insert(event.id),
+            _ => true,
+        };
+        std::future::ready(first)
+    }))
+}
+
+/// The events one stored event stands for: an `accepted` event folded into
+/// it comes first, restored, with one more event to come after it.
+fn unfolded(
+    item: Result<(Event, u64), Error>,
+) -> futures::stream::Iter<std::vec::IntoIter<Result<(Event, u64), Error>>> {
+    let items = match item {
+        Ok((event, pending)) => match event.unfold() {
+            (Some(accepted), event) => vec![Ok((accepted, pending + 1)), Ok((event, pending))],
+            (None, event) => vec![Ok((event, pending))],
+        },
+        Err(err) => vec![Err(err)],
+    };
+    futures::stream::iter(items)
+}

@@ -1,0 +1,450 @@
+//! The ingress router: moves tasks from `baton.ingress` to an agent's subject.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use baton_proto::{
+    AgentName, DEFAULT_MAX_PAYLOAD, DeadLetterReason, Envelope, Event, EventType, LookupRequest,
+    Reason, Subjects, Wire, derive_id,
+};
+use tracing::Instrument;
+
+use crate::error::Error;
+use crate::nats::claimcheck::{ClaimCheck, ClaimSettings};
+use crate::nats::connection::{Connection, Permissions};
+use crate::nats::provision::{self, StreamSettings};
+use crate::nats::publish::Publisher;
+use crate::nats::served::Served;
+use crate::services::client::Client;
+use crate::services::deadlines;
+use crate::services::sessions::Sessions;
+use crate::worker::advisory;
+use crate::worker::delivery::Delivery;
+use crate::worker::intake::{self, IntakeSettings, Source};
+use crate::worker::plan::{DeadLetter, Output, Settle};
+use crate::worker::registry::RegistryClient;
+
+/// Settings of the ingress router.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RouterConfig {
+    /// Subject and stream names.
+    pub subjects: Subjects,
+    /// Where tasks without `to` or `requires` go; `None` fails them with `no_route`.
+    pub default_agent: Option<AgentName>,
+    /// Where tasks go whose `requires` no live agent meets (reason `no_match`);
+    /// `None` fails them with `no_route`.
+    pub fallback: Option<AgentName>,
+    /// Whether tasks with `requires` are routed through the registry.
+    pub use_registry: bool,
+    /// How long registry lookups may be retried before the fallback path is taken.
+    pub lookup_budget: Duration,
+    /// Largest task accepted.
+    pub max_payload: usize,
+    /// Tasks routed at once.
+    pub concurrency: usize,
+    /// Redelivery timeout of the `ingress` consumer, used when it is created.
+    pub ack_wait: Duration,
+    /// Stream settings, used when the streams are created.
+    pub streams: StreamSettings,
+    /// The deadline given to tasks that arrive without one, from the moment
+    /// the router takes them; `None` leaves them without a deadline.
+    pub default_deadline: Option<Duration>,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self {
+            subjects: Subjects::default(),
+            default_agent: None,
+            fallback: None,
+            use_registry: true,
+            lookup_budget: Duration::from_secs(3),
+            max_payload: DEFAULT_MAX_PAYLOAD,
+            default_deadline: None,
+            concurrency: 64,
+            ack_wait: Duration::from_secs(30),
+            streams: StreamSettings::default(),
+        }
+    }
+}
+
+impl RouterConfig {
+    /// Sets the default entry agent.
+    #[must_use]
+    pub fn with_default_agent(mut self, agent: Option<AgentName>) -> Self {
+        self.default_agent = agent;
+        self
+    }
+
+    /// Sets the fallback agent for tasks whose `requires` nobody meets.
+    #[must_use]
+    pub fn with_fallback(mut self, agent: Option<AgentName>) -> Self {
+        self.fallback = agent;
+        self
+    }
+
+    /// Turns registry lookups for tasks with `requires` on or off.
+    #[must_use]
+    pub fn with_registry(mut self, use_registry: bool) -> Self {
+        self.use_registry = use_registry;
+        self
+    }
+
+    /// Sets the subject prefix.
+    #[must_use]
+    pub fn with_subjects(mut self, subjects: Subjects) -> Self {
+        self.subjects = subjects;
+        self
+    }
+
+    /// Gives tasks that arrive without a deadline this much time.
+    #[must_use]
+    pub fn with_default_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.default_deadline = deadline;
+        self
+    }
+
+    /// Sets the payload size limit.
+    #[must_use]
+    pub fn with_max_payload(mut self, max_payload: usize) -> Self {
+        self.max_payload = max_payload;
+        self
+    }
+}
+
+/// Name under which the router dead-letters (`baton.dlq.ingress`).
+const ROUTER_NAME: &str = "ingress";
+
+/// How many times the router's consumers deliver a message; one the router
+/// never settles is then dead-lettered from the server's advisory.
+const ROUTER_MAX_DELIVER: i64 = 20;
+
+/// Pulls `baton.ingress` and forwards each task: to `to` when set; else, when
+/// it has `requires`, to the registry's best agent (or the fallback with
+/// `no_match`); else to the default entry agent. A task with nowhere to go
+/// fails with `no_route` and is dead-lettered.
+pub struct Router {
+    client: async_nats::Client,
+    permissions: Permissions,
+    config: RouterConfig,
+}
+
+impl Router {
+    /// A router on `connection` (a [`Connection`], or a plain `async_nats::Client`).
+    #[must_use]
+    pub fn new(connection: impl Into<Connection>, config: RouterConfig) -> Self {
+        let connection = connection.into();
+        Self {
+            client: connection.client().clone(),
+            permissions: connection.permissions().clone(),
+            config,
+        }
+    }
+
+    /// Serves until `shutdown` resolves.
+    ///
+    /// # Errors
+    ///
+    /// Only for start-up problems (JetStream unreachable, mismatched streams).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let jetstream = jetstream::new(self.client.clone());
+        let config = Arc::new(self.config);
+        let publisher = Publisher::new(jetstream.clone(), self.permissions.clone());
+        provision::provision(&publisher, &config.subjects, &config.streams).await?;
+        let (subjects, ack_wait) = (&config.subjects, config.ack_wait);
+        let source = Source::tasks(
+            &self.client,
+            &jetstream,
+            subjects,
+            Subjects::INGRESS_CONSUMER,
+            subjects.ingress(),
+            ack_wait,
+            ROUTER_MAX_DELIVER,
+        )
+        .await?;
+        // Deadline timers: a consumer of their own, served alongside.
+        let timers = Source::tasks(
+            &self.client,
+            &jetstream,
+            subjects,
+            Subjects::DEADLINES_CONSUMER,
+            subjects.deadline_timers(),
+            ack_wait,
+            ROUTER_MAX_DELIVER,
+        )
+        .await?;
+        let served = Served::new(jetstream.clone(), config.subjects.clone());
+        provision::cover_redeliveries(
+            &publisher,
+            &config.subjects,
+            Subjects::INGRESS_CONSUMER,
+            provision::redelivery_span(ack_wait, ROUTER_MAX_DELIVER).unwrap_or(ack_wait),
+        )
+        .await;
+        let settings = IntakeSettings {
+            concurrency: config.concurrency,
+            pull_expires: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(10),
+        };
+        tracing::info!(default_agent = ?config.default_agent, "router started");
+        let me = AgentName::new(ROUTER_NAME)?;
+        let registry = config.use_registry.then(|| {
+            RegistryClient::new(self.client.clone(), &config.subjects)
+                .with_budget(config.lookup_budget)
+        });
+        let mut nets = Vec::new();
+        for consumer in [&source.consumer, &timers.consumer] {
+            let net = advisory::Net {
+                client: self.client.clone(),
+                publisher: publisher.clone(),
+                subjects: config.subjects.clone(),
+                stream: source.stream.clone(),
+                consumer: consumer.clone(),
+                agent: me.clone(),
+                metrics: None,
+            };
+            nets.push(net.spawn().await?);
+        }
+        let stop = tokio_util::sync::CancellationToken::new();
+        // Session reads and cancels for clients that may not read the
+        // events stream.
+        let canceller = Client::new(
+            Connection::from_parts(self.client.clone(), self.permissions.clone()),
+            config.subjects.clone(),
+        )
+        .with_streams(config.streams.clone())
+        .reading_the_stream();
+        let claims = Arc::new(ClaimCheck::open(
+            &self.client,
+            &config.subjects,
+            ClaimSettings::default(),
+        ));
+        let sessions = Sessions::new(canceller, claims).serve(stop.clone()).await?;
+        let router = Arc::new(Ingress {
+            config,
+            registry,
+            publisher,
+            me,
+            served,
+        });
+        let watch = watch_deadlines(timers, router.clone(), jetstream, stop.clone());
+        let ingress = intake::serve(
+            source,
+            settings,
+            stop.clone().cancelled_owned(),
+            |message| {
+                let router = router.clone();
+                async move { route(&router, message).await }
+            },
+        );
+        crate::health::set_serving(true);
+        let stopper = async {
+            crate::health::draining(shutdown).await;
+            stop.cancel();
+        };
+        tokio::join!(ingress, watch, stopper);
+        nets.iter().for_each(tokio::task::JoinHandle::abort);
+        sessions.abort();
+        Ok(())
+    }
+}
+
+/// Serves the deadline timers until `stop` is cancelled.
+async fn watch_deadlines(
+    timers: Source,
+    router: Arc<Ingress>,
+    jetstream: jetstream::Context,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let settings = IntakeSettings {
+        concurrency: 64,
+        pull_expires: Duration::from_secs(5),
+        shutdown_grace: Duration::from_secs(2),
+    };
+    intake::serve(timers, settings, stop.cancelled_owned(), move |message| {
+        let router = router.clone();
+        let jetstream = jetstream.clone();
+        async move {
+            let subjects = &router.config.subjects;
+            let (publisher, me) = (&router.publisher, &router.me);
+            deadlines::on_timer(&jetstream, subjects, publisher, me, message).await;
+        }
+    })
+    .await;
+}
+
+/// What the router's per-message path needs.
+struct Ingress {
+    config: Arc<RouterConfig>,
+    registry: Option<RegistryClient>,
+    publisher: Publisher,
+    me: AgentName,
+    served: Served,
+}
+
+async fn route(router: &Ingress, message: jetstream::Message) {
+    let Ingress {
+        config,
+        registry,
+        publisher,
+        me,
+        served,
+    } = router;
+    let span = tracing::info_span!(
+        "baton.route",
+        session = tracing::field::Empty,
+        envelope = tracing::field::Empty
+    );
+    let delivery = Delivery::new(message, span.clone(), &config.subjects, me);
+    async {
+        let envelope =
+            match Envelope::from_msgpack_limited(&delivery.message.payload, config.max_payload) {
+                Ok(envelope) => envelope,
+                Err(err) => {
+                    tracing::warn!(reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
+                    let outgoing = delivery.unreadable(&err.reason(), err.detail());
+                    delivery.finish(publisher, &outgoing, Settle::Term).await;
+                    return;
+                }
+            };
+        span.record("session", tracing::field::display(envelope.session));
+        span.record("envelope", tracing::field::display(envelope.id));
+        let target = match envelope.deadline_out_of_range(baton_proto::now_ms()) {
+            Some(detail) => Err((DeadLetterReason::Malformed, detail)),
+            None => match target(config, registry.as_ref(), &envelope).await {
+                Ok(route) => served.check(&route.agent).await.map(|()| route),
+                Err(why) => Err(why),
+            }
+            .map_err(|why| (DeadLetterReason::NoRoute, why)),
+        };
+        let mut timer = None;
+        let (outputs, settle) = match target {
+            Ok(route) => {
+                let mut envelope = envelope;
+                if let (None, Some(default)) = (envelope.deadline, config.default_deadline) {
+                    let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+                    envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
+                }
+                timer = deadlines::timer_for(&config.subjects, &envelope);
+                (forward(&envelope, route), Settle::Ack)
+            }
+            Err((reason, detail)) => {
+                tracing::info!(%reason, %detail, "task refused");
+                (refused(&envelope, reason, &detail), Settle::Term)
+            }
+        };
+        let mut outgoing = match delivery.encode(&outputs) {
+            Ok(outgoing) => outgoing,
+            Err(err) => {
+                let detail = format!("cannot re-encode the task: {err}");
+                delivery.unreadable(&DeadLetterReason::Malformed, &detail)
+            }
+        };
+        // The session's deadline is watched from now on, wherever its task goes.
+        outgoing.extend(timer);
+        delivery.finish(publisher, &outgoing, settle).await;
+    }
+    .instrument(span.clone())
+    .await;
+}
+
+/// Where a task goes.
+struct Route {
+    agent: AgentName,
+    /// Set when the task goes to the fallback because nothing met its `requires`.
+    no_match: Option<String>,
+}
+
+/// The agent a task goes to, or why there is none.
+async fn target(
+    config: &RouterConfig,
+    registry: Option<&RegistryClient>,
+    envelope: &Envelope,
+) -> Result<Route, String> {
+    let direct = |agent| Route {
+        agent,
+        no_match: None,
+    };
+    if let Some(to) = &envelope.to {
+        return AgentName::new(to.as_str())
+            .map(direct)
+            .map_err(|err| format!("the task's `to` is not an agent type: {err}"));
+    }
+    if !envelope.requires.is_empty() {
+        let why = match registry {
+            Some(registry) => {
+                let request = LookupRequest {
+                    requires: envelope.requires.clone(),
+                    ..LookupRequest::default()
+                };
+                match registry.best(&request).await {
+                    Ok(agent) => return Ok(direct(agent)),
+                    Err(why) => why,
+                }
+            }
+            None => "the task has `requires` but the router does not use the registry".to_owned(),
+        };
+        return match &config.fallback {
+            Some(fallback) => Ok(Route {
+                agent: fallback.clone(),
+                no_match: Some(why),
+            }),
+            None => Err(format!(
+                "{why}, and the router has no fallback agent (start it with --fallback)"
+            )),
+        };
+    }
+    config.default_agent.clone().map(direct).ok_or_else(|| {
+        "the task has no `to` and no `requires`, and the router has no default entry agent (start it with --default-agent)".to_owned()
+    })
+}
+
+/// A router event about `envelope`.
+fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detail: &str) -> Output {
+    let mut event = Event::new(derive_id(envelope.id, index), envelope.session, kind);
+    event.agent = Some(ROUTER_NAME.to_owned());
+    event.envelope = Some(envelope.id);
+    event.reason = Some(reason);
+    event.detail = Some(detail.to_owned());
+    Output::Event(Box::new(event))
+}
+
+/// The task on its way to `route`, after an `escalated` event when it goes
+/// to the fallback for lack of a match.
+fn forward(envelope: &Envelope, route: Route) -> Vec<Output> {
+    let id = derive_id(envelope.id, 0);
+    let mut forwarded = envelope
+        .clone()
+        .resent(id, envelope.kind.clone(), route.agent.as_str());
+    let mut outputs = Vec::new();
+    if let Some(why) = route.no_match {
+        forwarded.reason = Some(Reason::NoMatch);
+        let mut escalated = event(envelope, 1, EventType::Escalated, Reason::NoMatch, &why);
+        if let Output::Event(event) = &mut escalated {
+            event.to = Some(route.agent.to_string());
+        }
+        outputs.push(escalated);
+    }
+    outputs.push(Output::Envelope {
+        to: route.agent,
+        envelope: Box::new(forwarded),
+    });
+    outputs
+}
+
+/// A dead letter, `dead_lettered` and `failed`: the task is not forwarded.
+fn refused(envelope: &Envelope, reason: DeadLetterReason, detail: &str) -> Vec<Output> {
+    let why = Reason::from(&reason);
+    vec![
+        Output::DeadLetter(DeadLetter {
+            id: derive_id(envelope.id, 1),
+            reason,
+            detail: detail.to_owned(),
+        }),
+        event(envelope, 2, EventType::DeadLettered, why.clone(), detail),
+        event(envelope, 3, EventType::Failed, why, detail),
+    ]
+}

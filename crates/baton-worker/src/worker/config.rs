@@ -1,0 +1,309 @@
+//! The settings and counters of a worker.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, Subjects};
+
+use crate::nats::claimcheck::ClaimSettings;
+use crate::nats::provision::StreamSettings;
+
+/// Deployment settings of one worker process.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WorkerConfig {
+    /// The agent type served.
+    pub agent: AgentName,
+    /// This process's instance id (a subject token).
+    pub instance: String,
+    /// Subject and stream names.
+    pub subjects: Subjects,
+    /// Where escalations, loops and exhausted tasks go; `None` fails them instead.
+    pub fallback: Option<AgentName>,
+    /// Redelivery timeout of the shared consumer, used when it is created.
+    pub ack_wait: Duration,
+    /// Largest envelope accepted; bigger ones are dead-lettered as `too_large`.
+    pub max_payload: usize,
+    /// How long in-flight work may take to finish on shutdown.
+    pub shutdown_grace: Duration,
+    /// How long one pull request waits on the server.
+    pub pull_expires: Duration,
+    /// Stream settings, used when the streams are created.
+    pub streams: StreamSettings,
+    /// What the worker advertises in its heartbeats.
+    pub profile: Profile,
+    /// How often the worker sends a heartbeat to the registry.
+    pub heartbeat_interval: Duration,
+    /// Whether capability targets, escalations and rejections are resolved
+    /// through the registry; without it they go to the fallback.
+    pub use_registry: bool,
+    /// How long registry lookups may be retried before the fallback path is taken.
+    pub lookup_budget: Duration,
+    /// How old a remembered registry answer may be and still route a task
+    /// while the registry is unreachable; zero remembers none.
+    pub registry_memory: Duration,
+    /// How deep delegations may nest: a child of the root is at depth 1.
+    pub max_delegation_depth: u32,
+    /// How long a delegation waits for its children before the missing ones
+    /// count as failed; `None` waits until the session's deadline, if any.
+    pub join_timeout: Option<Duration>,
+    /// The claim-check: when envelopes keep their large parts in the
+    /// object store.
+    pub claims: ClaimSettings,
+    /// A message delivered this many times without being settled (its
+    /// worker crashed on it each time, or its outputs never became durable)
+    /// is dead-lettered with `max_deliveries` on its next delivery, before it
+    /// is even decoded. Must be above the agent's `max_attempts`.
+    pub max_deliveries: u32,
+    /// How a handled message is acknowledged.
+    pub settle: SettleMode,
+    /// Which events are stored.
+    pub events: EventLevel,
+    /// How long an agent runs before its hop's `accepted` event is sent on
+    /// its own (stored at the `full` level, live at `lean`). A hop that ends
+    /// sooner folds it into its next event (one message instead of two;
+    /// readers restore it). Zero sends every `accepted` event at once.
+    pub accepted_after: Duration,
+}
+
+/// Which session events a worker stores in the events stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventLevel {
+    /// Every event.
+    #[default]
+    Full,
+    /// Only what replay needs: terminal events, failures, retries, loop
+    /// detections, escalations, dead letters, delegation and waiting.
+    /// `accepted` and `handoff` go to `<prefix>.live.<session>` on core
+    /// NATS, unstored; each hop's `accepted_at` and `at` in the path keep
+    /// its timing.
+    Lean,
+}
+
+/// How a worker acknowledges a message whose outputs are durable.
+///
+/// Either way the outputs are durable before the acknowledgement is sent.
+/// What differs is whether the worker waits for the server to confirm it:
+/// an acknowledgement lost on the way means one more delivery, whose
+/// outputs carry the same ids and are dropped as duplicates, so the agent
+/// runs once more but nothing is doubled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SettleMode {
+    /// Wait for the server's confirmation (a second round trip).
+    Confirmed,
+    /// Send the acknowledgement and go on (the default: faster in every
+    /// measured run, and a lost ack costs one more run, never a double).
+    #[default]
+    Plain,
+}
+
+impl WorkerConfig {
+    /// Defaults for agent type `agent`, with a fresh instance id.
+    #[must_use]
+    pub fn new(agent: AgentName) -> Self {
+        Self {
+            agent,
+            instance: new_instance_id(),
+            subjects: Subjects::default(),
+            fallback: None,
+            ack_wait: Duration::from_secs(30),
+            max_payload: DEFAULT_MAX_PAYLOAD,
+            shutdown_grace: Duration::from_secs(20),
+            pull_expires: Duration::from_secs(5),
+            streams: StreamSettings::default(),
+            profile: Profile::default(),
+            heartbeat_interval: Duration::from_secs(2),
+            use_registry: true,
+            lookup_budget: Duration::from_secs(3),
+            registry_memory: Duration::from_secs(30),
+            max_delegation_depth: 4,
+            join_timeout: None,
+            claims: ClaimSettings::default(),
+            max_deliveries: 20,
+            settle: SettleMode::default(),
+            events: EventLevel::default(),
+            accepted_after: Duration::from_millis(100),
+        }
+    }
+
+    /// Sets how long an agent runs before its `accepted` event is stored
+    /// on its own (zero: at once, never folded).
+    #[must_use]
+    pub fn with_accepted_after(mut self, after: Duration) -> Self {
+        self.accepted_after = after;
+        self
+    }
+
+    /// Sets which events are stored.
+    #[must_use]
+    pub fn with_events(mut self, events: EventLevel) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Sets how handled messages are acknowledged.
+    #[must_use]
+    pub fn with_settle(mut self, settle: SettleMode) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// Sets how many unsettled deliveries a message may have.
+    #[must_use]
+    pub fn with_max_deliveries(mut self, deliveries: u32) -> Self {
+        self.max_deliveries = deliveries;
+        self
+    }
+
+    /// Sets how deep delegations may nest.
+    #[must_use]
+    pub fn with_max_delegation_depth(mut self, depth: u32) -> Self {
+        self.max_delegation_depth = depth;
+        self
+    }
+
+    /// Sets how long a delegation waits for its children.
+    #[must_use]
+    pub fn with_join_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.join_timeout = timeout;
+        self
+    }
+
+    /// Sets what the worker advertises to the registry.
+    #[must_use]
+    pub fn with_profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Sets the heartbeat interval.
+    #[must_use]
+    pub fn with_heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// Turns registry lookups on or off.
+    #[must_use]
+    pub fn with_registry(mut self, use_registry: bool) -> Self {
+        self.use_registry = use_registry;
+        self
+    }
+
+    /// Sets how long lookups may be retried before the fallback path is taken.
+    #[must_use]
+    pub fn with_lookup_budget(mut self, budget: Duration) -> Self {
+        self.lookup_budget = budget;
+        self
+    }
+
+    /// Sets how old a remembered registry answer may be during an outage.
+    #[must_use]
+    pub fn with_registry_memory(mut self, max_age: Duration) -> Self {
+        self.registry_memory = max_age;
+        self
+    }
+
+    /// Sets the claim-check settings.
+    #[must_use]
+    pub fn with_claims(mut self, claims: ClaimSettings) -> Self {
+        self.claims = claims;
+        self
+    }
+
+    /// Sets the fallback agent.
+    #[must_use]
+    pub fn with_fallback(mut self, fallback: Option<AgentName>) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    /// Sets the subject prefix.
+    #[must_use]
+    pub fn with_subjects(mut self, subjects: Subjects) -> Self {
+        self.subjects = subjects;
+        self
+    }
+
+    /// Sets the consumer's `ack_wait` (used when the consumer is created).
+    #[must_use]
+    pub fn with_ack_wait(mut self, ack_wait: Duration) -> Self {
+        self.ack_wait = ack_wait;
+        self
+    }
+
+    /// Sets the payload size limit.
+    #[must_use]
+    pub fn with_max_payload(mut self, max_payload: usize) -> Self {
+        self.max_payload = max_payload;
+        self
+    }
+
+    /// Sets the shutdown grace period.
+    #[must_use]
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Sets the instance id.
+    #[must_use]
+    pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = instance.into();
+        self
+    }
+
+    /// Sets the stream settings.
+    #[must_use]
+    pub fn with_streams(mut self, streams: StreamSettings) -> Self {
+        self.streams = streams;
+        self
+    }
+}
+
+/// What a worker advertises to the registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// What the agent can do.
+    pub capabilities: Vec<String>,
+    /// Knowledge domains.
+    pub domains: Vec<String>,
+    /// Tier: 1 is the first line; higher tiers take harder work.
+    pub tier: u32,
+    /// What the agent type does, in a sentence.
+    pub description: Option<String>,
+}
+
+/// A fresh instance id: 12 hex digits, a valid subject token.
+#[must_use]
+pub fn new_instance_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// Live counters of a worker, for heartbeats and tests.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub(crate) in_flight: AtomicU64,
+    pub(crate) processed: AtomicU64,
+    pub(crate) failed: AtomicU64,
+}
+
+impl WorkerStats {
+    /// Deliveries being handled now.
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Deliveries settled since start.
+    #[must_use]
+    pub fn processed(&self) -> u64 {
+        self.processed.load(Ordering::Relaxed)
+    }
+
+    /// Deliveries that ended in failure (dead letter) since start.
+    #[must_use]
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}

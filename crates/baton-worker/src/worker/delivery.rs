@@ -1,0 +1,394 @@
+//! One delivery of a message: its attempt number and trace context, how its
+//! plan becomes publishable messages, and how it is settled (steps 1 and 6
+//! of the worker loop).
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, AckKind};
+use baton_proto::{
+    AgentName, DeadLetterReason, Event, EventType, Reason, Subjects, Wire, derive_id, headers,
+};
+use bytes::Bytes;
+use uuid::Uuid;
+
+use crate::error::{Error, ErrorKind};
+use crate::nats::publish::{Class, Outgoing, Publisher};
+use crate::nats::trace;
+use crate::worker::plan::{Output, Settle};
+
+/// A message pulled from a consumer, with what every output of it needs.
+pub(crate) struct Delivery<'a> {
+    pub(crate) message: jetstream::Message,
+    /// Delivery attempt, counting from 1.
+    pub(crate) attempt: u32,
+    /// The span of this delivery, a child of the sender's trace.
+    pub(crate) span: tracing::Span,
+    parent: opentelemetry::Context,
+    subjects: &'a Subjects,
+    /// Who handles it: the agent type whose dead-letter subject is used.
+    agent: &'a AgentName,
+    /// Whether settling waits for the server's confirmation.
+    confirm: bool,
+    /// When the worker took it, unix ms.
+    pub(crate) received_at: u64,
+    /// The hop's `accepted` event, to fold into the first event written
+    /// for this delivery instead of storing it on its own.
+    folded: std::sync::OnceLock<Event>,
+    /// The trace headers of every output, written once: the span and its
+    /// parent do not change while the delivery is handled.
+    trace_headers: std::sync::OnceLock<HeaderMap>,
+}
+
+impl<'a> Delivery<'a> {
+    /// `message`, handled by `agent` under `span`; the span joins the trace
+    /// the message's headers carry.
+    pub(crate) fn new(
+        message: jetstream::Message,
+        span: tracing::Span,
+        subjects: &'a Subjects,
+        agent: &'a AgentName,
+    ) -> Self {
+        let attempt = message.info().map_or(1, |info| {
+            u32::try_from(info.delivered).unwrap_or(u32::MAX).max(1)
+        });
+        let parent = trace::extract(message.headers.as_ref());
+        trace::adopt(&span, &parent);
+        Self {
+            message,
+            attempt,
+            span,
+            parent,
+            subjects,
+            agent,
+            confirm: true,
+            received_at: baton_proto::now_ms(),
+            folded: std::sync::OnceLock::new(),
+            trace_headers: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Folds `accepted` into the first event of this delivery's envelope
+    /// that its outputs will write (see [`Event::fold`]).
+    pub(crate) fn fold(&self, accepted: Event) {
+        let _ = self.folded.set(accepted);
+    }
+
+    /// Settles without waiting for the server's confirmation.
+    pub(crate) fn settling(mut self, mode: crate::SettleMode) -> Self {
+        self.confirm = mode == crate::SettleMode::Confirmed;
+        self
+    }
+
+    pub(crate) fn headers(&self) -> HeaderMap {
+        self.trace_headers
+            .get_or_init(|| {
+                let mut headers = HeaderMap::new();
+                trace::inject(&self.span, &self.parent, &mut headers);
+                headers
+            })
+            .clone()
+    }
+
+    /// `event`, ready to publish.
+    pub(crate) fn event(&self, event: &Event) -> Result<Outgoing, Error> {
+        Ok(Outgoing {
+            class: Class::Plain,
+            subject: self.subjects.events(event.session),
+            id: event.id,
+            payload: encode(event)?,
+            headers: self.headers(),
+        })
+    }
+
+    /// `envelope` for agent type `to`, ready to publish.
+    pub(crate) fn envelope(
+        &self,
+        to: &AgentName,
+        envelope: &baton_proto::Envelope,
+    ) -> Result<Outgoing, Error> {
+        Ok(Outgoing {
+            class: Class::Plain,
+            subject: self.subjects.agent(to),
+            id: envelope.id,
+            payload: encode(envelope)?,
+            headers: self.headers(),
+        })
+    }
+
+    /// The message as stored, for dead-lettering.
+    fn stored(&self) -> Stored<'_> {
+        let info = self.message.info().ok();
+        Stored {
+            subject: self.message.subject.as_str(),
+            stream_seq: info.as_ref().map_or(0, |info| info.stream_sequence),
+            deliveries: info
+                .as_ref()
+                .map_or(1, |info| u64::try_from(info.delivered).unwrap_or(0)),
+            payload: &self.message.payload,
+        }
+    }
+
+    /// A copy of the message for the dead-letter stream, with the reason headers.
+    fn dead_letter(&self, id: Uuid, reason: &DeadLetterReason, detail: &str) -> Outgoing {
+        let stored = self.stored();
+        stored.dead_letter(
+            self.subjects,
+            self.agent,
+            self.headers(),
+            id,
+            reason,
+            detail,
+        )
+    }
+
+    /// The messages of a plan, in order.
+    pub(crate) fn encode(&self, outputs: &[Output]) -> Result<Vec<Outgoing>, Error> {
+        let mut folded = self.folded.get();
+        outputs
+            .iter()
+            .map(|output| match output {
+                Output::Envelope { to, envelope } => self.envelope(to, envelope),
+                Output::Event(event) => match folded.filter(|a| a.envelope == event.envelope) {
+                    Some(accepted) => {
+                        folded = None;
+                        let mut event = event.clone();
+                        event.fold(accepted);
+                        self.event(&event)
+                    }
+                    None => self.event(event),
+                },
+                Output::DeadLetter(dead) => {
+                    Ok(self.dead_letter(dead.id, &dead.reason, &dead.detail))
+                }
+            })
+            .collect()
+    }
+
+    /// The outputs for a message that cannot be handled as an envelope (it
+    /// cannot be read, or what it led to cannot be written): a dead letter,
+    /// and, when the session can still be read, `dead_lettered` and `failed`
+    /// events so a client waiting on it is not left hanging.
+    pub(crate) fn unreadable(&self, reason: &DeadLetterReason, detail: &str) -> Vec<Outgoing> {
+        let stored = self.stored();
+        let ending = Ending {
+            reason,
+            detail,
+            folded: self.folded.get(),
+        };
+        stored.ending(self.subjects, self.agent, &self.headers(), &ending)
+    }
+
+    /// Step 6: makes `outgoing` durable, then settles.
+    ///
+    /// When the server will never take an output (this user may not publish
+    /// to its subject, or no stream takes it), retrying cannot help: the
+    /// message ends instead, as a dead letter with `forbidden` or
+    /// `no_stream` and its session's failure. A subject the user's
+    /// permissions exclude is caught before anything is published. Other
+    /// publish failures leave the message un-acked for redelivery.
+    pub(crate) async fn finish(
+        &self,
+        publisher: &Publisher,
+        outgoing: &[Outgoing],
+        settle: Settle,
+    ) -> Finished {
+        let published = match publisher.forbidden(outgoing).await {
+            // Nothing is written: no event reports what cannot happen.
+            Some(subject) => Err(crate::nats::publish::forbidden(subject)),
+            None => publisher.publish_all(outgoing).await,
+        };
+        let err = match published {
+            Ok(()) => {
+                self.settle(settle).await;
+                return Finished::Settled;
+            }
+            Err(err) => err,
+        };
+        let reason = match err.kind() {
+            ErrorKind::Forbidden => DeadLetterReason::Forbidden,
+            ErrorKind::NoStream => DeadLetterReason::NoStream,
+            ErrorKind::TooLarge => DeadLetterReason::TooLarge,
+            _ => {
+                tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
+                return Finished::Left;
+            }
+        };
+        let detail = format!("the outcome cannot be delivered: {err}");
+        tracing::error!(%reason, detail, "dead-lettering");
+        let outgoing = self.unreadable(&reason, &detail);
+        match Box::pin(publisher.publish_all(&outgoing)).await {
+            Ok(()) => {
+                self.settle(Settle::Term).await;
+                Finished::Ended(reason)
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot dead-letter; leaving the message un-acked for redelivery");
+                Finished::Left
+            }
+        }
+    }
+
+    /// Settles the delivery (its outputs, if any, are durable).
+    pub(crate) async fn settle(&self, settle: Settle) {
+        let result = match (settle, self.confirm) {
+            (Settle::Ack, true) => self.message.double_ack().await,
+            (Settle::Ack, false) => self.message.ack().await,
+            (Settle::Nak(delay), _) => self.message.ack_with(AckKind::Nak(Some(delay))).await,
+            (Settle::Term, true) => self.message.double_ack_with(AckKind::Term).await,
+            (Settle::Term, false) => self.message.ack_with(AckKind::Term).await,
+        };
+        if let Err(err) = result {
+            // The outputs are durable and carry deterministic ids: a redelivery
+            // republishes the same ids, which JetStream drops as duplicates.
+            tracing::warn!(error = %err, ?settle, "could not settle the message; it will be redelivered and deduplicated");
+        }
+    }
+
+    /// Tells the server the work is alive (`+WPI`), so `ack_wait` restarts.
+    pub(crate) async fn progress(&self) {
+        if let Err(err) = self.message.ack_with(AckKind::Progress).await {
+            tracing::debug!(error = %err, "could not send progress");
+        }
+    }
+}
+
+/// A message as the stream holds it, on its way to the dead-letter stream.
+pub(crate) struct Stored<'m> {
+    pub(crate) subject: &'m str,
+    pub(crate) stream_seq: u64,
+    /// How many times it was delivered.
+    pub(crate) deliveries: u64,
+    pub(crate) payload: &'m Bytes,
+}
+
+impl Stored<'_> {
+    /// Its copy for `agent`'s dead-letter subject, with the reason headers
+    /// added to `headers`.
+    pub(crate) fn dead_letter(
+        &self,
+        subjects: &Subjects,
+        agent: &AgentName,
+        mut headers: HeaderMap,
+        id: Uuid,
+        reason: &DeadLetterReason,
+        detail: &str,
+    ) -> Outgoing {
+        headers.insert(headers::ERROR, reason.as_str());
+        headers.insert(headers::ERROR_DETAIL, header_safe(detail).as_str());
+        headers.insert(headers::AGENT, agent.as_str());
+        headers.insert(headers::ORIGINAL_SUBJECT, self.subject);
+        headers.insert(headers::DELIVERIES, self.deliveries.to_string().as_str());
+        Outgoing {
+            class: Class::DeadLetter,
+            subject: subjects.dlq(agent),
+            id,
+            payload: self.payload.clone(),
+            headers,
+        }
+    }
+
+    /// The end of a message that cannot be handled as an envelope (it cannot
+    /// be read, or what it led to cannot be written): a dead letter, and,
+    /// when the session can still be read, `dead_lettered` and `failed`
+    /// events so a client waiting on it is not left hanging. The ids derive
+    /// from the stream position, so every path that ends the same message
+    /// writes the same messages, and JetStream keeps one copy.
+    pub(crate) fn ending(
+        &self,
+        subjects: &Subjects,
+        agent: &AgentName,
+        headers: &HeaderMap,
+        ending: &Ending<'_>,
+    ) -> Vec<Outgoing> {
+        let (reason, detail) = (ending.reason, ending.detail);
+        let mut folded = ending.folded;
+        let base = Uuid::new_v5(
+            &Uuid::NAMESPACE_OID,
+            format!("{}/{}", self.subject, self.stream_seq).as_bytes(),
+        );
+        let dead = self.dead_letter(
+            subjects,
+            agent,
+            headers.clone(),
+            derive_id(base, 0),
+            reason,
+            detail,
+        );
+        let mut outgoing = vec![dead];
+        let Some(session) = probe_session(self.payload) else {
+            return outgoing;
+        };
+        for (index, kind) in [(1, EventType::DeadLettered), (2, EventType::Failed)] {
+            let mut event = Event::new(derive_id(base, index), session, kind);
+            event.agent = Some(agent.to_string());
+            event.reason = Some(Reason::from(reason));
+            event.detail = Some(detail.to_owned());
+            if let Some(accepted) = folded.take().filter(|a| a.session == session) {
+                event.envelope = accepted.envelope;
+                event.fold(accepted);
+            }
+            match encode(&event) {
+                Ok(payload) => outgoing.push(Outgoing {
+                    // Never a second end: written only while the session runs.
+                    class: Class::Ending(subjects.events_stream()),
+                    subject: subjects.events(session),
+                    id: event.id,
+                    payload,
+                    headers: headers.clone(),
+                }),
+                Err(err) => tracing::warn!(error = %err, "cannot encode an event"),
+            }
+        }
+        outgoing
+    }
+}
+
+/// Why a message ends unhandled, for [`Stored::ending`].
+pub(crate) struct Ending<'a> {
+    pub(crate) reason: &'a DeadLetterReason,
+    pub(crate) detail: &'a str,
+    /// The hop's `accepted` event, folded into the `dead_lettered` event.
+    pub(crate) folded: Option<&'a Event>,
+}
+
+/// How [`Delivery::finish`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Finished {
+    /// The outputs are durable and the message settled as planned.
+    Settled,
+    /// The outputs can never be published: the message was dead-lettered
+    /// with this reason and its session failed instead.
+    Ended(DeadLetterReason),
+    /// Nothing is settled: the message will be delivered again.
+    Left,
+}
+
+fn encode<T: Wire>(value: &T) -> Result<Bytes, Error> {
+    value
+        .to_msgpack()
+        .map(Bytes::from)
+        .map_err(|err| Error::with_source(ErrorKind::Encode, "cannot encode output", err))
+}
+
+/// Header values cannot hold line breaks; keep the detail on one bounded line.
+fn header_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(1024)
+        .collect()
+}
+
+/// The `session` of a payload that is not a readable envelope, if it has a valid one.
+fn probe_session(payload: &[u8]) -> Option<Uuid> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        session: Option<String>,
+    }
+    if baton_proto::nests_deeper_than(payload, baton_proto::MAX_NESTING) {
+        return None;
+    }
+    let value = rmpv::decode::read_value(&mut &payload[..]).ok()?;
+    let probe: Probe = rmpv::ext::from_value(value).ok()?;
+    probe
+        .session
+        .and_then(|session| Uuid::parse_str(&session).ok())
+}

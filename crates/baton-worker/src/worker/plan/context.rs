@@ -1,0 +1,115 @@
+//! What happens to the context as an envelope leaves an agent: the agent's
+//! update is applied, this hop joins the path, and the route's context
+//! policy trims the conversation.
+
+use baton_proto::{Envelope, Hop, Message, Role, Step, Value};
+
+use super::Planner;
+use crate::author::outcome::ContextUpdate;
+use crate::author::policy::ContextPolicy;
+
+impl Planner<'_> {
+    /// The envelope as it leaves this agent: this hop on the path, the update applied.
+    pub(crate) fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
+        let mut next = envelope.clone();
+        next.path.push(Hop::new(
+            self.agent.as_str(),
+            self.instance,
+            envelope.reason.clone(),
+        ));
+        next.from = Some(self.agent.to_string());
+        let context = &mut next.context;
+        for mut message in update.messages {
+            if message.name.is_none() && message.role == Role::Agent {
+                message.name = Some(self.agent.to_string());
+            }
+            context.messages.push(message);
+        }
+        context.variables.extend(update.variables);
+        for mut step in update.trace {
+            if step.agent.is_empty() {
+                step.agent = self.agent.to_string();
+            }
+            context.trace.push(step);
+        }
+        context.state.extend(update.state);
+        if let Some(problem) = update.problem {
+            context.problem = problem;
+        }
+        next
+    }
+
+    /// Applies a route's context policy to the outgoing envelope; what it
+    /// removed is recorded in the trace, as a count and a digest.
+    pub(crate) fn trim_context(&self, next: &mut Envelope, policy: ContextPolicy) {
+        let messages = &mut next.context.messages;
+        let keep = policy.keeps(messages.len());
+        let removed: Vec<_> = messages.drain(..messages.len() - keep).collect();
+        if removed.is_empty() {
+            return;
+        }
+        let mut step = Step::new(
+            self.agent.as_str(),
+            "context_trimmed",
+            format!(
+                "{} earlier message(s) not passed on (policy {policy})",
+                removed.len()
+            ),
+        );
+        step.details = Value::Map(vec![
+            ("removed".into(), Value::from(removed.len())),
+            ("kept".into(), Value::from(keep)),
+            ("policy".into(), Value::from(policy.to_string())),
+            ("digest".into(), Value::from(digest(&removed))),
+        ]);
+        next.context.trace.push(step);
+    }
+}
+
+/// An update as one value, its empty parts left out: what a `waiting` event
+/// carries so watchers see what the agent said.
+pub(super) fn update_value(update: &ContextUpdate) -> Value {
+    fn value<T: serde::Serialize>(part: &T) -> Value {
+        rmpv::ext::to_value(part).unwrap_or(Value::Nil)
+    }
+    let mut entries = Vec::new();
+    if !update.messages.is_empty() {
+        entries.push(("messages".into(), value(&update.messages)));
+    }
+    if !update.variables.is_empty() {
+        entries.push(("variables".into(), value(&update.variables)));
+    }
+    if !update.trace.is_empty() {
+        entries.push(("trace".into(), value(&update.trace)));
+    }
+    if !update.state.is_empty() {
+        entries.push(("state".into(), value(&update.state)));
+    }
+    if let Some(problem) = &update.problem {
+        entries.push(("problem".into(), Value::from(problem.as_str())));
+    }
+    Value::Map(entries)
+}
+
+/// A digest of messages a context policy removed: SHA-256 over each
+/// message's role, name and content, each followed by a NUL byte, in order.
+fn digest(messages: &[Message]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for message in messages {
+        for part in [
+            message.role.as_str(),
+            message.name.as_deref().unwrap_or(""),
+            message.content.as_str(),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+    }
+    let hex: String = hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}

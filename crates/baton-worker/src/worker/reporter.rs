@@ -1,0 +1,100 @@
+//! Where a running hop's reports go: a `tool_called` event for each tool
+//! call, stored at the `full` event level and live at `lean`, best effort (a
+//! report that cannot be sent is logged, and the hop goes on).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use baton_proto::{Event, EventType, Subjects, Value, derive_id_labelled};
+use uuid::Uuid;
+
+use crate::author::progress::{Progress, Report, ToolCall};
+use crate::nats::publish::{Class, Outgoing, Publisher};
+use crate::worker::config::EventLevel;
+
+/// What a worker's hops share when they report: made once per worker.
+pub(crate) struct Reporter {
+    pub(crate) publisher: Publisher,
+    pub(crate) subjects: Subjects,
+    pub(crate) level: EventLevel,
+    pub(crate) agent: String,
+    pub(crate) instance: String,
+}
+
+/// One hop's reporting: the worker's, and the hop's session and trace.
+struct Hop {
+    reporter: Arc<Reporter>,
+    session: Uuid,
+    envelope: Uuid,
+    headers: async_nats::HeaderMap,
+}
+
+impl Reporter {
+    /// The progress of the hop that runs `envelope`, in the trace `headers` carry.
+    pub(crate) fn progress(
+        self: &Arc<Self>,
+        envelope: &baton_proto::Envelope,
+        headers: async_nats::HeaderMap,
+    ) -> Progress {
+        Progress::to(Arc::new(Hop {
+            reporter: self.clone(),
+            session: envelope.session,
+            envelope: envelope.id,
+            headers,
+        }))
+    }
+}
+
+impl Report for Hop {
+    fn tool_called<'a>(
+        &'a self,
+        call: ToolCall<'a>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(self.report_tool(call))
+    }
+}
+
+impl Hop {
+    async fn report_tool(&self, call: ToolCall<'_>) {
+        let hop = self;
+        let reporter = &hop.reporter;
+        let id = derive_id_labelled(hop.envelope, &format!("tool_called/{}", call.call), 0);
+        let mut event = Event::new(id, hop.session, EventType::ToolCalled);
+        event.agent = Some(reporter.agent.clone());
+        event.instance = Some(reporter.instance.clone());
+        event.envelope = Some(hop.envelope);
+        let millis = u64::try_from(call.took.as_millis()).unwrap_or(u64::MAX);
+        event.detail = Some(format!("{} {} in {millis} ms", call.tool, call.outcome));
+        event.output = Some(Value::Map(vec![
+            (Value::from("tool"), Value::from(call.tool)),
+            (Value::from("call"), Value::from(call.call)),
+            (Value::from("outcome"), Value::from(call.outcome)),
+            (Value::from("duration_ms"), Value::from(millis)),
+        ]));
+        let payload = match baton_proto::Wire::to_msgpack(&event) {
+            Ok(payload) => bytes::Bytes::from(payload),
+            Err(err) => return tracing::warn!(error = %err, "cannot encode a tool_called event"),
+        };
+        let lean = reporter.level == EventLevel::Lean;
+        let message = Outgoing {
+            class: Class::Plain,
+            subject: if lean {
+                reporter.subjects.live(hop.session)
+            } else {
+                reporter.subjects.events(hop.session)
+            },
+            id,
+            payload,
+            headers: hop.headers.clone(),
+        };
+        if lean {
+            reporter
+                .publisher
+                .publish_live(std::slice::from_ref(&message))
+                .await;
+        } else if let Err(err) = reporter.publisher.publish_one(&message).await {
+            tracing::warn!(error = %err, tool = call.tool, "cannot store a tool_called event");
+        }
+    }
+}
