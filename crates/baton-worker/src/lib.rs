@@ -68,6 +68,6 @@ pub use worker::cancel::{cancel_event_id, cancelled_event};
 pub use worker::config::{
     EventLevel, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
 };
-pub use worker::handle::Worker;
 pub use worker::metrics::meter;
 pub use worker::registry::RegistryClient;
+pub use worker::start::Worker;

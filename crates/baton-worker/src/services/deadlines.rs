@@ -20,6 +20,7 @@ use bytes::Bytes;
 use crate::nats::ending::last_event;
 use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::worker::delivery::Delivery;
+use crate::worker::outbox::settle::finish;
 use crate::worker::plan::Settle;
 
 /// How long after the deadline the watch acts, so that a worker holding the
@@ -73,7 +74,7 @@ pub(crate) async fn on_timer(
             let span = tracing::info_span!("baton.deadline");
             let delivery = Delivery::new(message, span, subjects, me);
             let outgoing = delivery.unreadable(&err.reason(), err.detail());
-            delivery.finish(publisher, &outgoing, Settle::Term).await;
+            finish(publisher, &delivery, &outgoing, Settle::Term).await;
             return;
         }
     };

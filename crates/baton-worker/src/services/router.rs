@@ -23,6 +23,7 @@ use crate::services::sessions::Sessions;
 use crate::worker::advisory;
 use crate::worker::delivery::Delivery;
 use crate::worker::intake::{self, IntakeSettings, Source};
+use crate::worker::outbox::settle::finish;
 use crate::worker::plan::{DeadLetter, Output, Settle};
 use crate::worker::registry::RegistryClient;
 
@@ -306,7 +307,7 @@ async fn route(router: &Ingress, message: jetstream::Message) {
                 Err(err) => {
                     tracing::warn!(reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
                     let outgoing = delivery.unreadable(&err.reason(), err.detail());
-                    delivery.finish(publisher, &outgoing, Settle::Term).await;
+                    finish(publisher, &delivery, &outgoing, Settle::Term).await;
                     return;
                 }
             };
@@ -345,7 +346,7 @@ async fn route(router: &Ingress, message: jetstream::Message) {
         };
         // The session's deadline is watched from now on, wherever its task goes.
         outgoing.extend(timer);
-        delivery.finish(publisher, &outgoing, settle).await;
+        finish(publisher, &delivery, &outgoing, settle).await;
     }
     .instrument(span.clone())
     .await;

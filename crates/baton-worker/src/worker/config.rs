@@ -80,6 +80,17 @@ pub enum EventLevel {
     Lean,
 }
 
+impl EventLevel {
+    /// Whether an event of `kind` is stored. Everything is at `full`; at
+    /// `lean`, `accepted`, `handoff` and `tool_called` go live, unstored.
+    /// The only place the level decides anything.
+    #[must_use]
+    pub(crate) fn stores(self, kind: &baton_proto::EventType) -> bool {
+        use baton_proto::EventType::{Accepted, Handoff, ToolCalled};
+        self == Self::Full || !matches!(kind, Accepted | Handoff | ToolCalled)
+    }
+}
+
 /// How a worker acknowledges a message whose outputs are durable.
 ///
 /// Either way the outputs are durable before the acknowledgement is sent.

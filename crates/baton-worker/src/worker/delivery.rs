@@ -11,9 +11,9 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind};
-use crate::nats::publish::{Class, Outgoing, Publisher};
+use crate::nats::publish::{Class, Outgoing};
 use crate::nats::trace;
-use crate::worker::plan::{Output, Settle};
+use crate::worker::plan::Output;
 
 /// A message pulled from a consumer, with what every output of it needs.
 pub(crate) struct Delivery<'a> {
@@ -177,70 +177,9 @@ impl<'a> Delivery<'a> {
         stored.ending(self.subjects, self.agent, &self.headers(), &ending)
     }
 
-    /// Step 6: makes `outgoing` durable, then settles.
-    ///
-    /// When the server will never take an output (this user may not publish
-    /// to its subject, or no stream takes it), retrying cannot help: the
-    /// message ends instead, as a dead letter with `forbidden` or
-    /// `no_stream` and its session's failure. A subject the user's
-    /// permissions exclude is caught before anything is published. Other
-    /// publish failures leave the message un-acked for redelivery.
-    pub(crate) async fn finish(
-        &self,
-        publisher: &Publisher,
-        outgoing: &[Outgoing],
-        settle: Settle,
-    ) -> Finished {
-        let published = match publisher.forbidden(outgoing).await {
-            // Nothing is written: no event reports what cannot happen.
-            Some(subject) => Err(crate::nats::publish::forbidden(subject)),
-            None => publisher.publish_all(outgoing).await,
-        };
-        let err = match published {
-            Ok(()) => {
-                self.settle(settle).await;
-                return Finished::Settled;
-            }
-            Err(err) => err,
-        };
-        let reason = match err.kind() {
-            ErrorKind::Forbidden => DeadLetterReason::Forbidden,
-            ErrorKind::NoStream => DeadLetterReason::NoStream,
-            ErrorKind::TooLarge => DeadLetterReason::TooLarge,
-            _ => {
-                tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
-                return Finished::Left;
-            }
-        };
-        let detail = format!("the outcome cannot be delivered: {err}");
-        tracing::error!(%reason, detail, "dead-lettering");
-        let outgoing = self.unreadable(&reason, &detail);
-        match Box::pin(publisher.publish_all(&outgoing)).await {
-            Ok(()) => {
-                self.settle(Settle::Term).await;
-                Finished::Ended(reason)
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "cannot dead-letter; leaving the message un-acked for redelivery");
-                Finished::Left
-            }
-        }
-    }
-
-    /// Settles the delivery (its outputs, if any, are durable).
-    pub(crate) async fn settle(&self, settle: Settle) {
-        let result = match (settle, self.confirm) {
-            (Settle::Ack, true) => self.message.double_ack().await,
-            (Settle::Ack, false) => self.message.ack().await,
-            (Settle::Nak(delay), _) => self.message.ack_with(AckKind::Nak(Some(delay))).await,
-            (Settle::Term, true) => self.message.double_ack_with(AckKind::Term).await,
-            (Settle::Term, false) => self.message.ack_with(AckKind::Term).await,
-        };
-        if let Err(err) = result {
-            // The outputs are durable and carry deterministic ids: a redelivery
-            // republishes the same ids, which JetStream drops as duplicates.
-            tracing::warn!(error = %err, ?settle, "could not settle the message; it will be redelivered and deduplicated");
-        }
+    /// Whether settling waits for the server's confirmation.
+    pub(crate) fn confirms(&self) -> bool {
+        self.confirm
     }
 
     /// Tells the server the work is alive (`+WPI`), so `ack_wait` restarts.
@@ -348,18 +287,6 @@ pub(crate) struct Ending<'a> {
     pub(crate) detail: &'a str,
     /// The hop's `accepted` event, folded into the `dead_lettered` event.
     pub(crate) folded: Option<&'a Event>,
-}
-
-/// How [`Delivery::finish`] ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Finished {
-    /// The outputs are durable and the message settled as planned.
-    Settled,
-    /// The outputs can never be published: the message was dead-lettered
-    /// with this reason and its session failed instead.
-    Ended(DeadLetterReason),
-    /// Nothing is settled: the message will be delivered again.
-    Left,
 }
 
 fn encode<T: Wire>(value: &T) -> Result<Bytes, Error> {

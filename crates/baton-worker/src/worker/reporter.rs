@@ -6,18 +6,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use baton_proto::{Event, EventType, Subjects, Value, derive_id_labelled};
+use baton_proto::{Event, EventType, Value, derive_id_labelled};
 use uuid::Uuid;
 
 use crate::author::progress::{Progress, Report, ToolCall};
-use crate::nats::publish::{Class, Outgoing, Publisher};
-use crate::worker::config::EventLevel;
+use crate::worker::outbox::Outbox;
 
 /// What a worker's hops share when they report: made once per worker.
 pub(crate) struct Reporter {
-    pub(crate) publisher: Publisher,
-    pub(crate) subjects: Subjects,
-    pub(crate) level: EventLevel,
+    pub(crate) outbox: Arc<Outbox>,
     pub(crate) agent: String,
     pub(crate) instance: String,
 }
@@ -72,29 +69,6 @@ impl Hop {
             (Value::from("outcome"), Value::from(call.outcome)),
             (Value::from("duration_ms"), Value::from(millis)),
         ]));
-        let payload = match baton_proto::Wire::to_msgpack(&event) {
-            Ok(payload) => bytes::Bytes::from(payload),
-            Err(err) => return tracing::warn!(error = %err, "cannot encode a tool_called event"),
-        };
-        let lean = reporter.level == EventLevel::Lean;
-        let message = Outgoing {
-            class: Class::Plain,
-            subject: if lean {
-                reporter.subjects.live(hop.session)
-            } else {
-                reporter.subjects.events(hop.session)
-            },
-            id,
-            payload,
-            headers: hop.headers.clone(),
-        };
-        if lean {
-            reporter
-                .publisher
-                .publish_live(std::slice::from_ref(&message))
-                .await;
-        } else if let Err(err) = reporter.publisher.publish_one(&message).await {
-            tracing::warn!(error = %err, tool = call.tool, "cannot store a tool_called event");
-        }
+        reporter.outbox.report(&event, hop.headers.clone()).await;
     }
 }

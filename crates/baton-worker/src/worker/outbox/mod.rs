@@ -1,0 +1,239 @@
+//! Step 6 of the worker loop, in one place: a hop's outputs are prepared
+//! (encoded, claim-checked, sized), made durable, and only then is the
+//! message settled. Every message a worker sends goes out here: the plan's
+//! outputs, the hop's `accepted` event ([`accepted`]), what a running hop
+//! reports, and the dead letter of a message it cannot handle. Which events
+//! are stored and which go live is decided once, by [`EventLevel::stores`].
+//!
+//! - [`prepare`]: outputs into messages that fit the server;
+//! - [`settle`]: publish, then ack, nak or term, dead-lettering what the
+//!   server will never take (also used by the router and the deadline watch);
+//! - [`accepted`]: the hop's `accepted` event, folded or sent on its own.
+
+pub(crate) mod accepted;
+mod prepare;
+pub(crate) mod settle;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use baton_proto::{AgentName, DeadLetterReason, Event, Subjects};
+
+use crate::nats::claimcheck::ClaimCheck;
+use crate::nats::publish::{Outgoing, Publisher};
+use crate::worker::config::{EventLevel, WorkerStats};
+use crate::worker::delivery::Delivery;
+use crate::worker::metrics::Metrics;
+use crate::worker::plan::{Output, Plan, Settle};
+use prepare::Unsendable;
+use settle::Finished;
+
+/// Where a worker's messages leave.
+pub(crate) struct Outbox {
+    pub(crate) publisher: Publisher,
+    subjects: Subjects,
+    /// Which events are stored.
+    level: EventLevel,
+    agent: AgentName,
+    claims: Arc<ClaimCheck>,
+    /// The largest message the server accepts, headers included.
+    server_max_payload: usize,
+    /// How often a message whose outputs take long to prepare acks progress.
+    progress_every: Duration,
+    metrics: Arc<Metrics>,
+    stats: Arc<WorkerStats>,
+}
+
+/// What an [`Outbox`] is made of.
+pub(crate) struct Parts {
+    pub(crate) publisher: Publisher,
+    pub(crate) subjects: Subjects,
+    pub(crate) level: EventLevel,
+    pub(crate) agent: AgentName,
+    pub(crate) claims: Arc<ClaimCheck>,
+    pub(crate) server_max_payload: usize,
+    pub(crate) progress_every: Duration,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) stats: Arc<WorkerStats>,
+}
+
+impl Outbox {
+    pub(crate) fn new(parts: Parts) -> Self {
+        Self {
+            publisher: parts.publisher,
+            subjects: parts.subjects,
+            level: parts.level,
+            agent: parts.agent,
+            claims: parts.claims,
+            server_max_payload: parts.server_max_payload,
+            progress_every: parts.progress_every,
+            metrics: parts.metrics,
+            stats: parts.stats,
+        }
+    }
+
+    /// Carries `plan` out: prepares its outputs, makes them durable, settles
+    /// the delivery and counts it. Outputs that can never be sent (too large
+    /// even after the claim-check, or not encodable) end the session instead:
+    /// a dead letter with the reason, and `dead_lettered` and `failed`
+    /// events. When the claim-check store is unreachable, the message is
+    /// left for redelivery.
+    pub(crate) async fn execute(&self, delivery: &Delivery<'_>, mut plan: Plan) {
+        stamp_accepted(&mut plan.outputs, &self.agent, delivery.received_at);
+        let outgoing = match self.prepare(delivery, &plan.outputs).await {
+            Ok(outgoing) => outgoing,
+            Err(Unsendable::Permanent(reason, detail)) => {
+                tracing::error!(%reason, detail, "the outcome cannot be sent; dead-lettering");
+                return self.end(delivery, &reason, &detail).await;
+            }
+            Err(Unsendable::Transient(err)) => {
+                tracing::error!(error = %err, "claim-check store unavailable; leaving the message for redelivery");
+                return;
+            }
+        };
+        let (live, durable) = self.split_live(outgoing, &plan.outputs);
+        match settle::finish(&self.publisher, delivery, &durable, plan.settle).await {
+            Finished::Settled => {
+                self.publisher.publish_live(&live).await;
+                self.metrics.settled(&plan.outputs);
+                self.count(plan.failed);
+            }
+            Finished::Ended(reason) => self.ended(&reason),
+            Finished::Left => {}
+        }
+    }
+
+    /// Acks `delivery` with nothing to publish (a cancelled session, a join
+    /// another report ended).
+    pub(crate) async fn discard(&self, delivery: &Delivery<'_>) {
+        self.execute(delivery, Plan::ack(Vec::new())).await;
+    }
+
+    /// Settles `delivery` to come again after `delay`, publishing nothing.
+    pub(crate) async fn later(&self, delivery: &Delivery<'_>, delay: Duration) {
+        settle::settle(delivery, Settle::Nak(delay)).await;
+    }
+
+    /// Makes `outputs` durable without settling (a join's notes, before a
+    /// continuation that may take long). `false` leaves the message for
+    /// redelivery.
+    pub(crate) async fn publish(&self, delivery: &Delivery<'_>, outputs: &[Output]) -> bool {
+        let published = match self.prepare(delivery, outputs).await {
+            Ok(outgoing) => self.publisher.publish_all(&outgoing).await,
+            Err(Unsendable::Permanent(_, detail)) => {
+                Err(crate::Error::new(crate::ErrorKind::Publish, detail))
+            }
+            Err(Unsendable::Transient(err)) => Err(err),
+        };
+        if let Err(err) = &published {
+            tracing::error!(error = %err, "outputs not durable; leaving the message for redelivery");
+        }
+        published.is_ok()
+    }
+
+    /// Dead-letters a message that is not a readable envelope.
+    pub(crate) async fn unreadable(
+        &self,
+        delivery: &Delivery<'_>,
+        reason: &DeadLetterReason,
+        detail: &str,
+    ) {
+        tracing::warn!(subject = %delivery.message.subject, %reason, detail, "unreadable message; dead-lettering");
+        self.end(delivery, reason, detail).await;
+    }
+
+    /// Ends the message as a dead letter with `reason`, and its session's
+    /// failure when the session can be read.
+    async fn end(&self, delivery: &Delivery<'_>, reason: &DeadLetterReason, detail: &str) {
+        let outgoing = delivery.unreadable(reason, detail);
+        match settle::finish(&self.publisher, delivery, &outgoing, Settle::Term).await {
+            Finished::Left => {}
+            Finished::Ended(ended) => self.ended(&ended),
+            Finished::Settled => self.ended(reason),
+        }
+    }
+
+    /// Sends `event`, a report of a running hop, best effort: stored or
+    /// live by the event level; a failure is logged.
+    pub(crate) async fn report(&self, event: &Event, headers: async_nats::HeaderMap) {
+        let payload = match baton_proto::Wire::to_msgpack(event) {
+            Ok(payload) => bytes::Bytes::from(payload),
+            Err(err) => {
+                return tracing::warn!(error = %err, kind = %event.kind, "cannot encode an event");
+            }
+        };
+        let message = Outgoing {
+            class: crate::nats::publish::Class::Plain,
+            subject: self.subjects.events(event.session),
+            id: event.id,
+            payload,
+            headers,
+        };
+        if let Err(err) = self.send_event(event, message).await {
+            tracing::warn!(error = %err, kind = %event.kind, "cannot store an event");
+        }
+    }
+
+    /// Sends one event's `message` on its own: live when the level does not
+    /// store `event`'s kind, else stored, its PubAck awaited.
+    async fn send_event(&self, event: &Event, mut message: Outgoing) -> Result<(), crate::Error> {
+        if self.level.stores(&event.kind) {
+            return self.publisher.publish_one(&message).await;
+        }
+        message.subject = self.subjects.live(event.session);
+        self.publisher
+            .publish_live(std::slice::from_ref(&message))
+            .await;
+        Ok(())
+    }
+
+    /// Splits `outgoing` into the events the level sends live, once the rest
+    /// is durable, and the rest: returns (live, durable).
+    fn split_live(
+        &self,
+        outgoing: Vec<Outgoing>,
+        outputs: &[Output],
+    ) -> (Vec<Outgoing>, Vec<Outgoing>) {
+        let (mut live, mut durable) = (Vec::new(), Vec::new());
+        for (mut message, output) in outgoing.into_iter().zip(outputs) {
+            match output {
+                Output::Event(event) if !self.level.stores(&event.kind) => {
+                    message.subject = self.subjects.live(event.session);
+                    live.push(message);
+                }
+                _ => durable.push(message),
+            }
+        }
+        (live, durable)
+    }
+
+    /// Counts a message that ended its session as a dead letter.
+    fn ended(&self, reason: &DeadLetterReason) {
+        self.metrics.ended(reason.as_str());
+        self.count(true);
+    }
+
+    /// Counts a settled message.
+    fn count(&self, failed: bool) {
+        self.stats.processed.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Stamps this worker's hop (the last of each output's path, if it is
+/// `agent`'s and not stamped yet) with when the delivery was taken.
+fn stamp_accepted(outputs: &mut [Output], agent: &AgentName, received_at: u64) {
+    for output in outputs {
+        let path = match output {
+            Output::Envelope { envelope, .. } => &mut envelope.path,
+            Output::Event(event) => &mut event.path,
+            Output::DeadLetter(_) => continue,
+        };
+        if let Some(hop) = path.last_mut().filter(|hop| hop.agent == agent.as_str()) {
+            hop.accepted_at.get_or_insert(received_at);
+        }
+    }
+}

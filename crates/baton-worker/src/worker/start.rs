@@ -1,0 +1,247 @@
+//! A worker's start and its life: the checks that fail a start early, the
+//! streams and the consumer it provisions, what it runs beside the loop
+//! (heartbeats, the cancel watch, the max-deliveries net), and the intake
+//! that feeds [`handle`](super::handle::handle) until shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use baton_proto::Subjects;
+use tokio::task::JoinHandle;
+
+use crate::author::agent::Agent;
+use crate::error::{Error, ErrorKind};
+use crate::nats::connection::{Connection, Permissions};
+use crate::nats::provision;
+use crate::nats::publish::Publisher;
+use crate::worker::advisory;
+use crate::worker::config::{WorkerConfig, WorkerStats};
+use crate::worker::handle::handle;
+use crate::worker::intake::{self, IntakeSettings, Source};
+use crate::worker::registry::{RegistryClient, spawn_heartbeats};
+use crate::worker::runtime::{AgentPolicy, Runtime};
+
+/// A pool member of one agent type: pulls from `agent-<A>` and runs the agent.
+pub struct Worker<A> {
+    client: async_nats::Client,
+    permissions: Permissions,
+    config: WorkerConfig,
+    agent: Arc<A>,
+    stats: Arc<WorkerStats>,
+}
+
+impl<A: Agent> Worker<A> {
+    /// A worker of `agent` on `connection` (a [`Connection`], or a plain
+    /// `async_nats::Client`).
+    pub fn new(connection: impl Into<Connection>, config: WorkerConfig, agent: A) -> Self {
+        let connection = connection.into();
+        Self {
+            client: connection.client().clone(),
+            permissions: connection.permissions().clone(),
+            config,
+            agent: Arc::new(agent),
+            stats: Arc::default(),
+        }
+    }
+
+    /// The worker's live counters.
+    #[must_use]
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        self.stats.clone()
+    }
+
+    /// Provisions the streams and the consumer, then serves until `shutdown`
+    /// resolves; in-flight work finishes within the grace period.
+    ///
+    /// # Errors
+    ///
+    /// Only for start-up problems (JetStream unreachable, a mismatched stream
+    /// or consumer). Per-message failures are logged and never end the loop.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
+        let jetstream = jetstream::new(self.client.clone());
+        check_attempts(self.agent.as_ref(), &self.config)?;
+        let publisher = Publisher::new(jetstream.clone(), self.permissions);
+        check_rights(&publisher, &self.config).await?;
+        let ack_wait = provision_consumer(&publisher, &self.config).await?;
+        let settings = IntakeSettings {
+            concurrency: self.agent.concurrency(),
+            pull_expires: self.config.pull_expires,
+            shutdown_grace: self.config.shutdown_grace,
+        };
+        let heartbeats = spawn_heartbeats(
+            self.client.clone(),
+            &self.config,
+            settings.concurrency,
+            self.stats.clone(),
+        );
+        let config = &self.config;
+        tracing::info!(agent = %config.agent, instance = %config.instance, concurrency = settings.concurrency, ?ack_wait, "worker started");
+        let policy = AgentPolicy {
+            retry: self.agent.retry_policy(),
+            timeout: self.agent.timeout(),
+            ack_wait,
+            concurrency: settings.concurrency,
+        };
+        let registry = config.use_registry.then(|| {
+            RegistryClient::new(self.client.clone(), &config.subjects)
+                .with_budget(config.lookup_budget)
+                .with_memory(config.registry_memory)
+        });
+        let max_payload = self.client.server_info().max_payload;
+        let rt = Runtime::new(
+            self.config,
+            publisher,
+            registry,
+            self.stats,
+            policy,
+            max_payload,
+        );
+        let rt = Arc::new(rt);
+        let source = Source {
+            client: self.client.clone(),
+            jetstream,
+            stream: rt.config.subjects.tasks_stream(),
+            consumer: Subjects::agent_consumer(&rt.config.agent),
+        };
+        let beside = match beside_the_loop(&self.client, &rt, &source).await {
+            Ok(beside) => beside,
+            Err(err) => {
+                heartbeats.abort();
+                return Err(err);
+            }
+        };
+        serve(&rt, self.agent, source, settings, shutdown).await;
+        heartbeats.abort();
+        beside.into_iter().for_each(|task| task.abort());
+        tracing::info!(agent = %rt.config.agent, "worker stopped");
+        Ok(())
+    }
+}
+
+/// Fails the start of a worker whose agent may retry more often than the
+/// consumer delivers.
+fn check_attempts<A: Agent>(agent: &A, config: &WorkerConfig) -> Result<(), Error> {
+    let attempts = agent.retry_policy().max_attempts;
+    if attempts < config.max_deliveries {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Config,
+        format!(
+            "the agent's max_attempts ({attempts}) must be below max_deliveries ({}): \
+             lower the attempts or raise --max-deliveries",
+            config.max_deliveries
+        ),
+    ))
+}
+
+/// Fails the start of a worker whose NATS user may not pull its tasks,
+/// write events or dead-letter, as far as the server reports its rights.
+async fn check_rights(publisher: &Publisher, config: &WorkerConfig) -> Result<(), Error> {
+    let subjects = &config.subjects;
+    let pull = format!(
+        "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+        subjects.tasks_stream(),
+        Subjects::agent_consumer(&config.agent)
+    );
+    let needed = [
+        ("pull its agent type's tasks", pull),
+        ("write session events", subjects.events(uuid::Uuid::nil())),
+        ("dead-letter", subjects.dlq(&config.agent)),
+    ];
+    let role = format!("worker {}", config.agent);
+    publisher.check_rights(&needed, &role).await
+}
+
+/// Provisions the streams and the agent type's consumer, and makes the
+/// events stream's duplicate window cover its redeliveries: the consumer's
+/// `ack_wait`, as the server has it.
+async fn provision_consumer(
+    publisher: &Publisher,
+    config: &WorkerConfig,
+) -> Result<Duration, Error> {
+    let jetstream = publisher.jetstream();
+    provision::provision(publisher, &config.subjects, &config.streams).await?;
+    let max_deliver = advisory::max_deliver(config.max_deliveries);
+    let mut consumer = provision::agent_consumer(
+        jetstream,
+        &config.subjects,
+        &config.agent,
+        config.ack_wait,
+        max_deliver,
+    )
+    .await?;
+    let ack_wait = consumer
+        .info()
+        .await
+        .map_or(config.ack_wait, |info| info.config.ack_wait);
+    provision::cover_redeliveries(
+        publisher,
+        &config.subjects,
+        &Subjects::agent_consumer(&config.agent),
+        provision::redelivery_span(ack_wait, max_deliver).unwrap_or(ack_wait),
+    )
+    .await;
+    Ok(ack_wait)
+}
+
+/// What runs beside the loop: the cancel watch and the net for messages no
+/// worker settles.
+async fn beside_the_loop(
+    client: &async_nats::Client,
+    rt: &Arc<Runtime>,
+    source: &Source,
+) -> Result<Vec<JoinHandle<()>>, Error> {
+    let cancels = crate::worker::cancel::watch(
+        source.jetstream.clone(),
+        rt.config.subjects.clone(),
+        rt.config.streams.replicas,
+        rt.cancelled.clone(),
+        Duration::from_secs(5),
+    )
+    .await;
+    let net = advisory::Net {
+        client: client.clone(),
+        publisher: rt.outbox.publisher.clone(),
+        subjects: rt.config.subjects.clone(),
+        stream: source.stream.clone(),
+        consumer: source.consumer.clone(),
+        agent: rt.config.agent.clone(),
+        metrics: Some(rt.metrics.clone()),
+    }
+    .spawn()
+    .await;
+    match net {
+        Ok(net) => Ok(vec![cancels, net]),
+        Err(err) => {
+            cancels.abort();
+            Err(err)
+        }
+    }
+}
+
+/// Feeds every message of `source` to the loop until `shutdown`.
+async fn serve<A: Agent>(
+    rt: &Arc<Runtime>,
+    agent: Arc<A>,
+    source: Source,
+    settings: IntakeSettings,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    crate::health::set_serving(true);
+    let shutdown = crate::health::draining(shutdown);
+    intake::serve(source, settings, shutdown, |message| {
+        let rt = rt.clone();
+        let agent = agent.clone();
+        async move {
+            rt.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+            // Boxed: the handler's future is large, and a task moves its future on spawn.
+            Box::pin(handle(&rt, agent.as_ref(), message)).await;
+            rt.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    })
+    .await;
+}
