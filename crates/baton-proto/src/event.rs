@@ -2,7 +2,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::envelope::uuid_text;
+use crate::uuid_text;
 use crate::{Hop, Map, PROTOCOL_VERSION, Reason, Value, now_ms};
 
 wire_enum! {

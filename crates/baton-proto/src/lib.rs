@@ -44,6 +44,7 @@ mod schema;
 mod subject;
 mod time;
 mod timer;
+mod uuid_text;
 
 pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
@@ -66,8 +67,8 @@ pub use reads::{
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use schema::schemas;
 pub use subject::{AgentName, NameError, Subjects};
-pub use time::now_ms;
-pub use timer::{DeadlineTimer, MAX_DEADLINE_AHEAD_MS, deadline_event_id, deadline_out_of_range};
+pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
+pub use timer::{DeadlineTimer, deadline_event_id};
 
 /// The protocol major version this crate reads and writes (`v`).
 pub const PROTOCOL_VERSION: u64 = 1;
