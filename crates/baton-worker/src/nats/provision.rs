@@ -368,34 +368,43 @@ pub(crate) async fn task_consumer(
         ));
     }
     if info.config.max_deliver != max_deliver {
-        // Consumers made by earlier versions had no limit; a pool restarted
-        // with another --max-deliveries moves it.
-        tracing::info!(
-            consumer = name,
-            from = info.config.max_deliver,
-            to = max_deliver,
-            "updating the consumer's max_deliver"
-        );
-        let updated = consumer::Config {
-            max_deliver,
-            ..info.config.clone()
-        };
-        let cannot = |err: Box<dyn std::error::Error + Send + Sync>| {
-            Error::with_source(
-                ErrorKind::JetStream,
-                format!(
-                    "cannot update consumer {name} on {stream_name} to max_deliver {max_deliver}"
-                ),
-                err,
-            )
-        };
-        stream
-            .update_consumer(updated)
-            .await
-            .map_err(|err| cannot(err.into()))?;
-        consumer = stream.get_consumer(name).await.map_err(cannot)?;
+        consumer = raise_max_deliver(&stream, info.config.clone(), max_deliver).await?;
     }
     Ok(consumer)
+}
+
+/// Consumer `config` of `stream`, updated to `max_deliver`: consumers made
+/// by earlier versions had no limit, and a pool restarted with another
+/// `--max-deliveries` moves it.
+async fn raise_max_deliver(
+    stream: &jetstream::stream::Stream,
+    config: consumer::Config,
+    max_deliver: i64,
+) -> Result<consumer::PullConsumer, Error> {
+    let name = config.durable_name.clone().unwrap_or_default();
+    let stream_name = stream.cached_info().config.name.clone();
+    tracing::info!(
+        consumer = %name,
+        from = config.max_deliver,
+        to = max_deliver,
+        "updating the consumer's max_deliver"
+    );
+    let updated = consumer::Config {
+        max_deliver,
+        ..config
+    };
+    let cannot = |err: Box<dyn std::error::Error + Send + Sync>| {
+        Error::with_source(
+            ErrorKind::JetStream,
+            format!("cannot update consumer {name} on {stream_name} to max_deliver {max_deliver}"),
+            err,
+        )
+    };
+    stream
+        .update_consumer(updated)
+        .await
+        .map_err(|err| cannot(err.into()))?;
+    stream.get_consumer(&name).await.map_err(cannot)
 }
 
 /// The shared consumer of agent type `agent`.

@@ -1,24 +1,25 @@
-//! Publishing tasks and following their sessions from outside.
+//! Publishing tasks and following their sessions from outside; [`follow`]
+//! reads a session's events.
+
+mod follow;
 
 use std::pin::Pin;
-use std::time::Duration;
 
 use async_nats::jetstream;
-use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
+use baton_proto::{AgentName, Envelope, Event, Subjects, Wire};
 use bytes::Bytes;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::Stream;
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind};
-use crate::nats::claimcheck::{ClaimCheck, ClaimFailure, ClaimSettings};
+use crate::nats::claimcheck::{ClaimCheck, ClaimSettings};
 use crate::nats::connection::{Connection, Permissions};
 use crate::nats::provision::{self, StreamSettings};
 use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::nats::served::Served;
 use crate::nats::trace;
 pub use crate::services::reading::Cancel;
-use crate::services::reading::TrackedEvents;
 
 /// A session's events: first those stored, then live ones.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
@@ -316,237 +317,4 @@ impl Client {
         }
         self.publisher.publish_one(&outgoing).await
     }
-
-    /// The events of `session`: the stored ones from the start, then live ones as they come.
-    ///
-    /// # Errors
-    ///
-    /// When the events stream cannot be read.
-    pub async fn events(&self, session: Uuid) -> Result<EventStream, Error> {
-        let tracked = self.tracked_events(session).await?;
-        Ok(Box::pin(tracked.map(|item| item.map(|(event, _)| event))))
-    }
-
-    /// The events of `session` up to its end: the stream stops after a
-    /// terminal event that nothing follows yet. A session that was
-    /// re-opened (a replayed dead letter, whose `reopened` event follows the
-    /// old terminal event) is followed to its new end.
-    ///
-    /// # Errors
-    ///
-    /// When the events stream cannot be read.
-    pub async fn follow(&self, session: Uuid) -> Result<EventStream, Error> {
-        let tracked = self.tracked_events(session).await?;
-        Ok(Box::pin(futures::stream::unfold(
-            (tracked, false),
-            |(mut tracked, ended)| async move {
-                if ended {
-                    return None;
-                }
-                let item = tracked.next().await?;
-                let ended = matches!(&item, Ok((event, 0)) if event.kind.is_terminal());
-                Some((item.map(|(event, _)| event), (tracked, ended)))
-            },
-        )))
-    }
-
-    /// The events of `session` stored so far (with the live ones that came
-    /// while reading them), without waiting for more: what a page shows.
-    /// Empty when nothing of the session is stored.
-    ///
-    /// # Errors
-    ///
-    /// When the events stream cannot be read.
-    pub async fn history(&self, session: Uuid) -> Result<Vec<Event>, Error> {
-        if self.reads().await == Reads::Router {
-            let client = self.jetstream.client();
-            let stored = crate::services::reading::events(&client, &self.subjects, session, false);
-            return shown(stored)
-                .map(|item| item.map(|(event, _)| event))
-                .try_collect()
-                .await;
-        }
-        let (name, stream) = self.events_stream().await?;
-        match stream
-            .get_last_raw_message_by_subject(&self.subjects.events(session))
-            .await
-        {
-            Ok(_) => {}
-            Err(err)
-                if err.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
-            {
-                return Ok(Vec::new());
-            }
-            Err(err) => {
-                return Err(Error::with_source(
-                    ErrorKind::JetStream,
-                    format!("cannot read stream {name}"),
-                    err,
-                ));
-            }
-        }
-        let mut tracked = self.tracked_events(session).await?;
-        let mut events = Vec::new();
-        while let Some(item) = tracked.next().await {
-            let (event, after) = item?;
-            events.push(event);
-            if after == 0 {
-                break;
-            }
-        }
-        Ok(events)
-    }
-
-    /// The events stream, with its name (streams are created when missing).
-    async fn events_stream(&self) -> Result<(String, jetstream::stream::Stream), Error> {
-        self.ensure_streams().await?;
-        let name = self.subjects.events_stream();
-        let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
-            Error::with_source(
-                ErrorKind::JetStream,
-                format!("cannot open stream {name}"),
-                err,
-            )
-        })?;
-        Ok((name, stream))
-    }
-
-    /// Each event with the number of the session's events stored after it.
-    async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
-        if self.reads().await == Reads::Router {
-            let client = self.jetstream.client();
-            return Ok(shown(crate::services::reading::events(
-                &client,
-                &self.subjects,
-                session,
-                true,
-            )));
-        }
-        let (_, stream) = self.events_stream().await?;
-        // Progress a `lean` worker does not store arrives live: subscribe
-        // before reading the stored events, so none is missed.
-        let live = self
-            .jetstream
-            .client()
-            .subscribe(self.subjects.live(session))
-            .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::Connect,
-                    "cannot follow the session's live events",
-                    err,
-                )
-            })?;
-        let filter = Some(self.subjects.events(session));
-        let messages =
-            provision::read_from_start(&stream, filter, "follow the session's events").await?;
-        let claims = self.claims.clone();
-        // A live event is never the stored end: it counts as one more to come.
-        let live = live.filter_map(|message| {
-            std::future::ready(
-                Event::from_msgpack(&message.payload)
-                    .ok()
-                    .map(|event| Ok((event, 1))),
-            )
-        });
-        let stored = messages.then(move |message| {
-            let claims = claims.clone();
-            async move {
-                let message = message.map_err(|err| {
-                    Error::with_source(ErrorKind::JetStream, "event stream failed", err)
-                })?;
-                let pending = message.info().map_or(0, |info| info.pending);
-                let unreadable = |err: String| {
-                    Error::new(
-                        ErrorKind::Decode,
-                        format!("unreadable event on {}: {err}", message.subject),
-                    )
-                };
-                let event = Event::from_msgpack(&message.payload)
-                    .map_err(|err| unreadable(err.to_string()))?;
-                if event.claims.is_empty() {
-                    return Ok((event, pending));
-                }
-                // An event with a large output keeps it in the claim-check store.
-                let restored =
-                    claims
-                        .check_in(&message.payload)
-                        .await
-                        .map_err(|err| match err {
-                            ClaimFailure::Permanent(detail) => unreadable(detail),
-                            ClaimFailure::Transient(err) => err,
-                        })?;
-                let event = Event::from_msgpack_limited(&restored, claims.max_restored())
-                    .map_err(|err| unreadable(err.to_string()))?;
-                Ok((event, pending))
-            }
-        });
-        Ok(shown(Box::pin(futures::stream::select(stored, live))))
-    }
-
-    /// Waits for the terminal event (`completed` or `failed`) of `session`.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Timeout`] when none arrives within `timeout`.
-    pub async fn wait(&self, session: Uuid, timeout: Duration) -> Result<Event, Error> {
-        let mut events = self.follow(session).await?;
-        let terminal = async {
-            let mut last = None;
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(event) if event.kind.is_terminal() => last = Some(event),
-                    Ok(_) => {}
-                    Err(err) if err.kind() == ErrorKind::Decode => {
-                        tracing::warn!(error = %err, "skipping event")
-                    }
-                    Err(err) => return Err(err),
-                }
-            }
-            last.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::JetStream,
-                    "the event stream ended before the session did",
-                )
-            })
-        };
-        tokio::time::timeout(timeout, terminal)
-            .await
-            .unwrap_or_else(|_| {
-                Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("session {session} did not end within {timeout:?}"),
-                ))
-            })
-    }
-}
-
-/// The events as a reader sees them: each `accepted` event folded into
-/// another comes first, restored; and an `accepted` event folded twice
-/// (into a `handoff` the server took, then into the `dead_lettered` event
-/// of its refused envelope) is shown once.
-fn shown(events: TrackedEvents) -> TrackedEvents {
-    let mut restored = std::collections::HashSet::new();
-    Box::pin(events.flat_map(unfolded).filter(move |item| {
-        let first = match item {
-            Ok((event, _)) if event.kind == EventType::Accepted => restored.insert(event.id),
-            _ => true,
-        };
-        std::future::ready(first)
-    }))
-}
-
-/// The events one stored event stands for: an `accepted` event folded into
-/// it comes first, restored, with one more event to come after it.
-fn unfolded(
-    item: Result<(Event, u64), Error>,
-) -> futures::stream::Iter<std::vec::IntoIter<Result<(Event, u64), Error>>> {
-    let items = match item {
-        Ok((event, pending)) => match event.unfold() {
-            (Some(accepted), event) => vec![Ok((accepted, pending + 1)), Ok((event, pending))],
-            (None, event) => vec![Ok((event, pending))],
-        },
-        Err(err) => vec![Err(err)],
-    };
-    futures::stream::iter(items)
 }

@@ -98,6 +98,27 @@ pub(crate) async fn on_timer(
         let _ = message.double_ack().await;
         return;
     }
+    let Some(outgoing) = failed_at_deadline(subjects, &timer, last, now) else {
+        return;
+    };
+    match publisher.publish_one(&outgoing).await {
+        Ok(()) => {
+            tracing::info!(session = %timer.session, "session failed at its deadline");
+            let _ = message.double_ack().await;
+        }
+        Err(err) => tracing::error!(error = %err, "deadline event not durable; the timer stays"),
+    }
+}
+
+/// The `failed` event of a session whose deadline passed at `now`, its last
+/// event `last`, guarded so it lands only while the session runs; `None`
+/// (logged) when it cannot be encoded.
+fn failed_at_deadline(
+    subjects: &Subjects,
+    timer: &DeadlineTimer,
+    last: Option<Event>,
+    now: u64,
+) -> Option<Outgoing> {
     let state = match &last {
         None => "its task was still queued".to_owned(),
         Some(event) => format!(
@@ -118,26 +139,19 @@ pub(crate) async fn on_timer(
         now - timer.deadline
     ));
     failed.path = last.map(|event| event.path).unwrap_or_default();
-    let outgoing = match failed.to_msgpack() {
-        Ok(payload) => Outgoing {
+    match failed.to_msgpack() {
+        Ok(payload) => Some(Outgoing {
             // Written only while the session has not ended.
             class: Class::Ending(subjects.events_stream()),
             subject: subjects.events(timer.session),
             id: failed.id,
             payload: Bytes::from(payload),
             headers: HeaderMap::new(),
-        },
+        }),
         Err(err) => {
             tracing::error!(error = %err, "cannot encode a deadline event");
-            return;
+            None
         }
-    };
-    match publisher.publish_one(&outgoing).await {
-        Ok(()) => {
-            tracing::info!(session = %timer.session, "session failed at its deadline");
-            let _ = message.double_ack().await;
-        }
-        Err(err) => tracing::error!(error = %err, "deadline event not durable; the timer stays"),
     }
 }
 

@@ -155,28 +155,8 @@ impl Router {
         let config = Arc::new(self.config);
         let publisher = Publisher::new(jetstream.clone(), self.permissions.clone());
         provision::provision(&publisher, &config.subjects, &config.streams).await?;
-        let (subjects, ack_wait) = (&config.subjects, config.ack_wait);
-        let source = Source::tasks(
-            &self.client,
-            &jetstream,
-            subjects,
-            Subjects::INGRESS_CONSUMER,
-            subjects.ingress(),
-            ack_wait,
-            ROUTER_MAX_DELIVER,
-        )
-        .await?;
-        // Deadline timers: a consumer of their own, served alongside.
-        let timers = Source::tasks(
-            &self.client,
-            &jetstream,
-            subjects,
-            Subjects::DEADLINES_CONSUMER,
-            subjects.deadline_timers(),
-            ack_wait,
-            ROUTER_MAX_DELIVER,
-        )
-        .await?;
+        let (source, timers) = consumers(&self.client, &jetstream, &config).await?;
+        let ack_wait = config.ack_wait;
         let served = Served::new(jetstream.clone(), config.subjects.clone());
         provision::cover_redeliveries(
             &publisher,
@@ -196,34 +176,10 @@ impl Router {
             RegistryClient::new(self.client.clone(), &config.subjects)
                 .with_budget(config.lookup_budget)
         });
-        let mut nets = Vec::new();
-        for consumer in [&source.consumer, &timers.consumer] {
-            let net = advisory::Net {
-                client: self.client.clone(),
-                publisher: publisher.clone(),
-                subjects: config.subjects.clone(),
-                stream: source.stream.clone(),
-                consumer: consumer.clone(),
-                agent: me.clone(),
-                metrics: None,
-            };
-            nets.push(net.spawn().await?);
-        }
+        let nets = nets(&self.client, &publisher, &config, &me, [&source, &timers]).await?;
         let stop = tokio_util::sync::CancellationToken::new();
-        // Session reads and cancels for clients that may not read the
-        // events stream.
-        let canceller = Client::new(
-            Connection::from_parts(self.client.clone(), self.permissions.clone()),
-            config.subjects.clone(),
-        )
-        .with_streams(config.streams.clone())
-        .reading_the_stream();
-        let claims = Arc::new(ClaimCheck::open(
-            &self.client,
-            &config.subjects,
-            ClaimSettings::default(),
-        ));
-        let sessions = Sessions::new(canceller, claims).serve(stop.clone()).await?;
+        let connection = Connection::from_parts(self.client.clone(), self.permissions.clone());
+        let sessions = sessions(connection, &config, stop.clone()).await?;
         let router = Arc::new(Ingress {
             config,
             registry,
@@ -251,6 +207,82 @@ impl Router {
         sessions.abort();
         Ok(())
     }
+}
+
+/// The session service: reads and cancels for clients that may not
+/// read the events stream.
+async fn sessions(
+    connection: Connection,
+    config: &RouterConfig,
+    stop: tokio_util::sync::CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, Error> {
+    let canceller = Client::new(connection.clone(), config.subjects.clone())
+        .with_streams(config.streams.clone())
+        .reading_the_stream();
+    let claims = Arc::new(ClaimCheck::open(
+        connection.client(),
+        &config.subjects,
+        ClaimSettings::default(),
+    ));
+    Sessions::new(canceller, claims).serve(stop).await
+}
+
+/// The router's two consumers of the tasks stream: the ingress, and the
+/// deadline timers, served alongside.
+async fn consumers(
+    client: &async_nats::Client,
+    jetstream: &jetstream::Context,
+    config: &RouterConfig,
+) -> Result<(Source, Source), Error> {
+    let (subjects, ack_wait) = (&config.subjects, config.ack_wait);
+    let mut sources = Vec::new();
+    for (consumer, filter) in [
+        (Subjects::INGRESS_CONSUMER, subjects.ingress()),
+        (Subjects::DEADLINES_CONSUMER, subjects.deadline_timers()),
+    ] {
+        let source = Source::tasks(
+            client,
+            jetstream,
+            subjects,
+            consumer,
+            filter,
+            ack_wait,
+            ROUTER_MAX_DELIVER,
+        )
+        .await?;
+        sources.push(source);
+    }
+    let timers = sources
+        .pop()
+        .unwrap_or_else(|| unreachable!("two consumers"));
+    let ingress = sources
+        .pop()
+        .unwrap_or_else(|| unreachable!("two consumers"));
+    Ok((ingress, timers))
+}
+
+/// The max-deliveries nets of the router's consumers.
+async fn nets(
+    client: &async_nats::Client,
+    publisher: &Publisher,
+    config: &RouterConfig,
+    me: &AgentName,
+    sources: [&Source; 2],
+) -> Result<Vec<tokio::task::JoinHandle<()>>, Error> {
+    let mut nets = Vec::new();
+    for source in sources {
+        let net = advisory::Net {
+            client: client.clone(),
+            publisher: publisher.clone(),
+            subjects: config.subjects.clone(),
+            stream: source.stream.clone(),
+            consumer: source.consumer.clone(),
+            agent: me.clone(),
+            metrics: None,
+        };
+        nets.push(net.spawn().await?);
+    }
+    Ok(nets)
 }
 
 /// Serves the deadline timers until `stop` is cancelled.

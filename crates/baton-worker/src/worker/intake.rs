@@ -116,21 +116,7 @@ async fn run<H, F>(
     let Some(mut inbox) = subscribe(&source.client, &inbox_subject, &shutdown).await else {
         return;
     };
-    let mut puller = Puller {
-        client: source.client.clone(),
-        next: format!(
-            "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
-            source.stream, source.consumer
-        ),
-        inbox: inbox_subject,
-        expires: settings.pull_expires,
-        refill_at: (concurrency / 4).max(1),
-        count: 0,
-        last_request: Instant::now(),
-        last_news: Instant::now(),
-        retry_at: None,
-        connects: source.client.statistics().connects.load(Ordering::Relaxed),
-    };
+    let mut puller = Puller::new(&source, &settings, inbox_subject, concurrency);
     // How often the loop looks for a reconnect.
     let mut watch = tokio::time::interval(Duration::from_millis(200));
     watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -145,22 +131,10 @@ async fn run<H, F>(
                     break;
                 };
                 puller.last_news = Instant::now();
-                if !puller.delivered(&message) {
-                    continue;
+                if puller.delivered(&message) {
+                    let message = jetstream::Message { message, context: source.jetstream.clone() };
+                    admit(message, &semaphore, &freed, &mut tasks, &handler).await;
                 }
-                let message = jetstream::Message { message, context: source.jetstream.clone() };
-                let Ok(permit) = semaphore.clone().try_acquire_owned() else {
-                    // Only after a lost status reset the count: hand it back at once.
-                    let _ = message.ack_with(AckKind::Nak(None)).await;
-                    continue;
-                };
-                let work = handler(message);
-                let freed = freed.clone();
-                tasks.spawn(async move {
-                    work.await;
-                    drop(permit);
-                    freed.notify_one();
-                });
             }
             () = freed.notified() => {}
             () = tokio::time::sleep_until(puller.retry_at.unwrap_or_else(Instant::now)), if puller.retry_at.is_some() => {}
@@ -191,6 +165,53 @@ async fn run<H, F>(
         drain_until,
     ));
     finish(tasks, draining, settings.shutdown_grace).await;
+}
+
+impl Puller {
+    /// A puller of `source`'s consumer whose messages arrive on `inbox`.
+    fn new(source: &Source, settings: &IntakeSettings, inbox: String, concurrency: usize) -> Self {
+        Self {
+            client: source.client.clone(),
+            next: format!(
+                "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
+                source.stream, source.consumer
+            ),
+            inbox,
+            expires: settings.pull_expires,
+            refill_at: (concurrency / 4).max(1),
+            count: 0,
+            last_request: Instant::now(),
+            last_news: Instant::now(),
+            retry_at: None,
+            connects: source.client.statistics().connects.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Hands `message` to `handler` on a task of its own, holding a permit
+/// while it runs; without a free permit it goes back at once.
+async fn admit<H, F>(
+    message: jetstream::Message,
+    semaphore: &Arc<Semaphore>,
+    freed: &Arc<Notify>,
+    tasks: &mut JoinSet<()>,
+    handler: &H,
+) where
+    H: Fn(jetstream::Message) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Ok(permit) = semaphore.clone().try_acquire_owned() else {
+        // Only after a lost status reset the count: hand it back at once.
+        let _ = message.ack_with(AckKind::Nak(None)).await;
+        return;
+    };
+    let work = handler(message);
+    let freed = freed.clone();
+    tasks.spawn(async move {
+        work.await;
+        drop(permit);
+        freed.notify_one();
+    });
 }
 
 /// The subscription that receives the messages of every pull request,
