@@ -16,11 +16,14 @@
 //! - A run that is abandoned midway (its session cancelled, or it timed out)
 //!   cancels the remote task; one that returns, even with an error, does not.
 
+mod messages;
+mod rpc;
+
 use std::time::Duration;
 
 use a2a::{
-    JsonRpcId, JsonRpcRequest, JsonRpcResponse, ListTasksResponse, Message, Part, PartContent,
-    Role, SendMessageResponse, StreamResponse, Task, TaskState, TaskStatus,
+    JsonRpcResponse, ListTasksResponse, Message, SendMessageResponse, StreamResponse, Task,
+    TaskState,
 };
 use baton_proto::{AgentName, Reason, Value};
 use baton_worker::{AgentError, Outcome, Task as BatonTask};
@@ -29,6 +32,8 @@ use tokio::sync::Mutex;
 
 use crate::StartError;
 use crate::spec::A2aSpec;
+use messages::{answer, answered, conversation, empty, settled, text_of};
+use rpc::{Abandoned, Rpc, fetch, result};
 
 /// Where the remote agent takes calls, from its card.
 #[derive(Debug, Clone)]
@@ -394,236 +399,10 @@ impl A2aRunner {
     }
 }
 
-/// How JSON-RPC calls reach the remote agent: the client, the credential
-/// headers and the timeout of one request.
-#[derive(Clone)]
-struct Rpc {
-    http: reqwest::Client,
-    headers: reqwest::header::HeaderMap,
-    timeout: Duration,
-}
-
-impl Rpc {
-    fn request(
-        &self,
-        endpoint: &Endpoint,
-        method: &str,
-        params: serde_json::Value,
-    ) -> reqwest::RequestBuilder {
-        let id = JsonRpcId::String(uuid::Uuid::new_v4().to_string());
-        let body = JsonRpcRequest::new(id, method, Some(params));
-        self.http
-            .post(&endpoint.rpc)
-            .headers(self.headers.clone())
-            .timeout(self.timeout)
-            .json(&body)
-    }
-
-    /// One JSON-RPC call; its result, or what went wrong.
-    async fn call<T: serde::de::DeserializeOwned>(
-        &self,
-        endpoint: &Endpoint,
-        method: &str,
-        params: serde_json::Value,
-    ) -> Result<T, String> {
-        let failed = |err: String| format!("{method} at {}: {err}", endpoint.rpc);
-        let response: JsonRpcResponse = fetch(self.request(endpoint, method, params))
-            .await
-            .map_err(failed)?;
-        result(response).map_err(failed)
-    }
-
-    /// Cancels the remote tasks a dropped run left: `task`, or, when the run
-    /// was dropped before it learnt the task's id, every unsettled task of
-    /// `context` (the envelope's).
-    async fn cancel_abandoned(self, endpoint: Endpoint, context: String, task: Option<String>) {
-        let tasks = match task {
-            Some(task) => vec![task],
-            None => {
-                let params = serde_json::json!({"contextId": context, "historyLength": 0});
-                match self
-                    .call::<ListTasksResponse>(&endpoint, "ListTasks", params)
-                    .await
-                {
-                    Ok(listed) => listed
-                        .tasks
-                        .into_iter()
-                        .filter(|t| !settled(&t.status.state))
-                        .map(|t| t.id)
-                        .collect(),
-                    Err(err) => {
-                        tracing::warn!(error = %err, "cannot find the abandoned remote task");
-                        Vec::new()
-                    }
-                }
-            }
-        };
-        for task in tasks {
-            let params = serde_json::json!({"id": task});
-            match self.call::<Task>(&endpoint, "CancelTask", params).await {
-                Ok(_) => tracing::info!(remote = %task, "cancelled the abandoned remote task"),
-                Err(err) => {
-                    tracing::warn!(error = %err, remote = %task, "cannot cancel the abandoned remote task");
-                }
-            }
-        }
-    }
-}
-
-/// Cancels the remote task when the run is abandoned (its future dropped:
-/// the session was cancelled, or the run timed out) before it returned.
-struct Abandoned {
-    rpc: Rpc,
-    endpoint: Endpoint,
-    context: String,
-    task: Option<String>,
-    armed: bool,
-}
-
-impl Abandoned {
-    fn new(rpc: &Rpc, endpoint: &Endpoint, context: &str) -> Self {
-        Self {
-            rpc: rpc.clone(),
-            endpoint: endpoint.clone(),
-            context: context.to_owned(),
-            task: None,
-            armed: true,
-        }
-    }
-
-    fn watch(&mut self, task: &str) {
-        self.task = Some(task.to_owned());
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Abandoned {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let (endpoint, context, task) = (
-            self.endpoint.clone(),
-            std::mem::take(&mut self.context),
-            self.task.take(),
-        );
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(self.rpc.clone().cancel_abandoned(endpoint, context, task));
-        }
-    }
-}
-
-/// Sends `request` and reads a successful answer's JSON body.
-async fn fetch<T: serde::de::DeserializeOwned>(
-    request: reqwest::RequestBuilder,
-) -> Result<T, String> {
-    request
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(|err| err.to_string())?
-        .json()
-        .await
-        .map_err(|err| err.to_string())
-}
-
-/// The result of a JSON-RPC response, or its error as text.
-fn result<T: serde::de::DeserializeOwned>(response: JsonRpcResponse) -> Result<T, String> {
-    if let Some(err) = response.error {
-        return Err(format!("error {}: {}", err.code, err.message));
-    }
-    let value = response
-        .result
-        .ok_or_else(|| "a response without a result".to_owned())?;
-    serde_json::from_value(value).map_err(|err| format!("an unexpected result: {err}"))
-}
-
-fn settled(state: &TaskState) -> bool {
-    state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
-}
-
-fn empty(id: &str, context: &str) -> Task {
-    Task {
-        id: id.to_owned(),
-        context_id: context.to_owned(),
-        status: TaskStatus {
-            state: TaskState::Submitted,
-            message: None,
-            timestamp: None,
-        },
-        artifacts: None,
-        history: None,
-        metadata: None,
-    }
-}
-
-/// A direct reply (a message instead of a task) as a completed task.
-fn answered(context: &str, reply: Message) -> Task {
-    let mut task = empty(&reply.message_id, context);
-    task.status = TaskStatus {
-        state: TaskState::Completed,
-        message: Some(reply),
-        timestamp: None,
-    };
-    task
-}
-
-/// The text of a message's text parts.
-fn text_of(message: &Message) -> String {
-    message
-        .parts
-        .iter()
-        .filter_map(Part::as_text)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The answer in a task's artifacts: their text, or one data part as is.
-fn answer(task: &Task) -> Option<Value> {
-    let parts: Vec<&Part> = task
-        .artifacts
-        .iter()
-        .flatten()
-        .flat_map(|a| &a.parts)
-        .collect();
-    if let [part] = parts.as_slice()
-        && let PartContent::Data(data) = &part.content
-    {
-        return rmpv::ext::to_value(data).ok();
-    }
-    let texts: Vec<&str> = parts.iter().filter_map(|p| p.as_text()).collect();
-    (!texts.is_empty()).then(|| Value::from(texts.join("\n")))
-}
-
-/// The task as one A2A message: the last user message as its text part,
-/// and a data part with the whole conversation (role, name and content of
-/// each message) and the shared variables; the session and envelope ids in
-/// the message's metadata.
-fn conversation(task: &BatonTask, context: &str, message_id: String) -> Message {
-    let envelope = &task.envelope;
-    let messages: Vec<serde_json::Value> = envelope
-        .context
-        .messages
-        .iter()
-        .map(|m| serde_json::json!({"role": m.role.as_str(), "name": m.name, "content": m.content}))
-        .collect();
-    let variables = serde_json::to_value(&envelope.context.variables).unwrap_or_default();
-    let data = serde_json::json!({"conversation": messages, "variables": variables});
-    let parts = vec![Part::text(task.last_user_message()), Part::data(data)];
-    let mut message = Message::new(Role::User, parts);
-    message.message_id = message_id;
-    message.context_id = Some(context.to_owned());
-    let meta = serde_json::json!({"baton": {"session": envelope.session, "envelope": envelope.id}});
-    message.metadata = serde_json::from_value(meta).ok();
-    message
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use a2a::{Part, Role};
 
     fn with(state: TaskState, said: &str) -> Task {
         let mut task = empty("t1", "c1");

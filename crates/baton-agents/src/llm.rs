@@ -233,16 +233,7 @@ impl LlmRunner {
             if steps > self.settings.max_steps {
                 return Ok(self.out_of_steps(update));
             }
-            let envelope = task.envelope.id;
-            let answer = match self.journal.answer(envelope, steps).await? {
-                // A redelivered hop: this model call was answered before.
-                Some(answer) => answer,
-                None => {
-                    let answer = self.complete(&messages).await?;
-                    self.journal.record_answer(envelope, steps, &answer).await?;
-                    answer
-                }
-            };
+            let answer = self.answer(task, steps, &messages).await?;
             let message = &answer["choices"][0]["message"];
             let content = message["content"].as_str().unwrap_or_default().to_owned();
             let calls = message["tool_calls"]
@@ -278,58 +269,82 @@ impl LlmRunner {
             }
             if let Some(children) = self.delegations(&calls) {
                 // Every call asks a delegate: one parallel delegation, one child per call.
-                let mut asked = Message::new(Role::Agent, content.clone());
-                asked.tool_calls = Some(rmpv::ext::to_value(json!(calls)).unwrap_or(Value::Nil));
-                update.messages.push(asked);
+                update.messages.push(asked(&content, json!(calls)));
                 let delegation = Outcome::delegate(children, DelegateMode::Parallel);
                 return Ok(delegation.with_update(update).into());
             }
-            let name = call["function"]["name"].as_str().unwrap_or_default();
-            let id = call["id"].as_str().unwrap_or("call").to_owned();
             let (tool, arguments) = match self.checked_call(call) {
                 Ok(checked) => checked,
-                Err(problem) => {
-                    if corrected {
-                        return Err(AgentError::fatal(format!(
-                            "the model made an invalid tool call twice: {problem}"
-                        )));
-                    }
-                    corrected = true;
+                Err(problem) if !corrected => {
                     // Tell the model once, then ask again.
-                    messages.push(
-                        json!({"role": "assistant", "content": content, "tool_calls": [call]}),
-                    );
-                    messages.push(json!({
-                        "role": "tool",
-                        "tool_call_id": id,
-                        "content": format!("error: {problem}. Call one of {:?}, or answer in text.", self.tool_names()),
-                    }));
+                    corrected = true;
+                    self.correct(&mut messages, &content, call, &problem);
                     continue;
                 }
-            };
-            // Record the call and its result in the conversation.
-            let mut asked = Message::new(Role::Agent, content.clone());
-            asked.tool_calls = Some(rmpv::ext::to_value(json!([call])).unwrap_or(Value::Nil));
-            update.messages.push(asked);
-            let mut result = Message::new(Role::Tool, format!("transferred by {name}"));
-            result.tool_call_id = Some(id);
-            update.messages.push(result);
-            let reason = arguments["reason"]
-                .as_str()
-                .map_or(Reason::LlmHandoff, Reason::parse);
-            return match tool.source {
-                ToolSource::Handoff(index) => {
-                    Ok(self.handoffs[index].take(reason, Value::from(content), update))
+                Err(problem) => {
+                    return Err(AgentError::fatal(format!(
+                        "the model made an invalid tool call twice: {problem}"
+                    )));
                 }
-                ToolSource::Condition(index) => Ok(Outcome::answer(content)
-                    .with_update(update)
-                    .judged(index)
-                    .into()),
-                // Refused with the invalid calls above; never taken as a handoff.
-                ToolSource::Delegate(_) => Err(AgentError::fatal(format!(
-                    "the model's call of {name} cannot be a handoff"
-                ))),
             };
+            return self.transfer(tool, &arguments, call, content, update);
+        }
+    }
+
+    /// The model's answer at `step` of `task`'s hop: the journal's, when a
+    /// redelivered hop had it answered before, else asked and recorded.
+    async fn answer(&self, task: &Task, step: u32, messages: &[Json]) -> Result<Json, AgentError> {
+        let envelope = task.envelope.id;
+        if let Some(answer) = self.journal.answer(envelope, step).await? {
+            return Ok(answer);
+        }
+        let answer = self.complete(messages).await?;
+        self.journal.record_answer(envelope, step, &answer).await?;
+        Ok(answer)
+    }
+
+    /// Tells the model what is wrong with its `call`, to ask again.
+    fn correct(&self, messages: &mut Vec<Json>, content: &str, call: &Json, problem: &str) {
+        let id = call["id"].as_str().unwrap_or("call");
+        messages.push(json!({"role": "assistant", "content": content, "tool_calls": [call]}));
+        messages.push(json!({
+            "role": "tool",
+            "tool_call_id": id,
+            "content": format!("error: {problem}. Call one of {:?}, or answer in text.", self.tool_names()),
+        }));
+    }
+
+    /// The outcome of a checked handoff or condition `call` of `tool`: the
+    /// call and its result are recorded in the conversation.
+    fn transfer(
+        &self,
+        tool: &Tool,
+        arguments: &Json,
+        call: &Json,
+        content: String,
+        mut update: ContextUpdate,
+    ) -> Result<Outcome, AgentError> {
+        let name = call["function"]["name"].as_str().unwrap_or_default();
+        let id = call["id"].as_str().unwrap_or("call").to_owned();
+        update.messages.push(asked(&content, json!([call])));
+        let mut result = Message::new(Role::Tool, format!("transferred by {name}"));
+        result.tool_call_id = Some(id);
+        update.messages.push(result);
+        let reason = arguments["reason"]
+            .as_str()
+            .map_or(Reason::LlmHandoff, Reason::parse);
+        match tool.source {
+            ToolSource::Handoff(index) => {
+                Ok(self.handoffs[index].take(reason, Value::from(content), update))
+            }
+            ToolSource::Condition(index) => Ok(Outcome::answer(content)
+                .with_update(update)
+                .judged(index)
+                .into()),
+            // Refused with the invalid calls above; never taken as a handoff.
+            ToolSource::Delegate(_) => Err(AgentError::fatal(format!(
+                "the model's call of {name} cannot be a handoff"
+            ))),
         }
     }
 
@@ -427,4 +442,11 @@ fn target_text(target: Option<&Target>) -> String {
         Some(Target::Fallback | _) => "a person".to_owned(),
         None => "nobody: the conversation ends".to_owned(),
     }
+}
+
+/// The agent's message that made the tool `calls`, for the conversation.
+fn asked(content: &str, calls: Json) -> Message {
+    let mut asked = Message::new(Role::Agent, content);
+    asked.tool_calls = Some(rmpv::ext::to_value(calls).unwrap_or(Value::Nil));
+    asked
 }

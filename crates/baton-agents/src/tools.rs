@@ -77,6 +77,37 @@ impl std::fmt::Debug for Toolbox {
     }
 }
 
+impl Server {
+    /// Starts or reaches the server of `spec` and lists its tools.
+    async fn reach(spec: &McpSpec) -> Result<(Self, Vec<rmcp::model::Tool>), StartError> {
+        let label = spec.label();
+        let token = match &spec.token_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                StartError::new(format!(
+                    "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
+                ))
+            })?),
+            None => None,
+        };
+        let server = Server {
+            spec: spec.clone(),
+            token,
+            peer: Mutex::new(None),
+        };
+        let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
+            .await
+            .map_err(|_| {
+                StartError::new(format!(
+                    "[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"
+                ))
+            })??;
+        let listed = peer.list_all_tools().await.map_err(|err| {
+            StartError::new(format!("[[mcp]] {label}: cannot list its tools: {err}"))
+        })?;
+        Ok((server, listed))
+    }
+}
+
 impl Toolbox {
     /// Reaches every server of `specs` and reads its tools; `taken` are the
     /// names the model is offered already (handoffs, delegates).
@@ -99,29 +130,7 @@ impl Toolbox {
             .collect();
         for (index, spec) in specs.iter().enumerate() {
             let label = spec.label();
-            let token = match &spec.token_env {
-                Some(var) => Some(std::env::var(var).map_err(|_| {
-                    StartError::new(format!(
-                        "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
-                    ))
-                })?),
-                None => None,
-            };
-            let server = Server {
-                spec: spec.clone(),
-                token,
-                peer: Mutex::new(None),
-            };
-            let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
-                .await
-                .map_err(|_| {
-                    StartError::new(format!(
-                        "[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"
-                    ))
-                })??;
-            let listed = peer.list_all_tools().await.map_err(|err| {
-                StartError::new(format!("[[mcp]] {label}: cannot list its tools: {err}"))
-            })?;
+            let (server, listed) = Server::reach(spec).await?;
             if let Some(allowed) = &spec.tools
                 && let Some(missing) = allowed
                     .iter()

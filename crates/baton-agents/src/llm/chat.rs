@@ -72,45 +72,21 @@ impl LlmRunner {
         }
     }
 
-    async fn request(&self, messages: &[Json]) -> Result<Json, AgentError> {
+    /// The request body: the conversation, the tools the model may call,
+    /// and the spec's sampling settings.
+    fn body(&self, messages: &[Json]) -> Json {
         let mut body = json!({"model": self.settings.model, "messages": messages});
         if !self.tools.is_empty() || !self.toolbox.tools().is_empty() {
-            let mcp = self.toolbox.tools().iter().map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.schema,
-                    },
-                })
-            });
-            body["tools"] = self
+            let mcp = self
+                .toolbox
+                .tools()
+                .iter()
+                .map(|tool| function(&tool.name, &tool.description, tool.schema.clone()));
+            let own = self
                 .tools
                 .iter()
-                .map(|tool| {
-                    let parameters = match tool.source {
-                        ToolSource::Delegate(_) => json!({
-                            "type": "object",
-                            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
-                            "required": ["task"],
-                        }),
-                        _ => json!({
-                            "type": "object",
-                            "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
-                        }),
-                    };
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": tool.name,
-                            "description": tool.description,
-                            "parameters": parameters,
-                        },
-                    })
-                })
-                .chain(mcp)
-                .collect();
+                .map(|tool| function(&tool.name, &tool.description, parameters(&tool.source)));
+            body["tools"] = own.chain(mcp).collect();
         }
         if let Some(temperature) = self.settings.temperature {
             body["temperature"] = json!(temperature);
@@ -118,6 +94,11 @@ impl LlmRunner {
         if let Some(max_tokens) = self.settings.max_tokens {
             body["max_tokens"] = json!(max_tokens);
         }
+        body
+    }
+
+    async fn request(&self, messages: &[Json]) -> Result<Json, AgentError> {
+        let body = self.body(messages);
         let url = format!(
             "{}/chat/completions",
             self.settings.base_url.trim_end_matches('/')
@@ -158,5 +139,28 @@ impl LlmRunner {
             _ => "",
         };
         Err(AgentError::fatal(format!("{detail}{hint}")))
+    }
+}
+
+/// A tool as the chat completions API lists it.
+fn function(name: &str, description: &str, parameters: Json) -> Json {
+    json!({
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    })
+}
+
+/// The parameters of a delegate, handoff or condition tool.
+fn parameters(source: &ToolSource) -> Json {
+    match source {
+        ToolSource::Delegate(_) => json!({
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
+            "required": ["task"],
+        }),
+        _ => json!({
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
+        }),
     }
 }

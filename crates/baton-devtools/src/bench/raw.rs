@@ -9,7 +9,8 @@ use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::{BenchArgs, Figures, Recorder, figures, measure, now_ns};
+use super::context::measure;
+use super::{BenchArgs, Figures, Recorder, figures, now_ns};
 
 /// The raw relay. With `events` > 0 it also does a Baton hop's durable
 /// work: that many events per hop (1: Baton's `full` level, which folds a
