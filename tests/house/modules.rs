@@ -144,14 +144,13 @@ pub(crate) fn graph(src: &Path, files: &[(PathBuf, String)]) -> Graph {
     let exports = root_exports(&root);
     let resolve = |path: &[String]| -> Option<Module> {
         if let Some(module) = path.first().and_then(|first| exports.get(first)) {
-            if !modules.contains(&path[..1].to_vec()) {
+            if !modules.contains(&path[..1]) {
                 return Some(module.clone());
             }
         }
         (1..=path.len())
             .map(|len| path[..len].to_vec())
-            .filter(|prefix| modules.contains(prefix))
-            .next_back()
+            .rfind(|prefix| modules.contains(prefix))
     };
     let mut graph = Graph::new();
     for (file, code) in files {

@@ -87,3 +87,10 @@ impl Index {
         Ok(all)
     }
 }
+
+/// What the gateway's task index uses: its bucket, read, written and listed.
+#[must_use]
+pub fn footprint(subjects: &baton_proto::Subjects) -> baton_proto::Footprint {
+    let bucket = subjects.a2a_bucket();
+    baton_proto::Footprint::kv(&bucket).with(baton_proto::Footprint::kv_watcher(&bucket))
+}

@@ -28,6 +28,8 @@ use baton_worker::{Client, RegistryClient};
 mod card;
 mod http;
 mod index;
+
+pub use index::footprint;
 mod ops;
 mod task;
 

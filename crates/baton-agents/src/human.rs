@@ -418,3 +418,17 @@ impl HumanRunner {
         Ok(Outcome::wait().into())
     }
 }
+
+/// What the inbox uses: its bucket, read and written by a human agent's
+/// worker; with `listing`, its keys listed too (`baton inbox ls`, the
+/// console).
+#[must_use]
+pub fn footprint(subjects: &Subjects, listing: bool) -> baton_proto::Footprint {
+    let bucket = subjects.inbox_bucket();
+    let inbox = baton_proto::Footprint::kv(&bucket);
+    if listing {
+        inbox.with(baton_proto::Footprint::kv_watcher(&bucket))
+    } else {
+        inbox
+    }
+}

@@ -206,3 +206,9 @@ struct Entry {
     #[serde(default)]
     is_error: bool,
 }
+
+/// What the hop journal uses: its bucket.
+#[must_use]
+pub fn footprint(subjects: &baton_proto::Subjects) -> baton_proto::Footprint {
+    baton_proto::Footprint::kv(&subjects.journal_bucket())
+}

@@ -36,6 +36,12 @@ use baton_worker::{
 pub use a2a::A2aRunner;
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::{HumanRunner, Inbox, InboxEntry, InboxError, Reply};
+
+/// What the agent kinds add to a worker's footprint on NATS.
+pub mod footprints {
+    pub use crate::human::footprint as inbox;
+    pub use crate::journal::footprint as journal;
+}
 pub use llm::LlmRunner;
 pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, SpecError, SpecErrors, check, load};
 

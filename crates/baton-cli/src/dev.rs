@@ -17,11 +17,9 @@ pub async fn run(
     subjects: Subjects,
     args: DevArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let (client, server) = crate::nats::connect_or_start(
-        nats,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
-    )
-    .await?;
+    let (client, server) =
+        crate::nats::connect_or_start(nats, &baton_ops::Role::of(baton_ops::RoleKind::Client))
+            .await?;
     if let Some(server) = &server {
         println!(
             "nats-server started at {} (store {})",

@@ -9,8 +9,7 @@ pub async fn run(
     subjects: Subjects,
     command: DlqCommand,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let client =
-        crate::nats::client(nats, subjects, crate::permissions::RoleKind::Operator).await?;
+    let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Operator).await?;
     match command {
         DlqCommand::Ls { json } => {
             let entries = client.dead_letters().await?;

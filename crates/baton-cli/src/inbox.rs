@@ -49,7 +49,7 @@ pub async fn run(
     let client = crate::nats::connect(
         nats,
         None,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Operator),
+        &baton_ops::Role::of(baton_ops::RoleKind::Operator),
     )
     .await?;
     let inbox = Inbox::open(client.client().clone(), subjects, nats.replicas()).await?;

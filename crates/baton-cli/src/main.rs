@@ -8,10 +8,8 @@ mod doctor;
 mod inbox;
 mod manifests;
 mod nats;
-mod permissions;
 mod serve;
 mod session;
-mod telemetry;
 
 use anyhow::Context as _;
 
@@ -54,7 +52,7 @@ fn main() -> std::process::ExitCode {
         Command::Registry(args) => ("baton-registry", &args.metrics),
         _ => ("baton", &args::MetricsArgs { metrics_addr: None }),
     };
-    let telemetry = telemetry::init(&telemetry::Wanted {
+    let telemetry = baton_telemetry::init(&baton_telemetry::Wanted {
         level: if quiet { "warn" } else { "info" },
         service,
         prometheus: metrics.metrics_addr.is_some(),
@@ -128,7 +126,7 @@ async fn run(
     let subjects =
         baton_proto::Subjects::new(cli.nats.prefix.clone()).context("invalid --prefix")?;
     if let Some((addr, registry)) = served {
-        telemetry::serve::metrics(addr, registry).await?;
+        baton_telemetry::serve::metrics(addr, registry).await?;
     }
     match cli.command {
         Command::Dev(args) => dev::run(&cli.nats, subjects, args).await,
@@ -148,14 +146,20 @@ async fn run(
         Command::Mcp(args::McpCommand::Serve(args)) => serve::mcp(&cli.nats, subjects, args).await,
         Command::A2a(args::A2aCommand::Serve(args)) => serve::a2a(&cli.nats, subjects, args).await,
         Command::Permissions(args) => {
-            let block = permissions::render(&args, &subjects, cli.nats.inbox_prefix.as_deref())?;
+            let role = baton_ops::Role::new(args.role, args.agent)?;
+            let grants = baton_ops::Grants {
+                to: args.to,
+                human: args.human,
+            };
+            let inbox = cli.nats.inbox_prefix.as_deref();
+            let block = baton_ops::permissions::render(&role, &subjects, inbox, &grants);
             print!("{block}");
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Bench(args) => {
             let (client, server) = nats::connect_or_start(
                 &cli.nats,
-                &permissions::Role::of(permissions::RoleKind::Client),
+                &baton_ops::Role::of(baton_ops::RoleKind::Client),
             )
             .await?;
             let url = server.as_ref().map_or_else(
@@ -168,7 +172,7 @@ async fn run(
         Command::BenchRegistry(args) => {
             let (client, _server) = nats::connect_or_start(
                 &cli.nats,
-                &permissions::Role::of(permissions::RoleKind::Client),
+                &baton_ops::Role::of(baton_ops::RoleKind::Client),
             )
             .await?;
             baton_devtools::bench_registry::run(client.client().clone(), args).await?;

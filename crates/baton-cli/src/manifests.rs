@@ -1,323 +1,49 @@
-//! `baton manifests`: Kubernetes resources for a Baton deployment, from
-//! spec files.
-//!
-//! Per agent type: a ConfigMap with the spec (and the files its exec
-//! command names), a Deployment of `baton worker --spec` with probes on the
-//! metrics port, and a KEDA `ScaledObject` with the `nats-jetstream` scaler
-//! on the type's consumer (`BATON_TASKS` / `agent-<type>`), whose lag
-//! threshold is the spec's concurrency. Then the router, two registry
-//! replicas, the namespace and a kustomization.
+//! `baton manifests`: writes what [`baton_ops::manifests`] generates, to a
+//! directory or to stdout.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use anyhow::{Context as _, bail};
-use baton_agents::{AgentSpec, Kind};
+use anyhow::Context as _;
+use baton_ops::manifests::{ManifestOptions, generate, yaml};
 use baton_proto::Subjects;
-use serde_json::{Value, json};
 
 use crate::args::ManifestsArgs;
 
-/// Where every pod serves metrics and probes.
-const METRICS_PORT: u16 = 9464;
-/// How long a worker finishes its in-flight work on SIGTERM, in seconds.
-const SHUTDOWN_GRACE_SECS: u64 = 20;
-/// Where a pod finds its agent type's files.
-const SPEC_DIR: &str = "/etc/baton/agent";
-
 pub fn run(args: &ManifestsArgs, subjects: &Subjects) -> anyhow::Result<std::process::ExitCode> {
-    let files = generate(args, subjects)?;
-    match &args.out {
-        Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            for (name, documents) in &files {
-                let path = dir.join(name);
-                std::fs::write(&path, yaml(documents)?)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-            println!("wrote {} files to {}", files.len(), dir.display());
+    let options = ManifestOptions {
+        specs: args.specs.clone(),
+        image: args.image.clone(),
+        namespace: args.namespace.clone(),
+        pod_nats_url: args.pod_nats_url.clone(),
+        nats_monitoring: args.nats_monitoring.clone(),
+        nats_account: args.nats_account.clone(),
+        stream_replicas: args.stream_replicas,
+        min_pods: args.min_pods,
+        max_pods: args.max_pods,
+        default_agent: args.default_agent.clone(),
+        fallback: args.fallback.clone(),
+    };
+    let files = generate(&options, subjects)?;
+    let Some(dir) = &args.out else {
+        let mut text = String::new();
+        for (name, documents) in files
+            .iter()
+            .filter(|(name, _)| *name != "kustomization.yaml")
+        {
+            text.push_str(&format!("# {name}\n{}", yaml(documents)?));
         }
-        None => {
-            let mut text = String::new();
-            for (name, documents) in files
-                .iter()
-                .filter(|(name, _)| *name != "kustomization.yaml")
-            {
-                text.push_str(&format!("# {name}\n{}", yaml(documents)?));
+        let mut out = std::io::stdout().lock();
+        return match std::io::Write::write_all(&mut out, text.as_bytes()) {
+            Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(err).context("cannot write to stdout")
             }
-            let mut out = std::io::stdout().lock();
-            match std::io::Write::write_all(&mut out, text.as_bytes()) {
-                Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
-                    return Err(err).context("cannot write to stdout");
-                }
-                _ => {}
-            }
-        }
+            _ => Ok(std::process::ExitCode::SUCCESS),
+        };
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, documents) in &files {
+        let path = dir.join(name);
+        std::fs::write(&path, yaml(documents)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    println!("wrote {} files to {}", files.len(), dir.display());
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-/// The files, by name, each with its documents.
-pub fn generate(
-    args: &ManifestsArgs,
-    subjects: &Subjects,
-) -> anyhow::Result<BTreeMap<String, Vec<Value>>> {
-    if args.min_pods > args.max_pods {
-        bail!(
-            "--min-pods {} is above --max-pods {}",
-            args.min_pods,
-            args.max_pods
-        );
-    }
-    let mut files = BTreeMap::new();
-    let mut names = BTreeMap::new();
-    for path in &args.specs {
-        let spec = baton_agents::load(path).map_err(|errors| {
-            anyhow::anyhow!(
-                "{} has problems (`baton check {}` lists them):\n{errors}",
-                path.display(),
-                path.display()
-            )
-        })?;
-        let name = resource_name(spec.name.as_str());
-        if let Some(other) = names.insert(name.clone(), path.clone()) {
-            bail!(
-                "{} and {} both become {name} in Kubernetes (names there use - for _): rename one agent type",
-                other.display(),
-                path.display()
-            );
-        }
-        files.insert(
-            format!("agent-{}.yaml", &name["baton-".len()..]),
-            agent(args, subjects, &spec, &name)?,
-        );
-    }
-    files.insert("router.yaml".to_owned(), vec![router(args)]);
-    files.insert("registry.yaml".to_owned(), vec![registry(args)]);
-    files.insert(
-        "namespace.yaml".to_owned(),
-        vec![
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": args.namespace}}),
-        ],
-    );
-    let resources: Vec<&String> = files.keys().collect();
-    let kustomization = json!({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "namespace": args.namespace,
-        "resources": resources,
-    });
-    files.insert("kustomization.yaml".to_owned(), vec![kustomization]);
-    Ok(files)
-}
-
-/// `baton-<agent>`, as Kubernetes names must be: lower case, `-` for `_`.
-fn resource_name(agent: &str) -> String {
-    format!("baton-{}", agent.to_ascii_lowercase().replace('_', "-"))
-}
-
-fn yaml(documents: &[Value]) -> anyhow::Result<String> {
-    let mut text = String::new();
-    for document in documents {
-        text.push_str("---\n");
-        text.push_str(&serde_yaml_ng::to_string(document).context("cannot write YAML")?);
-    }
-    Ok(text)
-}
-
-/// The ConfigMap, Deployment and ScaledObject of one agent type.
-fn agent(
-    args: &ManifestsArgs,
-    subjects: &Subjects,
-    spec: &AgentSpec,
-    name: &str,
-) -> anyhow::Result<Vec<Value>> {
-    let agent = spec.name.as_str();
-    let file_name = spec
-        .file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .context("a spec path names no file")?;
-    let mut data = BTreeMap::new();
-    data.insert(file_name.clone(), read(&spec.file)?);
-    if let Kind::Exec(exec) = &spec.kind {
-        // The files the command names, next to the spec (`sh triage.sh`).
-        for part in exec.command.iter().skip(1).chain(exec.command.first()) {
-            let beside = spec.dir().join(part);
-            if !part.contains('/') && beside.is_file() {
-                data.insert(part.clone(), read(&beside)?);
-            }
-        }
-    }
-    let labels = labels("worker", Some(agent));
-    let config_map = json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "labels": labels},
-        "data": data,
-    });
-    let mut env = vec![];
-    if let Kind::Llm(llm) = &spec.kind {
-        if let Some(key) = &llm.api_key_env {
-            env.push(json!({
-                "name": key,
-                "valueFrom": {"secretKeyRef": {"name": "baton-llm", "key": key}},
-            }));
-        }
-    }
-    let spec_path = format!("{SPEC_DIR}/{file_name}");
-    let command = [
-        "worker",
-        "--spec",
-        &spec_path,
-        "--shutdown-grace-secs",
-        &SHUTDOWN_GRACE_SECS.to_string(),
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    let mut pod = pod(args, command, env);
-    pod["volumes"] = json!([
-        {"name": "agent", "configMap": {"name": name}},
-        {"name": "tmp", "emptyDir": {}},
-    ]);
-    pod["containers"][0]["volumeMounts"] = json!([
-        {"name": "agent", "mountPath": SPEC_DIR, "readOnly": true},
-        {"name": "tmp", "mountPath": "/tmp"},
-    ]);
-    let deployment = deployment(name, &labels, 1, pod);
-    let scaled = json!({
-        "apiVersion": "keda.sh/v1alpha1",
-        "kind": "ScaledObject",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "scaleTargetRef": {"name": name},
-            "minReplicaCount": args.min_pods,
-            "maxReplicaCount": args.max_pods,
-            "triggers": [{
-                "type": "nats-jetstream",
-                "metadata": {
-                    "natsServerMonitoringEndpoint": args.nats_monitoring,
-                    "account": args.nats_account,
-                    "stream": subjects.tasks_stream(),
-                    "consumer": Subjects::agent_consumer(&spec.name),
-                    // One pod per `concurrency` waiting or running tasks.
-                    "lagThreshold": spec.concurrency.to_string(),
-                    "activationLagThreshold": "0",
-                },
-            }],
-        },
-    });
-    Ok(vec![config_map, deployment, scaled])
-}
-
-fn read(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
-fn router(args: &ManifestsArgs) -> Value {
-    let mut command = vec!["router".to_owned()];
-    if let Some(agent) = &args.default_agent {
-        command.extend(["--default-agent".to_owned(), agent.to_string()]);
-    }
-    if let Some(agent) = &args.fallback {
-        command.extend(["--fallback".to_owned(), agent.to_string()]);
-    }
-    deployment(
-        "baton-router",
-        &labels("router", None),
-        1,
-        pod(args, command, vec![]),
-    )
-}
-
-fn registry(args: &ManifestsArgs) -> Value {
-    let command = vec!["registry".to_owned()];
-    deployment(
-        "baton-registry",
-        &labels("registry", None),
-        2,
-        pod(args, command, vec![]),
-    )
-}
-
-fn labels(component: &str, agent: Option<&str>) -> Value {
-    let mut labels = json!({
-        "app.kubernetes.io/name": "baton",
-        "app.kubernetes.io/component": component,
-    });
-    if let Some(agent) = agent {
-        labels["baton/agent"] = json!(resource_name(agent)["baton-".len()..]);
-    }
-    labels
-}
-
-fn deployment(name: &str, labels: &Value, replicas: u32, pod: Value) -> Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {
-                    "labels": labels,
-                    "annotations": {
-                        "prometheus.io/scrape": "true",
-                        "prometheus.io/port": METRICS_PORT.to_string(),
-                        "prometheus.io/path": "/metrics",
-                    },
-                },
-                "spec": pod,
-            },
-        },
-    })
-}
-
-/// A pod running `baton ARGS`: non-root, read-only root filesystem, the
-/// NATS settings from the environment (credentials from the optional
-/// Secret `baton-nats`), metrics and probes on `METRICS_PORT`.
-fn pod(args: &ManifestsArgs, command: Vec<String>, extra_env: Vec<Value>) -> Value {
-    let image = args
-        .image
-        .clone()
-        .unwrap_or_else(|| format!("baton:{}", env!("CARGO_PKG_VERSION")));
-    let mut env = vec![
-        json!({"name": "NATS_URL", "value": args.pod_nats_url}),
-        json!({"name": "BATON_REPLICAS", "value": args.stream_replicas.to_string()}),
-        json!({"name": "BATON_METRICS_ADDR", "value": format!("0.0.0.0:{METRICS_PORT}")}),
-        json!({"name": "OTEL_SERVICE_NAME", "value": format!("baton-{}", command[0])}),
-    ];
-    env.extend(extra_env);
-    let probe = |path: &str, period: u32| json!({"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": period, "failureThreshold": 3});
-    json!({
-        "automountServiceAccountToken": false,
-        "terminationGracePeriodSeconds": SHUTDOWN_GRACE_SECS + 10,
-        "securityContext": {
-            "runAsNonRoot": true,
-            "runAsUser": 10001,
-            "runAsGroup": 10001,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [{
-            "name": "baton",
-            "image": image,
-            "args": command,
-            "env": env,
-            "envFrom": [{"secretRef": {"name": "baton-nats", "optional": true}}],
-            "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
-            "livenessProbe": probe("/healthz", 10),
-            "readinessProbe": probe("/readyz", 5),
-            "resources": {
-                "requests": {"cpu": "100m", "memory": "64Mi"},
-                "limits": {"memory": "512Mi"},
-            },
-            "securityContext": {
-                "allowPrivilegeEscalation": false,
-                "readOnlyRootFilesystem": true,
-                "capabilities": {"drop": ["ALL"]},
-            },
-        }],
-    })
 }

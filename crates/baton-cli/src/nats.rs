@@ -10,7 +10,7 @@ use async_nats::{ConnectOptions, ServerAddr};
 use baton_worker::Connection;
 
 use crate::args::NatsArgs;
-use crate::permissions::Role;
+use baton_ops::Role;
 
 /// Where `baton` connects when neither `NATS_URL` nor `--nats-url` is set.
 pub(crate) const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
@@ -299,7 +299,7 @@ fn read_seed(path: &Path) -> anyhow::Result<String> {
 pub(crate) async fn client(
     nats: &NatsArgs,
     subjects: baton_proto::Subjects,
-    kind: crate::permissions::RoleKind,
+    kind: baton_ops::RoleKind,
 ) -> anyhow::Result<baton_worker::Client> {
     let connection = connect(nats, None, &Role::of(kind)).await?;
     Ok(baton_worker::Client::new(connection, subjects).with_streams(nats.streams()))

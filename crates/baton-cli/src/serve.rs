@@ -60,9 +60,8 @@ pub async fn worker(
         min_backoff: Duration::from_millis(args.min_backoff_ms),
         max_backoff: Duration::from_millis(args.max_backoff_ms.max(args.min_backoff_ms)),
     };
-    let client =
-        crate::nats::connect(nats, None, &crate::permissions::Role::worker(&agent)).await?;
-    crate::telemetry::serve::watch(client.client(), true);
+    let client = crate::nats::connect(nats, None, &baton_ops::Role::worker(&agent)).await?;
+    baton_telemetry::serve::watch(client.client(), true);
     match demo {
         Some(demo) if !args.relay => {
             let demo = Configured {
@@ -180,8 +179,8 @@ async fn spec_worker(
         )
     })?;
     let name = spec.name.clone();
-    let client = crate::nats::connect(nats, None, &crate::permissions::Role::worker(&name)).await?;
-    crate::telemetry::serve::watch(client.client(), true);
+    let client = crate::nats::connect(nats, None, &baton_ops::Role::worker(&name)).await?;
+    baton_telemetry::serve::watch(client.client(), true);
     let agent = baton_agents::SpecAgent::new(spec, client.client(), &subjects, nats.replicas())
         .await
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
@@ -248,10 +247,10 @@ pub async fn router(
     let client = crate::nats::connect(
         nats,
         None,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Router),
+        &baton_ops::Role::of(baton_ops::RoleKind::Router),
     )
     .await?;
-    crate::telemetry::serve::watch(client.client(), true);
+    baton_telemetry::serve::watch(client.client(), true);
     Router::new(client, config)
         .run(crate::shutdown_signal())
         .await?;
@@ -274,10 +273,10 @@ pub async fn registry(
     let client = crate::nats::connect(
         nats,
         None,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Registry),
+        &baton_ops::Role::of(baton_ops::RoleKind::Registry),
     )
     .await?;
-    crate::telemetry::serve::watch(client.client(), false);
+    baton_telemetry::serve::watch(client.client(), false);
     baton_registry::Registry::new(client.client().clone(), config)
         .run(crate::shutdown_signal())
         .await?;
@@ -292,7 +291,7 @@ pub async fn agents(
     let client = crate::nats::connect(
         nats,
         None,
-        &crate::permissions::Role::of(crate::permissions::RoleKind::Client),
+        &baton_ops::Role::of(baton_ops::RoleKind::Client),
     )
     .await?;
     let registry = baton_worker::RegistryClient::new(client.client().clone(), &subjects)
@@ -376,12 +375,7 @@ pub async fn console(
     config.replicas = nats.replicas();
     // Refuse an open listener before connecting anywhere.
     baton_console::Access::new(config.listen, config.token.as_deref())?;
-    let client = crate::nats::client(
-        nats,
-        subjects.clone(),
-        crate::permissions::RoleKind::Operator,
-    )
-    .await?;
+    let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Operator).await?;
     baton_console::serve(config, client, subjects, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -404,8 +398,7 @@ pub async fn mcp(
     args: crate::args::McpServeArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
     let only = agent_names(&args.agents)?;
-    let client =
-        crate::nats::client(nats, subjects.clone(), crate::permissions::RoleKind::Client).await?;
+    let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Client).await?;
     let registry = baton_worker::RegistryClient::new(client.jetstream().client(), &subjects);
     let gateway = baton_mcp::Gateway::new(
         client,
@@ -431,8 +424,7 @@ pub async fn a2a(
     args: crate::args::A2aServeArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
     let only = agent_names(&args.agents)?;
-    let client =
-        crate::nats::client(nats, subjects, crate::permissions::RoleKind::Operator).await?;
+    let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Operator).await?;
     let settings = baton_a2a::Settings {
         only,
         timeout: Duration::from_secs(args.timeout_secs.max(1)),

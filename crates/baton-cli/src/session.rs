@@ -36,7 +36,7 @@ pub async fn send(
     if let Some(ms) = args.deadline_ms {
         task = task.with_deadline(now_ms() + ms);
     }
-    let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
+    let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     if args.direct {
         let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
         client.submit_to(&to, &task).await?;
@@ -163,7 +163,7 @@ pub async fn cancel(
     args: CancelArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
     let session = session_id(&args.session)?;
-    let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
+    let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     match client.cancel(session, &args.detail).await? {
         baton_worker::Cancel::Cancelled(event) => {
             println!("{}", describe(&event));
@@ -182,7 +182,7 @@ pub async fn watch(
     args: WatchArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
     let session = session_id(&args.session)?;
-    let client = crate::nats::client(nats, subjects, crate::permissions::RoleKind::Client).await?;
+    let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     let mut events = if args.follow {
         client.events(session).await?
     } else {

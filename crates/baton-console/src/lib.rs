@@ -146,3 +146,11 @@ fn stopped(result: Result<anyhow::Result<()>, tokio::task::JoinError>) -> anyhow
         Err(err) => err.into(),
     }
 }
+
+/// What the console does on NATS beyond the sessions it reads, the dead
+/// letters and the inbox: it follows live progress and the agents'
+/// heartbeats.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
+    baton_proto::Footprint::new().subscribes([subjects.all_live(), subjects.all_heartbeats()])
+}

@@ -35,6 +35,7 @@ mod codec;
 mod envelope;
 mod event;
 mod exec;
+pub mod footprint;
 mod header;
 mod id;
 mod nesting;
@@ -58,6 +59,7 @@ pub use event::{Event, EventType, Folded};
 pub use exec::{
     ExecAction, ExecChild, ExecMessage, ExecReply, ExecRequest, ExecResponse, ExecStep,
 };
+pub use footprint::Footprint;
 pub use header::{DeadLetterReason, headers};
 pub use id::{derive_id, derive_id_labelled};
 pub use nesting::{MAX_NESTING, nests_deeper_than};

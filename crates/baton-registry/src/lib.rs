@@ -19,5 +19,5 @@ mod service;
 mod table;
 
 pub use rank::{AgentSummary, rank};
-pub use service::{Error, Registry, RegistryConfig, SERVICE_NAME};
+pub use service::{Error, Registry, RegistryConfig, SERVICE_NAME, footprint};
 pub use table::{Backlog, Table};

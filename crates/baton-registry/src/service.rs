@@ -291,6 +291,25 @@ async fn read_backlogs(
     }
 }
 
+/// What a registry replica does on NATS: it takes heartbeats and lookups
+/// (answering them, and the NATS service API's discovery and stats), and
+/// reads which agent types have a consumer.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
+    let tasks = subjects.tasks_stream();
+    baton_proto::Footprint::stream_info(&tasks)
+        .publishes([
+            baton_proto::footprint::api(format_args!("CONSUMER.LIST.{tasks}")),
+            baton_proto::footprint::api(format_args!("CONSUMER.INFO.{tasks}.*")),
+        ])
+        .subscribes([
+            format!("{}.registry.heartbeat.>", subjects.prefix()),
+            subjects.lookup(),
+            "$SRV.>".to_owned(),
+        ])
+        .responding()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,3 +71,17 @@ pub use worker::config::{
 pub use worker::metrics::meter;
 pub use worker::registry::RegistryClient;
 pub use worker::start::Worker;
+
+/// What each process of this crate does on NATS, declared next to the code
+/// that does it; `baton permissions` and `baton doctor` derive from these.
+pub mod footprints {
+    pub use crate::nats::claimcheck::footprint as claims;
+    pub use crate::nats::provision::footprint as streams;
+    pub use crate::nats::served::footprint as served;
+    pub use crate::services::client::follow::footprint as session_reader;
+    pub use crate::services::client::footprint as client;
+    pub use crate::services::deadletters::footprint as dead_letters;
+    pub use crate::services::router::footprint as router;
+    pub use crate::worker::cancel::footprint as cancels;
+    pub use crate::worker::start::footprint as worker;
+}

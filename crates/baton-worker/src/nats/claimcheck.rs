@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, object_store};
 use baton_proto::Subjects;
+use baton_proto::footprint::{Footprint, api};
 use bytes::Bytes;
 use tokio::io::AsyncReadExt;
 use tokio::sync::OnceCell;
@@ -288,4 +289,24 @@ impl ClaimCheck {
         })?;
         Ok(bytes)
     }
+}
+
+/// What the claim-check uses: its object store, read and written.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> Footprint {
+    Footprint::object_store(&subjects.claims_bucket())
+}
+
+/// What a client that only stores claims uses: whether an object is there
+/// (its metadata, by name) and writing it, but no object's contents.
+#[must_use]
+pub(crate) fn write_only_footprint(subjects: &Subjects) -> Footprint {
+    let bucket = subjects.claims_bucket();
+    let stream = format!("OBJ_{bucket}");
+    Footprint::stream_info(&stream).publishes([
+        api(format_args!("STREAM.CREATE.{stream}")),
+        api(format_args!("DIRECT.GET.{stream}.$O.{bucket}.M.*")),
+        format!("$O.{bucket}.C.>"),
+        format!("$O.{bucket}.M.>"),
+    ])
 }

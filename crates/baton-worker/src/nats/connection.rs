@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_nats::{ClientError, ConnectOptions, Event, ServerError, ToServerAddrs};
+use baton_proto::footprint::matches;
 use tokio::sync::{Notify, OnceCell};
 
 /// A NATS client, and the permissions its server sent.
@@ -141,20 +142,6 @@ impl PublishRights {
         let allowed = self.allow.is_empty() || self.allow.iter().any(|p| matches(p, subject));
         allowed && !self.deny.iter().any(|p| matches(p, subject))
     }
-}
-
-/// Whether NATS subject pattern `pattern` (`*` one token, `>` the rest) matches `subject`.
-fn matches(pattern: &str, subject: &str) -> bool {
-    let mut subject = subject.split('.');
-    for token in pattern.split('.') {
-        match (token, subject.next()) {
-            (">", Some(_)) => return true,
-            ("*", Some(_)) => {}
-            (token, Some(part)) if token == part => {}
-            _ => return false,
-        }
-    }
-    subject.next().is_none()
 }
 
 /// The prefix of `client`'s reply subjects (`_INBOX` unless set).

@@ -4,6 +4,7 @@
 //! it.
 
 use async_nats::jetstream::{self, message::StreamMessage, stream::LastRawMessageErrorKind};
+use baton_proto::footprint::{Footprint, api};
 use baton_proto::{Event, EventType, Subjects, Wire};
 use uuid::Uuid;
 
@@ -120,4 +121,14 @@ pub(crate) async fn last_event(
     )
     .await?;
     Ok(last.and_then(|message| Event::from_msgpack(&message.payload).ok()))
+}
+
+/// What reading a session's end uses: messages of the events stream by
+/// subject.
+#[must_use]
+pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
+    Footprint::new().publishes([api(format_args!(
+        "STREAM.MSG.GET.{}",
+        subjects.events_stream()
+    ))])
 }

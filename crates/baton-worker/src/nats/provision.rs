@@ -7,6 +7,7 @@ use async_nats::jetstream::context::CreateStreamErrorKind;
 use async_nats::jetstream::stream::ConsumerErrorKind;
 use async_nats::jetstream::{self, consumer, stream};
 use backon::{ExponentialBuilder, Retryable};
+use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, Subjects};
 
 use crate::error::{Error, ErrorKind};
@@ -468,5 +469,24 @@ pub async fn key_value(
             format!("cannot open the bucket {bucket}"),
             err,
         )
+    })
+}
+
+/// What provisioning uses: the info of the protocol's three streams, and
+/// with `create` their creation and raised settings.
+#[must_use]
+pub fn footprint(subjects: &Subjects, create: bool) -> Footprint {
+    [
+        subjects.tasks_stream(),
+        subjects.events_stream(),
+        subjects.dlq_stream(),
+    ]
+    .iter()
+    .fold(Footprint::new(), |footprint, stream| {
+        footprint.with(if create {
+            Footprint::stream_admin(stream)
+        } else {
+            Footprint::stream_info(stream)
+        })
     })
 }

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, context::ConsumerInfoErrorKind};
+use baton_proto::footprint::{Footprint, api};
 use baton_proto::{AgentName, Subjects};
 
 use crate::error::{Error, ErrorKind};
@@ -109,4 +110,13 @@ impl Served {
             }
         }
     }
+}
+
+/// What the check uses: the info of any consumer of the tasks stream.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> Footprint {
+    Footprint::new().publishes([api(format_args!(
+        "CONSUMER.INFO.{}.*",
+        subjects.tasks_stream()
+    ))])
 }

@@ -1,11 +1,12 @@
 //! Publishing tasks and following their sessions from outside; [`follow`]
 //! reads a session's events.
 
-mod follow;
+pub(crate) mod follow;
 
 use std::pin::Pin;
 
 use async_nats::jetstream;
+use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, Envelope, Event, Subjects, Wire};
 use bytes::Bytes;
 use futures::Stream;
@@ -317,4 +318,32 @@ impl Client {
         }
         self.publisher.publish_one(&outgoing).await
     }
+}
+
+/// What a client under its own role does on NATS: it submits tasks (to the
+/// ingress, or to an agent type it checks is served), asks the registry,
+/// reads and cancels sessions through the router, and stores large tasks'
+/// claims without reading any. Reading the events stream itself is
+/// [`follow::footprint`], an operator's.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> Footprint {
+    // Only the tasks stream: the router reads sessions for a client, one
+    // session per request, since JetStream's read calls (a consumer's
+    // filter, a stream's subject list, a get by sequence) accept a wildcard
+    // or a number where the session would go.
+    Footprint::stream_info(&subjects.tasks_stream())
+        .publishes([
+            subjects.ingress(),
+            subjects.lookup(),
+            // `baton watch`, `send --wait`, `cancel`, the MCP gateway.
+            subjects.session_read_any(),
+            subjects.session_cancel_any(),
+        ])
+        .with(crate::nats::served::footprint(subjects))
+        .with(crate::nats::claimcheck::write_only_footprint(subjects))
+        .noting(
+            "every client user given this block may subscribe to its inbox prefix, where the router's \
+             answers (a session's events) arrive: give each client user its own --inbox-prefix, and \
+             generate its block with the same prefix",
+        )
 }

@@ -2,6 +2,7 @@
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
+use baton_proto::footprint::{Footprint, api};
 use baton_proto::{
     DeadLetterReason, Envelope, Event, EventType, Wire, derive_id_labelled, headers, now_ms,
 };
@@ -336,4 +337,19 @@ async fn entry_at(
             err,
         )),
     }
+}
+
+/// What listing, removing and replaying dead letters uses: reading the
+/// dead-letter stream, deleting from it, and publishing a replay to any
+/// agent type or the ingress, with its event.
+#[must_use]
+pub fn footprint(subjects: &baton_proto::Subjects) -> Footprint {
+    let dlq = subjects.dlq_stream();
+    Footprint::stream_reader(&dlq).publishes([
+        api(format_args!("STREAM.MSG.DELETE.{dlq}")),
+        // Replays go back to any agent type, or the ingress.
+        format!("{}.agent.*", subjects.prefix()),
+        subjects.ingress(),
+        format!("{}.events.*", subjects.prefix()),
+    ])
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream::RawMessageErrorKind};
+use baton_proto::footprint::Footprint;
 use baton_proto::{
     CancelReply, CancelRequest, Event, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply,
     ReadRequest, Subjects, Wire,
@@ -353,4 +354,17 @@ fn refusal(op: &str, error: String) -> Result<Vec<u8>, baton_proto::EncodeError>
     } else {
         failed(error).to_msgpack()
     }
+}
+
+/// What the session service uses: the requests of every session, and the
+/// session events it waits for, stored and live.
+#[must_use]
+pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
+    Footprint::new()
+        .subscribes([
+            subjects.all_session_requests(),
+            format!("{}.events.*", subjects.prefix()),
+            subjects.all_live(),
+        ])
+        .responding()
 }

@@ -14,6 +14,7 @@
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use baton_proto::footprint::{Footprint, api};
 use baton_proto::{AgentName, DeadLetterReason, headers};
 use futures::StreamExt;
 use tokio::task::JoinHandle;
@@ -131,4 +132,20 @@ impl Net {
 /// one more, so the worker sees the delivery it dead-letters.
 pub(crate) fn max_deliver(max_deliveries: u32) -> i64 {
     i64::from(max_deliveries) + 1
+}
+
+/// What the net uses for consumer `consumer` of the tasks stream: its
+/// max-deliveries advisory, and reading and removing the message it
+/// dead-letters.
+#[must_use]
+pub(crate) fn footprint(subjects: &baton_proto::Subjects, consumer: &str) -> Footprint {
+    let tasks = subjects.tasks_stream();
+    Footprint::new()
+        .publishes([
+            api(format_args!("STREAM.MSG.GET.{tasks}")),
+            api(format_args!("STREAM.MSG.DELETE.{tasks}")),
+        ])
+        .subscribes([format!(
+            "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{tasks}.{consumer}"
+        )])
 }

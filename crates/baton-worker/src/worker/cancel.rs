@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
+use baton_proto::footprint::Footprint;
 use baton_proto::{Event, EventType, Reason, Subjects, derive_id_labelled};
 use futures::StreamExt;
 use uuid::Uuid;
@@ -191,6 +192,18 @@ async fn follow(
         }
     }
     Ok(())
+}
+
+/// What following the cancelled sessions uses; with `write`, cancelling too.
+#[must_use]
+pub fn footprint(subjects: &Subjects, write: bool) -> Footprint {
+    let bucket = subjects.cancelled_bucket();
+    let watch = Footprint::kv_watcher(&bucket);
+    if write {
+        watch.publishes([format!("$KV.{bucket}.>")])
+    } else {
+        watch
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! API would open and close a subscription per request: a SUB, an UNSUB and a
 //! request for every one or two messages under load.)
 
+use baton_proto::footprint::Footprint;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -409,4 +410,12 @@ fn pending_messages(message: &async_nats::Message) -> Option<usize> {
         .as_str()
         .parse()
         .ok()
+}
+
+/// What pulling from durable consumer `consumer` of the tasks stream uses,
+/// the net for its unsettled messages included.
+#[must_use]
+pub(crate) fn footprint(subjects: &baton_proto::Subjects, consumer: &str) -> Footprint {
+    Footprint::puller(&subjects.tasks_stream(), consumer)
+        .with(crate::worker::advisory::footprint(subjects, consumer))
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::client::RequestErrorKind;
 use backon::{ExponentialBuilder, Retryable};
+use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, Heartbeat, LookupRequest, LookupResponse, Subjects, Wire, now_ms};
 
 use crate::error::{Error, ErrorKind};
@@ -354,4 +355,10 @@ pub(crate) fn spawn_heartbeats(
             }
         }
     })
+}
+
+/// What a worker of `agent` uses of the registry: its heartbeats and lookups.
+#[must_use]
+pub(crate) fn footprint(subjects: &Subjects, agent: &AgentName) -> Footprint {
+    Footprint::new().publishes([subjects.heartbeat(agent, "*"), subjects.lookup()])
 }

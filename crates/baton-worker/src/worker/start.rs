@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use baton_proto::Subjects;
+use baton_proto::footprint::Footprint;
+use baton_proto::{AgentName, Subjects};
 use tokio::task::JoinHandle;
 
 use crate::author::agent::Agent;
@@ -141,19 +142,24 @@ fn check_attempts<A: Agent>(agent: &A, config: &WorkerConfig) -> Result<(), Erro
 /// Fails the start of a worker whose NATS user may not pull its tasks,
 /// write events or dead-letter, as far as the server reports its rights.
 async fn check_rights(publisher: &Publisher, config: &WorkerConfig) -> Result<(), Error> {
+    let role = format!("worker {}", config.agent);
+    publisher.check_rights(&needed(config), &role).await
+}
+
+/// What a worker checks at start that it may do: pull its tasks, write
+/// events and dead-letter (each within its [`footprint`]).
+fn needed(config: &WorkerConfig) -> [(&'static str, String); 3] {
     let subjects = &config.subjects;
     let pull = format!(
         "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
         subjects.tasks_stream(),
         Subjects::agent_consumer(&config.agent)
     );
-    let needed = [
+    [
         ("pull its agent type's tasks", pull),
         ("write session events", subjects.events(uuid::Uuid::nil())),
         ("dead-letter", subjects.dlq(&config.agent)),
-    ];
-    let role = format!("worker {}", config.agent);
-    publisher.check_rights(&needed, &role).await
+    ]
 }
 
 /// Provisions the streams and the agent type's consumer, and makes the
@@ -244,4 +250,43 @@ async fn serve<A: Agent>(
         }
     })
     .await;
+}
+
+/// What a worker of `agent` does on NATS, as far as this crate's parts go
+/// (an agent kind may add its own): it pulls its tasks, provisions nothing
+/// but reads the streams, checks targets and ends, keeps joins, claims and
+/// heartbeats, follows cancels, and publishes through its outbox to `to`.
+#[must_use]
+pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Footprint {
+    crate::nats::provision::footprint(subjects, false)
+        .with(crate::worker::intake::footprint(
+            subjects,
+            &Subjects::agent_consumer(agent),
+        ))
+        .with(crate::nats::served::footprint(subjects))
+        .with(crate::nats::ending::footprint(subjects))
+        .with(crate::worker::outbox::footprint(subjects, agent, to))
+        .with(crate::worker::registry::footprint(subjects, agent))
+        .with(crate::worker::join::store::footprint(subjects))
+        .with(crate::nats::claimcheck::footprint(subjects))
+        .with(crate::worker::cancel::footprint(subjects, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_worker_checks_at_start_is_within_its_footprint() {
+        let agent = AgentName::new("triage").unwrap();
+        let config = WorkerConfig::new(agent.clone());
+        let footprint = footprint(&config.subjects, &agent, &[]);
+        for (what, subject) in needed(&config) {
+            assert!(footprint.allows_publish(&subject), "{what}: {subject}");
+        }
+        assert!(
+            !footprint.allows_publish("baton.ingress"),
+            "a worker does not submit tasks"
+        );
+    }
 }

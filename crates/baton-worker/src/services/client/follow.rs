@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream;
+use baton_proto::footprint::Footprint;
 use baton_proto::{Event, EventType, Wire};
 use futures::{StreamExt, TryStreamExt};
 use uuid::Uuid;
@@ -247,4 +248,12 @@ fn unfolded(
         Err(err) => vec![Err(err)],
     };
     futures::stream::iter(items)
+}
+
+/// What following sessions from the events stream uses: reading it from
+/// the start, and its newest messages.
+#[must_use]
+pub fn footprint(subjects: &baton_proto::Subjects) -> Footprint {
+    Footprint::stream_reader(&subjects.events_stream())
+        .with(crate::nats::ending::footprint(subjects))
 }

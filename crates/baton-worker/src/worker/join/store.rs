@@ -3,6 +3,7 @@
 //! and the children's results, so a large one is claim-checked like an
 //! envelope.
 
+use baton_proto::footprint::Footprint;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,4 +95,10 @@ fn encode(state: &JoinState) -> Result<bytes::Bytes, Error> {
     rmp_serde::to_vec_named(state)
         .map(bytes::Bytes::from)
         .map_err(|err| Error::with_source(ErrorKind::Encode, "cannot encode a join", err))
+}
+
+/// What the join store uses: its bucket.
+#[must_use]
+pub(crate) fn footprint(subjects: &baton_proto::Subjects) -> Footprint {
+    Footprint::kv(&subjects.joins_bucket())
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, DeadLetterReason, Event, Subjects};
 
 use crate::nats::claimcheck::ClaimCheck;
@@ -236,4 +237,27 @@ fn stamp_accepted(outputs: &mut [Output], agent: &AgentName, received_at: u64) {
             hop.accepted_at.get_or_insert(received_at);
         }
     }
+}
+
+/// What the outbox of a worker of `agent` publishes to: session events,
+/// stored and live, its dead letters, and the agent types in `to` (every
+/// agent type when `to` is empty, with a note saying so).
+#[must_use]
+pub(crate) fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Footprint {
+    let outbox = Footprint::new().publishes([
+        format!("{}.events.*", subjects.prefix()),
+        subjects.all_live(),
+        subjects.dlq(agent),
+    ]);
+    if !to.is_empty() {
+        return outbox.publishes(to.iter().map(|to| subjects.agent(to)));
+    }
+    outbox
+        .publishes([format!("{}.agent.*", subjects.prefix())])
+        .noting(format!(
+            "publish to every agent type ({}.agent.*) is open: give the agent types this worker hands off, \
+             delegates, escalates and answers to with --to A,B (its routes, its fallback, the agent types \
+             that delegate to it, and the agent types its capability targets resolve to)",
+            subjects.prefix()
+        ))
 }

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::checks::{self, ConsumerFacts, Facts, Finding, Level, ServerFacts, StreamFacts, Sync};
+use super::checks::{self, Finding, Level};
+use super::facts::{ConsumerFacts, Facts, ServerFacts, StreamFacts, Sync};
 
 fn server(name: &str) -> ServerFacts {
     ServerFacts {
@@ -231,4 +232,32 @@ fn durations_read_as_people_write_them() {
     assert_eq!(checks::human(Duration::from_secs(7_260)), "2h1m");
     assert_eq!(checks::human(Duration::from_secs(45)), "45s");
     assert_eq!(checks::human(Duration::from_millis(250)), "250ms");
+}
+
+#[test]
+fn subjects_the_operator_role_uses_but_may_not_are_a_warning_with_the_fix() {
+    let mut facts = healthy();
+    assert!(problems(&facts).is_empty());
+    facts.refused = (0..7)
+        .map(|n| format!("$JS.API.STREAM.INFO.S{n}"))
+        .collect();
+    let found = checks::all(&facts);
+    let rights = found
+        .iter()
+        .find(|f| f.check == "rights")
+        .expect("a rights finding");
+    assert_eq!(rights.level, Level::Warn);
+    assert!(
+        rights.message.contains("7 subject(s)")
+            && rights.message.contains("$JS.API.STREAM.INFO.S0")
+            && rights.message.contains("and 2 more"),
+        "{}",
+        rights.message
+    );
+    assert!(
+        rights
+            .fix
+            .as_deref()
+            .is_some_and(|fix| fix.contains("baton permissions operator"))
+    );
 }

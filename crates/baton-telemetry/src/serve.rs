@@ -8,7 +8,6 @@
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 
-use anyhow::Context as _;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -16,9 +15,15 @@ use prometheus::Encoder as _;
 
 /// Serves `registry` on `addr` until the process ends; returns once the
 /// address is bound.
-pub async fn metrics(addr: SocketAddr, registry: prometheus::Registry) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!("cannot listen on --metrics-addr {addr} (BATON_METRICS_ADDR): is it in use?")
+///
+/// # Errors
+///
+/// When `addr` cannot be bound, saying so.
+pub async fn metrics(addr: SocketAddr, registry: prometheus::Registry) -> Result<(), crate::Error> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|err| {
+        crate::Error::Listen(format!(
+            "cannot listen on --metrics-addr {addr} (BATON_METRICS_ADDR): is it in use? {err}"
+        ))
     })?;
     let bound = listener.local_addr().unwrap_or(addr);
     let app = axum::Router::new()

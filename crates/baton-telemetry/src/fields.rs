@@ -18,7 +18,7 @@ use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
 
 /// Formats fields as `name=value` pairs, leaving out dotted names.
 #[derive(Debug, Default)]
-pub struct LogFields;
+pub(crate) struct LogFields;
 
 impl<'writer> FormatFields<'writer> for LogFields {
     fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {

@@ -3,52 +3,13 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
-
-pub(crate) use super::facts::{ConsumerFacts, Facts, ServerFacts, StreamFacts, Sync};
+use super::facts::{ConsumerFacts, Facts, StreamFacts, Sync};
+pub(super) use super::finding::{Finding, Level};
+use super::workers::consumers;
+pub(crate) use super::workers::human;
 
 /// The oldest nats-server Baton supports.
-pub(crate) const MIN_VERSION: (u32, u32) = (2, 10);
-
-/// How serious a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Level {
-    Ok,
-    Info,
-    Warn,
-    Error,
-}
-
-/// One finding.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Finding {
-    /// Which check: servers, replicas, dedup, payload, fsync, consumers.
-    pub check: &'static str,
-    pub level: Level,
-    /// What it is about: a server, a stream, a consumer.
-    pub subject: String,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-}
-
-impl Finding {
-    fn new(check: &'static str, level: Level, subject: impl Into<String>, message: String) -> Self {
-        Self {
-            check,
-            level,
-            subject: subject.into(),
-            message,
-            fix: None,
-        }
-    }
-
-    fn fix(mut self, fix: impl Into<String>) -> Self {
-        self.fix = Some(fix.into());
-        self
-    }
-}
+pub const MIN_VERSION: (u32, u32) = (2, 10);
 
 /// Every check, in the order they are printed.
 pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
@@ -57,6 +18,7 @@ pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
     findings.extend(dedup(facts));
     findings.extend(payload(facts));
     findings.extend(fsync(facts));
+    findings.extend(rights(facts));
     findings.extend(consumers(facts));
     findings
 }
@@ -401,86 +363,27 @@ fn fsync(facts: &Facts) -> Vec<Finding> {
     found
 }
 
-fn consumers(facts: &Facts) -> Vec<Finding> {
-    let mut found = Vec::new();
-    for consumer in &facts.consumers {
-        let Some(agent) = &consumer.agent else {
-            continue;
-        };
-        let registered = facts
-            .live
-            .as_ref()
-            .and_then(|live| live.get(agent))
-            .is_some_and(|n| *n > 0);
-        if registered || consumer.waiting > 0 {
-            continue;
-        }
-        let idle = facts.now.saturating_sub(consumer.last_active);
-        let idle = Duration::from_secs(u64::try_from(idle).unwrap_or(0));
-        if idle < facts.stale_after {
-            continue;
-        }
-        let waiting = match consumer.pending {
-            0 => String::new(),
-            n => format!(", and {n} task(s) wait in it"),
-        };
-        let (level, fix) = if consumer.pending > 0 {
-            (
-                Level::Error,
-                format!("start a worker: `baton worker {agent} …` (or `baton worker --spec …`)"),
-            )
+/// Subjects the operator role uses that the server says this user may not
+/// publish to: the doctor and the operator's other commands would be refused
+/// there.
+fn rights(facts: &Facts) -> Vec<Finding> {
+    if facts.refused.is_empty() {
+        return Vec::new();
+    }
+    let shown: Vec<&str> = facts.refused.iter().take(5).map(String::as_str).collect();
+    let more = facts.refused.len().saturating_sub(shown.len());
+    let message = format!(
+        "this user may not publish to {} subject(s) the operator role uses: {}{}",
+        facts.refused.len(),
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
         } else {
-            (
-                Level::Warn,
-                format!(
-                    "start a worker of {agent}, or, if the agent type is retired, remove the consumer: \
-                     `nats consumer rm {} {}`",
-                    facts.tasks_stream, consumer.name
-                ),
-            )
-        };
-        found.push(
-            Finding::new(
-                "consumers",
-                level,
-                &consumer.name,
-                format!(
-                    "no live worker of {agent} for {} (consumer {}){waiting}",
-                    human(idle),
-                    consumer.name
-                ),
-            )
-            .fix(fix),
-        );
-    }
-    if found.is_empty() && !facts.consumers.is_empty() {
-        let how = if facts.live.is_some() {
-            "as the registry and pull requests show"
-        } else {
-            "as pull requests show; no registry answered"
-        };
-        found.push(Finding::new(
-            "consumers",
-            Level::Ok,
-            "",
-            format!("every agent type's consumer has had a live worker lately, {how}"),
-        ));
-    }
-    found
-}
-
-/// A duration as people read it: `45s`, `10m30s`, `3h12m`.
-pub(crate) fn human(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    match (h, m, s) {
-        (0, 0, _) if duration.subsec_millis() > 0 && secs < 10 => {
-            format!("{}ms", duration.as_millis())
+            String::new()
         }
-        (0, 0, s) => format!("{s}s"),
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m{s}s"),
-        (h, 0, _) => format!("{h}h"),
-        (h, m, _) => format!("{h}h{m}m"),
-    }
+    );
+    vec![
+        Finding::new("rights", Level::Warn, "", message)
+            .fix("give the user that runs baton doctor the block of `baton permissions operator`"),
+    ]
 }

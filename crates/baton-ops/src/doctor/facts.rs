@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// What `baton doctor` found out about a deployment.
 #[derive(Debug, Default)]
-pub(crate) struct Facts {
+pub struct Facts {
     /// The servers that answered.
     pub servers: Vec<ServerFacts>,
     /// Servers of the list (or that the cluster announced) that did not answer.
@@ -27,23 +27,31 @@ pub(crate) struct Facts {
     pub claim_threshold: Option<usize>,
     /// How long without a live worker makes a consumer stale.
     pub stale_after: Duration,
+    /// Subjects of the operator role's footprint the server says this
+    /// user may not publish to.
+    pub refused: Vec<String>,
     /// Now, in unix seconds.
     pub now: i64,
 }
 
 /// One server.
 #[derive(Debug, Clone)]
-pub(crate) struct ServerFacts {
+pub struct ServerFacts {
+    /// Its `server_name`.
     pub name: String,
+    /// Its nats-server version.
     pub version: String,
+    /// Whether JetStream is on.
     pub jetstream: bool,
+    /// The largest message it takes.
     pub max_payload: usize,
+    /// How often it writes to disk.
     pub sync: Sync,
 }
 
 /// How often a server writes JetStream data to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sync {
+pub enum Sync {
     /// Before acknowledging each write (`sync_interval: always`).
     Always,
     /// In the background, this often.
@@ -54,9 +62,12 @@ pub(crate) enum Sync {
 
 /// One of Baton's streams.
 #[derive(Debug, Clone)]
-pub(crate) struct StreamFacts {
+pub struct StreamFacts {
+    /// The stream's name.
     pub name: String,
+    /// Its replicas.
     pub replicas: usize,
+    /// How long it remembers message ids.
     pub duplicate_window: Duration,
     /// Whether redelivered workers publish to it under the same message ids.
     pub deduplicated: bool,
@@ -66,11 +77,14 @@ pub(crate) struct StreamFacts {
 
 /// One consumer of the tasks stream.
 #[derive(Debug, Clone)]
-pub(crate) struct ConsumerFacts {
+pub struct ConsumerFacts {
+    /// The consumer's name.
     pub name: String,
     /// The agent type it serves (`agent_<type>` consumers).
     pub agent: Option<String>,
+    /// How long a delivery may stay unacknowledged.
     pub ack_wait: Duration,
+    /// How often a message is delivered at most.
     pub max_deliver: i64,
     /// Pull requests waiting: a worker is connected and idle.
     pub waiting: usize,

@@ -205,3 +205,12 @@ fn resource(service: &str) -> Resource {
         builder.with_service_name(service.to_owned()).build()
     }
 }
+
+/// What can go wrong in setting telemetry up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The metrics endpoint cannot listen where it was told.
+    #[error("{0}")]
+    Listen(String),
+}

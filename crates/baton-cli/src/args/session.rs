@@ -1,0 +1,89 @@
+//! The options of the session commands: `baton send`, `watch` and `cancel`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The user's message; `-` reads it from standard input.
+    #[arg(required_unless_present_any = ["file", "context"], conflicts_with = "file")]
+    pub text: Option<String>,
+
+    /// Read the user's message from this file (any size: large tasks go
+    /// through the claim-check).
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
+    /// Start from a whole context, a JSON file with the fields of an
+    /// envelope's `context` (messages, variables, state, trace, ...). The
+    /// message, if given, is appended as the user's turn.
+    #[arg(long, value_name = "FILE.json")]
+    pub context: Option<PathBuf>,
+
+    /// First agent type (default: the registry's best agent for --requires, else the router's
+    /// default entry agent).
+    #[arg(long)]
+    pub to: Option<String>,
+
+    /// Capabilities the first agent must have, comma-separated; the router asks the registry.
+    #[arg(long, value_delimiter = ',', value_name = "CAP,...")]
+    pub requires: Vec<String>,
+
+    /// Publish straight to the agent's subject instead of the ingress (needs --to).
+    #[arg(long, requires = "to")]
+    pub direct: bool,
+
+    /// Shared context variable KEY=VALUE (VALUE is read as JSON, else as a string). Repeatable.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    pub vars: Vec<String>,
+
+    /// Hop budget of the session.
+    #[arg(long)]
+    pub max_hops: Option<u32>,
+
+    /// Fail the session if it has not ended this many ms from now.
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
+
+    /// Wait for the session to end and print its outcome; exit 1 if it failed, 3 if it
+    /// waits for a person (see `baton inbox`).
+    #[arg(long)]
+    pub wait: bool,
+
+    /// With --wait: how long to wait, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Session id, as `baton send` printed it.
+    pub session: String,
+
+    /// Why, recorded as the `failed` event's detail.
+    #[arg(long, default_value = "cancelled by an operator")]
+    pub detail: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Session id.
+    pub session: String,
+
+    /// Print each event as a JSON line.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep following after the terminal event (a replay may re-open the session).
+    #[arg(long)]
+    pub follow: bool,
+
+    /// How long to wait for the session's first event before saying there is none.
+    #[arg(long, default_value_t = 5)]
+    pub start_timeout_secs: u64,
+}

@@ -1,0 +1,179 @@
+//! What the doctor reads from a deployment's JetStream: the streams and
+//! their replicas, the consumers of the tasks stream, the servers' fsync
+//! setting, and the registry's live workers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use baton_proto::Subjects;
+use baton_proto::footprint::Footprint;
+use futures::StreamExt as _;
+
+use super::{ConsumerFacts, StreamFacts, Sync};
+use crate::Error;
+
+/// Every server's `varz`; only the system account may ask.
+pub const VARZ: &str = "$SYS.REQ.SERVER.PING.VARZ";
+
+/// Each server's fsync setting, by server name; empty when no server answers.
+pub async fn varz(client: &async_nats::Client, timeout: Duration) -> BTreeMap<String, Sync> {
+    let inbox = client.new_inbox();
+    let mut found = BTreeMap::new();
+    let Ok(mut answers) = client.subscribe(inbox.clone()).await else {
+        return found;
+    };
+    if client
+        .publish_with_reply(VARZ, inbox, bytes::Bytes::new())
+        .await
+        .is_err()
+    {
+        return found;
+    }
+    // Every server answers; stop once none has for a moment.
+    let mut wait = timeout;
+    while let Ok(Some(answer)) = tokio::time::timeout(wait, answers.next()).await {
+        wait = Duration::from_millis(300);
+        let Ok(varz) = serde_json::from_slice::<serde_json::Value>(&answer.payload) else {
+            continue;
+        };
+        let name = varz["server"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let config = &varz["data"]["jetstream"]["config"];
+        let sync = if config["sync_always"].as_bool() == Some(true) {
+            Sync::Always
+        } else {
+            // Nanoseconds; the server's default is two minutes.
+            let nanos = config["sync_interval"].as_u64().filter(|n| *n > 0);
+            Sync::Every(nanos.map_or(Duration::from_secs(120), Duration::from_nanos))
+        };
+        found.insert(name, sync);
+    }
+    found
+}
+
+/// Baton's streams that exist, and those that do not.
+pub async fn streams(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+) -> Result<(Vec<StreamFacts>, Vec<String>), Error> {
+    let names = [
+        (subjects.tasks_stream(), true),
+        (subjects.events_stream(), true),
+        (subjects.dlq_stream(), true),
+        (format!("KV_{}", subjects.joins_bucket()), false),
+        (format!("KV_{}", subjects.inbox_bucket()), false),
+        (format!("OBJ_{}", subjects.claims_bucket()), false),
+    ];
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    for (name, deduplicated) in names {
+        let mut stream = match jetstream.get_stream(&name).await {
+            Ok(stream) => stream,
+            Err(err) if stream_not_found(&err) => {
+                missing.push(name);
+                continue;
+            }
+            Err(err) => {
+                return Err(Error::Read(format!(
+                    "cannot read stream {name}: is JetStream enabled, and may this user read stream info \
+                     (`baton permissions operator`)?: {err}"
+                )));
+            }
+        };
+        let info = stream
+            .info()
+            .await
+            .map_err(|err| Error::Read(format!("cannot read stream {name}: {err}")))?;
+        let lagging = info
+            .cluster
+            .iter()
+            .flat_map(|cluster| &cluster.replicas)
+            .filter(|peer| peer.offline || !peer.current)
+            .map(|peer| peer.name.clone())
+            .collect();
+        found.push(StreamFacts {
+            name,
+            replicas: info.config.num_replicas,
+            duplicate_window: info.config.duplicate_window,
+            deduplicated,
+            lagging,
+        });
+    }
+    Ok((found, missing))
+}
+
+fn stream_not_found(err: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        err.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(err)
+            if err.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
+}
+
+/// The consumers of the tasks stream.
+pub async fn consumers(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+) -> Result<Vec<ConsumerFacts>, Error> {
+    let name = subjects.tasks_stream();
+    let Ok(stream) = jetstream.get_stream(&name).await else {
+        return Ok(Vec::new());
+    };
+    let mut listed = stream.consumers();
+    let mut found = Vec::new();
+    while let Some(info) = listed.next().await {
+        let info =
+            info.map_err(|err| Error::Read(format!("cannot list the consumers of {name}: {err}")))?;
+        let last_active = [info.delivered.last_active, info.ack_floor.last_active]
+            .into_iter()
+            .flatten()
+            .chain([info.created])
+            .map(|at| at.unix_timestamp())
+            .max()
+            .unwrap_or(0);
+        found.push(ConsumerFacts {
+            agent: info.name.strip_prefix("agent-").map(str::to_owned),
+            name: info.name,
+            ack_wait: info.config.ack_wait,
+            max_deliver: info.config.max_deliver,
+            waiting: info.num_waiting,
+            pending: info.num_pending,
+            last_active,
+        });
+    }
+    Ok(found)
+}
+
+/// Live instances per agent type, from the registry, if one answers.
+pub async fn live_agents(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    timeout: Duration,
+) -> Option<BTreeMap<String, u32>> {
+    let registry = baton_worker::RegistryClient::new(client.clone(), subjects).with_budget(timeout);
+    let answer = registry
+        .lookup(&baton_proto::LookupRequest::default())
+        .await
+        .ok()?;
+    Some(
+        answer
+            .candidates
+            .into_iter()
+            .map(|c| (c.agent, c.instances))
+            .collect(),
+    )
+}
+
+/// The subjects `footprint` publishes to that the server says the user of
+/// `connection` may not (none when the server does not say).
+pub async fn refused(connection: &baton_worker::Connection, footprint: &Footprint) -> Vec<String> {
+    let mut refused = Vec::new();
+    for subject in &footprint.publish {
+        if !connection.may_publish(subject).await {
+            refused.push(subject.clone());
+        }
+    }
+    refused
+}

@@ -1,0 +1,91 @@
+//! Whether each agent type's consumer has live workers: a consumer nobody
+//! pulls from, with tasks waiting, is an outage.
+
+use std::time::Duration;
+
+use super::facts::Facts;
+use super::finding::{Finding, Level};
+
+pub(super) fn consumers(facts: &Facts) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for consumer in &facts.consumers {
+        let Some(agent) = &consumer.agent else {
+            continue;
+        };
+        let registered = facts
+            .live
+            .as_ref()
+            .and_then(|live| live.get(agent))
+            .is_some_and(|n| *n > 0);
+        if registered || consumer.waiting > 0 {
+            continue;
+        }
+        let idle = facts.now.saturating_sub(consumer.last_active);
+        let idle = Duration::from_secs(u64::try_from(idle).unwrap_or(0));
+        if idle < facts.stale_after {
+            continue;
+        }
+        let waiting = match consumer.pending {
+            0 => String::new(),
+            n => format!(", and {n} task(s) wait in it"),
+        };
+        let (level, fix) = if consumer.pending > 0 {
+            (
+                Level::Error,
+                format!("start a worker: `baton worker {agent} …` (or `baton worker --spec …`)"),
+            )
+        } else {
+            (
+                Level::Warn,
+                format!(
+                    "start a worker of {agent}, or, if the agent type is retired, remove the consumer: \
+                     `nats consumer rm {} {}`",
+                    facts.tasks_stream, consumer.name
+                ),
+            )
+        };
+        found.push(
+            Finding::new(
+                "consumers",
+                level,
+                &consumer.name,
+                format!(
+                    "no live worker of {agent} for {} (consumer {}){waiting}",
+                    human(idle),
+                    consumer.name
+                ),
+            )
+            .fix(fix),
+        );
+    }
+    if found.is_empty() && !facts.consumers.is_empty() {
+        let how = if facts.live.is_some() {
+            "as the registry and pull requests show"
+        } else {
+            "as pull requests show; no registry answered"
+        };
+        found.push(Finding::new(
+            "consumers",
+            Level::Ok,
+            "",
+            format!("every agent type's consumer has had a live worker lately, {how}"),
+        ));
+    }
+    found
+}
+
+/// A duration as people read it: `45s`, `10m30s`, `3h12m`.
+pub(crate) fn human(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m, s) {
+        (0, 0, _) if duration.subsec_millis() > 0 && secs < 10 => {
+            format!("{}ms", duration.as_millis())
+        }
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}

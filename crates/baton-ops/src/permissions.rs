@@ -1,0 +1,103 @@
+//! `baton permissions`: a role's footprint as a NATS `permissions` block,
+//! as tight as the calls its components declare allow. Every role replies
+//! through its own inbox prefix, and the block grants only that prefix.
+
+use std::fmt::Write as _;
+
+use baton_proto::Subjects;
+use baton_proto::footprint::Footprint;
+
+use crate::roles::{Grants, Role};
+
+/// The permissions block of `role`, replying on `inbox` (its default
+/// prefix when `None`), as NATS config text.
+#[must_use]
+pub fn render(role: &Role, subjects: &Subjects, inbox: Option<&str>, grants: &Grants) -> String {
+    let inbox = inbox.map_or_else(|| role.default_inbox_prefix(), str::to_owned);
+    let footprint = role.footprint(subjects, &inbox, grants);
+    block(role, &inbox, &footprint)
+}
+
+/// `footprint` as the block of `role`.
+fn block(role: &Role, inbox: &str, footprint: &Footprint) -> String {
+    let mut text = format!(
+        "# {} replies on {inbox}.> (the role's default inbox prefix; --inbox-prefix or \
+         BATON_INBOX_PREFIX changes it, and then this block must be generated with the same)\n",
+        role.connection_name()
+    );
+    for note in &footprint.notes {
+        let _ = writeln!(text, "# open: {note}");
+    }
+    text.push_str("permissions {\n  publish {\n    allow: [\n");
+    for subject in &footprint.publish {
+        let _ = writeln!(text, "      \"{subject}\"");
+    }
+    text.push_str("    ]\n  }\n  subscribe {\n    allow: [\n");
+    for subject in &footprint.subscribe {
+        let _ = writeln!(text, "      \"{subject}\"");
+    }
+    text.push_str("    ]\n  }\n");
+    if footprint.responds {
+        text.push_str("  allow_responses: true\n");
+    }
+    text.push_str("}\n");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_proto::AgentName;
+
+    use super::*;
+    use crate::roles::RoleKind;
+
+    fn subjects() -> Subjects {
+        Subjects::new("baton").unwrap()
+    }
+
+    #[test]
+    fn a_worker_without_to_may_publish_to_every_agent_type_and_says_so() {
+        let agent = AgentName::new("triage").unwrap();
+        let text = render(&Role::worker(&agent), &subjects(), None, &Grants::default());
+        assert!(text.contains("\"baton.agent.*\""), "{text}");
+        assert!(
+            text.contains("# open: publish to every agent type"),
+            "{text}"
+        );
+        assert!(text.contains("\"_INBOX_worker_triage.>\""), "{text}");
+    }
+
+    #[test]
+    fn a_worker_with_to_may_publish_only_there() {
+        let agent = AgentName::new("triage").unwrap();
+        let grants = Grants {
+            to: vec![AgentName::new("billing").unwrap()],
+            human: false,
+        };
+        let text = render(&Role::worker(&agent), &subjects(), None, &grants);
+        assert!(text.contains("\"baton.agent.billing\""), "{text}");
+        assert!(!text.contains("baton.agent.*"), "{text}");
+        let inbox = format!("KV_{}", subjects().inbox_bucket());
+        assert!(!text.contains(&inbox), "no inbox without --human: {text}");
+    }
+
+    #[test]
+    fn a_client_reads_no_stream_and_the_registry_answers_requests() {
+        let client = render(
+            &Role::of(RoleKind::Client),
+            &subjects(),
+            None,
+            &Grants::default(),
+        );
+        assert!(!client.contains("CONSUMER.MSG.NEXT"), "{client}");
+        assert!(!client.contains("allow_responses"), "{client}");
+        let registry = render(
+            &Role::of(RoleKind::Registry),
+            &subjects(),
+            None,
+            &Grants::default(),
+        );
+        assert!(registry.contains("allow_responses: true"), "{registry}");
+        assert!(!registry.contains("$JS.API.INFO"), "{registry}");
+    }
+}

@@ -1,0 +1,165 @@
+//! The roles a `baton` process runs as, and what each does on NATS: the
+//! union of the footprints its components declare next to their code.
+
+use baton_proto::footprint::{Footprint, USER_INFO, api};
+use baton_proto::{AgentName, Subjects};
+
+/// What a `baton` process does, as far as NATS permissions go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum RoleKind {
+    /// A worker of one agent type (`baton worker`).
+    Worker,
+    /// The ingress router (`baton router`).
+    Router,
+    /// A registry replica (`baton registry`).
+    Registry,
+    /// Sends tasks, follows and cancels them (`baton send`, `watch`, `cancel`, `agents`,
+    /// `mcp serve`).
+    Client,
+    /// Dead letters, the human inbox and checks (`baton dlq`, `baton inbox`, `baton doctor`,
+    /// `baton console`, `baton a2a serve`).
+    Operator,
+}
+
+impl RoleKind {
+    /// The role's name, as `baton permissions` takes it.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Worker => "worker",
+            Self::Router => "router",
+            Self::Registry => "registry",
+            Self::Client => "client",
+            Self::Operator => "operator",
+        }
+    }
+}
+
+/// A role and, for a worker, its agent type.
+#[derive(Debug, Clone)]
+pub struct Role {
+    /// What the process does.
+    pub kind: RoleKind,
+    /// A worker's agent type.
+    pub agent: Option<AgentName>,
+}
+
+/// What a worker's block grants beyond its agent type.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// Agent types the worker may publish to; every one when empty.
+    pub to: Vec<AgentName>,
+    /// The worker runs a human agent: the inbox bucket.
+    pub human: bool,
+}
+
+impl Role {
+    /// A worker of `agent`.
+    #[must_use]
+    pub fn worker(agent: &AgentName) -> Self {
+        Self {
+            kind: RoleKind::Worker,
+            agent: Some(agent.clone()),
+        }
+    }
+
+    /// A role other than a worker.
+    #[must_use]
+    pub fn of(kind: RoleKind) -> Self {
+        Self { kind, agent: None }
+    }
+
+    /// The role `kind`, with `agent` for a worker.
+    ///
+    /// # Errors
+    ///
+    /// A worker without its agent type, or another role with one.
+    pub fn new(kind: RoleKind, agent: Option<AgentName>) -> Result<Self, crate::Error> {
+        match (kind, agent) {
+            (RoleKind::Worker, Some(agent)) => Ok(Self::worker(&agent)),
+            (RoleKind::Worker, None) => Err(crate::Error::Usage(
+                "name the worker's agent type: `baton permissions worker <AGENT>`".to_owned(),
+            )),
+            (kind, None) => Ok(Self::of(kind)),
+            (_, Some(_)) => Err(crate::Error::Usage(
+                "only the worker role takes an agent type".to_owned(),
+            )),
+        }
+    }
+
+    /// The connection name the server shows for this role.
+    #[must_use]
+    pub fn connection_name(&self) -> String {
+        match (&self.kind, &self.agent) {
+            (RoleKind::Worker, Some(agent)) => format!("baton worker {agent}"),
+            (kind, _) => format!("baton {}", kind.name()),
+        }
+    }
+
+    /// The role's own reply subjects: `_INBOX_<role>` (`_INBOX_worker_<agent>`).
+    #[must_use]
+    pub fn default_inbox_prefix(&self) -> String {
+        match (&self.kind, &self.agent) {
+            (RoleKind::Worker, Some(agent)) => format!("_INBOX_worker_{agent}"),
+            (kind, _) => format!("_INBOX_{}", kind.name()),
+        }
+    }
+
+    /// Everything the role does on NATS, replying on `inbox`.
+    #[must_use]
+    pub fn footprint(&self, subjects: &Subjects, inbox: &str, grants: &Grants) -> Footprint {
+        match (&self.kind, &self.agent) {
+            (RoleKind::Worker, Some(agent)) => Footprint::jetstream_user(inbox)
+                .with(baton_worker::footprints::worker(
+                    subjects, agent, &grants.to,
+                ))
+                // LLM agents: the hop journal.
+                .with(baton_agents::footprints::journal(subjects))
+                .with(if grants.human {
+                    baton_agents::footprints::inbox(subjects, false)
+                } else {
+                    Footprint::new()
+                }),
+            (RoleKind::Router, _) => {
+                Footprint::jetstream_user(inbox).with(baton_worker::footprints::router(subjects))
+            }
+            // Its own permissions, which every process reads at start; no JetStream.
+            (RoleKind::Registry, _) => Footprint::new()
+                .publishes([USER_INFO])
+                .subscribes([format!("{inbox}.>")])
+                .with(baton_registry::footprint(subjects)),
+            (RoleKind::Client, _) => {
+                Footprint::jetstream_user(inbox).with(baton_worker::footprints::client(subjects))
+            }
+            (RoleKind::Operator, _) => Footprint::jetstream_user(inbox).with(operator(subjects)),
+            (RoleKind::Worker, None) => Footprint::jetstream_user(inbox),
+        }
+    }
+}
+
+/// An operator's tools: dead letters, sessions read from the stream, the
+/// console, the inbox, cancels, the A2A gateway's task index and the doctor.
+fn operator(subjects: &Subjects) -> Footprint {
+    baton_worker::footprints::streams(subjects, false)
+        .with(baton_worker::footprints::dead_letters(subjects))
+        .with(baton_worker::footprints::session_reader(subjects))
+        .with(baton_worker::footprints::served(subjects))
+        .with(baton_console::footprint(subjects))
+        .with(baton_agents::footprints::inbox(subjects, true))
+        .with(baton_worker::footprints::claims(subjects))
+        .with(baton_worker::footprints::cancels(subjects, true))
+        .with(baton_a2a::footprint(subjects))
+        .with(crate::doctor::footprint(subjects))
+}
+
+/// What the doctor reads beyond the streams: every consumer of the tasks
+/// stream, the joins bucket, and the registry's live workers.
+pub(crate) fn doctor(subjects: &Subjects) -> Footprint {
+    let tasks = subjects.tasks_stream();
+    Footprint::new().publishes([
+        api(format_args!("CONSUMER.LIST.{tasks}")),
+        api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
+        subjects.lookup(),
+    ])
+}

@@ -1,0 +1,193 @@
+//! The router's per-message path: a task from the ingress goes to its
+//! agent type (named, the default, or found by the registry), or ends
+//! with a clear reason.
+
+use std::sync::Arc;
+
+use async_nats::jetstream;
+use baton_proto::{
+    AgentName, DeadLetterReason, Envelope, Event, EventType, LookupRequest, Reason, Wire, derive_id,
+};
+use tracing::Instrument;
+
+use super::{ROUTER_NAME, RouterConfig};
+use crate::nats::publish::Publisher;
+use crate::nats::served::Served;
+use crate::services::deadlines;
+use crate::worker::delivery::Delivery;
+use crate::worker::outbox::settle::finish;
+use crate::worker::plan::{DeadLetter, Output, Settle};
+use crate::worker::registry::RegistryClient;
+
+/// What the router's per-message path needs.
+pub(super) struct Ingress {
+    pub(super) config: Arc<RouterConfig>,
+    pub(super) registry: Option<RegistryClient>,
+    pub(super) publisher: Publisher,
+    pub(super) me: AgentName,
+    pub(super) served: Served,
+}
+
+pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
+    let Ingress {
+        config,
+        registry,
+        publisher,
+        me,
+        served,
+    } = router;
+    let span = tracing::info_span!(
+        "baton.route",
+        session = tracing::field::Empty,
+        envelope = tracing::field::Empty
+    );
+    let delivery = Delivery::new(message, span.clone(), &config.subjects, me);
+    async {
+        let envelope =
+            match Envelope::from_msgpack_limited(&delivery.message.payload, config.max_payload) {
+                Ok(envelope) => envelope,
+                Err(err) => {
+                    tracing::warn!(reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
+                    let outgoing = delivery.unreadable(&err.reason(), err.detail());
+                    finish(publisher, &delivery, &outgoing, Settle::Term).await;
+                    return;
+                }
+            };
+        span.record("session", tracing::field::display(envelope.session));
+        span.record("envelope", tracing::field::display(envelope.id));
+        let target = match envelope.deadline_out_of_range(baton_proto::now_ms()) {
+            Some(detail) => Err((DeadLetterReason::Malformed, detail)),
+            None => match target(config, registry.as_ref(), &envelope).await {
+                Ok(route) => served.check(&route.agent).await.map(|()| route),
+                Err(why) => Err(why),
+            }
+            .map_err(|why| (DeadLetterReason::NoRoute, why)),
+        };
+        let mut timer = None;
+        let (outputs, settle) = match target {
+            Ok(route) => {
+                let mut envelope = envelope;
+                if let (None, Some(default)) = (envelope.deadline, config.default_deadline) {
+                    let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+                    envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
+                }
+                timer = deadlines::timer_for(&config.subjects, &envelope);
+                (forward(&envelope, route), Settle::Ack)
+            }
+            Err((reason, detail)) => {
+                tracing::info!(%reason, %detail, "task refused");
+                (refused(&envelope, reason, &detail), Settle::Term)
+            }
+        };
+        let mut outgoing = match delivery.encode(&outputs) {
+            Ok(outgoing) => outgoing,
+            Err(err) => {
+                let detail = format!("cannot re-encode the task: {err}");
+                delivery.unreadable(&DeadLetterReason::Malformed, &detail)
+            }
+        };
+        // The session's deadline is watched from now on, wherever its task goes.
+        outgoing.extend(timer);
+        finish(publisher, &delivery, &outgoing, settle).await;
+    }
+    .instrument(span.clone())
+    .await;
+}
+
+/// Where a task goes.
+struct Route {
+    agent: AgentName,
+    /// Set when the task goes to the fallback because nothing met its `requires`.
+    no_match: Option<String>,
+}
+
+/// The agent a task goes to, or why there is none.
+async fn target(
+    config: &RouterConfig,
+    registry: Option<&RegistryClient>,
+    envelope: &Envelope,
+) -> Result<Route, String> {
+    let direct = |agent| Route {
+        agent,
+        no_match: None,
+    };
+    if let Some(to) = &envelope.to {
+        return AgentName::new(to.as_str())
+            .map(direct)
+            .map_err(|err| format!("the task's `to` is not an agent type: {err}"));
+    }
+    if !envelope.requires.is_empty() {
+        let why = match registry {
+            Some(registry) => {
+                let request = LookupRequest {
+                    requires: envelope.requires.clone(),
+                    ..LookupRequest::default()
+                };
+                match registry.best(&request).await {
+                    Ok(agent) => return Ok(direct(agent)),
+                    Err(why) => why,
+                }
+            }
+            None => "the task has `requires` but the router does not use the registry".to_owned(),
+        };
+        return match &config.fallback {
+            Some(fallback) => Ok(Route {
+                agent: fallback.clone(),
+                no_match: Some(why),
+            }),
+            None => Err(format!(
+                "{why}, and the router has no fallback agent (start it with --fallback)"
+            )),
+        };
+    }
+    config.default_agent.clone().map(direct).ok_or_else(|| {
+        "the task has no `to` and no `requires`, and the router has no default entry agent (start it with --default-agent)".to_owned()
+    })
+}
+
+/// A router event about `envelope`.
+fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detail: &str) -> Output {
+    let mut event = Event::new(derive_id(envelope.id, index), envelope.session, kind);
+    event.agent = Some(ROUTER_NAME.to_owned());
+    event.envelope = Some(envelope.id);
+    event.reason = Some(reason);
+    event.detail = Some(detail.to_owned());
+    Output::Event(Box::new(event))
+}
+
+/// The task on its way to `route`, after an `escalated` event when it goes
+/// to the fallback for lack of a match.
+fn forward(envelope: &Envelope, route: Route) -> Vec<Output> {
+    let id = derive_id(envelope.id, 0);
+    let mut forwarded = envelope
+        .clone()
+        .resent(id, envelope.kind.clone(), route.agent.as_str());
+    let mut outputs = Vec::new();
+    if let Some(why) = route.no_match {
+        forwarded.reason = Some(Reason::NoMatch);
+        let mut escalated = event(envelope, 1, EventType::Escalated, Reason::NoMatch, &why);
+        if let Output::Event(event) = &mut escalated {
+            event.to = Some(route.agent.to_string());
+        }
+        outputs.push(escalated);
+    }
+    outputs.push(Output::Envelope {
+        to: route.agent,
+        envelope: Box::new(forwarded),
+    });
+    outputs
+}
+
+/// A dead letter, `dead_lettered` and `failed`: the task is not forwarded.
+fn refused(envelope: &Envelope, reason: DeadLetterReason, detail: &str) -> Vec<Output> {
+    let why = Reason::from(&reason);
+    vec![
+        Output::DeadLetter(DeadLetter {
+            id: derive_id(envelope.id, 1),
+            reason,
+            detail: detail.to_owned(),
+        }),
+        event(envelope, 2, EventType::DeadLettered, why.clone(), detail),
+        event(envelope, 3, EventType::Failed, why, detail),
+    ]
+}
