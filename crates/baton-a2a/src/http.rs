@@ -25,15 +25,15 @@ use crate::ops::error;
 pub(crate) async fn serve(
     gateway: Gateway,
     listen: SocketAddr,
-    token: Option<String>,
+    token: Option<baton_gateway::listen::Token>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), crate::Error> {
     let calls = axum::Router::new()
         .route("/", post(ingress_call))
         .route("/agents/{name}", post(agent_call))
         .route_layer(axum::middleware::from_fn_with_state(
             token.map(std::sync::Arc::new),
-            baton_mcp::bearer,
+            baton_gateway::listen::bearer,
         ));
     let app = axum::Router::new()
         .route("/.well-known/agent-card.json", get(ingress_card))
@@ -43,15 +43,13 @@ pub(crate) async fn serve(
         )
         .merge(calls)
         .with_state(gateway);
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|err| anyhow::anyhow!("cannot listen on {listen}: {err}"))?;
-    let local = listener.local_addr()?;
+    let listener = baton_gateway::listen::bind(listen).await?;
+    let local = listener.local_addr().map_err(crate::Error::Serve)?;
     tracing::info!(url = %format!("http://{local}"), "A2A server listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await?;
-    Ok(())
+        .await
+        .map_err(crate::Error::Serve)
 }
 
 /// The base URL of this gateway as the client reached it.

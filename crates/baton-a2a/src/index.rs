@@ -36,7 +36,7 @@ impl Index {
         jetstream: &jetstream::Context,
         name: &str,
         replicas: usize,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, crate::Error> {
         let config = kv::Config {
             bucket: name.to_owned(),
             description: "Baton: the sessions started over A2A".to_owned(),
@@ -50,28 +50,31 @@ impl Index {
     }
 
     /// Records task `session`.
-    pub(crate) async fn put(&self, session: Uuid, record: &Record) -> anyhow::Result<()> {
-        let bytes = serde_json::to_vec(record)?;
+    pub(crate) async fn put(&self, session: Uuid, record: &Record) -> Result<(), crate::Error> {
+        let bytes = serde_json::to_vec(record)
+            .map_err(|err| crate::Error::Index(format!("cannot encode the task: {err}")))?;
         self.store
             .put(session.to_string(), bytes.into())
             .await
-            .map_err(|err| anyhow::anyhow!("cannot record the task: {err}"))?;
+            .map_err(|err| crate::Error::Index(format!("cannot record the task: {err}")))?;
         Ok(())
     }
 
     /// The record of task `session`, if this gateway started it.
-    pub(crate) async fn get(&self, session: Uuid) -> anyhow::Result<Option<Record>> {
+    pub(crate) async fn get(&self, session: Uuid) -> Result<Option<Record>, crate::Error> {
         let value = self
             .store
             .get(session.to_string())
             .await
-            .map_err(|err| anyhow::anyhow!("cannot read the task: {err}"))?;
+            .map_err(|err| crate::Error::Index(format!("cannot read the task: {err}")))?;
         Ok(value.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
     }
 
     /// Every recorded task, newest first.
-    pub(crate) async fn all(&self) -> anyhow::Result<Vec<(Uuid, Record)>> {
-        let failed = |err: &dyn std::fmt::Display| anyhow::anyhow!("cannot list the tasks: {err}");
+    pub(crate) async fn all(&self) -> Result<Vec<(Uuid, Record)>, crate::Error> {
+        let failed = |err: &dyn std::fmt::Display| {
+            crate::Error::Index(format!("cannot list the tasks: {err}"))
+        };
         let mut keys = self.store.keys().await.map_err(|e| failed(&e))?;
         let mut all = Vec::new();
         while let Some(key) = keys.next().await {

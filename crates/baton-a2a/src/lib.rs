@@ -21,14 +21,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_agents::Inbox;
+use baton_gateway::listen::Exposure;
 use baton_proto::{AgentName, LookupRequest};
-use baton_worker::{Client, RegistryClient};
+use baton_worker::{Client, Inbox, RegistryClient};
 
 mod card;
+mod error;
 mod http;
 mod index;
 
+pub use error::Error;
 pub use index::footprint;
 mod ops;
 mod task;
@@ -78,15 +80,15 @@ pub async fn serve(
     client: Client,
     settings: Settings,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let token = settings.token.clone().filter(|t| !t.is_empty());
-    if token.is_none() && !settings.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "refusing to serve A2A on {} without a token: a call starts and cancels sessions. \
-             Set --access-token (or BATON_A2A_TOKEN), or listen on loopback (--listen 127.0.0.1:8070)",
-            settings.listen
-        );
-    }
+) -> Result<(), Error> {
+    let exposure = Exposure {
+        what: "A2A",
+        risk: "a call starts and cancels sessions",
+        token_flag: "--access-token (or BATON_A2A_TOKEN)",
+        loopback: "--listen 127.0.0.1:8070",
+    };
+    let token =
+        baton_gateway::listen::token(settings.listen, settings.token.as_deref(), &exposure)?;
     client.ensure_streams().await?;
     let nats = client.jetstream().client();
     let subjects = client.subjects().clone();
@@ -96,9 +98,7 @@ pub async fn serve(
         settings.replicas,
     )
     .await?;
-    let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas)
-        .await
-        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas).await?;
     let gateway = Gateway {
         registry: RegistryClient::new(nats, &subjects),
         client,
@@ -125,7 +125,7 @@ impl Gateway {
                 Vec::new()
             }
         };
-        baton_mcp::exposed(&self.only, &candidates)
+        baton_gateway::exposed(&self.only, &candidates)
             .into_iter()
             .map(|name| {
                 let found = candidates.iter().find(|c| c.agent == name).cloned();

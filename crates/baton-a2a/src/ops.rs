@@ -7,8 +7,8 @@ use a2a::{
     JsonRpcError, ListTasksRequest, ListTasksResponse, Message, PartContent, SendMessageRequest,
     StreamResponse, Task, TaskState, error_code,
 };
-use baton_agents::Reply;
 use baton_proto::{AgentName, Envelope, Event, Value, now_ms};
+use baton_worker::Reply;
 use futures::{Stream, StreamExt};
 use uuid::Uuid;
 

@@ -5,7 +5,7 @@ use a2a::{
     Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
     TaskStatus, TaskStatusUpdateEvent,
 };
-use baton_mcp::show;
+use baton_gateway::text::value as show;
 use baton_proto::{Event, EventType, Reason, Value};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -61,7 +61,7 @@ pub(crate) fn describe(event: &Event) -> String {
                 .map(|q| format!(": {q}"))
                 .unwrap_or_default()
         ),
-        _ => format!("{}{detail}", baton_mcp::describe(event)),
+        _ => format!("{}{detail}", baton_gateway::text::progress(event)),
     }
 }
 

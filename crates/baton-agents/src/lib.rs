@@ -34,13 +34,14 @@ use baton_worker::{
 };
 
 pub use a2a::A2aRunner;
+pub use baton_worker::{Inbox, InboxEntry, InboxError, Reply};
 pub use exec::{EXIT_RETRY, ExecRunner};
-pub use human::{HumanRunner, Inbox, InboxEntry, InboxError, Reply};
+pub use human::HumanRunner;
 
 /// What the agent kinds add to a worker's footprint on NATS.
 pub mod footprints {
-    pub use crate::human::footprint as inbox;
     pub use crate::journal::footprint as journal;
+    pub use baton_worker::footprints::inbox;
 }
 pub use llm::LlmRunner;
 pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, SpecError, SpecErrors, check, load};

@@ -7,13 +7,14 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use baton_gateway::listen::{self, Exposure, Token};
 use sha2::{Digest, Sha256};
 
 /// The console's secrets, derived once at start-up.
 #[derive(Clone)]
 pub struct Access {
-    /// SHA-256 of the access token, when one is set.
-    token: Option<[u8; 32]>,
+    /// The access token, when one is set.
+    token: Option<Token>,
     /// The token forms carry (`csrf`), derived from the access token (so
     /// every replica of a console accepts the others' forms) or random.
     csrf: String,
@@ -22,7 +23,7 @@ pub struct Access {
 impl std::fmt::Debug for Access {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Access")
-            .field("token", &self.token.map(|_| "<set>"))
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
             .finish_non_exhaustive()
     }
 }
@@ -46,15 +47,15 @@ impl Access {
     /// # Errors
     ///
     /// When `listen` is not a loopback address and `token` is empty.
-    pub fn new(listen: SocketAddr, token: Option<&str>) -> anyhow::Result<Self> {
+    pub fn new(listen: SocketAddr, token: Option<&str>) -> Result<Self, crate::Error> {
+        let exposure = Exposure {
+            what: "the console",
+            risk: "anyone who reaches it could replay dead letters and answer the inbox",
+            token_flag: "--access-token (or BATON_CONSOLE_TOKEN)",
+            loopback: "--listen 127.0.0.1:8080",
+        };
+        listen::token(listen, token, &exposure)?;
         let token = token.filter(|t| !t.is_empty());
-        if token.is_none() && !listen.ip().is_loopback() {
-            anyhow::bail!(
-                "refusing to serve the console on {listen} without an access token: anyone who \
-                 reaches it could replay dead letters and answer the inbox. Set --access-token (or \
-                 BATON_CONSOLE_TOKEN), or listen on loopback (--listen 127.0.0.1:8080)"
-            );
-        }
         let csrf = match token {
             Some(token) => hex(&digest(&[b"baton-console-csrf\0", token.as_bytes()])),
             None => hex(&digest(&[
@@ -64,7 +65,7 @@ impl Access {
             ])),
         };
         Ok(Self {
-            token: token.map(|t| digest(&[t.as_bytes()])),
+            token: token.map(Token::new),
             csrf,
         })
     }
@@ -86,7 +87,7 @@ impl Access {
     /// asks for). Always true when no token is set.
     #[must_use]
     pub fn admits(&self, headers: &HeaderMap) -> bool {
-        let Some(want) = self.token else {
+        let Some(want) = &self.token else {
             return true;
         };
         let Some(value) = headers
@@ -95,8 +96,8 @@ impl Access {
         else {
             return false;
         };
-        let given = if let Some(bearer) = value.strip_prefix("Bearer ") {
-            Some(bearer.trim().to_owned())
+        let given = if let Some(bearer) = listen::bearer_of(headers) {
+            Some(bearer.to_owned())
         } else if let Some(basic) = value.strip_prefix("Basic ") {
             base64::Engine::decode(&base64::engine::general_purpose::STANDARD, basic.trim())
                 .ok()
@@ -108,8 +109,7 @@ impl Access {
         } else {
             None
         };
-        // Digests compared, so the time taken says nothing about the token.
-        given.is_some_and(|given| digest(&[given.as_bytes()]) == want)
+        given.is_some_and(|given| want.matches(&given))
     }
 }
 

@@ -279,16 +279,16 @@ pub async fn follow(
     subjects: Subjects,
     index: Index,
     ready: tokio::sync::oneshot::Sender<()>,
-) -> anyhow::Result<()> {
+) -> Result<(), crate::Error> {
     let name = subjects.events_stream();
     let mut stream = jetstream
         .get_stream(&name)
         .await
-        .map_err(|err| anyhow::anyhow!("cannot open stream {name}: {err}"))?;
+        .map_err(|err| crate::Error::Events(format!("cannot open stream {name}: {err}")))?;
     let stored_now = stream
         .info()
         .await
-        .map_err(|err| anyhow::anyhow!("cannot read stream {name}: {err}"))?
+        .map_err(|err| crate::Error::Events(format!("cannot read stream {name}: {err}")))?
         .state
         .messages;
     // Ready once every session stored now is in: at once on an empty
@@ -301,7 +301,7 @@ pub async fn follow(
         .client()
         .subscribe(subjects.all_live())
         .await
-        .map_err(|err| anyhow::anyhow!("cannot follow the live events: {err}"))?;
+        .map_err(|err| crate::Error::Events(format!("cannot follow the live events: {err}")))?;
     let stored = stream
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: subjects.all_events(),
@@ -309,10 +309,10 @@ pub async fn follow(
             ..Default::default()
         })
         .await
-        .map_err(|err| anyhow::anyhow!("cannot read stream {name}: {err}"))?
+        .map_err(|err| crate::Error::Events(format!("cannot read stream {name}: {err}")))?
         .messages()
         .await
-        .map_err(|err| anyhow::anyhow!("cannot read stream {name}: {err}"))?;
+        .map_err(|err| crate::Error::Events(format!("cannot read stream {name}: {err}")))?;
     let stored = stored.filter_map(|message| async move {
         let message = message
             .inspect_err(|err| tracing::warn!(error = %err, "events stream"))

@@ -12,12 +12,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use baton_agents::Inbox;
 use baton_proto::Subjects;
-use baton_worker::{Client, RegistryClient};
+use baton_worker::{Client, Inbox, RegistryClient};
 use tokio::sync::broadcast;
 
 mod auth;
+mod error;
 pub mod index;
 mod ops;
 mod path;
@@ -25,6 +25,7 @@ mod view;
 mod web;
 
 pub use auth::Access;
+pub use error::Error;
 
 /// How a console runs.
 #[derive(Debug, Clone)]
@@ -70,13 +71,15 @@ pub async fn serve(
     client: Client,
     subjects: Subjects,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     if let Some(url) = &config.trace_url {
-        anyhow::ensure!(
-            url.contains("{trace_id}"),
-            "--trace-url must contain {{trace_id}}, where the console puts a session's trace id \
-             (for Jaeger: http://jaeger:16686/trace/{{trace_id}})"
-        );
+        if !url.contains("{trace_id}") {
+            return Err(Error::Config(
+                "--trace-url must contain {trace_id}, where the console puts a session's trace id \
+                 (for Jaeger: http://jaeger:16686/trace/{trace_id})"
+                    .to_owned(),
+            ));
+        }
     }
     let access = Access::new(config.listen, config.token.as_deref())?;
     client.ensure_streams().await?;
@@ -97,10 +100,8 @@ pub async fn serve(
         agents_changed: agents_changed.clone(),
         shown: config.shown,
     };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", config.listen))?;
-    let local = listener.local_addr()?;
+    let listener = baton_gateway::listen::bind(config.listen).await?;
+    let local = listener.local_addr().map_err(Error::Serve)?;
     let (ready, loaded) = tokio::sync::oneshot::channel();
     let mut following = tokio::spawn(index::follow(
         client.jetstream().clone(),
@@ -131,7 +132,7 @@ pub async fn serve(
     );
     let served = axum::serve(listener, web::router(app)).with_graceful_shutdown(shutdown);
     let result = tokio::select! {
-        result = served => result.map_err(anyhow::Error::from),
+        result = served => result.map_err(Error::Serve),
         result = following => Err(stopped(result)),
     };
     beats.abort();
@@ -139,11 +140,11 @@ pub async fn serve(
 }
 
 /// Why following the events stopped: the console cannot go on without it.
-fn stopped(result: Result<anyhow::Result<()>, tokio::task::JoinError>) -> anyhow::Error {
+fn stopped(result: Result<Result<(), Error>, tokio::task::JoinError>) -> Error {
     match result {
-        Ok(Ok(())) => anyhow::anyhow!("the events stream closed"),
+        Ok(Ok(())) => Error::Events("the events stream closed".to_owned()),
         Ok(Err(err)) => err,
-        Err(err) => err.into(),
+        Err(err) => Error::Events(format!("following the events failed: {err}")),
     }
 }
 

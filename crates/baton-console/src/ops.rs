@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
-use baton_agents::InboxEntry;
 use baton_proto::{Candidate, Envelope};
 use baton_worker::DeadLetterEntry;
+use baton_worker::InboxEntry;
 use maud::{Markup, html};
 
 use crate::view::{clock, context_view, csrf, raw_bytes, span};

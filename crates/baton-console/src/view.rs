@@ -1,7 +1,7 @@
 //! The pages, rendered on the server. Every value from NATS goes through
 //! maud's escaping: agent output is untrusted text.
 
-use baton_proto::{Context, Event, Value};
+use baton_proto::{Context, Event};
 use maud::{DOCTYPE, Markup, html};
 use uuid::Uuid;
 
@@ -63,13 +63,7 @@ pub(crate) fn span(ms: u64) -> String {
     }
 }
 
-/// A value as text: a string as itself, anything else as JSON.
-pub(crate) fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.as_str().unwrap_or_default().to_owned(),
-        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| format!("{other}")),
-    }
-}
+pub(crate) use baton_gateway::text::value_pretty as text;
 
 fn map_json(map: &baton_proto::Map) -> String {
     serde_json::to_string_pretty(map).unwrap_or_default()
@@ -445,7 +439,7 @@ pub(crate) fn raw_bytes(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_proto::{Envelope, EventType};
+    use baton_proto::{Envelope, EventType, Value};
 
     #[test]
     fn untrusted_text_is_escaped_everywhere() {

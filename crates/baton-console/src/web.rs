@@ -11,9 +11,9 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Form, Router};
-use baton_agents::{Inbox, Reply};
 use baton_proto::{AgentName, EventType, LookupRequest, Subjects, now_ms};
 use baton_worker::{Client, RegistryClient, ReplayOptions};
+use baton_worker::{Inbox, Reply};
 use futures::{Stream, StreamExt};
 use maud::Markup;
 use tokio::sync::broadcast;
@@ -440,8 +440,11 @@ pub(crate) async fn follow_heartbeats(
     subjects: Subjects,
     beats: Arc<RwLock<Heartbeats>>,
     changed: broadcast::Sender<()>,
-) -> anyhow::Result<()> {
-    let mut subscription = nats.subscribe(subjects.all_heartbeats()).await?;
+) -> Result<(), crate::Error> {
+    let mut subscription = nats
+        .subscribe(subjects.all_heartbeats())
+        .await
+        .map_err(|err| crate::Error::Events(format!("cannot follow the heartbeats: {err}")))?;
     let prefix = format!("{}.registry.heartbeat.", subjects.prefix());
     let mut last = 0u64;
     while let Some(message) = subscription.next().await {

@@ -263,7 +263,19 @@ impl Agent for Stage {
 /// # Errors
 ///
 /// Invalid arguments, or a NATS failure during the run.
-pub async fn run(client: async_nats::Client, server: &str, args: BenchArgs) -> anyhow::Result<()> {
+pub async fn run(
+    client: async_nats::Client,
+    server: &str,
+    args: BenchArgs,
+) -> Result<(), crate::Error> {
+    Ok(run_bench(client, server, args).await?)
+}
+
+async fn run_bench(
+    client: async_nats::Client,
+    server: &str,
+    args: BenchArgs,
+) -> anyhow::Result<()> {
     anyhow::ensure!(args.hops >= 1, "--hops must be at least 1");
     anyhow::ensure!(args.tasks >= 1, "--tasks must be at least 1");
     now_ns();

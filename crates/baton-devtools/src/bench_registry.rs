@@ -119,7 +119,11 @@ async fn lookup(
 /// # Errors
 ///
 /// Invalid arguments, or a NATS failure during the run.
-pub async fn run(client: async_nats::Client, args: BenchRegistryArgs) -> anyhow::Result<()> {
+pub async fn run(client: async_nats::Client, args: BenchRegistryArgs) -> Result<(), crate::Error> {
+    Ok(run_lookups(client, args).await?)
+}
+
+async fn run_lookups(client: async_nats::Client, args: BenchRegistryArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.types >= 1 && args.instances >= 1,
         "--types and --instances must be at least 1"

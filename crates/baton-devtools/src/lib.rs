@@ -6,10 +6,22 @@
 //! - [`bench`]: Baton against a raw JetStream relay, in the same run;
 //! - [`bench_registry`]: registry lookups per second and their latency.
 //!
-//! The benchmarks report; they assert nothing. Errors here are reports for
-//! a person at a terminal, so they use `anyhow`.
+//! The benchmarks report; they assert nothing. Inside, errors are reports
+//! for a person at a terminal, built with `anyhow`'s context; what a
+//! benchmark returns is an [`Error`] with that whole report.
 
 pub mod bench;
 pub mod bench_registry;
 pub mod demo;
 pub mod relay;
+
+/// Why a benchmark stopped: the whole report, each cause after a colon.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Error(String);
+
+impl From<anyhow::Error> for Error {
+    fn from(err: anyhow::Error) -> Self {
+        Self(format!("{err:#}"))
+    }
+}

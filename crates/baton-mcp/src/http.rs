@@ -3,14 +3,11 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use baton_gateway::listen::{self, Exposure};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::Gateway;
+use crate::{Error, Gateway};
 
 /// Serves MCP over streamable HTTP on `listen` at `/mcp` until `shutdown`.
 ///
@@ -22,14 +19,14 @@ pub async fn serve_http(
     listen: SocketAddr,
     token: Option<String>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let token = token.filter(|t| !t.is_empty());
-    if token.is_none() && !listen.ip().is_loopback() {
-        anyhow::bail!(
-            "refusing to serve MCP on {listen} without a token: a tool call starts sessions. \
-             Set --access-token (or BATON_MCP_TOKEN), or listen on loopback (--http 127.0.0.1:8090)"
-        );
-    }
+) -> Result<(), Error> {
+    let exposure = Exposure {
+        what: "MCP",
+        risk: "a tool call starts sessions",
+        token_flag: "--access-token (or BATON_MCP_TOKEN)",
+        loopback: "--http 127.0.0.1:8090",
+    };
+    let token = listen::token(listen, token.as_deref(), &exposure)?;
     let ct = tokio_util::sync::CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = ct.clone();
@@ -44,46 +41,16 @@ pub async fn serve_http(
         config,
     );
     let app = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn_with_state(token.map(std::sync::Arc::new), bearer),
+        axum::middleware::from_fn_with_state(token.map(std::sync::Arc::new), listen::bearer),
     );
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|err| anyhow::anyhow!("cannot listen on {listen}: {err}"))?;
-    let local = listener.local_addr()?;
+    let listener = listen::bind(listen).await?;
+    let local = listener.local_addr().map_err(Error::Serve)?;
     tracing::info!(url = %format!("http://{local}/mcp"), "MCP server listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             ct.cancel();
         })
-        .await?;
-    Ok(())
-}
-
-/// Refuses a request without `Authorization: Bearer <token>` when a token is set.
-pub async fn bearer(
-    State(token): State<Option<std::sync::Arc<String>>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if let Some(token) = token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        // Digests compared, so the time taken says nothing about the token.
-        let digest = |text: &str| <sha2::Sha256 as sha2::Digest>::digest(text.as_bytes());
-        let same = given.is_some_and(|given| digest(given) == digest(token.as_str()));
-        if !same {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "this server needs its token: Authorization: Bearer <token>\n",
-            )
-                .into_response();
-        }
-    }
-    next.run(request).await
+        .await
+        .map_err(Error::Serve)
 }

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, Event, EventType, LookupRequest, Value};
 use baton_worker::{Client, RegistryClient};
+
+pub use error::Error;
 use futures::StreamExt;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -21,9 +23,10 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 
+mod error;
 mod http;
 
-pub use http::{bearer, serve_http};
+pub use http::serve_http;
 
 /// What the tools reach.
 #[derive(Clone)]
@@ -68,12 +71,15 @@ impl Gateway {
     /// # Errors
     ///
     /// When the MCP handshake fails.
-    pub async fn serve_stdio(self) -> anyhow::Result<()> {
+    pub async fn serve_stdio(self) -> Result<(), Error> {
         let running = self
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|err| anyhow::anyhow!("MCP over stdio: {err}"))?;
-        running.waiting().await?;
+            .map_err(|err| Error::Stdio(err.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|err| Error::Stdio(err.to_string()))?;
         Ok(())
     }
 
@@ -95,7 +101,7 @@ impl Gateway {
                 ));
             }
         };
-        Ok(exposed(&self.only, &candidates)
+        Ok(baton_gateway::exposed(&self.only, &candidates)
             .into_iter()
             .map(|name| {
                 let found = candidates.iter().find(|c| c.agent == name);
@@ -161,7 +167,11 @@ impl Gateway {
         };
         Ok(match end {
             Ok(Ok(end)) if end.kind == EventType::Completed => {
-                let text = end.output.as_ref().map(show).unwrap_or_default();
+                let text = end
+                    .output
+                    .as_ref()
+                    .map(baton_gateway::text::value)
+                    .unwrap_or_default();
                 CallToolResult::success(vec![Content::text(text)])
             }
             Ok(Ok(end)) => CallToolResult::error(vec![Content::text(format!(
@@ -185,17 +195,21 @@ impl Gateway {
         &self,
         session: uuid::Uuid,
         context: &RequestContext<RoleServer>,
-    ) -> anyhow::Result<Event> {
+    ) -> Result<Event, String> {
         let token = context.meta.get_progress_token();
-        let mut events = self.client.follow(session).await?;
+        let mut events = self
+            .client
+            .follow(session)
+            .await
+            .map_err(|err| err.to_string())?;
         let mut seen = 0u32;
         let mut last = None;
         while let Some(event) = events.next().await {
-            let event = event?;
+            let event = event.map_err(|err| err.to_string())?;
             seen += 1;
             if let Some(token) = &token {
                 let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(seen));
-                progress.message = Some(describe(&event));
+                progress.message = Some(baton_gateway::text::progress(&event));
                 if let Err(err) = context.peer.notify_progress(progress).await {
                     tracing::debug!(error = %err, "a progress notification was not sent");
                 }
@@ -204,22 +218,8 @@ impl Gateway {
                 last = Some(event);
             }
         }
-        last.ok_or_else(|| anyhow::anyhow!("the event stream ended before the session did"))
+        last.ok_or_else(|| "the event stream ended before the session did".to_owned())
     }
-}
-
-/// The agent types a gateway exposes, sorted: `only`, or when it is empty
-/// every one among the registry's `candidates`.
-#[must_use]
-pub fn exposed(only: &[AgentName], candidates: &[baton_proto::Candidate]) -> Vec<String> {
-    let mut names: Vec<String> = if only.is_empty() {
-        candidates.iter().map(|c| c.agent.clone()).collect()
-    } else {
-        only.iter().map(ToString::to_string).collect()
-    };
-    names.sort();
-    names.dedup();
-    names
 }
 
 /// The tools' input: the question and optional shared variables.
@@ -235,32 +235,6 @@ fn input_schema() -> JsonObject {
     match schema {
         serde_json::Value::Object(map) => map,
         _ => JsonObject::new(),
-    }
-}
-
-/// A value as text: a string as itself, anything else as JSON.
-#[must_use]
-pub fn show(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
-        other => serde_json::to_string(other).unwrap_or_default(),
-    }
-}
-
-/// One line about an event, for a progress message:
-/// `handoff general_enquiry -> refund (knowledge_gap)`.
-#[must_use]
-pub fn describe(event: &Event) -> String {
-    let agent = event.agent.as_deref().unwrap_or("-");
-    match (&event.to, &event.reason) {
-        (Some(to), Some(reason)) => format!(
-            "{} {agent} -> {to} ({})",
-            event.kind.as_str(),
-            reason.as_str()
-        ),
-        (Some(to), None) => format!("{} {agent} -> {to}", event.kind.as_str()),
-        (None, Some(reason)) => format!("{} {agent} ({})", event.kind.as_str(), reason.as_str()),
-        (None, None) => format!("{} {agent}", event.kind.as_str()),
     }
 }
 

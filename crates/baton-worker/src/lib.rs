@@ -63,6 +63,7 @@ pub use nats::provision::{StreamSettings, key_value, redelivery_span};
 pub use nats::served::is_served;
 pub use services::client::{Cancel, Client, EventStream};
 pub use services::deadletters::{DeadLetterEntry, ReplayOptions};
+pub use services::inbox::{Inbox, InboxEntry, InboxError, Reply};
 pub use services::router::{Router, RouterConfig};
 pub use worker::cancel::{cancel_event_id, cancelled_event};
 pub use worker::config::{
@@ -81,6 +82,7 @@ pub mod footprints {
     pub use crate::services::client::follow::footprint as session_reader;
     pub use crate::services::client::footprint as client;
     pub use crate::services::deadletters::footprint as dead_letters;
+    pub use crate::services::inbox::footprint as inbox;
     pub use crate::services::router::footprint as router;
     pub use crate::worker::cancel::footprint as cancels;
     pub use crate::worker::start::footprint as worker;

@@ -8,11 +8,13 @@
 //!   read the streams (reads and cancels of one session);
 //! - [`client`]: submitting tasks, following and cancelling sessions;
 //!   [`reading`] is how a client reads through the router;
-//! - [`deadletters`]: listing and replaying dead letters.
+//! - [`deadletters`]: listing and replaying dead letters;
+//! - [`inbox`]: tasks that wait for a person, and their answers.
 
 pub(crate) mod client;
 pub(crate) mod deadletters;
 pub(crate) mod deadlines;
+pub(crate) mod inbox;
 pub(crate) mod reading;
 pub(crate) mod router;
 pub(crate) mod sessions;

@@ -1,0 +1,30 @@
+//! What Baton's gateways share: the web console, the MCP server and the A2A
+//! server each expose agent types to callers outside NATS.
+//!
+//! - [`listen`]: where a gateway may listen and who may call it: loopback
+//!   unless told otherwise, and a bearer token required beyond it, compared
+//!   by digest;
+//! - [`text`]: values and events as people and clients read them;
+//! - [`exposed`]: which agent types a gateway offers.
+//!
+//! The human inbox the gateways answer lives with the other services in
+//! `baton-worker`, so a gateway needs no agent kind to reach it.
+
+pub mod listen;
+pub mod text;
+
+use baton_proto::{AgentName, Candidate};
+
+/// The agent types a gateway exposes, sorted: `only`, or when it is empty
+/// every one among the registry's `candidates`.
+#[must_use]
+pub fn exposed(only: &[AgentName], candidates: &[Candidate]) -> Vec<String> {
+    let mut names: Vec<String> = if only.is_empty() {
+        candidates.iter().map(|c| c.agent.clone()).collect()
+    } else {
+        only.iter().map(ToString::to_string).collect()
+    };
+    names.sort();
+    names.dedup();
+    names
+}

@@ -1,0 +1,14 @@
+/// Why the MCP gateway cannot serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Where it was told to listen, it may not or cannot.
+    #[error(transparent)]
+    Listen(#[from] baton_gateway::listen::Error),
+    /// The MCP conversation over stdio failed.
+    #[error("MCP over stdio: {0}")]
+    Stdio(String),
+    /// The HTTP server stopped.
+    #[error("the MCP server stopped: {0}")]
+    Serve(std::io::Error),
+}
