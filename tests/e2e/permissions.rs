@@ -353,6 +353,16 @@ async fn every_role_works_with_its_generated_permissions_and_nothing_more() -> a
             .contains("registry")),
         "{report:#}"
     );
+    // Everything above stayed inside the roles' declared footprints: the
+    // server refused no publish and no subscription of any process.
+    let log = system.server.log();
+    let violations: Vec<&str> = log
+        .lines()
+        .filter(|line| {
+            line.contains("Publish Violation") || line.contains("Subscription Violation")
+        })
+        .collect();
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
     // Refusals, each a clear error and never a hang:
     // a client may not send straight to an agent;
     let direct = run_as(
@@ -385,6 +395,13 @@ async fn every_role_works_with_its_generated_permissions_and_nothing_more() -> a
     assert!(
         stderr.contains("baton permissions worker intake"),
         "{stderr}"
+    );
+    // The server logged those refusals, so the check of the work above
+    // would have caught any of its own.
+    assert!(
+        system.server.log().contains("Subscription Violation"),
+        "the server logs what it refuses: {}",
+        system.server.log()
     );
     // (Not `settled`: the deadline's timer stays queued until the deadline.)
     Ok(())

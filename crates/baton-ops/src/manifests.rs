@@ -331,3 +331,91 @@ fn pod(args: &ManifestOptions, command: Vec<String>, extra_env: Vec<Value>) -> V
         }],
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(dir: &Path) -> ManifestOptions {
+        ManifestOptions {
+            specs: vec![dir.join("triage.toml")],
+            image: None,
+            namespace: "support".to_owned(),
+            pod_nats_url: "nats://nats:4222".to_owned(),
+            nats_monitoring: "nats:8222".to_owned(),
+            nats_account: "$G".to_owned(),
+            stream_replicas: 3,
+            min_pods: 1,
+            max_pods: 4,
+            default_agent: None,
+            fallback: None,
+        }
+    }
+
+    fn spec_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("triage.toml"),
+            "name = \"triage_desk\"\nkind = \"exec\"\nconcurrency = 8\n\n[exec]\ncommand = [\"sh\", \"triage.sh\"]\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("triage.sh"), "echo hi\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn an_agent_type_gets_its_files_a_deployment_and_a_scaler_on_its_consumer() {
+        let dir = spec_dir();
+        let subjects = Subjects::default();
+        let files = generate(&options(dir.path()), &subjects).unwrap();
+        let names: Vec<&str> = files.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "agent-triage-desk.yaml",
+                "kustomization.yaml",
+                "namespace.yaml",
+                "registry.yaml",
+                "router.yaml"
+            ]
+        );
+        let agent = &files["agent-triage-desk.yaml"];
+        assert_eq!(agent[0]["kind"], "ConfigMap");
+        assert_eq!(
+            agent[0]["data"]["triage.sh"], "echo hi\n",
+            "the script beside the spec"
+        );
+        let trigger = &agent[2]["spec"]["triggers"][0]["metadata"];
+        assert_eq!(trigger["consumer"], "agent-triage_desk");
+        assert_eq!(trigger["lagThreshold"], "8", "one pod per concurrency");
+        assert_eq!(agent[2]["spec"]["maxReplicaCount"], 4);
+        let text = yaml(agent).unwrap();
+        assert_eq!(text.matches("---\n").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn bad_options_and_clashing_names_are_errors_that_say_what_to_change() {
+        let dir = spec_dir();
+        let mut bad = options(dir.path());
+        bad.min_pods = 5;
+        let err = generate(&bad, &Subjects::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "--min-pods 5 is above --max-pods 4");
+        let other = dir.path().join("other.toml");
+        std::fs::write(
+            &other,
+            "name = \"triage-desk\"\nkind = \"exec\"\n\n[exec]\ncommand = [\"true\"]\n",
+        )
+        .unwrap();
+        let mut clash = options(dir.path());
+        clash.specs.push(other);
+        let err = generate(&clash, &Subjects::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("both become baton-triage-desk") && err.contains("rename one"),
+            "{err}"
+        );
+    }
+}

@@ -89,3 +89,46 @@ async fn ready() -> (StatusCode, &'static str) {
     }
     (StatusCode::OK, "ready\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn a_taken_address_is_named_and_a_free_one_serves_probes_and_metrics() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let registry = prometheus::Registry::new();
+        let err = metrics(addr, registry.clone())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&addr.to_string()) && err.contains("BATON_METRICS_ADDR"),
+            "{err}"
+        );
+        drop(taken);
+        let counter = prometheus::IntCounter::new("baton_test_total", "a test counter").unwrap();
+        registry.register(Box::new(counter.clone())).unwrap();
+        counter.inc_by(3);
+        metrics(addr, registry).await.unwrap();
+        let health = get(addr, "/healthz").await;
+        assert!(
+            health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
+            "{health}"
+        );
+        let scraped = get(addr, "/metrics").await;
+        assert!(scraped.contains("baton_test_total 3"), "{scraped}");
+    }
+}
