@@ -1,7 +1,7 @@
 //! The roles a `baton` process runs as, and what each does on NATS: the
 //! union of the footprints its components declare next to their code.
 
-use baton_proto::footprint::{Footprint, USER_INFO, api};
+use baton_proto::footprint::{Footprint, USER_INFO};
 use baton_proto::{AgentName, Subjects};
 
 /// What a `baton` process does, as far as NATS permissions go.
@@ -151,15 +151,4 @@ fn operator(subjects: &Subjects) -> Footprint {
         .with(baton_worker::footprints::cancels(subjects, true))
         .with(baton_a2a::footprint(subjects))
         .with(crate::doctor::footprint(subjects))
-}
-
-/// What the doctor reads beyond the streams: every consumer of the tasks
-/// stream, the joins bucket, and the registry's live workers.
-pub(crate) fn doctor(subjects: &Subjects) -> Footprint {
-    let tasks = subjects.tasks_stream();
-    Footprint::new().publishes([
-        api(format_args!("CONSUMER.LIST.{tasks}")),
-        api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
-        subjects.lookup(),
-    ])
 }

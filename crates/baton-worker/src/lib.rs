@@ -8,35 +8,44 @@
 //! acknowledged by JetStream before the incoming message is acked, so a
 //! crash anywhere means redelivery and never a lost or doubled handoff.
 //!
-//! # What an agent author uses
+//! The crate has four rooms, by who reads them; each `mod.rs` is its table
+//! of contents, and the rooms depend downwards only (`author` and `nats` on
+//! nothing else, `worker` on both, `services` on all three).
 //!
-//! - `agent`: the [`Agent`] trait, [`Task`], [`RetryPolicy`];
-//! - `outcome`: [`Outcome`] and its builders ([`Complete`], [`Answer`],
-//!   [`Handoff`], [`Delegation`], [`Chain`], [`Wait`]), [`ContextUpdate`],
-//!   [`AgentError`] and [`ResultExt`];
-//! - `target`: [`Target`] and [`Need`];
-//! - `routing`: the rules every agent's outcome goes through ([`Routing`],
-//!   [`Condition`], [`LlmCondition`], [`Route`], [`RouteOptions`], [`ContextPolicy`]);
-//! - `delegate`: [`ChildTask`], [`DelegateMode`], [`Recover`], [`Results`];
+//! # `author`: what an agent author uses
+//!
+//! - the [`Agent`] trait, the [`Task`] it runs, its [`RetryPolicy`], and the
+//!   [`Progress`] it reports through;
+//! - [`Outcome`] and its builders ([`Complete`], [`Answer`], [`Handoff`],
+//!   [`Delegation`], [`Chain`], [`Wait`]), [`ContextUpdate`], [`AgentError`]
+//!   and [`ResultExt`];
+//! - [`Target`] and [`Need`]; [`RouteOptions`] and [`ContextPolicy`];
+//! - the rules every outcome goes through ([`Routing`], [`Condition`],
+//!   [`LlmCondition`], [`Route`]);
+//! - child tasks: [`ChildTask`], [`DelegateMode`], [`Recover`], [`Results`];
 //! - [`AgentName`], [`Reason`] and [`Value`] from the wire crate.
 //!
-//! # What a deployment uses
+//! # `worker`: the worker loop
 //!
-//! - [`Connection`]: a NATS client that notices refused publishes;
-//! - [`Worker`], [`WorkerConfig`], [`Profile`], [`WorkerStats`];
-//! - [`Router`]: moves tasks from `baton.ingress` to their first agent;
-//! - [`Client`]: submits tasks and follows session events; dead letters;
-//! - [`RegistryClient`]: best-agent lookups;
-//! - `provision` (internal): creates the streams of the protocol, idempotently.
+//! [`Worker`], [`WorkerConfig`], [`Profile`], [`WorkerStats`]. Its `handle`
+//! reads top-down as the loop: intake → plan → run → the outbox, the one
+//! place a hop's outputs are published and its message settled.
 //!
-//! # The worker loop, one file per step
+//! # `services`: the other processes
 //!
-//! `worker` reads top-down as the loop. `delivery` decodes a message and
-//! settles it (steps 1 and 6); `plan` refuses what must not run and turns
-//! outcomes into messages (2, 4, 7); `run` runs the agent with progress (3);
-//! `guard` refuses loops (5); `runtime` carries plans out and `publish` makes
-//! them durable (6); `join` and its pure `join::state` handle delegations;
-//! `intake` pulls; `registry` sends heartbeats and asks for the best agent.
+//! - [`Router`]: moves tasks from `baton.ingress` to their first agent,
+//!   watches deadlines, serves sessions to clients that may not read them;
+//! - [`Client`]: submits tasks, follows and cancels sessions; dead letters;
+//! - [`Inbox`]: tasks that wait for a person;
+//! - [`RegistryClient`]: best-agent lookups.
+//!
+//! # `nats`: plumbing
+//!
+//! [`Connection`] (a NATS client that learns its publish rights), stream
+//! provisioning, durable publishing, the claim-check ([`ClaimCheck`]).
+//!
+//! [`footprints`] says what each process does on NATS, declared beside the
+//! code that does it.
 
 mod author;
 mod error;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use baton_proto::Subjects;
-use baton_proto::footprint::Footprint;
+use baton_proto::footprint::{Footprint, api};
 use futures::StreamExt as _;
 
 use super::{ConsumerFacts, StreamFacts, Sync};
@@ -176,4 +176,15 @@ pub async fn refused(connection: &baton_worker::Connection, footprint: &Footprin
         }
     }
     refused
+}
+
+/// What the reads here use beyond the streams' info: every consumer of the
+/// tasks stream, the joins bucket's info, and the registry's live workers.
+pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
+    let tasks = subjects.tasks_stream();
+    Footprint::new().publishes([
+        api(format_args!("CONSUMER.LIST.{tasks}")),
+        api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
+        subjects.lookup(),
+    ])
 }

@@ -41,7 +41,7 @@ pub fn report(findings: &[Finding]) -> serde_json::Value {
 /// stream, the joins bucket, and the registry's live workers.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> Footprint {
-    crate::roles::doctor(subjects)
+    gather::footprint(subjects)
 }
 
 /// The findings as text: one line each, its fix indented below.

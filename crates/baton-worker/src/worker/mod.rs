@@ -1,4 +1,4 @@
-//! The worker loop: intake → plan → execute → publish and settle.
+//! The worker loop: intake → plan → run → publish, then settle.
 //!
 //! [`start`] starts a [`Worker`](crate::Worker) and feeds its messages to
 //! [`handle`], which reads top-down as the loop, in the order of "How a
@@ -15,8 +15,8 @@
 //!   settled, and where the event level is applied;
 //! - [`runtime`]: what every message shares;
 //! - [`config`], [`metrics`], [`registry`] (heartbeats and lookups),
-//!   [`reporter`] (what a running hop reports), [`cancel`] (cancelled sessions), [`advisory`] (the net for messages no
-//!   worker settles).
+//!   [`reporter`] (what a running hop reports), [`cancel`] (cancelled
+//!   sessions), [`advisory`] (the net for messages no worker settles).
 
 pub(crate) mod advisory;
 pub(crate) mod cancel;
