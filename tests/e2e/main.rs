@@ -20,6 +20,7 @@ mod fuzz;
 mod handoff;
 mod isolation;
 mod lifecycle;
+mod limits;
 mod mcp;
 mod metrics;
 mod permissions;

@@ -22,6 +22,7 @@ mod a2a;
 mod exec;
 mod human;
 mod journal;
+mod limits;
 mod llm;
 pub mod spec;
 mod tools;
@@ -41,6 +42,7 @@ pub use human::HumanRunner;
 /// What the agent kinds add to a worker's footprint on NATS.
 pub mod footprints {
     pub use crate::journal::footprint as journal;
+    pub use crate::limits::footprint as limits;
     pub use baton_worker::footprints::inbox;
 }
 pub use llm::LlmRunner;
@@ -103,7 +105,11 @@ impl SpecAgent {
                 LlmRunner::new(llm, &spec.routing, &spec.delegates)?
                     .with_mcp(&spec.mcp)
                     .await?
-                    .with_journal(journal::Journal::open(client, subjects, replicas).await?),
+                    .with_journal(journal::Journal::open(client, subjects, replicas).await?)
+                    .with_limiter(
+                        limits::Limiter::open(client, subjects, replicas, llm, spec.name.as_str())
+                            .await?,
+                    ),
             )),
             Kind::Chain(chain) => {
                 let name = |agent: &String| {

@@ -23,6 +23,7 @@ use serde_json::{Value as Json, json};
 
 use crate::StartError;
 use crate::journal::Journal;
+use crate::limits::Limiter;
 use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
 use crate::tools::Toolbox;
 
@@ -66,6 +67,12 @@ pub struct LlmRunner {
     tool_calls: opentelemetry::metrics::Counter<u64>,
     /// How long MCP tool calls take (`baton.tool.duration`).
     tool_seconds: opentelemetry::metrics::Histogram<f64>,
+    /// The endpoint's shared rate limit, with `[llm.limits]`.
+    limiter: Option<Arc<Limiter>>,
+    /// How long calls waited for their turn (`baton.llm.limit.wait`).
+    limit_wait: opentelemetry::metrics::Histogram<f64>,
+    /// Calls the endpoint refused with 429 (`baton.llm.refusals`).
+    refusals: opentelemetry::metrics::Counter<u64>,
 }
 
 impl LlmRunner {
@@ -144,6 +151,16 @@ impl LlmRunner {
                 .build(),
             toolbox: Arc::default(),
             journal: Arc::default(),
+            limiter: None,
+            limit_wait: baton_worker::meter()
+                .f64_histogram("baton.llm.limit.wait")
+                .with_unit("s")
+                .with_description("How long model calls waited for their turn under [llm.limits]")
+                .build(),
+            refusals: baton_worker::meter()
+                .u64_counter("baton.llm.refusals")
+                .with_description("Model calls the endpoint refused with 429, by model")
+                .build(),
             tool_calls: baton_worker::meter()
                 .u64_counter("baton.tool.calls")
                 .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
@@ -157,6 +174,12 @@ impl LlmRunner {
     }
 
     /// Records model answers and tool results in `journal` before acting on them.
+    /// Takes turns from the endpoint's shared rate limit.
+    pub(crate) fn with_limiter(mut self, limiter: Option<Limiter>) -> Self {
+        self.limiter = limiter.map(Arc::new);
+        self
+    }
+
     pub(crate) fn with_journal(mut self, journal: Journal) -> Self {
         self.journal = Arc::new(journal);
         self

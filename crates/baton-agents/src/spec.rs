@@ -111,6 +111,24 @@ pub struct LlmSpec {
     /// session to the fallback with reason `max_steps`.
     #[serde(default = "default_max_steps")]
     pub max_steps: u32,
+    /// The model endpoint's rate limits, shared by every worker of every
+    /// agent type that calls the same endpoint and model (`[llm.limits]`).
+    #[serde(default)]
+    pub limits: Option<LimitsSpec>,
+}
+
+/// `[llm.limits]`: what the provider allows per minute, for this endpoint
+/// and model, across the whole deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Requests per minute.
+    #[serde(default)]
+    pub requests_per_minute: Option<u32>,
+    /// Tokens per minute, prompt and answer together (the prompt estimated
+    /// before the call, corrected by the reported usage after it).
+    #[serde(default)]
+    pub tokens_per_minute: Option<u32>,
 }
 
 fn default_max_steps() -> u32 {

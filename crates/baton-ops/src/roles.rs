@@ -116,6 +116,8 @@ impl Role {
                 ))
                 // LLM agents: the hop journal.
                 .with(baton_agents::footprints::journal(subjects))
+                // LLM agents with [llm.limits]: the shared rate limits.
+                .with(baton_agents::footprints::limits(subjects))
                 .with(if grants.human {
                     baton_agents::footprints::inbox(subjects, false)
                 } else {

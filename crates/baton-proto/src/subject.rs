@@ -304,6 +304,13 @@ impl Subjects {
         format!("{}_JOURNAL", self.stream_prefix)
     }
 
+    /// `BATON_LIMITS`: the key-value bucket of shared model rate limits, one
+    /// entry per model endpoint and model.
+    #[must_use]
+    pub fn limits_bucket(&self) -> String {
+        format!("{}_LIMITS", self.stream_prefix)
+    }
+
     /// `BATON_CANCELLED`: the key-value bucket of cancelled sessions.
     #[must_use]
     pub fn cancelled_bucket(&self) -> String {

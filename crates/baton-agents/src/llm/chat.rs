@@ -29,7 +29,7 @@ impl LlmRunner {
             gen_ai.usage.output_tokens = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
-        let answer = self.request(messages).instrument(span.clone()).await;
+        let answer = self.limited(messages).instrument(span.clone()).await;
         match &answer {
             Ok(answer) => self.record_usage(&span, answer),
             Err(err) => {
@@ -97,7 +97,54 @@ impl LlmRunner {
         body
     }
 
-    async fn request(&self, messages: &[Json]) -> Result<Json, AgentError> {
+    /// The call, in its turn under the shared limit if there is one. A
+    /// `429` pauses the shared limit for its `Retry-After` and the call
+    /// takes a new turn, up to [`REFUSED_AGAIN`] times within the hop;
+    /// without a shared limit it fails the attempt (retried later).
+    async fn limited(&self, messages: &[Json]) -> Result<Json, AgentError> {
+        let model = opentelemetry::KeyValue::new("model", self.settings.model.clone());
+        let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
+        let mut refused = 0;
+        loop {
+            if let Some(limiter) = &self.limiter {
+                let turn = limiter
+                    .take(estimate)
+                    .await
+                    .map_err(AgentError::retryable)?;
+                self.limit_wait
+                    .record(turn.wait.as_secs_f64(), std::slice::from_ref(&model));
+            }
+            match self.request(messages).await {
+                Ok(answer) => {
+                    if let Some(limiter) = &self.limiter {
+                        let used = answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
+                        if used > estimate {
+                            limiter.charge(used - estimate).await;
+                        }
+                    }
+                    return Ok(answer);
+                }
+                Err(Failure::Refused(after, error)) => {
+                    self.refusals.add(1, std::slice::from_ref(&model));
+                    let Some(limiter) = self.limiter.as_ref().filter(|_| refused < REFUSED_AGAIN)
+                    else {
+                        return Err(error);
+                    };
+                    refused += 1;
+                    let pause = after.unwrap_or(Duration::from_secs(1));
+                    tracing::info!(
+                        ?pause,
+                        refused,
+                        "the model refused a call (429): pausing the shared limit"
+                    );
+                    limiter.pause(pause).await;
+                }
+                Err(Failure::Other(error)) => return Err(error),
+            }
+        }
+    }
+
+    async fn request(&self, messages: &[Json]) -> Result<Json, Failure> {
         let body = self.body(messages);
         let url = format!(
             "{}/chat/completions",
@@ -108,7 +155,9 @@ impl LlmRunner {
             request = request.bearer_auth(key);
         }
         let response = request.send().await.map_err(|err| {
-            AgentError::retryable(format!("cannot reach the model at {url}: {err}"))
+            Failure::Other(AgentError::retryable(format!(
+                "cannot reach the model at {url}: {err}"
+            )))
         })?;
         let status = response.status();
         let retry_after = response
@@ -118,19 +167,28 @@ impl LlmRunner {
             .and_then(|value| value.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let text = response.text().await.map_err(|err| {
-            AgentError::retryable(format!("the model's answer was cut off: {err}"))
+            Failure::Other(AgentError::retryable(format!(
+                "the model's answer was cut off: {err}"
+            )))
         })?;
         if status.is_success() {
             return serde_json::from_str(&text).map_err(|err| {
-                AgentError::retryable(format!("the model's answer is not JSON: {err}"))
+                Failure::Other(AgentError::retryable(format!(
+                    "the model's answer is not JSON: {err}"
+                )))
             });
         }
         let excerpt: String = text.chars().take(300).collect();
         let detail = format!("{url} answered {status}: {excerpt}");
         if status.as_u16() == 429 || status.is_server_error() {
-            return Err(match retry_after {
+            let error = match retry_after {
                 Some(after) => AgentError::retry_after(detail, after),
                 None => AgentError::retryable(detail),
+            };
+            return Err(if status.as_u16() == 429 {
+                Failure::Refused(retry_after, error)
+            } else {
+                Failure::Other(error)
             });
         }
         let hint = match status.as_u16() {
@@ -138,8 +196,19 @@ impl LlmRunner {
             404 => " (check [llm] base_url and model)",
             _ => "",
         };
-        Err(AgentError::fatal(format!("{detail}{hint}")))
+        Err(Failure::Other(AgentError::fatal(format!("{detail}{hint}"))))
     }
+}
+
+/// How many `429`s one call waits out within its hop under a shared limit.
+const REFUSED_AGAIN: u32 = 4;
+
+/// Why a request failed.
+enum Failure {
+    /// The endpoint refused it with `429`, perhaps saying for how long.
+    Refused(Option<Duration>, AgentError),
+    /// Anything else.
+    Other(AgentError),
 }
 
 /// A tool as the chat completions API lists it.

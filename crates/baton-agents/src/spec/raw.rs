@@ -340,6 +340,21 @@ impl Report<'_> {
                 ),
             );
         }
+        if let Some(limits) = &settings.limits {
+            let (requests, tokens) = (limits.requests_per_minute, limits.tokens_per_minute);
+            if requests.is_none() && tokens.is_none() {
+                self.error(
+                    &llm.span(),
+                    "[llm.limits] sets no limit: give requests_per_minute = N, tokens_per_minute = N, or both",
+                );
+            }
+            if requests == Some(0) || tokens == Some(0) {
+                self.error(
+                    &llm.span(),
+                    "[llm.limits] a limit of 0 lets no call through: give at least 1, or leave the limit out",
+                );
+            }
+        }
         Some(Kind::Llm(settings.clone()))
     }
 
