@@ -99,45 +99,7 @@ impl LlmRunner {
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
             .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
-        let describe =
-            |route: &Route, fallback: String| route.description.clone().unwrap_or(fallback);
-        let mut tools: Vec<Tool> = routing
-            .handoffs
-            .iter()
-            .enumerate()
-            .map(|(index, route)| Tool {
-                name: format!("transfer_to_{}", route.label()),
-                description: describe(
-                    route,
-                    format!(
-                        "Hand the conversation to {}.",
-                        target_text(route.target.as_ref())
-                    ),
-                ),
-                source: ToolSource::Handoff(index),
-            })
-            .collect();
-        tools.extend(
-            routing
-                .llm_conditions
-                .iter()
-                .enumerate()
-                .map(|(index, condition)| Tool {
-                    name: format!("transfer_to_{}", condition.route.label()),
-                    description: condition.condition.clone(),
-                    source: ToolSource::Condition(index),
-                }),
-        );
-        tools.extend(delegates.iter().enumerate().map(|(index, delegate)| Tool {
-            name: format!("agent_run_{}", delegate.target.label()),
-            description: delegate.description.clone().unwrap_or_else(|| {
-                format!(
-                    "Ask {} to do a task and get its answer.",
-                    target_text(Some(&delegate.target))
-                )
-            }),
-            source: ToolSource::Delegate(index),
-        }));
+        let tools = offered(routing, delegates);
         Ok(Self {
             settings: settings.clone(),
             api_key,
@@ -472,4 +434,48 @@ fn asked(content: &str, calls: Json) -> Message {
     let mut asked = Message::new(Role::Agent, content);
     asked.tool_calls = Some(rmpv::ext::to_value(calls).unwrap_or(Value::Nil));
     asked
+}
+
+/// The tools the model is offered for the spec's routes: a handoff per
+/// route, one per LLM condition, and a delegate per delegate.
+fn offered(routing: &Routing, delegates: &[DelegateSpec]) -> Vec<Tool> {
+    let describe = |route: &Route, fallback: String| route.description.clone().unwrap_or(fallback);
+    let mut tools: Vec<Tool> = routing
+        .handoffs
+        .iter()
+        .enumerate()
+        .map(|(index, route)| Tool {
+            name: format!("transfer_to_{}", route.label()),
+            description: describe(
+                route,
+                format!(
+                    "Hand the conversation to {}.",
+                    target_text(route.target.as_ref())
+                ),
+            ),
+            source: ToolSource::Handoff(index),
+        })
+        .collect();
+    tools.extend(
+        routing
+            .llm_conditions
+            .iter()
+            .enumerate()
+            .map(|(index, condition)| Tool {
+                name: format!("transfer_to_{}", condition.route.label()),
+                description: condition.condition.clone(),
+                source: ToolSource::Condition(index),
+            }),
+    );
+    tools.extend(delegates.iter().enumerate().map(|(index, delegate)| Tool {
+        name: format!("agent_run_{}", delegate.target.label()),
+        description: delegate.description.clone().unwrap_or_else(|| {
+            format!(
+                "Ask {} to do a task and get its answer.",
+                target_text(Some(&delegate.target))
+            )
+        }),
+        source: ToolSource::Delegate(index),
+    }));
+    tools
 }
