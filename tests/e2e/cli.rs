@@ -291,6 +291,31 @@ async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_limits_bench_runs_without_and_with_a_shared_limit() -> anyhow::Result<()> {
+    let system = crate::util::System::start().await?;
+    let args = [
+        "bench",
+        "--limits",
+        "--tasks",
+        "40",
+        "--limit-rps",
+        "40",
+        "--concurrency",
+        "4",
+    ];
+    let stdout = system.baton_stdout(&args)?;
+    let shared = stdout
+        .lines()
+        .find(|line| line.starts_with("shared limit"))
+        .ok_or_else(|| anyhow::anyhow!("no shared-limit row: {stdout}"))?;
+    let cells: Vec<&str> = shared.split_whitespace().collect();
+    // completed, failed, requests, 429s: every session ends, none fails.
+    assert_eq!(cells[2..6], ["40", "0", "40", "0"], "{stdout}");
+    assert!(stdout.contains("no shared limit"), "{stdout}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop()
 -> anyhow::Result<()> {
     let system = crate::util::System::start().await?;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use baton_proto::{AgentName, Envelope, Event, EventType};
 use baton_testkit::{FakeLlm, Scripted, eventually};
 
+use crate::metrics::{metrics_url, scrape, value};
 use crate::util::System;
 
 /// What the stand-in saw: requests answered, requests refused with 429, and
@@ -68,8 +69,15 @@ fn spec(dir: &std::path::Path, name: &str, llm: &FakeLlm, limits: &str) -> anyho
     Ok(path.to_string_lossy().into_owned())
 }
 
-/// Starts `count` worker processes of `spec`, labelled `name-N`.
-async fn workers(system: &mut System, name: &str, spec: &str, count: usize) -> anyhow::Result<()> {
+/// Starts `count` worker processes of `spec`, labelled `name-N`, each with
+/// its metrics on a free port; returns the metrics URLs.
+async fn workers(
+    system: &mut System,
+    name: &str,
+    spec: &str,
+    count: usize,
+) -> anyhow::Result<Vec<String>> {
+    let mut urls = Vec::new();
     for n in 0..count {
         let label = format!("{name}-{n}");
         let args = [
@@ -79,10 +87,22 @@ async fn workers(system: &mut System, name: &str, spec: &str, count: usize) -> a
             "--no-registry",
             "--instance",
             &label,
+            "--metrics-addr",
+            "127.0.0.1:0",
         ];
         system.spawn(&label, &args, "worker started").await?;
+        urls.push(metrics_url(system.process(&label).stderr())?);
     }
-    Ok(())
+    Ok(urls)
+}
+
+/// The sum over `urls` of the sample `name` for the stand-in model.
+fn summed(urls: &[String], name: &str) -> anyhow::Result<f64> {
+    let mut sum = 0.0;
+    for url in urls {
+        sum += value(&scrape(url)?, name, &[("model", "stand-in")]);
+    }
+    Ok(sum)
 }
 
 /// Submits `count` tasks to `agent` and returns their sessions.
@@ -204,7 +224,7 @@ async fn a_429_pauses_every_worker_and_the_call_is_made_again_within_its_hop() -
     let limits = "\n[llm.limits]\nrequests_per_minute = 600\n";
     let spec = spec(dir.path(), "thinker", &llm, limits)?;
     let mut system = System::start().await?;
-    workers(&mut system, "thinker", &spec, 2).await?;
+    let urls = workers(&mut system, "thinker", &spec, 2).await?;
     let sessions = submit(&system, "thinker", 6).await?;
     let ends = ends(&system, &sessions, Duration::from_secs(30)).await?;
     assert!(ends.iter().all(|e| e.kind == EventType::Completed));
@@ -221,6 +241,10 @@ async fn a_429_pauses_every_worker_and_the_call_is_made_again_within_its_hop() -
             "a call {after:?} after the 429"
         );
     }
+    // Counted: the refusal, and seven turns taken (six calls and the one
+    // made again).
+    assert_eq!(summed(&urls, "baton_llm_refusals_total")?, 1.0);
+    assert_eq!(summed(&urls, "baton_llm_limit_wait_seconds_count")?, 7.0);
     // The refused call was made again in its hop: no session was retried.
     for session in &sessions {
         let history = system.client.history(*session).await?;

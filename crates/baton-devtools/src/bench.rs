@@ -108,6 +108,17 @@ pub struct BenchArgs {
     /// and the hop journal's cost per entry, with --tasks tasks per side.
     #[arg(long)]
     pub tools: bool,
+
+    /// Instead of one run, send --tasks tasks (default here 300) to 4 worker processes of
+    /// an LLM agent type at --concurrency, against a stand-in model that allows --limit-rps
+    /// requests per second and answers 429 above it: once without a shared limit, once
+    /// with [llm.limits] at 95 % of it; report sessions completed, 429s and throughput.
+    #[arg(long)]
+    pub limits: bool,
+
+    /// With --limits: the requests per second the stand-in model allows.
+    #[arg(long, default_value_t = 10)]
+    pub limit_rps: u32,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -298,6 +309,10 @@ async fn run_bench(
     }
     if args.tools {
         return tools::run(&processes, args.tasks).await;
+    }
+    if args.limits {
+        let tasks = if args.tasks == 2000 { 300 } else { args.tasks };
+        return limits::run(&processes, tasks, args.limit_rps).await;
     }
     table(&client, server, &args).await?;
     if args.all {
@@ -492,6 +507,7 @@ async fn baton_chain(
 
 mod context;
 mod exec;
+mod limits;
 mod raw;
 mod scale;
 mod side;

@@ -269,3 +269,38 @@ fn check_warns_about_routes_to_agents_nobody_defines() {
             .any(|w| w.contains("routes to agent type nobody"))
     );
 }
+
+#[test]
+fn a_malformed_limits_table_is_an_error_with_its_line() {
+    let llm = "name = \"a\"\nkind = \"llm\"\n[llm]\nmodel = \"m\"\n";
+    let negative = format!("{llm}[llm.limits]\nrequests_per_minute = -5\n");
+    let errors = problems(&negative);
+    assert!(errors[0].starts_with("agents/x.toml:6:"), "{errors:?}");
+    let misspelt = format!("{llm}[llm.limits]\nrequest_per_minute = 60\n");
+    let errors = problems(&misspelt);
+    assert!(
+        errors[0].starts_with("agents/x.toml:6: unknown field `request_per_minute`"),
+        "{errors:?}"
+    );
+    let empty = format!("{llm}[llm.limits]\n");
+    let errors = problems(&empty);
+    assert!(
+        errors[0].starts_with("agents/x.toml:3:") && errors[0].contains("sets no limit"),
+        "{errors:?}"
+    );
+    let zero = format!("{llm}[llm.limits]\ntokens_per_minute = 0\n");
+    let errors = problems(&zero);
+    assert!(
+        errors[0].contains("a limit of 0 lets no call through"),
+        "{errors:?}"
+    );
+    let fine = format!("{llm}[llm.limits]\nrequests_per_minute = 600\ntokens_per_minute = 90000\n");
+    let Kind::Llm(settings) = parse_str(&fine).unwrap().kind else {
+        panic!("an llm spec");
+    };
+    let limits = settings.limits.expect("limits");
+    assert_eq!(
+        (limits.requests_per_minute, limits.tokens_per_minute),
+        (Some(600), Some(90_000))
+    );
+}

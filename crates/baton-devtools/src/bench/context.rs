@@ -45,6 +45,8 @@ pub(super) async fn context_curve(
             all: false,
             exec: false,
             tools: false,
+            limits: false,
+            limit_rps: 0,
             delay_ms: 0,
             round_secs: 0,
         };

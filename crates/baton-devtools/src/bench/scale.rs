@@ -146,7 +146,7 @@ pub(super) async fn round(
 }
 
 /// A worker process, killed when dropped.
-struct Worker(Child);
+pub(super) struct Worker(pub(super) Child);
 
 impl Drop for Worker {
     fn drop(&mut self) {

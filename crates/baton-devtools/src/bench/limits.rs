@@ -1,0 +1,197 @@
+//! `baton bench --limits`: four worker processes of an LLM agent type at
+//! concurrency 32 against a stand-in model that allows `--limit-rps`
+//! requests per second and refuses the rest with 429 and `Retry-After: 1`,
+//! as a provider's per-account limit does. The same load runs without a
+//! shared limit (each worker backing off on its own) and with
+//! `[llm.limits]` set a little under the provider's.
+
+use std::collections::VecDeque;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
+use baton_worker::Client;
+use futures::StreamExt as _;
+
+use super::scale::{ScaleOut, Worker};
+
+/// Worker processes per round.
+const WORKERS: usize = 4;
+/// How much of the provider's limit `[llm.limits]` is set to.
+const SHARE: f64 = 0.95;
+
+/// What the stand-in counted.
+#[derive(Default)]
+struct Counts {
+    answered: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// Runs both rounds with `tasks` sessions each, and prints them.
+pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, limit_rps: u32) -> anyhow::Result<()> {
+    anyhow::ensure!(limit_rps >= 1, "--limit-rps must be at least 1");
+    println!(
+        "limits bench: {WORKERS} worker processes at concurrency {}, {tasks} tasks, a model that allows {limit_rps} requests/s (429 and Retry-After: 1 above)",
+        bench.concurrency
+    );
+    println!();
+    println!(
+        "{:<22} {:>9} {:>7} {:>9} {:>8} {:>7} {:>11} {:>9}",
+        "", "completed", "failed", "requests", "429s", "429 %", "answered/s", "× limit"
+    );
+    let per_minute = (f64::from(limit_rps) * 60.0 * SHARE) as u32;
+    let rounds = [
+        ("no shared limit", String::new()),
+        (
+            "shared limit",
+            format!("\n[llm.limits]\nrequests_per_minute = {per_minute}\n"),
+        ),
+    ];
+    for (index, (label, limits)) in rounds.iter().enumerate() {
+        let counts = Arc::new(Counts::default());
+        let model = stand_in(limit_rps, counts.clone()).await?;
+        let dir = tempfile::tempdir()?;
+        let spec = dir.path().join("thinker.toml");
+        std::fs::write(
+            &spec,
+            format!(
+                "name = \"thinker\"\nkind = \"llm\"\nconcurrency = {}\n\n[llm]\nbase_url = \"{model}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Answer.\"\n{limits}",
+                bench.concurrency
+            ),
+        )?;
+        let prefix = format!("limits{index}");
+        let (completed, failed, elapsed) = round(bench, &spec, &prefix, tasks).await?;
+        let answered = counts.answered.load(Ordering::Relaxed);
+        let refused = counts.refused.load(Ordering::Relaxed);
+        let requests = answered + refused;
+        let share = 100.0 * refused as f64 / requests.max(1) as f64;
+        let rate = answered as f64 / elapsed.as_secs_f64();
+        println!(
+            "{label:<22} {completed:>9} {failed:>7} {requests:>9} {refused:>8} {share:>7.1} {rate:>11.2} {:>9.2}",
+            rate / f64::from(limit_rps)
+        );
+    }
+    println!(
+        "answered/s: model calls answered per second, from the first task sent to the last session's end; \
+         target with the shared limit: >= 0.90 × the limit and <= 2 % 429s"
+    );
+    Ok(())
+}
+
+/// One round: `WORKERS` processes of the spec on subject prefix `prefix`,
+/// `tasks` sessions sent at once; returns (completed, failed, elapsed).
+async fn round(
+    bench: &ScaleOut<'_>,
+    spec: &std::path::Path,
+    prefix: &str,
+    tasks: u64,
+) -> anyhow::Result<(u64, u64, Duration)> {
+    let subjects = Subjects::new(prefix)?;
+    let mut children = Vec::new();
+    for index in 0..WORKERS {
+        children.push(Worker(
+            Command::new(std::env::current_exe()?)
+                .args([
+                    "--nats-url",
+                    bench.url,
+                    "--prefix",
+                    prefix,
+                    "worker",
+                    "--spec",
+                ])
+                .arg(spec)
+                .args(["--no-registry", "--instance", &format!("w{index}")])
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("cannot start a worker process")?,
+        ));
+    }
+    let baton = Client::new(bench.client.clone(), subjects.clone());
+    let agent = AgentName::new("thinker")?;
+    let started = Instant::now();
+    while baton.check_served(&agent).await.is_err() {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "the workers did not start within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut events = bench.client.subscribe(subjects.all_events()).await?;
+    let clock = Instant::now();
+    for n in 0..tasks {
+        baton
+            .submit_to(&agent, &Envelope::task(format!("question {n}")))
+            .await?;
+    }
+    let (mut completed, mut failed) = (0, 0);
+    while completed + failed < tasks {
+        let next = tokio::time::timeout(Duration::from_secs(300), events.next()).await;
+        let Ok(Some(message)) = next else {
+            anyhow::bail!("only {} of {tasks} sessions ended", completed + failed);
+        };
+        match Event::from_msgpack(&message.payload).map(|e| e.kind) {
+            Ok(EventType::Completed) => completed += 1,
+            Ok(EventType::Failed) => failed += 1,
+            _ => {}
+        }
+    }
+    let elapsed = clock.elapsed();
+    drop(children);
+    Ok((completed, failed, elapsed))
+}
+
+/// An OpenAI-compatible stand-in on a free loopback port that answers at
+/// most `per_second` requests in any second, and refuses the rest with 429
+/// and `Retry-After: 1`; returns its base URL.
+async fn stand_in(per_second: u32, counts: Arc<Counts>) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/v1", listener.local_addr()?);
+    let window = Arc::new(Mutex::new(VecDeque::<Instant>::new()));
+    let answer = move || {
+        let (window, counts) = (window.clone(), counts.clone());
+        async move {
+            let admitted = {
+                let now = Instant::now();
+                let mut window = window
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                while window
+                    .front()
+                    .is_some_and(|at| now.duration_since(*at) >= Duration::from_secs(1))
+                {
+                    window.pop_front();
+                }
+                let admitted = window.len() < per_second as usize;
+                if admitted {
+                    window.push_back(now);
+                }
+                admitted
+            };
+            if !admitted {
+                counts.refused.fetch_add(1, Ordering::Relaxed);
+                return axum::response::IntoResponse::into_response((
+                    axum::http::StatusCode::TOO_MANY_REQUESTS,
+                    [(axum::http::header::RETRY_AFTER, "1")],
+                    "rate limited",
+                ));
+            }
+            counts.answered.fetch_add(1, Ordering::Relaxed);
+            axum::response::IntoResponse::into_response(axum::Json(serde_json::json!({
+                "id": "chatcmpl-stand-in",
+                "object": "chat.completion",
+                "model": "stand-in",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+            })))
+        }
+    };
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}
