@@ -8,9 +8,10 @@
 //! A call reserves its slot with one compare-and-set, moving the time on by
 //! one interval, then sleeps until the slot; there is no polling. A `429`
 //! with `Retry-After` moves the time past the pause, so every worker backs
-//! off together. Agent types that share the model take turns: an agent type
-//! that called recently counts as active, and while `n` types are active
-//! each gets at most `1/n` of the rate (all of it when alone).
+//! off together. Agent types that share the model's request limit take
+//! turns: an agent type that called recently counts as active, and while
+//! `n` types are active each gets at most `1/n` of the rate (all of it when
+//! alone). A token limit alone is shared first come, first served.
 //!
 //! The worker keeps the message alive while a call waits for its turn; the
 //! wait counts in the agent's `timeout_ms`.
