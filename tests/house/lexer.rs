@@ -28,7 +28,8 @@ pub(crate) fn blank(code: &str) -> String {
                 1 + raw_string(&rest[1..])
             }
             ['"', ..] => string(rest),
-            ['\'', '\\', ..] => 2 + rest[2..].iter().position(|&c| c == '\'').unwrap_or(0) + 1,
+            // `'\n'`, `'\''`, `'\u{..}'`: the escaped character, then up to the quote.
+            ['\'', '\\', _, ..] => 4 + rest[3..].iter().position(|&c| c == '\'').unwrap_or(0),
             ['\'', _, '\'', ..] => 3,
             _ => 0,
         };
@@ -121,7 +122,7 @@ pub(crate) fn functions(code: &str) -> Vec<Function> {
         if name.is_empty() {
             continue;
         }
-        let Some(open) = text[at..].find(['{', ';']).map(|i| at + i) else {
+        let Some(open) = body_or_end(bytes, at) else {
             break;
         };
         if bytes[open] == b';' {
@@ -137,6 +138,22 @@ pub(crate) fn functions(code: &str) -> Vec<Function> {
         });
     }
     found
+}
+
+/// From `at` in a signature: the index of the body's `{`, or of the `;`
+/// that ends a declaration, outside parentheses and brackets (a `[u8; 32]`
+/// is a type, not the end).
+fn body_or_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (i, &b) in bytes.iter().enumerate().skip(at) {
+        match b {
+            b'(' | b'[' => depth += 1,
+            b')' | b']' => depth -= 1,
+            b'{' | b';' if depth == 0 => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The index of the brace that closes the one at `open`.

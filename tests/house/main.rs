@@ -155,12 +155,12 @@ fn no_crate_has_an_import_circle() {
 #[test]
 fn the_checks_see_long_functions_and_circles() {
     let code = format!(
-        "fn short() {{}}\nfn long() {{\n{}}}\nconst S: &str = \"fn fake() {{\";\n// fn commented() {{\n",
+        "fn short() {{}}\nfn long() {{\n{}}}\nconst S: &str = \"fn fake() {{\";\n// fn commented() {{\nfn array() -> [u8; 2] {{\n    let q = '\\'';\n    [0, 1]\n}}\nfn declared();\n",
         "    let x = '{';\n".repeat(90)
     );
     let found = lexer::functions(&code);
     let names: Vec<_> = found.iter().map(|f| (f.name.as_str(), f.lines)).collect();
-    assert_eq!(names, [("short", 1), ("long", 92)]);
+    assert_eq!(names, [("short", 1), ("long", 92), ("array", 4)]);
     let src = Path::new("/x/src");
     let files = vec![
         (

@@ -34,6 +34,7 @@ use baton_worker::{
 };
 use clap::Args;
 use context::{context_curve, measure, padded_task};
+use report::{print_ratios, print_sides};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -359,73 +360,6 @@ async fn table(client: &async_nats::Client, server: &str, args: &BenchArgs) -> a
     Ok(())
 }
 
-/// Each side's median figures over its rounds.
-fn print_sides(rounds: &[Vec<Figures>]) {
-    println!();
-    println!(
-        "{:<26} {:>10} {:>10} {:>12} {:>12} {:>12}",
-        "", "tasks/s", "hops/s", "hop p50 µs", "hop p99 µs", "writes/hop"
-    );
-    for side in Side::ALL {
-        let runs = &rounds[side as usize];
-        if runs.is_empty() {
-            continue; // `--only`: one side ran.
-        }
-        let median = |pick: fn(&Figures) -> f64| median(runs.iter().map(pick));
-        println!(
-            "{:<26} {:>10.0} {:>10.0} {:>12.0} {:>12.0} {:>12.2}",
-            side.label(),
-            median(|f| f.tasks_per_sec),
-            median(|f| f.hops_per_sec),
-            median(|f| f.p50_us),
-            median(|f| f.p99_us),
-            median(|f| f.writes_per_hop)
-        );
-    }
-}
-
-/// The ratios between sides: the median of each round's ratio, and each
-/// round's throughput ratio.
-fn print_ratios(rounds: &[Vec<Figures>]) {
-    if rounds.iter().filter(|runs| !runs.is_empty()).count() < 2 {
-        return; // `--only`: one side ran, no ratio to show.
-    }
-    println!();
-    println!(
-        "{:<26} {:>10} {:>10} {:>12} {:>12}   tasks/s by round",
-        "ratio (median of rounds)", "tasks/s", "hops/s", "hop p50", "hop p99"
-    );
-    for (name, side, base) in [
-        ("full / raw", Side::Full, Side::Raw),
-        ("full / same writes", Side::Full, Side::SameWrites),
-        ("full / unfolded", Side::Full, Side::Unfolded),
-        ("unfolded / 3 writes", Side::Unfolded, Side::ThreeWrites),
-        ("plain / confirmed", Side::Full, Side::Confirmed),
-        ("lean / raw", Side::Lean, Side::Raw),
-        ("lean / full", Side::Lean, Side::Full),
-    ] {
-        let (side, base) = (&rounds[side as usize], &rounds[base as usize]);
-        // Each round's ratio, then their median: the two sides of a ratio
-        // ran seconds apart within a round, not the whole run apart.
-        let ratio = |pick: fn(&Figures) -> f64| -> Vec<f64> {
-            side.iter()
-                .zip(base)
-                .map(|(s, b)| pick(s) / pick(b))
-                .collect()
-        };
-        let throughput = ratio(|f| f.tasks_per_sec);
-        let by_round: Vec<String> = throughput.iter().map(|r| format!("{r:.2}")).collect();
-        println!(
-            "{name:<26} {:>10.2} {:>10.2} {:>12.2} {:>12.2}   {}",
-            median(throughput.iter().copied()),
-            median(ratio(|f| f.hops_per_sec).into_iter()),
-            median(ratio(|f| f.p50_us).into_iter()),
-            median(ratio(|f| f.p99_us).into_iter()),
-            by_round.join(" ")
-        );
-    }
-}
-
 /// How the Baton chain runs.
 struct Mode {
     /// Its own streams: `<PREFIX>_TASKS`, …
@@ -509,6 +443,7 @@ mod context;
 mod exec;
 mod limits;
 mod raw;
+mod report;
 mod scale;
 mod side;
 mod tools;
