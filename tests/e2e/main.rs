@@ -4,6 +4,7 @@
 
 mod a2a;
 mod a2a_remote;
+mod budgets;
 mod cancel;
 mod chaos;
 mod claims;

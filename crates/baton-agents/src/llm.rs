@@ -27,6 +27,7 @@ use crate::limits::Limiter;
 use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
 use crate::tools::Toolbox;
 
+mod budget;
 mod calling;
 mod chat;
 use calling::Turn;
@@ -218,7 +219,9 @@ impl LlmRunner {
             if steps > self.settings.max_steps {
                 return Ok(self.out_of_steps(update));
             }
-            let answer = self.answer(task, steps, &messages).await?;
+            let Some(answer) = self.answer(task, steps, &messages).await? else {
+                return Ok(self.out_of_budget(task, &messages, update));
+            };
             let message = &answer["choices"][0]["message"];
             let content = message["content"].as_str().unwrap_or_default().to_owned();
             let calls = message["tool_calls"]
@@ -277,15 +280,30 @@ impl LlmRunner {
     }
 
     /// The model's answer at `step` of `task`'s hop: the journal's, when a
-    /// redelivered hop had it answered before, else asked and recorded.
-    async fn answer(&self, task: &Task, step: u32, messages: &[Json]) -> Result<Json, AgentError> {
+    /// redelivered hop had it answered before, else asked and recorded;
+    /// `None` when asking would pass the session's budget. What it spent
+    /// is added to the hop's usage either way (a replayed answer was paid
+    /// for by the attempt that got it, whose outputs never left).
+    async fn answer(
+        &self,
+        task: &Task,
+        step: u32,
+        messages: &[Json],
+    ) -> Result<Option<Json>, AgentError> {
         let envelope = task.envelope.id;
-        if let Some(answer) = self.journal.answer(envelope, step).await? {
-            return Ok(answer);
-        }
-        let answer = self.complete(messages).await?;
-        self.journal.record_answer(envelope, step, &answer).await?;
-        Ok(answer)
+        let answer = match self.journal.answer(envelope, step).await? {
+            Some(answer) => answer,
+            None if budget::over(task, messages, self.settings.max_tokens).is_some() => {
+                return Ok(None);
+            }
+            None => {
+                let answer = self.complete(messages).await?;
+                self.journal.record_answer(envelope, step, &answer).await?;
+                answer
+            }
+        };
+        task.progress.spent(budget::usage_of(&answer, messages));
+        Ok(Some(answer))
     }
 
     /// Tells the model what is wrong with its `call`, to ask again.

@@ -10,12 +10,9 @@ use uuid::Uuid;
 
 use crate::args::{CancelArgs, NatsArgs, SendArgs, WatchArgs};
 
-pub async fn send(
-    nats: &NatsArgs,
-    subjects: Subjects,
-    args: SendArgs,
-) -> anyhow::Result<std::process::ExitCode> {
-    let mut task = task(&args)?;
+/// `task` with what `args` set: its target, requirements, variables, hop
+/// budget, deadline and token budget.
+fn options(mut task: Envelope, args: &SendArgs) -> anyhow::Result<Envelope> {
     if let Some(to) = &args.to {
         AgentName::new(to.as_str()).context("invalid --to")?;
         task = task.with_to(to.clone());
@@ -36,6 +33,20 @@ pub async fn send(
     if let Some(ms) = args.deadline_ms {
         task = task.with_deadline(now_ms() + ms);
     }
+    if let Some(tokens) = args.budget_tokens {
+        task.budget = Some(baton_proto::Budget {
+            tokens: Some(tokens),
+        });
+    }
+    Ok(task)
+}
+
+pub async fn send(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: SendArgs,
+) -> anyhow::Result<std::process::ExitCode> {
+    let task = options(task(&args)?, &args)?;
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     if args.direct {
         let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
@@ -308,6 +319,19 @@ pub fn describe(event: &Event) -> String {
 /// The path and the answer (or the failure) of a terminal event.
 pub fn print_outcome(event: &Event) {
     println!("  path:   {}", show_path(&event.path));
+    if let Some(usage) = &event.usage {
+        let estimated = if usage.estimated {
+            " (partly estimated)"
+        } else {
+            ""
+        };
+        println!(
+            "  spent:  {} tokens ({} in, {} out){estimated}",
+            usage.total(),
+            usage.input_tokens,
+            usage.output_tokens
+        );
+    }
     match event.kind {
         EventType::Waiting => {
             println!(

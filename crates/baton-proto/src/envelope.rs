@@ -4,17 +4,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::hop::Hop;
+pub use crate::reason::Reason;
 use crate::uuid_text;
+pub use crate::value::{Map, Value};
 use crate::{PROTOCOL_VERSION, now_ms};
 
 mod presence;
 use presence::Absent;
-
-/// Any MessagePack value: the type of free-form fields (`variables`, `state`, `output`, ...).
-pub type Value = rmpv::Value;
-
-/// A string-keyed map of free-form values.
-pub type Map = BTreeMap<String, Value>;
 
 /// The hop budget of a session whose envelope does not set `max_hops`.
 pub const DEFAULT_MAX_HOPS: u32 = 16;
@@ -30,56 +27,6 @@ wire_enum! {
         Delegate = "delegate",
         /// A child's answer to a `delegate`.
         Result = "result",
-    }
-}
-
-wire_enum! {
-    /// Why control moved, or why a session failed. Free text is kept as `Other`.
-    pub enum Reason {
-        /// The agent lacks the knowledge the task needs.
-        KnowledgeGap = "knowledge_gap",
-        /// The task is outside the agent's scope.
-        OutOfScope = "out_of_scope",
-        /// A tool the agent depends on failed.
-        ToolFailure = "tool_failure",
-        /// The user asked for someone else.
-        UserEscalation = "user_escalation",
-        /// The task is harder than the agent's tier handles.
-        ComplexityExceeded = "complexity_exceeded",
-        /// No agent matches what the task requires.
-        NoMatch = "no_match",
-        /// The loop guard refused a route.
-        LoopDetected = "loop_detected",
-        /// The previous agent declined the task.
-        Rejected = "rejected",
-        /// Retries were exhausted.
-        MaxAttempts = "max_attempts",
-        /// The session's deadline passed.
-        DeadlineExceeded = "deadline_exceeded",
-        /// The task can never succeed (the agent said so).
-        Fatal = "fatal",
-        /// No agent could take the task, and no fallback either.
-        NoRoute = "no_route",
-        /// A child task of a delegation.
-        Delegated = "delegated",
-        /// A delegated child's branch ended and reports to its parent.
-        Result = "result",
-        /// A context condition of the routing rules moved control.
-        ContextCondition = "context_condition",
-        /// An LLM condition of the routing rules moved control.
-        LlmCondition = "llm_condition",
-        /// The after-work route moved control.
-        AfterWork = "after_work",
-        /// An LLM called a handoff tool without giving a reason.
-        LlmHandoff = "llm_handoff",
-        /// A person handed the task on from the inbox.
-        HumanHandoff = "human_handoff",
-        /// The session was cancelled (`baton cancel`, A2A `CancelTask`).
-        Cancelled = "cancelled",
-        /// An LLM agent's hop used up its model and tool calls (`max_steps`).
-        MaxSteps = "max_steps",
-        /// A tool call that must not be repeated may or may not have run.
-        ToolOutcomeUnknown = "tool_outcome_unknown",
     }
 }
 
@@ -169,30 +116,13 @@ pub struct Envelope {
     /// Extension (optional): parts kept in the claim-check store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<crate::Claim>,
+    /// Extension (optional): the most the session may spend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::Budget>,
+    /// Extension (optional): what the session spent before this envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::Usage>,
     /// Fields this version does not know; written back unchanged.
-    #[serde(flatten)]
-    #[schemars(skip)]
-    pub extra: Map,
-}
-
-/// One agent's turn in a session's path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Hop {
-    /// Agent type.
-    pub agent: String,
-    /// Worker instance that handled it.
-    pub instance: String,
-    /// When it handled it, unix ms: when the envelope left this agent.
-    pub at: u64,
-    /// Why control came to this agent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Reason>,
-    /// Extension (optional): when this agent's worker took the envelope,
-    /// unix ms. With `at`, the hop's span even where no `accepted` event
-    /// was stored (`--events lean`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accepted_at: Option<u64>,
-    /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: Map,
@@ -349,6 +279,8 @@ impl Envelope {
                 ..Context::default()
             },
             claims: Vec::new(),
+            budget: None,
+            usage: None,
             extra: Map::new(),
         }
     }
@@ -416,26 +348,6 @@ impl Envelope {
         self.path.iter().any(|hop| hop.agent == agent)
     }
 }
-
-impl Hop {
-    /// A hop of `agent` on `instance`, now.
-    #[must_use]
-    pub fn new(
-        agent: impl Into<String>,
-        instance: impl Into<String>,
-        reason: Option<Reason>,
-    ) -> Self {
-        Self {
-            agent: agent.into(),
-            instance: instance.into(),
-            at: now_ms(),
-            reason,
-            accepted_at: None,
-            extra: Map::new(),
-        }
-    }
-}
-
 impl Message {
     /// A message with `role` and `content`, now.
     #[must_use]

@@ -99,6 +99,9 @@ pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub output: Option<Value>,
+    /// Extension (optional): on a terminal event, what the session spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::Usage>,
     /// The agents visited so far.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<Hop>,
@@ -163,6 +166,7 @@ impl Event {
             reason: None,
             detail: None,
             output: None,
+            usage: None,
             path: Vec::new(),
             attempt: None,
             claims: Vec::new(),

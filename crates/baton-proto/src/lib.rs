@@ -37,23 +37,27 @@ mod event;
 mod exec;
 pub mod footprint;
 mod header;
+mod hop;
 mod id;
 mod nesting;
 mod reads;
+mod reason;
 mod registry;
 mod schema;
 mod subject;
 mod time;
 mod timer;
+mod usage;
 mod uuid_text;
+mod value;
 
 pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
 };
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
 pub use envelope::{
-    Context, DEFAULT_MAX_HOPS, Envelope, Hop, Kind, Map, Message, Parent, Reason, ResultStatus,
-    Role, Step, Value,
+    Context, DEFAULT_MAX_HOPS, Envelope, Kind, Map, Message, Parent, Reason, ResultStatus, Role,
+    Step, Value,
 };
 pub use event::{Event, EventType, Folded};
 pub use exec::{
@@ -61,6 +65,7 @@ pub use exec::{
 };
 pub use footprint::Footprint;
 pub use header::{DeadLetterReason, headers};
+pub use hop::Hop;
 pub use id::{derive_id, derive_id_labelled};
 pub use nesting::{MAX_NESTING, nests_deeper_than};
 pub use reads::{
@@ -71,6 +76,7 @@ pub use schema::schemas;
 pub use subject::{AgentName, NameError, Subjects};
 pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
 pub use timer::{DeadlineTimer, deadline_event_id};
+pub use usage::{Budget, Usage};
 
 /// The protocol major version this crate reads and writes (`v`).
 pub const PROTOCOL_VERSION: u64 = 1;

@@ -149,6 +149,8 @@ fn full_handoff() -> Envelope {
             extra: Map::new(),
         },
         claims: Vec::new(),
+        budget: None,
+        usage: None,
         extra: Map::new(),
     }
 }

@@ -161,13 +161,14 @@ impl LlmRunner {
     /// The hop's end when a call that must not be repeated may have run:
     /// the fallback, with the call in the context for a person to check.
     fn outcome_unknown(&self, tool: &McpTool, args: &Json, update: ContextUpdate) -> Outcome {
+        // The update first: it replaces the whole context update.
         Outcome::fallback(Reason::ToolOutcomeUnknown)
+            .with_update(update)
             .problem(format!(
                 "{} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it must not be called again: check it",
                 tool.name
             ))
             .set_var("tool_outcome_unknown", Value::from(json!({"tool": tool.name, "arguments": args}).to_string()))
-            .with_update(update)
             .into()
     }
 
@@ -221,11 +222,11 @@ impl LlmRunner {
     /// reason `max_steps`, with what was said so far.
     pub(super) fn out_of_steps(&self, update: ContextUpdate) -> Outcome {
         Outcome::fallback(Reason::MaxSteps)
+            .with_update(update)
             .problem(format!(
                 "the model made {} model and tool calls in one hop without an answer (max_steps)",
                 self.settings.max_steps
             ))
-            .with_update(update)
             .into()
     }
 }

@@ -7,6 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_proto::Usage;
+
 /// One tool call, as reported.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolCall<'a> {
@@ -28,6 +30,10 @@ pub struct Progress(Option<Arc<dyn Report>>);
 
 /// Where one hop's reports go; the worker loop provides it.
 pub(crate) trait Report: Send + Sync {
+    /// Adds `usage` to what the hop spent.
+    fn spent(&self, usage: Usage);
+    /// What the hop spent so far.
+    fn spending(&self) -> Usage;
     /// Reports `call`, best effort.
     fn tool_called<'a>(
         &'a self,
@@ -45,6 +51,23 @@ impl Progress {
     /// Progress that goes to `report`.
     pub(crate) fn to(report: Arc<dyn Report>) -> Self {
         Self(Some(report))
+    }
+
+    /// Adds what a model call spent to the hop's usage. It travels on with
+    /// the session, in every envelope and terminal event after this hop.
+    pub fn spent(&self, usage: Usage) {
+        if let Some(report) = &self.0 {
+            report.spent(usage);
+        }
+    }
+
+    /// What the hop spent so far (nothing for a run outside a worker).
+    #[must_use]
+    pub fn spending(&self) -> Usage {
+        self.0
+            .as_ref()
+            .map(|report| report.spending())
+            .unwrap_or_default()
     }
 
     /// Reports `call` as a `tool_called` event of the session.

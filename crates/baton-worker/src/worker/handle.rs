@@ -27,7 +27,7 @@ use crate::nats::claimcheck::ClaimFailure;
 use crate::worker::config::WorkerConfig;
 use crate::worker::delivery::Delivery;
 use crate::worker::join::{self, Received};
-use crate::worker::plan::{Output, Plan};
+use crate::worker::plan::{Output, Plan, usage};
 use crate::worker::run::with_progress;
 use crate::worker::runtime::Runtime;
 
@@ -218,6 +218,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     let after = rt.config.accepted_after;
     let mut accepted = rt.outbox.accepting(delivery, accepted, after).await;
     let task = rt.task(envelope.clone(), delivery.attempt, delivery.headers());
+    let spending = task.progress.clone();
     let deadline = envelope.deadline;
     let started = std::time::Instant::now();
     let run = with_progress(rt.pace, delivery, agent.handle(task), "agent", deadline);
@@ -240,7 +241,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         Some(plan) => Some(plan),
         None => decide(rt, agent, delivery, &envelope, result).await,
     };
-    let Some(plan) = plan else {
+    let Some(mut plan) = plan else {
         // Left for redelivery: the attempt still counts as accepted.
         rt.outbox.accepted_anyway(accepted, delivery).await;
         return;
@@ -249,6 +250,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         tracing::info!(session = %envelope.session, "session cancelled; outputs dropped");
         return rt.outbox.discard(delivery).await;
     }
+    usage::stamp(&mut plan.outputs, &envelope, spending.spending());
     if !rt
         .outbox
         .accepted_before(accepted, delivery, &plan.outputs)
@@ -332,6 +334,7 @@ async fn on_result<A: Agent>(
     if let Some(plan) = rt.planner().overran(&continued, now_ms()) {
         return rt.outbox.execute(delivery, plan).await;
     }
+    let spending = task.progress.clone();
     let resumed = with_progress(
         rt.pace,
         delivery,
@@ -362,7 +365,8 @@ async fn on_result<A: Agent>(
             }
         }
     }
-    if let Some(plan) = decide(rt, agent, delivery, &continued, resumed).await {
+    if let Some(mut plan) = decide(rt, agent, delivery, &continued, resumed).await {
+        usage::stamp(&mut plan.outputs, &continued, spending.spending());
         rt.outbox.execute(delivery, plan).await;
     }
 }

@@ -12,6 +12,7 @@ mod context;
 mod delegation;
 mod failure;
 mod outputs;
+pub(crate) mod usage;
 
 use std::time::Duration;
 

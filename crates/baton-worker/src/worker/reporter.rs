@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use baton_proto::{Event, EventType, Value, derive_id_labelled};
+use baton_proto::{Event, EventType, Usage, Value, derive_id_labelled};
 use uuid::Uuid;
 
 use crate::author::progress::{Progress, Report, ToolCall};
@@ -25,6 +25,8 @@ struct Hop {
     session: Uuid,
     envelope: Uuid,
     headers: async_nats::HeaderMap,
+    /// What the hop's model calls spent.
+    usage: std::sync::Mutex<Usage>,
 }
 
 impl Reporter {
@@ -39,11 +41,27 @@ impl Reporter {
             session: envelope.session,
             envelope: envelope.id,
             headers,
+            usage: std::sync::Mutex::default(),
         }))
     }
 }
 
 impl Report for Hop {
+    fn spent(&self, usage: Usage) {
+        let mut spent = self
+            .usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *spent = spent.plus(usage);
+    }
+
+    fn spending(&self) -> Usage {
+        *self
+            .usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn tool_called<'a>(
         &'a self,
         call: ToolCall<'a>,

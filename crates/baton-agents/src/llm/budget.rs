@@ -1,0 +1,84 @@
+//! A session's token budget, as an LLM agent keeps to it: what each model
+//! answer spent (its reported usage, or an estimate marked as one), and the
+//! check before each call that would pass the budget.
+
+use baton_proto::{Reason, Usage, Value};
+use baton_worker::{ContextUpdate, Outcome, Task};
+use serde_json::Value as Json;
+
+use super::LlmRunner;
+use crate::limits::estimate;
+
+/// What `answer` spent: the usage it reports, or, when it reports none, an
+/// estimate (four characters a token) marked as one.
+pub(super) fn usage_of(answer: &Json, messages: &[Json]) -> Usage {
+    let usage = &answer["usage"];
+    match (
+        usage["prompt_tokens"].as_u64(),
+        usage["completion_tokens"].as_u64(),
+    ) {
+        (Some(input), Some(output)) => Usage {
+            input_tokens: input,
+            output_tokens: output,
+            estimated: false,
+        },
+        _ => {
+            let read: usize = messages.iter().map(|m| m.to_string().len()).sum();
+            let wrote = answer["choices"][0]["message"].to_string().len();
+            Usage {
+                input_tokens: (read as u64).div_ceil(4),
+                output_tokens: (wrote as u64).div_ceil(4),
+                estimated: true,
+            }
+        }
+    }
+}
+
+/// What the session spent, up to now in this hop.
+fn spent(task: &Task) -> Usage {
+    task.envelope
+        .usage
+        .unwrap_or_default()
+        .plus(task.progress.spending())
+}
+
+/// `(spent, limit, next)` when the next call of `messages`, about `next`
+/// tokens, would pass `task`'s session budget.
+pub(super) fn over(
+    task: &Task,
+    messages: &[Json],
+    max_tokens: Option<u32>,
+) -> Option<(u64, u64, u64)> {
+    let limit = task.envelope.budget?.tokens?;
+    let spent = spent(task).total();
+    let next = estimate(messages, max_tokens);
+    (spent.saturating_add(next) > limit).then_some((spent, limit, next))
+}
+
+impl LlmRunner {
+    /// The outcome of a hop whose next model call would pass the session's
+    /// budget: the fallback, with reason `budget_exceeded`, the spending and
+    /// the limit in the context (`variables.budget_exceeded`).
+    pub(super) fn out_of_budget(
+        &self,
+        task: &Task,
+        messages: &[Json],
+        update: ContextUpdate,
+    ) -> Outcome {
+        let (spent, limit, next) =
+            over(task, messages, self.settings.max_tokens).unwrap_or((spent(task).total(), 0, 0));
+        let said = Value::Map(vec![
+            (Value::from("spent_tokens"), Value::from(spent)),
+            (Value::from("limit_tokens"), Value::from(limit)),
+            (Value::from("next_call_tokens"), Value::from(next)),
+        ]);
+        // The update first: it replaces the whole context update.
+        Outcome::fallback(Reason::BudgetExceeded)
+            .with_update(update)
+            .problem(format!(
+                "the session spent {spent} of its {limit} tokens, and the next model call (about {next}) would pass the budget"
+            ))
+            .set_var("budget_exceeded", said)
+            .into()
+    }
+}

@@ -1,0 +1,149 @@
+//! Session budgets: what a session spends on models travels with it from
+//! hop to hop, and a model call that would pass the session's budget is
+//! not made. The stand-in model reports usage and counts every request.
+
+use std::time::Duration;
+
+use baton_proto::{EventType, Value};
+use baton_testkit::{FakeLlm, Scripted, eventually};
+
+use crate::util::System;
+
+/// Two LLM agent types on `llm`: `first` hands the conversation to
+/// `second`, whose fallback is the person `desk` (a human agent).
+async fn two_hops(llm: &FakeLlm) -> anyhow::Result<(System, tempfile::TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let write = |name: &str, text: String| -> anyhow::Result<String> {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text)?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    let llm_table = |prompt: &str| {
+        format!(
+            "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nsystem_prompt = \"{prompt}\"\n",
+            llm.url()
+        )
+    };
+    let first = write(
+        "first",
+        format!(
+            "name = \"first\"\nkind = \"llm\"\n\n[[handoffs]]\nto = \"second\"\n{}",
+            llm_table("You triage.")
+        ),
+    )?;
+    let second = write(
+        "second",
+        format!(
+            "name = \"second\"\nkind = \"llm\"\nfallback = \"desk\"\n{}",
+            llm_table("You answer.")
+        ),
+    )?;
+    let desk = write("desk", "name = \"desk\"\nkind = \"human\"\n".to_owned())?;
+    let mut system = System::start().await?;
+    for (label, spec) in [("first", &first), ("second", &second), ("desk", &desk)] {
+        let args = ["worker", "--spec", spec.as_str(), "--no-registry"];
+        system.spawn(label, &args, "worker started").await?;
+    }
+    Ok((system, dir))
+}
+
+/// The stand-in's answers: `first` hands off (100 tokens in, 20 out), then
+/// `second` answers (50 in, 10 out).
+fn script() -> Vec<Scripted> {
+    vec![
+        Scripted::tool_calls(&[("transfer_to_second", r#"{"reason": "needs an answer"}"#)])
+            .with_usage("stand-in", 100, 20),
+        Scripted::text("the answer").with_usage("stand-in", 50, 10),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_session_spends_travels_across_hops_to_its_end() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(script())?;
+    let (system, _dir) = two_hops(&llm).await?;
+    let out = system
+        .baton(&["send", "--to", "first", "--direct", "--wait", "a question"])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 100 + 20 at the first hop, 50 + 10 at the second.
+    assert!(
+        stdout.contains("spent:  180 tokens (150 in, 30 out)"),
+        "{stdout}"
+    );
+    assert_eq!(llm.requests().len(), 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_would_pass_the_budget_is_not_made_and_a_person_is_told_why()
+-> anyhow::Result<()> {
+    let llm = FakeLlm::start(script())?;
+    let (system, _dir) = two_hops(&llm).await?;
+    let args = [
+        "send",
+        "--to",
+        "first",
+        "--direct",
+        "--budget-tokens",
+        "400",
+        "a question",
+    ];
+    let out = system.baton(&args).output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The first hop spends 120; the second's call would pass 400 (its
+    // prompt and the 256 tokens an answer may take), so it is not made and
+    // the session goes to the fallback, the person at `desk`.
+    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
+    let entry = eventually(Duration::from_secs(30), || async {
+        let entries = inbox.list().await.map_err(|err| err.to_string())?;
+        entries
+            .into_iter()
+            .next()
+            .ok_or_else(|| "nothing in the inbox yet".to_owned())
+    })
+    .await?;
+    assert_eq!(llm.requests().len(), 1, "the second call was not made");
+    let envelope = entry.envelope;
+    assert_eq!(
+        envelope.reason.as_ref().map(|r| r.as_str()),
+        Some("budget_exceeded")
+    );
+    assert_eq!(envelope.usage.map(|u| u.total()), Some(120));
+    let said = &envelope.context.variables["budget_exceeded"];
+    let field = |name: &str| match said {
+        Value::Map(pairs) => pairs
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(name))
+            .and_then(|(_, v)| v.as_u64()),
+        _ => None,
+    };
+    assert_eq!(
+        (field("spent_tokens"), field("limit_tokens")),
+        (Some(120), Some(400))
+    );
+    assert!(field("next_call_tokens").is_some_and(|next| next > 80));
+    assert!(
+        envelope
+            .context
+            .problem
+            .contains("spent 120 of its 400 tokens"),
+        "{}",
+        envelope.context.problem
+    );
+    // Its session waits for the person: no model was paid for the end.
+    let history = system.client.history(envelope.session).await?;
+    assert_eq!(
+        history.last().map(|e| e.kind.clone()),
+        Some(EventType::Waiting)
+    );
+    Ok(())
+}
