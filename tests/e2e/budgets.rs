@@ -147,3 +147,17 @@ async fn a_call_that_would_pass_the_budget_is_not_made_and_a_person_is_told_why(
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_budget_below_one_token_is_refused_before_anything_is_sent() -> anyhow::Result<()> {
+    let system = System::start().await?;
+    for bad in ["0", "-5", "many"] {
+        let out = system
+            .baton(&["send", "--budget-tokens", bad, "a question"])
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad}: {stderr}");
+        assert!(stderr.contains("--budget-tokens"), "{bad}: {stderr}");
+    }
+    Ok(())
+}

@@ -82,3 +82,29 @@ impl LlmRunner {
             .into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn reported_usage_is_taken_and_a_missing_one_is_estimated_and_marked() {
+        let messages = [json!({"role": "user", "content": "x".repeat(400)})];
+        let reported = json!({
+            "choices": [{"message": {"content": "ok"}}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        });
+        let usage = usage_of(&reported, &messages);
+        assert_eq!(
+            (usage.input_tokens, usage.output_tokens, usage.estimated),
+            (7, 3, false)
+        );
+        let silent = json!({"choices": [{"message": {"content": "y".repeat(40)}}]});
+        let usage = usage_of(&silent, &messages);
+        assert!(usage.estimated, "marked as an estimate");
+        assert!((100..=120).contains(&usage.input_tokens), "{usage:?}");
+        assert!((10..=20).contains(&usage.output_tokens), "{usage:?}");
+    }
+}

@@ -49,7 +49,7 @@ pub struct SendArgs {
     /// The most the session may spend on models, in tokens in and out across every hop.
     /// A model call that would pass it is not made: the session goes to the fallback with
     /// reason budget_exceeded, saying what was spent.
-    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "TOKENS", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub budget_tokens: Option<u64>,
 
     /// Wait for the session to end and print its outcome; exit 1 if it failed, 3 if it
