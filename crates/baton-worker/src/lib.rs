@@ -64,7 +64,7 @@ pub use author::policy::{ContextPolicy, RouteOptions};
 pub use author::progress::{Progress, ToolCall};
 pub use author::routing::{Condition, ConditionError, LlmCondition, Route, Routing};
 pub use author::target::{Need, Target};
-pub use baton_proto::{AgentName, Reason, Value};
+pub use baton_proto::{AgentName, Reason, Usage, Value};
 pub use error::{Error, ErrorKind};
 pub use nats::claimcheck::{ClaimCheck, ClaimSettings};
 pub use nats::connection::Connection;
