@@ -161,3 +161,36 @@ async fn a_budget_below_one_token_is_refused_before_anything_is_sent() -> anyhow
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_router_gives_a_task_without_a_budget_its_default() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(script())?;
+    let (mut system, _dir) = two_hops(&llm).await?;
+    let default = ["--default-budget-tokens", "400", "--no-registry"];
+    system.router(&default).await?;
+    // Through the ingress, with no budget of its own.
+    let out = system
+        .baton(&["send", "--to", "first", "a question"])
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
+    let entry = eventually(Duration::from_secs(30), || async {
+        let entries = inbox.list().await.map_err(|err| err.to_string())?;
+        entries
+            .into_iter()
+            .next()
+            .ok_or_else(|| "nothing in the inbox yet".to_owned())
+    })
+    .await?;
+    assert_eq!(entry.envelope.budget.and_then(|b| b.tokens), Some(400));
+    assert_eq!(
+        entry.envelope.reason.as_ref().map(|r| r.as_str()),
+        Some("budget_exceeded")
+    );
+    assert_eq!(llm.requests().len(), 1, "the second call was not made");
+    Ok(())
+}

@@ -308,6 +308,17 @@ pub struct RouterArgs {
     /// (or wait) forever; they end with `deadline_exceeded`.
     #[arg(long, env = "BATON_DEFAULT_DEADLINE_MS", value_name = "MS")]
     pub default_deadline_ms: Option<u64>,
+
+    /// Give tasks that arrive without a token budget this one (see `baton send
+    /// --budget-tokens`).
+    #[arg(
+        long,
+        env = "BATON_DEFAULT_BUDGET_TOKENS",
+        value_name = "TOKENS",
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub default_budget_tokens: Option<u64>,
 }
 
 #[derive(Debug, Args)]

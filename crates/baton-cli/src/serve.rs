@@ -242,7 +242,8 @@ pub async fn router(
         .with_fallback(fallback)
         .with_registry(!args.no_registry)
         .with_max_payload(args.max_payload)
-        .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis));
+        .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis))
+        .with_default_budget_tokens(args.default_budget_tokens);
     config.streams = nats.streams();
     let client = crate::nats::connect(
         nats,

@@ -51,6 +51,9 @@ pub struct RouterConfig {
     /// The deadline given to tasks that arrive without one, from the moment
     /// the router takes them; `None` leaves them without a deadline.
     pub default_deadline: Option<Duration>,
+    /// The token budget given to tasks that arrive without one; `None`
+    /// leaves them without a budget.
+    pub default_budget_tokens: Option<u64>,
 }
 
 impl Default for RouterConfig {
@@ -63,6 +66,7 @@ impl Default for RouterConfig {
             lookup_budget: Duration::from_secs(3),
             max_payload: DEFAULT_MAX_PAYLOAD,
             default_deadline: None,
+            default_budget_tokens: None,
             concurrency: 64,
             ack_wait: Duration::from_secs(30),
             streams: StreamSettings::default(),
@@ -103,6 +107,13 @@ impl RouterConfig {
     #[must_use]
     pub fn with_default_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.default_deadline = deadline;
+        self
+    }
+
+    /// Gives tasks that arrive without a budget this many tokens.
+    #[must_use]
+    pub fn with_default_budget_tokens(mut self, tokens: Option<u64>) -> Self {
+        self.default_budget_tokens = tokens;
         self
     }
 

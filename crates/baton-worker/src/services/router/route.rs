@@ -71,6 +71,11 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
                     let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
                     envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
                 }
+                if let (None, Some(tokens)) = (envelope.budget, config.default_budget_tokens) {
+                    envelope.budget = Some(baton_proto::Budget {
+                        tokens: Some(tokens),
+                    });
+                }
                 timer = deadlines::timer_for(&config.subjects, &envelope);
                 (forward(&envelope, route), Settle::Ack)
             }
