@@ -57,6 +57,20 @@ fn script() -> Vec<Scripted> {
     ]
 }
 
+/// The first task that waits for a person, once there is one.
+async fn first_in_inbox(system: &System) -> anyhow::Result<baton_worker::InboxEntry> {
+    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
+    let entry = eventually(Duration::from_secs(30), || async {
+        let entries = inbox.list().await.map_err(|err| err.to_string())?;
+        entries
+            .into_iter()
+            .next()
+            .ok_or_else(|| "nothing in the inbox yet".to_owned())
+    })
+    .await?;
+    Ok(entry)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn what_a_session_spends_travels_across_hops_to_its_end() -> anyhow::Result<()> {
     let llm = FakeLlm::start(script())?;
@@ -102,15 +116,7 @@ async fn a_call_that_would_pass_the_budget_is_not_made_and_a_person_is_told_why(
     // The first hop spends 120; the second's call would pass 400 (its
     // prompt and the 256 tokens an answer may take), so it is not made and
     // the session goes to the fallback, the person at `desk`.
-    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
-    let entry = eventually(Duration::from_secs(30), || async {
-        let entries = inbox.list().await.map_err(|err| err.to_string())?;
-        entries
-            .into_iter()
-            .next()
-            .ok_or_else(|| "nothing in the inbox yet".to_owned())
-    })
-    .await?;
+    let entry = first_in_inbox(&system).await?;
     assert_eq!(llm.requests().len(), 1, "the second call was not made");
     let envelope = entry.envelope;
     assert_eq!(
@@ -177,15 +183,7 @@ async fn the_router_gives_a_task_without_a_budget_its_default() -> anyhow::Resul
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
-    let entry = eventually(Duration::from_secs(30), || async {
-        let entries = inbox.list().await.map_err(|err| err.to_string())?;
-        entries
-            .into_iter()
-            .next()
-            .ok_or_else(|| "nothing in the inbox yet".to_owned())
-    })
-    .await?;
+    let entry = first_in_inbox(&system).await?;
     assert_eq!(entry.envelope.budget.and_then(|b| b.tokens), Some(400));
     assert_eq!(
         entry.envelope.reason.as_ref().map(|r| r.as_str()),

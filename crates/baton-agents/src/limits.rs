@@ -327,7 +327,8 @@ impl Limiter {
                 Ok(()) => return Ok(()),
                 Err(err) => {
                     tracing::debug!(attempt, error = %err, "the rate limit changed meanwhile; again");
-                    let jitter = fastrand_us(attempt);
+                    // A short random pause, growing with the attempts (to ~6 ms).
+                    let jitter = fastrand::u64(0..=100u64 << attempt.min(6));
                     tokio::time::sleep(Duration::from_micros(jitter)).await;
                 }
             }
@@ -339,18 +340,16 @@ impl Limiter {
     }
 }
 
-/// A short random pause before trying a contended write again, growing
-/// with the attempts (up to about 5 ms).
-fn fastrand_us(attempt: u32) -> u64 {
-    let ceiling = 100u64 << attempt.min(6);
-    u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * ceiling / 255
-}
-
 /// What a call of `messages` is estimated to cost in tokens before it is
 /// made: about four characters per token, plus the answer's limit (or 256).
 pub(crate) fn estimate(messages: &[serde_json::Value], max_tokens: Option<u32>) -> u64 {
-    let characters: usize = messages.iter().map(|m| m.to_string().len()).sum();
-    (characters as u64).div_ceil(4) + u64::from(max_tokens.unwrap_or(256))
+    tokens_in(messages) + u64::from(max_tokens.unwrap_or(256))
+}
+
+/// About how many tokens `values` hold, as JSON: four characters a token.
+pub(crate) fn tokens_in(values: &[serde_json::Value]) -> u64 {
+    let characters: usize = values.iter().map(|v| v.to_string().len()).sum();
+    (characters as u64).div_ceil(4)
 }
 
 /// What the shared limits use: their bucket.

@@ -7,7 +7,7 @@ use baton_worker::{ContextUpdate, Outcome, Task};
 use serde_json::Value as Json;
 
 use super::LlmRunner;
-use crate::limits::estimate;
+use crate::limits::{estimate, tokens_in};
 
 /// What `answer` spent: the usage it reports, or, when it reports none, an
 /// estimate (four characters a token) marked as one.
@@ -22,15 +22,11 @@ pub(super) fn usage_of(answer: &Json, messages: &[Json]) -> Usage {
             output_tokens: output,
             estimated: false,
         },
-        _ => {
-            let read: usize = messages.iter().map(|m| m.to_string().len()).sum();
-            let wrote = answer["choices"][0]["message"].to_string().len();
-            Usage {
-                input_tokens: (read as u64).div_ceil(4),
-                output_tokens: (wrote as u64).div_ceil(4),
-                estimated: true,
-            }
-        }
+        _ => Usage {
+            input_tokens: tokens_in(messages),
+            output_tokens: tokens_in(std::slice::from_ref(&answer["choices"][0]["message"])),
+            estimated: true,
+        },
     }
 }
 

@@ -6,17 +6,15 @@
 //! `[llm.limits]` set a little under the provider's.
 
 use std::collections::VecDeque;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
 use baton_worker::Client;
 use futures::StreamExt as _;
 
-use super::scale::{ScaleOut, Worker};
+use super::scale::{ScaleOut, answer, start_workers};
 
 /// Worker processes per round.
 const WORKERS: usize = 4;
@@ -90,38 +88,9 @@ async fn round(
     tasks: u64,
 ) -> anyhow::Result<(u64, u64, Duration)> {
     let subjects = Subjects::new(prefix)?;
-    let mut children = Vec::new();
-    for index in 0..WORKERS {
-        children.push(Worker(
-            Command::new(std::env::current_exe()?)
-                .args([
-                    "--nats-url",
-                    bench.url,
-                    "--prefix",
-                    prefix,
-                    "worker",
-                    "--spec",
-                ])
-                .arg(spec)
-                .args(["--no-registry", "--instance", &format!("w{index}")])
-                .env("RUST_LOG", "error")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("cannot start a worker process")?,
-        ));
-    }
+    let children = start_workers(bench, spec, ("thinker", prefix), WORKERS, true).await?;
     let baton = Client::new(bench.client.clone(), subjects.clone());
     let agent = AgentName::new("thinker")?;
-    let started = Instant::now();
-    while baton.check_served(&agent).await.is_err() {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "the workers did not start within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let mut events = bench.client.subscribe(subjects.all_events()).await?;
     let clock = Instant::now();
     for n in 0..tasks {
@@ -182,13 +151,7 @@ async fn stand_in(per_second: u32, counts: Arc<Counts>) -> anyhow::Result<String
                 ));
             }
             counts.answered.fetch_add(1, Ordering::Relaxed);
-            axum::response::IntoResponse::into_response(axum::Json(serde_json::json!({
-                "id": "chatcmpl-stand-in",
-                "object": "chat.completion",
-                "model": "stand-in",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
-            })))
+            axum::response::IntoResponse::into_response(axum::Json(answer()))
         }
     };
     let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));

@@ -80,38 +80,9 @@ pub(super) async fn round(
     tasks: u64,
 ) -> anyhow::Result<f64> {
     let subjects = Subjects::new(prefix)?;
-    let mut children = Vec::new();
-    for index in 0..workers {
-        children.push(Worker(
-            Command::new(std::env::current_exe()?)
-                .args([
-                    "--nats-url",
-                    bench.url,
-                    "--prefix",
-                    prefix,
-                    "worker",
-                    "--spec",
-                ])
-                .arg(spec)
-                .args(["--no-registry", "--instance", &format!("w{index}")])
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .spawn()
-                .context("cannot start a worker process")?,
-        ));
-    }
+    let children = start_workers(bench, spec, (agent, prefix), workers, false).await?;
     let baton = Client::new(bench.client.clone(), subjects.clone());
     let agent = AgentName::new(agent)?;
-    let started = Instant::now();
-    while baton.check_served(&agent).await.is_err() {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "the workers did not start within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Let every process pull before the clock starts.
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let window = Arc::new(Semaphore::new(2 * workers * bench.concurrency));
     let done = Arc::new(AtomicU64::new(0));
     let mut events = bench.client.subscribe(subjects.all_events()).await?;
@@ -145,6 +116,67 @@ pub(super) async fn round(
     Ok(tasks as f64 / elapsed.as_secs_f64())
 }
 
+/// Starts `count` `baton worker --spec` processes of agent type `agent` on
+/// subject prefix `prefix`, and waits until they serve and have pulled.
+/// `quiet` ones log only errors, and not to the terminal.
+pub(super) async fn start_workers(
+    bench: &ScaleOut<'_>,
+    spec: &std::path::Path,
+    (agent, prefix): (&str, &str),
+    count: usize,
+    quiet: bool,
+) -> anyhow::Result<Vec<Worker>> {
+    let mut children = Vec::new();
+    for index in 0..count {
+        children.push(Worker(
+            Command::new(std::env::current_exe()?)
+                .args([
+                    "--nats-url",
+                    bench.url,
+                    "--prefix",
+                    prefix,
+                    "worker",
+                    "--spec",
+                ])
+                .arg(spec)
+                .args(["--no-registry", "--instance", &format!("w{index}")])
+                .env("RUST_LOG", if quiet { "error" } else { "warn" })
+                .stdout(Stdio::null())
+                .stderr(if quiet {
+                    Stdio::null()
+                } else {
+                    Stdio::inherit()
+                })
+                .spawn()
+                .context("cannot start a worker process")?,
+        ));
+    }
+    let baton = Client::new(bench.client.clone(), Subjects::new(prefix)?);
+    let agent = AgentName::new(agent)?;
+    let started = Instant::now();
+    while baton.check_served(&agent).await.is_err() {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "the workers did not start within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let every process pull before the clock starts.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(children)
+}
+
+/// A chat completion that says `done`, as the stand-ins answer.
+pub(super) fn answer() -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-stand-in",
+        "object": "chat.completion",
+        "model": "stand-in",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+    })
+}
+
 /// A worker process, killed when dropped.
 pub(super) struct Worker(pub(super) Child);
 
@@ -162,13 +194,7 @@ async fn stand_in(delay: Duration) -> anyhow::Result<String> {
     let url = format!("http://{}/v1", listener.local_addr()?);
     let answer = move || async move {
         tokio::time::sleep(delay).await;
-        axum::Json(serde_json::json!({
-            "id": "chatcmpl-stand-in",
-            "object": "chat.completion",
-            "model": "stand-in",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
-        }))
+        axum::Json(answer())
     };
     let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));
     tokio::spawn(async move { axum::serve(listener, app).await });
