@@ -51,6 +51,9 @@ pub struct Gateway {
     public_url: Option<String>,
     /// Whether calls need the access token (the cards say so).
     token_required: bool,
+    /// The most tokens a session it starts may spend; a message may ask
+    /// for less (`metadata.budget_tokens`).
+    budget_tokens: Option<u64>,
 }
 
 /// How `baton a2a serve` runs.
@@ -68,6 +71,9 @@ pub struct Settings {
     pub token: Option<String>,
     /// Replicas of the task bucket.
     pub replicas: usize,
+    /// The most tokens a session started here may spend on models; a
+    /// message may ask for less with `metadata.budget_tokens`.
+    pub budget_tokens: Option<u64>,
 }
 
 /// Serves A2A until `shutdown`.
@@ -106,6 +112,7 @@ pub async fn serve(
         index,
         only: Arc::new(settings.only.clone()),
         timeout: settings.timeout,
+        budget_tokens: settings.budget_tokens,
         public_url: settings
             .public_url
             .clone()

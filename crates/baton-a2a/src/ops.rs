@@ -145,7 +145,15 @@ impl Gateway {
                 .await
                 .map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
         }
+        let asked = request
+            .message
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("budget_tokens"));
+        let budget = baton_gateway::budget(asked, self.budget_tokens)
+            .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
         let mut envelope = Envelope::task(text);
+        envelope.budget = budget;
         envelope.context.variables.extend(variables);
         if let Some(agent) = target {
             envelope = envelope.with_to(agent.to_string());

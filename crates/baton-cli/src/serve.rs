@@ -406,7 +406,8 @@ pub async fn mcp(
         registry,
         only,
         Duration::from_secs(args.timeout_secs.max(1)),
-    );
+    )
+    .with_budget(args.budget_tokens);
     match args.http {
         Some(listen) => {
             baton_mcp::serve_http(gateway, listen, args.access_token, crate::shutdown_signal())
@@ -433,6 +434,7 @@ pub async fn a2a(
         listen: args.listen,
         token: args.access_token,
         replicas: nats.streams().replicas,
+        budget_tokens: args.budget_tokens,
     };
     baton_a2a::serve(client, settings, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)

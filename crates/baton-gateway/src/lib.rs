@@ -5,15 +5,18 @@
 //!   unless told otherwise, and a bearer token required beyond it, compared
 //!   by digest;
 //! - [`text`]: values and events as people and clients read them;
-//! - [`exposed`]: which agent types a gateway offers.
+//! - [`exposed`]: which agent types a gateway offers;
+//! - [`budget`]: the token budget of a session a caller starts.
 //!
 //! The human inbox the gateways answer lives with the other services in
 //! `baton-worker`, so a gateway needs no agent kind to reach it.
 
+mod budget;
 pub mod listen;
 pub mod text;
 
 use baton_proto::{AgentName, Candidate};
+pub use budget::budget;
 
 /// The agent types a gateway exposes, sorted: `only`, or when it is empty
 /// every one among the registry's `candidates`.

@@ -2,7 +2,8 @@
 //! Rust SDK (`rmcp`), over stdio or streamable HTTP.
 //!
 //! Each agent type is a tool named after it, described by its registry
-//! entry, taking a `question` and optional `variables`. A call starts a
+//! entry, taking a `question`, optional `variables` and an optional
+//! `budget_tokens` (capped by the gateway's own budget). A call starts a
 //! session at that agent type, relays the session's events as progress
 //! notifications (when the caller asked for progress), and returns the
 //! answer, or the failure as a tool error.
@@ -37,6 +38,8 @@ pub struct Gateway {
     only: Arc<Vec<AgentName>>,
     /// How long a call waits for its session to end.
     timeout: Duration,
+    /// The most tokens a session it starts may spend; a call may ask for less.
+    budget_tokens: Option<u64>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -44,6 +47,7 @@ impl std::fmt::Debug for Gateway {
         f.debug_struct("Gateway")
             .field("only", &self.only)
             .field("timeout", &self.timeout)
+            .field("budget_tokens", &self.budget_tokens)
             .finish_non_exhaustive()
     }
 }
@@ -63,7 +67,16 @@ impl Gateway {
             registry,
             only: Arc::new(only),
             timeout,
+            budget_tokens: None,
         }
+    }
+
+    /// Caps what each session a call starts may spend, in tokens: a call's
+    /// `budget_tokens` may ask for less, not more.
+    #[must_use]
+    pub fn with_budget(mut self, tokens: Option<u64>) -> Self {
+        self.budget_tokens = tokens;
+        self
     }
 
     /// Serves MCP on stdin and stdout until the client closes them.
@@ -138,6 +151,10 @@ impl Gateway {
             )]));
         };
         let mut task = Envelope::task(question);
+        match baton_gateway::budget(arguments.get("budget_tokens"), self.budget_tokens) {
+            Ok(budget) => task.budget = budget,
+            Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),
+        }
         if let Some(variables) = arguments.get("variables") {
             let Some(variables) = variables.as_object() else {
                 return Ok(CallToolResult::error(vec![Content::text(
@@ -228,7 +245,8 @@ fn input_schema() -> JsonObject {
         "type": "object",
         "properties": {
             "question": {"type": "string", "description": "The task for the agent, as the user would ask it"},
-            "variables": {"type": "object", "description": "Shared context variables the agents may read (optional)"}
+            "variables": {"type": "object", "description": "Shared context variables the agents may read (optional)"},
+            "budget_tokens": {"type": "integer", "minimum": 1, "description": "The most tokens the session may spend on models (optional; the server's own budget, when it has one, caps it)"}
         },
         "required": ["question"]
     });

@@ -34,6 +34,17 @@ impl Usage {
             estimated: self.estimated || other.estimated,
         }
     }
+
+    /// What `self` spent beyond `before` (what a delegated child spent of
+    /// its own, when `self` is its result's usage and `before` its parent's).
+    #[must_use]
+    pub fn beyond(self, before: Self) -> Self {
+        Self {
+            input_tokens: self.input_tokens.saturating_sub(before.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(before.output_tokens),
+            estimated: self.estimated,
+        }
+    }
 }
 
 /// The most a session may spend.

@@ -6,6 +6,7 @@ prints what it saw as one JSON object, for the e2e tests to check.
 Steps:
   card                        the ingress's card and agent type ARG's card
   send AGENT TEXT             blocking SendMessage to /agents/AGENT
+  send_budget AGENT TEXT N    the same, with metadata budget_tokens N (JSON)
   stream AGENT TEXT           SendStreamingMessage: every stream response
   get ID                      GetTask
   list CONTEXT                ListTasks of CONTEXT
@@ -55,7 +56,7 @@ async def client(url, streaming=True, token=None):
     return await create_client(url, client_config=config)
 
 
-def message(text, context=None, task=None, handoff=None):
+def message(text, context=None, task=None, handoff=None, budget=None):
     msg = Message(
         message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)]
     )
@@ -65,6 +66,8 @@ def message(text, context=None, task=None, handoff=None):
         msg.task_id = task
     if handoff:
         msg.metadata.update({"handoff": handoff})
+    if budget is not None:
+        msg.metadata.update({"budget_tokens": budget})
     return msg
 
 
@@ -86,9 +89,9 @@ def summary(task):
     }
 
 
-async def send(url, text, context=None, task=None, immediately=False, handoff=None):
+async def send(url, text, context=None, task=None, immediately=False, handoff=None, budget=None):
     c = await client(url, streaming=False)
-    request = SendMessageRequest(message=message(text, context, task, handoff))
+    request = SendMessageRequest(message=message(text, context, task, handoff, budget))
     request.configuration.return_immediately = immediately
     async for response in c.send_message(request):
         return summary(response.task)
@@ -132,6 +135,11 @@ async def main(url, step, args):
         }
     if step == "send":
         return await send(f"{url}/agents/{args[0]}", args[1])
+    if step == "send_budget":
+        try:
+            return await send(f"{url}/agents/{args[0]}", args[1], budget=json.loads(args[2]))
+        except Exception as err:  # the SDK's typed errors
+            return {"error": type(err).__name__, "message": str(err)}
     if step == "send_in":
         return await send(f"{url}/agents/{args[1]}", args[2], context=args[0])
     if step == "stream":

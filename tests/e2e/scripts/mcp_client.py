@@ -4,6 +4,7 @@ prints what it saw as one JSON object, for the e2e tests.
 
     mcp_client.py stdio BATON NATS_URL QUESTION [AGENTS]   spawn `baton mcp serve` on stdio
     mcp_client.py http URL QUESTION [TOKEN]                 connect over streamable HTTP
+    mcp_client.py budget URL AGENT QUESTION TOKENS          one call with `budget_tokens`
 """
 
 import asyncio
@@ -63,6 +64,19 @@ async def main():
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     print(json.dumps(await exercise(session, question)))
+    elif mode == "budget":
+        url, agent, question, tokens = sys.argv[2:]
+        async with create_mcp_http_client() as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    result = await session.call_tool(
+                        agent, {"question": question, "budget_tokens": json.loads(tokens)}
+                    )
+                    print(json.dumps({
+                        "is_error": result.is_error,
+                        "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
+                    }))
     elif mode == "unauthorized":
         (url,) = sys.argv[2:]
         async with httpx2.AsyncClient() as http:

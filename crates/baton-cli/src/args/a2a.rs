@@ -48,4 +48,10 @@ pub struct A2aServeArgs {
     /// seconds; then it answers with the task still working.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub timeout_secs: u64,
+
+    /// The most tokens a session started here may spend on models. A message may ask for
+    /// less with `metadata.budget_tokens`, never for more. [default: none, or the router's
+    /// --default-budget-tokens]
+    #[arg(long, env = "BATON_A2A_BUDGET_TOKENS", value_name = "TOKENS", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub budget_tokens: Option<u64>,
 }

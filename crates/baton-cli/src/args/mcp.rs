@@ -40,4 +40,10 @@ pub struct McpServeArgs {
     /// How long a tool call waits for its session to end, in seconds.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub timeout_secs: u64,
+
+    /// The most tokens a session started by a call may spend on models. A call may ask for
+    /// less with its `budget_tokens` argument, never for more. [default: none, or the
+    /// router's --default-budget-tokens]
+    #[arg(long, env = "BATON_MCP_BUDGET_TOKENS", value_name = "TOKENS", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub budget_tokens: Option<u64>,
 }

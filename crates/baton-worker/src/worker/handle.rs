@@ -16,7 +16,7 @@
 //!    continuation.
 
 use async_nats::jetstream;
-use baton_proto::{DeadLetterReason, Envelope, Kind, Wire, now_ms};
+use baton_proto::{DeadLetterReason, Envelope, Kind, Usage, Wire, now_ms};
 use tracing::Instrument;
 
 use crate::author::agent::Agent;
@@ -239,7 +239,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     // the agent decided.
     let plan = match rt.planner().overran(&envelope, now_ms()) {
         Some(plan) => Some(plan),
-        None => decide(rt, agent, delivery, &envelope, result).await,
+        None => decide(rt, agent, delivery, &envelope, result, spending.spending()).await,
     };
     let Some(mut plan) = plan else {
         // Left for redelivery: the attempt still counts as accepted.
@@ -272,10 +272,11 @@ async fn decide<A: Agent>(
     delivery: &Delivery<'_>,
     envelope: &Envelope,
     result: Result<Outcome, AgentError>,
+    spent: Usage,
 ) -> Option<Plan> {
     let result = match result.map(|outcome| Routing::decide(agent.routing(), envelope, outcome)) {
         Ok(Decided::Delegate(delegation)) => {
-            return match Box::pin(join::start(rt, envelope, delegation)).await {
+            return match Box::pin(join::start(rt, envelope, delegation, spent)).await {
                 Ok(plan) => Some(plan),
                 Err(err) => {
                     tracing::error!(error = %err, "cannot start the delegation; leaving the message for redelivery");
@@ -365,8 +366,9 @@ async fn on_result<A: Agent>(
             }
         }
     }
-    if let Some(mut plan) = decide(rt, agent, delivery, &continued, resumed).await {
-        usage::stamp(&mut plan.outputs, &continued, spending.spending());
+    let spent = spending.spending();
+    if let Some(mut plan) = decide(rt, agent, delivery, &continued, resumed, spent).await {
+        usage::stamp(&mut plan.outputs, &continued, spent);
         rt.outbox.execute(delivery, plan).await;
     }
 }

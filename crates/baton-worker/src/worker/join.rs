@@ -17,7 +17,7 @@ pub(crate) mod store;
 
 use std::time::Duration;
 
-use baton_proto::{Envelope, now_ms};
+use baton_proto::{Envelope, Usage, now_ms};
 use uuid::Uuid;
 
 use crate::author::agent::Task;
@@ -25,7 +25,7 @@ use crate::author::delegate::{DelegateMode, Results, slot_index};
 use crate::author::outcome::Delegation;
 use crate::author::target::Target;
 use crate::error::Error;
-use crate::worker::plan::{ChildSpec, Output, Plan};
+use crate::worker::plan::{ChildSpec, Output, Plan, usage};
 use crate::worker::runtime::Runtime;
 use state::{Claim, FollowUp, JoinChild, JoinState, Receipt, child_index};
 
@@ -43,6 +43,7 @@ pub(crate) async fn start(
     rt: &Runtime,
     envelope: &Envelope,
     delegation: Delegation,
+    spent: Usage,
 ) -> Result<Plan, Error> {
     let config = &rt.config;
     let planner = rt.planner();
@@ -74,6 +75,9 @@ pub(crate) async fn start(
     }
     let mut stored = planner.advance(envelope, delegation.update);
     stored.path.pop();
+    // What the delegating hop spent counts: the children and the
+    // continuation start from it.
+    stored.usage = usage::after(envelope, spent);
     let deadline = config
         .join_timeout
         .map(|timeout| now_ms() + u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
@@ -119,8 +123,10 @@ async fn resolve(rt: &Runtime, target: &Target) -> Result<baton_proto::AgentName
 fn child(rt: &Runtime, join: Uuid, state: &JoinState, index: usize) -> [Output; 2] {
     let child = &state.children[index];
     let earlier = state.earlier_outputs();
+    let mut from = state.envelope.clone();
+    from.usage = state.usage_from(index);
     rt.planner().child(
-        &state.envelope,
+        &from,
         ChildSpec {
             join,
             index: slot_index(index),
@@ -200,7 +206,8 @@ pub(crate) async fn on_result(rt: &Runtime, result: &Envelope) -> Result<Receive
         .collect();
     let index = child_index(result).map(slot_index);
     let continuation = |step: u32| {
-        let envelope = planner.continuation(&state.envelope, join, step);
+        let mut envelope = planner.continuation(&state.envelope, join, step);
+        envelope.usage = state.usage();
         Box::new(rt.task(envelope, 1, async_nats::HeaderMap::new()))
     };
     Ok(match state.follow_up(me, recorded) {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use baton_proto::{AgentName, Envelope, ResultStatus, Value};
+use baton_proto::{AgentName, Envelope, ResultStatus, Usage, Value};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -78,6 +78,19 @@ pub(crate) struct JoinState {
     pub(crate) fired_by: Option<Uuid>,
     /// Continuation calls so far (async mode calls it per result).
     pub(crate) reports: u32,
+    /// What each child started from and spent of its own, by child.
+    #[serde(default)]
+    pub(crate) spent: Vec<Spend>,
+}
+
+/// A child's spending: what the session had spent when it was sent (when
+/// that was more than the delegating hop's), and what its branch added.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Spend {
+    #[serde(default)]
+    from: Option<Usage>,
+    #[serde(default)]
+    own: Option<Usage>,
 }
 
 /// What one result did to the join.
@@ -132,6 +145,7 @@ impl JoinState {
             depth,
             fired_by: None,
             reports: 0,
+            spent: Vec::new(),
         }
     }
 
@@ -178,6 +192,53 @@ impl JoinState {
         matches!(self.mode, DelegateMode::Serial).then(|| self.results(None).outputs())
     }
 
+    /// What the session spent up to now: the delegating hop's spending
+    /// and what each child that answered spent of its own. `None` when
+    /// nothing was spent, so a session without usage stays without.
+    pub(crate) fn usage(&self) -> Option<Usage> {
+        self.spent
+            .iter()
+            .filter_map(|spend| spend.own)
+            .fold(self.envelope.usage, |sum, own| {
+                Some(sum.unwrap_or_default().plus(own))
+            })
+    }
+
+    /// What the session had spent when child `i` was sent: what its
+    /// envelope carries.
+    pub(crate) fn usage_from(&self, i: usize) -> Option<Usage> {
+        self.spent
+            .get(i)
+            .and_then(|spend| spend.from)
+            .or(self.envelope.usage)
+    }
+
+    fn spend(&mut self, i: usize) -> &mut Spend {
+        if self.spent.len() <= i {
+            self.spent.resize(i + 1, Spend::default());
+        }
+        &mut self.spent[i]
+    }
+
+    /// Notes what child `i`'s branch spent of its own, as its `result` says.
+    fn charge(&mut self, i: usize, result: &Envelope) {
+        let Some(spent) = result.usage else { return };
+        let own = spent.beyond(self.usage_from(i).unwrap_or_default());
+        self.spend(i).own = Some(own);
+    }
+
+    /// A child sent now (the next serial or chain step, or a recovery
+    /// step: `started` moved from `before`) starts from what the session
+    /// spent up to now, its siblings' spending too.
+    fn begin_from(&mut self, before: usize) {
+        let now = self.usage();
+        if self.started == before || now == self.envelope.usage {
+            return;
+        }
+        let next = self.started - 1;
+        self.spend(next).from = now;
+    }
+
     pub(crate) fn all_in(&self) -> bool {
         self.slots[..self.main()].iter().all(Option::is_some)
     }
@@ -218,17 +279,24 @@ impl JoinState {
             Some(i) if self.slots[i].is_some() => {
                 return Receipt::Drop(Some("dropped: a duplicate of a recorded result".to_owned()));
             }
-            Some(_) if late => Some("dropped: it arrived after the join's deadline"),
+            Some(i) if late => {
+                // Dropped, but what it spent was spent.
+                self.charge(i, result);
+                Some("dropped: it arrived after the join's deadline")
+            }
             Some(i) => {
+                self.charge(i, result);
                 self.record(i, result, me);
                 Some("recorded")
             }
         };
+        let before = self.started;
         if late {
             self.expire(me);
         } else if let Some(i) = index {
             self.advance(i, me);
         }
+        self.begin_from(before);
         Receipt::Changed(note)
     }
 

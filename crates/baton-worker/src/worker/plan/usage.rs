@@ -11,11 +11,9 @@ use super::Output;
 /// Adds `hop`, what the hop that ran `envelope` spent, to the outputs of
 /// its plan.
 pub(crate) fn stamp(outputs: &mut [Output], envelope: &Envelope, hop: Usage) {
-    let before = envelope.usage.unwrap_or_default();
-    let spent = before.plus(hop);
-    if envelope.usage.is_none() && spent == Usage::default() {
+    let Some(spent) = after(envelope, hop) else {
         return; // Nothing spent, nothing to say.
-    }
+    };
     for output in outputs {
         match output {
             Output::Envelope { envelope: next, .. } if next.session == envelope.session => {
@@ -29,6 +27,13 @@ pub(crate) fn stamp(outputs: &mut [Output], envelope: &Envelope, hop: Usage) {
             _ => {}
         }
     }
+}
+
+/// What the session had spent once `hop`, what the hop that ran
+/// `envelope` spent, is added: `None` while nothing was spent.
+pub(crate) fn after(envelope: &Envelope, hop: Usage) -> Option<Usage> {
+    let spent = envelope.usage.unwrap_or_default().plus(hop);
+    (envelope.usage.is_some() || spent != Usage::default()).then_some(spent)
 }
 
 #[cfg(test)]

@@ -288,3 +288,50 @@ fn the_state_survives_its_encoding() {
     let back: JoinState = rmp_serde::from_slice(&bytes).unwrap();
     assert_eq!(back, state);
 }
+
+fn spent(total: u64) -> Option<Usage> {
+    Some(Usage {
+        input_tokens: total,
+        output_tokens: 0,
+        estimated: false,
+    })
+}
+
+fn costing(mut result: Envelope, total: u64) -> Envelope {
+    result.usage = spent(total);
+    result
+}
+
+#[test]
+fn parallel_children_add_what_they_spent_beyond_the_parent() {
+    let mut state = join(DelegateMode::Parallel, &["a", "b"], None);
+    state.envelope.usage = spent(100);
+    assert_eq!(state.usage_from(1), spent(100));
+    let (r0, r1) = (costing(ok(0, "A"), 150), costing(ok(1, "B"), 130));
+    state.receive(&r0, r0.id, NOW);
+    // A redelivery of the same result is not charged twice.
+    state.receive(&r0, r0.id, NOW);
+    state.receive(&r1, r1.id, NOW);
+    assert_eq!(state.usage(), spent(180));
+}
+
+#[test]
+fn a_serial_step_starts_from_its_siblings_spending_and_is_charged_beyond_it() {
+    let mut state = join(DelegateMode::Serial, &["a", "b"], None);
+    state.envelope.usage = spent(100);
+    let r0 = costing(ok(0, "A"), 150);
+    state.receive(&r0, r0.id, NOW);
+    assert_eq!(state.follow_up(r0.id, false), FollowUp::Send(1));
+    assert_eq!(state.usage_from(1), spent(150));
+    let r1 = costing(ok(1, "B"), 170);
+    state.receive(&r1, r1.id, NOW);
+    assert_eq!(state.usage(), spent(170));
+}
+
+#[test]
+fn a_join_without_usage_stays_without() {
+    let mut state = join(DelegateMode::Parallel, &["a"], None);
+    let r0 = ok(0, "A");
+    state.receive(&r0, r0.id, NOW);
+    assert_eq!(state.usage(), None);
+}
