@@ -10,41 +10,57 @@ use baton_testkit::{FakeLlm, Scripted, eventually};
 use crate::util::System;
 
 /// Two LLM agent types on `llm`: `first` hands the conversation to
-/// `second`, whose fallback is the person `desk` (a human agent).
+/// `second`, whose fallback is the person `desk` (a human agent); `more`
+/// goes into both `[llm]` tables.
+async fn two_hops_with(llm: &FakeLlm, more: &str) -> anyhow::Result<(System, tempfile::TempDir)> {
+    let table = llm_table(llm, more);
+    workers(&[
+        (
+            "first",
+            format!("name = \"first\"\nkind = \"llm\"\n\n[[handoffs]]\nto = \"second\"\n{table}"),
+        ),
+        (
+            "second",
+            format!("name = \"second\"\nkind = \"llm\"\nfallback = \"desk\"\n{table}"),
+        ),
+        (DESK.0, DESK.1.to_owned()),
+    ])
+    .await
+}
+
 async fn two_hops(llm: &FakeLlm) -> anyhow::Result<(System, tempfile::TempDir)> {
-    let dir = tempfile::tempdir()?;
-    let write = |name: &str, text: String| -> anyhow::Result<String> {
-        let path = dir.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text)?;
-        Ok(path.to_string_lossy().into_owned())
-    };
-    let llm_table = |prompt: &str| {
-        format!(
-            "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nsystem_prompt = \"{prompt}\"\n",
-            llm.url()
-        )
-    };
-    let first = write(
-        "first",
-        format!(
-            "name = \"first\"\nkind = \"llm\"\n\n[[handoffs]]\nto = \"second\"\n{}",
-            llm_table("You triage.")
-        ),
-    )?;
-    let second = write(
-        "second",
-        format!(
-            "name = \"second\"\nkind = \"llm\"\nfallback = \"desk\"\n{}",
-            llm_table("You answer.")
-        ),
-    )?;
-    let desk = write("desk", "name = \"desk\"\nkind = \"human\"\n".to_owned())?;
-    let mut system = System::start().await?;
-    for (label, spec) in [("first", &first), ("second", &second), ("desk", &desk)] {
-        let args = ["worker", "--spec", spec.as_str(), "--no-registry"];
-        system.spawn(label, &args, "worker started").await?;
-    }
-    Ok((system, dir))
+    two_hops_with(llm, "").await
+}
+
+/// Runs `baton ARGS`, then waits for the session to reach the person at
+/// `desk` for going over its budget after `calls` model calls: the envelope
+/// the person got.
+async fn stopped(
+    system: &System,
+    llm: &FakeLlm,
+    args: &[&str],
+    calls: usize,
+) -> anyhow::Result<baton_proto::Envelope> {
+    let out = system.baton(args).output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entry = first_in_inbox(system).await?;
+    assert_eq!(llm.requests().len(), calls, "the next call was not made");
+    let envelope = entry.envelope;
+    assert_eq!(
+        envelope.reason.as_ref().map(|r| r.as_str()),
+        Some("budget_exceeded")
+    );
+    Ok(envelope)
+}
+
+/// Asserts that the person is told `text` in the context's problem.
+fn problem_says(envelope: &baton_proto::Envelope, text: &str) {
+    let problem = &envelope.context.problem;
+    assert!(problem.contains(text), "{problem}");
 }
 
 /// The stand-in's answers: `first` hands off (100 tokens in, 20 out), then
@@ -90,6 +106,38 @@ async fn what_a_session_spends_travels_across_hops_to_its_end() -> anyhow::Resul
         "{stdout}"
     );
     assert_eq!(llm.requests().len(), 2);
+
+    // `watch` shows the spending growing, event by event.
+    let session = stdout
+        .split_whitespace()
+        .find(|w| w.len() == 36 && w.parse::<uuid::Uuid>().is_ok())
+        .ok_or_else(|| anyhow::anyhow!("no session id in {stdout}"))?;
+    let watched = system.baton(&["watch", session]).output()?;
+    let watched = String::from_utf8_lossy(&watched.stdout);
+    let line = |what: &str| {
+        watched
+            .lines()
+            .find(|line| line.contains(what))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        line("first handed off to second").ends_with("[spent 120 tokens (100 in, 20 out)]"),
+        "{watched}"
+    );
+    assert!(
+        line("completed: the answer").ends_with("[spent 180 tokens (150 in, 30 out)]"),
+        "{watched}"
+    );
+    // The console's session page says what it spent.
+    let mut system = system;
+    let base = crate::console::console(&mut system, "console", &[]).await?;
+    let (status, page) = crate::console::get(&base, &format!("/sessions/{session}")).await?;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("<span id=\"spent\">180 tokens (150 in, 30 out)</span>"),
+        "{page}"
+    );
     Ok(())
 }
 
@@ -98,6 +146,9 @@ async fn a_call_that_would_pass_the_budget_is_not_made_and_a_person_is_told_why(
 -> anyhow::Result<()> {
     let llm = FakeLlm::start(script())?;
     let (system, _dir) = two_hops(&llm).await?;
+    // The first hop spends 120; the second's call would pass 400 (its
+    // prompt and the 256 tokens an answer may take), so it is not made and
+    // the session goes to the fallback, the person at `desk`.
     let args = [
         "send",
         "--to",
@@ -107,44 +158,16 @@ async fn a_call_that_would_pass_the_budget_is_not_made_and_a_person_is_told_why(
         "400",
         "a question",
     ];
-    let out = system.baton(&args).output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The first hop spends 120; the second's call would pass 400 (its
-    // prompt and the 256 tokens an answer may take), so it is not made and
-    // the session goes to the fallback, the person at `desk`.
-    let entry = first_in_inbox(&system).await?;
-    assert_eq!(llm.requests().len(), 1, "the second call was not made");
-    let envelope = entry.envelope;
-    assert_eq!(
-        envelope.reason.as_ref().map(|r| r.as_str()),
-        Some("budget_exceeded")
-    );
+    let envelope = stopped(&system, &llm, &args, 1).await?;
     assert_eq!(envelope.usage.map(|u| u.total()), Some(120));
-    let said = &envelope.context.variables["budget_exceeded"];
-    let field = |name: &str| match said {
-        Value::Map(pairs) => pairs
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(name))
-            .and_then(|(_, v)| v.as_u64()),
-        _ => None,
-    };
-    assert_eq!(
-        (field("spent_tokens"), field("limit_tokens")),
-        (Some(120), Some(400))
-    );
-    assert!(field("next_call_tokens").is_some_and(|next| next > 80));
+    assert_eq!(told(&envelope, "spent_tokens"), Some(Value::from(120_u64)));
+    assert_eq!(told(&envelope, "limit_tokens"), Some(Value::from(400_u64)));
     assert!(
-        envelope
-            .context
-            .problem
-            .contains("spent 120 of its 400 tokens"),
-        "{}",
-        envelope.context.problem
+        told(&envelope, "next_call_tokens")
+            .and_then(|v| v.as_u64())
+            .is_some_and(|next| next > 80)
     );
+    problem_says(&envelope, "spent 120 tokens of its budget of 400 tokens");
     // Its session waits for the person: no model was paid for the end.
     let history = system.client.history(envelope.session).await?;
     assert_eq!(
@@ -175,54 +198,57 @@ async fn the_router_gives_a_task_without_a_budget_its_default() -> anyhow::Resul
     let default = ["--default-budget-tokens", "400", "--no-registry"];
     system.router(&default).await?;
     // Through the ingress, with no budget of its own.
-    let out = system
-        .baton(&["send", "--to", "first", "a question"])
-        .output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let entry = first_in_inbox(&system).await?;
-    assert_eq!(entry.envelope.budget.and_then(|b| b.tokens), Some(400));
-    assert_eq!(
-        entry.envelope.reason.as_ref().map(|r| r.as_str()),
-        Some("budget_exceeded")
-    );
-    assert_eq!(llm.requests().len(), 1, "the second call was not made");
+    let envelope = stopped(&system, &llm, &["send", "--to", "first", "a question"], 1).await?;
+    assert_eq!(envelope.budget.and_then(|b| b.tokens), Some(400));
     Ok(())
 }
 
-/// `boss` (an LLM agent type) delegates to `helper` (another), and its
-/// fallback is the person `desk`.
-async fn delegating(llm: &FakeLlm) -> anyhow::Result<(System, tempfile::TempDir)> {
+/// A system with a worker for each of `specs` (name, spec text).
+async fn workers(specs: &[(&str, String)]) -> anyhow::Result<(System, tempfile::TempDir)> {
     let dir = tempfile::tempdir()?;
-    let llm_table = format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Be brief.\"\n",
-        llm.url()
-    );
-    let specs = [
-        (
-            "boss",
-            format!(
-                "name = \"boss\"\nkind = \"llm\"\nfallback = \"desk\"\n\n[[delegates]]\nagent = \"helper\"\n{llm_table}"
-            ),
-        ),
-        (
-            "helper",
-            format!("name = \"helper\"\nkind = \"llm\"\n{llm_table}"),
-        ),
-        ("desk", "name = \"desk\"\nkind = \"human\"\n".to_owned()),
-    ];
     let mut system = System::start().await?;
     for (name, text) in specs {
         let path = dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text)?;
         let spec = path.to_string_lossy().into_owned();
-        let args = ["worker", "--spec", spec.as_str(), "--no-registry"];
+        let args = [
+            "worker",
+            "--spec",
+            spec.as_str(),
+            "--no-registry",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ];
         system.spawn(name, &args, "worker started").await?;
     }
     Ok((system, dir))
+}
+
+/// An `[llm]` table on the stand-in, with `more` lines in it.
+fn llm_table(llm: &FakeLlm, more: &str) -> String {
+    format!(
+        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Be brief.\"\n{more}",
+        llm.url()
+    )
+}
+
+const DESK: (&str, &str) = ("desk", "name = \"desk\"\nkind = \"human\"\n");
+
+/// `boss` (an LLM agent type) delegates to `helper` (another), and its
+/// fallback is the person `desk`.
+async fn delegating(llm: &FakeLlm) -> anyhow::Result<(System, tempfile::TempDir)> {
+    let table = llm_table(llm, "");
+    workers(&[
+        (
+            "boss",
+            format!(
+                "name = \"boss\"\nkind = \"llm\"\nfallback = \"desk\"\n\n[[delegates]]\nagent = \"helper\"\n{table}"
+            ),
+        ),
+        ("helper", format!("name = \"helper\"\nkind = \"llm\"\n{table}")),
+        (DESK.0, DESK.1.to_owned()),
+    ])
+    .await
 }
 
 /// `boss` delegates (100 in, 20 out), `helper` answers (`helper_in`, 100
@@ -274,32 +300,10 @@ async fn a_budget_spent_by_a_child_stops_the_parents_next_call() -> anyhow::Resu
         "600",
         "a question",
     ];
-    let out = system.baton(&args).output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let entry = first_in_inbox(&system).await?;
-    assert_eq!(
-        llm.requests().len(),
-        2,
-        "the continuation's call was not made"
-    );
-    let envelope = entry.envelope;
-    assert_eq!(
-        envelope.reason.as_ref().map(|r| r.as_str()),
-        Some("budget_exceeded")
-    );
+    // The continuation's call is not made.
+    let envelope = stopped(&system, &llm, &args, 2).await?;
     assert_eq!(envelope.usage.map(|u| u.total()), Some(620));
-    assert!(
-        envelope
-            .context
-            .problem
-            .contains("spent 620 of its 600 tokens"),
-        "{}",
-        envelope.context.problem
-    );
+    problem_says(&envelope, "spent 620 tokens of its budget of 600 tokens");
     Ok(())
 }
 
@@ -417,5 +421,87 @@ async fn the_gateways_set_a_budget_that_a_caller_may_lower_but_not_raise() -> an
         );
     }
     assert_eq!(llm.requests().len(), 2);
+    Ok(())
+}
+
+/// What the fallback was told: `variables.budget_exceeded[name]`.
+fn told(envelope: &baton_proto::Envelope, name: &str) -> Option<Value> {
+    match &envelope.context.variables["budget_exceeded"] {
+        Value::Map(pairs) => pairs
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(name))
+            .map(|(_, v)| v.clone()),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cost_budget_is_kept_by_the_price_table() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(script())?;
+    // Reading is free, writing costs 0.01 a token: the first hop's 20
+    // tokens cost 0.2, and the second hop's call may write 256 (2.56).
+    let price = "[llm.price]\ninput_per_million = 0\noutput_per_million = 10000\n";
+    let (mut system, _dir) = two_hops_with(&llm, price).await?;
+    let args = [
+        "send",
+        "--to",
+        "first",
+        "--direct",
+        "--budget-cost",
+        "2.6",
+        "a question",
+    ];
+    let envelope = stopped(&system, &llm, &args, 1).await?;
+    assert_eq!(envelope.budget.and_then(|b| b.cost_micros), Some(2_600_000));
+    assert_eq!(envelope.usage.map(|u| u.cost_micros), Some(200_000));
+    assert_eq!(told(&envelope, "scope"), Some(Value::from("session")));
+    assert_eq!(told(&envelope, "spent_cost"), Some(Value::from(0.2)));
+    assert_eq!(told(&envelope, "limit_cost"), Some(Value::from(2.6)));
+    problem_says(&envelope, "spent 0.2 of its budget of 2.6");
+    // What it cost is counted for Prometheus too.
+    let metrics = crate::metrics::metrics_url(system.process("first").stderr())?;
+    let samples = crate::metrics::scrape(&metrics)?;
+    let cost = crate::metrics::value(&samples, "baton_llm_cost_total", &[("model", "stand-in")]);
+    assert!((cost - 0.2).abs() < 1e-9, "{cost}");
+    // An amount that is not one is refused, naming the flag.
+    for bad in ["0", "-1", "lots", "0.0000001"] {
+        let out = system
+            .baton(&["send", "--budget-cost", bad, "q"])
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("--budget-cost"),
+            "{bad}: {stderr}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_keeps_to_its_own_cap_per_hop() -> anyhow::Result<()> {
+    // The model calls a tool that does not exist, spending 270; asking it
+    // again (the prompt and up to 100 tokens) would pass the cap of 300.
+    let llm = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("no_such_tool", "{}")]).with_usage("stand-in", 250, 20),
+        Scripted::text("never asked"),
+    ])?;
+    let table = llm_table(&llm, "max_tokens = 100\nhop_budget_tokens = 300\n");
+    let (system, _dir) = workers(&[
+        (
+            "capped",
+            format!("name = \"capped\"\nkind = \"llm\"\nfallback = \"desk\"\n{table}"),
+        ),
+        (DESK.0, DESK.1.to_owned()),
+    ])
+    .await?;
+    let args = ["send", "--to", "capped", "--direct", "a question"];
+    let envelope = stopped(&system, &llm, &args, 1).await?;
+    assert_eq!(
+        envelope.budget, None,
+        "no session budget: the agent's own cap"
+    );
+    assert_eq!(told(&envelope, "scope"), Some(Value::from("hop")));
+    assert_eq!(told(&envelope, "spent_tokens"), Some(Value::from(270_u64)));
+    problem_says(&envelope, "its cap per hop is 300 tokens");
     Ok(())
 }

@@ -249,7 +249,7 @@ async fn beyond_loopback_the_console_refuses_requests_without_its_token() -> any
 }
 
 /// `GET path` on `base` (http://host:port), as status and body.
-async fn get(base: &str, path: &str) -> anyhow::Result<(u16, String)> {
+pub(crate) async fn get(base: &str, path: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let host = base.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(host).await?;

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use baton_proto::{Message, Reason, Role, Value};
 use baton_worker::{
-    AgentError, ChildTask, ContextUpdate, DelegateMode, Outcome, Results, Route, Routing, Target,
-    Task,
+    AgentError, ChildTask, ContextUpdate, DelegateMode, Outcome, Results, Route, Routing, Task,
 };
 use serde_json::{Value as Json, json};
 
@@ -30,24 +29,9 @@ use crate::tools::Toolbox;
 mod budget;
 mod calling;
 mod chat;
+mod offer;
 use calling::Turn;
-
-/// One tool offered to the model.
-#[derive(Debug, Clone)]
-struct Tool {
-    name: String,
-    description: String,
-    /// Index into the spec's handoffs, or into its LLM conditions.
-    source: ToolSource,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ToolSource {
-    Handoff(usize),
-    Condition(usize),
-    /// A delegate: the call is a child task.
-    Delegate(usize),
-}
+use offer::{Tool, ToolSource, offered};
 
 /// Calls the model for a task.
 #[derive(Debug, Clone)]
@@ -60,6 +44,8 @@ pub struct LlmRunner {
     delegates: Vec<DelegateSpec>,
     /// Tokens in and out, by model (`baton.llm.tokens`).
     tokens: opentelemetry::metrics::Counter<u64>,
+    /// What the calls cost by `[llm.price]`, by model (`baton.llm.cost`).
+    cost: opentelemetry::metrics::Counter<f64>,
     /// Tools from the spec's MCP servers.
     toolbox: Arc<Toolbox>,
     /// What the hop's model and tool calls returned, replayed on redelivery.
@@ -111,6 +97,10 @@ impl LlmRunner {
             tokens: baton_worker::meter()
                 .u64_counter("baton.llm.tokens")
                 .with_description("Tokens the model read (type input) and wrote (type output), by model, from its usage report")
+                .build(),
+            cost: baton_worker::meter()
+                .f64_counter("baton.llm.cost")
+                .with_description("What the model calls cost by the spec's [llm.price], by model, from their usage reports")
                 .build(),
             toolbox: Arc::default(),
             journal: Arc::default(),
@@ -293,7 +283,7 @@ impl LlmRunner {
         let envelope = task.envelope.id;
         let answer = match self.journal.answer(envelope, step).await? {
             Some(answer) => answer,
-            None if budget::over(task, messages, self.settings.max_tokens).is_some() => {
+            None if budget::over(task, messages, &self.settings).is_some() => {
                 return Ok(None);
             }
             None => {
@@ -302,7 +292,8 @@ impl LlmRunner {
                 answer
             }
         };
-        task.progress.spent(budget::usage_of(&answer, messages));
+        let usage = budget::usage_of(&answer, messages, self.settings.price.as_ref());
+        task.progress.spent(usage);
         Ok(Some(answer))
     }
 
@@ -435,65 +426,9 @@ impl LlmRunner {
     }
 }
 
-fn target_text(target: Option<&Target>) -> String {
-    match target {
-        Some(Target::Agent(agent)) => format!("the {agent} agent"),
-        Some(Target::Capabilities(need)) => {
-            format!("an agent that can {}", need.requires.join(", "))
-        }
-        Some(Target::Escalate(_)) => "an agent of a higher tier".to_owned(),
-        Some(Target::Fallback | _) => "a person".to_owned(),
-        None => "nobody: the conversation ends".to_owned(),
-    }
-}
-
 /// The agent's message that made the tool `calls`, for the conversation.
 fn asked(content: &str, calls: Json) -> Message {
     let mut asked = Message::new(Role::Agent, content);
     asked.tool_calls = Some(rmpv::ext::to_value(calls).unwrap_or(Value::Nil));
     asked
-}
-
-/// The tools the model is offered for the spec's routes: a handoff per
-/// route, one per LLM condition, and a delegate per delegate.
-fn offered(routing: &Routing, delegates: &[DelegateSpec]) -> Vec<Tool> {
-    let describe = |route: &Route, fallback: String| route.description.clone().unwrap_or(fallback);
-    let mut tools: Vec<Tool> = routing
-        .handoffs
-        .iter()
-        .enumerate()
-        .map(|(index, route)| Tool {
-            name: format!("transfer_to_{}", route.label()),
-            description: describe(
-                route,
-                format!(
-                    "Hand the conversation to {}.",
-                    target_text(route.target.as_ref())
-                ),
-            ),
-            source: ToolSource::Handoff(index),
-        })
-        .collect();
-    tools.extend(
-        routing
-            .llm_conditions
-            .iter()
-            .enumerate()
-            .map(|(index, condition)| Tool {
-                name: format!("transfer_to_{}", condition.route.label()),
-                description: condition.condition.clone(),
-                source: ToolSource::Condition(index),
-            }),
-    );
-    tools.extend(delegates.iter().enumerate().map(|(index, delegate)| Tool {
-        name: format!("agent_run_{}", delegate.target.label()),
-        description: delegate.description.clone().unwrap_or_else(|| {
-            format!(
-                "Ask {} to do a task and get its answer.",
-                target_text(Some(&delegate.target))
-            )
-        }),
-        source: ToolSource::Delegate(index),
-    }));
-    tools
 }

@@ -83,58 +83,6 @@ pub enum ExecMode {
     Persistent,
 }
 
-/// Settings of an LLM agent.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LlmSpec {
-    /// The endpoint's base URL, up to and including `/v1`.
-    #[serde(default = "default_base_url")]
-    pub base_url: String,
-    /// The model name.
-    pub model: String,
-    /// The environment variable that holds the API key; no key is sent when unset.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// The system prompt, first in every conversation.
-    #[serde(default)]
-    pub system_prompt: String,
-    /// Sampling temperature.
-    #[serde(default)]
-    pub temperature: Option<f32>,
-    /// Longest answer, in tokens.
-    #[serde(default)]
-    pub max_tokens: Option<u32>,
-    /// How long one HTTP request may take, in ms.
-    #[serde(default = "default_request_timeout_ms")]
-    pub request_timeout_ms: u64,
-    /// The most model calls and tool calls in one hop; passing it sends the
-    /// session to the fallback with reason `max_steps`.
-    #[serde(default = "default_max_steps")]
-    pub max_steps: u32,
-    /// The model endpoint's rate limits, shared by every worker of every
-    /// agent type that calls the same endpoint and model (`[llm.limits]`).
-    #[serde(default)]
-    pub limits: Option<LimitsSpec>,
-}
-
-/// `[llm.limits]`: what the provider allows per minute, for this endpoint
-/// and model, across the whole deployment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsSpec {
-    /// Requests per minute.
-    #[serde(default)]
-    pub requests_per_minute: Option<u32>,
-    /// Tokens per minute, prompt and answer together (the prompt estimated
-    /// before the call, corrected by the reported usage after it).
-    #[serde(default)]
-    pub tokens_per_minute: Option<u32>,
-}
-
-fn default_max_steps() -> u32 {
-    16
-}
-
 /// An MCP server whose tools an LLM agent may call (`[[mcp]]`): either
 /// `url` (streamable HTTP) or `command` (stdio, one process per worker).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -196,14 +144,6 @@ impl McpSpec {
             (None, None) => "an [[mcp]] entry".to_owned(),
         }
     }
-}
-
-fn default_base_url() -> String {
-    "https://api.openai.com/v1".to_owned()
-}
-
-fn default_request_timeout_ms() -> u64 {
-    60_000
 }
 
 /// Settings of an A2A agent: the remote agent each task is forwarded to.
@@ -469,6 +409,9 @@ pub fn check(paths: &[PathBuf]) -> CheckReport {
     report
 }
 
+mod llm;
 mod raw;
+
+pub use llm::{LimitsSpec, LlmSpec, PriceSpec};
 #[cfg(test)]
 mod tests;

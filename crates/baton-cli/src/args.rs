@@ -319,6 +319,17 @@ pub struct RouterArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub default_budget_tokens: Option<u64>,
+
+    /// Give tasks that arrive without a cost budget this one, as a decimal amount (see
+    /// `baton send --budget-cost`).
+    #[arg(
+        long,
+        env = "BATON_DEFAULT_BUDGET_COST",
+        value_name = "AMOUNT",
+        allow_negative_numbers = true,
+        value_parser = session::amount
+    )]
+    pub default_budget_cost: Option<u64>,
 }
 
 #[derive(Debug, Args)]

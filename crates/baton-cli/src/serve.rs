@@ -243,7 +243,10 @@ pub async fn router(
         .with_registry(!args.no_registry)
         .with_max_payload(args.max_payload)
         .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis))
-        .with_default_budget_tokens(args.default_budget_tokens);
+        .with_default_budget(baton_proto::Budget {
+            tokens: args.default_budget_tokens,
+            cost_micros: args.default_budget_cost,
+        });
     config.streams = nats.streams();
     let client = crate::nats::connect(
         nats,

@@ -33,9 +33,10 @@ fn options(mut task: Envelope, args: &SendArgs) -> anyhow::Result<Envelope> {
     if let Some(ms) = args.deadline_ms {
         task = task.with_deadline(now_ms() + ms);
     }
-    if let Some(tokens) = args.budget_tokens {
+    if args.budget_tokens.is_some() || args.budget_cost.is_some() {
         task.budget = Some(baton_proto::Budget {
-            tokens: Some(tokens),
+            tokens: args.budget_tokens,
+            cost_micros: args.budget_cost,
         });
     }
     Ok(task)
@@ -306,9 +307,14 @@ pub fn describe(event: &Event) -> String {
         ),
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
     };
+    let spent = event
+        .usage
+        .as_ref()
+        .map(|usage| format!("  [spent {}]", baton_gateway::text::spent(usage)))
+        .unwrap_or_default();
     let secs = event.at / 1000;
     format!(
-        "{:02}:{:02}:{:02}.{:03}  {body}",
+        "{:02}:{:02}:{:02}.{:03}  {body}{spent}",
         (secs / 3600) % 24,
         (secs / 60) % 60,
         secs % 60,
@@ -320,17 +326,7 @@ pub fn describe(event: &Event) -> String {
 pub fn print_outcome(event: &Event) {
     println!("  path:   {}", show_path(&event.path));
     if let Some(usage) = &event.usage {
-        let estimated = if usage.estimated {
-            " (partly estimated)"
-        } else {
-            ""
-        };
-        println!(
-            "  spent:  {} tokens ({} in, {} out){estimated}",
-            usage.total(),
-            usage.input_tokens,
-            usage.output_tokens
-        );
+        println!("  spent:  {}", baton_gateway::text::spent(usage));
     }
     match event.kind {
         EventType::Waiting => {

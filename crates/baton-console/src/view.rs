@@ -213,6 +213,9 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
                 span class=(format!("state {state}")) #state { (state) }
                 @if let Some(agent) = &summary.agent { " · agent " b #agent { (agent) } }
                 " · " (summary.path.len()) " hops · " (span(summary.updated.saturating_sub(summary.started)))
+                @if let Some(usage) = detail.events.iter().rev().find_map(|e| e.usage.as_ref()) {
+                    " · spent " span #spent { (baton_gateway::text::spent(usage)) }
+                }
                 @match (&summary.trace_id, &detail.trace_link) {
                     (Some(_), Some(link)) => { " · " a #trace href=(link) { "trace" } }
                     (Some(trace), None) => { " · trace " code #trace { (trace) } }
@@ -256,7 +259,7 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
 fn timeline(events: &[Event], start: u64) -> Markup {
     html! {
         table #timeline {
-            thead { tr { th { "+ms" } th { "Event" } th { "Agent" } th { "Instance" } th { "To" } th { "Reason" } th { "Detail" } } }
+            thead { tr { th { "+ms" } th { "Event" } th { "Agent" } th { "Instance" } th { "To" } th { "Reason" } th { "Detail" } th title="tokens the session had spent" { "Tokens" } } }
             tbody {
                 @for event in events {
                     tr class=(format!("ev {}", event.kind.as_str())) {
@@ -267,6 +270,7 @@ fn timeline(events: &[Event], start: u64) -> Markup {
                         td { (event.to.as_deref().unwrap_or("")) }
                         td { (event.reason.as_ref().map_or("", |r| r.as_str())) }
                         td { (event.detail.as_deref().map(|d| snippet(d, 300)).unwrap_or_default()) }
+                        td.num { (event.usage.map(|u| u.total().to_string()).unwrap_or_default()) }
                     }
                 }
             }

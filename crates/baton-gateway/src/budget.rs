@@ -34,6 +34,7 @@ pub fn budget(
     };
     Ok(tokens.map(|tokens| Budget {
         tokens: Some(tokens),
+        cost_micros: None,
     }))
 }
 

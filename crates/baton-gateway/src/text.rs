@@ -1,6 +1,6 @@
 //! Values and events as text, the same in every gateway.
 
-use baton_proto::{Event, Value};
+use baton_proto::{Event, Usage, Value};
 
 /// A value as text: a string as itself, anything else as JSON on one line.
 #[must_use]
@@ -33,6 +33,29 @@ pub fn progress(event: &Event) -> String {
         (None, Some(reason)) => format!("{kind} {agent} ({})", reason.as_str()),
         (None, None) => format!("{kind} {agent}"),
     }
+}
+
+/// What a session spent, as people read it:
+/// `180 tokens (150 in, 30 out), cost 0.2`, and `(partly estimated)` when
+/// a model did not report its usage.
+#[must_use]
+pub fn spent(usage: &Usage) -> String {
+    let mut text = format!(
+        "{} tokens ({} in, {} out)",
+        usage.total(),
+        usage.input_tokens,
+        usage.output_tokens
+    );
+    if usage.cost_micros > 0 {
+        text.push_str(&format!(
+            ", cost {}",
+            baton_proto::amount(usage.cost_micros)
+        ));
+    }
+    if usage.estimated {
+        text.push_str(" (partly estimated)");
+    }
+    text
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ pub use schema::schemas;
 pub use subject::{AgentName, NameError, Subjects};
 pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
 pub use timer::{DeadlineTimer, deadline_event_id};
-pub use usage::{Budget, Usage};
+pub use usage::{Budget, Usage, amount, micros};
 
 /// The protocol major version this crate reads and writes (`v`).
 pub const PROTOCOL_VERSION: u64 = 1;

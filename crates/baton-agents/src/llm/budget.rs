@@ -1,32 +1,36 @@
-//! A session's token budget, as an LLM agent keeps to it: what each model
-//! answer spent (its reported usage, or an estimate marked as one), and the
-//! check before each call that would pass the budget.
+//! A session's budget, as an LLM agent keeps to it: what each model answer
+//! spent (its reported usage, or an estimate marked as one, priced by
+//! `[llm.price]`), and the check before each call that would pass the
+//! session's token or cost budget, or the agent's own cap per hop.
 
-use baton_proto::{Reason, Usage, Value};
+use baton_proto::{Reason, Usage, Value, amount};
 use baton_worker::{ContextUpdate, Outcome, Task};
 use serde_json::Value as Json;
 
 use super::LlmRunner;
 use crate::limits::{estimate, tokens_in};
+use crate::spec::{LlmSpec, PriceSpec};
 
 /// What `answer` spent: the usage it reports, or, when it reports none, an
-/// estimate (four characters a token) marked as one.
-pub(super) fn usage_of(answer: &Json, messages: &[Json]) -> Usage {
+/// estimate (four characters a token) marked as one; priced by `price`.
+pub(super) fn usage_of(answer: &Json, messages: &[Json], price: Option<&PriceSpec>) -> Usage {
     let usage = &answer["usage"];
-    match (
+    let (input_tokens, output_tokens, estimated) = match (
         usage["prompt_tokens"].as_u64(),
         usage["completion_tokens"].as_u64(),
     ) {
-        (Some(input), Some(output)) => Usage {
-            input_tokens: input,
-            output_tokens: output,
-            estimated: false,
-        },
-        _ => Usage {
-            input_tokens: tokens_in(messages),
-            output_tokens: tokens_in(std::slice::from_ref(&answer["choices"][0]["message"])),
-            estimated: true,
-        },
+        (Some(input), Some(output)) => (input, output, false),
+        _ => (
+            tokens_in(messages),
+            tokens_in(std::slice::from_ref(&answer["choices"][0]["message"])),
+            true,
+        ),
+    };
+    Usage {
+        input_tokens,
+        output_tokens,
+        estimated,
+        cost_micros: price.map_or(0, |p| p.micros(input_tokens, output_tokens)),
     }
 }
 
@@ -38,42 +42,130 @@ fn spent(task: &Task) -> Usage {
         .plus(task.progress.spending())
 }
 
-/// `(spent, limit, next)` when the next call of `messages`, about `next`
-/// tokens, would pass `task`'s session budget.
-pub(super) fn over(
-    task: &Task,
-    messages: &[Json],
-    max_tokens: Option<u32>,
-) -> Option<(u64, u64, u64)> {
-    let limit = task.envelope.budget?.tokens?;
-    let spent = spent(task).total();
-    let next = estimate(messages, max_tokens);
-    (spent.saturating_add(next) > limit).then_some((spent, limit, next))
+/// A budget the next call would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Overrun {
+    /// The session's budget (`false`: the agent's cap per hop).
+    session: bool,
+    /// Counted in cost (millionths), not tokens.
+    cost: bool,
+    spent: u64,
+    limit: u64,
+    next: u64,
+}
+
+impl Overrun {
+    fn check(session: bool, cost: bool, spent: u64, limit: Option<u64>, next: u64) -> Option<Self> {
+        let limit = limit?;
+        (spent.saturating_add(next) > limit).then_some(Self {
+            session,
+            cost,
+            spent,
+            limit,
+            next,
+        })
+    }
+
+    /// A count as people read it: tokens, or an amount.
+    fn show(&self, value: u64) -> String {
+        if self.cost {
+            amount(value)
+        } else {
+            format!("{value} tokens")
+        }
+    }
+
+    fn number(&self, value: u64) -> Value {
+        if self.cost {
+            #[allow(clippy::cast_precision_loss)] // millionths of a currency unit
+            Value::from(value as f64 / 1e6)
+        } else {
+            Value::from(value)
+        }
+    }
+}
+
+/// The budget the next call of `messages` would pass, if any: the session's
+/// tokens, then its cost, then the agent's cap per hop.
+pub(super) fn over(task: &Task, messages: &[Json], settings: &LlmSpec) -> Option<Overrun> {
+    let budget = task.envelope.budget.unwrap_or_default();
+    let session = spent(task);
+    let next = estimate(messages, settings.max_tokens);
+    let next_cost = settings.price.map(|price| {
+        let prompt = tokens_in(messages);
+        price.micros(prompt, next.saturating_sub(prompt))
+    });
+    Overrun::check(true, false, session.total(), budget.tokens, next)
+        .or_else(|| {
+            // An agent without a price table adds nothing to a cost budget.
+            let next_cost = next_cost?;
+            Overrun::check(
+                true,
+                true,
+                session.cost_micros,
+                budget.cost_micros,
+                next_cost,
+            )
+        })
+        .or_else(|| {
+            let hop = task.progress.spending().total();
+            Overrun::check(false, false, hop, settings.hop_budget_tokens, next)
+        })
 }
 
 impl LlmRunner {
-    /// The outcome of a hop whose next model call would pass the session's
-    /// budget: the fallback, with reason `budget_exceeded`, the spending and
-    /// the limit in the context (`variables.budget_exceeded`).
+    /// The outcome of a hop whose next model call would pass a budget: the
+    /// fallback, with reason `budget_exceeded`, the spending and the limit
+    /// in the context (`variables.budget_exceeded`, and `problem`).
     pub(super) fn out_of_budget(
         &self,
         task: &Task,
         messages: &[Json],
         update: ContextUpdate,
     ) -> Outcome {
-        let (spent, limit, next) =
-            over(task, messages, self.settings.max_tokens).unwrap_or((spent(task).total(), 0, 0));
+        let Some(overrun) = over(task, messages, &self.settings) else {
+            // Not reached: asked only when a budget would be passed.
+            return Outcome::fallback(Reason::BudgetExceeded)
+                .with_update(update)
+                .into();
+        };
+        let (unit, scope) = (
+            if overrun.cost { "cost" } else { "tokens" },
+            if overrun.session { "session" } else { "hop" },
+        );
         let said = Value::Map(vec![
-            (Value::from("spent_tokens"), Value::from(spent)),
-            (Value::from("limit_tokens"), Value::from(limit)),
-            (Value::from("next_call_tokens"), Value::from(next)),
+            (Value::from("scope"), Value::from(scope)),
+            (
+                Value::from(format!("spent_{unit}")),
+                overrun.number(overrun.spent),
+            ),
+            (
+                Value::from(format!("limit_{unit}")),
+                overrun.number(overrun.limit),
+            ),
+            (
+                Value::from(format!("next_call_{unit}")),
+                overrun.number(overrun.next),
+            ),
         ]);
+        let (spent, limit, next) = (
+            overrun.show(overrun.spent),
+            overrun.show(overrun.limit),
+            overrun.show(overrun.next),
+        );
+        let problem = if overrun.session {
+            format!(
+                "the session spent {spent} of its budget of {limit}, and the next model call (about {next}) would pass it"
+            )
+        } else {
+            format!(
+                "the agent spent {spent} in this hop, its cap per hop is {limit}, and the next model call (about {next}) would pass it"
+            )
+        };
         // The update first: it replaces the whole context update.
         Outcome::fallback(Reason::BudgetExceeded)
             .with_update(update)
-            .problem(format!(
-                "the session spent {spent} of its {limit} tokens, and the next model call (about {next}) would pass the budget"
-            ))
+            .problem(problem)
             .set_var("budget_exceeded", said)
             .into()
     }
@@ -92,13 +184,13 @@ mod tests {
             "choices": [{"message": {"content": "ok"}}],
             "usage": {"prompt_tokens": 7, "completion_tokens": 3},
         });
-        let usage = usage_of(&reported, &messages);
+        let usage = usage_of(&reported, &messages, None);
         assert_eq!(
             (usage.input_tokens, usage.output_tokens, usage.estimated),
             (7, 3, false)
         );
         let silent = json!({"choices": [{"message": {"content": "y".repeat(40)}}]});
-        let usage = usage_of(&silent, &messages);
+        let usage = usage_of(&silent, &messages, None);
         assert!(usage.estimated, "marked as an estimate");
         assert!((100..=120).contains(&usage.input_tokens), "{usage:?}");
         assert!((10..=20).contains(&usage.output_tokens), "{usage:?}");

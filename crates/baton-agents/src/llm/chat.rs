@@ -45,7 +45,7 @@ impl LlmRunner {
     }
 
     /// Puts the answer's model, finish reasons and usage on `span`, and
-    /// counts the tokens.
+    /// counts the tokens and, with `[llm.price]`, the cost.
     fn record_usage(&self, span: &tracing::Span, answer: &Json) {
         let model = answer["model"].as_str().unwrap_or(&self.settings.model);
         span.record("gen_ai.response.model", model);
@@ -69,6 +69,16 @@ impl LlmRunner {
                 ];
                 self.tokens.add(tokens, &labels);
             }
+        }
+        if let (Some(price), Some(input), Some(output)) = (
+            &self.settings.price,
+            usage["prompt_tokens"].as_u64(),
+            usage["completion_tokens"].as_u64(),
+        ) {
+            #[allow(clippy::cast_precision_loss)] // millionths of a currency unit
+            let cost = price.micros(input, output) as f64 / 1e6;
+            let labels = [opentelemetry::KeyValue::new("model", model.to_owned())];
+            self.cost.add(cost, &labels);
         }
     }
 

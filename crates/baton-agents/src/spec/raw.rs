@@ -355,6 +355,21 @@ impl Report<'_> {
                 );
             }
         }
+        if settings.hop_budget_tokens == Some(0) {
+            self.error(
+                &llm.span(),
+                "[llm] hop_budget_tokens = 0 lets no call through: give at least 1, or leave it out",
+            );
+        }
+        if let Some(price) = &settings.price {
+            let fine = |p: f64| p.is_finite() && p >= 0.0;
+            if !fine(price.input_per_million) || !fine(price.output_per_million) {
+                self.error(
+                    &llm.span(),
+                    "[llm.price] prices are per million tokens and cannot be negative: e.g. input_per_million = 2.5, output_per_million = 10.0",
+                );
+            }
+        }
         Some(Kind::Llm(settings.clone()))
     }
 

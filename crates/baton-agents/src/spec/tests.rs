@@ -304,3 +304,32 @@ fn a_malformed_limits_table_is_an_error_with_its_line() {
         (Some(600), Some(90_000))
     );
 }
+
+#[test]
+fn a_cap_per_hop_of_zero_or_a_bad_price_table_is_an_error_with_its_line() {
+    let llm = "name = \"a\"\nkind = \"llm\"\n[llm]\nmodel = \"m\"\n";
+    let zero = format!("{llm}hop_budget_tokens = 0\n");
+    let errors = problems(&zero);
+    assert!(
+        errors[0].starts_with("agents/x.toml:3:") && errors[0].contains("hop_budget_tokens = 0"),
+        "{errors:?}"
+    );
+    let negative = format!("{llm}hop_budget_tokens = -10\n");
+    assert!(problems(&negative)[0].starts_with("agents/x.toml:5:"));
+    let cheap = format!("{llm}[llm.price]\ninput_per_million = -1\noutput_per_million = 2\n");
+    let errors = problems(&cheap);
+    assert!(errors[0].contains("cannot be negative"), "{errors:?}");
+    let half = format!("{llm}[llm.price]\ninput_per_million = 1\n");
+    let errors = problems(&half);
+    assert!(errors[0].contains("output_per_million"), "{errors:?}");
+    let fine = format!(
+        "{llm}hop_budget_tokens = 4000\n[llm.price]\ninput_per_million = 2.5\noutput_per_million = 10\n"
+    );
+    let Kind::Llm(settings) = parse_str(&fine).unwrap().kind else {
+        panic!("an llm spec");
+    };
+    assert_eq!(settings.hop_budget_tokens, Some(4000));
+    let price = settings.price.expect("a price");
+    // 1000 tokens read and 100 written: 0.0025 + 0.001.
+    assert_eq!(price.micros(1000, 100), 3500);
+}

@@ -52,6 +52,12 @@ pub struct SendArgs {
     #[arg(long, value_name = "TOKENS", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub budget_tokens: Option<u64>,
 
+    /// The most the session may cost, as a decimal amount (e.g. 0.50) in the currency of
+    /// the agents' [llm.price] tables. Calls of agents without a price table cost nothing
+    /// toward it.
+    #[arg(long, value_name = "AMOUNT", allow_negative_numbers = true, value_parser = amount)]
+    pub budget_cost: Option<u64>,
+
     /// Wait for the session to end and print its outcome; exit 1 if it failed, 3 if it
     /// waits for a person (see `baton inbox`).
     #[arg(long)]
@@ -92,4 +98,16 @@ pub struct WatchArgs {
     /// How long to wait for the session's first event before saying there is none.
     #[arg(long, default_value_t = 5)]
     pub start_timeout_secs: u64,
+}
+
+/// A budget's amount (`0.50`), in millionths: more than zero, at most six
+/// decimal places.
+pub(crate) fn amount(text: &str) -> Result<u64, String> {
+    match baton_proto::micros(text) {
+        Some(0) => Err("a budget of 0 lets no model call through: give more than 0".to_owned()),
+        Some(micros) => Ok(micros),
+        None => Err(format!(
+            "{text:?} is not an amount: give a decimal like 0.50 (at most six places)"
+        )),
+    }
 }

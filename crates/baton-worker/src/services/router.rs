@@ -51,9 +51,9 @@ pub struct RouterConfig {
     /// The deadline given to tasks that arrive without one, from the moment
     /// the router takes them; `None` leaves them without a deadline.
     pub default_deadline: Option<Duration>,
-    /// The token budget given to tasks that arrive without one; `None`
-    /// leaves them without a budget.
-    pub default_budget_tokens: Option<u64>,
+    /// The budget given to tasks that arrive without one, part by part
+    /// (tokens, cost); the default leaves them without a budget.
+    pub default_budget: baton_proto::Budget,
 }
 
 impl Default for RouterConfig {
@@ -66,7 +66,7 @@ impl Default for RouterConfig {
             lookup_budget: Duration::from_secs(3),
             max_payload: DEFAULT_MAX_PAYLOAD,
             default_deadline: None,
-            default_budget_tokens: None,
+            default_budget: baton_proto::Budget::default(),
             concurrency: 64,
             ack_wait: Duration::from_secs(30),
             streams: StreamSettings::default(),
@@ -110,10 +110,10 @@ impl RouterConfig {
         self
     }
 
-    /// Gives tasks that arrive without a budget this many tokens.
+    /// Gives tasks that arrive without a token or a cost budget this one.
     #[must_use]
-    pub fn with_default_budget_tokens(mut self, tokens: Option<u64>) -> Self {
-        self.default_budget_tokens = tokens;
+    pub fn with_default_budget(mut self, budget: baton_proto::Budget) -> Self {
+        self.default_budget = budget;
         self
     }
 

@@ -71,11 +71,7 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
                     let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
                     envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
                 }
-                if let (None, Some(tokens)) = (envelope.budget, config.default_budget_tokens) {
-                    envelope.budget = Some(baton_proto::Budget {
-                        tokens: Some(tokens),
-                    });
-                }
+                envelope.budget = with_default(envelope.budget, config.default_budget);
                 timer = deadlines::timer_for(&config.subjects, &envelope);
                 (forward(&envelope, route), Settle::Ack)
             }
@@ -195,4 +191,17 @@ fn refused(envelope: &Envelope, reason: DeadLetterReason, detail: &str) -> Vec<O
         event(envelope, 2, EventType::DeadLettered, why.clone(), detail),
         event(envelope, 3, EventType::Failed, why, detail),
     ]
+}
+
+/// A task's budget with the router's `default` for each part it lacks.
+fn with_default(
+    budget: Option<baton_proto::Budget>,
+    default: baton_proto::Budget,
+) -> Option<baton_proto::Budget> {
+    let own = budget.unwrap_or_default();
+    let budget = baton_proto::Budget {
+        tokens: own.tokens.or(default.tokens),
+        cost_micros: own.cost_micros.or(default.cost_micros),
+    };
+    (budget != baton_proto::Budget::default()).then_some(budget)
 }

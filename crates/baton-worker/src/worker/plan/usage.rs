@@ -1,7 +1,8 @@
 //! What a session spent travels on with it: every envelope this hop sends
 //! on in the same session (a handoff, an escalation, a fallback) carries
-//! what was spent before it plus what this hop spent, and so does the
-//! session's terminal event. A delegated child starts from its parent's
+//! what was spent before it plus what this hop spent, and so does every
+//! event the hop reports about the session (its end among them), for
+//! `watch` and the console. A delegated child starts from its parent's
 //! spending, so its budget checks count the parent's.
 
 use baton_proto::{Envelope, Usage};
@@ -19,9 +20,7 @@ pub(crate) fn stamp(outputs: &mut [Output], envelope: &Envelope, hop: Usage) {
             Output::Envelope { envelope: next, .. } if next.session == envelope.session => {
                 next.usage = Some(spent);
             }
-            Output::Event(event)
-                if event.session == envelope.session && event.kind.is_terminal() =>
-            {
+            Output::Event(event) if event.session == envelope.session => {
                 event.usage = Some(spent);
             }
             _ => {}
@@ -48,11 +47,12 @@ mod tests {
             input_tokens: input,
             output_tokens: output,
             estimated: false,
+            cost_micros: 0,
         }
     }
 
     #[test]
-    fn what_a_hop_spent_is_added_to_the_next_envelope_and_the_end() {
+    fn what_a_hop_spent_is_added_to_the_next_envelope_and_the_events() {
         let mut incoming = Envelope::task("q");
         incoming.usage = Some(used(100, 20));
         let next = incoming
@@ -84,7 +84,7 @@ mod tests {
                 Output::DeadLetter(_) => None,
             })
             .collect();
-        assert_eq!(usages, [Some(180), None, Some(180), None]);
+        assert_eq!(usages, [Some(180), None, Some(180), Some(180)]);
     }
 
     #[test]

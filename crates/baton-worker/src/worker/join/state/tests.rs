@@ -294,6 +294,7 @@ fn spent(total: u64) -> Option<Usage> {
         input_tokens: total,
         output_tokens: 0,
         estimated: false,
+        cost_micros: 0,
     })
 }
 
