@@ -32,6 +32,7 @@ mod reopen;
 mod routing;
 mod setup;
 mod specs;
+mod streaming;
 mod targets;
 mod tls;
 mod tools;

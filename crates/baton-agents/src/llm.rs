@@ -30,6 +30,7 @@ mod budget;
 mod calling;
 mod chat;
 mod offer;
+mod stream;
 use calling::Turn;
 use offer::{Tool, ToolSource, offered};
 
@@ -287,7 +288,11 @@ impl LlmRunner {
                 return Ok(None);
             }
             None => {
-                let answer = self.complete(messages).await?;
+                let live = stream::Live {
+                    progress: &task.progress,
+                    step,
+                };
+                let answer = self.complete(messages, Some(live)).await?;
                 self.journal.record_answer(envelope, step, &answer).await?;
                 answer
             }

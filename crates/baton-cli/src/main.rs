@@ -6,6 +6,7 @@ mod dev;
 mod dlq;
 mod doctor;
 mod inbox;
+mod live;
 mod manifests;
 mod nats;
 mod serve;

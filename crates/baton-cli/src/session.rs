@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Event, EventType, Hop, Subjects, Value, now_ms};
-use baton_worker::Client;
 use futures::StreamExt;
 use uuid::Uuid;
 
 use crate::args::{CancelArgs, NatsArgs, SendArgs, WatchArgs};
+use crate::live::Printer;
 
 /// `task` with what `args` set: its target, requirements, variables, hop
 /// budget, deadline and token budget.
@@ -18,6 +18,7 @@ fn options(mut task: Envelope, args: &SendArgs) -> anyhow::Result<Envelope> {
         task = task.with_to(to.clone());
     }
     task.requires = args.requires.clone();
+    task.stream = !args.no_stream;
     for pair in &args.vars {
         let (key, value) = pair.split_once('=').with_context(|| {
             format!("invalid --var {pair:?}: write KEY=VALUE, e.g. --var order_id=ABC-123")
@@ -49,6 +50,13 @@ pub async fn send(
 ) -> anyhow::Result<std::process::ExitCode> {
     let task = options(task(&args)?, &args)?;
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
+    // Followed before it is sent, so no live piece of an answer comes
+    // before the wait does.
+    let events = if args.wait {
+        Some(client.follow(task.session).await?)
+    } else {
+        None
+    };
     if args.direct {
         let to = AgentName::new(args.to.clone().unwrap_or_default()).context("invalid --to")?;
         client.submit_to(&to, &task).await?;
@@ -59,7 +67,7 @@ pub async fn send(
     } else {
         client.submit(&task).await?;
     }
-    if !args.wait {
+    let Some(events) = events else {
         if args.json {
             println!(
                 "{}",
@@ -69,9 +77,14 @@ pub async fn send(
             println!("{}", task.session);
         }
         return Ok(std::process::ExitCode::SUCCESS);
-    }
+    };
     let timeout = Duration::from_secs(args.timeout_secs);
-    let end = match tokio::time::timeout(timeout, outcome(&client, task.session)).await {
+    let mut printer = (!args.json && !args.no_stream).then(Printer::default);
+    let ended = tokio::time::timeout(timeout, outcome(events, printer.as_mut())).await;
+    if let Some(printer) = printer.as_mut() {
+        printer.end();
+    }
+    let end = match ended {
         Ok(end) => end?,
         Err(_) => anyhow::bail!(
             "session {} did not end within {}s (it goes on; follow it with `baton watch {}`)",
@@ -105,12 +118,26 @@ pub async fn send(
 pub const EXIT_WAITING: u8 = 3;
 
 /// The event that ends the wait: the session's terminal event, or a
-/// `waiting` event (the session waits for a person).
-async fn outcome(client: &Client, session: Uuid) -> anyhow::Result<baton_proto::Event> {
-    let mut events = client.follow(session).await?;
+/// `waiting` event (the session waits for a person). With a `printer`,
+/// answers are printed as they are written, and the moves between agents
+/// as lines between them.
+async fn outcome(
+    mut events: baton_worker::EventStream,
+    mut printer: Option<&mut Printer>,
+) -> anyhow::Result<baton_proto::Event> {
     let mut last = None;
     while let Some(event) = events.next().await {
         let event = event?;
+        if let Some(printer) = printer.as_deref_mut() {
+            let moved = matches!(
+                event.kind,
+                EventType::Handoff | EventType::Escalated | EventType::Delegated
+            );
+            // Between streamed answers, the moves between agents.
+            if !printer.delta(&event) && moved && printer.streamed() {
+                printer.line(&format!("  ↳ {}", describe(&event)));
+            }
+        }
         if event.kind == EventType::Waiting {
             return Ok(event);
         }
@@ -202,6 +229,7 @@ pub async fn watch(
     };
     let mut seen = false;
     let mut failed = false;
+    let mut printer = Printer::default();
     loop {
         let next = if seen {
             events.next().await
@@ -227,12 +255,16 @@ pub async fn watch(
         };
         seen = true;
         failed = event.kind == EventType::Failed;
+        if args.no_stream && event.kind == EventType::Delta {
+            continue;
+        }
         if args.json {
             println!("{}", serde_json::to_string(&event)?);
-        } else {
-            println!("{}", describe(&event));
+        } else if !printer.delta(&event) {
+            printer.line(&describe(&event));
         }
     }
+    printer.end();
     Ok(if failed {
         std::process::ExitCode::FAILURE
     } else {
@@ -304,6 +336,12 @@ pub fn describe(event: &Event) -> String {
         EventType::ToolCalled => format!(
             "{agent} called {}",
             event.detail.as_deref().unwrap_or("a tool")
+        ),
+        EventType::Delta => format!(
+            "{agent} is writing: {}",
+            baton_proto::Delta::of(event)
+                .map(|delta| delta.text)
+                .unwrap_or_default()
         ),
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
     };

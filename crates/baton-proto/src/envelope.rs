@@ -122,6 +122,11 @@ pub struct Envelope {
     /// Extension (optional): what the session spent before this envelope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::Usage>,
+    /// Extension (optional): the sender follows the session live and asks
+    /// for the answers as they are written (`delta` events on
+    /// `baton.live.<session>`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -281,6 +286,7 @@ impl Envelope {
             claims: Vec::new(),
             budget: None,
             usage: None,
+            stream: false,
             extra: Map::new(),
         }
     }

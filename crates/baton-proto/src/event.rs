@@ -39,6 +39,10 @@ wire_enum! {
         /// Extension: an LLM agent called a tool within its hop (`output`:
         /// `tool`, `call`, `outcome`, `duration_ms`).
         ToolCalled = "tool_called",
+        /// Extension: a piece of an answer a model is writing, live only
+        /// (never stored), for a session that asked for it (`stream` in the
+        /// envelope); `output`: `step`, `offset`, `text`.
+        Delta = "delta",
     }
 }
 

@@ -32,6 +32,7 @@
 mod wire_enum;
 mod claim;
 mod codec;
+mod delta;
 mod envelope;
 mod event;
 mod exec;
@@ -55,6 +56,7 @@ pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
 };
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
+pub use delta::{Delta, Shown};
 pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Kind, Map, Message, Parent, Reason, ResultStatus, Role,
     Step, Value,

@@ -151,6 +151,7 @@ fn full_handoff() -> Envelope {
         claims: Vec::new(),
         budget: None,
         usage: None,
+        stream: false,
         extra: Map::new(),
     }
 }

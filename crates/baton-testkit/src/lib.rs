@@ -34,5 +34,5 @@ pub use baton_nats_server::{
 };
 pub use cluster::NatsCluster;
 pub use eventually::{Timeout, eventually};
-pub use llm::{FakeLlm, Recorded, Scripted};
+pub use llm::{FakeLlm, Recorded, Scripted, Streaming};
 pub use process::{ChildProcess, baton_binary};

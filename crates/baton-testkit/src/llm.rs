@@ -1,4 +1,7 @@
-//! A scripted OpenAI-compatible chat-completions server for tests.
+//! A scripted OpenAI-compatible chat-completions server for tests. It
+//! streams an answer (server-sent events of `chat.completion.chunk`s, the
+//! usage last when asked for, then `[DONE]`) when the request asks for
+//! `stream: true`, unless the answer is scripted as plain or cut short.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -17,6 +20,22 @@ pub struct Scripted {
     pub body: serde_json::Value,
     /// How long to wait before answering.
     pub delay: std::time::Duration,
+    /// How it answers a request for a stream.
+    pub streaming: Streaming,
+    /// How long to wait between two chunks of a stream.
+    pub chunk_delay: std::time::Duration,
+}
+
+/// How a scripted answer answers a request for a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Streaming {
+    /// Streams it, in pieces of a word.
+    #[default]
+    Streamed,
+    /// Answers with plain JSON anyway, as an endpoint that cannot stream.
+    Plain,
+    /// Streams this many pieces of text, then closes the connection.
+    CutAfter(usize),
 }
 
 impl Scripted {
@@ -52,6 +71,8 @@ impl Scripted {
             status: 200,
             headers: Vec::new(),
             delay: std::time::Duration::ZERO,
+            streaming: Streaming::default(),
+            chunk_delay: std::time::Duration::ZERO,
             body: serde_json::json!({
                 "id": "chatcmpl-test",
                 "object": "chat.completion",
@@ -91,7 +112,30 @@ impl Scripted {
                 .collect(),
             body: serde_json::json!({"error": {"message": "scripted error"}}),
             delay: std::time::Duration::ZERO,
+            streaming: Streaming::default(),
+            chunk_delay: std::time::Duration::ZERO,
         }
+    }
+
+    /// The same answer, as plain JSON even when a stream is asked for.
+    #[must_use]
+    pub fn plain(mut self) -> Self {
+        self.streaming = Streaming::Plain;
+        self
+    }
+
+    /// The same answer, its stream cut after `pieces` pieces of text.
+    #[must_use]
+    pub fn cut_after(mut self, pieces: usize) -> Self {
+        self.streaming = Streaming::CutAfter(pieces);
+        self
+    }
+
+    /// The same answer, streamed with `delay` between its chunks.
+    #[must_use]
+    pub fn chunks_every(mut self, delay: std::time::Duration) -> Self {
+        self.chunk_delay = delay;
+        self
     }
 }
 
@@ -228,7 +272,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
-    let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    let asks_stream = body["stream"] == serde_json::json!(true);
+    let with_usage = body["stream_options"]["include_usage"] == serde_json::json!(true);
     let answer = {
         let mut state = state
             .lock()
@@ -243,6 +289,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     }
     .unwrap_or_else(|| Scripted::error(500, &[]));
     std::thread::sleep(answer.delay);
+    if asks_stream && answer.status == 200 && answer.streaming != Streaming::Plain {
+        return send_stream(stream, &answer, with_usage);
+    }
     let payload = answer.body.to_string();
     let mut response = format!(
         "HTTP/1.1 {} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -256,5 +305,75 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     response.push_str(&payload);
     let mut stream = stream;
     stream.write_all(response.as_bytes())?;
+    stream.flush()
+}
+
+/// Writes `answer` as a stream of chunks: the role, the text a word at a
+/// time, each tool call (its name, then its arguments in two halves), the
+/// finish reason, the usage (`with_usage`), then `[DONE]`. A cut answer
+/// stops after its pieces of text, closing the connection.
+fn send_stream(mut stream: TcpStream, answer: &Scripted, with_usage: bool) -> std::io::Result<()> {
+    stream.write_all(
+        b"HTTP/1.1 200 Scripted\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+    )?;
+    let model = answer.body["model"].clone();
+    let mut send = |delta: serde_json::Value, finish: serde_json::Value| -> std::io::Result<()> {
+        let chunk = serde_json::json!({
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        stream.write_all(format!("data: {chunk}\n\n").as_bytes())?;
+        stream.flush()?;
+        std::thread::sleep(answer.chunk_delay);
+        Ok(())
+    };
+    let message = &answer.body["choices"][0]["message"];
+    let null = serde_json::Value::Null;
+    send(
+        serde_json::json!({"role": "assistant", "content": ""}),
+        null.clone(),
+    )?;
+    let text = message["content"].as_str().unwrap_or_default();
+    for (n, piece) in text.split_inclusive(' ').enumerate() {
+        if answer.streaming == Streaming::CutAfter(n) {
+            return Ok(());
+        }
+        send(serde_json::json!({"content": piece}), null.clone())?;
+    }
+    if let Streaming::CutAfter(_) = answer.streaming {
+        return Ok(()); // Cut after the last piece, before the end.
+    }
+    for (index, call) in message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let function = &call["function"];
+        let arguments = function["arguments"].as_str().unwrap_or_default();
+        let half = arguments.len() / 2;
+        let half = (half..=arguments.len())
+            .find(|at| arguments.is_char_boundary(*at))
+            .unwrap_or(0);
+        send(
+            serde_json::json!({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                "function": {"name": function["name"], "arguments": arguments[..half]}}]}),
+            null.clone(),
+        )?;
+        send(
+            serde_json::json!({"tool_calls": [{"index": index, "function": {"arguments": arguments[half..]}}]}),
+            null.clone(),
+        )?;
+    }
+    let finish = answer.body["choices"][0]["finish_reason"].clone();
+    send(serde_json::json!({}), finish)?;
+    if with_usage && answer.body["usage"].is_object() {
+        let chunk = serde_json::json!({"id": "chatcmpl-test", "object": "chat.completion.chunk",
+            "model": model, "choices": [], "usage": answer.body["usage"]});
+        stream.write_all(format!("data: {chunk}\n\n").as_bytes())?;
+    }
+    stream.write_all(b"data: [DONE]\n\n")?;
     stream.flush()
 }

@@ -1,5 +1,7 @@
 //! One chat completion: the HTTP request to the OpenAI-compatible
-//! endpoint, its errors, and the usage it reports.
+//! endpoint, streamed when the session asked for live answers (and read
+//! whole when the endpoint answers with plain JSON instead), its errors,
+//! and the usage it reports.
 
 use std::time::Duration;
 
@@ -7,13 +9,18 @@ use baton_worker::AgentError;
 use serde_json::{Value as Json, json};
 use tracing::Instrument as _;
 
+use super::stream::{self, Broken, Live};
 use super::{LlmRunner, ToolSource};
 
 impl LlmRunner {
     /// One chat completion, in a `chat {model}` span with the GenAI
     /// attributes: the request model, the finish reasons and the token
     /// usage the answer reports.
-    pub(super) async fn complete(&self, messages: &[Json]) -> Result<Json, AgentError> {
+    pub(super) async fn complete(
+        &self,
+        messages: &[Json],
+        live: Option<Live<'_>>,
+    ) -> Result<Json, AgentError> {
         let model = &self.settings.model;
         let span = tracing::info_span!(
             "chat",
@@ -29,7 +36,8 @@ impl LlmRunner {
             gen_ai.usage.output_tokens = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
-        let answer = self.limited(messages).instrument(span.clone()).await;
+        let live = live.filter(|live| self.settings.stream && live.progress.streams());
+        let answer = self.limited(messages, live).instrument(span.clone()).await;
         match &answer {
             Ok(answer) => self.record_usage(&span, answer),
             Err(err) => {
@@ -84,8 +92,12 @@ impl LlmRunner {
 
     /// The request body: the conversation, the tools the model may call,
     /// and the spec's sampling settings.
-    fn body(&self, messages: &[Json]) -> Json {
+    fn body(&self, messages: &[Json], streamed: bool) -> Json {
         let mut body = json!({"model": self.settings.model, "messages": messages});
+        if streamed {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !self.tools.is_empty() || !self.toolbox.tools().is_empty() {
             let mcp = self
                 .toolbox
@@ -110,11 +122,14 @@ impl LlmRunner {
     /// The call, in its turn under the shared limit if there is one. A
     /// `429` pauses the shared limit for its `Retry-After` and the call
     /// takes a new turn, up to [`REFUSED_AGAIN`] times within the hop;
-    /// without a shared limit it fails the attempt (retried later).
-    async fn limited(&self, messages: &[Json]) -> Result<Json, AgentError> {
+    /// without a shared limit it fails the attempt (retried later). A
+    /// stream cut before the answer ended is asked again, up to
+    /// [`CUT_AGAIN`] times.
+    async fn limited(&self, messages: &[Json], live: Option<Live<'_>>) -> Result<Json, AgentError> {
         let model = opentelemetry::KeyValue::new("model", self.settings.model.clone());
         let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
         let mut refused = 0;
+        let mut cut = 0;
         loop {
             if let Some(limiter) = &self.limiter {
                 let turn = limiter
@@ -124,7 +139,7 @@ impl LlmRunner {
                 self.limit_wait
                     .record(turn.wait.as_secs_f64(), std::slice::from_ref(&model));
             }
-            match self.request(messages).await {
+            match self.request(messages, live).await {
                 Ok(answer) => {
                     if let Some(limiter) = &self.limiter {
                         let used = answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
@@ -149,13 +164,17 @@ impl LlmRunner {
                     );
                     limiter.pause(pause).await;
                 }
-                Err(Failure::Other(error)) => return Err(error),
+                Err(Failure::Cut(error)) if cut < CUT_AGAIN => {
+                    cut += 1;
+                    tracing::info!(%error, cut, "the answer's stream was cut: asking again");
+                }
+                Err(Failure::Cut(error) | Failure::Other(error)) => return Err(error),
             }
         }
     }
 
-    async fn request(&self, messages: &[Json]) -> Result<Json, Failure> {
-        let body = self.body(messages);
+    async fn request(&self, messages: &[Json], live: Option<Live<'_>>) -> Result<Json, Failure> {
+        let body = self.body(messages, live.is_some());
         let url = format!(
             "{}/chat/completions",
             self.settings.base_url.trim_end_matches('/')
@@ -176,6 +195,20 @@ impl LlmRunner {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
+        let streamed = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if let (true, true, Some(live)) = (status.is_success(), streamed, live) {
+            return stream::read(response, live)
+                .await
+                .map_err(|broken| match broken {
+                    Broken::Cut(why) => Failure::Cut(AgentError::retryable(why)),
+                    Broken::Bad(why) => Failure::Other(AgentError::retryable(why)),
+                });
+        }
+        // A plain answer: the endpoint does not stream, or was not asked to.
         let text = response.text().await.map_err(|err| {
             Failure::Other(AgentError::retryable(format!(
                 "the model's answer was cut off: {err}"
@@ -213,10 +246,16 @@ impl LlmRunner {
 /// How many `429`s one call waits out within its hop under a shared limit.
 const REFUSED_AGAIN: u32 = 4;
 
+/// How many times one call is made again within its hop after its stream
+/// was cut.
+const CUT_AGAIN: u32 = 2;
+
 /// Why a request failed.
 enum Failure {
     /// The endpoint refused it with `429`, perhaps saying for how long.
     Refused(Option<Duration>, AgentError),
+    /// The answer's stream ended before the answer did.
+    Cut(AgentError),
     /// Anything else.
     Other(AgentError),
 }

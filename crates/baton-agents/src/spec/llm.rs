@@ -43,6 +43,15 @@ pub struct LlmSpec {
     /// What the model costs (`[llm.price]`), for cost budgets.
     #[serde(default)]
     pub price: Option<PriceSpec>,
+    /// Asks the endpoint to stream its answers (`stream: true`) for a
+    /// session that follows them live; `false` for an endpoint that refuses
+    /// streaming. One that answers with plain JSON anyway is read whole.
+    #[serde(default = "default_true")]
+    pub stream: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// `[llm.price]`: what the model costs per million tokens, in the currency

@@ -63,6 +63,11 @@ pub struct SendArgs {
     #[arg(long)]
     pub wait: bool,
 
+    /// Do not ask for answers as they are written. By default the session asks its LLM
+    /// agents to stream, and --wait (and `baton watch`) print the text as it comes.
+    #[arg(long)]
+    pub no_stream: bool,
+
     /// With --wait: how long to wait, in seconds.
     #[arg(long, default_value_t = 60)]
     pub timeout_secs: u64,
@@ -94,6 +99,11 @@ pub struct WatchArgs {
     /// Keep following after the terminal event (a replay may re-open the session).
     #[arg(long)]
     pub follow: bool,
+
+    /// Do not print answers as they are written (the `delta` events of a session sent
+    /// without --no-stream); print the other events only.
+    #[arg(long)]
+    pub no_stream: bool,
 
     /// How long to wait for the session's first event before saying there is none.
     #[arg(long, default_value_t = 5)]

@@ -1,6 +1,8 @@
 //! What an agent reports while its hop runs: a `tool_called` event for each
-//! tool call, stored at the `full` event level and live at `lean`, best
-//! effort (a report that cannot be sent is logged, and the hop goes on).
+//! tool call, stored at the `full` event level and live at `lean`, and the
+//! pieces of an answer as a model writes it (`delta` events, live only, for
+//! a session that asked for them); best effort (a report that cannot be
+//! sent is logged, and the hop goes on). It also keeps what the hop spent.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,6 +41,15 @@ pub(crate) trait Report: Send + Sync {
         &'a self,
         call: ToolCall<'a>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+    /// Whether the session asked for answers as they are written.
+    fn streams(&self) -> bool;
+    /// Sends a piece of an answer live, best effort.
+    fn delta<'a>(
+        &'a self,
+        step: u32,
+        offset: u64,
+        text: &'a str,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }
 
 impl std::fmt::Debug for Progress {
@@ -68,6 +79,25 @@ impl Progress {
             .as_ref()
             .map(|report| report.spending())
             .unwrap_or_default()
+    }
+
+    /// Whether the session asked for its answers as they are written: an
+    /// agent that can stream its model's answer should, and report the
+    /// pieces with [`Progress::delta`].
+    #[must_use]
+    pub fn streams(&self) -> bool {
+        self.0.as_ref().is_some_and(|report| report.streams())
+    }
+
+    /// Sends `text`, the piece of the answer of model call `step` (from 1)
+    /// that starts `offset` bytes into it, live to the session's readers
+    /// (when it asked for them; nothing otherwise). A call made again after
+    /// its stream was cut sends its pieces from offset 0 again: readers
+    /// show only what is new.
+    pub async fn delta(&self, step: u32, offset: u64, text: &str) {
+        if let Some(report) = self.0.as_ref().filter(|report| report.streams()) {
+            report.delta(step, offset, text).await;
+        }
     }
 
     /// Reports `call` as a `tool_called` event of the session.

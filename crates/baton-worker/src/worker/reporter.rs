@@ -1,5 +1,6 @@
 //! Where a running hop's reports go: a `tool_called` event for each tool
-//! call, stored at the `full` event level and live at `lean`, best effort (a
+//! call, stored at the `full` event level and live at `lean`, and `delta`
+//! events, live only, for a session that asked for them; best effort (a
 //! report that cannot be sent is logged, and the hop goes on).
 
 use std::future::Future;
@@ -27,6 +28,8 @@ struct Hop {
     headers: async_nats::HeaderMap,
     /// What the hop's model calls spent.
     usage: std::sync::Mutex<Usage>,
+    /// The session asked for answers as they are written.
+    stream: bool,
 }
 
 impl Reporter {
@@ -42,6 +45,7 @@ impl Reporter {
             envelope: envelope.id,
             headers,
             usage: std::sync::Mutex::default(),
+            stream: envelope.stream,
         }))
     }
 }
@@ -67,6 +71,28 @@ impl Report for Hop {
         call: ToolCall<'a>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
         Box::pin(self.report_tool(call))
+    }
+
+    fn streams(&self) -> bool {
+        self.stream
+    }
+
+    fn delta<'a>(
+        &'a self,
+        step: u32,
+        offset: u64,
+        text: &'a str,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            let delta = baton_proto::Delta {
+                envelope: self.envelope,
+                step,
+                offset,
+                text: text.to_owned(),
+            };
+            let event = delta.event(self.session, &self.reporter.agent);
+            self.reporter.outbox.live(&event).await;
+        })
     }
 }
 

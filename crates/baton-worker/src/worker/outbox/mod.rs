@@ -155,21 +155,23 @@ impl Outbox {
         }
     }
 
+    /// Sends `event` live only (a `delta`), best effort: never stored,
+    /// whatever the event level.
+    pub(crate) async fn live(&self, event: &Event) {
+        let subject = self.subjects.live(event.session);
+        if let Some(message) = plain(event, subject, async_nats::HeaderMap::new()) {
+            self.publisher
+                .publish_live(std::slice::from_ref(&message))
+                .await;
+        }
+    }
+
     /// Sends `event`, a report of a running hop, best effort: stored or
     /// live by the event level; a failure is logged.
     pub(crate) async fn report(&self, event: &Event, headers: async_nats::HeaderMap) {
-        let payload = match baton_proto::Wire::to_msgpack(event) {
-            Ok(payload) => bytes::Bytes::from(payload),
-            Err(err) => {
-                return tracing::warn!(error = %err, kind = %event.kind, "cannot encode an event");
-            }
-        };
-        let message = Outgoing {
-            class: crate::nats::publish::Class::Plain,
-            subject: self.subjects.events(event.session),
-            id: event.id,
-            payload,
-            headers,
+        let subject = self.subjects.events(event.session);
+        let Some(message) = plain(event, subject, headers) else {
+            return;
         };
         if let Err(err) = self.send_event(event, message).await {
             tracing::warn!(error = %err, kind = %event.kind, "cannot store an event");
@@ -260,4 +262,22 @@ pub(crate) fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]
              that delegate to it, and the agent types its capability targets resolve to)",
             subjects.prefix()
         ))
+}
+
+/// `event` as a message on `subject`; `None` (logged) when it cannot be
+/// encoded.
+fn plain(event: &Event, subject: String, headers: async_nats::HeaderMap) -> Option<Outgoing> {
+    match baton_proto::Wire::to_msgpack(event) {
+        Ok(payload) => Some(Outgoing {
+            class: crate::nats::publish::Class::Plain,
+            subject,
+            id: event.id,
+            payload: bytes::Bytes::from(payload),
+            headers,
+        }),
+        Err(err) => {
+            tracing::warn!(error = %err, kind = %event.kind, "cannot encode an event");
+            None
+        }
+    }
 }
