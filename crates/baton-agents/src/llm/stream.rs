@@ -56,6 +56,11 @@ pub(super) async fn read(mut response: reqwest::Response, live: Live<'_>) -> Res
             }
         }
     }
+    // A last event the server did not end with a blank line.
+    let rest = String::from_utf8_lossy(&buffer).into_owned();
+    for data in rest.lines().filter_map(|line| line.strip_prefix("data:")) {
+        answer.take(data.trim(), live).await?;
+    }
     if !answer.done && answer.finish.is_none() {
         return Err(Broken::Cut(
             "the answer's stream ended before the answer did".to_owned(),
