@@ -7,7 +7,7 @@ use std::time::Duration;
 use baton_proto::{EventType, Value};
 use baton_testkit::{FakeLlm, Scripted, eventually};
 
-use crate::util::System;
+use crate::util::{System, llm_table, session_in, spec_workers as workers};
 
 /// Two LLM agent types on `llm`: `first` hands the conversation to
 /// `second`, whose fallback is the person `desk` (a human agent); `more`
@@ -108,10 +108,7 @@ async fn what_a_session_spends_travels_across_hops_to_its_end() -> anyhow::Resul
     assert_eq!(llm.requests().len(), 2);
 
     // `watch` shows the spending growing, event by event.
-    let session = stdout
-        .split_whitespace()
-        .find(|w| w.len() == 36 && w.parse::<uuid::Uuid>().is_ok())
-        .ok_or_else(|| anyhow::anyhow!("no session id in {stdout}"))?;
+    let session = session_in(&stdout)?;
     let watched = system.baton(&["watch", session]).output()?;
     let watched = String::from_utf8_lossy(&watched.stdout);
     let line = |what: &str| {
@@ -201,35 +198,6 @@ async fn the_router_gives_a_task_without_a_budget_its_default() -> anyhow::Resul
     let envelope = stopped(&system, &llm, &["send", "--to", "first", "a question"], 1).await?;
     assert_eq!(envelope.budget.and_then(|b| b.tokens), Some(400));
     Ok(())
-}
-
-/// A system with a worker for each of `specs` (name, spec text).
-async fn workers(specs: &[(&str, String)]) -> anyhow::Result<(System, tempfile::TempDir)> {
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    for (name, text) in specs {
-        let path = dir.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text)?;
-        let spec = path.to_string_lossy().into_owned();
-        let args = [
-            "worker",
-            "--spec",
-            spec.as_str(),
-            "--no-registry",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ];
-        system.spawn(name, &args, "worker started").await?;
-    }
-    Ok((system, dir))
-}
-
-/// An `[llm]` table on the stand-in, with `more` lines in it.
-fn llm_table(llm: &FakeLlm, more: &str) -> String {
-    format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Be brief.\"\n{more}",
-        llm.url()
-    )
 }
 
 const DESK: (&str, &str) = ("desk", "name = \"desk\"\nkind = \"human\"\n");

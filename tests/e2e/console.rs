@@ -298,10 +298,7 @@ async fn the_console_works_as_the_operator_role_with_its_generated_block() -> an
     system.relay("intake", "intake", &flags).await?;
     let sent = ok_as(&system, "client", &["send", "--wait", "where is my order"])?;
     let stdout = String::from_utf8_lossy(&sent.stdout);
-    let session = stdout
-        .split_whitespace()
-        .find(|w| w.len() == 36 && w.parse::<uuid::Uuid>().is_ok())
-        .map(str::to_owned);
+    let session = crate::util::session_in(&stdout)?.to_owned();
 
     // Global flags may follow the subcommand: the operator's credentials.
     let operator = as_user("operator");
@@ -311,7 +308,6 @@ async fn the_console_works_as_the_operator_role_with_its_generated_block() -> an
     let base = console(&mut system, "console", &args).await?;
     let (status, list) = get(&base, "/").await?;
     assert_eq!(status, 200, "{list}");
-    let session = session.ok_or_else(|| anyhow::anyhow!("no session id in {stdout}"))?;
     assert!(list.contains(&format!("s-{session}")), "{list}");
     let (status, page) = get(&base, &format!("/sessions/{session}")).await?;
     assert_eq!(status, 200, "{page}");

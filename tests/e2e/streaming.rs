@@ -8,16 +8,12 @@ use std::time::Duration;
 use baton_proto::{Delta, EventType};
 use baton_testkit::{FakeLlm, Scripted};
 
-use crate::util::System;
+use crate::util::{System, llm_table, session_in, spec_workers};
 
 /// `first` (an LLM agent type) may hand off to `second` (another).
 async fn two_agents(llm: &FakeLlm) -> anyhow::Result<(System, tempfile::TempDir)> {
-    let dir = tempfile::tempdir()?;
-    let table = format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Be brief.\"\n",
-        llm.url()
-    );
-    let specs = [
+    let table = llm_table(llm, "");
+    spec_workers(&[
         (
             "first",
             format!("name = \"first\"\nkind = \"llm\"\n\n[[handoffs]]\nto = \"second\"\n{table}"),
@@ -26,16 +22,8 @@ async fn two_agents(llm: &FakeLlm) -> anyhow::Result<(System, tempfile::TempDir)
             "second",
             format!("name = \"second\"\nkind = \"llm\"\n{table}"),
         ),
-    ];
-    let mut system = System::start().await?;
-    for (name, text) in specs {
-        let path = dir.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text)?;
-        let spec = path.to_string_lossy().into_owned();
-        let args = ["worker", "--spec", spec.as_str(), "--no-registry"];
-        system.spawn(name, &args, "worker started").await?;
-    }
-    Ok((system, dir))
+    ])
+    .await
 }
 
 /// `first` says something, then hands off; `second` answers.
@@ -56,23 +44,12 @@ fn handing_off() -> Vec<Scripted> {
     ]
 }
 
-fn send(system: &System, args: &[&str]) -> anyhow::Result<String> {
-    let out = system.baton(args).output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    anyhow::ensure!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(stdout)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn answers_stream_in_order_across_a_handoff() -> anyhow::Result<()> {
     let llm = FakeLlm::start(handing_off())?;
     let (system, _dir) = two_agents(&llm).await?;
     let args = ["send", "--to", "first", "--direct", "--wait", "a question"];
-    let stdout = send(&system, &args)?;
+    let stdout = system.baton_stdout(&args)?;
     // The model was asked to stream, with its usage.
     let requests = llm.requests();
     assert_eq!(requests.len(), 2);
@@ -113,10 +90,7 @@ async fn answers_stream_in_order_across_a_handoff() -> anyhow::Result<()> {
     );
 
     // None of the pieces is stored.
-    let session = stdout
-        .split_whitespace()
-        .find(|w| w.len() == 36 && w.parse::<uuid::Uuid>().is_ok())
-        .ok_or_else(|| anyhow::anyhow!("no session id in {stdout}"))?;
+    let session = session_in(&stdout)?;
     let history = system.client.history(session.parse()?).await?;
     assert!(history.iter().all(|e| e.kind != EventType::Delta));
     Ok(())
@@ -128,10 +102,7 @@ async fn watch_prints_the_pieces_of_a_live_answer_in_order() -> anyhow::Result<(
         Scripted::text("one two three four five six").chunks_every(Duration::from_millis(300)),
     ])?;
     let (system, _dir) = two_agents(&llm).await?;
-    let session = send(
-        &system,
-        &["send", "--to", "second", "--direct", "a question"],
-    )?;
+    let session = system.baton_stdout(&["send", "--to", "second", "--direct", "a question"])?;
     let session = session.trim();
     let out = system.baton(&["watch", "--json", session]).output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -160,10 +131,8 @@ async fn a_stream_cut_mid_answer_is_asked_again_and_shown_once() -> anyhow::Resu
         Scripted::text(answer),
     ])?;
     let (system, _dir) = two_agents(&llm).await?;
-    let stdout = send(
-        &system,
-        &["send", "--to", "second", "--direct", "--wait", "a question"],
-    )?;
+    let stdout =
+        system.baton_stdout(&["send", "--to", "second", "--direct", "--wait", "a question"])?;
     assert_eq!(llm.requests().len(), 2, "asked again after the cut");
     let streamed = stdout
         .lines()
@@ -186,10 +155,7 @@ async fn an_endpoint_that_cannot_stream_is_read_whole_and_no_stream_asks_for_non
         Scripted::text("Another answer."),
     ])?;
     let (system, _dir) = two_agents(&llm).await?;
-    let stdout = send(
-        &system,
-        &["send", "--to", "second", "--direct", "--wait", "q"],
-    )?;
+    let stdout = system.baton_stdout(&["send", "--to", "second", "--direct", "--wait", "q"])?;
     assert!(stdout.contains("A plain answer."), "{stdout}");
     assert!(!stdout.contains("second: "), "nothing streamed: {stdout}");
     let args = [
@@ -201,7 +167,7 @@ async fn an_endpoint_that_cannot_stream_is_read_whole_and_no_stream_asks_for_non
         "--no-stream",
         "q",
     ];
-    let stdout = send(&system, &args)?;
+    let stdout = system.baton_stdout(&args)?;
     assert!(stdout.contains("Another answer."), "{stdout}");
     assert!(!stdout.contains("second: "), "{stdout}");
     let requests = llm.requests();

@@ -527,3 +527,42 @@ pub fn python_json(script: &str, module: &str, args: &[&str]) -> anyhow::Result<
     );
     Ok(serde_json::from_slice(&output.stdout)?)
 }
+
+/// A system with a worker (without the registry, with a metrics endpoint)
+/// for each of `specs`: the agent type's name and its spec's text, written
+/// to the returned directory.
+pub async fn spec_workers(specs: &[(&str, String)]) -> anyhow::Result<(System, tempfile::TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let mut system = System::start().await?;
+    for (name, text) in specs {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text)?;
+        let spec = path.to_string_lossy().into_owned();
+        let args = [
+            "worker",
+            "--spec",
+            spec.as_str(),
+            "--no-registry",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ];
+        system.spawn(name, &args, "worker started").await?;
+    }
+    Ok((system, dir))
+}
+
+/// An `[llm]` table for the stand-in model `llm`, with `more` lines in it.
+pub fn llm_table(llm: &baton_testkit::FakeLlm, more: &str) -> String {
+    format!(
+        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Be brief.\"\n{more}",
+        llm.url()
+    )
+}
+
+/// The session id `baton send` printed in `stdout`.
+pub fn session_in(stdout: &str) -> anyhow::Result<&str> {
+    stdout
+        .split_whitespace()
+        .find(|w| w.len() == 36 && w.parse::<Uuid>().is_ok())
+        .ok_or_else(|| anyhow::anyhow!("no session id in {stdout}"))
+}

@@ -27,6 +27,7 @@ use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
 use crate::tools::Toolbox;
 
 mod budget;
+use budget::out_of_budget;
 mod calling;
 mod chat;
 mod offer;
@@ -210,8 +211,9 @@ impl LlmRunner {
             if steps > self.settings.max_steps {
                 return Ok(self.out_of_steps(update));
             }
-            let Some(answer) = self.answer(task, steps, &messages).await? else {
-                return Ok(self.out_of_budget(task, &messages, update));
+            let answer = match self.answer(task, steps, &messages).await? {
+                Ok(answer) => answer,
+                Err(overrun) => return Ok(out_of_budget(overrun, update)),
             };
             let message = &answer["choices"][0]["message"];
             let content = message["content"].as_str().unwrap_or_default().to_owned();
@@ -272,7 +274,7 @@ impl LlmRunner {
 
     /// The model's answer at `step` of `task`'s hop: the journal's, when a
     /// redelivered hop had it answered before, else asked and recorded;
-    /// `None` when asking would pass the session's budget. What it spent
+    /// the budget it would pass when asking would pass one. What it spent
     /// is added to the hop's usage either way (a replayed answer was paid
     /// for by the attempt that got it, whose outputs never left).
     async fn answer(
@@ -280,14 +282,14 @@ impl LlmRunner {
         task: &Task,
         step: u32,
         messages: &[Json],
-    ) -> Result<Option<Json>, AgentError> {
+    ) -> Result<Result<Json, budget::Overrun>, AgentError> {
         let envelope = task.envelope.id;
         let answer = match self.journal.answer(envelope, step).await? {
             Some(answer) => answer,
-            None if budget::over(task, messages, &self.settings).is_some() => {
-                return Ok(None);
-            }
             None => {
+                if let Some(overrun) = budget::over(task, messages, &self.settings) {
+                    return Ok(Err(overrun));
+                }
                 let live = stream::Live {
                     progress: &task.progress,
                     step,
@@ -299,7 +301,7 @@ impl LlmRunner {
         };
         let usage = budget::usage_of(&answer, messages, self.settings.price.as_ref());
         task.progress.spent(usage);
-        Ok(Some(answer))
+        Ok(Ok(answer))
     }
 
     /// Tells the model what is wrong with its `call`, to ask again.

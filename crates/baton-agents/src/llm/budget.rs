@@ -7,7 +7,6 @@ use baton_proto::{Reason, Usage, Value, amount};
 use baton_worker::{ContextUpdate, Outcome, Task};
 use serde_json::Value as Json;
 
-use super::LlmRunner;
 use crate::limits::{estimate, tokens_in};
 use crate::spec::{LlmSpec, PriceSpec};
 
@@ -113,62 +112,49 @@ pub(super) fn over(task: &Task, messages: &[Json], settings: &LlmSpec) -> Option
         })
 }
 
-impl LlmRunner {
-    /// The outcome of a hop whose next model call would pass a budget: the
-    /// fallback, with reason `budget_exceeded`, the spending and the limit
-    /// in the context (`variables.budget_exceeded`, and `problem`).
-    pub(super) fn out_of_budget(
-        &self,
-        task: &Task,
-        messages: &[Json],
-        update: ContextUpdate,
-    ) -> Outcome {
-        let Some(overrun) = over(task, messages, &self.settings) else {
-            // Not reached: asked only when a budget would be passed.
-            return Outcome::fallback(Reason::BudgetExceeded)
-                .with_update(update)
-                .into();
-        };
-        let (unit, scope) = (
-            if overrun.cost { "cost" } else { "tokens" },
-            if overrun.session { "session" } else { "hop" },
-        );
-        let said = Value::Map(vec![
-            (Value::from("scope"), Value::from(scope)),
-            (
-                Value::from(format!("spent_{unit}")),
-                overrun.number(overrun.spent),
-            ),
-            (
-                Value::from(format!("limit_{unit}")),
-                overrun.number(overrun.limit),
-            ),
-            (
-                Value::from(format!("next_call_{unit}")),
-                overrun.number(overrun.next),
-            ),
-        ]);
-        let (spent, limit, next) = (
-            overrun.show(overrun.spent),
-            overrun.show(overrun.limit),
-            overrun.show(overrun.next),
-        );
-        let problem = if overrun.session {
-            format!(
-                "the session spent {spent} of its budget of {limit}, and the next model call (about {next}) would pass it"
-            )
-        } else {
-            format!(
-                "the agent spent {spent} in this hop, its cap per hop is {limit}, and the next model call (about {next}) would pass it"
-            )
-        };
-        // The update first: it replaces the whole context update.
-        Outcome::fallback(Reason::BudgetExceeded)
-            .with_update(update)
-            .problem(problem)
-            .set_var("budget_exceeded", said)
-            .into()
-    }
+/// The outcome of a hop whose next model call would pass a budget
+/// (`overrun`): the fallback, with reason `budget_exceeded`, the spending and
+/// the limit in the context (`variables.budget_exceeded`, and `problem`).
+pub(super) fn out_of_budget(overrun: Overrun, update: ContextUpdate) -> Outcome {
+    let (unit, scope) = (
+        if overrun.cost { "cost" } else { "tokens" },
+        if overrun.session { "session" } else { "hop" },
+    );
+    let said = Value::Map(vec![
+        (Value::from("scope"), Value::from(scope)),
+        (
+            Value::from(format!("spent_{unit}")),
+            overrun.number(overrun.spent),
+        ),
+        (
+            Value::from(format!("limit_{unit}")),
+            overrun.number(overrun.limit),
+        ),
+        (
+            Value::from(format!("next_call_{unit}")),
+            overrun.number(overrun.next),
+        ),
+    ]);
+    let (spent, limit, next) = (
+        overrun.show(overrun.spent),
+        overrun.show(overrun.limit),
+        overrun.show(overrun.next),
+    );
+    let problem = if overrun.session {
+        format!(
+            "the session spent {spent} of its budget of {limit}, and the next model call (about {next}) would pass it"
+        )
+    } else {
+        format!(
+            "the agent spent {spent} in this hop, its cap per hop is {limit}, and the next model call (about {next}) would pass it"
+        )
+    };
+    // The update first: it replaces the whole context update.
+    Outcome::fallback(Reason::BudgetExceeded)
+        .with_update(update)
+        .problem(problem)
+        .set_var("budget_exceeded", said)
+        .into()
 }
 
 #[cfg(test)]

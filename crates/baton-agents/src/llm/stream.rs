@@ -51,16 +51,13 @@ pub(super) async fn read(mut response: reqwest::Response, live: Live<'_>) -> Res
         while let Some((block, rest)) = next_block(&buffer) {
             let block = String::from_utf8_lossy(block).into_owned();
             buffer = rest.to_vec();
-            for data in block.lines().filter_map(|line| line.strip_prefix("data:")) {
-                answer.take(data.trim(), live).await?;
-            }
+            answer.take_block(&block, live).await?;
         }
     }
     // A last event the server did not end with a blank line.
-    let rest = String::from_utf8_lossy(&buffer).into_owned();
-    for data in rest.lines().filter_map(|line| line.strip_prefix("data:")) {
-        answer.take(data.trim(), live).await?;
-    }
+    answer
+        .take_block(&String::from_utf8_lossy(&buffer), live)
+        .await?;
     if !answer.done && answer.finish.is_none() {
         return Err(Broken::Cut(
             "the answer's stream ended before the answer did".to_owned(),
@@ -76,6 +73,14 @@ fn next_block(buffer: &[u8]) -> Option<(&[u8], &[u8])> {
 }
 
 impl Answer {
+    /// Takes the `data` lines of one event `block`.
+    async fn take_block(&mut self, block: &str, live: Live<'_>) -> Result<(), Broken> {
+        for data in block.lines().filter_map(|line| line.strip_prefix("data:")) {
+            self.take(data.trim(), live).await?;
+        }
+        Ok(())
+    }
+
     /// Takes one event's `data`.
     async fn take(&mut self, data: &str, live: Live<'_>) -> Result<(), Broken> {
         if data == "[DONE]" {
