@@ -29,6 +29,7 @@ mod persistent;
 mod python;
 mod registry;
 mod reopen;
+mod replay;
 mod routing;
 mod setup;
 mod specs;

@@ -153,6 +153,7 @@ impl Gateway {
         let budget = baton_gateway::budget(asked, self.budget_tokens)
             .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
         let mut envelope = Envelope::task(text);
+        envelope.replayable = true;
         envelope.budget = budget;
         envelope.context.variables.extend(variables);
         if let Some(agent) = target {

@@ -11,6 +11,12 @@
 //! A value is a MessagePack map (`{answer}`, `{text, is_error}`); one too
 //! large for a message keeps its large parts in the claim-check store, as
 //! an envelope does, and the journal holds the reference.
+//!
+//! A replayable session also indexes its answers by what was asked:
+//! `<session>.asked.<request>` (the SHA-256 of the request, in hex) points
+//! at the `<envelope>.<step>` that holds the answer. A replay of the session
+//! looks its own requests up there, and reuses the answer (and the results
+//! of the tool calls it made) when it asks exactly what was asked before.
 
 use std::time::Duration;
 
@@ -76,33 +82,100 @@ impl Journal {
         })
     }
 
-    /// The recorded model answer of `step`.
+    /// The recorded model answer of `step`, with where it was reused
+    /// from when a replay took it from the session it replays.
     pub(crate) async fn answer(
         &self,
         envelope: Uuid,
         step: u32,
-    ) -> Result<Option<Json>, AgentError> {
-        let Some(entry) = self.get(&format!("{envelope}.{step}.model")).await? else {
-            return Ok(None);
-        };
-        let answer = entry.answer.unwrap_or_default();
-        serde_json::from_str(&answer).map(Some).map_err(|err| {
-            AgentError::fatal(format!("the hop journal holds an unreadable answer: {err}"))
-        })
+    ) -> Result<Option<Recalled>, AgentError> {
+        self.recall(&format!("{envelope}.{step}")).await
     }
 
-    /// Records the model answer of `step`.
+    /// Records the model answer of `step`; `source` names the recorded
+    /// answer a replay reused (`<envelope>.<step>` of the replayed session).
     pub(crate) async fn record_answer(
         &self,
         envelope: Uuid,
         step: u32,
         answer: &Json,
+        source: Option<&str>,
     ) -> Result<(), AgentError> {
         let entry = Entry {
             answer: Some(answer.to_string()),
+            source: source.map(str::to_owned),
             ..Entry::default()
         };
         self.put(&format!("{envelope}.{step}.model"), &entry).await
+    }
+
+    /// Indexes the answer of `step` under what was asked (`request`, a
+    /// hex digest), for replays of `session`.
+    pub(crate) async fn index(
+        &self,
+        session: Uuid,
+        request: &str,
+        envelope: Uuid,
+        step: u32,
+    ) -> Result<(), AgentError> {
+        let entry = Entry {
+            source: Some(format!("{envelope}.{step}")),
+            at: Some(baton_proto::now_ms()),
+            ..Entry::default()
+        };
+        self.put(&format!("{session}.asked.{request}"), &entry)
+            .await
+    }
+
+    /// The answer `session` got when it asked `request`, when it was
+    /// recorded before `before` (unix ms; any time when `None`).
+    pub(crate) async fn asked(
+        &self,
+        session: Uuid,
+        request: &str,
+        before: Option<u64>,
+    ) -> Result<Option<Recalled>, AgentError> {
+        let Some(index) = self.get(&format!("{session}.asked.{request}")).await? else {
+            return Ok(None);
+        };
+        let in_time = match (before, index.at) {
+            (Some(before), Some(at)) => at < before,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        let Some(source) = index.source.filter(|_| in_time) else {
+            return Ok(None);
+        };
+        let recalled = self.recall(&source).await?;
+        Ok(recalled.map(|recalled| Recalled {
+            source: Some(source),
+            ..recalled
+        }))
+    }
+
+    /// The result the tool call `call` of the answer at `source` (an
+    /// `<envelope>.<step>`) got, if it got one.
+    pub(crate) async fn result_at(
+        &self,
+        source: &str,
+        call: usize,
+    ) -> Result<Option<(String, bool)>, AgentError> {
+        let entry = self.get(&format!("{source}.{call}.result")).await?;
+        Ok(entry.map(|entry| (entry.text.unwrap_or_default(), entry.is_error)))
+    }
+
+    async fn recall(&self, at: &str) -> Result<Option<Recalled>, AgentError> {
+        let Some(entry) = self.get(&format!("{at}.model")).await? else {
+            return Ok(None);
+        };
+        let answer = entry.answer.unwrap_or_default();
+        let answer = serde_json::from_str(&answer).map_err(|err| {
+            AgentError::fatal(format!("the hop journal holds an unreadable answer: {err}"))
+        })?;
+        Ok(Some(Recalled {
+            answer,
+            source: entry.source,
+        }))
     }
 
     /// What is recorded of call `call` of `step`.
@@ -193,6 +266,16 @@ impl Journal {
     }
 }
 
+/// A recorded model answer.
+#[derive(Debug)]
+pub(crate) struct Recalled {
+    /// The endpoint's answer.
+    pub(crate) answer: Json,
+    /// Where a replay took it from: `<envelope>.<step>` of the replayed
+    /// session. `None` for an answer the hop's own model call got.
+    pub(crate) source: Option<String>,
+}
+
 /// One journal value.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Entry {
@@ -205,6 +288,13 @@ struct Entry {
     /// Whether the tool said the call failed.
     #[serde(default)]
     is_error: bool,
+    /// Where the answer came from (a replay's reused answer), or where the
+    /// answer asked is (an index entry): an `<envelope>.<step>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    /// An index entry: when it was recorded, unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at: Option<u64>,
 }
 
 /// What the hop journal uses: its bucket.

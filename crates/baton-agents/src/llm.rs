@@ -31,9 +31,11 @@ use budget::out_of_budget;
 mod calling;
 mod chat;
 mod offer;
+mod replay;
 mod stream;
 use calling::Turn;
 use offer::{Tool, ToolSource, offered};
+use replay::Answered;
 
 /// Calls the model for a task.
 #[derive(Debug, Clone)]
@@ -211,8 +213,8 @@ impl LlmRunner {
             if steps > self.settings.max_steps {
                 return Ok(self.out_of_steps(update));
             }
-            let answer = match self.answer(task, steps, &messages).await? {
-                Ok(answer) => answer,
+            let Answered { answer, source } = match self.answer(task, steps, &messages).await? {
+                Ok(answered) => answered,
                 Err(overrun) => return Ok(out_of_budget(overrun, update)),
             };
             let message = &answer["choices"][0]["message"];
@@ -235,6 +237,7 @@ impl LlmRunner {
                     content: &content,
                     calls: &calls,
                     step: steps,
+                    source: source.as_deref(),
                 };
                 match self
                     .call_tools(turn, &mut messages, &mut update, &mut corrected)
@@ -273,35 +276,57 @@ impl LlmRunner {
     }
 
     /// The model's answer at `step` of `task`'s hop: the journal's, when a
-    /// redelivered hop had it answered before, else asked and recorded;
-    /// the budget it would pass when asking would pass one. What it spent
-    /// is added to the hop's usage either way (a replayed answer was paid
-    /// for by the attempt that got it, whose outputs never left).
+    /// redelivered hop had it answered before; a replay's, when the
+    /// replayed session asked exactly this; else asked and recorded. `Err`
+    /// holds the budget asking would pass. What a call spent is added to
+    /// the hop's usage, a redelivered hop's included (the attempt that paid
+    /// for it sent nothing on); an answer a replay reused cost nothing.
     async fn answer(
         &self,
         task: &Task,
         step: u32,
         messages: &[Json],
-    ) -> Result<Result<Json, budget::Overrun>, AgentError> {
+    ) -> Result<Result<Answered, budget::Overrun>, AgentError> {
         let envelope = task.envelope.id;
-        let answer = match self.journal.answer(envelope, step).await? {
-            Some(answer) => answer,
-            None => {
-                if let Some(overrun) = budget::over(task, messages, &self.settings) {
-                    return Ok(Err(overrun));
-                }
-                let live = stream::Live {
-                    progress: &task.progress,
-                    step,
-                };
-                let answer = self.complete(messages, Some(live)).await?;
-                self.journal.record_answer(envelope, step, &answer).await?;
-                answer
+        let model = replay::model(task, &self.settings);
+        if let Some(recalled) = self.journal.answer(envelope, step).await? {
+            if recalled.source.is_none() {
+                self.spent(task, &recalled.answer, messages);
             }
+            return Ok(Ok(Answered::from(recalled)));
+        }
+        let asked = replay::asked(&self.body(messages, false, model));
+        if let Some(reused) = self.reused(task, &asked).await? {
+            self.journal
+                .record_answer(envelope, step, &reused.answer, reused.source.as_deref())
+                .await?;
+            self.indexed(task, &asked, step).await?;
+            replay::show(task, step, &reused.answer).await;
+            return Ok(Ok(Answered::from(reused)));
+        }
+        if let Some(overrun) = budget::over(task, messages, &self.settings) {
+            return Ok(Err(overrun));
+        }
+        let live = stream::Live {
+            progress: &task.progress,
+            step,
         };
-        let usage = budget::usage_of(&answer, messages, self.settings.price.as_ref());
+        let answer = self.complete(messages, model, Some(live)).await?;
+        self.journal
+            .record_answer(envelope, step, &answer, None)
+            .await?;
+        self.indexed(task, &asked, step).await?;
+        self.spent(task, &answer, messages);
+        Ok(Ok(Answered {
+            answer,
+            source: None,
+        }))
+    }
+
+    /// Adds what `answer` spent to the hop's usage.
+    fn spent(&self, task: &Task, answer: &Json, messages: &[Json]) {
+        let usage = budget::usage_of(answer, messages, self.settings.price.as_ref());
         task.progress.spent(usage);
-        Ok(Ok(answer))
     }
 
     /// Tells the model what is wrong with its `call`, to ask again.

@@ -117,6 +117,13 @@ pub enum Command {
     Send(SendArgs),
     /// Print a session's events from the start, then follow them until the session ends.
     Watch(WatchArgs),
+    /// Run a finished session again as a new session, linked to it: recorded model answers
+    /// and tool results are reused until the first input that changed (--set, --model,
+    /// --from), so an unchanged replay calls no model. Prints the new session id.
+    Replay(ReplayArgs),
+    /// Compare two sessions (a session and its replay): where their paths, tool calls,
+    /// answers and outcomes part.
+    Diff(DiffArgs),
     /// Cancel a session: it ends with `failed`, reason `cancelled`; workers drop its tasks
     /// and stop an agent running one; a task waiting for a person leaves the inbox.
     Cancel(CancelArgs),
@@ -456,41 +463,5 @@ pub use manifests::ManifestsArgs;
 pub use mcp::{McpCommand, McpServeArgs};
 pub use metrics::MetricsArgs;
 pub use relay::RelayArgs;
-pub use session::{CancelArgs, SendArgs, WatchArgs};
-pub use worker_registry::WorkerRegistryArgs;
-
-/// `--settle`: how a worker acknowledges a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Settle {
-    /// Wait for the server's confirmation.
-    Confirmed,
-    /// Send the acknowledgement and go on.
-    Plain,
-}
-
-impl From<Settle> for baton_worker::SettleMode {
-    fn from(settle: Settle) -> Self {
-        match settle {
-            Settle::Confirmed => Self::Confirmed,
-            Settle::Plain => Self::Plain,
-        }
-    }
-}
-
-/// `--events`: which session events a worker stores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Events {
-    /// Every event.
-    Full,
-    /// Only what replay needs.
-    Lean,
-}
-
-impl From<Events> for baton_worker::EventLevel {
-    fn from(events: Events) -> Self {
-        match events {
-            Events::Full => Self::Full,
-            Events::Lean => Self::Lean,
-        }
-    }
-}
+pub use session::{CancelArgs, DiffArgs, ReplayArgs, SendArgs, WatchArgs};
+pub use worker_registry::{Events, Settle, WorkerRegistryArgs};

@@ -9,6 +9,7 @@ mod inbox;
 mod live;
 mod manifests;
 mod nats;
+mod replay;
 mod serve;
 mod session;
 
@@ -36,6 +37,8 @@ fn main() -> std::process::ExitCode {
         Command::Send(_)
             | Command::Watch(_)
             | Command::Cancel(_)
+            | Command::Replay(_)
+            | Command::Diff(_)
             | Command::Dlq(_)
             | Command::Dev(_)
             | Command::Bench(_)
@@ -138,6 +141,8 @@ async fn run(
         Command::Send(args) => session::send(&cli.nats, subjects, args).await,
         Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
         Command::Cancel(args) => session::cancel(&cli.nats, subjects, args).await,
+        Command::Replay(args) => replay::replay(&cli.nats, subjects, args).await,
+        Command::Diff(args) => replay::diff(&cli.nats, subjects, args).await,
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
         Command::Check(args) => Ok(inbox::check(&args)),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,

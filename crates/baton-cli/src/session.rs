@@ -19,13 +19,9 @@ fn options(mut task: Envelope, args: &SendArgs) -> anyhow::Result<Envelope> {
     }
     task.requires = args.requires.clone();
     task.stream = !args.no_stream;
+    task.replayable = true;
     for pair in &args.vars {
-        let (key, value) = pair.split_once('=').with_context(|| {
-            format!("invalid --var {pair:?}: write KEY=VALUE, e.g. --var order_id=ABC-123")
-        })?;
-        let json = serde_json::from_str(value)
-            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
-        let value = rmpv::ext::to_value(json).context("cannot convert --var value")?;
+        let (key, value) = variable("--var", pair)?;
         task = task.with_variable(key, value);
     }
     if let Some(max_hops) = args.max_hops {
@@ -67,51 +63,77 @@ pub async fn send(
     } else {
         client.submit(&task).await?;
     }
-    let Some(events) = events else {
-        if args.json {
-            println!(
-                "{}",
-                serde_json::json!({"session": task.session.to_string(), "id": task.id.to_string()})
-            );
-        } else {
-            println!("{}", task.session);
-        }
-        return Ok(std::process::ExitCode::SUCCESS);
+    let shown = Shown {
+        json: args.json,
+        stream: !args.no_stream,
+        timeout_secs: args.timeout_secs,
     };
-    let timeout = Duration::from_secs(args.timeout_secs);
-    let mut printer = (!args.json && !args.no_stream).then(Printer::default);
-    let ended = tokio::time::timeout(timeout, outcome(events, printer.as_mut())).await;
-    if let Some(printer) = printer.as_mut() {
-        printer.end();
-    }
-    let end = match ended {
-        Ok(end) => end?,
-        Err(_) => anyhow::bail!(
-            "session {} did not end within {}s (it goes on; follow it with `baton watch {}`)",
-            task.session,
-            args.timeout_secs,
-            task.session
-        ),
-    };
-    if args.json {
-        println!("{}", serde_json::to_string(&end)?);
-    } else {
-        println!("session {}", task.session);
-        print_outcome(&end);
-    }
-    Ok(match end.kind {
-        EventType::Completed => std::process::ExitCode::SUCCESS,
-        EventType::Waiting => {
-            if !args.json {
+    shown.outcome(&task, events).await
+}
+
+/// How a started session is shown: as JSON or text, with its answers as
+/// they are written, waiting this long for its end.
+pub(crate) struct Shown {
+    pub(crate) json: bool,
+    pub(crate) stream: bool,
+    pub(crate) timeout_secs: u64,
+}
+
+impl Shown {
+    /// Prints the session `task` started: its id; or, with `events` (the
+    /// session followed before it was sent), its outcome, and the exit code
+    /// that goes with it.
+    pub(crate) async fn outcome(
+        &self,
+        task: &Envelope,
+        events: Option<baton_worker::EventStream>,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        let Some(events) = events else {
+            if self.json {
                 println!(
-                    "waiting for a person: answer with `baton inbox reply {} TEXT` (see `baton inbox ls`)",
-                    end.envelope.map(|id| id.to_string()).unwrap_or_default()
+                    "{}",
+                    serde_json::json!({"session": task.session.to_string(), "id": task.id.to_string()})
                 );
+            } else {
+                println!("{}", task.session);
             }
-            std::process::ExitCode::from(EXIT_WAITING)
+            return Ok(std::process::ExitCode::SUCCESS);
+        };
+        let timeout = Duration::from_secs(self.timeout_secs);
+        let mut printer = (!self.json && self.stream).then(Printer::default);
+        let ended = tokio::time::timeout(timeout, outcome(events, printer.as_mut())).await;
+        if let Some(printer) = printer.as_mut() {
+            printer.end();
         }
-        _ => std::process::ExitCode::FAILURE,
-    })
+        let end = match ended {
+            Ok(end) => end?,
+            Err(_) => anyhow::bail!(
+                "session {} did not end within {}s (it goes on; follow it with `baton watch {}`)",
+                task.session,
+                self.timeout_secs,
+                task.session
+            ),
+        };
+        if self.json {
+            println!("{}", serde_json::to_string(&end)?);
+        } else {
+            println!("session {}", task.session);
+            print_outcome(&end);
+        }
+        Ok(match end.kind {
+            EventType::Completed => std::process::ExitCode::SUCCESS,
+            EventType::Waiting => {
+                if !self.json {
+                    println!(
+                        "waiting for a person: answer with `baton inbox reply {} TEXT` (see `baton inbox ls`)",
+                        end.envelope.map(|id| id.to_string()).unwrap_or_default()
+                    );
+                }
+                std::process::ExitCode::from(EXIT_WAITING)
+            }
+            _ => std::process::ExitCode::FAILURE,
+        })
+    }
 }
 
 /// `send --wait`'s exit code when the session waits for a person.
@@ -189,8 +211,31 @@ fn task(args: &SendArgs) -> anyhow::Result<Envelope> {
     Ok(task)
 }
 
+/// A `started` event of a session that replays none: the `accepted` line
+/// before it says as much.
+fn plain_start(event: &Event) -> bool {
+    baton_proto::Start::from_event(event).is_some_and(|start| start.replay_of.is_none())
+}
+
+/// A variable given as `KEY=VALUE` to `flag`: VALUE read as JSON, else as
+/// a string.
+pub(crate) fn variable(flag: &str, pair: &str) -> anyhow::Result<(String, Value)> {
+    let (key, value) = pair.split_once('=').with_context(|| {
+        format!("invalid {flag} {pair:?}: write KEY=VALUE, e.g. {flag} order_id=ABC-123")
+    })?;
+    anyhow::ensure!(
+        !key.is_empty(),
+        "invalid {flag} {pair:?}: the variable's name is missing before ="
+    );
+    let json =
+        serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+    let value =
+        rmpv::ext::to_value(json).with_context(|| format!("cannot convert {flag} value"))?;
+    Ok((key.to_owned(), value))
+}
+
 /// A session id given on the command line.
-fn session_id(text: &str) -> anyhow::Result<Uuid> {
+pub(crate) fn session_id(text: &str) -> anyhow::Result<Uuid> {
     Uuid::parse_str(text).with_context(|| {
         format!("invalid session id {text:?}: pass the uuid printed by `baton send`")
     })
@@ -260,7 +305,7 @@ pub async fn watch(
         }
         if args.json {
             println!("{}", serde_json::to_string(&event)?);
-        } else if !printer.delta(&event) {
+        } else if !printer.delta(&event) && !plain_start(&event) {
             printer.line(&describe(&event));
         }
     }
@@ -343,6 +388,12 @@ pub fn describe(event: &Event) -> String {
                 .map(|delta| delta.text)
                 .unwrap_or_default()
         ),
+        EventType::Started => {
+            match baton_proto::Start::from_event(event).and_then(|start| start.replay_of) {
+                Some(of) => format!("{agent} took the task (a replay of {of})"),
+                None => format!("{agent} took the task"),
+            }
+        }
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
     };
     let spent = event

@@ -16,11 +16,13 @@ use baton_proto::Subjects;
 use baton_worker::{Client, Inbox, RegistryClient};
 use tokio::sync::broadcast;
 
+mod app;
 mod auth;
 mod error;
 pub mod index;
 mod ops;
 mod path;
+mod replay;
 mod view;
 mod web;
 
@@ -88,7 +90,7 @@ pub async fn serve(
     let index = index::Index::new(config.sessions);
     let (agents_changed, _) = broadcast::channel(16);
     let heartbeats = Arc::default();
-    let app = web::App {
+    let app = app::App {
         client: client.clone(),
         subjects: subjects.clone(),
         index: index.clone(),

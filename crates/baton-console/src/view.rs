@@ -199,6 +199,8 @@ pub(crate) struct Detail<'a> {
     pub(crate) trace_link: Option<String>,
     /// The token the page's forms carry.
     pub(crate) csrf: &'a str,
+    /// How to replay it, if it can be replayed.
+    pub(crate) replay: Markup,
 }
 
 /// A session's page (its `main`).
@@ -247,6 +249,7 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
             (delegation(detail.events))
             (tool_calls(detail.events))
             section { h2 { "Events" } (timeline(detail.events, summary.started)) }
+            (detail.replay)
             @if let Some((source, context)) = detail.context {
                 section #context { h2 { "Context " small { "(" (source) ")" } } (context_view(context)) }
             } @else {
@@ -456,13 +459,19 @@ mod tests {
         let task = Envelope::task(evil);
         let mut event = Event::new(Uuid::nil(), Uuid::nil(), EventType::Completed);
         event.detail = Some(evil.to_owned());
+        event.path = vec![baton_proto::Hop::new(evil, "w", None)];
+        let started = Event::new(Uuid::nil(), Uuid::nil(), EventType::Started);
+        let events = [started, event];
+        let replay = crate::replay::section(&summary, &events, "t");
+        assert!(replay.0.contains("Replay from here"), "{}", replay.0);
         let page = session(&Detail {
             summary: &summary,
-            events: &[event],
+            events: &events,
             context: Some(("ended", &task.context)),
             dead_letters: vec![],
             trace_link: None,
             csrf: "t",
+            replay,
         })
         .into_string();
         assert!(

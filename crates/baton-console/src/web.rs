@@ -12,33 +12,18 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Form, Router};
 use baton_proto::{AgentName, EventType, LookupRequest, Subjects, now_ms};
-use baton_worker::{Client, RegistryClient, ReplayOptions};
-use baton_worker::{Inbox, Reply};
+use baton_worker::ReplayOptions;
+use baton_worker::Reply;
 use futures::{Stream, StreamExt};
 use maud::Markup;
 use tokio::sync::broadcast;
 use tower_http::compression::CompressionLayer;
 use uuid::Uuid;
 
-use crate::auth::Access;
-use crate::index::{Index, Summary, trace_of};
+use crate::app::{App, failure, forged};
+use crate::index::{Summary, trace_of};
 use crate::ops::{self, Heartbeats};
 use crate::view::{self, Detail, Filter};
-
-/// What every handler shares.
-#[derive(Clone)]
-pub(crate) struct App {
-    pub(crate) client: Client,
-    pub(crate) subjects: Subjects,
-    pub(crate) index: Index,
-    pub(crate) access: Access,
-    pub(crate) inbox: Inbox,
-    pub(crate) registry: RegistryClient,
-    pub(crate) trace_url: Option<String>,
-    pub(crate) heartbeats: Arc<RwLock<Heartbeats>>,
-    pub(crate) agents_changed: broadcast::Sender<()>,
-    pub(crate) shown: usize,
-}
 
 const CSS: &str = include_str!("../static/console.css");
 const JS: &str = include_str!("../static/console.js");
@@ -50,6 +35,10 @@ pub(crate) fn router(app: App) -> Router {
         .route("/", get(sessions))
         .route("/sessions/{id}", get(session))
         .route("/sessions/{id}/cancel", axum::routing::post(cancel))
+        .route(
+            "/sessions/{id}/replay",
+            axum::routing::post(crate::replay::replay),
+        )
         .route("/agents", get(agents))
         .route("/dlq", get(dead_letters))
         .route("/dlq/{seq}/replay", get(confirm_replay).post(replay))
@@ -93,15 +82,6 @@ fn respond(title: &str, current: &str, main: Markup, fragment: &Fragment) -> Res
         view::page(title, current, main)
     };
     Html(markup.into_string()).into_response()
-}
-
-fn failure(status: StatusCode, message: &str, back: &str) -> Response {
-    let page = view::page(
-        "Error",
-        "",
-        view::notice("That did not work", message, back),
-    );
-    (status, Html(page.into_string())).into_response()
 }
 
 async fn sessions(
@@ -197,6 +177,7 @@ async fn session(
         dead_letters: dead.iter().map(|d| d.seq).collect(),
         trace_link,
         csrf: app.access.csrf(),
+        replay: crate::replay::section(&summary, &events, app.access.csrf()),
     };
     respond("Session", "sessions", view::session(&detail), &fragment)
 }
@@ -262,17 +243,6 @@ async fn confirm_replay(State(app): State<App>, Path(seq): Path<u64>) -> Respons
         ),
         Err(err) => failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/dlq"),
     }
-}
-
-/// The answer to a form whose CSRF token is not the console's, if it is not.
-fn forged(app: &App, csrf: &str, back: &str) -> Option<Response> {
-    (!app.access.csrf_ok(csrf)).then(|| {
-        failure(
-            StatusCode::FORBIDDEN,
-            "the form is stale or not the console's: reload the page and try again",
-            back,
-        )
-    })
 }
 
 #[derive(Debug, serde::Deserialize)]

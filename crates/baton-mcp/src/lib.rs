@@ -151,6 +151,7 @@ impl Gateway {
             )]));
         };
         let mut task = Envelope::task(question);
+        task.replayable = true;
         match baton_gateway::budget(arguments.get("budget_tokens"), self.budget_tokens) {
             Ok(budget) => task.budget = budget,
             Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),

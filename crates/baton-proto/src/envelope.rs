@@ -127,6 +127,14 @@ pub struct Envelope {
     /// `baton.live.<session>`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
+    /// Extension (optional): the session may be replayed, so its first hop
+    /// stores a `started` event with the task as it arrived.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayable: bool,
+    /// Extension (optional): the session replays another, reusing what that
+    /// one recorded in the hop journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::Replay>,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -287,6 +295,8 @@ impl Envelope {
             budget: None,
             usage: None,
             stream: false,
+            replayable: false,
+            replay: None,
             extra: Map::new(),
         }
     }

@@ -43,6 +43,10 @@ wire_enum! {
         /// (never stored), for a session that asked for it (`stream` in the
         /// envelope); `output`: `step`, `offset`, `text`.
         Delta = "delta",
+        /// Extension: a replayable session's first hop took its task
+        /// (`context`: the context it started with; `output`: the rest of
+        /// the task, see `Start`).
+        Started = "started",
     }
 }
 

@@ -44,7 +44,9 @@ mod nesting;
 mod reads;
 mod reason;
 mod registry;
+mod replay;
 mod schema;
+mod start;
 mod subject;
 mod time;
 mod timer;
@@ -74,7 +76,9 @@ pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
 };
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
+pub use replay::Replay;
 pub use schema::schemas;
+pub use start::Start;
 pub use subject::{AgentName, NameError, Subjects};
 pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
 pub use timer::{DeadlineTimer, deadline_event_id};

@@ -152,6 +152,8 @@ fn full_handoff() -> Envelope {
         budget: None,
         usage: None,
         stream: false,
+        replayable: false,
+        replay: None,
         extra: Map::new(),
     }
 }

@@ -154,6 +154,29 @@ def replay(browser, url, seq):
     }
 
 
+def replay_hop(browser, url, session, hop):
+    """Replays a finished session from one of its hops, from its page."""
+    page = new_page(browser, viewport={"width": 1300, "height": 900})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(f"{url}/sessions/{session}")
+    page.wait_for_selector("#replay")
+    hops = page.eval_on_selector_all(
+        "#replay-hops li", "items => items.map(i => i.querySelector('b').textContent)"
+    )
+    shot(page, "replay-section")
+    page.click(f".replay-from[data-hop='{hop}']")
+    page.wait_for_url(lambda landed: not landed.endswith(session))
+    page.wait_for_selector("#session[data-state=completed]", timeout=TIMEOUT_MS)
+    return {
+        "hops": hops,
+        "landed": page.url.rsplit("/", 1)[-1],
+        "state": page.get_attribute("#session", "data-state"),
+        "replay_of": page.get_attribute("#replay-of a", "href"),
+        "errors": errors,
+    }
+
+
 def inbox(browser, url, session, answer, action="complete", to=""):
     page = new_page(browser, viewport={"width": 1300, "height": 900})
     errors = []
@@ -268,6 +291,8 @@ def main():
                 result = live(browser, url, *rest)
             elif phase == "replay":
                 result = replay(browser, url, *rest)
+            elif phase == "replay_hop":
+                result = replay_hop(browser, url, *rest)
             elif phase == "inbox":
                 result = inbox(browser, url, *rest)
             elif phase == "cancel":

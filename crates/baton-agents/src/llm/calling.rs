@@ -27,6 +27,9 @@ pub(super) struct Turn<'a> {
     pub(super) calls: &'a [Json],
     /// The hop's step the answer was.
     pub(super) step: u32,
+    /// Where a replay took the answer from (`<envelope>.<step>` of the
+    /// replayed session), whose tool results it reuses too.
+    pub(super) source: Option<&'a str>,
 }
 
 impl LlmRunner {
@@ -142,9 +145,15 @@ impl LlmRunner {
                 tracing::warn!(tool = %tool.name, "a call whose outcome is unknown is made again, with the same idempotency key");
             }
             Recorded::Nothing => {
+                if let Some((text, is_error)) = self.replayed_result(turn, index).await? {
+                    self.journal
+                        .record_result(envelope, turn.step, index, &text, is_error)
+                        .await?;
+                    return Ok(Ok((text, is_error)));
+                }
                 self.journal
                     .record_start(envelope, turn.step, index)
-                    .await?
+                    .await?;
             }
         }
         let key = format!("{envelope}/{}/{index}", turn.step);
@@ -156,6 +165,26 @@ impl LlmRunner {
             .record_result(envelope, turn.step, index, &text, is_error)
             .await?;
         Ok(Ok((text, is_error)))
+    }
+
+    /// The result a replay reuses for call `index` of a turn whose answer
+    /// it reused: the one the replayed session's call got, unless the
+    /// replay calls tools again or that call got none.
+    async fn replayed_result(
+        &self,
+        turn: &Turn<'_>,
+        index: usize,
+    ) -> Result<Option<(String, bool)>, AgentError> {
+        let calls_again = turn
+            .task
+            .envelope
+            .replay
+            .as_ref()
+            .is_some_and(|replay| replay.call_tools);
+        match turn.source {
+            Some(source) if !calls_again => self.journal.result_at(source, index).await,
+            _ => Ok(None),
+        }
     }
 
     /// The hop's end when a call that must not be repeated may have run:

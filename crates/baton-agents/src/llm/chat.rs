@@ -19,9 +19,9 @@ impl LlmRunner {
     pub(super) async fn complete(
         &self,
         messages: &[Json],
+        model: &str,
         live: Option<Live<'_>>,
     ) -> Result<Json, AgentError> {
-        let model = &self.settings.model;
         let span = tracing::info_span!(
             "chat",
             otel.name = %format_args!("chat {model}"),
@@ -37,7 +37,10 @@ impl LlmRunner {
             error.type = tracing::field::Empty,
         );
         let live = live.filter(|live| self.settings.stream && live.progress.streams());
-        let answer = self.limited(messages, live).instrument(span.clone()).await;
+        let answer = self
+            .limited(messages, model, live)
+            .instrument(span.clone())
+            .await;
         match &answer {
             Ok(answer) => self.record_usage(&span, answer),
             Err(err) => {
@@ -92,8 +95,8 @@ impl LlmRunner {
 
     /// The request body: the conversation, the tools the model may call,
     /// and the spec's sampling settings.
-    fn body(&self, messages: &[Json], streamed: bool) -> Json {
-        let mut body = json!({"model": self.settings.model, "messages": messages});
+    pub(super) fn body(&self, messages: &[Json], streamed: bool, model: &str) -> Json {
+        let mut body = json!({"model": model, "messages": messages});
         if streamed {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
@@ -125,7 +128,12 @@ impl LlmRunner {
     /// without a shared limit it fails the attempt (retried later). A
     /// stream cut before the answer ended is asked again, up to
     /// [`CUT_AGAIN`] times.
-    async fn limited(&self, messages: &[Json], live: Option<Live<'_>>) -> Result<Json, AgentError> {
+    async fn limited(
+        &self,
+        messages: &[Json],
+        model_name: &str,
+        live: Option<Live<'_>>,
+    ) -> Result<Json, AgentError> {
         let model = opentelemetry::KeyValue::new("model", self.settings.model.clone());
         let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
         let mut refused = 0;
@@ -139,7 +147,7 @@ impl LlmRunner {
                 self.limit_wait
                     .record(turn.wait.as_secs_f64(), std::slice::from_ref(&model));
             }
-            match self.request(messages, live).await {
+            match self.request(messages, model_name, live).await {
                 Ok(answer) => {
                     if let Some(limiter) = &self.limiter {
                         let used = answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
@@ -173,8 +181,13 @@ impl LlmRunner {
         }
     }
 
-    async fn request(&self, messages: &[Json], live: Option<Live<'_>>) -> Result<Json, Failure> {
-        let body = self.body(messages, live.is_some());
+    async fn request(
+        &self,
+        messages: &[Json],
+        model: &str,
+        live: Option<Live<'_>>,
+    ) -> Result<Json, Failure> {
+        let body = self.body(messages, live.is_some(), model);
         let url = format!(
             "{}/chat/completions",
             self.settings.base_url.trim_end_matches('/')

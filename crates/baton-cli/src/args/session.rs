@@ -121,3 +121,63 @@ pub(crate) fn amount(text: &str) -> Result<u64, String> {
         )),
     }
 }
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The finished session to run again, as `baton send` printed it.
+    pub session: String,
+
+    /// Run again from this hop of the session's path (from 1, as `baton diff` numbers
+    /// them): the hops before it reuse their recorded answers, it and the hops after it
+    /// call the model again. By default every recorded answer is reused.
+    #[arg(long, value_name = "HOP", value_parser = clap::value_parser!(u64).range(1..))]
+    pub from: Option<u64>,
+
+    /// Set a variable in the task the replay starts with, KEY=VALUE (VALUE is read as JSON,
+    /// else as a string). Repeatable. An agent whose input changes calls its model again.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// The model every LLM agent of the replay calls instead of its own (so each calls it
+    /// again; priced by the agent's own [llm.price]).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Call MCP tools again instead of reusing their recorded results: their side effects
+    /// happen again.
+    #[arg(long)]
+    pub call_tools: bool,
+
+    /// Wait for the replay to end and print its outcome, as `send --wait` does.
+    #[arg(long)]
+    pub wait: bool,
+
+    /// Do not ask for answers as they are written.
+    #[arg(long)]
+    pub no_stream: bool,
+
+    /// With --wait: how long to wait, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first session (say, the one replayed).
+    pub first: String,
+
+    /// The second session (say, its replay).
+    pub second: String,
+
+    /// Exit 1 when the sessions differ (0 when they do not).
+    #[arg(long)]
+    pub exit_code: bool,
+
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -49,3 +49,39 @@ pub struct WorkerRegistryArgs {
     #[arg(long, env = "BATON_REGISTRY_MEMORY_SECS", default_value_t = 30)]
     pub registry_memory_secs: u64,
 }
+
+/// `--settle`: how a worker acknowledges a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Settle {
+    /// Wait for the server's confirmation.
+    Confirmed,
+    /// Send the acknowledgement and go on.
+    Plain,
+}
+
+impl From<Settle> for baton_worker::SettleMode {
+    fn from(settle: Settle) -> Self {
+        match settle {
+            Settle::Confirmed => Self::Confirmed,
+            Settle::Plain => Self::Plain,
+        }
+    }
+}
+
+/// `--events`: which session events a worker stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Events {
+    /// Every event.
+    Full,
+    /// Only what replay needs.
+    Lean,
+}
+
+impl From<Events> for baton_worker::EventLevel {
+    fn from(events: Events) -> Self {
+        match events {
+            Events::Full => Self::Full,
+            Events::Lean => Self::Lean,
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! reads a session's events.
 
 pub(crate) mod follow;
+pub(crate) mod replay;
 
 use std::pin::Pin;
 

@@ -251,6 +251,9 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         return rt.outbox.discard(delivery).await;
     }
     usage::stamp(&mut plan.outputs, &envelope, spending.spending());
+    if let Some(started) = rt.planner().started(&envelope) {
+        plan.outputs.insert(0, started);
+    }
     if !rt
         .outbox
         .accepted_before(accepted, delivery, &plan.outputs)

@@ -2,13 +2,28 @@
 //! update is applied, this hop joins the path, and the route's context
 //! policy trims the conversation.
 
-use baton_proto::{Envelope, Hop, Message, Role, Step, Value};
+use baton_proto::{
+    Envelope, EventType, Hop, Message, Role, Start, Step, Value, derive_id_labelled,
+};
 
-use super::Planner;
+use super::{Output, Planner};
 use crate::author::outcome::ContextUpdate;
 use crate::author::policy::ContextPolicy;
 
 impl Planner<'_> {
+    /// The `started` event of a replayable session's first task: the task
+    /// as it arrived, so that the session can be replayed. Its id comes
+    /// from the session, so every attempt (and a re-opened session) stores
+    /// one.
+    pub(crate) fn started(&self, envelope: &Envelope) -> Option<Output> {
+        let start = Start::of(envelope)?;
+        let id = derive_id_labelled(envelope.session, "started", 0);
+        let mut event = self.event(envelope, id, EventType::Started);
+        event.context = Some(Box::new(envelope.context.clone()));
+        event.output = Some(start.to_value());
+        Some(Output::Event(Box::new(event)))
+    }
+
     /// The envelope as it leaves this agent: this hop on the path, the update applied.
     pub(crate) fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
         let mut next = envelope.clone();

@@ -1,0 +1,95 @@
+//! A replay's side of an LLM agent: a session that replays another asks
+//! the hop journal for the answer the replayed session got to exactly the
+//! same request, and reuses it instead of calling the model; a replayable
+//! session indexes its own answers by request, for replays of it.
+
+use baton_worker::{AgentError, Task};
+use serde_json::Value as Json;
+
+use super::LlmRunner;
+use crate::journal::Recalled;
+use crate::spec::LlmSpec;
+
+/// A model answer, and where a replay took it from (`<envelope>.<step>` of
+/// the replayed session), if it did.
+pub(super) struct Answered {
+    pub(super) answer: Json,
+    pub(super) source: Option<String>,
+}
+
+impl From<Recalled> for Answered {
+    fn from(recalled: Recalled) -> Self {
+        Self {
+            answer: recalled.answer,
+            source: recalled.source,
+        }
+    }
+}
+
+/// The model the agent calls for `task`: a replay's, else its own.
+pub(super) fn model<'a>(task: &'a Task, settings: &'a LlmSpec) -> &'a str {
+    task.envelope
+        .replay
+        .as_ref()
+        .and_then(|replay| replay.model.as_deref())
+        .unwrap_or(&settings.model)
+}
+
+/// What is asked, as the SHA-256 of the request body in hex: equal
+/// requests (model, conversation, tools, sampling) have equal digests.
+pub(super) fn asked(body: &Json) -> String {
+    use std::fmt::Write as _;
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(body.to_string().as_bytes());
+    digest
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+/// Shows a reused answer to a session that follows its answers live: its
+/// text as one piece.
+pub(super) async fn show(task: &Task, step: u32, answer: &Json) {
+    let text = answer["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    if !text.is_empty() {
+        task.progress.delta(step, 0, text).await;
+    }
+}
+
+impl LlmRunner {
+    /// The answer the replayed session got to `asked`, when `task` is a
+    /// replay and that session recorded one in time.
+    pub(super) async fn reused(
+        &self,
+        task: &Task,
+        asked: &str,
+    ) -> Result<Option<Recalled>, AgentError> {
+        let Some(replay) = &task.envelope.replay else {
+            return Ok(None);
+        };
+        let reused = self.journal.asked(replay.of, asked, replay.before).await?;
+        if reused.is_some() {
+            tracing::info!(replayed = %replay.of, "reusing the replayed session's answer");
+        }
+        Ok(reused)
+    }
+
+    /// Indexes the answer at `step` under `asked`, when `task`'s session
+    /// may be replayed.
+    pub(super) async fn indexed(
+        &self,
+        task: &Task,
+        asked: &str,
+        step: u32,
+    ) -> Result<(), AgentError> {
+        if !task.envelope.replayable {
+            return Ok(());
+        }
+        self.journal
+            .index(task.envelope.session, asked, task.envelope.id, step)
+            .await
+    }
+}
