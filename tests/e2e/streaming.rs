@@ -179,3 +179,114 @@ async fn an_endpoint_that_cannot_stream_is_read_whole_and_no_stream_asks_for_non
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_shows_an_answer_growing_as_it_is_written() -> anyhow::Result<()> {
+    let words = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
+    let llm = FakeLlm::start(vec![
+        Scripted::text(words).chunks_every(Duration::from_millis(250)),
+    ])?;
+    let table = llm_table(&llm, "");
+    let (mut system, _dir) =
+        spec_workers(&[("solo", format!("name = \"solo\"\nkind = \"llm\"\n{table}"))]).await?;
+    let url = crate::console::console(&mut system, "console", &[]).await?;
+    let sent = system.baton_stdout(&["send", "--to", "solo", "--direct", "count"])?;
+    let session = session_in(&sent)?.to_owned();
+    let seen = crate::console::browser(&["growing", &url, &session])?;
+    assert_eq!(seen["state"], "completed", "{seen}");
+    assert_eq!(seen["answer"], words, "{seen}");
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    // Seen at two lengths at least, each the start of the answer, longer each time.
+    let samples: Vec<&str> = seen["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|sample| sample.as_str())
+        .collect();
+    assert!(samples.len() >= 2, "{seen}");
+    assert!(
+        samples.iter().all(|sample| words.starts_with(sample)),
+        "{seen}"
+    );
+    assert!(
+        samples.windows(2).all(|pair| pair[0].len() < pair[1].len()),
+        "{seen}"
+    );
+    Ok(())
+}
+
+/// The pieces of an answer, put back together.
+fn joined<'a>(pieces: impl Iterator<Item = &'a str>) -> String {
+    pieces.collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mcp_and_a2a_gateways_relay_answers_as_they_are_written() -> anyhow::Result<()> {
+    let words = "Refunds are accepted within thirty days of delivery.";
+    let pause = Duration::from_millis(10);
+    let llm = FakeLlm::start(vec![
+        Scripted::text(words).chunks_every(pause),
+        Scripted::text(words).chunks_every(pause),
+    ])?;
+    let table = llm_table(&llm, "");
+    let (mut system, _dir) =
+        spec_workers(&[("solo", format!("name = \"solo\"\nkind = \"llm\"\n{table}"))]).await?;
+    // The gateways start sessions through the ingress.
+    system.router(&["--no-registry"]).await?;
+    let args = ["mcp", "serve", "--http", "127.0.0.1:0", "--agents", "solo"];
+    system.spawn("mcp", &args, "MCP server listening").await?;
+    let mcp = system.logged_url("mcp")?;
+    let args = ["a2a", "serve", "--listen", "127.0.0.1:0"];
+    system.spawn("a2a", &args, "A2A server listening").await?;
+    let a2a = system.logged_url("a2a")?;
+
+    // MCP (the official Python SDK): the pieces come as progress messages,
+    // before the result, and make the answer once each.
+    let called =
+        crate::util::python_json("mcp_client.py", "mcp", &["progress", &mcp, "solo", "q"])?;
+    assert_eq!(called["text"], serde_json::json!([words]), "{called}");
+    let progress: Vec<&str> = called["progress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str())
+        .collect();
+    let pieces: Vec<&str> = progress
+        .iter()
+        .filter_map(|p| p.strip_prefix("delta solo: "))
+        .collect();
+    assert!(pieces.len() > 3, "{called}");
+    assert_eq!(joined(pieces.into_iter()), words, "{called}");
+    assert_eq!(llm.requests()[0].body["stream"], true);
+
+    // A2A message/stream (the official Python SDK): appended artifact
+    // updates of one artifact, named after the agent, then the answer.
+    let streamed =
+        crate::util::python_json("a2a_client.py", "a2a", &[&a2a, "stream", "solo", "q"])?;
+    let events = streamed["events"].as_array().cloned().unwrap_or_default();
+    let drafts: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "artifact" && e["name"] == "solo")
+        .collect();
+    assert!(drafts.len() > 3, "{streamed}");
+    assert_eq!(drafts[0]["append"], false, "{streamed}");
+    assert!(
+        drafts[1..].iter().all(|d| d["append"] == true),
+        "{streamed}"
+    );
+    assert!(
+        drafts.iter().all(|d| d["id"] == drafts[0]["id"]),
+        "{streamed}"
+    );
+    let text = joined(drafts.iter().filter_map(|d| d["text"][0].as_str()));
+    assert_eq!(text, words, "{streamed}");
+    let n = events.len();
+    assert_eq!(events[n - 2]["name"], "answer", "{streamed}");
+    assert_eq!(
+        events[n - 2]["text"],
+        serde_json::json!([words]),
+        "{streamed}"
+    );
+    assert_eq!(events[n - 1]["state"], "TASK_STATE_COMPLETED", "{streamed}");
+    Ok(())
+}

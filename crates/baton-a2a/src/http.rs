@@ -193,7 +193,7 @@ async fn call(
     match request.method.as_str() {
         methods::SEND_STREAMING_MESSAGE => {
             let result = match params::<SendMessageRequest>(&request) {
-                Ok(send) => gateway.start(target, &send).await,
+                Ok(send) => gateway.start(target, &send, true).await,
                 Err(err) => Err(err),
             };
             match result {
@@ -224,7 +224,7 @@ async fn unary(
     match request.method.as_str() {
         methods::SEND_MESSAGE => {
             let send: SendMessageRequest = params(request)?;
-            let (session, context, skip) = gateway.start(target, &send).await?;
+            let (session, context, skip) = gateway.start(target, &send, false).await?;
             let immediately = send
                 .configuration
                 .as_ref()

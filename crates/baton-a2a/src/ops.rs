@@ -134,6 +134,7 @@ impl Gateway {
         &self,
         target: Option<&AgentName>,
         request: &SendMessageRequest,
+        live: bool,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
         let (text, variables) = read(&request.message)?;
         if let Some(id) = &request.message.task_id {
@@ -154,6 +155,8 @@ impl Gateway {
             .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
         let mut envelope = Envelope::task(text);
         envelope.replayable = true;
+        // A streaming caller gets the answers as they are written.
+        envelope.stream = live;
         envelope.budget = budget;
         envelope.context.variables.extend(variables);
         if let Some(agent) = target {
@@ -288,6 +291,7 @@ impl Gateway {
                     return;
                 }
             };
+            let mut shown = baton_proto::Shown::default();
             while let Some(event) = events.next().await {
                 let event = match event {
                     Ok(event) => event,
@@ -296,6 +300,13 @@ impl Gateway {
                         return;
                     }
                 };
+                if event.kind == baton_proto::EventType::Delta {
+                    let piece = task::piece(session, &context, &event, &mut shown);
+                    if piece.is_some_and(|update| !send(Ok(update))) {
+                        return;
+                    }
+                    continue;
+                }
                 for mut update in task::updates(session, &context, &event) {
                     if let StreamResponse::StatusUpdate(status) = &mut update {
                         gateway.ask(session, &mut status.status).await;

@@ -148,6 +148,40 @@ pub(crate) fn task(session: Uuid, context: &str, last: Option<&Event>, with_hist
     }
 }
 
+/// A piece of an answer being written (a `delta` event), as an update of
+/// the artifact `<task>-<envelope>-<step>` named after the agent that
+/// writes it: the text `shown` has not shown yet, appended to what came
+/// before. `None` for any other event, or when all of it was shown.
+pub(crate) fn piece(
+    session: Uuid,
+    context: &str,
+    event: &Event,
+    shown: &mut baton_proto::Shown,
+) -> Option<StreamResponse> {
+    let delta = baton_proto::Delta::of(event)?;
+    let fresh = shown.fresh(&delta);
+    if fresh.is_empty() {
+        return None;
+    }
+    let first = delta.offset == 0 && fresh.len() == delta.text.len();
+    let id = session.to_string();
+    Some(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+        task_id: id.clone(),
+        context_id: context.to_owned(),
+        artifact: Artifact {
+            artifact_id: format!("{id}-{}-{}", delta.envelope, delta.step),
+            name: event.agent.clone(),
+            description: Some("an answer as it is written".to_owned()),
+            parts: vec![Part::text(fresh.to_owned())],
+            metadata: None,
+            extensions: None,
+        },
+        append: Some(!first),
+        last_chunk: Some(false),
+        metadata: None,
+    }))
+}
+
 /// What a stream sends for `event`: the answer's artifact before a
 /// completion, then the status.
 pub(crate) fn updates(session: Uuid, context: &str, event: &Event) -> Vec<StreamResponse> {
@@ -202,6 +236,46 @@ mod tests {
         cancelled.reason = Some(Reason::Cancelled);
         assert_eq!(state(Some(&cancelled)), TaskState::Canceled);
         assert!(settled(&TaskState::InputRequired) && !settled(&TaskState::Working));
+    }
+
+    #[test]
+    fn pieces_of_an_answer_append_to_one_artifact_once_each() {
+        let envelope = Uuid::new_v4();
+        let session = Uuid::new_v4();
+        let piece_at = |offset: u64, text: &str| {
+            baton_proto::Delta {
+                envelope,
+                step: 1,
+                offset,
+                text: text.to_owned(),
+            }
+            .event(session, "writer")
+        };
+        let mut shown = baton_proto::Shown::default();
+        let sent: Vec<_> = [
+            piece_at(0, "Hello "),
+            piece_at(6, "there"),
+            piece_at(0, "Hello there"),
+        ]
+        .iter()
+        .filter_map(|event| piece(session, "c", event, &mut shown))
+        .collect();
+        assert_eq!(sent.len(), 2, "the cut stream's repeat adds nothing");
+        let json = serde_json::to_value(&sent).unwrap();
+        let artifact = format!("{session}-{envelope}-1");
+        assert_eq!(
+            json[0]["artifactUpdate"]["artifact"]["artifactId"],
+            artifact
+        );
+        assert_eq!(json[0]["artifactUpdate"]["artifact"]["name"], "writer");
+        assert_eq!(json[0]["artifactUpdate"]["append"], false);
+        assert_eq!(json[1]["artifactUpdate"]["append"], true);
+        assert_eq!(
+            json[1]["artifactUpdate"]["artifact"]["parts"][0]["text"],
+            "there"
+        );
+        let other = event(EventType::Handoff);
+        assert!(piece(session, "c", &other, &mut shown).is_none());
     }
 
     #[test]

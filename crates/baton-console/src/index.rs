@@ -67,6 +67,53 @@ pub struct Summary {
     pub detail: Option<String>,
     /// The trace id of its latest event's `traceparent` header.
     pub trace_id: Option<String>,
+    /// The answer an agent is writing, while the session runs (from its
+    /// live `delta` events).
+    pub writing: Option<Writing>,
+}
+
+/// An answer being written: who writes it, which model call of which hop,
+/// and the text so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Writing {
+    /// The agent writing it.
+    pub agent: String,
+    /// The hop's envelope.
+    pub envelope: Uuid,
+    /// The model call within the hop, from 1.
+    pub step: u32,
+    /// The text so far.
+    pub text: String,
+}
+
+impl Writing {
+    /// Takes a piece of an answer: the text beyond what is here, of this
+    /// answer; a piece of another answer starts that one.
+    fn take(writing: &mut Option<Self>, agent: &str, delta: &baton_proto::Delta) {
+        let same = writing
+            .as_ref()
+            .is_some_and(|w| (w.envelope, w.step) == (delta.envelope, delta.step));
+        if !same {
+            *writing = Some(Self {
+                agent: agent.to_owned(),
+                envelope: delta.envelope,
+                step: delta.step,
+                text: String::new(),
+            });
+        }
+        let Some(writing) = writing.as_mut() else {
+            return;
+        };
+        let have = writing.text.len() as u64;
+        let end = delta.offset.saturating_add(delta.text.len() as u64);
+        // A piece that starts beyond the text (one missed) is shown as it is.
+        let skip = usize::try_from(have.saturating_sub(delta.offset)).unwrap_or(usize::MAX);
+        if end > have {
+            writing
+                .text
+                .push_str(delta.text.get(skip..).unwrap_or(&delta.text));
+        }
+    }
 }
 
 impl Summary {
@@ -84,6 +131,7 @@ impl Summary {
             reason: None,
             detail: None,
             trace_id: None,
+            writing: None,
         }
     }
 
@@ -111,7 +159,18 @@ impl Summary {
         if self.ended() && event.kind != EventType::Reopened && !event.kind.is_terminal() {
             return;
         }
+        if event.kind.is_terminal() {
+            self.writing = None;
+        }
         match event.kind {
+            EventType::Delta => {
+                self.state = State::Running;
+                self.agent.clone_from(&event.agent);
+                if let Some(delta) = baton_proto::Delta::of(event) {
+                    let agent = event.agent.as_deref().unwrap_or("?");
+                    Writing::take(&mut self.writing, agent, &delta);
+                }
+            }
             EventType::Accepted | EventType::Retrying | EventType::Result => {
                 self.state = State::Running;
                 self.agent.clone_from(&event.agent);
@@ -355,6 +414,36 @@ mod tests {
         event.agent = Some(agent.to_owned());
         event.at = at;
         event
+    }
+
+    #[test]
+    fn an_answer_grows_once_each_piece_and_ends_with_the_session() {
+        let mut summary = Summary::new(Uuid::nil(), 10);
+        let envelope = Uuid::new_v4();
+        let piece = |offset: u64, text: &str, step: u32| {
+            baton_proto::Delta {
+                envelope,
+                step,
+                offset,
+                text: text.to_owned(),
+            }
+            .event(Uuid::nil(), "writer")
+        };
+        summary.apply(&piece(0, "The answer ", 1));
+        summary.apply(&piece(11, "is ", 1));
+        // A stream cut and asked again sends its pieces from 0 again.
+        summary.apply(&piece(0, "The answer is ", 1));
+        summary.apply(&piece(14, "42.", 1));
+        let writing = summary.writing.clone().unwrap();
+        assert_eq!(
+            (writing.agent.as_str(), writing.text.as_str()),
+            ("writer", "The answer is 42.")
+        );
+        assert_eq!(summary.state, State::Running);
+        summary.apply(&piece(0, "Next", 2));
+        assert_eq!(summary.writing.as_ref().unwrap().text, "Next");
+        summary.apply(&event(EventType::Completed, "writer", 50));
+        assert_eq!(summary.writing, None);
     }
 
     #[test]

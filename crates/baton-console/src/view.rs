@@ -234,6 +234,9 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
                     }
                 }
             }
+            @if let Some(writing) = summary.writing.as_ref().filter(|_| !summary.ended()) {
+                section #writing { h2 { "Being written" } p { b { (writing.agent) } ": " span #writing-text { (writing.text) } } }
+            }
             @if let Some(output) = &summary.output {
                 section { h2 { "Answer" } pre #answer { (text(output)) } }
             } @else if summary.state == crate::index::State::Failed {

@@ -122,24 +122,17 @@ async fn session(
         return failure(StatusCode::NOT_FOUND, &message, "/");
     }
     let mut summary = Summary::of(id, &events);
-    summary.trace_id = match app.index.get(id).and_then(|s| s.trace_id) {
+    // What only the live feed brings: the answer being written.
+    let indexed = app.index.get(id);
+    summary.writing = indexed.as_ref().and_then(|s| s.writing.clone());
+    summary.trace_id = match indexed.and_then(|s| s.trace_id) {
         Some(trace) => Some(trace),
         None => last_trace(&app, id).await,
     };
     // Only a session with a `dead_lettered` event has dead letters, and only
     // a waiting one an inbox entry: a page refreshes on every event, so
     // the stream and the bucket are read for those alone.
-    let dead: Vec<_> = if events.iter().any(|e| e.kind == EventType::DeadLettered) {
-        match app.client.dead_letters().await {
-            Ok(all) => all.into_iter().filter(|d| d.session == Some(id)).collect(),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot read the dead letters");
-                Vec::new()
-            }
-        }
-    } else {
-        Vec::new()
-    };
+    let dead = dead_letters_of(&app, id, &events).await;
     let waiting = if summary.state == crate::index::State::Waiting {
         match app.inbox.list().await {
             Ok(entries) => entries.into_iter().find(|e| e.envelope.session == id),
@@ -180,6 +173,27 @@ async fn session(
         replay: crate::replay::section(&summary, &events, app.access.csrf()),
     };
     respond("Session", "sessions", view::session(&detail), &fragment)
+}
+
+/// The dead letters of `session`, whose stored events are `events`: only
+/// a session with a `dead_lettered` event has any, so only then is the
+/// stream read.
+async fn dead_letters_of(
+    app: &App,
+    id: Uuid,
+    events: &[baton_proto::Event],
+) -> Vec<baton_worker::DeadLetterEntry> {
+    if events.iter().any(|e| e.kind == EventType::DeadLettered) {
+        match app.client.dead_letters().await {
+            Ok(all) => all.into_iter().filter(|d| d.session == Some(id)).collect(),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the dead letters");
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    }
 }
 
 /// The trace id on the latest stored event of `session`.

@@ -5,8 +5,9 @@
 //! entry, taking a `question`, optional `variables` and an optional
 //! `budget_tokens` (capped by the gateway's own budget). A call starts a
 //! session at that agent type, relays the session's events as progress
-//! notifications (when the caller asked for progress), and returns the
-//! answer, or the failure as a tool error.
+//! notifications (when the caller asked for progress; then the answers as
+//! they are written come among them, `delta <agent>: <text>`), and returns
+//! the answer, or the failure as a tool error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,6 +171,9 @@ impl Gateway {
         // Through the ingress, as `baton send --to` does: the client role may
         // publish there, and the router moves the task to the agent type.
         task = task.with_to(agent.to_string());
+        // A caller that asked for progress gets the answers as they are
+        // written, as progress messages.
+        task.stream = context.meta.get_progress_token().is_some();
         if let Err(err) = self.client.submit(&task).await {
             return Ok(CallToolResult::error(vec![Content::text(format!(
                 "cannot start a session at {agent}: {err}"
@@ -222,12 +226,21 @@ impl Gateway {
             .map_err(|err| err.to_string())?;
         let mut seen = 0u32;
         let mut last = None;
+        let mut shown = baton_proto::Shown::default();
         while let Some(event) = events.next().await {
             let event = event.map_err(|err| err.to_string())?;
+            let message = match baton_proto::Delta::of(&event) {
+                // A piece of an answer: `delta <agent>: <text not sent yet>`.
+                Some(delta) => match shown.fresh(&delta) {
+                    "" => continue,
+                    fresh => format!("delta {}: {fresh}", event.agent.as_deref().unwrap_or("-")),
+                },
+                None => baton_gateway::text::progress(&event),
+            };
             seen += 1;
             if let Some(token) = &token {
                 let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(seen));
-                progress.message = Some(baton_gateway::text::progress(&event));
+                progress.message = Some(message);
                 if let Err(err) = context.peer.notify_progress(progress).await {
                     tracing::debug!(error = %err, "a progress notification was not sent");
                 }

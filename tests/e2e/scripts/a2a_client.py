@@ -109,9 +109,13 @@ def describe(response):
             "text": [p.text for p in u.status.message.parts],
         }
     if kind == "artifact_update":
+        u = response.artifact_update
         return {
             "kind": "artifact",
-            "text": [p.text for p in response.artifact_update.artifact.parts],
+            "id": u.artifact.artifact_id,
+            "name": u.artifact.name,
+            "append": u.append,
+            "text": [p.text for p in u.artifact.parts],
         }
     return {"kind": kind}
 

@@ -177,6 +177,32 @@ def replay_hop(browser, url, session, hop):
     }
 
 
+def growing(browser, url, session):
+    """Watches a session's answer being written on its page, to its end."""
+    page = new_page(browser, viewport={"width": 1300, "height": 900})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(f"{url}/sessions/{session}")
+    samples = []
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        if page.query_selector("#session[data-state=completed]"):
+            break
+        node = page.query_selector("#writing-text")
+        text = node.text_content() if node else ""
+        if text and (not samples or samples[-1] != text):
+            samples.append(text)
+            if len(samples) == 2:
+                shot(page, "writing")
+        page.wait_for_timeout(50)
+    return {
+        "samples": samples,
+        "state": page.get_attribute("#session", "data-state"),
+        "answer": page.text_content("#answer") if page.query_selector("#answer") else None,
+        "errors": errors,
+    }
+
+
 def inbox(browser, url, session, answer, action="complete", to=""):
     page = new_page(browser, viewport={"width": 1300, "height": 900})
     errors = []
@@ -293,6 +319,8 @@ def main():
                 result = replay(browser, url, *rest)
             elif phase == "replay_hop":
                 result = replay_hop(browser, url, *rest)
+            elif phase == "growing":
+                result = growing(browser, url, *rest)
             elif phase == "inbox":
                 result = inbox(browser, url, *rest)
             elif phase == "cancel":

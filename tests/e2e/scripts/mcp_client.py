@@ -77,6 +77,25 @@ async def main():
                         "is_error": result.is_error,
                         "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
                     }))
+    elif mode == "progress":
+        url, agent, question = sys.argv[2:]
+        async with create_mcp_http_client() as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    progress = []
+
+                    async def on_progress(value, total, message):
+                        progress.append(message)
+
+                    result = await session.call_tool(
+                        agent, {"question": question}, progress_callback=on_progress
+                    )
+                    print(json.dumps({
+                        "is_error": result.is_error,
+                        "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
+                        "progress": progress,
+                    }))
     elif mode == "unauthorized":
         (url,) = sys.argv[2:]
         async with httpx2.AsyncClient() as http:
