@@ -316,6 +316,40 @@ async fn the_limits_bench_runs_without_and_with_a_shared_limit() -> anyhow::Resu
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_ttft_bench_compares_the_first_token_through_baton_with_the_models_own()
+-> anyhow::Result<()> {
+    let system = crate::util::System::start().await?;
+    let stdout = system.baton_stdout(&["bench", "--ttft", "--tasks", "5"])?;
+    // Each row: a label, then p50 and p99 in ms.
+    let row = |label: &str| -> anyhow::Result<(f64, f64)> {
+        let line = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with(label))
+            .ok_or_else(|| anyhow::anyhow!("no {label:?} row: {stdout}"))?;
+        let cells: Vec<f64> = line
+            .split_whitespace()
+            .rev()
+            .take(2)
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        Ok((cells[1], cells[0]))
+    };
+    let (own, _) = row("model's own")?;
+    let (through, _) = row("through Baton, at the client")?;
+    // The stand-in thinks 20 ms before its first token; the client cannot
+    // have it sooner.
+    assert!(own >= 20.0 && through > own, "{stdout}");
+    row("direct HTTP client")?;
+    row("dispatch")?;
+    row("relay")?;
+    assert!(
+        stdout.contains("ratio through Baton / direct (p50)"),
+        "{stdout}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop()
 -> anyhow::Result<()> {
     let system = crate::util::System::start().await?;

@@ -117,6 +117,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub limits: bool,
 
+    /// Instead of one run, measure the time to the first token of an answer: a streaming
+    /// stand-in model asked directly by an HTTP client, then through an LLM worker with a
+    /// client reading the session's live pieces, --tasks (default here 100) one at a time.
+    #[arg(long)]
+    pub ttft: bool,
+
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
     pub limit_rps: u32,
@@ -315,6 +321,10 @@ async fn run_bench(
         let tasks = if args.tasks == 2000 { 300 } else { args.tasks };
         return limits::run(&processes, tasks, args.limit_rps).await;
     }
+    if args.ttft {
+        let tasks = if args.tasks == 2000 { 100 } else { args.tasks };
+        return ttft::run(&processes, tasks).await;
+    }
     table(&client, server, &args).await?;
     if args.all {
         println!();
@@ -447,5 +457,6 @@ mod report;
 mod scale;
 mod side;
 mod tools;
+mod ttft;
 use raw::raw_relay;
 use side::{Side, settled, writes_per_hop};

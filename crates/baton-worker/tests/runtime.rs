@@ -142,3 +142,83 @@ async fn a_publish_no_stream_takes_fails_as_no_stream_at_once() -> anyhow::Resul
     );
     Ok(())
 }
+
+/// Spends `tokens` (read) in the hop of `task`, as a model call would.
+fn spend(task: &Task, tokens: u64) {
+    task.progress.spent(baton_worker::Usage {
+        input_tokens: tokens,
+        ..baton_worker::Usage::default()
+    });
+}
+
+/// Asks two helpers at once, asynchronously; spends 10 tokens to ask and
+/// 7 in each report, and ends once both have answered.
+struct Boss;
+
+impl Agent for Boss {
+    async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+        spend(&task, 10);
+        let helper = AgentName::new("helper")?;
+        let children = vec![
+            baton_worker::ChildTask::new(helper.clone(), "one"),
+            baton_worker::ChildTask::new(helper, "two"),
+        ];
+        Ok(Outcome::delegate(children, baton_worker::DelegateMode::Async).into())
+    }
+
+    async fn resume(
+        &self,
+        task: Task,
+        results: baton_worker::Results,
+    ) -> Result<Outcome, AgentError> {
+        spend(&task, 7);
+        if results.all_in() {
+            Ok(Outcome::complete("both answered").into())
+        } else {
+            Ok(Outcome::wait().into())
+        }
+    }
+}
+
+struct Helper;
+
+impl Agent for Helper {
+    async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
+        // The second answers once the first one's report is done.
+        if task.query() == "two" {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok(Outcome::complete(format!("did {}", task.query())).into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_async_report_that_keeps_waiting_spends_counts_toward_the_session()
+-> anyhow::Result<()> {
+    let server = tokio::task::spawn_blocking(NatsServer::start).await??;
+    let nats = async_nats::connect(server.url()).await?;
+    let subjects = Subjects::default();
+    let stop = CancellationToken::new();
+    let boss = Worker::new(nats.clone(), config("boss", &subjects)?, Boss);
+    let helper = Worker::new(nats.clone(), config("helper", &subjects)?, Helper);
+    let workers = [
+        tokio::spawn(boss.run(stop.clone().cancelled_owned())),
+        tokio::spawn(helper.run(stop.clone().cancelled_owned())),
+    ];
+    let client = Client::new(nats, subjects);
+    for agent in ["boss", "helper"] {
+        let agent = AgentName::new(agent)?;
+        baton_testkit::eventually(Duration::from_secs(10), || client.check_served(&agent)).await?;
+    }
+    let task = Envelope::task("ask both");
+    client.submit_to(&AgentName::new("boss")?, &task).await?;
+    let end = client.wait(task.session, Duration::from_secs(20)).await?;
+    assert_eq!(end.kind, EventType::Completed, "{end:?}");
+    // 10 to ask, 7 for the report that kept waiting, 7 for the one that ended.
+    assert_eq!(end.usage.map(|usage| usage.input_tokens), Some(24));
+    stop.cancel();
+    for worker in workers {
+        worker.await??;
+    }
+    Ok(())
+}

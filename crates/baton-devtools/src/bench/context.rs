@@ -46,6 +46,7 @@ pub(super) async fn context_curve(
             exec: false,
             tools: false,
             limits: false,
+            ttft: false,
             limit_rps: 0,
             delay_ms: 0,
             round_secs: 0,

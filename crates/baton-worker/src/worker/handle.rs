@@ -348,8 +348,14 @@ async fn on_result<A: Agent>(
     )
     .await;
     let resumed = match resumed {
-        // An async report that keeps waiting.
+        // An async report that keeps waiting: what it spent counts.
         Ok(Outcome::Wait(_)) if !claimed => {
+            let join_id = envelope.parent.as_ref().map(|p| p.id).unwrap_or_default();
+            let spent = spending.spending();
+            if let Err(err) = join::charge_wait(rt, join_id, envelope.id, spent).await {
+                tracing::error!(error = %err, "cannot note what a report spent; leaving the result for redelivery");
+                return;
+            }
             return rt.outbox.discard(delivery).await;
         }
         Ok(Outcome::Wait(_)) if all_in => Err(AgentError::fatal(
@@ -357,12 +363,14 @@ async fn on_result<A: Agent>(
         )),
         other => other,
     };
+    let mut continued = continued;
     if !claimed {
         let join_id = envelope.parent.as_ref().map(|p| p.id).unwrap_or_default();
         match join::claim(rt, join_id, envelope.id).await {
-            Ok(true) => {}
+            // What reports that kept waiting meanwhile spent counts too.
+            Ok(Some(usage)) => continued.usage = usage,
             // Another report ended the join first.
-            Ok(false) => return rt.outbox.discard(delivery).await,
+            Ok(None) => return rt.outbox.discard(delivery).await,
             Err(err) => {
                 tracing::error!(error = %err, "cannot claim the join; leaving the result for redelivery");
                 return;

@@ -242,23 +242,53 @@ pub(crate) async fn on_result(rt: &Runtime, result: &Envelope) -> Result<Receive
     })
 }
 
-/// After an async report returned something other than "wait": claims the
-/// join for message `me`. `false` when another report already ended it.
+/// After an async report kept waiting: notes in join `join` what it spent
+/// (once for result message `me`), so that later continuations and the
+/// session's end count it.
 ///
 /// # Errors
 ///
 /// When the join bucket cannot be read or written.
-pub(crate) async fn claim(rt: &Runtime, join: Uuid, me: Uuid) -> Result<bool, Error> {
+pub(crate) async fn charge_wait(
+    rt: &Runtime,
+    join: Uuid,
+    me: Uuid,
+    spent: Usage,
+) -> Result<(), Error> {
     let joins = rt.joins().await?;
     loop {
         let Some((mut state, revision)) = joins.load(join).await? else {
-            return Ok(false);
+            return Ok(());
+        };
+        if !state.charge_wait(me, spent) || joins.swap(join, &state, revision).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// After an async report returned something other than "wait": claims the
+/// join for message `me`; then what the session has spent, with what
+/// reports that kept waiting spent. `None` when another report already
+/// ended it.
+///
+/// # Errors
+///
+/// When the join bucket cannot be read or written.
+pub(crate) async fn claim(
+    rt: &Runtime,
+    join: Uuid,
+    me: Uuid,
+) -> Result<Option<Option<Usage>>, Error> {
+    let joins = rt.joins().await?;
+    loop {
+        let Some((mut state, revision)) = joins.load(join).await? else {
+            return Ok(None);
         };
         match state.claim(me) {
-            Claim::Held(mine) => return Ok(mine),
+            Claim::Held(mine) => return Ok(mine.then(|| state.usage())),
             Claim::Changed => {
                 if joins.swap(join, &state, revision).await? {
-                    return Ok(true);
+                    return Ok(Some(state.usage()));
                 }
             }
         }

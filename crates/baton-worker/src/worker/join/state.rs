@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use baton_proto::{AgentName, Envelope, ResultStatus, Usage, Value};
+use baton_proto::{AgentName, Envelope, ResultStatus, Value};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -81,16 +81,10 @@ pub(crate) struct JoinState {
     /// What each child started from and spent of its own, by child.
     #[serde(default)]
     pub(crate) spent: Vec<Spend>,
-}
-
-/// A child's spending: what the session had spent when it was sent (when
-/// that was more than the delegating hop's), and what its branch added.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Spend {
-    #[serde(default)]
-    from: Option<Usage>,
-    #[serde(default)]
-    own: Option<Usage>,
+    /// What async reports that kept waiting spent, by the result that ran
+    /// each (so a redelivered result counts once).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) waited: Vec<Waited>,
 }
 
 /// What one result did to the join.
@@ -146,6 +140,7 @@ impl JoinState {
             fired_by: None,
             reports: 0,
             spent: Vec::new(),
+            waited: Vec::new(),
         }
     }
 
@@ -190,53 +185,6 @@ impl JoinState {
     /// In serial mode, the outputs of the children answered so far.
     pub(crate) fn earlier_outputs(&self) -> Option<Value> {
         matches!(self.mode, DelegateMode::Serial).then(|| self.results(None).outputs())
-    }
-
-    /// What the session spent up to now: the delegating hop's spending
-    /// and what each child that answered spent of its own. `None` when
-    /// nothing was spent, so a session without usage stays without.
-    pub(crate) fn usage(&self) -> Option<Usage> {
-        self.spent
-            .iter()
-            .filter_map(|spend| spend.own)
-            .fold(self.envelope.usage, |sum, own| {
-                Some(sum.unwrap_or_default().plus(own))
-            })
-    }
-
-    /// What the session had spent when child `i` was sent: what its
-    /// envelope carries.
-    pub(crate) fn usage_from(&self, i: usize) -> Option<Usage> {
-        self.spent
-            .get(i)
-            .and_then(|spend| spend.from)
-            .or(self.envelope.usage)
-    }
-
-    fn spend(&mut self, i: usize) -> &mut Spend {
-        if self.spent.len() <= i {
-            self.spent.resize(i + 1, Spend::default());
-        }
-        &mut self.spent[i]
-    }
-
-    /// Notes what child `i`'s branch spent of its own, as its `result` says.
-    fn charge(&mut self, i: usize, result: &Envelope) {
-        let Some(spent) = result.usage else { return };
-        let own = spent.beyond(self.usage_from(i).unwrap_or_default());
-        self.spend(i).own = Some(own);
-    }
-
-    /// A child sent now (the next serial or chain step, or a recovery
-    /// step: `started` moved from `before`) starts from what the session
-    /// spent up to now, its siblings' spending too.
-    fn begin_from(&mut self, before: usize) {
-        let now = self.usage();
-        if self.started == before || now == self.envelope.usage {
-            return;
-        }
-        let next = self.started - 1;
-        self.spend(next).from = now;
     }
 
     pub(crate) fn all_in(&self) -> bool {
@@ -496,6 +444,9 @@ fn text(value: &Value) -> String {
         other => other.to_string(),
     }
 }
+
+mod spending;
+pub(crate) use spending::{Spend, Waited};
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-use baton_proto::{Parent, derive_id_labelled};
+use baton_proto::{Parent, Usage, derive_id_labelled};
 
 use super::*;
 
@@ -335,4 +335,21 @@ fn a_join_without_usage_stays_without() {
     let r0 = ok(0, "A");
     state.receive(&r0, r0.id, NOW);
     assert_eq!(state.usage(), None);
+}
+
+#[test]
+fn an_async_report_that_keeps_waiting_is_charged_once() {
+    let mut state = join(DelegateMode::Async, &["a", "b"], None);
+    state.envelope.usage = spent(100);
+    let r0 = costing(ok(0, "A"), 130);
+    state.receive(&r0, r0.id, NOW);
+    // The report r0 ran spent 40 and kept waiting; its redelivery spent
+    // the same again, which is not counted twice.
+    assert!(state.charge_wait(r0.id, spent(40).unwrap()));
+    assert!(!state.charge_wait(r0.id, spent(40).unwrap()));
+    assert!(!state.charge_wait(Uuid::new_v4(), Usage::default()));
+    assert_eq!(state.usage(), spent(170));
+    let r1 = costing(ok(1, "B"), 110);
+    state.receive(&r1, r1.id, NOW);
+    assert_eq!(state.usage(), spent(180));
 }
