@@ -185,10 +185,10 @@ struct Helper;
 impl Agent for Helper {
     async fn handle(&self, task: Task) -> Result<Outcome, AgentError> {
         // The second answers once the first one's report is done.
-        if task.query() == "two" {
+        if task.last_user_message() == "two" {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        Ok(Outcome::complete(format!("did {}", task.query())).into())
+        Ok(Outcome::complete(format!("did {}", task.last_user_message())).into())
     }
 }
 
