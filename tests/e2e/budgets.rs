@@ -473,3 +473,84 @@ async fn an_agent_keeps_to_its_own_cap_per_hop() -> anyhow::Result<()> {
     problem_says(&envelope, "its cap per hop is 300 tokens");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gateways_set_a_cost_budget_too() -> anyhow::Result<()> {
+    let llm = FakeLlm::start(vec![])?;
+    // Writing costs 0.01 a token: a call that may write 256 tokens may cost 2.56.
+    let price = "[llm.price]\ninput_per_million = 0\noutput_per_million = 10000\n";
+    let (mut system, _dir) = two_hops_with(&llm, price).await?;
+    system.router(&["--no-registry"]).await?;
+    let mcp_args = [
+        "mcp",
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--agents",
+        "second",
+        "--timeout-secs",
+        "2",
+        "--budget-cost",
+        "5",
+    ];
+    let mcp = gateway(&mut system, "mcp", &mcp_args, "MCP server listening").await?;
+    let a2a_args = [
+        "a2a",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--budget-cost",
+        "1",
+    ];
+    let a2a = gateway(&mut system, "a2a", &a2a_args, "A2A server listening").await?;
+    let mcp_call = |cost: &str| {
+        crate::util::python_json(
+            "mcp_client.py",
+            "mcp",
+            &["budget_cost", &mcp, "second", "q", cost],
+        )
+    };
+    let refused = mcp_call("\"lots\"")?;
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        refused["text"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`budget_cost`"),
+        "{refused}"
+    );
+    // Less than the gateway's 5; the A2A message asks for more than its 1.
+    let lower = mcp_call("0.5")?;
+    assert_eq!(lower["is_error"], true, "{lower}");
+    let meta = r#"{"budget_cost": 3}"#;
+    let higher = crate::util::python_json(
+        "a2a_client.py",
+        "a2a",
+        &[&a2a, "send_meta", "second", "q", meta],
+    )?;
+    assert_eq!(higher["state"], "TASK_STATE_INPUT_REQUIRED", "{higher}");
+    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
+    let entries = eventually(Duration::from_secs(30), || async {
+        let entries = inbox.list().await.map_err(|err| err.to_string())?;
+        if entries.len() == 2 {
+            Ok(entries)
+        } else {
+            Err(format!("{} in the inbox", entries.len()))
+        }
+    })
+    .await?;
+    let mut costs: Vec<_> = entries
+        .iter()
+        .map(|entry| entry.envelope.budget.and_then(|b| b.cost_micros))
+        .collect();
+    costs.sort_unstable();
+    assert_eq!(costs, [Some(500_000), Some(1_000_000)]);
+    for entry in &entries {
+        assert_eq!(
+            entry.envelope.reason.as_ref().map(|r| r.as_str()),
+            Some("budget_exceeded")
+        );
+    }
+    assert_eq!(llm.requests().len(), 0, "no call could be afforded");
+    Ok(())
+}

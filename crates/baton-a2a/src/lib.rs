@@ -51,9 +51,9 @@ pub struct Gateway {
     public_url: Option<String>,
     /// Whether calls need the access token (the cards say so).
     token_required: bool,
-    /// The most tokens a session it starts may spend; a message may ask
-    /// for less (`metadata.budget_tokens`).
-    budget_tokens: Option<u64>,
+    /// The most a session it starts may spend; a message may ask for less
+    /// (`metadata.budget_tokens`, `metadata.budget_cost`).
+    budget: baton_proto::Budget,
 }
 
 /// How `baton a2a serve` runs.
@@ -71,9 +71,9 @@ pub struct Settings {
     pub token: Option<String>,
     /// Replicas of the task bucket.
     pub replicas: usize,
-    /// The most tokens a session started here may spend on models; a
-    /// message may ask for less with `metadata.budget_tokens`.
-    pub budget_tokens: Option<u64>,
+    /// The most a session started here may spend on models; a message may
+    /// ask for less with `metadata.budget_tokens` and `metadata.budget_cost`.
+    pub budget: baton_proto::Budget,
 }
 
 /// Serves A2A until `shutdown`.
@@ -112,7 +112,7 @@ pub async fn serve(
         index,
         only: Arc::new(settings.only.clone()),
         timeout: settings.timeout,
-        budget_tokens: settings.budget_tokens,
+        budget: settings.budget,
         public_url: settings
             .public_url
             .clone()

@@ -146,13 +146,11 @@ impl Gateway {
                 .await
                 .map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
         }
-        let asked = request
-            .message
-            .metadata
-            .as_ref()
-            .and_then(|m| m.get("budget_tokens"));
-        let budget = baton_gateway::budget(asked, self.budget_tokens)
-            .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
+        let metadata = request.message.metadata.as_ref();
+        let asked = |key: &str| metadata.and_then(|m| m.get(key));
+        let budget =
+            baton_gateway::budget(asked("budget_tokens"), asked("budget_cost"), self.budget)
+                .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
         let mut envelope = Envelope::task(text);
         envelope.replayable = true;
         // A streaming caller gets the answers as they are written.

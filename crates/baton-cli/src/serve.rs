@@ -410,7 +410,10 @@ pub async fn mcp(
         only,
         Duration::from_secs(args.timeout_secs.max(1)),
     )
-    .with_budget(args.budget_tokens);
+    .with_budget(baton_proto::Budget {
+        tokens: args.budget_tokens,
+        cost_micros: args.budget_cost,
+    });
     match args.http {
         Some(listen) => {
             baton_mcp::serve_http(gateway, listen, args.access_token, crate::shutdown_signal())
@@ -437,7 +440,10 @@ pub async fn a2a(
         listen: args.listen,
         token: args.access_token,
         replicas: nats.streams().replicas,
-        budget_tokens: args.budget_tokens,
+        budget: baton_proto::Budget {
+            tokens: args.budget_tokens,
+            cost_micros: args.budget_cost,
+        },
     };
     baton_a2a::serve(client, settings, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)

@@ -1,24 +1,27 @@
-//! A session's token budget as a gateway sets it. The gateway's own budget
-//! (`--budget-tokens` of `baton mcp serve` and `baton a2a serve`) is the
-//! most any session it starts may spend; a caller may ask for less, never
-//! for more.
+//! A session's budget as a gateway sets it. The gateway's own budget
+//! (`--budget-tokens` and `--budget-cost` of `baton mcp serve` and `baton
+//! a2a serve`) is the most any session it starts may spend; a caller may
+//! ask for less (`budget_tokens`, `budget_cost`), never for more.
 
 use baton_proto::Budget;
 
-/// The budget of a session a caller starts: the smaller of what it asked
-/// for (`asked`, the JSON value of its `budget_tokens`) and the gateway's
-/// `cap`. `None` when neither sets one (the router's default may still).
+/// The budget of a session a caller starts: for tokens and for cost each,
+/// the smaller of what it asked for (the JSON values of its
+/// `budget_tokens` and `budget_cost`) and the gateway's `cap`. `None` when
+/// neither sets one (the router's default may still).
 ///
 /// # Errors
 ///
-/// When `asked` is not a whole number of tokens, at least 1: the text says
-/// so, for the caller.
+/// When `tokens` is not a whole number of tokens, at least 1, or `cost` not
+/// an amount above 0 (a number, or a decimal string such as `"0.50"`, at
+/// most six places): the text says so, for the caller.
 pub fn budget(
-    asked: Option<&serde_json::Value>,
-    cap: Option<u64>,
+    tokens: Option<&serde_json::Value>,
+    cost: Option<&serde_json::Value>,
+    cap: Budget,
 ) -> Result<Option<Budget>, String> {
-    let asked = match asked {
-        None | Some(serde_json::Value::Null) => None,
+    let tokens = match asked(tokens) {
+        None => None,
         Some(value) => match whole(value) {
             Some(tokens) if tokens >= 1 => Some(tokens),
             _ => {
@@ -28,14 +31,44 @@ pub fn budget(
             }
         },
     };
-    let tokens = match (asked, cap) {
+    let cost = match asked(cost) {
+        None => None,
+        Some(value) => match micros(value) {
+            Some(micros) if micros >= 1 => Some(micros),
+            _ => {
+                return Err(format!(
+                    "`budget_cost` must be an amount above 0, such as 0.50, with at most six decimal places (got {value})"
+                ));
+            }
+        },
+    };
+    let budget = Budget {
+        tokens: smaller(tokens, cap.tokens),
+        cost_micros: smaller(cost, cap.cost_micros),
+    };
+    Ok((budget.tokens.is_some() || budget.cost_micros.is_some()).then_some(budget))
+}
+
+/// A value the caller gave (null is none).
+fn asked(value: Option<&serde_json::Value>) -> Option<&serde_json::Value> {
+    value.filter(|value| !value.is_null())
+}
+
+/// The smaller of what was asked and the cap, either of which may be absent.
+fn smaller(asked: Option<u64>, cap: Option<u64>) -> Option<u64> {
+    match (asked, cap) {
         (Some(asked), Some(cap)) => Some(asked.min(cap)),
         (one, other) => one.or(other),
-    };
-    Ok(tokens.map(|tokens| Budget {
-        tokens: Some(tokens),
-        cost_micros: None,
-    }))
+    }
+}
+
+/// An amount in millionths: a decimal string, or a number as JSON writes it.
+fn micros(value: &serde_json::Value) -> Option<u64> {
+    match value {
+        serde_json::Value::String(text) => baton_proto::micros(text),
+        serde_json::Value::Number(number) => baton_proto::micros(&number.to_string()),
+        _ => None,
+    }
 }
 
 /// A whole number, written as one or (as protobuf's `Struct`, which A2A's
@@ -57,7 +90,45 @@ mod tests {
     use super::*;
 
     fn tokens(asked: Option<serde_json::Value>, cap: Option<u64>) -> Result<Option<u64>, String> {
-        budget(asked.as_ref(), cap).map(|b| b.and_then(|b| b.tokens))
+        let cap = Budget {
+            tokens: cap,
+            cost_micros: None,
+        };
+        budget(asked.as_ref(), None, cap).map(|b| b.and_then(|b| b.tokens))
+    }
+
+    fn cost(asked: serde_json::Value, cap: Option<u64>) -> Result<Option<u64>, String> {
+        let cap = Budget {
+            tokens: None,
+            cost_micros: cap,
+        };
+        budget(None, Some(&asked), cap).map(|b| b.and_then(|b| b.cost_micros))
+    }
+
+    #[test]
+    fn a_cost_budget_is_an_amount_and_the_gateway_caps_it() {
+        assert_eq!(cost(json!("0.50"), None), Ok(Some(500_000)));
+        assert_eq!(cost(json!(0.25), Some(500_000)), Ok(Some(250_000)));
+        assert_eq!(cost(json!(2), Some(500_000)), Ok(Some(500_000)));
+        assert_eq!(cost(json!(null), Some(500_000)), Ok(Some(500_000)));
+        for bad in [
+            json!(0),
+            json!("0"),
+            json!(-1),
+            json!("lots"),
+            json!(1e-9),
+            json!(true),
+        ] {
+            let err = cost(bad.clone(), None).unwrap_err();
+            assert!(err.contains("`budget_cost`"), "{bad}: {err}");
+        }
+        // Both kinds at once, each capped on its own.
+        let cap = Budget {
+            tokens: Some(1000),
+            cost_micros: Some(100),
+        };
+        let both = budget(Some(&json!(5000)), None, cap).unwrap().unwrap();
+        assert_eq!((both.tokens, both.cost_micros), (Some(1000), Some(100)));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Each agent type is a tool named after it, described by its registry
 //! entry, taking a `question`, optional `variables` and an optional
-//! `budget_tokens` (capped by the gateway's own budget). A call starts a
+//! `budget_tokens` and `budget_cost` (capped by the gateway's own budget). A call starts a
 //! session at that agent type, relays the session's events as progress
 //! notifications (when the caller asked for progress; then the answers as
 //! they are written come among them, `delta <agent>: <text>`), and returns
@@ -39,8 +39,8 @@ pub struct Gateway {
     only: Arc<Vec<AgentName>>,
     /// How long a call waits for its session to end.
     timeout: Duration,
-    /// The most tokens a session it starts may spend; a call may ask for less.
-    budget_tokens: Option<u64>,
+    /// The most a session it starts may spend; a call may ask for less.
+    budget: baton_proto::Budget,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -48,7 +48,7 @@ impl std::fmt::Debug for Gateway {
         f.debug_struct("Gateway")
             .field("only", &self.only)
             .field("timeout", &self.timeout)
-            .field("budget_tokens", &self.budget_tokens)
+            .field("budget", &self.budget)
             .finish_non_exhaustive()
     }
 }
@@ -68,15 +68,15 @@ impl Gateway {
             registry,
             only: Arc::new(only),
             timeout,
-            budget_tokens: None,
+            budget: baton_proto::Budget::default(),
         }
     }
 
-    /// Caps what each session a call starts may spend, in tokens: a call's
-    /// `budget_tokens` may ask for less, not more.
+    /// Caps what each session a call starts may spend, in tokens and cost:
+    /// a call's `budget_tokens` and `budget_cost` may ask for less, not more.
     #[must_use]
-    pub fn with_budget(mut self, tokens: Option<u64>) -> Self {
-        self.budget_tokens = tokens;
+    pub fn with_budget(mut self, budget: baton_proto::Budget) -> Self {
+        self.budget = budget;
         self
     }
 
@@ -153,7 +153,8 @@ impl Gateway {
         };
         let mut task = Envelope::task(question);
         task.replayable = true;
-        match baton_gateway::budget(arguments.get("budget_tokens"), self.budget_tokens) {
+        let (tokens, cost) = (arguments.get("budget_tokens"), arguments.get("budget_cost"));
+        match baton_gateway::budget(tokens, cost, self.budget) {
             Ok(budget) => task.budget = budget,
             Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),
         }
@@ -260,7 +261,8 @@ fn input_schema() -> JsonObject {
         "properties": {
             "question": {"type": "string", "description": "The task for the agent, as the user would ask it"},
             "variables": {"type": "object", "description": "Shared context variables the agents may read (optional)"},
-            "budget_tokens": {"type": "integer", "minimum": 1, "description": "The most tokens the session may spend on models (optional; the server's own budget, when it has one, caps it)"}
+            "budget_tokens": {"type": "integer", "minimum": 1, "description": "The most tokens the session may spend on models (optional; the server's own budget, when it has one, caps it)"},
+            "budget_cost": {"type": ["number", "string"], "description": "The most the session may cost, as an amount such as 0.50 in the currency of the agents' price tables (optional; the server's own budget, when it has one, caps it)"}
         },
         "required": ["question"]
     });

@@ -7,6 +7,7 @@ Steps:
   card                        the ingress's card and agent type ARG's card
   send AGENT TEXT             blocking SendMessage to /agents/AGENT
   send_budget AGENT TEXT N    the same, with metadata budget_tokens N (JSON)
+  send_meta AGENT TEXT JSON   the same, with the JSON object's fields in metadata
   stream AGENT TEXT           SendStreamingMessage: every stream response
   get ID                      GetTask
   list CONTEXT                ListTasks of CONTEXT
@@ -56,7 +57,7 @@ async def client(url, streaming=True, token=None):
     return await create_client(url, client_config=config)
 
 
-def message(text, context=None, task=None, handoff=None, budget=None):
+def message(text, context=None, task=None, handoff=None, budget=None, metadata=None):
     msg = Message(
         message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)]
     )
@@ -68,6 +69,8 @@ def message(text, context=None, task=None, handoff=None, budget=None):
         msg.metadata.update({"handoff": handoff})
     if budget is not None:
         msg.metadata.update({"budget_tokens": budget})
+    if metadata is not None:
+        msg.metadata.update(metadata)
     return msg
 
 
@@ -89,9 +92,9 @@ def summary(task):
     }
 
 
-async def send(url, text, context=None, task=None, immediately=False, handoff=None, budget=None):
+async def send(url, text, context=None, task=None, immediately=False, handoff=None, budget=None, metadata=None):
     c = await client(url, streaming=False)
-    request = SendMessageRequest(message=message(text, context, task, handoff, budget))
+    request = SendMessageRequest(message=message(text, context, task, handoff, budget, metadata))
     request.configuration.return_immediately = immediately
     async for response in c.send_message(request):
         return summary(response.task)
@@ -139,6 +142,11 @@ async def main(url, step, args):
         }
     if step == "send":
         return await send(f"{url}/agents/{args[0]}", args[1])
+    if step == "send_meta":
+        try:
+            return await send(f"{url}/agents/{args[0]}", args[1], metadata=json.loads(args[2]))
+        except Exception as err:  # the SDK's typed errors
+            return {"error": type(err).__name__, "message": str(err)}
     if step == "send_budget":
         try:
             return await send(f"{url}/agents/{args[0]}", args[1], budget=json.loads(args[2]))

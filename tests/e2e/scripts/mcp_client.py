@@ -64,14 +64,15 @@ async def main():
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     print(json.dumps(await exercise(session, question)))
-    elif mode == "budget":
-        url, agent, question, tokens = sys.argv[2:]
+    elif mode in ("budget", "budget_cost"):
+        url, agent, question, amount = sys.argv[2:]
+        key = "budget_tokens" if mode == "budget" else "budget_cost"
         async with create_mcp_http_client() as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     result = await session.call_tool(
-                        agent, {"question": question, "budget_tokens": json.loads(tokens)}
+                        agent, {"question": question, key: json.loads(amount)}
                     )
                     print(json.dumps({
                         "is_error": result.is_error,

@@ -46,4 +46,11 @@ pub struct McpServeArgs {
     /// router's --default-budget-tokens]
     #[arg(long, env = "BATON_MCP_BUDGET_TOKENS", value_name = "TOKENS", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub budget_tokens: Option<u64>,
+
+    /// The most a session started here may cost, as an amount (e.g. 0.50) in the currency
+    /// of the agents' [llm.price] tables. A call may ask for less
+    /// with its `budget_cost` argument, never for more. [default: none, or
+    /// the router's --default-budget-cost]
+    #[arg(long, env = "BATON_MCP_BUDGET_COST", value_name = "AMOUNT", allow_negative_numbers = true, value_parser = crate::args::session::amount)]
+    pub budget_cost: Option<u64>,
 }
