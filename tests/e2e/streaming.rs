@@ -290,3 +290,49 @@ async fn the_mcp_and_a2a_gateways_relay_answers_as_they_are_written() -> anyhow:
     assert_eq!(events[n - 1]["state"], "TASK_STATE_COMPLETED", "{streamed}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_the_client_permissions_every_piece_is_relayed_by_the_router() -> anyhow::Result<()> {
+    use crate::permissions::{as_user, generated_config, run_as};
+    let words: Vec<String> = (1..=60).map(|n| format!("w{n}")).collect();
+    let answer = words.join(" ");
+    let llm = FakeLlm::start(vec![
+        Scripted::text(&answer).chunks_every(Duration::from_millis(1)),
+    ])?;
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        ("solo", &["worker", "solo"]),
+        ("client", &["client"]),
+    ];
+    let config = generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    let router = as_user("router");
+    let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
+    args.extend(["router", "--default-agent", "solo", "--no-registry"]);
+    system.spawn("router", &args, "router started").await?;
+    let dir = tempfile::tempdir()?;
+    let spec = dir.path().join("solo.toml");
+    let table = llm_table(&llm, "");
+    std::fs::write(&spec, format!("name = \"solo\"\nkind = \"llm\"\n{table}"))?;
+    let spec = spec.to_string_lossy().into_owned();
+    let solo = as_user("solo");
+    let mut args: Vec<&str> = solo.iter().map(String::as_str).collect();
+    args.extend(["worker", "--spec", &spec, "--no-registry"]);
+    system.spawn("solo", &args, "worker started").await?;
+
+    let sent = run_as(&system, "client", &["send", "--wait", "count"])?;
+    let stdout = String::from_utf8_lossy(&sent.stdout);
+    assert!(
+        sent.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    // The answer as it was written, every piece once, then the outcome.
+    let streamed = stdout
+        .lines()
+        .find(|line| line.starts_with("solo: "))
+        .ok_or_else(|| anyhow::anyhow!("nothing streamed: {stdout}"))?;
+    assert_eq!(streamed.trim_end(), format!("solo: {answer}"), "{stdout}");
+    assert!(stdout.contains(&format!("answer: {answer}")), "{stdout}");
+    Ok(())
+}

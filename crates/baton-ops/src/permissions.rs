@@ -37,7 +37,14 @@ fn block(role: &Role, inbox: &str, footprint: &Footprint) -> String {
         let _ = writeln!(text, "      \"{subject}\"");
     }
     text.push_str("    ]\n  }\n");
-    if footprint.responds {
+    if footprint.relays {
+        let _ = writeln!(
+            text,
+            "  allow_responses: {{ max: {}, expires: \"{}\" }}",
+            baton_proto::footprint::RELAY_REPLIES,
+            baton_proto::footprint::RELAY_EXPIRES
+        );
+    } else if footprint.responds {
         text.push_str("  allow_responses: true\n");
     }
     text.push_str("}\n");
@@ -99,5 +106,16 @@ mod tests {
         );
         assert!(registry.contains("allow_responses: true"), "{registry}");
         assert!(!registry.contains("$JS.API.INFO"), "{registry}");
+        // The router relays a session's live events: many replies to one request.
+        let router = render(
+            &Role::of(RoleKind::Router),
+            &subjects(),
+            None,
+            &Grants::default(),
+        );
+        assert!(
+            router.contains("allow_responses: { max: 100000, expires: \"1m\" }"),
+            "{router}"
+        );
     }
 }

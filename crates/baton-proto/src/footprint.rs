@@ -18,9 +18,17 @@ pub struct Footprint {
     pub subscribe: BTreeSet<String>,
     /// Whether it answers requests on their reply subjects.
     pub responds: bool,
+    /// Whether it answers some requests with many replies (the router's
+    /// live relay), within [`RELAY_REPLIES`] replies and [`RELAY_EXPIRES`].
+    pub relays: bool,
     /// What stays open, and why.
     pub notes: Vec<String>,
 }
+
+/// The most replies a relaying role may send to one request.
+pub const RELAY_REPLIES: u32 = 100_000;
+/// How long after a request a relaying role may still reply to it.
+pub const RELAY_EXPIRES: &str = "1m";
 
 /// A JetStream API subject, `$JS.API.<what>`.
 #[must_use]
@@ -56,6 +64,14 @@ impl Footprint {
         self
     }
 
+    /// Answers some requests with many replies, for a while.
+    #[must_use]
+    pub fn relaying(mut self) -> Self {
+        self.responds = true;
+        self.relays = true;
+        self
+    }
+
     /// Notes what stays open, and why.
     #[must_use]
     pub fn noting(mut self, note: impl Into<String>) -> Self {
@@ -69,6 +85,7 @@ impl Footprint {
         self.publish.extend(other.publish);
         self.subscribe.extend(other.subscribe);
         self.responds |= other.responds;
+        self.relays |= other.relays;
         for note in other.notes {
             if !self.notes.contains(&note) {
                 self.notes.push(note);

@@ -30,6 +30,12 @@ pub struct ReadRequest {
     /// event came as a [`ReadReply::part`] and the next part is wanted.
     #[serde(default)]
     pub offset: u64,
+    /// Extension (optional): instead of a read, relay the session's live
+    /// events (those not stored) to the reply subject, each in a reply of
+    /// its own, for this many ms (at most 30,000). The first reply, sent
+    /// once the relay listens, and the last one (`live_end`) carry no event.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub live_ms: u64,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -50,10 +56,21 @@ pub struct ReadReply {
     /// Why the read failed (the session's events could not be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Extension (optional): a reply of a live relay (`live_ms`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live: bool,
+    /// Extension (optional): the relay's last reply; it has ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live_end: bool,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: Map,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// One event of a [`ReadReply`].

@@ -16,5 +16,6 @@ pub(crate) mod deadletters;
 pub(crate) mod deadlines;
 pub(crate) mod inbox;
 pub(crate) mod reading;
+pub(crate) mod relaying;
 pub(crate) mod router;
 pub(crate) mod sessions;

@@ -2,8 +2,12 @@
 //! reading and cancelling one session by request, for a NATS user that may
 //! not read the events stream.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use futures::StreamExt as _;
 
 use baton_proto::{CancelReply, CancelRequest, Event, ReadReply, ReadRequest, Subjects, Wire};
 use uuid::Uuid;
@@ -37,6 +41,43 @@ pub(crate) fn events(
     session: Uuid,
     follow: bool,
 ) -> TrackedEvents {
+    paged(client, subjects, session, follow, None)
+}
+
+/// The events of `session`, stored then live, as [`events`] follows them,
+/// with every live event relayed by the router (a read returns one live
+/// event at most, so pieces of an answer written between two reads would
+/// be missed). Each event comes once.
+pub(crate) async fn followed(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    session: Uuid,
+) -> TrackedEvents {
+    let relaying = Arc::new(AtomicBool::new(false));
+    let live = crate::services::relaying::live(client, subjects, session, relaying.clone()).await;
+    let live = futures::stream::unfold(live, |mut live| async move {
+        let event = live.recv().await?;
+        // A live event is never the stored end: it counts as one more to come.
+        Some((Ok((event, 1)), live))
+    });
+    let stored = paged(client, subjects, session, true, Some(relaying));
+    let mut seen = HashSet::new();
+    Box::pin(futures::stream::select(stored, live).filter(move |item| {
+        let first = match item {
+            Ok((event, _)) => seen.insert(event.id),
+            Err(_) => true,
+        };
+        std::future::ready(first)
+    }))
+}
+
+fn paged(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    session: Uuid,
+    follow: bool,
+    relaying: Option<Arc<AtomicBool>>,
+) -> TrackedEvents {
     let state = Paging {
         client: client.clone(),
         subject: subjects.session_read(session),
@@ -47,6 +88,7 @@ pub(crate) fn events(
         done: false,
         answered: false,
         failures: 0,
+        relaying,
     };
     Box::pin(futures::stream::unfold(state, |mut state| async move {
         loop {
@@ -77,6 +119,9 @@ struct Paging {
     answered: bool,
     /// Requests in a row that got no answer.
     failures: u32,
+    /// True while a relay brings the live events: the ones reads return
+    /// are left to it.
+    relaying: Option<Arc<AtomicBool>>,
 }
 
 /// Requests in a row without an answer that a follower rides out.
@@ -137,7 +182,14 @@ impl Paging {
         if reply.events.is_empty() && !self.follow {
             self.done = true;
         }
+        let relayed = self
+            .relaying
+            .as_ref()
+            .is_some_and(|relaying| relaying.load(Ordering::Relaxed));
         for read in reply.events {
+            if read.seq == 0 && relayed {
+                continue;
+            }
             // A live event is never the stored end: it counts as one more to come.
             let more = if read.seq == 0 {
                 1

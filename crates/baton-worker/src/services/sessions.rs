@@ -138,6 +138,9 @@ impl Sessions {
         };
         let payload = match op {
             "read" => match ReadRequest::from_msgpack(&request.payload) {
+                Ok(read) if read.live_ms > 0 => {
+                    return self.relay(session, reply_to, read.live_ms).await;
+                }
                 Ok(read) => self.read(session, &read).await.to_msgpack(),
                 Err(err) => refusal(op, format!("not a read request: {err}")),
             },
@@ -214,6 +217,39 @@ impl Sessions {
                 Err(_) => ReadReply::default(),
             },
         }
+    }
+
+    /// Relays the live events of `session` to `reply_to` for `ms` (at most
+    /// [`MAX_READ_WAIT_MS`]): a first reply once it listens, one reply per
+    /// event, and a last one that says it has ended.
+    async fn relay(&self, session: Uuid, reply_to: async_nats::Subject, ms: u64) {
+        let live = |events: Vec<ReadEvent>, live_end: bool| ReadReply {
+            events,
+            live: true,
+            live_end,
+            ..ReadReply::default()
+        };
+        let mut subscription = match self.client.subscribe(self.subjects.live(session)).await {
+            Ok(subscription) => subscription,
+            Err(err) => return self.send(reply_to, failed(err).to_msgpack()).await,
+        };
+        self.send(reply_to.clone(), live(Vec::new(), false).to_msgpack())
+            .await;
+        let until = tokio::time::Instant::now() + Duration::from_millis(ms.min(MAX_READ_WAIT_MS));
+        while let Ok(Some(message)) = tokio::time::timeout_at(until, subscription.next()).await {
+            let Ok(event) = Event::from_msgpack(&message.payload) else {
+                continue;
+            };
+            let read = ReadEvent {
+                seq: 0,
+                more: false,
+                event,
+            };
+            self.send(reply_to.clone(), live(vec![read], false).to_msgpack())
+                .await;
+        }
+        self.send(reply_to, live(Vec::new(), true).to_msgpack())
+            .await;
     }
 
     async fn watch(
@@ -366,5 +402,6 @@ pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
             format!("{}.events.*", subjects.prefix()),
             subjects.all_live(),
         ])
-        .responding()
+        // A live relay answers one request with many replies.
+        .relaying()
 }

@@ -114,12 +114,9 @@ impl Client {
     async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
         if self.reads().await == Reads::Router {
             let client = self.jetstream.client();
-            return Ok(shown(crate::services::reading::events(
-                &client,
-                &self.subjects,
-                session,
-                true,
-            )));
+            let followed =
+                crate::services::reading::followed(&client, &self.subjects, session).await;
+            return Ok(shown(followed));
         }
         let (_, stream) = self.events_stream().await?;
         // Progress a `lean` worker does not store arrives live: subscribe
