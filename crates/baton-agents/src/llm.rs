@@ -295,12 +295,15 @@ impl LlmRunner {
             }
             return Ok(Ok(Answered::from(recalled)));
         }
-        let asked = replay::asked(&self.body(messages, false, model));
-        if let Some(reused) = self.reused(task, &asked).await? {
+        // What is asked matters to a replay, or to replays of this session.
+        let asked = (task.envelope.replay.is_some() || task.envelope.replayable)
+            .then(|| replay::asked(&self.body(messages, false, model)));
+        let asked = asked.as_deref();
+        if let Some(reused) = self.reused(task, asked).await? {
             self.journal
                 .record_answer(envelope, step, &reused.answer, reused.source.as_deref())
                 .await?;
-            self.indexed(task, &asked, step).await?;
+            self.indexed(task, asked, step).await?;
             replay::show(task, step, &reused.answer).await;
             return Ok(Ok(Answered::from(reused)));
         }
@@ -315,7 +318,7 @@ impl LlmRunner {
         self.journal
             .record_answer(envelope, step, &answer, None)
             .await?;
-        self.indexed(task, &asked, step).await?;
+        self.indexed(task, asked, step).await?;
         self.spent(task, &answer, messages);
         Ok(Ok(Answered {
             answer,

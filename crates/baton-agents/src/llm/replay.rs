@@ -60,14 +60,15 @@ pub(super) async fn show(task: &Task, step: u32, answer: &Json) {
 }
 
 impl LlmRunner {
-    /// The answer the replayed session got to `asked`, when `task` is a
-    /// replay and that session recorded one in time.
+    /// The answer the replayed session got to `asked` (what is asked, when
+    /// it matters), when `task` is a replay and that session recorded one
+    /// in time.
     pub(super) async fn reused(
         &self,
         task: &Task,
-        asked: &str,
+        asked: Option<&str>,
     ) -> Result<Option<Recalled>, AgentError> {
-        let Some(replay) = &task.envelope.replay else {
+        let (Some(replay), Some(asked)) = (&task.envelope.replay, asked) else {
             return Ok(None);
         };
         let reused = self.journal.asked(replay.of, asked, replay.before).await?;
@@ -78,16 +79,16 @@ impl LlmRunner {
     }
 
     /// Indexes the answer at `step` under `asked`, when `task`'s session
-    /// may be replayed.
+    /// may be replayed (`asked` is then known).
     pub(super) async fn indexed(
         &self,
         task: &Task,
-        asked: &str,
+        asked: Option<&str>,
         step: u32,
     ) -> Result<(), AgentError> {
-        if !task.envelope.replayable {
+        let Some(asked) = asked.filter(|_| task.envelope.replayable) else {
             return Ok(());
-        }
+        };
         self.journal
             .index(task.envelope.session, asked, task.envelope.id, step)
             .await
