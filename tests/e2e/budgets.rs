@@ -290,6 +290,45 @@ async fn gateway(
     system.logged_url(label)
 }
 
+/// Starts the router, `baton mcp serve` for agent type `agent` (calls wait
+/// 2 s) and `baton a2a serve`, each with `flags` (its budget); returns
+/// their URLs.
+async fn gateways(
+    system: &mut System,
+    agent: &str,
+    mcp_flags: &[&str],
+    a2a_flags: &[&str],
+) -> anyhow::Result<(String, String)> {
+    // The gateways start sessions through the ingress.
+    system.router(&["--no-registry"]).await?;
+    let mut args = vec!["mcp", "serve", "--http", "127.0.0.1:0", "--agents", agent];
+    args.extend(["--timeout-secs", "2"]);
+    args.extend_from_slice(mcp_flags);
+    let mcp = gateway(system, "mcp", &args, "MCP server listening").await?;
+    let mut args = vec!["a2a", "serve", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(a2a_flags);
+    let a2a = gateway(system, "a2a", &args, "A2A server listening").await?;
+    Ok((mcp, a2a))
+}
+
+/// The tasks waiting for a person, once there are `count`.
+async fn inbox_entries(
+    system: &System,
+    count: usize,
+) -> anyhow::Result<Vec<baton_worker::InboxEntry>> {
+    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
+    let entries = eventually(Duration::from_secs(30), || async {
+        let entries = inbox.list().await.map_err(|err| err.to_string())?;
+        if entries.len() == count {
+            Ok(entries)
+        } else {
+            Err(format!("{} in the inbox", entries.len()))
+        }
+    })
+    .await?;
+    Ok(entries)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_gateways_set_a_budget_that_a_caller_may_lower_but_not_raise() -> anyhow::Result<()> {
     let transfer = || {
@@ -298,30 +337,13 @@ async fn the_gateways_set_a_budget_that_a_caller_may_lower_but_not_raise() -> an
     };
     let llm = FakeLlm::start(vec![transfer(), transfer()])?;
     let (mut system, _dir) = two_hops(&llm).await?;
-    // The gateways start sessions through the ingress.
-    system.router(&["--no-registry"]).await?;
-    let mcp_args = [
-        "mcp",
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-        "--agents",
+    let (mcp, a2a) = gateways(
+        &mut system,
         "first",
-        "--timeout-secs",
-        "2",
-        "--budget-tokens",
-        "1000",
-    ];
-    let mcp = gateway(&mut system, "mcp", &mcp_args, "MCP server listening").await?;
-    let a2a_args = [
-        "a2a",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--budget-tokens",
-        "400",
-    ];
-    let a2a = gateway(&mut system, "a2a", &a2a_args, "A2A server listening").await?;
+        &["--budget-tokens", "1000"],
+        &["--budget-tokens", "400"],
+    )
+    .await?;
 
     // Bad budgets are refused before a session starts.
     let mcp_call = |tokens: &str| {
@@ -371,16 +393,7 @@ async fn the_gateways_set_a_budget_that_a_caller_may_lower_but_not_raise() -> an
     assert_eq!(higher["state"], "TASK_STATE_INPUT_REQUIRED", "{higher}");
 
     // Both sessions stopped at 400: the second hop's call was not made.
-    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
-    let entries = eventually(Duration::from_secs(30), || async {
-        let entries = inbox.list().await.map_err(|err| err.to_string())?;
-        if entries.len() == 2 {
-            Ok(entries)
-        } else {
-            Err(format!("{} in the inbox", entries.len()))
-        }
-    })
-    .await?;
+    let entries = inbox_entries(&system, 2).await?;
     for entry in &entries {
         assert_eq!(entry.envelope.budget.and_then(|b| b.tokens), Some(400));
         assert_eq!(
@@ -480,29 +493,13 @@ async fn the_gateways_set_a_cost_budget_too() -> anyhow::Result<()> {
     // Writing costs 0.01 a token: a call that may write 256 tokens may cost 2.56.
     let price = "[llm.price]\ninput_per_million = 0\noutput_per_million = 10000\n";
     let (mut system, _dir) = two_hops_with(&llm, price).await?;
-    system.router(&["--no-registry"]).await?;
-    let mcp_args = [
-        "mcp",
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-        "--agents",
+    let (mcp, a2a) = gateways(
+        &mut system,
         "second",
-        "--timeout-secs",
-        "2",
-        "--budget-cost",
-        "5",
-    ];
-    let mcp = gateway(&mut system, "mcp", &mcp_args, "MCP server listening").await?;
-    let a2a_args = [
-        "a2a",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--budget-cost",
-        "1",
-    ];
-    let a2a = gateway(&mut system, "a2a", &a2a_args, "A2A server listening").await?;
+        &["--budget-cost", "5"],
+        &["--budget-cost", "1"],
+    )
+    .await?;
     let mcp_call = |cost: &str| {
         crate::util::python_json(
             "mcp_client.py",
@@ -529,16 +526,7 @@ async fn the_gateways_set_a_cost_budget_too() -> anyhow::Result<()> {
         &[&a2a, "send_meta", "second", "q", meta],
     )?;
     assert_eq!(higher["state"], "TASK_STATE_INPUT_REQUIRED", "{higher}");
-    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
-    let entries = eventually(Duration::from_secs(30), || async {
-        let entries = inbox.list().await.map_err(|err| err.to_string())?;
-        if entries.len() == 2 {
-            Ok(entries)
-        } else {
-            Err(format!("{} in the inbox", entries.len()))
-        }
-    })
-    .await?;
+    let entries = inbox_entries(&system, 2).await?;
     let mut costs: Vec<_> = entries
         .iter()
         .map(|entry| entry.envelope.budget.and_then(|b| b.cost_micros))

@@ -463,5 +463,5 @@ pub use manifests::ManifestsArgs;
 pub use mcp::{McpCommand, McpServeArgs};
 pub use metrics::MetricsArgs;
 pub use relay::RelayArgs;
-pub use session::{CancelArgs, DiffArgs, ReplayArgs, SendArgs, WatchArgs};
+pub use session::{CancelArgs, DiffArgs, ReplayArgs, SendArgs, Waiting, WatchArgs};
 pub use worker_registry::{Events, Settle, WorkerRegistryArgs};

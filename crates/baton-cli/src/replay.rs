@@ -25,28 +25,23 @@ pub async fn replay(
         set,
         model: args.model.clone(),
         call_tools: args.call_tools,
-        stream: !args.no_stream,
+        stream: !args.waiting.no_stream,
     };
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     let history = client.history(session).await?;
     let task = baton_worker::replay_task(session, &history, &options)?;
     let agent = AgentName::new(task.to.clone().unwrap_or_default())
         .context("the replayed session started at an invalid agent type")?;
-    let events = if args.wait {
+    let events = if args.waiting.wait {
         Some(client.follow(task.session).await?)
     } else {
         None
     };
     client.submit_to(&agent, &task).await?;
-    if !args.json && args.wait {
+    if !args.waiting.json && args.waiting.wait {
         println!("replaying {session} as {}", task.session);
     }
-    let shown = Shown {
-        json: args.json,
-        stream: !args.no_stream,
-        timeout_secs: args.timeout_secs,
-    };
-    shown.outcome(&task, events).await
+    Shown::from(&args.waiting).outcome(&task, events).await
 }
 
 pub async fn diff(

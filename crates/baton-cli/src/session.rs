@@ -18,7 +18,7 @@ fn options(mut task: Envelope, args: &SendArgs) -> anyhow::Result<Envelope> {
         task = task.with_to(to.clone());
     }
     task.requires = args.requires.clone();
-    task.stream = !args.no_stream;
+    task.stream = !args.waiting.no_stream;
     task.replayable = true;
     for pair in &args.vars {
         let (key, value) = variable("--var", pair)?;
@@ -48,7 +48,7 @@ pub async fn send(
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     // Followed before it is sent, so no live piece of an answer comes
     // before the wait does.
-    let events = if args.wait {
+    let events = if args.waiting.wait {
         Some(client.follow(task.session).await?)
     } else {
         None
@@ -63,12 +63,7 @@ pub async fn send(
     } else {
         client.submit(&task).await?;
     }
-    let shown = Shown {
-        json: args.json,
-        stream: !args.no_stream,
-        timeout_secs: args.timeout_secs,
-    };
-    shown.outcome(&task, events).await
+    Shown::from(&args.waiting).outcome(&task, events).await
 }
 
 /// How a started session is shown: as JSON or text, with its answers as
@@ -77,6 +72,16 @@ pub(crate) struct Shown {
     pub(crate) json: bool,
     pub(crate) stream: bool,
     pub(crate) timeout_secs: u64,
+}
+
+impl From<&crate::args::Waiting> for Shown {
+    fn from(waiting: &crate::args::Waiting) -> Self {
+        Self {
+            json: waiting.json,
+            stream: !waiting.no_stream,
+            timeout_secs: waiting.timeout_secs,
+        }
+    }
 }
 
 impl Shown {

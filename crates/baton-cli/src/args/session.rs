@@ -58,6 +58,13 @@ pub struct SendArgs {
     #[arg(long, value_name = "AMOUNT", allow_negative_numbers = true, value_parser = amount)]
     pub budget_cost: Option<u64>,
 
+    #[command(flatten)]
+    pub waiting: Waiting,
+}
+
+/// How `send` and `replay` show the session they start.
+#[derive(Debug, Args)]
+pub struct Waiting {
     /// Wait for the session to end and print its outcome; exit 1 if it failed, 3 if it
     /// waits for a person (see `baton inbox`).
     #[arg(long)]
@@ -148,21 +155,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub call_tools: bool,
 
-    /// Wait for the replay to end and print its outcome, as `send --wait` does.
-    #[arg(long)]
-    pub wait: bool,
-
-    /// Do not ask for answers as they are written.
-    #[arg(long)]
-    pub no_stream: bool,
-
-    /// With --wait: how long to wait, in seconds.
-    #[arg(long, default_value_t = 60)]
-    pub timeout_secs: u64,
-
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub waiting: Waiting,
 }
 
 #[derive(Debug, Args)]
