@@ -311,6 +311,27 @@ async fn gateways(
     Ok((mcp, a2a))
 }
 
+/// A call of tool `agent` through the MCP gateway at `url`, with the budget
+/// argument of `mode` (`budget`: tokens, `budget_cost`) set to `amount`
+/// (JSON).
+fn mcp_budget(
+    url: &str,
+    mode: &str,
+    agent: &str,
+    amount: &str,
+) -> anyhow::Result<serde_json::Value> {
+    crate::util::python_json("mcp_client.py", "mcp", &[mode, url, agent, "q", amount])
+}
+
+/// Fails unless the tool call was refused with a message that names `what`.
+fn refused_naming(reply: &serde_json::Value, what: &str) {
+    assert_eq!(reply["is_error"], true, "{reply}");
+    assert!(
+        reply["text"][0].as_str().unwrap_or_default().contains(what),
+        "{reply}"
+    );
+}
+
 /// The tasks waiting for a person, once there are `count`.
 async fn inbox_entries(
     system: &System,
@@ -346,22 +367,8 @@ async fn the_gateways_set_a_budget_that_a_caller_may_lower_but_not_raise() -> an
     .await?;
 
     // Bad budgets are refused before a session starts.
-    let mcp_call = |tokens: &str| {
-        crate::util::python_json(
-            "mcp_client.py",
-            "mcp",
-            &["budget", &mcp, "first", "q", tokens],
-        )
-    };
-    let refused = mcp_call("0")?;
-    assert_eq!(refused["is_error"], true, "{refused}");
-    assert!(
-        refused["text"][0]
-            .as_str()
-            .unwrap_or_default()
-            .contains("`budget_tokens`"),
-        "{refused}"
-    );
+    let mcp_call = |tokens: &str| mcp_budget(&mcp, "budget", "first", tokens);
+    refused_naming(&mcp_call("0")?, "`budget_tokens`");
     let a2a_call = |tokens: &str| {
         crate::util::python_json(
             "a2a_client.py",
@@ -500,22 +507,8 @@ async fn the_gateways_set_a_cost_budget_too() -> anyhow::Result<()> {
         &["--budget-cost", "1"],
     )
     .await?;
-    let mcp_call = |cost: &str| {
-        crate::util::python_json(
-            "mcp_client.py",
-            "mcp",
-            &["budget_cost", &mcp, "second", "q", cost],
-        )
-    };
-    let refused = mcp_call("\"lots\"")?;
-    assert_eq!(refused["is_error"], true, "{refused}");
-    assert!(
-        refused["text"][0]
-            .as_str()
-            .unwrap_or_default()
-            .contains("`budget_cost`"),
-        "{refused}"
-    );
+    let mcp_call = |cost: &str| mcp_budget(&mcp, "budget_cost", "second", cost);
+    refused_naming(&mcp_call("\"lots\"")?, "`budget_cost`");
     // Less than the gateway's 5; the A2A message asks for more than its 1.
     let lower = mcp_call("0.5")?;
     assert_eq!(lower["is_error"], true, "{lower}");

@@ -88,18 +88,9 @@ fn now_us() -> u64 {
 /// whatever the URL holds.
 pub(crate) fn key(base_url: &str, model: &str) -> String {
     let base_url = base_url.trim_end_matches('/');
-    let cleaned: String = format!("{base_url}/{model}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let cleaned = baton_proto::token_safe(&format!("{base_url}/{model}"));
     let digest = <sha2::Sha256 as sha2::Digest>::digest(format!("{base_url}\0{model}").as_bytes());
-    let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let short = baton_proto::hex(&digest[..6]);
     format!("{}.{short}", cleaned.trim_matches('_'))
 }
 

@@ -161,16 +161,7 @@ async fn reply(
         ),
         None => Reply::Complete,
     };
-    let person: String = person
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let person = baton_proto::token_safe(person);
     let event = inbox.reply(id, text, reply, &person).await?;
     let to = event.to.as_deref().unwrap_or("?");
     match event.kind {

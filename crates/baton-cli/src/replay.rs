@@ -1,8 +1,7 @@
 //! `baton replay` (a finished session run again, reusing what it recorded)
 //! and `baton diff` (where two sessions part).
 
-use anyhow::Context as _;
-use baton_proto::{AgentName, Event, EventType, Role, Start, Subjects, Usage};
+use baton_proto::{Event, EventType, Role, Start, Subjects, Usage};
 
 use crate::args::{DiffArgs, NatsArgs, ReplayArgs};
 use crate::session::{Shown, session_id, show_value, variable};
@@ -28,10 +27,7 @@ pub async fn replay(
         stream: !args.waiting.no_stream,
     };
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
-    let history = client.history(session).await?;
-    let task = baton_worker::replay_task(session, &history, &options)?;
-    let agent = AgentName::new(task.to.clone().unwrap_or_default())
-        .context("the replayed session started at an invalid agent type")?;
+    let (task, agent) = client.replay_of(session, &options).await?;
     let events = if args.waiting.wait {
         Some(client.follow(task.session).await?)
     } else {

@@ -36,10 +36,6 @@ fn digest(parts: &[&[u8]]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 impl Access {
     /// The access rules for a console on `listen` with access token
     /// `token`. A console that listens beyond loopback needs a token.
@@ -57,8 +53,8 @@ impl Access {
         listen::token(listen, token, &exposure)?;
         let token = token.filter(|t| !t.is_empty());
         let csrf = match token {
-            Some(token) => hex(&digest(&[b"baton-console-csrf\0", token.as_bytes()])),
-            None => hex(&digest(&[
+            Some(token) => baton_proto::hex(&digest(&[b"baton-console-csrf\0", token.as_bytes()])),
+            None => baton_proto::hex(&digest(&[
                 b"baton-console-csrf\0",
                 uuid::Uuid::new_v4().as_bytes(),
                 uuid::Uuid::new_v4().as_bytes(),

@@ -104,15 +104,8 @@ impl Writing {
         let Some(writing) = writing.as_mut() else {
             return;
         };
-        let have = writing.text.len() as u64;
-        let end = delta.offset.saturating_add(delta.text.len() as u64);
-        // A piece that starts beyond the text (one missed) is shown as it is.
-        let skip = usize::try_from(have.saturating_sub(delta.offset)).unwrap_or(usize::MAX);
-        if end > have {
-            writing
-                .text
-                .push_str(delta.text.get(skip..).unwrap_or(&delta.text));
-        }
+        let fresh = delta.beyond(writing.text.len() as u64);
+        writing.text.push_str(fresh);
     }
 }
 

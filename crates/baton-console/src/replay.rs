@@ -6,7 +6,7 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use baton_proto::{AgentName, Event, EventType, Start};
+use baton_proto::{Event, EventType, Start};
 use baton_worker::Client;
 use futures::StreamExt;
 use maud::{Markup, html};
@@ -94,11 +94,15 @@ pub(crate) async fn start(
         ..baton_worker::SessionReplay::default()
     };
     let gateway = |err: baton_worker::Error| (StatusCode::BAD_GATEWAY, err.to_string());
-    let history = client.history(id).await.map_err(gateway)?;
-    let task = baton_worker::replay_task(id, &history, &options)
-        .map_err(|err| (StatusCode::CONFLICT, err.to_string()))?;
-    let agent = AgentName::new(task.to.clone().unwrap_or_default())
-        .map_err(|err| (StatusCode::CONFLICT, err.to_string()))?;
+    let (task, agent) = client.replay_of(id, &options).await.map_err(|err| {
+        // The session's own state refuses it; anything else is NATS.
+        let status = if err.kind() == baton_worker::ErrorKind::Config {
+            StatusCode::CONFLICT
+        } else {
+            StatusCode::BAD_GATEWAY
+        };
+        (status, err.to_string())
+    })?;
     // Followed before it is sent, so that none of its events is missed.
     let mut events = client.events(task.session).await.map_err(gateway)?;
     client.submit_to(&agent, &task).await.map_err(gateway)?;

@@ -217,16 +217,21 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
+/// The `q` quantile of `values` (the value at the rounded rank; NaN for none).
+fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[index]
+}
+
 fn figures(recorder: &Recorder, tasks: u64, hops: usize, elapsed: Duration) -> Figures {
-    let mut samples = recorder.hops.lock().map(|h| h.clone()).unwrap_or_default();
-    samples.sort_unstable();
-    let pick = |q: f64| -> f64 {
-        if samples.is_empty() {
-            return f64::NAN;
-        }
-        let index = ((samples.len() - 1) as f64 * q).round() as usize;
-        samples[index] as f64 / 1000.0
-    };
+    let samples = recorder.hops.lock().map(|h| h.clone()).unwrap_or_default();
+    let micros: Vec<f64> = samples.iter().map(|ns| *ns as f64 / 1000.0).collect();
+    let pick = |q: f64| quantile(&micros, q);
     let secs = elapsed.as_secs_f64();
     Figures {
         tasks_per_sec: tasks as f64 / secs,

@@ -52,13 +52,7 @@ pub struct ClaimError(String);
 /// The name of the object holding `bytes`.
 #[must_use]
 pub fn object_name(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut name = String::with_capacity(7 + 64);
-    name.push_str("sha256-");
-    for byte in digest {
-        name.push_str(&format!("{byte:02x}"));
-    }
-    name
+    format!("sha256-{}", crate::hex(&Sha256::digest(bytes)))
 }
 
 /// Moves the large parts of `payload` (a msgpack map) into objects when the

@@ -48,6 +48,25 @@ impl Delta {
         event
     }
 
+    /// The part of this piece beyond the first `shown` bytes of its
+    /// answer: empty when the piece lies within them. A cut inside a
+    /// character (a call that wrote other text the second time) gives the
+    /// whole piece rather than half a character.
+    #[must_use]
+    pub fn beyond(&self, shown: u64) -> &str {
+        if self.end() <= shown {
+            return "";
+        }
+        let skip = usize::try_from(shown.saturating_sub(self.offset)).unwrap_or(usize::MAX);
+        self.text.get(skip..).unwrap_or(&self.text)
+    }
+
+    /// Where this piece ends in its answer, in bytes.
+    #[must_use]
+    pub fn end(&self) -> u64 {
+        self.offset.saturating_add(self.text.len() as u64)
+    }
+
     /// The piece a `delta` event carries; `None` for any other event.
     #[must_use]
     pub fn of(event: &Event) -> Option<Self> {
@@ -81,15 +100,9 @@ impl Shown {
     /// The part of `delta` not shown before (empty when all of it was).
     pub fn fresh<'a>(&mut self, delta: &'a Delta) -> &'a str {
         let shown = self.0.entry((delta.envelope, delta.step)).or_default();
-        let end = delta.offset.saturating_add(delta.text.len() as u64);
-        if end <= *shown {
-            return "";
-        }
-        let skip = usize::try_from(shown.saturating_sub(delta.offset)).unwrap_or(usize::MAX);
-        *shown = end;
-        // A skip inside a character (a call that wrote other text the second
-        // time) shows the whole piece rather than half a character.
-        delta.text.get(skip..).unwrap_or(&delta.text)
+        let fresh = delta.beyond(*shown);
+        *shown = (*shown).max(delta.end());
+        fresh
     }
 }
 

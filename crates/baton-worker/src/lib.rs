@@ -70,7 +70,7 @@ pub use nats::claimcheck::{ClaimCheck, ClaimSettings};
 pub use nats::connection::Connection;
 pub use nats::provision::{StreamSettings, key_value, redelivery_span};
 pub use nats::served::is_served;
-pub use services::client::replay::{SessionReplay, ending, replay_task};
+pub use services::client::replay::{SessionReplay, ending};
 pub use services::client::{Cancel, Client, EventStream};
 pub use services::deadletters::{DeadLetterEntry, ReplayOptions};
 pub use services::inbox::{Inbox, InboxEntry, InboxError, Reply};

@@ -38,14 +38,9 @@ pub(super) fn model<'a>(task: &'a Task, settings: &'a LlmSpec) -> &'a str {
 /// What is asked, as the SHA-256 of the request body in hex: equal
 /// requests (model, conversation, tools, sampling) have equal digests.
 pub(super) fn asked(body: &Json) -> String {
-    use std::fmt::Write as _;
-    let digest = <sha2::Sha256 as sha2::Digest>::digest(body.to_string().as_bytes());
-    digest
-        .iter()
-        .fold(String::with_capacity(64), |mut hex, byte| {
-            let _ = write!(hex, "{byte:02x}");
-            hex
-        })
+    baton_proto::hex(&<sha2::Sha256 as sha2::Digest>::digest(
+        body.to_string().as_bytes(),
+    ))
 }
 
 /// Shows a reused answer to a session that follows its answers live: its

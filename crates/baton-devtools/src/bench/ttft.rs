@@ -13,6 +13,7 @@ use baton_proto::{AgentName, Delta, Envelope, Event, EventType, Subjects, Wire};
 use baton_worker::Client;
 use futures::StreamExt as _;
 
+use super::quantile as percentile;
 use super::scale::{ScaleOut, start_workers};
 
 /// How long the stand-in thinks before its first token.
@@ -257,17 +258,4 @@ fn chunk(text: &str) -> String {
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
-}
-
-/// The `q` quantile of `values` (nearest rank).
-fn percentile(values: &[f64], q: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
-    sorted.get(rank - 1).copied().unwrap_or(0.0)
 }

@@ -339,6 +339,7 @@ async fn on_result<A: Agent>(
         return rt.outbox.execute(delivery, plan).await;
     }
     let spending = task.progress.clone();
+    let join_id = envelope.parent.as_ref().map(|p| p.id).unwrap_or_default();
     let resumed = with_progress(
         rt.pace,
         delivery,
@@ -350,7 +351,6 @@ async fn on_result<A: Agent>(
     let resumed = match resumed {
         // An async report that keeps waiting: what it spent counts.
         Ok(Outcome::Wait(_)) if !claimed => {
-            let join_id = envelope.parent.as_ref().map(|p| p.id).unwrap_or_default();
             let spent = spending.spending();
             if let Err(err) = join::charge_wait(rt, join_id, envelope.id, spent).await {
                 tracing::error!(error = %err, "cannot note what a report spent; leaving the result for redelivery");
@@ -365,7 +365,6 @@ async fn on_result<A: Agent>(
     };
     let mut continued = continued;
     if !claimed {
-        let join_id = envelope.parent.as_ref().map(|p| p.id).unwrap_or_default();
         match join::claim(rt, join_id, envelope.id).await {
             // What reports that kept waiting meanwhile spent counts too.
             Ok(Some(usage)) => continued.usage = usage,

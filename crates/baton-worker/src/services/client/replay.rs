@@ -27,30 +27,30 @@ pub struct SessionReplay {
 }
 
 impl Client {
-    /// Starts a replay of the finished session `session`, and returns the
-    /// replay's first envelope (its `session` is the replay's).
+    /// The first envelope of a replay of the finished session `session`
+    /// (its `session` is the replay's), and the agent type to send it to
+    /// with [`Client::submit_to`]: the one the session started at. The
+    /// caller follows the replay first, if it wants to see it.
     ///
     /// # Errors
     ///
     /// [`ErrorKind::Config`] when nothing of `session` is stored, when it
     /// has not finished, when it was not started replayable, or when
-    /// `from` is not one of its hops; as [`Client::submit_to`] otherwise.
-    pub async fn replay_session(
+    /// `from` is not one of its hops; when its events cannot be read.
+    pub async fn replay_of(
         &self,
         session: Uuid,
         options: &SessionReplay,
-    ) -> Result<Envelope, Error> {
+    ) -> Result<(Envelope, AgentName), Error> {
         let history = self.history(session).await?;
         let task = replay_task(session, &history, options)?;
-        let agent = task.to.clone().unwrap_or_default();
-        let agent = AgentName::new(agent.as_str()).map_err(|err| {
+        let agent = AgentName::new(task.to.clone().unwrap_or_default()).map_err(|err| {
             Error::new(
                 ErrorKind::Config,
                 format!("session {session} started at an agent type that is not valid: {err}"),
             )
         })?;
-        self.submit_to(&agent, &task).await?;
-        Ok(task)
+        Ok((task, agent))
     }
 }
 
@@ -59,8 +59,8 @@ impl Client {
 ///
 /// # Errors
 ///
-/// As [`Client::replay_session`].
-pub fn replay_task(
+/// As [`Client::replay_of`].
+pub(crate) fn replay_task(
     session: Uuid,
     history: &[Event],
     options: &SessionReplay,

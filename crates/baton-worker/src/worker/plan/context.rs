@@ -121,10 +121,5 @@ fn digest(messages: &[Message]) -> String {
             hasher.update([0]);
         }
     }
-    let hex: String = hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", baton_proto::hex(&hasher.finalize()))
 }
