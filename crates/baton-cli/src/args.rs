@@ -112,7 +112,15 @@ pub enum Command {
     /// Run two or more for high availability; any replica answers.
     Registry(RegistryArgs),
     /// List the live agent types: instances, tier, capabilities, load, backlog, success ratio.
+    /// With --why, rank them for a kind of work and explain each score: fit, tier, load,
+    /// what outcomes taught, and similar past sessions.
     Agents(AgentsArgs),
+    /// Say how well a finished session went, from 0 (not resolved) to 1 (fully resolved).
+    /// The registry credits it to the session's agents and learns from it.
+    Feedback(FeedbackArgs),
+    /// Print an agent type's notebook: the agents it worked with, in how many sessions, and
+    /// how those went (resolved, escalated, failed, reopened, time, cost, feedback).
+    Notebook(NotebookArgs),
     /// Publish a task and print its session id (or, with --wait, its outcome).
     Send(SendArgs),
     /// Print a session's events from the start, then follow them until the session ends.
@@ -340,28 +348,6 @@ pub struct RouterArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RegistryArgs {
-    #[command(flatten)]
-    pub metrics: MetricsArgs,
-
-    /// The workers' heartbeat interval, in ms: instances silent for three intervals are dropped,
-    /// backlogs are read this often, and a starting replica listens this long before it answers.
-    #[arg(long, default_value_t = 2000)]
-    pub heartbeat_ms: u64,
-}
-
-#[derive(Debug, Args)]
-pub struct AgentsArgs {
-    /// Print the registry's answer as JSON.
-    #[arg(long)]
-    pub json: bool,
-
-    /// How long to keep asking when no registry answers, in ms.
-    #[arg(long, default_value_t = 3000)]
-    pub timeout_ms: u64,
-}
-
-#[derive(Debug, Args)]
 pub struct PermissionsArgs {
     /// The role.
     #[arg(value_enum)]
@@ -452,6 +438,7 @@ mod doctor;
 mod manifests;
 mod mcp;
 mod metrics;
+mod registry;
 mod relay;
 mod session;
 mod worker_registry;
@@ -462,6 +449,7 @@ pub use doctor::DoctorArgs;
 pub use manifests::ManifestsArgs;
 pub use mcp::{McpCommand, McpServeArgs};
 pub use metrics::MetricsArgs;
+pub use registry::{AgentsArgs, FeedbackArgs, NotebookArgs, RegistryArgs};
 pub use relay::RelayArgs;
 pub use session::{CancelArgs, DiffArgs, ReplayArgs, SendArgs, Waiting, WatchArgs};
 pub use worker_registry::{Events, Settle, WorkerRegistryArgs};

@@ -6,6 +6,7 @@ mod dev;
 mod dlq;
 mod doctor;
 mod inbox;
+mod learning;
 mod live;
 mod manifests;
 mod nats;
@@ -44,6 +45,8 @@ fn main() -> std::process::ExitCode {
             | Command::Bench(_)
             | Command::BenchRegistry(_)
             | Command::Agents(_)
+            | Command::Feedback(_)
+            | Command::Notebook(_)
             | Command::Check(_)
             | Command::Inbox(_)
             | Command::Permissions(_)
@@ -137,7 +140,9 @@ async fn run(
         Command::Worker(args) => serve::worker(&cli.nats, subjects, *args).await,
         Command::Router(args) => serve::router(&cli.nats, subjects, args).await,
         Command::Registry(args) => serve::registry(&cli.nats, subjects, args).await,
-        Command::Agents(args) => serve::agents(&cli.nats, subjects, args).await,
+        Command::Agents(args) => learning::agents(&cli.nats, subjects, args).await,
+        Command::Feedback(args) => learning::feedback(&cli.nats, subjects, args).await,
+        Command::Notebook(args) => learning::notebook(&cli.nats, subjects, args).await,
         Command::Send(args) => session::send(&cli.nats, subjects, args).await,
         Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
         Command::Cancel(args) => session::cancel(&cli.nats, subjects, args).await,

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use baton_proto::{AgentName, Subjects};
 use baton_worker::{RetryPolicy, Router, RouterConfig, Worker, WorkerConfig};
 
-use crate::args::{AgentsArgs, NatsArgs, RegistryArgs, RouterArgs, WorkerArgs};
+use crate::args::{NatsArgs, RegistryArgs, RouterArgs, WorkerArgs};
 use baton_devtools::demo::{self, Demo};
 use baton_devtools::relay::{Delegation, Relay};
 
@@ -271,9 +271,15 @@ pub async fn registry(
         "--heartbeat-ms {} is too short: use at least 10 (the default is 2000)",
         args.heartbeat_ms
     );
+    let learning = baton_registry::LearningConfig {
+        enabled: !args.no_learning,
+        window: args.learning_window as usize,
+        ..baton_registry::LearningConfig::default()
+    };
     let config = baton_registry::RegistryConfig::default()
         .with_subjects(subjects)
-        .with_heartbeat_interval(Duration::from_millis(args.heartbeat_ms));
+        .with_heartbeat_interval(Duration::from_millis(args.heartbeat_ms))
+        .with_learning(learning);
     let client = crate::nats::connect(
         nats,
         None,
@@ -284,84 +290,6 @@ pub async fn registry(
     baton_registry::Registry::new(client.client().clone(), config)
         .run(crate::shutdown_signal())
         .await?;
-    Ok(std::process::ExitCode::SUCCESS)
-}
-
-pub async fn agents(
-    nats: &NatsArgs,
-    subjects: Subjects,
-    args: AgentsArgs,
-) -> anyhow::Result<std::process::ExitCode> {
-    let client = crate::nats::connect(
-        nats,
-        None,
-        &baton_ops::Role::of(baton_ops::RoleKind::Client),
-    )
-    .await?;
-    let registry = baton_worker::RegistryClient::new(client.client().clone(), &subjects)
-        .with_budget(Duration::from_millis(args.timeout_ms));
-    let mut candidates = registry
-        .lookup(&baton_proto::LookupRequest::default())
-        .await
-        .context("start a registry with `baton registry` (or `baton dev --serve`)")?
-        .candidates;
-    candidates.sort_by(|a, b| a.agent.cmp(&b.agent));
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&candidates)?);
-        return Ok(std::process::ExitCode::SUCCESS);
-    }
-    if candidates.is_empty() {
-        println!("no live agents: start workers with `baton worker <type>`");
-        return Ok(std::process::ExitCode::SUCCESS);
-    }
-    let rows: Vec<[String; 8]> = candidates
-        .iter()
-        .map(|c| {
-            let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
-            [
-                c.agent.clone(),
-                c.instances.to_string(),
-                c.tier.to_string(),
-                c.capabilities.join(","),
-                c.domains.join(","),
-                or_dash(
-                    c.in_flight
-                        .zip(c.capacity)
-                        .map(|(i, cap)| format!("{i}/{cap}")),
-                ),
-                or_dash(c.backlog.map(|b| b.to_string())),
-                or_dash(c.success_ratio.map(|r| format!("{:.0}%", r * 100.0))),
-            ]
-        })
-        .collect();
-    let header = [
-        "AGENT",
-        "INSTANCES",
-        "TIER",
-        "CAPABILITIES",
-        "DOMAINS",
-        "IN-FLIGHT",
-        "BACKLOG",
-        "SUCCESS",
-    ]
-    .map(str::to_owned);
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            rows.iter()
-                .chain(std::iter::once(&header))
-                .map(|row| row[i].len())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        println!("{}", line.join("  ").trim_end());
-    }
     Ok(std::process::ExitCode::SUCCESS)
 }
 

@@ -72,7 +72,7 @@ fn request(n: usize) -> Bytes {
         },
         min_tier: (n % 3 == 0).then_some(2),
         exclude: vec![format!("type-{:03}", n % 100)],
-        extra: Map::new(),
+        ..LookupRequest::default()
     };
     Bytes::from(request.to_msgpack().unwrap_or_default())
 }

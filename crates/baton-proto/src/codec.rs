@@ -209,7 +209,19 @@ unversioned!(
     crate::ReadReply,
     crate::CancelRequest,
     crate::CancelReply,
+    crate::NotebookRequest,
+    crate::Notebook,
+    crate::FeedbackRequest,
+    crate::FeedbackReply,
 );
+
+impl Wire for crate::Outcome {
+    const VERSIONED: bool = true;
+
+    fn version(&self) -> Option<u64> {
+        Some(self.v)
+    }
+}
 
 #[cfg(test)]
 mod tests {

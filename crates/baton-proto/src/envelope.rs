@@ -82,6 +82,10 @@ pub struct Envelope {
     /// Capabilities the receiving agent must have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
+    /// Extension (optional): knowledge domains the route asked for, of
+    /// which the receiving agent has at least one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<String>,
     /// Why control moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
@@ -276,6 +280,7 @@ impl Envelope {
             to: None,
             from: None,
             requires: Vec::new(),
+            domains: Vec::new(),
             reason: None,
             suggested_next_action: None,
             path: Vec::new(),

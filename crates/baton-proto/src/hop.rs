@@ -24,6 +24,14 @@ pub struct Hop {
     /// was stored (`--events lean`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_at: Option<u64>,
+    /// Extension (optional): the capabilities this agent was chosen for
+    /// (the `requires` of the envelope that reached it), which outcomes
+    /// are credited under.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// Extension (optional): the knowledge domains it was chosen for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -44,6 +52,8 @@ impl Hop {
             at: now_ms(),
             reason,
             accepted_at: None,
+            requires: Vec::new(),
+            domains: Vec::new(),
             extra: Map::new(),
         }
     }

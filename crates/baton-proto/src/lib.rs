@@ -40,7 +40,9 @@ pub mod footprint;
 mod header;
 mod hop;
 mod id;
+mod learned;
 mod nesting;
+mod outcome;
 mod reads;
 mod reason;
 mod registry;
@@ -72,7 +74,11 @@ pub use footprint::Footprint;
 pub use header::{DeadLetterReason, headers};
 pub use hop::Hop;
 pub use id::{derive_id, derive_id_labelled};
+pub use learned::{
+    Collaborator, FeedbackReply, FeedbackRequest, Learned, Notebook, NotebookRequest, Similar, Why,
+};
 pub use nesting::{MAX_NESTING, nests_deeper_than};
+pub use outcome::{MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, similarity};
 pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
 };

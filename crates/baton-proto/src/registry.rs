@@ -62,6 +62,17 @@ pub struct LookupRequest {
     /// Agent types to leave out: the session's path.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// Extension: the task's text, so that similar past tasks can vote for
+    /// the agents that resolved them (the registry hashes it, see `features`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Extension: the task's hashed n-grams (`features`), instead of its text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<u32>,
+    /// Extension: an agent type whose notebook counts: its past
+    /// collaborators rank higher, the more so the better it went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -114,6 +125,9 @@ pub struct Candidate {
     /// Extension: what the agent type does (the newest heartbeat's `description`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Extension: how the score came about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<crate::Why>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

@@ -24,5 +24,10 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("read_reply", one::<crate::ReadReply>()),
         ("cancel_request", one::<crate::CancelRequest>()),
         ("cancel_reply", one::<crate::CancelReply>()),
+        ("outcome", one::<crate::Outcome>()),
+        ("feedback_request", one::<crate::FeedbackRequest>()),
+        ("feedback_reply", one::<crate::FeedbackReply>()),
+        ("notebook_request", one::<crate::NotebookRequest>()),
+        ("notebook", one::<crate::Notebook>()),
     ]
 }

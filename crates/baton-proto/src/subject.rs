@@ -261,6 +261,36 @@ impl Subjects {
         format!("{}.registry.lookup", self.prefix)
     }
 
+    /// `baton.registry.feedback`: feedback on a session, request/reply.
+    #[must_use]
+    pub fn feedback(&self) -> String {
+        format!("{}.registry.feedback", self.prefix)
+    }
+
+    /// `baton.registry.notebook`: an agent type's notebook, request/reply.
+    #[must_use]
+    pub fn notebook(&self) -> String {
+        format!("{}.registry.notebook", self.prefix)
+    }
+
+    /// `baton.outcomes.<session>`: the outcome records of one session.
+    #[must_use]
+    pub fn outcomes(&self, session: Uuid) -> String {
+        format!("{}.outcomes.{session}", self.prefix)
+    }
+
+    /// `baton.outcomes.>`.
+    #[must_use]
+    pub fn all_outcomes(&self) -> String {
+        format!("{}.outcomes.>", self.prefix)
+    }
+
+    /// `BATON_OUTCOMES`: the stream of outcome records.
+    #[must_use]
+    pub fn outcomes_stream(&self) -> String {
+        format!("{}_OUTCOMES", self.stream_prefix)
+    }
+
     /// `BATON_TASKS`: the work-queue stream of ingress and agent subjects.
     #[must_use]
     pub fn tasks_stream(&self) -> String {

@@ -82,6 +82,7 @@ fn full_handoff() -> Envelope {
         to: Some("advanced_order".into()),
         from: Some("order_management".into()),
         requires: vec!["orders.special".into()],
+        domains: vec![],
         reason: Some(Reason::ToolFailure),
         suggested_next_action: Some("look up the special order".into()),
         path: vec![
@@ -91,6 +92,8 @@ fn full_handoff() -> Envelope {
                 at: T + 10,
                 reason: None,
                 accepted_at: None,
+                requires: vec![],
+                domains: vec![],
                 extra: Map::new(),
             },
             Hop {
@@ -99,6 +102,8 @@ fn full_handoff() -> Envelope {
                 at: T + 20,
                 reason: Some(Reason::OutOfScope),
                 accepted_at: None,
+                requires: vec![],
+                domains: vec![],
                 extra: Map::new(),
             },
         ],

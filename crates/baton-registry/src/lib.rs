@@ -11,13 +11,24 @@
 //!
 //! - [`Registry`] and [`RegistryConfig`]: the service;
 //! - [`Table`] and [`AgentSummary`]: live instances, grouped by agent type;
-//! - [`rank`]: the deterministic filter and score (see its docs for the formula).
+//! - [`rank`]: the deterministic filter and score (see its docs for the formula);
+//! - [`Learner`] and [`rank_learned`]: what outcomes taught (see the
+//!   `outcomes` module docs for how they are recorded), and the ranking
+//!   that uses it.
 #![warn(missing_docs)]
 
+mod choose;
+mod endpoints;
+mod learn;
+mod outcomes;
 mod rank;
 mod service;
 mod table;
+mod tally;
 
+pub use choose::rank_learned;
+pub use learn::{Learner, LearningConfig, key};
+pub use outcomes::{CONSUMER as OUTCOMES_CONSUMER, OUTCOMES_MAX_AGE};
 pub use rank::{AgentSummary, rank};
 pub use service::{Error, Registry, RegistryConfig, SERVICE_NAME, footprint};
 pub use table::{Backlog, Table};

@@ -1,6 +1,6 @@
 //! The ranking: which agent types fit a lookup, best first.
 
-use baton_proto::{Candidate, LookupRequest, Map};
+use baton_proto::{Candidate, LookupRequest, Map, Why};
 
 /// One agent type as the registry sees it: its live instances summed up.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -89,6 +89,12 @@ impl AgentSummary {
     /// score = 0.35·fit + 0.15·tier + 0.35·free + 0.15·success.
     #[must_use]
     pub fn score(&self, request: &LookupRequest) -> f64 {
+        self.why(request).base
+    }
+
+    /// The four factors of [`score`](Self::score) and the score itself.
+    #[must_use]
+    pub fn why(&self, request: &LookupRequest) -> Why {
         let capability_fit = (request.requires.len() + 1) as f64
             / (self.capabilities.len().max(request.requires.len()) + 1) as f64;
         let domain_fit = if request.domains.is_empty() {
@@ -107,10 +113,17 @@ impl AgentSummary {
         let free = 1.0 / (1.0 + self.load());
         let success =
             (self.processed.saturating_sub(self.failed) + 1) as f64 / (self.processed + 1) as f64;
-        W_FIT * fit + W_TIER * tier + W_FREE * free + W_SUCCESS * success
+        Why {
+            fit,
+            tier,
+            free,
+            success,
+            base: W_FIT * fit + W_TIER * tier + W_FREE * free + W_SUCCESS * success,
+            ..Why::default()
+        }
     }
 
-    fn candidate(&self, score: f64) -> Candidate {
+    pub(crate) fn candidate(&self, score: f64, why: Why) -> Candidate {
         Candidate {
             agent: self.agent.clone(),
             tier: self.tier,
@@ -124,6 +137,7 @@ impl AgentSummary {
             backlog: Some(self.pending + self.ack_pending),
             success_ratio: self.success_ratio(),
             description: self.description.clone(),
+            why: Some(why),
             extra: Map::new(),
         }
     }
@@ -160,19 +174,27 @@ pub fn rank<'a>(
     agents: impl IntoIterator<Item = &'a AgentSummary>,
     request: &LookupRequest,
 ) -> Vec<Candidate> {
-    let mut scored: Vec<(f64, &AgentSummary)> = agents
+    let scored = agents
         .into_iter()
         .filter(|agent| agent.fits(request))
-        .map(|agent| (agent.score(request), agent))
+        .map(|agent| {
+            let why = agent.why(request);
+            (why.base, why, agent)
+        })
         .collect();
-    scored.sort_by(|(a_score, a), (b_score, b)| {
+    best_first(scored)
+}
+
+/// Candidates from scored agent types, highest score first, then by name.
+pub(crate) fn best_first(mut scored: Vec<(f64, Why, &AgentSummary)>) -> Vec<Candidate> {
+    scored.sort_by(|(a_score, _, a), (b_score, _, b)| {
         b_score
             .total_cmp(a_score)
             .then_with(|| a.agent.cmp(&b.agent))
     });
     scored
         .into_iter()
-        .map(|(score, agent)| agent.candidate(score))
+        .map(|(score, why, agent)| agent.candidate(score, why))
         .collect()
 }
 

@@ -7,13 +7,15 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_nats::jetstream;
 use async_nats::service::{self, ServiceExt};
-use baton_proto::{Heartbeat, LookupRequest, LookupResponse, Subjects, Wire};
+use baton_proto::{FeedbackReply, Heartbeat, Subjects, Wire};
 use bytes::Bytes;
 use futures::StreamExt;
 use opentelemetry::metrics::Counter;
 use tokio::time::Instant;
 
-use crate::rank::rank;
+use crate::endpoints;
+use crate::learn::{Learner, LearningConfig};
+use crate::outcomes;
 use crate::table::{Backlog, Table};
 
 /// The micro service name every replica registers under.
@@ -33,6 +35,8 @@ pub struct RegistryConfig {
     /// How long a starting replica listens to heartbeats before it answers
     /// lookups, so it never answers from a half-filled table.
     pub warmup: Duration,
+    /// How it learns from outcomes.
+    pub learning: LearningConfig,
 }
 
 impl Default for RegistryConfig {
@@ -41,6 +45,7 @@ impl Default for RegistryConfig {
             subjects: Subjects::default(),
             heartbeat_interval: Duration::from_secs(2),
             warmup: Duration::from_secs(2),
+            learning: LearningConfig::default(),
         }
     }
 }
@@ -58,6 +63,13 @@ impl RegistryConfig {
     pub fn with_heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
         self.warmup = interval;
+        self
+    }
+
+    /// Sets how it learns from outcomes.
+    #[must_use]
+    pub fn with_learning(mut self, learning: LearningConfig) -> Self {
+        self.learning = learning;
         self
     }
 
@@ -109,70 +121,217 @@ impl Registry {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let Self { client, config } = self;
         tokio::pin!(shutdown);
-        let mut table = Table::new(config.heartbeat_interval);
-        let mut beats = client
+        let beats = client
             .subscribe(config.subjects.all_heartbeats())
             .await
             .map_err(|err| Error::new("cannot subscribe to heartbeats", err))?;
         tracing::info!(warmup = ?config.warmup, "registry started; listening to heartbeats");
-
-        let warm = tokio::time::sleep(config.warmup);
-        tokio::pin!(warm);
-        loop {
-            tokio::select! {
-                Some(message) = beats.next() => record(&mut table, &message),
-                () = &mut warm => break,
-                () = &mut shutdown => return Ok(()),
-            }
+        let jetstream = jetstream::new(client.clone());
+        let (outcome_tx, outcomes) = tokio::sync::mpsc::channel(1024);
+        let (caught_tx, caught_up) = tokio::sync::watch::channel(false);
+        let mut state = State {
+            table: Table::new(config.heartbeat_interval),
+            learner: Learner::new(config.learning.clone()),
+            beats,
+            outcomes,
+        };
+        let background = [
+            tokio::spawn(outcomes::record(jetstream.clone(), config.subjects.clone())),
+            tokio::spawn(outcomes::read(
+                jetstream.clone(),
+                config.subjects.clone(),
+                outcome_tx,
+                caught_tx,
+            )),
+        ];
+        if !state.warm_up(config.warmup, caught_up, &mut shutdown).await {
+            background.iter().for_each(tokio::task::JoinHandle::abort);
+            return Ok(());
         }
-
         let service = client
             .service_builder()
-            .description("Baton registry: best-agent lookup by capability, load and tier")
+            .description("Baton registry: best-agent lookup by capability, load, tier and outcomes")
             .start(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
             .await
             .map_err(|err| Error::new("cannot register the micro service", err))?;
-        let mut lookups = service
-            .endpoint_builder()
-            .name("lookup")
-            .add(config.subjects.lookup())
-            .await
-            .map_err(|err| Error::new("cannot add the lookup endpoint", err))?;
-        let answered = opentelemetry::global::meter("baton")
-            .u64_counter("baton.registry.requests")
-            .with_description(
-                "Lookups this registry replica answered, by result (answered or bad_request)",
-            )
-            .build();
-        tracing::info!(subject = %config.subjects.lookup(), agent_types = table.agent_types().count(), "registry serving lookups");
-
-        let (backlog_tx, mut backlog_rx) = tokio::sync::mpsc::channel(1);
+        let endpoints = Endpoints::add(&service, &config.subjects).await?;
+        tracing::info!(
+            subject = %config.subjects.lookup(),
+            agent_types = state.table.agent_types().count(),
+            outcomes = state.learner.records(),
+            learning = config.learning.enabled,
+            "registry serving lookups"
+        );
+        let (backlog_tx, backlog_rx) = tokio::sync::mpsc::channel(1);
         let backlogs = tokio::spawn(read_backlogs(
-            jetstream::new(client.clone()),
+            jetstream.clone(),
             config.subjects.tasks_stream(),
             config.heartbeat_interval,
             backlog_tx,
         ));
-        let mut sweep = tokio::time::interval(config.heartbeat_interval);
-        loop {
-            // Heartbeats first: a lookup is answered from the freshest table,
-            // never before heartbeats that are already waiting.
-            tokio::select! {
-                biased;
-                Some(message) = beats.next() => record(&mut table, &message),
-                Some(request) = lookups.next() => answer(&mut table, &request, &answered).await,
-                Some(backlog) = backlog_rx.recv() => table.set_backlogs(backlog),
-                _ = sweep.tick() => table.expire(Instant::now()),
-                () = &mut shutdown => break,
-            }
-        }
+        state
+            .serve(&config, &jetstream, endpoints, backlog_rx, &mut shutdown)
+            .await;
         backlogs.abort();
+        background.iter().for_each(tokio::task::JoinHandle::abort);
         if let Err(err) = service.stop().await {
             tracing::debug!(error = %err, "could not stop the service cleanly");
         }
         tracing::info!("registry stopped");
         Ok(())
     }
+}
+
+/// What one replica knows: live instances and what outcomes taught.
+struct State {
+    table: Table,
+    learner: Learner,
+    beats: async_nats::Subscriber,
+    outcomes: tokio::sync::mpsc::Receiver<baton_proto::Outcome>,
+}
+
+/// The service's endpoints.
+struct Endpoints {
+    lookups: service::endpoint::Endpoint,
+    feedbacks: service::endpoint::Endpoint,
+    notebooks: service::endpoint::Endpoint,
+}
+
+impl Endpoints {
+    async fn add(service: &service::Service, subjects: &Subjects) -> Result<Self, Error> {
+        let endpoint = |name: &'static str, subject: String| async move {
+            service
+                .endpoint_builder()
+                .name(name)
+                .add(subject)
+                .await
+                .map_err(|err| Error::new(format!("cannot add the {name} endpoint"), err))
+        };
+        Ok(Self {
+            lookups: endpoint("lookup", subjects.lookup()).await?,
+            feedbacks: endpoint("feedback", subjects.feedback()).await?,
+            notebooks: endpoint("notebook", subjects.notebook()).await?,
+        })
+    }
+}
+
+impl State {
+    /// Listens for the warm-up, and until the stored outcomes are read (at
+    /// most `CATCH_UP` longer); false when shut down meanwhile.
+    async fn warm_up(
+        &mut self,
+        warmup: Duration,
+        mut caught_up: tokio::sync::watch::Receiver<bool>,
+        shutdown: &mut (impl Future<Output = ()> + Unpin),
+    ) -> bool {
+        let warm = tokio::time::sleep(warmup);
+        let late = tokio::time::sleep(warmup + CATCH_UP);
+        tokio::pin!(warm, late);
+        let (mut warmed, mut learned) = (false, false);
+        while !(warmed && learned) {
+            tokio::select! {
+                Some(message) = self.beats.next() => record(&mut self.table, &message),
+                Some(outcome) = self.outcomes.recv() => self.learner.apply(&outcome),
+                Ok(_) = caught_up.wait_for(|caught| *caught), if !learned => learned = true,
+                () = &mut warm, if !warmed => warmed = true,
+                () = &mut late => break,
+                () = &mut *shutdown => return false,
+            }
+        }
+        // What the reader sent and the loop has not taken yet.
+        while let Ok(outcome) = self.outcomes.try_recv() {
+            self.learner.apply(&outcome);
+        }
+        true
+    }
+
+    /// Answers requests until `shutdown`.
+    async fn serve(
+        &mut self,
+        config: &RegistryConfig,
+        jetstream: &jetstream::Context,
+        mut endpoints: Endpoints,
+        mut backlogs: tokio::sync::mpsc::Receiver<HashMap<String, Backlog>>,
+        shutdown: &mut (impl Future<Output = ()> + Unpin),
+    ) {
+        let answered = opentelemetry::global::meter("baton")
+            .u64_counter("baton.registry.requests")
+            .with_description(
+                "Requests this registry replica answered, by result (answered or bad_request)",
+            )
+            .build();
+        let mut sweep = tokio::time::interval(config.heartbeat_interval);
+        let Self {
+            table,
+            learner,
+            beats,
+            outcomes,
+        } = self;
+        loop {
+            // Heartbeats first: a lookup is answered from the freshest table,
+            // never before heartbeats that are already waiting.
+            tokio::select! {
+                biased;
+                Some(message) = beats.next() => record(table, &message),
+                Some(outcome) = outcomes.recv() => learner.apply(&outcome),
+                Some(request) = endpoints.lookups.next() => {
+                    let reply = endpoints::lookup(table, learner, &request.message.payload, is_json(&request));
+                    answer(&request, reply, &answered).await;
+                }
+                Some(request) = endpoints.feedbacks.next() => {
+                    take_feedback(jetstream, &config.subjects, learner, request);
+                }
+                Some(request) = endpoints.notebooks.next() => {
+                    let reply = endpoints::notebook(table, learner, &request.message.payload, is_json(&request));
+                    answer(&request, reply, &answered).await;
+                }
+                Some(backlog) = backlogs.recv() => table.set_backlogs(backlog),
+                _ = sweep.tick() => table.expire(Instant::now()),
+                () = &mut *shutdown => break,
+            }
+        }
+    }
+}
+
+/// How much longer than the warm-up a starting replica waits to read the
+/// stored outcomes before it answers anyway.
+const CATCH_UP: Duration = Duration::from_secs(10);
+
+/// Checks feedback, then stores it and answers in the background, so that
+/// lookups do not wait for the store.
+fn take_feedback(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    learner: &Learner,
+    request: service::Request,
+) {
+    let json = is_json(&request);
+    let checked = endpoints::feedback(learner, &request.message.payload, json);
+    let credited = checked
+        .as_ref()
+        .map(|outcome| learner.credited(outcome.session))
+        .unwrap_or_default();
+    let (jetstream, subjects) = (jetstream.clone(), subjects.clone());
+    tokio::spawn(async move {
+        let reply = match checked {
+            Ok(outcome) => match outcomes::store(&jetstream, &subjects, &outcome).await {
+                Ok(()) => endpoints::encode(
+                    &FeedbackReply {
+                        id: outcome.id.to_string(),
+                        credited,
+                        extra: baton_proto::Map::new(),
+                    },
+                    json,
+                ),
+                Err(err) => Err(service::error::Error {
+                    status: format!("cannot store the feedback, nothing was recorded: {err}"),
+                    code: 503,
+                }),
+            },
+            Err(err) => Err(err),
+        };
+        respond_with(&request, reply, json).await;
+    });
 }
 
 fn record(table: &mut Table, message: &async_nats::Message) {
@@ -188,62 +347,44 @@ fn record(table: &mut Table, message: &async_nats::Message) {
     }
 }
 
-/// Answers one lookup: msgpack by default, JSON when the request says it is JSON.
-async fn answer(table: &mut Table, request: &service::Request, answered: &Counter<u64>) {
-    let json = request
+/// Whether a request says it is JSON.
+fn is_json(request: &service::Request) -> bool {
+    request
         .message
         .headers
         .as_ref()
         .and_then(|headers| headers.get("Content-Type"))
-        .is_some_and(|value| value.as_str().eq_ignore_ascii_case(JSON));
-    let reply = respond(table, &request.message.payload, json);
-    let mut headers = HeaderMap::new();
-    if json {
-        headers.insert("Content-Type", JSON);
-    }
+        .is_some_and(|value| value.as_str().eq_ignore_ascii_case(JSON))
+}
+
+/// Sends one answer, counting it.
+async fn answer(
+    request: &service::Request,
+    reply: Result<Bytes, service::error::Error>,
+    answered: &Counter<u64>,
+) {
     let result = if let Err(err) = &reply {
-        tracing::debug!(error = %err.status, "bad lookup request");
+        tracing::debug!(error = %err.status, "bad registry request");
         "bad_request"
     } else {
         "answered"
     };
     answered.add(1, &[opentelemetry::KeyValue::new("result", result)]);
-    if let Err(err) = request.respond_with_headers(reply, headers).await {
-        tracing::debug!(error = %err, "could not answer a lookup");
-    }
+    respond_with(request, reply, is_json(request)).await;
 }
 
-/// The encoded answer to a lookup payload, or an error that says what is wrong.
-pub(crate) fn respond(
-    table: &mut Table,
-    payload: &[u8],
+async fn respond_with(
+    request: &service::Request,
+    reply: Result<Bytes, service::error::Error>,
     json: bool,
-) -> Result<Bytes, service::error::Error> {
-    let bad = |what: String| service::error::Error {
-        status: format!("bad lookup request: {what}"),
-        code: 400,
-    };
-    let request: LookupRequest = if json {
-        serde_json::from_slice(payload)
-            .map_err(|err| bad(format!("not a JSON lookup request: {err}")))?
-    } else {
-        LookupRequest::from_msgpack(payload).map_err(|err| bad(err.to_string()))?
-    };
-    let response = LookupResponse {
-        candidates: rank(table.current(Instant::now()), &request),
-        extra: baton_proto::Map::new(),
-    };
-    let encoded = if json {
-        serde_json::to_vec(&response).map_err(|err| err.to_string())
-    } else {
-        response.to_msgpack().map_err(|err| err.to_string())
-    };
-    encoded
-        .map(Bytes::from)
-        .map_err(|err| service::error::Error {
-            status: format!("cannot encode the answer: {err}"),
-            code: 500,
-        })
+) {
+    let mut headers = HeaderMap::new();
+    if json {
+        headers.insert("Content-Type", JSON);
+    }
+    if let Err(err) = request.respond_with_headers(reply, headers).await {
+        tracing::debug!(error = %err, "could not answer a registry request");
+    }
 }
 
 /// Reads every agent type's consumer backlog once per `every`.
@@ -291,91 +432,34 @@ async fn read_backlogs(
     }
 }
 
-/// What a registry replica does on NATS: it takes heartbeats and lookups
-/// (answering them, and the NATS service API's discovery and stats), and
-/// reads which agent types have a consumer.
+/// What a registry replica does on NATS: it takes heartbeats, lookups,
+/// feedback and notebook requests (answering them, and the NATS service
+/// API's discovery and stats), reads which agent types have a consumer,
+/// records outcomes from the events (through the shared durable consumer
+/// `registry`), and reads `BATON_OUTCOMES` from the start.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
+    use baton_proto::Footprint;
     let tasks = subjects.tasks_stream();
-    baton_proto::Footprint::stream_info(&tasks)
+    Footprint::stream_info(&tasks)
         .publishes([
             baton_proto::footprint::api(format_args!("CONSUMER.LIST.{tasks}")),
             baton_proto::footprint::api(format_args!("CONSUMER.INFO.{tasks}.*")),
         ])
+        .with(Footprint::stream_info(&subjects.events_stream()))
+        .with(Footprint::stream_admin(&subjects.outcomes_stream()))
+        .with(Footprint::stream_reader(&subjects.outcomes_stream()))
+        .with(Footprint::puller(
+            &subjects.events_stream(),
+            outcomes::CONSUMER,
+        ))
+        .publishes([subjects.all_outcomes()])
         .subscribes([
             format!("{}.registry.heartbeat.>", subjects.prefix()),
             subjects.lookup(),
+            subjects.feedback(),
+            subjects.notebook(),
             "$SRV.>".to_owned(),
         ])
         .responding()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table() -> Table {
-        let mut table = Table::new(Duration::from_secs(60));
-        let beat = Heartbeat {
-            agent: "refund".into(),
-            instance: "r1".into(),
-            capabilities: vec!["refunds".into()],
-            domains: vec!["billing".into()],
-            tier: 2,
-            in_flight: 1,
-            max_concurrency: 4,
-            processed: 0,
-            failed: 0,
-            at: 0,
-            interval_ms: None,
-            description: None,
-            extra: baton_proto::Map::new(),
-        };
-        table.record(beat, Instant::now());
-        table
-    }
-
-    #[test]
-    fn msgpack_in_msgpack_out() {
-        let request = LookupRequest {
-            requires: vec!["refunds".into()],
-            ..LookupRequest::default()
-        };
-        let bytes = respond(&mut table(), &request.to_msgpack().unwrap(), false).unwrap();
-        let response = LookupResponse::from_msgpack(&bytes).unwrap();
-        assert_eq!(response.candidates.len(), 1);
-        assert_eq!(response.candidates[0].agent, "refund");
-        assert_eq!(response.candidates[0].in_flight, Some(1));
-    }
-
-    #[test]
-    fn json_in_json_out() {
-        let bytes = respond(
-            &mut table(),
-            br#"{"requires":["refunds"],"min_tier":2}"#,
-            true,
-        )
-        .unwrap();
-        let response: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(response["candidates"][0]["agent"], "refund");
-        assert_eq!(response["candidates"][0]["load"], 0.25);
-    }
-
-    #[test]
-    fn malformed_requests_get_an_error_that_says_what_is_wrong() {
-        let err = respond(&mut table(), b"\xc1 not msgpack", false).unwrap_err();
-        assert_eq!(err.code, 400);
-        assert!(
-            err.status.starts_with("bad lookup request: "),
-            "{}",
-            err.status
-        );
-        let err = respond(&mut table(), br#"{"requires": "refunds"}"#, true).unwrap_err();
-        assert!(
-            err.status.contains("not a JSON lookup request"),
-            "{}",
-            err.status
-        );
-        assert!(err.status.contains("expected a sequence"), "{}", err.status);
-    }
 }

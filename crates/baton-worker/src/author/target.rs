@@ -1,7 +1,7 @@
 //! Where control goes next: an agent type, a capability set the registry
 //! resolves, a higher tier, or the fallback agent.
 
-use baton_proto::{AgentName, LookupRequest, Map};
+use baton_proto::{AgentName, LookupRequest};
 
 /// Where control goes next.
 ///
@@ -123,7 +123,7 @@ impl Need {
             domains: self.domains,
             min_tier: self.min_tier,
             exclude,
-            extra: Map::new(),
+            ..LookupRequest::default()
         }
     }
 }

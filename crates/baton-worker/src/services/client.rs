@@ -323,7 +323,8 @@ impl Client {
 
 /// What a client under its own role does on NATS: it submits tasks (to the
 /// ingress, or to an agent type it checks is served), asks the registry,
-/// reads and cancels sessions through the router, and stores large tasks'
+/// gives feedback and reads notebooks through the registry, reads and
+/// cancels sessions through the router, and stores large tasks'
 /// claims without reading any. Reading the events stream itself is
 /// [`follow::footprint`], an operator's.
 #[must_use]
@@ -336,6 +337,9 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         .publishes([
             subjects.ingress(),
             subjects.lookup(),
+            // `baton feedback` and `baton notebook` (the registry checks them).
+            subjects.feedback(),
+            subjects.notebook(),
             // `baton watch`, `send --wait`, `cancel`, the MCP gateway.
             subjects.session_read_any(),
             subjects.session_cancel_any(),

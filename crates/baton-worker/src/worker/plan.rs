@@ -194,7 +194,9 @@ impl Planner<'_> {
         exclude.push(self.agent.to_string());
         exclude.sort();
         exclude.dedup();
-        Some(need.lookup(exclude))
+        let mut request = need.lookup(exclude);
+        request.query = Some(envelope.context.initial_query.clone());
+        Some(request)
     }
 
     /// Steps 4, 5 and 7: the plan for what the agent returned on delivery
@@ -246,6 +248,8 @@ impl Planner<'_> {
         let mut event = self.event(envelope, outputs.next_id(), EventType::Waiting);
         event.reason.clone_from(&envelope.reason);
         event.path.clone_from(&envelope.path);
+        // What the session asked, for the outcome the registry learns from.
+        event.context = Some(Box::new(envelope.context.clone()));
         event.detail = wait.update.messages.last().map(|m| m.content.clone());
         if !wait.update.is_empty() {
             event.output = Some(context::update_value(&wait.update));
@@ -280,6 +284,7 @@ impl Planner<'_> {
             }
             (Target::Capabilities(need), Some(Ok(to))) => {
                 next.requires = need.requires;
+                next.domains = need.domains;
                 let route = Forward::new(to, reason, EventType::Handoff, visits);
                 self.forward(&mut outputs, envelope, next, route);
             }

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use async_nats::client::RequestErrorKind;
 use backon::{ExponentialBuilder, Retryable};
 use baton_proto::footprint::Footprint;
-use baton_proto::{AgentName, Heartbeat, LookupRequest, LookupResponse, Subjects, Wire, now_ms};
+use baton_proto::{
+    AgentName, FeedbackReply, FeedbackRequest, Heartbeat, LookupRequest, LookupResponse, Notebook,
+    NotebookRequest, Subjects, Wire, now_ms,
+};
 
 use crate::error::{Error, ErrorKind};
 use crate::worker::config::{WorkerConfig, WorkerStats};
@@ -28,6 +31,8 @@ use crate::worker::config::{WorkerConfig, WorkerStats};
 pub struct RegistryClient {
     client: async_nats::Client,
     subject: String,
+    feedback: String,
+    notebook: String,
     timeout: Duration,
     budget: Duration,
     memory: Arc<Memory>,
@@ -132,6 +137,8 @@ impl RegistryClient {
         Self {
             client,
             subject: subjects.lookup(),
+            feedback: subjects.feedback(),
+            notebook: subjects.notebook(),
             timeout: Duration::from_millis(500),
             budget: Duration::from_secs(3),
             memory: Arc::new(Memory::new(Duration::from_secs(30))),
@@ -189,20 +196,27 @@ impl RegistryClient {
                 return (Err(err), "refused");
             }
         };
+        // Remembered by the kind of work, whatever the task's text.
+        let kind = LookupRequest {
+            query: None,
+            features: Vec::new(),
+            ..request.clone()
+        };
+        let key = kind.to_msgpack().unwrap_or_else(|_| payload.clone());
         if self.memory.is_down() {
             let why = "the registry did not answer moments ago".to_owned();
-            return self.remembered(&payload, why);
+            return self.remembered(&key, why);
         }
-        let answer = self.ask(bytes::Bytes::from(payload.clone())).await;
+        let answer = self.ask(bytes::Bytes::from(payload)).await;
         match &answer {
             Ok(response) => {
                 self.memory.mark(false);
-                self.memory.remember(&payload, response);
+                self.memory.remember(&key, response);
                 (answer, "answered")
             }
             Err(err) if err.kind() == ErrorKind::Timeout => {
                 self.memory.mark(true);
-                self.remembered(&payload, err.to_string())
+                self.remembered(&key, err.to_string())
             }
             Err(_) => (answer, "refused"),
         }
@@ -228,6 +242,73 @@ impl RegistryClient {
 
     /// One lookup over the network, retried within the budget.
     async fn ask(&self, payload: bytes::Bytes) -> Result<LookupResponse, Error> {
+        let reply = self.call(&self.subject, payload, "lookup").await?;
+        LookupResponse::from_msgpack(&reply).map_err(|err| {
+            Error::with_source(
+                ErrorKind::Registry,
+                "the registry's answer is not a lookup response",
+                err,
+            )
+        })
+    }
+
+    /// Stores feedback on a session; the answer names the agents it is
+    /// credited to.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Registry`] with the registry's reason when it refused
+    /// the feedback (an unknown session, a score out of range), or
+    /// [`ErrorKind::Timeout`] when no replica answered.
+    pub async fn feedback(&self, request: &FeedbackRequest) -> Result<FeedbackReply, Error> {
+        self.exchange(&self.feedback, request, "feedback").await
+    }
+
+    /// The notebook of agent type `agent`.
+    ///
+    /// # Errors
+    ///
+    /// As [`feedback`](Self::feedback); an unknown agent type is refused.
+    pub async fn notebook(&self, agent: &str) -> Result<Notebook, Error> {
+        let request = NotebookRequest {
+            agent: agent.to_owned(),
+            extra: baton_proto::Map::new(),
+        };
+        self.exchange(&self.notebook, &request, "notebook request")
+            .await
+    }
+
+    async fn exchange<Q: Wire, A: Wire>(
+        &self,
+        subject: &str,
+        request: &Q,
+        what: &str,
+    ) -> Result<A, Error> {
+        let payload = request.to_msgpack().map_err(|err| {
+            Error::with_source(
+                ErrorKind::Registry,
+                format!("cannot encode the {what}"),
+                err,
+            )
+        })?;
+        let reply = self.call(subject, payload.into(), what).await?;
+        A::from_msgpack(&reply).map_err(|err| {
+            Error::with_source(
+                ErrorKind::Registry,
+                format!("the registry's answer to the {what} is unreadable"),
+                err,
+            )
+        })
+    }
+
+    /// One request to the registry, retried within the budget while no
+    /// replica answers; the answer's payload, or the registry's refusal.
+    async fn call(
+        &self,
+        subject: &str,
+        payload: bytes::Bytes,
+        what: &str,
+    ) -> Result<bytes::Bytes, Error> {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(50))
             .with_max_delay(Duration::from_millis(500))
@@ -238,9 +319,7 @@ impl RegistryClient {
             let request = async_nats::Request::new()
                 .payload(payload.clone())
                 .timeout(Some(self.timeout));
-            self.client
-                .send_request(self.subject.clone(), request)
-                .await
+            self.client.send_request(subject.to_owned(), request).await
         };
         let reply = attempt
             .retry(backoff)
@@ -251,7 +330,7 @@ impl RegistryClient {
                 )
             })
             .notify(|err, delay| {
-                tracing::debug!(error = %err, ?delay, "registry lookup unanswered; retrying");
+                tracing::debug!(error = %err, ?delay, "registry request unanswered; retrying");
             })
             .await
             .map_err(|err| {
@@ -259,8 +338,8 @@ impl RegistryClient {
                 Error::with_source(
                     ErrorKind::Timeout,
                     format!(
-                        "the registry did not answer on {} within {:?}",
-                        self.subject, self.budget
+                        "the registry did not answer on {subject} within {:?}",
+                        self.budget
                     ),
                     err,
                 )
@@ -272,16 +351,10 @@ impl RegistryClient {
         {
             return Err(Error::new(
                 ErrorKind::Registry,
-                format!("the registry refused the lookup: {status}"),
+                format!("the registry refused the {what}: {status}"),
             ));
         }
-        LookupResponse::from_msgpack(&reply.payload).map_err(|err| {
-            Error::with_source(
-                ErrorKind::Registry,
-                "the registry's answer is not a lookup response",
-                err,
-            )
-        })
+        Ok(reply.payload)
     }
 }
 

@@ -122,6 +122,8 @@ async fn target(
             Some(registry) => {
                 let request = LookupRequest {
                     requires: envelope.requires.clone(),
+                    domains: envelope.domains.clone(),
+                    query: Some(envelope.context.initial_query.clone()),
                     ..LookupRequest::default()
                 };
                 match registry.best(&request).await {

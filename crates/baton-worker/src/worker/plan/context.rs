@@ -27,11 +27,10 @@ impl Planner<'_> {
     /// The envelope as it leaves this agent: this hop on the path, the update applied.
     pub(crate) fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
         let mut next = envelope.clone();
-        next.path.push(Hop::new(
-            self.agent.as_str(),
-            self.instance,
-            envelope.reason.clone(),
-        ));
+        let mut hop = Hop::new(self.agent.as_str(), self.instance, envelope.reason.clone());
+        hop.requires.clone_from(&envelope.requires);
+        hop.domains.clone_from(&envelope.domains);
+        next.path.push(hop);
         next.from = Some(self.agent.to_string());
         let context = &mut next.context;
         for mut message in update.messages {

@@ -1,0 +1,137 @@
+use baton_proto::{Outcome, OutcomeHop, OutcomeKind, features};
+use rand::SeedableRng;
+use uuid::Uuid;
+
+use super::*;
+
+fn hop(agent: &str, requires: &[&str]) -> OutcomeHop {
+    OutcomeHop {
+        agent: agent.into(),
+        requires: requires.iter().map(|c| (*c).to_owned()).collect(),
+        domains: Vec::new(),
+    }
+}
+
+fn end(session: Uuid, kind: OutcomeKind, path: &[OutcomeHop], query: &str) -> Outcome {
+    let mut outcome = Outcome::new(Uuid::new_v4(), session, kind);
+    outcome.path = path.to_vec();
+    outcome.features = features(query);
+    outcome
+}
+
+fn rng() -> rand::rngs::StdRng {
+    rand::rngs::StdRng::seed_from_u64(7)
+}
+
+#[test]
+fn the_estimate_follows_the_recent_outcomes_and_keeps_its_uncertainty() {
+    let mut learner = Learner::new(LearningConfig::default());
+    let path = [
+        hop("front", &[]),
+        hop("solver", &["solve"]),
+        hop("checker", &[]),
+    ];
+    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    assert_eq!(learned.observations, 0);
+    assert!(
+        (learned.mean - 0.5).abs() < 1e-9,
+        "nothing known: Beta(1, 1)"
+    );
+    for n in 0..10 {
+        let kind = if n < 8 {
+            OutcomeKind::Completed
+        } else {
+            OutcomeKind::Escalated
+        };
+        learner.apply(&end(Uuid::new_v4(), kind, &path, "q"));
+    }
+    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    assert_eq!(learned.observations, 10);
+    // 8 resolved (instant and free: reward 1) + 1 over 10 + 2.
+    assert!((learned.mean - 0.75).abs() < 1e-9, "{learned:?}");
+    assert!(learned.sd > 0.1 && learned.sd < 0.15, "{learned:?}");
+    // 40 more failures: only the last 30 (the window) count.
+    for _ in 0..40 {
+        learner.apply(&end(Uuid::new_v4(), OutcomeKind::Failed, &path, "q"));
+    }
+    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    assert_eq!(learned.observations, 30);
+    assert!((learned.mean - 1.0 / 32.0).abs() < 1e-9, "{learned:?}");
+    // Credited under the kind of work it was chosen for, not under others.
+    let (other, _) = learner.estimate("", "solver", &[], &mut rng());
+    assert_eq!(other.observations, 0);
+}
+
+#[test]
+fn feedback_and_reopening_replace_what_a_session_was_credited() {
+    let mut learner = Learner::new(LearningConfig::default());
+    let session = Uuid::new_v4();
+    let path = [hop("front", &[]), hop("solver", &["solve"])];
+    learner.apply(&end(session, OutcomeKind::Completed, &path, "q"));
+    let book = learner.notebook("front");
+    assert_eq!(book.sessions, 1);
+    assert_eq!(book.collaborators[0].agent, "solver");
+    assert_eq!(book.collaborators[0].resolved, 1);
+
+    let mut feedback = Outcome::new(Uuid::new_v4(), session, OutcomeKind::Feedback);
+    feedback.score = Some(0.2);
+    feedback.note = Some("wrong refund amount".into());
+    learner.apply(&feedback);
+    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    assert_eq!(learned.observations, 1, "replaced, not added");
+    let entry = &learner.notebook("solver").collaborators[0];
+    assert_eq!(
+        (entry.agent.as_str(), entry.sessions, entry.feedback),
+        ("front", 1, 1)
+    );
+    assert_eq!(entry.feedback_score, Some(0.2));
+    assert!((entry.reward - 0.2).abs() < 1e-9, "{entry:?}");
+
+    learner.apply(&Outcome::new(
+        Uuid::new_v4(),
+        session,
+        OutcomeKind::Reopened,
+    ));
+    let entry = &learner.notebook("solver").collaborators[0];
+    assert_eq!((entry.sessions, entry.reopened), (1, 1));
+
+    // Feedback on a session without an outcome is not counted anywhere.
+    let mut stray = Outcome::new(Uuid::new_v4(), Uuid::new_v4(), OutcomeKind::Feedback);
+    stray.score = Some(1.0);
+    learner.apply(&stray);
+    assert_eq!(learner.notebook("solver").sessions, 1);
+    assert!(!learner.knows_agent("nobody"));
+}
+
+#[test]
+fn similar_past_sessions_vote_for_the_agent_that_resolved_them() {
+    let mut learner = Learner::new(LearningConfig::default());
+    for n in 0..6 {
+        let refunds = end(
+            Uuid::new_v4(),
+            OutcomeKind::Completed,
+            &[hop("general", &["help"])],
+            &format!("please refund my order {n}"),
+        );
+        learner.apply(&refunds);
+        let weather = end(
+            Uuid::new_v4(),
+            OutcomeKind::Failed,
+            &[hop("general", &["help"])],
+            &format!("what is the weather in town {n}"),
+        );
+        learner.apply(&weather);
+    }
+    let asked = features("refund my order 9 please");
+    let (learned, similar) = learner.estimate("help", "general", &asked, &mut rng());
+    assert_eq!(similar.len(), 5, "{similar:?}");
+    assert!(similar.iter().all(|s| s.reward > 0.9), "{similar:?}");
+    assert!(learned.votes > 1.0, "{learned:?}");
+    let (weather, _) = learner.estimate(
+        "help",
+        "general",
+        &features("weather in town 9"),
+        &mut rng(),
+    );
+    assert!(learned.mean > weather.mean + 0.2, "{learned:?} {weather:?}");
+}
