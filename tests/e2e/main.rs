@@ -20,6 +20,7 @@ mod failures;
 mod fuzz;
 mod handoff;
 mod isolation;
+mod learning;
 mod lifecycle;
 mod limits;
 mod mcp;

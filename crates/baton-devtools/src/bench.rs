@@ -123,6 +123,13 @@ pub struct BenchArgs {
     #[arg(long)]
     pub ttft: bool,
 
+    /// Instead of one run, measure whether the registry learns which agent type resolves a
+    /// kind of work: three solvers whose answers a checker escalates at hidden rates 0.7,
+    /// 0.4 and 0.1, --tasks (default here 200) sessions with today's ranking, then learned
+    /// routing for twice as many, then as many again after the best solver degrades.
+    #[arg(long)]
+    pub learning: bool,
+
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
     pub limit_rps: u32,
@@ -326,6 +333,10 @@ async fn run_bench(
         let tasks = if args.tasks == 2000 { 300 } else { args.tasks };
         return limits::run(&processes, tasks, args.limit_rps).await;
     }
+    if args.learning {
+        let tasks = if args.tasks == 2000 { 200 } else { args.tasks };
+        return learning::run(&client, usize::try_from(tasks).unwrap_or(usize::MAX)).await;
+    }
     if args.ttft {
         let tasks = if args.tasks == 2000 { 100 } else { args.tasks };
         return ttft::run(&processes, tasks).await;
@@ -456,6 +467,7 @@ async fn baton_chain(
 
 mod context;
 mod exec;
+mod learning;
 mod limits;
 mod raw;
 mod report;

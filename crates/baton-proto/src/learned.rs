@@ -65,6 +65,9 @@ pub struct Similar {
     pub session: Uuid,
     /// How alike the two questions are, 0 to 1.
     pub similarity: f64,
+    /// How much its vote counts: its similarity, halved for every
+    /// learning window of newer sessions of the same work.
+    pub weight: f64,
     /// How well it went, 0 to 1.
     pub reward: f64,
 }

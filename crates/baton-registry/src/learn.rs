@@ -366,7 +366,7 @@ impl Learner {
         let similar = self.similar(key, agent, features);
         let mut votes = 0.0;
         for one in &similar {
-            let weight = self.config.vote_weight * one.similarity;
+            let weight = self.config.vote_weight * one.weight;
             alpha += weight * one.reward;
             beta += weight * (1.0 - one.reward);
             votes += weight;
@@ -386,29 +386,34 @@ impl Learner {
     }
 
     /// The past sessions of work `key` most like `features` that `agent`
-    /// was part of, most alike first.
+    /// was part of, strongest vote first. A vote's weight is its
+    /// similarity, halved for every `window` newer sessions of the same
+    /// work, so that what an agent type did long ago fades as it does in
+    /// its estimate.
     fn similar(&self, key: &str, agent: &str, features: &[u32]) -> Vec<Similar> {
         if features.is_empty() || self.config.neighbours == 0 {
             return Vec::new();
         }
-        let mut alike: Vec<(f64, usize, Uuid)> = self
-            .recent
-            .get(key)
-            .into_iter()
-            .flatten()
+        let Some(recent) = self.recent.get(key) else {
+            return Vec::new();
+        };
+        let half_life = self.config.window.max(1) as f64;
+        let mut alike: Vec<(f64, f64, Uuid)> = recent
+            .iter()
+            .rev()
             .enumerate()
             .filter_map(|(age, id)| {
                 let session = self.sessions.get(id)?;
                 let similarity = similarity(features, &session.features);
-                (similarity >= self.config.min_similarity).then_some((similarity, age, *id))
+                let weight = similarity * 0.5_f64.powf(age as f64 / half_life);
+                (similarity >= self.config.min_similarity).then_some((weight, similarity, *id))
             })
             .collect();
-        // Most alike first; among equals, the most recent.
-        alike.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        alike.sort_by(|a, b| b.0.total_cmp(&a.0));
         alike
             .into_iter()
             .take(self.config.neighbours)
-            .filter_map(|(similarity, _, id)| {
+            .filter_map(|(weight, similarity, id)| {
                 let session = self.sessions.get(&id)?;
                 session
                     .path
@@ -417,6 +422,7 @@ impl Learner {
                     .then(|| Similar {
                         session: id,
                         similarity,
+                        weight,
                         reward: session.reward(),
                     })
             })
