@@ -396,7 +396,7 @@ async fn notebooks_and_feedback_credit_the_agents_of_a_session() -> anyhow::Resu
     let unknown = Uuid::new_v4().to_string();
     refused(
         &["feedback", &unknown, "--score", "0.5"],
-        &format!("no session {unknown} has ended"),
+        &format!("no session {unknown}: nothing about it is stored"),
     )?;
     refused(
         &["feedback", &session, "--score", "1.5"],

@@ -30,7 +30,7 @@ fn client(args: &[&str]) -> anyhow::Result<serde_json::Value> {
 fn check(seen: &serde_json::Value) {
     assert_eq!(
         seen["tools"],
-        serde_json::json!(["fragile", "general_enquiry", "refund"]),
+        serde_json::json!(["baton.feedback", "fragile", "general_enquiry", "refund"]),
         "{seen}"
     );
     let description = seen["description"].as_str().unwrap_or_default();
@@ -61,6 +61,18 @@ fn check(seen: &serde_json::Value) {
     let failed = seen["failed_text"][0].as_str().unwrap_or_default();
     assert!(failed.contains("failed: fatal"), "{seen}");
     assert_eq!(seen["missing_is_error"], true, "{seen}");
+    // Feedback through the tool, on the session the result names.
+    assert!(seen["session"].as_str().is_some_and(|s| s.len() == 36), "{seen}");
+    assert_eq!(seen["feedback_is_error"], false, "{seen}");
+    let session = seen["session"].as_str().unwrap_or_default();
+    assert_eq!(
+        seen["feedback_text"][0],
+        format!("feedback 0.9 recorded for session {session}, credited to general_enquiry, refund"),
+        "{seen}"
+    );
+    assert_eq!(seen["bad_feedback_is_error"], true, "{seen}");
+    let refused = seen["bad_feedback_text"][0].as_str().unwrap_or_default();
+    assert!(refused.contains("the score must be from 0 (not resolved) to 1"), "{seen}");
     assert!(
         seen["missing_text"][0]
             .as_str()

@@ -7,7 +7,10 @@
 //! session at that agent type, relays the session's events as progress
 //! notifications (when the caller asked for progress; then the answers as
 //! they are written come among them, `delta <agent>: <text>`), and returns
-//! the answer, or the failure as a tool error.
+//! the answer, or the failure as a tool error. Each result names its
+//! session in `_meta` (`baton/session`); the tool `baton.feedback` takes a
+//! session, a `score` from 0 to 1 and a `note`, and gives the registry
+//! that feedback.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,6 +139,7 @@ impl Gateway {
                 }
                 Tool::new(name, description, input_schema())
             })
+            .chain(std::iter::once(feedback_tool()))
             .collect())
     }
 
@@ -181,6 +185,17 @@ impl Gateway {
             ))]));
         }
         let session = task.session;
+        let result = self.end(session, context).await?;
+        Ok(with_session(result, session))
+    }
+
+    /// Follows `session` to its end, within the timeout, and turns it into
+    /// a tool result.
+    async fn end(
+        &self,
+        session: uuid::Uuid,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         let followed = self.follow(session, context);
         let end = tokio::select! {
             end = tokio::time::timeout(self.timeout, followed) => end,
@@ -210,6 +225,35 @@ impl Gateway {
                 self.timeout
             ))]),
         })
+    }
+
+    /// `baton.feedback`: says how well a session went.
+    async fn feedback(&self, arguments: JsonObject) -> CallToolResult {
+        let session = arguments.get("session").and_then(|s| s.as_str());
+        let score = arguments.get("score").and_then(serde_json::Value::as_f64);
+        let (Some(session), Some(score)) = (session, score) else {
+            return CallToolResult::error(vec![Content::text(
+                "the arguments `session` (a session id) and `score` (a number from 0 to 1) are required",
+            )]);
+        };
+        let request = baton_proto::FeedbackRequest {
+            session: session.to_owned(),
+            score,
+            note: arguments
+                .get("note")
+                .and_then(|n| n.as_str())
+                .map(str::to_owned),
+            extra: baton_proto::Map::new(),
+        };
+        match self.registry.feedback(&request).await {
+            Ok(reply) => CallToolResult::success(vec![Content::text(format!(
+                "feedback {score} recorded for session {session}, credited to {}",
+                reply.credited.join(", ")
+            ))]),
+            Err(err) => CallToolResult::error(vec![Content::text(format!(
+                "no feedback was recorded: {err}"
+            ))]),
+        }
     }
 
     /// Follows `session` to its end, sending each event as progress when
@@ -254,6 +298,41 @@ impl Gateway {
     }
 }
 
+/// The name of the feedback tool: a dot, which no agent type has.
+pub const FEEDBACK_TOOL: &str = "baton.feedback";
+
+/// `baton.feedback`: how well a session (named in a result's `_meta`,
+/// `baton/session`) went.
+fn feedback_tool() -> Tool {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "session": {"type": "string", "description": "The session, as a tool result's _meta `baton/session` names it"},
+            "score": {"type": "number", "minimum": 0, "maximum": 1, "description": "How well it went: 0 (not resolved) to 1 (fully resolved)"},
+            "note": {"type": "string", "description": "What to say about it (optional)"}
+        },
+        "required": ["session", "score"]
+    });
+    let schema = match schema {
+        serde_json::Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    Tool::new(
+        FEEDBACK_TOOL,
+        "Say how well a finished session went, from 0 to 1: the agents of its path are credited, and the registry learns from it.",
+        schema,
+    )
+}
+
+/// `result`, naming its session in `_meta` (`baton/session`), so that the
+/// caller can give feedback on it or watch it.
+fn with_session(mut result: CallToolResult, session: uuid::Uuid) -> CallToolResult {
+    let mut meta = result.meta.take().unwrap_or_default();
+    meta.0.insert("baton/session".to_owned(), serde_json::Value::from(session.to_string()));
+    result.meta = Some(meta);
+    result
+}
+
 /// The tools' input: the question and optional shared variables.
 fn input_schema() -> JsonObject {
     let schema = serde_json::json!({
@@ -296,6 +375,9 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let name = request.name.to_string();
+        if name == FEEDBACK_TOOL {
+            return Ok(self.feedback(request.arguments.unwrap_or_default()).await);
+        }
         let exposed = if self.only.is_empty() {
             self.client
                 .check_served(&AgentName::new(name.as_str()).map_err(|err| {

@@ -13,6 +13,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
+use async_nats::jetstream;
+
 use crate::choose::rank_learned;
 use crate::learn::Learner;
 use crate::table::Table;
@@ -71,9 +73,9 @@ pub(crate) fn lookup(
     encode(&response, json)
 }
 
-/// The feedback record to store for a feedback request, after checking it.
+/// The feedback record to store for a feedback request, after checking
+/// it. Whether its session has ended is checked by the caller.
 pub(crate) fn feedback(
-    learner: &Learner,
     payload: &[u8],
     json: bool,
 ) -> Result<Outcome, ServiceError> {
@@ -94,15 +96,6 @@ pub(crate) fn feedback(
             ),
         ));
     }
-    if !learner.knows_session(session) {
-        return Err(ServiceError {
-            status: format!(
-                "no session {session} has ended: feedback is for sessions that completed, failed or went to a \
-                 person (check the id with `baton watch {session}`)"
-            ),
-            code: 404,
-        });
-    }
     let mut outcome = Outcome::new(Uuid::new_v4(), session, OutcomeKind::Feedback);
     outcome.score = Some(request.score);
     outcome.note = request
@@ -110,6 +103,47 @@ pub(crate) fn feedback(
         .map(|note| note.chars().take(MAX_NOTE).collect())
         .filter(|note: &String| !note.trim().is_empty());
     Ok(outcome)
+}
+
+/// Whether `session` has ended (so that feedback on it may be stored),
+/// from its last event, and the agents on its path: no event at all is an
+/// unknown session (404), a session still running is refused too (409).
+pub(crate) async fn ended(
+    jetstream: &jetstream::Context,
+    subjects: &baton_proto::Subjects,
+    session: Uuid,
+) -> Result<Vec<String>, ServiceError> {
+    use baton_proto::{Event, EventType};
+    let unknown = || ServiceError {
+        status: format!(
+            "no session {session}: nothing about it is stored (check the id with `baton watch {session}`)"
+        ),
+        code: 404,
+    };
+    let stream = jetstream
+        .get_stream_no_info(subjects.events_stream())
+        .await
+        .map_err(|_| unknown())?;
+    let last = stream
+        .get_last_raw_message_by_subject(&subjects.events(session))
+        .await
+        .map_err(|_| unknown())?;
+    let event = Event::from_msgpack(&last.payload);
+    match event.map(|event| (event.kind, event.path)) {
+        Ok((kind, path)) if kind.is_terminal() || kind == EventType::Waiting => {
+            let mut agents: Vec<String> = path.into_iter().map(|hop| hop.agent).collect();
+            agents.sort();
+            agents.dedup();
+            Ok(agents)
+        }
+        Ok((kind, _)) => Err(ServiceError {
+            status: format!(
+                "session {session} has not ended yet (its last event is `{kind}`): give feedback once it has"
+            ),
+            code: 409,
+        }),
+        Err(_) => Err(unknown()),
+    }
 }
 
 /// An agent type's notebook.

@@ -112,7 +112,8 @@ async fn record_once(
     Ok(())
 }
 
-/// Stores `outcome` once (its id is its `Nats-Msg-Id`), waiting for the PubAck.
+/// Stores `outcome` once (its id is its `Nats-Msg-Id`), waiting for the
+/// PubAck; creates `BATON_OUTCOMES` first when it is missing.
 pub(crate) async fn store(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
@@ -120,11 +121,20 @@ pub(crate) async fn store(
 ) -> Result<(), async_nats::Error> {
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", outcome.id.to_string().as_str());
-    let payload = outcome.to_msgpack()?;
-    jetstream
-        .publish_with_headers(subjects.outcomes(outcome.session), headers, payload.into())
-        .await?
-        .await?;
+    let payload = bytes::Bytes::from(outcome.to_msgpack()?);
+    let subject = subjects.outcomes(outcome.session);
+    let publish = || async {
+        jetstream
+            .publish_with_headers(subject.clone(), headers.clone(), payload.clone())
+            .await?
+            .await
+    };
+    if publish().await.is_err() {
+        // The stream may not exist yet: the replicas make it once they
+        // see the events stream, every few seconds.
+        outcomes_stream(jetstream, subjects).await?;
+        publish().await?;
+    }
     Ok(())
 }
 

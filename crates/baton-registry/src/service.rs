@@ -306,31 +306,36 @@ fn take_feedback(
     request: service::Request,
 ) {
     let json = is_json(&request);
-    let checked = endpoints::feedback(learner, &request.message.payload, json);
-    let credited = checked
+    let checked = endpoints::feedback(&request.message.payload, json);
+    let known = checked
+        .as_ref()
+        .is_ok_and(|outcome| learner.knows_session(outcome.session));
+    let mut credited = checked
         .as_ref()
         .map(|outcome| learner.credited(outcome.session))
         .unwrap_or_default();
     let (jetstream, subjects) = (jetstream.clone(), subjects.clone());
     tokio::spawn(async move {
-        let reply = match checked {
-            Ok(outcome) => match outcomes::store(&jetstream, &subjects, &outcome).await {
-                Ok(()) => endpoints::encode(
-                    &FeedbackReply {
-                        id: outcome.id.to_string(),
-                        credited,
-                        extra: baton_proto::Map::new(),
-                    },
-                    json,
-                ),
-                Err(err) => Err(service::error::Error {
+        let reply = async {
+            let outcome = checked?;
+            if !known {
+                // Its end may not have reached the outcomes yet: ask the events.
+                credited = endpoints::ended(&jetstream, &subjects, outcome.session).await?;
+            }
+            outcomes::store(&jetstream, &subjects, &outcome)
+                .await
+                .map_err(|err| service::error::Error {
                     status: format!("cannot store the feedback, nothing was recorded: {err}"),
                     code: 503,
-                }),
-            },
-            Err(err) => Err(err),
+                })?;
+            let reply = FeedbackReply {
+                id: outcome.id.to_string(),
+                credited,
+                extra: baton_proto::Map::new(),
+            };
+            endpoints::encode(&reply, json)
         };
-        respond_with(&request, reply, json).await;
+        respond_with(&request, reply.await, json).await;
     });
 }
 
@@ -447,6 +452,11 @@ pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
             baton_proto::footprint::api(format_args!("CONSUMER.INFO.{tasks}.*")),
         ])
         .with(Footprint::stream_info(&subjects.events_stream()))
+        // Whether a session has ended, for feedback on it.
+        .publishes([
+            baton_proto::footprint::api(format_args!("STREAM.MSG.GET.{}", subjects.events_stream())),
+            baton_proto::footprint::api(format_args!("DIRECT.GET.{}.>", subjects.events_stream())),
+        ])
         .with(Footprint::stream_admin(&subjects.outcomes_stream()))
         .with(Footprint::stream_reader(&subjects.outcomes_stream()))
         .with(Footprint::puller(

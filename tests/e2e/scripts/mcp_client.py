@@ -32,6 +32,10 @@ async def exercise(session, question):
     )
     failed = await session.call_tool("fragile", {"question": "break"})
     missing = await session.call_tool("general_enquiry", {})
+    # Feedback on the session the first call ran, named in its _meta.
+    ran = (result.meta or {}).get("baton/session")
+    liked = await session.call_tool("baton.feedback", {"session": ran, "score": 0.9, "note": "quick"})
+    too_much = await session.call_tool("baton.feedback", {"session": ran, "score": 3})
     return {
         "tools": sorted(tools),
         "description": tools["general_enquiry"].description if "general_enquiry" in tools else None,
@@ -43,6 +47,11 @@ async def exercise(session, question):
         "failed_text": [c.text for c in failed.content if getattr(c, "type", "") == "text"],
         "missing_is_error": missing.is_error,
         "missing_text": [c.text for c in missing.content if getattr(c, "type", "") == "text"],
+        "session": ran,
+        "feedback_is_error": liked.is_error,
+        "feedback_text": [c.text for c in liked.content if getattr(c, "type", "") == "text"],
+        "bad_feedback_is_error": too_much.is_error,
+        "bad_feedback_text": [c.text for c in too_much.content if getattr(c, "type", "") == "text"],
     }
 
 
