@@ -65,7 +65,7 @@ const REFUND: &str = "I want a refund for order ABC-123";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()> {
-    let (_system, url, _dir) = system(&[]).await?;
+    let (system, url, _dir) = system(&[]).await?;
 
     let cards = client(&url, "card", &["refund"])?;
     let ingress = &cards["ingress"];
@@ -127,6 +127,30 @@ async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()>
     let got = client(&url, "get", &[&id])?;
     assert_eq!(got["state"], "TASK_STATE_COMPLETED");
     assert_eq!(got["answer"], sent["answer"]);
+
+    // Feedback on the finished task: the registry stores it, the task stays as it was.
+    let liked = client(&url, "feedback", &[&id, r#"{"score": 0.75}"#, "spot on"])?;
+    assert_eq!(liked["state"], "TASK_STATE_COMPLETED", "{liked}");
+    assert_eq!(liked["answer"], sent["answer"], "{liked}");
+    let noted = baton_testkit::eventually(Duration::from_secs(10), || async {
+        let book: Value = serde_json::from_str(&system.baton_stdout(&[
+            "notebook",
+            "general_enquiry",
+            "--json",
+        ])?)?;
+        let refund = book["collaborators"][0].clone();
+        anyhow::ensure!(refund["feedback"] == 1, "{book}");
+        Ok(refund)
+    })
+    .await?;
+    assert_eq!(
+        (noted["agent"].as_str(), noted["feedback_score"].as_f64()),
+        (Some("refund"), Some(0.75)),
+        "{noted}"
+    );
+    let refused = client(&url, "feedback", &[&id, r#"{"score": 2}"#, "too much"])?;
+    let why = refused["message"].as_str().unwrap_or_default();
+    assert!(why.contains("the score must be from 0"), "{refused}");
 
     // Streaming: the task, the hops as working, the answer, completed.
     let streamed = client(&url, "stream", &["general_enquiry", REFUND])?;

@@ -62,7 +62,10 @@ fn check(seen: &serde_json::Value) {
     assert!(failed.contains("failed: fatal"), "{seen}");
     assert_eq!(seen["missing_is_error"], true, "{seen}");
     // Feedback through the tool, on the session the result names.
-    assert!(seen["session"].as_str().is_some_and(|s| s.len() == 36), "{seen}");
+    assert!(
+        seen["session"].as_str().is_some_and(|s| s.len() == 36),
+        "{seen}"
+    );
     assert_eq!(seen["feedback_is_error"], false, "{seen}");
     let session = seen["session"].as_str().unwrap_or_default();
     assert_eq!(
@@ -72,7 +75,10 @@ fn check(seen: &serde_json::Value) {
     );
     assert_eq!(seen["bad_feedback_is_error"], true, "{seen}");
     let refused = seen["bad_feedback_text"][0].as_str().unwrap_or_default();
-    assert!(refused.contains("the score must be from 0 (not resolved) to 1"), "{seen}");
+    assert!(
+        refused.contains("the score must be from 0 (not resolved) to 1"),
+        "{seen}"
+    );
     assert!(
         seen["missing_text"][0]
             .as_str()

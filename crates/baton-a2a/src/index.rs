@@ -91,9 +91,12 @@ impl Index {
     }
 }
 
-/// What the gateway's task index uses: its bucket, read, written and listed.
+/// What the gateway's task index uses (its bucket, read, written and
+/// listed), and the registry's feedback endpoint.
 #[must_use]
 pub fn footprint(subjects: &baton_proto::Subjects) -> baton_proto::Footprint {
     let bucket = subjects.a2a_bucket();
-    baton_proto::Footprint::kv(&bucket).with(baton_proto::Footprint::kv_watcher(&bucket))
+    baton_proto::Footprint::kv(&bucket)
+        .with(baton_proto::Footprint::kv_watcher(&bucket))
+        .publishes([subjects.feedback()])
 }

@@ -138,6 +138,14 @@ impl Gateway {
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
         let (text, variables) = read(&request.message)?;
         if let Some(id) = &request.message.task_id {
+            let feedback = request
+                .message
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("feedback"));
+            if let Some(feedback) = feedback {
+                return self.feedback(id, &text, feedback).await;
+            }
             return self.answer(id, &text, &request.message).await;
         }
         if let Some(agent) = target {
@@ -175,6 +183,48 @@ impl Gateway {
         self.client.submit(&envelope).await.map_err(internal)?;
         tracing::info!(%session, agent = ?record.agent, "A2A task started");
         Ok((session, context, 0))
+    }
+
+    /// Feedback on task `id` (metadata `feedback`: `{score, note}`, the
+    /// message's text the note when it has none): given to the registry,
+    /// then the task is answered as it stands.
+    async fn feedback(
+        &self,
+        id: &str,
+        text: &str,
+        feedback: &serde_json::Value,
+    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+        let session = session_of(id)?;
+        let context = self
+            .context_of(session)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        let score = feedback.get("score").and_then(serde_json::Value::as_f64);
+        let Some(score) = score else {
+            return Err(error(
+                error_code::INVALID_PARAMS,
+                "metadata `feedback` needs `score`, a number from 0 (not resolved) to 1 (fully resolved)",
+            ));
+        };
+        let note = feedback
+            .get("note")
+            .and_then(|n| n.as_str())
+            .unwrap_or(text)
+            .to_owned();
+        let request = baton_proto::FeedbackRequest {
+            session: session.to_string(),
+            score,
+            note: Some(note),
+            extra: baton_proto::Map::new(),
+        };
+        self.registry.feedback(&request).await.map_err(|err| {
+            error(
+                error_code::INVALID_PARAMS,
+                format!("no feedback was recorded: {err}"),
+            )
+        })?;
+        let (_, count) = self.last(session).await?;
+        Ok((session, context, count))
     }
 
     /// A message to task `id`, which must wait for input: the answer goes

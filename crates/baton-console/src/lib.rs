@@ -152,8 +152,10 @@ fn stopped(result: Result<Result<(), Error>, tokio::task::JoinError>) -> Error {
 
 /// What the console does on NATS beyond the sessions it reads, the dead
 /// letters and the inbox: it follows live progress and the agents'
-/// heartbeats.
+/// heartbeats, and gives the registry feedback on sessions.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
-    baton_proto::Footprint::new().subscribes([subjects.all_live(), subjects.all_heartbeats()])
+    baton_proto::Footprint::new()
+        .subscribes([subjects.all_live(), subjects.all_heartbeats()])
+        .publishes([subjects.feedback(), subjects.notebook()])
 }

@@ -328,7 +328,10 @@ fn feedback_tool() -> Tool {
 /// caller can give feedback on it or watch it.
 fn with_session(mut result: CallToolResult, session: uuid::Uuid) -> CallToolResult {
     let mut meta = result.meta.take().unwrap_or_default();
-    meta.0.insert("baton/session".to_owned(), serde_json::Value::from(session.to_string()));
+    meta.0.insert(
+        "baton/session".to_owned(),
+        serde_json::Value::from(session.to_string()),
+    );
     result.meta = Some(meta);
     result
 }

@@ -75,10 +75,7 @@ pub(crate) fn lookup(
 
 /// The feedback record to store for a feedback request, after checking
 /// it. Whether its session has ended is checked by the caller.
-pub(crate) fn feedback(
-    payload: &[u8],
-    json: bool,
-) -> Result<Outcome, ServiceError> {
+pub(crate) fn feedback(payload: &[u8], json: bool) -> Result<Outcome, ServiceError> {
     let what = "feedback";
     let request: FeedbackRequest = decode(what, payload, json)?;
     let session = Uuid::parse_str(request.session.trim()).map_err(|err| {

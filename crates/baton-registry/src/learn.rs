@@ -150,8 +150,13 @@ pub struct Learner {
     recent: HashMap<String, VecDeque<Uuid>>,
     notebook: HashMap<String, HashMap<String, Tally>>,
     totals: HashMap<String, Tally>,
+    /// Feedback on sessions whose end is not read yet, by session.
+    early: HashMap<Uuid, f64>,
     records: u64,
 }
+
+/// Feedback kept for sessions whose end is not read yet.
+const EARLY_KEPT: usize = 10_000;
 
 impl Learner {
     /// An empty learner.
@@ -209,10 +214,21 @@ impl Learner {
         self.records += 1;
         let id = outcome.session;
         if !self.sessions.contains_key(&id) {
-            if matches!(outcome.kind, OutcomeKind::Feedback | OutcomeKind::Reopened) {
-                return;
+            match outcome.kind {
+                // The registry checked that the session ended; its end
+                // may be stored after the feedback.
+                OutcomeKind::Feedback => {
+                    if let Some(score) = outcome.score.filter(|s| (0.0..=1.0).contains(s)) {
+                        if self.early.len() >= EARLY_KEPT {
+                            self.early.clear();
+                        }
+                        self.early.insert(id, score);
+                    }
+                    return;
+                }
+                OutcomeKind::Reopened => return,
+                _ => self.remember(id),
             }
-            self.remember(id);
         }
         let Some(session) = self.sessions.get_mut(&id) else {
             return;
@@ -243,7 +259,11 @@ impl Learner {
     }
 
     fn remember(&mut self, id: Uuid) {
-        self.sessions.insert(id, Session::default());
+        let session = Session {
+            feedback: self.early.remove(&id),
+            ..Session::default()
+        };
+        self.sessions.insert(id, session);
         self.order.push_back(id);
         while self.order.len() > SESSIONS_KEPT {
             if let Some(old) = self.order.pop_front() {

@@ -95,11 +95,19 @@ fn feedback_and_reopening_replace_what_a_session_was_credited() {
     let entry = &learner.notebook("solver").collaborators[0];
     assert_eq!((entry.sessions, entry.reopened), (1, 1));
 
-    // Feedback on a session without an outcome is not counted anywhere.
-    let mut stray = Outcome::new(Uuid::new_v4(), Uuid::new_v4(), OutcomeKind::Feedback);
-    stray.score = Some(1.0);
-    learner.apply(&stray);
-    assert_eq!(learner.notebook("solver").sessions, 1);
+    // Feedback read before its session's end counts once the end is read.
+    let late = Uuid::new_v4();
+    let mut early = Outcome::new(Uuid::new_v4(), late, OutcomeKind::Feedback);
+    early.score = Some(0.5);
+    learner.apply(&early);
+    assert_eq!(
+        learner.notebook("solver").sessions,
+        1,
+        "nothing to credit yet"
+    );
+    learner.apply(&end(late, OutcomeKind::Completed, &path, "q"));
+    let entry = &learner.notebook("solver").collaborators[0];
+    assert_eq!((entry.sessions, entry.feedback), (2, 2));
     assert!(!learner.knows_agent("nobody"));
 }
 

@@ -454,7 +454,10 @@ pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
         .with(Footprint::stream_info(&subjects.events_stream()))
         // Whether a session has ended, for feedback on it.
         .publishes([
-            baton_proto::footprint::api(format_args!("STREAM.MSG.GET.{}", subjects.events_stream())),
+            baton_proto::footprint::api(format_args!(
+                "STREAM.MSG.GET.{}",
+                subjects.events_stream()
+            )),
             baton_proto::footprint::api(format_args!("DIRECT.GET.{}.>", subjects.events_stream())),
         ])
         .with(Footprint::stream_admin(&subjects.outcomes_stream()))

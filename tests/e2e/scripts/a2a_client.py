@@ -19,6 +19,7 @@ Steps:
                               the same, the answer handed on to agent type TO
   ended ID                    SubscribeToTask on an ended task (an error)
   token TOKEN AGENT TEXT      calls without and with the bearer token
+  feedback ID JSON TEXT       a message to task ID with metadata feedback JSON
 
 BATON_A2A_TOKEN, when set, is sent as a bearer token on every call.
 """
@@ -150,6 +151,11 @@ async def main(url, step, args):
     if step == "send_budget":
         try:
             return await send(f"{url}/agents/{args[0]}", args[1], budget=json.loads(args[2]))
+        except Exception as err:  # the SDK's typed errors
+            return {"error": type(err).__name__, "message": str(err)}
+    if step == "feedback":
+        try:
+            return await send(url, args[2], task=args[0], metadata={"feedback": json.loads(args[1])})
         except Exception as err:  # the SDK's typed errors
             return {"error": type(err).__name__, "message": str(err)}
     if step == "send_in":
