@@ -432,3 +432,51 @@ async fn notebooks_and_feedback_credit_the_agents_of_a_session() -> anyhow::Resu
     assert_eq!(outcomes(&system).await?, before, "bad input stored nothing");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_takes_feedback_on_a_finished_session() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    let _dir = solvers(&mut system, &["solver_bad"]).await?;
+    let task = Envelope::task("what is 1 + 1");
+    system
+        .client
+        .submit_to(&baton_proto::AgentName::new("front")?, &task)
+        .await?;
+    system
+        .event_of_kind(task.session, EventType::Completed)
+        .await?;
+    let session = task.session.to_string();
+    let url = crate::console::console(&mut system, "console", &[]).await?;
+    let seen = crate::console::browser(&["feedback", &url, &session, "0.6", "<b>late</b>"])?;
+    assert_eq!(seen["title"], "Feedback recorded", "{seen}");
+    assert_eq!(
+        seen["notice"],
+        format!(
+            "Feedback 0.6 recorded for session {session}, credited to checker, front, solver_good."
+        ),
+        "{seen}"
+    );
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    let good = eventually(Duration::from_secs(10), || async {
+        let book: Json =
+            serde_json::from_str(&system.baton_stdout(&["notebook", "front", "--json"])?)?;
+        let good = book["collaborators"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["agent"] == "solver_good" && c["feedback"] == 1)
+            .cloned();
+        good.ok_or_else(|| anyhow::anyhow!("{book}"))
+    })
+    .await?;
+    assert_eq!(good["feedback_score"], 0.6, "{good}");
+    // A score the form would not send is refused by the console too, with nothing stored.
+    assert_eq!(seen["bad_status"], 400, "{seen}");
+    let body = seen["bad_text"].as_str().unwrap_or_default();
+    assert!(body.contains("the score must be from 0"), "{body}");
+    let before = outcomes(&system).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(outcomes(&system).await?, before);
+    Ok(())
+}

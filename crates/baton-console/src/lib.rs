@@ -19,6 +19,7 @@ use tokio::sync::broadcast;
 mod app;
 mod auth;
 mod error;
+mod feedback;
 pub mod index;
 mod ops;
 mod path;

@@ -199,8 +199,8 @@ pub(crate) struct Detail<'a> {
     pub(crate) trace_link: Option<String>,
     /// The token the page's forms carry.
     pub(crate) csrf: &'a str,
-    /// How to replay it, if it can be replayed.
-    pub(crate) replay: Markup,
+    /// What can be done with it: replay it, give feedback.
+    pub(crate) actions: Markup,
 }
 
 /// A session's page (its `main`).
@@ -252,7 +252,7 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
             (delegation(detail.events))
             (tool_calls(detail.events))
             section { h2 { "Events" } (timeline(detail.events, summary.started)) }
-            (detail.replay)
+            (detail.actions)
             @if let Some((source, context)) = detail.context {
                 section #context { h2 { "Context " small { "(" (source) ")" } } (context_view(context)) }
             } @else {
@@ -474,7 +474,7 @@ mod tests {
             dead_letters: vec![],
             trace_link: None,
             csrf: "t",
-            replay,
+            actions: replay,
         })
         .into_string();
         assert!(

@@ -39,6 +39,10 @@ pub(crate) fn router(app: App) -> Router {
             "/sessions/{id}/replay",
             axum::routing::post(crate::replay::replay),
         )
+        .route(
+            "/sessions/{id}/feedback",
+            axum::routing::post(crate::feedback::feedback),
+        )
         .route("/agents", get(agents))
         .route("/dlq", get(dead_letters))
         .route("/dlq/{seq}/replay", get(confirm_replay).post(replay))
@@ -170,7 +174,10 @@ async fn session(
         dead_letters: dead.iter().map(|d| d.seq).collect(),
         trace_link,
         csrf: app.access.csrf(),
-        replay: crate::replay::section(&summary, &events, app.access.csrf()),
+        actions: maud::html! {
+            (crate::replay::section(&summary, &events, app.access.csrf()))
+            (crate::feedback::section(id, &events, app.access.csrf()))
+        },
     };
     respond("Session", "sessions", view::session(&detail), &fragment)
 }

@@ -86,10 +86,18 @@
         // A <details> the reader opened (Cancel…) stays open across the refresh.
         var open = Array.prototype.map.call(
           target.querySelectorAll("details[open][id]"), function (d) { return d.id; });
+        // What the reader typed into a form (feedback) stays too.
+        var typed = Array.prototype.map.call(
+          target.querySelectorAll("input[id]:not([type=hidden]), textarea[id]"),
+          function (i) { return [i.id, i.value]; });
         if (replace) target.outerHTML = html; else target.innerHTML = html;
         open.forEach(function (id) {
           var details = document.getElementById(id);
           if (details) details.open = true;
+        });
+        typed.forEach(function (kept) {
+          var input = document.getElementById(kept[0]);
+          if (input && kept[1]) input.value = kept[1];
         });
       });
     }, 100);

@@ -177,6 +177,30 @@ def replay_hop(browser, url, session, hop):
     }
 
 
+def feedback(browser, url, session, score, note):
+    """Gives feedback on a finished session from its page."""
+    page = new_page(browser, viewport={"width": 1300, "height": 900})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(f"{url}/sessions/{session}")
+    page.wait_for_selector("#feedback")
+    shot(page, "feedback-section")
+    page.fill("#feedback-score", score)
+    page.fill("#feedback-note", note)
+    page.click("#feedback-send")
+    page.wait_for_selector("#notice")
+    shot(page, "feedback-recorded")
+    result = {"title": page.inner_text("h1"), "notice": page.inner_text("#notice")}
+    # A score the form would not send, posted with the page's own token.
+    page.goto(f"{url}/sessions/{session}")
+    csrf = page.get_attribute("#feedback input[name=csrf]", "value")
+    bad = page.request.post(
+        f"{url}/sessions/{session}/feedback", form={"csrf": csrf, "score": "1.5", "note": ""}
+    )
+    result.update({"bad_status": bad.status, "bad_text": bad.text(), "errors": errors})
+    return result
+
+
 def growing(browser, url, session):
     """Watches a session's answer being written on its page, to its end."""
     page = new_page(browser, viewport={"width": 1300, "height": 900})
@@ -319,6 +343,8 @@ def main():
                 result = replay(browser, url, *rest)
             elif phase == "replay_hop":
                 result = replay_hop(browser, url, *rest)
+            elif phase == "feedback":
+                result = feedback(browser, url, *rest)
             elif phase == "growing":
                 result = growing(browser, url, *rest)
             elif phase == "inbox":
