@@ -155,6 +155,7 @@ async fn a_parallel_fan_out_of_ten_joins_exactly_once_across_a_killed_worker() -
         agent: "fan".into(),
         depth: 1,
         index: Some(3),
+        assignment: None,
         extra: baton_proto::Map::new(),
     });
     system

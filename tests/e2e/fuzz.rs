@@ -26,6 +26,7 @@ fn base(rng: &mut fastrand::Rng) -> Envelope {
             agent: ["fuzz", "nobody_here", "Not Valid"][rng.usize(..3)].to_owned(),
             depth: 1,
             index: Some(0),
+            assignment: None,
             extra: baton_proto::Map::new(),
         });
     }

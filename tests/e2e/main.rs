@@ -36,6 +36,7 @@ mod setup;
 mod specs;
 mod streaming;
 mod targets;
+mod teams;
 mod tls;
 mod tools;
 mod traces;

@@ -303,6 +303,12 @@ fn json_to_value(json: serde_json::Value) -> Value {
 /// step to the routing rules.
 pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentError> {
     let update = context_update(&reply, task);
+    if reply.action == Some(ExecAction::Pause) && !task.envelope.context.state.contains_key("team")
+    {
+        return Err(AgentError::fatal(
+            "action \"pause\" is for a team's coordinator (a spec with a [team] section)",
+        ));
+    }
     let mut outcome = action(reply)?;
     *outcome.update_mut() = update;
     Ok(outcome)
@@ -390,33 +396,8 @@ fn action(reply: ExecReply) -> Result<Outcome, AgentError> {
                 reply.error.unwrap_or_else(|| "declined".to_owned()),
             ));
         }
-        Some(ExecAction::Delegate) => {
-            let mode = match reply.mode.as_deref().unwrap_or("parallel") {
-                "parallel" => DelegateMode::Parallel,
-                "serial" => DelegateMode::Serial,
-                "async" => DelegateMode::Async,
-                "chain" => DelegateMode::Chain { recover: None },
-                other => {
-                    return Err(AgentError::fatal(format!(
-                        "unknown delegation mode {other:?}: use parallel, serial, async or chain"
-                    )));
-                }
-            };
-            let mut children = Vec::with_capacity(reply.children.len());
-            for child in &reply.children {
-                let target: Target = match (&child.to, child.requires.is_empty()) {
-                    (Some(to), true) => name(to)?.into(),
-                    (None, false) => Need::capabilities(child.requires.clone()).into(),
-                    _ => {
-                        return Err(AgentError::fatal(
-                            "each of `children` needs exactly one of `to` and `requires`",
-                        ));
-                    }
-                };
-                children.push(ChildTask::new(target, child.input.clone()));
-            }
-            Outcome::delegate(children, mode).into()
-        }
+        Some(ExecAction::Delegate) => delegation(&reply)?,
+        Some(ExecAction::Pause) => Outcome::wait().into(),
         Some(ExecAction::Fail) => {
             let detail = reply.error.unwrap_or_else(|| "the agent failed".to_owned());
             return Err(if reply.retryable.unwrap_or(false) {
@@ -427,6 +408,50 @@ fn action(reply: ExecReply) -> Result<Outcome, AgentError> {
         }
     };
     Ok(outcome)
+}
+
+/// A `delegate` reply's children and mode, as a delegation.
+fn delegation(reply: &ExecReply) -> Result<Outcome, AgentError> {
+    let name = |to: &str| {
+        AgentName::new(to).map_err(|err| {
+            AgentError::fatal(format!("the program's reply names no agent type: {err}"))
+        })
+    };
+    let mode = match reply.mode.as_deref().unwrap_or("parallel") {
+        "parallel" => DelegateMode::Parallel,
+        "serial" => DelegateMode::Serial,
+        "async" => DelegateMode::Async,
+        "chain" => DelegateMode::Chain { recover: None },
+        other => {
+            return Err(AgentError::fatal(format!(
+                "unknown delegation mode {other:?}: use parallel, serial, async or chain"
+            )));
+        }
+    };
+    let mut children = Vec::with_capacity(reply.children.len());
+    for child in &reply.children {
+        let target: Target = match (&child.to, child.requires.is_empty()) {
+            (Some(to), true) => name(to)?.into(),
+            (None, false) => Need::capabilities(child.requires.clone()).into(),
+            _ => {
+                return Err(AgentError::fatal(
+                    "each of `children` needs exactly one of `to` and `requires`",
+                ));
+            }
+        };
+        let mut task = ChildTask::new(target, child.input.clone());
+        match child.assignment.as_deref() {
+            None | Some("sync") => {}
+            Some("async") => task = task.tag("async"),
+            Some(other) => {
+                return Err(AgentError::fatal(format!(
+                    "unknown assignment {other:?}: use sync or async"
+                )));
+            }
+        }
+        children.push(task);
+    }
+    Ok(Outcome::delegate(children, mode).into())
 }
 
 #[cfg(test)]
@@ -442,6 +467,7 @@ mod tests {
             agent: AgentName::new("engineer").unwrap(),
             instance: "i1".into(),
             progress: baton_worker::Progress::default(),
+            registry: None,
         }
     }
 

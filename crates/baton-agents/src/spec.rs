@@ -274,6 +274,8 @@ pub struct AgentSpec {
     pub max_delegation_depth: u32,
     /// How long a delegation waits for its children.
     pub join_timeout: Option<Duration>,
+    /// `[team]`: it coordinates a team for each task (see [`baton_worker::Team`]).
+    pub team: Option<baton_worker::TeamSpec>,
 }
 
 impl AgentSpec {

@@ -22,6 +22,7 @@ fn task(text: &str) -> Task {
         agent: AgentName::new("tester").unwrap(),
         instance: "t1".into(),
         progress: baton_worker::Progress::default(),
+        registry: None,
     }
 }
 

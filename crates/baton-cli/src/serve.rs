@@ -181,13 +181,24 @@ async fn spec_worker(
     let name = spec.name.clone();
     let client = crate::nats::connect(nats, None, &baton_ops::Role::worker(&name)).await?;
     baton_telemetry::serve::watch(client.client(), true);
+    let team = spec.team.clone();
     let agent = baton_agents::SpecAgent::new(spec, client.client(), &subjects, nats.replicas())
         .await
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
     let config = deployment(agent.worker_config(subjects), args, nats)?;
-    Worker::new(client, config, agent)
-        .run(crate::shutdown_signal())
-        .await?;
+    match team {
+        Some(team) => {
+            let agent = baton_worker::Team::new(agent, team);
+            Worker::new(client, config, agent)
+                .run(crate::shutdown_signal())
+                .await?;
+        }
+        None => {
+            Worker::new(client, config, agent)
+                .run(crate::shutdown_signal())
+                .await?;
+        }
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }
 

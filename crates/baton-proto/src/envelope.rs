@@ -51,6 +51,10 @@ wire_enum! {
         Completed = "completed",
         /// The child failed.
         Failed = "failed",
+        /// Extension: not an end, a note from a team member that took an
+        /// asynchronous assignment (`output`: what it says); the join adds
+        /// it to the group conversation.
+        Progress = "progress",
     }
 }
 
@@ -160,6 +164,10 @@ pub struct Parent {
     /// counting from 0; absent on a join's deadline timer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
+    /// Extension: `async` when the child is a team member's asynchronous
+    /// assignment: its worker confirms receipt with a `progress` result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -224,6 +232,12 @@ pub struct Message {
     /// The tool call this message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Extension (optional): in a team's conversation, what kind of
+    /// coordination message this is (`team_up`, `discussion`,
+    /// `assign_sync`, `assign_async`, `progress`, `result`, `pause`,
+    /// `conclude`); its speaker is `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordination: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -380,6 +394,7 @@ impl Message {
             at: now_ms(),
             tool_calls: None,
             tool_call_id: None,
+            coordination: None,
             extra: Map::new(),
             absent: Absent::NONE,
         }

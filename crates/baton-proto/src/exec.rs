@@ -86,6 +86,10 @@ pub struct ExecChild {
     pub requires: Vec<String>,
     /// What the child should do.
     pub input: String,
+    /// Extension: in a team, `sync` (the default: the discussion waits for
+    /// it) or `async` (the team goes on meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment: Option<String>,
 }
 
 /// The decision of an exec agent.
@@ -106,6 +110,9 @@ pub enum ExecAction {
     Fail,
     /// Hand out `children` and run again when they have answered.
     Delegate,
+    /// Extension, in a team: wait for the outstanding asynchronous
+    /// assignments, then run again.
+    Pause,
 }
 
 /// A conversation message from an exec agent.

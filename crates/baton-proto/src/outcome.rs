@@ -63,8 +63,10 @@ pub struct Outcome {
     /// Why the session failed or was escalated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
-    /// The agents the session passed through, oldest first (empty on
-    /// `reopened` and `feedback`: the session's earlier record has them).
+    /// The agents the session passed through, oldest first, then those
+    /// that spoke in its conversation without a hop of their own
+    /// (delegated children, team members) (empty on `reopened` and
+    /// `feedback`: the session's earlier record has them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<OutcomeHop>,
     /// From the first agent taking the session to this end, in ms.
@@ -147,6 +149,20 @@ impl Outcome {
         outcome.cost_micros = event.usage.map(|usage| usage.cost_micros);
         if let Some(context) = &event.context {
             outcome.features = features(&context.initial_query);
+            // Agents that took part without a hop of their own (delegated
+            // children, team members) spoke in the conversation.
+            for message in &context.messages {
+                let Some(name) = &message.name else { continue };
+                let speaks = message.role == crate::Role::Agent
+                    && crate::AgentName::new(name.as_str()).is_ok()
+                    && !outcome.path.iter().any(|hop| &hop.agent == name);
+                if speaks {
+                    outcome.path.push(OutcomeHop {
+                        agent: name.clone(),
+                        ..OutcomeHop::default()
+                    });
+                }
+            }
         }
         Some(outcome)
     }

@@ -116,6 +116,7 @@ fn full_handoff() -> Envelope {
             agent: "planner".into(),
             depth: 1,
             index: None,
+            assignment: None,
             extra: Map::new(),
         }),
         status: Some(ResultStatus::Completed),

@@ -54,7 +54,7 @@ mod nats;
 mod services;
 mod worker;
 
-pub use author::agent::{Agent, RetryPolicy, Task};
+pub use author::agent::{Agent, Lookups, RetryPolicy, Task};
 pub use author::delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use author::outcome::{
     AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
@@ -64,6 +64,7 @@ pub use author::policy::{ContextPolicy, RouteOptions};
 pub use author::progress::{Progress, ToolCall};
 pub use author::routing::{Condition, ConditionError, LlmCondition, Route, Routing};
 pub use author::target::{Need, Target};
+pub use author::team::{Team, TeamSpec};
 pub use baton_proto::{AgentName, Reason, Usage, Value};
 pub use error::{Error, ErrorKind};
 pub use nats::claimcheck::{ClaimCheck, ClaimSettings};

@@ -53,6 +53,8 @@ pub(super) struct RawSpec {
     #[serde(default)]
     join_timeout_ms: Option<u64>,
     #[serde(default)]
+    team: Option<Spanned<baton_worker::TeamSpec>>,
+    #[serde(default)]
     handoffs: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     conditions: Vec<Spanned<RawRoute>>,
@@ -235,6 +237,7 @@ impl Report<'_> {
         let routing = self.routing(&raw, kind.as_ref());
         let delegates = self.delegates(&raw, kind.as_ref());
         let mcp = self.mcp(&raw, kind.as_ref());
+        let team = self.team(&raw);
         Some(AgentSpec {
             file: self.file.clone(),
             name: name?,
@@ -255,7 +258,37 @@ impl Report<'_> {
             mcp,
             max_delegation_depth: raw.max_delegation_depth,
             join_timeout: raw.join_timeout_ms.map(Duration::from_millis),
+            team,
         })
+    }
+
+    /// The `[team]` section, checked: member names, capability sets, depth.
+    fn team(&mut self, raw: &RawSpec) -> Option<baton_worker::TeamSpec> {
+        let team = raw.team.as_ref()?;
+        let span = team.span();
+        let spec = team.get_ref().clone();
+        for member in &spec.members {
+            self.agent_name(member, &span, "[team] members entry");
+        }
+        if spec.members.is_empty() && spec.find.is_empty() {
+            self.error(
+                &span,
+                "[team] needs `members` (agent types) or `find` (capability sets), or both",
+            );
+        }
+        if spec.find.iter().any(Vec::is_empty) {
+            self.error(
+                &span,
+                "[team] find: each entry is a non-empty list of capabilities, e.g. [[\"review\"]]",
+            );
+        }
+        if spec.max_depth == 0 {
+            self.error(
+                &span,
+                "[team] max_depth must be at least 1 (1: it forms a team only as the top team)",
+            );
+        }
+        Some(spec)
     }
 
     fn kind(&mut self, raw: &RawSpec) -> Option<Kind> {

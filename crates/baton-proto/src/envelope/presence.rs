@@ -52,6 +52,7 @@ impl Serialize for Message {
             + usize::from(at)
             + usize::from(self.tool_calls.is_some())
             + usize::from(self.tool_call_id.is_some())
+            + usize::from(self.coordination.is_some())
             + self.extra.len();
         let mut map = serializer.serialize_map(Some(count))?;
         map.serialize_entry("role", &self.role)?;
@@ -69,6 +70,9 @@ impl Serialize for Message {
         }
         if let Some(id) = &self.tool_call_id {
             map.serialize_entry("tool_call_id", id)?;
+        }
+        if let Some(kind) = &self.coordination {
+            map.serialize_entry("coordination", kind)?;
         }
         for (key, value) in &self.extra {
             map.serialize_entry(key, value)?;
@@ -91,6 +95,8 @@ struct MessageWire {
     tool_calls: Option<Value>,
     #[serde(default)]
     tool_call_id: Option<String>,
+    #[serde(default)]
+    coordination: Option<String>,
     #[serde(flatten)]
     extra: Map,
 }
@@ -108,6 +114,7 @@ impl<'de> Deserialize<'de> for Message {
             at: wire.at.unwrap_or_default(),
             tool_calls: wire.tool_calls,
             tool_call_id: wire.tool_call_id,
+            coordination: wire.coordination,
             extra: wire.extra,
             absent,
         })

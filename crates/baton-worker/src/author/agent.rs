@@ -160,6 +160,21 @@ pub struct Task {
     pub instance: String,
     /// Where the agent reports what it does during the hop (tool calls).
     pub progress: crate::Progress,
+    /// The registry, when the worker uses one (a team's coordinator asks
+    /// it for members).
+    pub registry: Option<std::sync::Arc<dyn Lookups>>,
+}
+
+/// Registry lookups as an agent makes them (a team's coordinator does);
+/// [`crate::RegistryClient`] is one.
+pub trait Lookups: Send + Sync + std::fmt::Debug {
+    /// The candidates for `request`, best first, or why there are none.
+    fn lookup<'a>(
+        &'a self,
+        request: &'a baton_proto::LookupRequest,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<baton_proto::LookupResponse, String>> + Send + 'a>,
+    >;
 }
 
 impl Task {

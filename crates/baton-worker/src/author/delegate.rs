@@ -184,3 +184,12 @@ impl Results {
 pub(crate) fn slot_index(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
+
+/// A value as text (a step's input, a result in a conversation): strings
+/// as they are, anything else as JSON.
+pub(crate) fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.as_str().unwrap_or_default().to_owned(),
+        other => other.to_string(),
+    }
+}

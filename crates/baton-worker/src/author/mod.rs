@@ -8,7 +8,8 @@
 //! - [`policy`]: what a route carries besides its target (visits, context);
 //! - [`routing`]: the rules every outcome goes through, in their fixed order;
 //! - [`delegate`]: child tasks, their modes and the joined results;
-//! - [`progress`]: what a running hop reports (tool calls).
+//! - [`progress`]: what a running hop reports (tool calls);
+//! - [`team`]: a coordinator that forms a team and coordinates it.
 //!
 //! Nothing here touches NATS: these are the types an agent is written
 //! against, and the rest of the crate depends on them, never the reverse.
@@ -20,3 +21,4 @@ pub(crate) mod policy;
 pub(crate) mod progress;
 pub(crate) mod routing;
 pub(crate) mod target;
+pub(crate) mod team;

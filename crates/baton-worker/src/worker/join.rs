@@ -135,6 +135,7 @@ fn child(rt: &Runtime, join: Uuid, state: &JoinState, index: usize) -> [Output; 
             context: child.context(),
             depth: state.depth,
             earlier: earlier.as_ref(),
+            tag: child.tag.as_deref(),
         },
     )
 }
@@ -168,37 +169,10 @@ pub(crate) async fn on_result(rt: &Runtime, result: &Envelope) -> Result<Receive
         let detail = "a `result` envelope without `parent`: it cannot be matched to a delegation";
         return Ok(Received::Plan(planner.malformed(result, detail)));
     };
-    let joins = rt.joins().await?;
     let me = result.id;
-    let (state, recorded, note) = loop {
-        let Some((mut state, revision)) = joins.load(join).await? else {
-            // Joins are kept (completed ones too) for the bucket's max age:
-            // a result that matches none is not from a delegation of ours.
-            let detail = format!(
-                "a `result` for delegation {join}, which {} never started (or whose record expired with the join bucket's max age)",
-                rt.config.agent
-            );
-            // It ends here, as the session's failure: answered as a result,
-            // it would come back to this same missing join.
-            let mut orphan = result.clone();
-            orphan.parent = None;
-            return Ok(Received::Plan(planner.malformed(&orphan, &detail)));
-        };
-        match state.receive(result, me, now_ms()) {
-            Receipt::Refire => break (state, true, None),
-            Receipt::Recorded => break (state, true, Some("recorded")),
-            Receipt::Later(delay) => return Ok(Received::Later(delay)),
-            Receipt::Drop(why) => {
-                let notes = why.map(|why| planner.result_note(result, &why));
-                return Ok(Received::Plan(Plan::ack(notes.into_iter().collect())));
-            }
-            Receipt::Changed(note) => {
-                if joins.swap(join, &state, revision).await? {
-                    break (state, false, note);
-                }
-                // Someone else changed the join first: read it again.
-            }
-        }
+    let (state, recorded, note) = match record(rt, join, result).await? {
+        Ok(recorded) => recorded,
+        Err(received) => return Ok(received),
     };
     let mut outputs: Vec<Output> = note
         .map(|note| planner.result_note(result, note))
@@ -242,9 +216,59 @@ pub(crate) async fn on_result(rt: &Runtime, result: &Envelope) -> Result<Receive
     })
 }
 
+/// The join state after result `result` is recorded in it (or found on
+/// record): the state, whether it was on record before, and the note to
+/// send; or, when nothing more is to be done, what to do instead.
+async fn record(
+    rt: &Runtime,
+    join: Uuid,
+    result: &Envelope,
+) -> Result<Result<(JoinState, bool, Option<&'static str>), Received>, Error> {
+    let planner = rt.planner();
+    let joins = rt.joins().await?;
+    let me = result.id;
+    loop {
+        let Some((mut state, revision)) = joins.load(join).await? else {
+            // Joins are kept (completed ones too) for the bucket's max age:
+            // a result that matches none is not from a delegation of ours.
+            let detail = format!(
+                "a `result` for delegation {join}, which {} never started (or whose record expired with the join bucket's max age)",
+                rt.config.agent
+            );
+            // It ends here, as the session's failure: answered as a result,
+            // it would come back to this same missing join.
+            let mut orphan = result.clone();
+            orphan.parent = None;
+            return Ok(Err(Received::Plan(planner.malformed(&orphan, &detail))));
+        };
+        match state.receive(result, me, now_ms()) {
+            Receipt::Refire => return Ok(Ok((state, true, None))),
+            Receipt::Recorded => return Ok(Ok((state, true, Some("recorded")))),
+            Receipt::Later(delay) => return Ok(Err(Received::Later(delay))),
+            Receipt::Drop(why) => {
+                let notes = why.map(|why| planner.result_note(result, &why));
+                return Ok(Err(Received::Plan(Plan::ack(notes.into_iter().collect()))));
+            }
+            Receipt::Changed(note) => {
+                if joins.swap(join, &state, revision).await? {
+                    return Ok(Ok((state, false, note)));
+                }
+                // Someone else changed the join first: read it again.
+            }
+            Receipt::Noted => {
+                if joins.swap(join, &state, revision).await? {
+                    let note = planner.result_note(result, "progress added to the conversation");
+                    return Ok(Err(Received::Plan(Plan::ack(vec![note]))));
+                }
+            }
+        }
+    }
+}
+
 /// After an async report kept waiting: notes in join `join` what it spent
-/// (once for result message `me`), so that later continuations and the
-/// session's end count it.
+/// and what it added to the context (once for result message `me`), so
+/// that later continuations and the session's end count it, and a team's
+/// conversation grows as results arrive.
 ///
 /// # Errors
 ///
@@ -254,13 +278,14 @@ pub(crate) async fn charge_wait(
     join: Uuid,
     me: Uuid,
     spent: Usage,
+    update: &crate::author::outcome::ContextUpdate,
 ) -> Result<(), Error> {
     let joins = rt.joins().await?;
     loop {
         let Some((mut state, revision)) = joins.load(join).await? else {
             return Ok(());
         };
-        if !state.charge_wait(me, spent) || joins.swap(join, &state, revision).await? {
+        if !state.charge_wait(me, spent, update) || joins.swap(join, &state, revision).await? {
             return Ok(());
         }
     }

@@ -358,6 +358,19 @@ impl RegistryClient {
     }
 }
 
+impl crate::author::agent::Lookups for RegistryClient {
+    fn lookup<'a>(
+        &'a self,
+        request: &'a LookupRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<LookupResponse, String>> + Send + 'a>> {
+        Box::pin(async move {
+            RegistryClient::lookup(self, request)
+                .await
+                .map_err(|err| err.to_string())
+        })
+    }
+}
+
 impl RegistryClient {
     /// The best agent type for `request`, or why there is none: nothing
     /// fits, or no registry answered within the budget.

@@ -137,6 +137,9 @@ impl Runtime {
             agent: self.config.agent.clone(),
             instance: self.config.instance.clone(),
             progress,
+            registry: self.registry.clone().map(|registry| {
+                std::sync::Arc::new(registry) as std::sync::Arc<dyn crate::Lookups>
+            }),
         }
     }
 

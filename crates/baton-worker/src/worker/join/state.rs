@@ -85,6 +85,10 @@ pub(crate) struct JoinState {
     /// each (so a redelivered result counts once).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) waited: Vec<Waited>,
+    /// The `progress` results added to the conversation, so that a
+    /// redelivered one is added once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) progressed: Vec<Uuid>,
 }
 
 /// What one result did to the join.
@@ -103,6 +107,9 @@ pub(crate) enum Receipt {
     /// The state changed: store it (compare-and-swap), then act on it. The
     /// note goes out with the outputs.
     Changed(Option<&'static str>),
+    /// A team member's `progress` went into the conversation: store the
+    /// state, and nothing more.
+    Noted,
 }
 
 /// What the runtime does once the state is stored.
@@ -141,6 +148,7 @@ impl JoinState {
             reports: 0,
             spent: Vec::new(),
             waited: Vec::new(),
+            progressed: Vec::new(),
         }
     }
 
@@ -193,6 +201,9 @@ impl JoinState {
 
     /// Records `result`, delivered as message `me` at `now`.
     pub(crate) fn receive(&mut self, result: &Envelope, me: Uuid, now: u64) -> Receipt {
+        if result.status == Some(ResultStatus::Progress) {
+            return self.progress(result, me);
+        }
         let index = child_index(result);
         if self.fired_by == Some(me) {
             return Receipt::Refire;
@@ -246,6 +257,27 @@ impl JoinState {
         }
         self.begin_from(before);
         Receipt::Changed(note)
+    }
+
+    /// A team member's note that it took its asynchronous assignment: into
+    /// the group conversation, once, while the join is open.
+    fn progress(&mut self, result: &Envelope, me: Uuid) -> Receipt {
+        if self.fired_by.is_some() {
+            return Receipt::Drop(Some("dropped: progress after the join ended".to_owned()));
+        }
+        if self.progressed.contains(&me) {
+            return Receipt::Drop(None);
+        }
+        let from = result.from.clone().unwrap_or_default();
+        let mut note = baton_proto::Message::new(
+            baton_proto::Role::Agent,
+            result.output.as_ref().map(text).unwrap_or_default(),
+        )
+        .with_name(from);
+        note.coordination = Some("progress".to_owned());
+        self.envelope.context.messages.push(note);
+        self.progressed.push(me);
+        Receipt::Noted
     }
 
     /// What message `me` does next, with the state as stored; `recorded`
@@ -437,13 +469,7 @@ pub(crate) fn child_index(result: &Envelope) -> Option<usize> {
         .map(|i| i as usize)
 }
 
-/// A value as the next step's input: strings as they are, anything else as JSON.
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.as_str().unwrap_or_default().to_owned(),
-        other => other.to_string(),
-    }
-}
+use crate::author::delegate::text_of as text;
 
 mod spending;
 pub(crate) use spending::{Spend, Waited};

@@ -26,6 +26,8 @@ pub(crate) struct ChildSpec<'a> {
     pub(crate) depth: u32,
     /// In serial mode, the outputs of the children before it.
     pub(crate) earlier: Option<&'a Value>,
+    /// The child's tag: a team's asynchronous assignment is marked there.
+    pub(crate) tag: Option<&'a str>,
 }
 
 impl Planner<'_> {
@@ -39,7 +41,11 @@ impl Planner<'_> {
         envelope.reason = Some(Reason::Delegated);
         envelope.suggested_next_action = None;
         envelope.reply_to = Some(self.reply_to.to_owned());
-        envelope.parent = Some(self.parent(child.join, child.depth, Some(child.index)));
+        let mut parent = self.parent(child.join, child.depth, Some(child.index));
+        if child.tag.is_some_and(crate::author::team::is_async) {
+            parent.assignment = Some("async".to_owned());
+        }
+        envelope.parent = Some(parent);
         envelope.status = None;
         envelope.output = None;
         let context = &mut envelope.context;
@@ -64,6 +70,34 @@ impl Planner<'_> {
                 envelope: Box::new(envelope),
             },
         ]
+    }
+
+    /// A team member's note that it took an asynchronous assignment: a
+    /// `result` with status `progress` to the team's coordinator, sent
+    /// before the member runs. Its id comes from the assignment's, so a
+    /// redelivery sends it once.
+    pub(crate) fn progress(&self, envelope: &Envelope) -> Option<Output> {
+        let parent = envelope.parent.as_ref()?;
+        if parent.assignment.as_deref() != Some("async") || envelope.kind != Kind::Delegate {
+            return None;
+        }
+        let to = AgentName::new(parent.agent.as_str()).ok()?;
+        let id = derive_id_labelled(envelope.id, "progress", 0);
+        let mut note = envelope.clone().resent(id, Kind::Result, to.as_str());
+        note.from = Some(self.agent.to_string());
+        note.status = Some(ResultStatus::Progress);
+        note.reason = Some(Reason::Result);
+        note.output = Some(Value::from(format!(
+            "took the assignment: {}",
+            envelope.context.problem
+        )));
+        // The coordinator reads only who says what.
+        note.context.messages.clear();
+        note.context.trace.clear();
+        Some(Output::Envelope {
+            to,
+            envelope: Box::new(note),
+        })
     }
 
     /// The join's deadline timer: a `result` with no child index, sent to
@@ -116,6 +150,7 @@ impl Planner<'_> {
             agent: self.agent.to_string(),
             depth,
             index,
+            assignment: None,
             extra: baton_proto::Map::new(),
         }
     }

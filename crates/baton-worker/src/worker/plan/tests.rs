@@ -454,6 +454,7 @@ fn a_parent_that_is_not_an_agent_type_is_refused_with_a_reason() {
         agent: "Not Valid".into(),
         depth: 1,
         index: Some(0),
+        assignment: None,
         extra: baton_proto::Map::new(),
     });
     let plan = fixture.planner().refuse(&envelope, 0).unwrap();

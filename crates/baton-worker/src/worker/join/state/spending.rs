@@ -38,15 +38,28 @@ impl JoinState {
             })
     }
 
-    /// Notes what the async report that result `by` ran spent, when it kept
-    /// waiting: `true` when that changed the state (it spent something, and
-    /// was not noted before).
-    pub(crate) fn charge_wait(&mut self, by: Uuid, spent: Usage) -> bool {
-        let nothing = spent.total() == 0 && spent.cost_micros == 0;
+    /// Notes what the async report that result `by` ran spent and added to
+    /// the context, when it kept waiting: `true` when that changed the
+    /// state (it spent or added something, and was not noted before).
+    pub(crate) fn charge_wait(
+        &mut self,
+        by: Uuid,
+        spent: Usage,
+        update: &crate::author::outcome::ContextUpdate,
+    ) -> bool {
+        let nothing = spent.total() == 0 && spent.cost_micros == 0 && update.is_empty();
         if nothing || self.waited.iter().any(|waited| waited.by == by) {
             return false;
         }
         self.waited.push(Waited { by, spent });
+        let context = &mut self.envelope.context;
+        context.messages.extend(update.messages.iter().cloned());
+        context.variables.extend(update.variables.clone());
+        context.state.extend(update.state.clone());
+        context.trace.extend(update.trace.iter().cloned());
+        if let Some(problem) = &update.problem {
+            context.problem.clone_from(problem);
+        }
         true
     }
 

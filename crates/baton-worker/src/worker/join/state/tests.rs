@@ -1,5 +1,7 @@
 use baton_proto::{Parent, Usage, derive_id_labelled};
 
+use crate::author::outcome::ContextUpdate;
+
 use super::*;
 
 const NOW: u64 = 1_000_000;
@@ -32,6 +34,7 @@ fn result(index: Option<u32>, status: ResultStatus, output: &str) -> Envelope {
         agent: "boss".into(),
         depth: 1,
         index,
+        assignment: None,
         extra: baton_proto::Map::new(),
     });
     envelope.status = Some(status);
@@ -345,11 +348,49 @@ fn an_async_report_that_keeps_waiting_is_charged_once() {
     state.receive(&r0, r0.id, NOW);
     // The report r0 ran spent 40 and kept waiting; its redelivery spent
     // the same again, which is not counted twice.
-    assert!(state.charge_wait(r0.id, spent(40).unwrap()));
-    assert!(!state.charge_wait(r0.id, spent(40).unwrap()));
-    assert!(!state.charge_wait(Uuid::new_v4(), Usage::default()));
+    let none = ContextUpdate::default();
+    assert!(state.charge_wait(r0.id, spent(40).unwrap(), &none));
+    assert!(!state.charge_wait(r0.id, spent(40).unwrap(), &none));
+    assert!(!state.charge_wait(Uuid::new_v4(), Usage::default(), &none));
     assert_eq!(state.usage(), spent(170));
     let r1 = costing(ok(1, "B"), 110);
     state.receive(&r1, r1.id, NOW);
     assert_eq!(state.usage(), spent(180));
+}
+
+#[test]
+fn a_report_that_keeps_waiting_adds_to_the_conversation_once() {
+    let mut state = join(DelegateMode::Async, &["a", "b"], None);
+    let r0 = ok(0, "A");
+    state.receive(&r0, r0.id, NOW);
+    let mut update = ContextUpdate::default();
+    update.messages.push(baton_proto::Message::new(
+        baton_proto::Role::Agent,
+        "A is in",
+    ));
+    let before = state.envelope.context.messages.len();
+    assert!(state.charge_wait(r0.id, Usage::default(), &update));
+    assert!(
+        !state.charge_wait(r0.id, Usage::default(), &update),
+        "a redelivery adds nothing"
+    );
+    assert_eq!(state.envelope.context.messages.len(), before + 1);
+}
+
+#[test]
+fn progress_joins_the_conversation_once_and_fills_no_slot() {
+    let mut state = join(DelegateMode::Async, &["a", "b"], None);
+    let mut progress = ok(1, "B took it");
+    progress.status = Some(ResultStatus::Progress);
+    let before = state.envelope.context.messages.len();
+    assert_eq!(state.receive(&progress, progress.id, NOW), Receipt::Noted);
+    assert!(matches!(
+        state.receive(&progress, progress.id, NOW),
+        Receipt::Drop(None)
+    ));
+    let added = &state.envelope.context.messages[before..];
+    assert_eq!(added.len(), 1);
+    assert_eq!(added[0].coordination.as_deref(), Some("progress"));
+    assert_eq!(added[0].content, "B took it");
+    assert!(state.slots.iter().all(Option::is_none), "no result yet");
 }
