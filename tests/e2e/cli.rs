@@ -460,3 +460,37 @@ fn rows(table: &str, width: usize) -> Vec<Vec<&str>> {
         })
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_learning_bench_measures_todays_ranking_and_learned_routing() -> anyhow::Result<()> {
+    let system = crate::util::System::start().await?;
+    let stdout = system.baton_stdout(&["bench", "--learning", "--tasks", "20"])?;
+    // Each row: a label, then sessions, the three shares in %, the regret.
+    let row = |label: &str| -> anyhow::Result<Vec<f64>> {
+        let line = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with(label))
+            .ok_or_else(|| anyhow::anyhow!("no {label:?} row: {stdout}"))?;
+        let cells: Vec<f64> = line
+            .split_whitespace()
+            .rev()
+            .take(5)
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        Ok(cells.into_iter().rev().collect())
+    };
+    let today = row("today's ranking")?;
+    assert_eq!(today[0], 20.0, "{stdout}");
+    // The shares of every row add up to the sessions.
+    assert!(
+        (today[1] + today[2] + today[3] - 100.0).abs() < 0.5,
+        "{stdout}"
+    );
+    let degraded = row("after solver_c degrades")?;
+    assert_eq!(degraded[0], 20.0, "{stdout}");
+    assert!(
+        stdout.contains("regret: expected escalations above an oracle"),
+        "{stdout}"
+    );
+    Ok(())
+}

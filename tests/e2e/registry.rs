@@ -36,8 +36,19 @@ async fn the_registry_is_a_micro_service_that_speaks_msgpack_json_and_clear_erro
         .request("$SRV.INFO.baton-registry", "".into())
         .await?;
     let info: serde_json::Value = serde_json::from_slice(&info.payload)?;
-    assert_eq!(info["endpoints"][0]["subject"], "baton.registry.lookup");
-    assert_eq!(info["endpoints"][0]["queue_group"], "q");
+    let endpoint = |name: &str| {
+        info["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(endpoint("lookup")["subject"], "baton.registry.lookup");
+    assert_eq!(endpoint("lookup")["queue_group"], "q");
+    assert_eq!(endpoint("feedback")["subject"], "baton.registry.feedback");
+    assert_eq!(endpoint("notebook")["subject"], "baton.registry.notebook");
     // The service counts a request after it has answered it: look until it has.
     baton_testkit::eventually(Duration::from_secs(5), || async {
         let stats = system
@@ -45,7 +56,14 @@ async fn the_registry_is_a_micro_service_that_speaks_msgpack_json_and_clear_erro
             .request("$SRV.STATS.baton-registry", "".into())
             .await?;
         let stats: serde_json::Value = serde_json::from_slice(&stats.payload)?;
-        let counted = stats["endpoints"][0]["num_requests"].as_u64().unwrap_or(0);
+        let lookup = stats["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == "lookup")
+            .cloned()
+            .unwrap_or_default();
+        let counted = lookup["num_requests"].as_u64().unwrap_or(0);
         anyhow::ensure!(counted >= 1, "{stats}");
         Ok(())
     })

@@ -329,12 +329,18 @@ pub(super) async fn run(nats: &async_nats::Client, sessions: usize) -> anyhow::R
     );
     match moved {
         Some(n) => println!(
-            "after solver_c degraded, solver_b held the majority of a 20-session window from session {n} on (target: within 100)"
+            "after solver_c degraded, solver_b first had the majority of the last 20 sessions at session {n} (target: within 100)"
         ),
-        None => println!(
-            "after solver_c degraded, solver_b never held the majority of a 20-session window"
-        ),
+        None => println!("after solver_c degraded, solver_b never had the majority of 20 sessions"),
     }
+    let blocks: Vec<String> = degraded
+        .chunks(50)
+        .map(|block| format!("{:.0} %", 100.0 * share(block, "solver_b")))
+        .collect();
+    println!(
+        "solver_b's share after the degradation, by 50 sessions: {}",
+        blocks.join(", ")
+    );
     println!(
         "regret: expected escalations above an oracle that always picks the lowest rate, per session; over the whole learned run {:.3}, today's ranking {:.3}",
         (regret(&learning, &RATES) + regret(&after, &RATES) + regret(&degraded, &worse)) / 3.0,
@@ -343,14 +349,8 @@ pub(super) async fn run(nats: &async_nats::Client, sessions: usize) -> anyhow::R
     Ok(())
 }
 
-/// The first session after which `solver` holds the majority of every
-/// `window`-session window to the end, counting from 1.
+/// The first session at which `solver` had the majority of the `window`
+/// sessions up to it, counting from 1.
 fn moved_after(chosen: &[String], solver: &str, window: usize) -> Option<usize> {
-    let holds = |end: usize| share(&chosen[end.saturating_sub(window)..end], solver) > 0.5;
-    let last_miss = (window..=chosen.len()).rev().find(|&end| !holds(end));
-    match last_miss {
-        None => Some(window),
-        Some(end) if end < chosen.len() => Some(end + 1),
-        Some(_) => None,
-    }
+    (window..=chosen.len()).find(|&end| share(&chosen[end - window..end], solver) > 0.5)
 }

@@ -219,7 +219,7 @@ impl<A: Agent> Agent for Team<A> {
             update.state.insert("team".to_owned(), to_value(&board));
         }
         apply(&mut task, &update);
-        let outcome = self.inner.resume(task, results).await?;
+        let outcome = self.inner.resume(task, own_tags(results)).await?;
         self.moved(outcome, update, board, &out)
     }
 
@@ -262,6 +262,21 @@ impl Outstanding {
         }
         out
     }
+}
+
+/// The results with the agent's own tags, the team's markers taken off.
+fn own_tags(mut results: Results) -> Results {
+    for result in &mut results.results {
+        let own = result.tag.as_deref().and_then(|tag| {
+            tag.strip_prefix(SYNC_TAG)
+                .or_else(|| tag.strip_prefix(ASYNC_TAG))
+                .map(str::to_owned)
+        });
+        if let Some(own) = own {
+            result.tag = (!own.is_empty()).then_some(own);
+        }
+    }
+    results
 }
 
 /// A member's result as a coordination message.
@@ -376,8 +391,10 @@ impl<A: Agent> Team<A> {
                     update
                         .messages
                         .push(said(kind, &me, format!("{agent}: {}", child.input)));
+                    // The agent's own tag (an LLM's tool call id) is kept after the marker.
                     let prefix = if asynchronous { ASYNC_TAG } else { SYNC_TAG };
-                    child.tag = Some(format!("{prefix}{agent}"));
+                    let own = if asynchronous { None } else { child.tag.take() };
+                    child.tag = Some(format!("{prefix}{}", own.unwrap_or_default()));
                     board.assigned.push((agent, asynchronous));
                 }
                 delegation.mode = DelegateMode::Async;

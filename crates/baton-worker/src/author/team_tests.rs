@@ -97,7 +97,7 @@ async fn a_top_team_assigns_on_one_async_join_with_typed_messages() {
         .iter()
         .map(|c| c.tag.clone().unwrap())
         .collect();
-    assert_eq!(tags, ["team-sync:b", "team-async:c"]);
+    assert_eq!(tags, ["team-sync:", "team-async:"]);
     assert!(is_async(&tags[1]) && !is_async(&tags[0]));
 }
 
@@ -215,4 +215,15 @@ fn a_round_cannot_start_while_async_assignments_are_out() {
             .contains("no asynchronous assignment is out"),
         "{err}"
     );
+}
+
+#[test]
+fn the_agents_own_tags_come_back_without_the_markers() {
+    let mut tagged = result(0, "b");
+    tagged.tag = Some("team-sync:call_7".into());
+    let mut bare = result(1, "c");
+    bare.tag = Some("team-async:".into());
+    let back = own_tags(results(vec![tagged, bare], 1));
+    let tags: Vec<_> = back.results.iter().map(|r| r.tag.clone()).collect();
+    assert_eq!(tags, [Some("call_7".to_owned()), None]);
 }
