@@ -55,12 +55,12 @@ def writer(ctx):
 
 
 def reviewer(ctx):
-    time.sleep(1.5)
+    time.sleep(3)
     return {"output": "review: looks right"}
 
 
 def fact_checker(ctx):
-    time.sleep(0.5)
+    time.sleep(2)
     return {"output": "facts checked"}
 
 
