@@ -321,19 +321,7 @@ async fn the_ttft_bench_compares_the_first_token_through_baton_with_the_models_o
     let system = crate::util::System::start().await?;
     let stdout = system.baton_stdout(&["bench", "--ttft", "--tasks", "5"])?;
     // Each row: a label, then p50 and p99 in ms.
-    let row = |label: &str| -> anyhow::Result<(f64, f64)> {
-        let line = stdout
-            .lines()
-            .find(|line| line.trim_start().starts_with(label))
-            .ok_or_else(|| anyhow::anyhow!("no {label:?} row: {stdout}"))?;
-        let cells: Vec<f64> = line
-            .split_whitespace()
-            .rev()
-            .take(2)
-            .map(str::parse)
-            .collect::<Result<_, _>>()?;
-        Ok((cells[1], cells[0]))
-    };
+    let row = |label: &str| bench_row(&stdout, label, 2).map(|cells| (cells[0], cells[1]));
     let (own, _) = row("model's own")?;
     let (through, _) = row("through Baton, at the client")?;
     // The stand-in thinks 20 ms before its first token; the client cannot
@@ -466,19 +454,7 @@ async fn the_learning_bench_measures_todays_ranking_and_learned_routing() -> any
     let system = crate::util::System::start().await?;
     let stdout = system.baton_stdout(&["bench", "--learning", "--tasks", "20"])?;
     // Each row: a label, then sessions, the three shares in %, the regret.
-    let row = |label: &str| -> anyhow::Result<Vec<f64>> {
-        let line = stdout
-            .lines()
-            .find(|line| line.trim_start().starts_with(label))
-            .ok_or_else(|| anyhow::anyhow!("no {label:?} row: {stdout}"))?;
-        let cells: Vec<f64> = line
-            .split_whitespace()
-            .rev()
-            .take(5)
-            .map(str::parse)
-            .collect::<Result<_, _>>()?;
-        Ok(cells.into_iter().rev().collect())
-    };
+    let row = |label: &str| bench_row(&stdout, label, 5);
     let today = row("today's ranking")?;
     assert_eq!(today[0], 20.0, "{stdout}");
     // The shares of every row add up to the sessions.
@@ -493,4 +469,19 @@ async fn the_learning_bench_measures_todays_ranking_and_learned_routing() -> any
         "{stdout}"
     );
     Ok(())
+}
+
+/// The last `n` numbers of the row of `stdout` that starts with `label`.
+fn bench_row(stdout: &str, label: &str, n: usize) -> anyhow::Result<Vec<f64>> {
+    let line = stdout
+        .lines()
+        .find(|line| line.trim_start().starts_with(label))
+        .ok_or_else(|| anyhow::anyhow!("no {label:?} row: {stdout}"))?;
+    let cells: Vec<f64> = line
+        .split_whitespace()
+        .rev()
+        .take(n)
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    Ok(cells.into_iter().rev().collect())
 }

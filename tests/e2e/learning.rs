@@ -85,9 +85,12 @@ fn wants(capability: &str) -> LookupRequest {
     }
 }
 
-/// Sends `text` to front; the solver the session went to, and whether it
-/// went to a person (else it completed).
-async fn solve(system: &System, text: &str) -> anyhow::Result<(String, bool)> {
+/// Sends `text` to front; the session, and its end: completed, or waiting
+/// for a person.
+async fn run_to_end(
+    system: &System,
+    text: &str,
+) -> anyhow::Result<(uuid::Uuid, baton_proto::Event)> {
     let task = Envelope::task(text);
     system
         .client
@@ -102,6 +105,13 @@ async fn solve(system: &System, text: &str) -> anyhow::Result<(String, bool)> {
             .ok_or_else(|| anyhow::anyhow!("{text}: not ended yet"))
     })
     .await?;
+    Ok((task.session, end))
+}
+
+/// Sends `text` to front; the solver the session went to, and whether it
+/// went to a person (else it completed).
+async fn solve(system: &System, text: &str) -> anyhow::Result<(String, bool)> {
+    let (_, end) = run_to_end(system, text).await?;
     let solver = end
         .path
         .iter()
@@ -320,22 +330,9 @@ async fn notebooks_and_feedback_credit_the_agents_of_a_session() -> anyhow::Resu
     // Feedback on a completed session, credited to its agents.
     let mut completed = None;
     for n in 0..10 {
-        let task = Envelope::task(format!("what is {n} + 1"));
-        system
-            .client
-            .submit_to(&baton_proto::AgentName::new("front")?, &task)
-            .await?;
-        let end = eventually(Duration::from_secs(30), || async {
-            system
-                .stored_events(task.session)
-                .await?
-                .into_iter()
-                .find(|e| matches!(e.kind, EventType::Completed | EventType::Waiting))
-                .ok_or_else(|| anyhow::anyhow!("not ended"))
-        })
-        .await?;
+        let (session, end) = run_to_end(&system, &format!("what is {n} + 1")).await?;
         if end.kind == EventType::Completed {
-            completed = Some(task.session);
+            completed = Some(session);
             break;
         }
     }

@@ -126,6 +126,16 @@ impl Gateway {
         Ok(last.map(|_| session.to_string()))
     }
 
+    /// Task `id`'s session and context id, or "no such task".
+    async fn known(&self, id: &str) -> Result<(Uuid, String), JsonRpcError> {
+        let session = session_of(id)?;
+        let context = self
+            .context_of(session)
+            .await?
+            .ok_or_else(|| not_found(id))?;
+        Ok((session, context))
+    }
+
     /// `SendMessage` and `SendStreamingMessage`, up to the session running:
     /// a new session, or the answer to one waiting for input. Returns the
     /// session, its context id, and how many of its events to skip when
@@ -194,11 +204,7 @@ impl Gateway {
         text: &str,
         feedback: &serde_json::Value,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
-        let session = session_of(id)?;
-        let context = self
-            .context_of(session)
-            .await?
-            .ok_or_else(|| not_found(id))?;
+        let (session, context) = self.known(id).await?;
         let score = feedback.get("score").and_then(serde_json::Value::as_f64);
         let Some(score) = score else {
             return Err(error(
@@ -236,11 +242,7 @@ impl Gateway {
         text: &str,
         message: &Message,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
-        let session = session_of(id)?;
-        let context = self
-            .context_of(session)
-            .await?
-            .ok_or_else(|| not_found(id))?;
+        let (session, context) = self.known(id).await?;
         let entries = self.inbox.list().await.map_err(internal)?;
         let Some(entry) = entries.into_iter().find(|e| e.envelope.session == session) else {
             let (last, _) = self.last(session).await?;
@@ -373,11 +375,7 @@ impl Gateway {
 
     /// `GetTask`.
     pub(crate) async fn get(&self, id: &str, history: Option<i32>) -> Result<Task, JsonRpcError> {
-        let session = session_of(id)?;
-        let context = self
-            .context_of(session)
-            .await?
-            .ok_or_else(|| not_found(id))?;
+        let (session, context) = self.known(id).await?;
         let (last, _) = self.last(session).await?;
         Ok(self
             .task(session, &context, last.as_ref(), history != Some(0))
@@ -393,11 +391,7 @@ impl Gateway {
         impl Stream<Item = Result<StreamResponse, JsonRpcError>> + Send + 'static,
         JsonRpcError,
     > {
-        let session = session_of(id)?;
-        let context = self
-            .context_of(session)
-            .await?
-            .ok_or_else(|| not_found(id))?;
+        let (session, context) = self.known(id).await?;
         let (last, count) = self.last(session).await?;
         if task::state(last.as_ref()).is_terminal() {
             return Err(error(
@@ -410,11 +404,7 @@ impl Gateway {
 
     /// `CancelTask`: cancels the session; running agents are stopped.
     pub(crate) async fn cancel(&self, id: &str) -> Result<Task, JsonRpcError> {
-        let session = session_of(id)?;
-        let context = self
-            .context_of(session)
-            .await?
-            .ok_or_else(|| not_found(id))?;
+        let (session, context) = self.known(id).await?;
         match self
             .client
             .cancel(session, "cancelled by the A2A client")

@@ -7,6 +7,10 @@ use baton_proto::{Candidate, LookupRequest, features};
 use crate::learn::{Learner, key};
 use crate::rank::{AgentSummary, best_first};
 
+/// Outcomes of a kind of work the candidates need between them before
+/// what was learned ranks them.
+pub const MIN_EVIDENCE: u32 = 5;
+
 /// How much a perfect past collaboration of the `prefer` agent raises a
 /// candidate's score: by up to half.
 const PREFER_WEIGHT: f64 = 0.5;
@@ -18,8 +22,8 @@ const PREFER_WEIGHT: f64 = 0.5;
 ///
 /// 1. **base**: today's score ([`AgentSummary::score`]): fit, tier, free
 ///    capacity and success ratio;
-/// 2. **learned** (when learning is on, and an outcome of this kind of work
-///    names one of the candidates): the share of its recent sessions of
+/// 2. **learned** (when learning is on, and the candidates have
+///    [`MIN_EVIDENCE`] outcomes of this kind of work between them): the share of its recent sessions of
 ///    this kind of work that were resolved, as a Beta distribution (one
 ///    success and one failure assumed before any outcome), plus the votes
 ///    of the past sessions most like the request's `query` or `features`,
@@ -45,12 +49,13 @@ pub fn rank_learned<'a>(
         request.features.clone()
     };
     let fitting: Vec<&AgentSummary> = agents.into_iter().filter(|a| a.fits(request)).collect();
-    // Until some outcome of this kind of work names a candidate, a draw
-    // would be noise: today's ranking decides.
-    let learning = learner.config().enabled
-        && fitting
-            .iter()
-            .any(|agent| learner.has_evidence(&work, &agent.agent));
+    // Until the candidates have a few outcomes of this kind of work between
+    // them, a draw would be noise: today's ranking decides.
+    let seen: u32 = fitting
+        .iter()
+        .map(|agent| learner.observations(&work, &agent.agent))
+        .sum();
+    let learning = learner.config().enabled && seen >= MIN_EVIDENCE;
     let scored = fitting
         .into_iter()
         .map(|agent| {

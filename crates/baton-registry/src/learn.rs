@@ -200,12 +200,12 @@ impl Learner {
         self.totals.contains_key(agent)
     }
 
-    /// Whether an outcome of work `key` credited `agent`.
+    /// How many of `agent`'s recent sessions of work `key` its estimate holds.
     #[must_use]
-    pub fn has_evidence(&self, key: &str, agent: &str) -> bool {
+    pub fn observations(&self, key: &str, agent: &str) -> u32 {
         self.arms
             .get(&(key.to_owned(), agent.to_owned()))
-            .is_some_and(|arm| !arm.window.is_empty())
+            .map_or(0, |arm| u32::try_from(arm.window.len()).unwrap_or(u32::MAX))
     }
 
     /// Takes one outcome record into account. Feedback on a session it

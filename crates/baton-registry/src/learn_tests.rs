@@ -143,3 +143,55 @@ fn similar_past_sessions_vote_for_the_agent_that_resolved_them() {
     );
     assert!(learned.mean > weather.mean + 0.2, "{learned:?} {weather:?}");
 }
+
+#[test]
+fn learning_ranks_only_once_the_candidates_have_enough_outcomes() {
+    use crate::{AgentSummary, MIN_EVIDENCE, rank_learned};
+    let summary = |name: &str| AgentSummary {
+        agent: name.into(),
+        tier: 1,
+        capabilities: vec!["solve".into()],
+        instances: 1,
+        capacity: 4,
+        ..AgentSummary::default()
+    };
+    let agents = [summary("alpha"), summary("beta")];
+    let request = baton_proto::LookupRequest {
+        requires: vec!["solve".into()],
+        ..baton_proto::LookupRequest::default()
+    };
+    let mut learner = Learner::new(LearningConfig::default());
+    let path = [hop("alpha", &["solve"])];
+    for n in 0..MIN_EVIDENCE {
+        let ranked = rank_learned(&agents, &request, &learner, &mut rng());
+        assert_eq!(ranked[0].agent, "alpha", "ties go to the name until then");
+        assert!(
+            ranked[0].why.as_ref().unwrap().learned.is_none(),
+            "after {n}"
+        );
+        learner.apply(&end(Uuid::new_v4(), OutcomeKind::Escalated, &path, "q"));
+    }
+    // alpha escalated five times: beta, untried, is drawn above it nearly always.
+    let mut beta = 0;
+    let mut rng = rng();
+    for _ in 0..100 {
+        let ranked = rank_learned(&agents, &request, &learner, &mut rng);
+        assert!(ranked[0].why.as_ref().unwrap().learned.is_some());
+        beta += usize::from(ranked[0].agent == "beta");
+    }
+    assert!(beta >= 75, "beta first in {beta} of 100");
+    // Off: today's ranking whatever was learned.
+    let mut off = Learner::new(LearningConfig {
+        enabled: false,
+        ..LearningConfig::default()
+    });
+    for _ in 0..MIN_EVIDENCE {
+        off.apply(&end(Uuid::new_v4(), OutcomeKind::Escalated, &path, "q"));
+    }
+    for _ in 0..20 {
+        assert_eq!(
+            rank_learned(&agents, &request, &off, &mut rng)[0].agent,
+            "alpha"
+        );
+    }
+}

@@ -26,7 +26,7 @@ mod service;
 mod table;
 mod tally;
 
-pub use choose::rank_learned;
+pub use choose::{MIN_EVIDENCE, rank_learned};
 pub use learn::{Learner, LearningConfig, key};
 pub use outcomes::{CONSUMER as OUTCOMES_CONSUMER, OUTCOMES_MAX_AGE};
 pub use rank::{AgentSummary, rank};
