@@ -139,44 +139,72 @@ pub(crate) async fn store(
 }
 
 /// Sends every stored outcome to `out`, oldest first, then each new one;
-/// `caught_up` turns true once the stored ones are all sent.
+/// `caught_up` turns true once the stored ones are all sent (at once when
+/// there is no outcome stream yet: nothing is stored). Reads again from
+/// where it was if the reading stops.
 pub(crate) async fn read(
     jetstream: jetstream::Context,
     subjects: Subjects,
     out: mpsc::Sender<Outcome>,
     caught_up: watch::Sender<bool>,
 ) {
-    let stream = wait_for_stream(&jetstream, &subjects).await;
-    // An ordered consumer starts again after a gap, from where it was.
-    let ordered = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            deliver_policy: consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await;
-    let mut messages = match ordered {
-        Ok(consumer) => match consumer.messages().await {
-            Ok(messages) => messages,
-            Err(err) => return tracing::warn!(error = %err, "cannot read outcomes"),
-        },
-        Err(err) => return tracing::warn!(error = %err, "cannot read outcomes"),
-    };
-    let stored = stream.cached_info().state.messages;
-    if stored == 0 {
+    if jetstream
+        .get_stream(subjects.outcomes_stream())
+        .await
+        .is_err()
+    {
         caught_up.send_replace(true);
     }
+    let stream = wait_for_stream(&jetstream, &subjects).await;
+    let mut next = 1;
+    loop {
+        match read_from(&stream, next, &out, &caught_up).await {
+            Ok(Some(seq)) => next = seq,
+            Ok(None) => return,
+            Err(err) => tracing::warn!(error = %err, "reading outcomes stopped; reading again"),
+        }
+        tokio::time::sleep(AGAIN).await;
+    }
+}
+
+/// Reads outcomes from sequence `first` on, until the reading stops: the
+/// next sequence to read then, or `None` when `out` is closed.
+async fn read_from(
+    stream: &stream::Stream,
+    first: u64,
+    out: &mpsc::Sender<Outcome>,
+    caught_up: &watch::Sender<bool>,
+) -> Result<Option<u64>, async_nats::Error> {
+    // An ordered consumer starts again after a gap, from where it was.
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: first,
+            },
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    if stream.cached_info().state.messages == 0 {
+        caught_up.send_replace(true);
+    }
+    let mut next = first;
     while let Some(message) = messages.next().await {
-        let Ok(message) = message else { continue };
+        let message = message?;
+        let info = message.info()?;
+        next = info.stream_sequence + 1;
+        let pending = info.pending;
         match Outcome::from_msgpack(&message.payload) {
             Ok(outcome) => {
                 if out.send(outcome).await.is_err() {
-                    return;
+                    return Ok(None);
                 }
             }
             Err(err) => tracing::debug!(error = %err, "unreadable outcome ignored"),
         }
-        if message.info().is_ok_and(|info| info.pending == 0) {
+        if pending == 0 {
             caught_up.send_replace(true);
         }
     }
+    Ok(Some(next))
 }
