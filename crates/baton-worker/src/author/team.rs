@@ -198,7 +198,9 @@ impl<A: Agent> Agent for Team<A> {
     }
 
     async fn resume(&self, mut task: Task, results: Results) -> Result<Outcome, AgentError> {
-        let Some(mut board) = board(&task) else {
+        // Not a round of this agent's own team (it did the work alone, and
+        // the board is the team it is a member of): a plain continuation.
+        let Some(mut board) = board(&task).filter(|b| b.coordinator == task.agent.as_str()) else {
             return self.inner.resume(task, results).await;
         };
         let mut update = ContextUpdate::default();

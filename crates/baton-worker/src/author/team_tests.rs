@@ -227,3 +227,22 @@ fn the_agents_own_tags_come_back_without_the_markers() {
     let tags: Vec<_> = back.results.iter().map(|r| r.tag.clone()).collect();
     assert_eq!(tags, [Some("call_7".to_owned()), None]);
 }
+
+#[tokio::test]
+async fn a_member_working_alone_resumes_as_a_plain_agent() {
+    // Its envelope carries the board of the team it is a member of.
+    let team = Team::new(Lead, spec(false, 2));
+    let theirs = Board {
+        depth: 1,
+        coordinator: "top".into(),
+        assigned: vec![("x".into(), false), ("y".into(), true)],
+        paused: false,
+    };
+    let all = vec![result(0, "b"), result(1, "c")];
+    let mut outcome = team
+        .resume(task(Some(theirs), true), results(all, 1))
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Complete(_)));
+    assert!(kinds(&mut outcome).is_empty(), "no team messages");
+}
