@@ -210,16 +210,16 @@ async fn orphan(rt: &Runtime, envelope: &Envelope) -> Option<Plan> {
 
 /// Steps 3 to 7 for a task, handoff or delegated child.
 async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, envelope: Envelope) {
-    // 3. Accept. The event is sent once the run has lasted `accepted_after`
-    // (at the `full` level stored, its PubAck awaited with the outputs, so no
-    // extra round trip; at `lean` live, unstored), or else folded into the
-    // hop's next event, one message instead of two.
     // A team member confirms an asynchronous assignment before it works on it.
     if let Some(progress) = rt.planner().progress(&envelope) {
         if !rt.outbox.publish(delivery, &[progress]).await {
             return;
         }
     }
+    // 3. Accept. The event is sent once the run has lasted `accepted_after`
+    // (at the `full` level stored, its PubAck awaited with the outputs, so no
+    // extra round trip; at `lean` live, unstored), or else folded into the
+    // hop's next event, one message instead of two.
     let accepted = rt.planner().accepted(&envelope, delivery.attempt);
     let after = rt.config.accepted_after;
     let mut accepted = rt.outbox.accepting(delivery, accepted, after).await;
@@ -355,11 +355,11 @@ async fn on_result<A: Agent>(
     )
     .await;
     let resumed = match resumed {
-        // An async report that keeps waiting: what it spent counts.
+        // An async report that keeps waiting: what it spent and said counts.
         Ok(Outcome::Wait(wait)) if !claimed => {
             let spent = spending.spending();
             let update = &wait.update;
-            if let Err(err) = join::charge_wait(rt, join_id, envelope.id, spent, update).await {
+            if let Err(err) = join::note_wait(rt, join_id, envelope.id, spent, update).await {
                 tracing::error!(error = %err, "cannot note what a report spent; leaving the result for redelivery");
                 return;
             }

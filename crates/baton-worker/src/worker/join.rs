@@ -273,7 +273,7 @@ async fn record(
 /// # Errors
 ///
 /// When the join bucket cannot be read or written.
-pub(crate) async fn charge_wait(
+pub(crate) async fn note_wait(
     rt: &Runtime,
     join: Uuid,
     me: Uuid,
@@ -285,7 +285,7 @@ pub(crate) async fn charge_wait(
         let Some((mut state, revision)) = joins.load(join).await? else {
             return Ok(());
         };
-        if !state.charge_wait(me, spent, update) || joins.swap(join, &state, revision).await? {
+        if !state.note_wait(me, spent, update) || joins.swap(join, &state, revision).await? {
             return Ok(());
         }
     }

@@ -41,7 +41,7 @@ impl JoinState {
     /// Notes what the async report that result `by` ran spent and added to
     /// the context, when it kept waiting: `true` when that changed the
     /// state (it spent or added something, and was not noted before).
-    pub(crate) fn charge_wait(
+    pub(crate) fn note_wait(
         &mut self,
         by: Uuid,
         spent: Usage,

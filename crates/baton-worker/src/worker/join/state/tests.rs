@@ -349,9 +349,9 @@ fn an_async_report_that_keeps_waiting_is_charged_once() {
     // The report r0 ran spent 40 and kept waiting; its redelivery spent
     // the same again, which is not counted twice.
     let none = ContextUpdate::default();
-    assert!(state.charge_wait(r0.id, spent(40).unwrap(), &none));
-    assert!(!state.charge_wait(r0.id, spent(40).unwrap(), &none));
-    assert!(!state.charge_wait(Uuid::new_v4(), Usage::default(), &none));
+    assert!(state.note_wait(r0.id, spent(40).unwrap(), &none));
+    assert!(!state.note_wait(r0.id, spent(40).unwrap(), &none));
+    assert!(!state.note_wait(Uuid::new_v4(), Usage::default(), &none));
     assert_eq!(state.usage(), spent(170));
     let r1 = costing(ok(1, "B"), 110);
     state.receive(&r1, r1.id, NOW);
@@ -369,9 +369,9 @@ fn a_report_that_keeps_waiting_adds_to_the_conversation_once() {
         "A is in",
     ));
     let before = state.envelope.context.messages.len();
-    assert!(state.charge_wait(r0.id, Usage::default(), &update));
+    assert!(state.note_wait(r0.id, Usage::default(), &update));
     assert!(
-        !state.charge_wait(r0.id, Usage::default(), &update),
+        !state.note_wait(r0.id, Usage::default(), &update),
         "a redelivery adds nothing"
     );
     assert_eq!(state.envelope.context.messages.len(), before + 1);
