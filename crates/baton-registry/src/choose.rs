@@ -46,7 +46,12 @@ pub fn rank_learned<'a>(
     let asked = if request.features.is_empty() {
         request.query.as_deref().map(features).unwrap_or_default()
     } else {
-        request.features.clone()
+        // As `features` gives them: sorted, once each, at most so many.
+        let mut given = request.features.clone();
+        given.sort_unstable();
+        given.dedup();
+        given.truncate(baton_proto::MAX_FEATURES);
+        given
     };
     let fitting: Vec<&AgentSummary> = agents.into_iter().filter(|a| a.fits(request)).collect();
     // Until the candidates have a few outcomes of this kind of work between

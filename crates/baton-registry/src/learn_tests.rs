@@ -195,3 +195,46 @@ fn learning_ranks_only_once_the_candidates_have_enough_outcomes() {
         );
     }
 }
+
+#[test]
+fn features_a_client_sends_unsorted_vote_as_the_text_would() {
+    use crate::{AgentSummary, rank_learned};
+    let agent = AgentSummary {
+        agent: "general".into(),
+        tier: 1,
+        capabilities: vec!["help".into()],
+        instances: 1,
+        capacity: 4,
+        ..AgentSummary::default()
+    };
+    let mut learner = Learner::new(LearningConfig::default());
+    for n in 0..6 {
+        let path = [hop("general", &["help"])];
+        learner.apply(&end(
+            Uuid::new_v4(),
+            OutcomeKind::Completed,
+            &path,
+            &format!("refund order {n}"),
+        ));
+    }
+    let mut reversed = features("refund order 9");
+    reversed.reverse();
+    reversed.push(reversed[0]);
+    let by_text = baton_proto::LookupRequest {
+        requires: vec!["help".into()],
+        query: Some("refund order 9".into()),
+        ..baton_proto::LookupRequest::default()
+    };
+    let by_features = baton_proto::LookupRequest {
+        query: None,
+        features: reversed,
+        ..by_text.clone()
+    };
+    let similar = |request| {
+        let ranked = rank_learned([&agent], &request, &learner, &mut rng());
+        ranked[0].why.clone().unwrap().similar
+    };
+    let (a, b) = (similar(by_text), similar(by_features));
+    assert_eq!(a.len(), 5);
+    assert_eq!(a, b);
+}
