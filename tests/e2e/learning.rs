@@ -435,15 +435,9 @@ async fn the_console_takes_feedback_on_a_finished_session() -> anyhow::Result<()
     let mut system = System::start().await?;
     system.registry("r1").await?;
     let _dir = solvers(&mut system, &["solver_bad"]).await?;
-    let task = Envelope::task("what is 1 + 1");
-    system
-        .client
-        .submit_to(&baton_proto::AgentName::new("front")?, &task)
-        .await?;
-    system
-        .event_of_kind(task.session, EventType::Completed)
-        .await?;
-    let session = task.session.to_string();
+    let (session, end) = run_to_end(&system, "what is 1 + 1").await?;
+    assert_eq!(end.kind, EventType::Completed);
+    let session = session.to_string();
     let url = crate::console::console(&mut system, "console", &[]).await?;
     let seen = crate::console::browser(&["feedback", &url, &session, "0.6", "<b>late</b>"])?;
     assert_eq!(seen["title"], "Feedback recorded", "{seen}");
