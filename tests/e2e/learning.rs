@@ -150,6 +150,17 @@ fn why(system: &System, extra: &[&str]) -> anyhow::Result<Vec<Json>> {
     Ok(serde_json::from_str(&system.baton_stdout(&args)?)?)
 }
 
+/// `why` once the registry ranks both solvers.
+async fn both_ranked(system: &System) -> anyhow::Result<Vec<Json>> {
+    let ranked = eventually(Duration::from_secs(10), || async {
+        let ranked = why(system, &[])?;
+        anyhow::ensure!(ranked.len() == 2, "{ranked:?}");
+        Ok(ranked)
+    })
+    .await?;
+    Ok(ranked)
+}
+
 fn candidate<'a>(ranked: &'a [Json], agent: &str) -> &'a Json {
     ranked
         .iter()
@@ -182,12 +193,7 @@ async fn the_registry_learns_which_agent_resolves_and_says_why() -> anyhow::Resu
     system
         .spec_worker("solver_good", &dir.path().join("solver_good.toml"), &[])
         .await?;
-    let ranked = eventually(Duration::from_secs(10), || async {
-        let ranked = why(&system, &[])?;
-        anyhow::ensure!(ranked.len() == 2, "{ranked:?}");
-        Ok(ranked)
-    })
-    .await?;
+    let ranked = both_ranked(&system).await?;
     // Without learning, nothing learned is shown.
     assert!(
         ranked.iter().all(|c| c["why"].get("learned").is_none()),
@@ -203,12 +209,7 @@ async fn the_registry_learns_which_agent_resolves_and_says_why() -> anyhow::Resu
             "registry serving lookups",
         )
         .await?;
-    let ranked = eventually(Duration::from_secs(10), || async {
-        let ranked = why(&system, &[])?;
-        anyhow::ensure!(ranked.len() == 2, "{ranked:?}");
-        Ok(ranked)
-    })
-    .await?;
+    let ranked = both_ranked(&system).await?;
     let bad = &candidate(&ranked, "solver_bad")["why"];
     assert_eq!(bad["learned"]["observations"], 5, "{ranked:?}");
     assert_eq!(bad["learned"]["key"], "solve");

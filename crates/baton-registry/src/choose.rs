@@ -43,16 +43,6 @@ pub fn rank_learned<'a>(
     rng: &mut impl rand::Rng,
 ) -> Vec<Candidate> {
     let work = key(&request.requires, &request.domains);
-    let asked = if request.features.is_empty() {
-        request.query.as_deref().map(features).unwrap_or_default()
-    } else {
-        // As `features` gives them: sorted, once each, at most so many.
-        let mut given = request.features.clone();
-        given.sort_unstable();
-        given.dedup();
-        given.truncate(baton_proto::MAX_FEATURES);
-        given
-    };
     let fitting: Vec<&AgentSummary> = agents.into_iter().filter(|a| a.fits(request)).collect();
     // Until the candidates have a few outcomes of this kind of work between
     // them, a draw would be noise: today's ranking decides.
@@ -61,13 +51,18 @@ pub fn rank_learned<'a>(
         .map(|agent| learner.observations(&work, &agent.agent))
         .sum();
     let learning = learner.config().enabled && seen >= MIN_EVIDENCE;
+    let neighbours = if learning {
+        learner.neighbours(&work, &asked(request))
+    } else {
+        Vec::new()
+    };
     let scored = fitting
         .into_iter()
         .map(|agent| {
             let mut why = agent.why(request);
             let mut score = why.base;
             if learning {
-                let (learned, similar) = learner.estimate(&work, &agent.agent, &asked, rng);
+                let (learned, similar) = learner.estimate(&work, &agent.agent, &neighbours, rng);
                 score *= learned.sample;
                 why.learned = Some(learned);
                 why.similar = similar;
@@ -83,4 +78,18 @@ pub fn rank_learned<'a>(
         })
         .collect();
     best_first(scored)
+}
+
+/// What the request's task looks like: its `features`, sorted, once each
+/// and at most so many (as [`features`] gives them), or those of its
+/// `query`.
+fn asked(request: &LookupRequest) -> Vec<u32> {
+    if request.features.is_empty() {
+        return request.query.as_deref().map(features).unwrap_or_default();
+    }
+    let mut given = request.features.clone();
+    given.sort_unstable();
+    given.dedup();
+    given.truncate(baton_proto::MAX_FEATURES);
+    given
 }

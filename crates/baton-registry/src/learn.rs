@@ -367,12 +367,13 @@ impl Learner {
     }
 
     /// The learned estimate for `agent` on work `key`, with the votes of
-    /// the past sessions most like `features`, and a draw from it.
+    /// those of `neighbours` (see [`Learner::neighbours`]) it was part of,
+    /// and a draw from it.
     pub fn estimate(
         &self,
         key: &str,
         agent: &str,
-        features: &[u32],
+        neighbours: &[Similar],
         rng: &mut impl rand::Rng,
     ) -> (Learned, Vec<Similar>) {
         let arm = self.arms.get(&(key.to_owned(), agent.to_owned()));
@@ -383,7 +384,15 @@ impl Learner {
             beta += 1.0 - reward;
             observations += 1;
         }
-        let similar = self.similar(key, agent, features);
+        let similar: Vec<Similar> = neighbours
+            .iter()
+            .filter(|one| {
+                self.sessions
+                    .get(&one.session)
+                    .is_some_and(|session| session.path.iter().any(|hop| hop.agent == agent))
+            })
+            .cloned()
+            .collect();
         let mut votes = 0.0;
         for one in &similar {
             let weight = self.config.vote_weight * one.weight;
@@ -405,12 +414,13 @@ impl Learner {
         (learned, similar)
     }
 
-    /// The past sessions of work `key` most like `features` that `agent`
-    /// was part of, strongest vote first. A vote's weight is its
-    /// similarity, halved for every `window` newer sessions of the same
-    /// work, so that what an agent type did long ago fades as it does in
-    /// its estimate.
-    fn similar(&self, key: &str, agent: &str, features: &[u32]) -> Vec<Similar> {
+    /// The past sessions of work `key` most like `features`, strongest
+    /// vote first; found once per lookup, each candidate's estimate takes
+    /// those it was part of. A vote's weight is its similarity, halved for
+    /// every `window` newer sessions of the same work, so that what an
+    /// agent type did long ago fades as it does in its estimate.
+    #[must_use]
+    pub fn neighbours(&self, key: &str, features: &[u32]) -> Vec<Similar> {
         if features.is_empty() || self.config.neighbours == 0 {
             return Vec::new();
         }
@@ -418,35 +428,24 @@ impl Learner {
             return Vec::new();
         };
         let half_life = self.config.window.max(1) as f64;
-        let mut alike: Vec<(f64, f64, Uuid)> = recent
+        let mut alike: Vec<Similar> = recent
             .iter()
             .rev()
             .enumerate()
             .filter_map(|(age, id)| {
                 let session = self.sessions.get(id)?;
                 let similarity = similarity(features, &session.features);
-                let weight = similarity * 0.5_f64.powf(age as f64 / half_life);
-                (similarity >= self.config.min_similarity).then_some((weight, similarity, *id))
+                (similarity >= self.config.min_similarity).then(|| Similar {
+                    session: *id,
+                    similarity,
+                    weight: similarity * 0.5_f64.powf(age as f64 / half_life),
+                    reward: session.reward(),
+                })
             })
             .collect();
-        alike.sort_by(|a, b| b.0.total_cmp(&a.0));
+        alike.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+        alike.truncate(self.config.neighbours);
         alike
-            .into_iter()
-            .take(self.config.neighbours)
-            .filter_map(|(weight, similarity, id)| {
-                let session = self.sessions.get(&id)?;
-                session
-                    .path
-                    .iter()
-                    .any(|hop| hop.agent == agent)
-                    .then(|| Similar {
-                        session: id,
-                        similarity,
-                        weight,
-                        reward: session.reward(),
-                    })
-            })
-            .collect()
     }
 }
 

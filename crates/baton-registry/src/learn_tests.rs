@@ -131,16 +131,13 @@ fn similar_past_sessions_vote_for_the_agent_that_resolved_them() {
         learner.apply(&weather);
     }
     let asked = features("refund my order 9 please");
-    let (learned, similar) = learner.estimate("help", "general", &asked, &mut rng());
+    let near = learner.neighbours("help", &asked);
+    let (learned, similar) = learner.estimate("help", "general", &near, &mut rng());
     assert_eq!(similar.len(), 5, "{similar:?}");
     assert!(similar.iter().all(|s| s.reward > 0.9), "{similar:?}");
     assert!(learned.votes > 1.0, "{learned:?}");
-    let (weather, _) = learner.estimate(
-        "help",
-        "general",
-        &features("weather in town 9"),
-        &mut rng(),
-    );
+    let near = learner.neighbours("help", &features("weather in town 9"));
+    let (weather, _) = learner.estimate("help", "general", &near, &mut rng());
     assert!(learned.mean > weather.mean + 0.2, "{learned:?} {weather:?}");
 }
 

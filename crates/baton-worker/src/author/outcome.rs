@@ -35,6 +35,18 @@ impl ContextUpdate {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
+
+    /// The update applied to `context` as it is: messages and steps
+    /// appended, variables and state merged, the problem replaced.
+    pub(crate) fn apply_to(&self, context: &mut baton_proto::Context) {
+        context.messages.extend(self.messages.iter().cloned());
+        context.variables.extend(self.variables.clone());
+        context.state.extend(self.state.clone());
+        context.trace.extend(self.trace.iter().cloned());
+        if let Some(problem) = &self.problem {
+            context.problem.clone_from(problem);
+        }
+    }
 }
 
 /// What an agent decided.

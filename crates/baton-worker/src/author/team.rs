@@ -192,7 +192,7 @@ impl<A: Agent> Agent for Team<A> {
             coordinator: me,
             ..Board::default()
         };
-        apply(&mut task, &update);
+        update.apply_to(&mut task.envelope.context);
         let outcome = self.inner.handle(task).await?;
         self.moved(outcome, update, board, &Outstanding::default())
     }
@@ -220,7 +220,7 @@ impl<A: Agent> Agent for Team<A> {
             board.paused = false;
             update.state.insert("team".to_owned(), to_value(&board));
         }
-        apply(&mut task, &update);
+        update.apply_to(&mut task.envelope.context);
         let outcome = self.inner.resume(task, own_tags(results)).await?;
         self.moved(outcome, update, board, &out)
     }
@@ -290,14 +290,6 @@ fn result_message(result: &ChildResult) -> Message {
         format!("failed: {}", result.detail.clone().unwrap_or_default())
     };
     said("result", &speaker, text)
-}
-
-/// `update` applied to the task the coordinator is about to see.
-fn apply(task: &mut Task, update: &ContextUpdate) {
-    let context = &mut task.envelope.context;
-    context.messages.extend(update.messages.iter().cloned());
-    context.variables.extend(update.variables.clone());
-    context.state.extend(update.state.clone());
 }
 
 impl<A: Agent> Team<A> {

@@ -25,7 +25,9 @@ pub(crate) struct Runtime {
     pub(crate) config: WorkerConfig,
     /// Where every message of the worker leaves (step 6).
     pub(crate) outbox: Arc<Outbox>,
-    pub(crate) registry: Option<RegistryClient>,
+    /// Shared with every task, for a team's coordinator (one allocation,
+    /// not one per message).
+    pub(crate) registry: Option<Arc<RegistryClient>>,
     pub(crate) stats: Arc<WorkerStats>,
     /// The agent's retry policy.
     pub(crate) retry: RetryPolicy,
@@ -93,7 +95,7 @@ impl Runtime {
             served: Served::new(jetstream, config.subjects.clone()),
             config,
             outbox,
-            registry,
+            registry: registry.map(Arc::new),
             stats,
             retry: agent.retry,
             pace,
@@ -137,9 +139,10 @@ impl Runtime {
             agent: self.config.agent.clone(),
             instance: self.config.instance.clone(),
             progress,
-            registry: self.registry.clone().map(|registry| {
-                std::sync::Arc::new(registry) as std::sync::Arc<dyn crate::Lookups>
-            }),
+            registry: self
+                .registry
+                .clone()
+                .map(|registry| registry as Arc<dyn crate::Lookups>),
         }
     }
 

@@ -52,14 +52,7 @@ impl JoinState {
             return false;
         }
         self.waited.push(Waited { by, spent });
-        let context = &mut self.envelope.context;
-        context.messages.extend(update.messages.iter().cloned());
-        context.variables.extend(update.variables.clone());
-        context.state.extend(update.state.clone());
-        context.trace.extend(update.trace.iter().cloned());
-        if let Some(problem) = &update.problem {
-            context.problem.clone_from(problem);
-        }
+        update.apply_to(&mut self.envelope.context);
         true
     }
 
