@@ -70,6 +70,9 @@ pub struct ChildTask {
     pub context: ContextPolicy,
     /// An opaque label that comes back with the result (an LLM's tool call id).
     pub tag: Option<String>,
+    /// A team's asynchronous assignment: its worker confirms receipt (set
+    /// by [`crate::Team`] for a child tagged `async`).
+    pub(crate) asynchronous: bool,
 }
 
 impl ChildTask {
@@ -81,6 +84,7 @@ impl ChildTask {
             input: input.into(),
             context: ContextPolicy::Full,
             tag: None,
+            asynchronous: false,
         }
     }
 

@@ -30,16 +30,6 @@ use crate::author::agent::{Agent, Task};
 use crate::author::delegate::{ChildResult, DelegateMode, Results};
 use crate::author::outcome::{AgentError, ContextUpdate, Outcome};
 
-/// The tag of a team's asynchronous assignment.
-const ASYNC_TAG: &str = "team-async:";
-/// The tag of a team's synchronous assignment.
-const SYNC_TAG: &str = "team-sync:";
-
-/// Whether a child's tag marks a team's asynchronous assignment.
-pub(crate) fn is_async(tag: &str) -> bool {
-    tag.starts_with(ASYNC_TAG)
-}
-
 /// How a team is formed: the spec's `[team]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -221,7 +211,7 @@ impl<A: Agent> Agent for Team<A> {
             update.state.insert("team".to_owned(), to_value(&board));
         }
         update.apply_to(&mut task.envelope.context);
-        let outcome = self.inner.resume(task, own_tags(results)).await?;
+        let outcome = self.inner.resume(task, results).await?;
         self.moved(outcome, update, board, &out)
     }
 
@@ -264,21 +254,6 @@ impl Outstanding {
         }
         out
     }
-}
-
-/// The results with the agent's own tags, the team's markers taken off.
-fn own_tags(mut results: Results) -> Results {
-    for result in &mut results.results {
-        let own = result.tag.as_deref().and_then(|tag| {
-            tag.strip_prefix(SYNC_TAG)
-                .or_else(|| tag.strip_prefix(ASYNC_TAG))
-                .map(str::to_owned)
-        });
-        if let Some(own) = own {
-            result.tag = (!own.is_empty()).then_some(own);
-        }
-    }
-    results
 }
 
 /// A member's result as a coordination message.
@@ -385,10 +360,11 @@ impl<A: Agent> Team<A> {
                     update
                         .messages
                         .push(said(kind, &me, format!("{agent}: {}", child.input)));
-                    // The agent's own tag (an LLM's tool call id) is kept after the marker.
-                    let prefix = if asynchronous { ASYNC_TAG } else { SYNC_TAG };
-                    let own = if asynchronous { None } else { child.tag.take() };
-                    child.tag = Some(format!("{prefix}{}", own.unwrap_or_default()));
+                    if asynchronous {
+                        // The tag was the agent's mark; the runtime carries it now.
+                        child.tag = None;
+                        child.asynchronous = true;
+                    }
                     board.assigned.push((agent, asynchronous));
                 }
                 delegation.mode = DelegateMode::Async;

@@ -92,13 +92,13 @@ async fn a_top_team_assigns_on_one_async_join_with_typed_messages() {
         panic!("{outcome:?}")
     };
     assert_eq!(delegation.mode, DelegateMode::Async);
-    let tags: Vec<_> = delegation
+    let marks: Vec<_> = delegation
         .children
         .iter()
-        .map(|c| c.tag.clone().unwrap())
+        .map(|c| (c.asynchronous, c.tag.clone()))
         .collect();
-    assert_eq!(tags, ["team-sync:", "team-async:"]);
-    assert!(is_async(&tags[1]) && !is_async(&tags[0]));
+    // The async mark moves from the tag to the runtime's flag.
+    assert_eq!(marks, [(false, None), (true, None)]);
 }
 
 #[tokio::test]
@@ -218,14 +218,29 @@ fn a_round_cannot_start_while_async_assignments_are_out() {
 }
 
 #[test]
-fn the_agents_own_tags_come_back_without_the_markers() {
-    let mut tagged = result(0, "b");
-    tagged.tag = Some("team-sync:call_7".into());
-    let mut bare = result(1, "c");
-    bare.tag = Some("team-async:".into());
-    let back = own_tags(results(vec![tagged, bare], 1));
-    let tags: Vec<_> = back.results.iter().map(|r| r.tag.clone()).collect();
-    assert_eq!(tags, [Some("call_7".to_owned()), None]);
+fn the_agents_own_tags_stay_as_they_are() {
+    // An LLM coordinator's children carry tool call ids.
+    let team = Team::new(Lead, spec(true, 2));
+    let child = ChildTask::new(AgentName::new("b").unwrap(), "draft").tag("call_7");
+    let assign = Outcome::delegate(vec![child], DelegateMode::Parallel);
+    let board = Board {
+        depth: 1,
+        coordinator: "lead".into(),
+        ..Board::default()
+    };
+    let moved = team
+        .moved(
+            assign.into(),
+            ContextUpdate::default(),
+            board,
+            &Outstanding::default(),
+        )
+        .unwrap();
+    let Outcome::Delegate(delegation) = moved else {
+        panic!("{moved:?}")
+    };
+    assert_eq!(delegation.children[0].tag.as_deref(), Some("call_7"));
+    assert!(!delegation.children[0].asynchronous);
 }
 
 #[tokio::test]

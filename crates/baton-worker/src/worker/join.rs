@@ -65,7 +65,9 @@ pub(crate) async fn start(
     for child in delegation.children {
         match resolve(rt, &child.target).await {
             Ok(agent) => {
-                children.push(JoinChild::new(agent, child.input, child.tag, child.context))
+                let mut joined = JoinChild::new(agent, child.input, child.tag, child.context);
+                joined.asynchronous = child.asynchronous;
+                children.push(joined);
             }
             Err(why) => {
                 let detail = format!("cannot delegate {:?}: {why}", child.input);
@@ -135,7 +137,7 @@ fn child(rt: &Runtime, join: Uuid, state: &JoinState, index: usize) -> [Output; 
             context: child.context(),
             depth: state.depth,
             earlier: earlier.as_ref(),
-            tag: child.tag.as_deref(),
+            asynchronous: child.asynchronous,
         },
     )
 }

@@ -21,6 +21,9 @@ pub(crate) struct JoinChild {
     keep: Option<usize>,
     /// A chain's recovery step stands in for this step.
     recover_for: Option<usize>,
+    /// A team's asynchronous assignment.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) asynchronous: bool,
 }
 
 impl JoinChild {
@@ -41,6 +44,7 @@ impl JoinChild {
             tag,
             keep,
             recover_for: None,
+            asynchronous: false,
         }
     }
 

@@ -26,8 +26,8 @@ pub(crate) struct ChildSpec<'a> {
     pub(crate) depth: u32,
     /// In serial mode, the outputs of the children before it.
     pub(crate) earlier: Option<&'a Value>,
-    /// The child's tag: a team's asynchronous assignment is marked there.
-    pub(crate) tag: Option<&'a str>,
+    /// A team's asynchronous assignment: its parent says so.
+    pub(crate) asynchronous: bool,
 }
 
 impl Planner<'_> {
@@ -42,7 +42,7 @@ impl Planner<'_> {
         envelope.suggested_next_action = None;
         envelope.reply_to = Some(self.reply_to.to_owned());
         let mut parent = self.parent(child.join, child.depth, Some(child.index));
-        if child.tag.is_some_and(crate::author::team::is_async) {
+        if child.asynchronous {
             parent.assignment = Some("async".to_owned());
         }
         envelope.parent = Some(parent);
