@@ -441,6 +441,13 @@ async fn the_console_takes_feedback_on_a_finished_session() -> anyhow::Result<()
     let session = session.to_string();
     let url = crate::console::console(&mut system, "console", &[]).await?;
     let seen = crate::console::browser(&["feedback", &url, &session, "0.6", "<b>late</b>"])?;
+    // The page's live refresh, let through while the form was being filled
+    // in, left the form the node it was, with what was typed.
+    assert_eq!(
+        seen["kept"],
+        serde_json::json!({"held": 1, "mark": "typed-into", "score": "0.6"}),
+        "{seen}"
+    );
     assert_eq!(seen["title"], "Feedback recorded", "{seen}");
     assert_eq!(
         seen["notice"],

@@ -20,7 +20,7 @@ pub(crate) fn section(id: Uuid, events: &[Event], csrf: &str) -> Markup {
         return html! {};
     }
     html! {
-        section #feedback {
+        section #feedback data-keep {
             h2 { "Feedback" }
             p.muted { "How well did this session resolve the problem? The registry credits the agents on its path and learns which agents resolve which work." }
             form method="post" action=(format!("/sessions/{id}/feedback")) {

@@ -34,7 +34,7 @@ pub(crate) fn section(summary: &Summary, events: &[Event], csrf: &str) -> Markup
     let action = format!("/sessions/{}/replay", summary.id);
     html! {
         (of)
-        section #replay {
+        section #replay data-keep {
             h2 { "Replay" }
             p.muted { "A replay is a new session that starts with this one's task. Recorded model answers and tool results are reused: a replay of the whole session calls no model. From a hop, the hops before it reuse theirs, and it and the hops after it call the model again." }
             form method="post" action=(action) {

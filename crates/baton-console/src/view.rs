@@ -225,7 +225,7 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
                 }
             }
             @if matches!(summary.state, crate::index::State::Running | crate::index::State::Waiting) {
-                details #cancel-session {
+                details #cancel-session data-keep {
                     summary { "Cancel…" }
                     form method="post" action=(format!("/sessions/{}/cancel", summary.id)) {
                         (csrf(detail.csrf))

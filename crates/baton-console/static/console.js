@@ -72,6 +72,15 @@
     if (shown) shown.textContent = String(body.rows.length);
   }
 
+  // How the server rendered each data-keep node, before the reader used it.
+  var served = new WeakMap();
+  function remember() {
+    document.querySelectorAll("[data-keep][id]").forEach(function (node) {
+      if (!served.has(node)) served.set(node, node.outerHTML);
+    });
+  }
+  remember();
+
   var pending = null;
   function refresh(url, find, replace) {
     // Coalesce bursts: one fetch per 100 ms at most.
@@ -90,7 +99,19 @@
         var typed = Array.prototype.map.call(
           target.querySelectorAll("input[id]:not([type=hidden]), textarea[id]"),
           function (i) { return [i.id, i.value]; });
+        // A form the reader may be using (marked data-keep) stays the very
+        // node it is when the server renders it as before, so that a click
+        // or a keystroke in flight lands.
+        var kept = Array.prototype.slice.call(target.querySelectorAll("[data-keep][id]"));
         if (replace) target.outerHTML = html; else target.innerHTML = html;
+        kept.forEach(function (node) {
+          var fresh = document.getElementById(node.id);
+          if (fresh && fresh !== node && fresh.outerHTML === served.get(node)) {
+            fresh.replaceWith(node);
+          }
+        });
+        remember();
+        document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
         open.forEach(function (id) {
           var details = document.getElementById(id);
           if (details) details.open = true;

@@ -8,6 +8,7 @@ for the e2e tests, and prints what it saw as one JSON object.
     console_browser.py auth    URL TOKEN            without the token: refused; with it: served
     console_browser.py paint   URL                  page size and first paint of the sessions list
     console_browser.py tools   URL SESSION          the tool calls listed on a session's page
+    console_browser.py feedback URL SESSION SCORE NOTE  feedback from a finished session's page
 
 With BATON_SCREENSHOTS=DIR, each phase saves screenshots there.
 """
@@ -182,15 +183,34 @@ def feedback(browser, url, session, score, note):
     page = new_page(browser, viewport={"width": 1300, "height": 900})
     errors = []
     watch_errors(page, errors)
+    # The page's live refresh (on connecting to the feed) is held until the
+    # form is being filled in, then let through: the form must stay the node
+    # it was, with what was typed, so that the click lands.
+    held = []
+    fragment = re.compile(r"/sessions/[^/?]+\?fragment=1$")
+    page.route(fragment, lambda route: held.append(route))
     page.goto(f"{url}/sessions/{session}")
     page.wait_for_selector("#feedback")
     shot(page, "feedback-section")
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    page.evaluate("document.getElementById('feedback').dataset.mark = 'typed-into'")
     page.fill("#feedback-score", score)
     page.fill("#feedback-note", note)
+    for route in held:
+        route.continue_()
+    page.unroute(fragment)
+    page.wait_for_selector("body[data-refreshed]")
+    kept = {
+        "held": len(held),
+        "mark": page.get_attribute("#feedback", "data-mark"),
+        "score": page.input_value("#feedback-score"),
+    }
     page.click("#feedback-send")
     page.wait_for_selector("#notice")
     shot(page, "feedback-recorded")
-    result = {"title": page.inner_text("h1"), "notice": page.inner_text("#notice")}
+    result = {"title": page.inner_text("h1"), "notice": page.inner_text("#notice"), "kept": kept}
     # A score the form would not send, posted with the page's own token.
     page.goto(f"{url}/sessions/{session}")
     csrf = page.get_attribute("#feedback input[name=csrf]", "value")
