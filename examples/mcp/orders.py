@@ -6,11 +6,13 @@
     python3 orders.py --http 8000 --token T   # streamable HTTP on 127.0.0.1:8000/mcp, bearer token T
 
 Tools:
-- get_order(order_id): the order, as JSON text;
-- refund_order(order_id, amount): refunds it. A refund is a side effect: it
-  is appended to the file $ORDERS_LOG (one JSON line each) with the call's
-  idempotency key, and a second call with the same key is answered from
-  that record without refunding again.
+- get_order(order_id): the order, as JSON text; annotated read-only;
+- refund_order(order_id, amount): refunds it; annotated destructive and not
+  idempotent, as a refund is. A refund is a side effect: it is appended to
+  the file $ORDERS_LOG (one JSON line each) with the call's idempotency key,
+  and a second call with the same key is answered from that record without
+  refunding again: this server honours Baton's idempotency key, which a
+  spec declares with `idempotent = true` in its [[mcp]] table.
 """
 
 import argparse
@@ -28,6 +30,7 @@ ORDERS = {
 }
 
 server = MCPServer("orders")
+READ_ONLY = types.ToolAnnotations(readOnlyHint=True)
 
 
 def log_path() -> str | None:
@@ -45,7 +48,7 @@ def idempotency_key(ctx: Context) -> str | None:
     return extra.get("baton/idempotency-key")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def get_order(order_id: str) -> str:
     """Look up an order by its id: item, total and delivery status."""
     order = ORDERS.get(order_id)
@@ -54,7 +57,7 @@ def get_order(order_id: str) -> str:
     return json.dumps(order)
 
 
-@server.tool()
+@server.tool(annotations=types.ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False))
 def refund_order(order_id: str, amount: float, ctx: Context) -> str:
     """Refund an amount of an order to the customer's payment method."""
     if order_id not in ORDERS:
@@ -79,12 +82,12 @@ def refund_order(order_id: str, amount: float, ctx: Context) -> str:
 if os.environ.get("ORDERS_TEST_TOOLS"):
     # Tools that misbehave, for Baton's tests of bad servers.
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def big_report(megabytes: int) -> str:
         """A report of the given size, in MB."""
         return "x" * (megabytes * 1024 * 1024)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def flaky_lookup(order_id: str) -> str:
         """Like get_order, but the server dies at its first call (marker file $ORDERS_MARKER)."""
         marker = os.environ["ORDERS_MARKER"]
@@ -93,12 +96,12 @@ if os.environ.get("ORDERS_TEST_TOOLS"):
             os._exit(3)
         return get_order(order_id)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def order_facts(order_id: str) -> types.CallToolResult:
         """The order as structured content only, with no text part."""
         return types.CallToolResult(content=[], structured_content=ORDERS[order_id])
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def malformed(order_id: str) -> str:
         """A tool whose input schema is not a JSON Schema."""
         return order_id

@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use baton_proto::Subjects;
+use baton_proto::{JournalEntry as Entry, Subjects};
 use baton_worker::AgentError;
 use bytes::Bytes;
 use serde_json::Value as Json;
@@ -37,8 +37,9 @@ const KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 pub(crate) enum Recorded {
     /// Nothing: the call was never started.
     Nothing,
-    /// Started, with no result: it may or may not have run.
-    Started,
+    /// Started, with no result: it may or may not have run. `revision`
+    /// tells one start from another; `at` is when it started, unix ms.
+    Started { revision: u64, at: u64 },
     /// Its result: the text for the model, and whether it was an error.
     Result(String, bool),
 }
@@ -192,10 +193,34 @@ impl Journal {
                 entry.is_error,
             ));
         }
-        Ok(match self.get(&format!("{prefix}.started")).await? {
-            Some(_) => Recorded::Started,
-            None => Recorded::Nothing,
+        let Some(bucket) = &self.bucket else {
+            return Ok(Recorded::Nothing);
+        };
+        let started = bucket
+            .entry(format!("{prefix}.started"))
+            .await
+            .map_err(|err| AgentError::retryable(format!("cannot read the hop journal: {err}")))?;
+        Ok(match started {
+            Some(entry) if entry.operation == kv::Operation::Put => Recorded::Started {
+                revision: entry.revision,
+                at: u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000).unwrap_or(0),
+            },
+            _ => Recorded::Nothing,
         })
+    }
+
+    /// A person's decision on call `call` of `step`, under `suffix`
+    /// (`approved`: its digest; `failed`: their note), if there is one.
+    pub(crate) async fn decision(
+        &self,
+        envelope: Uuid,
+        step: u32,
+        call: usize,
+        suffix: &str,
+    ) -> Result<Option<Entry>, AgentError> {
+        let call = u32::try_from(call).unwrap_or(u32::MAX);
+        self.get(&Entry::call_key(envelope, step, call, suffix))
+            .await
     }
 
     /// Records that call `call` of `step` is about to be made.
@@ -274,27 +299,6 @@ pub(crate) struct Recalled {
     /// Where a replay took it from: `<envelope>.<step>` of the replayed
     /// session. `None` for an answer the hop's own model call got.
     pub(crate) source: Option<String>,
-}
-
-/// One journal value.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-struct Entry {
-    /// A model answer, as the endpoint's JSON text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    answer: Option<String>,
-    /// A tool result's text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    text: Option<String>,
-    /// Whether the tool said the call failed.
-    #[serde(default)]
-    is_error: bool,
-    /// Where the answer came from (a replay's reused answer), or where the
-    /// answer asked is (an index entry): an `<envelope>.<step>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    source: Option<String>,
-    /// An index entry: when it was recorded, unix ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    at: Option<u64>,
 }
 
 /// What the hop journal uses: its bucket.

@@ -35,7 +35,7 @@ use baton_worker::{
 };
 
 pub use a2a::A2aRunner;
-pub use baton_worker::{Inbox, InboxEntry, InboxError, Reply};
+pub use baton_worker::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::HumanRunner;
 
@@ -77,6 +77,36 @@ pub(crate) fn http() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
 }
 
+/// The tools of `spec`'s MCP servers (an LLM spec's `[[mcp]]`), reached
+/// now: each tool's name as the model sees it, its class (`read-only`,
+/// `idempotent`, `keyed` or `not repeatable`) and whether its calls need
+/// approval. Empty for a spec without servers.
+///
+/// # Errors
+///
+/// As a worker's start: a message that names the server and the tool.
+pub async fn tool_classes(
+    spec: &AgentSpec,
+) -> Result<Vec<(String, &'static str, bool)>, StartError> {
+    let toolbox = tools::Toolbox::connect(&spec.mcp, &[]).await?;
+    Ok(toolbox
+        .tools()
+        .iter()
+        .map(|tool| (tool.name.clone(), tool.class.as_str(), tool.approve))
+        .collect())
+}
+
+/// The inbox bucket, created with `replicas` when it is missing.
+async fn open_inbox(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    replicas: usize,
+) -> Result<Inbox, StartError> {
+    Inbox::open(client.clone(), subjects.clone(), replicas)
+        .await
+        .map_err(|err| StartError::new(err.to_string()))
+}
+
 /// An agent type defined by a spec.
 pub struct SpecAgent {
     spec: AgentSpec,
@@ -101,16 +131,28 @@ impl SpecAgent {
         let runner = match &spec.kind {
             Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
-            Kind::Llm(llm) => Runner::Llm(Box::new(
-                LlmRunner::new(llm, &spec.routing, &spec.delegates)?
+            Kind::Llm(llm) => {
+                let runner = LlmRunner::new(llm, &spec.routing, &spec.delegates)?
                     .with_mcp(&spec.mcp)
                     .await?
                     .with_journal(journal::Journal::open(client, subjects, replicas).await?)
                     .with_limiter(
                         limits::Limiter::open(client, subjects, replicas, llm, spec.name.as_str())
                             .await?,
-                    ),
-            )),
+                    );
+                // Tool calls that may wait for a person wait in the inbox.
+                let inbox = if runner.may_wait() {
+                    Some(open_inbox(client, subjects, replicas).await.map_err(|err| {
+                        StartError::new(format!(
+                            "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {} --human`",
+                            spec.name
+                        ))
+                    })?)
+                } else {
+                    None
+                };
+                Runner::Llm(Box::new(runner.with_inbox(inbox, spec.name.as_str())))
+            }
             Kind::Chain(chain) => {
                 let name = |agent: &String| {
                     AgentName::new(agent.as_str())
@@ -125,9 +167,7 @@ impl SpecAgent {
                 Runner::Chain { steps, recover }
             }
             Kind::Human(_) => Runner::Human(Box::new(HumanRunner::new(
-                Inbox::open(client.clone(), subjects.clone(), replicas)
-                    .await
-                    .map_err(|err| StartError::new(err.to_string()))?,
+                open_inbox(client, subjects, replicas).await?,
             ))),
         };
         Ok(Self { spec, runner })

@@ -64,6 +64,12 @@ pub struct LlmRunner {
     limit_wait: opentelemetry::metrics::Histogram<f64>,
     /// Calls the endpoint refused with 429 (`baton.llm.refusals`).
     refusals: opentelemetry::metrics::Counter<u64>,
+    /// Where tool calls wait for a person (an unknown outcome, an approval).
+    inbox: Option<baton_worker::Inbox>,
+    /// In-doubt tool calls, by tool and decision (`baton.tool.in_doubt`).
+    in_doubt: opentelemetry::metrics::Counter<u64>,
+    /// Tool calls that needed approval, by tool and decision (`baton.tool.approvals`).
+    approvals: opentelemetry::metrics::Counter<u64>,
 }
 
 impl LlmRunner {
@@ -122,6 +128,15 @@ impl LlmRunner {
                 .u64_counter("baton.tool.calls")
                 .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
                 .build(),
+            inbox: None,
+            in_doubt: baton_worker::meter()
+                .u64_counter("baton.tool.in_doubt")
+                .with_description("Tool calls whose outcome was unknown and that must not be repeated, by tool and decision: waiting (sent to the inbox), then happened, not_happened or fail as a person decided")
+                .build(),
+            approvals: baton_worker::meter()
+                .u64_counter("baton.tool.approvals")
+                .with_description("Tool calls that needed a person's approval, by tool and decision: waiting (sent to the inbox), then approved or denied")
+                .build(),
             tool_seconds: baton_worker::meter()
                 .f64_histogram("baton.tool.duration")
                 .with_unit("s")
@@ -135,6 +150,44 @@ impl LlmRunner {
     pub(crate) fn with_limiter(mut self, limiter: Option<Limiter>) -> Self {
         self.limiter = limiter.map(Arc::new);
         self
+    }
+
+    /// Parks tool calls that wait for a person in `inbox`. With tools that
+    /// need approval, the gauge `baton.tool.approvals.pending` counts the
+    /// calls of `agent` waiting for one, read from the inbox every few
+    /// seconds.
+    pub(crate) fn with_inbox(mut self, inbox: Option<baton_worker::Inbox>, agent: &str) -> Self {
+        if let Some(inbox) = inbox
+            .clone()
+            .filter(|_| self.toolbox.tools().iter().any(|t| t.approve))
+        {
+            let pending = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let (seen, label) = (
+                pending.clone(),
+                opentelemetry::KeyValue::new("agent", agent.to_owned()),
+            );
+            baton_worker::meter()
+                .u64_observable_gauge("baton.tool.approvals.pending")
+                .with_description(
+                    "Tool calls of this agent type waiting in the inbox for a person's approval",
+                )
+                .with_callback(move |gauge| {
+                    let now = seen.load(std::sync::atomic::Ordering::Relaxed);
+                    gauge.observe(now, std::slice::from_ref(&label));
+                })
+                .build();
+            tokio::spawn(count_pending(inbox, agent.to_owned(), pending));
+        }
+        self.inbox = inbox;
+        self
+    }
+
+    /// Whether any of the agent's tools may have to wait for a person.
+    pub(crate) fn may_wait(&self) -> bool {
+        self.toolbox
+            .tools()
+            .iter()
+            .any(|tool| tool.approve || !tool.class.repeatable())
     }
 
     pub(crate) fn with_journal(mut self, journal: Journal) -> Self {
@@ -161,7 +214,27 @@ impl LlmRunner {
     /// `Retry-After`); fatal for other HTTP errors and for a second invalid
     /// tool call in a row.
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
+        self.count_decision(task);
         self.converse(task, self.conversation(task)).await
+    }
+
+    /// Counts a person's decision on a waiting tool call, once: on the
+    /// first delivery of the envelope it sent back.
+    fn count_decision(&self, task: &Task) {
+        let Some(resumed) = task.envelope.resumed.as_ref().filter(|_| task.attempt == 1) else {
+            return;
+        };
+        let counter = match resumed.decision.as_str() {
+            "approved" | "denied" => &self.approvals,
+            _ => &self.in_doubt,
+        };
+        counter.add(
+            1,
+            &[
+                opentelemetry::KeyValue::new("tool", resumed.tool.clone()),
+                opentelemetry::KeyValue::new("decision", resumed.decision.clone()),
+            ],
+        );
     }
 
     /// Continues after the model's delegate tool calls have been answered:
@@ -287,7 +360,7 @@ impl LlmRunner {
         step: u32,
         messages: &[Json],
     ) -> Result<Result<Answered, budget::Overrun>, AgentError> {
-        let envelope = task.envelope.id;
+        let envelope = journal_of(task);
         let model = replay::model(task, &self.settings);
         if let Some(recalled) = self.journal.answer(envelope, step).await? {
             if recalled.source.is_none() {
@@ -459,6 +532,47 @@ impl LlmRunner {
         }
         messages
     }
+}
+
+/// Counts, every few seconds, the calls of `agent` waiting in `inbox` for
+/// approval, into `pending`.
+async fn count_pending(
+    inbox: baton_worker::Inbox,
+    agent: String,
+    pending: Arc<std::sync::atomic::AtomicU64>,
+) {
+    let mut every = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        every.tick().await;
+        match inbox.list().await {
+            Ok(entries) => {
+                let waiting = entries
+                    .iter()
+                    .filter(|entry| entry.agent() == agent)
+                    .filter(|entry| {
+                        entry
+                            .gate()
+                            .is_some_and(|gate| gate.reason == Reason::ApprovalRequired)
+                    })
+                    .count();
+                pending.store(
+                    u64::try_from(waiting).unwrap_or(u64::MAX),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+            Err(err) => tracing::debug!(error = %err, "cannot count the approvals waiting"),
+        }
+    }
+}
+
+/// The envelope whose hop journal `task`'s hop reads and writes: its own
+/// id, or, for a hop sent back after a person's decision on a waiting tool
+/// call, the id the hop first ran under.
+pub(crate) fn journal_of(task: &Task) -> uuid::Uuid {
+    task.envelope
+        .resumed
+        .as_ref()
+        .map_or(task.envelope.id, |resumed| resumed.journal)
 }
 
 /// The agent's message that made the tool `calls`, for the conversation.

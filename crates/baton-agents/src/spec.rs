@@ -103,16 +103,30 @@ pub struct McpSpec {
     /// Put before each tool's name, to keep two servers' tools apart.
     #[serde(default)]
     pub prefix: String,
-    /// Whether the server's tools may be called again when a call's outcome
-    /// is unknown (the worker stopped between making the call and recording
-    /// its result). The call is made again with the same idempotency key.
-    #[serde(default = "default_idempotent")]
-    pub idempotent: bool,
-    /// Tools (by the server's names) that must not be called again when
-    /// their outcome is unknown, whatever `idempotent` says: the session goes
-    /// to the fallback with reason `tool_outcome_unknown` instead.
+    /// Whether a call whose outcome is unknown (the worker stopped between
+    /// making it and recording its result) may be made again. By default
+    /// the server's tool annotations decide, with MCP's own defaults: a
+    /// tool annotated `readOnlyHint` or `idempotentHint` may be repeated,
+    /// every other one (one without annotations included) is never made
+    /// twice, and its unknown outcome goes to a person. `true`: the server
+    /// honours the idempotency key (`_meta["baton/idempotency-key"]`), so
+    /// any of its calls may be repeated, with the same key. `false`: none of
+    /// its tools is repeated, whatever its annotations say.
+    #[serde(default)]
+    pub idempotent: Option<bool>,
+    /// Tools (by the server's names) that may be repeated, whatever the
+    /// annotations and `idempotent` say.
+    #[serde(default)]
+    pub idempotent_tools: Vec<String>,
+    /// Tools (by the server's names) that are never repeated, whatever the
+    /// annotations and `idempotent` say.
     #[serde(default)]
     pub not_idempotent: Vec<String>,
+    /// Which calls wait for a person's approval before they are made:
+    /// `"destructive"` (every tool not annotated read-only), `"all"`, or a
+    /// list of tools (by the server's names). None when absent.
+    #[serde(default)]
+    pub approve: Option<Approve>,
     /// How long one call may take, in ms.
     #[serde(default = "default_tool_timeout_ms")]
     pub timeout_ms: u64,
@@ -122,16 +136,22 @@ pub struct McpSpec {
     pub max_result_bytes: usize,
 }
 
-fn default_idempotent() -> bool {
-    true
-}
-
 fn default_tool_timeout_ms() -> u64 {
     30_000
 }
 
 fn default_max_result_bytes() -> usize {
     4 * 1024 * 1024
+}
+
+/// Which of a server's calls wait for a person's approval (`approve`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Approve {
+    /// `"destructive"` or `"all"`.
+    Class(String),
+    /// These tools, by the server's names.
+    Tools(Vec<String>),
 }
 
 impl McpSpec {

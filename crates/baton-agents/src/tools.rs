@@ -9,19 +9,25 @@
 //!
 //! A call's arguments are checked against the tool's schema before it is
 //! made. A `command` server that died is started again at the next call.
+//!
+//! Each tool has a [`Class`]: whether a call whose outcome is unknown may be
+//! made again. It comes from the server's annotations with MCP's defaults
+//! (no annotation: not read-only, destructive, not idempotent), and the
+//! spec may override it per server and per tool. A tool may also need a
+//! person's approval before each call (`approve`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, RawContent};
+use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, RawContent, ToolAnnotations};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use tokio::sync::Mutex;
 
 use crate::StartError;
-use crate::spec::McpSpec;
+use crate::spec::{Approve, McpSpec};
 
 /// How long reaching a server and listing its tools may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -39,7 +45,76 @@ pub(crate) struct McpTool {
     server: usize,
     validator: jsonschema::Validator,
     /// Whether it may be called again when a call's outcome is unknown.
-    pub(crate) idempotent: bool,
+    pub(crate) class: Class,
+    /// Whether each call waits for a person's approval first.
+    pub(crate) approve: bool,
+}
+
+/// Whether a tool's call may be made again when its outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Annotated `readOnlyHint`: it changes nothing.
+    ReadOnly,
+    /// Annotated `idempotentHint`, or listed in `idempotent_tools`: a
+    /// repeat has no further effect.
+    Idempotent,
+    /// The spec says the server honours the idempotency key: a repeat
+    /// carries the same key, and the server makes the call once.
+    Keyed,
+    /// Anything else: never made twice; an unknown outcome goes to a person.
+    NotRepeatable,
+}
+
+impl Class {
+    /// What `baton check`, the start log and the metrics call it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::Idempotent => "idempotent",
+            Self::Keyed => "keyed",
+            Self::NotRepeatable => "not repeatable",
+        }
+    }
+
+    /// Whether a call whose outcome is unknown may be made again.
+    pub(crate) fn repeatable(self) -> bool {
+        self != Self::NotRepeatable
+    }
+
+    /// The class of `tool` (by the server's name) on the server of `spec`:
+    /// the spec's per-tool lists first, then its server-wide `idempotent =
+    /// false`, then the annotations, then `idempotent = true` (keyed).
+    pub(crate) fn of(spec: &McpSpec, tool: &str, annotations: Option<&ToolAnnotations>) -> Self {
+        let hint = |pick: fn(&ToolAnnotations) -> Option<bool>| {
+            annotations.and_then(pick).unwrap_or(false)
+        };
+        if spec.not_idempotent.iter().any(|name| name == tool) {
+            Self::NotRepeatable
+        } else if spec.idempotent_tools.iter().any(|name| name == tool) {
+            Self::Idempotent
+        } else if spec.idempotent == Some(false) {
+            Self::NotRepeatable
+        } else if hint(|a| a.read_only_hint) {
+            Self::ReadOnly
+        } else if hint(|a| a.idempotent_hint) {
+            Self::Idempotent
+        } else if spec.idempotent == Some(true) {
+            Self::Keyed
+        } else {
+            Self::NotRepeatable
+        }
+    }
+}
+
+/// Whether `approve` asks a person before each call of `tool` (by the
+/// server's name), which is read-only when its annotations say so.
+fn approved_first(approve: Option<&Approve>, tool: &str, read_only: bool) -> bool {
+    match approve {
+        None => false,
+        Some(Approve::Class(class)) if class == "all" => true,
+        Some(Approve::Class(_)) => !read_only,
+        Some(Approve::Tools(tools)) => tools.iter().any(|name| name == tool),
+    }
 }
 
 /// What a call gave back, for the model and the conversation.
@@ -131,15 +206,28 @@ impl Toolbox {
         for (index, spec) in specs.iter().enumerate() {
             let label = spec.label();
             let (server, listed) = Server::reach(spec).await?;
-            if let Some(allowed) = &spec.tools
-                && let Some(missing) = allowed
+            let lists = [
+                ("tools", spec.tools.as_deref().unwrap_or_default()),
+                ("idempotent_tools", spec.idempotent_tools.as_slice()),
+                ("not_idempotent", spec.not_idempotent.as_slice()),
+                (
+                    "approve",
+                    match &spec.approve {
+                        Some(Approve::Tools(tools)) => tools.as_slice(),
+                        _ => &[],
+                    },
+                ),
+            ];
+            for (field, names) in lists {
+                if let Some(missing) = names
                     .iter()
                     .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
-            {
-                let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
-                return Err(StartError::new(format!(
-                    "[[mcp]] {label}: tools lists {missing:?}, which the server does not have (it has {have:?})"
-                )));
+                {
+                    let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
+                    return Err(StartError::new(format!(
+                        "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
+                    )));
+                }
             }
             for tool in listed {
                 if spec
@@ -162,8 +250,14 @@ impl Toolbox {
                     ))
                 })?;
                 let remote = tool.name.to_string();
+                let annotations = tool.annotations.as_ref();
+                let class = Class::of(spec, &remote, annotations);
+                let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
+                let approve = approved_first(spec.approve.as_ref(), &remote, read_only);
+                tracing::info!(server = %label, tool = %name, class = class.as_str(), approve, "MCP tool");
                 toolbox.tools.push(McpTool {
-                    idempotent: spec.idempotent && !spec.not_idempotent.contains(&remote),
+                    class,
+                    approve,
                     name,
                     description: tool.description.map(Cow::into_owned).unwrap_or_default(),
                     schema,
@@ -339,4 +433,78 @@ fn result_text(result: &CallToolResult, limit: usize, tool: &str) -> String {
         );
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> McpSpec {
+        toml::from_str(&format!("command = [\"server\"]\n{extra}")).expect("a valid [[mcp]] table")
+    }
+
+    fn hints(read_only: Option<bool>, idempotent: Option<bool>) -> ToolAnnotations {
+        let mut annotations = ToolAnnotations::default();
+        annotations.read_only_hint = read_only;
+        annotations.idempotent_hint = idempotent;
+        annotations
+    }
+
+    #[test]
+    fn annotations_decide_with_mcps_defaults() {
+        let plain = spec("");
+        let class = |a: Option<&ToolAnnotations>| Class::of(&plain, "t", a);
+        assert_eq!(
+            class(None),
+            Class::NotRepeatable,
+            "no annotations: not idempotent"
+        );
+        assert_eq!(class(Some(&hints(None, None))), Class::NotRepeatable);
+        assert_eq!(class(Some(&hints(Some(true), None))), Class::ReadOnly);
+        assert_eq!(
+            class(Some(&hints(Some(false), Some(true)))),
+            Class::Idempotent
+        );
+        assert_eq!(
+            class(Some(&hints(Some(false), Some(false)))),
+            Class::NotRepeatable
+        );
+    }
+
+    #[test]
+    fn the_spec_overrides_per_server_and_per_tool_both_ways() {
+        let read_only = hints(Some(true), None);
+        let keyed = spec("idempotent = true");
+        assert_eq!(Class::of(&keyed, "t", None), Class::Keyed);
+        assert_eq!(Class::of(&keyed, "t", Some(&read_only)), Class::ReadOnly);
+        let never = spec("idempotent = false");
+        assert_eq!(
+            Class::of(&never, "t", Some(&read_only)),
+            Class::NotRepeatable
+        );
+        let tools =
+            spec("idempotent = false\nidempotent_tools = [\"up\"]\nnot_idempotent = [\"down\"]");
+        assert_eq!(Class::of(&tools, "up", None), Class::Idempotent);
+        assert_eq!(
+            Class::of(&tools, "down", Some(&read_only)),
+            Class::NotRepeatable
+        );
+        let old = spec("idempotent = true\nnot_idempotent = [\"refund\"]");
+        assert_eq!(Class::of(&old, "refund", None), Class::NotRepeatable);
+        assert_eq!(Class::of(&old, "lookup", None), Class::Keyed);
+    }
+
+    #[test]
+    fn approve_picks_the_calls_that_wait() {
+        let all = Approve::Class("all".to_owned());
+        let destructive = Approve::Class("destructive".to_owned());
+        let listed = Approve::Tools(vec!["refund".to_owned()]);
+        assert!(!approved_first(None, "refund", false));
+        assert!(approved_first(Some(&all), "lookup", true));
+        assert!(approved_first(Some(&destructive), "refund", false));
+        assert!(!approved_first(Some(&destructive), "lookup", true));
+        assert!(approved_first(Some(&listed), "refund", false));
+        assert!(!approved_first(Some(&listed), "close", false));
+        assert_eq!(Class::NotRepeatable.as_str(), "not repeatable");
+    }
 }

@@ -1,12 +1,13 @@
 //! `baton check` and `baton inbox`: the commands around spec-defined agents.
 
-use baton_agents::{Inbox, Reply};
+use baton_agents::{Decision, Inbox, Reply};
 use baton_proto::{AgentName, Subjects};
 
 use crate::args::{CheckArgs, InboxCommand, NatsArgs};
 
-/// `baton check FILE…`: errors with file, line and fix; cross-spec warnings.
-pub fn check(args: &CheckArgs) -> std::process::ExitCode {
+/// `baton check FILE…`: errors with file, line and fix; cross-spec warnings;
+/// with `--tools`, every MCP tool's class.
+pub async fn check(args: &CheckArgs) -> std::process::ExitCode {
     let report = baton_agents::check(&args.files);
     for error in &report.errors {
         eprintln!("error: {error}");
@@ -14,6 +15,7 @@ pub fn check(args: &CheckArgs) -> std::process::ExitCode {
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
+    let mut failed = false;
     for spec in &report.specs {
         println!(
             "ok: {} ({}, tier {}) from {}",
@@ -28,17 +30,40 @@ pub fn check(args: &CheckArgs) -> std::process::ExitCode {
             spec.profile.tier,
             spec.file.display()
         );
+        if spec.mcp.is_empty() {
+            continue;
+        }
+        if !args.tools {
+            println!(
+                "  {} MCP server(s): run `baton check --tools` to list each tool's class",
+                spec.mcp.len()
+            );
+            continue;
+        }
+        match baton_agents::tool_classes(spec).await {
+            Ok(tools) => {
+                for (name, class, approve) in tools {
+                    let approve = if approve { ", approval required" } else { "" };
+                    println!("  tool {name}: {class}{approve}");
+                }
+            }
+            Err(err) => {
+                eprintln!("error: {}: {err}", spec.file.display());
+                failed = true;
+            }
+        }
     }
-    if report.errors.is_empty() {
-        std::process::ExitCode::SUCCESS
-    } else {
+    if report.errors.is_empty() && !failed {
+        return std::process::ExitCode::SUCCESS;
+    }
+    if !report.errors.is_empty() {
         eprintln!(
             "{} error(s) in {} file(s)",
             report.errors.len(),
             args.files.len() - report.specs.len()
         );
-        std::process::ExitCode::FAILURE
     }
+    std::process::ExitCode::FAILURE
 }
 
 pub async fn run(
@@ -63,6 +88,28 @@ pub async fn run(
             complete: _,
             person,
         } => reply(&inbox, &id, &text, handoff, &person).await?,
+        InboxCommand::Resolve {
+            id,
+            happened,
+            not_happened,
+            fail: _,
+            result,
+            note,
+            person,
+        } => {
+            let decision = match (happened, not_happened) {
+                (true, _) => Decision::Happened(result),
+                (_, true) => Decision::NotHappened,
+                _ => Decision::Fail(note),
+            };
+            decide(&inbox, &id, decision, &person.person).await?;
+        }
+        InboxCommand::Approve { id, person } => {
+            decide(&inbox, &id, Decision::Approve, &person.person).await?;
+        }
+        InboxCommand::Deny { id, note, person } => {
+            decide(&inbox, &id, Decision::Deny(note), &person.person).await?;
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -73,15 +120,21 @@ async fn list(inbox: &Inbox, json: bool) -> anyhow::Result<()> {
     if json {
         for entry in &entries {
             let envelope = &entry.envelope;
-            let line = serde_json::json!({
+            let mut line = serde_json::json!({
                 "id": envelope.id.to_string(),
                 "session": envelope.session.to_string(),
                 "agent": entry.agent(),
                 "from": envelope.from,
-                "reason": envelope.reason.as_ref().map(|r| r.as_str().to_owned()),
+                "reason": entry.reason().map(|r| r.as_str().to_owned()),
                 "since": entry.since,
                 "query": envelope.context.initial_query,
             });
+            if let Some(gate) = entry.gate() {
+                line["tool"] = serde_json::json!(gate.tool);
+                line["arguments"] =
+                    serde_json::from_str(&gate.arguments).unwrap_or(serde_json::Value::Null);
+                line["made_at"] = serde_json::json!(gate.at);
+            }
             println!("{line}");
         }
     } else if entries.is_empty() {
@@ -93,12 +146,18 @@ async fn list(inbox: &Inbox, json: bool) -> anyhow::Result<()> {
         );
         for entry in &entries {
             let envelope = &entry.envelope;
-            let question: String = envelope.context.initial_query.chars().take(60).collect();
+            let question: String = match entry.gate() {
+                Some(gate) => format!("{} {}", gate.tool, gate.arguments),
+                None => envelope.context.initial_query.clone(),
+            }
+            .chars()
+            .take(60)
+            .collect();
             println!(
                 "{:<36}  {:<16} {:<18} {:<16} {question}",
                 envelope.id.to_string(),
                 entry.agent(),
-                envelope.reason.as_ref().map_or("-", |r| r.as_str()),
+                entry.reason().map_or("-", |r| r.as_str()),
                 envelope.from.as_deref().unwrap_or("-"),
             );
         }
@@ -140,10 +199,36 @@ async fn show(inbox: &Inbox, id: &str) -> anyhow::Result<()> {
         }
     }
     println!();
-    println!(
-        "answer with: baton inbox reply {} \"...\" [--handoff AGENT]",
-        envelope.id
-    );
+    match entry.gate() {
+        Some(gate) => {
+            println!("tool     {}", gate.tool);
+            println!("args     {}", gate.arguments);
+            println!("waits    {} (since {} unix ms)", gate.reason, gate.at);
+            if gate.reason == baton_proto::Reason::ApprovalRequired {
+                println!(
+                    "settle with: baton inbox approve {0}  |  baton inbox deny {0} [--note TEXT]",
+                    envelope.id
+                );
+            } else {
+                println!(
+                    "settle with: baton inbox resolve {} --happened [--result TEXT] | --not-happened | --fail [--note TEXT]",
+                    envelope.id
+                );
+            }
+        }
+        None => println!(
+            "answer with: baton inbox reply {} \"...\" [--handoff AGENT]",
+            envelope.id
+        ),
+    }
+    Ok(())
+}
+
+/// `baton inbox resolve | approve | deny ID`: settles a waiting tool call.
+async fn decide(inbox: &Inbox, id: &str, decision: Decision, person: &str) -> anyhow::Result<()> {
+    let person = baton_proto::token_safe(person);
+    let next = inbox.resolve(id, decision, &person).await?;
+    println!("{id} settled: {next}");
     Ok(())
 }
 

@@ -149,7 +149,7 @@ async fn run(
         Command::Replay(args) => replay::replay(&cli.nats, subjects, args).await,
         Command::Diff(args) => replay::diff(&cli.nats, subjects, args).await,
         Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
-        Command::Check(args) => Ok(inbox::check(&args)),
+        Command::Check(args) => Ok(inbox::check(&args).await),
         Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
         Command::Doctor(args) => doctor::run(&cli.nats, subjects, args).await,
         Command::Manifests(args) => manifests::run(&args, &subjects),

@@ -387,6 +387,12 @@ pub fn describe(event: &Event) -> String {
             "{agent} called {}",
             event.detail.as_deref().unwrap_or("a tool")
         ),
+        EventType::ToolApprovalRequested => format!(
+            "{agent} asks a person to approve {} (see `baton inbox ls`)",
+            event.detail.as_deref().unwrap_or("a tool call")
+        ),
+        EventType::ToolApproved => format!("{} approved {agent}'s tool call", who(event)),
+        EventType::ToolDenied => format!("{} denied {agent}'s tool call{detail}", who(event)),
         EventType::Delta => format!(
             "{agent} is writing: {}",
             baton_proto::Delta::of(event)
@@ -414,6 +420,11 @@ pub fn describe(event: &Event) -> String {
         secs % 60,
         event.at % 1000
     )
+}
+
+/// Who decided (a person's name, as the instance of a decision event).
+fn who(event: &Event) -> &str {
+    event.instance.as_deref().unwrap_or("a person")
 }
 
 /// The path and the answer (or the failure) of a terminal event.

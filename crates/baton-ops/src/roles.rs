@@ -50,7 +50,8 @@ pub struct Role {
 pub struct Grants {
     /// Agent types the worker may publish to; every one when empty.
     pub to: Vec<AgentName>,
-    /// The worker runs a human agent: the inbox bucket.
+    /// The inbox bucket: the worker runs a human agent, or an LLM agent
+    /// whose tool calls may wait for a person.
     pub human: bool,
 }
 
@@ -119,7 +120,8 @@ impl Role {
                 // LLM agents with [llm.limits]: the shared rate limits.
                 .with(baton_agents::footprints::limits(subjects))
                 .with(if grants.human {
-                    baton_agents::footprints::inbox(subjects, false)
+                    // Listed too: an LLM agent counts the approvals waiting.
+                    baton_agents::footprints::inbox(subjects, true)
                 } else {
                     Footprint::new()
                 }),
@@ -149,6 +151,8 @@ fn operator(subjects: &Subjects) -> Footprint {
         .with(baton_worker::footprints::served(subjects))
         .with(baton_console::footprint(subjects))
         .with(baton_agents::footprints::inbox(subjects, true))
+        // Decisions on waiting tool calls go into the hop journal.
+        .with(baton_agents::footprints::journal(subjects))
         .with(baton_worker::footprints::claims(subjects))
         .with(baton_worker::footprints::cancels(subjects, true))
         .with(baton_a2a::footprint(subjects))

@@ -143,6 +143,15 @@ pub struct Envelope {
     /// one recorded in the hop journal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<crate::Replay>,
+    /// Extension (optional): on an envelope parked in the inbox by an LLM
+    /// agent's hop, the tool call that waits for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<crate::Gate>,
+    /// Extension (optional): the envelope went back to its agent after a
+    /// person's decision on a waiting tool call; its hop continues the
+    /// journal named here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<crate::Resumed>,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -316,6 +325,8 @@ impl Envelope {
             stream: false,
             replayable: false,
             replay: None,
+            gate: None,
+            resumed: None,
             extra: Map::new(),
         }
     }
@@ -331,6 +342,9 @@ impl Envelope {
         self.kind = kind;
         self.to = Some(to.into());
         self.created_at = now_ms();
+        // A waiting call and a resumed journal belong to one hop.
+        self.gate = None;
+        self.resumed = None;
         self
     }
 

@@ -47,6 +47,13 @@ wire_enum! {
         /// (`context`: the context it started with; `output`: the rest of
         /// the task, see `Start`).
         Started = "started",
+        /// Extension: an LLM agent's tool call waits in the inbox for a
+        /// person's approval (`output`: `tool`, `arguments`, `entry`).
+        ToolApprovalRequested = "tool_approval_requested",
+        /// Extension: a person approved a waiting tool call.
+        ToolApproved = "tool_approved",
+        /// Extension: a person denied a waiting tool call (`detail`: their note).
+        ToolDenied = "tool_denied",
     }
 }
 

@@ -50,6 +50,9 @@ wire_enum! {
         Forbidden = "forbidden",
         /// Extension: no stream takes the subject the outcome goes to.
         NoStream = "no_stream",
+        /// Extension: a root task arrived for a session that has a terminal
+        /// event already; it is not run again, and no event is written.
+        SessionEnded = "session_ended",
     }
 }
 

@@ -37,6 +37,7 @@ mod envelope;
 mod event;
 mod exec;
 pub mod footprint;
+mod gate;
 mod header;
 mod hop;
 mod id;
@@ -71,6 +72,7 @@ pub use exec::{
     ExecAction, ExecChild, ExecMessage, ExecReply, ExecRequest, ExecResponse, ExecStep,
 };
 pub use footprint::Footprint;
+pub use gate::{Gate, JournalEntry, Resumed};
 pub use header::{DeadLetterReason, headers};
 pub use hop::Hop;
 pub use id::{derive_id, derive_id_labelled};

@@ -47,6 +47,10 @@ wire_enum! {
         MaxSteps = "max_steps",
         /// A tool call that must not be repeated may or may not have run.
         ToolOutcomeUnknown = "tool_outcome_unknown",
+        /// A tool call waits for a person's approval before it is made.
+        ApprovalRequired = "approval_required",
+        /// A root task arrived for a session that has ended already.
+        SessionEnded = "session_ended",
         /// A model call would have passed the session's budget.
         BudgetExceeded = "budget_exceeded",
     }

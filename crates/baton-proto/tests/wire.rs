@@ -160,6 +160,8 @@ fn full_handoff() -> Envelope {
         stream: false,
         replayable: false,
         replay: None,
+        gate: None,
+        resumed: None,
         extra: Map::new(),
     }
 }

@@ -74,7 +74,7 @@ pub use nats::served::is_served;
 pub use services::client::replay::{SessionReplay, ending};
 pub use services::client::{Cancel, Client, EventStream};
 pub use services::deadletters::{DeadLetterEntry, ReplayOptions};
-pub use services::inbox::{Inbox, InboxEntry, InboxError, Reply};
+pub use services::inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use services::router::{Router, RouterConfig};
 pub use worker::cancel::{cancel_event_id, cancelled_event};
 pub use worker::config::{

@@ -2,7 +2,7 @@
 //! tool's schema, made with an idempotency key, and their results handed
 //! back to the model and kept in the conversation.
 
-use baton_proto::{Message, Reason, Role, Value};
+use baton_proto::{Gate, Message, Reason, Role, Value};
 use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
 use serde_json::{Value as Json, json};
 
@@ -123,10 +123,12 @@ impl LlmRunner {
 
     /// Call `index` of a turn, through the journal: its recorded result;
     /// else the call, recorded as started before it is made and with its
-    /// result after. A call started but never recorded is made again with
-    /// the same idempotency key, unless the tool must not be repeated:
-    /// then `Err` holds the hop's end, the fallback with reason
-    /// `tool_outcome_unknown`.
+    /// result after. A call started but never recorded is made again, with
+    /// the same idempotency key, only when its tool's class allows it; else
+    /// `Err` holds the hop's end: the envelope parked in the inbox for a
+    /// person to say whether it happened (`tool_outcome_unknown`). A tool
+    /// that needs approval parks it likewise (`approval_required`) until a
+    /// person approves these exact arguments.
     async fn journaled(
         &self,
         turn: &Turn<'_>,
@@ -135,36 +137,145 @@ impl LlmRunner {
         args: &Json,
         update: &ContextUpdate,
     ) -> Result<Result<(String, bool), Outcome>, AgentError> {
-        let envelope = turn.task.envelope.id;
-        match self.journal.call(envelope, turn.step, index).await? {
+        let journal = super::journal_of(turn.task);
+        let wait = |reason, label: String, at| Parking {
+            turn,
+            index,
+            tool,
+            args,
+            reason,
+            label,
+            at,
+        };
+        match self.journal.call(journal, turn.step, index).await? {
             Recorded::Result(text, is_error) => return Ok(Ok((text, is_error))),
-            Recorded::Started if !tool.idempotent => {
-                return Ok(Err(self.outcome_unknown(tool, args, update.clone())));
+            Recorded::Started { revision, at } if !tool.class.repeatable() => {
+                if let Some(failed) = self
+                    .journal
+                    .decision(journal, turn.step, index, "failed")
+                    .await?
+                {
+                    return Err(fail_decided(tool, failed));
+                }
+                let parking = wait(
+                    Reason::ToolOutcomeUnknown,
+                    format!("unknown/{revision}"),
+                    at,
+                );
+                return self.park(parking, update).await.map(Err);
             }
-            Recorded::Started => {
-                tracing::warn!(tool = %tool.name, "a call whose outcome is unknown is made again, with the same idempotency key");
+            Recorded::Started { .. } => {
+                tracing::warn!(tool = %tool.name, class = tool.class.as_str(), "a call whose outcome is unknown is made again, with the same idempotency key");
             }
             Recorded::Nothing => {
                 if let Some((text, is_error)) = self.replayed_result(turn, index).await? {
                     self.journal
-                        .record_result(envelope, turn.step, index, &text, is_error)
+                        .record_result(journal, turn.step, index, &text, is_error)
                         .await?;
                     return Ok(Ok((text, is_error)));
                 }
-                self.journal
-                    .record_start(envelope, turn.step, index)
-                    .await?;
+                if tool.approve {
+                    let digest = Gate::digest_of(&tool.name, &args.to_string());
+                    let approved = self
+                        .journal
+                        .decision(journal, turn.step, index, "approved")
+                        .await?
+                        .is_some_and(|entry| entry.digest.as_deref() == Some(digest.as_str()));
+                    if !approved {
+                        let parking = wait(
+                            Reason::ApprovalRequired,
+                            format!("approval/{digest}"),
+                            baton_proto::now_ms(),
+                        );
+                        return self.park(parking, update).await.map(Err);
+                    }
+                }
+                self.journal.record_start(journal, turn.step, index).await?;
             }
         }
-        let key = format!("{envelope}/{}/{index}", turn.step);
+        let key = format!("{journal}/{}/{index}", turn.step);
         let called = self
             .call_one(tool, args.clone(), &key, &turn.task.progress)
             .await?;
         let (text, is_error) = (called.text, called.is_error);
         self.journal
-            .record_result(envelope, turn.step, index, &text, is_error)
+            .record_result(journal, turn.step, index, &text, is_error)
             .await?;
         Ok(Ok((text, is_error)))
+    }
+
+    /// Parks the hop's envelope in the inbox with the call waiting for a
+    /// person, and ends the hop waiting, with what it said so far.
+    async fn park(
+        &self,
+        parking: Parking<'_>,
+        update: &ContextUpdate,
+    ) -> Result<Outcome, AgentError> {
+        let Parking {
+            turn,
+            index,
+            tool,
+            args,
+            reason,
+            label,
+            at,
+        } = parking;
+        let inbox = self.inbox.as_ref().ok_or_else(|| {
+            AgentError::fatal(format!(
+                "{} must wait for a person, and this agent has no inbox",
+                tool.name
+            ))
+        })?;
+        let arguments = args.to_string();
+        let gate = Gate {
+            digest: Gate::digest_of(&tool.name, &arguments),
+            reason: reason.clone(),
+            tool: tool.name.clone(),
+            arguments,
+            at,
+            journal: super::journal_of(turn.task),
+            step: turn.step,
+            call: u32::try_from(index).unwrap_or(u32::MAX),
+            extra: baton_proto::Map::new(),
+        };
+        let mut parked = turn.task.envelope.clone();
+        parked.id = gate.entry_id(&label);
+        parked.to = Some(turn.task.agent.to_string());
+        parked.gate = Some(gate);
+        inbox
+            .park(&parked, turn.task.agent.as_str())
+            .await
+            .map_err(|err| AgentError::retryable(err.to_string()))?;
+        let entry = parked.id;
+        let (problem, counter) = if reason == Reason::ApprovalRequired {
+            (
+                format!(
+                    "{} with {args} waits for a person's approval: baton inbox approve {entry} (or deny {entry})",
+                    tool.name
+                ),
+                &self.approvals,
+            )
+        } else {
+            (
+                format!(
+                    "{} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it is not repeatable, so a person must say whether it happened: baton inbox resolve {entry} --happened | --not-happened | --fail",
+                    tool.name
+                ),
+                &self.in_doubt,
+            )
+        };
+        counter.add(
+            1,
+            &[
+                opentelemetry::KeyValue::new("tool", tool.name.clone()),
+                opentelemetry::KeyValue::new("decision", "waiting"),
+            ],
+        );
+        tracing::info!(session = %turn.task.envelope.session, tool = %tool.name, %reason, %entry, "a tool call waits for a person");
+        Ok(Outcome::wait()
+            .with_update(update.clone())
+            .problem(problem)
+            .into())
     }
 
     /// The result a replay reuses for call `index` of a turn whose answer
@@ -185,20 +296,6 @@ impl LlmRunner {
             Some(source) if !calls_again => self.journal.result_at(source, index).await,
             _ => Ok(None),
         }
-    }
-
-    /// The hop's end when a call that must not be repeated may have run:
-    /// the fallback, with the call in the context for a person to check.
-    fn outcome_unknown(&self, tool: &McpTool, args: &Json, update: ContextUpdate) -> Outcome {
-        // The update first: it replaces the whole context update.
-        Outcome::fallback(Reason::ToolOutcomeUnknown)
-            .with_update(update)
-            .problem(format!(
-                "{} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it must not be called again: check it",
-                tool.name
-            ))
-            .set_var("tool_outcome_unknown", Value::from(json!({"tool": tool.name, "arguments": args}).to_string()))
-            .into()
     }
 
     /// One call, in an `execute_tool {tool}` span.
@@ -231,6 +328,7 @@ impl LlmRunner {
         };
         let labels = [
             opentelemetry::KeyValue::new("tool", tool.name.clone()),
+            opentelemetry::KeyValue::new("class", tool.class.as_str()),
             opentelemetry::KeyValue::new("outcome", outcome),
         ];
         self.tool_calls.add(1, &labels);
@@ -258,6 +356,36 @@ impl LlmRunner {
             ))
             .into()
     }
+}
+
+/// A call that waits for a person, as [`LlmRunner::park`] parks it.
+struct Parking<'a> {
+    turn: &'a Turn<'a>,
+    index: usize,
+    tool: &'a McpTool,
+    args: &'a Json,
+    reason: Reason,
+    /// What tells this wait from another of the same call.
+    label: String,
+    /// When the call was made or asked for, unix ms.
+    at: u64,
+}
+
+/// The hop's end when a person chose to fail the session over a call
+/// whose outcome was unknown.
+fn fail_decided(tool: &McpTool, failed: baton_proto::JournalEntry) -> AgentError {
+    let by = failed.by.unwrap_or_else(|| "a person".to_owned());
+    let note = failed
+        .text
+        .map(|note| format!(": {note}"))
+        .unwrap_or_default();
+    AgentError::fail(
+        Reason::ToolOutcomeUnknown,
+        format!(
+            "{} may or may not have run, and {by} chose to fail the session{note}",
+            tool.name
+        ),
+    )
 }
 
 /// A call's arguments as a JSON object, or what is wrong with them.

@@ -85,7 +85,7 @@ impl LlmRunner {
             return Ok(());
         };
         self.journal
-            .index(task.envelope.session, asked, task.envelope.id, step)
+            .index(task.envelope.session, asked, super::journal_of(task), step)
             .await
     }
 }

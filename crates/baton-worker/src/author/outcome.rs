@@ -408,6 +408,10 @@ pub enum AgentError {
     /// limit's `Retry-After`): retried no sooner than that.
     #[error("retryable after {1:?}: {0}")]
     RetryAfter(String, Duration),
+    /// The session fails with this reason: dead-lettered, and never handed
+    /// to the fallback agent (a person already decided it should fail).
+    #[error("failed ({0}): {1}")]
+    Fail(Reason, String),
 }
 
 impl AgentError {
@@ -424,6 +428,11 @@ impl AgentError {
     /// A permanent failure.
     pub fn fatal(detail: impl Into<String>) -> Self {
         Self::Fatal(detail.into())
+    }
+
+    /// The session's end, as a failure with `reason`, without the fallback.
+    pub fn fail(reason: Reason, detail: impl Into<String>) -> Self {
+        Self::Fail(reason, detail.into())
     }
 
     /// A refusal.

@@ -123,6 +123,31 @@ pub(crate) async fn last_event(
     Ok(last.and_then(|message| Event::from_msgpack(&message.payload).ok()))
 }
 
+/// The terminal event of `envelope`'s session when `envelope` is a root
+/// task on its first delivery (`attempt` 1, not sent back after a person's
+/// decision) and its session has ended already: a careless client's second
+/// task. A redelivery is not judged here: its outputs are republished
+/// under the same ids, as always. A session that cannot be read counts as
+/// open.
+pub(crate) async fn ended_before(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    envelope: &baton_proto::Envelope,
+    attempt: u32,
+) -> Option<Event> {
+    let root = envelope.kind == baton_proto::Kind::Task && envelope.parent.is_none();
+    if !root || attempt != 1 || envelope.resumed.is_some() {
+        return None;
+    }
+    match last_event(jetstream, subjects, envelope.session).await {
+        Ok(last) => last.filter(|event| event.kind.is_terminal()),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot tell whether the session ended; running the task");
+            None
+        }
+    }
+}
+
 /// What reading a session's end uses: messages of the events stream by
 /// subject.
 #[must_use]

@@ -6,6 +6,9 @@
 //! completes the session or hands it on, with ids derived from the
 //! envelope's, and only then removes the entry.
 
+mod gates;
+pub use gates::Decision;
+
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -61,6 +64,14 @@ pub struct Inbox {
     subjects: Subjects,
     /// Large contexts are stored claim-checked, like messages.
     claims: std::sync::Arc<crate::ClaimCheck>,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("bucket", &self.subjects.inbox_bucket())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Inbox {
@@ -201,6 +212,14 @@ impl Inbox {
                 "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
             ))
         })?;
+        if let Some(gate) = entry.gate() {
+            return Err(InboxError::new(format!(
+                "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
+                entry.agent(),
+                gate.reason,
+                gates::commands_for(&gate.reason, id)
+            )));
+        }
         if self.cancelled(entry.envelope.session).await {
             self.forget(&entry).await;
             return Err(InboxError::new(format!(

@@ -24,6 +24,7 @@ use crate::author::outcome::{AgentError, Outcome};
 use crate::author::routing::{Decided, Routing, Step};
 use crate::author::target::Target;
 use crate::nats::claimcheck::ClaimFailure;
+use crate::nats::ending;
 use crate::worker::config::WorkerConfig;
 use crate::worker::delivery::Delivery;
 use crate::worker::join::{self, Received};
@@ -61,6 +62,11 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         // 2. Refuse what must not run.
         if let Some(plan) = Box::pin(refuse(rt, &envelope)).await {
             return rt.outbox.execute(&delivery, plan).await;
+        }
+        let (jetstream, subjects) = (rt.jetstream(), &config.subjects);
+        if let Some(end) = ending::ended_before(jetstream, subjects, &envelope, delivery.attempt).await {
+            tracing::info!(session = %envelope.session, "a root task for an ended session; dead-lettered");
+            return rt.outbox.execute(&delivery, Plan::session_ended(&envelope, &end)).await;
         }
         if envelope.kind == Kind::Result {
             // 8. A child's result for one of this agent type's delegations.

@@ -74,6 +74,24 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// A root task for a session that ended with `end` already: dead-lettered
+    /// with reason `session_ended`, and no event (the session keeps its one end).
+    pub(crate) fn session_ended(envelope: &Envelope, end: &baton_proto::Event) -> Self {
+        let detail = format!(
+            "session {} ended ({}) before this task arrived: a session runs one task and ends once; send a new task in a new session",
+            envelope.session, end.kind
+        );
+        Self {
+            outputs: vec![Output::DeadLetter(DeadLetter {
+                id: baton_proto::derive_id_labelled(envelope.id, "session_ended", 0),
+                reason: DeadLetterReason::SessionEnded,
+                detail,
+            })],
+            settle: Settle::Term,
+            failed: false,
+        }
+    }
+
     /// Publish `outputs`, then ack.
     pub(crate) fn ack(outputs: Vec<Output>) -> Self {
         Self {
@@ -238,6 +256,9 @@ impl Planner<'_> {
                 true,
             ),
             Err(AgentError::Reject(detail)) => self.rejected(envelope, &detail, found),
+            Err(AgentError::Fail(reason, detail)) => {
+                self.give_up(envelope, DeadLetterReason::Fatal, reason, &detail, false)
+            }
         }
     }
 

@@ -60,6 +60,27 @@ impl Report<'_> {
                 );
                 continue;
             }
+            if let Some(crate::spec::Approve::Class(class)) = &entry.approve
+                && class != "destructive"
+                && class != "all"
+            {
+                self.error(
+                    &span,
+                    format!("[[mcp]] approve = {class:?} is not a choice: use \"destructive\" (every tool not annotated read-only), \"all\", or a list of tool names"),
+                );
+                continue;
+            }
+            if let Some(both) = entry
+                .idempotent_tools
+                .iter()
+                .find(|tool| entry.not_idempotent.contains(tool))
+            {
+                self.error(
+                    &span,
+                    format!("[[mcp]] {both:?} is in both idempotent_tools and not_idempotent: keep it in one"),
+                );
+                continue;
+            }
             servers.push(entry.clone());
         }
         servers

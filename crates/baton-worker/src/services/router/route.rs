@@ -11,12 +11,13 @@ use baton_proto::{
 use tracing::Instrument;
 
 use super::{ROUTER_NAME, RouterConfig};
+use crate::nats::ending;
 use crate::nats::publish::Publisher;
 use crate::nats::served::Served;
 use crate::services::deadlines;
 use crate::worker::delivery::Delivery;
 use crate::worker::outbox::settle::finish;
-use crate::worker::plan::{DeadLetter, Output, Settle};
+use crate::worker::plan::{DeadLetter, Output, Plan, Settle};
 use crate::worker::registry::RegistryClient;
 
 /// What the router's per-message path needs.
@@ -55,6 +56,18 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
             };
         span.record("session", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
+        let jetstream = &delivery.message.context;
+        let attempt = delivery.attempt;
+        if let Some(end) = ending::ended_before(jetstream, &config.subjects, &envelope, attempt).await {
+            tracing::info!("a task for an ended session; dead-lettered");
+            let plan = Plan::session_ended(&envelope, &end);
+            let outgoing = match delivery.encode(&plan.outputs) {
+                Ok(outgoing) => outgoing,
+                Err(err) => delivery.unreadable(&DeadLetterReason::Malformed, &err.to_string()),
+            };
+            finish(publisher, &delivery, &outgoing, plan.settle).await;
+            return;
+        }
         let target = match envelope.deadline_out_of_range(baton_proto::now_ms()) {
             Some(detail) => Err((DeadLetterReason::Malformed, detail)),
             None => match target(config, registry.as_ref(), &envelope).await {

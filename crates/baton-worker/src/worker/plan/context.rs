@@ -27,6 +27,9 @@ impl Planner<'_> {
     /// The envelope as it leaves this agent: this hop on the path, the update applied.
     pub(crate) fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
         let mut next = envelope.clone();
+        // A waiting call and a resumed journal belong to this hop alone.
+        next.gate = None;
+        next.resumed = None;
         let mut hop = Hop::new(self.agent.as_str(), self.instance, envelope.reason.clone());
         hop.requires.clone_from(&envelope.requires);
         hop.domains.clone_from(&envelope.domains);

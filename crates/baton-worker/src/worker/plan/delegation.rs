@@ -141,6 +141,9 @@ impl Planner<'_> {
     pub(crate) fn continuation(&self, stored: &Envelope, join: Uuid, step: u32) -> Envelope {
         let mut envelope = stored.clone();
         envelope.id = derive_id_labelled(join, "resume", step);
+        // The continuation keeps a journal of its own, under its own id.
+        envelope.gate = None;
+        envelope.resumed = None;
         envelope
     }
 

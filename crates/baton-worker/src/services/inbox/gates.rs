@@ -1,0 +1,331 @@
+//! Tool calls that wait for a person in the inbox. An LLM agent's hop
+//! parks its envelope here ([`Inbox::park`]) with a [`Gate`] when a call
+//! may not go on without one: its outcome is unknown after a crash and its
+//! tool must not be called twice (`tool_outcome_unknown`), or its tool needs
+//! approval (`approval_required`). A person's [`Decision`] is written to the
+//! hop journal, then the envelope goes back to the agent under a derived id,
+//! carrying [`Resumed`], and the hop continues from its journal: nothing
+//! answered is asked again, and the call is made at most once more.
+
+use baton_proto::{
+    AgentName, Envelope, Event, EventType, Gate, JournalEntry, Reason, Resumed, Value,
+    derive_id_labelled,
+};
+
+use super::{Inbox, InboxEntry, InboxError, encode};
+
+/// What a person decides about a waiting tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// A call whose outcome was unknown did happen; the text is its result
+    /// as the model will read it (a default sentence when `None`).
+    Happened(Option<String>),
+    /// A call whose outcome was unknown did not happen: it is made once.
+    NotHappened,
+    /// The session fails (reason `tool_outcome_unknown`), with the note.
+    Fail(Option<String>),
+    /// The call waiting for approval is made, once.
+    Approve,
+    /// The call waiting for approval is not made; the model is told so,
+    /// with the note.
+    Deny(Option<String>),
+}
+
+impl Decision {
+    /// Its name, as the resumed envelope and the metrics carry it.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Happened(_) => "happened",
+            Self::NotHappened => "not_happened",
+            Self::Fail(_) => "fail",
+            Self::Approve => "approved",
+            Self::Deny(_) => "denied",
+        }
+    }
+
+    /// The gate reason it answers.
+    fn answers(&self) -> Reason {
+        match self {
+            Self::Happened(_) | Self::NotHappened | Self::Fail(_) => Reason::ToolOutcomeUnknown,
+            Self::Approve | Self::Deny(_) => Reason::ApprovalRequired,
+        }
+    }
+}
+
+/// The commands that settle an entry waiting for `reason`, for messages.
+pub(super) fn commands_for(reason: &Reason, id: &str) -> String {
+    if *reason == Reason::ApprovalRequired {
+        format!("baton inbox approve {id} or baton inbox deny {id}")
+    } else {
+        format!("baton inbox resolve {id} --happened | --not-happened | --fail")
+    }
+}
+
+impl InboxEntry {
+    /// The tool call it waits on, when it is one (not a task for a person).
+    #[must_use]
+    pub fn gate(&self) -> Option<&Gate> {
+        self.envelope.gate.as_ref()
+    }
+
+    /// Why it waits: the gate's reason for a tool call, else the reason
+    /// the task came to the person.
+    #[must_use]
+    pub fn reason(&self) -> Option<&Reason> {
+        self.gate()
+            .map(|gate| &gate.reason)
+            .or(self.envelope.reason.as_ref())
+    }
+}
+
+impl Inbox {
+    /// Parks `envelope` (whose `gate` is set, and whose id is the entry's)
+    /// for a person; a call that waits for approval is announced with a
+    /// `tool_approval_requested` event. A redelivered hop parks it again
+    /// under the same ids, harmlessly.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket or the events stream does not acknowledge the write.
+    pub async fn park(&self, envelope: &Envelope, agent: &str) -> Result<(), InboxError> {
+        let gate = envelope
+            .gate
+            .as_ref()
+            .ok_or_else(|| InboxError::new("only a tool call with a gate is parked"))?;
+        self.put(envelope).await?;
+        if gate.reason == Reason::ApprovalRequired {
+            let id = derive_id_labelled(envelope.id, "approval_requested", 0);
+            let mut event = Event::new(id, envelope.session, EventType::ToolApprovalRequested);
+            event.agent = Some(agent.to_owned());
+            event.envelope = Some(envelope.id);
+            event.reason = Some(Reason::ApprovalRequired);
+            event.detail = Some(format!("{} {}", gate.tool, gate.arguments));
+            event.output = Some(gate_output(gate, envelope.id));
+            let subject = self.subjects.events(envelope.session);
+            self.publish(subject, event.id, encode(&event)?.into())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Settles waiting tool call `id` with `decision` by `person`: records
+    /// the decision in the hop journal, announces an approval or denial,
+    /// sends the envelope back to its agent, and only then removes the
+    /// entry. Returns what happens next, for the person.
+    ///
+    /// # Errors
+    ///
+    /// When nothing waits under `id` (resolved already?), the entry is a
+    /// task for a person or waits for another kind of decision, its
+    /// session was cancelled or passed its deadline, or a write is not
+    /// acknowledged (then the entry stays, and settling it again is safe).
+    pub async fn resolve(
+        &self,
+        id: &str,
+        decision: Decision,
+        person: &str,
+    ) -> Result<String, InboxError> {
+        let entry = self.entry(id).await?.ok_or_else(|| {
+            InboxError::new(format!(
+                "nothing is waiting in the inbox under {id}: it was settled already, or the id is wrong (see `baton inbox ls`)"
+            ))
+        })?;
+        let Some(gate) = entry.gate().cloned() else {
+            return Err(InboxError::new(format!(
+                "{id} is a task for a person, not a tool call: answer it with `baton inbox reply {id} TEXT`"
+            )));
+        };
+        if gate.reason != decision.answers() {
+            return Err(InboxError::new(format!(
+                "{id} waits for {} ({}): settle it with {}",
+                if gate.reason == Reason::ApprovalRequired {
+                    "an approval"
+                } else {
+                    "a person to say whether the call happened"
+                },
+                gate.reason,
+                commands_for(&gate.reason, id)
+            )));
+        }
+        self.still_open(&entry, id).await?;
+        let agent = AgentName::new(entry.agent())
+            .map_err(|err| InboxError::new(format!("entry {id} names no agent type: {err}")))?;
+        self.record(&gate, &decision, person).await?;
+        if let Some(kind) = match decision {
+            Decision::Approve => Some(EventType::ToolApproved),
+            Decision::Deny(_) => Some(EventType::ToolDenied),
+            _ => None,
+        } {
+            let envelope = &entry.envelope;
+            let mut event = Event::new(
+                derive_id_labelled(envelope.id, "decided", 0),
+                envelope.session,
+                kind,
+            );
+            event.agent = Some(agent.to_string());
+            event.instance = Some(person.to_owned());
+            event.envelope = Some(envelope.id);
+            event.detail = match &decision {
+                Decision::Deny(Some(note)) => Some(note.clone()),
+                _ => None,
+            };
+            event.output = Some(gate_output(&gate, envelope.id));
+            let subject = self.subjects.events(envelope.session);
+            self.publish(subject, event.id, encode(&event)?.into())
+                .await?;
+        }
+        let mut resumed = entry.envelope.clone().resent(
+            derive_id_labelled(entry.envelope.id, "resume", 0),
+            entry.envelope.kind.clone(),
+            agent.as_str(),
+        );
+        resumed.resumed = Some(Resumed {
+            journal: gate.journal,
+            decision: decision.as_str().to_owned(),
+            tool: gate.tool.clone(),
+            extra: baton_proto::Map::new(),
+        });
+        let payload = self
+            .claims
+            .pack(encode(&resumed)?.into())
+            .await
+            .map_err(|err| InboxError::new(format!("cannot send the task back: {err}")))?;
+        self.publish(self.subjects.agent(&agent), resumed.id, payload)
+            .await?;
+        if let Err(err) = self
+            .store
+            .delete_expect_revision(id, Some(entry.revision))
+            .await
+        {
+            tracing::debug!(error = %err, "inbox entry already removed");
+        }
+        Ok(match decision {
+            Decision::Happened(_) => format!(
+                "{} goes on with the call's result; it is not made again",
+                agent
+            ),
+            Decision::NotHappened => format!("{} makes the call once", agent),
+            Decision::Fail(_) => format!(
+                "{} ends the session as failed (tool_outcome_unknown)",
+                agent
+            ),
+            Decision::Approve => format!("{} makes the approved call once", agent),
+            Decision::Deny(_) => format!("{} tells the model the call was denied", agent),
+        })
+    }
+
+    /// Refuses to settle an entry whose session was cancelled (removing
+    /// it) or passed its deadline.
+    async fn still_open(&self, entry: &InboxEntry, id: &str) -> Result<(), InboxError> {
+        let session = entry.envelope.session;
+        if self.cancelled(session).await {
+            self.forget(entry).await;
+            return Err(InboxError::new(format!(
+                "{id}'s session {session} was cancelled; the entry is removed from the inbox"
+            )));
+        }
+        if entry
+            .envelope
+            .deadline
+            .is_some_and(|deadline| baton_proto::now_ms() > deadline)
+        {
+            return Err(InboxError::new(format!(
+                "{id}'s session passed its deadline and has ended; the decision would come too late"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes `decision` on `gate`'s call into the hop journal, where the
+    /// resumed hop reads it.
+    async fn record(
+        &self,
+        gate: &Gate,
+        decision: &Decision,
+        person: &str,
+    ) -> Result<(), InboxError> {
+        let journal = self
+            .jetstream
+            .get_key_value(self.subjects.journal_bucket())
+            .await
+            .map_err(|err| InboxError::new(format!("cannot open the hop journal: {err}")))?;
+        let key = |suffix: &str| JournalEntry::call_key(gate.journal, gate.step, gate.call, suffix);
+        let by = |entry: JournalEntry| JournalEntry {
+            by: Some(person.to_owned()),
+            at: Some(baton_proto::now_ms()),
+            ..entry
+        };
+        let (key, entry) = match decision {
+            Decision::NotHappened => {
+                // With no start on record, the hop makes the call (once).
+                return journal
+                    .delete(key("started"))
+                    .await
+                    .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")));
+            }
+            Decision::Happened(result) => (
+                key("result"),
+                by(JournalEntry {
+                    text: Some(result.clone().unwrap_or_else(|| {
+                        format!(
+                            "{} was made (a person confirmed it; its result was not recorded)",
+                            gate.tool
+                        )
+                    })),
+                    ..JournalEntry::default()
+                }),
+            ),
+            Decision::Deny(note) => (
+                key("result"),
+                by(JournalEntry {
+                    text: Some(match note {
+                        Some(note) => format!(
+                            "denied: {person} did not approve this call of {}: {note}",
+                            gate.tool
+                        ),
+                        None => format!(
+                            "denied: {person} did not approve this call of {}",
+                            gate.tool
+                        ),
+                    }),
+                    is_error: true,
+                    ..JournalEntry::default()
+                }),
+            ),
+            Decision::Fail(note) => (
+                key("failed"),
+                by(JournalEntry {
+                    text: note.clone(),
+                    ..JournalEntry::default()
+                }),
+            ),
+            Decision::Approve => (
+                key("approved"),
+                by(JournalEntry {
+                    digest: Some(gate.digest.clone()),
+                    ..JournalEntry::default()
+                }),
+            ),
+        };
+        let bytes = rmp_serde::to_vec_named(&entry)
+            .map_err(|err| InboxError::new(format!("cannot encode the decision: {err}")))?;
+        journal
+            .put(key, bytes.into())
+            .await
+            .map(drop)
+            .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")))
+    }
+}
+
+/// What a gate's events carry: the tool, its arguments and the entry.
+fn gate_output(gate: &Gate, entry: uuid::Uuid) -> Value {
+    let arguments: serde_json::Value =
+        serde_json::from_str(&gate.arguments).unwrap_or(serde_json::Value::Null);
+    rmpv::ext::to_value(serde_json::json!({
+        "tool": gate.tool,
+        "arguments": arguments,
+        "entry": entry.to_string(),
+    }))
+    .unwrap_or(Value::Nil)
+}

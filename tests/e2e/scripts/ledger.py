@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""A ledger as an MCP server (the official MCP Python SDK, streamable HTTP),
+for Baton's tests of tool classes, in-doubt calls and approvals. It counts
+its own side effects: every call that takes effect is one JSON line in
+$LEDGER_LOG ({tool, args, key}).
+
+    python3 ledger.py --http PORT
+
+Tools, one per annotation class:
+- balance(account): annotated read-only;
+- set_limit(account, limit): annotated idempotent (not read-only);
+- transfer(account, amount): no annotations (so: destructive, not idempotent);
+- close_account(account): annotated destructive.
+
+$LEDGER_CONTROL names a file read at every call: `stall-after` takes effect,
+then waits 30 s before answering (a worker killed meanwhile leaves a call
+that happened); `stall-before` waits 30 s first (killing the server then
+leaves a call that did not happen). With $LEDGER_KEYED set, a call whose
+`_meta["baton/idempotency-key"]` was seen before takes no effect again.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+
+import mcp.types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("ledger")
+
+
+def control() -> str:
+    path = os.environ.get("LEDGER_CONTROL")
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return f.read().strip()
+
+
+def key_of(ctx: Context) -> str | None:
+    meta = getattr(ctx.request_context, "meta", None)
+    if meta is None:
+        return None
+    if isinstance(meta, dict):
+        return meta.get("baton/idempotency-key")
+    return (getattr(meta, "model_extra", None) or {}).get("baton/idempotency-key")
+
+
+def effects() -> list[dict]:
+    path = os.environ["LEDGER_LOG"]
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+async def effect(tool: str, args: dict, ctx: Context) -> str:
+    """Takes effect once (per key, with $LEDGER_KEYED), as $LEDGER_CONTROL says."""
+    key = key_of(ctx)
+    mode = control()
+    if mode == "stall-before":
+        await asyncio.sleep(30)
+    if os.environ.get("LEDGER_KEYED") and key and any(e.get("key") == key for e in effects()):
+        return f"{tool} already done for key {key}"
+    with open(os.environ["LEDGER_LOG"], "a", encoding="utf-8") as f:
+        f.write(json.dumps({"tool": tool, "args": args, "key": key}) + "\n")
+    if mode == "stall-after":
+        await asyncio.sleep(30)
+    return f"{tool} done: {json.dumps(args, sort_keys=True)}"
+
+
+@server.tool(annotations=types.ToolAnnotations(readOnlyHint=True))
+async def balance(account: str, ctx: Context) -> str:
+    """The account's balance."""
+    return await effect("balance", {"account": account}, ctx)
+
+
+@server.tool(annotations=types.ToolAnnotations(readOnlyHint=False, idempotentHint=True, destructiveHint=False))
+async def set_limit(account: str, limit: int, ctx: Context) -> str:
+    """Sets the account's spending limit."""
+    return await effect("set_limit", {"account": account, "limit": limit}, ctx)
+
+
+@server.tool()
+async def transfer(account: str, amount: int, ctx: Context) -> str:
+    """Transfers an amount out of the account."""
+    return await effect("transfer", {"account": account, "amount": amount}, ctx)
+
+
+@server.tool(annotations=types.ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+async def close_account(account: str, ctx: Context) -> str:
+    """Closes the account."""
+    return await effect("close_account", {"account": account}, ctx)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--http", type=int, required=True, help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    args = parser.parse_args()
+    import uvicorn
+
+    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=args.http, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
