@@ -552,3 +552,68 @@ async fn sigterm_to_one_of_two_replicas_under_load_loses_and_doubles_nothing() -
     system.settled().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_root_task_on_an_ended_session_is_dead_lettered_with_no_new_event()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.relay("echo", "echo", &["--no-fallback"]).await?;
+    system.router(&["--default-agent", "echo"]).await?;
+    let first = Envelope::task("once");
+    system.client.submit(&first).await?;
+    let end = system
+        .client
+        .wait(first.session, Duration::from_secs(20))
+        .await?;
+    assert_eq!(end.kind, EventType::Completed);
+    let before = system.stored_events(first.session).await?.len();
+
+    // A careless client sends two more tasks in the same session: through
+    // the router, and straight to the agent type.
+    let mut again = Envelope::task("twice");
+    again.session = first.session;
+    system.client.submit(&again).await?;
+    let mut direct = Envelope::task("thrice");
+    direct.session = first.session;
+    system
+        .client
+        .submit_to(&AgentName::new("echo")?, &direct)
+        .await?;
+
+    let dead = eventually(Duration::from_secs(20), || async {
+        let dead = system.client.dead_letters().await?;
+        anyhow::ensure!(dead.len() == 2, "{} dead letters", dead.len());
+        Ok(dead)
+    })
+    .await?;
+    let mut by = dead
+        .iter()
+        .map(|d| (d.reason.as_str().to_owned(), d.agent.clone(), d.envelope))
+        .collect::<Vec<_>>();
+    by.sort();
+    assert_eq!(
+        by,
+        [
+            (
+                "session_ended".to_owned(),
+                "echo".to_owned(),
+                Some(direct.id)
+            ),
+            (
+                "session_ended".to_owned(),
+                "ingress".to_owned(),
+                Some(again.id)
+            ),
+        ]
+    );
+    assert!(
+        dead[0].detail.contains("ended (completed)"),
+        "{}",
+        dead[0].detail
+    );
+    system.settled().await?;
+    let after = system.stored_events(first.session).await?;
+    assert_eq!(after.len(), before, "no new event: {:?}", kinds(&after));
+    assert_eq!(after.iter().filter(|e| e.kind.is_terminal()).count(), 1);
+    Ok(())
+}

@@ -18,6 +18,7 @@ mod docs;
 mod doctor;
 mod failures;
 mod fuzz;
+mod gates;
 mod handoff;
 mod isolation;
 mod learning;

@@ -13,9 +13,9 @@ use crate::util::System;
 /// One sample: metric name and labels, and its value.
 #[derive(Debug)]
 pub(crate) struct Sample {
-    name: String,
-    labels: HashMap<String, String>,
-    value: f64,
+    pub(crate) name: String,
+    pub(crate) labels: HashMap<String, String>,
+    pub(crate) value: f64,
 }
 
 /// Starts relay worker `agent` with its metrics on a free port, and

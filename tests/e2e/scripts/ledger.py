@@ -12,11 +12,12 @@ Tools, one per annotation class:
 - transfer(account, amount): no annotations (so: destructive, not idempotent);
 - close_account(account): annotated destructive.
 
-$LEDGER_CONTROL names a file read at every call: `stall-after` takes effect,
-then waits 30 s before answering (a worker killed meanwhile leaves a call
-that happened); `stall-before` waits 30 s first (killing the server then
-leaves a call that did not happen). With $LEDGER_KEYED set, a call whose
-`_meta["baton/idempotency-key"]` was seen before takes no effect again.
+$LEDGER_CONTROL names a file read at every call, `MODE TOOL`: a call of TOOL
+in mode `stall-after` takes effect, then waits 30 s before answering (a
+worker killed meanwhile leaves a call that happened); in `stall-before` it
+waits 30 s first (killing the server then leaves a call that did not
+happen). With $LEDGER_KEYED set, a call whose `_meta["baton/idempotency-key"]`
+was seen before takes no effect again; it is logged with `"repeat": true`.
 """
 
 import argparse
@@ -30,12 +31,14 @@ from mcp.server.mcpserver import Context, MCPServer
 server = MCPServer("ledger")
 
 
-def control() -> str:
+def control(tool: str) -> str:
+    """The stall mode $LEDGER_CONTROL sets for `tool`, if any."""
     path = os.environ.get("LEDGER_CONTROL")
     if not path or not os.path.exists(path):
         return ""
     with open(path, encoding="utf-8") as f:
-        return f.read().strip()
+        words = f.read().split()
+    return words[0] if len(words) == 2 and words[1] == tool else ""
 
 
 def key_of(ctx: Context) -> str | None:
@@ -58,13 +61,17 @@ def effects() -> list[dict]:
 async def effect(tool: str, args: dict, ctx: Context) -> str:
     """Takes effect once (per key, with $LEDGER_KEYED), as $LEDGER_CONTROL says."""
     key = key_of(ctx)
-    mode = control()
+    mode = control(tool)
     if mode == "stall-before":
         await asyncio.sleep(30)
-    if os.environ.get("LEDGER_KEYED") and key and any(e.get("key") == key for e in effects()):
-        return f"{tool} already done for key {key}"
+    line = {"tool": tool, "args": args, "key": key}
+    repeat = os.environ.get("LEDGER_KEYED") and key and any(e.get("key") == key for e in effects())
+    if repeat:
+        line["repeat"] = True
     with open(os.environ["LEDGER_LOG"], "a", encoding="utf-8") as f:
-        f.write(json.dumps({"tool": tool, "args": args, "key": key}) + "\n")
+        f.write(json.dumps(line) + "\n")
+    if repeat:
+        return f"{tool} already done for key {key}"
     if mode == "stall-after":
         await asyncio.sleep(30)
     return f"{tool} done: {json.dumps(args, sort_keys=True)}"
