@@ -110,11 +110,160 @@ impl Ledger {
     }
 }
 
+/// A system for one test: the model stand-in with its script, a ledger,
+/// and the teller's spec on it, with the steps the tests take.
+struct Teller {
+    llm: FakeLlm,
+    dir: tempfile::TempDir,
+    system: System,
+    ledger: Ledger,
+    spec: String,
+}
+
+impl Teller {
+    /// `keyed`: the ledger honours the idempotency key; `extra` goes in
+    /// the spec's `[[mcp]]` table. No worker runs yet.
+    async fn start(script: Vec<Scripted>, keyed: bool, extra: &str) -> anyhow::Result<Self> {
+        let llm = FakeLlm::start(script)?;
+        let dir = tempfile::tempdir()?;
+        let mut system = System::start().await?;
+        let ledger = Ledger::start(&mut system, dir.path(), keyed).await?;
+        let spec = teller_spec(dir.path(), &llm, &ledger, extra)?;
+        Ok(Self {
+            llm,
+            dir,
+            system,
+            ledger,
+            spec,
+        })
+    }
+
+    /// Starts a teller worker as process `label`, with a short `ack_wait`
+    /// so a killed worker's message comes back soon, and `flags`.
+    async fn worker(&mut self, label: &str, flags: &[&str]) -> anyhow::Result<()> {
+        let mut args = vec!["worker", "--spec", &self.spec, "--no-registry"];
+        args.extend_from_slice(&["--ack-wait-secs", "2"]);
+        args.extend_from_slice(flags);
+        self.system.spawn(label, &args, "worker started").await
+    }
+
+    /// Sends `text` to the teller, straight to its subject.
+    async fn send(&self, text: &str) -> anyhow::Result<Envelope> {
+        let task = Envelope::task(text);
+        let teller = AgentName::new("teller")?;
+        self.system.client.submit_to(&teller, &task).await?;
+        Ok(task)
+    }
+
+    /// The end of `task`'s session.
+    async fn end(&self, task: &Envelope) -> anyhow::Result<baton_proto::Event> {
+        let wait = Duration::from_secs(30);
+        Ok(self.system.client.wait(task.session, wait).await?)
+    }
+
+    /// Kills worker `label` once `tool` took `effects` effects (its call
+    /// stalls there), calms the ledger, and starts worker `next`.
+    async fn kill_during(
+        &mut self,
+        tool: &str,
+        effects: usize,
+        label: &str,
+        next: &str,
+    ) -> anyhow::Result<()> {
+        self.ledger.until(tool, effects).await?;
+        self.system.process(label).kill9();
+        self.ledger.calm()?;
+        self.worker(next, &[]).await
+    }
+
+    /// Sends `text`, whose call of `tool` with `arguments` takes effect and
+    /// stalls until its worker is killed; the task, and the inbox entry the
+    /// next worker parks it under.
+    async fn in_doubt(
+        &mut self,
+        text: &str,
+        tool: &str,
+        arguments: &Json,
+    ) -> anyhow::Result<(Envelope, Json)> {
+        self.ledger.stall("stall-after", tool)?;
+        self.worker("w1", &[]).await?;
+        let task = self.send(text).await?;
+        self.kill_during(tool, 1, "w1", "w2").await?;
+        let entry = self.entry("tool_outcome_unknown", tool, arguments).await?;
+        Ok((task, entry))
+    }
+
+    /// The inbox, as `baton inbox ls --json` lists it.
+    fn inbox(&self) -> anyhow::Result<Vec<Json>> {
+        self.system
+            .baton_stdout(&["inbox", "ls", "--json"])?
+            .lines()
+            .map(|line| Ok(serde_json::from_str(line)?))
+            .collect()
+    }
+
+    /// The inbox entry waiting with `reason` for a call of `tool` with
+    /// `arguments`, once there is one.
+    async fn entry(&self, reason: &str, tool: &str, arguments: &Json) -> anyhow::Result<Json> {
+        let found = eventually(Duration::from_secs(30), || async {
+            let entries = self.inbox()?;
+            entries
+                .iter()
+                .find(|e| {
+                    e["reason"] == reason && e["tool"] == tool && &e["arguments"] == arguments
+                })
+                .cloned()
+                .ok_or_else(|| {
+                    anyhow::anyhow!("no {reason} entry for {tool} {arguments}: {entries:?}")
+                })
+        })
+        .await?;
+        Ok(found)
+    }
+
+    /// `baton ARGS`, expected to succeed: its stdout.
+    fn baton(&self, args: &[&str]) -> anyhow::Result<String> {
+        self.system.baton_stdout(args)
+    }
+
+    /// `baton ARGS`, expected to fail: its stderr.
+    fn refused(&self, args: &[&str]) -> anyhow::Result<String> {
+        let output = tokio::task::block_in_place(|| self.system.baton(args).output())?;
+        anyhow::ensure!(
+            !output.status.success(),
+            "baton {args:?} should have failed: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        Ok(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+
+    /// The kinds of `task`'s stored events.
+    async fn kinds(&self, task: &Envelope) -> anyhow::Result<Vec<EventType>> {
+        let events = self.system.stored_events(task.session).await?;
+        Ok(events.into_iter().map(|e| e.kind).collect())
+    }
+
+    /// The content of the last message the model was sent in request `n`.
+    fn last_said(&self, n: usize) -> String {
+        self.llm.requests()[n].body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// How many requests the model got.
+    fn asked(&self) -> usize {
+        self.llm.requests().len()
+    }
+}
+
 /// A spec for the LLM agent `teller` on `ledger`, with `extra` in its
 /// `[[mcp]]` table; its fallback `human` has no worker, so a session that
 /// went there would show it.
 fn teller_spec(dir: &Path, llm: &FakeLlm, ledger: &Ledger, extra: &str) -> anyhow::Result<String> {
-    let spec = dir.join("teller.toml");
+    let spec = dir.join(format!("teller-{}.toml", ledger.port));
     std::fs::write(
         &spec,
         format!(
@@ -140,126 +289,33 @@ timeout_ms = 60000
     Ok(spec.to_string_lossy().into_owned())
 }
 
-/// Starts a teller worker as process `label`, with a short `ack_wait` so a
-/// killed worker's message comes back soon, and `flags`.
-async fn teller(
-    system: &mut System,
-    label: &str,
-    spec: &str,
-    flags: &[&str],
-) -> anyhow::Result<()> {
-    let mut args = vec![
-        "worker",
-        "--spec",
-        spec,
-        "--no-registry",
-        "--ack-wait-secs",
-        "2",
-    ];
-    args.extend_from_slice(flags);
-    system.spawn(label, &args, "worker started").await
+/// The ledger's tool call `tool` with `arguments` (a JSON object), as the model makes it.
+fn call(tool: &str, arguments: &Json) -> Scripted {
+    Scripted::tool_calls(&[(tool, &arguments.to_string())])
 }
 
-/// Sends `text` to the teller, straight to its subject.
-async fn send(system: &System, text: &str) -> anyhow::Result<Envelope> {
-    let task = Envelope::task(text);
-    system
-        .client
-        .submit_to(&AgentName::new("teller")?, &task)
-        .await?;
-    Ok(task)
-}
-
-/// The inbox, as `baton inbox ls --json` lists it.
-fn inbox(system: &System) -> anyhow::Result<Vec<Json>> {
-    system
-        .baton_stdout(&["inbox", "ls", "--json"])?
-        .lines()
-        .map(|line| Ok(serde_json::from_str(line)?))
-        .collect()
-}
-
-/// The inbox entry waiting with `reason` for a call of `tool` with
-/// `arguments`, once there is one.
-async fn entry(
-    system: &System,
-    reason: &str,
-    tool: &str,
-    arguments: &Json,
-) -> anyhow::Result<Json> {
-    let found = eventually(Duration::from_secs(30), || async {
-        inbox(system)?
-            .into_iter()
-            .find(|e| e["reason"] == reason && e["tool"] == tool && &e["arguments"] == arguments)
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "no {reason} entry for {tool} {arguments} yet: {:?}",
-                    inbox(system)
-                )
-            })
-    })
-    .await?;
-    Ok(found)
-}
-
-/// `baton ARGS`, expected to fail: its stderr.
-fn refused(system: &System, args: &[&str]) -> anyhow::Result<String> {
-    let output = tokio::task::block_in_place(|| system.baton(args).output())?;
-    anyhow::ensure!(
-        !output.status.success(),
-        "baton {args:?} should have failed: {}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    Ok(String::from_utf8_lossy(&output.stderr).into_owned())
-}
-
-/// The kinds of `session`'s stored events.
-async fn kinds_of(system: &System, session: uuid::Uuid) -> anyhow::Result<Vec<EventType>> {
-    Ok(system
-        .stored_events(session)
-        .await?
+/// The value of sample `name` with `labels` at `url`, if it has one.
+fn sample(url: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
+    let has = |s: &crate::metrics::Sample| {
+        labels
+            .iter()
+            .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+    };
+    Ok(crate::metrics::scrape(url)?
         .into_iter()
-        .map(|e| e.kind)
-        .collect())
-}
-
-/// The content of the last message the model was sent in request `n`.
-fn last_said(llm: &FakeLlm, n: usize) -> String {
-    llm.requests()[n].body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Kills the worker `label` once `tool` took `effects` effects (its call
-/// stalls there), calms the ledger, and starts worker `next`.
-async fn kill_during(
-    system: &mut System,
-    ledger: &Ledger,
-    (tool, effects): (&str, usize),
-    (label, next): (&str, &str),
-    spec: &str,
-) -> anyhow::Result<()> {
-    ledger.until(tool, effects).await?;
-    system.process(label).kill9();
-    ledger.calm()?;
-    teller(system, next, spec, &[]).await
+        .find(|s| s.name == name && has(s))
+        .map(|s| s.value))
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn read_only_and_idempotent_calls_are_made_again_after_a_kill() -> anyhow::Result<()> {
-    let llm = FakeLlm::start(vec![
-        Scripted::tool_calls(&[("balance", r#"{"account": "A"}"#)]),
-        Scripted::tool_calls(&[("set_limit", r#"{"account": "A", "limit": 100}"#)]),
+    let script = vec![
+        call("balance", &json!({"account": "A"})),
+        call("set_limit", &json!({"account": "A", "limit": 100})),
         Scripted::text("Limit set."),
-    ])?;
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    let ledger = Ledger::start(&mut system, dir.path(), false).await?;
-    let spec = teller_spec(dir.path(), &llm, &ledger, "")?;
-    let check = system.baton_stdout(&["check", "--tools", &spec])?;
+    ];
+    let mut t = Teller::start(script, false, "").await?;
+    let check = t.baton(&["check", "--tools", &t.spec])?;
     for class in [
         "tool balance: read-only",
         "tool set_limit: idempotent",
@@ -268,125 +324,83 @@ async fn read_only_and_idempotent_calls_are_made_again_after_a_kill() -> anyhow:
     ] {
         assert!(check.contains(class), "{class}: {check}");
     }
-    ledger.stall("stall-after", "balance")?;
-    teller(&mut system, "w1", &spec, &[]).await?;
-    let log = system.process("w1").stderr();
+    t.ledger.stall("stall-after", "balance")?;
+    t.worker("w1", &[]).await?;
+    let log = t.system.process("w1").stderr();
     assert!(
         log.contains("tool=balance class=read-only")
             && log.contains("tool=transfer class=not repeatable"),
         "the start log names each tool's class: {log}"
     );
-    let task = send(&system, "Set A's limit to 100.").await?;
-    kill_during(&mut system, &ledger, ("balance", 1), ("w1", "w2"), &spec).await?;
-    ledger.stall("stall-after", "set_limit")?;
-    kill_during(&mut system, &ledger, ("set_limit", 1), ("w2", "w3"), &spec).await?;
-    let end = system
-        .client
-        .wait(task.session, Duration::from_secs(30))
-        .await?;
-    assert_eq!(end.kind, EventType::Completed);
+    let task = t.send("Set A's limit to 100.").await?;
+    t.kill_during("balance", 1, "w1", "w2").await?;
+    t.ledger.stall("stall-after", "set_limit")?;
+    t.kill_during("set_limit", 1, "w2", "w3").await?;
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
     // Each in-doubt call was made again; no answered step was asked again.
-    assert_eq!(
-        (
-            ledger.effects("balance"),
-            ledger.effects("set_limit"),
-            llm.requests().len()
-        ),
-        (2, 2, 3)
-    );
-    assert!(inbox(&system)?.is_empty());
+    let counts = (t.ledger.effects("balance"), t.ledger.effects("set_limit"));
+    assert_eq!((counts, t.asked()), ((2, 2), 3));
+    assert!(t.inbox()?.is_empty());
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_honours_the_key_gets_the_repeat_with_the_same_key() -> anyhow::Result<()> {
-    let llm = FakeLlm::start(vec![
-        Scripted::tool_calls(&[("transfer", r#"{"account": "A", "amount": 5}"#)]),
+    let script = vec![
+        call("transfer", &json!({"account": "A", "amount": 5})),
         Scripted::text("Sent."),
-    ])?;
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    let ledger = Ledger::start(&mut system, dir.path(), true).await?;
-    let spec = teller_spec(dir.path(), &llm, &ledger, "idempotent = true")?;
-    let check = system.baton_stdout(&["check", "--tools", &spec])?;
+    ];
+    let mut t = Teller::start(script, true, "idempotent = true").await?;
+    let check = t.baton(&["check", "--tools", &t.spec])?;
     assert!(check.contains("tool transfer: keyed"), "{check}");
-    ledger.stall("stall-after", "transfer")?;
-    teller(&mut system, "w1", &spec, &[]).await?;
-    let task = send(&system, "Send 5 from A.").await?;
-    kill_during(&mut system, &ledger, ("transfer", 1), ("w1", "w2"), &spec).await?;
-    let end = system
-        .client
-        .wait(task.session, Duration::from_secs(30))
-        .await?;
-    assert_eq!(end.kind, EventType::Completed);
-    let lines = ledger.lines("transfer");
+    t.ledger.stall("stall-after", "transfer")?;
+    t.worker("w1", &[]).await?;
+    let task = t.send("Send 5 from A.").await?;
+    t.kill_during("transfer", 1, "w1", "w2").await?;
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
+    let lines = t.ledger.lines("transfer");
     assert_eq!(lines.len(), 2, "made again: {lines:?}");
     assert_eq!(lines[0]["key"], lines[1]["key"], "with the same key");
-    assert_eq!(ledger.effects("transfer"), 1, "and the server acted once");
+    assert_eq!(t.ledger.effects("transfer"), 1, "and the server acted once");
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unannotated_call_in_doubt_goes_to_the_inbox_and_happened_goes_on_without_it()
 -> anyhow::Result<()> {
-    let llm = FakeLlm::start(vec![
-        Scripted::tool_calls(&[("transfer", r#"{"account": "A", "amount": 5}"#)]),
-        Scripted::text("Sent."),
-    ])?;
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    let ledger = Ledger::start(&mut system, dir.path(), false).await?;
-    let spec = teller_spec(dir.path(), &llm, &ledger, "")?;
-    ledger.stall("stall-after", "transfer")?;
-    teller(&mut system, "w1", &spec, &[]).await?;
+    let args = json!({"account": "A", "amount": 5});
+    let script = vec![call("transfer", &args), Scripted::text("Sent.")];
+    let mut t = Teller::start(script, false, "").await?;
     let sent = baton_proto::now_ms();
-    let task = send(&system, "Send 5 from A.").await?;
-    kill_during(&mut system, &ledger, ("transfer", 1), ("w1", "w2"), &spec).await?;
+    let (task, waiting) = t.in_doubt("Send 5 from A.", "transfer", &args).await?;
 
     // The runbook's contract: id, reason, tool, arguments (an object).
-    let waiting = entry(
-        &system,
-        "tool_outcome_unknown",
-        "transfer",
-        &json!({"account": "A", "amount": 5}),
-    )
-    .await?;
     let id = waiting["id"].as_str().unwrap_or_default().to_owned();
     assert_eq!(waiting["agent"], "teller");
     assert_eq!(waiting["session"], task.session.to_string());
     let made = waiting["made_at"].as_u64().unwrap_or_default();
     assert!(made >= sent && made <= baton_proto::now_ms(), "{waiting}");
     // Not made again; the session waits, and no fallback agent has it.
-    let kinds = kinds_of(&system, task.session).await?;
+    let kinds = t.kinds(&task).await?;
     assert_eq!(kinds.last(), Some(&EventType::Waiting), "{kinds:?}");
     assert!(!kinds.contains(&EventType::Escalated), "{kinds:?}");
-    assert_eq!(ledger.effects("transfer"), 1);
+    assert_eq!(t.ledger.effects("transfer"), 1);
 
     // The wrong command for the entry, and an answer, are refused.
-    let wrong = refused(&system, &["inbox", "approve", &id])?;
+    let wrong = t.refused(&["inbox", "approve", &id])?;
     assert!(wrong.contains("baton inbox resolve"), "{wrong}");
-    let reply = refused(&system, &["inbox", "reply", &id, "done"])?;
+    let reply = t.refused(&["inbox", "reply", &id, "done"])?;
     assert!(reply.contains("not a question"), "{reply}");
 
-    let settled = system.baton_stdout(&[
-        "inbox",
-        "resolve",
-        &id,
-        "--happened",
-        "--result",
-        "transfer T-77 of 5 done",
-    ])?;
+    let result = "transfer T-77 of 5 done";
+    let settled = t.baton(&["inbox", "resolve", &id, "--happened", "--result", result])?;
     assert!(settled.contains("not made again"), "{settled}");
-    let end = system
-        .client
-        .wait(task.session, Duration::from_secs(30))
-        .await?;
-    assert_eq!(end.kind, EventType::Completed);
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
     // The model read the person's result; nothing was asked or made twice.
-    assert_eq!(llm.requests().len(), 2);
-    assert_eq!(last_said(&llm, 1), "transfer T-77 of 5 done");
-    assert_eq!(ledger.effects("transfer"), 1);
-    let ends = kinds_of(&system, task.session)
+    assert_eq!((t.asked(), t.last_said(1)), (2, result.to_owned()));
+    assert_eq!(t.ledger.effects("transfer"), 1);
+    let ends = t
+        .kinds(&task)
         .await?
         .iter()
         .filter(|k| k.is_terminal())
@@ -394,32 +408,29 @@ async fn an_unannotated_call_in_doubt_goes_to_the_inbox_and_happened_goes_on_wit
     assert_eq!(ends, 1);
 
     // Settling again is refused and changes nothing.
-    let again = refused(&system, &["inbox", "resolve", &id, "--not-happened"])?;
+    let again = t.refused(&["inbox", "resolve", &id, "--not-happened"])?;
     assert!(again.contains("settled already"), "{again}");
-    let unknown = refused(&system, &["inbox", "approve", "no-such-entry"])?;
+    let unknown = t.refused(&["inbox", "approve", "no-such-entry"])?;
     assert!(unknown.contains("nothing is waiting"), "{unknown}");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(ledger.effects("transfer"), 1);
+    assert_eq!(t.ledger.effects("transfer"), 1);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_in_doubt_call_that_did_not_happen_is_made_once() -> anyhow::Result<()> {
-    let llm = FakeLlm::start(vec![
-        Scripted::tool_calls(&[("transfer", r#"{"account": "A", "amount": 7}"#)]),
-        Scripted::text("Sent."),
-    ])?;
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    let ledger = Ledger::start(&mut system, dir.path(), false).await?;
-    let spec = teller_spec(dir.path(), &llm, &ledger, "")?;
-    ledger.stall("stall-before", "transfer")?;
-    teller(&mut system, "w1", &spec, &[]).await?;
-    let task = send(&system, "Send 7 from A.").await?;
+    let args = json!({"account": "A", "amount": 7});
+    let script = vec![call("transfer", &args), Scripted::text("Sent.")];
+    let mut t = Teller::start(script, false, "").await?;
+    t.ledger.stall("stall-before", "transfer")?;
+    t.worker("w1", &[]).await?;
+    let task = t.send("Send 7 from A.").await?;
     // The call is under way (the model asked for it), not yet in effect:
     // the worker and the server both die, so it never happens.
+    let llm = &t.llm;
     eventually(Duration::from_secs(20), || {
-        std::future::ready(if llm.requests().len() == 1 {
+        let asked = llm.requests().len();
+        std::future::ready(if asked == 1 {
             Ok(())
         } else {
             Err("no model call yet")
@@ -427,140 +438,76 @@ async fn an_in_doubt_call_that_did_not_happen_is_made_once() -> anyhow::Result<(
     })
     .await?;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    system.process("w1").kill9();
-    system.process("ledger").kill9();
-    ledger.calm()?;
-    ledger.serve(&mut system).await?;
-    teller(&mut system, "w2", &spec, &[]).await?;
-    let waiting = entry(
-        &system,
-        "tool_outcome_unknown",
-        "transfer",
-        &json!({"account": "A", "amount": 7}),
-    )
-    .await?;
-    assert_eq!(ledger.effects("transfer"), 0);
+    t.system.process("w1").kill9();
+    t.system.process("ledger").kill9();
+    t.ledger.calm()?;
+    t.ledger.serve(&mut t.system).await?;
+    t.worker("w2", &[]).await?;
+    let waiting = t.entry("tool_outcome_unknown", "transfer", &args).await?;
+    assert_eq!(t.ledger.effects("transfer"), 0);
     let id = waiting["id"].as_str().unwrap_or_default();
-    system.baton_stdout(&["inbox", "resolve", id, "--not-happened"])?;
-    let end = system
-        .client
-        .wait(task.session, Duration::from_secs(30))
-        .await?;
-    assert_eq!(end.kind, EventType::Completed);
+    t.baton(&["inbox", "resolve", id, "--not-happened"])?;
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
     assert_eq!(
-        ledger.effects("transfer"),
+        t.ledger.effects("transfer"),
         1,
         "made once, after the person's word"
     );
-    assert_eq!(
-        llm.requests().len(),
-        2,
-        "the answered step was not asked again"
-    );
+    assert_eq!(t.asked(), 2, "the answered step was not asked again");
     assert!(
-        last_said(&llm, 1).starts_with("transfer done"),
+        t.last_said(1).starts_with("transfer done"),
         "{}",
-        last_said(&llm, 1)
+        t.last_said(1)
     );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_can_fail_the_session_over_an_in_doubt_call() -> anyhow::Result<()> {
-    let llm = FakeLlm::start(vec![Scripted::tool_calls(&[(
-        "transfer",
-        r#"{"account": "A", "amount": 9}"#,
-    )])])?;
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    let ledger = Ledger::start(&mut system, dir.path(), false).await?;
-    let spec = teller_spec(dir.path(), &llm, &ledger, "")?;
-    ledger.stall("stall-after", "transfer")?;
-    teller(&mut system, "w1", &spec, &[]).await?;
-    let task = send(&system, "Send 9 from A.").await?;
-    kill_during(&mut system, &ledger, ("transfer", 1), ("w1", "w2"), &spec).await?;
-    let waiting = entry(
-        &system,
-        "tool_outcome_unknown",
-        "transfer",
-        &json!({"account": "A", "amount": 9}),
-    )
-    .await?;
+    let args = json!({"account": "A", "amount": 9});
+    let mut t = Teller::start(vec![call("transfer", &args)], false, "").await?;
+    let (task, waiting) = t.in_doubt("Send 9 from A.", "transfer", &args).await?;
     let id = waiting["id"].as_str().unwrap_or_default();
-    system.baton_stdout(&[
-        "inbox",
-        "resolve",
-        id,
-        "--fail",
-        "--note",
-        "the bank cannot tell",
-        "--as",
-        "ops",
+    let note = "the bank cannot tell";
+    t.baton(&[
+        "inbox", "resolve", id, "--fail", "--note", note, "--as", "ops",
     ])?;
-    let end = system
-        .client
-        .wait(task.session, Duration::from_secs(30))
-        .await?;
+    let end = t.end(&task).await?;
     assert_eq!(end.kind, EventType::Failed);
     assert_eq!(
         end.reason.as_ref().map(|r| r.as_str()),
         Some("tool_outcome_unknown")
     );
     let detail = end.detail.clone().unwrap_or_default();
-    assert!(
-        detail.contains("the bank cannot tell") && detail.contains("ops"),
-        "{detail}"
-    );
+    assert!(detail.contains(note) && detail.contains("ops"), "{detail}");
     // Failed, not handed to the fallback; one end; the call made once.
-    let kinds = kinds_of(&system, task.session).await?;
+    let kinds = t.kinds(&task).await?;
     assert!(!kinds.contains(&EventType::Escalated), "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| k.is_terminal()).count(), 1);
-    assert_eq!(ledger.effects("transfer"), 1);
-    assert_eq!(llm.requests().len(), 1);
+    assert_eq!((t.ledger.effects("transfer"), t.asked()), (1, 1));
     Ok(())
-}
-
-/// The value of sample `name` with `labels` at `url`, if it has one.
-fn sample(url: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
-    Ok(crate::metrics::scrape(url)?
-        .into_iter()
-        .find(|s| {
-            s.name == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
-        })
-        .map(|s| s.value))
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyhow::Result<()> {
-    let llm = FakeLlm::start(vec![
-        Scripted::tool_calls(&[("balance", r#"{"account": "A"}"#)]),
-        Scripted::tool_calls(&[("close_account", r#"{"account": "A"}"#)]),
-        Scripted::tool_calls(&[("close_account", r#"{"account": "B"}"#)]),
+    let (a, b) = (json!({"account": "A"}), json!({"account": "B"}));
+    let script = vec![
+        call("balance", &a),
+        call("close_account", &a),
+        call("close_account", &b),
         Scripted::text("Closed A; B stays open."),
-    ])?;
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    let ledger = Ledger::start(&mut system, dir.path(), false).await?;
-    let spec = teller_spec(dir.path(), &llm, &ledger, "approve = \"destructive\"")?;
+    ];
+    let mut t = Teller::start(script, false, "approve = \"destructive\"").await?;
     let metrics = ["--metrics-addr", "127.0.0.1:0"];
-    teller(&mut system, "w1", &spec, &metrics).await?;
-    let url = crate::metrics::metrics_url(system.process("w1").stderr())?;
-    let task = send(&system, "Close A and B.").await?;
+    t.worker("w1", &metrics).await?;
+    let url = crate::metrics::metrics_url(t.system.process("w1").stderr())?;
+    let task = t.send("Close A and B.").await?;
 
     // The read-only lookup went ahead; the close waits, not made.
-    let first = entry(
-        &system,
-        "approval_required",
-        "close_account",
-        &json!({"account": "A"}),
-    )
-    .await?;
-    assert_eq!(ledger.effects("balance"), 1);
-    assert_eq!(ledger.effects("close_account"), 0);
-    let kinds = kinds_of(&system, task.session).await?;
+    let first = t.entry("approval_required", "close_account", &a).await?;
+    assert_eq!(t.ledger.effects("balance"), 1);
+    assert_eq!(t.ledger.effects("close_account"), 0);
+    let kinds = t.kinds(&task).await?;
     assert!(
         kinds.contains(&EventType::ToolApprovalRequested),
         "{kinds:?}"
@@ -586,83 +533,114 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
     );
 
     // Approved while no worker runs: honoured once when one starts.
-    system.process("w1").kill9();
+    t.system.process("w1").kill9();
     let id = first["id"].as_str().unwrap_or_default();
-    system.baton_stdout(&["inbox", "approve", id, "--as", "ops"])?;
+    t.baton(&["inbox", "approve", id, "--as", "ops"])?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(ledger.effects("close_account"), 0);
-    teller(&mut system, "w2", &spec, &metrics).await?;
-    let url = crate::metrics::metrics_url(system.process("w2").stderr())?;
-    ledger.until("close_account", 1).await?;
+    assert_eq!(t.ledger.effects("close_account"), 0);
+    t.worker("w2", &metrics).await?;
+    let url = crate::metrics::metrics_url(t.system.process("w2").stderr())?;
+    t.ledger.until("close_account", 1).await?;
 
     // Other arguments need an approval of their own; a denial reaches the model.
-    let second = entry(
-        &system,
-        "approval_required",
-        "close_account",
-        &json!({"account": "B"}),
-    )
-    .await?;
+    let second = t.entry("approval_required", "close_account", &b).await?;
     assert_ne!(second["id"], first["id"]);
-    let again = refused(&system, &["inbox", "approve", id])?;
+    let again = t.refused(&["inbox", "approve", id])?;
     assert!(again.contains("settled already"), "{again}");
     let id = second["id"].as_str().unwrap_or_default();
-    system.baton_stdout(&["inbox", "deny", id, "--note", "B has a payment pending"])?;
-    let end = system
-        .client
-        .wait(task.session, Duration::from_secs(30))
-        .await?;
-    assert_eq!(end.kind, EventType::Completed);
-    assert_eq!(ledger.effects("close_account"), 1, "A once, B never");
-    let denied = last_said(&llm, 3);
+    let note = "B has a payment pending";
+    t.baton(&["inbox", "deny", id, "--note", note])?;
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
+    assert_eq!(t.ledger.effects("close_account"), 1, "A once, B never");
+    let denied = t.last_said(3);
     assert!(
-        denied.starts_with("error: denied") && denied.contains("B has a payment pending"),
+        denied.starts_with("error: denied") && denied.contains(note),
         "{denied}"
     );
-    assert_eq!(llm.requests().len(), 4, "no answered step asked again");
-    let kinds = kinds_of(&system, task.session).await?;
+    assert_eq!(t.asked(), 4, "no answered step asked again");
+    let kinds = t.kinds(&task).await?;
     let count = |kind: EventType| kinds.iter().filter(|k| **k == kind).count();
-    assert_eq!(
-        (
-            count(EventType::ToolApprovalRequested),
-            count(EventType::ToolApproved),
-            count(EventType::ToolDenied)
-        ),
-        (2, 1, 1)
-    );
-    for (decision, n) in [("approved", 1.0), ("denied", 1.0)] {
+    let decided = [
+        EventType::ToolApprovalRequested,
+        EventType::ToolApproved,
+        EventType::ToolDenied,
+    ]
+    .map(count);
+    assert_eq!(decided, [2, 1, 1]);
+    for decision in ["approved", "denied"] {
         let labels = [("tool", "close_account"), ("decision", decision)];
-        assert_eq!(
-            sample(&url, "baton_tool_approvals_total", &labels)?,
-            Some(n),
-            "{decision}"
-        );
+        let counted = sample(&url, "baton_tool_approvals_total", &labels)?;
+        assert_eq!(counted, Some(1.0), "{decision}");
     }
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn approve_naming_a_tool_the_server_lacks_stops_the_worker() -> anyhow::Result<()> {
-    let llm = FakeLlm::start(vec![])?;
-    let dir = tempfile::tempdir()?;
-    let mut system = System::start().await?;
-    let ledger = Ledger::start(&mut system, dir.path(), false).await?;
-    let spec = teller_spec(
-        dir.path(),
-        &llm,
-        &ledger,
-        "approve = [\"transfer\", \"wire_money\"]",
-    )?;
-    let stderr = refused(&system, &["worker", "--spec", &spec, "--no-registry"])?;
-    assert!(
-        stderr.contains("approve lists \"wire_money\", which the server does not have"),
-        "{stderr}"
-    );
-    let bad = teller_spec(dir.path(), &llm, &ledger, "approve = \"sometimes\"")?;
-    let stderr = refused(&system, &["check", &bad])?;
+    let extra = "approve = [\"transfer\", \"wire_money\"]";
+    let t = Teller::start(vec![], false, extra).await?;
+    let stderr = t.refused(&["worker", "--spec", &t.spec, "--no-registry"])?;
+    let missing = "approve lists \"wire_money\", which the server does not have";
+    assert!(stderr.contains(missing), "{stderr}");
+    let bad = teller_spec(t.dir.path(), &t.llm, &t.ledger, "approve = \"sometimes\"")?;
+    let stderr = t.refused(&["check", &bad])?;
     assert!(
         stderr.contains("approve = \"sometimes\" is not a choice"),
         "{stderr}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_shows_waiting_calls_with_their_arguments_and_settles_them()
+-> anyhow::Result<()> {
+    use crate::console::{browser, console};
+    let evil = "<img src=x onerror=\"window.__pwned=1\">";
+    let args = json!({"account": evil, "amount": 3});
+    let close = json!({"account": "C"});
+    let script = vec![
+        call("transfer", &args),
+        Scripted::text("Sent."),
+        call("close_account", &close),
+        Scripted::text("Closed."),
+    ];
+    let mut t = Teller::start(script, false, "approve = [\"close_account\"]").await?;
+    let url = console(&mut t.system, "console", &[]).await?;
+
+    // An in-doubt call: shown with its arguments as text, and three decisions.
+    let (task, _) = t.in_doubt("Send 3.", "transfer", &args).await?;
+    let session = task.session.to_string();
+    let result = "transfer T-9 of 3 done";
+    let seen = browser(&["decide", &url, &session, "happened", result])?;
+    assert_eq!(seen["reason"], "tool_outcome_unknown", "{seen}");
+    assert_eq!(seen["tool"], "transfer", "{seen}");
+    assert_eq!(seen["arguments"], args, "{seen}");
+    assert_eq!(
+        seen["buttons"],
+        json!(["happened", "not_happened", "fail"]),
+        "{seen}"
+    );
+    assert_eq!(seen["pwned"], Json::Null, "{seen}");
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    assert!(
+        seen["notice"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("settled"),
+        "{seen}"
+    );
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
+    assert_eq!(t.last_said(1), result);
+    assert_eq!(t.ledger.effects("transfer"), 1);
+
+    // A call waiting for approval: two decisions; approved from the page.
+    let task = t.send("Close C.").await?;
+    t.entry("approval_required", "close_account", &close)
+        .await?;
+    assert_eq!(t.ledger.effects("close_account"), 0);
+    let seen = browser(&["decide", &url, &task.session.to_string(), "approved"])?;
+    assert_eq!(seen["buttons"], json!(["approved", "denied"]), "{seen}");
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
+    assert_eq!(t.ledger.effects("close_account"), 1);
     Ok(())
 }

@@ -33,6 +33,7 @@ mod chat;
 mod offer;
 mod replay;
 mod stream;
+mod waiting;
 use calling::Turn;
 use offer::{Tool, ToolSource, offered};
 use replay::Answered;
@@ -129,14 +130,8 @@ impl LlmRunner {
                 .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
                 .build(),
             inbox: None,
-            in_doubt: baton_worker::meter()
-                .u64_counter("baton.tool.in_doubt")
-                .with_description("Tool calls whose outcome was unknown and that must not be repeated, by tool and decision: waiting (sent to the inbox), then happened, not_happened or fail as a person decided")
-                .build(),
-            approvals: baton_worker::meter()
-                .u64_counter("baton.tool.approvals")
-                .with_description("Tool calls that needed a person's approval, by tool and decision: waiting (sent to the inbox), then approved or denied")
-                .build(),
+            in_doubt: waiting::in_doubt(),
+            approvals: waiting::approvals(),
             tool_seconds: baton_worker::meter()
                 .f64_histogram("baton.tool.duration")
                 .with_unit("s")
@@ -150,44 +145,6 @@ impl LlmRunner {
     pub(crate) fn with_limiter(mut self, limiter: Option<Limiter>) -> Self {
         self.limiter = limiter.map(Arc::new);
         self
-    }
-
-    /// Parks tool calls that wait for a person in `inbox`. With tools that
-    /// need approval, the gauge `baton.tool.approvals.pending` counts the
-    /// calls of `agent` waiting for one, read from the inbox every few
-    /// seconds.
-    pub(crate) fn with_inbox(mut self, inbox: Option<baton_worker::Inbox>, agent: &str) -> Self {
-        if let Some(inbox) = inbox
-            .clone()
-            .filter(|_| self.toolbox.tools().iter().any(|t| t.approve))
-        {
-            let pending = Arc::new(std::sync::atomic::AtomicU64::new(0));
-            let (seen, label) = (
-                pending.clone(),
-                opentelemetry::KeyValue::new("agent", agent.to_owned()),
-            );
-            baton_worker::meter()
-                .u64_observable_gauge("baton.tool.approvals.pending")
-                .with_description(
-                    "Tool calls of this agent type waiting in the inbox for a person's approval",
-                )
-                .with_callback(move |gauge| {
-                    let now = seen.load(std::sync::atomic::Ordering::Relaxed);
-                    gauge.observe(now, std::slice::from_ref(&label));
-                })
-                .build();
-            tokio::spawn(count_pending(inbox, agent.to_owned(), pending));
-        }
-        self.inbox = inbox;
-        self
-    }
-
-    /// Whether any of the agent's tools may have to wait for a person.
-    pub(crate) fn may_wait(&self) -> bool {
-        self.toolbox
-            .tools()
-            .iter()
-            .any(|tool| tool.approve || !tool.class.repeatable())
     }
 
     pub(crate) fn with_journal(mut self, journal: Journal) -> Self {
@@ -216,25 +173,6 @@ impl LlmRunner {
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
         self.count_decision(task);
         self.converse(task, self.conversation(task)).await
-    }
-
-    /// Counts a person's decision on a waiting tool call, once: on the
-    /// first delivery of the envelope it sent back.
-    fn count_decision(&self, task: &Task) {
-        let Some(resumed) = task.envelope.resumed.as_ref().filter(|_| task.attempt == 1) else {
-            return;
-        };
-        let counter = match resumed.decision.as_str() {
-            "approved" | "denied" => &self.approvals,
-            _ => &self.in_doubt,
-        };
-        counter.add(
-            1,
-            &[
-                opentelemetry::KeyValue::new("tool", resumed.tool.clone()),
-                opentelemetry::KeyValue::new("decision", resumed.decision.clone()),
-            ],
-        );
     }
 
     /// Continues after the model's delegate tool calls have been answered:
@@ -531,37 +469,6 @@ impl LlmRunner {
             messages.push(entry);
         }
         messages
-    }
-}
-
-/// Counts, every few seconds, the calls of `agent` waiting in `inbox` for
-/// approval, into `pending`.
-async fn count_pending(
-    inbox: baton_worker::Inbox,
-    agent: String,
-    pending: Arc<std::sync::atomic::AtomicU64>,
-) {
-    let mut every = tokio::time::interval(Duration::from_secs(2));
-    loop {
-        every.tick().await;
-        match inbox.list().await {
-            Ok(entries) => {
-                let waiting = entries
-                    .iter()
-                    .filter(|entry| entry.agent() == agent)
-                    .filter(|entry| {
-                        entry
-                            .gate()
-                            .is_some_and(|gate| gate.reason == Reason::ApprovalRequired)
-                    })
-                    .count();
-                pending.store(
-                    u64::try_from(waiting).unwrap_or(u64::MAX),
-                    std::sync::atomic::Ordering::Relaxed,
-                );
-            }
-            Err(err) => tracing::debug!(error = %err, "cannot count the approvals waiting"),
-        }
     }
 }
 

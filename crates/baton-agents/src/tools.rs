@@ -254,7 +254,7 @@ impl Toolbox {
                 let class = Class::of(spec, &remote, annotations);
                 let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
                 let approve = approved_first(spec.approve.as_ref(), &remote, read_only);
-                tracing::info!(server = %label, tool = %name, class = class.as_str(), approve, "MCP tool");
+                tracing::info!(server = %label, tool = %name, class = %class.as_str(), approve, "MCP tool");
                 toolbox.tools.push(McpTool {
                     class,
                     approve,

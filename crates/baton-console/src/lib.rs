@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 
 mod app;
 mod auth;
+mod decide;
 mod error;
 mod feedback;
 pub mod index;

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use baton_proto::{Candidate, Envelope};
+use baton_proto::{Candidate, Envelope, Gate, Reason};
 use baton_worker::DeadLetterEntry;
 use baton_worker::InboxEntry;
 use maud::{Markup, html};
@@ -124,13 +124,17 @@ pub(crate) fn confirm_replay(entry: &DeadLetterEntry, token: &str) -> Markup {
 }
 
 /// The tasks waiting for a person, each with its whole context and the
-/// answers `baton inbox reply` gives.
+/// answers `baton inbox reply` gives, and the tool calls waiting for one
+/// with the decisions `baton inbox resolve | approve | deny` give.
 pub(crate) fn inbox(entries: &[InboxEntry], token: &str, now: u64) -> Markup {
     html! {
         h1 { "Inbox" }
-        @if entries.is_empty() { p #empty { "No tasks are waiting." } }
+        @if entries.is_empty() { p #empty { "Nothing is waiting." } }
         @for entry in entries {
             @let envelope = &entry.envelope;
+            @if let Some(gate) = entry.gate() {
+                (call(entry, gate, token, now))
+            } @else {
             article.waiting id=(format!("t-{}", envelope.id)) data-session=(envelope.session) {
                 h2 { (entry.agent()) " · waiting " (span(now.saturating_sub(entry.since))) }
                 p { "Session " a href=(format!("/sessions/{}", envelope.session)) { code { (envelope.session) } } }
@@ -148,6 +152,45 @@ pub(crate) fn inbox(entries: &[InboxEntry], token: &str, now: u64) -> Markup {
                     label { "Agent type " input name="to" placeholder="for a handoff"; }
                     label { "Answered by " input name="person" value="console"; }
                     button type="submit" { "Send" }
+                }
+            }
+            }
+        }
+    }
+}
+
+/// A waiting tool call: the tool, its arguments as the model gave them,
+/// and the decisions that settle it.
+fn call(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
+    let envelope = &entry.envelope;
+    let arguments = serde_json::from_str::<serde_json::Value>(&gate.arguments)
+        .and_then(|args| serde_json::to_string_pretty(&args))
+        .unwrap_or_else(|_| gate.arguments.clone());
+    let approval = gate.reason == Reason::ApprovalRequired;
+    html! {
+        article.waiting.call id=(format!("t-{}", envelope.id)) data-session=(envelope.session) data-reason=(gate.reason) {
+            h2 { (entry.agent()) " · " (gate.reason) " · waiting " (span(now.saturating_sub(entry.since))) }
+            p { "Session " a href=(format!("/sessions/{}", envelope.session)) { code { (envelope.session) } } }
+            @if approval {
+                p { "The agent asks to call " code.tool { (gate.tool) } " with these arguments. It is not called until a person approves them." }
+            } @else {
+                p { "The agent called " code.tool { (gate.tool) } " " (span(now.saturating_sub(gate.at))) " ago, and its worker stopped before the result was recorded. The tool must not be called twice: check the system it acts on, then say what happened." }
+            }
+            pre.arguments { (arguments) }
+            form.decide method="post" action=(format!("/inbox/{}/decide", envelope.id)) {
+                (csrf(token))
+                @if !approval {
+                    label { "Its result, if it happened " textarea name="result" rows="2" {} }
+                }
+                label { "Note " textarea name="note" rows="2" placeholder=(if approval { "for the model, with a denial" } else { "with a failure" }) {} }
+                label { "Decided by " input name="person" value="console"; }
+                @if approval {
+                    button type="submit" name="decision" value="approved" { "Approve" }
+                    " " button type="submit" name="decision" value="denied" { "Deny" }
+                } @else {
+                    button type="submit" name="decision" value="happened" { "It happened" }
+                    " " button type="submit" name="decision" value="not_happened" { "It did not happen" }
+                    " " button type="submit" name="decision" value="fail" { "Fail the session" }
                 }
             }
         }

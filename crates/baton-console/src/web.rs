@@ -48,6 +48,10 @@ pub(crate) fn router(app: App) -> Router {
         .route("/dlq/{seq}/replay", get(confirm_replay).post(replay))
         .route("/inbox", get(inbox))
         .route("/inbox/{id}", axum::routing::post(answer))
+        .route(
+            "/inbox/{id}/decide",
+            axum::routing::post(crate::decide::decide),
+        )
         .route("/live", get(live))
         .route(
             "/static/console.css",

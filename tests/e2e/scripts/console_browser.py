@@ -5,6 +5,7 @@ for the e2e tests, and prints what it saw as one JSON object.
     console_browser.py live    URL BATON NATS_URL   send a task, watch its row go live to completed
     console_browser.py replay  URL SEQ              replay dead letter SEQ from the page
     console_browser.py inbox   URL SESSION ANSWER   answer the inbox task of SESSION from the page
+    console_browser.py decide  URL SESSION DECISION [TEXT]  settle SESSION's waiting tool call from the page
     console_browser.py auth    URL TOKEN            without the token: refused; with it: served
     console_browser.py paint   URL                  page size and first paint of the sessions list
     console_browser.py tools   URL SESSION          the tool calls listed on a session's page
@@ -247,13 +248,19 @@ def growing(browser, url, session):
     }
 
 
-def inbox(browser, url, session, answer, action="complete", to=""):
+def inbox_page(browser, url, entry):
+    """The inbox page once `entry` (a selector) shows, and where its errors go."""
     page = new_page(browser, viewport={"width": 1300, "height": 900})
     errors = []
     watch_errors(page, errors)
     page.goto(url + "/inbox")
+    page.wait_for_selector(entry)
+    return page, errors
+
+
+def inbox(browser, url, session, answer, action="complete", to=""):
     task = f"article[data-session='{session}']"
-    page.wait_for_selector(task)
+    page, errors = inbox_page(browser, url, task)
     result = {
         # The question, as text: markup from NATS must show, not run.
         "question_text": page.inner_text(f"{task} q"),
@@ -275,6 +282,27 @@ def inbox(browser, url, session, answer, action="complete", to=""):
         "pwned_in_session": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
         "errors": errors,
     })
+    return result
+
+
+def decide(browser, url, session, decision, text=""):
+    call = f"article.call[data-session='{session}']"
+    page, errors = inbox_page(browser, url, call)
+    result = {
+        "reason": page.get_attribute(call, "data-reason"),
+        "tool": page.inner_text(f"{call} code.tool"),
+        # The arguments, as text: markup the model wrote must show, not run.
+        "arguments": json.loads(page.inner_text(f"{call} pre.arguments")),
+        "buttons": page.eval_on_selector_all(f"{call} button[name=decision]", "found => found.map(b => b.value)"),
+        "pwned": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
+    }
+    shot(page, f"inbox-{decision}")
+    if text:
+        field = "result" if decision == "happened" else "note"
+        page.fill(f"{call} textarea[name={field}]", text)
+    page.click(f"{call} button[value={decision}]")
+    page.wait_for_selector("#notice", timeout=TIMEOUT_MS)
+    result.update({"notice": page.inner_text("#notice"), "errors": errors})
     return result
 
 
@@ -369,6 +397,8 @@ def main():
                 result = growing(browser, url, *rest)
             elif phase == "inbox":
                 result = inbox(browser, url, *rest)
+            elif phase == "decide":
+                result = decide(browser, url, *rest)
             elif phase == "cancel":
                 result = cancel(browser, url, *rest)
             elif phase == "auth":

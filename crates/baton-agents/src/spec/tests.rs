@@ -333,3 +333,48 @@ fn a_cap_per_hop_of_zero_or_a_bad_price_table_is_an_error_with_its_line() {
     // 1000 tokens read and 100 written: 0.0025 + 0.001.
     assert_eq!(price.micros(1000, 100), 3500);
 }
+
+const LLM_WITH_TOOLS: &str = r#"
+name = "teller"
+kind = "llm"
+
+[llm]
+base_url = "http://127.0.0.1:1/v1"
+model = "m"
+"#;
+
+#[test]
+fn mcp_tool_classes_and_approvals_parse_and_bad_ones_name_the_fix() {
+    let spec = parse_str(&format!(
+        "{LLM_WITH_TOOLS}\n[[mcp]]\nurl = \"http://127.0.0.1:2/mcp\"\nidempotent = false\nidempotent_tools = [\"a\"]\nnot_idempotent = [\"b\"]\napprove = \"destructive\"\n\n[[mcp]]\ncommand = [\"s\"]\napprove = [\"c\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(spec.mcp[0].idempotent, Some(false));
+    assert_eq!(
+        spec.mcp[0].approve,
+        Some(Approve::Class("destructive".to_owned()))
+    );
+    assert_eq!(
+        spec.mcp[1].idempotent, None,
+        "absent: the annotations decide"
+    );
+    assert_eq!(
+        spec.mcp[1].approve,
+        Some(Approve::Tools(vec!["c".to_owned()]))
+    );
+
+    let bad = problems(&format!(
+        "{LLM_WITH_TOOLS}\n[[mcp]]\ncommand = [\"s\"]\napprove = \"sometimes\"\n"
+    ));
+    assert!(
+        bad[0].contains("approve = \"sometimes\" is not a choice"),
+        "{bad:?}"
+    );
+    let both = problems(&format!(
+        "{LLM_WITH_TOOLS}\n[[mcp]]\ncommand = [\"s\"]\nidempotent_tools = [\"x\"]\nnot_idempotent = [\"x\"]\n"
+    ));
+    assert!(
+        both[0].contains("\"x\" is in both idempotent_tools and not_idempotent"),
+        "{both:?}"
+    );
+}

@@ -126,6 +126,38 @@ impl Inbox {
         decision: Decision,
         person: &str,
     ) -> Result<String, InboxError> {
+        let (entry, gate) = self.settleable(id, &decision).await?;
+        let agent = AgentName::new(entry.agent())
+            .map_err(|err| InboxError::new(format!("entry {id} names no agent type: {err}")))?;
+        self.record(&gate, &decision, person).await?;
+        self.announce(&entry, &gate, &decision, person).await?;
+        self.send_back(&entry, &gate, &decision, &agent).await?;
+        if let Err(err) = self
+            .store
+            .delete_expect_revision(id, Some(entry.revision))
+            .await
+        {
+            tracing::debug!(error = %err, "inbox entry already removed");
+        }
+        Ok(match decision {
+            Decision::Happened(_) => {
+                format!("{agent} goes on with the call's result; it is not made again")
+            }
+            Decision::NotHappened => format!("{agent} makes the call once"),
+            Decision::Fail(_) => {
+                format!("{agent} ends the session as failed (tool_outcome_unknown)")
+            }
+            Decision::Approve => format!("{agent} makes the approved call once"),
+            Decision::Deny(_) => format!("{agent} tells the model the call was denied"),
+        })
+    }
+
+    /// The entry under `id` and its gate, when `decision` may settle it.
+    async fn settleable(
+        &self,
+        id: &str,
+        decision: &Decision,
+    ) -> Result<(InboxEntry, Gate), InboxError> {
         let entry = self.entry(id).await?.ok_or_else(|| {
             InboxError::new(format!(
                 "nothing is waiting in the inbox under {id}: it was settled already, or the id is wrong (see `baton inbox ls`)"
@@ -137,49 +169,63 @@ impl Inbox {
             )));
         };
         if gate.reason != decision.answers() {
+            let waits = if gate.reason == Reason::ApprovalRequired {
+                "an approval"
+            } else {
+                "a person to say whether the call happened"
+            };
             return Err(InboxError::new(format!(
-                "{id} waits for {} ({}): settle it with {}",
-                if gate.reason == Reason::ApprovalRequired {
-                    "an approval"
-                } else {
-                    "a person to say whether the call happened"
-                },
+                "{id} waits for {waits} ({}): settle it with {}",
                 gate.reason,
                 commands_for(&gate.reason, id)
             )));
         }
         self.still_open(&entry, id).await?;
-        let agent = AgentName::new(entry.agent())
-            .map_err(|err| InboxError::new(format!("entry {id} names no agent type: {err}")))?;
-        self.record(&gate, &decision, person).await?;
-        if let Some(kind) = match decision {
-            Decision::Approve => Some(EventType::ToolApproved),
-            Decision::Deny(_) => Some(EventType::ToolDenied),
-            _ => None,
-        } {
-            let envelope = &entry.envelope;
-            let mut event = Event::new(
-                derive_id_labelled(envelope.id, "decided", 0),
-                envelope.session,
-                kind,
-            );
-            event.agent = Some(agent.to_string());
-            event.instance = Some(person.to_owned());
-            event.envelope = Some(envelope.id);
-            event.detail = match &decision {
-                Decision::Deny(Some(note)) => Some(note.clone()),
-                _ => None,
-            };
-            event.output = Some(gate_output(&gate, envelope.id));
-            let subject = self.subjects.events(envelope.session);
-            self.publish(subject, event.id, encode(&event)?.into())
-                .await?;
+        Ok((entry, gate))
+    }
+
+    /// A `tool_approved` or `tool_denied` event for an approval's decision.
+    async fn announce(
+        &self,
+        entry: &InboxEntry,
+        gate: &Gate,
+        decision: &Decision,
+        person: &str,
+    ) -> Result<(), InboxError> {
+        let kind = match decision {
+            Decision::Approve => EventType::ToolApproved,
+            Decision::Deny(_) => EventType::ToolDenied,
+            _ => return Ok(()),
+        };
+        let envelope = &entry.envelope;
+        let id = derive_id_labelled(envelope.id, "decided", 0);
+        let mut event = Event::new(id, envelope.session, kind);
+        event.agent = Some(entry.agent().to_owned());
+        event.instance = Some(person.to_owned());
+        event.envelope = Some(envelope.id);
+        if let Decision::Deny(Some(note)) = decision {
+            event.detail = Some(note.clone());
         }
-        let mut resumed = entry.envelope.clone().resent(
-            derive_id_labelled(entry.envelope.id, "resume", 0),
-            entry.envelope.kind.clone(),
-            agent.as_str(),
-        );
+        event.output = Some(gate_output(gate, envelope.id));
+        let subject = self.subjects.events(envelope.session);
+        self.publish(subject, event.id, encode(&event)?.into())
+            .await
+    }
+
+    /// Sends the parked envelope back to `agent`, under an id derived from
+    /// the entry's, carrying the journal to continue and the decision.
+    async fn send_back(
+        &self,
+        entry: &InboxEntry,
+        gate: &Gate,
+        decision: &Decision,
+        agent: &AgentName,
+    ) -> Result<(), InboxError> {
+        let parked = &entry.envelope;
+        let id = derive_id_labelled(parked.id, "resume", 0);
+        let mut resumed = parked
+            .clone()
+            .resent(id, parked.kind.clone(), agent.as_str());
         resumed.resumed = Some(Resumed {
             journal: gate.journal,
             decision: decision.as_str().to_owned(),
@@ -191,28 +237,8 @@ impl Inbox {
             .pack(encode(&resumed)?.into())
             .await
             .map_err(|err| InboxError::new(format!("cannot send the task back: {err}")))?;
-        self.publish(self.subjects.agent(&agent), resumed.id, payload)
-            .await?;
-        if let Err(err) = self
-            .store
-            .delete_expect_revision(id, Some(entry.revision))
+        self.publish(self.subjects.agent(agent), resumed.id, payload)
             .await
-        {
-            tracing::debug!(error = %err, "inbox entry already removed");
-        }
-        Ok(match decision {
-            Decision::Happened(_) => format!(
-                "{} goes on with the call's result; it is not made again",
-                agent
-            ),
-            Decision::NotHappened => format!("{} makes the call once", agent),
-            Decision::Fail(_) => format!(
-                "{} ends the session as failed (tool_outcome_unknown)",
-                agent
-            ),
-            Decision::Approve => format!("{} makes the approved call once", agent),
-            Decision::Deny(_) => format!("{} tells the model the call was denied", agent),
-        })
     }
 
     /// Refuses to settle an entry whose session was cancelled (removing
