@@ -139,12 +139,24 @@ impl Teller {
     }
 
     /// Starts a teller worker as process `label`, with a short `ack_wait`
-    /// so a killed worker's message comes back soon, and `flags`.
-    async fn worker(&mut self, label: &str, flags: &[&str]) -> anyhow::Result<()> {
+    /// so a killed worker's message comes back soon, and its metrics on a
+    /// free port (see [`Teller::metrics`]).
+    async fn worker(&mut self, label: &str) -> anyhow::Result<()> {
         let mut args = vec!["worker", "--spec", &self.spec, "--no-registry"];
-        args.extend_from_slice(&["--ack-wait-secs", "2"]);
-        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--ack-wait-secs", "2", "--metrics-addr", "127.0.0.1:0"]);
         self.system.spawn(label, &args, "worker started").await
+    }
+
+    /// The value of sample `name` with `labels` on worker `label`'s
+    /// metrics, if it has one.
+    fn metrics(
+        &mut self,
+        label: &str,
+        name: &str,
+        labels: &[(&str, &str)],
+    ) -> anyhow::Result<Option<f64>> {
+        let url = crate::metrics::metrics_url(self.system.process(label).stderr())?;
+        sample(&url, name, labels)
     }
 
     /// Sends `text` to the teller, straight to its subject.
@@ -173,7 +185,7 @@ impl Teller {
         self.ledger.until(tool, effects).await?;
         self.system.process(label).kill9();
         self.ledger.calm()?;
-        self.worker(next, &[]).await
+        self.worker(next).await
     }
 
     /// Sends `text`, whose call of `tool` with `arguments` takes effect and
@@ -186,7 +198,7 @@ impl Teller {
         arguments: &Json,
     ) -> anyhow::Result<(Envelope, Json)> {
         self.ledger.stall("stall-after", tool)?;
-        self.worker("w1", &[]).await?;
+        self.worker("w1").await?;
         let task = self.send(text).await?;
         self.kill_during(tool, 1, "w1", "w2").await?;
         let entry = self.entry("tool_outcome_unknown", tool, arguments).await?;
@@ -259,6 +271,19 @@ impl Teller {
     }
 }
 
+/// The value of sample `name` with `labels` at `url`, if it has one.
+fn sample(url: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
+    let has = |s: &crate::metrics::Sample| {
+        labels
+            .iter()
+            .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+    };
+    Ok(crate::metrics::scrape(url)?
+        .into_iter()
+        .find(|s| s.name == name && has(s))
+        .map(|s| s.value))
+}
+
 /// A spec for the LLM agent `teller` on `ledger`, with `extra` in its
 /// `[[mcp]]` table; its fallback `human` has no worker, so a session that
 /// went there would show it.
@@ -294,19 +319,6 @@ fn call(tool: &str, arguments: &Json) -> Scripted {
     Scripted::tool_calls(&[(tool, &arguments.to_string())])
 }
 
-/// The value of sample `name` with `labels` at `url`, if it has one.
-fn sample(url: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
-    let has = |s: &crate::metrics::Sample| {
-        labels
-            .iter()
-            .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
-    };
-    Ok(crate::metrics::scrape(url)?
-        .into_iter()
-        .find(|s| s.name == name && has(s))
-        .map(|s| s.value))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn read_only_and_idempotent_calls_are_made_again_after_a_kill() -> anyhow::Result<()> {
     let script = vec![
@@ -325,7 +337,7 @@ async fn read_only_and_idempotent_calls_are_made_again_after_a_kill() -> anyhow:
         assert!(check.contains(class), "{class}: {check}");
     }
     t.ledger.stall("stall-after", "balance")?;
-    t.worker("w1", &[]).await?;
+    t.worker("w1").await?;
     let log = t.system.process("w1").stderr();
     assert!(
         log.contains("tool=balance class=read-only")
@@ -354,7 +366,7 @@ async fn a_server_that_honours_the_key_gets_the_repeat_with_the_same_key() -> an
     let check = t.baton(&["check", "--tools", &t.spec])?;
     assert!(check.contains("tool transfer: keyed"), "{check}");
     t.ledger.stall("stall-after", "transfer")?;
-    t.worker("w1", &[]).await?;
+    t.worker("w1").await?;
     let task = t.send("Send 5 from A.").await?;
     t.kill_during("transfer", 1, "w1", "w2").await?;
     assert_eq!(t.end(&task).await?.kind, EventType::Completed);
@@ -423,7 +435,7 @@ async fn an_in_doubt_call_that_did_not_happen_is_made_once() -> anyhow::Result<(
     let script = vec![call("transfer", &args), Scripted::text("Sent.")];
     let mut t = Teller::start(script, false, "").await?;
     t.ledger.stall("stall-before", "transfer")?;
-    t.worker("w1", &[]).await?;
+    t.worker("w1").await?;
     let task = t.send("Send 7 from A.").await?;
     // The call is under way (the model asked for it), not yet in effect:
     // the worker and the server both die, so it never happens.
@@ -442,7 +454,7 @@ async fn an_in_doubt_call_that_did_not_happen_is_made_once() -> anyhow::Result<(
     t.system.process("ledger").kill9();
     t.ledger.calm()?;
     t.ledger.serve(&mut t.system).await?;
-    t.worker("w2", &[]).await?;
+    t.worker("w2").await?;
     let waiting = t.entry("tool_outcome_unknown", "transfer", &args).await?;
     assert_eq!(t.ledger.effects("transfer"), 0);
     let id = waiting["id"].as_str().unwrap_or_default();
@@ -485,6 +497,9 @@ async fn a_person_can_fail_the_session_over_an_in_doubt_call() -> anyhow::Result
     assert!(!kinds.contains(&EventType::Escalated), "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| k.is_terminal()).count(), 1);
     assert_eq!((t.ledger.effects("transfer"), t.asked()), (1, 1));
+    let labels = [("tool", "transfer"), ("decision", "fail")];
+    let counted = t.metrics("w2", "baton_tool_in_doubt_total", &labels)?;
+    assert_eq!(counted, Some(1.0));
     Ok(())
 }
 
@@ -498,9 +513,7 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
         Scripted::text("Closed A; B stays open."),
     ];
     let mut t = Teller::start(script, false, "approve = \"destructive\"").await?;
-    let metrics = ["--metrics-addr", "127.0.0.1:0"];
-    t.worker("w1", &metrics).await?;
-    let url = crate::metrics::metrics_url(t.system.process("w1").stderr())?;
+    t.worker("w1").await?;
     let task = t.send("Close A and B.").await?;
 
     // The read-only lookup went ahead; the close waits, not made.
@@ -512,6 +525,7 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
         kinds.contains(&EventType::ToolApprovalRequested),
         "{kinds:?}"
     );
+    let url = crate::metrics::metrics_url(t.system.process("w1").stderr())?;
     let pending = eventually(Duration::from_secs(10), || async {
         match sample(&url, "baton_tool_approvals_pending", &[("agent", "teller")])? {
             Some(n) if n == 1.0 => Ok(n),
@@ -525,7 +539,10 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
         ("class", "read-only"),
         ("outcome", "ok"),
     ];
-    assert_eq!(sample(&url, "baton_tool_calls_total", &calls)?, Some(1.0));
+    assert_eq!(
+        t.metrics("w1", "baton_tool_calls_total", &calls)?,
+        Some(1.0)
+    );
     let asked = [("tool", "close_account"), ("decision", "waiting")];
     assert_eq!(
         sample(&url, "baton_tool_approvals_total", &asked)?,
@@ -538,8 +555,7 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
     t.baton(&["inbox", "approve", id, "--as", "ops"])?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.ledger.effects("close_account"), 0);
-    t.worker("w2", &metrics).await?;
-    let url = crate::metrics::metrics_url(t.system.process("w2").stderr())?;
+    t.worker("w2").await?;
     t.ledger.until("close_account", 1).await?;
 
     // Other arguments need an approval of their own; a denial reaches the model.
@@ -569,7 +585,7 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
     assert_eq!(decided, [2, 1, 1]);
     for decision in ["approved", "denied"] {
         let labels = [("tool", "close_account"), ("decision", decision)];
-        let counted = sample(&url, "baton_tool_approvals_total", &labels)?;
+        let counted = t.metrics("w2", "baton_tool_approvals_total", &labels)?;
         assert_eq!(counted, Some(1.0), "{decision}");
     }
     Ok(())
