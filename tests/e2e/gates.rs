@@ -549,8 +549,15 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
         Some(1.0)
     );
 
-    // Approved while no worker runs: honoured once when one starts.
+    // Everything restarts while it waits (the NATS server with its store,
+    // the MCP server, the worker); the approval is still asked for.
     t.system.process("w1").kill9();
+    t.system.process("ledger").kill9();
+    tokio::task::block_in_place(|| t.system.server.restart())?;
+    t.ledger.serve(&mut t.system).await?;
+    let still = t.entry("approval_required", "close_account", &a).await?;
+    assert_eq!(still["id"], first["id"]);
+    // Approved while no worker runs: honoured once when one starts.
     let id = first["id"].as_str().unwrap_or_default();
     t.baton(&["inbox", "approve", id, "--as", "ops"])?;
     tokio::time::sleep(Duration::from_secs(1)).await;
