@@ -20,12 +20,19 @@ struct Ledger {
     log: PathBuf,
     control: PathBuf,
     keyed: bool,
+    /// Seconds each call waits before and after it takes effect.
+    delay_s: f64,
 }
 
 impl Ledger {
     /// Starts a ledger as process `ledger` of `system`, its files in `dir`;
     /// `keyed`: it honours the idempotency key.
-    async fn start(system: &mut System, dir: &Path, keyed: bool) -> anyhow::Result<Self> {
+    async fn start(
+        system: &mut System,
+        dir: &Path,
+        keyed: bool,
+        delay_s: f64,
+    ) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -34,6 +41,7 @@ impl Ledger {
             log: dir.join("ledger.jsonl"),
             control: dir.join("ledger.control"),
             keyed,
+            delay_s,
         };
         ledger.serve(system).await?;
         Ok(ledger)
@@ -47,7 +55,8 @@ impl Ledger {
             .arg(script)
             .args(["--http", &self.port.to_string()])
             .env("LEDGER_LOG", &self.log)
-            .env("LEDGER_CONTROL", &self.control);
+            .env("LEDGER_CONTROL", &self.control)
+            .env("LEDGER_DELAY_S", self.delay_s.to_string());
         if self.keyed {
             server.env("LEDGER_KEYED", "1");
         }
@@ -124,10 +133,15 @@ impl Teller {
     /// `keyed`: the ledger honours the idempotency key; `extra` goes in
     /// the spec's `[[mcp]]` table. No worker runs yet.
     async fn start(script: Vec<Scripted>, keyed: bool, extra: &str) -> anyhow::Result<Self> {
-        let llm = FakeLlm::start(script)?;
+        Self::with(FakeLlm::start(script)?, keyed, 0.0, extra).await
+    }
+
+    /// As [`Teller::start`], with the model stand-in `llm` and a ledger
+    /// whose calls take `delay_s` before and after their effect.
+    async fn with(llm: FakeLlm, keyed: bool, delay_s: f64, extra: &str) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut system = System::start().await?;
-        let ledger = Ledger::start(&mut system, dir.path(), keyed).await?;
+        let ledger = Ledger::start(&mut system, dir.path(), keyed, delay_s).await?;
         let spec = teller_spec(dir.path(), &llm, &ledger, extra)?;
         Ok(Self {
             llm,
@@ -665,5 +679,108 @@ async fn the_console_shows_waiting_calls_with_their_arguments_and_settles_them()
     assert_eq!(seen["buttons"], json!(["approved", "denied"]), "{seen}");
     assert_eq!(t.end(&task).await?.kind, EventType::Completed);
     assert_eq!(t.ledger.effects("close_account"), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn random_kills_double_no_write_when_a_person_settles_every_call_in_doubt()
+-> anyhow::Result<()> {
+    const SESSIONS: usize = 20;
+    const STEPS: usize = 3;
+    // Each session transfers 1, 2, then 3 from its own account, one call a
+    // step; the answer follows from the conversation.
+    let llm = FakeLlm::responding(|body| {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let done = messages.iter().filter(|m| m["role"] == "tool").count();
+        let account = messages
+            .iter()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        if done < STEPS {
+            call("transfer", &json!({"account": account, "amount": done + 1}))
+        } else {
+            Scripted::text("all sent")
+        }
+    })?;
+    // The ledger ignores the idempotency key and takes 0.15 s on either
+    // side of each effect, so kills land before and after effects.
+    let mut t = Teller::with(llm, false, 0.15, "").await?;
+    for worker in ["w0", "w1"] {
+        t.worker(worker).await?;
+    }
+    let mut tasks = Vec::new();
+    for n in 0..SESSIONS {
+        tasks.push(t.send(&format!("acct-{n}")).await?);
+    }
+    let mut live = vec!["w0".to_owned(), "w1".to_owned()];
+    let kills = 5;
+    for kill in 0..kills {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(400..1200))).await;
+        let victim = live.remove(fastrand::usize(..live.len()));
+        t.system.process(&victim).kill9();
+        let next = format!("w{}", kill + 2);
+        t.worker(&next).await?;
+        live.push(next);
+    }
+    // A person works the inbox as the runbook says: a call whose effect
+    // the ledger shows happened; any other did not.
+    let (mut happened, mut not_happened) = (0, 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        for entry in t.inbox()? {
+            let id = entry["id"].as_str().unwrap_or_default().to_owned();
+            let took = t
+                .ledger
+                .lines("transfer")
+                .iter()
+                .any(|l| l["args"] == entry["arguments"]);
+            let decision = if took { "--happened" } else { "--not-happened" };
+            if t.baton(&["inbox", "resolve", &id, decision]).is_ok() {
+                *(if took {
+                    &mut happened
+                } else {
+                    &mut not_happened
+                }) += 1;
+            }
+        }
+        let mut ended = 0;
+        for task in &tasks {
+            ended += usize::from(t.kinds(task).await?.iter().any(EventType::is_terminal));
+        }
+        if ended == SESSIONS {
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{ended} of {SESSIONS} ended"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let mut doubled = 0;
+    let mut wrong = 0;
+    for (n, task) in tasks.iter().enumerate() {
+        let account = format!("acct-{n}");
+        let mut amounts: Vec<u64> = t
+            .ledger
+            .lines("transfer")
+            .iter()
+            .filter(|l| l["args"]["account"] == account.as_str())
+            .filter_map(|l| l["args"]["amount"].as_u64())
+            .collect();
+        amounts.sort_unstable();
+        doubled += amounts.len().saturating_sub(STEPS);
+        wrong += usize::from(amounts != [1, 2, 3]);
+        let kinds = t.kinds(task).await?;
+        let ends: Vec<_> = kinds.iter().filter(|k| k.is_terminal()).collect();
+        wrong += usize::from(ends != [&EventType::Completed]);
+    }
+    println!(
+        "{SESSIONS} sessions x {STEPS} transfers, {kills} kills: {} calls in doubt settled by a person \
+         ({happened} happened, {not_happened} did not), {doubled} transfers doubled, {wrong} sessions wrong",
+        happened + not_happened
+    );
+    assert_eq!((doubled, wrong), (0, 0));
     Ok(())
 }

@@ -141,7 +141,8 @@ pub enum Command {
     /// Validate agent spec files: every error with its file, line and fix; routes to agent
     /// types that none of the given files defines are warnings. Exits 1 on errors.
     Check(CheckArgs),
-    /// Tasks waiting for a person: list, show, and answer them.
+    /// What waits for a person: list, show and answer tasks; settle tool calls whose outcome
+    /// is unknown, and approve or deny calls that wait for approval.
     #[command(subcommand)]
     Inbox(InboxCommand),
     /// Print the NATS `permissions` block a role needs, to paste into a user of the server

@@ -18,6 +18,8 @@ worker killed meanwhile leaves a call that happened); in `stall-before` it
 waits 30 s first (killing the server then leaves a call that did not
 happen). With $LEDGER_KEYED set, a call whose `_meta["baton/idempotency-key"]`
 was seen before takes no effect again; it is logged with `"repeat": true`.
+$LEDGER_DELAY_S makes every call wait that long before and again after it
+takes effect (a slow bank), so a kill may land on either side.
 """
 
 import argparse
@@ -62,6 +64,8 @@ async def effect(tool: str, args: dict, ctx: Context) -> str:
     """Takes effect once (per key, with $LEDGER_KEYED), as $LEDGER_CONTROL says."""
     key = key_of(ctx)
     mode = control(tool)
+    delay = float(os.environ.get("LEDGER_DELAY_S", "0"))
+    await asyncio.sleep(delay)
     if mode == "stall-before":
         await asyncio.sleep(30)
     line = {"tool": tool, "args": args, "key": key}
@@ -70,6 +74,7 @@ async def effect(tool: str, args: dict, ctx: Context) -> str:
         line["repeat"] = True
     with open(os.environ["LEDGER_LOG"], "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
+    await asyncio.sleep(delay)
     if repeat:
         return f"{tool} already done for key {key}"
     if mode == "stall-after":

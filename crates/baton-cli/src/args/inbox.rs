@@ -71,19 +71,21 @@ pub enum InboxCommand {
     },
     /// Settle a tool call whose outcome is unknown (reason tool_outcome_unknown): the worker
     /// stopped between making it and recording its result, and its tool must not be called
-    /// twice. Check the system the tool acts on, then say what happened.
+    /// twice. Check the system the tool acts on, then say what happened: exactly one of
+    /// --happened, --not-happened and --fail.
+    #[command(group(clap::ArgGroup::new("decision").required(true).args(["happened", "not_happened", "fail"])))]
     Resolve {
         /// Entry id, as `baton inbox ls` shows it.
         id: String,
         /// The call happened: the agent goes on with --result as the tool's result, without
         /// calling the tool or asking the model again.
-        #[arg(long, group = "decision", required = true)]
+        #[arg(long)]
         happened: bool,
         /// The call did not happen: the agent makes it, once.
-        #[arg(long, group = "decision")]
+        #[arg(long)]
         not_happened: bool,
         /// Fail the session (reason tool_outcome_unknown, with --note).
-        #[arg(long, group = "decision")]
+        #[arg(long)]
         fail: bool,
         /// With --happened: the call's result, as the model should read it.
         #[arg(long, value_name = "TEXT", requires = "happened")]
