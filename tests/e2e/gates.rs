@@ -784,3 +784,27 @@ async fn random_kills_double_no_write_when_a_person_settles_every_call_in_doubt(
     assert_eq!((doubled, wrong), (0, 0));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entry_of_a_cancelled_session_is_not_settled() -> anyhow::Result<()> {
+    let args = json!({"account": "A", "amount": 4});
+    let script = vec![call("transfer", &args), Scripted::text("Sent.")];
+    let mut t = Teller::start(script, false, "").await?;
+    let (task, waiting) = t.in_doubt("Send 4 from A.", "transfer", &args).await?;
+    let session = task.session.to_string();
+    t.baton(&["cancel", &session, "--detail", "customer hung up"])?;
+    let id = waiting["id"].as_str().unwrap_or_default();
+    let refused = t.refused(&["inbox", "resolve", id, "--not-happened"])?;
+    assert!(refused.contains("was cancelled"), "{refused}");
+    // Nothing was made again, and the session keeps its one end.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!((t.ledger.effects("transfer"), t.asked()), (1, 1));
+    let kinds = t.kinds(&task).await?;
+    assert_eq!(
+        kinds.iter().filter(|k| k.is_terminal()).count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(t.inbox()?.is_empty(), "the entry left the inbox");
+    Ok(())
+}
