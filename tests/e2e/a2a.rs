@@ -188,13 +188,15 @@ async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()>
         "{printed}"
     );
 
-    // Listing by context: exactly this context's tasks.
+    // Listing by context: exactly this context's tasks (the turns of its
+    // conversation: the first fails, so nobody holds it, and the second
+    // goes to the agent it is sent to).
     let context = uuid::Uuid::new_v4().to_string();
-    let first = client(&url, "send_in", &[&context, "refund", REFUND])?;
-    let second = client(&url, "send_in", &[&context, "fragile", "break"])?;
-    assert_eq!(second["state"], "TASK_STATE_FAILED", "{second}");
-    assert!(strings(&second["status"])[0].contains("fatal"), "{second}");
-    assert_eq!(first["state"], "TASK_STATE_COMPLETED", "{first}");
+    let first = client(&url, "send_in", &[&context, "fragile", "break"])?;
+    let second = client(&url, "send_in", &[&context, "refund", REFUND])?;
+    assert_eq!(first["state"], "TASK_STATE_FAILED", "{first}");
+    assert!(strings(&first["status"])[0].contains("fatal"), "{first}");
+    assert_eq!(second["state"], "TASK_STATE_COMPLETED", "{second}");
     let listed = client(&url, "list", &[&context])?;
     assert_eq!(listed["total"], 2, "{listed}");
     let ids: Vec<&str> = listed["tasks"]
@@ -210,7 +212,7 @@ async fn the_a2a_sdk_sends_streams_lists_and_reads_tasks() -> anyhow::Result<()>
     let pages = serde_json::json!([[second], [first]]);
     assert_eq!(listed["pages"], pages, "{listed}");
     assert_eq!(listed["last_token"], "", "{listed}");
-    assert_eq!(listed["failed"], serde_json::json!([second]), "{listed}");
+    assert_eq!(listed["failed"], serde_json::json!([first]), "{listed}");
 
     // Errors: an ended task has nothing to subscribe to; an unknown one is not found.
     let ended = client(&url, "ended", &[&id])?;

@@ -11,6 +11,7 @@ mod claims;
 mod cli;
 mod cluster;
 mod console;
+mod conversations;
 mod deadlines;
 mod delegation;
 mod deploy;

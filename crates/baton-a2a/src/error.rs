@@ -14,6 +14,9 @@ pub enum Error {
     /// The task index cannot be read or written.
     #[error("{0}")]
     Index(String),
+    /// The conversations bucket cannot be opened.
+    #[error("cannot open the conversations: {0}")]
+    Conversations(String),
     /// The HTTP server stopped.
     #[error("the A2A server stopped: {0}")]
     Serve(std::io::Error),

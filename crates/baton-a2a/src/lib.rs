@@ -12,6 +12,13 @@
 //! `TASK_STATE_INPUT_REQUIRED`, and the client's next message to the task is
 //! the person's answer, through the inbox. `CancelTask` cancels the session.
 //!
+//! An A2A context is a Baton conversation (`baton_worker::conversation`):
+//! a message without a task id is the next turn of its context, which goes
+//! to the agent that holds the conversation, with the transcript so far. A
+//! message that arrives while a turn runs waits for it (`enqueue`), or is
+//! refused (`reject`), as the gateway's `--overlap` or the message's
+//! metadata `overlap` says.
+//!
 //! The wire types are the A2A project's own (`a2a-lf`). Its server and
 //! client crates are not used: they bring a gRPC stack (tonic, prost and a
 //! vendored protoc at build time) and a second major version of reqwest,
@@ -54,6 +61,11 @@ pub struct Gateway {
     /// The most a session it starts may spend; a message may ask for less
     /// (`metadata.budget_tokens`, `metadata.budget_cost`).
     budget: baton_proto::Budget,
+    /// Contexts as conversations.
+    conversations: baton_worker::conversation::Conversations,
+    /// What a message does while a turn of its context runs, unless its
+    /// metadata says otherwise.
+    overlap: baton_proto::Overlap,
 }
 
 /// How `baton a2a serve` runs.
@@ -74,6 +86,9 @@ pub struct Settings {
     /// The most a session started here may spend on models; a message may
     /// ask for less with `metadata.budget_tokens` and `metadata.budget_cost`.
     pub budget: baton_proto::Budget,
+    /// What a message does while a turn of its context runs (`enqueue` by
+    /// default); a message's metadata `overlap` may say otherwise.
+    pub overlap: baton_proto::Overlap,
 }
 
 /// Serves A2A until `shutdown`.
@@ -105,7 +120,13 @@ pub async fn serve(
     )
     .await?;
     let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas).await?;
+    let conversations =
+        baton_worker::conversation::Conversations::open(client.clone(), settings.replicas)
+            .await
+            .map_err(|err| Error::Conversations(err.to_string()))?;
     let gateway = Gateway {
+        conversations,
+        overlap: settings.overlap,
         registry: RegistryClient::new(nats, &subjects),
         client,
         inbox,

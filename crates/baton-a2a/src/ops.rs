@@ -7,8 +7,9 @@ use a2a::{
     JsonRpcError, ListTasksRequest, ListTasksResponse, Message, PartContent, SendMessageRequest,
     StreamResponse, Task, TaskState, error_code,
 };
-use baton_proto::{AgentName, Envelope, Event, Value, now_ms};
+use baton_proto::{AgentName, Event, Value, now_ms};
 use baton_worker::Reply;
+use baton_worker::conversation::{ConversationErrorKind, UserMessage};
 use futures::{Stream, StreamExt};
 use uuid::Uuid;
 
@@ -169,29 +170,56 @@ impl Gateway {
         let budget =
             baton_gateway::budget(asked("budget_tokens"), asked("budget_cost"), self.budget)
                 .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
-        let mut envelope = Envelope::task(text);
-        envelope.replayable = true;
-        // A streaming caller gets the answers as they are written.
-        envelope.stream = live;
-        envelope.budget = budget;
-        envelope.context.variables.extend(variables);
-        if let Some(agent) = target {
-            envelope = envelope.with_to(agent.to_string());
-        }
-        let session = envelope.session;
+        let overlap = match asked("overlap") {
+            None => self.overlap,
+            Some(name) => name
+                .as_str()
+                .and_then(baton_proto::Overlap::parse)
+                .ok_or_else(|| {
+                    error(
+                        error_code::INVALID_PARAMS,
+                        format!(
+                            "metadata overlap {name} is not a policy: enqueue, reject or interrupt"
+                        ),
+                    )
+                })?,
+        };
+        // The context is the conversation; a message without one starts a new one.
         let context = request
             .message
             .context_id
             .clone()
-            .unwrap_or_else(|| session.to_string());
+            .filter(|context| !context.is_empty())
+            .unwrap_or_else(|| Uuid::new_v4().to_string());
+        let mut message = UserMessage::new(text);
+        message.overlap = overlap;
+        message.turn.stream = live;
+        message.turn.budget = budget;
+        message.turn.to = target.map(ToString::to_string);
+        message.turn.variables.extend(variables);
+        let session = message.turn.session;
+        let sent = self
+            .conversations
+            .send(&context, &message)
+            .await
+            .map_err(|err| match err.kind() {
+                ConversationErrorKind::Busy => {
+                    error(error_code::UNSUPPORTED_OPERATION, err.to_string())
+                }
+                ConversationErrorKind::Forbidden => {
+                    error(error_code::INVALID_PARAMS, err.to_string())
+                }
+                _ => internal(err),
+            })?;
+        // Recorded before the caller learns the task id, so every read of
+        // it finds its context.
         let record = Record {
             context: context.clone(),
             agent: target.map(ToString::to_string),
             at: now_ms(),
         };
         self.index.put(session, &record).await.map_err(internal)?;
-        self.client.submit(&envelope).await.map_err(internal)?;
-        tracing::info!(%session, agent = ?record.agent, "A2A task started");
+        tracing::info!(%session, %context, agent = ?record.agent, ?sent, "A2A message sent");
         Ok((session, context, 0))
     }
 

@@ -383,6 +383,7 @@ pub async fn a2a(
             tokens: args.budget_tokens,
             cost_micros: args.budget_cost,
         },
+        overlap: args.overlap,
     };
     baton_a2a::serve(client, settings, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)

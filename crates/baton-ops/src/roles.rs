@@ -156,5 +156,7 @@ fn operator(subjects: &Subjects) -> Footprint {
         .with(baton_worker::footprints::claims(subjects))
         .with(baton_worker::footprints::cancels(subjects, true))
         .with(baton_a2a::footprint(subjects))
+        // The A2A gateway's contexts are conversations.
+        .with(baton_worker::conversation::footprint(subjects))
         .with(crate::doctor::footprint(subjects))
 }

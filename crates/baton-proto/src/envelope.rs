@@ -152,6 +152,10 @@ pub struct Envelope {
     /// journal named here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed: Option<crate::Resumed>,
+    /// Extension (optional): the envelope belongs to a turn of a
+    /// conversation. Absent: a one-shot task, as always.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<crate::TurnOf>,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -327,6 +331,7 @@ impl Envelope {
             replay: None,
             gate: None,
             resumed: None,
+            conversation: None,
             extra: Map::new(),
         }
     }

@@ -32,6 +32,7 @@
 mod wire_enum;
 mod claim;
 mod codec;
+mod conversation;
 mod delta;
 mod envelope;
 mod event;
@@ -62,6 +63,7 @@ pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
 };
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
+pub use conversation::{Conversation, Overlap, TurnMessage, TurnOf};
 pub use delta::{Delta, Shown};
 pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Kind, Map, Message, Parent, Reason, ResultStatus, Role,

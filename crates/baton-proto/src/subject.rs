@@ -321,6 +321,12 @@ impl Subjects {
         format!("{}_CLAIMS", self.stream_prefix)
     }
 
+    /// `BATON_CONVERSATIONS`: the key-value bucket of conversations' records.
+    #[must_use]
+    pub fn conversations_bucket(&self) -> String {
+        format!("{}_CONVERSATIONS", self.stream_prefix)
+    }
+
     /// `BATON_JOINS`: the key-value bucket of delegations waiting for their children.
     #[must_use]
     pub fn joins_bucket(&self) -> String {

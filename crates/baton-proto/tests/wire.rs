@@ -162,6 +162,7 @@ fn full_handoff() -> Envelope {
         replay: None,
         gate: None,
         resumed: None,
+        conversation: None,
         extra: Map::new(),
     }
 }

@@ -48,6 +48,7 @@
 //! code that does it.
 
 mod author;
+pub mod conversation;
 mod error;
 pub mod health;
 mod nats;

@@ -158,6 +158,25 @@ async def main(url, step, args):
             return await send(url, args[2], task=args[0], metadata={"feedback": json.loads(args[1])})
         except Exception as err:  # the SDK's typed errors
             return {"error": type(err).__name__, "message": str(err)}
+    if step == "say":
+        # A message to the ingress in context args[0]; args[2], if any, its metadata.
+        metadata = json.loads(args[2]) if len(args) > 2 else None
+        try:
+            return await send(url, args[1], context=args[0], metadata=metadata)
+        except Exception as err:  # the SDK's typed errors
+            return {"error": type(err).__name__, "message": str(err)}
+    if step == "double":
+        # Two messages in context args[0], the second args[3] s after the
+        # first, with metadata args[4]: both answers, in the order sent.
+        async def second():
+            await asyncio.sleep(float(args[3]))
+            try:
+                return await send(url, args[2], context=args[0], metadata=json.loads(args[4]))
+            except Exception as err:  # the SDK's typed errors
+                return {"error": type(err).__name__, "message": str(err)}
+
+        first, later = await asyncio.gather(send(url, args[1], context=args[0]), second())
+        return {"first": first, "second": later}
     if step == "send_in":
         return await send(f"{url}/agents/{args[1]}", args[2], context=args[0])
     if step == "stream":

@@ -61,4 +61,16 @@ pub struct A2aServeArgs {
     /// the router's --default-budget-cost]
     #[arg(long, env = "BATON_A2A_BUDGET_COST", value_name = "AMOUNT", allow_negative_numbers = true, value_parser = crate::args::session::amount)]
     pub budget_cost: Option<u64>,
+
+    /// What a message does when a turn of its context (its conversation) runs: `enqueue` (it
+    /// runs next, in arrival order, and sees the answer before it) or `reject` (an error that
+    /// names the running turn). A message's metadata `overlap` may choose for itself.
+    #[arg(long, env = "BATON_A2A_OVERLAP", value_name = "POLICY", default_value = "enqueue", value_parser = overlap)]
+    pub overlap: baton_proto::Overlap,
+}
+
+/// An overlap policy by its name.
+fn overlap(name: &str) -> Result<baton_proto::Overlap, String> {
+    baton_proto::Overlap::parse(name)
+        .ok_or_else(|| format!("{name:?} is not a policy: enqueue, reject or interrupt"))
 }

@@ -188,7 +188,8 @@ impl Router {
         let nets = nets(&self.client, &publisher, &config, &me, [&source, &timers]).await?;
         let stop = tokio_util::sync::CancellationToken::new();
         let connection = Connection::from_parts(self.client.clone(), self.permissions.clone());
-        let sessions = sessions(connection, &config, stop.clone()).await?;
+        let sessions = sessions(connection.clone(), &config, stop.clone()).await?;
+        let keeper = keeper(connection, &config, stop.clone()).await?;
         let router = Arc::new(Ingress {
             config,
             registry,
@@ -214,6 +215,7 @@ impl Router {
         tokio::join!(ingress, watch, stopper);
         nets.iter().for_each(tokio::task::JoinHandle::abort);
         sessions.abort();
+        keeper.abort();
         Ok(())
     }
 }
@@ -234,6 +236,26 @@ async fn sessions(
         ClaimSettings::default(),
     ));
     Sessions::new(canceller, claims).serve(stop).await
+}
+
+/// The conversations' keeper: it settles turns that ended and starts the
+/// messages queued behind them.
+async fn keeper(
+    connection: Connection,
+    config: &RouterConfig,
+    stop: tokio_util::sync::CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, Error> {
+    let client = Client::new(connection, config.subjects.clone())
+        .with_streams(config.streams.clone())
+        .reading_the_stream();
+    let conversations = crate::conversation::Conversations::open(client, config.streams.replicas)
+        .await
+        .map_err(|err| Error::new(crate::ErrorKind::JetStream, err.to_string()))?;
+    Ok(tokio::spawn(crate::conversation::keep(
+        conversations,
+        Duration::from_millis(250),
+        stop,
+    )))
 }
 
 /// The router's two consumers of the tasks stream: the ingress, and the
@@ -345,5 +367,6 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         .with(crate::services::sessions::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
         .with(crate::worker::cancel::footprint(subjects, true))
+        .with(crate::conversation::footprint(subjects))
         .noting("the router forwards tasks to any agent type, so it may publish to all of them")
 }

@@ -1,0 +1,156 @@
+//! Conversations (an optional extension): many turns, one memory. A turn is
+//! a session, as every task is; its envelopes carry [`TurnOf`], and the
+//! conversation's durable record ([`Conversation`]) says who holds it, which
+//! turn runs, what waits, and where the transcript is. Every change to the
+//! record is a compare-and-swap on its revision.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::uuid_text;
+use crate::value::Map;
+
+/// On every envelope of a conversation's turn: which conversation, which turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnOf {
+    /// The conversation's id (opaque; an A2A `contextId`).
+    pub id: String,
+    /// The turn, from 1.
+    pub turn: u32,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// A user message of a conversation: the turn it starts, as it waits or runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnMessage {
+    /// The session the turn runs as (chosen when the message arrived, so
+    /// its caller can follow it at once, queued or not).
+    #[serde(with = "uuid_text")]
+    pub session: Uuid,
+    /// The message's text.
+    pub text: String,
+    /// Shared variables the message sets.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub variables: Map,
+    /// When it arrived, unix ms.
+    pub at: u64,
+    /// The agent type the caller addressed: the turn goes there when
+    /// nobody holds the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// The caller follows the turn live and asks for answers as they are
+    /// written (the envelope's `stream`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// The turn's budget, when the caller set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::Budget>,
+}
+
+/// A conversation's record, in the key-value bucket `BATON_CONVERSATIONS`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Its id.
+    pub id: String,
+    /// Who started it (a caller's name); only they continue and read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Where a turn starts when nobody holds the conversation: an agent
+    /// type, or absent for the router's default entry agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    /// The agent type that holds it: the next turn goes there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Turns started so far.
+    pub turns: u32,
+    /// The turn that runs now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<TurnMessage>,
+    /// Messages that wait for the running turn to end, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue: Vec<TurnMessage>,
+    /// The transcript so far: the session of the last turn that ended with
+    /// a context (its terminal event's `context`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "uuid_text::option"
+    )]
+    pub transcript: Option<Uuid>,
+    /// Unix ms.
+    pub created_at: u64,
+    /// Unix ms.
+    pub updated_at: u64,
+}
+
+impl Conversation {
+    /// A new conversation `id` of `owner`, entered at `entry`.
+    #[must_use]
+    pub fn new(id: impl Into<String>, owner: Option<String>, entry: Option<String>) -> Self {
+        let now = crate::now_ms();
+        Self {
+            id: id.into(),
+            owner,
+            entry,
+            holder: None,
+            turns: 0,
+            running: None,
+            queue: Vec::new(),
+            transcript: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// The key of conversation `id` in the bucket: `c.` and the first 16
+    /// bytes, in hex, of the SHA-256 of the id (an id may hold any text).
+    #[must_use]
+    pub fn key_of(id: &str) -> String {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(id.as_bytes());
+        format!("c.{}", crate::hex(&digest[..16]))
+    }
+
+    /// The id of the task that starts turn `turn` of conversation `id`:
+    /// every starter (a gateway, or the router's keeper) sends it under
+    /// this id, so it is sent once.
+    #[must_use]
+    pub fn task_id(id: &str, turn: u32) -> Uuid {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(id.as_bytes());
+        let mut seed = [0u8; 16];
+        seed.copy_from_slice(&digest[..16]);
+        crate::derive_id_labelled(Uuid::from_bytes(seed), "turn", turn)
+    }
+}
+
+/// What becomes of a message that arrives while a turn runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// It runs next, in arrival order, and sees the answer before it.
+    #[default]
+    Enqueue,
+    /// It is refused with an error that names the running turn.
+    Reject,
+    /// The running turn is cancelled; the new turn runs with both messages.
+    Interrupt,
+}
+
+impl Overlap {
+    /// The policy named `name`, if it is one.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "enqueue" => Some(Self::Enqueue),
+            "reject" => Some(Self::Reject),
+            "interrupt" => Some(Self::Interrupt),
+            _ => None,
+        }
+    }
+}

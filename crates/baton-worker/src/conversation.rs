@@ -1,0 +1,481 @@
+//! Conversations: many turns, one memory, one turn at a time.
+//!
+//! A conversation's record ([`Conversation`]) lives in the key-value bucket
+//! `BATON_CONVERSATIONS`, and every change to it is a compare-and-swap on
+//! its revision: two gateways, or a gateway and the router's keeper, never
+//! both advance it. A user message ([`Conversations::send`]) starts the next
+//! turn, a session whose task goes to the agent that holds the conversation
+//! with the transcript so far; or, while a turn runs, it waits in the
+//! record's queue (or is refused, by the caller's [`Overlap`]). When a turn
+//! ends, whoever sees it first settles the record: the agent that answered
+//! holds the conversation, the ended session's context is the transcript,
+//! and the next queued message starts. The router runs [`keep`], which
+//! settles turns nobody else is sending to, and sends again a turn whose
+//! starter crashed before its task was durable.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use baton_proto::footprint::Footprint;
+use baton_proto::{
+    Conversation, Envelope, Event, EventType, Map, Message, Overlap, Role, Subjects, TurnMessage,
+    TurnOf,
+};
+use futures::StreamExt;
+use uuid::Uuid;
+
+use crate::services::client::Client;
+
+/// Why a conversation operation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ConversationError {
+    kind: ConversationErrorKind,
+    message: String,
+}
+
+/// What kind of failure a [`ConversationError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConversationErrorKind {
+    /// A turn runs, and the caller asked for `reject`.
+    Busy,
+    /// The conversation belongs to another caller.
+    Forbidden,
+    /// JetStream did not answer as it should.
+    Store,
+}
+
+impl ConversationError {
+    fn new(kind: ConversationErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn store(message: impl Into<String>) -> Self {
+        Self::new(ConversationErrorKind::Store, message)
+    }
+
+    /// What kind of failure it is.
+    #[must_use]
+    pub fn kind(&self) -> ConversationErrorKind {
+        self.kind
+    }
+}
+
+/// What became of a user message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// It started turn `turn`, which runs as `session`.
+    Started {
+        /// The turn's session.
+        session: Uuid,
+        /// The turn, from 1.
+        turn: u32,
+    },
+    /// It waits behind the running turn (and `ahead` others); it will run as
+    /// `session`.
+    Queued {
+        /// The session it will run as.
+        session: Uuid,
+        /// Messages queued before it.
+        ahead: usize,
+    },
+}
+
+impl Sent {
+    /// The session the message runs (or will run) as.
+    #[must_use]
+    pub fn session(&self) -> Uuid {
+        match self {
+            Self::Started { session, .. } | Self::Queued { session, .. } => *session,
+        }
+    }
+}
+
+/// A user message for [`Conversations::send`].
+#[derive(Debug, Clone)]
+pub struct UserMessage {
+    /// The turn it starts, as it waits and runs: its session, text,
+    /// variables, addressee, streaming and budget.
+    pub turn: TurnMessage,
+    /// Who sends it (the conversation's owner, when it starts one).
+    pub caller: Option<String>,
+    /// What happens when a turn runs.
+    pub overlap: Overlap,
+}
+
+impl UserMessage {
+    /// A message with `text`, to run as a new session, queued behind a
+    /// running turn.
+    #[must_use]
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            turn: TurnMessage {
+                session: Uuid::new_v4(),
+                text: text.into(),
+                variables: Map::new(),
+                at: baton_proto::now_ms(),
+                to: None,
+                stream: false,
+                budget: None,
+            },
+            caller: None,
+            overlap: Overlap::Enqueue,
+        }
+    }
+}
+
+/// The conversations of one deployment.
+#[derive(Clone)]
+pub struct Conversations {
+    store: kv::Store,
+    client: Client,
+}
+
+impl std::fmt::Debug for Conversations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conversations").finish_non_exhaustive()
+    }
+}
+
+/// How long a running turn may show no event before its task is sent again
+/// (its starter may have crashed before the task was durable).
+const SILENT: Duration = Duration::from_secs(10);
+
+impl Conversations {
+    /// Opens the bucket (creating it with `replicas` when missing); turns
+    /// are sent and read through `client`.
+    ///
+    /// # Errors
+    ///
+    /// When JetStream refuses the bucket.
+    pub async fn open(client: Client, replicas: usize) -> Result<Self, ConversationError> {
+        let config = kv::Config {
+            bucket: client.subjects().conversations_bucket(),
+            description: "Baton: conversations (holder, turns, queue, transcript)".to_owned(),
+            history: 1,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: replicas,
+            ..Default::default()
+        };
+        let store = crate::nats::provision::key_value(client.jetstream(), config)
+            .await
+            .map_err(|err| ConversationError::store(err.to_string()))?;
+        Ok(Self { store, client })
+    }
+
+    /// Conversation `id`'s record and its revision, if it exists.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read, or holds no record there.
+    pub async fn get(&self, id: &str) -> Result<Option<(Conversation, u64)>, ConversationError> {
+        self.read(&Conversation::key_of(id)).await
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<(Conversation, u64)>, ConversationError> {
+        let entry = self
+            .store
+            .entry(key)
+            .await
+            .map_err(|err| ConversationError::store(format!("cannot read {key}: {err}")))?;
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            return Ok(None);
+        };
+        let record = rmp_serde::from_slice(&entry.value).map_err(|err| {
+            ConversationError::store(format!("{key} is not a conversation: {err}"))
+        })?;
+        Ok(Some((record, entry.revision)))
+    }
+
+    /// Sends `message` to conversation `id` (created when it does not
+    /// exist, entered at the agent type the message addresses): it starts
+    /// the next turn, or waits behind the running one, as
+    /// `message.overlap` says.
+    ///
+    /// # Errors
+    ///
+    /// [`ConversationErrorKind::Forbidden`] for another caller's
+    /// conversation; [`ConversationErrorKind::Busy`] for `reject` while a
+    /// turn runs; [`ConversationErrorKind::Store`] when JetStream fails.
+    pub async fn send(&self, id: &str, message: &UserMessage) -> Result<Sent, ConversationError> {
+        let key = Conversation::key_of(id);
+        let mine = &message.turn;
+        loop {
+            let (mut record, revision) = match self.read(&key).await? {
+                Some(found) => found,
+                None => {
+                    let entry = mine.to.clone();
+                    (Conversation::new(id, message.caller.clone(), entry), 0)
+                }
+            };
+            if record.owner.is_some() && record.owner != message.caller {
+                return Err(ConversationError::new(
+                    ConversationErrorKind::Forbidden,
+                    format!("conversation {id} belongs to another caller"),
+                ));
+            }
+            let mut started = self.settle(&mut record).await?;
+            let sent = match (&record.running, message.overlap) {
+                (None, _) => {
+                    record.turns += 1;
+                    record.running = Some(mine.clone());
+                    started.push(record.turns);
+                    Sent::Started {
+                        session: mine.session,
+                        turn: record.turns,
+                    }
+                }
+                (Some(running), Overlap::Reject) => {
+                    return Err(ConversationError::new(
+                        ConversationErrorKind::Busy,
+                        format!(
+                            "conversation {id} is busy: turn {} runs as session {}; send again when it ends, or with overlap enqueue",
+                            record.turns, running.session
+                        ),
+                    ));
+                }
+                (Some(_), Overlap::Interrupt) => {
+                    return Err(ConversationError::new(
+                        ConversationErrorKind::Busy,
+                        format!(
+                            "conversation {id} is busy, and overlap interrupt is not supported by this version yet: send with overlap enqueue or reject"
+                        ),
+                    ));
+                }
+                (Some(_), Overlap::Enqueue) => {
+                    record.queue.push(mine.clone());
+                    Sent::Queued {
+                        session: mine.session,
+                        ahead: record.queue.len() - 1,
+                    }
+                }
+            };
+            if self.swap(&key, &record, revision).await? {
+                for turn in started {
+                    self.start(&record, turn).await?;
+                }
+                return Ok(sent);
+            }
+        }
+    }
+
+    /// Settles `record`'s running turn if it has ended: the agent that
+    /// answered holds the conversation, the ended session is the
+    /// transcript, and the next queued message runs. Returns the turns
+    /// that started (to send once the record is stored).
+    async fn settle(&self, record: &mut Conversation) -> Result<Vec<u32>, ConversationError> {
+        let Some(running) = &record.running else {
+            return Ok(Vec::new());
+        };
+        let subjects = self.client.subjects();
+        let last =
+            crate::nats::ending::last_event(self.client.jetstream(), subjects, running.session)
+                .await
+                .map_err(|err| ConversationError::store(err.to_string()))?;
+        let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
+            return Ok(Vec::new());
+        };
+        ended(record, &end);
+        let mut started = Vec::new();
+        if !record.queue.is_empty() {
+            record.turns += 1;
+            record.running = Some(record.queue.remove(0));
+            started.push(record.turns);
+        }
+        record.updated_at = baton_proto::now_ms();
+        Ok(started)
+    }
+
+    /// Stores `record` over `revision` (0: creates it); `false` when
+    /// another writer came first.
+    async fn swap(
+        &self,
+        key: &str,
+        record: &Conversation,
+        revision: u64,
+    ) -> Result<bool, ConversationError> {
+        let mut record = record.clone();
+        record.updated_at = baton_proto::now_ms();
+        let bytes = rmp_serde::to_vec_named(&record)
+            .map_err(|err| ConversationError::store(format!("cannot encode: {err}")))?;
+        let lost = if revision == 0 {
+            match self.store.create(key, bytes.into()).await {
+                Ok(_) => return Ok(true),
+                Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => return Ok(false),
+                Err(err) => err.to_string(),
+            }
+        } else {
+            match self.store.update(key, bytes.into(), revision).await {
+                Ok(_) => return Ok(true),
+                Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                    return Ok(false);
+                }
+                Err(err) => err.to_string(),
+            }
+        };
+        Err(ConversationError::store(format!(
+            "cannot store {key}: {lost}"
+        )))
+    }
+
+    /// Sends the task of `record`'s running turn `turn`: the transcript so
+    /// far and the message, to the holder (else the entry), under an id
+    /// derived from the conversation and the turn, so it is sent once.
+    async fn start(&self, record: &Conversation, turn: u32) -> Result<(), ConversationError> {
+        let Some(running) = &record.running else {
+            return Ok(());
+        };
+        let mut envelope = Envelope::task(running.text.clone());
+        envelope.id = Conversation::task_id(&record.id, turn);
+        envelope.session = running.session;
+        envelope.replayable = true;
+        envelope.stream = running.stream;
+        envelope.budget = running.budget;
+        if let Some(transcript) = record.transcript {
+            let history = self
+                .client
+                .history(transcript)
+                .await
+                .map_err(|err| ConversationError::store(err.to_string()))?;
+            if let Some(context) = crate::ending(&history).and_then(|end| end.context.clone()) {
+                let mut context = *context;
+                context.initial_query.clone_from(&running.text);
+                context.problem.clear();
+                context
+                    .messages
+                    .push(Message::new(Role::User, running.text.clone()));
+                envelope.context = context;
+            }
+        }
+        envelope.context.variables.extend(running.variables.clone());
+        envelope.to = (record.holder.clone())
+            .or_else(|| running.to.clone())
+            .or_else(|| record.entry.clone());
+        envelope.conversation = Some(TurnOf {
+            id: record.id.clone(),
+            turn,
+            extra: Map::new(),
+        });
+        self.client
+            .submit(&envelope)
+            .await
+            .map_err(|err| ConversationError::store(format!("cannot send turn {turn}: {err}")))
+    }
+
+    /// Settles every conversation whose running turn ended, and sends again
+    /// a turn that shows no event long after it started. Returns how many
+    /// turns it started or sent again.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be listed.
+    pub async fn sweep(&self) -> Result<usize, ConversationError> {
+        let mut keys =
+            self.store.keys().await.map_err(|err| {
+                ConversationError::store(format!("cannot list conversations: {err}"))
+            })?;
+        let mut moved = 0;
+        while let Some(key) = keys.next().await {
+            let Ok(key) = key else { continue };
+            match self.keep_one(&key).await {
+                Ok(n) => moved += n,
+                Err(err) => {
+                    tracing::warn!(conversation = %key, error = %err, "cannot settle a conversation")
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    /// [`Conversations::sweep`] for one record.
+    async fn keep_one(&self, key: &str) -> Result<usize, ConversationError> {
+        loop {
+            let Some((mut record, revision)) = self.read(key).await? else {
+                return Ok(0);
+            };
+            let Some(running) = record.running.clone() else {
+                return Ok(0);
+            };
+            let started = self.settle(&mut record).await?;
+            if started.is_empty() && record.running.as_ref() == Some(&running) {
+                // Still running: sent again if nothing was ever heard of it.
+                let quiet = baton_proto::now_ms().saturating_sub(record.updated_at);
+                if quiet < u64::try_from(SILENT.as_millis()).unwrap_or(u64::MAX) {
+                    return Ok(0);
+                }
+                let subjects = self.client.subjects();
+                let last = crate::nats::ending::last_event(
+                    self.client.jetstream(),
+                    subjects,
+                    running.session,
+                )
+                .await
+                .map_err(|err| ConversationError::store(err.to_string()))?;
+                if last.is_some() {
+                    return Ok(0);
+                }
+                tracing::warn!(conversation = %record.id, turn = record.turns, "a turn shows no event: sending its task again");
+                self.start(&record, record.turns).await?;
+                return Ok(1);
+            }
+            if self.swap(key, &record, revision).await? {
+                for turn in &started {
+                    self.start(&record, *turn).await?;
+                }
+                return Ok(started.len().max(1));
+            }
+        }
+    }
+}
+
+/// Applies the end of `record`'s running turn: the agent that answered a
+/// completed turn holds the conversation; a turn that ended with a context
+/// is the transcript from now on.
+fn ended(record: &mut Conversation, end: &Event) {
+    let Some(running) = record.running.take() else {
+        return;
+    };
+    if end.kind == EventType::Completed {
+        if let Some(hop) = end.path.last() {
+            record.holder = Some(hop.agent.clone());
+        }
+    }
+    if end.context.is_some() {
+        record.transcript = Some(running.session);
+    }
+}
+
+/// Settles conversations every `every` until `stop` is cancelled (the
+/// router runs it).
+pub async fn keep(
+    conversations: Conversations,
+    every: Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if let Err(err) = conversations.sweep().await {
+                    tracing::warn!(error = %err, "cannot sweep the conversations");
+                }
+            }
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+/// What conversations use: their bucket, read and written with
+/// compare-and-swap, and listed by the router's keeper.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> Footprint {
+    let bucket = subjects.conversations_bucket();
+    Footprint::kv(&bucket)
+        .with(Footprint::kv_watcher(&bucket))
+        .with(crate::nats::ending::footprint(subjects))
+}

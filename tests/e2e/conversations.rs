@@ -1,0 +1,211 @@
+//! Conversations through `baton a2a serve`, driven by the official A2A
+//! Python SDK's client: a context is a conversation, each message a turn;
+//! the next turn goes to the agent that holds it, with the transcript so
+//! far; a message sent while a turn runs waits for it, or is refused. The
+//! scripted model stand-ins count what each agent's model was asked.
+
+use std::time::Duration;
+
+use baton_testkit::{FakeLlm, Scripted};
+use serde_json::Value;
+
+use crate::util::{System, llm_table};
+
+/// The router (entry `triage`), an LLM `triage` that may hand off to an
+/// LLM `refunds`, and the A2A gateway with `flags`; the gateway's URL.
+async fn desk(
+    triage: &FakeLlm,
+    refunds: &FakeLlm,
+    flags: &[&str],
+) -> anyhow::Result<(System, String, tempfile::TempDir)> {
+    let specs = [
+        (
+            "triage",
+            format!(
+                "name = \"triage\"\nkind = \"llm\"\n\n[[handoffs]]\nto = \"refunds\"\n{}",
+                llm_table(triage, "")
+            ),
+        ),
+        (
+            "refunds",
+            format!(
+                "name = \"refunds\"\nkind = \"llm\"\n{}",
+                llm_table(refunds, "")
+            ),
+        ),
+    ];
+    let (mut system, dir) = crate::util::spec_workers(&specs).await?;
+    system
+        .router(&["--default-agent", "triage", "--no-registry"])
+        .await?;
+    let mut args = vec!["a2a", "serve", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(flags);
+    system.spawn("a2a", &args, "A2A server listening").await?;
+    let url = system.logged_url("a2a")?;
+    Ok((system, url, dir))
+}
+
+/// Runs `scripts/a2a_client.py URL STEP ARGS`; its JSON answer.
+fn client(url: &str, step: &str, args: &[&str]) -> anyhow::Result<Value> {
+    let mut all = vec![url, step];
+    all.extend_from_slice(args);
+    crate::util::python_json("a2a_client.py", "a2a", &all)
+}
+
+/// The first text of an A2A task summary's answer.
+fn answer(task: &Value) -> &str {
+    task["answer"][0].as_str().unwrap_or_default()
+}
+
+/// The chat messages of request `n` to `llm`, as `role: content` lines.
+fn asked(llm: &FakeLlm, n: usize) -> Vec<String> {
+    llm.requests()[n].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap_or_default(),
+                m["content"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_turn_goes_to_the_holder_with_the_conversation_so_far() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
+        "transfer_to_refunds",
+        r#"{"reason": "refund"}"#,
+    )])])?;
+    let refunds = FakeLlm::start(vec![
+        Scripted::text("Who are you?"),
+        Scripted::text("Please confirm the refund of 49.5."),
+        Scripted::text("Refund done."),
+    ])?;
+    let (_system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let mut answers = Vec::new();
+    let mut tasks = Vec::new();
+    for text in [
+        "I want a refund for ABC-123.",
+        "I am Ada Lovelace.",
+        "Yes, go ahead.",
+    ] {
+        let turn = client(&url, "say", &[&context, text])?;
+        assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+        assert_eq!(turn["context"], context.as_str(), "{turn}");
+        answers.push(answer(&turn).to_owned());
+        tasks.push(turn["id"].as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(
+        answers,
+        [
+            "Who are you?",
+            "Please confirm the refund of 49.5.",
+            "Refund done."
+        ]
+    );
+    // Triage's model was asked once: turns 2 and 3 went to the holder.
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 3));
+    // The holder's model saw turns 1 and 2 and their answers, in order.
+    let third = asked(&refunds, 2);
+    let users: Vec<&String> = third.iter().filter(|m| m.starts_with("user: ")).collect();
+    assert_eq!(
+        users,
+        [
+            "user: I want a refund for ABC-123.",
+            "user: I am Ada Lovelace.",
+            "user: Yes, go ahead."
+        ],
+        "{third:#?}"
+    );
+    let said: Vec<&String> = third
+        .iter()
+        .filter(|m| m.starts_with("assistant: ") && m.len() > 11)
+        .collect();
+    assert!(
+        said.iter().any(|m| m.ends_with("Who are you?"))
+            && said
+                .iter()
+                .any(|m| m.ends_with("Please confirm the refund of 49.5.")),
+        "{third:#?}"
+    );
+    // ListTasks by context lists the turns.
+    let listed = client(&url, "list", &[&context])?;
+    assert_eq!(listed["total"], 3, "{listed}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_sent_while_a_turn_runs_waits_for_it_and_sees_its_answer() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::text("First answered.").after(Duration::from_millis(1500)),
+        Scripted::text("Second answered."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (_system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let both = client(
+        &url,
+        "double",
+        &[&context, "first question", "second question", "0.3", "{}"],
+    )?;
+    assert_eq!(both["first"]["state"], "TASK_STATE_COMPLETED", "{both}");
+    assert_eq!(both["second"]["state"], "TASK_STATE_COMPLETED", "{both}");
+    assert_eq!(answer(&both["first"]), "First answered.");
+    assert_eq!(answer(&both["second"]), "Second answered.");
+    // The second turn ran after the first, and its model saw the first.
+    assert_eq!(triage.requests().len(), 2);
+    let second = asked(&triage, 1);
+    assert_eq!(
+        second,
+        [
+            "user: first question",
+            "assistant: First answered.",
+            "user: second question"
+        ],
+        "{second:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_sent_while_a_turn_runs_is_refused_under_reject() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::text("First answered.").after(Duration::from_millis(1500)),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (_system, url, _dir) = desk(&triage, &refunds, &["--overlap", "reject"]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let both = client(
+        &url,
+        "double",
+        &[&context, "first question", "second question", "0.3", "{}"],
+    )?;
+    assert_eq!(both["first"]["state"], "TASK_STATE_COMPLETED", "{both}");
+    let refused = both["second"]["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        both["second"]["error"], "UnsupportedOperationError",
+        "{both}"
+    );
+    assert!(
+        refused.contains("is busy") && refused.contains("turn 1"),
+        "{refused}"
+    );
+    assert_eq!(
+        triage.requests().len(),
+        1,
+        "the refused message reached no model"
+    );
+    // A message may choose for itself: enqueue, against the gateway's reject.
+    let again = client(
+        &url,
+        "say",
+        &[&context, "third question", r#"{"overlap": "bogus"}"#],
+    )?;
+    assert_eq!(again["error"], "InvalidParamsError", "{again}");
+    Ok(())
+}
