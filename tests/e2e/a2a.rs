@@ -278,6 +278,9 @@ async fn the_a2a_sdk_cancels_a_running_task_and_answers_one_that_waits_for_input
         "{asked}"
     );
     assert_eq!(asked["again"], "UnsupportedOperationError", "{asked}");
+    // A task id from another context, or an unknown one, is refused first.
+    assert_eq!(asked["elsewhere"], "InvalidParamsError", "{asked}");
+    assert_eq!(asked["unknown"], "TaskNotFoundError", "{asked}");
 
     // An answer with {"handoff": "refund"} goes on to that agent type.
     let handed = client(

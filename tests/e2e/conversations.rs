@@ -209,3 +209,51 @@ async fn a_message_sent_while_a_turn_runs_is_refused_under_reject() -> anyhow::R
     assert_eq!(again["error"], "InvalidParamsError", "{again}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gateway_killed_mid_turn_loses_no_turn_and_the_queue_runs_in_order() -> anyhow::Result<()>
+{
+    let triage = FakeLlm::start(vec![
+        Scripted::text("First answered.").after(Duration::from_millis(2000)),
+        Scripted::text("Second answered."),
+        Scripted::text("Third answered."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (mut system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let posted = client(&url, "post", &[&context, "one", "two", "three"])?;
+    let ids: Vec<String> = posted["ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|id| id.as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 3, "{posted}");
+    // The gateway that queued turns two and three dies while turn one runs:
+    // the router's keeper starts them when their turn comes.
+    system.process("a2a").kill9();
+    let mut ends = Vec::new();
+    for id in &ids {
+        let session: uuid::Uuid = id.parse()?;
+        let end = system.client.wait(session, Duration::from_secs(30)).await?;
+        assert_eq!(end.kind, baton_proto::EventType::Completed, "{id}");
+        let stored = system.stored_events(session).await?;
+        ends.push(stored.iter().filter(|e| e.kind.is_terminal()).count());
+    }
+    assert_eq!(ends, [1, 1, 1], "each turn ends once");
+    // In order, each seeing the one before: three model calls in all.
+    assert_eq!(triage.requests().len(), 3);
+    let third = asked(&triage, 2);
+    assert_eq!(
+        third,
+        [
+            "user: one",
+            "assistant: First answered.",
+            "user: two",
+            "assistant: Second answered.",
+            "user: three"
+        ],
+        "{third:#?}"
+    );
+    Ok(())
+}

@@ -182,7 +182,11 @@ async fn an_endpoint_that_cannot_stream_is_read_whole_and_no_stream_asks_for_non
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_shows_an_answer_growing_as_it_is_written() -> anyhow::Result<()> {
-    let words = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
+    // Long enough (about 7 s) that a browser slow to start on a loaded
+    // machine still sees the answer at two lengths.
+    let words = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen \
+                 fifteen sixteen seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three \
+                 twenty-four twenty-five twenty-six twenty-seven twenty-eight";
     let llm = FakeLlm::start(vec![
         Scripted::text(words).chunks_every(Duration::from_millis(250)),
     ])?;

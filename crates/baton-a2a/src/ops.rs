@@ -271,6 +271,18 @@ impl Gateway {
         message: &Message,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
         let (session, context) = self.known(id).await?;
+        if let Some(other) = message
+            .context_id
+            .as_deref()
+            .filter(|c| !c.is_empty() && *c != context)
+        {
+            return Err(error(
+                error_code::INVALID_PARAMS,
+                format!(
+                    "task {id} belongs to context {context}, not {other}: send it in its own context, or without a task id to start a turn of {other}"
+                ),
+            ));
+        }
         let entries = self.inbox.list().await.map_err(internal)?;
         let Some(entry) = entries.into_iter().find(|e| e.envelope.session == session) else {
             let (last, _) = self.last(session).await?;

@@ -177,6 +177,14 @@ async def main(url, step, args):
 
         first, later = await asyncio.gather(send(url, args[1], context=args[0]), second())
         return {"first": first, "second": later}
+    if step == "post":
+        # Messages args[1:] to the ingress in context args[0], each returned
+        # at once (not waited for): their task ids, in order.
+        ids = []
+        for text in args[1:]:
+            posted = await send(url, text, context=args[0], immediately=True)
+            ids.append(posted["id"])
+        return {"ids": ids}
     if step == "send_in":
         return await send(f"{url}/agents/{args[1]}", args[2], context=args[0])
     if step == "stream":
@@ -229,9 +237,12 @@ async def main(url, step, args):
         }
     if step == "input":
         asked = await send(f"{url}/agents/{args[0]}", args[1])
+        # Refused, with nothing answered: another context's task, an unknown task.
+        elsewhere = await error_of(send(f"{url}/agents/{args[0]}", args[2], context=str(uuid.uuid4()), task=asked["id"]))
+        unknown = await error_of(send(f"{url}/agents/{args[0]}", args[2], task=str(uuid.uuid4())))
         answered = await send(f"{url}/agents/{args[0]}", args[2], task=asked["id"])
         again = await error_of(send(f"{url}/agents/{args[0]}", "more", task=asked["id"]))
-        return {"asked": asked, "answered": answered, "again": again}
+        return {"asked": asked, "answered": answered, "again": again, "elsewhere": elsewhere, "unknown": unknown}
     if step == "input_handoff":
         asked = await send(f"{url}/agents/{args[0]}", args[1])
         answered = await send(f"{url}/agents/{args[0]}", args[2], task=asked["id"], handoff=args[3])
