@@ -257,3 +257,33 @@ async fn a_gateway_killed_mid_turn_loses_no_turn_and_the_queue_runs_in_order() -
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupting_message_cancels_the_running_turn_and_runs_with_both() -> anyhow::Result<()>
+{
+    let triage = FakeLlm::start(vec![
+        Scripted::text("Never read.").after(Duration::from_secs(5)),
+        Scripted::text("Both answered."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (_system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let meta = r#"{"overlap": "interrupt"}"#;
+    let both = client(
+        &url,
+        "double",
+        &[&context, "first question", "actually, this", "0.3", meta],
+    )?;
+    assert_eq!(both["first"]["state"], "TASK_STATE_CANCELED", "{both}");
+    assert_eq!(both["second"]["state"], "TASK_STATE_COMPLETED", "{both}");
+    assert_eq!(answer(&both["second"]), "Both answered.");
+    // The new turn's model saw both messages, and nothing of the cancelled turn.
+    assert_eq!(triage.requests().len(), 2);
+    let second = asked(&triage, 1);
+    assert_eq!(
+        second,
+        ["user: first question", "user: actually, this"],
+        "{second:#?}"
+    );
+    Ok(())
+}

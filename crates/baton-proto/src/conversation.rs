@@ -49,6 +49,10 @@ pub struct TurnMessage {
     /// The turn's budget, when the caller set one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::Budget>,
+    /// Messages this one interrupted (the cancelled turn's, and those that
+    /// waited behind it), oldest first: the turn runs with them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<String>,
 }
 
 /// A conversation's record, in the key-value bucket `BATON_CONVERSATIONS`.

@@ -121,6 +121,7 @@ impl UserMessage {
                 to: None,
                 stream: false,
                 budget: None,
+                earlier: Vec::new(),
             },
             caller: None,
             overlap: Overlap::Enqueue,
@@ -238,13 +239,17 @@ impl Conversations {
                         ),
                     ));
                 }
-                (Some(_), Overlap::Interrupt) => {
-                    return Err(ConversationError::new(
-                        ConversationErrorKind::Busy,
-                        format!(
-                            "conversation {id} is busy, and overlap interrupt is not supported by this version yet: send with overlap enqueue or reject"
-                        ),
-                    ));
+                (Some(running), Overlap::Interrupt) => {
+                    let running = running.clone();
+                    let mut mine = mine.clone();
+                    self.interrupt(&mut record, &running, &mut mine).await?;
+                    record.turns += 1;
+                    record.running = Some(mine.clone());
+                    started.push(record.turns);
+                    Sent::Started {
+                        session: mine.session,
+                        turn: record.turns,
+                    }
                 }
                 (Some(_), Overlap::Enqueue) => {
                     record.queue.push(mine.clone());
@@ -288,6 +293,38 @@ impl Conversations {
         }
         record.updated_at = baton_proto::now_ms();
         Ok(started)
+    }
+
+    /// Cancels `record`'s running turn for `mine`, which then carries the
+    /// cancelled turn's message and those queued behind it: the turn runs
+    /// with them all. A turn that ended meanwhile is settled as usual.
+    async fn interrupt(
+        &self,
+        record: &mut Conversation,
+        running: &TurnMessage,
+        mine: &mut TurnMessage,
+    ) -> Result<(), ConversationError> {
+        let end = match self
+            .client
+            .cancel(
+                running.session,
+                "interrupted by a newer message of its conversation",
+            )
+            .await
+            .map_err(|err| ConversationError::store(err.to_string()))?
+        {
+            crate::Cancel::Cancelled(end) | crate::Cancel::Ended(end) => end,
+        };
+        ended(record, &end);
+        let mut earlier = running.earlier.clone();
+        earlier.push(running.text.clone());
+        for queued in record.queue.drain(..) {
+            earlier.extend(queued.earlier);
+            earlier.push(queued.text);
+        }
+        earlier.append(&mut mine.earlier);
+        mine.earlier = earlier;
+        Ok(())
     }
 
     /// Stores `record` over `revision` (0: creates it); `false` when
@@ -345,11 +382,18 @@ impl Conversations {
                 let mut context = *context;
                 context.initial_query.clone_from(&running.text);
                 context.problem.clear();
-                context
+                envelope.context = context;
+                envelope
+                    .context
                     .messages
                     .push(Message::new(Role::User, running.text.clone()));
-                envelope.context = context;
             }
+        }
+        // A turn that interrupted others runs with their messages first.
+        let at = envelope.context.messages.len().saturating_sub(1);
+        for (n, text) in running.earlier.iter().enumerate() {
+            let message = Message::new(Role::User, text.clone());
+            envelope.context.messages.insert(at + n, message);
         }
         envelope.context.variables.extend(running.variables.clone());
         envelope.to = (record.holder.clone())

@@ -63,8 +63,9 @@ pub struct A2aServeArgs {
     pub budget_cost: Option<u64>,
 
     /// What a message does when a turn of its context (its conversation) runs: `enqueue` (it
-    /// runs next, in arrival order, and sees the answer before it) or `reject` (an error that
-    /// names the running turn). A message's metadata `overlap` may choose for itself.
+    /// runs next, in arrival order, and sees the answer before it), `reject` (an error that
+    /// names the running turn) or `interrupt` (the running turn is cancelled, and a new one runs
+    /// with its message and this one). A message's metadata `overlap` may choose for itself.
     #[arg(long, env = "BATON_A2A_OVERLAP", value_name = "POLICY", default_value = "enqueue", value_parser = overlap)]
     pub overlap: baton_proto::Overlap,
 }
