@@ -287,3 +287,64 @@ async fn an_interrupting_message_cancels_the_running_turn_and_runs_with_both() -
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_asks_the_user_and_resumes_once_from_its_journal() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
+        Scripted::text("Refunding ABC-123."),
+        Scripted::tool_calls(&[("ask_user", r#"{"question": "Anything else?"}"#)]),
+        Scripted::text("Goodbye."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (mut system, url, dir) = desk(&triage, &refunds, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let asked = client(&url, "say", &[&context, "I want a refund."])?;
+    assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    let status = asked["status"][0].as_str().unwrap_or_default();
+    assert!(status.contains("Which order?"), "{asked}");
+    // The worker dies while the turn waits; another takes over.
+    system.process("triage").kill9();
+    let spec = dir
+        .path()
+        .join("triage.toml")
+        .to_string_lossy()
+        .into_owned();
+    let args = ["worker", "--spec", spec.as_str(), "--no-registry"];
+    system.spawn("triage2", &args, "worker started").await?;
+    // The answer, delivered twice, resumes the turn once.
+    let task = asked["id"].as_str().unwrap_or_default();
+    let answers = client(&url, "answer_twice", &[task, "ABC-123"])?;
+    assert_eq!(
+        answers["first"]["state"], "TASK_STATE_COMPLETED",
+        "{answers}"
+    );
+    assert_eq!(answer(&answers["first"]), "Refunding ABC-123.");
+    assert!(answers["again"]["error"].is_string(), "{answers}");
+    // Two model calls in the turn: the one that asked, the one that answered.
+    assert_eq!(triage.requests().len(), 2);
+    let resumed = asked_tool(&triage, 1);
+    assert_eq!(resumed, ("ask_user".to_owned(), "ABC-123".to_owned()));
+    // A plain next message of the context answers a question too.
+    let asked = client(&url, "say", &[&context, "Thanks."])?;
+    assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    let done = client(&url, "say", &[&context, "No, that is all."])?;
+    assert_eq!(done["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(done["id"], asked["id"], "the answer is no new turn: {done}");
+    assert_eq!(answer(&done), "Goodbye.");
+    assert_eq!(triage.requests().len(), 4);
+    Ok(())
+}
+
+/// The tool call answered last in request `n` to `llm`: the name the model
+/// called and the result it was given.
+fn asked_tool(llm: &FakeLlm, n: usize) -> (String, String) {
+    let body = &llm.requests()[n].body;
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let result = messages.last().cloned().unwrap_or_default();
+    let call = &messages[messages.len().saturating_sub(2)]["tool_calls"][0]["function"]["name"];
+    (
+        call.as_str().unwrap_or_default().to_owned(),
+        result["content"].as_str().unwrap_or_default().to_owned(),
+    )
+}

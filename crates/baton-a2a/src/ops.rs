@@ -8,8 +8,8 @@ use a2a::{
     StreamResponse, Task, TaskState, error_code,
 };
 use baton_proto::{AgentName, Event, Value, now_ms};
-use baton_worker::Reply;
 use baton_worker::conversation::{ConversationErrorKind, UserMessage};
+use baton_worker::{Decision, Reply};
 use futures::{Stream, StreamExt};
 use uuid::Uuid;
 
@@ -85,12 +85,16 @@ impl Gateway {
         let entry = entries
             .into_iter()
             .find(|e| e.envelope.session == session)?;
-        let message = entry.envelope.context.messages.last()?;
-        Some(format!(
-            "{} waits for input: {}",
-            entry.agent(),
-            message.content
-        ))
+        let asked = entry
+            .gate()
+            .filter(|gate| gate.reason == baton_proto::Reason::InputRequired)
+            .and_then(|gate| serde_json::from_str::<serde_json::Value>(&gate.arguments).ok())
+            .and_then(|args| args["question"].as_str().map(str::to_owned));
+        let question = match asked {
+            Some(question) => question,
+            None => entry.envelope.context.messages.last()?.content.clone(),
+        };
+        Some(format!("{} waits for input: {question}", entry.agent()))
     }
 
     /// Session `session` as a task, with the question when it waits for input.
@@ -191,6 +195,12 @@ impl Gateway {
             .clone()
             .filter(|context| !context.is_empty())
             .unwrap_or_else(|| Uuid::new_v4().to_string());
+        if let Some(waiting) = self.asking(&context).await? {
+            // The conversation waits for the user's answer: this message is it.
+            return self
+                .answer(&waiting.to_string(), &text, &request.message)
+                .await;
+        }
         let mut message = UserMessage::new(text);
         message.overlap = overlap;
         message.turn.stream = live;
@@ -221,6 +231,25 @@ impl Gateway {
         self.index.put(session, &record).await.map_err(internal)?;
         tracing::info!(%session, %context, agent = ?record.agent, ?sent, "A2A message sent");
         Ok((session, context, 0))
+    }
+
+    /// The session of conversation `context`'s running turn when an agent
+    /// of it asked the user a question and waits for the answer.
+    async fn asking(&self, context: &str) -> Result<Option<Uuid>, JsonRpcError> {
+        let Some((record, _)) = self.conversations.get(context).await.map_err(internal)? else {
+            return Ok(None);
+        };
+        let Some(running) = record.running else {
+            return Ok(None);
+        };
+        let entries = self.inbox.list().await.map_err(internal)?;
+        let asks = entries.iter().any(|entry| {
+            entry.envelope.session == running.session
+                && entry
+                    .gate()
+                    .is_some_and(|gate| gate.reason == baton_proto::Reason::InputRequired)
+        });
+        Ok(asks.then_some(running.session))
     }
 
     /// Feedback on task `id` (metadata `feedback`: `{score, note}`, the
@@ -307,10 +336,15 @@ impl Gateway {
             None => Reply::Complete,
         };
         let (_, skip) = self.last(session).await?;
-        self.inbox
-            .reply(&entry.envelope.id.to_string(), text, reply, "a2a")
-            .await
-            .map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
+        let id = entry.envelope.id.to_string();
+        let answered = if entry.gate().is_some() {
+            // An agent asked the user (ask_user): the answer resumes it.
+            let answer = Decision::Answer(text.to_owned());
+            self.inbox.resolve(&id, answer, "a2a").await.map(drop)
+        } else {
+            self.inbox.reply(&id, text, reply, "a2a").await.map(drop)
+        };
+        answered.map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
         Ok((session, context, skip))
     }
 

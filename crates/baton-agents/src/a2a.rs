@@ -366,16 +366,13 @@ impl A2aRunner {
                 Ok(Outcome::answer(output).into())
             }
             TaskState::InputRequired => match &self.ask {
-                Some(agent) => Ok(Outcome::handoff(
-                    agent.clone(),
-                    Reason::Other("input_required".to_owned()),
-                )
-                .say(if said.is_empty() {
-                    format!("The remote agent needs input (task {remote})")
-                } else {
-                    said
-                })
-                .into()),
+                Some(agent) => Ok(Outcome::handoff(agent.clone(), Reason::InputRequired)
+                    .say(if said.is_empty() {
+                        format!("The remote agent needs input (task {remote})")
+                    } else {
+                        said
+                    })
+                    .into()),
                 None => Err(AgentError::fatal(format!(
                     "the remote agent needs input (task {remote}: {said}) and the spec names no one to ask: set [a2a] input_required or fallback"
                 ))),
@@ -436,7 +433,7 @@ mod tests {
         assert!(matches!(r.outcome(done), Ok(Outcome::Answer(a)) if a.output == Value::from("42")));
         match r.outcome(with(TaskState::InputRequired, "which order?")) {
             Ok(Outcome::Handoff(h)) => {
-                assert_eq!(h.reason, Reason::Other("input_required".into()));
+                assert_eq!(h.reason, Reason::InputRequired);
                 assert_eq!(h.update.messages[0].content, "which order?");
             }
             other => panic!("{other:?}"),

@@ -148,6 +148,16 @@ impl SpecAgent {
                             spec.name
                         ))
                     })?)
+                } else if llm.ask_user {
+                    // Asking the user in a conversation waits there too; a
+                    // worker that may not open it does without.
+                    match open_inbox(client, subjects, replicas).await {
+                        Ok(inbox) => Some(inbox),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "ask_user is off for this worker: it cannot open the inbox (grant it with `baton permissions worker {} --human`, or set [llm] ask_user = false)", spec.name);
+                            None
+                        }
+                    }
                 } else {
                     None
                 };

@@ -26,6 +26,7 @@ use crate::limits::Limiter;
 use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
 use crate::tools::Toolbox;
 
+mod asking;
 mod budget;
 use budget::out_of_budget;
 mod calling;
@@ -242,6 +243,19 @@ impl LlmRunner {
                 }
                 return Ok(Outcome::answer(content).with_update(update).into());
             };
+            if self.asks_user(task) && asking::is_ask(&calls) {
+                let turn = Turn {
+                    task,
+                    content: &content,
+                    calls: &calls,
+                    step: steps,
+                    source: source.as_deref(),
+                };
+                match self.ask(turn, &mut messages, &mut update).await? {
+                    Some(waiting) => return Ok(waiting),
+                    None => continue,
+                }
+            }
             if self.all_mcp(&calls) {
                 let turn = Turn {
                     task,
@@ -308,7 +322,7 @@ impl LlmRunner {
         }
         // What is asked matters to a replay, or to replays of this session.
         let asked = (task.envelope.replay.is_some() || task.envelope.replayable)
-            .then(|| replay::asked(&self.body(messages, false, model)));
+            .then(|| replay::asked(&self.body(messages, false, model, self.asks_user(task))));
         let asked = asked.as_deref();
         if let Some(reused) = self.reused(task, asked).await? {
             self.journal
@@ -325,7 +339,9 @@ impl LlmRunner {
             progress: &task.progress,
             step,
         };
-        let answer = self.complete(messages, model, Some(live)).await?;
+        let answer = self
+            .complete(messages, model, Some(live), self.asks_user(task))
+            .await?;
         self.journal
             .record_answer(envelope, step, &answer, None)
             .await?;

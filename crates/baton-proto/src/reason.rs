@@ -47,6 +47,9 @@ wire_enum! {
         MaxSteps = "max_steps",
         /// A tool call that must not be repeated may or may not have run.
         ToolOutcomeUnknown = "tool_outcome_unknown",
+        /// The agent asked the user (or an A2A remote asked for input) and
+        /// waits for the answer.
+        InputRequired = "input_required",
         /// A tool call waits for a person's approval before it is made.
         ApprovalRequired = "approval_required",
         /// A root task arrived for a session that has ended already.

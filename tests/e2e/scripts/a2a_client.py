@@ -177,6 +177,15 @@ async def main(url, step, args):
 
         first, later = await asyncio.gather(send(url, args[1], context=args[0]), second())
         return {"first": first, "second": later}
+    if step == "answer_twice":
+        # The answer args[1] to task args[0], sent twice: the answers (or errors).
+        async def once():
+            try:
+                return await send(url, args[1], task=args[0])
+            except Exception as err:  # the SDK's typed errors
+                return {"error": type(err).__name__, "message": str(err)}
+
+        return {"first": await once(), "again": await once()}
     if step == "post":
         # Messages args[1:] to the ingress in context args[0], each returned
         # at once (not waited for): their task ids, in order.

@@ -141,7 +141,7 @@ impl LlmRunner {
         let wait = |reason, label: String, at| Parking {
             turn,
             index,
-            tool,
+            tool: &tool.name,
             args,
             reason,
             label,
@@ -206,7 +206,7 @@ impl LlmRunner {
 
     /// Parks the hop's envelope in the inbox with the call waiting for a
     /// person, and ends the hop waiting, with what it said so far.
-    async fn park(
+    pub(super) async fn park(
         &self,
         parking: Parking<'_>,
         update: &ContextUpdate,
@@ -222,15 +222,14 @@ impl LlmRunner {
         } = parking;
         let inbox = self.inbox.as_ref().ok_or_else(|| {
             AgentError::fatal(format!(
-                "{} must wait for a person, and this agent has no inbox",
-                tool.name
+                "{tool} must wait for a person, and this agent has no inbox"
             ))
         })?;
         let arguments = args.to_string();
         let gate = Gate {
-            digest: Gate::digest_of(&tool.name, &arguments),
+            digest: Gate::digest_of(tool, &arguments),
             reason: reason.clone(),
-            tool: tool.name.clone(),
+            tool: tool.to_owned(),
             arguments,
             at,
             journal: super::journal_of(turn.task),
@@ -247,31 +246,34 @@ impl LlmRunner {
             .await
             .map_err(|err| AgentError::retryable(err.to_string()))?;
         let entry = parked.id;
-        let (problem, counter) = if reason == Reason::ApprovalRequired {
-            (
+        let (problem, counter) = match reason {
+            Reason::ApprovalRequired => (
                 format!(
-                    "{} with {args} waits for a person's approval: baton inbox approve {entry} (or deny {entry})",
-                    tool.name
+                    "{tool} with {args} waits for a person's approval: baton inbox approve {entry} (or deny {entry})"
                 ),
-                &self.approvals,
-            )
-        } else {
-            (
+                Some(&self.approvals),
+            ),
+            Reason::InputRequired => (
+                format!("waiting for the user's answer ({tool} {args})"),
+                None,
+            ),
+            _ => (
                 format!(
-                    "{} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it is not repeatable, so a person must say whether it happened: baton inbox resolve {entry} --happened | --not-happened | --fail",
-                    tool.name
+                    "{tool} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it is not repeatable, so a person must say whether it happened: baton inbox resolve {entry} --happened | --not-happened | --fail"
                 ),
-                &self.in_doubt,
-            )
+                Some(&self.in_doubt),
+            ),
         };
-        counter.add(
-            1,
-            &[
-                opentelemetry::KeyValue::new("tool", tool.name.clone()),
-                opentelemetry::KeyValue::new("decision", "waiting"),
-            ],
-        );
-        tracing::info!(session = %turn.task.envelope.session, tool = %tool.name, %reason, %entry, "a tool call waits for a person");
+        if let Some(counter) = counter {
+            counter.add(
+                1,
+                &[
+                    opentelemetry::KeyValue::new("tool", tool.to_owned()),
+                    opentelemetry::KeyValue::new("decision", "waiting"),
+                ],
+            );
+        }
+        tracing::info!(session = %turn.task.envelope.session, %tool, %reason, %entry, "a tool call waits for a person");
         Ok(Outcome::wait()
             .with_update(update.clone())
             .problem(problem)
@@ -359,16 +361,17 @@ impl LlmRunner {
 }
 
 /// A call that waits for a person, as [`LlmRunner::park`] parks it.
-struct Parking<'a> {
-    turn: &'a Turn<'a>,
-    index: usize,
-    tool: &'a McpTool,
-    args: &'a Json,
-    reason: Reason,
+pub(super) struct Parking<'a> {
+    pub(super) turn: &'a Turn<'a>,
+    pub(super) index: usize,
+    /// The tool, as the model named it.
+    pub(super) tool: &'a str,
+    pub(super) args: &'a Json,
+    pub(super) reason: Reason,
     /// What tells this wait from another of the same call.
-    label: String,
+    pub(super) label: String,
     /// When the call was made or asked for, unix ms.
-    at: u64,
+    pub(super) at: u64,
 }
 
 /// The hop's end when a person chose to fail the session over a call

@@ -21,6 +21,7 @@ impl LlmRunner {
         messages: &[Json],
         model: &str,
         live: Option<Live<'_>>,
+        ask_user: bool,
     ) -> Result<Json, AgentError> {
         let span = tracing::info_span!(
             "chat",
@@ -38,7 +39,7 @@ impl LlmRunner {
         );
         let live = live.filter(|live| self.settings.stream && live.progress.streams());
         let answer = self
-            .limited(messages, model, live)
+            .limited(messages, model, live, ask_user)
             .instrument(span.clone())
             .await;
         match &answer {
@@ -95,13 +96,19 @@ impl LlmRunner {
 
     /// The request body: the conversation, the tools the model may call,
     /// and the spec's sampling settings.
-    pub(super) fn body(&self, messages: &[Json], streamed: bool, model: &str) -> Json {
+    pub(super) fn body(
+        &self,
+        messages: &[Json],
+        streamed: bool,
+        model: &str,
+        ask_user: bool,
+    ) -> Json {
         let mut body = json!({"model": model, "messages": messages});
         if streamed {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
-        if !self.tools.is_empty() || !self.toolbox.tools().is_empty() {
+        if !self.tools.is_empty() || !self.toolbox.tools().is_empty() || ask_user {
             let mcp = self
                 .toolbox
                 .tools()
@@ -111,7 +118,11 @@ impl LlmRunner {
                 .tools
                 .iter()
                 .map(|tool| function(&tool.name, &tool.description, parameters(&tool.source)));
-            body["tools"] = own.chain(mcp).collect();
+            let ask = ask_user.then(|| {
+                let question = json!({"type": "object", "properties": {"question": {"type": "string", "description": "The question, as the user should read it"}}, "required": ["question"]});
+                function(super::asking::ASK_USER, super::asking::DESCRIPTION, question)
+            });
+            body["tools"] = own.chain(mcp).chain(ask).collect();
         }
         if let Some(temperature) = self.settings.temperature {
             body["temperature"] = json!(temperature);
@@ -133,6 +144,7 @@ impl LlmRunner {
         messages: &[Json],
         model_name: &str,
         live: Option<Live<'_>>,
+        ask_user: bool,
     ) -> Result<Json, AgentError> {
         let model = opentelemetry::KeyValue::new("model", self.settings.model.clone());
         let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
@@ -147,7 +159,7 @@ impl LlmRunner {
                 self.limit_wait
                     .record(turn.wait.as_secs_f64(), std::slice::from_ref(&model));
             }
-            match self.request(messages, model_name, live).await {
+            match self.request(messages, model_name, live, ask_user).await {
                 Ok(answer) => {
                     if let Some(limiter) = &self.limiter {
                         let used = answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
@@ -186,8 +198,9 @@ impl LlmRunner {
         messages: &[Json],
         model: &str,
         live: Option<Live<'_>>,
+        ask_user: bool,
     ) -> Result<Json, Failure> {
-        let body = self.body(messages, live.is_some(), model);
+        let body = self.body(messages, live.is_some(), model, ask_user);
         let url = format!(
             "{}/chat/completions",
             self.settings.base_url.trim_end_matches('/')

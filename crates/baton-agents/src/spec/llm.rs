@@ -48,6 +48,11 @@ pub struct LlmSpec {
     /// streaming. One that answers with plain JSON anyway is read whole.
     #[serde(default = "default_true")]
     pub stream: bool,
+    /// In a conversation's turn, offer the model the built-in tool
+    /// `ask_user(question)`: the turn waits for the user's answer, which is
+    /// the tool's result when it resumes.
+    #[serde(default = "default_true")]
+    pub ask_user: bool,
 }
 
 fn default_true() -> bool {

@@ -29,6 +29,9 @@ pub enum Decision {
     /// The call waiting for approval is not made; the model is told so,
     /// with the note.
     Deny(Option<String>),
+    /// The user's answer to the question an agent asked (`ask_user`): the
+    /// call's result, and the agent goes on from where it asked.
+    Answer(String),
 }
 
 impl Decision {
@@ -41,6 +44,7 @@ impl Decision {
             Self::Fail(_) => "fail",
             Self::Approve => "approved",
             Self::Deny(_) => "denied",
+            Self::Answer(_) => "answered",
         }
     }
 
@@ -49,6 +53,7 @@ impl Decision {
         match self {
             Self::Happened(_) | Self::NotHappened | Self::Fail(_) => Reason::ToolOutcomeUnknown,
             Self::Approve | Self::Deny(_) => Reason::ApprovalRequired,
+            Self::Answer(_) => Reason::InputRequired,
         }
     }
 }
@@ -57,6 +62,9 @@ impl Decision {
 pub(super) fn commands_for(reason: &Reason, id: &str) -> String {
     if *reason == Reason::ApprovalRequired {
         format!("baton inbox approve {id} or baton inbox deny {id}")
+    } else if *reason == Reason::InputRequired {
+        "the user's answer (an A2A message to the task, or the next message of its conversation)"
+            .to_owned()
     } else {
         format!("baton inbox resolve {id} --happened | --not-happened | --fail")
     }
@@ -149,6 +157,7 @@ impl Inbox {
             }
             Decision::Approve => format!("{agent} makes the approved call once"),
             Decision::Deny(_) => format!("{agent} tells the model the call was denied"),
+            Decision::Answer(_) => format!("{agent} goes on with the answer"),
         })
     }
 
@@ -169,10 +178,10 @@ impl Inbox {
             )));
         };
         if gate.reason != decision.answers() {
-            let waits = if gate.reason == Reason::ApprovalRequired {
-                "an approval"
-            } else {
-                "a person to say whether the call happened"
+            let waits = match gate.reason {
+                Reason::ApprovalRequired => "an approval",
+                Reason::InputRequired => "the user's answer",
+                _ => "a person to say whether the call happened",
             };
             return Err(InboxError::new(format!(
                 "{id} waits for {waits} ({}): settle it with {}",
@@ -316,6 +325,13 @@ impl Inbox {
                         ),
                     }),
                     is_error: true,
+                    ..JournalEntry::default()
+                }),
+            ),
+            Decision::Answer(answer) => (
+                key("result"),
+                by(JournalEntry {
+                    text: Some(answer.clone()),
                     ..JournalEntry::default()
                 }),
             ),

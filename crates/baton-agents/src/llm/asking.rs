@@ -1,0 +1,81 @@
+//! `ask_user`: in a conversation's turn, an LLM agent may ask the user a
+//! question. The hop parks in the inbox (reason `input_required`) and the
+//! turn waits; the user's answer, recorded in the hop journal as the tool
+//! call's result, resumes the same agent from its journal, so nothing it
+//! did before asking is done again.
+
+use baton_proto::{Message, Reason, Role, Value};
+use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
+use serde_json::{Value as Json, json};
+
+use super::LlmRunner;
+use super::calling::{Parking, Turn};
+use crate::journal::Recorded;
+
+/// The built-in tool's name.
+pub(super) const ASK_USER: &str = "ask_user";
+
+/// What the model is told of it.
+pub(super) const DESCRIPTION: &str = "Ask the user a question and wait for their answer, which comes back as this tool's result. Use it when only the user can tell you what you need.";
+
+/// Whether the model's calls are one call of `ask_user`.
+pub(super) fn is_ask(calls: &[Json]) -> bool {
+    calls.len() == 1 && calls[0]["function"]["name"] == ASK_USER
+}
+
+impl LlmRunner {
+    /// Whether the model may ask the user: the task is a conversation's
+    /// turn, and the spec leaves `ask_user` on.
+    pub(super) fn asks_user(&self, task: &Task) -> bool {
+        self.settings.ask_user && self.inbox.is_some() && task.envelope.conversation.is_some()
+    }
+
+    /// The model asked the user: with the answer on record, it goes back to
+    /// the model as the call's result (`None`: the hop goes on); else the
+    /// hop parks in the inbox, and `Some` is its end, waiting for input.
+    pub(super) async fn ask(
+        &self,
+        turn: Turn<'_>,
+        messages: &mut Vec<Json>,
+        update: &mut ContextUpdate,
+    ) -> Result<Option<Outcome>, AgentError> {
+        let call = &turn.calls[0];
+        let arguments: Json = call["function"]["arguments"]
+            .as_str()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_else(|| json!({}));
+        let journal = super::journal_of(turn.task);
+        let Recorded::Result(answer, _) = self.journal.call(journal, turn.step, 0).await? else {
+            let question = arguments["question"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let parking = Parking {
+                turn: &turn,
+                index: 0,
+                tool: ASK_USER,
+                args: &arguments,
+                reason: Reason::InputRequired,
+                label: "ask".to_owned(),
+                at: baton_proto::now_ms(),
+            };
+            let waiting = self.park(parking, update).await?;
+            return Ok(Some(match waiting {
+                Outcome::Wait(wait) => wait.say(question).into(),
+                other => other,
+            }));
+        };
+        let id = call["id"].as_str().unwrap_or_default().to_owned();
+        messages
+            .push(json!({"role": "assistant", "content": turn.content, "tool_calls": turn.calls}));
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": answer}));
+        let mut asked = Message::new(Role::Agent, turn.content);
+        asked.tool_calls = Some(rmpv::ext::to_value(json!(turn.calls)).unwrap_or(Value::Nil));
+        update.messages.push(asked);
+        let mut answered = Message::new(Role::Tool, answer);
+        answered.tool_call_id = Some(id);
+        answered.name = Some(ASK_USER.to_owned());
+        update.messages.push(answered);
+        Ok(None)
+    }
+}
