@@ -41,6 +41,7 @@ pub use error::Error;
 pub use index::footprint;
 mod ops;
 mod task;
+mod turns;
 
 /// What the A2A agents reach.
 #[derive(Clone)]

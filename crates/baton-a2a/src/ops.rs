@@ -7,14 +7,12 @@ use a2a::{
     JsonRpcError, ListTasksRequest, ListTasksResponse, Message, PartContent, SendMessageRequest,
     StreamResponse, Task, TaskState, error_code,
 };
-use baton_proto::{AgentName, Event, Value, now_ms};
-use baton_worker::conversation::{ConversationErrorKind, UserMessage};
+use baton_proto::{AgentName, Event, Value};
 use baton_worker::{Decision, Reply};
 use futures::{Stream, StreamExt};
 use uuid::Uuid;
 
 use crate::Gateway;
-use crate::index::Record;
 use crate::task::{self, settled};
 
 /// An A2A error: code and message.
@@ -26,7 +24,7 @@ pub(crate) fn error(code: i32, message: impl Into<String>) -> JsonRpcError {
     }
 }
 
-fn internal(err: impl std::fmt::Display) -> JsonRpcError {
+pub(crate) fn internal(err: impl std::fmt::Display) -> JsonRpcError {
     error(error_code::INTERNAL_ERROR, err.to_string())
 }
 
@@ -169,87 +167,7 @@ impl Gateway {
                 .await
                 .map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
         }
-        let metadata = request.message.metadata.as_ref();
-        let asked = |key: &str| metadata.and_then(|m| m.get(key));
-        let budget =
-            baton_gateway::budget(asked("budget_tokens"), asked("budget_cost"), self.budget)
-                .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
-        let overlap = match asked("overlap") {
-            None => self.overlap,
-            Some(name) => name
-                .as_str()
-                .and_then(baton_proto::Overlap::parse)
-                .ok_or_else(|| {
-                    error(
-                        error_code::INVALID_PARAMS,
-                        format!(
-                            "metadata overlap {name} is not a policy: enqueue, reject or interrupt"
-                        ),
-                    )
-                })?,
-        };
-        // The context is the conversation; a message without one starts a new one.
-        let context = request
-            .message
-            .context_id
-            .clone()
-            .filter(|context| !context.is_empty())
-            .unwrap_or_else(|| Uuid::new_v4().to_string());
-        if let Some(waiting) = self.asking(&context).await? {
-            // The conversation waits for the user's answer: this message is it.
-            return self
-                .answer(&waiting.to_string(), &text, &request.message)
-                .await;
-        }
-        let mut message = UserMessage::new(text);
-        message.overlap = overlap;
-        message.turn.stream = live;
-        message.turn.budget = budget;
-        message.turn.to = target.map(ToString::to_string);
-        message.turn.variables.extend(variables);
-        let session = message.turn.session;
-        let sent = self
-            .conversations
-            .send(&context, &message)
-            .await
-            .map_err(|err| match err.kind() {
-                ConversationErrorKind::Busy => {
-                    error(error_code::UNSUPPORTED_OPERATION, err.to_string())
-                }
-                ConversationErrorKind::Forbidden => {
-                    error(error_code::INVALID_PARAMS, err.to_string())
-                }
-                _ => internal(err),
-            })?;
-        // Recorded before the caller learns the task id, so every read of
-        // it finds its context.
-        let record = Record {
-            context: context.clone(),
-            agent: target.map(ToString::to_string),
-            at: now_ms(),
-        };
-        self.index.put(session, &record).await.map_err(internal)?;
-        tracing::info!(%session, %context, agent = ?record.agent, ?sent, "A2A message sent");
-        Ok((session, context, 0))
-    }
-
-    /// The session of conversation `context`'s running turn when an agent
-    /// of it asked the user a question and waits for the answer.
-    async fn asking(&self, context: &str) -> Result<Option<Uuid>, JsonRpcError> {
-        let Some((record, _)) = self.conversations.get(context).await.map_err(internal)? else {
-            return Ok(None);
-        };
-        let Some(running) = record.running else {
-            return Ok(None);
-        };
-        let entries = self.inbox.list().await.map_err(internal)?;
-        let asks = entries.iter().any(|entry| {
-            entry.envelope.session == running.session
-                && entry
-                    .gate()
-                    .is_some_and(|gate| gate.reason == baton_proto::Reason::InputRequired)
-        });
-        Ok(asks.then_some(running.session))
+        self.turn(target, request, text, variables, live).await
     }
 
     /// Feedback on task `id` (metadata `feedback`: `{score, note}`, the
@@ -293,7 +211,7 @@ impl Gateway {
     /// A message to task `id`, which must wait for input: the answer goes
     /// through the inbox (completing the session, or on to the agent type
     /// the message's metadata names as `handoff`).
-    async fn answer(
+    pub(crate) async fn answer(
         &self,
         id: &str,
         text: &str,

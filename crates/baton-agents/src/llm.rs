@@ -243,27 +243,20 @@ impl LlmRunner {
                 }
                 return Ok(Outcome::answer(content).with_update(update).into());
             };
+            let turn = Turn {
+                task,
+                content: &content,
+                calls: &calls,
+                step: steps,
+                source: source.as_deref(),
+            };
             if self.asks_user(task) && asking::is_ask(&calls) {
-                let turn = Turn {
-                    task,
-                    content: &content,
-                    calls: &calls,
-                    step: steps,
-                    source: source.as_deref(),
-                };
-                match self.ask(turn, &mut messages, &mut update).await? {
+                match self.ask(&turn, &mut messages, &mut update).await? {
                     Some(waiting) => return Ok(waiting),
                     None => continue,
                 }
             }
             if self.all_mcp(&calls) {
-                let turn = Turn {
-                    task,
-                    content: &content,
-                    calls: &calls,
-                    step: steps,
-                    source: source.as_deref(),
-                };
                 match self
                     .call_tools(turn, &mut messages, &mut update, &mut corrected)
                     .await?
@@ -457,34 +450,6 @@ impl LlmRunner {
             .map(|tool| tool.name.as_str())
             .chain(mcp)
             .collect()
-    }
-
-    /// The system prompt, then the session's conversation, as chat messages.
-    fn conversation(&self, task: &Task) -> Vec<Json> {
-        let mut messages = Vec::new();
-        if !self.settings.system_prompt.is_empty() {
-            messages.push(json!({"role": "system", "content": self.settings.system_prompt}));
-        }
-        for message in &task.envelope.context.messages {
-            let role = match message.role {
-                Role::User => "user",
-                Role::System => "system",
-                Role::Tool => "tool",
-                _ => "assistant",
-            };
-            let mut entry = json!({"role": role, "content": message.content});
-            if let Some(name) = message.name.as_deref().filter(|_| role != "tool") {
-                entry["name"] = json!(name);
-            }
-            if let Some(calls) = &message.tool_calls {
-                entry["tool_calls"] = serde_json::to_value(calls).unwrap_or(Json::Null);
-            }
-            if let Some(id) = &message.tool_call_id {
-                entry["tool_call_id"] = json!(id);
-            }
-            messages.push(entry);
-        }
-        messages
     }
 }
 

@@ -35,7 +35,7 @@ impl LlmRunner {
     /// hop parks in the inbox, and `Some` is its end, waiting for input.
     pub(super) async fn ask(
         &self,
-        turn: Turn<'_>,
+        turn: &Turn<'_>,
         messages: &mut Vec<Json>,
         update: &mut ContextUpdate,
     ) -> Result<Option<Outcome>, AgentError> {
@@ -51,7 +51,7 @@ impl LlmRunner {
                 .unwrap_or_default()
                 .to_owned();
             let parking = Parking {
-                turn: &turn,
+                turn,
                 index: 0,
                 tool: ASK_USER,
                 args: &arguments,

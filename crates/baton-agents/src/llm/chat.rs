@@ -308,3 +308,33 @@ fn parameters(source: &ToolSource) -> Json {
         }),
     }
 }
+
+impl LlmRunner {
+    /// The system prompt, then the session's conversation, as chat messages.
+    pub(super) fn conversation(&self, task: &baton_worker::Task) -> Vec<Json> {
+        let mut messages = Vec::new();
+        if !self.settings.system_prompt.is_empty() {
+            messages.push(json!({"role": "system", "content": self.settings.system_prompt}));
+        }
+        for message in &task.envelope.context.messages {
+            let role = match message.role {
+                baton_proto::Role::User => "user",
+                baton_proto::Role::System => "system",
+                baton_proto::Role::Tool => "tool",
+                _ => "assistant",
+            };
+            let mut entry = json!({"role": role, "content": message.content});
+            if let Some(name) = message.name.as_deref().filter(|_| role != "tool") {
+                entry["name"] = json!(name);
+            }
+            if let Some(calls) = &message.tool_calls {
+                entry["tool_calls"] = serde_json::to_value(calls).unwrap_or(Json::Null);
+            }
+            if let Some(id) = &message.tool_call_id {
+                entry["tool_call_id"] = json!(id);
+            }
+            messages.push(entry);
+        }
+        messages
+    }
+}

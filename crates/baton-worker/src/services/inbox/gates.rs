@@ -285,71 +285,15 @@ impl Inbox {
             .get_key_value(self.subjects.journal_bucket())
             .await
             .map_err(|err| InboxError::new(format!("cannot open the hop journal: {err}")))?;
-        let key = |suffix: &str| JournalEntry::call_key(gate.journal, gate.step, gate.call, suffix);
-        let by = |entry: JournalEntry| JournalEntry {
-            by: Some(person.to_owned()),
-            at: Some(baton_proto::now_ms()),
-            ..entry
+        let Some((suffix, entry)) = decision_entry(gate, decision, person) else {
+            // With no start on record, the hop makes the call (once).
+            let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, "started");
+            return journal
+                .delete(key)
+                .await
+                .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")));
         };
-        let (key, entry) = match decision {
-            Decision::NotHappened => {
-                // With no start on record, the hop makes the call (once).
-                return journal
-                    .delete(key("started"))
-                    .await
-                    .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")));
-            }
-            Decision::Happened(result) => (
-                key("result"),
-                by(JournalEntry {
-                    text: Some(result.clone().unwrap_or_else(|| {
-                        format!(
-                            "{} was made (a person confirmed it; its result was not recorded)",
-                            gate.tool
-                        )
-                    })),
-                    ..JournalEntry::default()
-                }),
-            ),
-            Decision::Deny(note) => (
-                key("result"),
-                by(JournalEntry {
-                    text: Some(match note {
-                        Some(note) => format!(
-                            "denied: {person} did not approve this call of {}: {note}",
-                            gate.tool
-                        ),
-                        None => format!(
-                            "denied: {person} did not approve this call of {}",
-                            gate.tool
-                        ),
-                    }),
-                    is_error: true,
-                    ..JournalEntry::default()
-                }),
-            ),
-            Decision::Answer(answer) => (
-                key("result"),
-                by(JournalEntry {
-                    text: Some(answer.clone()),
-                    ..JournalEntry::default()
-                }),
-            ),
-            Decision::Fail(note) => (
-                key("failed"),
-                by(JournalEntry {
-                    text: note.clone(),
-                    ..JournalEntry::default()
-                }),
-            ),
-            Decision::Approve => (
-                key("approved"),
-                by(JournalEntry {
-                    digest: Some(gate.digest.clone()),
-                    ..JournalEntry::default()
-                }),
-            ),
-        };
+        let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, suffix);
         let bytes = rmp_serde::to_vec_named(&entry)
             .map_err(|err| InboxError::new(format!("cannot encode the decision: {err}")))?;
         journal
@@ -370,4 +314,73 @@ fn gate_output(gate: &Gate, entry: uuid::Uuid) -> Value {
         "entry": entry.to_string(),
     }))
     .unwrap_or(Value::Nil)
+}
+
+/// The journal entry (its key's suffix, and the value) that records
+/// `person`'s `decision` on `gate`'s call; `None` for a call that did not
+/// happen, whose start is deleted instead.
+fn decision_entry(
+    gate: &Gate,
+    decision: &Decision,
+    person: &str,
+) -> Option<(&'static str, JournalEntry)> {
+    let by = |entry: JournalEntry| JournalEntry {
+        by: Some(person.to_owned()),
+        at: Some(baton_proto::now_ms()),
+        ..entry
+    };
+    let (suffix, entry) = match decision {
+        Decision::NotHappened => return None,
+        Decision::Happened(result) => (
+            "result",
+            by(JournalEntry {
+                text: Some(result.clone().unwrap_or_else(|| {
+                    format!(
+                        "{} was made (a person confirmed it; its result was not recorded)",
+                        gate.tool
+                    )
+                })),
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Deny(note) => (
+            "result",
+            by(JournalEntry {
+                text: Some(match note {
+                    Some(note) => format!(
+                        "denied: {person} did not approve this call of {}: {note}",
+                        gate.tool
+                    ),
+                    None => format!(
+                        "denied: {person} did not approve this call of {}",
+                        gate.tool
+                    ),
+                }),
+                is_error: true,
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Answer(answer) => (
+            "result",
+            by(JournalEntry {
+                text: Some(answer.clone()),
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Fail(note) => (
+            "failed",
+            by(JournalEntry {
+                text: note.clone(),
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Approve => (
+            "approved",
+            by(JournalEntry {
+                digest: Some(gate.digest.clone()),
+                ..JournalEntry::default()
+            }),
+        ),
+    };
+    Some((suffix, entry))
 }

@@ -17,14 +17,15 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::Footprint;
-use baton_proto::{
-    Conversation, Envelope, Event, EventType, Map, Message, Overlap, Role, Subjects, TurnMessage,
-    TurnOf,
-};
-use futures::StreamExt;
+use baton_proto::{Conversation, Event, EventType, Map, Overlap, Subjects, TurnMessage};
 use uuid::Uuid;
 
 use crate::services::client::Client;
+
+mod keeper;
+mod turn;
+
+pub use keeper::keep;
 
 /// Why a conversation operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -358,122 +359,6 @@ impl Conversations {
             "cannot store {key}: {lost}"
         )))
     }
-
-    /// Sends the task of `record`'s running turn `turn`: the transcript so
-    /// far and the message, to the holder (else the entry), under an id
-    /// derived from the conversation and the turn, so it is sent once.
-    async fn start(&self, record: &Conversation, turn: u32) -> Result<(), ConversationError> {
-        let Some(running) = &record.running else {
-            return Ok(());
-        };
-        let mut envelope = Envelope::task(running.text.clone());
-        envelope.id = Conversation::task_id(&record.id, turn);
-        envelope.session = running.session;
-        envelope.replayable = true;
-        envelope.stream = running.stream;
-        envelope.budget = running.budget;
-        if let Some(transcript) = record.transcript {
-            let history = self
-                .client
-                .history(transcript)
-                .await
-                .map_err(|err| ConversationError::store(err.to_string()))?;
-            if let Some(context) = crate::ending(&history).and_then(|end| end.context.clone()) {
-                let mut context = *context;
-                context.initial_query.clone_from(&running.text);
-                context.problem.clear();
-                envelope.context = context;
-                envelope
-                    .context
-                    .messages
-                    .push(Message::new(Role::User, running.text.clone()));
-            }
-        }
-        // A turn that interrupted others runs with their messages first.
-        let at = envelope.context.messages.len().saturating_sub(1);
-        for (n, text) in running.earlier.iter().enumerate() {
-            let message = Message::new(Role::User, text.clone());
-            envelope.context.messages.insert(at + n, message);
-        }
-        envelope.context.variables.extend(running.variables.clone());
-        envelope.to = (record.holder.clone())
-            .or_else(|| running.to.clone())
-            .or_else(|| record.entry.clone());
-        envelope.conversation = Some(TurnOf {
-            id: record.id.clone(),
-            turn,
-            extra: Map::new(),
-        });
-        self.client
-            .submit(&envelope)
-            .await
-            .map_err(|err| ConversationError::store(format!("cannot send turn {turn}: {err}")))
-    }
-
-    /// Settles every conversation whose running turn ended, and sends again
-    /// a turn that shows no event long after it started. Returns how many
-    /// turns it started or sent again.
-    ///
-    /// # Errors
-    ///
-    /// When the bucket cannot be listed.
-    pub async fn sweep(&self) -> Result<usize, ConversationError> {
-        let mut keys =
-            self.store.keys().await.map_err(|err| {
-                ConversationError::store(format!("cannot list conversations: {err}"))
-            })?;
-        let mut moved = 0;
-        while let Some(key) = keys.next().await {
-            let Ok(key) = key else { continue };
-            match self.keep_one(&key).await {
-                Ok(n) => moved += n,
-                Err(err) => {
-                    tracing::warn!(conversation = %key, error = %err, "cannot settle a conversation")
-                }
-            }
-        }
-        Ok(moved)
-    }
-
-    /// [`Conversations::sweep`] for one record.
-    async fn keep_one(&self, key: &str) -> Result<usize, ConversationError> {
-        loop {
-            let Some((mut record, revision)) = self.read(key).await? else {
-                return Ok(0);
-            };
-            let Some(running) = record.running.clone() else {
-                return Ok(0);
-            };
-            let started = self.settle(&mut record).await?;
-            if started.is_empty() && record.running.as_ref() == Some(&running) {
-                // Still running: sent again if nothing was ever heard of it.
-                let quiet = baton_proto::now_ms().saturating_sub(record.updated_at);
-                if quiet < u64::try_from(SILENT.as_millis()).unwrap_or(u64::MAX) {
-                    return Ok(0);
-                }
-                let subjects = self.client.subjects();
-                let last = crate::nats::ending::last_event(
-                    self.client.jetstream(),
-                    subjects,
-                    running.session,
-                )
-                .await
-                .map_err(|err| ConversationError::store(err.to_string()))?;
-                if last.is_some() {
-                    return Ok(0);
-                }
-                tracing::warn!(conversation = %record.id, turn = record.turns, "a turn shows no event: sending its task again");
-                self.start(&record, record.turns).await?;
-                return Ok(1);
-            }
-            if self.swap(key, &record, revision).await? {
-                for turn in &started {
-                    self.start(&record, *turn).await?;
-                }
-                return Ok(started.len().max(1));
-            }
-        }
-    }
 }
 
 /// Applies the end of `record`'s running turn: the agent that answered a
@@ -490,27 +375,6 @@ fn ended(record: &mut Conversation, end: &Event) {
     }
     if end.context.is_some() {
         record.transcript = Some(running.session);
-    }
-}
-
-/// Settles conversations every `every` until `stop` is cancelled (the
-/// router runs it).
-pub async fn keep(
-    conversations: Conversations,
-    every: Duration,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                if let Err(err) = conversations.sweep().await {
-                    tracing::warn!(error = %err, "cannot sweep the conversations");
-                }
-            }
-            () = stop.cancelled() => return,
-        }
     }
 }
 

@@ -1,0 +1,108 @@
+//! A message without a task id: the next turn of its context's
+//! conversation, or the answer to a question an agent of it asked.
+
+use a2a::{JsonRpcError, SendMessageRequest, error_code};
+use baton_proto::{AgentName, Value, now_ms};
+use baton_worker::conversation::{ConversationErrorKind, UserMessage};
+use uuid::Uuid;
+
+use crate::Gateway;
+use crate::index::Record;
+use crate::ops::{error, internal};
+
+impl Gateway {
+    /// Sends the message's `text` and `variables` as the next turn of its
+    /// context (a new conversation without one), or as the answer when an
+    /// agent of the conversation asked the user; its session, context id,
+    /// and how many of its events to skip when following it.
+    pub(crate) async fn turn(
+        &self,
+        target: Option<&AgentName>,
+        request: &SendMessageRequest,
+        text: String,
+        variables: Vec<(String, Value)>,
+        live: bool,
+    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+        let metadata = request.message.metadata.as_ref();
+        let asked = |key: &str| metadata.and_then(|m| m.get(key));
+        let budget =
+            baton_gateway::budget(asked("budget_tokens"), asked("budget_cost"), self.budget)
+                .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
+        let overlap = match asked("overlap") {
+            None => self.overlap,
+            Some(name) => name
+                .as_str()
+                .and_then(baton_proto::Overlap::parse)
+                .ok_or_else(|| {
+                    error(
+                        error_code::INVALID_PARAMS,
+                        format!(
+                            "metadata overlap {name} is not a policy: enqueue, reject or interrupt"
+                        ),
+                    )
+                })?,
+        };
+        // The context is the conversation; a message without one starts a new one.
+        let context = request
+            .message
+            .context_id
+            .clone()
+            .filter(|context| !context.is_empty())
+            .unwrap_or_else(|| Uuid::new_v4().to_string());
+        if let Some(waiting) = self.asking(&context).await? {
+            // The conversation waits for the user's answer: this message is it.
+            return self
+                .answer(&waiting.to_string(), &text, &request.message)
+                .await;
+        }
+        let mut message = UserMessage::new(text);
+        message.overlap = overlap;
+        message.turn.stream = live;
+        message.turn.budget = budget;
+        message.turn.to = target.map(ToString::to_string);
+        message.turn.variables.extend(variables);
+        let session = message.turn.session;
+        let sent = self
+            .conversations
+            .send(&context, &message)
+            .await
+            .map_err(|err| match err.kind() {
+                ConversationErrorKind::Busy => {
+                    error(error_code::UNSUPPORTED_OPERATION, err.to_string())
+                }
+                ConversationErrorKind::Forbidden => {
+                    error(error_code::INVALID_PARAMS, err.to_string())
+                }
+                _ => internal(err),
+            })?;
+        // Recorded before the caller learns the task id, so every read of
+        // it finds its context.
+        let record = Record {
+            context: context.clone(),
+            agent: target.map(ToString::to_string),
+            at: now_ms(),
+        };
+        self.index.put(session, &record).await.map_err(internal)?;
+        tracing::info!(%session, %context, agent = ?record.agent, ?sent, "A2A message sent");
+        Ok((session, context, 0))
+    }
+
+    /// The session of conversation `context`'s running turn when an agent
+    /// of it asked the user a question and waits for the answer.
+    async fn asking(&self, context: &str) -> Result<Option<Uuid>, JsonRpcError> {
+        let Some((record, _)) = self.conversations.get(context).await.map_err(internal)? else {
+            return Ok(None);
+        };
+        let Some(running) = record.running else {
+            return Ok(None);
+        };
+        let entries = self.inbox.list().await.map_err(internal)?;
+        let asks = entries.iter().any(|entry| {
+            entry.envelope.session == running.session
+                && entry
+                    .gate()
+                    .is_some_and(|gate| gate.reason == baton_proto::Reason::InputRequired)
+        });
+        Ok(asks.then_some(running.session))
+    }
+}

@@ -1,0 +1,63 @@
+//! A turn's task: the transcript so far and the user's message, sent to
+//! the holder under an id derived from the conversation and the turn.
+
+use baton_proto::{Conversation, Envelope, Map, Message, Role, TurnOf};
+
+use super::{ConversationError, Conversations};
+
+impl Conversations {
+    /// Sends the task of `record`'s running turn `turn`: the transcript so
+    /// far and the message, to the holder (else the entry), under an id
+    /// derived from the conversation and the turn, so it is sent once.
+    pub(super) async fn start(
+        &self,
+        record: &Conversation,
+        turn: u32,
+    ) -> Result<(), ConversationError> {
+        let Some(running) = &record.running else {
+            return Ok(());
+        };
+        let mut envelope = Envelope::task(running.text.clone());
+        envelope.id = Conversation::task_id(&record.id, turn);
+        envelope.session = running.session;
+        envelope.replayable = true;
+        envelope.stream = running.stream;
+        envelope.budget = running.budget;
+        if let Some(transcript) = record.transcript {
+            let history = self
+                .client
+                .history(transcript)
+                .await
+                .map_err(|err| ConversationError::store(err.to_string()))?;
+            if let Some(context) = crate::ending(&history).and_then(|end| end.context.clone()) {
+                let mut context = *context;
+                context.initial_query.clone_from(&running.text);
+                context.problem.clear();
+                envelope.context = context;
+                envelope
+                    .context
+                    .messages
+                    .push(Message::new(Role::User, running.text.clone()));
+            }
+        }
+        // A turn that interrupted others runs with their messages first.
+        let at = envelope.context.messages.len().saturating_sub(1);
+        for (n, text) in running.earlier.iter().enumerate() {
+            let message = Message::new(Role::User, text.clone());
+            envelope.context.messages.insert(at + n, message);
+        }
+        envelope.context.variables.extend(running.variables.clone());
+        envelope.to = (record.holder.clone())
+            .or_else(|| running.to.clone())
+            .or_else(|| record.entry.clone());
+        envelope.conversation = Some(TurnOf {
+            id: record.id.clone(),
+            turn,
+            extra: Map::new(),
+        });
+        self.client
+            .submit(&envelope)
+            .await
+            .map_err(|err| ConversationError::store(format!("cannot send turn {turn}: {err}")))
+    }
+}
