@@ -2,36 +2,58 @@
 //! queued behind them, and sends again a turn whose starter crashed before
 //! its task was durable.
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_nats::jetstream::kv;
+use baton_proto::Conversation;
 use futures::StreamExt;
 
 use super::{ConversationError, Conversations, SILENT};
 
 impl Conversations {
-    /// Settles every conversation whose running turn ended, and sends again
-    /// a turn that shows no event long after it started. Returns how many
-    /// turns it started or sent again.
-    ///
-    /// # Errors
-    ///
-    /// When the bucket cannot be listed.
-    pub async fn sweep(&self) -> Result<usize, ConversationError> {
-        let mut keys =
-            self.store.keys().await.map_err(|err| {
-                ConversationError::store(format!("cannot list conversations: {err}"))
-            })?;
+    /// Settles each of the conversations under `keys` whose running turn
+    /// ended, and sends again a turn that shows no event long after it
+    /// started. Returns how many turns it started or sent again.
+    pub(super) async fn sweep(&self, keys: &[String]) -> usize {
         let mut moved = 0;
-        while let Some(key) = keys.next().await {
-            let Ok(key) = key else { continue };
-            match self.keep_one(&key).await {
+        for key in keys {
+            match self.keep_one(key).await {
                 Ok(n) => moved += n,
                 Err(err) => {
                     tracing::warn!(conversation = %key, error = %err, "cannot settle a conversation")
                 }
             }
         }
-        Ok(moved)
+        moved
+    }
+
+    /// Follows the bucket into `running`: the keys of the conversations
+    /// with a running turn, as their records are written. A lost watch is
+    /// started again, from each key's last record.
+    async fn follow(&self, running: Arc<Mutex<BTreeSet<String>>>) {
+        loop {
+            match self.store.watch_with_history(">").await {
+                Ok(mut watch) => {
+                    while let Some(Ok(entry)) = watch.next().await {
+                        let runs = entry.operation == kv::Operation::Put
+                            && rmp_serde::from_slice::<Conversation>(&entry.value)
+                                .is_ok_and(|record| record.running.is_some());
+                        let mut running = running
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if runs {
+                            running.insert(entry.key);
+                        } else {
+                            running.remove(&entry.key);
+                        }
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "cannot watch the conversations"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 
     /// [`Conversations::sweep`] for one record.
@@ -76,22 +98,34 @@ impl Conversations {
 }
 
 /// Settles conversations every `every` until `stop` is cancelled (the
-/// router runs it).
+/// router runs it): those with a running turn, which it learns by watching
+/// the bucket, so a tick costs what runs, not every conversation kept.
 pub async fn keep(
     conversations: Conversations,
     every: Duration,
     stop: tokio_util::sync::CancellationToken,
 ) {
+    let running = Arc::new(Mutex::new(BTreeSet::new()));
+    let watcher = conversations.clone();
+    let watching = tokio::spawn({
+        let running = running.clone();
+        async move { watcher.follow(running).await }
+    });
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                if let Err(err) = conversations.sweep().await {
-                    tracing::warn!(error = %err, "cannot sweep the conversations");
-                }
+                let keys: Vec<String> = running
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .iter()
+                    .cloned()
+                    .collect();
+                conversations.sweep(&keys).await;
             }
-            () = stop.cancelled() => return,
+            () = stop.cancelled() => break,
         }
     }
+    watching.abort();
 }
