@@ -348,3 +348,51 @@ fn asked_tool(llm: &FakeLlm, n: usize) -> (String, String) {
         result["content"].as_str().unwrap_or_default().to_owned(),
     )
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_whose_starter_died_before_sending_it_is_sent_by_the_router() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![Scripted::text("Answered at last.")])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (system, _url, _dir) = desk(&triage, &refunds, &[]).await?;
+    // What a gateway killed between storing the turn and sending its task
+    // leaves: a running turn, not sent, written a while ago.
+    let mut record = baton_proto::Conversation::new("orphaned", None, None);
+    let session = uuid::Uuid::new_v4();
+    record.turns = 1;
+    record.running = Some(baton_proto::TurnMessage {
+        session,
+        text: "is anyone there?".to_owned(),
+        variables: baton_proto::Map::new(),
+        at: baton_proto::now_ms(),
+        to: None,
+        stream: false,
+        budget: None,
+        earlier: Vec::new(),
+        sent: false,
+    });
+    record.updated_at = baton_proto::now_ms() - 60_000;
+    let jetstream = async_nats::jetstream::new(system.nats.clone());
+    let bucket = jetstream
+        .get_key_value(system.client.subjects().conversations_bucket())
+        .await?;
+    let key = baton_proto::Conversation::key_of("orphaned");
+    bucket
+        .put(&key, rmp_serde::to_vec_named(&record)?.into())
+        .await?;
+    let end = system.client.wait(session, Duration::from_secs(30)).await?;
+    assert_eq!(end.kind, baton_proto::EventType::Completed);
+    assert_eq!(
+        end.output.as_ref().and_then(|o| o.as_str()),
+        Some("Answered at last.")
+    );
+    // Sent once, and noted so: the record is settled, the holder set.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stored = bucket.get(&key).await?.expect("the record");
+    let record: baton_proto::Conversation = rmp_serde::from_slice(&stored)?;
+    assert_eq!(
+        (record.running, record.holder.as_deref()),
+        (None, Some("triage"))
+    );
+    assert_eq!(triage.requests().len(), 1);
+    Ok(())
+}

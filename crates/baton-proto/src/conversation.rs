@@ -53,6 +53,9 @@ pub struct TurnMessage {
     /// waited behind it), oldest first: the turn runs with them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier: Vec<String>,
+    /// The running turn's task was published (JetStream acknowledged it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sent: bool,
 }
 
 /// A conversation's record, in the key-value bucket `BATON_CONVERSATIONS`.

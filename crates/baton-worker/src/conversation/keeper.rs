@@ -67,29 +67,22 @@ impl Conversations {
             };
             let started = self.settle(&mut record).await?;
             if started.is_empty() && record.running.as_ref() == Some(&running) {
-                // Still running: sent again if nothing was ever heard of it.
+                // Still running: its task is sent again only when its
+                // starter stopped before noting it was sent, a while ago.
                 let quiet = baton_proto::now_ms().saturating_sub(record.updated_at);
-                if quiet < u64::try_from(SILENT.as_millis()).unwrap_or(u64::MAX) {
+                let silent = u64::try_from(SILENT.as_millis()).unwrap_or(u64::MAX);
+                if running.sent || quiet < silent {
                     return Ok(0);
                 }
-                let subjects = self.client.subjects();
-                let last = crate::nats::ending::last_event(
-                    self.client.jetstream(),
-                    subjects,
-                    running.session,
-                )
-                .await
-                .map_err(|err| ConversationError::store(err.to_string()))?;
-                if last.is_some() {
-                    return Ok(0);
-                }
-                tracing::warn!(conversation = %record.id, turn = record.turns, "a turn shows no event: sending its task again");
+                tracing::warn!(conversation = %record.id, turn = record.turns, "a turn's task may not have been sent: sending it again");
                 self.start(&record, record.turns).await?;
+                self.mark_sent(key, record.turns).await?;
                 return Ok(1);
             }
             if self.swap(key, &record, revision).await? {
-                for turn in &started {
-                    self.start(&record, *turn).await?;
+                if !started.is_empty() {
+                    self.start(&record, record.turns).await?;
+                    self.mark_sent(key, record.turns).await?;
                 }
                 return Ok(started.len().max(1));
             }

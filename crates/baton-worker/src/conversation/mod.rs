@@ -123,6 +123,7 @@ impl UserMessage {
                 stream: false,
                 budget: None,
                 earlier: Vec::new(),
+                sent: false,
             },
             caller: None,
             overlap: Overlap::Enqueue,
@@ -261,10 +262,31 @@ impl Conversations {
                 }
             };
             if self.swap(&key, &record, revision).await? {
-                for turn in started {
-                    self.start(&record, turn).await?;
+                // The running turn is the last one started (a queued turn
+                // an interrupt cancelled before it was sent is not sent).
+                if !started.is_empty() {
+                    self.start(&record, record.turns).await?;
+                    self.mark_sent(&key, record.turns).await?;
                 }
                 return Ok(sent);
+            }
+        }
+    }
+
+    /// Notes in the record that running turn `turn`'s task was published,
+    /// so the keeper does not send it again; a record that moved on since
+    /// is left as it is.
+    pub(super) async fn mark_sent(&self, key: &str, turn: u32) -> Result<(), ConversationError> {
+        loop {
+            let Some((mut record, revision)) = self.read(key).await? else {
+                return Ok(());
+            };
+            match record.running.as_mut() {
+                Some(running) if record.turns == turn && !running.sent => running.sent = true,
+                _ => return Ok(()),
+            }
+            if self.swap(key, &record, revision).await? {
+                return Ok(());
             }
         }
     }
