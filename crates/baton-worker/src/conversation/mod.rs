@@ -144,8 +144,12 @@ impl std::fmt::Debug for Conversations {
     }
 }
 
-/// How long a running turn may show no event before its task is sent again
-/// (its starter may have crashed before the task was durable).
+/// How long a conversation is kept after its last change: as long as the
+/// events stream keeps a session's events by default.
+const KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long after it was stored a running turn not noted as sent is sent
+/// by the keeper (its starter may have stopped before sending it).
 const SILENT: Duration = Duration::from_secs(10);
 
 impl Conversations {
@@ -160,6 +164,9 @@ impl Conversations {
             bucket: client.subjects().conversations_bucket(),
             description: "Baton: conversations (holder, turns, queue, transcript)".to_owned(),
             history: 1,
+            // Kept as long as the events its transcript points at, from its
+            // last change.
+            max_age: KEPT,
             storage: jetstream::stream::StorageType::File,
             num_replicas: replicas,
             ..Default::default()
