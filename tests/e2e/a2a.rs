@@ -41,7 +41,7 @@ async fn system(env: &[(&str, &str)]) -> anyhow::Result<(System, String, tempfil
 }
 
 /// Runs `scripts/a2a_client.py URL STEP ARGS`; its JSON answer.
-fn client(url: &str, step: &str, args: &[&str]) -> anyhow::Result<Value> {
+pub(crate) fn client(url: &str, step: &str, args: &[&str]) -> anyhow::Result<Value> {
     let mut all = vec![url, step];
     all.extend_from_slice(args);
     crate::util::python_json("a2a_client.py", "a2a", &all)

@@ -9,6 +9,7 @@ use std::time::Duration;
 use baton_testkit::{FakeLlm, Scripted};
 use serde_json::Value;
 
+use crate::a2a::client;
 use crate::util::{System, llm_table};
 
 /// The router (entry `triage`), an LLM `triage` that may hand off to an
@@ -43,13 +44,6 @@ async fn desk(
     system.spawn("a2a", &args, "A2A server listening").await?;
     let url = system.logged_url("a2a")?;
     Ok((system, url, dir))
-}
-
-/// Runs `scripts/a2a_client.py URL STEP ARGS`; its JSON answer.
-fn client(url: &str, step: &str, args: &[&str]) -> anyhow::Result<Value> {
-    let mut all = vec![url, step];
-    all.extend_from_slice(args);
-    crate::util::python_json("a2a_client.py", "a2a", &all)
 }
 
 /// The first text of an A2A task summary's answer.

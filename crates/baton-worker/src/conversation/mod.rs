@@ -230,15 +230,7 @@ impl Conversations {
             }
             let mut started = self.settle(&mut record).await?;
             let sent = match (&record.running, message.overlap) {
-                (None, _) => {
-                    record.turns += 1;
-                    record.running = Some(mine.clone());
-                    started.push(record.turns);
-                    Sent::Started {
-                        session: mine.session,
-                        turn: record.turns,
-                    }
-                }
+                (None, _) => begin(&mut record, mine.clone(), &mut started),
                 (Some(running), Overlap::Reject) => {
                     return Err(ConversationError::new(
                         ConversationErrorKind::Busy,
@@ -252,13 +244,7 @@ impl Conversations {
                     let running = running.clone();
                     let mut mine = mine.clone();
                     self.interrupt(&mut record, &running, &mut mine).await?;
-                    record.turns += 1;
-                    record.running = Some(mine.clone());
-                    started.push(record.turns);
-                    Sent::Started {
-                        session: mine.session,
-                        turn: record.turns,
-                    }
+                    begin(&mut record, mine, &mut started)
                 }
                 (Some(_), Overlap::Enqueue) => {
                     record.queue.push(mine.clone());
@@ -388,6 +374,18 @@ impl Conversations {
             "cannot store {key}: {lost}"
         )))
     }
+}
+
+/// Makes `mine` `record`'s running turn, the next one, noted in `started`.
+fn begin(record: &mut Conversation, mine: TurnMessage, started: &mut Vec<u32>) -> Sent {
+    record.turns += 1;
+    let sent = Sent::Started {
+        session: mine.session,
+        turn: record.turns,
+    };
+    record.running = Some(mine);
+    started.push(record.turns);
+    sent
 }
 
 /// Applies the end of `record`'s running turn: the agent that answered a
