@@ -60,6 +60,14 @@ impl Index {
         Ok(())
     }
 
+    /// Forgets task `session` (a message that was refused, so never ran).
+    pub(crate) async fn forget(&self, session: Uuid) -> Result<(), crate::Error> {
+        self.store
+            .purge(session.to_string())
+            .await
+            .map_err(|err| crate::Error::Index(format!("cannot forget the task: {err}")))
+    }
+
     /// The record of task `session`, if this gateway started it.
     pub(crate) async fn get(&self, session: Uuid) -> Result<Option<Record>, crate::Error> {
         let value = self

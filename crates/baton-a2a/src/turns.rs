@@ -62,27 +62,32 @@ impl Gateway {
         message.turn.to = target.map(ToString::to_string);
         message.turn.variables.extend(variables);
         let session = message.turn.session;
-        let sent = self
-            .conversations
-            .send(&context, &message)
-            .await
-            .map_err(|err| match err.kind() {
-                ConversationErrorKind::Busy => {
-                    error(error_code::UNSUPPORTED_OPERATION, err.to_string())
-                }
-                ConversationErrorKind::Forbidden => {
-                    error(error_code::INVALID_PARAMS, err.to_string())
-                }
-                _ => internal(err),
-            })?;
-        // Recorded before the caller learns the task id, so every read of
-        // it finds its context.
+        // Recorded before the task is sent, so every read of it finds its
+        // context, and a streaming caller follows it as soon as it can.
         let record = Record {
             context: context.clone(),
             agent: target.map(ToString::to_string),
             at: now_ms(),
         };
         self.index.put(session, &record).await.map_err(internal)?;
+        let sent = match self.conversations.send(&context, &message).await {
+            Ok(sent) => sent,
+            Err(err) => {
+                // Refused: no task of it is listed.
+                if let Err(forgot) = self.index.forget(session).await {
+                    tracing::warn!(error = %forgot, %session, "cannot forget a refused message's task");
+                }
+                return Err(match err.kind() {
+                    ConversationErrorKind::Busy => {
+                        error(error_code::UNSUPPORTED_OPERATION, err.to_string())
+                    }
+                    ConversationErrorKind::Forbidden => {
+                        error(error_code::INVALID_PARAMS, err.to_string())
+                    }
+                    _ => internal(err),
+                });
+            }
+        };
         tracing::info!(%session, %context, agent = ?record.agent, ?sent, "A2A message sent");
         Ok((session, context, 0))
     }

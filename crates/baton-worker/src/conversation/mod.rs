@@ -259,7 +259,15 @@ impl Conversations {
                 // an interrupt cancelled before it was sent is not sent).
                 if !started.is_empty() {
                     self.start(&record, record.turns).await?;
-                    self.mark_sent(&key, record.turns).await?;
+                    // Noted in the background: the caller follows its turn
+                    // meanwhile; a note that is lost only lets the keeper
+                    // send the same task again, under the same id.
+                    let (store, turn) = (self.clone(), record.turns);
+                    tokio::spawn(async move {
+                        if let Err(err) = store.mark_sent(&key, turn).await {
+                            tracing::warn!(error = %err, "cannot note that a turn was sent");
+                        }
+                    });
                 }
                 return Ok(sent);
             }
