@@ -390,3 +390,78 @@ async fn a_turn_whose_starter_died_before_sending_it_is_sent_by_the_router() -> 
     assert_eq!(triage.requests().len(), 1);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_answers_an_agents_question_with_baton_inbox_reply_or_the_console()
+-> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
+        Scripted::text("Refunding XYZ-9."),
+        Scripted::tool_calls(&[("ask_user", r#"{"question": "<b>Which</b> card?"}"#)]),
+        Scripted::text("To the card ending 42."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (mut system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let asked = client(&url, "say", &[&context, "Refund please."])?;
+    assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    let listed = system.baton_stdout(&["inbox", "ls", "--json"])?;
+    let entry: Value = serde_json::from_str(listed.lines().next().unwrap_or_default())?;
+    assert_eq!(
+        (
+            &entry["reason"],
+            &entry["tool"],
+            &entry["arguments"]["question"]
+        ),
+        (
+            &Value::from("input_required"),
+            &Value::from("ask_user"),
+            &Value::from("Which order?")
+        ),
+        "{entry}"
+    );
+    let id = entry["id"].as_str().unwrap_or_default();
+    let said = system.baton_stdout(&["inbox", "reply", id, "XYZ-9"])?;
+    assert!(said.contains("answered"), "{said}");
+    let session: uuid::Uuid = asked["id"].as_str().unwrap_or_default().parse()?;
+    let end = system.client.wait(session, Duration::from_secs(30)).await?;
+    assert_eq!(
+        end.output.as_ref().and_then(|o| o.as_str()),
+        Some("Refunding XYZ-9.")
+    );
+    assert_eq!(triage.requests().len(), 2);
+    assert_eq!(
+        asked_tool(&triage, 1),
+        ("ask_user".to_owned(), "XYZ-9".to_owned())
+    );
+
+    // The next question, answered from the console's Inbox page.
+    let console = crate::console::console(&mut system, "console", &[]).await?;
+    let asked = client(&url, "say", &[&context, "And pay it back how?"])?;
+    assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    let session = asked["id"].as_str().unwrap_or_default();
+    let seen = crate::console::browser(&["decide", &console, session, "answered", "card 42"])?;
+    assert_eq!(
+        seen["question"], "<b>Which</b> card?",
+        "shown as text: {seen}"
+    );
+    assert_eq!(seen["buttons"], serde_json::json!(["answered"]), "{seen}");
+    assert!(
+        seen["notice"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("settled"),
+        "{seen}"
+    );
+    let end = system
+        .client
+        .wait(session.parse()?, Duration::from_secs(30))
+        .await?;
+    let said = end.output.as_ref().and_then(|o| o.as_str());
+    assert_eq!(said, Some("To the card ending 42."));
+    assert_eq!(
+        asked_tool(&triage, 3),
+        ("ask_user".to_owned(), "card 42".to_owned())
+    );
+    Ok(())
+}

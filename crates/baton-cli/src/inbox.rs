@@ -247,6 +247,19 @@ async fn reply(
         None => Reply::Complete,
     };
     let person = baton_proto::token_safe(person);
+    let asks = inbox.entry(id).await?.is_some_and(|entry| {
+        entry
+            .gate()
+            .is_some_and(|gate| gate.reason == baton_proto::Reason::InputRequired)
+    });
+    if asks {
+        // An agent asked the user (ask_user): the answer resumes it.
+        let next = inbox
+            .resolve(id, Decision::Answer(text.to_owned()), &person)
+            .await?;
+        println!("{id} answered: {next}");
+        return Ok(());
+    }
     let event = inbox.reply(id, text, reply, &person).await?;
     let to = event.to.as_deref().unwrap_or("?");
     match event.kind {

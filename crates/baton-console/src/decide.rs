@@ -23,6 +23,8 @@ pub(crate) struct DecideForm {
     #[serde(default)]
     note: String,
     #[serde(default)]
+    answer: String,
+    #[serde(default)]
     person: String,
 }
 
@@ -42,9 +44,10 @@ pub(crate) async fn decide(
         "fail" => Decision::Fail(text(form.note)),
         "approved" => Decision::Approve,
         "denied" => Decision::Deny(text(form.note)),
+        "answered" => Decision::Answer(form.answer),
         other => {
             let why = format!(
-                "unknown decision {other:?}: happened, not_happened, fail, approved or denied"
+                "unknown decision {other:?}: happened, not_happened, fail, approved, denied or answered"
             );
             return failure(StatusCode::BAD_REQUEST, &why, "/inbox");
         }

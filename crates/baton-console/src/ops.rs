@@ -167,6 +167,9 @@ fn call(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
         .and_then(|args| serde_json::to_string_pretty(&args))
         .unwrap_or_else(|_| gate.arguments.clone());
     let approval = gate.reason == Reason::ApprovalRequired;
+    if gate.reason == Reason::InputRequired {
+        return question(entry, gate, token, now);
+    }
     html! {
         article.waiting.call id=(format!("t-{}", envelope.id)) data-session=(envelope.session) data-reason=(gate.reason) {
             h2 { (entry.agent()) " · " (gate.reason) " · waiting " (span(now.saturating_sub(entry.since))) }
@@ -192,6 +195,28 @@ fn call(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
                     " " button type="submit" name="decision" value="not_happened" { "It did not happen" }
                     " " button type="submit" name="decision" value="fail" { "Fail the session" }
                 }
+            }
+        }
+    }
+}
+
+/// A question an agent asked the user (`ask_user`), with a form to answer it.
+fn question(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
+    let envelope = &entry.envelope;
+    let asked = serde_json::from_str::<serde_json::Value>(&gate.arguments)
+        .ok()
+        .and_then(|args| args["question"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    html! {
+        article.waiting.call id=(format!("t-{}", envelope.id)) data-session=(envelope.session) data-reason=(gate.reason) {
+            h2 { (entry.agent()) " · asks the user · waiting " (span(now.saturating_sub(entry.since))) }
+            p { "Session " a href=(format!("/sessions/{}", envelope.session)) { code { (envelope.session) } } }
+            p { "The agent asks: " q.question { (asked) } }
+            form.decide method="post" action=(format!("/inbox/{}/decide", envelope.id)) {
+                (csrf(token))
+                label { "Answer " textarea name="answer" rows="2" required {} }
+                label { "Answered by " input name="person" value="console"; }
+                button type="submit" name="decision" value="answered" { "Answer" }
             }
         }
     }

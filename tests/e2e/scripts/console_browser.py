@@ -290,15 +290,16 @@ def decide(browser, url, session, decision, text=""):
     page, errors = inbox_page(browser, url, call)
     result = {
         "reason": page.get_attribute(call, "data-reason"),
-        "tool": page.inner_text(f"{call} code.tool"),
+        "tool": page.inner_text(f"{call} code.tool") if page.query_selector(f"{call} code.tool") else None,
+        "question": page.inner_text(f"{call} q.question") if page.query_selector(f"{call} q.question") else None,
         # The arguments, as text: markup the model wrote must show, not run.
-        "arguments": json.loads(page.inner_text(f"{call} pre.arguments")),
+        "arguments": json.loads(page.inner_text(f"{call} pre.arguments")) if page.query_selector(f"{call} pre.arguments") else None,
         "buttons": page.eval_on_selector_all(f"{call} button[name=decision]", "found => found.map(b => b.value)"),
         "pwned": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
     }
     shot(page, f"inbox-{decision}")
     if text:
-        field = "result" if decision == "happened" else "note"
+        field = {"happened": "result", "answered": "answer"}.get(decision, "note")
         page.fill(f"{call} textarea[name={field}]", text)
     page.click(f"{call} button[value={decision}]")
     page.wait_for_selector("#notice", timeout=TIMEOUT_MS)
