@@ -46,6 +46,18 @@ async fn desk(
     Ok((system, url, dir))
 }
 
+/// [`desk`] where only `triage` answers, with `script`: its stand-in model,
+/// the system, the gateway's URL and the specs' folder.
+async fn lone(
+    script: Vec<Scripted>,
+    flags: &[&str],
+) -> anyhow::Result<(FakeLlm, System, String, tempfile::TempDir)> {
+    let triage = FakeLlm::start(script)?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (system, url, dir) = desk(&triage, &refunds, flags).await?;
+    Ok((triage, system, url, dir))
+}
+
 /// The first text of an A2A task summary's answer.
 fn answer(task: &Value) -> &str {
     task["answer"][0].as_str().unwrap_or_default()
@@ -135,12 +147,14 @@ async fn the_next_turn_goes_to_the_holder_with_the_conversation_so_far() -> anyh
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_sent_while_a_turn_runs_waits_for_it_and_sees_its_answer() -> anyhow::Result<()> {
-    let triage = FakeLlm::start(vec![
-        Scripted::text("First answered.").after(Duration::from_millis(1500)),
-        Scripted::text("Second answered."),
-    ])?;
-    let refunds = FakeLlm::start(vec![])?;
-    let (_system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let (triage, _system, url, _dir) = lone(
+        vec![
+            Scripted::text("First answered.").after(Duration::from_millis(1500)),
+            Scripted::text("Second answered."),
+        ],
+        &[],
+    )
+    .await?;
     let context = uuid::Uuid::new_v4().to_string();
     let both = client(
         &url,
@@ -168,11 +182,11 @@ async fn a_message_sent_while_a_turn_runs_waits_for_it_and_sees_its_answer() -> 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_sent_while_a_turn_runs_is_refused_under_reject() -> anyhow::Result<()> {
-    let triage = FakeLlm::start(vec![
-        Scripted::text("First answered.").after(Duration::from_millis(1500)),
-    ])?;
-    let refunds = FakeLlm::start(vec![])?;
-    let (_system, url, _dir) = desk(&triage, &refunds, &["--overlap", "reject"]).await?;
+    let (triage, _system, url, _dir) = lone(
+        vec![Scripted::text("First answered.").after(Duration::from_millis(1500))],
+        &["--overlap", "reject"],
+    )
+    .await?;
     let context = uuid::Uuid::new_v4().to_string();
     let both = client(
         &url,
@@ -207,13 +221,15 @@ async fn a_message_sent_while_a_turn_runs_is_refused_under_reject() -> anyhow::R
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gateway_killed_mid_turn_loses_no_turn_and_the_queue_runs_in_order() -> anyhow::Result<()>
 {
-    let triage = FakeLlm::start(vec![
-        Scripted::text("First answered.").after(Duration::from_millis(2000)),
-        Scripted::text("Second answered."),
-        Scripted::text("Third answered."),
-    ])?;
-    let refunds = FakeLlm::start(vec![])?;
-    let (mut system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let (triage, mut system, url, _dir) = lone(
+        vec![
+            Scripted::text("First answered.").after(Duration::from_millis(2000)),
+            Scripted::text("Second answered."),
+            Scripted::text("Third answered."),
+        ],
+        &[],
+    )
+    .await?;
     let context = uuid::Uuid::new_v4().to_string();
     let posted = client(&url, "post", &[&context, "one", "two", "three"])?;
     let ids: Vec<String> = posted["ids"]
@@ -255,12 +271,14 @@ async fn a_gateway_killed_mid_turn_loses_no_turn_and_the_queue_runs_in_order() -
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupting_message_cancels_the_running_turn_and_runs_with_both() -> anyhow::Result<()>
 {
-    let triage = FakeLlm::start(vec![
-        Scripted::text("Never read.").after(Duration::from_secs(5)),
-        Scripted::text("Both answered."),
-    ])?;
-    let refunds = FakeLlm::start(vec![])?;
-    let (_system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let (triage, _system, url, _dir) = lone(
+        vec![
+            Scripted::text("Never read.").after(Duration::from_secs(5)),
+            Scripted::text("Both answered."),
+        ],
+        &[],
+    )
+    .await?;
     let context = uuid::Uuid::new_v4().to_string();
     let meta = r#"{"overlap": "interrupt"}"#;
     let both = client(
@@ -284,14 +302,16 @@ async fn an_interrupting_message_cancels_the_running_turn_and_runs_with_both() -
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_asks_the_user_and_resumes_once_from_its_journal() -> anyhow::Result<()> {
-    let triage = FakeLlm::start(vec![
-        Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
-        Scripted::text("Refunding ABC-123."),
-        Scripted::tool_calls(&[("ask_user", r#"{"question": "Anything else?"}"#)]),
-        Scripted::text("Goodbye."),
-    ])?;
-    let refunds = FakeLlm::start(vec![])?;
-    let (mut system, url, dir) = desk(&triage, &refunds, &[]).await?;
+    let (triage, mut system, url, dir) = lone(
+        vec![
+            Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
+            Scripted::text("Refunding ABC-123."),
+            Scripted::tool_calls(&[("ask_user", r#"{"question": "Anything else?"}"#)]),
+            Scripted::text("Goodbye."),
+        ],
+        &[],
+    )
+    .await?;
     let context = uuid::Uuid::new_v4().to_string();
     let asked = client(&url, "say", &[&context, "I want a refund."])?;
     assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
@@ -345,25 +365,15 @@ fn asked_tool(llm: &FakeLlm, n: usize) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_whose_starter_died_before_sending_it_is_sent_by_the_router() -> anyhow::Result<()> {
-    let triage = FakeLlm::start(vec![Scripted::text("Answered at last.")])?;
-    let refunds = FakeLlm::start(vec![])?;
-    let (system, _url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let (triage, system, _url, _dir) = lone(vec![Scripted::text("Answered at last.")], &[]).await?;
     // What a gateway killed between storing the turn and sending its task
     // leaves: a running turn, not sent, written a while ago.
     let mut record = baton_proto::Conversation::new("orphaned", None, None);
     let session = uuid::Uuid::new_v4();
     record.turns = 1;
-    record.running = Some(baton_proto::TurnMessage {
-        session,
-        text: "is anyone there?".to_owned(),
-        variables: baton_proto::Map::new(),
-        at: baton_proto::now_ms(),
-        to: None,
-        stream: false,
-        budget: None,
-        earlier: Vec::new(),
-        sent: false,
-    });
+    let mut running = baton_proto::TurnMessage::new("is anyone there?");
+    running.session = session;
+    record.running = Some(running);
     record.updated_at = baton_proto::now_ms() - 60_000;
     let jetstream = async_nats::jetstream::new(system.nats.clone());
     let bucket = jetstream
@@ -394,14 +404,16 @@ async fn a_turn_whose_starter_died_before_sending_it_is_sent_by_the_router() -> 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_answers_an_agents_question_with_baton_inbox_reply_or_the_console()
 -> anyhow::Result<()> {
-    let triage = FakeLlm::start(vec![
-        Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
-        Scripted::text("Refunding XYZ-9."),
-        Scripted::tool_calls(&[("ask_user", r#"{"question": "<b>Which</b> card?"}"#)]),
-        Scripted::text("To the card ending 42."),
-    ])?;
-    let refunds = FakeLlm::start(vec![])?;
-    let (mut system, url, _dir) = desk(&triage, &refunds, &[]).await?;
+    let (triage, mut system, url, _dir) = lone(
+        vec![
+            Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
+            Scripted::text("Refunding XYZ-9."),
+            Scripted::tool_calls(&[("ask_user", r#"{"question": "<b>Which</b> card?"}"#)]),
+            Scripted::text("To the card ending 42."),
+        ],
+        &[],
+    )
+    .await?;
     let context = uuid::Uuid::new_v4().to_string();
     let asked = client(&url, "say", &[&context, "Refund please."])?;
     assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");

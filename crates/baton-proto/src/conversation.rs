@@ -58,6 +58,24 @@ pub struct TurnMessage {
     pub sent: bool,
 }
 
+impl TurnMessage {
+    /// A message with `text`, to run as a new session, arrived now.
+    #[must_use]
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            session: Uuid::new_v4(),
+            text: text.into(),
+            variables: Map::new(),
+            at: crate::now_ms(),
+            to: None,
+            stream: false,
+            budget: None,
+            earlier: Vec::new(),
+            sent: false,
+        }
+    }
+}
+
 /// A conversation's record, in the key-value bucket `BATON_CONVERSATIONS`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Conversation {

@@ -66,7 +66,7 @@ impl Conversations {
                 return Ok(0);
             };
             let started = self.settle(&mut record).await?;
-            if started.is_empty() && record.running.as_ref() == Some(&running) {
+            if !started && record.running.as_ref() == Some(&running) {
                 // Still running: its task is sent again only when its
                 // starter stopped before noting it was sent, a while ago.
                 let quiet = baton_proto::now_ms().saturating_sub(record.updated_at);
@@ -80,11 +80,11 @@ impl Conversations {
                 return Ok(1);
             }
             if self.swap(key, &record, revision).await? {
-                if !started.is_empty() {
+                if started {
                     self.start(&record, record.turns).await?;
                     self.mark_sent(key, record.turns).await?;
                 }
-                return Ok(started.len().max(1));
+                return Ok(1);
             }
         }
     }

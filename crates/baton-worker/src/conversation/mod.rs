@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::Footprint;
-use baton_proto::{Conversation, Event, EventType, Map, Overlap, Subjects, TurnMessage};
+use baton_proto::{Conversation, Event, EventType, Overlap, Subjects, TurnMessage};
 use uuid::Uuid;
 
 use crate::services::client::Client;
@@ -114,17 +114,7 @@ impl UserMessage {
     #[must_use]
     pub fn new(text: impl Into<String>) -> Self {
         Self {
-            turn: TurnMessage {
-                session: Uuid::new_v4(),
-                text: text.into(),
-                variables: Map::new(),
-                at: baton_proto::now_ms(),
-                to: None,
-                stream: false,
-                budget: None,
-                earlier: Vec::new(),
-                sent: false,
-            },
+            turn: TurnMessage::new(text),
             caller: None,
             overlap: Overlap::Enqueue,
         }
@@ -255,9 +245,9 @@ impl Conversations {
                 }
             };
             if self.swap(&key, &record, revision).await? {
-                // The running turn is the last one started (a queued turn
-                // an interrupt cancelled before it was sent is not sent).
-                if !started.is_empty() {
+                // Only the running turn is sent (a queued turn an
+                // interrupt cancelled before it was sent is not).
+                if started {
                     self.start(&record, record.turns).await?;
                     // Noted in the background: the caller follows its turn
                     // meanwhile; a note that is lost only lets the keeper
@@ -294,11 +284,11 @@ impl Conversations {
 
     /// Settles `record`'s running turn if it has ended: the agent that
     /// answered holds the conversation, the ended session is the
-    /// transcript, and the next queued message runs. Returns the turns
-    /// that started (to send once the record is stored).
-    async fn settle(&self, record: &mut Conversation) -> Result<Vec<u32>, ConversationError> {
+    /// transcript, and the next queued message runs. Returns whether a
+    /// turn started (to send once the record is stored).
+    async fn settle(&self, record: &mut Conversation) -> Result<bool, ConversationError> {
         let Some(running) = &record.running else {
-            return Ok(Vec::new());
+            return Ok(false);
         };
         let subjects = self.client.subjects();
         let last =
@@ -306,14 +296,13 @@ impl Conversations {
                 .await
                 .map_err(|err| ConversationError::store(err.to_string()))?;
         let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
-            return Ok(Vec::new());
+            return Ok(false);
         };
         ended(record, &end);
-        let mut started = Vec::new();
-        if !record.queue.is_empty() {
+        let started = !record.queue.is_empty();
+        if started {
             record.turns += 1;
             record.running = Some(record.queue.remove(0));
-            started.push(record.turns);
         }
         record.updated_at = baton_proto::now_ms();
         Ok(started)
@@ -384,15 +373,15 @@ impl Conversations {
     }
 }
 
-/// Makes `mine` `record`'s running turn, the next one, noted in `started`.
-fn begin(record: &mut Conversation, mine: TurnMessage, started: &mut Vec<u32>) -> Sent {
+/// Makes `mine` `record`'s running turn, the next one; `started` notes it.
+fn begin(record: &mut Conversation, mine: TurnMessage, started: &mut bool) -> Sent {
     record.turns += 1;
     let sent = Sent::Started {
         session: mine.session,
         turn: record.turns,
     };
     record.running = Some(mine);
-    started.push(record.turns);
+    *started = true;
     sent
 }
 
