@@ -19,11 +19,31 @@ async fn desk(
     refunds: &FakeLlm,
     flags: &[&str],
 ) -> anyhow::Result<(System, String, tempfile::TempDir)> {
+    desk_with(triage, refunds, Desk::default(), flags).await
+}
+
+/// What [`desk_with`] adds to the specs.
+#[derive(Default)]
+pub(crate) struct Desk<'a> {
+    /// Top-level keys of `triage`'s spec.
+    pub(crate) triage: &'a str,
+    /// Keys of `refunds`'s `[llm]` table.
+    pub(crate) refunds_llm: &'a str,
+}
+
+/// [`desk`] with `more` in the specs.
+pub(crate) async fn desk_with(
+    triage: &FakeLlm,
+    refunds: &FakeLlm,
+    more: Desk<'_>,
+    flags: &[&str],
+) -> anyhow::Result<(System, String, tempfile::TempDir)> {
     let specs = [
         (
             "triage",
             format!(
-                "name = \"triage\"\nkind = \"llm\"\n\n[[handoffs]]\nto = \"refunds\"\n{}",
+                "name = \"triage\"\nkind = \"llm\"\n{}\n\n[[handoffs]]\nto = \"refunds\"\n{}",
+                more.triage,
                 llm_table(triage, "")
             ),
         ),
@@ -31,7 +51,7 @@ async fn desk(
             "refunds",
             format!(
                 "name = \"refunds\"\nkind = \"llm\"\n{}",
-                llm_table(refunds, "")
+                llm_table(refunds, more.refunds_llm)
             ),
         ),
     ];
@@ -59,12 +79,12 @@ async fn lone(
 }
 
 /// The first text of an A2A task summary's answer.
-fn answer(task: &Value) -> &str {
+pub(crate) fn answer(task: &Value) -> &str {
     task["answer"][0].as_str().unwrap_or_default()
 }
 
 /// The chat messages of request `n` to `llm`, as `role: content` lines.
-fn asked(llm: &FakeLlm, n: usize) -> Vec<String> {
+pub(crate) fn asked(llm: &FakeLlm, n: usize) -> Vec<String> {
     llm.requests()[n].body["messages"]
         .as_array()
         .into_iter()

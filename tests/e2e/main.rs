@@ -21,6 +21,7 @@ mod failures;
 mod fuzz;
 mod gates;
 mod handoff;
+mod holders;
 mod isolation;
 mod learning;
 mod lifecycle;

@@ -316,7 +316,10 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentEr
 
 /// What the reply does to the context: messages, variables, state, trace, problem.
 fn context_update(reply: &ExecReply, task: &Task) -> ContextUpdate {
-    let mut update = ContextUpdate::default();
+    let mut update = ContextUpdate {
+        hand_back: reply.hand_back,
+        ..ContextUpdate::default()
+    };
     if let Some(text) = &reply.say {
         update
             .messages

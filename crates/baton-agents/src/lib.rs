@@ -192,6 +192,7 @@ impl SpecAgent {
             .with_profile(self.spec.profile.clone())
             .with_max_delegation_depth(self.spec.max_delegation_depth)
             .with_join_timeout(self.spec.join_timeout)
+            .with_hand_back(self.spec.next_turn == spec::NextTurn::Entry)
     }
 
     /// The spec.

@@ -98,7 +98,7 @@ impl LlmRunner {
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
             .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
-        let tools = offered(routing, delegates);
+        let tools = offered(routing, delegates, settings.hand_back);
         Ok(Self {
             settings: settings.clone(),
             api_key,
@@ -385,6 +385,16 @@ impl LlmRunner {
         match tool.source {
             ToolSource::Handoff(index) => {
                 Ok(self.handoffs[index].take(reason, Value::from(content), update))
+            }
+            ToolSource::HandBack => {
+                let answer = arguments["answer"].as_str().unwrap_or(&content).to_owned();
+                update
+                    .messages
+                    .push(Message::new(Role::Agent, answer.clone()));
+                Ok(Outcome::answer(answer)
+                    .with_update(update)
+                    .hand_back()
+                    .into())
             }
             ToolSource::Condition(index) => Ok(Outcome::answer(content)
                 .with_update(update)

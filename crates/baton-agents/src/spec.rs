@@ -296,6 +296,21 @@ pub struct AgentSpec {
     pub join_timeout: Option<Duration>,
     /// `[team]`: it coordinates a team for each task (see [`baton_worker::Team`]).
     pub team: Option<baton_worker::TeamSpec>,
+    /// Where a conversation's next turn starts after a turn this agent
+    /// takes part in.
+    pub next_turn: NextTurn,
+}
+
+/// `next_turn`: where a conversation's next turn starts after a turn the
+/// agent takes part in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextTurn {
+    /// At the agent that answered the turn: it holds the conversation.
+    #[default]
+    Holder,
+    /// At the conversation's entry: the turn hands the conversation back.
+    Entry,
 }
 
 impl AgentSpec {

@@ -18,6 +18,11 @@ pub struct TurnOf {
     pub id: String,
     /// The turn, from 1.
     pub turn: u32,
+    /// The turn hands the conversation back to its entry when it ends: an
+    /// agent of it said so, or its spec says `next_turn = "entry"`. The
+    /// next turn then starts at the entry, not at the agent that answered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hand_back: bool,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -56,6 +61,10 @@ pub struct TurnMessage {
     /// The running turn's task was published (JetStream acknowledged it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sent: bool,
+    /// A newer message interrupts the running turn: when it ends without
+    /// an answer, its messages run with the next turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl TurnMessage {
@@ -72,6 +81,7 @@ impl TurnMessage {
             budget: None,
             earlier: Vec::new(),
             sent: false,
+            interrupted: false,
         }
     }
 }
@@ -99,6 +109,10 @@ pub struct Conversation {
     /// Messages that wait for the running turn to end, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue: Vec<TurnMessage>,
+    /// Messages of interrupted turns that ended without an answer, oldest
+    /// first: the next turn to start runs with them before its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried: Vec<String>,
     /// The transcript so far: the session of the last turn that ended with
     /// a context (its terminal event's `context`).
     #[serde(
@@ -126,6 +140,7 @@ impl Conversation {
             turns: 0,
             running: None,
             queue: Vec::new(),
+            carried: Vec::new(),
             transcript: None,
             created_at: now,
             updated_at: now,

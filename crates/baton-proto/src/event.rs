@@ -136,6 +136,11 @@ pub struct Event {
     /// show what led to the outcome after the envelope is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Box<crate::Context>>,
+    /// Extension (optional): on the terminal event of a conversation's
+    /// turn, the turn (the envelope's `conversation`), which says whether
+    /// it hands the conversation back to its entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<crate::TurnOf>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -187,6 +192,7 @@ impl Event {
             claims: Vec::new(),
             accepted: None,
             context: None,
+            conversation: None,
             extra: Map::new(),
         }
     }

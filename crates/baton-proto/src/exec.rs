@@ -58,6 +58,10 @@ pub struct ExecReply {
     /// The problem as the agent now understands it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// In a conversation's turn: when the turn ends, the conversation goes
+    /// back to its entry (the user's next message starts there).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hand_back: bool,
     /// `fail` and `reject`: what went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

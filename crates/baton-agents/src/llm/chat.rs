@@ -302,6 +302,11 @@ fn parameters(source: &ToolSource) -> Json {
             "properties": {"task": {"type": "string", "description": "What to do, in full."}},
             "required": ["task"],
         }),
+        ToolSource::HandBack => json!({
+            "type": "object",
+            "properties": {"answer": {"type": "string", "description": "Your final answer to the user."}},
+            "required": ["answer"],
+        }),
         _ => json!({
             "type": "object",
             "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},

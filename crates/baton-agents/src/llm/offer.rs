@@ -1,6 +1,7 @@
 //! The tools an LLM agent offers its model for the spec's routes: a
-//! `transfer_to_<target>` per handoff and per LLM condition, and an
-//! `agent_run_<target>` per delegate.
+//! `transfer_to_<target>` per handoff and per LLM condition, an
+//! `agent_run_<target>` per delegate, and `hand_back` when the spec
+//! offers it.
 
 use baton_worker::{Route, Routing, Target};
 
@@ -21,7 +22,12 @@ pub(super) enum ToolSource {
     Condition(usize),
     /// A delegate: the call is a child task.
     Delegate(usize),
+    /// `hand_back`: the answer, and the conversation back to its entry.
+    HandBack,
 }
+
+/// The built-in tool that answers and hands the conversation back.
+pub(super) const HAND_BACK: &str = "hand_back";
 
 fn target_text(target: Option<&Target>) -> String {
     match target {
@@ -36,8 +42,9 @@ fn target_text(target: Option<&Target>) -> String {
 }
 
 /// The tools the model is offered for the spec's routes: a handoff per
-/// route, one per LLM condition, and a delegate per delegate.
-pub(super) fn offered(routing: &Routing, delegates: &[DelegateSpec]) -> Vec<Tool> {
+/// route, one per LLM condition, a delegate per delegate, and `hand_back`
+/// when the spec offers it.
+pub(super) fn offered(routing: &Routing, delegates: &[DelegateSpec], hand_back: bool) -> Vec<Tool> {
     let describe = |route: &Route, fallback: String| route.description.clone().unwrap_or(fallback);
     let mut tools: Vec<Tool> = routing
         .handoffs
@@ -76,5 +83,15 @@ pub(super) fn offered(routing: &Routing, delegates: &[DelegateSpec]) -> Vec<Tool
         }),
         source: ToolSource::Delegate(index),
     }));
+    if hand_back {
+        tools.push(Tool {
+            name: HAND_BACK.to_owned(),
+            description: "Give the user your final answer and hand the conversation back to its \
+                          entry agent: their next message starts there, not with you. Use it \
+                          when your part is done."
+                .to_owned(),
+            source: ToolSource::HandBack,
+        });
+    }
     tools
 }

@@ -53,6 +53,11 @@ pub struct LlmSpec {
     /// the tool's result when it resumes.
     #[serde(default = "default_true")]
     pub ask_user: bool,
+    /// Offer the model the built-in tool `hand_back(answer)`: it answers
+    /// the user and hands the conversation back to its entry, so the
+    /// user's next message starts there instead of at this agent.
+    #[serde(default)]
+    pub hand_back: bool,
 }
 
 fn default_true() -> bool {

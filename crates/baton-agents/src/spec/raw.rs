@@ -62,6 +62,8 @@ pub(super) struct RawSpec {
     llm_conditions: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     after_work: Option<Spanned<RawRoute>>,
+    #[serde(default)]
+    next_turn: super::NextTurn,
 }
 
 fn one() -> u32 {
@@ -259,6 +261,7 @@ impl Report<'_> {
             max_delegation_depth: raw.max_delegation_depth,
             join_timeout: raw.join_timeout_ms.map(Duration::from_millis),
             team,
+            next_turn: raw.next_turn,
         })
     }
 

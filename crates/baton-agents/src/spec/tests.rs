@@ -378,3 +378,19 @@ fn mcp_tool_classes_and_approvals_parse_and_bad_ones_name_the_fix() {
         "{both:?}"
     );
 }
+
+#[test]
+fn next_turn_defaults_to_the_holder_and_takes_entry() {
+    let exec = "name = \"triage\"\nkind = \"exec\"\n[exec]\ncommand = [\"true\"]\n";
+    assert_eq!(parse_str(exec).unwrap().next_turn, NextTurn::Holder);
+    let entry = format!("next_turn = \"entry\"\n{exec}");
+    assert_eq!(parse_str(&entry).unwrap().next_turn, NextTurn::Entry);
+    let wrong = format!("next_turn = \"sometimes\"\n{exec}");
+    let found = problems(&wrong);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("x.toml:1:") && p.contains("`holder` or `entry`")),
+        "{found:?}"
+    );
+}

@@ -27,6 +27,9 @@ pub struct ContextUpdate {
     pub state: Map,
     /// The problem as this agent now understands it.
     pub problem: Option<String>,
+    /// In a conversation: when this turn ends, the conversation goes back
+    /// to its entry instead of staying with the agent that answered.
+    pub hand_back: bool,
 }
 
 impl ContextUpdate {
@@ -345,6 +348,14 @@ macro_rules! context_builders {
             #[must_use]
             pub fn problem(mut self, problem: impl Into<String>) -> Self {
                 self.$($field).+.problem = Some(problem.into());
+                self
+            }
+
+            /// In a conversation, hands it back to its entry: the user's
+            /// next message starts at the entry agent, not at this one.
+            #[must_use]
+            pub fn hand_back(mut self) -> Self {
+                self.$($field).+.hand_back = true;
                 self
             }
 

@@ -218,6 +218,18 @@ impl Conversations {
                     format!("conversation {id} belongs to another caller"),
                 ));
             }
+            if let (Overlap::Interrupt, Some(running)) = (message.overlap, record.running.clone()) {
+                if !running.interrupted {
+                    // Noted before the cancel, so whoever settles the turn
+                    // carries its message on to the next.
+                    if let Some(running) = record.running.as_mut() {
+                        running.interrupted = true;
+                    }
+                    self.swap(&key, &record, revision).await?;
+                    continue;
+                }
+                self.interrupt(&mut record, &running).await?;
+            }
             let mut started = self.settle(&mut record).await?;
             let sent = match (&record.running, message.overlap) {
                 (None, _) => begin(&mut record, mine.clone(), &mut started),
@@ -230,13 +242,8 @@ impl Conversations {
                         ),
                     ));
                 }
-                (Some(running), Overlap::Interrupt) => {
-                    let running = running.clone();
-                    let mut mine = mine.clone();
-                    self.interrupt(&mut record, &running, &mut mine).await?;
-                    begin(&mut record, mine, &mut started)
-                }
-                (Some(_), Overlap::Enqueue) => {
+                // (An interrupt leaves no turn running.)
+                (Some(_), Overlap::Enqueue | Overlap::Interrupt) => {
                     record.queue.push(mine.clone());
                     Sent::Queued {
                         session: mine.session,
@@ -299,23 +306,23 @@ impl Conversations {
             return Ok(false);
         };
         ended(record, &end);
-        let started = !record.queue.is_empty();
-        if started {
-            record.turns += 1;
-            record.running = Some(record.queue.remove(0));
+        let mut started = false;
+        if !record.queue.is_empty() {
+            let next = record.queue.remove(0);
+            begin(record, next, &mut started);
         }
         record.updated_at = baton_proto::now_ms();
         Ok(started)
     }
 
-    /// Cancels `record`'s running turn for `mine`, which then carries the
-    /// cancelled turn's message and those queued behind it: the turn runs
-    /// with them all. A turn that ended meanwhile is settled as usual.
+    /// Cancels `record`'s running turn, marked interrupted: unless it
+    /// answered meanwhile, its message and those queued behind it are
+    /// carried on to the turn that starts next. A turn that ended
+    /// meanwhile is settled as usual.
     async fn interrupt(
         &self,
         record: &mut Conversation,
         running: &TurnMessage,
-        mine: &mut TurnMessage,
     ) -> Result<(), ConversationError> {
         let end = match self
             .client
@@ -329,14 +336,10 @@ impl Conversations {
             crate::Cancel::Cancelled(end) | crate::Cancel::Ended(end) => end,
         };
         ended(record, &end);
-        let mut earlier = running.earlier.clone();
-        earlier.push(running.text.clone());
         for queued in record.queue.drain(..) {
-            earlier.extend(queued.earlier);
-            earlier.push(queued.text);
+            record.carried.extend(queued.earlier);
+            record.carried.push(queued.text);
         }
-        earlier.append(&mut mine.earlier);
-        mine.earlier = earlier;
         Ok(())
     }
 
@@ -373,9 +376,15 @@ impl Conversations {
     }
 }
 
-/// Makes `mine` `record`'s running turn, the next one; `started` notes it.
-fn begin(record: &mut Conversation, mine: TurnMessage, started: &mut bool) -> Sent {
+/// Makes `mine` `record`'s running turn, the next one, with the messages
+/// carried from interrupted turns before its own; `started` notes it.
+fn begin(record: &mut Conversation, mut mine: TurnMessage, started: &mut bool) -> Sent {
     record.turns += 1;
+    if !record.carried.is_empty() {
+        let mut earlier = std::mem::take(&mut record.carried);
+        earlier.append(&mut mine.earlier);
+        mine.earlier = earlier;
+    }
     let sent = Sent::Started {
         session: mine.session,
         turn: record.turns,
@@ -386,19 +395,26 @@ fn begin(record: &mut Conversation, mine: TurnMessage, started: &mut bool) -> Se
 }
 
 /// Applies the end of `record`'s running turn: the agent that answered a
-/// completed turn holds the conversation; a turn that ended with a context
-/// is the transcript from now on.
+/// completed turn holds the conversation, unless the turn handed it back
+/// to its entry; a turn that ended with a context is the transcript from
+/// now on; an interrupted turn that ended without one carries its messages
+/// on to the next turn.
 fn ended(record: &mut Conversation, end: &Event) {
     let Some(running) = record.running.take() else {
         return;
     };
     if end.kind == EventType::Completed {
-        if let Some(hop) = end.path.last() {
+        if end.conversation.as_ref().is_some_and(|turn| turn.hand_back) {
+            record.holder = None;
+        } else if let Some(hop) = end.path.last() {
             record.holder = Some(hop.agent.clone());
         }
     }
     if end.context.is_some() {
         record.transcript = Some(running.session);
+    } else if running.interrupted {
+        record.carried.extend(running.earlier);
+        record.carried.push(running.text);
     }
 }
 

@@ -53,6 +53,7 @@ impl Conversations {
         envelope.conversation = Some(TurnOf {
             id: record.id.clone(),
             turn,
+            hand_back: false,
             extra: Map::new(),
         });
         self.client

@@ -64,6 +64,10 @@ pub struct WorkerConfig {
     /// sooner folds it into its next event (one message instead of two;
     /// readers restore it). Zero sends every `accepted` event at once.
     pub accepted_after: Duration,
+    /// In a conversation, every turn this agent takes part in hands the
+    /// conversation back to its entry when it ends (a spec's
+    /// `next_turn = "entry"`): the next turn starts at the entry.
+    pub hand_back: bool,
 }
 
 /// Which session events a worker stores in the events stream.
@@ -134,6 +138,7 @@ impl WorkerConfig {
             settle: SettleMode::default(),
             events: EventLevel::default(),
             accepted_after: Duration::from_millis(100),
+            hand_back: false,
         }
     }
 
@@ -219,6 +224,14 @@ impl WorkerConfig {
     #[must_use]
     pub fn with_claims(mut self, claims: ClaimSettings) -> Self {
         self.claims = claims;
+        self
+    }
+
+    /// Sets whether conversation turns this agent takes part in hand the
+    /// conversation back to its entry ([`WorkerConfig::hand_back`]).
+    #[must_use]
+    pub fn with_hand_back(mut self, hand_back: bool) -> Self {
+        self.hand_back = hand_back;
         self
     }
 

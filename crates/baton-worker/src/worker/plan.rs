@@ -113,6 +113,9 @@ pub(crate) struct Planner<'a> {
     pub(crate) tier: u32,
     /// This agent type's subject, where children send their results.
     pub(crate) reply_to: &'a str,
+    /// Conversation turns this agent takes part in hand the conversation
+    /// back to its entry.
+    pub(crate) hand_back: bool,
 }
 
 /// The registry's answer for an outcome that needed a lookup: the best
@@ -393,6 +396,7 @@ impl Planner<'_> {
             event.detail = detail;
             event.path = next.path;
             event.context = Some(Box::new(next.context));
+            event.conversation = next.conversation;
             outputs.push_event(event);
             return;
         };

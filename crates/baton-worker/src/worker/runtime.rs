@@ -121,6 +121,7 @@ impl Runtime {
             retry: self.retry,
             tier: self.config.profile.tier,
             reply_to: &self.reply_to,
+            hand_back: self.config.hand_back,
         }
     }
 

@@ -53,6 +53,9 @@ impl Planner<'_> {
         if let Some(problem) = update.problem {
             context.problem = problem;
         }
+        if let Some(turn) = next.conversation.as_mut() {
+            turn.hand_back |= update.hand_back || self.hand_back;
+        }
         next
     }
 

@@ -90,6 +90,7 @@ impl Fixture {
             },
             tier: 1,
             reply_to: "baton.agent.boss",
+            hand_back: false,
         }
     }
 }
@@ -156,6 +157,42 @@ fn complete_emits_one_terminal_event_with_the_path() {
     let context = event.context.as_deref().expect("the ending context");
     assert_eq!(context.initial_query, "hi");
     assert_eq!(context.messages.len(), task.context.messages.len());
+}
+
+#[test]
+fn a_conversation_turn_ends_naming_its_turn_and_whether_it_hands_back() {
+    let fixture = Fixture::new("refunds", None);
+    let mut task = Envelope::task("hi");
+    task.conversation = Some(baton_proto::TurnOf {
+        id: "c-1".to_owned(),
+        turn: 2,
+        hand_back: false,
+        extra: baton_proto::Map::new(),
+    });
+    let ended = |plan: &Plan| match &plan.outputs[0] {
+        Output::Event(event) => event.conversation.clone().expect("the turn"),
+        _ => panic!("{plan:?}"),
+    };
+    // Kept by the agent that answered, unless it hands the turn back.
+    let kept = fixture
+        .planner()
+        .decide(&task, 1, ok(Outcome::complete("done")));
+    assert_eq!((ended(&kept).id.as_str(), ended(&kept).turn), ("c-1", 2));
+    assert!(!ended(&kept).hand_back);
+    let handed = fixture
+        .planner()
+        .decide(&task, 1, ok(Outcome::complete("done").hand_back()));
+    assert!(ended(&handed).hand_back);
+    // A spec's `next_turn = "entry"` hands back every turn it takes part in.
+    let mut planner = fixture.planner();
+    planner.hand_back = true;
+    let entry = planner.decide(&task, 1, ok(Outcome::complete("done")));
+    assert!(ended(&entry).hand_back);
+    // A one-shot task's end names no turn.
+    let single = fixture
+        .planner()
+        .decide(&Envelope::task("hi"), 1, ok(Outcome::complete("done")));
+    assert!(matches!(&single.outputs[0], Output::Event(e) if e.conversation.is_none()));
 }
 
 #[test]

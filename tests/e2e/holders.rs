@@ -1,0 +1,93 @@
+//! Who a conversation's next turn goes to: by default the agent that
+//! answered; the entry again when the entry's spec says
+//! `next_turn = "entry"`, or when the agent that answered handed the
+//! conversation back (`hand_back`). Driven by the official A2A client; the
+//! scripted model stand-ins count which agent's model each turn reached.
+
+use baton_testkit::{FakeLlm, Scripted};
+
+use crate::a2a::client;
+use crate::conversations::{Desk, answer, asked, desk_with};
+
+/// Sends `texts` as turns of one new conversation; their answers.
+fn turns(url: &str, texts: &[&str]) -> anyhow::Result<Vec<String>> {
+    let context = uuid::Uuid::new_v4().to_string();
+    let mut answers = Vec::new();
+    for text in texts {
+        let turn = client(url, "say", &[&context, text])?;
+        assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+        answers.push(answer(&turn).to_owned());
+    }
+    Ok(answers)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn next_turn_entry_starts_every_turn_at_the_entry() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("transfer_to_refunds", r#"{"reason": "refund"}"#)]),
+        Scripted::text("Anything else I can do?"),
+    ])?;
+    let refunds = FakeLlm::start(vec![Scripted::text("Refunded ABC-123.")])?;
+    let more = Desk {
+        triage: "next_turn = \"entry\"",
+        ..Desk::default()
+    };
+    let (_system, url, _dir) = desk_with(&triage, &refunds, more, &[]).await?;
+    let answers = turns(&url, &["Refund ABC-123, please.", "Thanks."])?;
+    assert_eq!(answers, ["Refunded ABC-123.", "Anything else I can do?"]);
+    // Turn 2 went to triage again, not to refunds, which answered turn 1.
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (2, 1));
+    // And triage saw turn 1 and its answer.
+    let second = asked(&triage, 1);
+    assert!(
+        second.iter().any(|m| m == "user: Refund ABC-123, please.")
+            && second.iter().any(|m| m == "assistant: Refunded ABC-123.")
+            && second.last().map(String::as_str) == Some("user: Thanks."),
+        "{second:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_hands_back_sends_the_next_turn_to_the_entry() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("transfer_to_refunds", r#"{"reason": "refund"}"#)]),
+        Scripted::text("Anything else I can do?"),
+    ])?;
+    let refunds = FakeLlm::start(vec![
+        Scripted::text("Who are you?"),
+        Scripted::tool_calls(&[("hand_back", r#"{"answer": "Refund done, Ada."}"#)]),
+    ])?;
+    let more = Desk {
+        refunds_llm: "hand_back = true\n",
+        ..Desk::default()
+    };
+    let (_system, url, _dir) = desk_with(&triage, &refunds, more, &[]).await?;
+    let answers = turns(&url, &["Refund ABC-123, please.", "I am Ada.", "Thanks."])?;
+    assert_eq!(
+        answers,
+        [
+            "Who are you?",
+            "Refund done, Ada.",
+            "Anything else I can do?"
+        ]
+    );
+    // Turn 2 stayed with refunds (it held the conversation); it handed the
+    // conversation back, so turn 3 went to triage.
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (2, 2));
+    let first = refunds.requests();
+    let offered: Vec<&str> = first[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"hand_back"), "{offered:?}");
+    let third = asked(&triage, 1);
+    assert!(
+        third.iter().any(|m| m == "assistant: Refund done, Ada.")
+            && third.last().map(String::as_str) == Some("user: Thanks."),
+        "{third:#?}"
+    );
+    Ok(())
+}
