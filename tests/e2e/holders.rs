@@ -91,3 +91,71 @@ async fn an_agent_that_hands_back_sends_the_next_turn_to_the_entry() -> anyhow::
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_continues_and_reads_only_the_conversations_it_started() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::text("Which order?"),
+        Scripted::text("ABC-123 ships today."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let dir = tempfile::tempdir()?;
+    let (web, app) = ("web-0123456789abcdef", "app-fedcba9876543210");
+    let callers = dir.path().join("callers");
+    std::fs::write(&callers, format!("# who calls\nweb {web}\napp {app}\n"))?;
+    let file = callers.to_string_lossy().to_string();
+    let flags = ["--callers", file.as_str()];
+    let (system, url, _specs) = desk_with(&triage, &refunds, Desk::default(), &flags).await?;
+    // On NATS, only the roles that serve conversations reach their bucket.
+    for role in [&["client"][..], &["worker", "triage"][..]] {
+        let mut args = vec!["permissions"];
+        args.extend_from_slice(role);
+        let block = system.baton_stdout(&args)?;
+        assert!(!block.contains("CONVERSATIONS"), "{role:?}: {block}");
+    }
+    for role in ["operator", "router"] {
+        let block = system.baton_stdout(&["permissions", role])?;
+        assert!(block.contains("BATON_CONVERSATIONS"), "{role}: {block}");
+    }
+    let context = uuid::Uuid::new_v4().to_string();
+    let seen = client(
+        &url,
+        "callers",
+        &[&context, web, app, "Where is my order?", "ABC-123."],
+    )?;
+    assert_eq!(answer(&seen["started"]), "Which order?", "{seen}");
+    // Another caller can neither continue the conversation nor answer,
+    // read or cancel its task, nor list it.
+    let said = seen["said"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains(&format!("conversation {context} belongs to another caller")),
+        "{seen}"
+    );
+    for refused in ["answered", "got", "cancelled"] {
+        assert_eq!(
+            seen[refused]["error"], "TaskNotFoundError",
+            "{refused}: {seen}"
+        );
+    }
+    assert_eq!(seen["listed"], 0, "{seen}");
+    // A call without a token is refused before anything is read.
+    assert!(
+        seen["anonymous"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("401")),
+        "{seen}"
+    );
+    // Its owner lists and continues it, and the refused messages reached no
+    // model: triage was asked twice, by the owner's two turns.
+    assert_eq!(seen["own"], 1, "{seen}");
+    assert_eq!(answer(&seen["next"]), "ABC-123 ships today.", "{seen}");
+    assert_eq!(triage.requests().len(), 2);
+    let second = asked(&triage, 1);
+    assert!(
+        !second
+            .iter()
+            .any(|m| m.contains("Me too") || m.contains("Yes.")),
+        "{second:#?}"
+    );
+    Ok(())
+}

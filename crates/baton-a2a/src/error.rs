@@ -11,6 +11,9 @@ pub enum Error {
     /// The inbox cannot be opened.
     #[error(transparent)]
     Inbox(#[from] baton_worker::InboxError),
+    /// The callers file cannot be read, or is not a list of callers.
+    #[error("{0}")]
+    Callers(String),
     /// The task index cannot be read or written.
     #[error("{0}")]
     Index(String),

@@ -10,11 +10,12 @@ use a2a::{
     SubscribeToTaskRequest, error_code, methods,
 };
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use baton_gateway::callers::{Caller, Callers};
 use baton_proto::AgentName;
 use futures::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
@@ -25,15 +26,15 @@ use crate::ops::error;
 pub(crate) async fn serve(
     gateway: Gateway,
     listen: SocketAddr,
-    token: Option<baton_gateway::listen::Token>,
+    callers: Option<Callers>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), crate::Error> {
     let calls = axum::Router::new()
         .route("/", post(ingress_call))
         .route("/agents/{name}", post(agent_call))
         .route_layer(axum::middleware::from_fn_with_state(
-            token.map(std::sync::Arc::new),
-            baton_gateway::listen::bearer,
+            callers.map(std::sync::Arc::new),
+            baton_gateway::callers::identify,
         ));
     let app = axum::Router::new()
         .route("/.well-known/agent-card.json", get(ingress_card))
@@ -120,14 +121,16 @@ async fn exposed(gateway: &Gateway, name: &str) -> Result<AgentName, Response> {
 
 async fn ingress_call(
     State(gateway): State<Gateway>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    call(&gateway, None, &headers, &body).await
+    call(&gateway, None, &caller, &headers, &body).await
 }
 
 async fn agent_call(
     State(gateway): State<Gateway>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
@@ -136,7 +139,7 @@ async fn agent_call(
         Ok(agent) => agent,
         Err(missing) => return missing,
     };
-    call(&gateway, Some(&agent), &headers, &body).await
+    call(&gateway, Some(&agent), &caller, &headers, &body).await
 }
 
 fn reply(id: JsonRpcId, result: Result<serde_json::Value, JsonRpcError>) -> Response {
@@ -165,6 +168,7 @@ fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, JsonRpcErro
 async fn call(
     gateway: &Gateway,
     target: Option<&AgentName>,
+    caller: &Caller,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
@@ -193,7 +197,7 @@ async fn call(
     match request.method.as_str() {
         methods::SEND_STREAMING_MESSAGE => {
             let result = match params::<SendMessageRequest>(&request) {
-                Ok(send) => gateway.start(target, &send, true).await,
+                Ok(send) => gateway.start(target, &send, true, caller).await,
                 Err(err) => Err(err),
             };
             match result {
@@ -203,7 +207,7 @@ async fn call(
         }
         methods::SUBSCRIBE_TO_TASK => {
             let result = match params::<SubscribeToTaskRequest>(&request) {
-                Ok(subscribe) => gateway.subscribe(&subscribe.id).await,
+                Ok(subscribe) => gateway.subscribe(&subscribe.id, caller).await,
                 Err(err) => Err(err),
             };
             match result {
@@ -211,7 +215,7 @@ async fn call(
                 Err(err) => reply(id, Err(err)),
             }
         }
-        _ => reply(id, unary(gateway, target, &request).await),
+        _ => reply(id, unary(gateway, target, caller, &request).await),
     }
 }
 
@@ -219,12 +223,13 @@ async fn call(
 async fn unary(
     gateway: &Gateway,
     target: Option<&AgentName>,
+    caller: &Caller,
     request: &JsonRpcRequest,
 ) -> Result<serde_json::Value, JsonRpcError> {
     match request.method.as_str() {
         methods::SEND_MESSAGE => {
             let send: SendMessageRequest = params(request)?;
-            let (session, context, skip) = gateway.start(target, &send, false).await?;
+            let (session, context, skip) = gateway.start(target, &send, false, caller).await?;
             let immediately = send
                 .configuration
                 .as_ref()
@@ -240,15 +245,15 @@ async fn unary(
         }
         methods::GET_TASK => {
             let get: GetTaskRequest = params(request)?;
-            json(&gateway.get(&get.id, get.history_length).await?)
+            json(&gateway.get(&get.id, get.history_length, caller).await?)
         }
         methods::LIST_TASKS => {
             let list: ListTasksRequest = params(request)?;
-            json(&gateway.list(&list).await?)
+            json(&gateway.list(&list, caller).await?)
         }
         methods::CANCEL_TASK => {
             let cancel: CancelTaskRequest = params(request)?;
-            json(&gateway.cancel(&cancel.id).await?)
+            json(&gateway.cancel(&cancel.id, caller).await?)
         }
         methods::CREATE_PUSH_CONFIG
         | methods::GET_PUSH_CONFIG

@@ -22,6 +22,10 @@ pub(crate) struct Record {
     pub(crate) agent: Option<String>,
     /// When it started, unix ms.
     pub(crate) at: u64,
+    /// The caller that sent it, when the gateway names its callers: only
+    /// they read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) caller: Option<String>,
 }
 
 /// The bucket of task records.

@@ -37,6 +37,7 @@ mod error;
 mod http;
 mod index;
 
+use baton_gateway::callers::Callers;
 pub use error::Error;
 pub use index::footprint;
 mod ops;
@@ -82,6 +83,9 @@ pub struct Settings {
     pub listen: SocketAddr,
     /// The token JSON-RPC calls must carry as `Authorization: Bearer`.
     pub token: Option<String>,
+    /// A file of named callers (`NAME TOKEN` lines), instead of `token`:
+    /// each caller continues and reads only what it started.
+    pub callers: Option<std::path::PathBuf>,
     /// Replicas of the task bucket.
     pub replicas: usize,
     /// The most a session started here may spend on models; a message may
@@ -109,8 +113,13 @@ pub async fn serve(
         token_flag: "--access-token (or BATON_A2A_TOKEN)",
         loopback: "--listen 127.0.0.1:8070",
     };
-    let token =
-        baton_gateway::listen::token(settings.listen, settings.token.as_deref(), &exposure)?;
+    let callers = match &settings.callers {
+        Some(path) => Some(Callers::load(path).map_err(Error::Callers)?),
+        None => {
+            baton_gateway::listen::token(settings.listen, settings.token.as_deref(), &exposure)?
+                .map(Callers::one)
+        }
+    };
     client.ensure_streams().await?;
     let nats = client.jetstream().client();
     let subjects = client.subjects().clone();
@@ -139,9 +148,9 @@ pub async fn serve(
             .public_url
             .clone()
             .map(|url| url.trim_end_matches('/').to_owned()),
-        token_required: token.is_some(),
+        token_required: callers.is_some(),
     };
-    http::serve(gateway, settings.listen, token, shutdown).await
+    http::serve(gateway, settings.listen, callers, shutdown).await
 }
 
 impl Gateway {

@@ -7,6 +7,7 @@ use a2a::{
     JsonRpcError, ListTasksRequest, ListTasksResponse, Message, PartContent, SendMessageRequest,
     StreamResponse, Task, TaskState, error_code,
 };
+use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Event, Value};
 use baton_worker::{Decision, Reply};
 use futures::{Stream, StreamExt};
@@ -119,21 +120,32 @@ impl Gateway {
         }
     }
 
-    /// The context id of task `session`: recorded, or the session id for a
-    /// session started elsewhere. `None`: no such task.
-    async fn context_of(&self, session: Uuid) -> Result<Option<String>, JsonRpcError> {
+    /// The context id of task `session` as `caller` may see it: recorded
+    /// (and `caller`'s), or the session id for a session started elsewhere
+    /// (when the gateway names no callers). `None`: no such task for them.
+    async fn context_of(
+        &self,
+        session: Uuid,
+        caller: &Caller,
+    ) -> Result<Option<String>, JsonRpcError> {
         if let Some(record) = self.index.get(session).await.map_err(internal)? {
-            return Ok(Some(record.context));
+            return Ok(caller
+                .owns(record.caller.as_deref())
+                .then_some(record.context));
+        }
+        if caller.name().is_some() {
+            return Ok(None);
         }
         let (last, _) = self.last(session).await?;
         Ok(last.map(|_| session.to_string()))
     }
 
-    /// Task `id`'s session and context id, or "no such task".
-    async fn known(&self, id: &str) -> Result<(Uuid, String), JsonRpcError> {
+    /// Task `id`'s session and context id, or "no such task" (another
+    /// caller's task included: its existence is not told).
+    async fn known(&self, id: &str, caller: &Caller) -> Result<(Uuid, String), JsonRpcError> {
         let session = session_of(id)?;
         let context = self
-            .context_of(session)
+            .context_of(session, caller)
             .await?
             .ok_or_else(|| not_found(id))?;
         Ok((session, context))
@@ -148,6 +160,7 @@ impl Gateway {
         target: Option<&AgentName>,
         request: &SendMessageRequest,
         live: bool,
+        caller: &Caller,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
         let (text, variables) = read(&request.message)?;
         if let Some(id) = &request.message.task_id {
@@ -157,9 +170,9 @@ impl Gateway {
                 .as_ref()
                 .and_then(|m| m.get("feedback"));
             if let Some(feedback) = feedback {
-                return self.feedback(id, &text, feedback).await;
+                return self.feedback(id, &text, feedback, caller).await;
             }
-            return self.answer(id, &text, &request.message).await;
+            return self.answer(id, &text, &request.message, caller).await;
         }
         if let Some(agent) = target {
             self.client
@@ -167,7 +180,8 @@ impl Gateway {
                 .await
                 .map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
         }
-        self.turn(target, request, text, variables, live).await
+        self.turn(target, request, text, variables, live, caller)
+            .await
     }
 
     /// Feedback on task `id` (metadata `feedback`: `{score, note}`, the
@@ -178,8 +192,9 @@ impl Gateway {
         id: &str,
         text: &str,
         feedback: &serde_json::Value,
+        caller: &Caller,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
-        let (session, context) = self.known(id).await?;
+        let (session, context) = self.known(id, caller).await?;
         let score = feedback.get("score").and_then(serde_json::Value::as_f64);
         let Some(score) = score else {
             return Err(error(
@@ -216,8 +231,9 @@ impl Gateway {
         id: &str,
         text: &str,
         message: &Message,
+        caller: &Caller,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
-        let (session, context) = self.known(id).await?;
+        let (session, context) = self.known(id, caller).await?;
         if let Some(other) = message
             .context_id
             .as_deref()
@@ -366,8 +382,13 @@ impl Gateway {
     }
 
     /// `GetTask`.
-    pub(crate) async fn get(&self, id: &str, history: Option<i32>) -> Result<Task, JsonRpcError> {
-        let (session, context) = self.known(id).await?;
+    pub(crate) async fn get(
+        &self,
+        id: &str,
+        history: Option<i32>,
+        caller: &Caller,
+    ) -> Result<Task, JsonRpcError> {
+        let (session, context) = self.known(id, caller).await?;
         let (last, _) = self.last(session).await?;
         Ok(self
             .task(session, &context, last.as_ref(), history != Some(0))
@@ -379,11 +400,12 @@ impl Gateway {
     pub(crate) async fn subscribe(
         &self,
         id: &str,
+        caller: &Caller,
     ) -> Result<
         impl Stream<Item = Result<StreamResponse, JsonRpcError>> + Send + 'static,
         JsonRpcError,
     > {
-        let (session, context) = self.known(id).await?;
+        let (session, context) = self.known(id, caller).await?;
         let (last, count) = self.last(session).await?;
         if task::state(last.as_ref()).is_terminal() {
             return Err(error(
@@ -395,8 +417,8 @@ impl Gateway {
     }
 
     /// `CancelTask`: cancels the session; running agents are stopped.
-    pub(crate) async fn cancel(&self, id: &str) -> Result<Task, JsonRpcError> {
-        let (session, context) = self.known(id).await?;
+    pub(crate) async fn cancel(&self, id: &str, caller: &Caller) -> Result<Task, JsonRpcError> {
+        let (session, context) = self.known(id, caller).await?;
         match self
             .client
             .cancel(session, "cancelled by the A2A client")
@@ -418,6 +440,7 @@ impl Gateway {
     pub(crate) async fn list(
         &self,
         request: &ListTasksRequest,
+        caller: &Caller,
     ) -> Result<ListTasksResponse, JsonRpcError> {
         let size = usize::try_from(request.page_size.unwrap_or(50).clamp(1, 100)).unwrap_or(50);
         let offset: usize = match request.page_token.as_deref().filter(|t| !t.is_empty()) {
@@ -428,6 +451,7 @@ impl Gateway {
         };
         let with_history = request.history_length.is_some_and(|n| n > 0);
         let mut records = self.index.all().await.map_err(internal)?;
+        records.retain(|(_, record)| caller.owns(record.caller.as_deref()));
         if let Some(context) = &request.context_id {
             records.retain(|(_, record)| record.context == *context);
         }

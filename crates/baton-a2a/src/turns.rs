@@ -2,6 +2,7 @@
 //! conversation, or the answer to a question an agent of it asked.
 
 use a2a::{JsonRpcError, SendMessageRequest, error_code};
+use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Value, now_ms};
 use baton_worker::conversation::{ConversationErrorKind, UserMessage};
 use uuid::Uuid;
@@ -22,6 +23,7 @@ impl Gateway {
         text: String,
         variables: Vec<(String, Value)>,
         live: bool,
+        caller: &Caller,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
         let metadata = request.message.metadata.as_ref();
         let asked = |key: &str| metadata.and_then(|m| m.get(key));
@@ -49,13 +51,14 @@ impl Gateway {
             .clone()
             .filter(|context| !context.is_empty())
             .unwrap_or_else(|| Uuid::new_v4().to_string());
-        if let Some(waiting) = self.asking(&context).await? {
+        if let Some(waiting) = self.asking(&context, caller).await? {
             // The conversation waits for the user's answer: this message is it.
             return self
-                .answer(&waiting.to_string(), &text, &request.message)
+                .answer(&waiting.to_string(), &text, &request.message, caller)
                 .await;
         }
         let mut message = UserMessage::new(text);
+        message.caller = caller.0.clone();
         message.overlap = overlap;
         message.turn.stream = live;
         message.turn.budget = budget;
@@ -68,6 +71,7 @@ impl Gateway {
             context: context.clone(),
             agent: target.map(ToString::to_string),
             at: now_ms(),
+            caller: caller.0.clone(),
         };
         self.index.put(session, &record).await.map_err(internal)?;
         let sent = match self.conversations.send(&context, &message).await {
@@ -93,11 +97,18 @@ impl Gateway {
     }
 
     /// The session of conversation `context`'s running turn when an agent
-    /// of it asked the user a question and waits for the answer.
-    async fn asking(&self, context: &str) -> Result<Option<Uuid>, JsonRpcError> {
+    /// of it asked the user a question and waits for the answer; another
+    /// caller's conversation is refused.
+    async fn asking(&self, context: &str, caller: &Caller) -> Result<Option<Uuid>, JsonRpcError> {
         let Some((record, _)) = self.conversations.get(context).await.map_err(internal)? else {
             return Ok(None);
         };
+        if !caller.owns(record.owner.as_deref()) {
+            return Err(error(
+                error_code::INVALID_PARAMS,
+                format!("conversation {context} belongs to another caller"),
+            ));
+        }
         let Some(running) = record.running else {
             return Ok(None);
         };

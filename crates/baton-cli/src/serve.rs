@@ -371,6 +371,10 @@ pub async fn a2a(
     args: crate::args::A2aServeArgs,
 ) -> anyhow::Result<std::process::ExitCode> {
     let only = agent_names(&args.agents)?;
+    if let Some(path) = &args.callers {
+        // A bad file is told before anything else is tried.
+        baton_gateway::callers::Callers::load(path).map_err(anyhow::Error::msg)?;
+    }
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Operator).await?;
     let settings = baton_a2a::Settings {
         only,
@@ -378,6 +382,7 @@ pub async fn a2a(
         public_url: args.public_url,
         listen: args.listen,
         token: args.access_token,
+        callers: args.callers,
         replicas: nats.streams().replicas,
         budget: baton_proto::Budget {
             tokens: args.budget_tokens,

@@ -12,6 +12,7 @@
 //! `baton-worker`, so a gateway needs no agent kind to reach it.
 
 mod budget;
+pub mod callers;
 pub mod listen;
 pub mod text;
 

@@ -20,6 +20,11 @@ Steps:
   ended ID                    SubscribeToTask on an ended task (an error)
   token TOKEN AGENT TEXT      calls without and with the bearer token
   feedback ID JSON TEXT       a message to task ID with metadata feedback JSON
+  callers CONTEXT MINE THEIRS TEXT NEXT
+                              the caller with token MINE starts CONTEXT with
+                              TEXT; the caller with token THEIRS (and one
+                              with no token) try to reach into it; MINE
+                              continues it with NEXT
 
 BATON_A2A_TOKEN, when set, is sent as a bearer token on every call.
 """
@@ -265,6 +270,38 @@ async def main(url, step, args):
 
         missing = await error_of(c.get_task(GetTaskRequest(id=str(uuid.uuid4()))))
         return {"subscribe": await error_of(drain()), "missing": missing}
+    if step == "callers":
+        context, mine, theirs = args[0], args[1], args[2]
+
+        async def refused(call):
+            try:
+                await call
+            except Exception as err:  # the SDK's typed errors
+                return {"error": type(err).__name__, "message": str(err)}
+            return None
+
+        def as_caller(token):
+            os.environ["BATON_A2A_TOKEN"] = token
+
+        as_caller(mine)
+        started = await send(url, args[3], context=context)
+        as_caller(theirs)
+        c = await client(url)
+        seen = {
+            "started": started,
+            "said": await refused(send(url, "Me too.", context=context)),
+            "answered": await refused(send(url, "Yes.", task=started["id"])),
+            "got": await refused(c.get_task(GetTaskRequest(id=started["id"]))),
+            "cancelled": await refused(c.cancel_task(CancelTaskRequest(id=started["id"]))),
+            "listed": len((await c.list_tasks(ListTasksRequest(context_id=context))).tasks),
+        }
+        as_caller("")
+        seen["anonymous"] = await refused(send(url, "Hello.", context=context))
+        as_caller(mine)
+        c = await client(url)
+        seen["own"] = len((await c.list_tasks(ListTasksRequest(context_id=context))).tasks)
+        seen["next"] = await send(url, args[4], context=context)
+        return seen
     if step == "token":
         without = await error_of(send(f"{url}/agents/{args[1]}", args[2]))
         os.environ["BATON_A2A_TOKEN"] = "wrong"

@@ -39,6 +39,18 @@ pub struct A2aServeArgs {
     )]
     pub access_token: Option<String>,
 
+    /// A file naming the callers, one `NAME TOKEN` per line (`#` comments): each call must
+    /// carry one of the tokens, and a caller continues and reads only the conversations and
+    /// tasks it started; another caller's context or task id is refused, or not found.
+    /// Instead of --access-token; satisfies the token rule beyond loopback.
+    #[arg(
+        long,
+        env = "BATON_A2A_CALLERS",
+        value_name = "FILE",
+        conflicts_with = "access_token"
+    )]
+    pub callers: Option<std::path::PathBuf>,
+
     /// The base URL clients reach this server at, written into the cards (behind a proxy)
     /// [default: http:// and the Host the client used].
     #[arg(long, env = "BATON_A2A_PUBLIC_URL", value_name = "URL")]
