@@ -29,6 +29,8 @@ pub(crate) struct Desk<'a> {
     pub(crate) triage: &'a str,
     /// Keys of `refunds`'s `[llm]` table.
     pub(crate) refunds_llm: &'a str,
+    /// Flags every worker starts with.
+    pub(crate) workers: &'a [&'a str],
 }
 
 /// [`desk`] with `more` in the specs.
@@ -55,7 +57,7 @@ pub(crate) async fn desk_with(
             ),
         ),
     ];
-    let (mut system, dir) = crate::util::spec_workers(&specs).await?;
+    let (mut system, dir) = crate::util::spec_workers_with(&specs, more.workers).await?;
     system
         .router(&["--default-agent", "triage", "--no-registry"])
         .await?;

@@ -43,4 +43,5 @@ mod teams;
 mod tls;
 mod tools;
 mod traces;
+mod turn_crashes;
 mod util;

@@ -532,6 +532,14 @@ pub fn python_json(script: &str, module: &str, args: &[&str]) -> anyhow::Result<
 /// for each of `specs`: the agent type's name and its spec's text, written
 /// to the returned directory.
 pub async fn spec_workers(specs: &[(&str, String)]) -> anyhow::Result<(System, tempfile::TempDir)> {
+    spec_workers_with(specs, &[]).await
+}
+
+/// [`spec_workers`], each worker started with `flags` too.
+pub async fn spec_workers_with(
+    specs: &[(&str, String)],
+    flags: &[&str],
+) -> anyhow::Result<(System, tempfile::TempDir)> {
     let dir = tempfile::tempdir()?;
     let mut system = System::start().await?;
     for (name, text) in specs {
@@ -546,6 +554,7 @@ pub async fn spec_workers(specs: &[(&str, String)]) -> anyhow::Result<(System, t
             "--metrics-addr",
             "127.0.0.1:0",
         ];
+        let args: Vec<&str> = args.iter().chain(flags).copied().collect();
         system.spawn(name, &args, "worker started").await?;
     }
     Ok((system, dir))
