@@ -15,7 +15,7 @@ use crate::util::System;
 
 /// The ledger server of one test: its URL, its log of calls and effects,
 /// and the file that makes a call stall.
-struct Ledger {
+pub(crate) struct Ledger {
     port: u16,
     log: PathBuf,
     control: PathBuf,
@@ -27,12 +27,24 @@ struct Ledger {
 impl Ledger {
     /// Starts a ledger as process `ledger` of `system`, its files in `dir`;
     /// `keyed`: it honours the idempotency key.
-    async fn start(
+    pub(crate) async fn start(
         system: &mut System,
         dir: &Path,
         keyed: bool,
         delay_s: f64,
     ) -> anyhow::Result<Self> {
+        let (ledger, process) = Self::alone(dir, keyed, delay_s).await?;
+        system.adopt("ledger", process);
+        Ok(ledger)
+    }
+
+    /// [`Ledger::start`] before any system: the server and its process
+    /// (stopped when dropped).
+    pub(crate) async fn alone(
+        dir: &Path,
+        keyed: bool,
+        delay_s: f64,
+    ) -> anyhow::Result<(Self, baton_testkit::ChildProcess)> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -43,12 +55,19 @@ impl Ledger {
             keyed,
             delay_s,
         };
-        ledger.serve(system).await?;
-        Ok(ledger)
+        let process = ledger.spawn().await?;
+        Ok((ledger, process))
     }
 
     /// Starts (again) the server process, and waits until it listens.
     async fn serve(&self, system: &mut System) -> anyhow::Result<()> {
+        let process = self.spawn().await?;
+        system.adopt("ledger", process);
+        Ok(())
+    }
+
+    /// The server process, listening.
+    async fn spawn(&self) -> anyhow::Result<baton_testkit::ChildProcess> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts/ledger.py");
         let mut server = std::process::Command::new("python3");
         server
@@ -60,25 +79,22 @@ impl Ledger {
         if self.keyed {
             server.env("LEDGER_KEYED", "1");
         }
-        system.adopt(
-            "ledger",
-            baton_testkit::ChildProcess::spawn(server, "ledger")?,
-        );
+        let process = baton_testkit::ChildProcess::spawn(server, "ledger")?;
         let port = self.port;
         eventually(Duration::from_secs(20), || async move {
             std::net::TcpStream::connect(("127.0.0.1", port)).map(drop)
         })
         .await?;
-        Ok(())
+        Ok(process)
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
     /// Makes the next calls of `tool` stall (`stall-after`: after taking
     /// effect; `stall-before`: before), until [`Ledger::calm`].
-    fn stall(&self, mode: &str, tool: &str) -> anyhow::Result<()> {
+    pub(crate) fn stall(&self, mode: &str, tool: &str) -> anyhow::Result<()> {
         Ok(std::fs::write(&self.control, format!("{mode} {tool}"))?)
     }
 
@@ -97,7 +113,7 @@ impl Ledger {
     }
 
     /// The side effects `tool` took.
-    fn effects(&self, tool: &str) -> usize {
+    pub(crate) fn effects(&self, tool: &str) -> usize {
         self.lines(tool)
             .iter()
             .filter(|line| line["repeat"] != true)
@@ -105,7 +121,7 @@ impl Ledger {
     }
 
     /// Waits until `tool` took `count` effects.
-    async fn until(&self, tool: &str, count: usize) -> anyhow::Result<()> {
+    pub(crate) async fn until(&self, tool: &str, count: usize) -> anyhow::Result<()> {
         eventually(Duration::from_secs(30), || {
             let now = self.effects(tool);
             std::future::ready(if now == count {

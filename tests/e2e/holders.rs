@@ -159,3 +159,101 @@ async fn a_caller_continues_and_reads_only_the_conversations_it_started() -> any
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_turns_tool_calls_reach_the_next_turn_each_with_a_result()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    // The ledger's transfer takes effect, then stalls: the interrupt comes
+    // while the call has no result.
+    let (ledger, _ledger) = crate::gates::Ledger::alone(dir.path(), false, 0.0).await?;
+    ledger.stall("stall-after", "transfer")?;
+    let triage = FakeLlm::start(vec![
+        Scripted::tool_calls(&[
+            ("balance", r#"{"account": "A"}"#),
+            ("transfer", r#"{"account": "A", "amount": 5}"#),
+        ]),
+        Scripted::text("Both answered."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let mcp = format!("\n[[mcp]]\nurl = \"{}\"\n", ledger.url());
+    let more = Desk {
+        triage: &mcp,
+        ..Desk::default()
+    };
+    let (_system, url, _specs) = desk_with(&triage, &refunds, more, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let meta = r#"{"overlap": "interrupt"}"#;
+    let both = client(
+        &url,
+        "double",
+        &[&context, "Move 5 from A.", "Make it 7.", "2.0", meta],
+    )?;
+    assert_eq!(both["first"]["state"], "TASK_STATE_CANCELED", "{both}");
+    assert_eq!(answer(&both["second"]), "Both answered.", "{both}");
+    assert_eq!(
+        ledger.effects("transfer"),
+        1,
+        "the cut call is not made again"
+    );
+    // The new turn's model saw both messages and what the first turn did:
+    // each tool call with a result, the cut one's saying so.
+    assert_eq!(triage.requests().len(), 2);
+    let second = triage.requests()[1].body["messages"].clone();
+    let turns: Vec<(String, String)> = second
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let said = match m["tool_calls"].as_array() {
+                Some(calls) => calls
+                    .iter()
+                    .map(|c| c["function"]["name"].as_str().unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                None => m["content"].as_str().unwrap_or_default().to_owned(),
+            };
+            (m["role"].as_str().unwrap_or_default().to_owned(), said)
+        })
+        .collect();
+    let roles: Vec<&str> = turns.iter().map(|(role, _)| role.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "tool", "user"],
+        "{turns:#?}"
+    );
+    assert_eq!(turns[0].1, "Move 5 from A.");
+    assert_eq!(turns[1].1, "balance,transfer");
+    assert!(turns[2].1.starts_with("balance done"), "{turns:#?}");
+    assert!(
+        turns[3]
+            .1
+            .starts_with("interrupted: the turn was cancelled"),
+        "{turns:#?}"
+    );
+    assert_eq!(turns[4].1, "Make it 7.");
+    // Every call has its result, matched by id.
+    let ids = |key: &str| -> Vec<String> {
+        second
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|m| match key {
+                "calls" => m["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["id"].as_str().map(str::to_owned))
+                    .collect::<Vec<_>>(),
+                _ => m["tool_call_id"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .into_iter()
+                    .collect(),
+            })
+            .collect()
+    };
+    assert_eq!(ids("calls"), ids("results"));
+    Ok(())
+}

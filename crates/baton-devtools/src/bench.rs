@@ -130,6 +130,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub learning: bool,
 
+    /// Instead of one run, measure what a conversation's turn costs through `baton a2a
+    /// serve` (router, two LLM workers and the gateway as processes, an instant stand-in
+    /// model): blocking SendMessage calls from a plain HTTP client, --tasks (default here
+    /// 200) per side: the model alone, a message to one agent, the next turn of a
+    /// conversation going straight to its holder, and a first turn across a handoff.
+    #[arg(long)]
+    pub turns: bool,
+
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
     pub limit_rps: u32,
@@ -341,6 +349,10 @@ async fn run_bench(
         let tasks = if args.tasks == 2000 { 100 } else { args.tasks };
         return ttft::run(&processes, tasks).await;
     }
+    if args.turns {
+        let tasks = if args.tasks == 2000 { 200 } else { args.tasks };
+        return turns::run(&processes, tasks).await;
+    }
     table(&client, server, &args).await?;
     if args.all {
         println!();
@@ -475,5 +487,6 @@ mod scale;
 mod side;
 mod tools;
 mod ttft;
+mod turns;
 use raw::raw_relay;
 use side::{Side, settled, writes_per_hop};

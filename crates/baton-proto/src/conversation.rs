@@ -65,6 +65,10 @@ pub struct TurnMessage {
     /// an answer, its messages run with the next turn.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// Interrupted turns whose tool calls this turn records (each call with
+    /// its result, or an "interrupted" one), after `earlier`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<u32>,
 }
 
 impl TurnMessage {
@@ -82,6 +86,7 @@ impl TurnMessage {
             earlier: Vec::new(),
             sent: false,
             interrupted: false,
+            cut: Vec::new(),
         }
     }
 }
@@ -113,6 +118,10 @@ pub struct Conversation {
     /// first: the next turn to start runs with them before its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carried: Vec<String>,
+    /// Interrupted turns that ended without an answer, oldest first: the
+    /// next turn to start records their tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<u32>,
     /// The transcript so far: the session of the last turn that ended with
     /// a context (its terminal event's `context`).
     #[serde(
@@ -141,6 +150,7 @@ impl Conversation {
             running: None,
             queue: Vec::new(),
             carried: Vec::new(),
+            cut: Vec::new(),
             transcript: None,
             created_at: now,
             updated_at: now,

@@ -47,6 +47,7 @@ pub(super) async fn context_curve(
             tools: false,
             limits: false,
             ttft: false,
+            turns: false,
             learning: false,
             limit_rps: 0,
             delay_ms: 0,

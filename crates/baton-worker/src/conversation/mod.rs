@@ -22,8 +22,11 @@ use uuid::Uuid;
 
 use crate::services::client::Client;
 
+mod cut;
 mod keeper;
 mod turn;
+
+pub use cut::INTERRUPTED;
 
 pub use keeper::keep;
 
@@ -385,6 +388,11 @@ fn begin(record: &mut Conversation, mut mine: TurnMessage, started: &mut bool) -
         earlier.append(&mut mine.earlier);
         mine.earlier = earlier;
     }
+    if !record.cut.is_empty() {
+        let mut cut = std::mem::take(&mut record.cut);
+        cut.append(&mut mine.cut);
+        mine.cut = cut;
+    }
     let sent = Sent::Started {
         session: mine.session,
         turn: record.turns,
@@ -415,6 +423,8 @@ fn ended(record: &mut Conversation, end: &Event) {
     } else if running.interrupted {
         record.carried.extend(running.earlier);
         record.carried.push(running.text);
+        record.cut.extend(running.cut);
+        record.cut.push(record.turns);
     }
 }
 
@@ -425,5 +435,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
     let bucket = subjects.conversations_bucket();
     Footprint::kv(&bucket)
         .with(Footprint::kv_watcher(&bucket))
+        // An interrupted turn's tool calls are read from the hop journal.
+        .with(Footprint::kv(&subjects.journal_bucket()))
         .with(crate::nats::ending::footprint(subjects))
 }

@@ -24,12 +24,12 @@ impl Conversations {
         envelope.stream = running.stream;
         envelope.budget = running.budget;
         if let Some(transcript) = record.transcript {
-            let history = self
+            let end = self
                 .client
-                .history(transcript)
+                .ending(transcript)
                 .await
                 .map_err(|err| ConversationError::store(err.to_string()))?;
-            if let Some(context) = crate::ending(&history).and_then(|end| end.context.clone()) {
+            if let Some(context) = end.and_then(|end| end.context) {
                 let mut context = *context;
                 context.initial_query.clone_from(&running.text);
                 context.problem.clear();
@@ -40,12 +40,17 @@ impl Conversations {
                     .push(Message::new(Role::User, running.text.clone()));
             }
         }
-        // A turn that interrupted others runs with their messages first.
-        let at = envelope.context.messages.len().saturating_sub(1);
-        for (n, text) in running.earlier.iter().enumerate() {
-            let message = Message::new(Role::User, text.clone());
-            envelope.context.messages.insert(at + n, message);
+        // A turn that interrupted others runs with their messages first,
+        // then what they did (each tool call with its result).
+        let mut before = Vec::new();
+        for text in &running.earlier {
+            before.push(Message::new(Role::User, text.clone()));
         }
+        for cut in &running.cut {
+            before.extend(self.cut_short(&record.id, *cut).await?);
+        }
+        let at = envelope.context.messages.len().saturating_sub(1);
+        envelope.context.messages.splice(at..at, before);
         envelope.context.variables.extend(running.variables.clone());
         envelope.to = (record.holder.clone())
             .or_else(|| running.to.clone())

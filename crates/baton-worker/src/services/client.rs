@@ -135,6 +135,11 @@ impl Client {
         &self.jetstream
     }
 
+    /// The claim-check store large parts are read from.
+    pub(crate) fn claims(&self) -> &ClaimCheck {
+        &self.claims
+    }
+
     /// Creates Baton's streams where they are missing (once per client).
     ///
     /// # Errors

@@ -49,6 +49,65 @@ impl Client {
         )))
     }
 
+    /// The last event stored for `session`, as stored (a claim-checked part
+    /// not restored): one read.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn last_event(&self, session: Uuid) -> Result<Option<Event>, Error> {
+        if self.reads().await == Reads::Router {
+            return Ok(self.history(session).await?.pop());
+        }
+        crate::nats::ending::last_event(&self.jetstream, &self.subjects, session).await
+    }
+
+    /// The terminal event `session` ended with, its claims restored; `None`
+    /// while it runs. One read of its last event, when that is the end (a
+    /// session's usual last event); else its events are read.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream or the claim-check store cannot be read.
+    pub async fn ending(&self, session: Uuid) -> Result<Option<Event>, Error> {
+        if self.reads().await == Reads::Router {
+            return Ok(crate::ending(&self.history(session).await?).cloned());
+        }
+        let subject = self.subjects.events(session);
+        let stream = self.subjects.events_stream();
+        let Some(last) =
+            crate::nats::ending::last_message(&self.jetstream, &stream, &subject).await?
+        else {
+            return Ok(None);
+        };
+        let unreadable = |err: String| {
+            Error::new(
+                ErrorKind::Decode,
+                format!("unreadable event on {subject}: {err}"),
+            )
+        };
+        let event =
+            Event::from_msgpack(&last.payload).map_err(|err| unreadable(err.to_string()))?;
+        if !event.kind.is_terminal() {
+            // A late event after the end, or none yet: read them all.
+            return Ok(crate::ending(&self.history(session).await?).cloned());
+        }
+        if event.claims.is_empty() {
+            return Ok(Some(event));
+        }
+        let restored = self
+            .claims
+            .check_in(&last.payload)
+            .await
+            .map_err(|err| match err {
+                ClaimFailure::Permanent(detail) => unreadable(detail),
+                ClaimFailure::Transient(err) => err,
+            })?;
+        Event::from_msgpack_limited(&restored, self.claims.max_restored())
+            .map(Some)
+            .map_err(|err| unreadable(err.to_string()))
+    }
+
     /// The events of `session` stored so far (with the live ones that came
     /// while reading them), without waiting for more: what a page shows.
     /// Empty when nothing of the session is stored.
