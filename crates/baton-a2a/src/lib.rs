@@ -40,6 +40,7 @@ mod index;
 use baton_gateway::callers::Callers;
 pub use error::Error;
 pub use index::footprint;
+mod list;
 mod ops;
 mod task;
 mod turns;
