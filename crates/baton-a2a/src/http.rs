@@ -240,6 +240,9 @@ async fn unary(
             } else {
                 gateway.wait(session, skip, gateway.timeout).await?
             };
+            if last.as_ref().is_some_and(|end| end.kind.is_terminal()) {
+                gateway.settle_soon(&context);
+            }
             let task = gateway.task(session, &context, last.as_ref(), true).await;
             json(&SendMessageResponse::Task(task))
         }

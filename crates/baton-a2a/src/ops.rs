@@ -325,15 +325,19 @@ impl Gateway {
         let (sender, receiver) = futures::channel::mpsc::unbounded();
         tokio::spawn(async move {
             let send = |item| sender.unbounded_send(item).is_ok();
-            let (last, _) = match gateway.last(session).await {
-                Ok(found) => found,
-                Err(err) => {
-                    send(Err(err));
-                    return;
+            // A new task starts from nothing; an answered one from where it was.
+            let last = if skip == 0 {
+                None
+            } else {
+                match gateway.last(session).await {
+                    Ok((last, _)) => last,
+                    Err(err) => {
+                        send(Err(err));
+                        return;
+                    }
                 }
             };
-            let snapshot = if skip == 0 { None } else { last.as_ref() };
-            let mut first = task::task(session, &context, snapshot, false);
+            let mut first = task::task(session, &context, last.as_ref(), false);
             if settled(&first.status.state) {
                 // An answer to a task that waited for input: it works again.
                 first.status.state = TaskState::Working;
@@ -374,6 +378,9 @@ impl Gateway {
                     }
                 }
                 if settled(&task::state(Some(&event))) {
+                    if event.kind.is_terminal() {
+                        gateway.settle_soon(&context);
+                    }
                     return;
                 }
             }

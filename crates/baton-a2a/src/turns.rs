@@ -96,6 +96,18 @@ impl Gateway {
         Ok((session, context, 0))
     }
 
+    /// Settles conversation `context` in the background, now that its turn
+    /// ended: its next message then finds it settled (the router's keeper
+    /// would, a moment later).
+    pub(crate) fn settle_soon(&self, context: &str) {
+        let (conversations, context) = (self.conversations.clone(), context.to_owned());
+        tokio::spawn(async move {
+            if let Err(err) = conversations.settle_now(&context).await {
+                tracing::debug!(error = %err, %context, "cannot settle the conversation yet");
+            }
+        });
+    }
+
     /// The session of conversation `context`'s running turn when an agent
     /// of it asked the user a question and waits for the answer; another
     /// caller's conversation is refused.

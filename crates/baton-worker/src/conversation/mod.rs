@@ -233,7 +233,7 @@ impl Conversations {
                 }
                 self.interrupt(&mut record, &running).await?;
             }
-            let mut started = self.settle(&mut record).await?;
+            let (mut started, end) = self.settle(&mut record).await?;
             let sent = match (&record.running, message.overlap) {
                 (None, _) => begin(&mut record, mine.clone(), &mut started),
                 (Some(running), Overlap::Reject) => {
@@ -258,7 +258,7 @@ impl Conversations {
                 // Only the running turn is sent (a queued turn an
                 // interrupt cancelled before it was sent is not).
                 if started {
-                    self.start(&record, record.turns).await?;
+                    self.start(&record, record.turns, end.as_ref()).await?;
                     // Noted in the background: the caller follows its turn
                     // meanwhile; a note that is lost only lets the keeper
                     // send the same task again, under the same id.
@@ -295,10 +295,14 @@ impl Conversations {
     /// Settles `record`'s running turn if it has ended: the agent that
     /// answered holds the conversation, the ended session is the
     /// transcript, and the next queued message runs. Returns whether a
-    /// turn started (to send once the record is stored).
-    async fn settle(&self, record: &mut Conversation) -> Result<bool, ConversationError> {
+    /// turn started (to send once the record is stored), and the end it
+    /// settled (which a turn that starts reads its transcript from).
+    async fn settle(
+        &self,
+        record: &mut Conversation,
+    ) -> Result<(bool, Option<Event>), ConversationError> {
         let Some(running) = &record.running else {
-            return Ok(false);
+            return Ok((false, None));
         };
         let subjects = self.client.subjects();
         let last =
@@ -306,7 +310,7 @@ impl Conversations {
                 .await
                 .map_err(|err| ConversationError::store(err.to_string()))?;
         let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
-            return Ok(false);
+            return Ok((false, None));
         };
         ended(record, &end);
         let mut started = false;
@@ -315,7 +319,18 @@ impl Conversations {
             begin(record, next, &mut started);
         }
         record.updated_at = baton_proto::now_ms();
-        Ok(started)
+        Ok((started, Some(end)))
+    }
+
+    /// Settles conversation `id` now if its running turn has ended, as the
+    /// router's keeper does within a moment: a gateway that saw the turn
+    /// end calls it, so the conversation's next message finds it settled.
+    ///
+    /// # Errors
+    ///
+    /// When JetStream fails.
+    pub async fn settle_now(&self, id: &str) -> Result<(), ConversationError> {
+        self.keep_one(&Conversation::key_of(id)).await.map(drop)
     }
 
     /// Cancels `record`'s running turn, marked interrupted: unless it
