@@ -3,7 +3,7 @@
 
 use a2a::{JsonRpcError, SendMessageRequest, error_code};
 use baton_gateway::callers::Caller;
-use baton_proto::{AgentName, Value, now_ms};
+use baton_proto::{AgentName, Conversation, Value, now_ms};
 use baton_worker::conversation::{ConversationErrorKind, UserMessage};
 use uuid::Uuid;
 
@@ -51,12 +51,6 @@ impl Gateway {
             .clone()
             .filter(|context| !context.is_empty())
             .unwrap_or_else(|| Uuid::new_v4().to_string());
-        if let Some(waiting) = self.asking(&context, caller).await? {
-            // The conversation waits for the user's answer: this message is it.
-            return self
-                .answer(&waiting.to_string(), &text, &request.message, caller)
-                .await;
-        }
         let mut message = UserMessage::new(text);
         message.caller = caller.0.clone();
         message.overlap = overlap;
@@ -66,15 +60,43 @@ impl Gateway {
         message.turn.variables.extend(variables);
         let session = message.turn.session;
         // Recorded before the task is sent, so every read of it finds its
-        // context, and a streaming caller follows it as soon as it can.
+        // context, and a streaming caller follows it as soon as it can;
+        // meanwhile the conversation is read.
         let record = Record {
             context: context.clone(),
             agent: target.map(ToString::to_string),
             at: now_ms(),
             caller: caller.0.clone(),
         };
-        self.index.put(session, &record).await.map_err(internal)?;
-        let sent = match self.conversations.send(&context, &message).await {
+        let (read, put) = tokio::join!(
+            self.conversations.get(&context),
+            self.index.put(session, &record)
+        );
+        let read = read.map_err(internal)?;
+        let asking = self.asking(&context, caller, read.as_ref()).await;
+        if !matches!(asking, Ok(None)) || put.is_err() {
+            // Not a new turn (or not recorded): its task is not listed.
+            if let Err(forgot) = self.index.forget(session).await {
+                tracing::warn!(error = %forgot, %session, "cannot forget a task that did not start");
+            }
+        }
+        put.map_err(internal)?;
+        if let Some(waiting) = asking? {
+            // The conversation waits for the user's answer: this message is it.
+            return self
+                .answer(
+                    &waiting.to_string(),
+                    &message.turn.text,
+                    &request.message,
+                    caller,
+                )
+                .await;
+        }
+        let sent = match self
+            .conversations
+            .send_after(&context, &message, read)
+            .await
+        {
             Ok(sent) => sent,
             Err(err) => {
                 // Refused: no task of it is listed.
@@ -111,8 +133,13 @@ impl Gateway {
     /// The session of conversation `context`'s running turn when an agent
     /// of it asked the user a question and waits for the answer; another
     /// caller's conversation is refused.
-    async fn asking(&self, context: &str, caller: &Caller) -> Result<Option<Uuid>, JsonRpcError> {
-        let Some((record, _)) = self.conversations.get(context).await.map_err(internal)? else {
+    async fn asking(
+        &self,
+        context: &str,
+        caller: &Caller,
+        read: Option<&(Conversation, u64)>,
+    ) -> Result<Option<Uuid>, JsonRpcError> {
+        let Some((record, _)) = read else {
             return Ok(None);
         };
         if !caller.owns(record.owner.as_deref()) {
@@ -121,7 +148,7 @@ impl Gateway {
                 format!("conversation {context} belongs to another caller"),
             ));
         }
-        let Some(running) = record.running else {
+        let Some(running) = &record.running else {
             return Ok(None);
         };
         // Only a turn whose last event is `waiting` may be asking: one read

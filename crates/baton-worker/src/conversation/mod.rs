@@ -205,10 +205,31 @@ impl Conversations {
     /// conversation; [`ConversationErrorKind::Busy`] for `reject` while a
     /// turn runs; [`ConversationErrorKind::Store`] when JetStream fails.
     pub async fn send(&self, id: &str, message: &UserMessage) -> Result<Sent, ConversationError> {
+        let read = self.get(id).await?;
+        self.send_after(id, message, read).await
+    }
+
+    /// [`Conversations::send`], given what the caller just read of the
+    /// conversation ([`Conversations::get`]): one read fewer.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Conversations::send`].
+    pub async fn send_after(
+        &self,
+        id: &str,
+        message: &UserMessage,
+        read: Option<(Conversation, u64)>,
+    ) -> Result<Sent, ConversationError> {
         let key = Conversation::key_of(id);
         let mine = &message.turn;
+        let mut read = Some(read);
         loop {
-            let (mut record, revision) = match self.read(&key).await? {
+            let found = match read.take() {
+                Some(read) => read,
+                None => self.read(&key).await?,
+            };
+            let (mut record, revision) = match found {
                 Some(found) => found,
                 None => {
                     let entry = mine.to.clone();

@@ -430,8 +430,8 @@ pub(crate) async fn agent_consumer(
 /// Every message of `stream` from the first (only those on `filter`, when
 /// given), then new ones as they arrive, through an ordered consumer.
 /// `what` names the reading in errors.
-pub(crate) async fn read_from_start(
-    stream: &jetstream::stream::Stream,
+pub(crate) async fn read_from_start<I>(
+    stream: &jetstream::stream::Stream<I>,
     filter: Option<String>,
     what: &str,
 ) -> Result<jetstream::consumer::pull::Ordered, Error> {

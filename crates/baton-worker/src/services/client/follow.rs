@@ -156,16 +156,21 @@ impl Client {
     }
 
     /// The events stream, with its name (streams are created when missing).
-    async fn events_stream(&self) -> Result<(String, jetstream::stream::Stream), Error> {
+    async fn events_stream(&self) -> Result<(String, jetstream::stream::Stream<()>), Error> {
         self.ensure_streams().await?;
         let name = self.subjects.events_stream();
-        let stream = self.jetstream.get_stream(&name).await.map_err(|err| {
-            Error::with_source(
-                ErrorKind::JetStream,
-                format!("cannot open stream {name}"),
-                err,
-            )
-        })?;
+        // Its info is not read: the streams were ensured above.
+        let stream = self
+            .jetstream
+            .get_stream_no_info(&name)
+            .await
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("cannot open stream {name}"),
+                    err,
+                )
+            })?;
         Ok((name, stream))
     }
 
