@@ -3,12 +3,16 @@
 //! sends blocking `SendMessage` calls, one at a time:
 //!
 //! - **model alone**: the stand-in asked directly, the floor;
+//! - **one agent, no gateway**: a task to `desk` through the router, sent
+//!   and followed by a client in this process (Baton without A2A and
+//!   without conversations);
 //! - **one agent, new conversation**: a message to `/agents/desk` without a
 //!   context, one LLM hop (what a one-shot task costs);
 //! - **next turn, to the holder**: turns 2 and later of conversations whose
 //!   first turn went to `front`, which handed it to `desk`: `desk` holds
 //!   each conversation, and the turn goes straight there, with the
-//!   transcript so far;
+//!   transcript so far; each sent 50 ms after the answer before it (a
+//!   person reads it first), the pause not measured;
 //! - **first turn across a handoff**: that first turn, `front` to `desk`.
 //!
 //! Router, workers and gateway are real `baton` processes on this server.
@@ -26,6 +30,10 @@ use super::scale::{ScaleOut, Worker, start_workers};
 
 /// The conversations' turns after the first.
 const LATER_TURNS: usize = 4;
+
+/// The pause between an answer and the next message of its conversation
+/// (not measured): no person answers faster.
+const THINK: Duration = Duration::from_millis(50);
 
 /// Runs the sides, `tasks` calls each, and prints them.
 pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> {
@@ -69,6 +77,17 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
         ask_model(&http, &model).await?;
         direct.push(ms(sent.elapsed()));
     }
+    let baton =
+        baton_worker::Client::new(bench.client.clone(), baton_proto::Subjects::new(prefix)?);
+    let mut plain = Vec::new();
+    for n in 0..tasks {
+        let task = baton_proto::Envelope::task(format!("plain {n}")).with_to("desk");
+        let sent = Instant::now();
+        baton.submit(&task).await?;
+        let end = baton.wait(task.session, Duration::from_secs(30)).await?;
+        plain.push(ms(sent.elapsed()));
+        anyhow::ensure!(end.kind == baton_proto::EventType::Completed, "{end:?}");
+    }
     let mut single = Vec::new();
     for _ in 0..tasks {
         single.push(send(&http, &format!("{url}/agents/desk"), None).await?.0);
@@ -79,6 +98,8 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
         let (took, context) = send(&http, &url, None).await?;
         first.push(took);
         for _ in 0..LATER_TURNS {
+            // A person reads the answer before writing again.
+            tokio::time::sleep(THINK).await;
             later.push(send(&http, &url, Some(&context)).await?.0);
         }
     }
@@ -93,6 +114,7 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
         );
     };
     row("model alone (HTTP, direct)", &direct);
+    row("one agent, no gateway (client here)", &plain);
     row("one agent, new conversation", &single);
     row("next turn, to the holder", &later);
     row("first turn across a handoff", &first);

@@ -129,7 +129,14 @@ impl UserMessage {
 pub struct Conversations {
     store: kv::Store,
     client: Client,
+    /// The ends this process settled last (whole: none claim-checked), by
+    /// session: the next turn reads its transcript here, not from the
+    /// stream.
+    ends: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Event>>>,
 }
+
+/// How many settled ends a process remembers.
+const ENDS_KEPT: usize = 64;
 
 impl std::fmt::Debug for Conversations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -167,7 +174,11 @@ impl Conversations {
         let store = crate::nats::provision::key_value(client.jetstream(), config)
             .await
             .map_err(|err| ConversationError::store(err.to_string()))?;
-        Ok(Self { store, client })
+        Ok(Self {
+            store,
+            client,
+            ends: std::sync::Arc::default(),
+        })
     }
 
     /// Conversation `id`'s record and its revision, if it exists.
@@ -334,6 +345,7 @@ impl Conversations {
             return Ok((false, None));
         };
         ended(record, &end);
+        self.remember(&end);
         let mut started = false;
         if !record.queue.is_empty() {
             let next = record.queue.remove(0);
@@ -341,6 +353,34 @@ impl Conversations {
         }
         record.updated_at = baton_proto::now_ms();
         Ok((started, Some(end)))
+    }
+
+    /// Keeps `end` (a turn's terminal event with its context, whole) for the
+    /// turn that starts next.
+    fn remember(&self, end: &Event) {
+        if end.context.is_none() || !end.claims.is_empty() {
+            return;
+        }
+        let mut ends = self
+            .ends
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if ends.len() == ENDS_KEPT {
+            ends.pop_front();
+        }
+        ends.push_back(end.clone());
+    }
+
+    /// The end of `session` this process settled, if it remembers it.
+    pub(super) fn remembered(&self, session: Uuid) -> Option<Event> {
+        let ends = self
+            .ends
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ends.iter()
+            .rev()
+            .find(|end| end.session == session)
+            .cloned()
     }
 
     /// Settles conversation `id` now if its running turn has ended, as the

@@ -29,7 +29,8 @@ impl Conversations {
         if let Some(transcript) = record.transcript {
             let known = settled
                 .filter(|end| end.session == transcript && end.claims.is_empty())
-                .cloned();
+                .cloned()
+                .or_else(|| self.remembered(transcript));
             let end = match known {
                 Some(end) => Some(end),
                 None => self
