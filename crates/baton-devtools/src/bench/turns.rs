@@ -11,11 +11,13 @@
 //! - **next turn, to the holder**: turns 2 and later of conversations whose
 //!   first turn went to `front`, which handed it to `desk`: `desk` holds
 //!   each conversation, and the turn goes straight there, with the
-//!   transcript so far; each sent 50 ms after the answer before it (a
-//!   person reads it first), the pause not measured;
+//!   transcript so far;
 //! - **first turn across a handoff**: that first turn, `front` to `desk`.
 //!
-//! Router, workers and gateway are real `baton` processes on this server.
+//! Every call, on every side, is made 50 ms after the one before it ended
+//! (a person reads an answer before writing again), unmeasured, so every
+//! side starts equally rested. Router, workers and gateway are real `baton`
+//! processes on this server.
 //! It reports medians and p99 and the ratio of the holder's turn to the
 //! one-agent message. It asserts nothing.
 
@@ -31,8 +33,8 @@ use super::scale::{ScaleOut, Worker, start_workers};
 /// The conversations' turns after the first.
 const LATER_TURNS: usize = 4;
 
-/// The pause between an answer and the next message of its conversation
-/// (not measured): no person answers faster.
+/// The pause before every call (not measured): no person answers faster,
+/// and every side gets the same, so the ratios compare like with like.
 const THINK: Duration = Duration::from_millis(50);
 
 /// Runs the sides, `tasks` calls each, and prints them.
@@ -73,6 +75,7 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
 
     let mut direct = Vec::new();
     for _ in 0..tasks {
+        tokio::time::sleep(THINK).await;
         let sent = Instant::now();
         ask_model(&http, &model).await?;
         direct.push(ms(sent.elapsed()));
@@ -82,6 +85,7 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
     let mut plain = Vec::new();
     for n in 0..tasks {
         let task = baton_proto::Envelope::task(format!("plain {n}")).with_to("desk");
+        tokio::time::sleep(THINK).await;
         let sent = Instant::now();
         baton.submit(&task).await?;
         let end = baton.wait(task.session, Duration::from_secs(30)).await?;
@@ -90,15 +94,16 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
     }
     let mut single = Vec::new();
     for _ in 0..tasks {
+        tokio::time::sleep(THINK).await;
         single.push(send(&http, &format!("{url}/agents/desk"), None).await?.0);
     }
     let (mut first, mut later) = (Vec::new(), Vec::new());
     let conversations = tasks.div_ceil(LATER_TURNS as u64);
     for _ in 0..conversations {
+        tokio::time::sleep(THINK).await;
         let (took, context) = send(&http, &url, None).await?;
         first.push(took);
         for _ in 0..LATER_TURNS {
-            // A person reads the answer before writing again.
             tokio::time::sleep(THINK).await;
             later.push(send(&http, &url, Some(&context)).await?.0);
         }
