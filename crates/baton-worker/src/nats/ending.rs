@@ -127,8 +127,11 @@ pub(crate) async fn last_event(
 /// task on its first delivery (`attempt` 1, not sent back after a person's
 /// decision) and its session has ended already: a careless client's second
 /// task. A redelivery is not judged here: its outputs are republished
-/// under the same ids, as always. A session that cannot be read counts as
-/// open.
+/// under the same ids, as always. Nor is a conversation's turn: it is sent
+/// only while its conversation's record says it runs, which a settle reads
+/// the session's end before changing, under an id derived from the turn
+/// (so a repeat is a JetStream duplicate). A session that cannot be read
+/// counts as open.
 pub(crate) async fn ended_before(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
@@ -136,7 +139,7 @@ pub(crate) async fn ended_before(
     attempt: u32,
 ) -> Option<Event> {
     let root = envelope.kind == baton_proto::Kind::Task && envelope.parent.is_none();
-    if !root || attempt != 1 || envelope.resumed.is_some() {
+    if !root || attempt != 1 || envelope.resumed.is_some() || envelope.conversation.is_some() {
         return None;
     }
     match last_event(jetstream, subjects, envelope.session).await {
