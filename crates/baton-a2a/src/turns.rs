@@ -3,7 +3,7 @@
 
 use a2a::{JsonRpcError, SendMessageRequest, error_code};
 use baton_gateway::callers::Caller;
-use baton_proto::{AgentName, Conversation, Value, now_ms};
+use baton_proto::{AgentName, Conversation, Overlap, Value, now_ms};
 use baton_worker::conversation::{ConversationErrorKind, UserMessage};
 use uuid::Uuid;
 
@@ -25,25 +25,7 @@ impl Gateway {
         live: bool,
         caller: &Caller,
     ) -> Result<(Uuid, String, usize), JsonRpcError> {
-        let metadata = request.message.metadata.as_ref();
-        let asked = |key: &str| metadata.and_then(|m| m.get(key));
-        let budget =
-            baton_gateway::budget(asked("budget_tokens"), asked("budget_cost"), self.budget)
-                .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
-        let overlap = match asked("overlap") {
-            None => self.overlap,
-            Some(name) => name
-                .as_str()
-                .and_then(baton_proto::Overlap::parse)
-                .ok_or_else(|| {
-                    error(
-                        error_code::INVALID_PARAMS,
-                        format!(
-                            "metadata overlap {name} is not a policy: enqueue, reject or interrupt"
-                        ),
-                    )
-                })?,
-        };
+        let (budget, overlap) = self.asked(request)?;
         // The context is the conversation; a message without one starts a new one.
         let context = request
             .message
@@ -92,18 +74,54 @@ impl Gateway {
                 )
                 .await;
         }
-        let sent = match self
-            .conversations
-            .send_after(&context, &message, read)
-            .await
-        {
-            Ok(sent) => sent,
+        let sent = self.send_turn(&context, &message, read).await?;
+        tracing::info!(%session, %context, agent = ?record.agent, ?sent, "A2A message sent");
+        Ok((session, context, 0))
+    }
+
+    /// What the message's metadata asks for: a budget within the gateway's,
+    /// and an overlap policy (the gateway's by default).
+    fn asked(
+        &self,
+        request: &SendMessageRequest,
+    ) -> Result<(Option<baton_proto::Budget>, Overlap), JsonRpcError> {
+        let metadata = request.message.metadata.as_ref();
+        let asked = |key: &str| metadata.and_then(|m| m.get(key));
+        let budget =
+            baton_gateway::budget(asked("budget_tokens"), asked("budget_cost"), self.budget)
+                .map_err(|why| error(error_code::INVALID_PARAMS, why))?;
+        let overlap = match asked("overlap") {
+            None => self.overlap,
+            Some(name) => name.as_str().and_then(Overlap::parse).ok_or_else(|| {
+                error(
+                    error_code::INVALID_PARAMS,
+                    format!(
+                        "metadata overlap {name} is not a policy: enqueue, reject or interrupt"
+                    ),
+                )
+            })?,
+        };
+        Ok((budget, overlap))
+    }
+
+    /// Sends `message` to conversation `context` (as it was `read`); a
+    /// refused message's task is forgotten, and the refusal is the caller's
+    /// error.
+    async fn send_turn(
+        &self,
+        context: &str,
+        message: &UserMessage,
+        read: Option<(Conversation, u64)>,
+    ) -> Result<baton_worker::conversation::Sent, JsonRpcError> {
+        let session = message.turn.session;
+        match self.conversations.send_after(context, message, read).await {
+            Ok(sent) => Ok(sent),
             Err(err) => {
                 // Refused: no task of it is listed.
                 if let Err(forgot) = self.index.forget(session).await {
                     tracing::warn!(error = %forgot, %session, "cannot forget a refused message's task");
                 }
-                return Err(match err.kind() {
+                Err(match err.kind() {
                     ConversationErrorKind::Busy => {
                         error(error_code::UNSUPPORTED_OPERATION, err.to_string())
                     }
@@ -111,11 +129,9 @@ impl Gateway {
                         error(error_code::INVALID_PARAMS, err.to_string())
                     }
                     _ => internal(err),
-                });
+                })
             }
-        };
-        tracing::info!(%session, %context, agent = ?record.agent, ?sent, "A2A message sent");
-        Ok((session, context, 0))
+        }
     }
 
     /// Settles conversation `context` in the background, now that its turn

@@ -73,41 +73,14 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
     send(&http, &url, None).await?;
     send(&http, &url, Some(&warm.1)).await?;
 
-    let mut direct = Vec::new();
-    for _ in 0..tasks {
-        tokio::time::sleep(THINK).await;
-        let sent = Instant::now();
-        ask_model(&http, &model).await?;
-        direct.push(ms(sent.elapsed()));
-    }
-    let baton =
-        baton_worker::Client::new(bench.client.clone(), baton_proto::Subjects::new(prefix)?);
-    let mut plain = Vec::new();
-    for n in 0..tasks {
-        let task = baton_proto::Envelope::task(format!("plain {n}")).with_to("desk");
-        tokio::time::sleep(THINK).await;
-        let sent = Instant::now();
-        baton.submit(&task).await?;
-        let end = baton.wait(task.session, Duration::from_secs(30)).await?;
-        plain.push(ms(sent.elapsed()));
-        anyhow::ensure!(end.kind == baton_proto::EventType::Completed, "{end:?}");
-    }
+    let direct = model_alone(&http, &model, tasks).await?;
+    let plain = without_gateway(bench, prefix, tasks).await?;
     let mut single = Vec::new();
     for _ in 0..tasks {
         tokio::time::sleep(THINK).await;
         single.push(send(&http, &format!("{url}/agents/desk"), None).await?.0);
     }
-    let (mut first, mut later) = (Vec::new(), Vec::new());
-    let conversations = tasks.div_ceil(LATER_TURNS as u64);
-    for _ in 0..conversations {
-        tokio::time::sleep(THINK).await;
-        let (took, context) = send(&http, &url, None).await?;
-        first.push(took);
-        for _ in 0..LATER_TURNS {
-            tokio::time::sleep(THINK).await;
-            later.push(send(&http, &url, Some(&context)).await?.0);
-        }
-    }
+    let (first, later) = conversations(&http, &url, tasks).await?;
     println!();
     println!("{:<40} {:>8} {:>8} {:>8}", "", "calls", "p50 ms", "p99 ms");
     let row = |label: &str, values: &[f64]| {
@@ -128,6 +101,61 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
         quantile(&later, 0.5) / quantile(&single, 0.5).max(f64::EPSILON)
     );
     Ok(())
+}
+
+/// The stand-in asked directly, `tasks` times: each call's time in ms.
+async fn model_alone(http: &reqwest::Client, model: &str, tasks: u64) -> anyhow::Result<Vec<f64>> {
+    let mut direct = Vec::new();
+    for _ in 0..tasks {
+        tokio::time::sleep(THINK).await;
+        let sent = Instant::now();
+        ask_model(http, model).await?;
+        direct.push(ms(sent.elapsed()));
+    }
+    Ok(direct)
+}
+
+/// `tasks` tasks to `desk` through the router, sent and followed by a
+/// client in this process: each one's time in ms.
+async fn without_gateway(
+    bench: &ScaleOut<'_>,
+    prefix: &str,
+    tasks: u64,
+) -> anyhow::Result<Vec<f64>> {
+    let baton =
+        baton_worker::Client::new(bench.client.clone(), baton_proto::Subjects::new(prefix)?);
+    let mut plain = Vec::new();
+    for n in 0..tasks {
+        let task = baton_proto::Envelope::task(format!("plain {n}")).with_to("desk");
+        tokio::time::sleep(THINK).await;
+        let sent = Instant::now();
+        baton.submit(&task).await?;
+        let end = baton.wait(task.session, Duration::from_secs(30)).await?;
+        plain.push(ms(sent.elapsed()));
+        anyhow::ensure!(end.kind == baton_proto::EventType::Completed, "{end:?}");
+    }
+    Ok(plain)
+}
+
+/// Conversations of 1 + [`LATER_TURNS`] turns through the ingress, about
+/// `tasks` later turns in all: the first turns' times and the later
+/// turns', in ms.
+async fn conversations(
+    http: &reqwest::Client,
+    url: &str,
+    tasks: u64,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let (mut first, mut later) = (Vec::new(), Vec::new());
+    for _ in 0..tasks.div_ceil(LATER_TURNS as u64) {
+        tokio::time::sleep(THINK).await;
+        let (took, context) = send(http, url, None).await?;
+        first.push(took);
+        for _ in 0..LATER_TURNS {
+            tokio::time::sleep(THINK).await;
+            later.push(send(http, url, Some(&context)).await?.0);
+        }
+    }
+    Ok((first, later))
 }
 
 /// A blocking `SendMessage` to `url`, in `context` (a new conversation
