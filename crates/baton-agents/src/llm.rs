@@ -31,6 +31,7 @@ mod budget;
 use budget::out_of_budget;
 mod calling;
 mod chat;
+mod headers;
 mod offer;
 mod replay;
 mod stream;

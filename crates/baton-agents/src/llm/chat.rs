@@ -215,12 +215,8 @@ impl LlmRunner {
             )))
         })?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let advice = super::headers::Advice::of(response.headers(), std::time::SystemTime::now());
+        let retry_after = advice.retry_after;
         let streamed = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
