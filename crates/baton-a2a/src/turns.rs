@@ -54,15 +54,19 @@ impl Gateway {
             self.conversations.get(&context),
             self.index.put(session, &record)
         );
-        let read = read.map_err(internal)?;
-        let asking = self.asking(&context, caller, read.as_ref()).await;
+        let asking = match &read {
+            Ok(read) => self.asking(&context, caller, read.as_ref()).await,
+            Err(err) => Err(internal(err)),
+        };
         if !matches!(asking, Ok(None)) || put.is_err() {
-            // Not a new turn (or not recorded): its task is not listed.
+            // Not a new turn (or the conversation or the task could not be
+            // stored): its task is not listed.
             if let Err(forgot) = self.index.forget(session).await {
                 tracing::warn!(error = %forgot, %session, "cannot forget a task that did not start");
             }
         }
         put.map_err(internal)?;
+        let read = read.map_err(internal)?;
         if let Some(waiting) = asking? {
             // The conversation waits for the user's answer: this message is it.
             return self
