@@ -145,7 +145,7 @@ impl Gateway {
         let (conversations, context) = (self.conversations.clone(), context.to_owned());
         tokio::spawn(async move {
             if let Err(err) = conversations.settle_now(&context).await {
-                tracing::debug!(error = %err, %context, "cannot settle the conversation yet");
+                tracing::warn!(error = %err, %context, "cannot settle the conversation now; the router's keeper will");
             }
         });
     }

@@ -20,11 +20,11 @@ impl Conversations {
         let Some(running) = &record.running else {
             return Ok((false, None));
         };
-        let subjects = self.client.subjects();
-        let last =
-            crate::nats::ending::last_event(self.client.jetstream(), subjects, running.session)
-                .await
-                .map_err(|err| ConversationError::store(err.to_string()))?;
+        let last = self
+            .client
+            .last_event(running.session)
+            .await
+            .map_err(|err| ConversationError::store(err.to_string()))?;
         let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
             return Ok((false, None));
         };

@@ -80,32 +80,12 @@ impl Client {
         else {
             return Ok(None);
         };
-        let unreadable = |err: String| {
-            Error::new(
-                ErrorKind::Decode,
-                format!("unreadable event on {subject}: {err}"),
-            )
-        };
-        let event =
-            Event::from_msgpack(&last.payload).map_err(|err| unreadable(err.to_string()))?;
+        let event = stored_event(&self.claims, &subject, &last.payload).await?;
         if !event.kind.is_terminal() {
             // A late event after the end, or none yet: read them all.
             return Ok(crate::ending(&self.history(session).await?).cloned());
         }
-        if event.claims.is_empty() {
-            return Ok(Some(event));
-        }
-        let restored = self
-            .claims
-            .check_in(&last.payload)
-            .await
-            .map_err(|err| match err {
-                ClaimFailure::Permanent(detail) => unreadable(detail),
-                ClaimFailure::Transient(err) => err,
-            })?;
-        Event::from_msgpack_limited(&restored, self.claims.max_restored())
-            .map(Some)
-            .map_err(|err| unreadable(err.to_string()))
+        Ok(Some(event))
     }
 
     /// The events of `session` stored so far (with the live ones that came
@@ -216,28 +196,7 @@ impl Client {
                     Error::with_source(ErrorKind::JetStream, "event stream failed", err)
                 })?;
                 let pending = message.info().map_or(0, |info| info.pending);
-                let unreadable = |err: String| {
-                    Error::new(
-                        ErrorKind::Decode,
-                        format!("unreadable event on {}: {err}", message.subject),
-                    )
-                };
-                let event = Event::from_msgpack(&message.payload)
-                    .map_err(|err| unreadable(err.to_string()))?;
-                if event.claims.is_empty() {
-                    return Ok((event, pending));
-                }
-                // An event with a large output keeps it in the claim-check store.
-                let restored =
-                    claims
-                        .check_in(&message.payload)
-                        .await
-                        .map_err(|err| match err {
-                            ClaimFailure::Permanent(detail) => unreadable(detail),
-                            ClaimFailure::Transient(err) => err,
-                        })?;
-                let event = Event::from_msgpack_limited(&restored, claims.max_restored())
-                    .map_err(|err| unreadable(err.to_string()))?;
+                let event = stored_event(&claims, &message.subject, &message.payload).await?;
                 Ok((event, pending))
             }
         });
@@ -317,4 +276,30 @@ fn unfolded(
 pub fn footprint(subjects: &baton_proto::Subjects) -> Footprint {
     Footprint::stream_reader(&subjects.events_stream())
         .with(crate::nats::ending::footprint(subjects))
+}
+
+/// A stored event of `subject` from its `payload`, with the parts it keeps
+/// in the claim-check store restored.
+async fn stored_event(
+    claims: &crate::nats::claimcheck::ClaimCheck,
+    subject: &str,
+    payload: &[u8],
+) -> Result<Event, Error> {
+    let unreadable = |err: String| {
+        Error::new(
+            ErrorKind::Decode,
+            format!("unreadable event on {subject}: {err}"),
+        )
+    };
+    let event = Event::from_msgpack(payload).map_err(|err| unreadable(err.to_string()))?;
+    if event.claims.is_empty() {
+        return Ok(event);
+    }
+    // An event with a large output keeps it in the claim-check store.
+    let restored = claims.check_in(payload).await.map_err(|err| match err {
+        ClaimFailure::Permanent(detail) => unreadable(detail),
+        ClaimFailure::Transient(err) => err,
+    })?;
+    Event::from_msgpack_limited(&restored, claims.max_restored())
+        .map_err(|err| unreadable(err.to_string()))
 }
