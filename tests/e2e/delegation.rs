@@ -749,11 +749,12 @@ async fn a_parallel_delegation_joins_under_the_generated_worker_blocks() -> anyh
     )?;
     let sent: serde_json::Value = serde_json::from_slice(&sent.stdout)?;
     let session: uuid::Uuid = sent["session"].as_str().unwrap_or_default().parse()?;
-    let end = system.client.wait(session, Duration::from_secs(30)).await?;
-    let logs: String = ["lead", "a", "b"]
+    let end = system.client.wait(session, Duration::from_secs(30)).await;
+    let logs: String = ["router", "lead", "a", "b"]
         .iter()
         .map(|l| system.process(l).output())
         .collect();
+    let end = end.map_err(|e| anyhow::anyhow!("{e}\n{logs}"))?;
     assert_eq!(end.kind, EventType::Completed, "{end:?}\n{logs}");
     let events = system.stored_events(session).await?;
     let kinds: Vec<String> = events.iter().map(|e| e.kind.to_string()).collect();

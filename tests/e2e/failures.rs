@@ -248,3 +248,54 @@ async fn a_dead_letter_replayed_after_a_fix_completes() -> anyhow::Result<()> {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no dead letter with sequence 999"));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_left_after_a_store_failure_comes_again_in_seconds_not_after_its_ack_wait()
+-> anyhow::Result<()> {
+    use async_nats::jetstream;
+    let mut system = System::start().await?;
+    let lead = [
+        "--delegate",
+        "helper",
+        "--ack-wait-secs",
+        "120",
+        "--no-fallback",
+    ];
+    system.relay("lead", "lead", &lead).await?;
+    system.relay("helper", "helper", &[]).await?;
+    // A first delegation opens the join bucket.
+    let first = system.run("lead", &Envelope::task("first")).await?;
+    assert_eq!(kinds(&first).last().map(String::as_str), Some("completed"));
+    // Then the bucket's stream is gone: the next delegation cannot record
+    // its join, and the message is left for redelivery.
+    let js = jetstream::new(system.nats.clone());
+    let config = js
+        .get_stream("KV_BATON_JOINS")
+        .await?
+        .info()
+        .await?
+        .config
+        .clone();
+    js.delete_stream("KV_BATON_JOINS").await?;
+    let task = Envelope::task("second");
+    system
+        .client
+        .submit_to(&baton_proto::AgentName::new("lead")?, &task)
+        .await?;
+    system
+        .wait_log(
+            "lead",
+            "cannot start the delegation",
+            Duration::from_secs(30),
+        )
+        .await?;
+    js.create_stream(config).await?;
+    // It comes again after a second or two, not after its 120 s ack_wait.
+    let events = system
+        .session_events(task.session, Duration::from_secs(20))
+        .await
+        .context("the left message did not come again within 20 s")?;
+    assert_eq!(kinds(&events).last().map(String::as_str), Some("completed"));
+    assert!(system.client.dead_letters().await?.is_empty());
+    Ok(())
+}

@@ -149,7 +149,8 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
             return None;
         }
         Err(ClaimFailure::Transient(err)) => {
-            tracing::warn!(error = %err, "claim-check store unavailable; leaving the message for redelivery");
+            tracing::warn!(error = %err, "claim-check store unavailable");
+            rt.outbox.leave(delivery).await;
             return None;
         }
     };
@@ -256,7 +257,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     let Some(mut plan) = plan else {
         // Left for redelivery: the attempt still counts as accepted.
         rt.outbox.accepted_anyway(accepted, delivery).await;
-        return;
+        return rt.outbox.leave(delivery).await;
     };
     if rt.cancelled.contains(envelope.session) {
         tracing::info!(session = %envelope.session, "session cancelled; outputs dropped");
@@ -271,7 +272,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         .accepted_before(accepted, delivery, &plan.outputs)
         .await
     {
-        return;
+        return rt.outbox.leave(delivery).await;
     }
     // 6.
     rt.outbox.execute(delivery, plan).await;
@@ -294,7 +295,7 @@ async fn decide<A: Agent>(
             return match Box::pin(join::start(rt, envelope, delegation, spent)).await {
                 Ok(plan) => Some(plan),
                 Err(err) => {
-                    tracing::error!(error = %err, "cannot start the delegation; leaving the message for redelivery");
+                    tracing::error!(error = %err, "cannot start the delegation");
                     None
                 }
             };
@@ -325,8 +326,8 @@ async fn on_result<A: Agent>(
     let received = match join::on_result(rt, envelope).await {
         Ok(received) => received,
         Err(err) => {
-            tracing::error!(error = %err, "cannot record a result; leaving it for redelivery");
-            return;
+            tracing::error!(error = %err, "cannot record a result");
+            return rt.outbox.leave(delivery).await;
         }
     };
     let (outputs, task, results, claimed) = match received {
@@ -366,8 +367,8 @@ async fn on_result<A: Agent>(
             let spent = spending.spending();
             let update = &wait.update;
             if let Err(err) = join::note_wait(rt, join_id, envelope.id, spent, update).await {
-                tracing::error!(error = %err, "cannot note what a report spent; leaving the result for redelivery");
-                return;
+                tracing::error!(error = %err, "cannot note what a report spent");
+                return rt.outbox.leave(delivery).await;
             }
             return rt.outbox.discard(delivery).await;
         }
@@ -384,14 +385,30 @@ async fn on_result<A: Agent>(
             // Another report ended the join first.
             Ok(None) => return rt.outbox.discard(delivery).await,
             Err(err) => {
-                tracing::error!(error = %err, "cannot claim the join; leaving the result for redelivery");
-                return;
+                tracing::error!(error = %err, "cannot claim the join");
+                return rt.outbox.leave(delivery).await;
             }
         }
     }
     let spent = spending.spending();
-    if let Some(mut plan) = decide(rt, agent, delivery, &continued, resumed, spent).await {
-        usage::stamp(&mut plan.outputs, &continued, spent);
-        rt.outbox.execute(delivery, plan).await;
+    conclude(rt, agent, delivery, &continued, resumed, spent).await;
+}
+
+/// Steps 4 to 7 after a continuation: its plan carried out, or the message
+/// left for redelivery when it cannot be made.
+async fn conclude<A: Agent>(
+    rt: &Runtime,
+    agent: &A,
+    delivery: &Delivery<'_>,
+    continued: &Envelope,
+    resumed: Result<Outcome, AgentError>,
+    spent: Usage,
+) {
+    match decide(rt, agent, delivery, continued, resumed, spent).await {
+        Some(mut plan) => {
+            usage::stamp(&mut plan.outputs, continued, spent);
+            rt.outbox.execute(delivery, plan).await;
+        }
+        None => rt.outbox.leave(delivery).await,
     }
 }

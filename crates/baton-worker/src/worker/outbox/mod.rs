@@ -89,8 +89,8 @@ impl Outbox {
                 return self.end(delivery, &reason, &detail).await;
             }
             Err(Unsendable::Transient(err)) => {
-                tracing::error!(error = %err, "claim-check store unavailable; leaving the message for redelivery");
-                return;
+                tracing::error!(error = %err, "claim-check store unavailable");
+                return settle::leave(delivery).await;
             }
         };
         let (live, durable) = self.split_live(outgoing, &plan.outputs);
@@ -111,6 +111,12 @@ impl Outbox {
         self.execute(delivery, Plan::ack(Vec::new())).await;
     }
 
+    /// Leaves `delivery` for redelivery soon, after a failure retrying can
+    /// mend (see [`settle::leave`]).
+    pub(crate) async fn leave(&self, delivery: &Delivery<'_>) {
+        settle::leave(delivery).await;
+    }
+
     /// Settles `delivery` to come again after `delay`, publishing nothing.
     pub(crate) async fn later(&self, delivery: &Delivery<'_>, delay: Duration) {
         settle::settle(delivery, Settle::Nak(delay)).await;
@@ -128,7 +134,8 @@ impl Outbox {
             Err(Unsendable::Transient(err)) => Err(err),
         };
         if let Err(err) = &published {
-            tracing::error!(error = %err, "outputs not durable; leaving the message for redelivery");
+            tracing::error!(error = %err, "outputs not durable");
+            settle::leave(delivery).await;
         }
         published.is_ok()
     }

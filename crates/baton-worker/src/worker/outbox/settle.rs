@@ -2,6 +2,8 @@
 //! handles. Outputs are durable before the message is acked; what the server
 //! will never take ends the message as a dead letter instead.
 
+use std::time::Duration;
+
 use async_nats::jetstream::AckKind;
 use baton_proto::DeadLetterReason;
 
@@ -17,7 +19,7 @@ use crate::worker::plan::Settle;
 /// message ends instead, as a dead letter with `forbidden` or
 /// `no_stream` and its session's failure. A subject the user's
 /// permissions exclude is caught before anything is published. Other
-/// publish failures leave the message un-acked for redelivery.
+/// publish failures [`leave`] the message for redelivery.
 pub(crate) async fn finish(
     publisher: &Publisher,
     delivery: &Delivery<'_>,
@@ -41,7 +43,8 @@ pub(crate) async fn finish(
         ErrorKind::NoStream => DeadLetterReason::NoStream,
         ErrorKind::TooLarge => DeadLetterReason::TooLarge,
         _ => {
-            tracing::error!(error = %err, "outputs not durable; leaving the message un-acked for redelivery");
+            tracing::error!(error = %err, "outputs not durable");
+            leave(delivery).await;
             return Finished::Left;
         }
     };
@@ -54,7 +57,8 @@ pub(crate) async fn finish(
             Finished::Ended(reason)
         }
         Err(err) => {
-            tracing::error!(error = %err, "cannot dead-letter; leaving the message un-acked for redelivery");
+            tracing::error!(error = %err, "cannot dead-letter");
+            leave(delivery).await;
             Finished::Left
         }
     }
@@ -76,6 +80,33 @@ pub(crate) async fn settle(delivery: &Delivery<'_>, settle: Settle) {
     }
 }
 
+/// The longest a message [`leave`] settles waits before it comes again.
+const LEAVE_AT_MOST: Duration = Duration::from_secs(30);
+
+/// How long a message left on its `attempt`th delivery waits before it
+/// comes again: 1 s, doubling with each attempt, at most 30 s. A blip in a
+/// store is over in a second; an outage is not retried hot, and a message
+/// that fails on every delivery still reaches its `max_deliveries` (and its
+/// dead letter) in minutes.
+pub(crate) fn leave_for(attempt: u32) -> Duration {
+    let doublings = attempt.saturating_sub(1).min(5);
+    (Duration::from_secs(1) * (1 << doublings)).min(LEAVE_AT_MOST)
+}
+
+/// Leaves `delivery` for redelivery after a failure that retrying can mend
+/// (a store or publish that failed or timed out): it is nak'd to come again
+/// after [`leave_for`] its attempt, rather than waiting out its `ack_wait`.
+/// When even the nak cannot be sent, `ack_wait` brings it back.
+pub(crate) async fn leave(delivery: &Delivery<'_>) {
+    let delay = leave_for(delivery.attempt);
+    tracing::warn!(
+        attempt = delivery.attempt,
+        ?delay,
+        "leaving the message for redelivery"
+    );
+    settle(delivery, Settle::Nak(delay)).await;
+}
+
 /// How [`finish`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Finished {
@@ -84,6 +115,19 @@ pub(crate) enum Finished {
     /// The outputs can never be published: the message was dead-lettered
     /// with this reason and its session failed instead.
     Ended(DeadLetterReason),
-    /// Nothing is settled: the message will be delivered again.
+    /// The message was [`leave`]n: it will be delivered again.
     Left,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_left_message_comes_again_after_a_second_doubling_to_at_most_thirty() {
+        let waits: Vec<u64> = (1..=8).map(|a| leave_for(a).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(leave_for(0), Duration::from_secs(1));
+        assert_eq!(leave_for(u32::MAX), LEAVE_AT_MOST);
+    }
 }
