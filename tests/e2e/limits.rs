@@ -1,12 +1,14 @@
 //! Shared model rate limits: worker processes of one or more agent types
 //! take turns from one schedule in NATS, so a provider's per-account limit
-//! holds however many workers run. The stand-in model enforces the limit
+//! holds however many workers run, configured, heard from the provider's
+//! headers, or learned from its 429s. The stand-in model enforces the limit
 //! (429 with `Retry-After` above it) and counts every request.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Event, EventType};
 use baton_testkit::{FakeLlm, Scripted, eventually};
 
@@ -181,75 +183,321 @@ async fn four_worker_processes_share_one_limit_and_every_session_completes() -> 
     Ok(())
 }
 
+/// The shared schedule of the stand-in model, as stored.
+async fn schedule(system: &System) -> anyhow::Result<serde_json::Value> {
+    let bucket = system
+        .client
+        .jetstream()
+        .get_key_value("BATON_LIMITS")
+        .await?;
+    let mut keys = bucket.keys().await?;
+    while let Some(key) = futures::StreamExt::next(&mut keys).await.transpose()? {
+        if key.contains("stand-in") {
+            let bytes = bucket.get(&key).await?.context("the schedule is gone")?;
+            return Ok(rmp_serde::from_slice(&bytes)?);
+        }
+    }
+    anyhow::bail!("no schedule for the stand-in model")
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn without_a_shared_limit_the_same_load_meets_the_providers_limit() -> anyhow::Result<()> {
-    // The comparison the shared limit is for: the same stand-in and load
-    // without `[llm.limits]`, each worker retrying on its own.
+async fn with_no_limit_known_the_rate_drops_after_429s_and_then_recovers() -> anyhow::Result<()> {
+    // Nothing configured, no headers: only the 429s teach the rate.
     let (llm, seen) = limited_model(10, "1");
     let dir = tempfile::tempdir()?;
     let spec = spec(dir.path(), "thinker", &llm, "")?;
     let mut system = System::start().await?;
     workers(&mut system, "thinker", &spec, 2).await?;
-    submit(&system, "thinker", 60).await?;
-    eventually(Duration::from_secs(20), || async {
-        let refused = seen.refused.load(Ordering::SeqCst);
-        if refused >= 20 {
-            Ok(())
-        } else {
-            Err(format!("{refused} refused so far"))
+    let sessions = submit(&system, "thinker", 120).await?;
+    // The rate as the two processes share it, sampled while they work.
+    let mut rates = Vec::new();
+    let sampling = async {
+        loop {
+            if let Ok(schedule) = schedule(&system).await {
+                rates.push((
+                    schedule["rate"].as_f64().unwrap_or_default(),
+                    schedule["refused"].as_u64().unwrap_or_default(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    })
-    .await?;
+    };
+    let ends = tokio::select! {
+        ends = ends(&system, &sessions, Duration::from_secs(90)) => ends?,
+        () = sampling => unreachable!(),
+    };
+    assert!(
+        ends.iter().all(|e| e.kind == EventType::Completed),
+        "every session completes"
+    );
+    assert_eq!(
+        seen.answered.load(Ordering::SeqCst),
+        120,
+        "one answer per session"
+    );
+    assert!(
+        seen.refused.load(Ordering::SeqCst) > 0,
+        "the provider's limit was met"
+    );
+    // A drop after a 429, then a climb from the low point.
+    let dropped = rates
+        .windows(2)
+        .position(|w| w[1].1 > w[0].1 && w[1].0 < w[0].0)
+        .with_context(|| format!("no drop after a 429 in {rates:?}"))?;
+    let after = &rates[dropped + 1..];
+    let (lowest, low) = after
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.0.total_cmp(&b.1.0))
+        .map(|(at, (rate, _))| (at, *rate))
+        .context("no samples")?;
+    assert!(low < rates[dropped].0, "{rates:?}");
+    assert!(
+        after[lowest..].iter().any(|(rate, _)| *rate > low * 1.05),
+        "no recovery after the drop to {low}: {rates:?}"
+    );
+    let last = schedule(&system).await?;
+    assert_eq!(last["source"], "adaptive");
+    assert_eq!(last["ceiling"].as_f64(), Some(0.0));
+    let doctor = doctor(&system)?;
+    assert!(
+        doctor.contains("learned from the provider's 429s"),
+        "{doctor}"
+    );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_429_pauses_every_worker_and_the_call_is_made_again_within_its_hop() -> anyhow::Result<()>
-{
-    // The provider refuses the first call, saying to wait 2 s.
+async fn the_providers_headers_set_one_rate_for_every_worker() -> anyhow::Result<()> {
+    let window = Arc::new(baton_testkit::RateWindow::new(
+        10,
+        Duration::from_secs(1),
+        "1",
+        true,
+    ));
+    let (answered, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (a, r) = (answered.clone(), refused.clone());
+    let llm = FakeLlm::responding(move |_| {
+        let verdict = window.admit();
+        let mut answer = if verdict.admitted {
+            a.fetch_add(1, Ordering::SeqCst);
+            Scripted::text("done").with_usage("stand-in", 10, 1)
+        } else {
+            r.fetch_add(1, Ordering::SeqCst);
+            Scripted::error(429, &[])
+        };
+        answer.headers = verdict.headers;
+        answer
+    })?;
+    let dir = tempfile::tempdir()?;
+    let spec = spec(dir.path(), "thinker", &llm, "")?;
+    let mut system = System::start().await?;
+    let urls = workers(&mut system, "thinker", &spec, 2).await?;
+    let sessions = submit(&system, "thinker", 60).await?;
+    let ends = ends(&system, &sessions, Duration::from_secs(60)).await?;
+    assert!(ends.iter().all(|e| e.kind == EventType::Completed));
+    assert_eq!(answered.load(Ordering::SeqCst), 60);
+    let refused = refused.load(Ordering::SeqCst);
+    assert!(
+        refused * 50 <= 60 + refused,
+        "{refused} refused of {}",
+        60 + refused
+    );
+    // Heard from the headers: 10 a second, paced a little under.
+    let schedule = schedule(&system).await?;
+    assert_eq!(schedule["source"], "headers", "{schedule}");
+    let ceiling = schedule["ceiling"].as_f64().unwrap_or_default();
+    assert!((9.5..=10.5).contains(&ceiling), "{schedule}");
+    // Both processes pace at it: each one's gauge says so.
+    for url in &urls {
+        let rate = value(
+            &scrape(url)?,
+            "baton_llm_limit_rate",
+            &[("model", "stand-in")],
+        );
+        assert!((9.0..=10.5).contains(&rate), "{url}: {rate}");
+    }
+    // baton doctor says what the rate is and where it comes from.
+    let doctor = doctor(&system)?;
+    let line = doctor
+        .lines()
+        .find(|l| l.contains("limits") && l.contains("stand-in"))
+        .with_context(|| format!("no limits line in:\n{doctor}"))?;
+    assert!(line.contains("headers"), "{line}");
+    assert!(line.contains("under 10.00/s"), "{line}");
+    Ok(())
+}
+
+/// What `baton doctor` prints (its exit status aside: a test server has
+/// warnings of its own).
+fn doctor(system: &System) -> anyhow::Result<String> {
+    let output =
+        tokio::task::block_in_place(|| system.baton(&["doctor", "--timeout-ms", "500"]).output())?;
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// When a call came, and the status it got.
+type Call = (Instant, u16);
+
+/// A model that refuses the first call with 429 and `Retry-After`, as
+/// `retry_after` says at that moment, then answers; it records when each
+/// call came.
+fn refusing_once(retry_after: fn() -> String) -> (FakeLlm, Arc<Mutex<Vec<Call>>>) {
     let refused_once = AtomicUsize::new(0);
-    let times = Arc::new(Mutex::new(Vec::<(Instant, u16)>::new()));
+    let times = Arc::new(Mutex::new(Vec::<Call>::new()));
     let recorded = times.clone();
     let llm = FakeLlm::responding(move |_| {
         let first = refused_once.fetch_add(1, Ordering::SeqCst) == 0;
-        let status = if first { 429 } else { 200 };
-        recorded.lock().unwrap().push((Instant::now(), status));
+        recorded
+            .lock()
+            .unwrap()
+            .push((Instant::now(), if first { 429 } else { 200 }));
         if first {
-            Scripted::error(429, &[("Retry-After", "2")])
+            Scripted::error(429, &[("Retry-After", &retry_after())])
         } else {
             Scripted::text("done")
         }
+    })
+    .expect("the stand-in model starts");
+    (llm, times)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retry_after_in_seconds_or_as_an_http_date_holds_back_only_the_refused_call()
+-> anyhow::Result<()> {
+    let seconds: fn() -> String = || "2".to_owned();
+    // An HTTP date counts whole seconds: 3 s ahead is at least 2 s.
+    let date: fn() -> String =
+        || httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3));
+    for (form, retry_after) in [("seconds", seconds), ("HTTP date", date)] {
+        let (llm, times) = refusing_once(retry_after);
+        let dir = tempfile::tempdir()?;
+        let limits = "\n[llm.limits]\nrequests_per_minute = 600\n";
+        let spec = spec(dir.path(), "thinker", &llm, limits)?;
+        let mut system = System::start().await?;
+        let urls = workers(&mut system, "thinker", &spec, 2).await?;
+        let sessions = submit(&system, "thinker", 6).await?;
+        let ends = ends(&system, &sessions, Duration::from_secs(30)).await?;
+        assert!(
+            ends.iter().all(|e| e.kind == EventType::Completed),
+            "{form}"
+        );
+        let times = times.lock().unwrap().clone();
+        assert_eq!(times.len(), 7, "{form}: six answers and the one refusal");
+        let (refused_at, status) = times[0];
+        assert_eq!(status, 429);
+        let after: Vec<Duration> = times[1..]
+            .iter()
+            .map(|(at, _)| at.duration_since(refused_at))
+            .collect();
+        // The refused call waited out its Retry-After; the other five did
+        // not wait for it.
+        assert!(
+            after.iter().any(|a| *a >= Duration::from_millis(1900)),
+            "{form}: {after:?}"
+        );
+        assert_eq!(
+            after
+                .iter()
+                .filter(|a| **a < Duration::from_millis(1500))
+                .count(),
+            5,
+            "{form}: {after:?}"
+        );
+        assert_eq!(summed(&urls, "baton_llm_refusals_total")?, 1.0, "{form}");
+        // Made again in its hop: no session was retried.
+        for session in &sessions {
+            let history = system.client.history(*session).await?;
+            assert!(
+                history.iter().all(|e| e.kind != EventType::Retrying),
+                "{form}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_whose_deadline_passes_while_rate_limited_fails_rate_limited()
+-> anyhow::Result<()> {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let llm = FakeLlm::responding(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let mut refusal = Scripted::error(429, &[("Retry-After", "1")]);
+        refusal.body =
+            serde_json::json!({"error": {"message": "slow down: 10 requests per second"}});
+        refusal
     })?;
     let dir = tempfile::tempdir()?;
-    let limits = "\n[llm.limits]\nrequests_per_minute = 600\n";
-    let spec = spec(dir.path(), "thinker", &llm, limits)?;
+    let spec = spec(dir.path(), "thinker", &llm, "")?;
     let mut system = System::start().await?;
-    let urls = workers(&mut system, "thinker", &spec, 2).await?;
-    let sessions = submit(&system, "thinker", 6).await?;
+    workers(&mut system, "thinker", &spec, 1).await?;
+    let mut task = Envelope::task("question");
+    task.deadline = Some(baton_proto::now_ms() + 3_500);
+    system
+        .client
+        .submit_to(&AgentName::new("thinker")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    let end = events.last().context("no events")?;
+    assert_eq!(end.kind, EventType::Failed, "{events:?}");
+    assert_eq!(
+        end.reason.as_ref().map(|r| r.as_str()),
+        Some("rate_limited"),
+        "{end:?}"
+    );
+    let detail = end.detail.clone().unwrap_or_default();
+    assert!(
+        detail.contains("slow down: 10 requests per second"),
+        "{detail}"
+    );
+    // It kept asking, a second apart, until the deadline: not failed at the
+    // first refusal, and not retried as a new attempt.
+    let asked = asked.load(Ordering::SeqCst);
+    assert!((2..=4).contains(&asked), "{asked} calls");
+    assert!(events.iter().all(|e| e.kind != EventType::Retrying));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_rate_limit_headers_are_ignored_with_a_warning() -> anyhow::Result<()> {
+    let calls = AtomicUsize::new(0);
+    let llm = FakeLlm::responding(move |_| {
+        let bad = [
+            ("x-ratelimit-limit-requests", "lots"),
+            ("x-ratelimit-remaining-requests", "-3"),
+            ("x-ratelimit-reset-requests", "soon"),
+        ];
+        let mut answer = if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            Scripted::error(429, &[("Retry-After", "whenever")])
+        } else {
+            Scripted::text("done")
+        };
+        answer.headers.extend(Scripted::error(200, &bad).headers);
+        answer
+    })?;
+    let dir = tempfile::tempdir()?;
+    let spec = spec(dir.path(), "thinker", &llm, "")?;
+    let mut system = System::start().await?;
+    workers(&mut system, "thinker", &spec, 1).await?;
+    let sessions = submit(&system, "thinker", 3).await?;
     let ends = ends(&system, &sessions, Duration::from_secs(30)).await?;
     assert!(ends.iter().all(|e| e.kind == EventType::Completed));
-    let times = times.lock().unwrap().clone();
-    assert_eq!(times.len(), 7, "six answers and the one refusal");
-    let (refused_at, _) = times[0];
-    assert_eq!(times[0].1, 429);
-    // No worker called during the pause, the other process included.
-    for (at, status) in &times[1..] {
-        assert_eq!(*status, 200);
-        let after = at.duration_since(refused_at);
-        assert!(
-            after >= Duration::from_millis(1900),
-            "a call {after:?} after the 429"
-        );
-    }
-    // Counted: the refusal, and seven turns taken (six calls and the one
-    // made again).
-    assert_eq!(summed(&urls, "baton_llm_refusals_total")?, 1.0);
-    assert_eq!(summed(&urls, "baton_llm_limit_wait_seconds_count")?, 7.0);
-    // The refused call was made again in its hop: no session was retried.
-    for session in &sessions {
-        let history = system.client.history(*session).await?;
-        assert!(history.iter().all(|e| e.kind != EventType::Retrying));
-    }
+    system
+        .wait_log(
+            "thinker-0",
+            "ignoring a Retry-After header",
+            Duration::from_secs(5),
+        )
+        .await?;
+    system
+        .wait_log("thinker-0", "x-ratelimit", Duration::from_secs(5))
+        .await?;
+    let schedule = schedule(&system).await?;
+    assert_eq!(schedule["source"], "adaptive", "{schedule}");
     Ok(())
 }
 

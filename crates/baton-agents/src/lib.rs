@@ -39,6 +39,11 @@ pub use baton_worker::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::HumanRunner;
 
+/// The shared model rate limits, as `baton doctor` reads them.
+pub mod rate_limits {
+    pub use crate::limits::{Schedule, Source, read_all};
+}
+
 /// What the agent kinds add to a worker's footprint on NATS.
 pub mod footprints {
     pub use crate::journal::footprint as journal;

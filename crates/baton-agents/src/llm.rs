@@ -31,7 +31,7 @@ mod budget;
 use budget::out_of_budget;
 mod calling;
 mod chat;
-mod headers;
+pub(crate) mod headers;
 mod offer;
 mod replay;
 mod stream;
@@ -61,10 +61,13 @@ pub struct LlmRunner {
     tool_calls: opentelemetry::metrics::Counter<u64>,
     /// How long MCP tool calls take (`baton.tool.duration`).
     tool_seconds: opentelemetry::metrics::Histogram<f64>,
-    /// The endpoint's shared rate limit, with `[llm.limits]`.
+    /// The endpoint's shared rate limit (none only for a runner built
+    /// without NATS, in unit tests).
     limiter: Option<Arc<Limiter>>,
     /// How long calls waited for their turn (`baton.llm.limit.wait`).
     limit_wait: opentelemetry::metrics::Histogram<f64>,
+    /// The shared limit's rate at the last turn (`baton.llm.limit.rate`).
+    limit_rate: opentelemetry::metrics::Gauge<f64>,
     /// Calls the endpoint refused with 429 (`baton.llm.refusals`).
     refusals: opentelemetry::metrics::Counter<u64>,
     /// Where tool calls wait for a person (an unknown outcome, an approval).
@@ -121,11 +124,15 @@ impl LlmRunner {
             limit_wait: baton_worker::meter()
                 .f64_histogram("baton.llm.limit.wait")
                 .with_unit("s")
-                .with_description("How long model calls waited for their turn under [llm.limits]")
+                .with_description("How long model calls waited for their turn under the shared rate limit, by endpoint and model")
+                .build(),
+            limit_rate: baton_worker::meter()
+                .f64_gauge("baton.llm.limit.rate")
+                .with_description("Requests a second the shared rate limit paces the model at, by endpoint and model: configured, heard from the provider's headers, or learned from 429s (baton doctor says which)")
                 .build(),
             refusals: baton_worker::meter()
                 .u64_counter("baton.llm.refusals")
-                .with_description("Model calls the endpoint refused with 429, by model")
+                .with_description("Model calls the endpoint refused with 429, by endpoint and model")
                 .build(),
             tool_calls: baton_worker::meter()
                 .u64_counter("baton.tool.calls")
@@ -144,8 +151,8 @@ impl LlmRunner {
 
     /// Records model answers and tool results in `journal` before acting on them.
     /// Takes turns from the endpoint's shared rate limit.
-    pub(crate) fn with_limiter(mut self, limiter: Option<Limiter>) -> Self {
-        self.limiter = limiter.map(Arc::new);
+    pub(crate) fn with_limiter(mut self, limiter: Limiter) -> Self {
+        self.limiter = Some(Arc::new(limiter));
         self
     }
 
@@ -334,7 +341,13 @@ impl LlmRunner {
             step,
         };
         let answer = self
-            .complete(messages, model, Some(live), self.asks_user(task))
+            .complete(
+                messages,
+                model,
+                Some(live),
+                self.asks_user(task),
+                task.envelope.deadline,
+            )
             .await?;
         self.journal
             .record_answer(envelope, step, &answer, None)

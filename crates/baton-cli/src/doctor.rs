@@ -45,6 +45,13 @@ pub async fn run(
         Ok((streams, missing, consumers)) => (streams, missing, consumers, None),
         Err(err) => (Vec::new(), Vec::new(), Vec::new(), Some(err.to_string())),
     };
+    let limits = match gather::limits(&jetstream, &subjects).await {
+        Ok(limits) => limits,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the shared model rate limits");
+            Vec::new()
+        }
+    };
     let live = gather::live_agents(connection.client(), &subjects, timeout).await;
     let operator = Role::of(RoleKind::Operator);
     let inbox = nats
@@ -68,6 +75,7 @@ pub async fn run(
         refused,
         claim_threshold: args.claim_threshold,
         stale_after: Duration::from_secs(args.stale_after_secs),
+        limits,
         now,
     };
     let findings = baton_ops::doctor::check(&facts);

@@ -112,8 +112,10 @@ pub struct BenchArgs {
 
     /// Instead of one run, send --tasks tasks (default here 300) to 4 worker processes of
     /// an LLM agent type at --concurrency, against a stand-in model that allows --limit-rps
-    /// requests per second and answers 429 above it: once without a shared limit, once
-    /// with [llm.limits] at 95 % of it; report sessions completed, 429s and throughput.
+    /// requests in any second and answers 429 above it, four ways: [llm.limits] at its
+    /// limit; no limit with the provider's x-ratelimit headers; no limit and no headers;
+    /// [llm.limits] at twice its limit. Reports sessions completed, 429s and throughput
+    /// as a fraction of the limit.
     #[arg(long)]
     pub limits: bool,
 

@@ -56,5 +56,8 @@ wire_enum! {
         SessionEnded = "session_ended",
         /// A model call would have passed the session's budget.
         BudgetExceeded = "budget_exceeded",
+        /// The model provider kept refusing calls (429) until the session's
+        /// deadline.
+        RateLimited = "rate_limited",
     }
 }

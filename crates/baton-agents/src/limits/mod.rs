@@ -1,58 +1,61 @@
 //! Shared model rate limits: every worker of every agent type that calls the
 //! same endpoint and model takes its turn from one schedule in the
 //! `BATON_LIMITS` bucket, so a deployment keeps to what the provider allows
-//! however many workers it runs.
+//! however many workers it runs, whether or not a limit is configured.
 //!
-//! The schedule is a cell-rate algorithm: the entry holds the earliest time
-//! the next request may go out (and, for a token limit, the next token).
-//! A call reserves its slot with one compare-and-set, moving the time on by
-//! one interval, then sleeps until the slot; there is no polling. A `429`
-//! with `Retry-After` moves the time past the pause, so every worker backs
-//! off together. Agent types that share the model's request limit take
-//! turns: an agent type that called recently counts as active, and while
-//! `n` types are active each gets at most `1/n` of the rate (all of it when
-//! alone). A token limit alone is shared first come, first served.
+//! The schedule ([`schedule`]) spaces requests one interval apart at the
+//! rate it has learned: the configured limit, what the provider's
+//! `x-ratelimit-*` headers say, or, with neither, what `429`s teach it.
+//! A call reserves its slot with one compare-and-set, moving the time on
+//! by one interval, then sleeps until the slot; there is no polling. A
+//! `429` cuts the rate and moves the next slot on by one interval, so the
+//! callers that would meet the same full window wait; the refused call
+//! itself waits out its `Retry-After` and takes a new turn. Agent types
+//! that share the model's request limit take turns: an agent type that
+//! called recently counts as active, and while `n` types are active each
+//! gets at most `1/n` of the rate (all of it when alone). A token limit is
+//! shared first come, first served.
 //!
 //! The worker keeps the message alive while a call waits for its turn; the
 //! wait counts in the agent's `timeout_ms`.
 
-use std::collections::BTreeMap;
+pub(crate) mod schedule;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, kv};
 use baton_proto::Subjects;
-use serde::{Deserialize, Serialize};
 
 use crate::StartError;
-use crate::spec::{LimitsSpec, LlmSpec};
+use crate::llm::headers::Advice;
+use crate::spec::LlmSpec;
+use schedule::{Configured, HEARD_CHANGE, Heard};
+pub use schedule::{Schedule, Source};
 
 /// How long after its last call an agent type still counts as active.
 const ACTIVE_FOR_US: u64 = 5_000_000;
 /// How many times one reservation is tried against concurrent writers.
 const ATTEMPTS: u32 = 64;
 
-/// One endpoint and model's schedule, as stored (MessagePack).
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-struct Schedule {
-    /// When the next request may go out, unix µs.
-    next: u64,
-    /// When the next token may be spent, unix µs (with a token limit).
-    #[serde(default)]
-    tokens: u64,
-    /// Per agent type: when its next request may go out, unix µs.
-    #[serde(default)]
-    agents: BTreeMap<String, u64>,
-    /// Until when the provider asked every caller to wait (a `429`'s
-    /// `Retry-After`), unix µs.
-    #[serde(default)]
-    paused: u64,
+/// The turn a call got.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Turn {
+    /// How long it waited for it.
+    pub(crate) wait: Duration,
+    /// When it went out, unix µs.
+    pub(crate) slot: u64,
+    /// The schedule's rate then, requests a second.
+    pub(crate) rate: f64,
 }
 
-/// The turn a call got: when it may go out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Turn {
-    /// How long it has to wait.
-    pub(crate) wait: Duration,
+/// What a reservation found.
+enum Reserved {
+    /// This slot, unix µs, at this rate.
+    Granted(u64, f64),
+    /// The next slot is past the horizon: ask again at this time, unix µs.
+    Early(u64),
+    /// The next slot is past the caller's deadline.
+    Late,
 }
 
 /// One agent type's view of a shared limit.
@@ -60,13 +63,15 @@ pub(crate) struct Limiter {
     store: kv::Store,
     key: String,
     agent: String,
-    /// Microseconds between requests, with a request limit.
-    request_us: Option<u64>,
-    /// Microseconds per token, with a token limit.
-    token_us: Option<f64>,
+    endpoint: String,
+    model: String,
+    configured: Configured,
     /// One reservation at a time from this process: the others wait here
     /// rather than racing on the entry.
     local: tokio::sync::Mutex<()>,
+    /// What this process last wrote of the provider's headers: only a
+    /// change is written.
+    heard: std::sync::Mutex<Heard>,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -94,9 +99,35 @@ pub(crate) fn key(base_url: &str, model: &str) -> String {
     format!("{}.{short}", cleaned.trim_matches('_'))
 }
 
+/// `base_url` as it may be shown: without a user, password or query.
+pub(crate) fn shown(base_url: &str) -> String {
+    match reqwest::Url::parse(base_url) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.to_string().trim_end_matches('/').to_owned()
+        }
+        Err(_) => "(unreadable URL)".to_owned(),
+    }
+}
+
+/// The limits bucket's configuration.
+fn bucket(subjects: &Subjects, replicas: usize) -> kv::Config {
+    kv::Config {
+        bucket: subjects.limits_bucket(),
+        description: "Baton: shared model rate limits".to_owned(),
+        history: 1,
+        storage: jetstream::stream::StorageType::File,
+        num_replicas: replicas,
+        ..Default::default()
+    }
+}
+
 impl Limiter {
     /// The limiter of agent type `agent` for `spec`'s endpoint and model,
-    /// opening (or creating) the bucket; `None` without `[llm.limits]`.
+    /// opening (or creating) the bucket. Every LLM agent has one: with
+    /// `[llm.limits]` it starts at the configured rate, without it learns.
     ///
     /// # Errors
     ///
@@ -107,109 +138,82 @@ impl Limiter {
         replicas: usize,
         spec: &LlmSpec,
         agent: &str,
-    ) -> Result<Option<Self>, StartError> {
-        let Some(limits) = spec.limits else {
-            return Ok(None);
-        };
-        let config = kv::Config {
-            bucket: subjects.limits_bucket(),
-            description: "Baton: shared model rate limits".to_owned(),
-            history: 1,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        };
+    ) -> Result<Self, StartError> {
+        let config = bucket(subjects, replicas);
         let store = baton_worker::key_value(&jetstream::new(client.clone()), config)
             .await
             .map_err(|err| StartError::new(format!("cannot open the rate limits: {err}")))?;
-        Ok(Some(Self::on(
+        let limits = spec.limits;
+        let per_second = |n: u32| f64::from(n.max(1)) / 60.0;
+        Ok(Self {
             store,
-            key(&spec.base_url, &spec.model),
-            agent,
-            limits,
-        )))
-    }
-
-    fn on(store: kv::Store, key: String, agent: &str, limits: LimitsSpec) -> Self {
-        let per_minute = |n: u32| 60_000_000 / u64::from(n.max(1));
-        Self {
-            store,
-            key,
+            key: key(&spec.base_url, &spec.model),
             agent: agent.to_owned(),
-            request_us: limits.requests_per_minute.map(per_minute),
-            token_us: limits
-                .tokens_per_minute
-                .map(|n| 60_000_000.0 / f64::from(n.max(1))),
+            endpoint: shown(&spec.base_url),
+            model: spec.model.clone(),
+            configured: Configured {
+                rps: limits.and_then(|l| l.requests_per_minute).map(per_second),
+                tps: limits.and_then(|l| l.tokens_per_minute).map(per_second),
+            },
             local: tokio::sync::Mutex::new(()),
-        }
+            heard: std::sync::Mutex::new(Heard::default()),
+        })
     }
 
-    /// Reserves this call's turn, `tokens` estimated, and waits for it.
+    /// The endpoint, as it may be shown.
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Reserves this call's turn, `tokens` estimated, and waits for it;
+    /// `None` when the turn would come after `until` (unix µs; the
+    /// session's deadline), in which case nothing is reserved.
     ///
-    /// A turn is reserved at most [`Limiter::horizon`] ahead, so a busy
-    /// agent type cannot book the schedule far ahead of the others; past
-    /// it, the caller waits and asks again. A turn that a `429` pause
-    /// overtook while it waited is taken again after the pause.
+    /// A turn is reserved at most a horizon ahead (two requests' worth,
+    /// at least a quarter of a second), so a busy agent type cannot book
+    /// the schedule far ahead of the others; past it, the caller waits and
+    /// asks again.
     ///
     /// # Errors
     ///
     /// When the schedule cannot be read or written (a retryable failure).
-    pub(crate) async fn take(&self, tokens: u64) -> Result<Turn, String> {
+    pub(crate) async fn take(&self, tokens: u64, until: u64) -> Result<Option<Turn>, String> {
         let asked = now_us();
-        loop {
-            let at = {
-                let _one = self.local.lock().await;
-                loop {
-                    let (granted, slot) = self.reserve(tokens).await?;
-                    if granted {
-                        break slot;
+        let (slot, rate) = {
+            let _one = self.local.lock().await;
+            loop {
+                match self.reserve(tokens, until).await? {
+                    Reserved::Granted(slot, rate) => break (slot, rate),
+                    Reserved::Late => return Ok(None),
+                    Reserved::Early(at) => {
+                        let early = at.saturating_sub(now_us()).max(1_000);
+                        tokio::time::sleep(Duration::from_micros(early)).await;
                     }
-                    let early = slot.saturating_sub(self.horizon()).saturating_sub(now_us());
-                    tokio::time::sleep(Duration::from_micros(early.max(1_000))).await;
                 }
-            };
-            let wait = Duration::from_micros(at.saturating_sub(now_us()));
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
             }
-            if self.paused_until().await? <= now_us() {
-                return Ok(Turn {
-                    wait: Duration::from_micros(now_us().saturating_sub(asked)),
-                });
-            }
+        };
+        let wait = Duration::from_micros(slot.saturating_sub(now_us()));
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
         }
-    }
-
-    /// How far ahead a turn may be reserved: two requests' worth, and at
-    /// least a quarter of a second.
-    fn horizon(&self) -> u64 {
-        self.request_us
-            .map_or(0, |interval| 2 * interval)
-            .max(250_000)
-    }
-
-    /// Until when the provider asked every caller to wait, unix µs.
-    async fn paused_until(&self) -> Result<u64, String> {
-        let entry = self
-            .store
-            .get(&self.key)
-            .await
-            .map_err(|err| format!("cannot read the rate limit {}: {err}", self.key))?;
-        Ok(entry
-            .and_then(|bytes| rmp_serde::from_slice::<Schedule>(&bytes).ok())
-            .map_or(0, |schedule| schedule.paused))
+        Ok(Some(Turn {
+            wait: Duration::from_micros(now_us().saturating_sub(asked)),
+            slot,
+            rate,
+        }))
     }
 
     /// Charges `tokens` more than a call reserved (its reported usage was
     /// larger than the estimate), best effort.
     pub(crate) async fn charge(&self, tokens: u64) {
-        let Some(per_token) = self.token_us else {
-            return;
-        };
-        let extra = (per_token * tokens as f64) as u64;
+        let configured = self.configured;
         let result = self
             .update(|schedule, now| {
-                schedule.tokens = schedule.tokens.max(now).saturating_add(extra);
+                schedule.settle(configured, now);
+                if let Some(per_token) = schedule.per_token() {
+                    let extra = (per_token * tokens as f64) as u64;
+                    schedule.tokens = schedule.tokens.max(now).saturating_add(extra);
+                }
             })
             .await;
         if let Err(err) = result {
@@ -217,31 +221,70 @@ impl Limiter {
         }
     }
 
-    /// Pauses the shared limit for `pause` (the provider said `429` with
-    /// `Retry-After`): no worker's next call goes out before it ends.
-    pub(crate) async fn pause(&self, pause: Duration) {
-        let until = now_us().saturating_add(u64::try_from(pause.as_micros()).unwrap_or(u64::MAX));
+    /// The provider refused the call that went out at `slot` with `429`:
+    /// the shared rate is cut (once per burst) and the callers that would
+    /// meet the same full window wait one interval more.
+    pub(crate) async fn refuse(&self, slot: u64) {
+        let configured = self.configured;
         let result = self
-            .update(|schedule, _| {
-                schedule.next = schedule.next.max(until);
-                schedule.tokens = schedule.tokens.max(until);
-                schedule.paused = schedule.paused.max(until);
+            .update(|schedule, now| {
+                schedule.settle(configured, now);
+                schedule.refuse(slot, now);
             })
             .await;
         if let Err(err) = result {
-            tracing::warn!(error = %err, "cannot pause the shared rate limit");
+            tracing::warn!(error = %err, "cannot slow the shared rate limit down");
+        }
+    }
+
+    /// What the provider's headers said (`advice`): written to the shared
+    /// schedule when it changes what is known, or when nothing is left.
+    pub(crate) async fn hear(&self, advice: &Advice) {
+        let heard = heard(advice);
+        if heard == Heard::default() {
+            return;
+        }
+        let new = {
+            let mut last = self
+                .heard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let new = heard.empty_for_us.is_some()
+                || changed(last.rps, heard.rps)
+                || changed(last.tps, heard.tps);
+            if new {
+                *last = heard;
+            }
+            new
+        };
+        if !new {
+            return;
+        }
+        let configured = self.configured;
+        let result = self
+            .update(|schedule, now| {
+                schedule.hear(heard, now);
+                schedule.settle(configured, now);
+            })
+            .await;
+        if let Err(err) = result {
+            tracing::warn!(error = %err, "cannot share what the provider's rate-limit headers said");
         }
     }
 
     /// Moves the schedule on by one call of `tokens` if its turn falls
-    /// within the horizon; returns whether it did, and the turn, unix µs.
-    /// A turn past the horizon still marks this agent type active, so the
-    /// others make room for it.
-    async fn reserve(&self, tokens: u64) -> Result<(bool, u64), String> {
-        let (request_us, token_us, horizon) = (self.request_us, self.token_us, self.horizon());
-        let agent = self.agent.clone();
-        let (mut granted, mut slot) = (false, 0);
+    /// within the horizon and before `until`. A turn past the horizon still
+    /// marks this agent type active, so the others make room for it.
+    async fn reserve(&self, tokens: u64, until: u64) -> Result<Reserved, String> {
+        let (agent, configured) = (self.agent.clone(), self.configured);
+        let (endpoint, model) = (&self.endpoint, &self.model);
+        let mut reserved = Reserved::Late;
         self.update(|schedule, now| {
+            schedule.settle(configured, now);
+            if schedule.endpoint.is_empty() {
+                schedule.endpoint.clone_from(endpoint);
+                schedule.model.clone_from(model);
+            }
             schedule
                 .agents
                 .retain(|_, next| next.saturating_add(ACTIVE_FOR_US) > now);
@@ -250,38 +293,38 @@ impl Limiter {
                 .keys()
                 .filter(|name| **name != agent)
                 .count();
-            let active = others as u64 + 1;
             let mine = schedule.agents.get(&agent).copied().unwrap_or(0);
-            slot = now.max(schedule.next).max(mine).max(schedule.paused);
-            if token_us.is_some() {
+            let mut slot = now.max(schedule.next).max(mine);
+            if schedule.per_token().is_some() {
                 slot = slot.max(schedule.tokens);
             }
-            granted = slot <= now.saturating_add(horizon);
-            if !granted {
-                schedule.agents.entry(agent.clone()).or_insert(now);
+            if slot > until {
+                reserved = Reserved::Late;
                 return;
             }
-            match request_us {
-                Some(interval) => {
-                    schedule.next = slot + interval;
-                    schedule
-                        .agents
-                        .insert(agent.clone(), slot + interval * active);
-                }
-                None => {
-                    schedule.agents.insert(agent.clone(), slot);
-                }
+            let horizon = (2 * schedule.interval()).max(250_000);
+            if slot > now.saturating_add(horizon) {
+                schedule.agents.entry(agent.clone()).or_insert(now);
+                reserved = Reserved::Early(slot - horizon);
+                return;
             }
-            if let Some(per_token) = token_us {
+            schedule.grow(now, slot > now);
+            let interval = schedule.interval();
+            schedule.next = slot + interval;
+            schedule
+                .agents
+                .insert(agent.clone(), slot + interval * (others as u64 + 1));
+            if let Some(per_token) = schedule.per_token() {
                 schedule.tokens = slot + (per_token * tokens as f64) as u64;
             }
+            reserved = Reserved::Granted(slot, schedule.rate);
         })
         .await?;
-        Ok((granted, slot))
+        Ok(reserved)
     }
 
     /// Reads the schedule, changes it with `change`, and writes it back if
-    /// nobody wrote it meanwhile; tries again otherwise.
+    /// nobody wrote it meanwhile (and it changed); tries again otherwise.
     async fn update(&self, mut change: impl FnMut(&mut Schedule, u64)) -> Result<(), String> {
         for attempt in 0..ATTEMPTS {
             let entry = self
@@ -289,7 +332,7 @@ impl Limiter {
                 .entry(&self.key)
                 .await
                 .map_err(|err| format!("cannot read the rate limit {}: {err}", self.key))?;
-            let (mut schedule, revision) = match &entry {
+            let (read, revision) = match &entry {
                 Some(entry) if entry.operation == kv::Operation::Put => (
                     rmp_serde::from_slice(&entry.value).unwrap_or_default(),
                     Some(entry.revision),
@@ -297,7 +340,11 @@ impl Limiter {
                 Some(entry) => (Schedule::default(), Some(entry.revision)),
                 None => (Schedule::default(), None),
             };
+            let mut schedule = read.clone();
             change(&mut schedule, now_us());
+            if revision.is_some() && schedule == read {
+                return Ok(());
+            }
             let bytes = rmp_serde::to_vec_named(&schedule)
                 .map_err(|err| format!("cannot encode the rate limit: {err}"))?;
             let written = match revision {
@@ -329,6 +376,71 @@ impl Limiter {
             self.key
         ))
     }
+}
+
+/// Whether a heard rate differs enough from the last one written.
+fn changed(last: Option<f64>, now: Option<f64>) -> bool {
+    match (last, now) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(last), Some(now)) => (now - last).abs() > last * HEARD_CHANGE,
+    }
+}
+
+/// What `advice` says of the steady rates: what was used over the time it
+/// takes to refill (`limit - remaining` over `reset`), when anything was
+/// used; and, when no request is left, how long until one is.
+fn heard(advice: &Advice) -> Heard {
+    let rate = |window: Option<crate::llm::headers::Window>| {
+        let window = window?;
+        let used = window.limit.saturating_sub(window.remaining);
+        let reset = window.reset.as_secs_f64();
+        (used > 0 && reset >= 0.001).then(|| used as f64 / reset)
+    };
+    let empty_for_us = advice.requests.filter(|w| w.remaining == 0).map(|w| {
+        u64::try_from((w.reset / u32::try_from(w.limit.max(1)).unwrap_or(u32::MAX)).as_micros())
+            .unwrap_or(u64::MAX)
+    });
+    Heard {
+        rps: rate(advice.requests),
+        tps: rate(advice.tokens),
+        empty_for_us,
+    }
+}
+
+/// Every shared limit in the bucket, by key, for `baton doctor`: `None`
+/// when the bucket does not exist yet (no LLM agent has run).
+///
+/// # Errors
+///
+/// When the bucket cannot be read.
+pub async fn read_all(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+) -> Result<Option<Vec<(String, Schedule)>>, String> {
+    let store = match jetstream.get_key_value(subjects.limits_bucket()).await {
+        Ok(store) => store,
+        Err(err) if err.kind() == jetstream::context::KeyValueErrorKind::GetBucket => {
+            return Ok(None);
+        }
+        Err(err) => return Err(format!("cannot open the rate limits: {err}")),
+    };
+    let mut keys = store
+        .keys()
+        .await
+        .map_err(|err| format!("cannot list the rate limits: {err}"))?;
+    let mut all = Vec::new();
+    while let Some(key) = futures::StreamExt::next(&mut keys).await {
+        let key = key.map_err(|err| format!("cannot list the rate limits: {err}"))?;
+        let entry = store
+            .get(&key)
+            .await
+            .map_err(|err| format!("cannot read the rate limit {key}: {err}"))?;
+        if let Some(schedule) = entry.and_then(|bytes| rmp_serde::from_slice(&bytes).ok()) {
+            all.push((key, schedule));
+        }
+    }
+    Ok(Some(all))
 }
 
 /// What a call of `messages` is estimated to cost in tokens before it is

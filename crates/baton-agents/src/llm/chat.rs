@@ -9,6 +9,7 @@ use baton_worker::AgentError;
 use serde_json::{Value as Json, json};
 use tracing::Instrument as _;
 
+use super::headers::Advice;
 use super::stream::{self, Broken, Live};
 use super::{LlmRunner, ToolSource};
 
@@ -22,6 +23,7 @@ impl LlmRunner {
         model: &str,
         live: Option<Live<'_>>,
         ask_user: bool,
+        deadline: Option<u64>,
     ) -> Result<Json, AgentError> {
         let span = tracing::info_span!(
             "chat",
@@ -39,7 +41,7 @@ impl LlmRunner {
         );
         let live = live.filter(|live| self.settings.stream && live.progress.streams());
         let answer = self
-            .limited(messages, model, live, ask_user)
+            .limited(messages, model, live, ask_user, deadline)
             .instrument(span.clone())
             .await;
         match &answer {
@@ -133,33 +135,32 @@ impl LlmRunner {
         body
     }
 
-    /// The call, in its turn under the shared limit if there is one. A
-    /// `429` pauses the shared limit for its `Retry-After` and the call
-    /// takes a new turn, up to [`REFUSED_AGAIN`] times within the hop;
-    /// without a shared limit it fails the attempt (retried later). A
-    /// stream cut before the answer ended is asked again, up to
-    /// [`CUT_AGAIN`] times.
+    /// The call, in its turn under the shared limit. A `429` cuts the
+    /// shared rate; the call waits out its `Retry-After` and takes a new
+    /// turn, as often as it takes: it fails on rate limits only when its
+    /// next turn would come after the session's `deadline` (unix ms), with
+    /// reason `rate_limited` and the provider's last word. Waiting counts in
+    /// the hop's `timeout_ms`. A stream cut before the answer ended is asked
+    /// again, up to [`CUT_AGAIN`] times.
     async fn limited(
         &self,
         messages: &[Json],
         model_name: &str,
         live: Option<Live<'_>>,
         ask_user: bool,
+        deadline: Option<u64>,
     ) -> Result<Json, AgentError> {
-        let model = opentelemetry::KeyValue::new("model", self.settings.model.clone());
         let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
-        let mut refused = 0;
+        let until = deadline.map_or(u64::MAX, |ms| ms.saturating_mul(1000));
+        let mut last_refusal: Option<String> = None;
         let mut cut = 0;
         loop {
+            let turn = self.turn(estimate, until, last_refusal.as_deref()).await?;
+            let (answer, advice) = self.request(messages, model_name, live, ask_user).await;
             if let Some(limiter) = &self.limiter {
-                let turn = limiter
-                    .take(estimate)
-                    .await
-                    .map_err(AgentError::retryable)?;
-                self.limit_wait
-                    .record(turn.wait.as_secs_f64(), std::slice::from_ref(&model));
+                limiter.hear(&advice).await;
             }
-            match self.request(messages, model_name, live, ask_user).await {
+            match answer {
                 Ok(answer) => {
                     if let Some(limiter) = &self.limiter {
                         let used = answer["usage"]["total_tokens"].as_u64().unwrap_or(0);
@@ -169,20 +170,28 @@ impl LlmRunner {
                     }
                     return Ok(answer);
                 }
-                Err(Failure::Refused(after, error)) => {
-                    self.refusals.add(1, std::slice::from_ref(&model));
-                    let Some(limiter) = self.limiter.as_ref().filter(|_| refused < REFUSED_AGAIN)
-                    else {
+                Err(Failure::Refused(error)) => {
+                    self.refusals.add(1, &self.limit_labels());
+                    let (Some(limiter), Some(turn)) = (&self.limiter, turn) else {
                         return Err(error);
                     };
-                    refused += 1;
-                    let pause = after.unwrap_or(Duration::from_secs(1));
+                    limiter.refuse(turn.slot).await;
+                    let after = advice.retry_after.unwrap_or_default();
+                    let said = error.to_string();
                     tracing::info!(
-                        ?pause,
-                        refused,
-                        "the model refused a call (429): pausing the shared limit"
+                        ?after,
+                        "the model refused a call (429): slowing the shared rate down"
                     );
-                    limiter.pause(pause).await;
+                    let resume = baton_proto::now_ms()
+                        .saturating_add(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+                    if deadline.is_some_and(|deadline| resume > deadline) {
+                        return Err(rate_limited(
+                            &said,
+                            "its Retry-After ends after the session's deadline",
+                        ));
+                    }
+                    tokio::time::sleep(after).await;
+                    last_refusal = Some(said);
                 }
                 Err(Failure::Cut(error)) if cut < CUT_AGAIN => {
                     cut += 1;
@@ -193,13 +202,53 @@ impl LlmRunner {
         }
     }
 
+    /// This call's turn under the shared limit (`None` without one); a
+    /// `rate_limited` failure when it would come after `until` (unix µs).
+    async fn turn(
+        &self,
+        estimate: u64,
+        until: u64,
+        last_refusal: Option<&str>,
+    ) -> Result<Option<crate::limits::Turn>, AgentError> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(None);
+        };
+        let Some(turn) = limiter
+            .take(estimate, until)
+            .await
+            .map_err(AgentError::retryable)?
+        else {
+            let said = last_refusal.unwrap_or("no refusal yet");
+            return Err(rate_limited(
+                said,
+                "no turn under the shared rate limit comes before the session's deadline",
+            ));
+        };
+        let labels = self.limit_labels();
+        self.limit_wait.record(turn.wait.as_secs_f64(), &labels);
+        self.limit_rate.record(turn.rate, &labels);
+        Ok(Some(turn))
+    }
+
+    /// The labels of the limit's metrics: the endpoint and the model.
+    fn limit_labels(&self) -> [opentelemetry::KeyValue; 2] {
+        let endpoint = self.limiter.as_ref().map_or_else(
+            || crate::limits::shown(&self.settings.base_url),
+            |l| l.endpoint().to_owned(),
+        );
+        [
+            opentelemetry::KeyValue::new("endpoint", endpoint),
+            opentelemetry::KeyValue::new("model", self.settings.model.clone()),
+        ]
+    }
+
     async fn request(
         &self,
         messages: &[Json],
         model: &str,
         live: Option<Live<'_>>,
         ask_user: bool,
-    ) -> Result<Json, Failure> {
+    ) -> (Result<Json, Failure>, Advice) {
         let body = self.body(messages, live.is_some(), model, ask_user);
         let url = format!(
             "{}/chat/completions",
@@ -209,14 +258,32 @@ impl LlmRunner {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.map_err(|err| {
-            Failure::Other(AgentError::retryable(format!(
-                "cannot reach the model at {url}: {err}"
-            )))
-        })?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(err) => {
+                let error = format!("cannot reach the model at {url}: {err}");
+                return (
+                    Err(Failure::Other(AgentError::retryable(error))),
+                    Advice::default(),
+                );
+            }
+        };
+        let advice = Advice::of(response.headers(), std::time::SystemTime::now());
+        (
+            self.read(response, &url, live, advice.retry_after).await,
+            advice,
+        )
+    }
+
+    /// What `response` (from `url`) answered.
+    async fn read(
+        &self,
+        response: reqwest::Response,
+        url: &str,
+        live: Option<Live<'_>>,
+        retry_after: Option<Duration>,
+    ) -> Result<Json, Failure> {
         let status = response.status();
-        let advice = super::headers::Advice::of(response.headers(), std::time::SystemTime::now());
-        let retry_after = advice.retry_after;
         let streamed = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
@@ -251,7 +318,7 @@ impl LlmRunner {
                 None => AgentError::retryable(detail),
             };
             return Err(if status.as_u16() == 429 {
-                Failure::Refused(retry_after, error)
+                Failure::Refused(error)
             } else {
                 Failure::Other(error)
             });
@@ -265,21 +332,28 @@ impl LlmRunner {
     }
 }
 
-/// How many `429`s one call waits out within its hop under a shared limit.
-const REFUSED_AGAIN: u32 = 4;
-
 /// How many times one call is made again within its hop after its stream
 /// was cut.
 const CUT_AGAIN: u32 = 2;
 
 /// Why a request failed.
 enum Failure {
-    /// The endpoint refused it with `429`, perhaps saying for how long.
-    Refused(Option<Duration>, AgentError),
+    /// The endpoint refused it with `429`.
+    Refused(AgentError),
     /// The answer's stream ended before the answer did.
     Cut(AgentError),
     /// Anything else.
     Other(AgentError),
+}
+
+/// The failure of a call the provider kept refusing (`said`, its last
+/// refusal) until the session's deadline: the session fails with reason
+/// `rate_limited`.
+fn rate_limited(said: &str, why: &str) -> AgentError {
+    AgentError::Fail(
+        baton_proto::Reason::RateLimited,
+        format!("the model is rate-limited and {why}; the provider last said: {said}"),
+    )
 }
 
 /// A tool as the chat completions API lists it.

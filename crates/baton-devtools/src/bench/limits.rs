@@ -1,14 +1,16 @@
 //! `baton bench --limits`: four worker processes of an LLM agent type at
 //! concurrency 32 against a stand-in model that allows `--limit-rps`
-//! requests per second and refuses the rest with 429 and `Retry-After: 1`,
-//! as a provider's per-account limit does. The same load runs without a
-//! shared limit (each worker backing off on its own) and with
-//! `[llm.limits]` set a little under the provider's.
+//! requests in any second and refuses the rest with 429 and
+//! `Retry-After: 1`, as a provider's per-account limit does. The same load
+//! runs four ways: `[llm.limits]` at the provider's limit; no limit, the
+//! provider sending `x-ratelimit-*` headers; no limit and no headers; and
+//! `[llm.limits]` at twice the provider's limit.
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use baton_testkit::RateWindow;
 
 use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
 use baton_worker::Client;
@@ -18,8 +20,6 @@ use super::scale::{ScaleOut, answer, start_workers};
 
 /// Worker processes per round.
 const WORKERS: usize = 4;
-/// How much of the provider's limit `[llm.limits]` is set to.
-const SHARE: f64 = 0.95;
 
 /// What the stand-in counted.
 #[derive(Default)]
@@ -28,7 +28,17 @@ struct Counts {
     refused: AtomicU64,
 }
 
-/// Runs both rounds with `tasks` sessions each, and prints them.
+/// The four configurations: a label, `[llm.limits]` at this many times the
+/// provider's limit (none: no section), and whether the provider sends
+/// rate-limit headers.
+const CASES: [(&str, Option<f64>, bool); 4] = [
+    ("limit = provider's", Some(1.0), false),
+    ("no limit, headers", None, true),
+    ("no limit, no headers", None, false),
+    ("limit = 2 × provider's", Some(2.0), false),
+];
+
+/// Runs the four rounds with `tasks` sessions each, and prints them.
 pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, limit_rps: u32) -> anyhow::Result<()> {
     anyhow::ensure!(limit_rps >= 1, "--limit-rps must be at least 1");
     println!(
@@ -37,26 +47,22 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, limit_rps: u32) -> any
     );
     println!();
     println!(
-        "{:<22} {:>9} {:>7} {:>9} {:>8} {:>7} {:>11} {:>9}",
+        "{:<24} {:>9} {:>7} {:>9} {:>8} {:>7} {:>11} {:>9}",
         "", "completed", "failed", "requests", "429s", "429 %", "answered/s", "× limit"
     );
-    let per_minute = (f64::from(limit_rps) * 60.0 * SHARE) as u32;
-    let rounds = [
-        ("no shared limit", String::new()),
-        (
-            "shared limit",
-            format!("\n[llm.limits]\nrequests_per_minute = {per_minute}\n"),
-        ),
-    ];
-    for (index, (label, limits)) in rounds.iter().enumerate() {
+    for (index, (label, share, headers)) in CASES.iter().enumerate() {
+        let limits = share.map_or_else(String::new, |share| {
+            let per_minute = (f64::from(limit_rps) * 60.0 * share) as u32;
+            format!("\n[llm.limits]\nrequests_per_minute = {per_minute}\n")
+        });
         let counts = Arc::new(Counts::default());
-        let model = stand_in(limit_rps, counts.clone()).await?;
+        let model = stand_in(limit_rps, *headers, counts.clone()).await?;
         let dir = tempfile::tempdir()?;
         let spec = dir.path().join("thinker.toml");
         std::fs::write(
             &spec,
             format!(
-                "name = \"thinker\"\nkind = \"llm\"\nconcurrency = {}\n\n[llm]\nbase_url = \"{model}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Answer.\"\n{limits}",
+                "name = \"thinker\"\nkind = \"llm\"\nconcurrency = {}\ntimeout_ms = 300000\n\n[llm]\nbase_url = \"{model}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Answer.\"\n{limits}",
                 bench.concurrency
             ),
         )?;
@@ -68,13 +74,14 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, limit_rps: u32) -> any
         let share = 100.0 * refused as f64 / requests.max(1) as f64;
         let rate = answered as f64 / elapsed.as_secs_f64();
         println!(
-            "{label:<22} {completed:>9} {failed:>7} {requests:>9} {refused:>8} {share:>7.1} {rate:>11.2} {:>9.2}",
+            "{label:<24} {completed:>9} {failed:>7} {requests:>9} {refused:>8} {share:>7.1} {rate:>11.2} {:>9.2}",
             rate / f64::from(limit_rps)
         );
     }
     println!(
         "answered/s: model calls answered per second, from the first task sent to the last session's end; \
-         target with the shared limit: >= 0.90 × the limit and <= 2 % 429s"
+         targets: at the limit or with headers >= 0.90 × the limit and <= 2 % 429s; \
+         with no limit and no headers, or twice the limit, >= 0.85 × and <= 5 %; no session fails"
     );
     Ok(())
 }
@@ -117,41 +124,40 @@ async fn round(
 
 /// An OpenAI-compatible stand-in on a free loopback port that answers at
 /// most `per_second` requests in any second, and refuses the rest with 429
-/// and `Retry-After: 1`; returns its base URL.
-async fn stand_in(per_second: u32, counts: Arc<Counts>) -> anyhow::Result<String> {
+/// and `Retry-After: 1`; with `headers`, every answer carries the
+/// `x-ratelimit-*` headers. Returns its base URL.
+async fn stand_in(per_second: u32, headers: bool, counts: Arc<Counts>) -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/v1", listener.local_addr()?);
-    let window = Arc::new(Mutex::new(VecDeque::<Instant>::new()));
+    let window = Arc::new(RateWindow::new(
+        per_second as usize,
+        Duration::from_secs(1),
+        "1",
+        headers,
+    ));
     let answer = move || {
         let (window, counts) = (window.clone(), counts.clone());
         async move {
-            let admitted = {
-                let now = Instant::now();
-                let mut window = window
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                while window
-                    .front()
-                    .is_some_and(|at| now.duration_since(*at) >= Duration::from_secs(1))
-                {
-                    window.pop_front();
-                }
-                let admitted = window.len() < per_second as usize;
-                if admitted {
-                    window.push_back(now);
-                }
-                admitted
-            };
-            if !admitted {
+            let verdict = window.admit();
+            let mut response = if verdict.admitted {
+                counts.answered.fetch_add(1, Ordering::Relaxed);
+                axum::response::IntoResponse::into_response(axum::Json(answer()))
+            } else {
                 counts.refused.fetch_add(1, Ordering::Relaxed);
-                return axum::response::IntoResponse::into_response((
+                axum::response::IntoResponse::into_response((
                     axum::http::StatusCode::TOO_MANY_REQUESTS,
-                    [(axum::http::header::RETRY_AFTER, "1")],
                     "rate limited",
-                ));
+                ))
+            };
+            for (name, value) in verdict.headers {
+                if let (Ok(name), Ok(value)) = (
+                    axum::http::HeaderName::try_from(name),
+                    axum::http::HeaderValue::try_from(value),
+                ) {
+                    response.headers_mut().insert(name, value);
+                }
             }
-            counts.answered.fetch_add(1, Ordering::Relaxed);
-            axum::response::IntoResponse::into_response(axum::Json(answer()))
+            response
         }
     };
     let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));

@@ -20,7 +20,40 @@ pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
     findings.extend(fsync(facts));
     findings.extend(rights(facts));
     findings.extend(consumers(facts));
+    findings.extend(limits(facts));
     findings
+}
+
+/// Each shared model rate limit: its rate now and where it comes from.
+fn limits(facts: &Facts) -> Vec<Finding> {
+    facts
+        .limits
+        .iter()
+        .map(|limit| {
+            let whence = match limit.source.as_str() {
+                "configured" => "the ceiling from [llm.limits]".to_owned(),
+                "headers" => "the ceiling from the provider's x-ratelimit headers".to_owned(),
+                _ if limit.cut_at == 0 => "nothing known yet: probing upward, no 429 so far".to_owned(),
+                _ => "learned from the provider's 429s".to_owned(),
+            };
+            let ceiling = if limit.ceiling > 0.0 {
+                format!(", under {:.2}/s", limit.ceiling)
+            } else {
+                String::new()
+            };
+            let last = if limit.cut_at > 0 {
+                format!(", the last {}s ago", facts.now.saturating_sub(limit.cut_at).max(0))
+            } else {
+                String::new()
+            };
+            let subject = format!("{} {}", limit.endpoint, limit.model);
+            let message = format!(
+                "model {} at {}: {:.2} requests/s{ceiling} ({} {whence}); {} call(s) refused with 429{last}",
+                limit.model, limit.endpoint, limit.rate, limit.source, limit.refused
+            );
+            Finding::new("limits", Level::Info, &subject, message)
+        })
+        .collect()
 }
 
 /// `major.minor` of a version such as `2.10.22` or `v2.11.0-RC.1`.

@@ -30,8 +30,29 @@ pub struct Facts {
     /// Subjects of the operator role's footprint the server says this
     /// user may not publish to.
     pub refused: Vec<String>,
+    /// The shared model rate limits, one per endpoint and model.
+    pub limits: Vec<LimitFacts>,
     /// Now, in unix seconds.
     pub now: i64,
+}
+
+/// One endpoint and model's shared rate limit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LimitFacts {
+    /// The endpoint, without credentials.
+    pub endpoint: String,
+    /// The model.
+    pub model: String,
+    /// Requests a second the workers pace it at now.
+    pub rate: f64,
+    /// The configured or heard ceiling, requests a second; 0 when none.
+    pub ceiling: f64,
+    /// Where it comes from: `configured`, `headers` or `adaptive`.
+    pub source: String,
+    /// Calls it refused with 429.
+    pub refused: u64,
+    /// When the rate was last cut for a 429, unix seconds; 0 never.
+    pub cut_at: i64,
 }
 
 /// One server.

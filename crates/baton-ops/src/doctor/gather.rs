@@ -10,7 +10,7 @@ use baton_proto::Subjects;
 use baton_proto::footprint::{Footprint, api};
 use futures::StreamExt as _;
 
-use super::{ConsumerFacts, StreamFacts, Sync};
+use super::{ConsumerFacts, LimitFacts, StreamFacts, Sync};
 use crate::Error;
 
 /// Every server's `varz`; only the system account may ask.
@@ -178,13 +178,43 @@ pub async fn refused(connection: &baton_worker::Connection, footprint: &Footprin
     refused
 }
 
+/// Every shared model rate limit; none when no LLM agent has run yet.
+///
+/// # Errors
+///
+/// When the limits bucket exists but cannot be read.
+pub async fn limits(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+) -> Result<Vec<LimitFacts>, Error> {
+    let all = baton_agents::rate_limits::read_all(jetstream, subjects)
+        .await
+        .map_err(Error::Read)?;
+    Ok(all
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, limit)| LimitFacts {
+            endpoint: limit.endpoint,
+            model: limit.model,
+            rate: limit.rate,
+            ceiling: limit.ceiling,
+            source: limit.source.as_str().to_owned(),
+            refused: limit.refused,
+            cut_at: i64::try_from(limit.cut_at / 1_000_000).unwrap_or(i64::MAX),
+        })
+        .collect())
+}
+
 /// What the reads here use beyond the streams' info: every consumer of the
-/// tasks stream, the joins bucket's info, and the registry's live workers.
+/// tasks stream, the joins bucket's info, the registry's live workers and
+/// the shared rate limits.
 pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
     let tasks = subjects.tasks_stream();
-    Footprint::new().publishes([
-        api(format_args!("CONSUMER.LIST.{tasks}")),
-        api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
-        subjects.lookup(),
-    ])
+    Footprint::new()
+        .publishes([
+            api(format_args!("CONSUMER.LIST.{tasks}")),
+            api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
+            subjects.lookup(),
+        ])
+        .with(Footprint::kv_watcher(&subjects.limits_bucket()))
 }

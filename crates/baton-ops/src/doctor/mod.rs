@@ -16,7 +16,7 @@ use baton_proto::Subjects;
 use baton_proto::footprint::Footprint;
 
 pub use checks::MIN_VERSION;
-pub use facts::{ConsumerFacts, Facts, ServerFacts, StreamFacts, Sync};
+pub use facts::{ConsumerFacts, Facts, LimitFacts, ServerFacts, StreamFacts, Sync};
 pub use finding::{Finding, Level};
 
 /// Every check over `facts`, in order.

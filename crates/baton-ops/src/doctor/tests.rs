@@ -261,3 +261,43 @@ fn subjects_the_operator_role_uses_but_may_not_are_a_warning_with_the_fix() {
             .is_some_and(|fix| fix.contains("baton permissions operator"))
     );
 }
+
+#[test]
+fn each_shared_rate_limit_is_shown_with_where_it_comes_from() {
+    let mut facts = healthy();
+    facts.limits = vec![
+        crate::doctor::LimitFacts {
+            endpoint: "https://api.example.com/v1".to_owned(),
+            model: "m1".to_owned(),
+            rate: 9.7,
+            ceiling: 10.0,
+            source: "headers".to_owned(),
+            refused: 0,
+            cut_at: 0,
+        },
+        crate::doctor::LimitFacts {
+            endpoint: "http://local/v1".to_owned(),
+            model: "m2".to_owned(),
+            rate: 4.25,
+            source: "adaptive".to_owned(),
+            refused: 3,
+            cut_at: 9_990,
+            ..Default::default()
+        },
+    ];
+    let lines: Vec<String> = checks::all(&facts)
+        .into_iter()
+        .filter(|f| f.check == "limits")
+        .map(|f| {
+            assert_eq!(f.level, Level::Info);
+            f.message
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "model m1 at https://api.example.com/v1: 9.70 requests/s, under 10.00/s (headers the ceiling from the provider's x-ratelimit headers); 0 call(s) refused with 429",
+            "model m2 at http://local/v1: 4.25 requests/s (adaptive learned from the provider's 429s); 3 call(s) refused with 429, the last 10s ago",
+        ]
+    );
+}
