@@ -291,7 +291,7 @@ async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_limits_bench_runs_without_and_with_a_shared_limit() -> anyhow::Result<()> {
+async fn the_limits_bench_runs_the_four_cases_and_no_session_fails() -> anyhow::Result<()> {
     let system = crate::util::System::start().await?;
     let args = [
         "bench",
@@ -304,14 +304,25 @@ async fn the_limits_bench_runs_without_and_with_a_shared_limit() -> anyhow::Resu
         "4",
     ];
     let stdout = system.baton_stdout(&args)?;
-    let shared = stdout
-        .lines()
-        .find(|line| line.starts_with("shared limit"))
-        .ok_or_else(|| anyhow::anyhow!("no shared-limit row: {stdout}"))?;
-    let cells: Vec<&str> = shared.split_whitespace().collect();
-    // completed, failed, requests, 429s: every session ends, none fails.
-    assert_eq!(cells[2..6], ["40", "0", "40", "0"], "{stdout}");
-    assert!(stdout.contains("no shared limit"), "{stdout}");
+    for label in [
+        "limit = provider's",
+        "no limit, headers",
+        "no limit, no headers",
+        "limit = 2 × provider's",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(label))
+            .ok_or_else(|| anyhow::anyhow!("no row {label:?}: {stdout}"))?;
+        // The last seven cells: completed, failed, requests, 429s, 429 %,
+        // answered/s, × the limit.
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        let cells = &cells[cells.len() - 7..];
+        assert_eq!(cells[..2], ["40", "0"], "{label}: {stdout}");
+        let requests: u64 = cells[2].parse()?;
+        let refused: u64 = cells[3].parse()?;
+        assert_eq!(requests - refused, 40, "one answer per session: {stdout}");
+    }
     Ok(())
 }
 

@@ -186,7 +186,7 @@ impl LlmRunner {
                         .saturating_add(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
                     if deadline.is_some_and(|deadline| resume > deadline) {
                         return Err(rate_limited(
-                            &said,
+                            Some(&said),
                             "its Retry-After ends after the session's deadline",
                         ));
                     }
@@ -218,9 +218,8 @@ impl LlmRunner {
             .await
             .map_err(AgentError::retryable)?
         else {
-            let said = last_refusal.unwrap_or("no refusal yet");
             return Err(rate_limited(
-                said,
+                last_refusal,
                 "no turn under the shared rate limit comes before the session's deadline",
             ));
         };
@@ -347,12 +346,15 @@ enum Failure {
 }
 
 /// The failure of a call the provider kept refusing (`said`, its last
-/// refusal) until the session's deadline: the session fails with reason
-/// `rate_limited`.
-fn rate_limited(said: &str, why: &str) -> AgentError {
+/// refusal, if it refused one) until the session's deadline: the session
+/// fails with reason `rate_limited`.
+fn rate_limited(said: Option<&str>, why: &str) -> AgentError {
+    let said = said.map_or_else(String::new, |said| {
+        format!("; the provider last said: {said}")
+    });
     AgentError::Fail(
         baton_proto::Reason::RateLimited,
-        format!("the model is rate-limited and {why}; the provider last said: {said}"),
+        format!("the model is rate-limited and {why}{said}"),
     )
 }
 
