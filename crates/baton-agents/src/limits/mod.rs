@@ -294,7 +294,8 @@ impl Limiter {
                 .filter(|name| **name != agent)
                 .count();
             let mine = schedule.agents.get(&agent).copied().unwrap_or(0);
-            let mut slot = now.max(schedule.next).max(mine);
+            let due = schedule.next.saturating_sub(schedule.tolerance());
+            let mut slot = now.max(due).max(mine);
             if schedule.per_token().is_some() {
                 slot = slot.max(schedule.tokens);
             }
@@ -310,7 +311,7 @@ impl Limiter {
             }
             schedule.grow(now, slot > now);
             let interval = schedule.interval();
-            schedule.next = slot + interval;
+            schedule.next = schedule.next.max(slot) + interval;
             schedule
                 .agents
                 .insert(agent.clone(), slot + interval * (others as u64 + 1));

@@ -3,9 +3,13 @@
 //! its own.
 //!
 //! The schedule paces requests at `rate` a second, one slot per interval,
-//! never in bursts. Where the rate comes from:
+//! never in bursts (in slow start, one call may go an interval early, so
+//! two back to back are not held apart while nothing is known). Where the
+//! rate comes from:
 //!
-//! - **configured** (`[llm.limits]`): a ceiling, paced a little under;
+//! - **configured** (`[llm.limits]`): a ceiling, paced a little under,
+//!   and reached by the same slow start as below (a ceiling set too high
+//!   then costs a few `429`s, not a storm);
 //! - **headers**: the provider's `x-ratelimit-*` answer, which gives its
 //!   steady rate as what is used over the time to refill it (`limit -
 //!   remaining` over `reset`); also a ceiling, and it wins when lower;
@@ -144,8 +148,8 @@ pub(crate) struct Heard {
 }
 
 impl Schedule {
-    /// Brings the schedule in line with `configured` before it is used:
-    /// a fresh schedule starts at the configured rate, or slowly with none.
+    /// Brings the schedule in line with `configured` before it is used: a
+    /// fresh schedule starts slowly, and never above its ceiling.
     pub(crate) fn settle(&mut self, configured: Configured, now: u64) {
         let ceiling = lowest(configured.rps, positive(self.heard));
         let source = match (configured.rps, positive(self.heard)) {
@@ -154,13 +158,12 @@ impl Schedule {
             _ => Source::Adaptive,
         };
         if self.rate <= 0.0 {
-            self.rate = ceiling.map_or(START_RPS, |c| c * MARGIN);
-            self.starting = ceiling.is_none();
+            self.rate = ceiling.map_or(START_RPS, |c| (c * MARGIN).min(START_RPS));
+            self.starting = true;
             self.grew_at = now;
         }
         if let Some(ceiling) = ceiling {
-            self.starting = false;
-            self.rate = self.rate.min(ceiling * MARGIN);
+            self.cap(ceiling);
         }
         self.ceiling = ceiling.unwrap_or(0.0);
         self.source = source;
@@ -169,12 +172,16 @@ impl Schedule {
 
     /// Grows the rate for a reservation at `now` that found callers held
     /// back by it (`waiting`): doubling a second in slow start, else
-    /// climbing additively, up to the ceiling. Time without waiting callers
-    /// does not count.
+    /// climbing additively, up to the ceiling, for the time since the last
+    /// reservation that waited (at most a second). Time without waiting
+    /// callers does not count.
     pub(crate) fn grow(&mut self, now: u64, waiting: bool) {
+        if !waiting {
+            return;
+        }
         let seconds = (now.saturating_sub(self.grew_at) as f64 / 1e6).min(1.0);
         self.grew_at = now;
-        if !waiting || seconds <= 0.0 {
+        if seconds <= 0.0 {
             return;
         }
         self.rate = if self.starting {
@@ -184,7 +191,16 @@ impl Schedule {
             self.rate + step * seconds
         };
         if self.ceiling > 0.0 {
-            self.rate = self.rate.min(self.ceiling * MARGIN);
+            self.cap(self.ceiling);
+        }
+    }
+
+    /// Keeps the rate to `ceiling` (times the margin); slow start ends there.
+    fn cap(&mut self, ceiling: f64) {
+        let most = ceiling * MARGIN;
+        if self.rate >= most {
+            self.rate = most;
+            self.starting = false;
         }
     }
 
@@ -229,6 +245,14 @@ impl Schedule {
         if let Some(empty) = heard.empty_for_us {
             self.next = self.next.max(now.saturating_add(empty));
         }
+    }
+
+    /// How far ahead of `next` a request may go: one interval in slow start
+    /// (two calls back to back, as one conversation's turn makes, are not
+    /// held apart while nothing is known), none once the rate is near a
+    /// limit.
+    pub(crate) fn tolerance(&self) -> u64 {
+        if self.starting { self.interval() } else { 0 }
     }
 
     /// Microseconds between two requests at the current rate.

@@ -13,17 +13,29 @@ fn fresh(configured: Configured) -> Schedule {
 }
 
 #[test]
-fn a_configured_limit_is_paced_a_little_under_from_the_first_call() {
-    let schedule = fresh(Configured {
+fn a_configured_limit_is_reached_by_slow_start_and_paced_a_little_under() {
+    let configured = Configured {
         rps: Some(10.0),
         tps: Some(1000.0),
-    });
-    assert!(near(schedule.rate, 10.0 * MARGIN), "{}", schedule.rate);
+    };
+    let mut schedule = fresh(configured);
+    assert!(near(schedule.rate, START_RPS), "{}", schedule.rate);
+    assert!(schedule.starting);
     assert_eq!(schedule.source, Source::Configured);
     assert!(near(schedule.ceiling, 10.0));
-    assert!(!schedule.starting);
     assert!(near(schedule.token_rate, 1000.0));
+    // Doubling stops at the ceiling, and slow start with it.
+    schedule.grow(11 * S, true);
+    assert!(near(schedule.rate, 10.0 * MARGIN), "{}", schedule.rate);
+    assert!(!schedule.starting);
     assert_eq!(schedule.interval(), (1e6 / (10.0 * MARGIN)) as u64);
+    // A ceiling under the start rate is where it starts.
+    let low = fresh(Configured {
+        rps: Some(1.0),
+        tps: None,
+    });
+    assert!(near(low.rate, MARGIN));
+    assert!(!low.starting);
 }
 
 #[test]
@@ -38,6 +50,17 @@ fn with_nothing_known_the_rate_starts_low_and_doubles_each_second_callers_wait()
     assert!(near(schedule.rate, 2.0 * START_RPS));
     schedule.grow(20 * S, true);
     assert!(near(schedule.rate, 4.0 * START_RPS), "{}", schedule.rate);
+    // Half a second since the last wait: × √2.
+    schedule.grow(20 * S + S / 2, true);
+    assert!(
+        near(schedule.rate, 4.0 * START_RPS * 2f64.sqrt()),
+        "{}",
+        schedule.rate
+    );
+    // One call may go an interval early while starting, none after a cut.
+    assert_eq!(schedule.tolerance(), schedule.interval());
+    schedule.refuse(21 * S, 21 * S);
+    assert_eq!(schedule.tolerance(), 0);
 }
 
 #[test]
