@@ -429,6 +429,32 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         ratios.contains("targets: lean / raw throughput >= 0.85"),
         "{stdout}"
     );
+    // CPU per hop: every side, the worker's from this process's counters;
+    // the server's is not known (the bench did not start it).
+    let (_, cpu) = ratios
+        .split_once("cpu per hop (µs)")
+        .with_context(|| format!("no cpu table: {stdout}"))?;
+    let cpu_rows: Vec<String> = cpu
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            let split = cells.len().checked_sub(3)?;
+            let worker = cells.get(split)?.parse::<u64>().is_ok();
+            (worker && cells[split + 1] == "-" && split > 0).then(|| cells[..split].join(" "))
+        })
+        .collect();
+    let sides = [
+        "raw JetStream",
+        "raw, same writes",
+        "raw, 3 writes",
+        "baton full",
+        "baton full, unfolded",
+        "baton full, confirmed ack",
+        "baton lean",
+    ];
+    assert_eq!(cpu_rows, sides, "{stdout}");
+    assert!(cpu.contains("full / same writes cpu -"), "{stdout}");
+    assert!(cpu.contains("lean / raw cpu -"), "{stdout}");
     // Scale-out: one row per round, tasks = the ideal rate (N × 2 / 20 ms) × 1 s.
     let rounds: Vec<(&str, &str)> = rows(scale, 5)
         .iter()

@@ -177,6 +177,8 @@ async fn run(
                 || nats::shown(cli.nats.nats_url.as_deref()),
                 |server| server.url().to_owned(),
             );
+            let mut args = args;
+            args.server_pid = server.as_ref().and_then(baton_nats_server::NatsServer::pid);
             baton_devtools::bench::run(client.client().clone(), &url, args).await?;
             Ok(std::process::ExitCode::SUCCESS)
         }

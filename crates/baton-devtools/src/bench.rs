@@ -33,7 +33,7 @@ use baton_worker::{
     WorkerConfig,
 };
 use clap::Args;
-use context::{context_curve, measure, padded_task};
+use context::{Measured, context_curve, measure, padded_task};
 use report::{print_ratios, print_sides};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -143,6 +143,10 @@ pub struct BenchArgs {
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
     pub limit_rps: u32,
+
+    /// The pid of the nats-server the bench started, whose CPU it reports.
+    #[arg(skip)]
+    pub server_pid: Option<u32>,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -221,6 +225,11 @@ struct Figures {
     p50_us: f64,
     p99_us: f64,
     writes_per_hop: f64,
+    /// CPU per hop of the bench's process (the stages and the client), µs.
+    cpu_worker_us: f64,
+    /// CPU per hop of the nats-server the bench started, µs (NaN when it
+    /// runs elsewhere).
+    cpu_server_us: f64,
 }
 
 /// The median of `values` (the mean of the middle two for an even count).
@@ -245,7 +254,8 @@ fn quantile(values: &[f64], q: f64) -> f64 {
     sorted[index]
 }
 
-fn figures(recorder: &Recorder, tasks: u64, hops: usize, elapsed: Duration) -> Figures {
+fn figures(recorder: &Recorder, tasks: u64, hops: usize, measured: &Measured) -> Figures {
+    let elapsed = measured.elapsed;
     let samples = recorder.hops.lock().map(|h| h.clone()).unwrap_or_default();
     let micros: Vec<f64> = samples.iter().map(|ns| *ns as f64 / 1000.0).collect();
     let pick = |q: f64| quantile(&micros, q);
@@ -256,6 +266,8 @@ fn figures(recorder: &Recorder, tasks: u64, hops: usize, elapsed: Duration) -> F
         p50_us: pick(0.50),
         p99_us: pick(0.99),
         writes_per_hop: 1.0,
+        cpu_worker_us: measured.cpu.0,
+        cpu_server_us: measured.cpu.1,
     }
 }
 
@@ -393,6 +405,7 @@ async fn table(client: &async_nats::Client, server: &str, args: &BenchArgs) -> a
     }
     print_sides(&rounds);
     print_ratios(&rounds);
+    report::print_cpu(&rounds);
     println!(
         "targets: lean / raw throughput >= 0.85 and p50 <= 1.30; full / same writes throughput >= 0.85, \
          with fewer writes per hop than unfolded (3)"
@@ -451,7 +464,7 @@ async fn baton_chain(
     let first = AgentName::new(names[0].as_str())?;
     let payload = args.payload_bytes;
     let max_hops = u32::try_from(args.hops + 1).unwrap_or(u32::MAX);
-    let elapsed = measure(&recorder, args, || {
+    let measured = measure(&recorder, args, || {
         let mut task = padded_task(payload).with_max_hops(max_hops);
         task.context
             .state
@@ -472,7 +485,7 @@ async fn baton_chain(
             }
         }
     });
-    let mut figures = figures(&recorder, args.tasks, args.hops, elapsed);
+    let mut figures = figures(&recorder, args.tasks, args.hops, &measured);
     let js = async_nats::jetstream::new(client.clone());
     let events = settled(&js, &subjects.events_stream()).await?;
     figures.writes_per_hop = writes_per_hop(args, events);
@@ -480,6 +493,7 @@ async fn baton_chain(
 }
 
 mod context;
+mod cpu;
 mod exec;
 mod learning;
 mod limits;

@@ -91,6 +91,12 @@ pub struct NatsServer {
 }
 
 impl NatsServer {
+    /// The server process's id, while it runs.
+    #[must_use]
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Starts a server on a random port with a temporary store.
     ///
     /// Returns once the server accepts TCP connections.

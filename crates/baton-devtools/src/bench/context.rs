@@ -52,6 +52,7 @@ pub(super) async fn context_curve(
             limit_rps: 0,
             delay_ms: 0,
             round_secs: 0,
+            server_pid: args.server_pid,
         };
         let mode = Mode {
             prefix: "benchcontext".to_owned(),
@@ -90,7 +91,7 @@ pub(super) async fn measure<S, F>(
     recorder: &Recorder,
     args: &BenchArgs,
     submit_one: S,
-) -> anyhow::Result<Duration>
+) -> anyhow::Result<Measured>
 where
     S: Fn() -> F,
     F: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
@@ -116,12 +117,25 @@ where
         .wait_for(args.warmup, Duration::from_secs(120))
         .await?;
     recorder.reset();
+    let cpu = super::cpu::Sample::now(args.server_pid);
     let started = Instant::now();
     run(args.tasks).await?;
     recorder
         .wait_for(args.tasks, Duration::from_secs(600))
         .await?;
-    Ok(started.elapsed())
+    let elapsed = started.elapsed();
+    let hops = args
+        .tasks
+        .saturating_mul(u64::try_from(args.hops).unwrap_or(u64::MAX));
+    let cpu = super::cpu::Sample::now(args.server_pid).per_hop_since(cpu, hops);
+    Ok(Measured { elapsed, cpu })
+}
+
+/// What one measured run took: its time, and the CPU the bench's process
+/// and its server spent per hop meanwhile (µs; NaN when unknown).
+pub(super) struct Measured {
+    pub(super) elapsed: Duration,
+    pub(super) cpu: (f64, f64),
 }
 
 pub(super) fn padded_task(payload_bytes: usize) -> Envelope {

@@ -62,7 +62,7 @@ pub(super) async fn raw_relay(
     }
     let payload = Bytes::from(vec![b'x'; payload_len]);
     let first = subjects[0].clone();
-    let elapsed = measure(&recorder, args, || {
+    let measured = measure(&recorder, args, || {
         let (js, first, payload) = (js.clone(), first.clone(), payload.clone());
         async move {
             let mut headers = async_nats::HeaderMap::new();
@@ -82,7 +82,7 @@ pub(super) async fn raw_relay(
     while let Some(result) = stages.join_next().await {
         result??;
     }
-    let mut figures = figures(&recorder, args.tasks, args.hops, elapsed);
+    let mut figures = figures(&recorder, args.tasks, args.hops, &measured);
     let stored = if same_writes {
         super::side::stored(&js, &format!("{stream_name}_EVENTS")).await?
     } else {

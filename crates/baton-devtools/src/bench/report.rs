@@ -68,3 +68,58 @@ pub(super) fn print_ratios(rounds: &[Vec<Figures>]) {
         );
     }
 }
+
+/// What each side's hop costs in CPU: the bench's process (the stages and
+/// the client) and the nats-server it started, medians of the rounds; then
+/// Baton's total against the raw relays'.
+pub(super) fn print_cpu(rounds: &[Vec<Figures>]) {
+    println!();
+    println!(
+        "{:<26} {:>8} {:>8} {:>8}",
+        "cpu per hop (µs)", "worker", "server", "total"
+    );
+    for side in Side::ALL {
+        let runs = &rounds[side as usize];
+        if runs.is_empty() {
+            continue;
+        }
+        let median = |pick: fn(&Figures) -> f64| cell(median(runs.iter().map(pick)));
+        println!(
+            "{:<26} {:>8} {:>8} {:>8}",
+            side.label(),
+            median(|f| f.cpu_worker_us),
+            median(|f| f.cpu_server_us),
+            median(|f| f.cpu_worker_us + f.cpu_server_us)
+        );
+    }
+    for (name, side, base) in [
+        ("full / same writes cpu", Side::Full, Side::SameWrites),
+        ("lean / raw cpu", Side::Lean, Side::Raw),
+    ] {
+        let (side, base) = (&rounds[side as usize], &rounds[base as usize]);
+        if side.is_empty() || base.is_empty() {
+            continue;
+        }
+        let total = |f: &Figures| f.cpu_worker_us + f.cpu_server_us;
+        let ratio = median(side.iter().zip(base).map(|(s, b)| total(s) / total(b)));
+        if ratio.is_finite() {
+            println!("{name} {ratio:.2}");
+        } else {
+            println!("{name} -");
+        }
+    }
+    println!(
+        "cpu: user + system time from the process counters over each round's measured tasks, \
+         per hop; the worker column is the bench's own process (the stages and the client); \
+         the server's is known when the bench started it (no --nats-url)"
+    );
+}
+
+/// A CPU figure in whole µs, or `-` when it is not known.
+fn cell(value: f64) -> String {
+    if value.is_finite() {
+        format!("{value:.0}")
+    } else {
+        "-".to_owned()
+    }
+}
