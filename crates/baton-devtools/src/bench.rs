@@ -22,11 +22,9 @@
 //! from the moment a stage decides to forward to the moment the next stage
 //! starts handling. It is a benchmark: it reports, it asserts nothing.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use baton_proto::{AgentName, Reason, Subjects, Value, Wire};
 use baton_worker::{
     Agent, AgentError, Client, EventLevel, Outcome, RetryPolicy, SettleMode, Task, Worker,
@@ -35,7 +33,6 @@ use baton_worker::{
 use clap::Args;
 use context::{Measured, context_curve, measure, padded_task};
 use report::{print_ratios, print_sides};
-use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 /// What `baton bench` measures.
@@ -153,70 +150,6 @@ pub struct BenchArgs {
 fn now_ns() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     u64::try_from(START.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Hop latencies and completions of one run, and the closed-loop window:
-/// a task is submitted only when one of `window` in-flight tasks has finished.
-struct Recorder {
-    hops: Mutex<Vec<u64>>,
-    done: AtomicU64,
-    notify: Notify,
-    window: Arc<Semaphore>,
-}
-
-impl Recorder {
-    fn new(window: usize) -> Self {
-        Self {
-            hops: Mutex::default(),
-            done: AtomicU64::new(0),
-            notify: Notify::new(),
-            window: Arc::new(Semaphore::new(window)),
-        }
-    }
-}
-
-impl Recorder {
-    fn hop(&self, sent_ns: u64) {
-        let latency = now_ns().saturating_sub(sent_ns);
-        if let Ok(mut hops) = self.hops.lock() {
-            hops.push(latency);
-        }
-    }
-
-    fn finish(&self) {
-        self.done.fetch_add(1, Ordering::Relaxed);
-        self.window.add_permits(1);
-        self.notify.notify_one();
-    }
-
-    /// Waits for room in the window; the permit is returned by `finish`.
-    async fn slot(&self) {
-        if let Ok(permit) = self.window.acquire().await {
-            permit.forget();
-        }
-    }
-
-    async fn wait_for(&self, count: u64, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while self.done.load(Ordering::Relaxed) < count {
-            tokio::time::timeout_at(deadline, self.notify.notified())
-                .await
-                .with_context(|| {
-                    format!(
-                        "only {} of {count} tasks finished in {timeout:?}",
-                        self.done.load(Ordering::Relaxed)
-                    )
-                })?;
-        }
-        Ok(())
-    }
-
-    fn reset(&self) {
-        if let Ok(mut hops) = self.hops.lock() {
-            hops.clear();
-        }
-        self.done.store(0, Ordering::Relaxed);
-    }
 }
 
 struct Figures {
@@ -498,6 +431,7 @@ mod exec;
 mod learning;
 mod limits;
 mod raw;
+mod recorder;
 mod report;
 mod scale;
 mod side;
@@ -505,4 +439,5 @@ mod tools;
 mod ttft;
 mod turns;
 use raw::raw_relay;
+use recorder::Recorder;
 use side::{Side, settled, writes_per_hop};
