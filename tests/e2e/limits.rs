@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Event, EventType};
-use baton_testkit::{FakeLlm, Scripted, eventually};
+use baton_testkit::{FakeLlm, RateWindow, Scripted, eventually};
 
 use crate::metrics::{metrics_url, scrape, value};
 use crate::util::System;
@@ -28,31 +28,29 @@ struct Seen {
 /// refuses the rest with 429 and `Retry-After: retry_after`.
 fn limited_model(per_second: usize, retry_after: &'static str) -> (FakeLlm, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
-    let window = Mutex::new(std::collections::VecDeque::<Instant>::new());
+    let window = RateWindow::new(per_second, Duration::from_secs(1), retry_after, false);
     let counted = seen.clone();
     let llm = FakeLlm::responding(move |body| {
-        let now = Instant::now();
         let asker = body["messages"][0]["content"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let mut window = window.lock().unwrap();
-        while window
-            .front()
-            .is_some_and(|at| now.duration_since(*at) >= Duration::from_secs(1))
-        {
-            window.pop_front();
-        }
-        let admitted = window.len() < per_second;
-        counted.times.lock().unwrap().push((now, admitted, asker));
-        if admitted {
-            window.push_back(now);
+        let verdict = window.admit();
+        let admitted = verdict.admitted;
+        counted
+            .times
+            .lock()
+            .unwrap()
+            .push((Instant::now(), admitted, asker));
+        let mut answer = if admitted {
             counted.answered.fetch_add(1, Ordering::SeqCst);
             Scripted::text("done").with_usage("stand-in", 10, 1)
         } else {
             counted.refused.fetch_add(1, Ordering::SeqCst);
-            Scripted::error(429, &[("Retry-After", retry_after)])
-        }
+            Scripted::error(429, &[])
+        };
+        answer.headers = verdict.headers;
+        answer
     })
     .expect("the stand-in model starts");
     (llm, seen)
@@ -172,14 +170,8 @@ async fn four_worker_processes_share_one_limit_and_every_session_completes() -> 
         answered + refused
     );
     // The schedule is in NATS, shared by the four processes.
-    let bucket = system
-        .client
-        .jetstream()
-        .get_key_value("BATON_LIMITS")
-        .await?;
-    let mut keys = bucket.keys().await?;
-    let key = futures::StreamExt::next(&mut keys).await.transpose()?;
-    assert!(key.is_some_and(|k| k.contains("stand-in")));
+    let schedule = schedule(&system).await?;
+    assert_eq!(schedule["source"], "configured", "{schedule}");
     Ok(())
 }
 
@@ -269,12 +261,7 @@ async fn with_no_limit_known_the_rate_drops_after_429s_and_then_recovers() -> an
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_providers_headers_set_one_rate_for_every_worker() -> anyhow::Result<()> {
-    let window = Arc::new(baton_testkit::RateWindow::new(
-        10,
-        Duration::from_secs(1),
-        "1",
-        true,
-    ));
+    let window = RateWindow::new(10, Duration::from_secs(1), "1", true);
     let (answered, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (a, r) = (answered.clone(), refused.clone());
     let llm = FakeLlm::responding(move |_| {

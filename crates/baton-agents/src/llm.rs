@@ -64,12 +64,8 @@ pub struct LlmRunner {
     /// The endpoint's shared rate limit (none only for a runner built
     /// without NATS, in unit tests).
     limiter: Option<Arc<Limiter>>,
-    /// How long calls waited for their turn (`baton.llm.limit.wait`).
-    limit_wait: opentelemetry::metrics::Histogram<f64>,
-    /// The shared limit's rate at the last turn (`baton.llm.limit.rate`).
-    limit_rate: opentelemetry::metrics::Gauge<f64>,
-    /// Calls the endpoint refused with 429 (`baton.llm.refusals`).
-    refusals: opentelemetry::metrics::Counter<u64>,
+    /// The limit's rate, waits and refusals on the metrics endpoint.
+    limit_metrics: crate::limits::Metrics,
     /// Where tool calls wait for a person (an unknown outcome, an approval).
     inbox: Option<baton_worker::Inbox>,
     /// In-doubt tool calls, by tool and decision (`baton.tool.in_doubt`).
@@ -121,19 +117,7 @@ impl LlmRunner {
             toolbox: Arc::default(),
             journal: Arc::default(),
             limiter: None,
-            limit_wait: baton_worker::meter()
-                .f64_histogram("baton.llm.limit.wait")
-                .with_unit("s")
-                .with_description("How long model calls waited for their turn under the shared rate limit, by endpoint and model")
-                .build(),
-            limit_rate: baton_worker::meter()
-                .f64_gauge("baton.llm.limit.rate")
-                .with_description("Requests a second the shared rate limit paces the model at, by endpoint and model: configured, heard from the provider's headers, or learned from 429s (baton doctor says which)")
-                .build(),
-            refusals: baton_worker::meter()
-                .u64_counter("baton.llm.refusals")
-                .with_description("Model calls the endpoint refused with 429, by endpoint and model")
-                .build(),
+            limit_metrics: crate::limits::Metrics::new(&settings.base_url, &settings.model),
             tool_calls: baton_worker::meter()
                 .u64_counter("baton.tool.calls")
                 .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")

@@ -19,6 +19,7 @@
 //! The worker keeps the message alive while a call waits for its turn; the
 //! wait counts in the agent's `timeout_ms`.
 
+mod metrics;
 pub(crate) mod schedule;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +30,7 @@ use baton_proto::Subjects;
 use crate::StartError;
 use crate::llm::headers::Advice;
 use crate::spec::LlmSpec;
+pub(crate) use metrics::Metrics;
 use schedule::{Configured, HEARD_CHANGE, Heard};
 pub use schedule::{Schedule, Source};
 
@@ -160,11 +162,6 @@ impl Limiter {
         })
     }
 
-    /// The endpoint, as it may be shown.
-    pub(crate) fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
     /// Reserves this call's turn, `tokens` estimated, and waits for it;
     /// `None` when the turn would come after `until` (unix µs; the
     /// session's deadline), in which case nothing is reserved.
@@ -206,35 +203,26 @@ impl Limiter {
     /// Charges `tokens` more than a call reserved (its reported usage was
     /// larger than the estimate), best effort.
     pub(crate) async fn charge(&self, tokens: u64) {
-        let configured = self.configured;
-        let result = self
-            .update(|schedule, now| {
-                schedule.settle(configured, now);
+        self.adjust(
+            "cannot charge the rate limit for the tokens used",
+            |schedule, now| {
                 if let Some(per_token) = schedule.per_token() {
                     let extra = (per_token * tokens as f64) as u64;
                     schedule.tokens = schedule.tokens.max(now).saturating_add(extra);
                 }
-            })
-            .await;
-        if let Err(err) = result {
-            tracing::warn!(error = %err, "cannot charge the rate limit for the tokens used");
-        }
+            },
+        )
+        .await;
     }
 
     /// The provider refused the call that went out at `slot` with `429`:
     /// the shared rate is cut (once per burst) and the callers that would
     /// meet the same full window wait one interval more.
     pub(crate) async fn refuse(&self, slot: u64) {
-        let configured = self.configured;
-        let result = self
-            .update(|schedule, now| {
-                schedule.settle(configured, now);
-                schedule.refuse(slot, now);
-            })
-            .await;
-        if let Err(err) = result {
-            tracing::warn!(error = %err, "cannot slow the shared rate limit down");
-        }
+        self.adjust("cannot slow the shared rate limit down", |schedule, now| {
+            schedule.refuse(slot, now);
+        })
+        .await;
     }
 
     /// What the provider's headers said (`advice`): written to the shared
@@ -260,15 +248,28 @@ impl Limiter {
         if !new {
             return;
         }
+        self.adjust(
+            "cannot share what the provider's rate-limit headers said",
+            |schedule, now| schedule.hear(heard, now),
+        )
+        .await;
+    }
+
+    /// Settles the schedule with this agent type's configuration, changes
+    /// it with `change`, and writes it back, best effort: a failure is
+    /// logged as `failed` (the call goes on; the next reservation reads
+    /// the schedule afresh).
+    async fn adjust(&self, failed: &str, mut change: impl FnMut(&mut Schedule, u64)) {
         let configured = self.configured;
         let result = self
             .update(|schedule, now| {
-                schedule.hear(heard, now);
+                schedule.settle(configured, now);
+                change(schedule, now);
                 schedule.settle(configured, now);
             })
             .await;
         if let Err(err) = result {
-            tracing::warn!(error = %err, "cannot share what the provider's rate-limit headers said");
+            tracing::warn!(error = %err, "{failed}");
         }
     }
 
@@ -333,7 +334,7 @@ impl Limiter {
                 .entry(&self.key)
                 .await
                 .map_err(|err| format!("cannot read the rate limit {}: {err}", self.key))?;
-            let (read, revision) = match &entry {
+            let (mut schedule, revision) = match &entry {
                 Some(entry) if entry.operation == kv::Operation::Put => (
                     rmp_serde::from_slice(&entry.value).unwrap_or_default(),
                     Some(entry.revision),
@@ -341,13 +342,16 @@ impl Limiter {
                 Some(entry) => (Schedule::default(), Some(entry.revision)),
                 None => (Schedule::default(), None),
             };
-            let mut schedule = read.clone();
             change(&mut schedule, now_us());
-            if revision.is_some() && schedule == read {
-                return Ok(());
-            }
             let bytes = rmp_serde::to_vec_named(&schedule)
                 .map_err(|err| format!("cannot encode the rate limit: {err}"))?;
+            // Unchanged (a turn still past the horizon): nothing to write.
+            if entry
+                .as_ref()
+                .is_some_and(|e| e.operation == kv::Operation::Put && e.value == bytes)
+            {
+                return Ok(());
+            }
             let written = match revision {
                 Some(revision) => self
                     .store

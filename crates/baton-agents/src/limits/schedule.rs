@@ -232,7 +232,7 @@ impl Schedule {
             self.starting = false;
             let cut_lately = self.cut_at != 0 && now.saturating_sub(self.cut_at) < CUT_MEMORY_US;
             let paced = rps * MARGIN;
-            self.rate = if cut_lately || self.rate <= 0.0 {
+            self.rate = if cut_lately {
                 self.rate.min(paced).max(MIN_RPS)
             } else {
                 paced

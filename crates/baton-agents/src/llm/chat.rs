@@ -171,7 +171,7 @@ impl LlmRunner {
                     return Ok(answer);
                 }
                 Err(Failure::Refused(error)) => {
-                    self.refusals.add(1, &self.limit_labels());
+                    self.limit_metrics.refused();
                     let (Some(limiter), Some(turn)) = (&self.limiter, turn) else {
                         return Err(error);
                     };
@@ -223,22 +223,8 @@ impl LlmRunner {
                 "no turn under the shared rate limit comes before the session's deadline",
             ));
         };
-        let labels = self.limit_labels();
-        self.limit_wait.record(turn.wait.as_secs_f64(), &labels);
-        self.limit_rate.record(turn.rate, &labels);
+        self.limit_metrics.turn(turn.wait, turn.rate);
         Ok(Some(turn))
-    }
-
-    /// The labels of the limit's metrics: the endpoint and the model.
-    fn limit_labels(&self) -> [opentelemetry::KeyValue; 2] {
-        let endpoint = self.limiter.as_ref().map_or_else(
-            || crate::limits::shown(&self.settings.base_url),
-            |l| l.endpoint().to_owned(),
-        );
-        [
-            opentelemetry::KeyValue::new("endpoint", endpoint),
-            opentelemetry::KeyValue::new("model", self.settings.model.clone()),
-        ]
     }
 
     async fn request(
