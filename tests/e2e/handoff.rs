@@ -252,6 +252,9 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
         .subscribe("baton.live.*")
         .await
         .context("subscribing to the live subjects")?;
+    // A subscriber of its own says it follows, or `lean` workers send it nothing.
+    let scope = baton_worker::live::Scope::All;
+    let _following = baton_worker::live::follow(&system.nats, &Default::default(), scope).await;
     let lean = ["--no-registry", "--events", "lean"];
     for (agent, next) in [
         ("first", Some("second")),
@@ -370,6 +373,139 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
     assert!(
         watched.status.success() && text.contains("completed"),
         "{text}"
+    );
+    Ok(())
+}
+
+/// Waits until `session` has a stored event of `kind`, reading the stream
+/// only (a client's `wait` would follow the session's live events).
+async fn stored_until(
+    system: &System,
+    session: uuid::Uuid,
+    kind: EventType,
+) -> anyhow::Result<Vec<baton_proto::Event>> {
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let stored = system.stored_events(session).await?;
+        if stored.iter().any(|event| event.kind == kind) {
+            return Ok(stored);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < until,
+            "no stored {kind} for {session} within 30 s: {stored:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The live messages on `live` within `quiet` of each other, as "agent kind".
+async fn live_seen(
+    live: &mut async_nats::Subscriber,
+    quiet: Duration,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut seen = Vec::new();
+    while let Ok(Some(message)) = tokio::time::timeout(quiet, live.next()).await {
+        let (_, event) = baton_proto::Event::from_msgpack(&message.payload)?.unfold();
+        seen.push((
+            message.subject.to_string(),
+            format!("{} {}", event.agent.unwrap_or_default(), event.kind),
+        ));
+    }
+    Ok(seen)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lean_workers_publish_live_events_only_for_sessions_someone_follows() -> anyhow::Result<()>
+{
+    let mut system = System::start().await?;
+    // A subscriber that does not say it follows: it sees what followers make
+    // the workers publish, and nothing else.
+    let mut live = system.nats.subscribe("baton.live.*").await?;
+    // `first` stores every event, so the test sees where a session is;
+    // `second` is lean and slow, `third` lean.
+    // `second` sends its `accepted` live 100 ms into its run
+    // (`--accepted-after-ms`), `third` folds its own into its stored end.
+    for (agent, flags) in [
+        ("first", vec!["--next", "second"]),
+        (
+            "second",
+            vec!["--events", "lean", "--next", "third", "--work-ms", "2500"],
+        ),
+        ("third", vec!["--events", "lean"]),
+    ] {
+        let mut all = vec!["--no-registry"];
+        all.extend(flags);
+        system.relay(agent, agent, &all).await?;
+    }
+    let first = AgentName::new("first")?;
+    // 1. Nobody follows: the session ends, and nothing went out live.
+    let unfollowed = Envelope::task("nobody follows");
+    system.client.submit_to(&first, &unfollowed).await?;
+    let stored = stored_until(&system, unfollowed.session, EventType::Completed).await?;
+    assert_eq!(
+        agents(&stored.last().expect("the end").path),
+        ["first", "second", "third"]
+    );
+    let seen = live_seen(&mut live, Duration::from_millis(500)).await?;
+    assert!(seen.is_empty(), "live events nobody followed: {seen:?}");
+    // 2. A follower that starts mid-session, while `second` works: the
+    // handoff `second` makes after that reaches it; `second`'s `accepted`,
+    // sent as it started, before anyone followed, went nowhere.
+    let followed = Envelope::task("followed mid-session");
+    system.client.submit_to(&first, &followed).await?;
+    stored_until(&system, followed.session, EventType::Handoff).await?;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let scope = baton_worker::live::Scope::Session(followed.session);
+    let following = baton_worker::live::follow(&system.nats, &Default::default(), scope).await;
+    stored_until(&system, followed.session, EventType::Completed).await?;
+    let seen = live_seen(&mut live, Duration::from_millis(500)).await?;
+    let subject = format!("baton.live.{}", followed.session);
+    assert_eq!(
+        seen,
+        [(subject, "second handoff".to_owned())],
+        "after the follow, the one live event of the session"
+    );
+    // 3. The follower has gone: the next session sends nothing live again.
+    drop(following);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = Envelope::task("the follower left");
+    system.client.submit_to(&first, &after).await?;
+    stored_until(&system, after.session, EventType::Completed).await?;
+    let seen = live_seen(&mut live, Duration::from_millis(500)).await?;
+    assert!(
+        seen.is_empty(),
+        "live events after the follower left: {seen:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_always_publishes_for_subscribers_that_do_not_follow() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let mut live = system.nats.subscribe("baton.live.*").await?;
+    // Slower than `--accepted-after-ms`: its `accepted` goes out live on its own.
+    let flags = [
+        "--no-registry",
+        "--events",
+        "lean",
+        "--live",
+        "always",
+        "--work-ms",
+        "400",
+    ];
+    system.relay("solo", "solo", &flags).await?;
+    let task = Envelope::task("always");
+    system
+        .client
+        .submit_to(&AgentName::new("solo")?, &task)
+        .await?;
+    let message = tokio::time::timeout(Duration::from_secs(20), live.next())
+        .await
+        .context("no live event with --live always")?
+        .context("subscription ended")?;
+    assert_eq!(
+        message.subject.as_str(),
+        format!("baton.live.{}", task.session)
     );
     Ok(())
 }

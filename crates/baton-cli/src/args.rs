@@ -264,6 +264,14 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_EVENTS", value_enum, default_value_t = Events::Full)]
     pub events: Events,
 
+    /// To whom the events `--events lean` does not store go live: `followed` publishes them
+    /// only while someone follows the session or every session (the console, `baton live`,
+    /// `baton send`, the gateways and the router's relay say so in the BATON_FOLLOWERS
+    /// bucket); `always` publishes them regardless, for your own subscribers of
+    /// `<prefix>.live.*` that do not.
+    #[arg(long, env = "BATON_LIVE", value_enum, default_value_t = Live::Followed)]
+    pub live: Live,
+
     /// How long an agent runs, in ms, before its hop's `accepted` event is sent on its
     /// own (stored with `--events full`, live with `lean`). A hop that ends sooner folds it
     /// into its next event (`handoff`, `completed`, …), one message instead of two;
@@ -412,4 +420,4 @@ pub use metrics::MetricsArgs;
 pub use registry::{AgentsArgs, FeedbackArgs, NotebookArgs, RegistryArgs};
 pub use relay::RelayArgs;
 pub use session::{CancelArgs, DiffArgs, ReplayArgs, SendArgs, Waiting, WatchArgs};
-pub use worker_registry::{Events, Settle, WorkerRegistryArgs};
+pub use worker_registry::{Events, Live, Settle, WorkerRegistryArgs};

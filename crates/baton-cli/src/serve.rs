@@ -151,6 +151,7 @@ fn deployment(
         .with_claims(claims)
         .with_settle(args.settle.into())
         .with_events(args.events.into())
+        .with_live(args.live.into())
         .with_accepted_after(Duration::from_millis(args.accepted_after_ms));
     if let Some(instance) = &args.instance {
         anyhow::ensure!(

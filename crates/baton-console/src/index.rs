@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use async_nats::jetstream::{self, consumer};
 use baton_proto::{Event, EventType, Hop, Subjects, Value, Wire};
+use baton_worker::live;
 use futures::StreamExt;
 use tokio::sync::broadcast;
 use uuid::Uuid;
@@ -354,6 +355,8 @@ pub async fn follow(
         .subscribe(subjects.all_live())
         .await
         .map_err(|err| crate::Error::Events(format!("cannot follow the live events: {err}")))?;
+    // While the index lives, `lean` workers publish every session's progress.
+    let _following = live::follow(&jetstream.client(), &subjects, live::Scope::All).await;
     let stored = stream
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: subjects.all_events(),

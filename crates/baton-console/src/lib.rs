@@ -160,4 +160,5 @@ pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
     baton_proto::Footprint::new()
         .subscribes([subjects.all_live(), subjects.all_heartbeats()])
         .publishes([subjects.feedback(), subjects.notebook()])
+        .with(baton_worker::footprints::live_follower(subjects))
 }

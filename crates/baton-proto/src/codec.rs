@@ -29,7 +29,7 @@ pub struct DecodeError {
 }
 
 impl DecodeError {
-    fn new(kind: DecodeErrorKind, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: DecodeErrorKind, detail: impl Into<String>) -> Self {
         Self {
             kind,
             detail: detail.into(),
@@ -104,21 +104,7 @@ pub trait Wire: Serialize + DeserializeOwned {
     /// [`DecodeErrorKind::UnsupportedVersion`] when `v` is not 1, and
     /// [`DecodeErrorKind::Malformed`] for anything else that is not this payload.
     fn from_msgpack_limited(bytes: &[u8], limit: usize) -> Result<Self, DecodeError> {
-        if bytes.len() > limit {
-            return Err(DecodeError::new(
-                DecodeErrorKind::TooLarge,
-                format!("{} bytes exceeds the limit of {limit} bytes", bytes.len()),
-            ));
-        }
-        if crate::nests_deeper_than(bytes, crate::MAX_NESTING) {
-            return Err(DecodeError::new(
-                DecodeErrorKind::Malformed,
-                format!(
-                    "maps and arrays nested deeper than {} levels",
-                    crate::MAX_NESTING
-                ),
-            ));
-        }
+        precheck(bytes, limit)?;
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(value) => {
                 check_version(value.version().map(rmpv::Value::from))?;
@@ -139,7 +125,28 @@ pub trait Wire: Serialize + DeserializeOwned {
 }
 
 /// The `v` of a payload, if it is a map that has one.
-fn probe_version(bytes: &[u8]) -> Option<rmpv::Value> {
+/// The checks before any decode: `bytes` are no larger than `limit`, and
+/// nest no deeper than [`crate::MAX_NESTING`].
+pub(crate) fn precheck(bytes: &[u8], limit: usize) -> Result<(), DecodeError> {
+    if bytes.len() > limit {
+        return Err(DecodeError::new(
+            DecodeErrorKind::TooLarge,
+            format!("{} bytes exceeds the limit of {limit} bytes", bytes.len()),
+        ));
+    }
+    if crate::nests_deeper_than(bytes, crate::MAX_NESTING) {
+        return Err(DecodeError::new(
+            DecodeErrorKind::Malformed,
+            format!(
+                "maps and arrays nested deeper than {} levels",
+                crate::MAX_NESTING
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn probe_version(bytes: &[u8]) -> Option<rmpv::Value> {
     #[derive(serde::Deserialize)]
     struct Probe {
         v: Option<rmpv::Value>,
@@ -149,7 +156,7 @@ fn probe_version(bytes: &[u8]) -> Option<rmpv::Value> {
         .and_then(|probe| probe.v)
 }
 
-fn check_version(v: Option<rmpv::Value>) -> Result<(), DecodeError> {
+pub(crate) fn check_version(v: Option<rmpv::Value>) -> Result<(), DecodeError> {
     match v {
         None => Ok(()),
         Some(v) if v.as_u64() == Some(PROTOCOL_VERSION) => Ok(()),

@@ -10,7 +10,9 @@ use crate::uuid_text;
 pub use crate::value::{Map, Value};
 use crate::{PROTOCOL_VERSION, now_ms};
 
+mod forward;
 mod presence;
+pub use forward::{Head, Rewrite};
 use presence::Absent;
 
 /// The hop budget of a session whose envelope does not set `max_hops`.

@@ -66,8 +66,8 @@ pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, 
 pub use conversation::{Conversation, Overlap, TurnMessage, TurnOf};
 pub use delta::{Delta, Shown};
 pub use envelope::{
-    Context, DEFAULT_MAX_HOPS, Envelope, Kind, Map, Message, Parent, Reason, ResultStatus, Role,
-    Step, Value,
+    Context, DEFAULT_MAX_HOPS, Envelope, Head, Kind, Map, Message, Parent, Reason, ResultStatus,
+    Rewrite, Role, Step, Value,
 };
 pub use event::{Event, EventType, Folded};
 pub use exec::{

@@ -34,6 +34,20 @@ pub fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
     false
 }
 
+/// Where the value that starts at `at` ends (the index after its last
+/// byte), its maps and arrays walked without recursion; `None` for bytes
+/// that end early or are not MessagePack.
+pub(crate) fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    // Values still to read, counting this one and what it contains.
+    let (mut left, mut at) = (1u64, at);
+    while left > 0 {
+        let Item { children, next } = item(bytes, at)?;
+        left = left - 1 + children;
+        at = next;
+    }
+    (at <= bytes.len()).then_some(at)
+}
+
 /// One value's header: how many values it contains, and where the next
 /// value starts.
 struct Item {
@@ -90,6 +104,19 @@ mod tests {
         let mut bytes = vec![0x91; depth];
         bytes.push(0xc0);
         bytes
+    }
+
+    #[test]
+    fn finds_where_a_value_ends() {
+        // {"a": {"b": [1, "x"]}}, then a trailing nil.
+        let map = [
+            0x81, 0xa1, b'a', 0x81, 0xa1, b'b', 0x92, 0x01, 0xa1, b'x', 0xc0,
+        ];
+        assert_eq!(value_end(&map, 0), Some(10));
+        assert_eq!(value_end(&map, 3), Some(10), "the inner map");
+        assert_eq!(value_end(&map, 10), Some(11), "the nil");
+        assert_eq!(value_end(&map[..9], 0), None, "cut short");
+        assert_eq!(value_end(&[0xd9, 5, b'a'], 0), None, "a string cut short");
     }
 
     #[test]

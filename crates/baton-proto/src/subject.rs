@@ -347,6 +347,13 @@ impl Subjects {
         format!("{}_LIMITS", self.stream_prefix)
     }
 
+    /// `BATON_FOLLOWERS`: the key-value bucket of who follows live events,
+    /// one short-lived key per follower (`all.<id>` or `<session>.<id>`).
+    #[must_use]
+    pub fn followers_bucket(&self) -> String {
+        format!("{}_FOLLOWERS", self.stream_prefix)
+    }
+
     /// `BATON_CANCELLED`: the key-value bucket of cancelled sessions.
     #[must_use]
     pub fn cancelled_bucket(&self) -> String {

@@ -79,16 +79,23 @@ pub use services::inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use services::router::{Router, RouterConfig};
 pub use worker::cancel::{cancel_event_id, cancelled_event};
 pub use worker::config::{
-    EventLevel, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
+    EventLevel, LiveEvents, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
 };
 pub use worker::metrics::meter;
 pub use worker::registry::RegistryClient;
 pub use worker::start::Worker;
 
+/// Following live events: a follower says it listens, so that workers at
+/// the `lean` event level publish the events they do not store.
+pub mod live {
+    pub use crate::nats::followers::{Following, Scope, follow};
+}
+
 /// What each process of this crate does on NATS, declared next to the code
 /// that does it; `baton permissions` and `baton doctor` derive from these.
 pub mod footprints {
     pub use crate::nats::claimcheck::footprint as claims;
+    pub use crate::nats::followers::follower_footprint as live_follower;
     pub use crate::nats::provision::footprint as streams;
     pub use crate::nats::served::footprint as served;
     pub use crate::services::client::follow::footprint as session_reader;

@@ -77,6 +77,24 @@ pub enum Events {
     Lean,
 }
 
+/// `--live`: to whom unstored events go live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Live {
+    /// Only to sessions someone follows.
+    Followed,
+    /// Always.
+    Always,
+}
+
+impl From<Live> for baton_worker::LiveEvents {
+    fn from(live: Live) -> Self {
+        match live {
+            Live::Followed => Self::Followed,
+            Live::Always => Self::Always,
+        }
+    }
+}
+
 impl From<Events> for baton_worker::EventLevel {
     fn from(events: Events) -> Self {
         match events {

@@ -14,7 +14,9 @@
 pub(crate) mod claimcheck;
 pub(crate) mod connection;
 pub(crate) mod ending;
+pub(crate) mod followers;
 pub(crate) mod provision;
 pub(crate) mod publish;
 pub(crate) mod served;
 pub(crate) mod trace;
+pub(crate) mod watched;

@@ -84,6 +84,10 @@ const GUARD_TRIES: usize = 10;
 #[derive(Debug, Clone)]
 pub(crate) struct Publisher {
     jetstream: jetstream::Context,
+    /// The same context, its publishes and PubAcks bounded by
+    /// [`ACK_PATIENCE`]: the client's own timer is the only one a publish
+    /// has.
+    publishing: jetstream::Context,
     client: async_nats::Client,
     permissions: Permissions,
     backoff: ExponentialBuilder,
@@ -118,7 +122,11 @@ impl std::fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// How long one publish attempt waits for the stream's acknowledgement.
+/// How long one publish attempt waits for the stream's acknowledgement (the
+/// publishing context's timeout). A stream whose leader died answers nothing
+/// until it has a new one: ask again soon rather than wait out the client's
+/// default 5 s. A copy that was stored after all has the same id and is
+/// dropped.
 const ACK_PATIENCE: Duration = Duration::from_secs(2);
 
 impl Publisher {
@@ -131,8 +139,11 @@ impl Publisher {
             .with_max_delay(Duration::from_secs(1))
             .with_max_times(16)
             .with_jitter();
+        let mut publishing = jetstream.clone();
+        publishing.set_timeout(ACK_PATIENCE);
         Self {
             client: jetstream.client(),
+            publishing,
             jetstream,
             permissions,
             backoff,
@@ -312,7 +323,7 @@ impl Publisher {
             publish = publish.expected_last_subject_sequence(expected);
         }
         Pending(
-            self.jetstream
+            self.publishing
                 .send_publish(message.subject.clone(), publish)
                 .await
                 .map_err(|err| Failure::from_publish(err.kind(), err.to_string())),
@@ -341,12 +352,6 @@ impl Publisher {
                 .map(|ack| ack.sequence)
                 .map_err(|err| Failure::from_publish(err.kind(), err.to_string())),
             () = self.permissions.refused(&message.subject, since) => Err(Failure::Refused),
-            // A stream whose leader died answers nothing until it has a new
-            // one: ask again soon rather than wait out the client's 5 s. A
-            // copy that was stored after all has the same id and is dropped.
-            () = tokio::time::sleep(ACK_PATIENCE) => Err(Failure::Other(format!(
-                "no acknowledgement within {ACK_PATIENCE:?}"
-            ))),
         }
     }
 

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::nats::claimcheck::{ClaimCheck, ClaimFailure};
+use crate::nats::followers::{Following, Scope};
 use crate::services::client::{Cancel, Client};
 
 /// The queue group every router answers session requests in.
@@ -41,6 +42,9 @@ const CONCURRENCY: usize = 1024;
 const MAX_EVENTS: usize = 256;
 /// Room left in a reply for its framing.
 const REPLY_MARGIN: usize = 4096;
+
+/// A session's stored and live events, as they come, and its follow.
+type Watch = (async_nats::Subscriber, async_nats::Subscriber, Following);
 
 /// The session service of one router.
 pub(crate) struct Sessions {
@@ -200,7 +204,7 @@ impl Sessions {
             }
         };
         let reply = self.stored(session, request).await;
-        let Some((mut stored, mut live)) = watch else {
+        let Some((mut stored, mut live, _following)) = watch else {
             return reply;
         };
         if !reply.events.is_empty() || reply.part.is_some() || reply.error.is_some() {
@@ -233,6 +237,7 @@ impl Sessions {
             Ok(subscription) => subscription,
             Err(err) => return self.send(reply_to, failed(err).to_msgpack()).await,
         };
+        let _following = self.following(session).await;
         self.send(reply_to.clone(), live(Vec::new(), false).to_msgpack())
             .await;
         let until = tokio::time::Instant::now() + Duration::from_millis(ms.min(MAX_READ_WAIT_MS));
@@ -252,13 +257,19 @@ impl Sessions {
             .await;
     }
 
-    async fn watch(
-        &self,
-        session: Uuid,
-    ) -> Result<(async_nats::Subscriber, async_nats::Subscriber), async_nats::SubscribeError> {
+    /// The stored and live events of `session` as they come, the live ones
+    /// followed (see [`crate::nats::followers`]) while the watch is kept.
+    async fn watch(&self, session: Uuid) -> Result<Watch, async_nats::SubscribeError> {
         let stored = self.client.subscribe(self.subjects.events(session)).await?;
         let live = self.client.subscribe(self.subjects.live(session)).await?;
-        Ok((stored, live))
+        let following = self.following(session).await;
+        Ok((stored, live, following))
+    }
+
+    /// Says that this router follows `session`'s live events.
+    async fn following(&self, session: Uuid) -> Following {
+        let scope = Scope::Session(session);
+        crate::nats::followers::follow(&self.client, &self.subjects, scope).await
     }
 
     /// The stored events after an event was published: the stream may
@@ -402,6 +413,7 @@ pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
             format!("{}.events.*", subjects.prefix()),
             subjects.all_live(),
         ])
+        .with(crate::nats::followers::follower_footprint(subjects))
         // A live relay answers one request with many replies.
         .relaying()
 }

@@ -16,10 +16,10 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::Footprint;
 use baton_proto::{Event, EventType, Reason, Subjects, derive_id_labelled};
-use futures::StreamExt;
 use uuid::Uuid;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
+use crate::nats::watched::{self, Seen};
 
 /// How long a cancel is remembered: longer than any session should live.
 pub(crate) const REMEMBERED: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -122,76 +122,20 @@ pub(crate) async fn watch(
     cancelled: Arc<Cancelled>,
     ready_within: Duration,
 ) -> tokio::task::JoinHandle<()> {
-    let (ready, is_ready) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(async move {
-        let mut ready = Some(ready);
-        let mut pause = Duration::from_secs(1);
-        loop {
-            let followed = follow(&jetstream, &subjects, replicas, &cancelled, &mut ready).await;
-            if followed.is_ok() {
-                // The watch ran and ended (a reconnect): reopen it soon.
-                pause = Duration::from_secs(1);
-            }
-            if let Err(err) = followed {
-                tracing::warn!(
-                    error = %err,
-                    retry_in = ?pause,
-                    "the watch of cancelled sessions stopped (does this user's permission block \
-                     grant the BATON_CANCELLED bucket? see `baton permissions`)"
-                );
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(30));
-        }
-    });
-    if tokio::time::timeout(ready_within, is_ready).await.is_err() {
-        tracing::warn!("cancelled sessions not read yet; serving, and reading them on");
-    }
-    task
-}
-
-async fn follow(
-    jetstream: &jetstream::Context,
-    subjects: &Subjects,
-    replicas: usize,
-    cancelled: &Cancelled,
-    ready: &mut Option<tokio::sync::oneshot::Sender<()>>,
-) -> Result<(), Error> {
-    let failed = |what: &str, err: Box<dyn std::error::Error + Send + Sync>| {
-        Error::with_source(
-            ErrorKind::JetStream,
-            format!("cannot {what} the cancelled sessions"),
-            err,
-        )
+    let name = subjects.cancelled_bucket();
+    let open = move || {
+        let (jetstream, subjects) = (jetstream.clone(), subjects.clone());
+        async move { bucket(&jetstream, &subjects, replicas).await }
     };
-    let store = bucket(jetstream, subjects, replicas).await?;
-    let mut entries = store
-        .watch_with_history(">")
-        .await
-        .map_err(|err| failed("watch", err.into()))?;
-    let empty = store
-        .status()
-        .await
-        .map_err(|err| failed("read", err.into()))?
-        .values()
-        == 0;
-    if empty && let Some(ready) = ready.take() {
-        let _ = ready.send(());
-    }
-    while let Some(entry) = entries.next().await {
-        let entry = entry.map_err(|err| failed("watch", err.into()))?;
-        if entry.operation == kv::Operation::Put
+    let seen = move |seen: Seen<'_>| {
+        if let Seen::Entry(entry) = seen
+            && entry.operation == kv::Operation::Put
             && let Ok(session) = entry.key.parse::<Uuid>()
         {
             cancelled.insert(session);
         }
-        if entry.delta == 0
-            && let Some(ready) = ready.take()
-        {
-            let _ = ready.send(());
-        }
-    }
-    Ok(())
+    };
+    watched::watch("cancelled sessions", name, open, seen, ready_within).await
 }
 
 /// What following the cancelled sessions uses; with `write`, cancelling too.

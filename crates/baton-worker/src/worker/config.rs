@@ -59,6 +59,8 @@ pub struct WorkerConfig {
     pub settle: SettleMode,
     /// Which events are stored.
     pub events: EventLevel,
+    /// To whom the events the level does not store go live.
+    pub live: LiveEvents,
     /// How long an agent runs before its hop's `accepted` event is sent on
     /// its own (stored at the `full` level, live at `lean`). A hop that ends
     /// sooner folds it into its next event (one message instead of two;
@@ -93,6 +95,20 @@ impl EventLevel {
         use baton_proto::EventType::{Accepted, Handoff, ToolCalled};
         self == Self::Full || !matches!(kind, Accepted | Handoff | ToolCalled)
     }
+}
+
+/// To whom a worker sends the events its [`EventLevel`] does not store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LiveEvents {
+    /// Only while someone follows the session or every session (a key in
+    /// the `BATON_FOLLOWERS` bucket: the console, `baton live`, a client
+    /// following a session, the router's relay). A session nobody follows
+    /// costs no live publish.
+    #[default]
+    Followed,
+    /// Always, followed or not: for subscribers of `<prefix>.live.*` that
+    /// do not write a follower key.
+    Always,
 }
 
 /// How a worker acknowledges a message whose outputs are durable.
@@ -137,6 +153,7 @@ impl WorkerConfig {
             max_deliveries: 20,
             settle: SettleMode::default(),
             events: EventLevel::default(),
+            live: LiveEvents::default(),
             accepted_after: Duration::from_millis(100),
             hand_back: false,
         }
@@ -154,6 +171,13 @@ impl WorkerConfig {
     #[must_use]
     pub fn with_events(mut self, events: EventLevel) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Sets to whom unstored events go live.
+    #[must_use]
+    pub fn with_live(mut self, live: LiveEvents) -> Self {
+        self.live = live;
         self
     }
 

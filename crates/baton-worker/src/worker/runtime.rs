@@ -78,6 +78,7 @@ impl Runtime {
             publisher,
             subjects: config.subjects.clone(),
             level: config.events,
+            live: config.live,
             agent: config.agent.clone(),
             claims: claims.clone(),
             server_max_payload,

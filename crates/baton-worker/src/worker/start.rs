@@ -194,8 +194,8 @@ async fn provision_consumer(
     Ok(ack_wait)
 }
 
-/// What runs beside the loop: the cancel watch and the net for messages no
-/// worker settles.
+/// What runs beside the loop: the watches of cancels and of followers, and
+/// the net for messages no worker settles.
 async fn beside_the_loop(
     client: &async_nats::Client,
     rt: &Arc<Runtime>,
@@ -206,6 +206,14 @@ async fn beside_the_loop(
         rt.config.subjects.clone(),
         rt.config.streams.replicas,
         rt.cancelled.clone(),
+        Duration::from_secs(5),
+    )
+    .await;
+    let followers = crate::nats::followers::watch(
+        source.jetstream.clone(),
+        rt.config.subjects.clone(),
+        rt.config.streams.replicas,
+        rt.outbox.followers.clone(),
         Duration::from_secs(5),
     )
     .await;
@@ -221,9 +229,10 @@ async fn beside_the_loop(
     .spawn()
     .await;
     match net {
-        Ok(net) => Ok(vec![cancels, net]),
+        Ok(net) => Ok(vec![cancels, followers, net]),
         Err(err) => {
             cancels.abort();
+            followers.abort();
             Err(err)
         }
     }
@@ -270,6 +279,7 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
         .with(crate::worker::join::store::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
         .with(crate::worker::cancel::footprint(subjects, false))
+        .with(crate::nats::followers::watcher_footprint(subjects))
 }
 
 #[cfg(test)]

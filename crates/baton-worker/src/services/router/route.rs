@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use async_nats::jetstream;
 use baton_proto::{
-    AgentName, DeadLetterReason, Envelope, Event, EventType, LookupRequest, Reason, Wire, derive_id,
+    AgentName, DeadLetterReason, Envelope, Event, EventType, Head, LookupRequest, Reason, Rewrite,
+    Subjects, derive_id,
 };
 use tracing::Instrument;
 
 use super::{ROUTER_NAME, RouterConfig};
 use crate::nats::ending;
-use crate::nats::publish::Publisher;
+use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::nats::served::Served;
 use crate::services::deadlines;
 use crate::worker::delivery::Delivery;
@@ -44,21 +45,28 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
     );
     let delivery = Delivery::new(message, span.clone(), &config.subjects, me);
     async {
-        let envelope =
-            match Envelope::from_msgpack_limited(&delivery.message.payload, config.max_payload) {
-                Ok(envelope) => envelope,
-                Err(err) => {
-                    tracing::warn!(reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
-                    let outgoing = delivery.unreadable(&err.reason(), err.detail());
-                    finish(publisher, &delivery, &outgoing, Settle::Term).await;
-                    return;
-                }
-            };
+        // The routing fields only: the body goes on as the bytes it came as.
+        let head = match Head::read(&delivery.message.payload, config.max_payload) {
+            Ok(head) => head,
+            Err(err) => {
+                tracing::warn!(reason = %err.reason(), detail = err.detail(), "undecodable task; dead-lettering");
+                let outgoing = delivery.unreadable(&err.reason(), err.detail());
+                finish(publisher, &delivery, &outgoing, Settle::Term).await;
+                return;
+            }
+        };
+        // What the router reads and says about the task, as an envelope.
+        let envelope = head.skeleton();
         span.record("session", tracing::field::display(envelope.session));
         span.record("envelope", tracing::field::display(envelope.id));
         let jetstream = &delivery.message.context;
         let attempt = delivery.attempt;
-        if let Some(end) = ending::ended_before(jetstream, &config.subjects, &envelope, attempt).await {
+        let ended = match head.resumed {
+            // A resumed hop is never a careless second task (see `ended_before`).
+            true => None,
+            false => ending::ended_before(jetstream, &config.subjects, &envelope, attempt).await,
+        };
+        if let Some(end) = ended {
             tracing::info!("a task for an ended session; dead-lettered");
             let plan = Plan::session_ended(&envelope, &end);
             let outgoing = match delivery.encode(&plan.outputs) {
@@ -76,36 +84,45 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
             }
             .map_err(|why| (DeadLetterReason::NoRoute, why)),
         };
-        let mut timer = None;
-        let (outputs, settle) = match target {
-            Ok(route) => {
-                let mut envelope = envelope;
-                if let (None, Some(default)) = (envelope.deadline, config.default_deadline) {
-                    let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
-                    envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
-                }
-                envelope.budget = with_default(envelope.budget, config.default_budget);
-                timer = deadlines::timer_for(&config.subjects, &envelope);
-                (forward(&envelope, route), Settle::Ack)
-            }
+        let (outgoing, settle) = match target {
+            Ok(route) => (sent_on(config, &delivery, &head, envelope, route), Settle::Ack),
             Err((reason, detail)) => {
                 tracing::info!(%reason, %detail, "task refused");
-                (refused(&envelope, reason, &detail), Settle::Term)
+                let outputs = refused(&envelope, reason, &detail);
+                let outgoing = delivery.encode(&outputs).unwrap_or_else(|err| {
+                    let detail = format!("cannot encode the refusal: {err}");
+                    delivery.unreadable(&DeadLetterReason::Malformed, &detail)
+                });
+                (outgoing, Settle::Term)
             }
         };
-        let mut outgoing = match delivery.encode(&outputs) {
-            Ok(outgoing) => outgoing,
-            Err(err) => {
-                let detail = format!("cannot re-encode the task: {err}");
-                delivery.unreadable(&DeadLetterReason::Malformed, &detail)
-            }
-        };
-        // The session's deadline is watched from now on, wherever its task goes.
-        outgoing.extend(timer);
         finish(publisher, &delivery, &outgoing, settle).await;
     }
     .instrument(span.clone())
     .await;
+}
+
+/// What forwarding a task to `route` writes: the task, with the router's
+/// default deadline and budget where it sets none, after any event about
+/// it, and its deadline timer; or its dead letter when it cannot be written.
+fn sent_on(
+    config: &RouterConfig,
+    delivery: &Delivery<'_>,
+    head: &Head,
+    mut envelope: Envelope,
+    route: Route,
+) -> Vec<Outgoing> {
+    if let (None, Some(default)) = (envelope.deadline, config.default_deadline) {
+        let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
+        envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
+    }
+    envelope.budget = with_default(envelope.budget, config.default_budget);
+    let forwarded = forward(delivery, &config.subjects, (head, &envelope), route);
+    let mut outgoing = forwarded
+        .unwrap_or_else(|detail| delivery.unreadable(&DeadLetterReason::Malformed, &detail));
+    // The session's deadline is watched from now on, wherever its task goes.
+    outgoing.extend(deadlines::timer_for(&config.subjects, &envelope));
+    outgoing
 }
 
 /// Where a task goes.
@@ -172,26 +189,48 @@ fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detai
 }
 
 /// The task on its way to `route`, after an `escalated` event when it goes
-/// to the fallback for lack of a match.
-fn forward(envelope: &Envelope, route: Route) -> Vec<Output> {
+/// to the fallback for lack of a match. The task is the delivered bytes
+/// with the fields routing changes rewritten (its id, target and creation
+/// time as [`Envelope::resent`] sets them, and the deadline and budget
+/// where `envelope` changed them from `head`, and the reason); the rest is
+/// copied through undecoded. `Err` says why it cannot be written.
+fn forward(
+    delivery: &Delivery<'_>,
+    subjects: &Subjects,
+    (head, envelope): (&Head, &Envelope),
+    route: Route,
+) -> Result<Vec<Outgoing>, String> {
     let id = derive_id(envelope.id, 0);
-    let mut forwarded = envelope
-        .clone()
-        .resent(id, envelope.kind.clone(), route.agent.as_str());
     let mut outputs = Vec::new();
+    let mut rewrite = Rewrite::resent(id, &envelope.kind, route.agent.as_str());
     if let Some(why) = route.no_match {
-        forwarded.reason = Some(Reason::NoMatch);
+        rewrite = rewrite.and_then(|r| r.set("reason", &Reason::NoMatch));
         let mut escalated = event(envelope, 1, EventType::Escalated, Reason::NoMatch, &why);
         if let Output::Event(event) = &mut escalated {
             event.to = Some(route.agent.to_string());
         }
         outputs.push(escalated);
     }
-    outputs.push(Output::Envelope {
-        to: route.agent,
-        envelope: Box::new(forwarded),
+    if let (Some(deadline), true) = (envelope.deadline, envelope.deadline != head.deadline) {
+        rewrite = rewrite.and_then(|r| r.set("deadline", &deadline));
+    }
+    if let (Some(budget), true) = (envelope.budget, envelope.budget != head.budget) {
+        rewrite = rewrite.and_then(|r| r.set("budget", &budget));
+    }
+    let cannot = |err: &dyn std::fmt::Display| format!("cannot write the task on: {err}");
+    let payload = rewrite
+        .map_err(|err| cannot(&err))?
+        .apply(&delivery.message.payload)
+        .map_err(|err| cannot(&err))?;
+    let mut outgoing = delivery.encode(&outputs).map_err(|err| cannot(&err))?;
+    outgoing.push(Outgoing {
+        class: Class::Plain,
+        subject: subjects.agent(&route.agent),
+        id,
+        payload: payload.into(),
+        headers: delivery.headers(),
     });
-    outputs
+    Ok(outgoing)
 }
 
 /// A dead letter, `dead_lettered` and `failed`: the task is not forwarded.

@@ -22,8 +22,9 @@ use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, DeadLetterReason, Event, Subjects};
 
 use crate::nats::claimcheck::ClaimCheck;
+use crate::nats::followers::Followers;
 use crate::nats::publish::{Outgoing, Publisher};
-use crate::worker::config::{EventLevel, WorkerStats};
+use crate::worker::config::{EventLevel, LiveEvents, WorkerStats};
 use crate::worker::delivery::Delivery;
 use crate::worker::metrics::Metrics;
 use crate::worker::plan::{Output, Plan, Settle};
@@ -44,6 +45,10 @@ pub(crate) struct Outbox {
     progress_every: Duration,
     metrics: Arc<Metrics>,
     stats: Arc<WorkerStats>,
+    /// Who follows live events: an event the level does not store is sent
+    /// only when someone does (unless `live` says always).
+    pub(crate) followers: Arc<Followers>,
+    live: LiveEvents,
 }
 
 /// What an [`Outbox`] is made of.
@@ -51,6 +56,7 @@ pub(crate) struct Parts {
     pub(crate) publisher: Publisher,
     pub(crate) subjects: Subjects,
     pub(crate) level: EventLevel,
+    pub(crate) live: LiveEvents,
     pub(crate) agent: AgentName,
     pub(crate) claims: Arc<ClaimCheck>,
     pub(crate) server_max_payload: usize,
@@ -65,12 +71,14 @@ impl Outbox {
             publisher: parts.publisher,
             subjects: parts.subjects,
             level: parts.level,
+            live: parts.live,
             agent: parts.agent,
             claims: parts.claims,
             server_max_payload: parts.server_max_payload,
             progress_every: parts.progress_every,
             metrics: parts.metrics,
             stats: parts.stats,
+            followers: Arc::default(),
         }
     }
 
@@ -191,6 +199,9 @@ impl Outbox {
         if self.level.stores(&event.kind) {
             return self.publisher.publish_one(&message).await;
         }
+        if !self.wanted_live(event) {
+            return Ok(());
+        }
         message.subject = self.subjects.live(event.session);
         self.publisher
             .publish_live(std::slice::from_ref(&message))
@@ -199,7 +210,8 @@ impl Outbox {
     }
 
     /// Splits `outgoing` into the events the level sends live, once the rest
-    /// is durable, and the rest: returns (live, durable).
+    /// is durable (those someone follows), and the rest: returns (live,
+    /// durable).
     fn split_live(
         &self,
         outgoing: Vec<Outgoing>,
@@ -209,13 +221,20 @@ impl Outbox {
         for (mut message, output) in outgoing.into_iter().zip(outputs) {
             match output {
                 Output::Event(event) if !self.level.stores(&event.kind) => {
-                    message.subject = self.subjects.live(event.session);
-                    live.push(message);
+                    if self.wanted_live(event) {
+                        message.subject = self.subjects.live(event.session);
+                        live.push(message);
+                    }
                 }
                 _ => durable.push(message),
             }
         }
         (live, durable)
+    }
+
+    /// Whether an unstored `event` has anyone to reach live.
+    fn wanted_live(&self, event: &Event) -> bool {
+        self.live == LiveEvents::Always || self.followers.wants(event.session)
     }
 
     /// Counts a message that ended its session as a dead letter.
