@@ -21,7 +21,9 @@ pub(crate) struct Outgoing {
     pub(crate) subject: String,
     pub(crate) id: Uuid,
     pub(crate) payload: Bytes,
-    pub(crate) headers: HeaderMap,
+    /// Shared by the messages of one delivery: built once, copied only
+    /// into the publish itself.
+    pub(crate) headers: std::sync::Arc<HeaderMap>,
 }
 
 impl Outgoing {
@@ -44,7 +46,7 @@ impl Outgoing {
     fn publish(&self) -> PublishMessage {
         PublishMessage::build()
             .payload(self.payload.clone())
-            .headers(self.headers.clone())
+            .headers(HeaderMap::clone(&self.headers))
             .message_id(self.id.to_string())
     }
 }
@@ -295,7 +297,7 @@ impl Publisher {
                 .client
                 .publish_with_headers(
                     message.subject.clone(),
-                    message.headers.clone(),
+                    HeaderMap::clone(&message.headers),
                     message.payload.clone(),
                 )
                 .await;
@@ -432,8 +434,7 @@ fn truncated(message: &Outgoing, limit: usize) -> Option<Outgoing> {
     let keep = message.payload.len().saturating_sub(size - limit + added);
     let mut fitted = message.clone();
     fitted.payload = message.payload.slice(..keep);
-    fitted
-        .headers
+    std::sync::Arc::make_mut(&mut fitted.headers)
         .insert(baton_proto::headers::TRUNCATED, original.as_str());
     Some(fitted)
 }
@@ -508,7 +509,7 @@ mod tests {
             subject: "baton.dlq.a".to_owned(),
             id: Uuid::nil(),
             payload: Bytes::from(vec![7; payload]),
-            headers,
+            headers: headers.into(),
         }
     }
 

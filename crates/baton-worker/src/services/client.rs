@@ -281,7 +281,7 @@ impl Client {
             subject: self.subjects.events(session),
             id: event.id,
             payload: Bytes::from(payload),
-            headers: async_nats::HeaderMap::new(),
+            headers: Default::default(),
         };
         match self.publisher.publish_ending(&[&outgoing]).await? {
             crate::nats::publish::Ended::Now => Ok(Cancel::Cancelled(event)),
@@ -313,7 +313,7 @@ impl Client {
             subject,
             id: envelope.id,
             payload,
-            headers,
+            headers: headers.into(),
         };
         if let Some(subject) = self
             .publisher

@@ -207,7 +207,7 @@ impl Client {
             subject: entry.original_subject.clone(),
             id,
             payload,
-            headers: HeaderMap::new(),
+            headers: Default::default(),
         };
         self.publisher().publish_one(&outgoing).await?;
         if !keep {
@@ -275,7 +275,7 @@ impl Client {
                 payload: Bytes::from(reopened.to_msgpack().map_err(|err| {
                     Error::with_source(ErrorKind::Encode, "cannot encode an event", err)
                 })?),
-                headers: HeaderMap::new(),
+                headers: Default::default(),
             })
             .await?;
         // The session's deadline is watched again (a new one, when extended).

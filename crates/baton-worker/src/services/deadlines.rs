@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
 use baton_proto::{
     AgentName, DeadlineTimer, Envelope, Event, EventType, Reason, Subjects, Wire,
@@ -37,7 +36,7 @@ pub(crate) fn timer_for(subjects: &Subjects, envelope: &Envelope) -> Option<Outg
         subject: subjects.deadline_timers(),
         id: timer.id(),
         payload: Bytes::from(payload),
-        headers: HeaderMap::new(),
+        headers: Default::default(),
     })
 }
 
@@ -146,7 +145,7 @@ fn failed_at_deadline(
             subject: subjects.events(timer.session),
             id: failed.id,
             payload: Bytes::from(payload),
-            headers: HeaderMap::new(),
+            headers: Default::default(),
         }),
         Err(err) => {
             tracing::error!(error = %err, "cannot encode a deadline event");

@@ -35,7 +35,7 @@ pub(crate) struct Delivery<'a> {
     folded: std::sync::OnceLock<Event>,
     /// The trace headers of every output, written once: the span and its
     /// parent do not change while the delivery is handled.
-    trace_headers: std::sync::OnceLock<HeaderMap>,
+    trace_headers: std::sync::OnceLock<std::sync::Arc<HeaderMap>>,
 }
 
 impl<'a> Delivery<'a> {
@@ -78,14 +78,21 @@ impl<'a> Delivery<'a> {
         self
     }
 
-    pub(crate) fn headers(&self) -> HeaderMap {
+    /// The trace headers of every message this delivery leads to, built
+    /// once and shared.
+    pub(crate) fn shared_headers(&self) -> std::sync::Arc<HeaderMap> {
         self.trace_headers
             .get_or_init(|| {
                 let mut headers = HeaderMap::new();
                 trace::inject(&self.span, &self.parent, &mut headers);
-                headers
+                std::sync::Arc::new(headers)
             })
             .clone()
+    }
+
+    /// A copy of [`Delivery::shared_headers`].
+    pub(crate) fn headers(&self) -> HeaderMap {
+        HeaderMap::clone(&self.shared_headers())
     }
 
     /// `event`, ready to publish.
@@ -95,7 +102,7 @@ impl<'a> Delivery<'a> {
             subject: self.subjects.events(event.session),
             id: event.id,
             payload: encode(event)?,
-            headers: self.headers(),
+            headers: self.shared_headers(),
         })
     }
 
@@ -110,7 +117,7 @@ impl<'a> Delivery<'a> {
             subject: self.subjects.agent(to),
             id: envelope.id,
             payload: encode(envelope)?,
-            headers: self.headers(),
+            headers: self.shared_headers(),
         })
     }
 
@@ -221,7 +228,7 @@ impl Stored<'_> {
             subject: subjects.dlq(agent),
             id,
             payload: self.payload.clone(),
-            headers,
+            headers: headers.into(),
         }
     }
 
@@ -272,7 +279,7 @@ impl Stored<'_> {
                     subject: subjects.events(session),
                     id: event.id,
                     payload,
-                    headers: headers.clone(),
+                    headers: headers.clone().into(),
                 }),
                 Err(err) => tracing::warn!(error = %err, "cannot encode an event"),
             }

@@ -228,7 +228,7 @@ fn forward(
         subject: subjects.agent(&route.agent),
         id,
         payload: payload.into(),
-        headers: delivery.headers(),
+        headers: delivery.shared_headers(),
     });
     Ok(outgoing)
 }

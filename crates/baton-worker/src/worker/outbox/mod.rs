@@ -299,7 +299,7 @@ fn plain(event: &Event, subject: String, headers: async_nats::HeaderMap) -> Opti
             subject,
             id: event.id,
             payload: bytes::Bytes::from(payload),
-            headers,
+            headers: headers.into(),
         }),
         Err(err) => {
             tracing::warn!(error = %err, kind = %event.kind, "cannot encode an event");
