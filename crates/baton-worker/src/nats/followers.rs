@@ -82,10 +82,17 @@ impl Scope {
 /// The followers a worker knows of, kept current by [`watch`].
 #[derive(Debug, Default)]
 pub(crate) struct Followers {
-    /// Each follower's key, with its scope and when the bucket forgets it.
-    keys: Mutex<HashMap<String, (Scope, SystemTime)>>,
+    known: Mutex<Known>,
     /// Whether the watch is current; until it is, everything is wanted.
     current: AtomicBool,
+}
+
+/// Each scope's followers, by key, with when the bucket forgets each.
+#[derive(Debug, Default)]
+struct Known {
+    scopes: HashMap<Scope, HashMap<String, SystemTime>>,
+    /// When expired keys were last dropped.
+    pruned: Option<SystemTime>,
 }
 
 impl Followers {
@@ -95,38 +102,61 @@ impl Followers {
         if !self.current.load(Ordering::Relaxed) {
             return true;
         }
-        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        if keys.is_empty() {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if known.scopes.is_empty() {
             return false;
         }
         let now = SystemTime::now();
-        keys.values().any(|(scope, until)| {
-            *until > now && (*scope == Scope::All || *scope == Scope::Session(session))
+        [Scope::All, Scope::Session(session)].iter().any(|scope| {
+            known
+                .scopes
+                .get(scope)
+                .is_some_and(|keys| keys.values().any(|until| *until > now))
         })
     }
 
     fn seen(&self, seen: Seen<'_>) {
         match seen {
             Seen::Entry(entry) => {
-                let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-                let now = SystemTime::now();
-                keys.retain(|_, (_, until)| *until > now);
-                match (entry.operation, Scope::of_key(&entry.key)) {
-                    (kv::Operation::Put, Some(scope)) => {
-                        let written: SystemTime = entry.created.into();
-                        keys.insert(entry.key.clone(), (scope, written + TTL));
-                    }
-                    _ => {
-                        keys.remove(&entry.key);
+                let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+                known.prune(SystemTime::now());
+                let Some(scope) = Scope::of_key(&entry.key) else {
+                    return;
+                };
+                if entry.operation == kv::Operation::Put {
+                    let written: SystemTime = entry.created.into();
+                    let keys = known.scopes.entry(scope).or_default();
+                    keys.insert(entry.key.clone(), written + TTL);
+                } else if let Some(keys) = known.scopes.get_mut(&scope) {
+                    keys.remove(&entry.key);
+                    if keys.is_empty() {
+                        known.scopes.remove(&scope);
                     }
                 }
             }
             Seen::Current => self.current.store(true, Ordering::Relaxed),
             Seen::Lost => {
                 self.current.store(false, Ordering::Relaxed);
-                self.keys.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                *self.known.lock().unwrap_or_else(|e| e.into_inner()) = Known::default();
             }
         }
+    }
+}
+
+impl Known {
+    /// Drops the keys the bucket has forgotten, at most once a second.
+    fn prune(&mut self, now: SystemTime) {
+        if self
+            .pruned
+            .is_some_and(|at| now.duration_since(at).unwrap_or_default() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.pruned = Some(now);
+        self.scopes.retain(|_, keys| {
+            keys.retain(|_, until| *until > now);
+            !keys.is_empty()
+        });
     }
 }
 
@@ -283,6 +313,12 @@ mod tests {
         assert_eq!(Scope::of_key("nonsense.x"), None);
     }
 
+    fn know(followers: &Followers, scope: Scope, until: SystemTime) {
+        let mut known = followers.known.lock().unwrap();
+        let keys = known.scopes.entry(scope).or_default();
+        keys.insert(scope.key(Uuid::new_v4()), until);
+    }
+
     #[test]
     fn a_worker_wants_what_is_followed_and_everything_until_its_watch_is_current() {
         let followers = Followers::default();
@@ -290,19 +326,16 @@ mod tests {
         assert!(followers.wants(a), "not current yet: everything goes");
         followers.seen(Seen::Current);
         assert!(!followers.wants(a), "current, nobody follows");
-        let later = SystemTime::now() + TTL;
-        followers.keys.lock().unwrap().insert(
-            Scope::Session(a).key(Uuid::new_v4()),
-            (Scope::Session(a), later),
-        );
+        know(&followers, Scope::Session(a), SystemTime::now() + TTL);
         assert!(followers.wants(a) && !followers.wants(b));
-        let past = SystemTime::now() - Duration::from_secs(1);
-        followers
-            .keys
-            .lock()
-            .unwrap()
-            .insert(Scope::All.key(Uuid::new_v4()), (Scope::All, past));
+        know(
+            &followers,
+            Scope::All,
+            SystemTime::now() - Duration::from_secs(1),
+        );
         assert!(!followers.wants(b), "an expired key counts for nothing");
+        know(&followers, Scope::All, SystemTime::now() + TTL);
+        assert!(followers.wants(b), "a follower of every session");
         followers.seen(Seen::Lost);
         assert!(followers.wants(b), "a lost watch lets everything go");
     }
