@@ -147,6 +147,22 @@ impl<'a> Delivery<'a> {
         )
     }
 
+    /// Folds the hop's `accepted` event, if it is held, into the first of
+    /// `outputs` it belongs in, in place, so that [`Delivery::encode`]
+    /// encodes every event as it is, with no copy.
+    pub(crate) fn fold_into(&self, outputs: &mut [Output]) {
+        let Some(accepted) = self.folded.get() else {
+            return;
+        };
+        let first = outputs.iter_mut().find_map(|output| match output {
+            Output::Event(event) if event.envelope == accepted.envelope => Some(event),
+            _ => None,
+        });
+        if let Some(event) = first {
+            event.fold(accepted);
+        }
+    }
+
     /// The messages of a plan, in order.
     pub(crate) fn encode(&self, outputs: &[Output]) -> Result<Vec<Outgoing>, Error> {
         let mut folded = self.folded.get();
@@ -154,6 +170,11 @@ impl<'a> Delivery<'a> {
             .iter()
             .map(|output| match output {
                 Output::Envelope { to, envelope } => self.envelope(to, envelope),
+                // Folded in place already ([`Delivery::fold_into`]).
+                Output::Event(event) if event.accepted.is_some() => {
+                    folded = None;
+                    self.event(event)
+                }
                 Output::Event(event) => match folded.filter(|a| a.envelope == event.envelope) {
                     Some(accepted) => {
                         folded = None;

@@ -90,6 +90,7 @@ impl Outbox {
     /// left for redelivery.
     pub(crate) async fn execute(&self, delivery: &Delivery<'_>, mut plan: Plan) {
         stamp_accepted(&mut plan.outputs, &self.agent, delivery.received_at);
+        delivery.fold_into(&mut plan.outputs);
         let outgoing = match self.prepare(delivery, &plan.outputs).await {
             Ok(outgoing) => outgoing,
             Err(Unsendable::Permanent(reason, detail)) => {
