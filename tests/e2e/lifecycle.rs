@@ -468,7 +468,15 @@ async fn a_server_killed_and_restarted_mid_run_loses_and_doubles_nothing() -> an
     for label in ["r1", "r2", "r3"] {
         assert!(system.process(label).is_running(), "{label} exited");
     }
-    assert!(system.client.dead_letters().await?.is_empty());
+    let dead: Vec<_> = (system.client.dead_letters().await?.into_iter())
+        .map(|d| {
+            format!(
+                "{} {} {} ({} deliveries): {}",
+                d.agent, d.original_subject, d.reason, d.deliveries, d.detail
+            )
+        })
+        .collect();
+    assert!(dead.is_empty(), "dead letters: {dead:#?}");
     system.settled().await?;
     Ok(())
 }

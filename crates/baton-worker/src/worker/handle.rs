@@ -216,7 +216,12 @@ async fn orphan(rt: &Runtime, envelope: &Envelope) -> Option<Plan> {
 }
 
 /// Steps 3 to 7 for a task, handoff or delegated child.
-async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, envelope: Envelope) {
+async fn process<A: Agent>(
+    rt: &Runtime,
+    agent: &A,
+    delivery: &Delivery<'_>,
+    mut envelope: Envelope,
+) {
     // A team member confirms an asynchronous assignment before it works on it.
     if let Some(progress) = rt.planner().progress(&envelope) {
         if !rt.outbox.publish(delivery, &[progress]).await {
@@ -248,11 +253,24 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         Ok(_) => tracing::debug!("agent finished"),
         Err(err) => tracing::info!(error = %err, "agent failed"),
     }
+    // The task as it arrived, for a replayable session's `started` event:
+    // read before the plan moves the context on.
+    let started = rt.planner().started(&envelope);
     // 4, 5 and 7; a run that overran the session's deadline ends it, whatever
     // the agent decided.
     let plan = match rt.planner().overran(&envelope, now_ms()) {
         Some(plan) => Some(plan),
-        None => decide(rt, agent, delivery, &envelope, result, spending.spending()).await,
+        None => {
+            decide(
+                rt,
+                agent,
+                delivery,
+                &mut envelope,
+                result,
+                spending.spending(),
+            )
+            .await
+        }
     };
     let Some(mut plan) = plan else {
         // Left for redelivery: the attempt still counts as accepted.
@@ -264,7 +282,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
         return rt.outbox.discard(delivery).await;
     }
     usage::stamp(&mut plan.outputs, &envelope, spending.spending());
-    if let Some(started) = rt.planner().started(&envelope) {
+    if let Some(started) = started {
         plan.outputs.insert(0, started);
     }
     if !rt
@@ -280,13 +298,13 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
 
 /// Steps 4 and 7: the plan for what the agent returned on `envelope`. A
 /// delegation starts its join; anything else goes through the routing rules,
-/// the registry if it needs to, and the planner. `None` leaves the message
-/// for redelivery.
+/// the registry if it needs to, and the planner, which moves `envelope`'s
+/// context on. `None` leaves the message for redelivery.
 async fn decide<A: Agent>(
     rt: &Runtime,
     agent: &A,
     delivery: &Delivery<'_>,
-    envelope: &Envelope,
+    envelope: &mut Envelope,
     result: Result<Outcome, AgentError>,
     spent: Usage,
 ) -> Option<Plan> {
@@ -391,7 +409,7 @@ async fn on_result<A: Agent>(
         }
     }
     let spent = spending.spending();
-    conclude(rt, agent, delivery, &continued, resumed, spent).await;
+    conclude(rt, agent, delivery, &mut continued, resumed, spent).await;
 }
 
 /// Steps 4 to 7 after a continuation: its plan carried out, or the message
@@ -400,7 +418,7 @@ async fn conclude<A: Agent>(
     rt: &Runtime,
     agent: &A,
     delivery: &Delivery<'_>,
-    continued: &Envelope,
+    continued: &mut Envelope,
     resumed: Result<Outcome, AgentError>,
     spent: Usage,
 ) {

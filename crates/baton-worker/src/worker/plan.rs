@@ -223,16 +223,19 @@ impl Planner<'_> {
     /// Steps 4, 5 and 7: the plan for what the agent returned on delivery
     /// `attempt`, with the registry's answer to [`Planner::lookup_request`]
     /// when one was made.
+    ///
+    /// The context of `envelope` moves into the envelope or event that
+    /// carries it on (when one does): read it before.
     pub(crate) fn plan(
         &self,
-        envelope: &Envelope,
+        envelope: &mut Envelope,
         attempt: u32,
         result: Result<Step, AgentError>,
         found: Found,
     ) -> Plan {
         match result {
             Ok(Step::Complete(Complete { output, update })) => {
-                let next = self.advance(envelope, update);
+                let next = self.advance_taking(envelope, update);
                 let mut outputs = Outputs::new(envelope.id);
                 self.end(&mut outputs, envelope, next, Ending::Completed(output));
                 outputs.into_plan()
@@ -282,7 +285,7 @@ impl Planner<'_> {
         outputs.into_plan()
     }
 
-    fn handoff(&self, envelope: &Envelope, handoff: Handoff, found: Found) -> Plan {
+    fn handoff(&self, envelope: &mut Envelope, handoff: Handoff, found: Found) -> Plan {
         let Handoff {
             target,
             reason,
@@ -290,7 +293,8 @@ impl Planner<'_> {
             update,
             options,
         } = handoff;
-        let mut next = self.advance(envelope, update);
+        let mut next = self.advance_taking(envelope, update);
+        let envelope = &*envelope;
         next.suggested_next_action = suggested_next_action;
         self.trim_context(&mut next, options.context);
         let visits = options.max_visits;

@@ -26,13 +26,31 @@ impl Planner<'_> {
 
     /// The envelope as it leaves this agent: this hop on the path, the update applied.
     pub(crate) fn advance(&self, envelope: &Envelope, update: ContextUpdate) -> Envelope {
+        self.moved_on(envelope.clone(), update)
+    }
+
+    /// As [`Planner::advance`], but the context (the bulk of an envelope)
+    /// is moved out of `envelope` into the result, not copied: what stays
+    /// behind has every other field, and an empty context.
+    pub(crate) fn advance_taking(
+        &self,
+        envelope: &mut Envelope,
+        update: ContextUpdate,
+    ) -> Envelope {
+        let context = std::mem::take(&mut envelope.context);
         let mut next = envelope.clone();
+        next.context = context;
+        self.moved_on(next, update)
+    }
+
+    /// `next`, a copy of the envelope this agent ran on, as it leaves it.
+    fn moved_on(&self, mut next: Envelope, update: ContextUpdate) -> Envelope {
         // A waiting call and a resumed journal belong to this hop alone.
         next.gate = None;
         next.resumed = None;
-        let mut hop = Hop::new(self.agent.as_str(), self.instance, envelope.reason.clone());
-        hop.requires.clone_from(&envelope.requires);
-        hop.domains.clone_from(&envelope.domains);
+        let mut hop = Hop::new(self.agent.as_str(), self.instance, next.reason.clone());
+        hop.requires.clone_from(&next.requires);
+        hop.domains.clone_from(&next.domains);
         next.path.push(hop);
         next.from = Some(self.agent.to_string());
         let context = &mut next.context;

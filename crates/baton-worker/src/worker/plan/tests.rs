@@ -49,7 +49,12 @@ impl Decide for Planner<'_> {
         result: Result<Outcome, AgentError>,
         found: Found,
     ) -> Plan {
-        self.plan(envelope, attempt, step(envelope, result), found)
+        self.plan(
+            &mut envelope.clone(),
+            attempt,
+            step(envelope, result),
+            found,
+        )
     }
 
     fn lookup_for(
