@@ -198,7 +198,8 @@ impl Rewrite {
         let fields = rmp::decode::read_map_len(&mut reader)
             .map_err(|_| malformed("an envelope is a map"))?;
         let mut at = bytes.len() - reader.len();
-        let mut kept: Vec<&[u8]> = Vec::with_capacity(fields as usize);
+        // The count is the sender's word: it sizes nothing before it is read.
+        let mut kept: Vec<&[u8]> = Vec::with_capacity((fields as usize).min(64));
         for _ in 0..fields {
             let key = key_at(bytes, at).ok_or_else(|| malformed("an envelope's keys are text"))?;
             let end = crate::nesting::value_end(bytes, key.value_at)

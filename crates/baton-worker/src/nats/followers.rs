@@ -124,9 +124,12 @@ impl Followers {
                     return;
                 };
                 if entry.operation == kv::Operation::Put {
-                    let written: SystemTime = entry.created.into();
+                    // From when this worker saw it, not the server's clock: a
+                    // worker whose clock is off still counts a live follower.
+                    // (A key read from the history may so count up to one TTL
+                    // longer than the bucket keeps it: an event more, not less.)
                     let keys = known.scopes.entry(scope).or_default();
-                    keys.insert(entry.key.clone(), written + TTL);
+                    keys.insert(entry.key.clone(), SystemTime::now() + TTL);
                 } else if let Some(keys) = known.scopes.get_mut(&scope) {
                     keys.remove(&entry.key);
                     if keys.is_empty() {
