@@ -10,10 +10,12 @@
 //!
 //! Every worker watches the bucket into memory ([`Followers`]), so the check
 //! on the hot path is a lookup, not a round trip. The watch is
-//! asynchronous: a follower that starts mid-session sees the events its
-//! key reached the workers before, normally within a round trip. While the
-//! watch is not running (not yet read, or failing), a worker publishes
-//! every live event, as before there was a bucket.
+//! asynchronous: a follower that starts mid-session sees the events
+//! published once its key has reached the workers, normally within a round
+//! trip. A worker counts a key for [`TTL`] from when it saw it (not by the
+//! server's clock). While the watch is not running (not yet read, or
+//! failing), a worker publishes every live event, as before there was a
+//! bucket.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
