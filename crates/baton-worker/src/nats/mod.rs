@@ -9,6 +9,8 @@
 //! - [`ending`]: whether a session has ended, read from its events;
 //! - [`claimcheck`]: large payloads parked in the object store;
 //! - [`served`]: which agent types have workers;
+//! - [`followers`]: who follows live events, watched by every worker;
+//! - [`watched`]: a key-value bucket followed into memory;
 //! - [`trace`]: the trace context in message headers.
 
 pub(crate) mod claimcheck;
