@@ -369,6 +369,17 @@ impl Envelope {
         self
     }
 
+    /// Whether this envelope is a session's own first task: a root `task`,
+    /// not a resumed hop (sent back after a person's decision) and not a
+    /// conversation's turn.
+    #[must_use]
+    pub fn opens_session(&self) -> bool {
+        self.kind == Kind::Task
+            && self.parent.is_none()
+            && self.resumed.is_none()
+            && self.conversation.is_none()
+    }
+
     /// Why this envelope's deadline is refused at `now` (unix ms): it lies
     /// more than [`crate::MAX_DEADLINE_AHEAD_MS`] ahead. `None` without a
     /// deadline, or with one in range or passed.

@@ -103,6 +103,15 @@ impl Head {
         }
     }
 
+    /// As [`Envelope::opens_session`].
+    #[must_use]
+    pub fn opens_session(&self) -> bool {
+        self.kind == Kind::Task
+            && self.parent.is_none()
+            && !self.resumed
+            && self.conversation.is_none()
+    }
+
     /// What the context's `initial_query` says.
     #[must_use]
     pub fn initial_query(&self) -> &str {
@@ -284,6 +293,38 @@ mod tests {
             (skeleton.id, skeleton.deadline),
             (envelope.id, envelope.deadline)
         );
+    }
+
+    #[test]
+    fn the_head_and_the_envelope_agree_on_what_opens_a_session() {
+        let mut child = Envelope::task("child");
+        child.parent = Some(Parent {
+            id: Uuid::new_v4(),
+            agent: "lead".to_owned(),
+            depth: 1,
+            index: None,
+            assignment: None,
+            extra: crate::Map::new(),
+        });
+        let mut turn = Envelope::task("turn");
+        turn.conversation = Some(TurnOf {
+            id: "c".to_owned(),
+            turn: 2,
+            hand_back: false,
+            extra: crate::Map::new(),
+        });
+        for (envelope, opens) in [
+            (Envelope::task("first"), true),
+            (child, false),
+            (turn, false),
+        ] {
+            assert_eq!(envelope.opens_session(), opens, "{envelope:?}");
+            let bytes = envelope.to_msgpack().unwrap();
+            assert_eq!(
+                Head::read(&bytes, bytes.len()).unwrap().opens_session(),
+                opens
+            );
+        }
     }
 
     #[test]

@@ -123,26 +123,26 @@ pub(crate) async fn last_event(
     Ok(last.and_then(|message| Event::from_msgpack(&message.payload).ok()))
 }
 
-/// The terminal event of `envelope`'s session when `envelope` is a root
-/// task on its first delivery (`attempt` 1, not sent back after a person's
-/// decision) and its session has ended already: a careless client's second
-/// task. A redelivery is not judged here: its outputs are republished
-/// under the same ids, as always. Nor is a conversation's turn: it is sent
-/// only while its conversation's record says it runs, which a settle reads
-/// the session's end before changing, under an id derived from the turn
-/// (so a repeat is a JetStream duplicate). A session that cannot be read
-/// counts as open.
+/// The terminal event of `session` when the message that `opens` it (see
+/// `Envelope::opens_session`: a root task, not sent back after a person's
+/// decision, not a conversation's turn) is on its first delivery (`attempt`
+/// of 1) and the session has ended already: a careless client's second
+/// task. A redelivery is not judged here: its outputs are republished under
+/// the same ids, as always. Nor is a conversation's turn: it is sent only
+/// while its conversation's record says it runs, which a settle reads the
+/// session's end before changing, under an id derived from the turn (so a
+/// repeat is a JetStream duplicate). A session that cannot be read counts
+/// as open.
 pub(crate) async fn ended_before(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
-    envelope: &baton_proto::Envelope,
+    (session, opens): (Uuid, bool),
     attempt: u32,
 ) -> Option<Event> {
-    let root = envelope.kind == baton_proto::Kind::Task && envelope.parent.is_none();
-    if !root || attempt != 1 || envelope.resumed.is_some() || envelope.conversation.is_some() {
+    if !opens || attempt != 1 {
         return None;
     }
-    match last_event(jetstream, subjects, envelope.session).await {
+    match last_event(jetstream, subjects, session).await {
         Ok(last) => last.filter(|event| event.kind.is_terminal()),
         Err(err) => {
             tracing::warn!(error = %err, "cannot tell whether the session ended; running the task");

@@ -64,7 +64,8 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
             return rt.outbox.execute(&delivery, plan).await;
         }
         let (jetstream, subjects) = (rt.jetstream(), &config.subjects);
-        if let Some(end) = ending::ended_before(jetstream, subjects, &envelope, delivery.attempt).await {
+        let opening = (envelope.session, envelope.opens_session());
+        if let Some(end) = ending::ended_before(jetstream, subjects, opening, delivery.attempt).await {
             tracing::info!(session = %envelope.session, "a root task for an ended session; dead-lettered");
             return rt.outbox.execute(&delivery, Plan::session_ended(&envelope, &end)).await;
         }

@@ -61,12 +61,8 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
         span.record("envelope", tracing::field::display(envelope.id));
         let jetstream = &delivery.message.context;
         let attempt = delivery.attempt;
-        let ended = match head.resumed {
-            // A resumed hop is never a careless second task (see `ended_before`).
-            true => None,
-            false => ending::ended_before(jetstream, &config.subjects, &envelope, attempt).await,
-        };
-        if let Some(end) = ended {
+        let opening = (head.session, head.opens_session());
+        if let Some(end) = ending::ended_before(jetstream, &config.subjects, opening, attempt).await {
             tracing::info!("a task for an ended session; dead-lettered");
             let plan = Plan::session_ended(&envelope, &end);
             let outgoing = match delivery.encode(&plan.outputs) {
