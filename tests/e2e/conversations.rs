@@ -168,6 +168,68 @@ async fn the_next_turn_goes_to_the_holder_with_the_conversation_so_far() -> anyh
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn two_gateways_taking_turns_on_one_conversation_run_each_turn_once_in_order()
+-> anyhow::Result<()> {
+    // A gateway starts a turn of a conversation it settled last without
+    // reading the record first; here the other gateway wrote it since, so
+    // that copy is stale, and the turn must still run once, in order.
+    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
+        "transfer_to_refunds",
+        r#"{"reason": "refund"}"#,
+    )])])?;
+    let refunds = FakeLlm::start(
+        ["one", "two", "three", "four", "five"]
+            .map(|said| Scripted::text(&format!("Answer {said}.")))
+            .to_vec(),
+    )?;
+    let (mut system, first, _dir) = desk(&triage, &refunds, &[]).await?;
+    system
+        .spawn(
+            "a2a-2",
+            &["a2a", "serve", "--listen", "127.0.0.1:0"],
+            "A2A server listening",
+        )
+        .await?;
+    let second = system.logged_url("a2a-2")?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let gateways = [&first, &second, &first, &first, &second];
+    let mut answers = Vec::new();
+    for (n, url) in gateways.iter().enumerate() {
+        let turn = client(url, "say", &[&context, &format!("Message {}.", n + 1)])?;
+        assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+        answers.push(answer(&turn).to_owned());
+    }
+    assert_eq!(
+        answers,
+        [
+            "Answer one.",
+            "Answer two.",
+            "Answer three.",
+            "Answer four.",
+            "Answer five."
+        ]
+    );
+    // One triage call, then one holder call per turn: none doubled.
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 5));
+    let last = asked(&refunds, 4);
+    let users: Vec<&String> = last.iter().filter(|m| m.starts_with("user: ")).collect();
+    assert_eq!(
+        users,
+        [
+            "user: Message 1.",
+            "user: Message 2.",
+            "user: Message 3.",
+            "user: Message 4.",
+            "user: Message 5."
+        ],
+        "{last:#?}"
+    );
+    let listed = client(&second, "list", &[&context])?;
+    assert_eq!(listed["total"], 5, "{listed}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_message_sent_while_a_turn_runs_waits_for_it_and_sees_its_answer() -> anyhow::Result<()> {
     let (triage, _system, url, _dir) = lone(
         vec![

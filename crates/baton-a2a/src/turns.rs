@@ -50,6 +50,10 @@ impl Gateway {
             at: now_ms(),
             caller: caller.0.clone(),
         };
+        if let Some(sent) = self.claim_turn(&context, &message, &record).await? {
+            tracing::info!(%session, %context, agent = ?record.agent, ?sent, claimed = true, "A2A message sent");
+            return Ok((session, context, 0));
+        }
         let (read, put) = tokio::join!(
             self.conversations.get(&context),
             self.index.put(session, &record)
@@ -61,9 +65,7 @@ impl Gateway {
         if !matches!(asking, Ok(None)) || put.is_err() {
             // Not a new turn (or the conversation or the task could not be
             // stored): its task is not listed.
-            if let Err(forgot) = self.index.forget(session).await {
-                tracing::warn!(error = %forgot, %session, "cannot forget a task that did not start");
-            }
+            self.forget(session).await;
         }
         put.map_err(internal)?;
         let read = read.map_err(internal)?;
@@ -108,6 +110,46 @@ impl Gateway {
         Ok((budget, overlap))
     }
 
+    /// Starts `message` as the next turn of conversation `context` when
+    /// this gateway stored its record last and it is idle: the turn is
+    /// claimed while the task is recorded in the index, and sent once both
+    /// are durable. `None` when it could not be claimed so (nothing sent):
+    /// the message then goes the usual way.
+    async fn claim_turn(
+        &self,
+        context: &str,
+        message: &UserMessage,
+        record: &Record,
+    ) -> Result<Option<baton_worker::conversation::Sent>, JsonRpcError> {
+        let session = message.turn.session;
+        let (claimed, put) = tokio::join!(
+            self.conversations.claim_idle(context, message),
+            self.index.put(session, record)
+        );
+        let claimed = match claimed {
+            Ok(Some(claimed)) => claimed,
+            Ok(None) => return Ok(None),
+            Err(err) => {
+                if put.is_ok() {
+                    self.forget(session).await;
+                }
+                return Err(refusal(&err));
+            }
+        };
+        // Claimed in the record: the turn runs (were it not sent here, the
+        // router's keeper would send it), even if its task is not listed.
+        let sent = self.conversations.start_claimed(claimed).await;
+        put.map_err(internal)?;
+        sent.map(Some).map_err(|err| refusal(&err))
+    }
+
+    /// Forgets task `session`, which did not start.
+    async fn forget(&self, session: Uuid) {
+        if let Err(forgot) = self.index.forget(session).await {
+            tracing::warn!(error = %forgot, %session, "cannot forget a task that did not start");
+        }
+    }
+
     /// Sends `message` to conversation `context` (as it was `read`); a
     /// refused message's task is forgotten, and the refusal is the caller's
     /// error.
@@ -122,18 +164,8 @@ impl Gateway {
             Ok(sent) => Ok(sent),
             Err(err) => {
                 // Refused: no task of it is listed.
-                if let Err(forgot) = self.index.forget(session).await {
-                    tracing::warn!(error = %forgot, %session, "cannot forget a refused message's task");
-                }
-                Err(match err.kind() {
-                    ConversationErrorKind::Busy => {
-                        error(error_code::UNSUPPORTED_OPERATION, err.to_string())
-                    }
-                    ConversationErrorKind::Forbidden => {
-                        error(error_code::INVALID_PARAMS, err.to_string())
-                    }
-                    _ => internal(err),
-                })
+                self.forget(session).await;
+                Err(refusal(&err))
             }
         }
     }
@@ -189,5 +221,14 @@ impl Gateway {
                     .is_some_and(|gate| gate.reason == baton_proto::Reason::InputRequired)
         });
         Ok(asks.then_some(running.session))
+    }
+}
+
+/// A conversation's refusal as the caller's error.
+fn refusal(err: &baton_worker::conversation::ConversationError) -> JsonRpcError {
+    match err.kind() {
+        ConversationErrorKind::Busy => error(error_code::UNSUPPORTED_OPERATION, err.to_string()),
+        ConversationErrorKind::Forbidden => error(error_code::INVALID_PARAMS, err.to_string()),
+        _ => internal(err),
     }
 }

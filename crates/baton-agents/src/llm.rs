@@ -26,6 +26,7 @@ use crate::limits::Limiter;
 use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
 use crate::tools::Toolbox;
 
+mod answer;
 mod asking;
 mod budget;
 use budget::out_of_budget;
@@ -283,71 +284,6 @@ impl LlmRunner {
             };
             return self.transfer(tool, &arguments, call, content, update);
         }
-    }
-
-    /// The model's answer at `step` of `task`'s hop: the journal's, when a
-    /// redelivered hop had it answered before; a replay's, when the
-    /// replayed session asked exactly this; else asked and recorded. `Err`
-    /// holds the budget asking would pass. What a call spent is added to
-    /// the hop's usage, a redelivered hop's included (the attempt that paid
-    /// for it sent nothing on); an answer a replay reused cost nothing.
-    async fn answer(
-        &self,
-        task: &Task,
-        step: u32,
-        messages: &[Json],
-    ) -> Result<Result<Answered, budget::Overrun>, AgentError> {
-        let envelope = journal_of(task);
-        let model = replay::model(task, &self.settings);
-        if let Some(recalled) = self.journal.answer(envelope, step).await? {
-            if recalled.source.is_none() {
-                self.spent(task, &recalled.answer, messages);
-            }
-            return Ok(Ok(Answered::from(recalled)));
-        }
-        // What is asked matters to a replay, or to replays of this session.
-        let asked = (task.envelope.replay.is_some() || task.envelope.replayable)
-            .then(|| replay::asked(&self.body(messages, false, model, self.asks_user(task))));
-        let asked = asked.as_deref();
-        if let Some(reused) = self.reused(task, asked).await? {
-            self.journal
-                .record_answer(envelope, step, &reused.answer, reused.source.as_deref())
-                .await?;
-            self.indexed(task, asked, step).await?;
-            replay::show(task, step, &reused.answer).await;
-            return Ok(Ok(Answered::from(reused)));
-        }
-        if let Some(overrun) = budget::over(task, messages, &self.settings) {
-            return Ok(Err(overrun));
-        }
-        let live = stream::Live {
-            progress: &task.progress,
-            step,
-        };
-        let answer = self
-            .complete(
-                messages,
-                model,
-                Some(live),
-                self.asks_user(task),
-                task.envelope.deadline,
-            )
-            .await?;
-        self.journal
-            .record_answer(envelope, step, &answer, None)
-            .await?;
-        self.indexed(task, asked, step).await?;
-        self.spent(task, &answer, messages);
-        Ok(Ok(Answered {
-            answer,
-            source: None,
-        }))
-    }
-
-    /// Adds what `answer` spent to the hop's usage.
-    fn spent(&self, task: &Task, answer: &Json, messages: &[Json]) {
-        let usage = budget::usage_of(answer, messages, self.settings.price.as_ref());
-        task.progress.spent(usage);
     }
 
     /// Tells the model what is wrong with its `call`, to ask again.

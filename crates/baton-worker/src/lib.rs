@@ -91,6 +91,12 @@ pub mod live {
     pub use crate::nats::followers::{Following, Scope, follow};
 }
 
+/// A key-value bucket followed into memory, reopened whenever its watch
+/// ends: for state every process reads on its hot path.
+pub mod watched {
+    pub use crate::nats::watched::{Seen, watch};
+}
+
 /// What each process of this crate does on NATS, declared next to the code
 /// that does it; `baton permissions` and `baton doctor` derive from these.
 pub mod footprints {

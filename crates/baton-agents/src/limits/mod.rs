@@ -18,9 +18,15 @@
 //!
 //! The worker keeps the message alive while a call waits for its turn; the
 //! wait counts in the agent's `timeout_ms`.
+//!
+//! Every limiter watches the bucket into memory, so a reservation starts
+//! from the schedule as last seen rather than from a read: the
+//! compare-and-set on its revision proves it current, and only when it
+//! does not (another process wrote meanwhile) is the schedule read.
 
 mod metrics;
 pub(crate) mod schedule;
+mod seen;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -33,6 +39,7 @@ use crate::spec::LlmSpec;
 pub(crate) use metrics::Metrics;
 use schedule::{Configured, HEARD_CHANGE, Heard};
 pub use schedule::{Schedule, Source};
+use seen::Seen;
 
 /// How long after its last call an agent type still counts as active.
 const ACTIVE_FOR_US: u64 = 5_000_000;
@@ -74,6 +81,16 @@ pub(crate) struct Limiter {
     /// What this process last wrote of the provider's headers: only a
     /// change is written.
     heard: std::sync::Mutex<Heard>,
+    /// The schedules as last seen, by key.
+    seen: Seen,
+    /// Keeps `seen` current; stopped with the limiter.
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Limiter {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
 }
 
 impl std::fmt::Debug for Limiter {
@@ -147,7 +164,11 @@ impl Limiter {
             .map_err(|err| StartError::new(format!("cannot open the rate limits: {err}")))?;
         let limits = spec.limits;
         let per_second = |n: u32| f64::from(n.max(1)) / 60.0;
+        let seen = Seen::default();
+        let watch = seen.watch(store.clone(), subjects.limits_bucket()).await;
         Ok(Self {
+            seen,
+            watch,
             store,
             key: key(&spec.base_url, &spec.model),
             agent: agent.to_owned(),
@@ -324,63 +345,6 @@ impl Limiter {
         .await?;
         Ok(reserved)
     }
-
-    /// Reads the schedule, changes it with `change`, and writes it back if
-    /// nobody wrote it meanwhile (and it changed); tries again otherwise.
-    async fn update(&self, mut change: impl FnMut(&mut Schedule, u64)) -> Result<(), String> {
-        for attempt in 0..ATTEMPTS {
-            let entry = self
-                .store
-                .entry(&self.key)
-                .await
-                .map_err(|err| format!("cannot read the rate limit {}: {err}", self.key))?;
-            let (mut schedule, revision) = match &entry {
-                Some(entry) if entry.operation == kv::Operation::Put => (
-                    rmp_serde::from_slice(&entry.value).unwrap_or_default(),
-                    Some(entry.revision),
-                ),
-                Some(entry) => (Schedule::default(), Some(entry.revision)),
-                None => (Schedule::default(), None),
-            };
-            change(&mut schedule, now_us());
-            let bytes = rmp_serde::to_vec_named(&schedule)
-                .map_err(|err| format!("cannot encode the rate limit: {err}"))?;
-            // Unchanged (a turn still past the horizon): nothing to write.
-            if entry
-                .as_ref()
-                .is_some_and(|e| e.operation == kv::Operation::Put && e.value == bytes)
-            {
-                return Ok(());
-            }
-            let written = match revision {
-                Some(revision) => self
-                    .store
-                    .update(&self.key, bytes.into(), revision)
-                    .await
-                    .map(|_| ())
-                    .map_err(|err| err.to_string()),
-                None => self
-                    .store
-                    .create(&self.key, bytes.into())
-                    .await
-                    .map(|_| ())
-                    .map_err(|err| err.to_string()),
-            };
-            match written {
-                Ok(()) => return Ok(()),
-                Err(err) => {
-                    tracing::debug!(attempt, error = %err, "the rate limit changed meanwhile; again");
-                    // A short random pause, growing with the attempts (to ~6 ms).
-                    let jitter = fastrand::u64(0..=100u64 << attempt.min(6));
-                    tokio::time::sleep(Duration::from_micros(jitter)).await;
-                }
-            }
-        }
-        Err(format!(
-            "the rate limit {} stayed contended for {ATTEMPTS} attempts",
-            self.key
-        ))
-    }
 }
 
 /// Whether a heard rate differs enough from the last one written.
@@ -463,7 +427,8 @@ pub(crate) fn tokens_in(values: &[serde_json::Value]) -> u64 {
 /// What the shared limits use: their bucket.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
-    baton_proto::Footprint::kv(&subjects.limits_bucket())
+    let bucket = subjects.limits_bucket();
+    baton_proto::Footprint::kv(&bucket).with(baton_proto::Footprint::kv_watcher(&bucket))
 }
 
 #[cfg(test)]

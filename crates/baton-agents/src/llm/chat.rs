@@ -12,18 +12,20 @@ use tracing::Instrument as _;
 use super::headers::Advice;
 use super::stream::{self, Broken, Live};
 use super::{LlmRunner, ToolSource};
+use crate::limits::Turn;
 
 impl LlmRunner {
     /// One chat completion, in a `chat {model}` span with the GenAI
     /// attributes: the request model, the finish reasons and the token
-    /// usage the answer reports.
+    /// usage the answer reports. `deadline` is the session's (unix ms);
+    /// `taken`, a turn under the shared limit taken for this call already.
     pub(super) async fn complete(
         &self,
         messages: &[Json],
         model: &str,
         live: Option<Live<'_>>,
         ask_user: bool,
-        deadline: Option<u64>,
+        (deadline, taken): (Option<u64>, Option<Turn>),
     ) -> Result<Json, AgentError> {
         let span = tracing::info_span!(
             "chat",
@@ -41,7 +43,7 @@ impl LlmRunner {
         );
         let live = live.filter(|live| self.settings.stream && live.progress.streams());
         let answer = self
-            .limited(messages, model, live, ask_user, deadline)
+            .limited(messages, model, live, ask_user, (deadline, taken))
             .instrument(span.clone())
             .await;
         match &answer {
@@ -148,14 +150,17 @@ impl LlmRunner {
         model_name: &str,
         live: Option<Live<'_>>,
         ask_user: bool,
-        deadline: Option<u64>,
+        (deadline, mut taken): (Option<u64>, Option<Turn>),
     ) -> Result<Json, AgentError> {
         let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
         let until = deadline.map_or(u64::MAX, |ms| ms.saturating_mul(1000));
         let mut last_refusal: Option<String> = None;
         let mut cut = 0;
         loop {
-            let turn = self.turn(estimate, until, last_refusal.as_deref()).await?;
+            let turn = match taken.take() {
+                Some(turn) => Some(turn),
+                None => self.turn(estimate, until, last_refusal.as_deref()).await?,
+            };
             let (answer, advice) = self.request(messages, model_name, live, ask_user).await;
             if let Some(limiter) = &self.limiter {
                 limiter.hear(&advice).await;
@@ -202,6 +207,19 @@ impl LlmRunner {
         }
     }
 
+    /// The turn under the shared limit of a call with `messages` in a
+    /// session with `deadline` (unix ms), as [`LlmRunner::complete`] would
+    /// take it.
+    pub(super) async fn turn_for(
+        &self,
+        messages: &[Json],
+        deadline: Option<u64>,
+    ) -> Result<Option<Turn>, AgentError> {
+        let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
+        let until = deadline.map_or(u64::MAX, |ms| ms.saturating_mul(1000));
+        self.turn(estimate, until, None).await
+    }
+
     /// This call's turn under the shared limit (`None` without one); a
     /// `rate_limited` failure when it would come after `until` (unix µs).
     async fn turn(
@@ -209,7 +227,7 @@ impl LlmRunner {
         estimate: u64,
         until: u64,
         last_refusal: Option<&str>,
-    ) -> Result<Option<crate::limits::Turn>, AgentError> {
+    ) -> Result<Option<Turn>, AgentError> {
         let Some(limiter) = &self.limiter else {
             return Ok(None);
         };

@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use crate::services::client::Client;
 
+mod claim;
 mod cut;
 mod keeper;
 mod settle;
@@ -29,6 +30,7 @@ mod turn;
 
 use settle::begin;
 
+pub use claim::Claimed;
 pub use cut::INTERRUPTED;
 
 pub use keeper::keep;
@@ -136,6 +138,9 @@ pub struct Conversations {
     /// session: the next turn reads its transcript here, not from the
     /// stream.
     ends: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Event>>>,
+    /// The records this process stored last, with their revisions, by key:
+    /// a message to an idle conversation claims its turn from here.
+    records: claim::Stored,
 }
 
 /// How many settled ends a process remembers.
@@ -154,6 +159,10 @@ const KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long after it was stored a running turn not noted as sent is sent
 /// by the keeper (its starter may have stopped before sending it).
 const SILENT: Duration = Duration::from_secs(10);
+
+/// How long after sending a turn's task its starter notes it as sent: well
+/// within [`SILENT`], and after most turns ended.
+const NOTED_AFTER: Duration = Duration::from_secs(2);
 
 impl Conversations {
     /// Opens the bucket (creating it with `replicas` when missing); turns
@@ -181,6 +190,7 @@ impl Conversations {
             store,
             client,
             ends: std::sync::Arc::default(),
+            records: claim::Stored::default(),
         })
     }
 
@@ -250,12 +260,7 @@ impl Conversations {
                     (Conversation::new(id, message.caller.clone(), entry), 0)
                 }
             };
-            if record.owner.is_some() && record.owner != message.caller {
-                return Err(ConversationError::new(
-                    ConversationErrorKind::Forbidden,
-                    format!("conversation {id} belongs to another caller"),
-                ));
-            }
+            owned(id, &record, message)?;
             if let (Overlap::Interrupt, Some(running)) = (message.overlap, record.running.clone()) {
                 if !running.interrupted {
                     // Noted before the cancel, so whoever settles the turn
@@ -294,19 +299,26 @@ impl Conversations {
                 // interrupt cancelled before it was sent is not).
                 if started {
                     self.start(&record, record.turns, end.as_ref()).await?;
-                    // Noted in the background: the caller follows its turn
-                    // meanwhile; a note that is lost only lets the keeper
-                    // send the same task again, under the same id.
-                    let (store, turn) = (self.clone(), record.turns);
-                    tokio::spawn(async move {
-                        if let Err(err) = store.mark_sent(&key, turn).await {
-                            tracing::warn!(error = %err, "cannot note that a turn was sent");
-                        }
-                    });
+                    self.note_sent_later(key, record.turns);
                 }
                 return Ok(sent);
             }
         }
+    }
+
+    /// Notes in the background that running turn `turn` of the record at
+    /// `key` was sent, once the turn had time to end (most turns then need
+    /// no note, and the note's read and write stay off the turn's path). A
+    /// note that is lost only lets the keeper send the same task again,
+    /// under the same id.
+    fn note_sent_later(&self, key: String, turn: u32) {
+        let store = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(NOTED_AFTER).await;
+            if let Err(err) = store.mark_sent(&key, turn).await {
+                tracing::warn!(error = %err, "cannot note that a turn was sent");
+            }
+        });
     }
 
     /// Notes in the record that running turn `turn`'s task was published,
@@ -341,13 +353,19 @@ impl Conversations {
             .map_err(|err| ConversationError::store(format!("cannot encode: {err}")))?;
         let lost = if revision == 0 {
             match self.store.create(key, bytes.into()).await {
-                Ok(_) => return Ok(true),
+                Ok(revision) => {
+                    self.records.keep(key, record, revision);
+                    return Ok(true);
+                }
                 Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => return Ok(false),
                 Err(err) => err.to_string(),
             }
         } else {
             match self.store.update(key, bytes.into(), revision).await {
-                Ok(_) => return Ok(true),
+                Ok(revision) => {
+                    self.records.keep(key, record, revision);
+                    return Ok(true);
+                }
                 Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     return Ok(false);
                 }
@@ -358,6 +376,18 @@ impl Conversations {
             "cannot store {key}: {lost}"
         )))
     }
+}
+
+/// Refuses `message` to conversation `id` when `record` belongs to another
+/// caller.
+fn owned(id: &str, record: &Conversation, message: &UserMessage) -> Result<(), ConversationError> {
+    if record.owner.is_some() && record.owner != message.caller {
+        return Err(ConversationError::new(
+            ConversationErrorKind::Forbidden,
+            format!("conversation {id} belongs to another caller"),
+        ));
+    }
+    Ok(())
 }
 
 /// What conversations use: their bucket, read and written with

@@ -1,7 +1,8 @@
 //! A key-value bucket followed into memory: every entry, from the stored
 //! history on, handed to the caller as it arrives, and the watch reopened
-//! with backoff whenever it ends or fails. The cancelled sessions and the
-//! followers of live events are kept this way.
+//! with backoff whenever it ends or fails. The cancelled sessions, the
+//! followers of live events and (in `baton-agents`) the shared rate-limit
+//! schedules are kept this way.
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use tokio::task::JoinHandle;
 use crate::error::{Error, ErrorKind};
 
 /// What the watch tells its caller.
-pub(crate) enum Seen<'a> {
+pub enum Seen<'a> {
     /// An entry, stored before the watch or written since.
     Entry(&'a kv::Entry),
     /// The stored entries are all read: from now on the memory is current.
@@ -28,7 +29,7 @@ pub(crate) enum Seen<'a> {
 /// a warning), and keeps following in the returned task. `what` names the
 /// bucket's content in logs ("cancelled sessions"), `bucket` the bucket
 /// itself, for the hint that a permission may be missing.
-pub(crate) async fn watch<O, F, S>(
+pub async fn watch<O, F, S>(
     what: &'static str,
     bucket: String,
     open: O,

@@ -1,0 +1,172 @@
+//! The shared schedules as this process last saw them, and the
+//! compare-and-set that changes one. The bucket's watch keeps the copies
+//! current, and the process's own writes are noted as they succeed. A
+//! change starts from the copy; the revision check proves it current, and
+//! only a conflict (another process wrote since) makes it read the entry.
+
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+
+use super::schedule::Schedule;
+use super::{ATTEMPTS, Limiter, now_us};
+
+/// A schedule's entry as last seen: its value (`None` once deleted) and
+/// revision.
+#[derive(Clone)]
+pub(super) struct Known {
+    pub(super) value: Option<bytes::Bytes>,
+    pub(super) revision: u64,
+}
+
+/// The schedules as the bucket's watch (and this process's own writes)
+/// last showed them, by key; empty while the watch is not current.
+#[derive(Clone, Default)]
+pub(super) struct Seen(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Known>>>);
+
+impl Seen {
+    pub(super) fn get(&self, key: &str) -> Option<Known> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Keeps `known` for `key` unless a later revision is kept.
+    pub(super) fn note(&self, key: &str, known: Known) {
+        let mut seen = self.lock();
+        if seen
+            .get(key)
+            .is_none_or(|kept| kept.revision < known.revision)
+        {
+            seen.insert(key.to_owned(), known);
+        }
+    }
+
+    fn forget(&self) {
+        self.lock().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Known>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Follows `store` into memory, from its stored entries on.
+    pub(super) async fn watch(
+        &self,
+        store: kv::Store,
+        bucket: String,
+    ) -> tokio::task::JoinHandle<()> {
+        let seen = self.clone();
+        baton_worker::watched::watch(
+            "shared rate limits",
+            bucket,
+            move || {
+                let store = store.clone();
+                async move { Ok(store) }
+            },
+            move |event| match event {
+                baton_worker::watched::Seen::Entry(entry) => seen.note(
+                    &entry.key,
+                    Known {
+                        value: (entry.operation == kv::Operation::Put).then(|| entry.value.clone()),
+                        revision: entry.revision,
+                    },
+                ),
+                baton_worker::watched::Seen::Lost => seen.forget(),
+                baton_worker::watched::Seen::Current => {}
+            },
+            Duration::from_secs(2),
+        )
+        .await
+    }
+}
+
+impl Limiter {
+    /// Changes the schedule with `change` and writes it back if nobody
+    /// wrote it meanwhile (and it changed); tries again otherwise. The
+    /// first try starts from the schedule as last seen; a try that fails,
+    /// or that would change nothing, reads it.
+    pub(super) async fn update(
+        &self,
+        mut change: impl FnMut(&mut Schedule, u64),
+    ) -> Result<(), String> {
+        for attempt in 0..ATTEMPTS {
+            let remembered = if attempt == 0 {
+                self.seen.get(&self.key)
+            } else {
+                None
+            };
+            let from_memory = remembered.is_some();
+            let (value, revision) = match remembered {
+                Some(known) => (known.value, Some(known.revision)),
+                None => self.read().await?,
+            };
+            let mut schedule: Schedule = value
+                .as_deref()
+                .map(|value| rmp_serde::from_slice(value).unwrap_or_default())
+                .unwrap_or_default();
+            change(&mut schedule, now_us());
+            let bytes = bytes::Bytes::from(
+                rmp_serde::to_vec_named(&schedule)
+                    .map_err(|err| format!("cannot encode the rate limit: {err}"))?,
+            );
+            // Unchanged (a turn still past the horizon): nothing to write,
+            // once a read confirms it.
+            if value.as_ref() == Some(&bytes) {
+                if from_memory {
+                    continue;
+                }
+                return Ok(());
+            }
+            let written = match revision {
+                Some(revision) => self
+                    .store
+                    .update(&self.key, bytes.clone(), revision)
+                    .await
+                    .map_err(|err| err.to_string()),
+                None => self
+                    .store
+                    .create(&self.key, bytes.clone())
+                    .await
+                    .map_err(|err| err.to_string()),
+            };
+            match written {
+                Ok(revision) => {
+                    let value = Some(bytes);
+                    self.seen.note(&self.key, Known { value, revision });
+                    return Ok(());
+                }
+                Err(err) if from_memory => {
+                    tracing::debug!(error = %err, "the rate limit changed since it was seen; reading it");
+                }
+                Err(err) => {
+                    tracing::debug!(attempt, error = %err, "the rate limit changed meanwhile; again");
+                    // A short random pause, growing with the attempts (to ~6 ms).
+                    let jitter = fastrand::u64(0..=100u64 << attempt.min(6));
+                    tokio::time::sleep(Duration::from_micros(jitter)).await;
+                }
+            }
+        }
+        Err(format!(
+            "the rate limit {} stayed contended for {ATTEMPTS} attempts",
+            self.key
+        ))
+    }
+
+    /// The schedule's stored value (`None` when deleted or missing) and
+    /// revision (`None` when missing).
+    async fn read(&self) -> Result<(Option<bytes::Bytes>, Option<u64>), String> {
+        let entry = self
+            .store
+            .entry(&self.key)
+            .await
+            .map_err(|err| format!("cannot read the rate limit {}: {err}", self.key))?;
+        Ok(match entry {
+            Some(entry) if entry.operation == kv::Operation::Put => {
+                (Some(entry.value), Some(entry.revision))
+            }
+            Some(entry) => (None, Some(entry.revision)),
+            None => (None, None),
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! A model answer within a hop: the journal's when a redelivered hop was
+//! answered before, a replay's when the replayed session asked the same,
+//! else asked (in its turn under the shared limit) and recorded in the hop
+//! journal before the hop goes on.
+
+use baton_worker::{AgentError, Task};
+use serde_json::Value as Json;
+
+use super::replay::{self, Answered};
+use super::{LlmRunner, budget, journal_of, stream};
+
+impl LlmRunner {
+    /// The model's answer at `step` of `task`'s hop: the journal's, when a
+    /// redelivered hop had it answered before; a replay's, when the
+    /// replayed session asked exactly this; else asked and recorded. `Err`
+    /// holds the budget asking would pass. What a call spent is added to
+    /// the hop's usage, a redelivered hop's included (the attempt that paid
+    /// for it sent nothing on); an answer a replay reused cost nothing.
+    pub(super) async fn answer(
+        &self,
+        task: &Task,
+        step: u32,
+        messages: &[Json],
+    ) -> Result<Result<Answered, budget::Overrun>, AgentError> {
+        let envelope = journal_of(task);
+        let model = replay::model(task, &self.settings);
+        // A first delivery's answer is as good as never recorded yet: its
+        // turn under the shared limit is taken while the journal is read
+        // (a turn taken for an answer that was recorded goes unused).
+        let overrun = budget::over(task, messages, &self.settings);
+        let first = task.attempt == 1
+            && task.envelope.resumed.is_none()
+            && task.envelope.replay.is_none()
+            && overrun.is_none();
+        let (recalled, taken) = if first {
+            tokio::join!(
+                self.journal.answer(envelope, step),
+                self.turn_for(messages, task.envelope.deadline)
+            )
+        } else {
+            (self.journal.answer(envelope, step).await, Ok(None))
+        };
+        if let Some(recalled) = recalled? {
+            if recalled.source.is_none() {
+                self.spent(task, &recalled.answer, messages);
+            }
+            return Ok(Ok(Answered::from(recalled)));
+        }
+        let taken = taken?;
+        // What is asked matters to a replay, or to replays of this session.
+        let asked = (task.envelope.replay.is_some() || task.envelope.replayable)
+            .then(|| replay::asked(&self.body(messages, false, model, self.asks_user(task))));
+        let asked = asked.as_deref();
+        if let Some(reused) = self.reused(task, asked).await? {
+            let source = reused.source.as_deref();
+            self.recorded(task, (envelope, step), &reused.answer, source, asked)
+                .await?;
+            replay::show(task, step, &reused.answer).await;
+            return Ok(Ok(Answered::from(reused)));
+        }
+        if let Some(overrun) = overrun {
+            return Ok(Err(overrun));
+        }
+        let live = stream::Live {
+            progress: &task.progress,
+            step,
+        };
+        let answer = self
+            .complete(
+                messages,
+                model,
+                Some(live),
+                self.asks_user(task),
+                (task.envelope.deadline, taken),
+            )
+            .await?;
+        self.recorded(task, (envelope, step), &answer, None, asked)
+            .await?;
+        self.spent(task, &answer, messages);
+        Ok(Ok(Answered {
+            answer,
+            source: None,
+        }))
+    }
+
+    /// Records `answer` at `step` of the hop journal `envelope`, and, for a
+    /// replayable session, indexes it under what was `asked`: the two
+    /// writes at once, both durable before the hop goes on. (An index whose
+    /// answer was not written only makes a replay ask the model.)
+    async fn recorded(
+        &self,
+        task: &Task,
+        (envelope, step): (uuid::Uuid, u32),
+        answer: &Json,
+        source: Option<&str>,
+        asked: Option<&str>,
+    ) -> Result<(), AgentError> {
+        let (recorded, indexed) = tokio::join!(
+            self.journal.record_answer(envelope, step, answer, source),
+            self.indexed(task, asked, step)
+        );
+        recorded.and(indexed)
+    }
+
+    /// Adds what `answer` spent to the hop's usage.
+    fn spent(&self, task: &Task, answer: &Json, messages: &[Json]) {
+        let usage = budget::usage_of(answer, messages, self.settings.price.as_ref());
+        task.progress.spent(usage);
+    }
+}
