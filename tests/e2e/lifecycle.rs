@@ -468,7 +468,14 @@ async fn a_server_killed_and_restarted_mid_run_loses_and_doubles_nothing() -> an
     for label in ["r1", "r2", "r3"] {
         assert!(system.process(label).is_running(), "{label} exited");
     }
-    let dead: Vec<_> = (system.client.dead_letters().await?.into_iter())
+    // A server killed with -9 may lose acks it had not written yet, and
+    // deliver a task that was handed on again after the restart. The worker
+    // finds that task's session ended and dead-letters it as
+    // `session_ended`, running nothing twice (the counts above hold for
+    // every session). Any other dead letter is work lost.
+    let ours: HashSet<_> = tasks.iter().map(|task| task.session).collect();
+    let dead = system.client.dead_letters().await?;
+    let shown: Vec<_> = (dead.iter())
         .map(|d| {
             format!(
                 "{} {} {} ({} deliveries): {}",
@@ -476,7 +483,14 @@ async fn a_server_killed_and_restarted_mid_run_loses_and_doubles_nothing() -> an
             )
         })
         .collect();
-    assert!(dead.is_empty(), "dead letters: {dead:#?}");
+    let lost = dead.iter().filter(|d| {
+        d.reason != baton_proto::DeadLetterReason::SessionEnded
+            || d.session.is_none_or(|session| !ours.contains(&session))
+    });
+    assert_eq!(lost.count(), 0, "dead letters: {shown:#?}");
+    if !shown.is_empty() {
+        println!("duplicates delivered again after the restart, dead-lettered: {shown:#?}");
+    }
     system.settled().await?;
     Ok(())
 }
