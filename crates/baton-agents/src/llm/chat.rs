@@ -152,8 +152,7 @@ impl LlmRunner {
         ask_user: bool,
         (deadline, mut taken): (Option<u64>, Option<Turn>),
     ) -> Result<Json, AgentError> {
-        let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
-        let until = deadline.map_or(u64::MAX, |ms| ms.saturating_mul(1000));
+        let (estimate, until) = self.limit_request(messages, deadline);
         let mut last_refusal: Option<String> = None;
         let mut cut = 0;
         loop {
@@ -215,9 +214,17 @@ impl LlmRunner {
         messages: &[Json],
         deadline: Option<u64>,
     ) -> Result<Option<Turn>, AgentError> {
+        let (estimate, until) = self.limit_request(messages, deadline);
+        self.turn(estimate, until, None).await
+    }
+
+    /// What a call with `messages` asks of the shared limit: its estimated
+    /// tokens, and the latest its turn may come (unix µs), from the
+    /// session's `deadline` (unix ms).
+    fn limit_request(&self, messages: &[Json], deadline: Option<u64>) -> (u64, u64) {
         let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
         let until = deadline.map_or(u64::MAX, |ms| ms.saturating_mul(1000));
-        self.turn(estimate, until, None).await
+        (estimate, until)
     }
 
     /// This call's turn under the shared limit (`None` without one); a
