@@ -31,6 +31,8 @@ pub(crate) struct Desk<'a> {
     pub(crate) refunds_llm: &'a str,
     /// Flags every worker starts with.
     pub(crate) workers: &'a [&'a str],
+    /// Flags the router starts with, beside its entry.
+    pub(crate) router: &'a [&'a str],
 }
 
 /// [`desk`] with `more` in the specs.
@@ -58,9 +60,9 @@ pub(crate) async fn desk_with(
         ),
     ];
     let (mut system, dir) = crate::util::spec_workers_with(&specs, more.workers).await?;
-    system
-        .router(&["--default-agent", "triage", "--no-registry"])
-        .await?;
+    let mut router = vec!["--default-agent", "triage", "--no-registry"];
+    router.extend_from_slice(more.router);
+    system.router(&router).await?;
     let mut args = vec!["a2a", "serve", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(flags);
     system.spawn("a2a", &args, "A2A server listening").await?;

@@ -4,7 +4,11 @@
 //! conversation back (`hand_back`). Driven by the official A2A client; the
 //! scripted model stand-ins count which agent's model each turn reached.
 
+use std::time::Duration;
+
+use baton_proto::{Conversation, DeadlineTimer, Envelope, Wire, derive_id};
 use baton_testkit::{FakeLlm, Scripted};
+use futures::StreamExt;
 
 use crate::a2a::client;
 use crate::conversations::{Desk, answer, asked, desk_with};
@@ -255,5 +259,89 @@ async fn an_interrupted_turns_tool_calls_reach_the_next_turn_each_with_a_result(
             .collect()
     };
     assert_eq!(ids("calls"), ids("results"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_holders_turn_goes_past_the_router_as_the_router_would_send_it() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
+        "transfer_to_refunds",
+        r#"{"reason": "refund"}"#,
+    )])])?;
+    let refunds = FakeLlm::start(vec![
+        Scripted::text("Who are you?"),
+        Scripted::text("Refund done, Ada."),
+    ])?;
+    let more = Desk {
+        router: &[
+            "--default-deadline-ms",
+            "600000",
+            "--default-budget-tokens",
+            "90000",
+        ],
+        ..Desk::default()
+    };
+    let (system, url, _dir) = desk_with(&triage, &refunds, more, &[]).await?;
+    // Every task and deadline timer published from now on.
+    let mut published = system.nats.subscribe("baton.>").await?;
+    system.nats.flush().await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    for text in ["Refund ABC-123, please.", "I am Ada."] {
+        let turn = client(&url, "say", &[&context, text])?;
+        assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+    }
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 2));
+    let (mut tasks, mut timers) = (Vec::new(), Vec::new());
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), published.next()).await
+    {
+        let subject = message.subject.to_string();
+        if subject == "baton.agent._deadline" {
+            timers.push(DeadlineTimer::from_msgpack(&message.payload)?.session);
+        } else if subject == "baton.ingress" || subject.starts_with("baton.agent.") {
+            let task = Envelope::from_msgpack(&message.payload)?;
+            if let Some(turn) = task.conversation.as_ref().map(|of| of.turn) {
+                tasks.push((subject, turn, task));
+            }
+        }
+    }
+    let sent = |turn: u32| -> Vec<&(String, u32, Envelope)> {
+        tasks.iter().filter(|(_, t, _)| *t == turn).collect()
+    };
+    // Turn 1 went to the router, which sent it to the entry, which handed
+    // it to refunds.
+    let first: Vec<&str> = sent(1).iter().map(|(s, _, _)| s.as_str()).collect();
+    assert_eq!(
+        first,
+        ["baton.ingress", "baton.agent.triage", "baton.agent.refunds"],
+        "{tasks:#?}"
+    );
+    // Turn 2 went straight to the holder, once, in the form the router
+    // would have sent it: the id it derives, its default deadline and budget.
+    let second = sent(2);
+    assert_eq!(second.len(), 1, "{tasks:#?}");
+    let (subject, _, task) = second[0];
+    assert_eq!(subject, "baton.agent.refunds");
+    assert_eq!(task.to.as_deref(), Some("refunds"));
+    assert_eq!(task.id, derive_id(Conversation::task_id(&context, 2), 0));
+    assert_eq!(task.budget.and_then(|b| b.tokens), Some(90_000));
+    let ahead = task
+        .deadline
+        .unwrap_or_default()
+        .saturating_sub(task.created_at);
+    assert!(
+        (600_000..=601_000).contains(&ahead),
+        "deadline {ahead} ms ahead"
+    );
+    // And its deadline is watched, as each turn's.
+    let (one, two) = (sent(1)[0].2.session, task.session);
+    assert_eq!(
+        (
+            timers.iter().filter(|s| **s == one).count(),
+            timers.iter().filter(|s| **s == two).count()
+        ),
+        (1, 1),
+        "{timers:?}"
+    );
     Ok(())
 }

@@ -137,9 +137,15 @@ impl Gateway {
             }
         };
         // Claimed in the record: the turn runs (were it not sent here, the
-        // router's keeper would send it), even if its task is not listed.
+        // router's keeper would send it), so a failed listing is tried once
+        // more, then only logged: an error would have the caller send the
+        // message again, and the turn would run twice.
         let sent = self.conversations.start_claimed(claimed).await;
-        put.map_err(internal)?;
+        if put.is_err() {
+            if let Err(err) = self.index.put(session, record).await {
+                tracing::warn!(error = %err, %session, "a running turn's task is not listed");
+            }
+        }
         sent.map(Some).map_err(|err| refusal(&err))
     }
 

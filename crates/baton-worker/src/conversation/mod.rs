@@ -391,7 +391,8 @@ fn owned(id: &str, record: &Conversation, message: &UserMessage) -> Result<(), C
 }
 
 /// What conversations use: their bucket, read and written with
-/// compare-and-swap, and listed by the router's keeper.
+/// compare-and-swap, and listed by the router's keeper; and the subjects of
+/// the agent types their turns go to.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> Footprint {
     let bucket = subjects.conversations_bucket();
@@ -400,4 +401,11 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         // An interrupted turn's tool calls are read from the hop journal.
         .with(Footprint::kv(&subjects.journal_bucket()))
         .with(crate::nats::ending::footprint(subjects))
+        // A turn goes past the router, to the agent type that holds it,
+        // after reading the router's defaults and whether it is served.
+        .with(crate::nats::served::footprint(subjects))
+        .publishes([format!("{}.agent.*", subjects.prefix())])
+        .noting(
+            "a conversation's turn goes straight to the agent type that holds it, which may be any",
+        )
 }

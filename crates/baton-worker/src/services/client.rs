@@ -1,6 +1,7 @@
 //! Publishing tasks and following their sessions from outside; [`follow`]
 //! reads a session's events.
 
+mod direct;
 pub(crate) mod follow;
 pub(crate) mod replay;
 
@@ -22,6 +23,7 @@ use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::nats::served::Served;
 use crate::nats::trace;
 pub use crate::services::reading::Cancel;
+use crate::services::router::defaults::Known;
 
 /// A session's events: first those stored, then live ones.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
@@ -42,6 +44,7 @@ pub struct Client {
     provisioned: std::sync::Arc<OnceCell<()>>,
     claims: std::sync::Arc<ClaimCheck>,
     served: std::sync::Arc<Served>,
+    defaults: std::sync::Arc<Known>,
     permissions: Permissions,
     reads: std::sync::Arc<OnceCell<Reads>>,
 }
@@ -78,7 +81,11 @@ impl Client {
             streams: StreamSettings::default(),
             provisioned: std::sync::Arc::default(),
             claims: std::sync::Arc::new(claims),
-            served: std::sync::Arc::new(Served::new(jetstream_for_served, subjects_for_served)),
+            served: std::sync::Arc::new(Served::new(
+                jetstream_for_served.clone(),
+                subjects_for_served.clone(),
+            )),
+            defaults: std::sync::Arc::new(Known::new(jetstream_for_served, subjects_for_served)),
             permissions: connection.permissions().clone(),
             reads: std::sync::Arc::default(),
         }

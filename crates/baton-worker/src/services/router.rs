@@ -1,6 +1,7 @@
 //! The ingress router: moves tasks from `baton.ingress` to an agent's
 //! subject ([`route`]), watches deadlines and serves sessions.
 
+pub(crate) mod defaults;
 mod route;
 
 use std::future::Future;
@@ -117,6 +118,14 @@ impl RouterConfig {
         self
     }
 
+    /// What the router gives tasks that arrive without a deadline or a budget.
+    pub(crate) fn defaults(&self) -> defaults::Defaults {
+        defaults::Defaults {
+            deadline: self.default_deadline,
+            budget: self.default_budget,
+        }
+    }
+
     /// Sets the payload size limit.
     #[must_use]
     pub fn with_max_payload(mut self, max_payload: usize) -> Self {
@@ -165,6 +174,8 @@ impl Router {
         let publisher = Publisher::new(jetstream.clone(), self.permissions.clone());
         provision::provision(&publisher, &config.subjects, &config.streams).await?;
         let (source, timers) = consumers(&self.client, &jetstream, &config).await?;
+        // Senders past the router (a conversation's next turn) apply the same.
+        defaults::publish(&jetstream, &config.subjects, &config.defaults()).await?;
         let ack_wait = config.ack_wait;
         let served = Served::new(jetstream.clone(), config.subjects.clone());
         provision::cover_redeliveries(

@@ -108,11 +108,7 @@ fn sent_on(
     mut envelope: Envelope,
     route: Route,
 ) -> Vec<Outgoing> {
-    if let (None, Some(default)) = (envelope.deadline, config.default_deadline) {
-        let default = u64::try_from(default.as_millis()).unwrap_or(u64::MAX);
-        envelope.deadline = Some(baton_proto::now_ms().saturating_add(default));
-    }
-    envelope.budget = with_default(envelope.budget, config.default_budget);
+    config.defaults().apply(&mut envelope);
     let forwarded = forward(delivery, &config.subjects, (head, &envelope), route);
     let mut outgoing = forwarded
         .unwrap_or_else(|detail| delivery.unreadable(&DeadLetterReason::Malformed, &detail));
@@ -241,17 +237,4 @@ fn refused(envelope: &Envelope, reason: DeadLetterReason, detail: &str) -> Vec<O
         event(envelope, 2, EventType::DeadLettered, why.clone(), detail),
         event(envelope, 3, EventType::Failed, why, detail),
     ]
-}
-
-/// A task's budget with the router's `default` for each part it lacks.
-fn with_default(
-    budget: Option<baton_proto::Budget>,
-    default: baton_proto::Budget,
-) -> Option<baton_proto::Budget> {
-    let own = budget.unwrap_or_default();
-    let budget = baton_proto::Budget {
-        tokens: own.tokens.or(default.tokens),
-        cost_micros: own.cost_micros.or(default.cost_micros),
-    };
-    (budget != baton_proto::Budget::default()).then_some(budget)
 }
