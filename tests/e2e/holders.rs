@@ -281,7 +281,7 @@ async fn the_holders_turn_goes_past_the_router_as_the_router_would_send_it() -> 
         ],
         ..Desk::default()
     };
-    let (system, url, _dir) = desk_with(&triage, &refunds, more, &[]).await?;
+    let (mut system, url, _dir) = desk_with(&triage, &refunds, more, &[]).await?;
     // Every task and deadline timer published from now on.
     let mut published = system.nats.subscribe("baton.>").await?;
     system.nats.flush().await?;
@@ -319,7 +319,12 @@ async fn the_holders_turn_goes_past_the_router_as_the_router_would_send_it() -> 
     // Turn 2 went straight to the holder, once, in the form the router
     // would have sent it: the id it derives, its default deadline and budget.
     let second = sent(2);
-    assert_eq!(second.len(), 1, "{tasks:#?}");
+    let logs = format!(
+        "{}\n{}",
+        system.process("a2a").stderr(),
+        system.process("router").stderr()
+    );
+    assert_eq!(second.len(), 1, "{tasks:#?}\n{logs}");
     let (subject, _, task) = second[0];
     assert_eq!(subject, "baton.agent.refunds");
     assert_eq!(task.to.as_deref(), Some("refunds"));

@@ -7,6 +7,7 @@ mod a2a_remote;
 mod budgets;
 mod cancel;
 mod chaos;
+mod chat;
 mod claims;
 mod cli;
 mod cluster;

@@ -206,27 +206,10 @@ impl Gateway {
                 format!("conversation {context} belongs to another caller"),
             ));
         }
-        let Some(running) = &record.running else {
-            return Ok(None);
-        };
-        // Only a turn whose last event is `waiting` may be asking: one read
-        // before the inbox is listed.
-        let last = self
-            .client
-            .last_event(running.session)
-            .await
-            .map_err(internal)?;
-        if last.is_none_or(|event| event.kind != baton_proto::EventType::Waiting) {
-            return Ok(None);
-        }
-        let entries = self.inbox.list().await.map_err(internal)?;
-        let asks = entries.iter().any(|entry| {
-            entry.envelope.session == running.session
-                && entry
-                    .gate()
-                    .is_some_and(|gate| gate.reason == baton_proto::Reason::InputRequired)
-        });
-        Ok(asks.then_some(running.session))
+        let question = self.conversations.question(record, &self.inbox).await;
+        Ok(question
+            .map_err(|err| internal(&err))?
+            .map(|entry| entry.envelope.session))
     }
 }
 

@@ -123,6 +123,14 @@ pub enum Command {
     Notebook(NotebookArgs),
     /// Publish a task and print its session id (or, with --wait, its outcome).
     Send(SendArgs),
+    /// Hold a conversation at the prompt: each line you write is a turn, answered as it is
+    /// written by the agent that holds the conversation (after a handoff, the one it was
+    /// handed to), with every handoff shown. An agent's question is answered by the next
+    /// line. Piped, it reads one turn per line and prints each answer.
+    Chat(ChatArgs),
+    /// List and show conversations: their turns, who held each, what runs and waits.
+    #[command(subcommand)]
+    Conversations(ConversationsCommand),
     /// Print a session's events from the start, then follow them until the session ends.
     Watch(WatchArgs),
     /// Run a finished session again as a new session, linked to it: recorded model answers
@@ -400,6 +408,7 @@ pub enum DlqCommand {
 mod a2a;
 mod claims;
 mod console;
+mod conversation;
 mod doctor;
 mod inbox;
 mod manifests;
@@ -412,6 +421,7 @@ mod worker_registry;
 pub use a2a::{A2aCommand, A2aServeArgs};
 pub use claims::ClaimArgs;
 pub use console::ConsoleArgs;
+pub use conversation::{ChatArgs, ConversationsCommand};
 pub use doctor::DoctorArgs;
 pub use inbox::{CheckArgs, InboxCommand};
 pub use manifests::ManifestsArgs;

@@ -2,6 +2,7 @@
 #![allow(unreachable_pub)] // a binary: `pub` marks what modules share, nothing is exported
 
 mod args;
+mod conversation;
 mod dev;
 mod dlq;
 mod doctor;
@@ -36,6 +37,8 @@ fn main() -> std::process::ExitCode {
     let quiet = matches!(
         cli.command,
         Command::Send(_)
+            | Command::Chat(_)
+            | Command::Conversations(_)
             | Command::Watch(_)
             | Command::Cancel(_)
             | Command::Replay(_)
@@ -143,7 +146,12 @@ async fn run(
         Command::Agents(args) => learning::agents(&cli.nats, subjects, args).await,
         Command::Feedback(args) => learning::feedback(&cli.nats, subjects, args).await,
         Command::Notebook(args) => learning::notebook(&cli.nats, subjects, args).await,
-        Command::Send(args) => session::send(&cli.nats, subjects, args).await,
+        Command::Send(args) => match args.conversation.clone() {
+            Some(id) => conversation::send(&cli.nats, subjects, &id, &args).await,
+            None => session::send(&cli.nats, subjects, args).await,
+        },
+        Command::Chat(args) => conversation::chat(&cli.nats, subjects, args).await,
+        Command::Conversations(command) => conversation::run(&cli.nats, subjects, command).await,
         Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
         Command::Cancel(args) => session::cancel(&cli.nats, subjects, args).await,
         Command::Replay(args) => replay::replay(&cli.nats, subjects, args).await,

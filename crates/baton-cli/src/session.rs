@@ -104,6 +104,16 @@ impl Shown {
             }
             return Ok(std::process::ExitCode::SUCCESS);
         };
+        self.ended(task.session, events).await
+    }
+
+    /// Prints the outcome of `session`, followed as `events`, once it ends
+    /// or waits for a person; the exit code that goes with it.
+    pub(crate) async fn ended(
+        &self,
+        session: Uuid,
+        events: baton_worker::EventStream,
+    ) -> anyhow::Result<std::process::ExitCode> {
         let timeout = Duration::from_secs(self.timeout_secs);
         let mut printer = (!self.json && self.stream).then(Printer::default);
         let ended = tokio::time::timeout(timeout, outcome(events, printer.as_mut())).await;
@@ -114,15 +124,15 @@ impl Shown {
             Ok(end) => end?,
             Err(_) => anyhow::bail!(
                 "session {} did not end within {}s (it goes on; follow it with `baton watch {}`)",
-                task.session,
+                session,
                 self.timeout_secs,
-                task.session
+                session
             ),
         };
         if self.json {
             println!("{}", serde_json::to_string(&end)?);
         } else {
-            println!("session {}", task.session);
+            println!("session {}", session);
             print_outcome(&end);
         }
         Ok(match end.kind {
@@ -177,7 +187,7 @@ async fn outcome(
 
 /// The task the arguments describe: the message (argument, stdin or file)
 /// on top of the `--context` file, if any.
-fn task(args: &SendArgs) -> anyhow::Result<Envelope> {
+pub(crate) fn task(args: &SendArgs) -> anyhow::Result<Envelope> {
     let text = match (&args.text, &args.file) {
         (Some(text), _) if text == "-" => {
             let mut text = String::new();

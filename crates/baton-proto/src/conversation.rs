@@ -166,6 +166,15 @@ impl Conversation {
         format!("c.{}", crate::hex(&digest[..16]))
     }
 
+    /// The key of turn `turn` of conversation `id` in the bucket
+    /// ([`crate::ConversationTurn`]): `t.`, the same hex as [`Conversation::key_of`],
+    /// and the turn.
+    #[must_use]
+    pub fn turn_key(id: &str, turn: u32) -> String {
+        let key = Self::key_of(id);
+        format!("t.{}.{turn}", key.trim_start_matches("c."))
+    }
+
     /// The id of the task that starts turn `turn` of conversation `id`:
     /// every starter (a gateway, or the router's keeper) sends it under
     /// this id, so it is sent once.

@@ -33,6 +33,7 @@ mod wire_enum;
 mod claim;
 mod codec;
 mod conversation;
+mod conversation_turn;
 mod delta;
 mod envelope;
 mod event;
@@ -64,6 +65,7 @@ pub use claim::{
 };
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
 pub use conversation::{Conversation, Overlap, TurnMessage, TurnOf};
+pub use conversation_turn::ConversationTurn;
 pub use delta::{Delta, Shown};
 pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Head, Kind, Map, Message, Parent, Reason, ResultStatus,

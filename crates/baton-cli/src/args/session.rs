@@ -34,6 +34,20 @@ pub struct SendArgs {
     #[arg(long, requires = "to")]
     pub direct: bool,
 
+    /// Send the message as the next turn of conversation ID; an id not seen before starts
+    /// one (--to is where it starts). The turn goes to the agent that holds the
+    /// conversation, with the conversation so far; when an agent of it asked the user a
+    /// question, the message is the answer. Needs the conversations bucket (the operator
+    /// role's rights).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["context", "requires", "direct", "max_hops", "deadline_ms"])]
+    pub conversation: Option<String>,
+
+    /// With --conversation, what the message does while a turn runs: enqueue (it runs next,
+    /// the default), reject (an error that names the running turn) or interrupt (the
+    /// running turn is cancelled; the new one runs with both messages).
+    #[arg(long, requires = "conversation", value_parser = super::conversation::overlap)]
+    pub overlap: Option<baton_proto::Overlap>,
+
     /// Shared context variable KEY=VALUE (VALUE is read as JSON, else as a string). Repeatable.
     #[arg(long = "var", value_name = "KEY=VALUE")]
     pub vars: Vec<String>,

@@ -34,7 +34,8 @@ impl Conversations {
     /// started again, from each key's last record.
     async fn follow(&self, running: Arc<Mutex<BTreeSet<String>>>) {
         loop {
-            match self.store.watch_with_history(">").await {
+            // The records only, not the turns listed beside them.
+            match self.store.watch_with_history("c.>").await {
                 Ok(mut watch) => {
                     while let Some(Ok(entry)) = watch.next().await {
                         let runs = entry.operation == kv::Operation::Put

@@ -25,6 +25,7 @@ use crate::services::client::Client;
 mod claim;
 mod cut;
 mod keeper;
+mod listing;
 mod settle;
 mod turn;
 

@@ -2,7 +2,7 @@
 //! conversation its holder and transcript, and the next message runs; an
 //! interrupted turn carries its messages on.
 
-use baton_proto::{Conversation, Event, EventType, TurnMessage};
+use baton_proto::{Conversation, ConversationTurn, Event, EventType, TurnMessage};
 use uuid::Uuid;
 
 use super::{ConversationError, Conversations, ENDS_KEPT, Sent};
@@ -28,6 +28,20 @@ impl Conversations {
         let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
             return Ok((false, None));
         };
+        // Listed before the record moves on, by whoever settles it (the
+        // same entry each time), so no settled turn goes unlisted.
+        let listed = ConversationTurn {
+            turn: record.turns,
+            session: running.session,
+            text: running.text.clone(),
+            agents: end.path.iter().map(|hop| hop.agent.clone()).collect(),
+            ended: end.kind.clone(),
+            reason: end.reason.clone(),
+            at: running.at,
+            ended_at: end.at,
+            extra: baton_proto::Map::new(),
+        };
+        self.list_turn(&record.id, &listed).await?;
         ended(record, &end);
         self.remember(&end);
         let mut started = false;

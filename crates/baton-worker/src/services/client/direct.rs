@@ -33,9 +33,16 @@ impl Client {
             return self.submit(envelope).await;
         };
         let (defaults, served) = tokio::join!(self.defaults.get(), self.served.ask(&agent));
-        let (Some(defaults), Ok(true)) = (defaults, served) else {
+        let Some(defaults) = defaults else {
+            tracing::debug!(session = %envelope.session, "the router's defaults are not known; sending through the router");
             return self.submit(envelope).await;
         };
+        match served {
+            Ok(true) => {}
+            Ok(false) => return self.submit(envelope).await,
+            // As the router does, when the server cannot be asked.
+            Err(err) => tracing::warn!(error = %err, %agent, "assuming the agent type is served"),
+        }
         let mut task = envelope.clone().resent(
             derive_id(envelope.id, 0),
             envelope.kind.clone(),

@@ -22,8 +22,11 @@ const DEADLINE: &str = "baton.default_deadline_ms";
 const TOKENS: &str = "baton.default_budget_tokens";
 const COST: &str = "baton.default_budget_cost_micros";
 
-/// How long a sender trusts what it read.
+/// How long a sender trusts the defaults it read.
 const KNOWN_FOR: Duration = Duration::from_secs(60);
+
+/// How long a sender trusts that no router published any.
+const UNKNOWN_FOR: Duration = Duration::from_secs(10);
 
 /// The router's defaults for tasks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -151,22 +154,30 @@ impl Known {
         let now = Instant::now();
         if let Ok(read) = self.read.lock() {
             if let Some((at, known)) = *read {
-                if now.duration_since(at) < KNOWN_FOR {
+                // A router that starts later is looked for sooner.
+                let trusted = if known.is_some() {
+                    KNOWN_FOR
+                } else {
+                    UNKNOWN_FOR
+                };
+                if now.duration_since(at) < trusted {
                     return known;
                 }
             }
         }
-        let known = match self.ask().await {
-            Ok(known) => known,
+        match self.ask().await {
+            Ok(known) => {
+                if let Ok(mut read) = self.read.lock() {
+                    *read = Some((now, known));
+                }
+                known
+            }
             Err(err) => {
-                tracing::debug!(error = %err, "cannot read the router's defaults; sending through the router");
+                // Not remembered: the next task asks again.
+                tracing::warn!(error = %err, "cannot read the router's defaults; sending through the router");
                 None
             }
-        };
-        if let Ok(mut read) = self.read.lock() {
-            *read = Some((now, known));
         }
-        known
     }
 
     async fn ask(&self) -> Result<Option<Defaults>, async_nats::Error> {

@@ -1,0 +1,39 @@
+//! A conversation's ended turn as listed beside its record (an optional
+//! extension, with conversations): what `baton conversations show` reads.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::uuid_text;
+use crate::value::Map;
+
+/// One turn of a conversation that ended: listed beside the record (key
+/// [`crate::Conversation::turn_key`]) when the turn is settled, so the turns can be
+/// listed in order with their sessions and the agents that took them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationTurn {
+    /// The turn, from 1.
+    pub turn: u32,
+    /// The session it ran as.
+    #[serde(with = "uuid_text")]
+    pub session: Uuid,
+    /// The user's message.
+    pub text: String,
+    /// The agent types of its hops, in order: the first took the turn, the
+    /// last answered it (and then held the conversation, unless it was
+    /// handed back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// How it ended: its terminal event's kind.
+    pub ended: crate::EventType,
+    /// Why, when it did not complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<crate::Reason>,
+    /// When its message arrived, unix ms.
+    pub at: u64,
+    /// When it ended, unix ms.
+    pub ended_at: u64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    pub extra: Map,
+}

@@ -1,0 +1,158 @@
+//! Conversations from the command line: `baton send --conversation`,
+//! `baton chat` (piped, one turn per line) and `baton conversations`. The
+//! scripted model stand-ins count what each agent's model was asked.
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use baton_testkit::{FakeLlm, Scripted};
+
+use crate::conversations::{Desk, asked, desk_with};
+use crate::util::System;
+
+/// Triage hands the first turn to refunds, which answers each turn after.
+fn refund_desk(refunds: &[&str]) -> anyhow::Result<(FakeLlm, FakeLlm)> {
+    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
+        "transfer_to_refunds",
+        r#"{"reason": "refund"}"#,
+    )])])?;
+    let refunds = FakeLlm::start(refunds.iter().map(|text| Scripted::text(text)).collect())?;
+    Ok((triage, refunds))
+}
+
+/// Runs `baton chat ARGS` with `input` on its standard input: its exit
+/// status, stdout and stderr.
+fn chat(system: &System, args: &[&str], input: &str) -> anyhow::Result<(bool, String, String)> {
+    let mut command = system.baton(&[&["chat"], args].concat());
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = tokio::task::block_in_place(|| -> anyhow::Result<_> {
+        let mut child = command.spawn()?;
+        child
+            .stdin
+            .take()
+            .map(|mut stdin| stdin.write_all(input.as_bytes()))
+            .transpose()?;
+        Ok(child.wait_with_output()?)
+    })?;
+    Ok((
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn send_with_a_conversation_continues_it_at_the_holder_and_show_lists_its_turns()
+-> anyhow::Result<()> {
+    let (triage, refunds) = refund_desk(&["Who are you?", "Refund done, Ada."])?;
+    let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let id = "cli-1";
+    let first = [
+        "send",
+        "--conversation",
+        id,
+        "--wait",
+        "Refund ABC-123, please.",
+    ];
+    let stdout = system.baton_stdout(&first)?;
+    assert!(stdout.contains("answer: Who are you?"), "{stdout}");
+    let second = system.baton_stdout(&["send", "--conversation", id, "--wait", "I am Ada."])?;
+    assert!(second.contains("answer: Refund done, Ada."), "{second}");
+    // Turn 2 went to the holder, refunds, which saw turn 1 and its answer.
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 2));
+    let seen = asked(&refunds, 1);
+    assert!(
+        seen.iter().any(|m| m == "user: Refund ABC-123, please.")
+            && seen.iter().any(|m| m == "assistant: Who are you?")
+            && seen.last().map(String::as_str) == Some("user: I am Ada."),
+        "{seen:#?}"
+    );
+    // The turns in order, each with its session and its agents.
+    let shown = system.baton_stdout(&["conversations", "show", id, "--json"])?;
+    let shown: serde_json::Value = serde_json::from_str(&shown)?;
+    assert_eq!(shown["holder"], "refunds", "{shown}");
+    assert_eq!(shown["turns"], 2, "{shown}");
+    let turns = shown["turns_listed"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let agents: Vec<String> = turns.iter().map(|t| t["agents"].to_string()).collect();
+    assert_eq!(
+        agents,
+        [r#"["triage","refunds"]"#, r#"["refunds"]"#],
+        "{shown}"
+    );
+    let texts: Vec<&str> = turns.iter().filter_map(|t| t["text"].as_str()).collect();
+    assert_eq!(texts, ["Refund ABC-123, please.", "I am Ada."]);
+    assert!(turns.iter().all(|t| t["ended"] == "completed"), "{shown}");
+    let session = turns[1]["session"].as_str().unwrap_or_default();
+    assert!(
+        second.contains(session),
+        "turn 2 ran as {session}: {second}"
+    );
+    let listed = system.baton_stdout(&["conversations", "ls"])?;
+    assert!(
+        listed.starts_with("cli-1  2 turns  holder refunds  idle"),
+        "{listed}"
+    );
+    // An unknown conversation is a clear error.
+    let output = system.baton(&["conversations", "show", "nope"]).output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("no conversation nope"), "{stderr}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn piped_chat_answers_each_line_as_a_turn_with_memory() -> anyhow::Result<()> {
+    let (triage, refunds) = refund_desk(&["Who are you?", "Refund done, Ada."])?;
+    let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let (ok, stdout, stderr) = chat(&system, &[], "Refund ABC-123, please.\nI am Ada.\n")?;
+    assert!(ok, "{stdout}{stderr}");
+    // Standard output holds the answers alone, one turn per line.
+    assert_eq!(stdout, "Who are you?\nRefund done, Ada.\n", "{stderr}");
+    // Around them: the new conversation's id, the handoff, who holds it.
+    assert!(
+        stderr.contains("continue it later with --conversation"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("handoff triage -> refunds"), "{stderr}");
+    assert!(
+        stderr.contains("[refunds holds the conversation]"),
+        "{stderr}"
+    );
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 2));
+    let seen = asked(&refunds, 1);
+    assert!(
+        seen.iter().any(|m| m == "assistant: Who are you?"),
+        "{seen:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_answers_an_agents_question_with_the_next_line() -> anyhow::Result<()> {
+    let triage = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
+        Scripted::text("Refunding ABC-123."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let id = "cli-ask";
+    let (ok, stdout, stderr) = chat(
+        &system,
+        &["--conversation", id],
+        "I want a refund.\nABC-123\n",
+    )?;
+    assert!(ok, "{stdout}{stderr}");
+    assert_eq!(stdout, "Which order?\nRefunding ABC-123.\n", "{stderr}");
+    // The answer resumed the same turn: two model calls, one turn.
+    assert_eq!(triage.requests().len(), 2);
+    let shown = system.baton_stdout(&["conversations", "show", id, "--json"])?;
+    let shown: serde_json::Value = serde_json::from_str(&shown)?;
+    assert_eq!(shown["turns"], 1, "{shown}");
+    Ok(())
+}
