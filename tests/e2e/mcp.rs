@@ -127,3 +127,80 @@ async fn an_mcp_client_calls_agent_types_over_streamable_http_with_its_token() -
     assert!(!system.process("mcp").stderr().contains(token));
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_client_continues_a_conversation_at_its_holder_and_answers_a_question()
+-> anyhow::Result<()> {
+    use baton_testkit::{FakeLlm, Scripted};
+    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
+        "transfer_to_refunds",
+        r#"{"reason": "refund"}"#,
+    )])])?;
+    let refunds = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
+        Scripted::text("Refunding ABC-123."),
+        Scripted::text("You are welcome."),
+    ])?;
+    let desk = crate::conversations::Desk::default();
+    let (mut system, _url, _dir) =
+        crate::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
+    let serve = [
+        "mcp",
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--agents",
+        "triage,refunds",
+    ];
+    system.spawn("mcp", &serve, "MCP server listening").await?;
+    let url = system.logged_url("mcp")?;
+    let seen = client(&[
+        "turns",
+        &url,
+        "triage",
+        "mcp-7",
+        "I want a refund.",
+        "ABC-123",
+        "Thanks.",
+    ])?;
+    let turns = seen["turns"].as_array().cloned().unwrap_or_default();
+    let texts: Vec<&str> = turns
+        .iter()
+        .map(|t| t["text"][0].as_str().unwrap_or_default())
+        .collect();
+    // The question, the answer it led to, then turn 2 at the holder.
+    assert_eq!(
+        texts,
+        ["Which order?", "Refunding ABC-123.", "You are welcome."],
+        "{seen}"
+    );
+    assert!(turns.iter().all(|t| t["is_error"] == false), "{seen}");
+    assert!(
+        turns
+            .iter()
+            .all(|t| t["structured"]["conversation"] == "mcp-7"),
+        "{seen}"
+    );
+    let waiting: Vec<bool> = turns
+        .iter()
+        .map(|t| t["structured"]["waiting"] == true)
+        .collect();
+    assert_eq!(waiting, [true, false, false], "{seen}");
+    // The answer resumed turn 1 (the same session); the third call was turn 2.
+    assert_eq!(
+        turns[0]["structured"]["session"],
+        turns[1]["structured"]["session"]
+    );
+    assert_eq!(turns[2]["structured"]["turn"], 2, "{seen}");
+    // Triage's model once; the holder's three times, the last with the whole
+    // conversation.
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 3));
+    let last = crate::conversations::asked(&refunds, 2);
+    assert!(
+        last.iter().any(|m| m == "user: I want a refund.")
+            && last.iter().any(|m| m == "assistant: Refunding ABC-123.")
+            && last.last().map(String::as_str) == Some("user: Thanks."),
+        "{last:#?}"
+    );
+    Ok(())
+}

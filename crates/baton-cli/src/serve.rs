@@ -353,7 +353,8 @@ pub async fn mcp(
     .with_budget(baton_proto::Budget {
         tokens: args.budget_tokens,
         cost_micros: args.budget_cost,
-    });
+    })
+    .with_replicas(nats.replicas());
     match args.http {
         Some(listen) => {
             baton_mcp::serve_http(gateway, listen, args.access_token, crate::shutdown_signal())

@@ -28,6 +28,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 
+mod conversation;
 mod error;
 mod http;
 
@@ -44,6 +45,8 @@ pub struct Gateway {
     timeout: Duration,
     /// The most a session it starts may spend; a call may ask for less.
     budget: baton_proto::Budget,
+    /// The conversations calls continue, opened on the first such call.
+    talk: conversation::Talk,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -72,7 +75,16 @@ impl Gateway {
             only: Arc::new(only),
             timeout,
             budget: baton_proto::Budget::default(),
+            talk: conversation::Talk::default(),
         }
+    }
+
+    /// Creates the conversations bucket, when a call is the first to need
+    /// it, with `replicas`.
+    #[must_use]
+    pub fn with_replicas(mut self, replicas: usize) -> Self {
+        self.talk = conversation::Talk::new(replicas);
+        self
     }
 
     /// Caps what each session a call starts may spend, in tokens and cost:
@@ -179,24 +191,36 @@ impl Gateway {
         // A caller that asked for progress gets the answers as they are
         // written, as progress messages.
         task.stream = context.meta.get_progress_token().is_some();
+        match arguments.get("conversation") {
+            None => {}
+            Some(serde_json::Value::String(id)) if !id.is_empty() => {
+                return self.turn(id, task, context).await;
+            }
+            Some(_) => {
+                return Ok(CallToolResult::error(vec![Content::text(
+                    "the argument `conversation` must be a non-empty string: any id, a new one starts a conversation",
+                )]));
+            }
+        }
         if let Err(err) = self.client.submit(&task).await {
             return Ok(CallToolResult::error(vec![Content::text(format!(
                 "cannot start a session at {agent}: {err}"
             ))]));
         }
         let session = task.session;
-        let result = self.end(session, context).await?;
+        let result = self.end((session, 0, false), context).await?;
         Ok(with_session(result, session))
     }
 
-    /// Follows `session` to its end, within the timeout, and turns it into
-    /// a tool result.
+    /// Follows `session` (after its first `skip` events) to its end, or,
+    /// for a conversation's `turn`, until it waits for the user, within the
+    /// timeout, and turns it into a tool result: the answer, or the question.
     async fn end(
         &self,
-        session: uuid::Uuid,
+        (session, skip, turn): (uuid::Uuid, usize, bool),
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let followed = self.follow(session, context);
+        let followed = self.follow((session, skip, turn), context);
         let end = tokio::select! {
             end = tokio::time::timeout(self.timeout, followed) => end,
             () = context.ct.cancelled() => {
@@ -211,6 +235,10 @@ impl Gateway {
                     .map(baton_gateway::text::value)
                     .unwrap_or_default();
                 CallToolResult::success(vec![Content::text(text)])
+            }
+            // An agent asked the user: the next call in the conversation answers.
+            Ok(Ok(end)) if end.kind == EventType::Waiting => {
+                CallToolResult::success(vec![Content::text(end.detail.unwrap_or_default())])
             }
             Ok(Ok(end)) => CallToolResult::error(vec![Content::text(format!(
                 "session {session} failed: {}{}",
@@ -260,7 +288,7 @@ impl Gateway {
     /// the caller asked for it.
     async fn follow(
         &self,
-        session: uuid::Uuid,
+        (session, skip, turn): (uuid::Uuid, usize, bool),
         context: &RequestContext<RoleServer>,
     ) -> Result<Event, String> {
         let token = context.meta.get_progress_token();
@@ -268,7 +296,8 @@ impl Gateway {
             .client
             .follow(session)
             .await
-            .map_err(|err| err.to_string())?;
+            .map_err(|err| err.to_string())?
+            .skip(skip);
         let mut seen = 0u32;
         let mut last = None;
         let mut shown = baton_proto::Shown::default();
@@ -289,6 +318,11 @@ impl Gateway {
                 if let Err(err) = context.peer.notify_progress(progress).await {
                     tracing::debug!(error = %err, "a progress notification was not sent");
                 }
+            }
+            // A conversation's turn that waits (for the user's answer, or a
+            // person's) ends the call: the next call in it answers.
+            if event.kind == EventType::Waiting && turn {
+                return Ok(event);
             }
             if event.kind.is_terminal() {
                 last = Some(event);
@@ -344,7 +378,8 @@ fn input_schema() -> JsonObject {
             "question": {"type": "string", "description": "The task for the agent, as the user would ask it"},
             "variables": {"type": "object", "description": "Shared context variables the agents may read (optional)"},
             "budget_tokens": {"type": "integer", "minimum": 1, "description": "The most tokens the session may spend on models (optional; the server's own budget, when it has one, caps it)"},
-            "budget_cost": {"type": ["number", "string"], "description": "The most the session may cost, as an amount such as 0.50 in the currency of the agents' price tables (optional; the server's own budget, when it has one, caps it)"}
+            "budget_cost": {"type": ["number", "string"], "description": "The most the session may cost, as an amount such as 0.50 in the currency of the agents' price tables (optional; the server's own budget, when it has one, caps it)"},
+            "conversation": {"type": "string", "description": "Continue this conversation: any id, a new one starts it at this agent type (optional). The question goes to the agent that holds the conversation, with the conversation so far; when an agent asked the user something, it is the answer. The result's structuredContent names the conversation and the session."}
         },
         "required": ["question"]
     });

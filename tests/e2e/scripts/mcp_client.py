@@ -5,6 +5,7 @@ prints what it saw as one JSON object, for the e2e tests.
     mcp_client.py stdio BATON NATS_URL QUESTION [AGENTS]   spawn `baton mcp serve` on stdio
     mcp_client.py http URL QUESTION [TOKEN]                 connect over streamable HTTP
     mcp_client.py budget URL AGENT QUESTION TOKENS          one call with `budget_tokens`
+    mcp_client.py turns URL AGENT CONVERSATION TEXT...      one call per TEXT, in one conversation
 """
 
 import asyncio
@@ -106,6 +107,23 @@ async def main():
                         "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
                         "progress": progress,
                     }))
+    elif mode == "turns":
+        url, agent, conversation, *texts = sys.argv[2:]
+        async with create_mcp_http_client() as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    turns = []
+                    for text in texts:
+                        result = await session.call_tool(
+                            agent, {"question": text, "conversation": conversation}
+                        )
+                        turns.append({
+                            "is_error": result.is_error,
+                            "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
+                            "structured": result.structured_content,
+                        })
+                    print(json.dumps({"turns": turns}))
     elif mode == "unauthorized":
         (url,) = sys.argv[2:]
         async with httpx2.AsyncClient() as http:

@@ -1,0 +1,147 @@
+//! Tool calls with a `conversation`: each is a turn of that conversation,
+//! which goes to the agent that holds it with the conversation so far, or
+//! the answer to the question an agent of it asked the user. The result's
+//! `structuredContent` names the conversation and the session.
+//!
+//! The conversations live in the bucket `BATON_CONVERSATIONS`, which the
+//! operator role may use and the client role may not: it is opened on the
+//! first call that names a conversation, and a server whose NATS user may
+//! not use it answers such calls with an error that says so.
+
+use std::sync::Arc;
+
+use baton_proto::{Envelope, EventType};
+use baton_worker::conversation::{Conversations, Sent, UserMessage};
+use baton_worker::{Decision, Inbox};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, Content};
+use rmcp::service::{RequestContext, RoleServer};
+use tokio::sync::OnceCell;
+
+use crate::Gateway;
+
+/// The conversations and the inbox (where an agent's question waits),
+/// opened on first use.
+#[derive(Clone)]
+pub(crate) struct Talk {
+    replicas: usize,
+    opened: Arc<OnceCell<(Conversations, Inbox)>>,
+}
+
+impl Default for Talk {
+    fn default() -> Self {
+        Self::new(1)
+    }
+}
+
+impl Talk {
+    pub(crate) fn new(replicas: usize) -> Self {
+        Self {
+            replicas,
+            opened: Arc::default(),
+        }
+    }
+}
+
+impl Gateway {
+    /// The conversations, opened now if need be; `Err` says why they cannot be.
+    async fn conversations(&self) -> Result<&(Conversations, Inbox), String> {
+        let replicas = self.talk.replicas;
+        self.talk
+            .opened
+            .get_or_try_init(|| async {
+                let subjects = self.client.subjects().clone();
+                let bucket = subjects.conversations_bucket();
+                let needs = |err: &dyn std::fmt::Display| {
+                    format!(
+                        "this server cannot hold conversations: {err}. They live in the bucket {bucket}, which the operator role may use (run `baton mcp serve` as a NATS user with the operator role's rights: `baton permissions operator`)"
+                    )
+                };
+                let conversations = Conversations::open(self.client.clone(), replicas)
+                    .await
+                    .map_err(|err| needs(&err))?;
+                let nats = self.client.jetstream().client();
+                let inbox = Inbox::open(nats, subjects, replicas)
+                    .await
+                    .map_err(|err| needs(&err))?;
+                Ok((conversations, inbox))
+            })
+            .await
+    }
+
+    /// `task`'s question as a turn of conversation `id` (or the answer to
+    /// its agent's question), and that turn's result.
+    pub(crate) async fn turn(
+        &self,
+        id: &str,
+        task: Envelope,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let (conversations, inbox) = match self.conversations().await {
+            Ok(opened) => opened,
+            Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),
+        };
+        let failed = |err: &dyn std::fmt::Display| {
+            Ok(CallToolResult::error(vec![Content::text(format!(
+                "conversation {id}: {err}"
+            ))]))
+        };
+        let read = match conversations.get(id).await {
+            Ok(read) => read,
+            Err(err) => return failed(&err),
+        };
+        let asked = match &read {
+            Some((record, _)) => match conversations.question(record, inbox).await {
+                Ok(asked) => asked,
+                Err(err) => return failed(&err),
+            },
+            None => None,
+        };
+        let text = task.context.initial_query.clone();
+        let (session, skip, sent) = if let Some(entry) = asked {
+            // The answer to the question: its turn goes on from there.
+            let session = entry.envelope.session;
+            let seen = match self.client.history(session).await {
+                Ok(seen) => seen.len(),
+                Err(err) => return failed(&err),
+            };
+            let answer = Decision::Answer(text);
+            if let Err(err) = inbox
+                .resolve(&entry.envelope.id.to_string(), answer, "mcp")
+                .await
+            {
+                return failed(&err);
+            }
+            (session, seen, None)
+        } else {
+            let mut message = UserMessage::new(text);
+            message.turn.session = task.session;
+            message.turn.to.clone_from(&task.to);
+            message.turn.stream = task.stream;
+            message.turn.budget = task.budget;
+            message.turn.variables = task.context.variables;
+            match conversations.send_after(id, &message, read).await {
+                Ok(sent) => (task.session, 0, Some(sent)),
+                Err(err) => return failed(&err),
+            }
+        };
+        let mut result = self.end((session, skip, true), context).await?;
+        let waiting = !result.is_error.unwrap_or(false)
+            && matches!(self.client.last_event(session).await, Ok(Some(last)) if last.kind == EventType::Waiting);
+        let turn = match sent {
+            Some(Sent::Started { turn, .. }) => Some(turn),
+            _ => None,
+        };
+        result.structured_content = Some(serde_json::json!({
+            "conversation": id,
+            "session": session.to_string(),
+            "turn": turn,
+            "waiting": waiting,
+        }));
+        // Settled now, so the conversation's next call finds who holds it.
+        if let Err(err) = conversations.settle_now(id).await {
+            tracing::warn!(error = %err, "cannot settle the conversation now; the router's keeper will");
+        }
+        Ok(crate::with_session(result, session))
+    }
+}
