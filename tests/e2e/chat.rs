@@ -103,6 +103,36 @@ async fn send_with_a_conversation_continues_it_at_the_holder_and_show_lists_its_
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("no conversation nope"), "{stderr}");
+    // Deleted: the record, the turns and their events; then a clear error.
+    let sessions: Vec<uuid::Uuid> = turns
+        .iter()
+        .filter_map(|t| t["session"].as_str()?.parse().ok())
+        .collect();
+    assert!(!system.stored_events(sessions[0]).await?.is_empty());
+    let deleted = system.baton_stdout(&["conversations", "delete", id])?;
+    assert_eq!(
+        deleted,
+        "deleted conversation cli-1 and the events of 2 sessions\n"
+    );
+    for session in &sessions {
+        assert_eq!(system.stored_events(*session).await?.len(), 0, "{session}");
+    }
+    for args in [
+        &["conversations", "show", id][..],
+        &["send", "--conversation", id, "--wait", "Hello again."][..],
+        &["conversations", "delete", id][..],
+    ] {
+        let output = system.baton(args).output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(
+            stderr.contains("this conversation was deleted"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(refunds.requests().len(), 2, "no turn ran after the delete");
+    let listed = system.baton_stdout(&["conversations", "ls"])?;
+    assert!(!listed.contains("cli-1"), "{listed}");
     Ok(())
 }
 

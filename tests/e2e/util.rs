@@ -402,9 +402,11 @@ impl System {
         use async_nats::jetstream::consumer;
         let js = async_nats::jetstream::new(self.nats.clone());
         let mut stream = js.get_stream("BATON_EVENTS").await?;
-        let last = stream.info().await?.state.last_sequence;
+        let state = &stream.info().await?.state;
+        let (last, stored) = (state.last_sequence, state.messages);
         let mut events = Vec::new();
-        if last == 0 {
+        // (A stream purged of its last messages keeps their sequence.)
+        if last == 0 || stored == 0 {
             return Ok(events);
         }
         let ordered = stream
@@ -421,12 +423,8 @@ impl System {
             let (accepted, event) = Event::from_msgpack(&message.payload)?.unfold();
             events.extend(accepted.filter(|a| !events.iter().any(|e| e.id == a.id)));
             events.push(event);
-            if message
-                .info()
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .stream_sequence
-                >= last
-            {
+            let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
+            if info.stream_sequence >= last || info.pending == 0 {
                 break;
             }
         }

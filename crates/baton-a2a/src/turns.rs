@@ -217,7 +217,9 @@ impl Gateway {
 fn refusal(err: &baton_worker::conversation::ConversationError) -> JsonRpcError {
     match err.kind() {
         ConversationErrorKind::Busy => error(error_code::UNSUPPORTED_OPERATION, err.to_string()),
-        ConversationErrorKind::Forbidden => error(error_code::INVALID_PARAMS, err.to_string()),
+        ConversationErrorKind::Forbidden | ConversationErrorKind::Deleted => {
+            error(error_code::INVALID_PARAMS, err.to_string())
+        }
         _ => internal(err),
     }
 }

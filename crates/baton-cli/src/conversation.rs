@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use baton_proto::{AgentName, Conversation, Event, EventType, Subjects};
-use baton_worker::conversation::{Conversations, Sent, UserMessage};
+use baton_worker::conversation::{ConversationErrorKind, Conversations, Sent, UserMessage};
 use baton_worker::{Client, Decision, EventStream, Inbox};
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt as _;
@@ -64,8 +64,13 @@ impl Talk {
     /// Settles conversation `id` if its turn ended, as the router's keeper
     /// would within a moment.
     async fn settle(&self, id: &str) {
-        if let Err(err) = self.conversations.settle_now(id).await {
-            tracing::warn!(error = %err, "cannot settle the conversation now; the router's keeper will");
+        match self.conversations.settle_now(id).await {
+            Ok(()) => {}
+            // A deleted conversation is said so by what reads it next.
+            Err(err) if err.kind() == ConversationErrorKind::Deleted => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot settle the conversation now; the router's keeper will");
+            }
         }
     }
 
@@ -284,7 +289,7 @@ fn agent_type(name: &str) -> anyhow::Result<String> {
     Ok(name.to_owned())
 }
 
-/// `baton conversations ls | show`.
+/// `baton conversations ls | show | delete`.
 pub async fn run(
     nats: &NatsArgs,
     subjects: Subjects,
@@ -300,6 +305,10 @@ pub async fn run(
                     println!("{}", line(&record));
                 }
             }
+        }
+        ConversationsCommand::Delete { id } => {
+            let removed = talk.conversations.delete(&id).await?;
+            println!("deleted conversation {id} and the events of {removed} sessions");
         }
         ConversationsCommand::Show { id, json } => {
             // A turn that ended is shown as ended.

@@ -156,7 +156,9 @@ fn operator(subjects: &Subjects) -> Footprint {
         .with(baton_worker::footprints::claims(subjects))
         .with(baton_worker::footprints::cancels(subjects, true))
         .with(baton_a2a::footprint(subjects))
-        // The A2A gateway's contexts are conversations.
+        // The A2A gateway's contexts are conversations; `baton conversations
+        // delete` removes their turns' events.
         .with(baton_worker::conversation::footprint(subjects))
+        .with(baton_worker::conversation::deleting_footprint(subjects))
         .with(crate::doctor::footprint(subjects))
 }

@@ -39,6 +39,13 @@ pub enum ConversationsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete a conversation: its turns' events (the transcript), its turns and its record.
+    /// A later show or message with that id is refused as deleted (for as long as a
+    /// record would have been kept, 7 days). Refused while a turn runs.
+    Delete {
+        /// The conversation's id.
+        id: String,
+    },
 }
 
 /// An overlap policy named on the command line.

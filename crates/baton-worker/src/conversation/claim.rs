@@ -29,6 +29,12 @@ impl Stored {
         stored.insert(key.to_owned(), (record, revision));
     }
 
+    /// Forgets the record at `key` (deleted).
+    pub(super) fn forget(&self, key: &str) {
+        let mut stored = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        stored.remove(key);
+    }
+
     /// The record stored last at `key`, when no turn runs or waits there.
     fn idle(&self, key: &str) -> Option<(Conversation, u64)> {
         let stored = self.0.lock().unwrap_or_else(PoisonError::into_inner);

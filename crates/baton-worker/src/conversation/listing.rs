@@ -47,7 +47,13 @@ impl Conversations {
             .await
             .map_err(|err| ConversationError::store(format!("cannot list: {err}")))?;
         let mut all: Vec<Conversation> = futures::stream::iter(keys)
-            .map(|key| async move { self.read(&key).await })
+            .map(|key| async move {
+                match self.read(&key).await {
+                    // Deleted since it was listed.
+                    Err(err) if err.kind() == super::ConversationErrorKind::Deleted => Ok(None),
+                    read => read,
+                }
+            })
             .buffer_unordered(AT_ONCE)
             .try_filter_map(|read| std::future::ready(Ok(read.map(|(record, _)| record))))
             .try_collect()

@@ -24,6 +24,7 @@ use crate::services::client::Client;
 
 mod claim;
 mod cut;
+mod delete;
 mod keeper;
 mod listing;
 mod settle;
@@ -34,6 +35,7 @@ use settle::begin;
 pub use claim::Claimed;
 pub use cut::INTERRUPTED;
 
+pub use delete::footprint as deleting_footprint;
 pub use keeper::keep;
 
 /// Why a conversation operation failed.
@@ -52,6 +54,8 @@ pub enum ConversationErrorKind {
     Busy,
     /// The conversation belongs to another caller.
     Forbidden,
+    /// The conversation was deleted (or, to delete, does not exist).
+    Deleted,
     /// JetStream did not answer as it should.
     Store,
 }
@@ -210,6 +214,12 @@ impl Conversations {
             .entry(key)
             .await
             .map_err(|err| ConversationError::store(format!("cannot read {key}: {err}")))?;
+        if entry.as_ref().is_some_and(delete::deleted) {
+            return Err(ConversationError::new(
+                ConversationErrorKind::Deleted,
+                "this conversation was deleted (`baton conversations delete`); send with another id to start a new one",
+            ));
+        }
         let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
             return Ok(None);
         };

@@ -1,0 +1,88 @@
+//! Deleting a conversation: its turns' events (the transcript), its listed
+//! turns, and its record, which leaves a marker behind, so a later read or
+//! turn of that id is refused as deleted rather than starting afresh.
+
+use async_nats::jetstream::kv;
+use baton_proto::footprint::{Footprint, api};
+use baton_proto::{Conversation, Subjects};
+
+use super::{ConversationError, ConversationErrorKind, Conversations};
+
+impl Conversations {
+    /// Deletes conversation `id`: the events of every turn it listed and of
+    /// its transcript, the listed turns, then the record, in that order (a
+    /// delete cut short is done again). Returns how many sessions' events it
+    /// removed.
+    ///
+    /// # Errors
+    ///
+    /// [`ConversationErrorKind::Busy`] while a turn runs;
+    /// [`ConversationErrorKind::Deleted`] when there is no such conversation;
+    /// [`ConversationErrorKind::Store`] when JetStream refuses a step.
+    pub async fn delete(&self, id: &str) -> Result<usize, ConversationError> {
+        let key = Conversation::key_of(id);
+        let Some((record, revision)) = self.read(&key).await? else {
+            return Err(ConversationError::new(
+                ConversationErrorKind::Deleted,
+                format!("no conversation {id}"),
+            ));
+        };
+        if let Some(running) = &record.running {
+            return Err(ConversationError::new(
+                ConversationErrorKind::Busy,
+                format!(
+                    "conversation {id} runs turn {} as session {}: wait for it to end, or cancel it (`baton cancel {}`), then delete",
+                    record.turns, running.session, running.session
+                ),
+            ));
+        }
+        let turns = self.turns(&record).await?;
+        let mut sessions: Vec<uuid::Uuid> = turns.iter().map(|turn| turn.session).collect();
+        sessions.extend(record.transcript);
+        sessions.sort_unstable();
+        sessions.dedup();
+        let subjects = self.client.subjects();
+        let failed = |err: &dyn std::fmt::Display| {
+            ConversationError::store(format!("cannot delete conversation {id}: {err}"))
+        };
+        let events = (self.client.jetstream())
+            .get_stream_no_info(subjects.events_stream())
+            .await
+            .map_err(|err| failed(&err))?;
+        for session in &sessions {
+            events
+                .purge()
+                .filter(subjects.events(*session))
+                .await
+                .map_err(|err| failed(&err))?;
+        }
+        for turn in 1..=record.turns {
+            self.store
+                .purge(Conversation::turn_key(id, turn))
+                .await
+                .map_err(|err| failed(&err))?;
+        }
+        // The marker: only if nobody started a turn meanwhile.
+        self.store
+            .delete_expect_revision(&key, Some(revision))
+            .await
+            .map_err(|err| failed(&err))?;
+        self.records.forget(&key);
+        Ok(sessions.len())
+    }
+}
+
+/// Whether `entry` is a deleted conversation's marker.
+pub(super) fn deleted(entry: &kv::Entry) -> bool {
+    entry.operation == kv::Operation::Delete
+}
+
+/// What deleting conversations uses beyond the bucket: purging their
+/// turns' events from the events stream.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> Footprint {
+    Footprint::new().publishes([api(format_args!(
+        "STREAM.PURGE.{}",
+        subjects.events_stream()
+    ))])
+}
