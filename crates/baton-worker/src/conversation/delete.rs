@@ -9,10 +9,9 @@ use baton_proto::{Conversation, Subjects};
 use super::{ConversationError, ConversationErrorKind, Conversations};
 
 impl Conversations {
-    /// Deletes conversation `id`: the events of every turn it listed and of
-    /// its transcript, the listed turns, then the record, in that order (a
-    /// delete cut short is done again). Returns how many sessions' events it
-    /// removed.
+    /// Deletes conversation `id`: its record (leaving the marker), then
+    /// the events of every turn it listed and of its transcript, and the
+    /// listed turns. Returns how many sessions' events it removed.
     ///
     /// # Errors
     ///
@@ -41,33 +40,39 @@ impl Conversations {
         sessions.extend(record.transcript);
         sessions.sort_unstable();
         sessions.dedup();
-        let subjects = self.client.subjects();
         let failed = |err: &dyn std::fmt::Display| {
             ConversationError::store(format!("cannot delete conversation {id}: {err}"))
         };
-        let events = (self.client.jetstream())
-            .get_stream_no_info(subjects.events_stream())
-            .await
-            .map_err(|err| failed(&err))?;
-        for session in &sessions {
-            events
-                .purge()
-                .filter(subjects.events(*session))
-                .await
-                .map_err(|err| failed(&err))?;
-        }
-        for turn in 1..=record.turns {
-            self.store
-                .purge(Conversation::turn_key(id, turn))
-                .await
-                .map_err(|err| failed(&err))?;
-        }
-        // The marker: only if nobody started a turn meanwhile.
+        // The marker first, only if nobody started a turn meanwhile: from
+        // now on no turn reads the transcript that goes next.
         self.store
             .delete_expect_revision(&key, Some(revision))
             .await
             .map_err(|err| failed(&err))?;
         self.records.forget(&key);
+        let left = |err: &dyn std::fmt::Display| {
+            ConversationError::store(format!(
+                "conversation {id} is deleted, but not all of its turns' events and entries could be removed ({err}); they expire with the events stream and the bucket"
+            ))
+        };
+        let subjects = self.client.subjects();
+        let events = (self.client.jetstream())
+            .get_stream_no_info(subjects.events_stream())
+            .await
+            .map_err(|err| left(&err))?;
+        for session in &sessions {
+            events
+                .purge()
+                .filter(subjects.events(*session))
+                .await
+                .map_err(|err| left(&err))?;
+        }
+        for turn in 1..=record.turns {
+            self.store
+                .purge(Conversation::turn_key(id, turn))
+                .await
+                .map_err(|err| left(&err))?;
+        }
         Ok(sessions.len())
     }
 }
