@@ -513,3 +513,55 @@ async fn a_tool_call_is_an_execute_tool_span_of_its_hop_and_is_counted() -> anyh
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversations_turn_spans_carry_its_conversation_id() -> anyhow::Result<()> {
+    let (otlp, received, _points) = receiver().await?;
+    let mut system = System::start().await?;
+    let args = ["worker", "front", "--relay", "--no-registry"];
+    exporting(&mut system, "front", &args, &otlp).await?;
+    let mut turn = Envelope::task("Where is my refund?");
+    turn.conversation = Some(baton_proto::TurnOf {
+        id: "order-4711".to_owned(),
+        turn: 1,
+        hand_back: false,
+        extra: baton_proto::Map::new(),
+    });
+    let one_shot = Envelope::task("And my invoice?");
+    for task in [&turn, &one_shot] {
+        let events = system.run("front", task).await?;
+        assert_eq!(
+            events.last().map(|e| e.kind.clone()),
+            Some(EventType::Completed)
+        );
+    }
+    let conversations = eventually(Duration::from_secs(20), || async {
+        let spans = spans_named(&received, &["invoke_agent front"]).await?;
+        let seen: Vec<(String, String)> = spans
+            .iter()
+            .filter(|(_, span)| span.name == "invoke_agent front")
+            .map(|(_, span)| {
+                let seen = attributes(span);
+                let get = |key: &str| seen.get(key).cloned().unwrap_or_default();
+                (get("session"), get("gen_ai.conversation.id"))
+            })
+            .collect();
+        anyhow::ensure!(seen.len() == 2, "spans so far: {seen:?}");
+        Ok(seen)
+    })
+    .await?;
+    let of = |session: uuid::Uuid| {
+        conversations
+            .iter()
+            .find(|(s, _)| *s == session.to_string())
+            .map(|(_, c)| c.clone())
+    };
+    assert_eq!(
+        of(turn.session).as_deref(),
+        Some("order-4711"),
+        "{conversations:?}"
+    );
+    let own = one_shot.session.to_string();
+    assert_eq!(of(one_shot.session), Some(own), "{conversations:?}");
+    Ok(())
+}

@@ -110,10 +110,15 @@ fn hop_span(config: &WorkerConfig) -> tracing::Span {
 /// Records what the hop span says of `envelope`.
 fn record_envelope(span: &tracing::Span, envelope: &Envelope) {
     span.record("session", tracing::field::display(envelope.session));
-    span.record(
-        "gen_ai.conversation.id",
-        tracing::field::display(envelope.session),
-    );
+    // A conversation's turn is of that conversation; a one-shot task is its
+    // own session's.
+    match &envelope.conversation {
+        Some(turn) => span.record("gen_ai.conversation.id", turn.id.as_str()),
+        None => span.record(
+            "gen_ai.conversation.id",
+            tracing::field::display(envelope.session),
+        ),
+    };
     span.record("envelope", tracing::field::display(envelope.id));
     let path = u64::try_from(envelope.path.len()).unwrap_or(u64::MAX);
     span.record("baton.path.length", path);
