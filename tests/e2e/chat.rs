@@ -139,7 +139,11 @@ async fn send_with_a_conversation_continues_it_at_the_holder_and_show_lists_its_
 #[tokio::test(flavor = "multi_thread")]
 async fn piped_chat_answers_each_line_as_a_turn_with_memory() -> anyhow::Result<()> {
     let (triage, refunds) = refund_desk(&["Who are you?", "Refund done, Ada."])?;
-    let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let desk = Desk {
+        router: &["--metrics-addr", "127.0.0.1:0"],
+        ..Desk::default()
+    };
+    let (mut system, _url, _dir) = desk_with(&triage, &refunds, desk, &[]).await?;
     let (ok, stdout, stderr) = chat(&system, &[], "Refund ABC-123, please.\nI am Ada.\n")?;
     assert!(ok, "{stdout}{stderr}");
     // Standard output holds the answers alone, one turn per line.
@@ -160,6 +164,20 @@ async fn piped_chat_answers_each_line_as_a_turn_with_memory() -> anyhow::Result<
         seen.iter().any(|m| m == "assistant: Who are you?"),
         "{seen:#?}"
     );
+    // The router's keeper counted both turns, and none runs now.
+    let url = crate::metrics::metrics_url(system.process("router").stderr())?;
+    let counted = baton_testkit::eventually(std::time::Duration::from_secs(10), || async {
+        let samples = crate::metrics::scrape(&url)?;
+        let turns = crate::metrics::value(&samples, "baton_conversation_turns_total", &[]);
+        let active = crate::metrics::value(&samples, "baton_conversations_active", &[]);
+        anyhow::ensure!(
+            (turns, active) == (2.0, 0.0),
+            "turns {turns}, active {active}"
+        );
+        Ok((turns, active))
+    })
+    .await?;
+    assert_eq!(counted, (2.0, 0.0));
     Ok(())
 }
 

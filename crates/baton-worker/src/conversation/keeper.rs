@@ -2,7 +2,7 @@
 //! queued behind them, and sends again a turn whose starter crashed before
 //! its task was durable.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,26 +29,21 @@ impl Conversations {
         moved
     }
 
-    /// Follows the bucket into `running`: the keys of the conversations
-    /// with a running turn, as their records are written. A lost watch is
-    /// started again, from each key's last record.
-    async fn follow(&self, running: Arc<Mutex<BTreeSet<String>>>) {
+    /// Follows the bucket into `seen`: which conversations have a running
+    /// turn, as their records are written. A lost watch is started again,
+    /// from each key's last record.
+    async fn follow(&self, seen: Arc<Mutex<Seen>>) {
         loop {
             // The records only, not the turns listed beside them.
             match self.store.watch_with_history("c.>").await {
                 Ok(mut watch) => {
                     while let Some(Ok(entry)) = watch.next().await {
-                        let runs = entry.operation == kv::Operation::Put
-                            && rmp_serde::from_slice::<Conversation>(&entry.value)
-                                .is_ok_and(|record| record.running.is_some());
-                        let mut running = running
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        if runs {
-                            running.insert(entry.key);
-                        } else {
-                            running.remove(&entry.key);
-                        }
+                        let record = (entry.operation == kv::Operation::Put)
+                            .then(|| rmp_serde::from_slice::<Conversation>(&entry.value).ok())
+                            .flatten();
+                        seen.lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .note(entry.key, record.as_ref());
                     }
                 }
                 Err(err) => tracing::warn!(error = %err, "cannot watch the conversations"),
@@ -91,28 +86,121 @@ impl Conversations {
     }
 }
 
+/// What the keeper knows of the conversations from watching their records.
+#[derive(Default)]
+struct Seen {
+    /// Those with a running turn.
+    running: BTreeSet<String>,
+    /// Messages queued, by conversation (those with any).
+    queued: HashMap<String, usize>,
+    /// Turns started, by conversation, as last seen.
+    turns: HashMap<String, u32>,
+    /// When the keeper started, unix ms: turns of conversations created
+    /// before are not counted as started now.
+    since: u64,
+}
+
+impl Seen {
+    /// Notes `record`, just written at `key` (`None`: deleted, or not a
+    /// record), and counts the turns it started since last seen.
+    fn note(&mut self, key: String, record: Option<&Conversation>) {
+        let Some(record) = record else {
+            self.running.remove(&key);
+            self.queued.remove(&key);
+            self.turns.remove(&key);
+            return;
+        };
+        if record.running.is_some() {
+            self.running.insert(key.clone());
+        } else {
+            self.running.remove(&key);
+        }
+        if record.queue.is_empty() {
+            self.queued.remove(&key);
+        } else {
+            self.queued.insert(key.clone(), record.queue.len());
+        }
+        let before = match self.turns.get(&key) {
+            Some(before) => *before,
+            None if record.created_at >= self.since => 0,
+            None => record.turns,
+        };
+        self.turns.insert(key, record.turns);
+        turns_counter().add(u64::from(record.turns.saturating_sub(before)), &[]);
+    }
+}
+
+/// Conversation turns started, made when first used (after the process
+/// set its meter provider).
+fn turns_counter() -> &'static opentelemetry::metrics::Counter<u64> {
+    static TURNS: std::sync::OnceLock<opentelemetry::metrics::Counter<u64>> =
+        std::sync::OnceLock::new();
+    TURNS.get_or_init(|| {
+        crate::worker::metrics::meter()
+            .u64_counter("baton.conversation.turns")
+            .with_description(
+                "Conversation turns started, as the router's keeper saw their records",
+            )
+            .build()
+    })
+}
+
+/// The gauges of what `seen` holds, read when collected.
+fn gauges(seen: &Arc<Mutex<Seen>>) {
+    let meter = crate::worker::metrics::meter();
+    let active = Arc::clone(seen);
+    meter
+        .i64_observable_gauge("baton.conversations.active")
+        .with_description("Conversations with a running turn")
+        .with_callback(move |gauge| {
+            let seen = active
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            gauge.observe(i64::try_from(seen.running.len()).unwrap_or(i64::MAX), &[]);
+        })
+        .build();
+    let queued = Arc::clone(seen);
+    meter
+        .i64_observable_gauge("baton.conversation.queued")
+        .with_description("Messages waiting behind a running turn, in every conversation")
+        .with_callback(move |gauge| {
+            let seen = queued
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let total: usize = seen.queued.values().sum();
+            gauge.observe(i64::try_from(total).unwrap_or(i64::MAX), &[]);
+        })
+        .build();
+}
+
 /// Settles conversations every `every` until `stop` is cancelled (the
 /// router runs it): those with a running turn, which it learns by watching
-/// the bucket, so a tick costs what runs, not every conversation kept.
+/// the bucket, so a tick costs what runs, not every conversation kept. It
+/// also measures them: active conversations, queued messages, turns.
 pub async fn keep(
     conversations: Conversations,
     every: Duration,
     stop: tokio_util::sync::CancellationToken,
 ) {
-    let running = Arc::new(Mutex::new(BTreeSet::new()));
+    let seen = Arc::new(Mutex::new(Seen {
+        since: baton_proto::now_ms(),
+        ..Seen::default()
+    }));
+    gauges(&seen);
     let watcher = conversations.clone();
     let watching = tokio::spawn({
-        let running = running.clone();
-        async move { watcher.follow(running).await }
+        let seen = seen.clone();
+        async move { watcher.follow(seen).await }
     });
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let keys: Vec<String> = running
+                let keys: Vec<String> = seen
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .running
                     .iter()
                     .cloned()
                     .collect();
