@@ -251,6 +251,7 @@ async fn answer(mut events: EventStream, interactive: bool) -> anyhow::Result<Ev
             break event;
         }
     };
+    printer.complete(&end);
     printer.end();
     let agent = end.agent.clone().unwrap_or_else(|| "?".to_owned());
     let said = match end.kind {

@@ -14,6 +14,8 @@ pub struct Printer {
     open: bool,
     /// Some of an answer was printed.
     streamed: bool,
+    /// The text printed on the open line.
+    line: String,
 }
 
 impl Printer {
@@ -34,6 +36,10 @@ impl Printer {
             }
             let _ = write!(out, "{fresh}");
             let _ = out.flush();
+            if !self.open {
+                self.line.clear();
+            }
+            self.line.push_str(fresh);
             self.open = true;
             self.streamed = true;
         }
@@ -49,6 +55,26 @@ impl Printer {
     pub fn line(&mut self, line: &str) {
         self.end();
         println!("{line}");
+    }
+
+    /// Completes the open line with the rest of `end`'s answer, when the
+    /// session completed with an answer that goes on from what the line
+    /// shows: the last pieces of a stream may come after the event that
+    /// ends the session (they are not stored, and travel apart from it).
+    pub fn complete(&mut self, end: &Event) {
+        if !self.open || end.kind != baton_proto::EventType::Completed {
+            return;
+        }
+        let Some(baton_proto::Value::String(answer)) = &end.output else {
+            return;
+        };
+        let answer = answer.as_str().unwrap_or_default();
+        if let Some(rest) = answer.strip_prefix(self.line.as_str()) {
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "{rest}");
+            let _ = out.flush();
+            self.line.push_str(rest);
+        }
     }
 
     /// Ends a streamed answer's line, if one is open.

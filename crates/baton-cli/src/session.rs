@@ -118,6 +118,9 @@ impl Shown {
         let mut printer = (!self.json && self.stream).then(Printer::default);
         let ended = tokio::time::timeout(timeout, outcome(events, printer.as_mut())).await;
         if let Some(printer) = printer.as_mut() {
+            if let Ok(Ok(end)) = &ended {
+                printer.complete(end);
+            }
             printer.end();
         }
         let end = match ended {
@@ -321,6 +324,7 @@ pub async fn watch(
         if args.json {
             println!("{}", serde_json::to_string(&event)?);
         } else if !printer.delta(&event) && !plain_start(&event) {
+            printer.complete(&event);
             printer.line(&describe(&event));
         }
     }
