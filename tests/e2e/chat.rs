@@ -12,10 +12,7 @@ use crate::util::System;
 
 /// Triage hands the first turn to refunds, which answers each turn after.
 fn refund_desk(refunds: &[&str]) -> anyhow::Result<(FakeLlm, FakeLlm)> {
-    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
-        "transfer_to_refunds",
-        r#"{"reason": "refund"}"#,
-    )])])?;
+    let triage = crate::conversations::transferring()?;
     let refunds = FakeLlm::start(refunds.iter().map(|text| Scripted::text(text)).collect())?;
     Ok((triage, refunds))
 }

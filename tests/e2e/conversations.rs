@@ -82,6 +82,14 @@ async fn lone(
     Ok((triage, system, url, dir))
 }
 
+/// A stand-in model for `triage` that hands the first turn to `refunds`.
+pub(crate) fn transferring() -> anyhow::Result<FakeLlm> {
+    Ok(FakeLlm::start(vec![Scripted::tool_calls(&[(
+        "transfer_to_refunds",
+        r#"{"reason": "refund"}"#,
+    )])])?)
+}
+
 /// The first text of an A2A task summary's answer.
 pub(crate) fn answer(task: &Value) -> &str {
     task["answer"][0].as_str().unwrap_or_default()

@@ -264,10 +264,7 @@ async fn an_interrupted_turns_tool_calls_reach_the_next_turn_each_with_a_result(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_holders_turn_goes_past_the_router_as_the_router_would_send_it() -> anyhow::Result<()> {
-    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
-        "transfer_to_refunds",
-        r#"{"reason": "refund"}"#,
-    )])])?;
+    let triage = crate::conversations::transferring()?;
     let refunds = FakeLlm::start(vec![
         Scripted::text("Who are you?"),
         Scripted::text("Refund done, Ada."),

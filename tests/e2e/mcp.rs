@@ -132,10 +132,7 @@ async fn an_mcp_client_calls_agent_types_over_streamable_http_with_its_token() -
 async fn an_mcp_client_continues_a_conversation_at_its_holder_and_answers_a_question()
 -> anyhow::Result<()> {
     use baton_testkit::{FakeLlm, Scripted};
-    let triage = FakeLlm::start(vec![Scripted::tool_calls(&[(
-        "transfer_to_refunds",
-        r#"{"reason": "refund"}"#,
-    )])])?;
+    let triage = crate::conversations::transferring()?;
     let refunds = FakeLlm::start(vec![
         Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
         Scripted::text("Refunding ABC-123."),

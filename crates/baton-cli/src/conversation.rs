@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use baton_proto::{AgentName, Conversation, Event, EventType, Subjects};
 use baton_worker::conversation::{ConversationErrorKind, Conversations, Sent, UserMessage};
-use baton_worker::{Client, Decision, EventStream, Inbox};
+use baton_worker::{Client, EventStream, Inbox};
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt as _;
 use uuid::Uuid;
@@ -79,14 +79,10 @@ impl Talk {
     async fn say(&self, id: &str, message: UserMessage) -> anyhow::Result<Said> {
         let read = self.conversations.get(id).await?;
         if let Some((record, _)) = &read {
-            if let Some(entry) = self.conversations.question(record, &self.inbox).await? {
-                let session = entry.envelope.session;
-                // Its events so far end with the question: followed after them.
-                let seen = self.client.history(session).await?.len();
+            let text = &message.turn.text;
+            let answered = self.conversations.answer(record, &self.inbox, text, "cli");
+            if let Some((session, seen)) = answered.await? {
                 let events = self.client.follow(session).await?;
-                let answer = Decision::Answer(message.turn.text.clone());
-                let id = entry.envelope.id.to_string();
-                self.inbox.resolve(&id, answer, "cli").await?;
                 return Ok(Said {
                     session,
                     events: Box::pin(events.skip(seen)),

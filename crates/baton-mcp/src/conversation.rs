@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use baton_proto::{Envelope, EventType};
+use baton_proto::Envelope;
+use baton_worker::Inbox;
 use baton_worker::conversation::{Conversations, Sent, UserMessage};
-use baton_worker::{Decision, Inbox};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, Content};
 use rmcp::service::{RequestContext, RoleServer};
@@ -90,44 +90,29 @@ impl Gateway {
             Ok(read) => read,
             Err(err) => return failed(&err),
         };
-        let asked = match &read {
-            Some((record, _)) => match conversations.question(record, inbox).await {
-                Ok(asked) => asked,
-                Err(err) => return failed(&err),
-            },
-            None => None,
-        };
         let text = task.context.initial_query.clone();
-        let (session, skip, sent) = if let Some(entry) = asked {
-            // The answer to the question: its turn goes on from there.
-            let session = entry.envelope.session;
-            let seen = match self.client.history(session).await {
-                Ok(seen) => seen.len(),
-                Err(err) => return failed(&err),
-            };
-            let answer = Decision::Answer(text);
-            if let Err(err) = inbox
-                .resolve(&entry.envelope.id.to_string(), answer, "mcp")
-                .await
-            {
-                return failed(&err);
-            }
-            (session, seen, None)
-        } else {
-            let mut message = UserMessage::new(text);
-            message.turn.session = task.session;
-            message.turn.to.clone_from(&task.to);
-            message.turn.stream = task.stream;
-            message.turn.budget = task.budget;
-            message.turn.variables = task.context.variables;
-            match conversations.send_after(id, &message, read).await {
-                Ok(sent) => (task.session, 0, Some(sent)),
-                Err(err) => return failed(&err),
-            }
+        let answered = match &read {
+            Some((record, _)) => conversations.answer(record, inbox, &text, "mcp").await,
+            None => Ok(None),
         };
-        let mut result = self.end((session, skip, true), context).await?;
-        let waiting = !result.is_error.unwrap_or(false)
-            && matches!(self.client.last_event(session).await, Ok(Some(last)) if last.kind == EventType::Waiting);
+        let (session, skip, sent) = match answered {
+            // The answer to the question: its turn goes on from there.
+            Ok(Some((session, seen))) => (session, seen, None),
+            Ok(None) => {
+                let mut message = UserMessage::new(text);
+                message.turn.session = task.session;
+                message.turn.to.clone_from(&task.to);
+                message.turn.stream = task.stream;
+                message.turn.budget = task.budget;
+                message.turn.variables = task.context.variables;
+                match conversations.send_after(id, &message, read).await {
+                    Ok(sent) => (task.session, 0, Some(sent)),
+                    Err(err) => return failed(&err),
+                }
+            }
+            Err(err) => return failed(&err),
+        };
+        let (mut result, waiting) = self.end((session, skip, true), context).await?;
         let turn = match sent {
             Some(Sent::Started { turn, .. }) => Some(turn),
             _ => None,

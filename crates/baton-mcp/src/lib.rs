@@ -208,18 +208,19 @@ impl Gateway {
             ))]));
         }
         let session = task.session;
-        let result = self.end((session, 0, false), context).await?;
+        let (result, _) = self.end((session, 0, false), context).await?;
         Ok(with_session(result, session))
     }
 
     /// Follows `session` (after its first `skip` events) to its end, or,
     /// for a conversation's `turn`, until it waits for the user, within the
-    /// timeout, and turns it into a tool result: the answer, or the question.
+    /// timeout, and turns it into a tool result: the answer, or the question
+    /// (then `true`: the session waits).
     async fn end(
         &self,
         (session, skip, turn): (uuid::Uuid, usize, bool),
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<(CallToolResult, bool), McpError> {
         let followed = self.follow((session, skip, turn), context);
         let end = tokio::select! {
             end = tokio::time::timeout(self.timeout, followed) => end,
@@ -227,7 +228,8 @@ impl Gateway {
                 return Err(McpError::internal_error(format!("the call was cancelled; session {session} goes on"), None));
             }
         };
-        Ok(match end {
+        let waits = matches!(&end, Ok(Ok(end)) if end.kind == EventType::Waiting);
+        let result = match end {
             Ok(Ok(end)) if end.kind == EventType::Completed => {
                 let text = end
                     .output
@@ -252,7 +254,8 @@ impl Gateway {
                 "session {session} did not end within {:?} (it may wait for a person: `baton inbox ls`); it goes on",
                 self.timeout
             ))]),
-        })
+        };
+        Ok((result, waits))
     }
 
     /// `baton.feedback`: says how well a session went.

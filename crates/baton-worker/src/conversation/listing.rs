@@ -129,4 +129,36 @@ impl Conversations {
                     .is_some_and(|gate| gate.reason == Reason::InputRequired)
         }))
     }
+
+    /// Answers the question `record`'s running turn waits on (see
+    /// [`Conversations::question`]) with `text`, as `person`: the session
+    /// that goes on, and how many of its events came before the answer (a
+    /// follower skips them). `None` when no question waits.
+    ///
+    /// # Errors
+    ///
+    /// When the session or the inbox cannot be read, or the answer is
+    /// refused (answered already, say).
+    pub async fn answer(
+        &self,
+        record: &Conversation,
+        inbox: &Inbox,
+        text: &str,
+        person: &str,
+    ) -> Result<Option<(uuid::Uuid, usize)>, ConversationError> {
+        let Some(entry) = self.question(record, inbox).await? else {
+            return Ok(None);
+        };
+        let session = entry.envelope.session;
+        let store = |err: &dyn std::fmt::Display| ConversationError::store(err.to_string());
+        // Its events so far end with the question.
+        let seen = self.client.history(session).await.map_err(|e| store(&e))?;
+        let answer = crate::services::inbox::Decision::Answer(text.to_owned());
+        let id = entry.envelope.id.to_string();
+        inbox
+            .resolve(&id, answer, person)
+            .await
+            .map_err(|e| store(&e))?;
+        Ok(Some((session, seen.len())))
+    }
 }

@@ -215,15 +215,19 @@ impl Client {
         self.ensure_streams().await?;
         self.check_served(agent).await?;
         self.publish(self.subjects.agent(agent), envelope).await?;
-        // Past the router, so the deadline watch is started here. The task is
-        // durable already: a missing timer only leaves a queued task to be
-        // failed by the worker that takes it.
+        self.watch_deadline(envelope).await;
+        Ok(())
+    }
+
+    /// Starts the deadline watch of `envelope`, sent past the router (which
+    /// would have started it). The task is durable already: a missing timer
+    /// only leaves a queued task to be failed by the worker that takes it.
+    pub(crate) async fn watch_deadline(&self, envelope: &Envelope) {
         if let Some(timer) = crate::services::deadlines::timer_for(&self.subjects, envelope) {
             if let Err(err) = self.publisher.publish_one(&timer).await {
                 tracing::warn!(error = %err, session = %envelope.session, "the deadline watch did not start");
             }
         }
-        Ok(())
     }
 
     /// Whether `agent` has workers, as an error that names the agent type.

@@ -50,14 +50,7 @@ impl Client {
         );
         defaults.apply(&mut task);
         self.publish(self.subjects.agent(&agent), &task).await?;
-        // As the router would: the deadline is watched from now on. The
-        // task is durable already, so a missing timer only leaves a queued
-        // task to be failed by the worker that takes it.
-        if let Some(timer) = crate::services::deadlines::timer_for(&self.subjects, &task) {
-            if let Err(err) = self.publisher.publish_one(&timer).await {
-                tracing::warn!(error = %err, session = %task.session, "the deadline watch did not start");
-            }
-        }
+        self.watch_deadline(&task).await;
         Ok(())
     }
 }
