@@ -4,30 +4,13 @@
 //! turn runs, what waits, and where the transcript is. Every change to the
 //! record is a compare-and-swap on its revision.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+#[cfg(doc)]
+use crate::conversation_ref::TurnOf;
 use crate::uuid_text;
 use crate::value::Map;
-
-/// On every envelope of a conversation's turn: which conversation, which turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TurnOf {
-    /// The conversation's id (opaque; an A2A `contextId`).
-    pub id: String,
-    /// The turn, from 1.
-    pub turn: u32,
-    /// The turn hands the conversation back to its entry when it ends: an
-    /// agent of it said so, or its spec says `next_turn = "entry"`. The
-    /// next turn then starts at the entry, not at the agent that answered.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub hand_back: bool,
-    /// Fields this version does not know.
-    #[serde(flatten)]
-    #[schemars(skip)]
-    pub extra: Map,
-}
 
 /// A user message of a conversation: the turn it starts, as it waits or runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,6 +113,15 @@ pub struct Conversation {
         with = "uuid_text::option"
     )]
     pub transcript: Option<Uuid>,
+    /// The transcript so far, as its log's entries (each turn's messages,
+    /// stored once): the next turn's context refers to it. Absent in a
+    /// record written before the log: `transcript` is read instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::History>,
+    /// What the next turn's context starts from besides its messages: the
+    /// last turn's shared variables, state and metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Box<crate::Context>>,
     /// Unix ms.
     pub created_at: u64,
     /// Unix ms.
@@ -152,6 +144,8 @@ impl Conversation {
             carried: Vec::new(),
             cut: Vec::new(),
             transcript: None,
+            history: None,
+            context: None,
             created_at: now,
             updated_at: now,
         }
@@ -173,6 +167,15 @@ impl Conversation {
     pub fn turn_key(id: &str, turn: u32) -> String {
         let key = Self::key_of(id);
         format!("t.{}.{turn}", key.trim_start_matches("c."))
+    }
+
+    /// The key of entry `entry` (from 1) of conversation `id`'s transcript
+    /// ([`crate::TranscriptEntry`]) in the transcripts bucket: the same hex
+    /// as [`Conversation::key_of`], and the entry.
+    #[must_use]
+    pub fn entry_key(id: &str, entry: u32) -> String {
+        let key = Self::key_of(id);
+        format!("{}.{entry}", key.trim_start_matches("c."))
     }
 
     /// The id of the task that starts turn `turn` of conversation `id`:

@@ -10,8 +10,10 @@ use crate::uuid_text;
 pub use crate::value::{Map, Value};
 use crate::{PROTOCOL_VERSION, now_ms};
 
+mod expanded;
 mod forward;
 mod presence;
+pub use expanded::Expanded;
 pub use forward::{Head, Rewrite};
 use presence::Absent;
 
@@ -157,7 +159,7 @@ pub struct Envelope {
     /// Extension (optional): the envelope belongs to a turn of a
     /// conversation. Absent: a one-shot task, as always.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation: Option<crate::TurnOf>,
+    pub conversation: Option<crate::conversation_ref::TurnOf>,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -216,6 +218,17 @@ pub struct Context {
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub metadata: Map,
+    /// Extension (optional), on a conversation's turn: the conversation's
+    /// messages before `messages` are its transcript's first entries, as
+    /// referred to here. Absent: `messages` is the whole conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::conversation_ref::History>,
+    /// In a worker's memory only: the first messages came from a
+    /// `history`, which publishing refers to again (see
+    /// [`Context::collapse`]).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub expanded: Option<Expanded>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

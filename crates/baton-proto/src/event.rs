@@ -140,7 +140,7 @@ pub struct Event {
     /// turn, the turn (the envelope's `conversation`), which says whether
     /// it hands the conversation back to its entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation: Option<crate::TurnOf>,
+    pub conversation: Option<crate::conversation_ref::TurnOf>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

@@ -33,6 +33,7 @@ mod wire_enum;
 mod claim;
 mod codec;
 mod conversation;
+mod conversation_ref;
 mod conversation_turn;
 mod delta;
 mod envelope;
@@ -56,6 +57,7 @@ mod subject;
 mod text;
 mod time;
 mod timer;
+pub mod transcript;
 mod usage;
 mod uuid_text;
 mod value;
@@ -64,12 +66,13 @@ pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
 };
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
-pub use conversation::{Conversation, Overlap, TurnMessage, TurnOf};
+pub use conversation::{Conversation, Overlap, TurnMessage};
+pub use conversation_ref::{History, TurnOf};
 pub use conversation_turn::ConversationTurn;
 pub use delta::{Delta, Shown};
 pub use envelope::{
-    Context, DEFAULT_MAX_HOPS, Envelope, Head, Kind, Map, Message, Parent, Reason, ResultStatus,
-    Rewrite, Role, Step, Value,
+    Context, DEFAULT_MAX_HOPS, Envelope, Expanded, Head, Kind, Map, Message, Parent, Reason,
+    ResultStatus, Rewrite, Role, Step, Value,
 };
 pub use event::{Event, EventType, Folded};
 pub use exec::{
@@ -96,6 +99,7 @@ pub use subject::{AgentName, NameError, Subjects};
 pub use text::{hex, token_safe};
 pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
 pub use timer::{DeadlineTimer, deadline_event_id};
+pub use transcript::TranscriptEntry;
 pub use usage::{Budget, Usage, amount, micros};
 
 /// The protocol major version this crate reads and writes (`v`).

@@ -327,6 +327,14 @@ impl Subjects {
         format!("{}_CONVERSATIONS", self.stream_prefix)
     }
 
+    /// `BATON_TRANSCRIPTS`: the key-value bucket of conversations'
+    /// transcripts, apart from their records (workers read transcripts, and
+    /// only them).
+    #[must_use]
+    pub fn transcripts_bucket(&self) -> String {
+        format!("{}_TRANSCRIPTS", self.stream_prefix)
+    }
+
     /// `BATON_JOINS`: the key-value bucket of delegations waiting for their children.
     #[must_use]
     pub fn joins_bucket(&self) -> String {

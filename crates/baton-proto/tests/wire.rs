@@ -152,6 +152,8 @@ fn full_handoff() -> Envelope {
             }],
             state,
             metadata,
+            history: None,
+            expanded: None,
             extra: Map::new(),
         },
         claims: Vec::new(),

@@ -53,6 +53,7 @@ mod error;
 pub mod health;
 mod nats;
 mod services;
+pub mod transcript;
 mod worker;
 
 pub use author::agent::{Agent, Lookups, RetryPolicy, Task};

@@ -95,7 +95,7 @@ impl Conversations {
     /// later, under the same id).
     pub async fn start_claimed(&self, claimed: Claimed) -> Result<Sent, ConversationError> {
         let Claimed { record, sent } = claimed;
-        self.start(&record, record.turns, None).await?;
+        self.start(&record, record.turns).await?;
         self.note_sent_later(Conversation::key_of(&record.id), record.turns);
         Ok(sent)
     }

@@ -1,4 +1,4 @@
-//! Deleting a conversation: its turns' events (the transcript), its listed
+//! Deleting a conversation: its turns' events, its transcript, its listed
 //! turns, and its record, which leaves a marker behind, so a later read or
 //! turn of that id is refused as deleted rather than starting afresh.
 
@@ -10,8 +10,8 @@ use super::{ConversationError, ConversationErrorKind, Conversations};
 
 impl Conversations {
     /// Deletes conversation `id`: its record (leaving the marker), then
-    /// the events of every turn it listed and of its transcript, and the
-    /// listed turns. Returns how many sessions' events it removed.
+    /// the events of every turn it listed, the listed turns, and its
+    /// transcript's entries. Returns how many sessions' events it removed.
     ///
     /// # Errors
     ///
@@ -73,6 +73,7 @@ impl Conversations {
                 .await
                 .map_err(|err| left(&err))?;
         }
+        self.transcripts.purge(id).await.map_err(|err| left(&err))?;
         Ok(sessions.len())
     }
 }
@@ -83,11 +84,13 @@ pub(super) fn deleted(entry: &kv::Entry) -> bool {
 }
 
 /// What deleting conversations uses beyond the bucket: purging their
-/// turns' events from the events stream.
+/// turns' events from the events stream, and their transcripts.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> Footprint {
-    Footprint::new().publishes([api(format_args!(
-        "STREAM.PURGE.{}",
-        subjects.events_stream()
-    ))])
+    Footprint::new()
+        .publishes([api(format_args!(
+            "STREAM.PURGE.{}",
+            subjects.events_stream()
+        ))])
+        .with(crate::transcript::purging_footprint(subjects))
 }

@@ -61,7 +61,7 @@ impl Conversations {
             let Some(running) = record.running.clone() else {
                 return Ok(0);
             };
-            let (started, end) = self.settle(&mut record).await?;
+            let started = self.settle(&mut record).await?;
             if !started && record.running.as_ref() == Some(&running) {
                 // Still running: its task is sent again only when its
                 // starter stopped before noting it was sent, a while ago.
@@ -71,13 +71,13 @@ impl Conversations {
                     return Ok(0);
                 }
                 tracing::warn!(conversation = %record.id, turn = record.turns, "a turn's task may not have been sent: sending it again");
-                self.start(&record, record.turns, None).await?;
+                self.start(&record, record.turns).await?;
                 self.mark_sent(key, record.turns).await?;
                 return Ok(1);
             }
             if self.swap(key, &record, revision).await? {
                 if started {
-                    self.start(&record, record.turns, end.as_ref()).await?;
+                    self.start(&record, record.turns).await?;
                     self.mark_sent(key, record.turns).await?;
                 }
                 return Ok(1);

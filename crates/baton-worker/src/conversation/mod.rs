@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::Footprint;
-use baton_proto::{Conversation, Event, Overlap, Subjects, TurnMessage};
+use baton_proto::{Conversation, Overlap, Subjects, TurnMessage};
 use uuid::Uuid;
 
 use crate::services::client::Client;
@@ -139,17 +139,12 @@ impl UserMessage {
 pub struct Conversations {
     store: kv::Store,
     client: Client,
-    /// The ends this process settled last (whole: none claim-checked), by
-    /// session: the next turn reads its transcript here, not from the
-    /// stream.
-    ends: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Event>>>,
+    /// The conversations' transcripts, in the same bucket.
+    transcripts: crate::transcript::Transcripts,
     /// The records this process stored last, with their revisions, by key:
     /// a message to an idle conversation claims its turn from here.
     records: claim::Stored,
 }
-
-/// How many settled ends a process remembers.
-const ENDS_KEPT: usize = 64;
 
 impl std::fmt::Debug for Conversations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -191,10 +186,17 @@ impl Conversations {
         let store = crate::nats::provision::key_value(client.jetstream(), config)
             .await
             .map_err(|err| ConversationError::store(err.to_string()))?;
+        let transcripts = crate::transcript::Transcripts::open(
+            client.jetstream().clone(),
+            client.subjects(),
+            replicas,
+        )
+        .await
+        .map_err(|err| ConversationError::store(err.to_string()))?;
         Ok(Self {
             store,
             client,
-            ends: std::sync::Arc::default(),
+            transcripts,
             records: claim::Stored::default(),
         })
     }
@@ -284,7 +286,7 @@ impl Conversations {
                 }
                 self.interrupt(&mut record, &running).await?;
             }
-            let (mut started, end) = self.settle(&mut record).await?;
+            let mut started = self.settle(&mut record).await?;
             let sent = match (&record.running, message.overlap) {
                 (None, _) => begin(&mut record, mine.clone(), &mut started),
                 (Some(running), Overlap::Reject) => {
@@ -309,7 +311,7 @@ impl Conversations {
                 // Only the running turn is sent (a queued turn an
                 // interrupt cancelled before it was sent is not).
                 if started {
-                    self.start(&record, record.turns, end.as_ref()).await?;
+                    self.start(&record, record.turns).await?;
                     self.note_sent_later(key, record.turns);
                 }
                 return Ok(sent);
@@ -409,6 +411,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
     let bucket = subjects.conversations_bucket();
     Footprint::kv(&bucket)
         .with(Footprint::kv_watcher(&bucket))
+        .with(Footprint::kv(&subjects.transcripts_bucket()))
         // An interrupted turn's tool calls are read from the hop journal.
         .with(Footprint::kv(&subjects.journal_bucket()))
         .with(crate::nats::ending::footprint(subjects))

@@ -2,32 +2,39 @@
 //! conversation its holder and transcript, and the next message runs; an
 //! interrupted turn carries its messages on.
 
-use baton_proto::{Conversation, ConversationTurn, Event, EventType, TurnMessage};
-use uuid::Uuid;
+use baton_proto::{Context, Conversation, ConversationTurn, Event, EventType, TurnMessage};
 
-use super::{ConversationError, Conversations, ENDS_KEPT, Sent};
+use super::{ConversationError, Conversations, Sent};
 
 impl Conversations {
     /// Settles `record`'s running turn if it has ended: the agent that
-    /// answered holds the conversation, the ended session is the
-    /// transcript, and the next queued message runs. Returns whether a
-    /// turn started (to send once the record is stored), and the end it
-    /// settled (which a turn that starts reads its transcript from).
+    /// answered holds the conversation, what the turn added is appended to
+    /// the transcript, and the next queued message runs. Returns whether a
+    /// turn started (to send once the record is stored).
     pub(super) async fn settle(
         &self,
         record: &mut Conversation,
-    ) -> Result<(bool, Option<Event>), ConversationError> {
+    ) -> Result<bool, ConversationError> {
         let Some(running) = &record.running else {
-            return Ok((false, None));
+            return Ok(false);
         };
         let last = self
             .client
             .last_event(running.session)
             .await
             .map_err(|err| ConversationError::store(err.to_string()))?;
-        let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
-            return Ok((false, None));
+        let Some(mut end) = last.filter(|event| event.kind.is_terminal()) else {
+            return Ok(false);
         };
+        if !end.claims.is_empty() {
+            // Its context kept large parts apart: read them back.
+            end = self
+                .client
+                .ending(running.session)
+                .await
+                .map_err(|err| ConversationError::store(err.to_string()))?
+                .unwrap_or(end);
+        }
         // Listed before the record moves on, by whoever settles it (the
         // same entry each time), so no settled turn goes unlisted.
         let listed = ConversationTurn {
@@ -42,43 +49,51 @@ impl Conversations {
             extra: baton_proto::Map::new(),
         };
         self.list_turn(&record.id, &listed).await?;
+        if let Some(context) = end.context.clone() {
+            self.transcribe(record, *context).await?;
+        }
         ended(record, &end);
-        self.remember(&end);
         let mut started = false;
         if !record.queue.is_empty() {
             let next = record.queue.remove(0);
             begin(record, next, &mut started);
         }
         record.updated_at = baton_proto::now_ms();
-        Ok((started, Some(end)))
+        Ok(started)
     }
 
-    /// Keeps `end` (a turn's terminal event with its context, whole) for the
-    /// turn that starts next.
-    pub(super) fn remember(&self, end: &Event) {
-        if end.context.is_none() || !end.claims.is_empty() {
-            return;
-        }
-        let mut ends = self
-            .ends
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if ends.len() == ENDS_KEPT {
-            ends.pop_front();
-        }
-        ends.push_back(end.clone());
-    }
-
-    /// The end of `session` this process settled, if it remembers it.
-    pub(super) fn remembered(&self, session: Uuid) -> Option<Event> {
-        let ends = self
-            .ends
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        ends.iter()
-            .rev()
-            .find(|end| end.session == session)
-            .cloned()
+    /// Appends what the running turn, which ended with `context`, added to
+    /// `record`'s transcript; the rest of the context (its variables, state
+    /// and metadata) is what the next turn starts from.
+    async fn transcribe(
+        &self,
+        record: &mut Conversation,
+        mut context: Context,
+    ) -> Result<(), ConversationError> {
+        let broken =
+            |err: crate::transcript::TranscriptError| ConversationError::store(err.to_string());
+        let messages = std::mem::take(&mut context.messages);
+        let (base, messages) = match context.history.take() {
+            Some(history) if record.history.as_ref() == Some(&history) => (false, messages),
+            // The turn ran on another transcript (its record was replaced
+            // meanwhile): its whole conversation starts the log again.
+            Some(history) => {
+                let prefix = self.transcripts.prefix(&history).await.map_err(broken)?;
+                (true, prefix.iter().cloned().chain(messages).collect())
+            }
+            None => (true, messages),
+        };
+        let entry = crate::transcript::entry_of(record.turns, base, messages);
+        let history = self
+            .transcripts
+            .append(&record.id, record.history.as_ref(), &entry)
+            .await
+            .map_err(broken)?;
+        record.history = Some(history);
+        context.trace.clear();
+        context.expanded = None;
+        record.context = Some(Box::new(context));
+        Ok(())
     }
 
     /// Settles conversation `id` now if its running turn has ended, as the

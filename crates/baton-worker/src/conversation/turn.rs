@@ -1,21 +1,19 @@
 //! A turn's task: the transcript so far and the user's message, sent to
 //! the holder under an id derived from the conversation and the turn.
 
-use baton_proto::{Conversation, Envelope, Event, Map, Message, Role, TurnOf};
+use baton_proto::{Conversation, Envelope, Map, Message, Role, TurnOf};
 
 use super::{ConversationError, Conversations};
 
 impl Conversations {
     /// Sends the task of `record`'s running turn `turn`: the transcript so
-    /// far and the message, to the holder (else the entry), under an id
-    /// derived from the conversation and the turn, so it is sent once.
-    /// `settled`, the end of the turn just settled, spares a read when it
-    /// is the transcript's (whole: no part of it claim-checked).
+    /// far (a reference to it) and the message, to the holder (else the
+    /// entry), under an id derived from the conversation and the turn, so
+    /// it is sent once.
     pub(super) async fn start(
         &self,
         record: &Conversation,
         turn: u32,
-        settled: Option<&Event>,
     ) -> Result<(), ConversationError> {
         let Some(running) = &record.running else {
             return Ok(());
@@ -26,19 +24,22 @@ impl Conversations {
         envelope.replayable = true;
         envelope.stream = running.stream;
         envelope.budget = running.budget;
-        if let Some(transcript) = record.transcript {
-            let known = settled
-                .filter(|end| end.session == transcript && end.claims.is_empty())
-                .cloned()
-                .or_else(|| self.remembered(transcript));
-            let end = match known {
-                Some(end) => Some(end),
-                None => self
-                    .client
-                    .ending(transcript)
-                    .await
-                    .map_err(|err| ConversationError::store(err.to_string()))?,
-            };
+        if let Some(history) = &record.history {
+            if let Some(context) = &record.context {
+                envelope.context = (**context).clone();
+            }
+            envelope.context.initial_query.clone_from(&running.text);
+            envelope.context.problem.clear();
+            envelope.context.history = Some(history.clone());
+            envelope.context.messages = vec![Message::new(Role::User, running.text.clone())];
+        } else if let Some(transcript) = record.transcript {
+            // A record written before transcripts were logged: the last
+            // turn's end holds the whole conversation.
+            let end = self
+                .client
+                .ending(transcript)
+                .await
+                .map_err(|err| ConversationError::store(err.to_string()))?;
             if let Some(context) = end.and_then(|end| end.context) {
                 let mut context = *context;
                 context.initial_query.clone_from(&running.text);

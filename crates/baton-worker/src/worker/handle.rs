@@ -25,6 +25,7 @@ use crate::author::routing::{Decided, Routing, Step};
 use crate::author::target::Target;
 use crate::nats::claimcheck::ClaimFailure;
 use crate::nats::ending;
+use crate::transcript::TranscriptError;
 use crate::worker::config::WorkerConfig;
 use crate::worker::delivery::Delivery;
 use crate::worker::join::{self, Received};
@@ -50,10 +51,14 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
             let reason = &DeadLetterReason::MaxDeliveries;
             return Box::pin(rt.outbox.unreadable(&delivery, reason, &detail)).await;
         }
-        // 1. Decode, with the claim-checked parts restored.
-        let Some(envelope) = decode(rt, &delivery).await else {
+        // 1. Decode, with the claim-checked parts and a turn's transcript
+        // restored.
+        let Some(mut envelope) = decode(rt, &delivery).await else {
             return;
         };
+        if !Box::pin(restore_history(rt, &delivery, &mut envelope)).await {
+            return;
+        }
         if rt.cancelled.contains(envelope.session) {
             tracing::info!(session = %envelope.session, "session cancelled; dropped unrun");
             return rt.outbox.discard(&delivery).await;
@@ -167,6 +172,31 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
         Err(err) => {
             Box::pin(rt.outbox.unreadable(delivery, &err.reason(), err.detail())).await;
             None
+        }
+    }
+}
+
+/// Puts the messages of a turn's transcript that `envelope`'s context
+/// refers to before its own; `false` when they cannot be read (the message
+/// is then dead-lettered, or left for redelivery).
+async fn restore_history(rt: &Runtime, delivery: &Delivery<'_>, envelope: &mut Envelope) -> bool {
+    let Some(history) = &envelope.context.history else {
+        return true;
+    };
+    match rt.transcripts.prefix(history).await {
+        Ok(prefix) => {
+            envelope.context.expand(prefix);
+            true
+        }
+        Err(TranscriptError::Broken(detail)) => {
+            let reason = &DeadLetterReason::ClaimMissing;
+            Box::pin(rt.outbox.unreadable(delivery, reason, &detail)).await;
+            false
+        }
+        Err(TranscriptError::Store(err)) => {
+            tracing::warn!(error = %err, "cannot read the conversation's transcript");
+            rt.outbox.leave(delivery).await;
+            false
         }
     }
 }

@@ -39,6 +39,8 @@ pub(crate) struct Runtime {
     joins: tokio::sync::OnceCell<JoinStore>,
     /// The claim-check bucket.
     pub(crate) claims: Arc<ClaimCheck>,
+    /// Conversations' transcripts, which turns' contexts refer to.
+    pub(crate) transcripts: crate::transcript::Transcripts,
     /// Which agent types have workers.
     pub(crate) served: Served,
     /// What it counts for the process's metrics.
@@ -74,7 +76,9 @@ impl Runtime {
             timeout: agent.timeout,
             every: (agent.ack_wait / 3).max(Duration::from_millis(100)),
         };
+        let transcripts = crate::transcript::Transcripts::new(jetstream.clone(), &config.subjects);
         let outbox = Arc::new(Outbox::new(Parts {
+            transcripts: transcripts.clone(),
             publisher,
             subjects: config.subjects.clone(),
             level: config.events,
@@ -102,6 +106,7 @@ impl Runtime {
             pace,
             joins: tokio::sync::OnceCell::new(),
             claims,
+            transcripts,
             metrics,
             cancelled: Arc::default(),
             reporter,

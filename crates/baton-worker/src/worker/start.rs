@@ -280,6 +280,8 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
         .with(crate::nats::claimcheck::footprint(subjects))
         .with(crate::worker::cancel::footprint(subjects, false))
         .with(crate::nats::followers::watcher_footprint(subjects))
+        // A conversation's turn refers to its transcript.
+        .with(crate::transcript::footprint(subjects))
 }
 
 #[cfg(test)]

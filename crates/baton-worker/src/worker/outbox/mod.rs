@@ -39,6 +39,8 @@ pub(crate) struct Outbox {
     level: EventLevel,
     agent: AgentName,
     claims: Arc<ClaimCheck>,
+    /// Where contexts that refer to a transcript come from.
+    transcripts: crate::transcript::Transcripts,
     /// The largest message the server accepts, headers included.
     server_max_payload: usize,
     /// How often a message whose outputs take long to prepare acks progress.
@@ -53,6 +55,7 @@ pub(crate) struct Outbox {
 
 /// What an [`Outbox`] is made of.
 pub(crate) struct Parts {
+    pub(crate) transcripts: crate::transcript::Transcripts,
     pub(crate) publisher: Publisher,
     pub(crate) subjects: Subjects,
     pub(crate) level: EventLevel,
@@ -74,6 +77,7 @@ impl Outbox {
             live: parts.live,
             agent: parts.agent,
             claims: parts.claims,
+            transcripts: parts.transcripts,
             server_max_payload: parts.server_max_payload,
             progress_every: parts.progress_every,
             metrics: parts.metrics,
@@ -90,6 +94,7 @@ impl Outbox {
     /// left for redelivery.
     pub(crate) async fn execute(&self, delivery: &Delivery<'_>, mut plan: Plan) {
         stamp_accepted(&mut plan.outputs, &self.agent, delivery.received_at);
+        self.refer_to_transcripts(&mut plan.outputs);
         delivery.fold_into(&mut plan.outputs);
         let outgoing = match self.prepare(delivery, &plan.outputs).await {
             Ok(outgoing) => outgoing,
@@ -264,6 +269,25 @@ fn stamp_accepted(outputs: &mut [Output], agent: &AgentName, received_at: u64) {
         };
         if let Some(hop) = path.last_mut().filter(|hop| hop.agent == agent.as_str()) {
             hop.accepted_at.get_or_insert(received_at);
+        }
+    }
+}
+
+impl Outbox {
+    /// Outputs whose contexts hold a turn's transcript refer to it again
+    /// instead; a turn's end teaches the transcripts what it adds.
+    fn refer_to_transcripts(&self, outputs: &mut [Output]) {
+        for output in outputs {
+            match output {
+                Output::Envelope { envelope, .. } => envelope.context.collapse(),
+                Output::Event(event) => {
+                    if let Some(context) = event.context.as_mut() {
+                        context.collapse();
+                        self.transcripts.learn(event);
+                    }
+                }
+                Output::DeadLetter(_) => {}
+            }
         }
     }
 }

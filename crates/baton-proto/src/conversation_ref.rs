@@ -1,0 +1,61 @@
+//! What an envelope carries of the conversation it belongs to (an optional
+//! extension): which turn it is ([`TurnOf`]), and which transcript comes
+//! before its context's messages ([`History`]).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::value::Map;
+
+/// On every envelope of a conversation's turn: which conversation, which turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnOf {
+    /// The conversation's id (opaque; an A2A `contextId`).
+    pub id: String,
+    /// The turn, from 1.
+    pub turn: u32,
+    /// The turn hands the conversation back to its entry when it ends: an
+    /// agent of it said so, or its spec says `next_turn = "entry"`. The
+    /// next turn then starts at the entry, not at the agent that answered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hand_back: bool,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// On a turn's context: the messages before the context's own are the
+/// first `entries` entries of conversation `conversation`'s transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct History {
+    /// The conversation's id.
+    pub conversation: String,
+    /// How many entries of its transcript come first.
+    pub entries: u32,
+    /// How many messages those entries hold in all.
+    pub messages: u32,
+    /// The head of the chain after those entries ([`chain`]).
+    pub head: String,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// The head of an empty transcript.
+#[must_use]
+pub fn empty_head() -> String {
+    crate::hex(&Sha256::digest(b""))
+}
+
+/// The head after an entry whose bytes (its msgpack encoding, as stored)
+/// are `entry`, following `head`.
+#[must_use]
+pub fn chain(head: &str, entry: &[u8]) -> String {
+    let mut hash = Sha256::new();
+    hash.update(head.as_bytes());
+    hash.update(entry);
+    crate::hex(&hash.finalize())
+}

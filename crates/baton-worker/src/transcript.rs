@@ -1,0 +1,382 @@
+//! Conversations' transcripts: the log of entries a turn's context refers
+//! to ([`baton_proto::transcript`]), kept in their own bucket
+//! (`BATON_TRANSCRIPTS`, apart from the conversations' records, so workers
+//! read transcripts and nothing else) under `<conversation>.<entry>`. It
+//! has no age limit: a conversation's transcript goes when it is deleted
+//! or idle for its time to live.
+//!
+//! Whoever settles a turn appends its entry ([`Transcripts::append`]); a
+//! worker reads the entries a turn's context refers to before its agent
+//! runs ([`Transcripts::prefix`]). Each process remembers the last
+//! transcript it read or wrote of each recent conversation, so the next
+//! turn of a conversation whose last turn ran here reads nothing, and
+//! another reads only the entries added since.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_nats::jetstream::{self, kv};
+use baton_proto::footprint::{Footprint, api};
+use baton_proto::transcript::{chain, empty_head};
+use baton_proto::{Conversation, Event, History, Message, Subjects, TranscriptEntry};
+use futures::{StreamExt, TryStreamExt};
+use tokio::sync::OnceCell;
+
+/// How many conversations a process remembers; past it, it forgets them all.
+const KEPT: usize = 256;
+
+/// How many entries a reader asks for at once.
+const READ_AHEAD: usize = 32;
+
+/// Why a transcript could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptError {
+    /// Retrying cannot help: an entry is gone, or the chain does not match.
+    #[error("{0}")]
+    Broken(String),
+    /// JetStream did not answer; retrying may.
+    #[error("{0}")]
+    Store(String),
+}
+
+/// The last transcript known of one conversation.
+#[derive(Clone)]
+struct Known {
+    entries: u32,
+    head: String,
+    messages: Arc<[Message]>,
+}
+
+impl Known {
+    /// An empty transcript.
+    fn empty() -> Self {
+        Self {
+            entries: 0,
+            head: empty_head(),
+            messages: Arc::from(Vec::new()),
+        }
+    }
+}
+
+/// The transcripts of one deployment.
+#[derive(Clone)]
+pub struct Transcripts {
+    jetstream: jetstream::Context,
+    bucket: String,
+    store: Arc<OnceCell<kv::Store>>,
+    known: Arc<Mutex<HashMap<String, Known>>>,
+}
+
+impl std::fmt::Debug for Transcripts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transcripts")
+            .field("bucket", &self.bucket)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transcripts {
+    /// The transcripts of `subjects`' deployment, their bucket opened on
+    /// first use (a worker's: whoever settles turns creates it).
+    #[must_use]
+    pub fn new(jetstream: jetstream::Context, subjects: &Subjects) -> Self {
+        Self {
+            jetstream,
+            bucket: subjects.transcripts_bucket(),
+            store: Arc::default(),
+            known: Arc::default(),
+        }
+    }
+
+    /// Opens the transcripts of `subjects`' deployment, creating their
+    /// bucket with `replicas` when it is missing.
+    ///
+    /// # Errors
+    ///
+    /// When JetStream refuses the bucket.
+    pub async fn open(
+        jetstream: jetstream::Context,
+        subjects: &Subjects,
+        replicas: usize,
+    ) -> Result<Self, TranscriptError> {
+        let config = kv::Config {
+            bucket: subjects.transcripts_bucket(),
+            description: "Baton: conversations' transcripts, an entry per turn".to_owned(),
+            history: 1,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: replicas,
+            ..Default::default()
+        };
+        let store = crate::nats::provision::key_value(&jetstream, config)
+            .await
+            .map_err(|err| TranscriptError::Store(format!("cannot open the transcripts: {err}")))?;
+        Ok(Self {
+            jetstream,
+            bucket: store.name.clone(),
+            store: Arc::new(OnceCell::new_with(Some(store))),
+            known: Arc::default(),
+        })
+    }
+
+    /// Removes conversation `id`'s transcript: one purge of its entries'
+    /// subjects, which leaves nothing behind.
+    ///
+    /// # Errors
+    ///
+    /// When the stream refuses the purge.
+    pub async fn purge(&self, id: &str) -> Result<(), TranscriptError> {
+        let failed = |err: &dyn std::fmt::Display| {
+            TranscriptError::Store(format!("cannot remove the transcript of {id}: {err}"))
+        };
+        let stream = self
+            .jetstream
+            .get_stream_no_info(format!("KV_{}", self.bucket))
+            .await
+            .map_err(|err| failed(&err))?;
+        // Entries' keys begin with the hex of the record's key.
+        let key = Conversation::key_of(id);
+        let hex = key.trim_start_matches("c.");
+        stream
+            .purge()
+            .filter(format!("$KV.{}.{hex}.>", self.bucket))
+            .await
+            .map_err(|err| failed(&err))?;
+        Ok(())
+    }
+
+    async fn store(&self) -> Result<&kv::Store, TranscriptError> {
+        self.store
+            .get_or_try_init(|| async {
+                self.jetstream
+                    .get_key_value(&self.bucket)
+                    .await
+                    .map_err(|err| {
+                        TranscriptError::Store(format!(
+                            "cannot open the conversations bucket {}: {err}",
+                            self.bucket
+                        ))
+                    })
+            })
+            .await
+    }
+
+    /// The messages `history` refers to.
+    ///
+    /// # Errors
+    ///
+    /// [`TranscriptError::Broken`] when an entry is missing or the chain
+    /// does not end at `history`'s head; [`TranscriptError::Store`] when
+    /// the bucket cannot be read.
+    pub async fn prefix(&self, history: &History) -> Result<Arc<[Message]>, TranscriptError> {
+        let id = &history.conversation;
+        let known = self
+            .known(id)
+            .filter(|known| known.entries <= history.entries);
+        if let Some(known) = &known {
+            if known.entries == history.entries && known.head == history.head {
+                return Ok(known.messages.clone());
+            }
+        }
+        // Read on from what is known when the chain goes through it; else
+        // (a fork, or an older turn replayed) from the first entry.
+        let mut read = None;
+        if let Some(known) = known {
+            read = self.read_on(id, known, history).await?;
+        }
+        if read.is_none() {
+            read = self.read_on(id, Known::empty(), history).await?;
+        }
+        let messages =
+            read.ok_or_else(|| broken(id, "its entries do not chain to the head its turn names"))?;
+        self.remember(id, history.entries, &history.head, messages.clone());
+        Ok(messages)
+    }
+
+    /// The messages `history` refers to, read on from `known`; `None` when
+    /// they do not chain to its head.
+    async fn read_on(
+        &self,
+        id: &str,
+        known: Known,
+        history: &History,
+    ) -> Result<Option<Arc<[Message]>>, TranscriptError> {
+        let Known {
+            entries,
+            mut head,
+            messages,
+        } = known;
+        let mut messages = messages.to_vec();
+        for (bytes, entry) in self.read(id, entries + 1..=history.entries).await? {
+            head = chain(&head, &bytes);
+            if entry.base {
+                messages.clear();
+            }
+            messages.extend(entry.messages);
+        }
+        let whole = head == history.head && messages.len() == history.messages as usize;
+        Ok(whole.then(|| messages.into()))
+    }
+
+    /// Entries `range` of conversation `id`, with their bytes as stored.
+    async fn read(
+        &self,
+        id: &str,
+        range: std::ops::RangeInclusive<u32>,
+    ) -> Result<Vec<(bytes::Bytes, TranscriptEntry)>, TranscriptError> {
+        let store = self.store().await?;
+        futures::stream::iter(range)
+            .map(|entry| async move {
+                let key = Conversation::entry_key(id, entry);
+                let bytes = store
+                    .get(&key)
+                    .await
+                    .map_err(|err| TranscriptError::Store(format!("cannot read {key}: {err}")))?
+                    .ok_or_else(|| broken(id, &format!("entry {entry} ({key}) is gone")))?;
+                let decoded = rmp_serde::from_slice(&bytes)
+                    .map_err(|err| broken(id, &format!("entry {entry} is unreadable: {err}")))?;
+                Ok((bytes, decoded))
+            })
+            .buffered(READ_AHEAD)
+            .try_collect()
+            .await
+    }
+
+    /// Appends `entry` as entry `after.entries + 1` of conversation `id`
+    /// (`after`: its transcript so far, `None` when empty): the transcript
+    /// after it. Appending the same entry again changes nothing; an entry
+    /// stored there already is the one that counts.
+    ///
+    /// # Errors
+    ///
+    /// [`TranscriptError::Store`] when the bucket cannot be written.
+    pub async fn append(
+        &self,
+        id: &str,
+        after: Option<&History>,
+        entry: &TranscriptEntry,
+    ) -> Result<History, TranscriptError> {
+        let number = after.map_or(0, |after| after.entries) + 1;
+        let key = Conversation::entry_key(id, number);
+        let bytes = entry
+            .to_bytes()
+            .map_err(|err| TranscriptError::Store(format!("cannot encode {key}: {err}")))?;
+        let store = self.store().await?;
+        let (bytes, entry) = match store.create(&key, bytes.clone().into()).await {
+            Ok(_) => (bytes::Bytes::from(bytes), entry.clone()),
+            Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {
+                // Appended already (a settle repeated): that entry counts.
+                self.read(id, number..=number)
+                    .await?
+                    .pop()
+                    .ok_or_else(|| broken(id, &format!("entry {number} is gone")))?
+            }
+            Err(err) => {
+                return Err(TranscriptError::Store(format!("cannot store {key}: {err}")));
+            }
+        };
+        let before = after.map_or_else(empty_head, |after| after.head.clone());
+        let head = chain(&before, &bytes);
+        let count = if entry.base {
+            0
+        } else {
+            after.map_or(0, |after| after.messages)
+        };
+        Ok(History {
+            conversation: id.to_owned(),
+            entries: number,
+            messages: count + u32::try_from(entry.messages.len()).unwrap_or(u32::MAX),
+            head,
+            extra: baton_proto::Map::new(),
+        })
+    }
+
+    /// Remembers the transcript a turn's `end` makes, when this process
+    /// holds the messages before it: the next turn that runs here reads
+    /// nothing. What the turn's settler will append is computed here the
+    /// same way, so the heads agree.
+    pub fn learn(&self, end: &Event) {
+        let (Some(turn), Some(context)) = (&end.conversation, &end.context) else {
+            return;
+        };
+        if !end.kind.is_terminal() {
+            return;
+        }
+        let (before, base) = match &context.history {
+            Some(history) => match self.known(&turn.id) {
+                Some(known) if known.head == history.head => (known, false),
+                _ => return,
+            },
+            None => (Known::empty(), true),
+        };
+        let entry = entry_of(turn.turn, base, context.messages.clone());
+        let Ok(bytes) = entry.to_bytes() else {
+            return;
+        };
+        let mut messages = if base {
+            Vec::new()
+        } else {
+            before.messages.to_vec()
+        };
+        messages.extend(entry.messages);
+        let head = chain(&before.head, &bytes);
+        self.remember(&turn.id, before.entries + 1, &head, messages.into());
+    }
+
+    fn known(&self, id: &str) -> Option<Known> {
+        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        known.get(id).cloned()
+    }
+
+    fn remember(&self, id: &str, entries: u32, head: &str, messages: Arc<[Message]>) {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= KEPT && !known.contains_key(id) {
+            known.clear();
+        }
+        known.insert(
+            id.to_owned(),
+            Known {
+                entries,
+                head: head.to_owned(),
+                messages,
+            },
+        );
+    }
+}
+
+/// The entry a turn that ended with `messages` appends: what it added to
+/// the transcript, or (`base`) the whole of it.
+#[must_use]
+pub fn entry_of(turn: u32, base: bool, messages: Vec<Message>) -> TranscriptEntry {
+    TranscriptEntry {
+        turn,
+        base,
+        messages,
+        extra: baton_proto::Map::new(),
+    }
+}
+
+fn broken(id: &str, why: &str) -> TranscriptError {
+    TranscriptError::Broken(format!(
+        "the transcript of conversation {id} is broken: {why}"
+    ))
+}
+
+/// What removing transcripts uses (deleting a conversation): purging
+/// their entries.
+#[must_use]
+pub fn purging_footprint(subjects: &Subjects) -> Footprint {
+    let stream = format!("KV_{}", subjects.transcripts_bucket());
+    Footprint::new().publishes([api(format_args!("STREAM.PURGE.{stream}"))])
+}
+
+/// What reading transcripts uses (a worker's part): entries of the
+/// transcripts bucket.
+#[must_use]
+pub fn footprint(subjects: &Subjects) -> Footprint {
+    let bucket = subjects.transcripts_bucket();
+    let stream = format!("KV_{bucket}");
+    Footprint::new().publishes([
+        api(format_args!("STREAM.INFO.{stream}")),
+        api(format_args!("DIRECT.GET.{stream}.>")),
+    ])
+}
