@@ -44,5 +44,6 @@ mod teams;
 mod tls;
 mod tools;
 mod traces;
+mod transcripts;
 mod turn_crashes;
 mod util;

@@ -1,0 +1,200 @@
+//! A conversation's transcript is stored once, an entry per turn: each
+//! turn's task carries only its own message and a reference to the entries
+//! before it, so it stays the same size as the conversation grows; the
+//! worker that runs it gives its model the whole conversation, read from
+//! the entries when it never saw them; and a turn whose transcript is gone
+//! is dead-lettered with the reason, not run on half a conversation.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use baton_proto::{Conversation, DeadLetterReason, Envelope, Wire};
+use baton_testkit::{FakeLlm, Scripted};
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::a2a::client;
+use crate::conversations::{Desk, desk_with};
+use crate::util::System;
+
+/// The user messages of a recorded model request, in order.
+fn users(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|message| message["role"] == "user")
+        .filter_map(|message| message["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Kills the `refunds` worker and starts another, which remembers nothing.
+async fn new_refunds_worker(system: &mut System, dir: &std::path::Path) -> anyhow::Result<()> {
+    system.settled().await?;
+    system.process("refunds").kill9();
+    let spec = dir.join("refunds.toml").to_string_lossy().into_owned();
+    let args = ["worker", "--spec", spec.as_str(), "--no-registry"];
+    system.spawn("refunds-again", &args, "worker started").await
+}
+
+/// The keys of conversation `id`'s transcript entries.
+async fn entries(system: &System, id: &str) -> anyhow::Result<Vec<String>> {
+    let store = jetstream::new(system.nats.clone())
+        .get_key_value("BATON_TRANSCRIPTS")
+        .await?;
+    let key = Conversation::key_of(id);
+    let hex = key.trim_start_matches("c.");
+    let mut keys: Vec<String> = store
+        .keys()
+        .await?
+        .filter_map(|key| async move { key.ok() })
+        .filter(|key| std::future::ready(key.starts_with(hex)))
+        .collect()
+        .await;
+    keys.sort_by_key(|key| key.rsplit('.').next().and_then(|n| n.parse::<u32>().ok()));
+    Ok(keys)
+}
+
+const TEXTS: [&str; 5] = [
+    "Refund ABC-123, please.",
+    "I am Ada.",
+    "Order ABC-123.",
+    "Yes.",
+    "Thanks.",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_carries_only_its_own_message_and_a_new_worker_reads_the_rest() -> anyhow::Result<()>
+{
+    let triage = crate::conversations::transferring()?;
+    let answers = (1..=5).map(|n| Scripted::text(&format!("Answer {n}.")));
+    let refunds = FakeLlm::start(answers.collect())?;
+    let (mut system, url, dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let mut published = system.nats.subscribe("baton.agent.refunds").await?;
+    system.nats.flush().await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    let mut sessions = Vec::new();
+    for (n, text) in TEXTS.iter().enumerate() {
+        if n == 3 {
+            // Turn 4 goes to a worker that never saw the conversation.
+            new_refunds_worker(&mut system, dir.path()).await?;
+        }
+        let turn = client(&url, "say", &[&context, text])?;
+        assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+        sessions.push(turn["id"].as_str().unwrap_or_default().to_owned());
+    }
+    // The model was asked once per turn, and always saw the conversation
+    // so far: the worker that never saw it read it from the transcript.
+    let asked = refunds.requests();
+    assert_eq!(asked.len(), 5);
+    for (n, request) in asked.iter().enumerate() {
+        assert_eq!(users(&request.body), TEXTS[..=n], "turn {}", n + 1);
+    }
+    let answers: Vec<String> = asked[4].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    for n in 1..=4 {
+        assert!(answers.contains(&format!("Answer {n}.")), "{answers:?}");
+    }
+    // Each later turn's task carried its own message and a reference to
+    // the turns before; its size did not grow with them.
+    let mut sizes = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), published.next()).await
+    {
+        let task = Envelope::from_msgpack(&message.payload)?;
+        let Some(turn) = task.conversation.as_ref().map(|of| of.turn) else {
+            continue;
+        };
+        if turn == 1 {
+            continue;
+        }
+        let text = TEXTS[turn as usize - 1];
+        let contents: Vec<&str> = task
+            .context
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(contents, [text], "turn {turn}");
+        let history = task
+            .context
+            .history
+            .clone()
+            .expect("a later turn refers to its history");
+        assert_eq!(
+            (history.conversation.as_str(), history.entries),
+            (context.as_str(), turn - 1)
+        );
+        // The text is in the task twice: its message and its query.
+        sizes.push(message.payload.len() - 2 * text.len());
+    }
+    assert_eq!(sizes.len(), 4, "{sizes:?}");
+    let spread = sizes.iter().max().unwrap_or(&0) - sizes.iter().min().unwrap_or(&0);
+    assert!(spread <= 8, "the later turns' tasks grew: {sizes:?}");
+    // The transcript holds an entry per turn, and the last turn's end only
+    // what that turn added.
+    baton_testkit::eventually(Duration::from_secs(10), || async {
+        let keys = entries(&system, &context).await?;
+        anyhow::ensure!(keys.len() == 5, "{keys:?}");
+        Ok(())
+    })
+    .await?;
+    let last = system.stored_events(sessions[4].parse()?).await?;
+    let end = last
+        .last()
+        .and_then(|event| event.context.clone())
+        .expect("an end with its context");
+    let first = end.messages.first().map(|m| m.content.as_str());
+    assert_eq!(first, Some(TEXTS[4]));
+    assert_eq!(end.history.map(|h| h.entries), Some(4));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_whose_transcript_is_gone_is_dead_lettered_with_the_reason() -> anyhow::Result<()> {
+    let triage = crate::conversations::transferring()?;
+    let refunds = FakeLlm::start(vec![
+        Scripted::text("Who are you?"),
+        Scripted::text("Done."),
+    ])?;
+    let (mut system, url, dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    for text in &TEXTS[..2] {
+        let turn = client(&url, "say", &[&context, text])?;
+        assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+    }
+    baton_testkit::eventually(Duration::from_secs(10), || async {
+        let keys = entries(&system, &context).await?;
+        anyhow::ensure!(keys.len() == 2, "{keys:?}");
+        Ok(())
+    })
+    .await?;
+    // Its first entry is lost, and the worker that held it in memory too.
+    let store = jetstream::new(system.nats.clone())
+        .get_key_value("BATON_TRANSCRIPTS")
+        .await?;
+    store.purge(Conversation::entry_key(&context, 1)).await?;
+    new_refunds_worker(&mut system, dir.path()).await?;
+    let turn = client(&url, "say", &[&context, TEXTS[2]])?;
+    assert_eq!(turn["state"], "TASK_STATE_FAILED", "{turn}");
+    assert_eq!(
+        refunds.requests().len(),
+        2,
+        "the model was asked on half a conversation"
+    );
+    let dead = system.client.dead_letters().await?;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].reason, DeadLetterReason::ClaimMissing);
+    assert_eq!(dead[0].agent, "refunds");
+    assert!(
+        dead[0].detail.contains("transcript") && dead[0].detail.contains("entry 1"),
+        "{}",
+        dead[0].detail
+    );
+    Ok(())
+}
