@@ -4,6 +4,7 @@
 
 use std::io::Write as _;
 use std::process::Stdio;
+use std::time::Duration;
 
 use baton_testkit::{FakeLlm, Scripted};
 
@@ -130,6 +131,98 @@ async fn send_with_a_conversation_continues_it_at_the_holder_and_show_lists_its_
     assert_eq!(refunds.requests().len(), 2, "no turn ran after the delete");
     let listed = system.baton_stdout(&["conversations", "ls"])?;
     assert!(!listed.contains("cli-1"), "{listed}");
+    let left = crate::transcripts::entries(&system, id).await?;
+    assert!(
+        left.is_empty(),
+        "the transcript outlived its conversation: {left:?}"
+    );
+    Ok(())
+}
+
+/// Whether `baton conversations show ID` fails saying `why`.
+fn show_fails(system: &System, id: &str, why: &str) -> anyhow::Result<()> {
+    let output = system.baton(&["conversations", "show", id]).output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    anyhow::ensure!(
+        !output.status.success() && stderr.contains(why),
+        "show {id}: {stderr}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_conversation_expires_with_its_transcript_and_its_id_starts_afresh()
+-> anyhow::Result<()> {
+    let (triage, refunds) = refund_desk(&["Who are you?", "Refund done, Ada.", "Hi.", "Hello."])?;
+    let more = Desk {
+        router: &["--conversation-ttl-secs", "3"],
+        ..Desk::default()
+    };
+    let (system, _url, _dir) = desk_with(&triage, &refunds, more, &[]).await?;
+    let (idle, gone) = ("idle-1", "gone-1");
+    for text in ["Refund ABC-123, please.", "I am Ada."] {
+        system.baton_stdout(&["send", "--conversation", idle, "--wait", text])?;
+    }
+    let created = [
+        "send",
+        "--conversation",
+        gone,
+        "--to",
+        "refunds",
+        "--wait",
+        "Hi.",
+    ];
+    system.baton_stdout(&created)?;
+    baton_testkit::eventually(Duration::from_secs(10), || async {
+        let keys = crate::transcripts::entries(&system, idle).await?;
+        anyhow::ensure!(keys.len() == 2, "{keys:?}");
+        Ok(())
+    })
+    .await?;
+    baton_testkit::eventually(Duration::from_secs(10), || async {
+        system
+            .baton(&["conversations", "delete", gone])
+            .output()
+            .map_err(anyhow::Error::from)
+            .and_then(|out| {
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    anyhow::bail!("{}", String::from_utf8_lossy(&out.stderr))
+                }
+            })
+    })
+    .await?;
+    show_fails(&system, gone, "this conversation was deleted")?;
+    // Idle for its time to live: removed, with its listed turns and its
+    // transcript; and the deleted one's marker with it.
+    baton_testkit::eventually(Duration::from_secs(30), || async {
+        show_fails(&system, idle, "no conversation idle-1")?;
+        show_fails(&system, gone, "no conversation gone-1")
+    })
+    .await?;
+    assert!(crate::transcripts::entries(&system, idle).await?.is_empty());
+    let listed = system.baton_stdout(&["conversations", "ls"])?;
+    assert!(!listed.contains(idle) && !listed.contains(gone), "{listed}");
+    // The id starts a new conversation, which remembers nothing.
+    let again = [
+        "send",
+        "--conversation",
+        idle,
+        "--to",
+        "refunds",
+        "--wait",
+        "Hi again.",
+    ];
+    let stdout = system.baton_stdout(&again)?;
+    assert!(stdout.contains("answer: Hello."), "{stdout}");
+    assert_eq!(
+        asked(&refunds, 3)
+            .iter()
+            .filter(|m| m.starts_with("user: "))
+            .count(),
+        1
+    );
     Ok(())
 }
 

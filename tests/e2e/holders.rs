@@ -325,7 +325,14 @@ async fn the_holders_turn_goes_past_the_router_as_the_router_would_send_it() -> 
     let (subject, _, task) = second[0];
     assert_eq!(subject, "baton.agent.refunds");
     assert_eq!(task.to.as_deref(), Some("refunds"));
-    assert_eq!(task.id, derive_id(Conversation::task_id(&context, 2), 0));
+    let record = async_nats::jetstream::new(system.nats.clone())
+        .get_key_value("BATON_CONVERSATIONS")
+        .await?
+        .get(Conversation::key_of(&context))
+        .await?
+        .expect("the conversation's record");
+    let record: Conversation = rmp_serde::from_slice(&record)?;
+    assert_eq!(task.id, derive_id(record.task_id(2), 0));
     assert_eq!(task.budget.and_then(|b| b.tokens), Some(90_000));
     let ahead = task
         .deadline

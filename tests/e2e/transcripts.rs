@@ -38,7 +38,7 @@ async fn new_refunds_worker(system: &mut System, dir: &std::path::Path) -> anyho
 }
 
 /// The keys of conversation `id`'s transcript entries.
-async fn entries(system: &System, id: &str) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn entries(system: &System, id: &str) -> anyhow::Result<Vec<String>> {
     let store = jetstream::new(system.nats.clone())
         .get_key_value("BATON_TRANSCRIPTS")
         .await?;

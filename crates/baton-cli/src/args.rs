@@ -362,6 +362,19 @@ pub struct RouterArgs {
         value_parser = session::amount
     )]
     pub default_budget_cost: Option<u64>,
+
+    /// Remove a conversation nothing has happened in for this many seconds (30 days by
+    /// default): its record, its listed turns, its turns' events and its transcript. The
+    /// id may then start a new conversation. A deleted conversation's marker goes the
+    /// same time after the delete.
+    #[arg(
+        long,
+        env = "BATON_CONVERSATION_TTL_SECS",
+        value_name = "SECS",
+        default_value_t = 30 * 24 * 3600,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub conversation_ttl_secs: u64,
 }
 
 #[derive(Debug, Args)]

@@ -260,6 +260,7 @@ pub async fn router(
             cost_micros: args.default_budget_cost,
         });
     config.streams = nats.streams();
+    config.conversation_ttl = Duration::from_secs(args.conversation_ttl_secs);
     let client = crate::nats::connect(
         nats,
         None,

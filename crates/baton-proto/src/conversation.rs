@@ -178,13 +178,15 @@ impl Conversation {
         format!("{}.{entry}", key.trim_start_matches("c."))
     }
 
-    /// The id of the task that starts turn `turn` of conversation `id`:
-    /// every starter (a gateway, or the router's keeper) sends it under
-    /// this id, so it is sent once.
+    /// The id of the task that starts turn `turn`: every starter (a
+    /// gateway, or the router's keeper) sends it under this id, so it is
+    /// sent once. It is derived from the conversation's id and when it was
+    /// created, so an id used again, after its conversation expired or was
+    /// deleted, starts tasks of its own.
     #[must_use]
-    pub fn task_id(id: &str, turn: u32) -> Uuid {
+    pub fn task_id(&self, turn: u32) -> Uuid {
         use sha2::Digest as _;
-        let digest = sha2::Sha256::digest(id.as_bytes());
+        let digest = sha2::Sha256::digest(format!("{}\n{}", self.id, self.created_at));
         let mut seed = [0u8; 16];
         seed.copy_from_slice(&digest[..16]);
         crate::derive_id_labelled(Uuid::from_bytes(seed), "turn", turn)

@@ -118,24 +118,22 @@ impl Transcripts {
         })
     }
 
-    /// Removes conversation `id`'s transcript: one purge of its entries'
-    /// subjects, which leaves nothing behind.
+    /// Removes the transcript of the conversation whose record's key ends
+    /// in `hex`: one purge of its entries' subjects, which leaves nothing
+    /// behind.
     ///
     /// # Errors
     ///
     /// When the stream refuses the purge.
-    pub async fn purge(&self, id: &str) -> Result<(), TranscriptError> {
+    pub async fn purge_hex(&self, hex: &str) -> Result<(), TranscriptError> {
         let failed = |err: &dyn std::fmt::Display| {
-            TranscriptError::Store(format!("cannot remove the transcript of {id}: {err}"))
+            TranscriptError::Store(format!("cannot remove the transcript {hex}: {err}"))
         };
         let stream = self
             .jetstream
             .get_stream_no_info(format!("KV_{}", self.bucket))
             .await
             .map_err(|err| failed(&err))?;
-        // Entries' keys begin with the hex of the record's key.
-        let key = Conversation::key_of(id);
-        let hex = key.trim_start_matches("c.");
         stream
             .purge()
             .filter(format!("$KV.{}.{hex}.>", self.bucket))

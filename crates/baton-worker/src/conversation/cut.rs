@@ -22,11 +22,11 @@ impl Conversations {
     /// [`INTERRUPTED`]); none when the hop made no call or kept no journal.
     pub(super) async fn cut_short(
         &self,
-        conversation: &str,
+        conversation: &Conversation,
         turn: u32,
     ) -> Result<Vec<Message>, ConversationError> {
         // The router forwards the turn's task to its first agent under this id.
-        let journal = derive_id(Conversation::task_id(conversation, turn), 0);
+        let journal = derive_id(conversation.task_id(turn), 0);
         let entries = self.journal(journal).await?;
         let mut messages = Vec::new();
         let mut steps: Vec<u32> = entries

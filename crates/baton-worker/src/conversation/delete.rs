@@ -35,7 +35,21 @@ impl Conversations {
                 ),
             ));
         }
-        let turns = self.turns(&record).await?;
+        self.remove(&key, &record, revision).await
+    }
+
+    /// Removes conversation `record` (at `key`, `revision`) as deleting
+    /// does: its record becomes the marker (only if nobody started a turn
+    /// meanwhile), then its turns' events, its listed turns and its
+    /// transcript go. Returns how many sessions' events it removed.
+    pub(super) async fn remove(
+        &self,
+        key: &str,
+        record: &Conversation,
+        revision: u64,
+    ) -> Result<usize, ConversationError> {
+        let id = &record.id;
+        let turns = self.turns(record).await?;
         let mut sessions: Vec<uuid::Uuid> = turns.iter().map(|turn| turn.session).collect();
         sessions.extend(record.transcript);
         sessions.sort_unstable();
@@ -46,13 +60,13 @@ impl Conversations {
         // The marker first, only if nobody started a turn meanwhile: from
         // now on no turn reads the transcript that goes next.
         self.store
-            .delete_expect_revision(&key, Some(revision))
+            .delete_expect_revision(key, Some(revision))
             .await
             .map_err(|err| failed(&err))?;
-        self.records.forget(&key);
+        self.records.forget(key);
         let left = |err: &dyn std::fmt::Display| {
             ConversationError::store(format!(
-                "conversation {id} is deleted, but not all of its turns' events and entries could be removed ({err}); they expire with the events stream and the bucket"
+                "conversation {id} is deleted, but not all of its turns' events and entries could be removed ({err}); the router removes the rest when the marker expires"
             ))
         };
         let subjects = self.client.subjects();
@@ -67,14 +81,37 @@ impl Conversations {
                 .await
                 .map_err(|err| left(&err))?;
         }
-        for turn in 1..=record.turns {
-            self.store
-                .purge(Conversation::turn_key(id, turn))
-                .await
-                .map_err(|err| left(&err))?;
-        }
-        self.transcripts.purge(id).await.map_err(|err| left(&err))?;
+        self.clear(key).await.map_err(|err| left(&err))?;
         Ok(sessions.len())
+    }
+
+    /// Removes what is kept beside the record at `key`: its listed turns
+    /// and its transcript, each with one purge that leaves nothing behind.
+    pub(super) async fn clear(&self, key: &str) -> Result<(), ConversationError> {
+        let hex = key.trim_start_matches("c.");
+        self.purge_subjects(&format!("t.{hex}.>")).await?;
+        self.transcripts
+            .purge_hex(hex)
+            .await
+            .map_err(|err| ConversationError::store(err.to_string()))
+    }
+
+    /// Purges the bucket's keys matching `keys` from its stream.
+    pub(super) async fn purge_subjects(&self, keys: &str) -> Result<(), ConversationError> {
+        let bucket = self.client.subjects().conversations_bucket();
+        let failed = |err: &dyn std::fmt::Display| {
+            ConversationError::store(format!("cannot remove {keys} from {bucket}: {err}"))
+        };
+        let stream = (self.client.jetstream())
+            .get_stream_no_info(format!("KV_{bucket}"))
+            .await
+            .map_err(|err| failed(&err))?;
+        stream
+            .purge()
+            .filter(format!("$KV.{bucket}.{keys}"))
+            .await
+            .map_err(|err| failed(&err))?;
+        Ok(())
     }
 }
 
@@ -83,14 +120,18 @@ pub(super) fn deleted(entry: &kv::Entry) -> bool {
     entry.operation == kv::Operation::Delete
 }
 
-/// What deleting conversations uses beyond the bucket: purging their
-/// turns' events from the events stream, and their transcripts.
+/// What deleting and expiring conversations use beyond the bucket:
+/// purging their turns' events from the events stream, their listed turns
+/// from the bucket's stream, and their transcripts.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> Footprint {
     Footprint::new()
-        .publishes([api(format_args!(
-            "STREAM.PURGE.{}",
-            subjects.events_stream()
-        ))])
+        .publishes([
+            api(format_args!("STREAM.PURGE.{}", subjects.events_stream())),
+            api(format_args!(
+                "STREAM.PURGE.KV_{}",
+                subjects.conversations_bucket()
+            )),
+        ])
         .with(crate::transcript::purging_footprint(subjects))
 }

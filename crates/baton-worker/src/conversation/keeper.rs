@@ -1,6 +1,7 @@
 //! The router's keeper: it settles turns that ended, starts the messages
-//! queued behind them, and sends again a turn whose starter crashed before
-//! its task was durable.
+//! queued behind them, sends again a turn whose starter crashed before
+//! its task was durable, and removes conversations idle for their time to
+//! live (see `expiry`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -41,9 +42,13 @@ impl Conversations {
                         let record = (entry.operation == kv::Operation::Put)
                             .then(|| rmp_serde::from_slice::<Conversation>(&entry.value).ok())
                             .flatten();
+                        let marker = (entry.operation == kv::Operation::Delete).then(|| {
+                            u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000)
+                                .unwrap_or_default()
+                        });
                         seen.lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .note(entry.key, record.as_ref());
+                            .note(entry.key, record.as_ref(), marker);
                     }
                 }
                 Err(err) => tracing::warn!(error = %err, "cannot watch the conversations"),
@@ -95,6 +100,11 @@ struct Seen {
     queued: HashMap<String, usize>,
     /// Turns started, by conversation, as last seen.
     turns: HashMap<String, u32>,
+    /// Conversations where nothing runs or waits, with when their record
+    /// last changed, unix ms.
+    idle: HashMap<String, u64>,
+    /// Deleted conversations' markers, with when they were written, unix ms.
+    markers: HashMap<String, u64>,
     /// When the keeper started, unix ms: turns of conversations created
     /// before are not counted as started now.
     since: u64,
@@ -102,14 +112,22 @@ struct Seen {
 
 impl Seen {
     /// Notes `record`, just written at `key` (`None`: deleted, or not a
-    /// record), and counts the turns it started since last seen.
-    fn note(&mut self, key: String, record: Option<&Conversation>) {
+    /// record; `marker`: when a delete left its marker), and counts the
+    /// turns it started since last seen.
+    fn note(&mut self, key: String, record: Option<&Conversation>, marker: Option<u64>) {
         let Some(record) = record else {
-            self.running.remove(&key);
-            self.queued.remove(&key);
-            self.turns.remove(&key);
+            self.forget(&key);
+            if let Some(at) = marker {
+                self.markers.insert(key, at);
+            }
             return;
         };
+        self.markers.remove(&key);
+        if record.running.is_none() && record.queue.is_empty() {
+            self.idle.insert(key.clone(), record.updated_at);
+        } else {
+            self.idle.remove(&key);
+        }
         if record.running.is_some() {
             self.running.insert(key.clone());
         } else {
@@ -127,6 +145,25 @@ impl Seen {
         };
         self.turns.insert(key, record.turns);
         turns_counter().add(u64::from(record.turns.saturating_sub(before)), &[]);
+    }
+
+    /// Forgets the conversation at `key` (removed).
+    fn forget(&mut self, key: &str) {
+        self.running.remove(key);
+        self.queued.remove(key);
+        self.turns.remove(key);
+        self.idle.remove(key);
+        self.markers.remove(key);
+    }
+
+    /// The conversations idle, and the markers kept, for `ttl` or longer.
+    fn expired(&self, ttl: Duration) -> Vec<String> {
+        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let now = baton_proto::now_ms();
+        (self.idle.iter().chain(&self.markers))
+            .filter(|(_, at)| now.saturating_sub(**at) >= ttl)
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 }
 
@@ -176,10 +213,13 @@ fn gauges(seen: &Arc<Mutex<Seen>>) {
 /// Settles conversations every `every` until `stop` is cancelled (the
 /// router runs it): those with a running turn, which it learns by watching
 /// the bucket, so a tick costs what runs, not every conversation kept. It
-/// also measures them: active conversations, queued messages, turns.
+/// removes those idle for `ttl`, and deleted ones' markers `ttl` after the
+/// delete. It also measures them: active conversations, queued messages,
+/// turns.
 pub async fn keep(
     conversations: Conversations,
     every: Duration,
+    ttl: Duration,
     stop: tokio_util::sync::CancellationToken,
 ) {
     let seen = Arc::new(Mutex::new(Seen {
@@ -194,8 +234,26 @@ pub async fn keep(
     });
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut expiry = tokio::time::interval((ttl / 4).clamp(every, Duration::from_secs(60)));
+    expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = expiry.tick() => {
+                let expired = seen
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .expired(ttl);
+                for key in expired {
+                    match conversations.expire(&key, ttl).await {
+                        Ok(true) => seen
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .forget(&key),
+                        Ok(false) => {}
+                        Err(err) => tracing::warn!(conversation = %key, error = %err, "cannot remove an expired conversation"),
+                    }
+                }
+            }
             _ = tick.tick() => {
                 let keys: Vec<String> = seen
                     .lock()

@@ -25,6 +25,7 @@ use crate::services::client::Client;
 mod claim;
 mod cut;
 mod delete;
+mod expiry;
 mod keeper;
 mod listing;
 mod settle;
@@ -152,9 +153,8 @@ impl std::fmt::Debug for Conversations {
     }
 }
 
-/// How long a conversation is kept after its last change: as long as the
-/// events stream keeps a session's events by default.
-const KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long an idle conversation is kept by default, from its last change.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// How long after it was stored a running turn not noted as sent is sent
 /// by the keeper (its starter may have stopped before sending it).
@@ -176,9 +176,9 @@ impl Conversations {
             bucket: client.subjects().conversations_bucket(),
             description: "Baton: conversations (holder, turns, queue, transcript)".to_owned(),
             history: 1,
-            // Kept as long as the events its transcript points at, from its
-            // last change.
-            max_age: KEPT,
+            // No age limit: the router's keeper removes a conversation, with
+            // what is kept beside it, once it has been idle for its time to
+            // live.
             storage: jetstream::stream::StorageType::File,
             num_replicas: replicas,
             ..Default::default()

@@ -19,7 +19,7 @@ impl Conversations {
             return Ok(());
         };
         let mut envelope = Envelope::task(running.text.clone());
-        envelope.id = Conversation::task_id(&record.id, turn);
+        envelope.id = record.task_id(turn);
         envelope.session = running.session;
         envelope.replayable = true;
         envelope.stream = running.stream;
@@ -58,7 +58,7 @@ impl Conversations {
             before.push(Message::new(Role::User, text.clone()));
         }
         for cut in &running.cut {
-            before.extend(self.cut_short(&record.id, *cut).await?);
+            before.extend(self.cut_short(record, *cut).await?);
         }
         let at = envelope.context.messages.len().saturating_sub(1);
         envelope.context.messages.splice(at..at, before);

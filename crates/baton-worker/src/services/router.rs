@@ -55,6 +55,9 @@ pub struct RouterConfig {
     /// The budget given to tasks that arrive without one, part by part
     /// (tokens, cost); the default leaves them without a budget.
     pub default_budget: baton_proto::Budget,
+    /// How long a conversation nothing happens in is kept, from its last
+    /// change (and a deleted one's marker, from the delete).
+    pub conversation_ttl: Duration,
 }
 
 impl Default for RouterConfig {
@@ -71,6 +74,7 @@ impl Default for RouterConfig {
             concurrency: 64,
             ack_wait: Duration::from_secs(30),
             streams: StreamSettings::default(),
+            conversation_ttl: crate::conversation::DEFAULT_TTL,
         }
     }
 }
@@ -265,6 +269,7 @@ async fn keeper(
     Ok(tokio::spawn(crate::conversation::keep(
         conversations,
         Duration::from_millis(250),
+        config.conversation_ttl,
         stop,
     )))
 }
@@ -379,5 +384,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         .with(crate::nats::claimcheck::footprint(subjects))
         .with(crate::worker::cancel::footprint(subjects, true))
         .with(crate::conversation::footprint(subjects))
+        // Its keeper removes conversations idle for their time to live.
+        .with(crate::conversation::deleting_footprint(subjects))
         .noting("the router forwards tasks to any agent type, so it may publish to all of them")
 }
