@@ -137,6 +137,13 @@ pub struct BenchArgs {
     #[arg(long)]
     pub turns: bool,
 
+    /// Instead of one run, measure one conversation of --tasks turns (default here 1000)
+    /// through `baton a2a serve`: the bytes of each turn's task and the time of a turn at
+    /// turns 1, 10, 100 and the last, and the bytes JetStream stores for the conversation
+    /// against its transcript's size.
+    #[arg(long)]
+    pub long_conversation: bool,
+
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
     pub limit_rps: u32,
@@ -300,6 +307,10 @@ async fn run_bench(
         let tasks = if args.tasks == 2000 { 200 } else { args.tasks };
         return turns::run(&processes, tasks).await;
     }
+    if args.long_conversation {
+        let turns = if args.tasks == 2000 { 1000 } else { args.tasks };
+        return long::run(&processes, usize::try_from(turns).unwrap_or(usize::MAX)).await;
+    }
     table(&client, server, &args).await?;
     if args.all {
         println!();
@@ -430,6 +441,7 @@ mod cpu;
 mod exec;
 mod learning;
 mod limits;
+mod long;
 mod raw;
 mod recorder;
 mod report;

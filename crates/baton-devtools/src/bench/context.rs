@@ -48,6 +48,7 @@ pub(super) async fn context_curve(
             limits: false,
             ttft: false,
             turns: false,
+            long_conversation: false,
             learning: false,
             limit_rps: 0,
             delay_ms: 0,

@@ -160,12 +160,22 @@ async fn conversations(
 
 /// A blocking `SendMessage` to `url`, in `context` (a new conversation
 /// without one): how long it took in ms, and the context.
-async fn send(
+pub(super) async fn send(
     http: &reqwest::Client,
     url: &str,
     context: Option<&str>,
 ) -> anyhow::Result<(f64, String)> {
-    let mut message = a2a::Message::new(a2a::Role::User, vec![a2a::Part::text("Hello.")]);
+    say(http, url, context, "Hello.").await
+}
+
+/// [`send`] with `text`.
+pub(super) async fn say(
+    http: &reqwest::Client,
+    url: &str,
+    context: Option<&str>,
+    text: &str,
+) -> anyhow::Result<(f64, String)> {
+    let mut message = a2a::Message::new(a2a::Role::User, vec![a2a::Part::text(text)]);
     message.context_id = context.map(str::to_owned);
     let request = a2a::SendMessageRequest {
         message,
@@ -191,7 +201,7 @@ async fn send(
 }
 
 /// Waits until the gateway answers its card.
-async fn ready(http: &reqwest::Client, url: &str) -> anyhow::Result<()> {
+pub(super) async fn ready(http: &reqwest::Client, url: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
         let card = http
@@ -224,7 +234,7 @@ async fn ask_model(http: &reqwest::Client, model: &str) -> anyhow::Result<()> {
 }
 
 /// A `baton` process with `args` on subject prefix `prefix`, quiet.
-fn spawn(bench: &ScaleOut<'_>, prefix: &str, args: &[&str]) -> anyhow::Result<Worker> {
+pub(super) fn spawn(bench: &ScaleOut<'_>, prefix: &str, args: &[&str]) -> anyhow::Result<Worker> {
     let child = Command::new(std::env::current_exe()?)
         .args(["--nats-url", bench.url, "--prefix", prefix])
         .args(args)
@@ -237,7 +247,7 @@ fn spawn(bench: &ScaleOut<'_>, prefix: &str, args: &[&str]) -> anyhow::Result<Wo
 }
 
 /// A loopback port free now.
-fn free_port() -> anyhow::Result<u16> {
+pub(super) fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }

@@ -1,0 +1,188 @@
+//! `baton bench --long-conversation`: what a turn costs as one conversation
+//! grows, through `baton a2a serve`, with an instant stand-in model that
+//! answers 1,500 bytes to each 500-byte message (about the size of a
+//! customer-service exchange). It reports, at turns 1, 10, 100 and the
+//! last:
+//!
+//! - the bytes of the turn's task as published to the agent's subject
+//!   (what a hop carries);
+//! - the median time of ten blocking `SendMessage` calls from there on;
+//!
+//! and, once the turns settled, the bytes JetStream stores for the whole
+//! conversation (every stream and bucket, grown since it started) against
+//! the transcript's own size (the text of its messages). It asserts nothing.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use baton_proto::{Envelope, Wire};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::quantile;
+use super::scale::{ScaleOut, start_workers};
+
+/// What each message says: 500 bytes.
+fn question(turn: usize) -> String {
+    let mut text = format!("Turn {turn}: ");
+    while text.len() < 500 {
+        text.push_str("my order has not arrived and I would like to know why. ");
+    }
+    text.truncate(500);
+    text
+}
+
+/// What the stand-in answers: 1,500 bytes.
+fn answer_text() -> String {
+    let mut text = String::new();
+    while text.len() < 1500 {
+        text.push_str("I am sorry to hear that; let me check the order for you. ");
+    }
+    text.truncate(1500);
+    text
+}
+
+/// Runs one conversation of `turns` turns and prints what it cost.
+pub(super) async fn run(bench: &ScaleOut<'_>, turns: usize) -> anyhow::Result<()> {
+    let turns = turns.max(20);
+    let model = stand_in().await?;
+    let dir = tempfile::tempdir()?;
+    let spec = dir.path().join("desk.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"desk\"\nkind = \"llm\"\n\n[llm]\nbase_url = \"{model}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Answer.\"\n"
+        ),
+    )?;
+    let prefix = "long";
+    let _desk = start_workers(bench, &spec, ("desk", prefix), 1, true).await?;
+    let router = ["router", "--default-agent", "desk", "--no-registry"];
+    let _router = super::turns::spawn(bench, prefix, &router)?;
+    let listen = format!("127.0.0.1:{}", super::turns::free_port()?);
+    let _gateway = super::turns::spawn(bench, prefix, &["a2a", "serve", "--listen", &listen])?;
+    let url = format!("http://{listen}");
+    let http = reqwest::Client::new();
+    super::turns::ready(&http, &url).await?;
+    let jetstream = jetstream::new(bench.client.clone());
+    let before = stored(&jetstream).await?;
+    let mut tasks = bench
+        .client
+        .subscribe(format!("{prefix}.agent.desk"))
+        .await?;
+    bench.client.flush().await?;
+    println!(
+        "long-conversation bench: one conversation of {turns} turns through baton a2a serve, 500-byte messages, 1,500-byte answers from an instant stand-in model"
+    );
+    let context = uuid::Uuid::new_v4().to_string();
+    let mut times = Vec::with_capacity(turns);
+    for turn in 1..=turns {
+        let (took, _) = super::turns::say(&http, &url, Some(&context), &question(turn)).await?;
+        times.push(took);
+    }
+    // The task of each turn, by turn.
+    let mut sizes = vec![0usize; turns + 1];
+    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(1), tasks.next()).await {
+        let Ok(task) = Envelope::from_msgpack(&message.payload) else {
+            continue;
+        };
+        if let Some(turn) = task.conversation.map(|of| of.turn as usize) {
+            if let Some(size) = sizes.get_mut(turn) {
+                *size = message.payload.len();
+            }
+        }
+    }
+    // The last turn settles once its gateway saw it end.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = stored(&jetstream).await?;
+    report(turns, &times, &sizes);
+    let transcript = turns * (500 + answer_text().len());
+    let grown: Vec<(String, u64)> = after
+        .iter()
+        .map(|(name, bytes)| {
+            let was = before
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, b)| *b);
+            (name.clone(), bytes.saturating_sub(was))
+        })
+        .filter(|(_, bytes)| *bytes > 0)
+        .collect();
+    let total: u64 = grown.iter().map(|(_, bytes)| bytes).sum();
+    println!();
+    println!(
+        "stored for the conversation: {total} bytes; its transcript's text: {transcript} bytes; stored / transcript {:.2} (goal <= 2)",
+        total as f64 / transcript as f64
+    );
+    for (name, bytes) in grown {
+        println!("  {name:<28} {bytes:>12} bytes");
+    }
+    Ok(())
+}
+
+/// Prints the task's bytes and the median time at turns 1, 10, 100 and
+/// the last (ten turns from there, or the last ten).
+fn report(turns: usize, times: &[f64], sizes: &[usize]) {
+    println!();
+    println!(
+        "{:>8} {:>12} {:>22}",
+        "turn", "task bytes", "p50 ms (10 turns)"
+    );
+    let mut marks = vec![1, 10, 100, turns];
+    marks.retain(|mark| *mark <= turns);
+    marks.dedup();
+    let window = |mark: usize| {
+        let start = mark.min(turns - 9);
+        times[start - 1..start + 9].to_vec()
+    };
+    for &mark in &marks {
+        println!(
+            "{mark:>8} {:>12} {:>22.2}",
+            sizes[mark],
+            quantile(&window(mark), 0.5)
+        );
+    }
+    let (first, last) = (window(1), window(turns));
+    println!(
+        "turn {turns} / turn 1: task bytes {:.2}, p50 {:.2} (goal <= 1.3 on both; the first turn's task carries no transcript reference, so turn 2 is the fairer base: {} bytes)",
+        sizes[turns] as f64 / sizes[1].max(1) as f64,
+        quantile(&last, 0.5) / quantile(&first, 0.5).max(f64::EPSILON),
+        sizes[2],
+    );
+}
+
+/// The bytes every stream of the server holds, by name.
+async fn stored(jetstream: &jetstream::Context) -> anyhow::Result<Vec<(String, u64)>> {
+    let mut names = jetstream.stream_names();
+    let mut all = Vec::new();
+    while let Some(name) = names.next().await {
+        let name = name?;
+        let mut stream = jetstream.get_stream(&name).await?;
+        all.push((name, stream.info().await?.state.bytes));
+    }
+    Ok(all)
+}
+
+/// An instant OpenAI-compatible stand-in that answers 1,500 bytes; its
+/// base URL.
+async fn stand_in() -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/v1", listener.local_addr()?);
+    let text = answer_text();
+    let answer = move |axum::Json(_): axum::Json<Value>| {
+        let text = text.clone();
+        async move {
+            axum::Json(json!({
+                "id": "chatcmpl-stand-in",
+                "object": "chat.completion",
+                "model": "stand-in",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 300, "total_tokens": 310},
+            }))
+        }
+    };
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(answer))
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}
