@@ -198,3 +198,68 @@ async fn a_turn_whose_transcript_is_gone_is_dead_lettered_with_the_reason() -> a
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_at_turn_two_asks_the_model_exactly_what_turn_three_asked() -> anyhow::Result<()> {
+    let triage = crate::conversations::transferring()?;
+    let answers = ["Who are you?", "Which order?", "Refunded.", "Refunded."];
+    let refunds = FakeLlm::start(answers.iter().map(|text| Scripted::text(text)).collect())?;
+    let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let id = "fork-source";
+    for text in &TEXTS[..3] {
+        system.baton_stdout(&["send", "--conversation", id, "--wait", text])?;
+    }
+    let forked = ["conversations", "fork", id, "--at", "2", "--as", "fork-1"];
+    assert_eq!(system.baton_stdout(&forked)?, "fork-1\n");
+    // Forking asked no model.
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 3));
+    // The fork has the first two turns, their sessions, and their holder.
+    let show = |id: &str| -> anyhow::Result<Value> {
+        let shown = system.baton_stdout(&["conversations", "show", id, "--json"])?;
+        Ok(serde_json::from_str(&shown)?)
+    };
+    let (source, fork) = (show(id)?, show("fork-1")?);
+    let sessions = |shown: &Value| -> Vec<String> {
+        shown["turns_listed"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|turn| turn["session"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(sessions(&fork), sessions(&source)[..2], "{fork}");
+    assert_eq!(fork["holder"], "refunds", "{fork}");
+    // Its next message, the source's third, asks exactly what the source's
+    // third turn asked.
+    system.baton_stdout(&["send", "--conversation", "fork-1", "--wait", TEXTS[2]])?;
+    let asked = refunds.requests();
+    assert_eq!(asked.len(), 4);
+    assert_eq!(
+        serde_json::to_string(&asked[3].body)?,
+        serde_json::to_string(&asked[2].body)?
+    );
+    assert_eq!(users(&asked[3].body), TEXTS[..3]);
+    // What cannot be forked says why.
+    for (args, why) in [
+        (
+            &["conversations", "fork", id, "--at", "9"][..],
+            "turn 9 of conversation fork-source has not ended",
+        ),
+        (
+            &["conversations", "fork", id, "--at", "1", "--as", "fork-1"][..],
+            "conversation fork-1 exists already",
+        ),
+        (
+            &["conversations", "fork", "nope", "--at", "1"][..],
+            "no conversation nope",
+        ),
+    ] {
+        let output = system.baton(args).output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(why),
+            "{args:?}: {stderr}"
+        );
+    }
+    Ok(())
+}

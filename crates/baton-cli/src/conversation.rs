@@ -286,7 +286,7 @@ fn agent_type(name: &str) -> anyhow::Result<String> {
     Ok(name.to_owned())
 }
 
-/// `baton conversations ls | show | delete`.
+/// `baton conversations ls | show | delete | fork`.
 pub async fn run(
     nats: &NatsArgs,
     subjects: Subjects,
@@ -306,6 +306,12 @@ pub async fn run(
         ConversationsCommand::Delete { id } => {
             let removed = talk.conversations.delete(&id).await?;
             println!("deleted conversation {id} and the events of {removed} sessions");
+        }
+        ConversationsCommand::Fork { id, at, new_id } => {
+            talk.settle(&id).await;
+            let new = new_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let fork = talk.conversations.fork(&id, at, &new, None).await?;
+            println!("{}", fork.id);
         }
         ConversationsCommand::Show { id, json } => {
             // A turn that ended is shown as ended.

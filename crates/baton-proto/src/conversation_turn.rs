@@ -33,6 +33,14 @@ pub struct ConversationTurn {
     pub at: u64,
     /// When it ended, unix ms.
     pub ended_at: u64,
+    /// Who held the conversation once it ended (absent: nobody, or listed
+    /// by an older version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// How many entries the conversation's transcript had once it ended
+    /// (absent: listed by an older version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<u32>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map,

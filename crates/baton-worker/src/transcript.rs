@@ -288,6 +288,46 @@ impl Transcripts {
         })
     }
 
+    /// Copies the first `entries` entries of conversation `from`'s
+    /// transcript to conversation `to`, byte for byte (so their chain, and
+    /// what a turn after them reads, is the same): `to`'s transcript after
+    /// them.
+    ///
+    /// # Errors
+    ///
+    /// [`TranscriptError::Broken`] when an entry is gone or one of `to`'s
+    /// exists already; [`TranscriptError::Store`] when the bucket fails.
+    pub async fn copy(
+        &self,
+        from: &str,
+        to: &str,
+        entries: u32,
+    ) -> Result<History, TranscriptError> {
+        let store = self.store().await?;
+        let mut history = History {
+            conversation: to.to_owned(),
+            entries: 0,
+            messages: 0,
+            head: empty_head(),
+            extra: baton_proto::Map::new(),
+        };
+        for (bytes, entry) in self.read(from, 1..=entries).await? {
+            history.entries += 1;
+            let key = Conversation::entry_key(to, history.entries);
+            store.create(&key, bytes.clone()).await.map_err(|err| {
+                TranscriptError::Broken(format!("cannot copy the transcript to {key}: {err}"))
+            })?;
+            let added = u32::try_from(entry.messages.len()).unwrap_or(u32::MAX);
+            history.messages = if entry.base {
+                added
+            } else {
+                history.messages + added
+            };
+            history.head = chain(&history.head, &bytes);
+        }
+        Ok(history)
+    }
+
     /// Remembers the transcript a turn's `end` makes, when this process
     /// holds the messages before it: the next turn that runs here reads
     /// nothing. What the turn's settler will append is computed here the

@@ -39,12 +39,27 @@ pub enum ConversationsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a conversation: its turns' events (the transcript), its turns and its record.
-    /// A later show or message with that id is refused as deleted (for as long as a
-    /// record would have been kept, 7 days). Refused while a turn runs.
+    /// Delete a conversation: its turns' events, its turns, its transcript and its record.
+    /// A later show or message with that id is refused as deleted, until the router
+    /// removes the marker (the router's --conversation-ttl-secs after the delete).
+    /// Refused while a turn runs.
     Delete {
         /// The conversation's id.
         id: String,
+    },
+    /// Start a new conversation where conversation ID stood after turn N: its turns, its
+    /// transcript, who held it and its shared variables, copied without calling any model
+    /// or tool. The next message to it is answered as turn N + 1 of ID would have been.
+    /// Prints the new conversation's id.
+    Fork {
+        /// The conversation's id.
+        id: String,
+        /// The last turn the fork keeps (an ended turn, from 1).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        at: u32,
+        /// The new conversation's id (default: a new UUID).
+        #[arg(long = "as", value_name = "NEW_ID")]
+        new_id: Option<String>,
     },
 }
 

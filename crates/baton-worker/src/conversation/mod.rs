@@ -26,6 +26,7 @@ mod claim;
 mod cut;
 mod delete;
 mod expiry;
+mod fork;
 mod keeper;
 mod listing;
 mod settle;

@@ -37,7 +37,7 @@ impl Conversations {
         }
         // Listed before the record moves on, by whoever settles it (the
         // same entry each time), so no settled turn goes unlisted.
-        let listed = ConversationTurn {
+        let mut listed = ConversationTurn {
             turn: record.turns,
             session: running.session,
             text: running.text.clone(),
@@ -46,13 +46,17 @@ impl Conversations {
             reason: end.reason.clone(),
             at: running.at,
             ended_at: end.at,
+            holder: None,
+            entries: None,
             extra: baton_proto::Map::new(),
         };
-        self.list_turn(&record.id, &listed).await?;
         if let Some(context) = end.context.clone() {
             self.transcribe(record, *context).await?;
         }
         ended(record, &end);
+        listed.holder.clone_from(&record.holder);
+        listed.entries = Some(record.history.as_ref().map_or(0, |history| history.entries));
+        self.list_turn(&record.id, &listed).await?;
         let mut started = false;
         if !record.queue.is_empty() {
             let next = record.queue.remove(0);

@@ -1,0 +1,109 @@
+//! Forking a conversation: a new conversation that starts where another
+//! stood after turn N, with no model or tool call. Its transcript's entries
+//! and its listed turns are copies of the first N turns', so its next turn
+//! sees exactly what the original's turn N + 1 saw, and its model is asked
+//! exactly the same.
+
+use baton_proto::{Conversation, ConversationTurn};
+
+use super::{ConversationError, ConversationErrorKind, Conversations, UserMessage, owned};
+
+impl Conversations {
+    /// Forks conversation `id` after its turn `at` as conversation `new`,
+    /// owned by `caller` (who must own `id`): its turns 1 to `at`, their
+    /// transcript, who held it then and the shared variables it had.
+    ///
+    /// # Errors
+    ///
+    /// [`ConversationErrorKind::Forbidden`] for another caller's
+    /// conversation; [`ConversationErrorKind::Deleted`] when `id` does not
+    /// exist or `new` does; [`ConversationErrorKind::Busy`] when turn `at`
+    /// has not ended; [`ConversationErrorKind::Store`] when JetStream fails.
+    pub async fn fork(
+        &self,
+        id: &str,
+        at: u32,
+        new: &str,
+        caller: Option<String>,
+    ) -> Result<Conversation, ConversationError> {
+        let Some((source, _)) = self.get(id).await? else {
+            return Err(ConversationError::new(
+                ConversationErrorKind::Deleted,
+                format!("no conversation {id}"),
+            ));
+        };
+        let mut asking = UserMessage::new("");
+        asking.caller.clone_from(&caller);
+        owned(id, &source, &asking)?;
+        let turns: Vec<ConversationTurn> = self
+            .turns(&source)
+            .await?
+            .into_iter()
+            .filter(|turn| turn.turn <= at)
+            .collect();
+        let Some(last) = turns.iter().find(|turn| turn.turn == at).cloned() else {
+            return Err(ConversationError::new(
+                ConversationErrorKind::Busy,
+                format!(
+                    "turn {at} of conversation {id} has not ended (it has {} turns; `baton conversations show {id}` lists those that ended)",
+                    source.turns
+                ),
+            ));
+        };
+        let Some(entries) = last.entries else {
+            return Err(ConversationError::store(format!(
+                "turn {at} of conversation {id} was settled by an older version, which did not note its transcript; fork at a later turn"
+            )));
+        };
+        let key = Conversation::key_of(new);
+        if self.read(&key).await?.is_some() {
+            return Err(ConversationError::new(
+                ConversationErrorKind::Deleted,
+                format!("conversation {new} exists already; fork under another id"),
+            ));
+        }
+        // Whatever an earlier conversation of that id left goes first.
+        self.clear(&key).await?;
+        let history = self
+            .transcripts
+            .copy(id, new, entries)
+            .await
+            .map_err(|err| ConversationError::store(err.to_string()))?;
+        for turn in &turns {
+            self.list_turn(new, turn).await?;
+        }
+        let mut record = Conversation::new(new, caller, source.entry.clone());
+        record.turns = at;
+        record.holder = last.holder.clone();
+        record.transcript = (entries > 0).then_some(last.session);
+        record.history = (entries > 0).then_some(history);
+        record.context = self.context_after(&last).await?;
+        if !self.swap(&key, &record, 0).await? {
+            return Err(ConversationError::new(
+                ConversationErrorKind::Deleted,
+                format!("conversation {new} was created meanwhile; fork under another id"),
+            ));
+        }
+        Ok(record)
+    }
+
+    /// What a turn after `turn` starts from besides the messages: its end's
+    /// shared variables, state and metadata (none once its events expired).
+    async fn context_after(
+        &self,
+        turn: &ConversationTurn,
+    ) -> Result<Option<Box<baton_proto::Context>>, ConversationError> {
+        let end = self
+            .client
+            .ending(turn.session)
+            .await
+            .map_err(|err| ConversationError::store(err.to_string()))?;
+        Ok(end.and_then(|end| end.context).map(|mut context| {
+            context.messages.clear();
+            context.history = None;
+            context.expanded = None;
+            context.trace.clear();
+            context
+        }))
+    }
+}
