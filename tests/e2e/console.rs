@@ -331,3 +331,47 @@ async fn the_console_works_as_the_operator_role_with_its_generated_block() -> an
     assert!(!log.contains("Permissions Violation"), "{log}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_links_to_its_conversation_whose_page_lists_the_turns_in_order() -> anyhow::Result<()>
+{
+    let triage = crate::conversations::transferring()?;
+    let refunds = baton_testkit::FakeLlm::start(vec![
+        baton_testkit::Scripted::text("Who are you?"),
+        baton_testkit::Scripted::text("Refund done."),
+    ])?;
+    let desk = crate::conversations::Desk::default();
+    let (mut system, _url, _dir) =
+        crate::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
+    let url = console(&mut system, "console", &[]).await?;
+    let id = "cv-<b>1</b>";
+    let marked = "<img src=x onerror=\"window.__injected=true\">I am Ada.";
+    let mut sessions = Vec::new();
+    for text in ["Refund ABC-123, please.", marked] {
+        let sent = system.baton_stdout(&["send", "--conversation", id, "--wait", text])?;
+        sessions.push(crate::util::session_in(&sent)?.to_owned());
+    }
+    let seen = browser(&["conversation", &url, &sessions[1]])?;
+    let rows: Vec<Vec<String>> = serde_json::from_value(seen["rows"].clone())?;
+    let cells = |n: usize| rows[n][..5].to_vec();
+    assert_eq!(rows.len(), 2, "{seen}");
+    assert_eq!(
+        cells(0),
+        [
+            "1",
+            "Refund ABC-123, please.",
+            "triage → refunds",
+            "refunds",
+            "completed"
+        ]
+    );
+    // Agent and user text is shown as text, never run.
+    assert_eq!(cells(1), ["2", marked, "refunds", "refunds", "completed"]);
+    assert_eq!(seen["injected"], false, "{seen}");
+    let links: Vec<String> = serde_json::from_value(seen["sessions"].clone())?;
+    let expected: Vec<String> = sessions.iter().map(|s| format!("/sessions/{s}")).collect();
+    assert_eq!(links, expected);
+    assert_eq!(seen["landed"], sessions[1].as_str(), "{seen}");
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    Ok(())
+}

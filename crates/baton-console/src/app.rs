@@ -26,6 +26,10 @@ pub(crate) struct App {
     pub(crate) heartbeats: Arc<RwLock<Heartbeats>>,
     pub(crate) agents_changed: broadcast::Sender<()>,
     pub(crate) shown: usize,
+    /// The conversations, opened on first use.
+    pub(crate) conversations: Arc<tokio::sync::OnceCell<baton_worker::conversation::Conversations>>,
+    /// Replicas of the buckets it opens.
+    pub(crate) replicas: usize,
 }
 
 /// A page that says what did not work, with a link `back`.

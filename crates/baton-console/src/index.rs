@@ -71,6 +71,8 @@ pub struct Summary {
     /// The answer an agent is writing, while the session runs (from its
     /// live `delta` events).
     pub writing: Option<Writing>,
+    /// The conversation it is a turn of, and which turn.
+    pub conversation: Option<(String, u32)>,
 }
 
 /// An answer being written: who writes it, which model call of which hop,
@@ -126,6 +128,7 @@ impl Summary {
             detail: None,
             trace_id: None,
             writing: None,
+            conversation: None,
         }
     }
 
@@ -144,6 +147,9 @@ impl Summary {
             self.started = self.started.min(first.accepted_at.unwrap_or(first.at));
         }
         self.updated = self.updated.max(event.at);
+        if let (None, Some(turn)) = (&self.conversation, &event.conversation) {
+            self.conversation = Some((turn.id.clone(), turn.turn));
+        }
         if event.path.len() >= self.path.len() && !event.path.is_empty() {
             self.path.clone_from(&event.path);
         }

@@ -1,6 +1,7 @@
 //! Baton's web console: the latest sessions live, each session's path,
 //! events, delegations and context, the agent pools, the dead letters (with
-//! replay) and the human inbox (with answers).
+//! replay), the human inbox (with answers) and the conversations (each
+//! one's turns, linked to their sessions).
 //!
 //! One process serves pages rendered on the server and a small script for
 //! live updates, both built into the binary. It reads NATS, not other
@@ -18,6 +19,7 @@ use tokio::sync::broadcast;
 
 mod app;
 mod auth;
+mod conversations;
 mod decide;
 mod error;
 mod feedback;
@@ -103,6 +105,8 @@ pub async fn serve(
         heartbeats: Arc::clone(&heartbeats),
         agents_changed: agents_changed.clone(),
         shown: config.shown,
+        conversations: Arc::default(),
+        replicas: config.replicas,
     };
     let listener = baton_gateway::listen::bind(config.listen).await?;
     let local = listener.local_addr().map_err(Error::Serve)?;

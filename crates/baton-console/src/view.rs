@@ -14,6 +14,7 @@ pub(crate) fn page(title: &str, current: &str, main: Markup) -> Markup {
         ("agents", "/agents", "Agents"),
         ("dlq", "/dlq", "Dead letters"),
         ("inbox", "/inbox", "Inbox"),
+        ("conversations", "/conversations", "Conversations"),
     ];
     html! {
         (DOCTYPE)
@@ -69,7 +70,7 @@ fn map_json(map: &baton_proto::Map) -> String {
     serde_json::to_string_pretty(map).unwrap_or_default()
 }
 
-fn short(id: Uuid) -> String {
+pub(crate) fn short(id: Uuid) -> String {
     id.to_string()[..8].to_owned()
 }
 
@@ -110,7 +111,12 @@ pub(crate) fn row(summary: &Summary, now: u64) -> Markup {
     };
     html! {
         tr id=(format!("s-{}", summary.id)) data-state=(state) data-agent=(agent) {
-            td.id { a href=(format!("/sessions/{}", summary.id)) { (short(summary.id)) } }
+            td.id {
+                a href=(format!("/sessions/{}", summary.id)) { (short(summary.id)) }
+                @if let Some((id, turn)) = &summary.conversation {
+                    " " a.turn href=(crate::conversations::href(id)) title=(format!("conversation {id}")) { "turn " (turn) }
+                }
+            }
             td { span class=(format!("state {state}")) { (state) } }
             td.agent { (agent) }
             td.path { (path_text(summary)) }
@@ -214,6 +220,9 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
             p.status {
                 span class=(format!("state {state}")) #state { (state) }
                 @if let Some(agent) = &summary.agent { " · agent " b #agent { (agent) } }
+                @if let Some((id, turn)) = &summary.conversation {
+                    " · turn " (turn) " of conversation " a #conversation href=(crate::conversations::href(id)) { (id) }
+                }
                 " · " (summary.path.len()) " hops · " (span(summary.updated.saturating_sub(summary.started)))
                 @if let Some(usage) = detail.events.iter().rev().find_map(|e| e.usage.as_ref()) {
                     " · spent " span #spent { (baton_gateway::text::spent(usage)) }

@@ -52,6 +52,8 @@ pub(crate) fn router(app: App) -> Router {
             "/inbox/{id}/decide",
             axum::routing::post(crate::decide::decide),
         )
+        .route("/conversations", get(crate::conversations::list))
+        .route("/conversations/{id}", get(crate::conversations::page))
         .route("/live", get(live))
         .route(
             "/static/console.css",

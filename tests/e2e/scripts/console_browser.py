@@ -327,6 +327,36 @@ def cancel(browser, url, session):
     }
 
 
+def conversation(browser, url, session):
+    # From the sessions list, a turn's row links to its conversation.
+    page = new_page(browser, viewport={"width": 1300, "height": 800})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(url)
+    link = f"#s-{session} a.turn"
+    page.wait_for_selector(link, timeout=TIMEOUT_MS)
+    page.click(link)
+    page.wait_for_selector("#turns tr.turn", timeout=TIMEOUT_MS)
+    shot(page, "conversation")
+    rows = page.eval_on_selector_all(
+        "#turns tr.turn",
+        "rs => rs.map(r => Array.from(r.querySelectorAll('td')).map(td => td.textContent))",
+    )
+    sessions = page.eval_on_selector_all(
+        "#turns tr.turn td.id a", "as => as.map(a => a.getAttribute('href'))"
+    )
+    # Each turn links to its session.
+    page.click("#turns tr.turn:last-child td.id a")
+    page.wait_for_selector("#session", timeout=TIMEOUT_MS)
+    return {
+        "rows": rows,
+        "sessions": sessions,
+        "landed": page.url.rsplit("/", 1)[-1],
+        "injected": page.evaluate("() => window.__injected === true"),
+        "errors": errors,
+    }
+
+
 def status(url, headers=None, data=None, body=False):
     """The response's status (with its body's first line when `body`)."""
     request = urllib.request.Request(url, headers=headers or {}, data=data)
@@ -408,6 +438,8 @@ def main():
                 result = paint(browser, url)
             elif phase == "tools":
                 result = tools(browser, url, *rest)
+            elif phase == "conversation":
+                result = conversation(browser, url, *rest)
             else:
                 sys.exit(f"unknown phase {phase}")
         except Exception:

@@ -1,0 +1,141 @@
+//! Conversations' pages: the list, and one conversation's turns in order,
+//! who held it after each, what runs and what waits, each turn linked to
+//! its session.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use baton_proto::{Conversation, ConversationTurn, now_ms};
+use baton_worker::conversation::{ConversationErrorKind, Conversations};
+use maud::{Markup, html};
+
+use crate::app::{App, failure};
+use crate::view::{short, span};
+
+/// The link to conversation `id`'s page (an id may hold any text).
+pub(crate) fn href(id: &str) -> String {
+    let encoded = percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC);
+    format!("/conversations/{encoded}")
+}
+
+/// The conversations, opened on first use; an error that says what to do
+/// when this console's NATS user may not read them.
+async fn opened(app: &App) -> Result<&Conversations, Response> {
+    app.conversations
+        .get_or_try_init(|| Conversations::open(app.client.clone(), app.replicas))
+        .await
+        .map_err(|err| {
+            let message = format!(
+                "cannot read the conversations ({err}); the console's NATS user needs the operator role's rights (`baton permissions operator`)"
+            );
+            failure(StatusCode::BAD_GATEWAY, &message, "/")
+        })
+}
+
+/// `/conversations`: every conversation, most recently active first.
+pub(crate) async fn list(State(app): State<App>) -> Response {
+    let conversations = match opened(&app).await {
+        Ok(conversations) => conversations,
+        Err(page) => return page,
+    };
+    let records = match conversations.list().await {
+        Ok(records) => records,
+        Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/"),
+    };
+    let now = now_ms();
+    let main = html! {
+        h1 { "Conversations" }
+        p.count { (records.len()) " conversations, most recently active first." }
+        table #conversations {
+            thead { tr {
+                th { "Conversation" } th { "Turns" } th { "Held by" } th { "Running" }
+                th { "Waiting" } th { "Last active" }
+            } }
+            tbody { @for record in &records {
+                tr {
+                    td.id { a href=(href(&record.id)) { (record.id) } }
+                    td.num { (record.turns) }
+                    td.agent { (record.holder.as_deref().unwrap_or("")) }
+                    td { @if let Some(running) = &record.running {
+                        a href=(format!("/sessions/{}", running.session)) { "turn " (record.turns) }
+                    } }
+                    td.num { (record.queue.len()) }
+                    td.num { (span(now.saturating_sub(record.updated_at))) " ago" }
+                }
+            } }
+        }
+    };
+    Html(crate::view::page("Conversations", "conversations", main).into_string()).into_response()
+}
+
+/// `/conversations/{id}`: one conversation.
+pub(crate) async fn page(State(app): State<App>, Path(id): Path<String>) -> Response {
+    let conversations = match opened(&app).await {
+        Ok(conversations) => conversations,
+        Err(page) => return page,
+    };
+    // A turn that ended is shown as ended.
+    if let Err(err) = conversations.settle_now(&id).await {
+        tracing::debug!(error = %err, "cannot settle before showing");
+    }
+    let record = match conversations.get(&id).await {
+        Ok(Some((record, _))) => record,
+        Ok(None) => {
+            let message = format!("no conversation {id}: check the id");
+            return failure(StatusCode::NOT_FOUND, &message, "/conversations");
+        }
+        Err(err) if err.kind() == ConversationErrorKind::Deleted => {
+            return failure(StatusCode::GONE, &err.to_string(), "/conversations");
+        }
+        Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/conversations"),
+    };
+    let turns = match conversations.turns(&record).await {
+        Ok(turns) => turns,
+        Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/conversations"),
+    };
+    let title = format!("Conversation {id}");
+    let html = crate::view::page(&title, "conversations", conversation(&record, &turns));
+    Html(html.into_string()).into_response()
+}
+
+/// A conversation's `main`.
+fn conversation(record: &Conversation, turns: &[ConversationTurn]) -> Markup {
+    html! {
+        div #conversation data-id=(record.id) {
+            h1 { "Conversation " code { (record.id) } }
+            p.status {
+                (record.turns) " turns · held by "
+                b #holder { (record.holder.as_deref().unwrap_or("nobody (the next turn starts at the entry)")) }
+                @if let Some(owner) = &record.owner { " · started by " (owner) }
+            }
+            @if let Some(running) = &record.running {
+                p #running {
+                    "Turn " (record.turns) " runs: "
+                    a href=(format!("/sessions/{}", running.session)) { (short(running.session)) }
+                    " · " q { (running.text) }
+                }
+            }
+            @if !record.queue.is_empty() {
+                h2 { "Waiting" }
+                ol #queued { @for queued in &record.queue { li { q { (queued.text) } } } }
+            }
+            h2 { "Turns" }
+            table #turns {
+                thead { tr {
+                    th { "Turn" } th { "Message" } th { "Agents" } th { "Held by after" }
+                    th { "Ended" } th { "Session" }
+                } }
+                tbody { @for turn in turns {
+                    tr.turn data-turn=(turn.turn) {
+                        td.num { (turn.turn) }
+                        td.text { (turn.text) }
+                        td.path { (turn.agents.join(" → ")) }
+                        td.agent { (turn.holder.as_deref().unwrap_or("")) }
+                        td.ended { (turn.ended.as_str()) }
+                        td.id { a href=(format!("/sessions/{}", turn.session)) { (short(turn.session)) } }
+                    }
+                } }
+            }
+        }
+    }
+}
