@@ -291,8 +291,13 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
     assert_eq!(reason(&front), None);
     assert_eq!(reason(&middle).as_deref(), Some("out_of_scope"));
     assert_eq!(reason(&writer).as_deref(), Some("knowledge_gap"));
+    // The model call and the program run name the session as the
+    // conversation, as their hops do.
+    let exec = attributes(&exec);
+    assert_eq!(exec.get("gen_ai.conversation.id"), Some(&session));
     let chat = attributes(&chat);
     let get = |key: &str| chat.get(key).map(String::as_str);
+    assert_eq!(get("gen_ai.conversation.id"), Some(session.as_str()));
     assert_eq!(get("gen_ai.operation.name"), Some("chat"));
     assert_eq!(get("gen_ai.request.model"), Some("fake-model"));
     assert_eq!(get("gen_ai.response.model"), Some("fake-model-1"));
@@ -465,7 +470,14 @@ async fn a_tool_call_is_an_execute_tool_span_of_its_hop_and_is_counted() -> anyh
         "127.0.0.1:0",
     ];
     exporting(&mut system, "refund_llm", &args, &otlp).await?;
-    let task = Envelope::task("Where is order ABC-123?");
+    // A conversation's turn: every span of it names the conversation.
+    let mut task = Envelope::task("Where is order ABC-123?");
+    task.conversation = Some(baton_proto::TurnOf {
+        id: "order-talk".to_owned(),
+        turn: 1,
+        hand_back: false,
+        extra: baton_proto::Map::new(),
+    });
     let events = system.run("refund_llm", &task).await?;
     assert_eq!(
         events.last().map(|e| e.kind.clone()),
@@ -473,9 +485,26 @@ async fn a_tool_call_is_an_execute_tool_span_of_its_hop_and_is_counted() -> anyh
     );
     let spans = spans_named(
         &received,
-        &["execute_tool get_order", "invoke_agent refund_llm"],
+        &[
+            "execute_tool get_order",
+            "invoke_agent refund_llm",
+            "chat test-model",
+        ],
     )
     .await?;
+    let chats: Vec<&Span> = (spans.iter())
+        .filter(|(_, s)| s.name.starts_with("chat "))
+        .map(|(_, s)| s)
+        .collect();
+    assert_eq!(
+        chats.len(),
+        2,
+        "one model call for the tool, one for the answer"
+    );
+    for span in spans.iter().map(|(_, s)| s) {
+        let conversation = attributes(span).get("gen_ai.conversation.id").cloned();
+        assert_eq!(conversation.as_deref(), Some("order-talk"), "{}", span.name);
+    }
     let named = |name: &str| {
         spans
             .iter()

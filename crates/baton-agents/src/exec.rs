@@ -161,6 +161,7 @@ impl ExecRunner {
             baton.exec.program = %program,
             baton.exec.resume = resume,
             process.exit.code = tracing::field::Empty,
+            gen_ai.conversation.id = baton_worker::conversation_id(),
             error.type = tracing::field::Empty,
         );
         let ran = match &self.persistent {

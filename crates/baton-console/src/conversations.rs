@@ -10,13 +10,7 @@ use baton_worker::conversation::{ConversationErrorKind, Conversations};
 use maud::{Markup, html};
 
 use crate::app::{App, failure};
-use crate::view::{short, span};
-
-/// The link to conversation `id`'s page (an id may hold any text).
-pub(crate) fn href(id: &str) -> String {
-    let encoded = percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC);
-    format!("/conversations/{encoded}")
-}
+use crate::view::{conversation_href as href, short, span};
 
 /// The conversations, opened on first use; an error that says what to do
 /// when this console's NATS user may not read them.

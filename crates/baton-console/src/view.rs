@@ -70,6 +70,12 @@ fn map_json(map: &baton_proto::Map) -> String {
     serde_json::to_string_pretty(map).unwrap_or_default()
 }
 
+/// The link to conversation `id`'s page (an id may hold any text).
+pub(crate) fn conversation_href(id: &str) -> String {
+    let encoded = percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC);
+    format!("/conversations/{encoded}")
+}
+
 pub(crate) fn short(id: Uuid) -> String {
     id.to_string()[..8].to_owned()
 }
@@ -114,7 +120,7 @@ pub(crate) fn row(summary: &Summary, now: u64) -> Markup {
             td.id {
                 a href=(format!("/sessions/{}", summary.id)) { (short(summary.id)) }
                 @if let Some((id, turn)) = &summary.conversation {
-                    " " a.turn href=(crate::conversations::href(id)) title=(format!("conversation {id}")) { "turn " (turn) }
+                    " " a.turn href=(conversation_href(id)) title=(format!("conversation {id}")) { "turn " (turn) }
                 }
             }
             td { span class=(format!("state {state}")) { (state) } }
@@ -221,7 +227,7 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
                 span class=(format!("state {state}")) #state { (state) }
                 @if let Some(agent) = &summary.agent { " · agent " b #agent { (agent) } }
                 @if let Some((id, turn)) = &summary.conversation {
-                    " · turn " (turn) " of conversation " a #conversation href=(crate::conversations::href(id)) { (id) }
+                    " · turn " (turn) " of conversation " a #conversation href=(conversation_href(id)) { (id) }
                 }
                 " · " (summary.path.len()) " hops · " (span(summary.updated.saturating_sub(summary.started)))
                 @if let Some(usage) = detail.events.iter().rev().find_map(|e| e.usage.as_ref()) {

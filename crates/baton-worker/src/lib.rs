@@ -82,6 +82,7 @@ pub use worker::cancel::{cancel_event_id, cancelled_event};
 pub use worker::config::{
     EventLevel, LiveEvents, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
 };
+pub use worker::handle::conversation_id;
 pub use worker::metrics::meter;
 pub use worker::registry::RegistryClient;
 pub use worker::start::Worker;

@@ -316,6 +316,7 @@ impl LlmRunner {
             gen_ai.operation.name = "execute_tool",
             gen_ai.tool.name = %tool.name,
             gen_ai.tool.call.id = %key,
+            gen_ai.conversation.id = baton_worker::conversation_id(),
         );
         let started = std::time::Instant::now();
         let called = self

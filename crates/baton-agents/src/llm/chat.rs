@@ -39,6 +39,7 @@ impl LlmRunner {
             gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.conversation.id = baton_worker::conversation_id(),
             error.type = tracing::field::Empty,
         );
         let live = live.filter(|live| self.settings.stream && live.progress.streams());

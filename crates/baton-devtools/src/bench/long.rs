@@ -22,6 +22,9 @@ use serde_json::{Value, json};
 use super::quantile;
 use super::scale::{ScaleOut, start_workers};
 
+/// The turns of the conversation that warms the processes up, unmeasured.
+const WARM_UP: usize = 50;
+
 /// What each message says: 500 bytes.
 fn question(turn: usize) -> String {
     let mut text = format!("Turn {turn}: ");
@@ -63,6 +66,15 @@ pub(super) async fn run(bench: &ScaleOut<'_>, turns: usize) -> anyhow::Result<()
     let url = format!("http://{listen}");
     let http = reqwest::Client::new();
     super::turns::ready(&http, &url).await?;
+    println!(
+        "long-conversation bench: one conversation of {turns} turns through baton a2a serve, 500-byte messages, 1,500-byte answers from an instant stand-in model, after {WARM_UP} turns of another that warm the processes up"
+    );
+    // Warm every process up first, with a conversation of its own.
+    let warm = uuid::Uuid::new_v4().to_string();
+    for turn in 1..=WARM_UP {
+        super::turns::say(&http, &url, Some(&warm), &question(turn)).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let jetstream = jetstream::new(bench.client.clone());
     let before = stored(&jetstream).await?;
     let mut tasks = bench
@@ -70,9 +82,6 @@ pub(super) async fn run(bench: &ScaleOut<'_>, turns: usize) -> anyhow::Result<()
         .subscribe(format!("{prefix}.agent.desk"))
         .await?;
     bench.client.flush().await?;
-    println!(
-        "long-conversation bench: one conversation of {turns} turns through baton a2a serve, 500-byte messages, 1,500-byte answers from an instant stand-in model"
-    );
     let context = uuid::Uuid::new_v4().to_string();
     let mut times = Vec::with_capacity(turns);
     for turn in 1..=turns {
@@ -96,26 +105,7 @@ pub(super) async fn run(bench: &ScaleOut<'_>, turns: usize) -> anyhow::Result<()
     let after = stored(&jetstream).await?;
     report(turns, &times, &sizes);
     let transcript = turns * (500 + answer_text().len());
-    let grown: Vec<(String, u64)> = after
-        .iter()
-        .map(|(name, bytes)| {
-            let was = before
-                .iter()
-                .find(|(n, _)| n == name)
-                .map_or(0, |(_, b)| *b);
-            (name.clone(), bytes.saturating_sub(was))
-        })
-        .filter(|(_, bytes)| *bytes > 0)
-        .collect();
-    let total: u64 = grown.iter().map(|(_, bytes)| bytes).sum();
-    println!();
-    println!(
-        "stored for the conversation: {total} bytes; its transcript's text: {transcript} bytes; stored / transcript {:.2} (goal <= 2)",
-        total as f64 / transcript as f64
-    );
-    for (name, bytes) in grown {
-        println!("  {name:<28} {bytes:>12} bytes");
-    }
+    print_stored(&before, &after, transcript);
     Ok(())
 }
 
@@ -148,6 +138,31 @@ fn report(turns: usize, times: &[f64], sizes: &[usize]) {
         quantile(&last, 0.5) / quantile(&first, 0.5).max(f64::EPSILON),
         sizes[2],
     );
+}
+
+/// Prints what the streams grew by from `before` to `after`, by stream
+/// and in all, against `transcript` bytes of text.
+fn print_stored(before: &[(String, u64)], after: &[(String, u64)], transcript: usize) {
+    let grown: Vec<(String, u64)> = after
+        .iter()
+        .map(|(name, bytes)| {
+            let was = before
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, b)| *b);
+            (name.clone(), bytes.saturating_sub(was))
+        })
+        .filter(|(_, bytes)| *bytes > 0)
+        .collect();
+    let total: u64 = grown.iter().map(|(_, bytes)| bytes).sum();
+    println!();
+    println!(
+        "stored for the conversation: {total} bytes; its transcript's text: {transcript} bytes; stored / transcript {:.2} (goal <= 2)",
+        total as f64 / transcript as f64
+    );
+    for (name, bytes) in grown {
+        println!("  {name:<28} {bytes:>12} bytes");
+    }
 }
 
 /// The bytes every stream of the server holds, by name.

@@ -86,6 +86,28 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
     .await;
 }
 
+tokio::task_local! {
+    /// The `gen_ai.conversation.id` of the hop whose agent runs.
+    static CONVERSATION: String;
+}
+
+/// The conversation the agent that runs now works in, for its spans'
+/// `gen_ai.conversation.id` (a turn's conversation; a one-shot task's
+/// session): `None` outside an agent's run.
+#[must_use]
+pub fn conversation_id() -> Option<String> {
+    CONVERSATION.try_with(Clone::clone).ok()
+}
+
+/// What `gen_ai.conversation.id` is for `envelope`: its conversation's id
+/// for a turn, its session for a one-shot task.
+fn conversation_of(envelope: &Envelope) -> String {
+    match &envelope.conversation {
+        Some(turn) => turn.id.clone(),
+        None => envelope.session.to_string(),
+    }
+}
+
 /// The span of one hop, exported as `invoke_agent {agent}` with the
 /// OpenTelemetry GenAI attributes and Baton's own
 /// (`crate::worker::metrics::record_outcome` adds the outcome, and the
@@ -117,13 +139,7 @@ fn record_envelope(span: &tracing::Span, envelope: &Envelope) {
     span.record("session", tracing::field::display(envelope.session));
     // A conversation's turn is of that conversation; a one-shot task is its
     // own session's.
-    match &envelope.conversation {
-        Some(turn) => span.record("gen_ai.conversation.id", turn.id.as_str()),
-        None => span.record(
-            "gen_ai.conversation.id",
-            tracing::field::display(envelope.session),
-        ),
-    };
+    span.record("gen_ai.conversation.id", conversation_of(envelope));
     span.record("envelope", tracing::field::display(envelope.id));
     let path = u64::try_from(envelope.path.len()).unwrap_or(u64::MAX);
     span.record("baton.path.length", path);
@@ -275,7 +291,9 @@ async fn process<A: Agent>(
     let spending = task.progress.clone();
     let deadline = envelope.deadline;
     let started = std::time::Instant::now();
-    let run = with_progress(rt.pace, delivery, agent.handle(task), "agent", deadline);
+    // The agent's own spans (model and tool calls) name the conversation.
+    let run = CONVERSATION.scope(conversation_of(&envelope), agent.handle(task));
+    let run = with_progress(rt.pace, delivery, run, "agent", deadline);
     // A cancel stops the run: its future is dropped (an exec program with it).
     let result = tokio::select! {
         result = rt.outbox.during(&mut accepted, delivery, after, run) => result,
@@ -285,9 +303,8 @@ async fn process<A: Agent>(
         }
     };
     rt.metrics.ran(started.elapsed(), result.is_ok());
-    match &result {
-        Ok(_) => tracing::debug!("agent finished"),
-        Err(err) => tracing::info!(error = %err, "agent failed"),
+    if let Err(err) = &result {
+        tracing::info!(error = %err, "agent failed");
     }
     // The task as it arrived, for a replayable session's `started` event:
     // read before the plan moves the context on.
