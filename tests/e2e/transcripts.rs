@@ -263,3 +263,34 @@ async fn a_fork_at_turn_two_asks_the_model_exactly_what_turn_three_asked() -> an
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gateway_that_waited_for_its_turns_leaves_no_consumer_behind() -> anyhow::Result<()> {
+    let triage = crate::conversations::transferring()?;
+    let answers = (1..=5).map(|n| Scripted::text(&format!("Answer {n}.")));
+    let refunds = FakeLlm::start(answers.collect())?;
+    let (system, url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let jetstream = jetstream::new(system.nats.clone());
+    let consumers = || async {
+        let mut events = jetstream.get_stream("BATON_EVENTS").await?;
+        anyhow::Ok(events.info().await?.state.consumer_count)
+    };
+    let before = consumers().await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    for text in TEXTS {
+        let turn = client(&url, "say", &[&context, text])?;
+        assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+    }
+    // Each blocking call read its turn's events with a consumer of its own;
+    // done, it deleted it, well before the 30 s an idle one would live.
+    baton_testkit::eventually(Duration::from_secs(5), || async {
+        let now = consumers().await?;
+        anyhow::ensure!(
+            now <= before,
+            "{now} consumers on the events stream, {before} before"
+        );
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}

@@ -123,7 +123,7 @@ impl Client {
         if stream.cached_info().state.messages == 0 {
             return Ok(entries);
         }
-        let mut messages =
+        let (mut messages, _reading) =
             crate::nats::provision::read_from_start(&stream, None, "read the dead-letter stream")
                 .await?;
         while let Some(message) = messages.next().await {

@@ -178,7 +178,7 @@ impl Client {
                 )
             })?;
         let filter = Some(self.subjects.events(session));
-        let messages =
+        let (messages, reading) =
             provision::read_from_start(&stream, filter, "follow the session's events").await?;
         let claims = self.claims.clone();
         // Kept as long as the stream: `lean` workers publish while it lives.
@@ -187,7 +187,7 @@ impl Client {
             crate::nats::followers::follow(&self.jetstream.client(), &self.subjects, scope).await;
         // A live event is never the stored end: it counts as one more to come.
         let live = live.filter_map(move |message| {
-            let _following = &following;
+            let (_following, _reading) = (&following, &reading);
             std::future::ready(
                 Event::from_msgpack(&message.payload)
                     .ok()
