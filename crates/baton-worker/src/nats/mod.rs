@@ -17,6 +17,7 @@ pub(crate) mod claimcheck;
 pub(crate) mod connection;
 pub(crate) mod ending;
 pub(crate) mod followers;
+pub(crate) mod ordered;
 pub(crate) mod provision;
 pub(crate) mod publish;
 pub(crate) mod served;

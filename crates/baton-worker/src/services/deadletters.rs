@@ -124,7 +124,7 @@ impl Client {
             return Ok(entries);
         }
         let (mut messages, _reading) =
-            crate::nats::provision::read_from_start(&stream, None, "read the dead-letter stream")
+            crate::nats::ordered::read_from_start(&stream, None, "read the dead-letter stream")
                 .await?;
         while let Some(message) = messages.next().await {
             let message = message.map_err(|err| {

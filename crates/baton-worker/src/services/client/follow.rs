@@ -12,7 +12,6 @@ use uuid::Uuid;
 use super::{Client, EventStream, Reads};
 use crate::error::{Error, ErrorKind};
 use crate::nats::claimcheck::ClaimFailure;
-use crate::nats::provision;
 use crate::services::reading::TrackedEvents;
 
 impl Client {
@@ -179,7 +178,8 @@ impl Client {
             })?;
         let filter = Some(self.subjects.events(session));
         let (messages, reading) =
-            provision::read_from_start(&stream, filter, "follow the session's events").await?;
+            crate::nats::ordered::read_from_start(&stream, filter, "follow the session's events")
+                .await?;
         let claims = self.claims.clone();
         // Kept as long as the stream: `lean` workers publish while it lives.
         let scope = crate::nats::followers::Scope::Session(session);
