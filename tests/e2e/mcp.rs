@@ -201,3 +201,49 @@ async fn an_mcp_client_continues_a_conversation_at_its_holder_and_answers_a_ques
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_caller_continues_only_the_conversations_it_started() -> anyhow::Result<()> {
+    use baton_testkit::{FakeLlm, Scripted};
+    let triage = crate::conversations::transferring()?;
+    let refunds = FakeLlm::start(vec![
+        Scripted::text("Who are you?"),
+        Scripted::text("Refund done, Ada."),
+    ])?;
+    let desk = crate::conversations::Desk::default();
+    let (mut system, _url, dir) =
+        crate::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
+    let (web, app) = ("web-0123456789abcdef", "app-fedcba9876543210");
+    let callers = dir.path().join("mcp-callers");
+    std::fs::write(&callers, format!("web {web}\napp {app}\n"))?;
+    let callers = callers.to_string_lossy().into_owned();
+    let serve = [
+        "mcp",
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--agents",
+        "triage,refunds",
+        "--callers",
+        &callers,
+    ];
+    system.spawn("mcp", &serve, "MCP server listening").await?;
+    let url = system.logged_url("mcp")?;
+    let call = |token: &str, text: &str| -> anyhow::Result<serde_json::Value> {
+        let seen = client(&["turns_as", &url, token, "triage", "mcp-9", text])?;
+        Ok(seen["turns"][0].clone())
+    };
+    let first = call(web, "Refund ABC-123, please.")?;
+    assert_eq!(first["text"][0], "Who are you?", "{first}");
+    // Another caller may not continue it: refused, and no model asked.
+    let other = call(app, "I am Bob.")?;
+    assert_eq!(other["is_error"], true, "{other}");
+    let why = other["text"][0].as_str().unwrap_or_default();
+    assert!(why.contains("belongs to another caller"), "{why}");
+    assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 1));
+    // Its owner goes on.
+    let second = call(web, "I am Ada.")?;
+    assert_eq!(second["text"][0], "Refund done, Ada.", "{second}");
+    assert_eq!(second["structured"]["turn"], 2, "{second}");
+    Ok(())
+}

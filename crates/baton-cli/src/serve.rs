@@ -358,8 +358,9 @@ pub async fn mcp(
     .with_replicas(nats.replicas());
     match args.http {
         Some(listen) => {
-            baton_mcp::serve_http(gateway, listen, args.access_token, crate::shutdown_signal())
-                .await?;
+            let callers = args.callers.as_deref();
+            let shutdown = crate::shutdown_signal();
+            baton_mcp::serve_http(gateway, listen, args.access_token, callers, shutdown).await?;
         }
         None => gateway.serve_stdio().await?,
     }

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use baton_gateway::callers::Caller;
 use baton_proto::Envelope;
 use baton_worker::Inbox;
 use baton_worker::conversation::{Conversations, Sent, UserMessage};
@@ -90,6 +91,16 @@ impl Gateway {
             Ok(read) => read,
             Err(err) => return failed(&err),
         };
+        // Over HTTP with named callers, each continues only its own.
+        let caller = (context.extensions)
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>().cloned())
+            .unwrap_or(Caller(None));
+        if let Some((record, _)) = &read {
+            if !caller.owns(record.owner.as_deref()) {
+                return failed(&"it belongs to another caller");
+            }
+        }
         let text = task.context.initial_query.clone();
         let answered = match &read {
             Some((record, _)) => conversations.answer(record, inbox, &text, "mcp").await,
@@ -100,6 +111,7 @@ impl Gateway {
             Ok(Some((session, seen))) => (session, seen, None),
             Ok(None) => {
                 let mut message = UserMessage::new(text);
+                message.caller = caller.0;
                 message.turn.session = task.session;
                 message.turn.to.clone_from(&task.to);
                 message.turn.stream = task.stream;

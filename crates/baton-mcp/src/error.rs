@@ -8,6 +8,9 @@ pub enum Error {
     /// The MCP conversation over stdio failed.
     #[error("MCP over stdio: {0}")]
     Stdio(String),
+    /// The callers file is unreadable or malformed.
+    #[error("{0}")]
+    Callers(String),
     /// The HTTP server stopped.
     #[error("the MCP server stopped: {0}")]
     Serve(std::io::Error),

@@ -6,6 +6,7 @@ prints what it saw as one JSON object, for the e2e tests.
     mcp_client.py http URL QUESTION [TOKEN]                 connect over streamable HTTP
     mcp_client.py budget URL AGENT QUESTION TOKENS          one call with `budget_tokens`
     mcp_client.py turns URL AGENT CONVERSATION TEXT...      one call per TEXT, in one conversation
+    mcp_client.py turns_as URL TOKEN AGENT CONVERSATION TEXT...   the same, as the caller of TOKEN
 """
 
 import asyncio
@@ -107,9 +108,14 @@ async def main():
                         "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
                         "progress": progress,
                     }))
-    elif mode == "turns":
-        url, agent, conversation, *texts = sys.argv[2:]
-        async with create_mcp_http_client() as http:
+    elif mode in ("turns", "turns_as"):
+        if mode == "turns_as":
+            url, token, agent, conversation, *texts = sys.argv[2:]
+            headers = {"Authorization": f"Bearer {token}"}
+        else:
+            url, agent, conversation, *texts = sys.argv[2:]
+            headers = None
+        async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()

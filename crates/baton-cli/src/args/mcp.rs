@@ -37,6 +37,19 @@ pub struct McpServeArgs {
     )]
     pub access_token: Option<String>,
 
+    /// With --http: a file naming the callers, one `NAME TOKEN` per line (`#` comments).
+    /// Each call must carry one of the tokens, and a caller continues only the
+    /// conversations it started; another caller's is refused. Instead of --access-token;
+    /// satisfies the token rule beyond loopback.
+    #[arg(
+        long,
+        env = "BATON_MCP_CALLERS",
+        value_name = "FILE",
+        conflicts_with = "access_token",
+        requires = "http"
+    )]
+    pub callers: Option<std::path::PathBuf>,
+
     /// How long a tool call waits for its session to end, in seconds.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub timeout_secs: u64,
