@@ -22,8 +22,10 @@ use baton_proto::{Conversation, Event, History, Message, Subjects, TranscriptEnt
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
-/// How many conversations a process remembers; past it, it forgets them all.
+/// How many conversations a process remembers, and how many of their
+/// messages in all; past either, it forgets them all.
 const KEPT: usize = 256;
+const KEPT_MESSAGES: usize = 50_000;
 
 /// How many entries a reader asks for at once.
 const READ_AHEAD: usize = 32;
@@ -150,7 +152,7 @@ impl Transcripts {
                     .await
                     .map_err(|err| {
                         TranscriptError::Store(format!(
-                            "cannot open the conversations bucket {}: {err}",
+                            "cannot open the transcripts bucket {}: {err}",
                             self.bucket
                         ))
                     })
@@ -367,7 +369,9 @@ impl Transcripts {
 
     fn remember(&self, id: &str, entries: u32, head: &str, messages: Arc<[Message]>) {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        if known.len() >= KEPT && !known.contains_key(id) {
+        let held: usize = known.values().map(|known| known.messages.len()).sum();
+        if (known.len() >= KEPT && !known.contains_key(id)) || held + messages.len() > KEPT_MESSAGES
+        {
             known.clear();
         }
         known.insert(
