@@ -23,18 +23,10 @@ impl Conversations {
             .last_event(running.session)
             .await
             .map_err(|err| ConversationError::store(err.to_string()))?;
-        let Some(mut end) = last.filter(|event| event.kind.is_terminal()) else {
+        let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
             return Ok(false);
         };
-        if !end.claims.is_empty() {
-            // Its context kept large parts apart: read them back.
-            end = self
-                .client
-                .ending(running.session)
-                .await
-                .map_err(|err| ConversationError::store(err.to_string()))?
-                .unwrap_or(end);
-        }
+        let end = self.whole(end).await?;
         // Listed before the record moves on, by whoever settles it (the
         // same entry each time), so no settled turn goes unlisted.
         let mut listed = ConversationTurn {
@@ -64,6 +56,20 @@ impl Conversations {
         }
         record.updated_at = baton_proto::now_ms();
         Ok(started)
+    }
+
+    /// `end` with its context's large parts read back, when it kept them
+    /// apart.
+    async fn whole(&self, end: Event) -> Result<Event, ConversationError> {
+        if end.claims.is_empty() {
+            return Ok(end);
+        }
+        let restored = self
+            .client
+            .ending(end.session)
+            .await
+            .map_err(|err| ConversationError::store(err.to_string()))?;
+        Ok(restored.unwrap_or(end))
     }
 
     /// Appends what the running turn, which ended with `context`, added to
@@ -131,6 +137,11 @@ impl Conversations {
         {
             crate::Cancel::Cancelled(end) | crate::Cancel::Ended(end) => end,
         };
+        // A turn that answered meanwhile adds its messages, as a settle does.
+        let end = self.whole(end).await?;
+        if let Some(context) = end.context.clone() {
+            self.transcribe(record, *context).await?;
+        }
         ended(record, &end);
         for queued in record.queue.drain(..) {
             record.carried.extend(queued.earlier);
