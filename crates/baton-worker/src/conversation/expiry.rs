@@ -22,10 +22,9 @@ impl Conversations {
         let (record, revision) = match self.read(key).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(false),
-            Err(err) if err.kind() == ConversationErrorKind::Deleted => {
-                self.drop_marker(key).await?;
-                return Ok(true);
-            }
+            // Deleted meanwhile (by a delete, or another router expiring
+            // it): its marker goes when it is old enough.
+            Err(err) if err.kind() == ConversationErrorKind::Deleted => return Ok(false),
             Err(err) => return Err(err),
         };
         let idle = baton_proto::now_ms().saturating_sub(record.updated_at);
@@ -45,13 +44,22 @@ impl Conversations {
     }
 
     /// Removes a deleted conversation's marker, and whatever a delete that
-    /// stopped short left beside it.
+    /// stopped short left beside it; `false` when the key holds no marker
+    /// (any more).
     ///
     /// # Errors
     ///
     /// When JetStream refuses a purge.
-    pub(super) async fn drop_marker(&self, key: &str) -> Result<(), ConversationError> {
+    pub(super) async fn drop_marker(&self, key: &str) -> Result<bool, ConversationError> {
+        // Only a marker: while it stands, no conversation of that id starts,
+        // so what is cleared beside it is the deleted one's.
+        match self.read(key).await {
+            Err(err) if err.kind() == ConversationErrorKind::Deleted => {}
+            Ok(_) => return Ok(false),
+            Err(err) => return Err(err),
+        }
         self.clear(key).await?;
-        self.purge_subjects(key).await
+        self.purge_subjects(key).await?;
+        Ok(true)
     }
 }

@@ -156,14 +156,19 @@ impl Seen {
         self.markers.remove(key);
     }
 
-    /// The conversations idle, and the markers kept, for `ttl` or longer.
-    fn expired(&self, ttl: Duration) -> Vec<String> {
+    /// The conversations idle for `ttl` or longer, and the markers kept as
+    /// long (each with `true`).
+    fn expired(&self, ttl: Duration) -> Vec<(String, bool)> {
         let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let now = baton_proto::now_ms();
-        (self.idle.iter().chain(&self.markers))
-            .filter(|(_, at)| now.saturating_sub(**at) >= ttl)
-            .map(|(key, _)| key.clone())
-            .collect()
+        let old = |at: &u64| now.saturating_sub(*at) >= ttl;
+        let idle = (self.idle.iter())
+            .filter(|(_, at)| old(at))
+            .map(|(key, _)| (key.clone(), false));
+        let markers = (self.markers.iter())
+            .filter(|(_, at)| old(at))
+            .map(|(key, _)| (key.clone(), true));
+        idle.chain(markers).collect()
     }
 }
 
@@ -243,8 +248,13 @@ pub async fn keep(
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .expired(ttl);
-                for key in expired {
-                    match conversations.expire(&key, ttl).await {
+                for (key, marker) in expired {
+                    let removed = if marker {
+                        conversations.drop_marker(&key).await
+                    } else {
+                        conversations.expire(&key, ttl).await
+                    };
+                    match removed {
                         Ok(true) => seen
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
