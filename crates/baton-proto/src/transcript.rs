@@ -38,6 +38,27 @@ pub struct TranscriptEntry {
 }
 
 impl TranscriptEntry {
+    /// Turns `messages`, the transcript before the entry, into the
+    /// transcript after it.
+    pub fn apply_to(self, messages: &mut Vec<Message>) {
+        if self.base {
+            messages.clear();
+        }
+        messages.extend(self.messages);
+    }
+
+    /// How many messages the transcript holds after the entry, when it held
+    /// `before` messages before it.
+    #[must_use]
+    pub fn count_after(&self, before: u32) -> u32 {
+        let added = u32::try_from(self.messages.len()).unwrap_or(u32::MAX);
+        if self.base {
+            added
+        } else {
+            before.saturating_add(added)
+        }
+    }
+
     /// The entry's bytes as stored: its msgpack encoding, with field names.
     ///
     /// # Errors

@@ -128,20 +128,9 @@ impl Transcripts {
     ///
     /// When the stream refuses the purge.
     pub async fn purge_hex(&self, hex: &str) -> Result<(), TranscriptError> {
-        let failed = |err: &dyn std::fmt::Display| {
-            TranscriptError::Store(format!("cannot remove the transcript {hex}: {err}"))
-        };
-        let stream = self
-            .jetstream
-            .get_stream_no_info(format!("KV_{}", self.bucket))
+        crate::nats::provision::purge_keys(&self.jetstream, &self.bucket, &format!("{hex}.>"))
             .await
-            .map_err(|err| failed(&err))?;
-        stream
-            .purge()
-            .filter(format!("$KV.{}.{hex}.>", self.bucket))
-            .await
-            .map_err(|err| failed(&err))?;
-        Ok(())
+            .map_err(TranscriptError::Store)
     }
 
     async fn store(&self) -> Result<&kv::Store, TranscriptError> {
@@ -208,10 +197,7 @@ impl Transcripts {
         let mut messages = messages.to_vec();
         for (bytes, entry) in self.read(id, entries + 1..=history.entries).await? {
             head = chain(&head, &bytes);
-            if entry.base {
-                messages.clear();
-            }
-            messages.extend(entry.messages);
+            entry.apply_to(&mut messages);
         }
         let whole = head == history.head && messages.len() == history.messages as usize;
         Ok(whole.then(|| messages.into()))
@@ -276,15 +262,10 @@ impl Transcripts {
         };
         let before = after.map_or_else(empty_head, |after| after.head.clone());
         let head = chain(&before, &bytes);
-        let count = if entry.base {
-            0
-        } else {
-            after.map_or(0, |after| after.messages)
-        };
         Ok(History {
             conversation: id.to_owned(),
             entries: number,
-            messages: count + u32::try_from(entry.messages.len()).unwrap_or(u32::MAX),
+            messages: entry.count_after(after.map_or(0, |after| after.messages)),
             head,
             extra: baton_proto::Map::new(),
         })
@@ -319,12 +300,7 @@ impl Transcripts {
             store.create(&key, bytes.clone()).await.map_err(|err| {
                 TranscriptError::Broken(format!("cannot copy the transcript to {key}: {err}"))
             })?;
-            let added = u32::try_from(entry.messages.len()).unwrap_or(u32::MAX);
-            history.messages = if entry.base {
-                added
-            } else {
-                history.messages + added
-            };
+            history.messages = entry.count_after(history.messages);
             history.head = chain(&history.head, &bytes);
         }
         Ok(history)
@@ -352,12 +328,8 @@ impl Transcripts {
         let Ok(bytes) = entry.to_bytes() else {
             return;
         };
-        let mut messages = if base {
-            Vec::new()
-        } else {
-            before.messages.to_vec()
-        };
-        messages.extend(entry.messages);
+        let mut messages = before.messages.to_vec();
+        entry.apply_to(&mut messages);
         let head = chain(&before.head, &bytes);
         self.remember(&turn.id, before.entries + 1, &head, messages.into());
     }

@@ -74,7 +74,7 @@ impl Conversations {
         let Some((mut record, revision)) = self.records.idle(&key) else {
             return Ok(None);
         };
-        owned(id, &record, message)?;
+        owned(id, &record, &message.caller)?;
         let mut started = false;
         let sent = begin(&mut record, message.turn.clone(), &mut started);
         if !self.swap(&key, &record, revision).await? {

@@ -99,19 +99,9 @@ impl Conversations {
     /// Purges the bucket's keys matching `keys` from its stream.
     pub(super) async fn purge_subjects(&self, keys: &str) -> Result<(), ConversationError> {
         let bucket = self.client.subjects().conversations_bucket();
-        let failed = |err: &dyn std::fmt::Display| {
-            ConversationError::store(format!("cannot remove {keys} from {bucket}: {err}"))
-        };
-        let stream = (self.client.jetstream())
-            .get_stream_no_info(format!("KV_{bucket}"))
+        crate::nats::provision::purge_keys(self.client.jetstream(), &bucket, keys)
             .await
-            .map_err(|err| failed(&err))?;
-        stream
-            .purge()
-            .filter(format!("$KV.{bucket}.{keys}"))
-            .await
-            .map_err(|err| failed(&err))?;
-        Ok(())
+            .map_err(ConversationError::store)
     }
 }
 

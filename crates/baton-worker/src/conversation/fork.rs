@@ -6,7 +6,7 @@
 
 use baton_proto::{Conversation, ConversationTurn};
 
-use super::{ConversationError, ConversationErrorKind, Conversations, UserMessage, owned};
+use super::{ConversationError, ConversationErrorKind, Conversations, owned};
 
 impl Conversations {
     /// Forks conversation `id` after its turn `at` as conversation `new`,
@@ -32,9 +32,7 @@ impl Conversations {
                 format!("no conversation {id}"),
             ));
         };
-        let mut asking = UserMessage::new("");
-        asking.caller.clone_from(&caller);
-        owned(id, &source, &asking)?;
+        owned(id, &source, &caller)?;
         let turns: Vec<ConversationTurn> = self
             .turns(&source)
             .await?

@@ -274,7 +274,7 @@ impl Conversations {
                     (Conversation::new(id, message.caller.clone(), entry), 0)
                 }
             };
-            owned(id, &record, message)?;
+            owned(id, &record, &message.caller)?;
             if let (Overlap::Interrupt, Some(running)) = (message.overlap, record.running.clone()) {
                 if !running.interrupted {
                     // Noted before the cancel, so whoever settles the turn
@@ -392,10 +392,14 @@ impl Conversations {
     }
 }
 
-/// Refuses `message` to conversation `id` when `record` belongs to another
+/// Refuses `caller` conversation `id` when `record` belongs to another
 /// caller.
-fn owned(id: &str, record: &Conversation, message: &UserMessage) -> Result<(), ConversationError> {
-    if record.owner.is_some() && record.owner != message.caller {
+fn owned(
+    id: &str,
+    record: &Conversation,
+    caller: &Option<String>,
+) -> Result<(), ConversationError> {
+    if record.owner.is_some() && record.owner != *caller {
         return Err(ConversationError::new(
             ConversationErrorKind::Forbidden,
             format!("conversation {id} belongs to another caller"),

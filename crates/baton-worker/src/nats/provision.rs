@@ -450,6 +450,27 @@ pub async fn key_value(
     })
 }
 
+/// Removes every key of bucket `bucket` matching `keys` (a subject
+/// pattern such as `t.ab12.>`) with one purge of its stream, which, unlike
+/// a key's purge, leaves no marker behind. The error says what failed.
+pub(crate) async fn purge_keys(
+    jetstream: &jetstream::Context,
+    bucket: &str,
+    keys: &str,
+) -> Result<(), String> {
+    let failed = |err: &dyn std::fmt::Display| format!("cannot remove {keys} from {bucket}: {err}");
+    let stream = jetstream
+        .get_stream_no_info(format!("KV_{bucket}"))
+        .await
+        .map_err(|err| failed(&err))?;
+    stream
+        .purge()
+        .filter(format!("$KV.{bucket}.{keys}"))
+        .await
+        .map_err(|err| failed(&err))?;
+    Ok(())
+}
+
 /// What provisioning uses: the info of the protocol's three streams, and
 /// with `create` their creation and raised settings.
 #[must_use]
