@@ -20,7 +20,11 @@ fn refund_desk(refunds: &[&str]) -> anyhow::Result<(FakeLlm, FakeLlm)> {
 
 /// Runs `baton chat ARGS` with `input` on its standard input: its exit
 /// status, stdout and stderr.
-fn chat(system: &System, args: &[&str], input: &str) -> anyhow::Result<(bool, String, String)> {
+pub(crate) fn chat(
+    system: &System,
+    args: &[&str],
+    input: &str,
+) -> anyhow::Result<(bool, String, String)> {
     let mut command = system.baton(&[&["chat"], args].concat());
     command
         .stdin(Stdio::piped())

@@ -11,6 +11,7 @@ mod chat;
 mod claims;
 mod cli;
 mod cluster;
+mod compaction;
 mod console;
 mod conversations;
 mod deadlines;

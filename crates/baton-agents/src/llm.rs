@@ -28,6 +28,7 @@ use crate::tools::Toolbox;
 
 mod answer;
 mod asking;
+mod bound;
 mod budget;
 use budget::out_of_budget;
 mod calling;
@@ -73,6 +74,9 @@ pub struct LlmRunner {
     in_doubt: opentelemetry::metrics::Counter<u64>,
     /// Tool calls that needed approval, by tool and decision (`baton.tool.approvals`).
     approvals: opentelemetry::metrics::Counter<u64>,
+    /// Conversations compacted under `[llm.history]`, by kind
+    /// (`baton.conversation.compactions`).
+    compactions: opentelemetry::metrics::Counter<u64>,
 }
 
 impl LlmRunner {
@@ -126,6 +130,10 @@ impl LlmRunner {
             inbox: None,
             in_doubt: waiting::in_doubt(),
             approvals: waiting::approvals(),
+            compactions: baton_worker::meter()
+                .u64_counter("baton.conversation.compactions")
+                .with_description("Conversations whose older exchanges gave way to one message under [llm.history], by kind (summarized, dropped)")
+                .build(),
             tool_seconds: baton_worker::meter()
                 .f64_histogram("baton.tool.duration")
                 .with_unit("s")
@@ -166,7 +174,18 @@ impl LlmRunner {
     /// tool call in a row.
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
         self.count_decision(task);
-        self.converse(task, self.conversation(task)).await
+        let compacted = match self.compaction(task).await? {
+            Ok(compacted) => compacted,
+            Err(overrun) => return Ok(out_of_budget(overrun, ContextUpdate::default())),
+        };
+        let Some(compacted) = compacted else {
+            return self.converse(task, self.conversation(task)).await;
+        };
+        let kept = &task.envelope.context.messages[compacted.replaces..];
+        let read = self.conversation_of(std::iter::once(&compacted.message).chain(kept));
+        let mut outcome = self.converse(task, read).await?;
+        outcome.update_mut().compaction = Some(compacted);
+        Ok(outcome)
     }
 
     /// Continues after the model's delegate tool calls have been answered:
@@ -218,7 +237,10 @@ impl LlmRunner {
             if steps > self.settings.max_steps {
                 return Ok(self.out_of_steps(update));
             }
-            let Answered { answer, source } = match self.answer(task, steps, &messages).await? {
+            let Answered { answer, source } = match self
+                .answer(task, (steps, answer::Asking::Turn), &messages)
+                .await?
+            {
                 Ok(answered) => answered,
                 Err(overrun) => return Ok(out_of_budget(overrun, update)),
             };

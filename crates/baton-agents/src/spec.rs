@@ -449,6 +449,6 @@ pub fn check(paths: &[PathBuf]) -> CheckReport {
 mod llm;
 mod raw;
 
-pub use llm::{LimitsSpec, LlmSpec, PriceSpec};
+pub use llm::{HistorySpec, LimitsSpec, LlmSpec, Older, PriceSpec};
 #[cfg(test)]
 mod tests;

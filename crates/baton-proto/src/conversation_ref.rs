@@ -1,6 +1,7 @@
 //! What an envelope carries of the conversation it belongs to (an optional
-//! extension): which turn it is ([`TurnOf`]), and which transcript comes
-//! before its context's messages ([`History`]).
+//! extension): which turn it is ([`TurnOf`]), which transcript comes
+//! before its context's messages ([`History`]), and what a message that
+//! stands for older messages covers ([`Compaction`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,44 @@ pub struct History {
     pub messages: u32,
     /// The head of the chain after those entries ([`chain`]).
     pub head: String,
+    /// The last of those entries that holds the whole transcript (a base
+    /// entry, such as a compaction's): readers begin there, not at entry
+    /// 1. Absent: they begin at entry 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<Base>,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// Where a reader of a transcript begins: a base entry, and the head of
+/// the chain before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Base {
+    /// The entry's number.
+    pub entry: u32,
+    /// The head of the chain before it.
+    pub head: String,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+/// On a message that stands for older messages of its conversation (a
+/// compaction, when an agent's history is bounded): which messages, and
+/// how. The message's `content` is their summary, or empty when they were
+/// dropped. A compaction never rewrites the transcript: it is one more
+/// message in it, so a replay or a fork rebuilds the same model input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Compaction {
+    /// The message stands for the conversation's first `through` messages
+    /// (earlier compactions' included).
+    pub through: u32,
+    /// The model that summarised them; absent when they were dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

@@ -266,6 +266,10 @@ pub struct Message {
     /// `conclude`); its speaker is `name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordination: Option<String>,
+    /// Extension (optional): the message stands for older messages of its
+    /// conversation, summarised in its `content` or dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<crate::conversation_ref::Compaction>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -440,6 +444,7 @@ impl Message {
             tool_calls: None,
             tool_call_id: None,
             coordination: None,
+            compaction: None,
             extra: Map::new(),
             absent: Absent::NONE,
         }

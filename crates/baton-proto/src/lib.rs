@@ -67,7 +67,7 @@ pub use claim::{
 };
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
 pub use conversation::{Conversation, Overlap, TurnMessage};
-pub use conversation_ref::{History, TurnOf};
+pub use conversation_ref::{Base, Compaction, History, TurnOf};
 pub use conversation_turn::ConversationTurn;
 pub use delta::{Delta, Shown};
 pub use envelope::{

@@ -59,8 +59,8 @@ mod worker;
 pub use author::agent::{Agent, Lookups, RetryPolicy, Task};
 pub use author::delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use author::outcome::{
-    AgentError, Answer, Chain, Complete, ContextUpdate, Delegation, Handoff, Outcome, ResultExt,
-    Wait,
+    AgentError, Answer, Chain, Compacted, Complete, ContextUpdate, Delegation, Handoff, Outcome,
+    ResultExt, Wait,
 };
 pub use author::policy::{ContextPolicy, RouteOptions};
 pub use author::progress::{Progress, ToolCall};

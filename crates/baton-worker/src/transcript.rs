@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::{Footprint, api};
 use baton_proto::transcript::{chain, empty_head};
-use baton_proto::{Conversation, Event, History, Message, Subjects, TranscriptEntry};
+use baton_proto::{Base, Conversation, Event, History, Message, Subjects, TranscriptEntry};
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
@@ -56,6 +56,20 @@ impl Known {
             entries: 0,
             head: empty_head(),
             messages: Arc::from(Vec::new()),
+        }
+    }
+
+    /// Where a reader of `history` begins: before its base entry, or before
+    /// entry 1.
+    fn origin(history: &History) -> Self {
+        let (entries, head) = history.base.as_ref().map_or_else(
+            || (0, empty_head()),
+            |base| (base.entry.saturating_sub(1), base.head.clone()),
+        );
+        Self {
+            entries,
+            head,
+            ..Self::empty()
         }
     }
 }
@@ -158,22 +172,25 @@ impl Transcripts {
     /// the bucket cannot be read.
     pub async fn prefix(&self, history: &History) -> Result<Arc<[Message]>, TranscriptError> {
         let id = &history.conversation;
+        let origin = Known::origin(history);
+        // What is known helps when it lies between the reader's origin
+        // and the history's end.
         let known = self
             .known(id)
-            .filter(|known| known.entries <= history.entries);
+            .filter(|known| known.entries <= history.entries && known.entries >= origin.entries);
         if let Some(known) = &known {
             if known.entries == history.entries && known.head == history.head {
                 return Ok(known.messages.clone());
             }
         }
         // Read on from what is known when the chain goes through it; else
-        // (a fork, or an older turn replayed) from the first entry.
+        // (a fork, or an older turn replayed) from the origin.
         let mut read = None;
         if let Some(known) = known {
             read = self.read_on(id, known, history).await?;
         }
         if read.is_none() {
-            read = self.read_on(id, Known::empty(), history).await?;
+            read = self.read_on(id, origin, history).await?;
         }
         let messages =
             read.ok_or_else(|| broken(id, "its entries do not chain to the head its turn names"))?;
@@ -260,15 +277,7 @@ impl Transcripts {
                 return Err(TranscriptError::Store(format!("cannot store {key}: {err}")));
             }
         };
-        let before = after.map_or_else(empty_head, |after| after.head.clone());
-        let head = chain(&before, &bytes);
-        Ok(History {
-            conversation: id.to_owned(),
-            entries: number,
-            messages: entry.count_after(after.map_or(0, |after| after.messages)),
-            head,
-            extra: baton_proto::Map::new(),
-        })
+        Ok(following(id, after, &entry, &bytes))
     }
 
     /// Copies the first `entries` entries of conversation `from`'s
@@ -287,23 +296,23 @@ impl Transcripts {
         entries: u32,
     ) -> Result<History, TranscriptError> {
         let store = self.store().await?;
-        let mut history = History {
+        let mut history: Option<History> = None;
+        for (bytes, entry) in self.read(from, 1..=entries).await? {
+            let next = following(to, history.as_ref(), &entry, &bytes);
+            let key = Conversation::entry_key(to, next.entries);
+            store.create(&key, bytes.clone()).await.map_err(|err| {
+                TranscriptError::Broken(format!("cannot copy the transcript to {key}: {err}"))
+            })?;
+            history = Some(next);
+        }
+        Ok(history.unwrap_or_else(|| History {
             conversation: to.to_owned(),
             entries: 0,
             messages: 0,
             head: empty_head(),
+            base: None,
             extra: baton_proto::Map::new(),
-        };
-        for (bytes, entry) in self.read(from, 1..=entries).await? {
-            history.entries += 1;
-            let key = Conversation::entry_key(to, history.entries);
-            store.create(&key, bytes.clone()).await.map_err(|err| {
-                TranscriptError::Broken(format!("cannot copy the transcript to {key}: {err}"))
-            })?;
-            history.messages = entry.count_after(history.messages);
-            history.head = chain(&history.head, &bytes);
-        }
-        Ok(history)
+        }))
     }
 
     /// Remembers the transcript a turn's `end` makes, when this process
@@ -322,7 +331,11 @@ impl Transcripts {
                 Some(known) if known.head == history.head => (known, false),
                 _ => return,
             },
-            None => (Known::empty(), true),
+            // The turn rewrote the conversation (a compaction): its entry
+            // holds it whole, and follows the last one known here, if any
+            // (when another came between, the next read finds the chain
+            // broken there and reads from the entry).
+            None => (self.known(&turn.id).unwrap_or_else(Known::empty), true),
         };
         let entry = entry_of(turn.turn, base, context.messages.clone());
         let Ok(bytes) = entry.to_bytes() else {
@@ -365,6 +378,30 @@ pub fn entry_of(turn: u32, base: bool, messages: Vec<Message>) -> TranscriptEntr
         turn,
         base,
         messages,
+        extra: baton_proto::Map::new(),
+    }
+}
+
+/// Conversation `id`'s transcript after `entry`, whose bytes as stored are
+/// `bytes`, follows `after` (`None`: an empty transcript).
+fn following(id: &str, after: Option<&History>, entry: &TranscriptEntry, bytes: &[u8]) -> History {
+    let before = after.map_or_else(empty_head, |after| after.head.clone());
+    let number = after.map_or(0, |after| after.entries) + 1;
+    let base = if entry.base {
+        Some(Base {
+            entry: number,
+            head: before.clone(),
+            extra: baton_proto::Map::new(),
+        })
+    } else {
+        after.and_then(|after| after.base.clone())
+    };
+    History {
+        conversation: id.to_owned(),
+        entries: number,
+        messages: entry.count_after(after.map_or(0, |after| after.messages)),
+        head: chain(&before, bytes),
+        base,
         extra: baton_proto::Map::new(),
     }
 }

@@ -6,8 +6,18 @@
 use baton_worker::{AgentError, Task};
 use serde_json::Value as Json;
 
+use super::chat::Offer;
 use super::replay::{self, Answered};
 use super::{LlmRunner, budget, journal_of, stream};
+
+/// What a model call asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asking<'a> {
+    /// The agent's own answer, with its tools.
+    Turn,
+    /// A summary of older messages, by the model named, with no tools.
+    Summary(&'a str),
+}
 
 impl LlmRunner {
     /// The model's answer at `step` of `task`'s hop: the journal's, when a
@@ -19,11 +29,19 @@ impl LlmRunner {
     pub(super) async fn answer(
         &self,
         task: &Task,
-        step: u32,
+        (step, asking): (u32, Asking<'_>),
         messages: &[Json],
     ) -> Result<Result<Answered, budget::Overrun>, AgentError> {
         let envelope = journal_of(task);
-        let model = replay::model(task, &self.settings);
+        let (model, offer) = match asking {
+            Asking::Turn => (
+                replay::model(task, &self.settings),
+                Offer::Tools {
+                    ask_user: self.asks_user(task),
+                },
+            ),
+            Asking::Summary(model) => (model, Offer::Nothing),
+        };
         // A first delivery's answer is as good as never recorded yet: its
         // turn under the shared limit is taken while the journal is read
         // (a turn taken for an answer that was recorded goes unused).
@@ -49,28 +67,30 @@ impl LlmRunner {
         let taken = taken?;
         // What is asked matters to a replay, or to replays of this session.
         let asked = (task.envelope.replay.is_some() || task.envelope.replayable)
-            .then(|| replay::asked(&self.body(messages, false, model, self.asks_user(task))));
+            .then(|| replay::asked(&self.body(messages, false, model, offer)));
         let asked = asked.as_deref();
         if let Some(reused) = self.reused(task, asked).await? {
             let source = reused.source.as_deref();
             self.recorded(task, (envelope, step), &reused.answer, source, asked)
                 .await?;
-            replay::show(task, step, &reused.answer).await;
+            if asking == Asking::Turn {
+                replay::show(task, step, &reused.answer).await;
+            }
             return Ok(Ok(Answered::from(reused)));
         }
         if let Some(overrun) = overrun {
             return Ok(Err(overrun));
         }
-        let live = stream::Live {
+        let live = (asking == Asking::Turn).then_some(stream::Live {
             progress: &task.progress,
             step,
-        };
+        });
         let answer = self
             .complete(
                 messages,
                 model,
-                Some(live),
-                self.asks_user(task),
+                live,
+                offer,
                 (task.envelope.deadline, taken),
             )
             .await?;

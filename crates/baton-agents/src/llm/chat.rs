@@ -24,7 +24,7 @@ impl LlmRunner {
         messages: &[Json],
         model: &str,
         live: Option<Live<'_>>,
-        ask_user: bool,
+        offer: Offer,
         (deadline, taken): (Option<u64>, Option<Turn>),
     ) -> Result<Json, AgentError> {
         let span = tracing::info_span!(
@@ -44,7 +44,7 @@ impl LlmRunner {
         );
         let live = live.filter(|live| self.settings.stream && live.progress.streams());
         let answer = self
-            .limited(messages, model, live, ask_user, (deadline, taken))
+            .limited(messages, model, live, offer, (deadline, taken))
             .instrument(span.clone())
             .await;
         match &answer {
@@ -99,21 +99,23 @@ impl LlmRunner {
         }
     }
 
-    /// The request body: the conversation, the tools the model may call,
-    /// and the spec's sampling settings.
+    /// The request body: the conversation, the tools the model may call
+    /// (if `offer` offers them), and the spec's sampling settings.
     pub(super) fn body(
         &self,
         messages: &[Json],
         streamed: bool,
         model: &str,
-        ask_user: bool,
+        offer: Offer,
     ) -> Json {
         let mut body = json!({"model": model, "messages": messages});
         if streamed {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
-        if !self.tools.is_empty() || !self.toolbox.tools().is_empty() || ask_user {
+        let ask_user = matches!(offer, Offer::Tools { ask_user: true });
+        let tools = !self.tools.is_empty() || !self.toolbox.tools().is_empty() || ask_user;
+        if tools && offer != Offer::Nothing {
             let mcp = self
                 .toolbox
                 .tools()
@@ -150,7 +152,7 @@ impl LlmRunner {
         messages: &[Json],
         model_name: &str,
         live: Option<Live<'_>>,
-        ask_user: bool,
+        offer: Offer,
         (deadline, mut taken): (Option<u64>, Option<Turn>),
     ) -> Result<Json, AgentError> {
         let (estimate, until) = self.limit_request(messages, deadline);
@@ -161,7 +163,7 @@ impl LlmRunner {
                 Some(turn) => Some(turn),
                 None => self.turn(estimate, until, last_refusal.as_deref()).await?,
             };
-            let (answer, advice) = self.request(messages, model_name, live, ask_user).await;
+            let (answer, advice) = self.request(messages, model_name, live, offer).await;
             if let Some(limiter) = &self.limiter {
                 limiter.hear(&advice).await;
             }
@@ -258,9 +260,9 @@ impl LlmRunner {
         messages: &[Json],
         model: &str,
         live: Option<Live<'_>>,
-        ask_user: bool,
+        offer: Offer,
     ) -> (Result<Json, Failure>, Advice) {
-        let body = self.body(messages, live.is_some(), model, ask_user);
+        let body = self.body(messages, live.is_some(), model, offer);
         let url = format!(
             "{}/chat/completions",
             self.settings.base_url.trim_end_matches('/')
@@ -343,6 +345,18 @@ impl LlmRunner {
     }
 }
 
+/// What a call offers the model besides the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Offer {
+    /// Nothing: the model only writes (a summary).
+    Nothing,
+    /// The agent's tools, and `ask_user` in a conversation's turn.
+    Tools {
+        /// Whether `ask_user` is offered.
+        ask_user: bool,
+    },
+}
+
 /// How many times one call is made again within its hop after its stream
 /// was cut.
 const CUT_AGAIN: u32 = 2;
@@ -401,11 +415,27 @@ fn parameters(source: &ToolSource) -> Json {
 impl LlmRunner {
     /// The system prompt, then the session's conversation, as chat messages.
     pub(super) fn conversation(&self, task: &baton_worker::Task) -> Vec<Json> {
+        self.conversation_of(&task.envelope.context.messages)
+    }
+
+    /// The system prompt, then `conversation`, as chat messages: a
+    /// compaction's summary under its heading, a dropped one not at all.
+    pub(super) fn conversation_of<'a>(
+        &self,
+        conversation: impl IntoIterator<Item = &'a baton_proto::Message>,
+    ) -> Vec<Json> {
         let mut messages = Vec::new();
         if !self.settings.system_prompt.is_empty() {
             messages.push(json!({"role": "system", "content": self.settings.system_prompt}));
         }
-        for message in &task.envelope.context.messages {
+        for message in conversation {
+            if message.compaction.is_some() {
+                if !message.content.is_empty() {
+                    let content = format!("{}\n{}", super::bound::SUMMARY_HEADING, message.content);
+                    messages.push(json!({"role": "system", "content": content}));
+                }
+                continue;
+            }
             let role = match message.role {
                 baton_proto::Role::User => "user",
                 baton_proto::Role::System => "system",

@@ -1,6 +1,6 @@
 //! The `[llm]` table of an agent spec: the model endpoint, its shared
-//! rate limits (`[llm.limits]`), its price (`[llm.price]`) and the agent's
-//! cap per hop.
+//! rate limits (`[llm.limits]`), its price (`[llm.price]`), the agent's
+//! cap per hop and the bound on the history it reads (`[llm.history]`).
 
 use serde::Deserialize;
 
@@ -58,6 +58,76 @@ pub struct LlmSpec {
     /// user's next message starts there instead of at this agent.
     #[serde(default)]
     pub hand_back: bool,
+    /// A bound on the conversation the model reads (`[llm.history]`);
+    /// without it, the model reads the whole conversation.
+    #[serde(default)]
+    pub history: Option<HistorySpec>,
+}
+
+/// `[llm.history]`: past a bound, in messages or in estimated tokens, the
+/// oldest exchanges of a conversation give way to one message that stands
+/// for them: their summary, or nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistorySpec {
+    /// The most messages the model reads before the agent's own (the
+    /// system prompt not counted).
+    #[serde(default)]
+    pub max_messages: Option<u32>,
+    /// The most tokens those messages may hold, estimated at four
+    /// characters a token.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// What becomes of the oldest exchanges: `summarize` (the default)
+    /// or `drop`.
+    #[serde(default)]
+    pub older: Older,
+    /// The model that summarises them, at the same endpoint; the agent's
+    /// own model when left out.
+    #[serde(default)]
+    pub summary_model: Option<String>,
+}
+
+/// What becomes of the exchanges a bound leaves out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Older {
+    /// A model summarises them into one message.
+    #[default]
+    Summarize,
+    /// They are left out.
+    Drop,
+}
+
+impl HistorySpec {
+    /// What is wrong with the table, and the fix.
+    #[must_use]
+    pub fn problem(&self) -> Option<&'static str> {
+        match (self.max_messages, self.max_tokens) {
+            (None, None) => {
+                Some("[llm.history] sets no bound: give max_messages = N, max_tokens = N, or both")
+            }
+            (Some(messages), _) if messages < 2 => Some(
+                "[llm.history] max_messages must be at least 2: the newest exchange and what stands for the older ones",
+            ),
+            (_, Some(0)) => {
+                Some("[llm.history] max_tokens = 0 leaves nothing to read: give at least 1")
+            }
+            _ if self.older == Older::Drop && self.summary_model.is_some() => Some(
+                "[llm.history] summary_model has no use with older = \"drop\": leave one of them out",
+            ),
+            _ => None,
+        }
+    }
+
+    /// The model that summarises, given the agent's own.
+    #[must_use]
+    pub fn summarizer<'a>(&'a self, own: &'a str) -> Option<&'a str> {
+        match self.older {
+            Older::Summarize => Some(self.summary_model.as_deref().unwrap_or(own)),
+            Older::Drop => None,
+        }
+    }
 }
 
 fn default_true() -> bool {

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    A2aSpec, AgentSpec, ChainSpec, ExecSpec, HumanSpec, Kind, KindName, LlmSpec, McpSpec, SpecError,
+    A2aSpec, AgentSpec, ChainSpec, ExecSpec, HistorySpec, HumanSpec, Kind, KindName, LlmSpec,
+    McpSpec, SpecError,
 };
 
 #[derive(Debug, Deserialize)]
@@ -390,6 +391,9 @@ impl Report<'_> {
                     "[llm.limits] a limit of 0 lets no call through: give at least 1, or leave the limit out",
                 );
             }
+        }
+        if let Some(problem) = settings.history.as_ref().and_then(HistorySpec::problem) {
+            self.error(&llm.span(), problem);
         }
         if settings.hop_budget_tokens == Some(0) {
             self.error(

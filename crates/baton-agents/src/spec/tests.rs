@@ -334,6 +334,41 @@ fn a_cap_per_hop_of_zero_or_a_bad_price_table_is_an_error_with_its_line() {
     assert_eq!(price.micros(1000, 100), 3500);
 }
 
+#[test]
+fn a_history_bound_parses_and_a_bad_one_names_the_fix() {
+    let llm = "name = \"a\"\nkind = \"llm\"\n[llm]\nmodel = \"m\"\n[llm.history]\n";
+    for (table, says) in [
+        ("", "sets no bound"),
+        ("max_messages = 1\n", "at least 2"),
+        ("max_tokens = 0\n", "max_tokens = 0"),
+        (
+            "max_messages = 10\nolder = \"drop\"\nsummary_model = \"s\"\n",
+            "no use with older = \"drop\"",
+        ),
+        ("max_messages = 10\nolder = \"forget\"\n", "unknown variant"),
+    ] {
+        let errors = problems(&format!("{llm}{table}"));
+        assert!(errors[0].contains(says), "{table}: {errors:?}");
+    }
+    let fine = format!("{llm}max_tokens = 8000\nsummary_model = \"small\"\n");
+    let Kind::Llm(settings) = parse_str(&fine).unwrap().kind else {
+        panic!("an llm spec");
+    };
+    let history = settings.history.expect("a bound");
+    assert_eq!(history.max_tokens, Some(8000));
+    assert_eq!(history.summarizer("m"), Some("small"));
+    let dropped = format!("{llm}max_messages = 10\nolder = \"drop\"\n");
+    let Kind::Llm(settings) = parse_str(&dropped).unwrap().kind else {
+        panic!("an llm spec");
+    };
+    assert_eq!(
+        settings
+            .history
+            .and_then(|h| h.summarizer("m").map(str::to_owned)),
+        None
+    );
+}
+
 const LLM_WITH_TOOLS: &str = r#"
 name = "teller"
 kind = "llm"

@@ -53,6 +53,7 @@ impl Serialize for Message {
             + usize::from(self.tool_calls.is_some())
             + usize::from(self.tool_call_id.is_some())
             + usize::from(self.coordination.is_some())
+            + usize::from(self.compaction.is_some())
             + self.extra.len();
         let mut map = serializer.serialize_map(Some(count))?;
         map.serialize_entry("role", &self.role)?;
@@ -73,6 +74,9 @@ impl Serialize for Message {
         }
         if let Some(kind) = &self.coordination {
             map.serialize_entry("coordination", kind)?;
+        }
+        if let Some(compaction) = &self.compaction {
+            map.serialize_entry("compaction", compaction)?;
         }
         for (key, value) in &self.extra {
             map.serialize_entry(key, value)?;
@@ -97,6 +101,8 @@ struct MessageWire {
     tool_call_id: Option<String>,
     #[serde(default)]
     coordination: Option<String>,
+    #[serde(default)]
+    compaction: Option<crate::conversation_ref::Compaction>,
     #[serde(flatten)]
     extra: Map,
 }
@@ -115,6 +121,7 @@ impl<'de> Deserialize<'de> for Message {
             tool_calls: wire.tool_calls,
             tool_call_id: wire.tool_call_id,
             coordination: wire.coordination,
+            compaction: wire.compaction,
             extra: wire.extra,
             absent,
         })

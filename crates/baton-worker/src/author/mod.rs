@@ -3,7 +3,9 @@
 //! - [`agent`]: the [`Agent`](crate::Agent) trait, the [`Task`](crate::Task)
 //!   it runs, its [`RetryPolicy`](crate::RetryPolicy);
 //! - [`outcome`]: what a run returns ([`Outcome`](crate::Outcome) and its
-//!   builders), context updates and errors;
+//!   builders) and errors;
+//! - [`update`]: what a run did to the context
+//!   ([`ContextUpdate`](crate::ContextUpdate)), a compaction included;
 //! - [`target`]: where a handoff goes: an agent type or a capability need;
 //! - [`policy`]: what a route carries besides its target (visits, context);
 //! - [`routing`]: the rules every outcome goes through, in their fixed order;
@@ -22,3 +24,4 @@ pub(crate) mod progress;
 pub(crate) mod routing;
 pub(crate) mod target;
 pub(crate) mod team;
+pub(crate) mod update;

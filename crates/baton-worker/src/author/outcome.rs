@@ -8,49 +8,12 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use baton_proto::{AgentName, Map, Message, NameError, Reason, Role, Step, Value};
+use baton_proto::{AgentName, Message, NameError, Reason, Role, Step, Value};
 
 use crate::author::delegate::{ChildTask, DelegateMode, Recover};
 use crate::author::policy::{ContextPolicy, RouteOptions};
 use crate::author::target::{Need, Target};
-
-/// What an agent did to the context; applied before the envelope moves on.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ContextUpdate {
-    /// Messages to append to the conversation.
-    pub messages: Vec<Message>,
-    /// Variables to set (merged into the shared variables).
-    pub variables: Map,
-    /// Steps to append to the reasoning trace.
-    pub trace: Vec<Step>,
-    /// Internal state entries to set for the receiver.
-    pub state: Map,
-    /// The problem as this agent now understands it.
-    pub problem: Option<String>,
-    /// In a conversation: when this turn ends, the conversation goes back
-    /// to its entry instead of staying with the agent that answered.
-    pub hand_back: bool,
-}
-
-impl ContextUpdate {
-    /// Whether the update changes nothing.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-
-    /// The update applied to `context` as it is: messages and steps
-    /// appended, variables and state merged, the problem replaced.
-    pub(crate) fn apply_to(&self, context: &mut baton_proto::Context) {
-        context.messages.extend(self.messages.iter().cloned());
-        context.variables.extend(self.variables.clone());
-        context.state.extend(self.state.clone());
-        context.trace.extend(self.trace.iter().cloned());
-        if let Some(problem) = &self.problem {
-            context.problem.clone_from(problem);
-        }
-    }
-}
+pub use crate::author::update::{Compacted, ContextUpdate};
 
 /// What an agent decided.
 ///

@@ -418,6 +418,7 @@ fn merged(mut team: ContextUpdate, theirs: ContextUpdate) -> ContextUpdate {
         team.state.insert("team".to_owned(), board);
     }
     team.problem = theirs.problem.or(team.problem);
+    team.compaction = theirs.compaction.or(team.compaction);
     team.hand_back |= theirs.hand_back;
     team
 }

@@ -54,6 +54,9 @@ impl Planner<'_> {
         next.path.push(hop);
         next.from = Some(self.agent.to_string());
         let context = &mut next.context;
+        if let Some(compacted) = update.compaction {
+            compacted.apply_to(&mut context.messages);
+        }
         for mut message in update.messages {
             if message.name.is_none() && message.role == Role::Agent {
                 message.name = Some(self.agent.to_string());
