@@ -387,12 +387,15 @@ pub fn entry_of(turn: u32, base: bool, messages: Vec<Message>) -> TranscriptEntr
 fn following(id: &str, after: Option<&History>, entry: &TranscriptEntry, bytes: &[u8]) -> History {
     let before = after.map_or_else(empty_head, |after| after.head.clone());
     let number = after.map_or(0, |after| after.entries) + 1;
-    let base = if entry.base {
+    // A base at entry 1 is where every reader begins anyway.
+    let base = if entry.base && number > 1 {
         Some(Base {
             entry: number,
             head: before.clone(),
             extra: baton_proto::Map::new(),
         })
+    } else if entry.base {
+        None
     } else {
         after.and_then(|after| after.base.clone())
     };

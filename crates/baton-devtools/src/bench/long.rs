@@ -45,19 +45,39 @@ fn answer_text() -> String {
     text
 }
 
-/// Runs one conversation of `turns` turns and prints what it cost.
+/// The bound of the bounded run, in messages.
+const BOUND: u32 = 40;
+
+/// Runs one conversation of `turns` turns with the whole history, then one
+/// whose agent bounds it to [`BOUND`] messages, and prints what each cost.
 pub(super) async fn run(bench: &ScaleOut<'_>, turns: usize) -> anyhow::Result<()> {
     let turns = turns.max(20);
     let model = stand_in().await?;
+    for (bound, prefix) in [(None, "long"), (Some(BOUND), "bounded")] {
+        one(bench, (&model, turns), bound, prefix).await?;
+    }
+    Ok(())
+}
+
+/// One conversation of `turns` turns, its agent's history bounded to
+/// `bound` messages (summarised), or not, in its own deployment `prefix`.
+async fn one(
+    bench: &ScaleOut<'_>,
+    (model, turns): (&str, usize),
+    bound: Option<u32>,
+    prefix: &str,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let spec = dir.path().join("desk.toml");
+    let history = bound.map_or_else(String::new, |most| {
+        format!("\n[llm.history]\nmax_messages = {most}\n")
+    });
     std::fs::write(
         &spec,
         format!(
-            "name = \"desk\"\nkind = \"llm\"\n\n[llm]\nbase_url = \"{model}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Answer.\"\n"
+            "name = \"desk\"\nkind = \"llm\"\n\n[llm]\nbase_url = \"{model}\"\nmodel = \"stand-in\"\nsystem_prompt = \"Answer.\"\n{history}"
         ),
     )?;
-    let prefix = "long";
     let _desk = start_workers(bench, &spec, ("desk", prefix), 1, true).await?;
     let router = ["router", "--default-agent", "desk", "--no-registry"];
     let _router = super::turns::spawn(bench, prefix, &router)?;
@@ -66,8 +86,13 @@ pub(super) async fn run(bench: &ScaleOut<'_>, turns: usize) -> anyhow::Result<()
     let url = format!("http://{listen}");
     let http = reqwest::Client::new();
     super::turns::ready(&http, &url).await?;
+    let read = bound.map_or_else(
+        || "the model reads the whole conversation".to_owned(),
+        |most| format!("[llm.history] max_messages = {most}: the model reads at most {most} messages, older ones summarised"),
+    );
+    println!();
     println!(
-        "long-conversation bench: one conversation of {turns} turns through baton a2a serve, 500-byte messages, 1,500-byte answers from an instant stand-in model, after {WARM_UP} turns of another that warm the processes up"
+        "long-conversation bench ({read}): one conversation of {turns} turns through baton a2a serve, 500-byte messages, 1,500-byte answers (and summaries) from an instant stand-in model, after {WARM_UP} turns of another that warm the processes up"
     );
     // Warm every process up first, with a conversation of its own.
     let warm = uuid::Uuid::new_v4().to_string();
@@ -106,6 +131,59 @@ pub(super) async fn run(bench: &ScaleOut<'_>, turns: usize) -> anyhow::Result<()
     report(turns, &times, &sizes);
     let transcript = turns * (500 + answer_text().len());
     print_stored(&before, &after, transcript);
+    let events = baton_proto::Subjects::new(prefix)?.events_stream();
+    print_events(&jetstream, &events, &context).await?;
+    Ok(())
+}
+
+/// Prints the conversation `id`'s events in `stream`, by kind: how many,
+/// and their bytes.
+async fn print_events(
+    jetstream: &jetstream::Context,
+    stream: &str,
+    id: &str,
+) -> anyhow::Result<()> {
+    use jetstream::consumer::{DeliverPolicy, pull};
+    let stream = jetstream.get_stream(stream).await?;
+    let mut consumer = stream
+        .create_consumer(pull::OrderedConfig {
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await?;
+    let mut pending = consumer.info().await?.num_pending;
+    let mut messages = consumer.messages().await?;
+    let mut kinds: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    let mut all = Vec::new();
+    while pending > 0 {
+        let Some(message) = messages.next().await else {
+            break;
+        };
+        pending -= 1;
+        let message = message?;
+        let Ok(event) = baton_proto::Event::from_msgpack(&message.payload) else {
+            continue;
+        };
+        all.push((event, message.payload.len() + message.subject.len()));
+    }
+    // The conversation's sessions, from the events that name it.
+    let sessions: std::collections::HashSet<uuid::Uuid> = all
+        .iter()
+        .filter(|(event, _)| event.conversation.as_ref().is_some_and(|of| of.id == id))
+        .map(|(event, _)| event.session)
+        .collect();
+    for (event, size) in all {
+        if sessions.contains(&event.session) {
+            let (kind, bytes) = (event.kind.as_str().to_owned(), size);
+            let kind = kinds.entry(kind).or_default();
+            kind.0 += 1;
+            kind.1 += bytes;
+        }
+    }
+    println!("  its events, by kind:");
+    for (kind, (count, bytes)) in kinds {
+        println!("    {kind:<26} {count:>6} {bytes:>12} bytes");
+    }
     Ok(())
 }
 
