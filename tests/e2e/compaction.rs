@@ -191,3 +191,61 @@ async fn two_hundred_turns_stay_within_the_bound_and_a_fork_asks_the_same() -> a
     assert_eq!(again, [turns[150].body.to_string()]);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_older_dropped_the_model_reads_the_newest_exchanges_and_nothing_is_summarised()
+-> anyhow::Result<()> {
+    let triage = crate::conversations::transferring()?;
+    let refunds = refunds_model()?;
+    let desk = Desk {
+        refunds_llm: "[llm.history]\nmax_messages = 6\nolder = \"drop\"\n",
+        ..Desk::default()
+    };
+    let (mut system, _url, _dir) = desk_with(&triage, &refunds, desk, &[]).await?;
+    let lines: Vec<String> = (1..=12).map(said).collect();
+    chat(&system, "short-1", &lines)?;
+    // One request per turn, none for a summary, each within the bound.
+    let asked = refunds.requests();
+    assert_eq!(asked.len(), 12);
+    for (n, request) in asked.iter().enumerate() {
+        assert!(!is_summary(&request.body), "request {n} asks for a summary");
+        let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+        assert!(messages.len() <= 7, "turn {}: {}", n + 1, messages.len());
+        assert_eq!(
+            messages.iter().filter(|m| m["role"] == "system").count(),
+            1,
+            "turn {}: only the system prompt is a system message",
+            n + 1
+        );
+    }
+    // The last turn reads its own exchange and one or two before it (a
+    // compaction keeps 3 messages of 6: then one more turn fits).
+    let users: Vec<&str> = asked[11].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    let expected: Vec<String> = (13 - users.len()..=12).map(said).collect();
+    assert!((2..=3).contains(&users.len()), "{users:?}");
+    assert_eq!(users, expected);
+    // What was dropped is marked in the transcript, with no model.
+    let dropped: Vec<_> = transcript(&system, "short-1")
+        .await?
+        .into_iter()
+        .flat_map(|entry| entry.messages)
+        .filter_map(|message| message.compaction.map(|c| (c, message.content)))
+        .collect();
+    assert!(!dropped.is_empty());
+    assert!(dropped.iter().all(|(c, text)| c.model.is_none() && text.is_empty()));
+    let url = crate::metrics::metrics_url(system.process("refunds").stderr())?;
+    let samples = crate::metrics::scrape(&url)?;
+    let counted = crate::metrics::value(
+        &samples,
+        "baton_conversation_compactions_total",
+        &[("kind", "dropped")],
+    );
+    assert_eq!(counted, dropped.len() as f64);
+    Ok(())
+}
