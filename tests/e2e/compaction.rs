@@ -178,6 +178,43 @@ async fn two_hundred_turns_stay_within_the_bound_and_a_fork_asks_the_same() -> a
     );
     assert_eq!(counted, summaries.len() as f64);
 
+    // A replay of a turn that compacted asks no model: the summary and the
+    // answer come from the hop journal, and they are the same.
+    let compacted = entries
+        .iter()
+        .rev()
+        .find(|entry| entry.messages.iter().any(|m| m.compaction.is_some()))
+        .map(|entry| entry.turn)
+        .unwrap_or_default();
+    let shown = system.baton_stdout(&["conversations", "show", id, "--json"])?;
+    let shown: Value = serde_json::from_str(&shown)?;
+    let turn = &shown["turns_listed"][compacted as usize - 1];
+    let session = turn["session"].as_str().unwrap_or_default();
+    let before = refunds.requests().len();
+    let replayed = system.baton_stdout(&[
+        "replay",
+        session,
+        "--wait",
+        "--json",
+        "--timeout-secs",
+        "30",
+    ])?;
+    let end: Value = replayed
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok())
+        .unwrap_or_default();
+    assert_eq!(end["type"], "completed", "{replayed}");
+    assert_eq!(
+        end["output"].as_str(),
+        Some(format!("Noted: {}", said(compacted as usize)).as_str())
+    );
+    let extra: Vec<String> = refunds.requests()[before..]
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(extra.is_empty(), "the replay asked the model: {extra:#?}");
+
     // A fork at turn 150: its turn 151 asks exactly what turn 151 asked.
     let forked = ["conversations", "fork", id, "--at", "150", "--as", "long-2"];
     assert_eq!(system.baton_stdout(&forked)?, "long-2\n");
@@ -209,7 +246,10 @@ async fn with_older_dropped_the_model_reads_the_newest_exchanges_and_nothing_is_
     assert_eq!(asked.len(), 12);
     for (n, request) in asked.iter().enumerate() {
         assert!(!is_summary(&request.body), "request {n} asks for a summary");
-        let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+        let messages = request.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert!(messages.len() <= 7, "turn {}: {}", n + 1, messages.len());
         assert_eq!(
             messages.iter().filter(|m| m["role"] == "system").count(),
@@ -238,7 +278,11 @@ async fn with_older_dropped_the_model_reads_the_newest_exchanges_and_nothing_is_
         .filter_map(|message| message.compaction.map(|c| (c, message.content)))
         .collect();
     assert!(!dropped.is_empty());
-    assert!(dropped.iter().all(|(c, text)| c.model.is_none() && text.is_empty()));
+    assert!(
+        dropped
+            .iter()
+            .all(|(c, text)| c.model.is_none() && text.is_empty())
+    );
     let url = crate::metrics::metrics_url(system.process("refunds").stderr())?;
     let samples = crate::metrics::scrape(&url)?;
     let counted = crate::metrics::value(

@@ -28,6 +28,11 @@ pub struct Replay {
     /// Tools are called again instead of their recorded results reused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub call_tools: bool,
+    /// The session replayed was a conversation's turn: the replay's agents
+    /// offer their models what they offer in a turn (`ask_user`), so that
+    /// they ask what the turn asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub turn: bool,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -43,6 +48,7 @@ impl Replay {
             before: None,
             model: None,
             call_tools: false,
+            turn: false,
             extra: Map::new(),
         }
     }

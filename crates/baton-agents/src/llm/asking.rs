@@ -25,9 +25,16 @@ pub(super) fn is_ask(calls: &[Json]) -> bool {
 
 impl LlmRunner {
     /// Whether the model may ask the user: the task is a conversation's
-    /// turn, and the spec leaves `ask_user` on.
+    /// turn (or a replay of one, which must ask what the turn asked), and
+    /// the spec leaves `ask_user` on.
     pub(super) fn asks_user(&self, task: &Task) -> bool {
-        self.settings.ask_user && self.inbox.is_some() && task.envelope.conversation.is_some()
+        let turn = task.envelope.conversation.is_some()
+            || task
+                .envelope
+                .replay
+                .as_ref()
+                .is_some_and(|replay| replay.turn);
+        self.settings.ask_user && self.inbox.is_some() && turn
     }
 
     /// The model asked the user: with the answer on record, it goes back to

@@ -101,6 +101,7 @@ pub(crate) fn replay_task(
     };
     replay.model.clone_from(&options.model);
     replay.call_tools = options.call_tools;
+    replay.turn = end.conversation.is_some();
     task.replay = Some(replay);
     task.stream = options.stream;
     Ok(task)
