@@ -298,3 +298,82 @@ async fn chat_answers_an_agents_question_with_the_next_line() -> anyhow::Result<
     assert_eq!(shown["turns"], 1, "{shown}");
     Ok(())
 }
+
+/// The README's `baton chat` example: the lines the user typed, and what
+/// `baton chat` printed, one per line.
+fn readme_chat() -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+    )?;
+    let block = readme
+        .split("```sh\n$ baton chat\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .ok_or_else(|| anyhow::anyhow!("the README has no `$ baton chat` example"))?;
+    let (typed, printed): (Vec<&str>, Vec<&str>) =
+        block.lines().partition(|line| line.starts_with("you> "));
+    Ok((
+        typed
+            .iter()
+            .map(|line| line["you> ".len()..].to_owned())
+            .collect(),
+        printed.iter().map(|line| (*line).to_owned()).collect(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readmes_chat_example_is_what_baton_chat_prints_with_the_demos_agents()
+-> anyhow::Result<()> {
+    let (typed, printed) = readme_chat()?;
+    assert_eq!(typed.len(), 2, "{typed:?}");
+    // As the README runs it: a registry finds the refund specialist.
+    let mut system = System::start().await?;
+    system.registry("registry").await?;
+    for agent in ["general_enquiry", "refund", "human_support"] {
+        system
+            .spawn(agent, &["worker", agent], "worker started")
+            .await?;
+    }
+    system
+        .router(&[
+            "--default-agent",
+            "general_enquiry",
+            "--fallback",
+            "human_support",
+        ])
+        .await?;
+    baton_testkit::eventually(Duration::from_secs(10), || async {
+        let agents = system.baton_stdout(&["agents"])?;
+        anyhow::ensure!(agents.contains("refund"), "{agents}");
+        Ok(())
+    })
+    .await?;
+    let (ok, stdout, stderr) = chat(&system, &[], &(typed.join("\n") + "\n"))?;
+    assert!(ok, "{stdout}{stderr}");
+    // Piped, answers go to standard output alone, and the rest to
+    // standard error; on a terminal, each answer follows its agent's name.
+    let (mut answers, mut around) = (stdout.lines(), stderr.lines());
+    let id = stderr
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("conversation ")?
+                .split_whitespace()
+                .next()
+        })
+        .ok_or_else(|| anyhow::anyhow!("no conversation id in {stderr}"))?;
+    for line in &printed {
+        let line = line.replace("6f1c…", id);
+        match line.split_once(": ") {
+            Some((agent, said)) if !agent.contains(' ') && !line.starts_with("  ") => {
+                assert_eq!(answers.next(), Some(said), "{agent} said, in {stdout}");
+            }
+            _ => {
+                let next =
+                    around.find(|shown| !shown.contains(" INFO ") && !shown.contains(" WARN "));
+                assert_eq!(next, Some(line.as_str()), "in {stderr}");
+            }
+        }
+    }
+    assert_eq!(answers.next(), None, "{stdout}");
+    Ok(())
+}

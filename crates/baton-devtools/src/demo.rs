@@ -139,7 +139,7 @@ impl Agent for Demo {
             Self::GeneralEnquiry => Ok(general_enquiry(&text, order)),
             Self::OrderManagement => order_management(&task, &text, order),
             Self::AdvancedOrder => Ok(advanced_order(&task)),
-            Self::Refund => Ok(refund(&task)),
+            Self::Refund => Ok(refund(&task, &text)),
             Self::HumanSupport => Ok(human_support(&task)),
         }
     }
@@ -253,9 +253,19 @@ fn advanced_order(task: &Task) -> Outcome {
         .into()
 }
 
-/// Refund policy and eligibility.
-fn refund(task: &Task) -> Outcome {
+/// Refund policy and eligibility; in a conversation, once the customer
+/// heard it, their next message is the reason, and the label is sent.
+fn refund(task: &Task, text: &str) -> Outcome {
     let order = known_order(task);
+    if task.variable("refund_eligible").and_then(Value::as_bool) == Some(true) {
+        let answer = format!(
+            "Sorry to hear it. A return label for {order} is on its way to your email, and the refund follows when the parcel is back. Reason noted: {text}"
+        );
+        return Outcome::complete(answer.clone())
+            .say(answer)
+            .set_var("return_label_sent", true)
+            .into();
+    }
     let answer = format!(
         "Refunds are accepted within 30 days of delivery. {order} qualifies: reply with the reason and we send a return label."
     );
