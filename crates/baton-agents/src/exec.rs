@@ -466,7 +466,7 @@ mod tests {
 
     fn task() -> Task {
         Task {
-            envelope: baton_proto::Envelope::task("hello"),
+            envelope: baton_proto::Envelope::task("hello").into(),
             attempt: 2,
             agent: AgentName::new("engineer").unwrap(),
             instance: "i1".into(),

@@ -17,7 +17,7 @@ fn name(agent: &str) -> AgentName {
 
 fn task(text: &str) -> Task {
     Task {
-        envelope: Envelope::task(text),
+        envelope: Envelope::task(text).into(),
         attempt: 1,
         agent: AgentName::new("tester").unwrap(),
         instance: "t1".into(),

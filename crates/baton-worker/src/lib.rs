@@ -65,6 +65,7 @@ pub use author::outcome::{
 pub use author::policy::{ContextPolicy, RouteOptions};
 pub use author::progress::{Progress, ToolCall};
 pub use author::routing::{Condition, ConditionError, LlmCondition, Route, Routing};
+pub use author::shared::Shared;
 pub use author::target::{Need, Target};
 pub use author::team::{Team, TeamSpec};
 pub use baton_proto::{AgentName, Reason, Usage, Value};

@@ -150,8 +150,9 @@ impl RetryPolicy {
 /// One delivery of an envelope to an agent.
 #[derive(Debug, Clone)]
 pub struct Task {
-    /// The envelope, with the full context.
-    pub envelope: Envelope,
+    /// The envelope, with the full context: shared with the worker, so
+    /// reading it copies nothing; changing it makes the agent's own copy.
+    pub envelope: crate::author::shared::Shared<Envelope>,
     /// Delivery attempt, counting from 1.
     pub attempt: u32,
     /// The agent type handling it.

@@ -9,6 +9,8 @@
 //! - [`target`]: where a handoff goes: an agent type or a capability need;
 //! - [`policy`]: what a route carries besides its target (visits, context);
 //! - [`routing`]: the rules every outcome goes through, in their fixed order;
+//! - [`shared`]: the task's envelope, shared with the worker, copied only
+//!   when the agent changes it;
 //! - [`delegate`]: child tasks, their modes and the joined results;
 //! - [`progress`]: what a running hop reports (tool calls);
 //! - [`team`]: a coordinator that forms a team and coordinates it.
@@ -22,6 +24,7 @@ pub(crate) mod outcome;
 pub(crate) mod policy;
 pub(crate) mod progress;
 pub(crate) mod routing;
+pub(crate) mod shared;
 pub(crate) mod target;
 pub(crate) mod team;
 pub(crate) mod update;

@@ -43,7 +43,7 @@ fn task(state: Option<Board>, member: bool) -> Task {
         });
     }
     Task {
-        envelope,
+        envelope: envelope.into(),
         attempt: 1,
         agent: AgentName::new("lead").unwrap(),
         instance: "i".into(),

@@ -164,10 +164,13 @@ impl<'a> Delivery<'a> {
     }
 
     /// The messages of a plan, in order.
-    pub(crate) fn encode(&self, outputs: &[Output]) -> Result<Vec<Outgoing>, Error> {
+    pub(crate) fn encode<'o>(
+        &self,
+        outputs: impl IntoIterator<Item = &'o Output>,
+    ) -> Result<Vec<Outgoing>, Error> {
         let mut folded = self.folded.get();
         outputs
-            .iter()
+            .into_iter()
             .map(|output| match output {
                 Output::Envelope { to, envelope } => self.envelope(to, envelope),
                 // Folded in place already ([`Delivery::fold_into`]).

@@ -268,12 +268,7 @@ async fn orphan(rt: &Runtime, envelope: &Envelope) -> Option<Plan> {
 }
 
 /// Steps 3 to 7 for a task, handoff or delegated child.
-async fn process<A: Agent>(
-    rt: &Runtime,
-    agent: &A,
-    delivery: &Delivery<'_>,
-    mut envelope: Envelope,
-) {
+async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, envelope: Envelope) {
     // A team member confirms an asynchronous assignment before it works on it.
     if let Some(progress) = rt.planner().progress(&envelope) {
         if !rt.outbox.publish(delivery, &[progress]).await {
@@ -287,21 +282,25 @@ async fn process<A: Agent>(
     let accepted = rt.planner().accepted(&envelope, delivery.attempt);
     let after = rt.config.accepted_after;
     let mut accepted = rt.outbox.accepting(delivery, accepted, after).await;
-    let task = rt.task(envelope.clone(), delivery.attempt, delivery.headers());
+    // The agent shares the envelope: it is copied only if the agent changes
+    // it, and comes back whole once the run is over.
+    let shared = crate::Shared::new(envelope);
+    let task = rt.task(shared.clone(), delivery.attempt, delivery.headers());
     let spending = task.progress.clone();
-    let deadline = envelope.deadline;
+    let (deadline, session) = (shared.deadline, shared.session);
     let started = std::time::Instant::now();
     // The agent's own spans (model and tool calls) name the conversation.
-    let run = CONVERSATION.scope(conversation_of(&envelope), agent.handle(task));
+    let run = CONVERSATION.scope(conversation_of(&shared), agent.handle(task));
     let run = with_progress(rt.pace, delivery, run, "agent", deadline);
     // A cancel stops the run: its future is dropped (an exec program with it).
     let result = tokio::select! {
         result = rt.outbox.during(&mut accepted, delivery, after, run) => result,
-        () = rt.cancelled.wait(envelope.session) => {
-            tracing::info!(session = %envelope.session, "session cancelled; run stopped");
+        () = rt.cancelled.wait(session) => {
+            tracing::info!(%session, "session cancelled; run stopped");
             return rt.outbox.discard(delivery).await;
         }
     };
+    let mut envelope = shared.into_inner();
     rt.metrics.ran(started.elapsed(), result.is_ok());
     if let Err(err) = &result {
         tracing::info!(error = %err, "agent failed");

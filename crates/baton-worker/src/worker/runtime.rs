@@ -135,7 +135,7 @@ impl Runtime {
     /// `headers` carry the hop's trace context to what it reports.
     pub(crate) fn task(
         &self,
-        envelope: Envelope,
+        envelope: crate::Shared<Envelope>,
         attempt: u32,
         headers: async_nats::HeaderMap,
     ) -> Task {

@@ -42,6 +42,9 @@ impl Outbox {
     /// Sends `event` on its own: live when the level does not store it
     /// (done), else stored, its PubAck awaited before the outputs.
     async fn emit(&self, delivery: &Delivery<'_>, event: &Event) -> Accepting {
+        if self.unwanted_event(event) {
+            return Accepting::Done;
+        }
         let Some(message) = encoded(delivery, event) else {
             return Accepting::Done;
         };
@@ -81,6 +84,9 @@ impl Outbox {
     /// left for redelivery anyway).
     pub(crate) async fn accepted_anyway(&self, accepting: Accepting, delivery: &Delivery<'_>) {
         if let Accepting::Held(event) = accepting {
+            if self.unwanted_event(&event) {
+                return;
+            }
             let Some(message) = encoded(delivery, &event) else {
                 return;
             };

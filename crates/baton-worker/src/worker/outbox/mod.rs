@@ -96,7 +96,14 @@ impl Outbox {
         stamp_accepted(&mut plan.outputs, &self.agent, delivery.received_at);
         self.refer_to_transcripts(&mut plan.outputs);
         delivery.fold_into(&mut plan.outputs);
-        let outgoing = match self.prepare(delivery, &plan.outputs).await {
+        // An event the level does not store, and nobody follows, is neither
+        // encoded nor sent; the metrics still count it.
+        let sent: Vec<&Output> = plan
+            .outputs
+            .iter()
+            .filter(|output| !self.unwanted(output))
+            .collect();
+        let outgoing = match self.prepare(delivery, &sent).await {
             Ok(outgoing) => outgoing,
             Err(Unsendable::Permanent(reason, detail)) => {
                 tracing::error!(%reason, detail, "the outcome cannot be sent; dead-lettering");
@@ -107,7 +114,7 @@ impl Outbox {
                 return settle::leave(delivery).await;
             }
         };
-        let (live, durable) = self.split_live(outgoing, &plan.outputs);
+        let (live, durable) = self.split_live(outgoing, &sent);
         match settle::finish(&self.publisher, delivery, &durable, plan.settle).await {
             Finished::Settled => {
                 self.publisher.publish_live(&live).await;
@@ -140,7 +147,8 @@ impl Outbox {
     /// continuation that may take long). `false` leaves the message for
     /// redelivery.
     pub(crate) async fn publish(&self, delivery: &Delivery<'_>, outputs: &[Output]) -> bool {
-        let published = match self.prepare(delivery, outputs).await {
+        let outputs: Vec<&Output> = outputs.iter().collect();
+        let published = match self.prepare(delivery, &outputs).await {
             Ok(outgoing) => self.publisher.publish_all(&outgoing).await,
             Err(Unsendable::Permanent(_, detail)) => {
                 Err(crate::Error::new(crate::ErrorKind::Publish, detail))
@@ -190,6 +198,9 @@ impl Outbox {
     /// Sends `event`, a report of a running hop, best effort: stored or
     /// live by the event level; a failure is logged.
     pub(crate) async fn report(&self, event: &Event, headers: async_nats::HeaderMap) {
+        if self.unwanted_event(event) {
+            return;
+        }
         let subject = self.subjects.events(event.session);
         let Some(message) = plain(event, subject, headers) else {
             return;
@@ -200,13 +211,11 @@ impl Outbox {
     }
 
     /// Sends one event's `message` on its own: live when the level does not
-    /// store `event`'s kind, else stored, its PubAck awaited.
+    /// store `event`'s kind (callers leave out what nobody follows), else
+    /// stored, its PubAck awaited.
     async fn send_event(&self, event: &Event, mut message: Outgoing) -> Result<(), crate::Error> {
         if self.level.stores(&event.kind) {
             return self.publisher.publish_one(&message).await;
-        }
-        if !self.wanted_live(event) {
-            return Ok(());
         }
         message.subject = self.subjects.live(event.session);
         self.publisher
@@ -215,22 +224,20 @@ impl Outbox {
         Ok(())
     }
 
-    /// Splits `outgoing` into the events the level sends live, once the rest
-    /// is durable (those someone follows), and the rest: returns (live,
-    /// durable).
+    /// Splits `outgoing` (of `outputs`, which leave out what nobody
+    /// follows) into the events the level sends live, once the rest is
+    /// durable, and the rest: returns (live, durable).
     fn split_live(
         &self,
         outgoing: Vec<Outgoing>,
-        outputs: &[Output],
+        outputs: &[&Output],
     ) -> (Vec<Outgoing>, Vec<Outgoing>) {
         let (mut live, mut durable) = (Vec::new(), Vec::new());
         for (mut message, output) in outgoing.into_iter().zip(outputs) {
             match output {
                 Output::Event(event) if !self.level.stores(&event.kind) => {
-                    if self.wanted_live(event) {
-                        message.subject = self.subjects.live(event.session);
-                        live.push(message);
-                    }
+                    message.subject = self.subjects.live(event.session);
+                    live.push(message);
                 }
                 _ => durable.push(message),
             }
@@ -238,9 +245,18 @@ impl Outbox {
         (live, durable)
     }
 
-    /// Whether an unstored `event` has anyone to reach live.
-    fn wanted_live(&self, event: &Event) -> bool {
-        self.live == LiveEvents::Always || self.followers.wants(event.session)
+    /// Whether `output` is an event the level does not store and that has
+    /// nobody to reach live.
+    fn unwanted(&self, output: &Output) -> bool {
+        matches!(output, Output::Event(event) if self.unwanted_event(event))
+    }
+
+    /// Whether `event` is of a kind the level does not store, and has
+    /// nobody to reach live: it is not even encoded.
+    pub(super) fn unwanted_event(&self, event: &Event) -> bool {
+        !self.level.stores(&event.kind)
+            && self.live != LiveEvents::Always
+            && !self.followers.wants(event.session)
     }
 
     /// Counts a message that ended its session as a dead letter.

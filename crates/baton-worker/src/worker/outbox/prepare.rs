@@ -25,14 +25,14 @@ impl Outbox {
     pub(super) async fn prepare(
         &self,
         delivery: &Delivery<'_>,
-        outputs: &[Output],
+        outputs: &[&Output],
     ) -> Result<Vec<Outgoing>, Unsendable> {
-        let mut outgoing = delivery.encode(outputs).map_err(|err| {
+        let mut outgoing = delivery.encode(outputs.iter().copied()).map_err(|err| {
             let detail = format!("cannot encode the agent's outcome: {err}");
             Unsendable::Permanent(DeadLetterReason::Fatal, detail)
         })?;
         for (message, output) in outgoing.iter_mut().zip(outputs) {
-            if matches!(output, Output::DeadLetter(_)) {
+            if matches!(output, &&Output::DeadLetter(_)) {
                 continue; // A copy of a message the server already took.
             }
             self.check_out(delivery, message).await?;
