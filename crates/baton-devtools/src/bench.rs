@@ -138,9 +138,11 @@ pub struct BenchArgs {
     pub turns: bool,
 
     /// Instead of one run, measure one conversation of --tasks turns (default here 1000)
-    /// through `baton a2a serve`: the bytes of each turn's task and the time of a turn at
-    /// turns 1, 10, 100 and the last, and the bytes JetStream stores for the conversation
-    /// against its transcript's size.
+    /// through `baton a2a serve`, twice: with the whole history, then with the agent's
+    /// history bounded to 40 messages (`[llm.history]`). Each time: the bytes of each
+    /// turn's task and the time of a turn at turns 1, 10, 100 and the last, the bytes
+    /// JetStream stores for the conversation against its transcript's size, and its
+    /// events by kind.
     #[arg(long)]
     pub long_conversation: bool,
 
