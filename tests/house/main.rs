@@ -3,7 +3,9 @@
 //! - no non-test source file over 500 lines (a file's inline
 //!   `#[cfg(test)]` module does not count);
 //! - no function over 80 lines outside tests;
-//! - no import circles between the modules of a crate.
+//! - no import circles between the modules of a crate;
+//! - the agent authors' crate (`baton-author`) does not depend on
+//!   `async-nats`, directly or through another crate of the workspace.
 //!
 //! Each failure names the file and what to do.
 
@@ -175,4 +177,54 @@ fn the_checks_see_long_functions_and_circles() {
     ];
     let graph = modules::graph(src, &files);
     assert_eq!(modules::circles(&graph), [vec!["a", "b", "a"]]);
+}
+
+/// The crates `manifest`'s `[dependencies]` names.
+fn dependencies(manifest: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).expect("a readable Cargo.toml");
+    let mut names = Vec::new();
+    let mut inside = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+            continue;
+        }
+        let name = line.split(['.', '=', ' ']).next().unwrap_or_default();
+        if inside && !name.is_empty() && !name.starts_with('#') {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// Every crate `name` (a crate of the workspace) depends on, through the
+/// workspace's crates too.
+fn depends_on(name: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut seen: Vec<String> = Vec::new();
+    let mut stack = vec![name.to_owned()];
+    while let Some(krate) = stack.pop() {
+        for dependency in dependencies(&root.join(&krate).join("Cargo.toml")) {
+            if seen.contains(&dependency) {
+                continue;
+            }
+            if root.join(&dependency).join("Cargo.toml").is_file() {
+                stack.push(dependency.clone());
+            }
+            seen.push(dependency);
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_authors_crate_does_not_depend_on_nats() {
+    let all = depends_on("baton-author");
+    assert!(all.contains(&"baton-proto".to_owned()), "{all:?}");
+    assert!(
+        !all.contains(&"async-nats".to_owned()),
+        "baton-author depends on async-nats ({all:?}): the agent authors' API must compile without the JetStream runtime; move what needs NATS to baton-worker"
+    );
+    // The check sees a dependency when there is one.
+    assert!(depends_on("baton-worker").contains(&"async-nats".to_owned()));
 }

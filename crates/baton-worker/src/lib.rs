@@ -8,14 +8,15 @@
 //! acknowledged by JetStream before the incoming message is acked, so a
 //! crash anywhere means redelivery and never a lost or doubled handoff.
 //!
-//! The crate has four rooms, by who reads them; each `mod.rs` is its table
-//! of contents, and the rooms depend downwards only (`author` and `nats` on
-//! nothing else, `worker` on both, `services` on all three).
+//! The crate has three rooms, by who reads them; each `mod.rs` is its
+//! table of contents, and the rooms depend downwards only (`nats` on
+//! nothing else, `worker` on it, `services` on both). All of them use the
+//! agent authors' API, which is its own crate, `baton-author`, free of
+//! NATS, and re-exported here whole:
 //!
-//! # `author`: what an agent author uses
-//!
-//! - the [`Agent`] trait, the [`Task`] it runs, its [`RetryPolicy`], and the
-//!   [`Progress`] it reports through;
+//! - the [`Agent`] trait, the [`Task`] it runs (its envelope [`Shared`]
+//!   with the worker), its [`RetryPolicy`], and the [`Progress`] it reports
+//!   through;
 //! - [`Outcome`] and its builders ([`Complete`], [`Answer`], [`Handoff`],
 //!   [`Delegation`], [`Chain`], [`Wait`]), [`ContextUpdate`], [`AgentError`]
 //!   and [`ResultExt`];
@@ -47,7 +48,6 @@
 //! [`footprints`] says what each process does on NATS, declared beside the
 //! code that does it.
 
-mod author;
 pub mod conversation;
 mod error;
 pub mod health;
@@ -56,18 +56,13 @@ mod services;
 pub mod transcript;
 mod worker;
 
-pub use author::agent::{Agent, Lookups, RetryPolicy, Task};
-pub use author::delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
-pub use author::outcome::{
-    AgentError, Answer, Chain, Compacted, Complete, ContextUpdate, Delegation, Handoff, Outcome,
-    ResultExt, Wait,
+pub use baton_author::Agent;
+pub use baton_author::{
+    AgentError, Answer, Chain, ChildResult, ChildTask, Compacted, Complete, Condition,
+    ConditionError, ContextPolicy, ContextUpdate, DelegateMode, Delegation, Handoff, LlmCondition,
+    Lookups, Need, Outcome, Progress, Recover, ResultExt, Results, RetryPolicy, Route,
+    RouteOptions, Routing, Shared, Target, Task, Team, TeamSpec, ToolCall, Wait,
 };
-pub use author::policy::{ContextPolicy, RouteOptions};
-pub use author::progress::{Progress, ToolCall};
-pub use author::routing::{Condition, ConditionError, LlmCondition, Route, Routing};
-pub use author::shared::Shared;
-pub use author::target::{Need, Target};
-pub use author::team::{Team, TeamSpec};
 pub use baton_proto::{AgentName, Reason, Usage, Value};
 pub use error::{Error, ErrorKind};
 pub use nats::claimcheck::{ClaimCheck, ClaimSettings};

@@ -36,7 +36,7 @@ fn target_text(target: Option<&Target>) -> String {
             format!("an agent that can {}", need.requires.join(", "))
         }
         Some(Target::Escalate(_)) => "an agent of a higher tier".to_owned(),
-        Some(Target::Fallback | _) => "a person".to_owned(),
+        Some(Target::Fallback) => "a person".to_owned(),
         None => "nobody: the conversation ends".to_owned(),
     }
 }

@@ -19,10 +19,6 @@ use async_nats::jetstream;
 use baton_proto::{DeadLetterReason, Envelope, Kind, Usage, Wire, now_ms};
 use tracing::Instrument;
 
-use crate::author::agent::Agent;
-use crate::author::outcome::{AgentError, Outcome};
-use crate::author::routing::{Decided, Routing, Step};
-use crate::author::target::Target;
 use crate::nats::claimcheck::ClaimFailure;
 use crate::nats::ending;
 use crate::transcript::TranscriptError;
@@ -32,6 +28,10 @@ use crate::worker::join::{self, Received};
 use crate::worker::plan::{Output, Plan, usage};
 use crate::worker::run::with_progress;
 use crate::worker::runtime::Runtime;
+use baton_author::Agent;
+use baton_author::Target;
+use baton_author::{AgentError, Outcome};
+use baton_author::{Decided, Routing, Step};
 
 /// Handles one message, from decoding to settling.
 pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) {

@@ -20,13 +20,13 @@ use std::time::Duration;
 use baton_proto::{Envelope, Usage, now_ms};
 use uuid::Uuid;
 
-use crate::author::agent::Task;
-use crate::author::delegate::{DelegateMode, Results, slot_index};
-use crate::author::outcome::Delegation;
-use crate::author::target::Target;
 use crate::error::Error;
 use crate::worker::plan::{ChildSpec, Output, Plan, usage};
 use crate::worker::runtime::Runtime;
+use baton_author::Delegation;
+use baton_author::Target;
+use baton_author::Task;
+use baton_author::{DelegateMode, Results, slot_index};
 use state::{Claim, FollowUp, JoinChild, JoinState, Receipt, child_index};
 
 /// Starts a delegation: resolves the children, records the join, and plans
@@ -280,7 +280,7 @@ pub(crate) async fn note_wait(
     join: Uuid,
     me: Uuid,
     spent: Usage,
-    update: &crate::author::outcome::ContextUpdate,
+    update: &baton_author::ContextUpdate,
 ) -> Result<(), Error> {
     let joins = rt.joins().await?;
     loop {

@@ -22,11 +22,11 @@ use baton_proto::{
 };
 use uuid::Uuid;
 
-use crate::author::agent::RetryPolicy;
-use crate::author::outcome::{AgentError, Complete, Handoff, Wait};
-use crate::author::routing::Step;
-use crate::author::target::{Need, Target};
 use crate::worker::guard::loop_violation;
+use baton_author::RetryPolicy;
+use baton_author::Step;
+use baton_author::{AgentError, Complete, Handoff, Wait};
+use baton_author::{Need, Target};
 
 pub(crate) use delegation::ChildSpec;
 use outputs::Outputs;

@@ -358,7 +358,7 @@ impl RegistryClient {
     }
 }
 
-impl crate::author::agent::Lookups for RegistryClient {
+impl baton_author::Lookups for RegistryClient {
     fn lookup<'a>(
         &'a self,
         request: &'a LookupRequest,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use baton_proto::{Event, EventType, Usage, Value, derive_id_labelled};
 use uuid::Uuid;
 
-use crate::author::progress::{Progress, Report, ToolCall};
 use crate::worker::outbox::Outbox;
+use baton_author::{Progress, Report, ToolCall};
 
 /// What a worker's hops share when they report: made once per worker.
 pub(crate) struct Reporter {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use baton_proto::now_ms;
 
-use crate::author::outcome::{AgentError, Outcome};
 use crate::worker::delivery::Delivery;
+use baton_author::{AgentError, Outcome};
 
 /// How long a run may take, and how often its message gets a progress ack.
 #[derive(Debug, Clone, Copy)]

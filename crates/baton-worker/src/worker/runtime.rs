@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, LookupRequest};
 
-use crate::author::agent::{RetryPolicy, Task};
 use crate::error::Error;
 use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::Publisher;
@@ -19,6 +18,7 @@ use crate::worker::plan::{Found, Planner};
 use crate::worker::registry::RegistryClient;
 use crate::worker::reporter::Reporter;
 use crate::worker::run::Pace;
+use baton_author::{RetryPolicy, Task};
 
 /// The shared, agent-independent state of one worker process.
 pub(crate) struct Runtime {

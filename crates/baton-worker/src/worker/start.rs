@@ -13,7 +13,6 @@ use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, Subjects};
 use tokio::task::JoinHandle;
 
-use crate::author::agent::Agent;
 use crate::error::{Error, ErrorKind};
 use crate::nats::connection::{Connection, Permissions};
 use crate::nats::provision;
@@ -24,6 +23,7 @@ use crate::worker::handle::handle;
 use crate::worker::intake::{self, IntakeSettings, Source};
 use crate::worker::registry::{RegistryClient, spawn_heartbeats};
 use crate::worker::runtime::{AgentPolicy, Runtime};
+use baton_author::Agent;
 
 /// A pool member of one agent type: pulls from `agent-<A>` and runs the agent.
 pub struct Worker<A> {

@@ -8,8 +8,8 @@ use baton_proto::{AgentName, Envelope, ResultStatus, Value};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::author::delegate::{ChildResult, DelegateMode, Recover, Results, slot_index};
-use crate::author::policy::ContextPolicy;
+use baton_author::ContextPolicy;
+use baton_author::{ChildResult, DelegateMode, Recover, Results, slot_index};
 
 /// One child as the join remembers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -473,7 +473,7 @@ pub(crate) fn child_index(result: &Envelope) -> Option<usize> {
         .map(|i| i as usize)
 }
 
-use crate::author::delegate::text_of as text;
+use baton_author::text_of as text;
 
 mod spending;
 pub(crate) use spending::{Spend, Waited};

@@ -7,8 +7,8 @@ use baton_proto::{
 };
 
 use super::{Output, Planner};
-use crate::author::outcome::ContextUpdate;
-use crate::author::policy::ContextPolicy;
+use baton_author::ContextPolicy;
+use baton_author::ContextUpdate;
 
 impl Planner<'_> {
     /// The `started` event of a replayable session's first task: the task

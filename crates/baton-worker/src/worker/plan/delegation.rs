@@ -9,8 +9,8 @@ use baton_proto::{
 use uuid::Uuid;
 
 use super::{Output, Planner};
-use crate::author::outcome::ContextUpdate;
-use crate::author::policy::ContextPolicy;
+use baton_author::ContextPolicy;
+use baton_author::ContextUpdate;
 
 /// One child of a join, as the planner needs it.
 #[derive(Debug, Clone, Copy)]

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::outputs::Outputs;
 use super::{Ending, Forward, Found, Output, Plan, Planner, RETRYING_LABEL, Settle};
-use crate::author::outcome::ContextUpdate;
+use baton_author::ContextUpdate;
 
 impl Planner<'_> {
     /// The plan for an envelope this runtime cannot place: dead-lettered as

@@ -1,7 +1,7 @@
 use super::*;
-use crate::author::outcome::Outcome;
-use crate::author::policy::ContextPolicy;
-use crate::author::routing::{Decided, Routing};
+use baton_author::ContextPolicy;
+use baton_author::Outcome;
+use baton_author::{Decided, Routing};
 use baton_proto::{Hop, Message, Role, derive_id};
 
 fn ok(outcome: impl Into<Outcome>) -> Result<Outcome, AgentError> {

@@ -45,7 +45,7 @@ impl JoinState {
         &mut self,
         by: Uuid,
         spent: Usage,
-        update: &crate::author::outcome::ContextUpdate,
+        update: &baton_author::ContextUpdate,
     ) -> bool {
         let nothing = spent.total() == 0 && spent.cost_micros == 0 && update.is_empty();
         if nothing || self.waited.iter().any(|waited| waited.by == by) {

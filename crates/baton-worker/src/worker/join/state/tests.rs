@@ -1,6 +1,6 @@
 use baton_proto::{Parent, Usage, derive_id_labelled};
 
-use crate::author::outcome::ContextUpdate;
+use baton_author::ContextUpdate;
 
 use super::*;
 

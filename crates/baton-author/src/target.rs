@@ -8,7 +8,7 @@ use baton_proto::{AgentName, LookupRequest};
 /// # Examples
 ///
 /// ```
-/// use baton_worker::{AgentName, Need, Target};
+/// use baton_author::{AgentName, Need, Target};
 ///
 /// let refund: Target = AgentName::new("refund").unwrap().into();
 /// assert_eq!(refund.label(), "refund");
@@ -16,7 +16,6 @@ use baton_proto::{AgentName, LookupRequest};
 /// assert_eq!(any.label(), "refunds_billing");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Target {
     /// An agent type, by name.
     Agent(AgentName),
@@ -61,7 +60,7 @@ impl From<Need> for Target {
 /// # Examples
 ///
 /// ```
-/// use baton_worker::Need;
+/// use baton_author::Need;
 ///
 /// let need = Need::capabilities(["refunds"]).in_domains(["billing"]).min_tier(2);
 /// assert_eq!(need.requires, ["refunds"]);
@@ -111,13 +110,15 @@ impl Need {
 
     /// This need, escalated from an agent of tier `tier`: at least one tier higher.
     #[must_use]
-    pub(crate) fn above(self, tier: u32) -> Self {
+    #[doc(hidden)]
+    pub fn above(self, tier: u32) -> Self {
         let min_tier = Some(self.min_tier.unwrap_or(0).max(tier + 1));
         Self { min_tier, ..self }
     }
 
     /// The registry lookup for this need, leaving out the agent types in `exclude`.
-    pub(crate) fn lookup(self, exclude: Vec<String>) -> LookupRequest {
+    #[doc(hidden)]
+    pub fn lookup(self, exclude: Vec<String>) -> LookupRequest {
         LookupRequest {
             requires: self.requires,
             domains: self.domains,

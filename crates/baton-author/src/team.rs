@@ -26,9 +26,9 @@
 use baton_proto::{LookupRequest, Message, Role, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::author::agent::{Agent, Task};
-use crate::author::delegate::{ChildResult, DelegateMode, Results};
-use crate::author::outcome::{AgentError, ContextUpdate, Outcome};
+use crate::agent::{Agent, Task};
+use crate::delegate::{ChildResult, DelegateMode, Results};
+use crate::outcome::{AgentError, ContextUpdate, Outcome};
 
 /// How a team is formed: the spec's `[team]` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,7 +74,7 @@ impl Default for TeamSpec {
 /// # Examples
 ///
 /// ```
-/// use baton_worker::{Agent, AgentError, Outcome, Task, Team, TeamSpec};
+/// use baton_author::{Agent, AgentError, Outcome, Task, Team, TeamSpec};
 ///
 /// struct Lead;
 ///
@@ -204,7 +204,7 @@ impl<A: Agent> Agent for Team<A> {
         // The discussion waits for a synchronous result; a paused team for
         // every asynchronous one. Meanwhile results only join the conversation.
         if out.sync > 0 || (board.paused && out.asynchronous > 0) {
-            return Ok(Outcome::Wait(crate::author::outcome::Wait { update }));
+            return Ok(Outcome::Wait(crate::outcome::Wait { update }));
         }
         if board.paused {
             board.paused = false;
@@ -260,7 +260,7 @@ impl Outstanding {
 fn result_message(result: &ChildResult) -> Message {
     let speaker = result.agent.clone().unwrap_or_default();
     let text = if result.completed() {
-        crate::author::delegate::text_of(&result.output)
+        crate::delegate::text_of(&result.output)
     } else {
         format!("failed: {}", result.detail.clone().unwrap_or_default())
     };

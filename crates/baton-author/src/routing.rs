@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use baton_proto::{Envelope, Map, Reason, Value};
 
-use crate::author::outcome::{Answer, Complete, ContextUpdate, Delegation, Handoff, Outcome, Wait};
-use crate::author::policy::RouteOptions;
-use crate::author::target::Target;
+use crate::outcome::{Answer, Complete, ContextUpdate, Delegation, Handoff, Outcome, Wait};
+use crate::policy::RouteOptions;
+use crate::target::Target;
 
 /// One route: where, with which options.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,7 +202,8 @@ pub struct Routing {
 /// What the runtime carries out once the rules have spoken: a step to plan,
 /// or a delegation to start.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Decided {
+#[doc(hidden)]
+pub enum Decided {
     /// Complete, hand off, or wait.
     Step(Step),
     /// Send children and wait for their results.
@@ -211,7 +212,8 @@ pub(crate) enum Decided {
 
 /// An outcome the planner turns into messages.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Step {
+#[doc(hidden)]
+pub enum Step {
     Complete(Complete),
     Handoff(Handoff),
     Wait(Wait),
@@ -230,7 +232,8 @@ impl From<Step> for Outcome {
 impl Routing {
     /// The outcome after `rules` (none: an answer completes), in their
     /// priority order. Conditions see the variables as the agent left them.
-    pub(crate) fn decide(rules: Option<&Self>, envelope: &Envelope, outcome: Outcome) -> Decided {
+    #[doc(hidden)]
+    pub fn decide(rules: Option<&Self>, envelope: &Envelope, outcome: Outcome) -> Decided {
         let step = match outcome {
             Outcome::Complete(complete) => Step::Complete(complete),
             Outcome::Handoff(handoff) => Step::Handoff(match rules {

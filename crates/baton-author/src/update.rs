@@ -43,7 +43,8 @@ impl ContextUpdate {
 
     /// The update applied to `context` as it is: messages and steps
     /// appended, variables and state merged, the problem replaced.
-    pub(crate) fn apply_to(&self, context: &mut baton_proto::Context) {
+    #[doc(hidden)]
+    pub fn apply_to(&self, context: &mut baton_proto::Context) {
         if let Some(compacted) = &self.compaction {
             compacted.clone().apply_to(&mut context.messages);
         }
@@ -60,7 +61,8 @@ impl ContextUpdate {
 impl Compacted {
     /// Replaces the first messages of `messages` by the one that stands
     /// for them.
-    pub(crate) fn apply_to(self, messages: &mut Vec<Message>) {
+    #[doc(hidden)]
+    pub fn apply_to(self, messages: &mut Vec<Message>) {
         let replaced = self.replaces.min(messages.len());
         messages.splice(..replaced, [self.message]);
     }

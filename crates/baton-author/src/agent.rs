@@ -1,11 +1,14 @@
+//! The [`Agent`] trait, the [`Task`] a worker hands it, and its
+//! [`RetryPolicy`].
+
 use std::future::Future;
 use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, Role, Value};
 
-use crate::author::delegate::Results;
-use crate::author::outcome::{AgentError, Outcome};
-use crate::author::routing::Routing;
+use crate::delegate::Results;
+use crate::outcome::{AgentError, Outcome};
+use crate::routing::Routing;
 
 /// One agent type's behaviour. Implement [`Agent::handle`]; the other methods
 /// are policies with defaults.
@@ -13,7 +16,7 @@ use crate::author::routing::Routing;
 /// # Examples
 ///
 /// ```
-/// use baton_worker::{Agent, AgentError, AgentName, Outcome, Reason, Task};
+/// use baton_author::{Agent, AgentError, AgentName, Outcome, Reason, Task};
 ///
 /// struct Triage;
 ///
@@ -85,14 +88,14 @@ pub trait Agent: Send + Sync + 'static {
     /// been counted in the shared variables, and completes it otherwise:
     ///
     /// ```
-    /// use baton_worker::{Agent, AgentError, Condition, Outcome, Route, Routing, Target, Task};
+    /// use baton_author::{Agent, AgentError, Condition, Outcome, Route, Routing, Target, Task};
     ///
     /// struct Solver {
     ///     rules: Routing,
     /// }
     ///
     /// impl Solver {
-    ///     fn new() -> Result<Self, baton_worker::ConditionError> {
+    ///     fn new() -> Result<Self, baton_author::ConditionError> {
     ///         let give_up = Condition::new("attempts >= 3", Route::to(Target::Fallback))?;
     ///         Ok(Self { rules: Routing { conditions: vec![give_up], ..Routing::default() } })
     ///     }
@@ -152,7 +155,7 @@ impl RetryPolicy {
 pub struct Task {
     /// The envelope, with the full context: shared with the worker, so
     /// reading it copies nothing; changing it makes the agent's own copy.
-    pub envelope: crate::author::shared::Shared<Envelope>,
+    pub envelope: crate::shared::Shared<Envelope>,
     /// Delivery attempt, counting from 1.
     pub attempt: u32,
     /// The agent type handling it.

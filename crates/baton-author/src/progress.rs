@@ -31,7 +31,8 @@ pub struct ToolCall<'a> {
 pub struct Progress(Option<Arc<dyn Report>>);
 
 /// Where one hop's reports go; the worker loop provides it.
-pub(crate) trait Report: Send + Sync {
+#[doc(hidden)]
+pub trait Report: Send + Sync {
     /// Adds `usage` to what the hop spent.
     fn spent(&self, usage: Usage);
     /// What the hop spent so far.
@@ -60,7 +61,8 @@ impl std::fmt::Debug for Progress {
 
 impl Progress {
     /// Progress that goes to `report`.
-    pub(crate) fn to(report: Arc<dyn Report>) -> Self {
+    #[doc(hidden)]
+    pub fn to(report: Arc<dyn Report>) -> Self {
         Self(Some(report))
     }
 

@@ -1,7 +1,7 @@
 use baton_proto::AgentName;
 
 use super::*;
-use crate::author::policy::ContextPolicy;
+use crate::policy::ContextPolicy;
 
 fn name(agent: &str) -> AgentName {
     AgentName::new(agent).unwrap()

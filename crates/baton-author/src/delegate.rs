@@ -6,13 +6,12 @@ use serde::{Deserialize, Serialize};
 
 use baton_proto::AgentName;
 
-use crate::author::policy::ContextPolicy;
-use crate::author::target::Target;
+use crate::policy::ContextPolicy;
+use crate::target::Target;
 
 /// How a delegating agent waits for its children.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum DelegateMode {
     /// One child after another; each sees the results before it
     /// (`state.results` of its envelope).
@@ -72,7 +71,8 @@ pub struct ChildTask {
     pub tag: Option<String>,
     /// A team's asynchronous assignment: its worker confirms receipt (set
     /// by [`crate::Team`] for a child tagged `async`).
-    pub(crate) asynchronous: bool,
+    #[doc(hidden)]
+    pub asynchronous: bool,
 }
 
 impl ChildTask {
@@ -185,13 +185,15 @@ impl Results {
 }
 
 /// A child's position as the protocol writes it (`parent.index`, `ChildResult::index`).
-pub(crate) fn slot_index(i: usize) -> u32 {
+#[doc(hidden)]
+pub fn slot_index(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
 
 /// A value as text (a step's input, a result in a conversation): strings
 /// as they are, anything else as JSON.
-pub(crate) fn text_of(value: &Value) -> String {
+#[doc(hidden)]
+pub fn text_of(value: &Value) -> String {
     match value {
         Value::String(s) => s.as_str().unwrap_or_default().to_owned(),
         other => other.to_string(),

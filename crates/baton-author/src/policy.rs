@@ -4,7 +4,6 @@
 
 /// How much of the conversation a route passes on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ContextPolicy {
     /// Every message (the default).
     #[default]

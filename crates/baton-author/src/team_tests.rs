@@ -1,7 +1,7 @@
 use baton_proto::{AgentName, Envelope, Parent};
 
 use super::*;
-use crate::author::delegate::ChildTask;
+use crate::delegate::ChildTask;
 
 /// Answers "alone" on its own; as a coordinator, assigns `b` sync and `c` async.
 struct Lead;

@@ -10,19 +10,19 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, Message, NameError, Reason, Role, Step, Value};
 
-use crate::author::delegate::{ChildTask, DelegateMode, Recover};
-use crate::author::policy::{ContextPolicy, RouteOptions};
-use crate::author::target::{Need, Target};
-pub use crate::author::update::{Compacted, ContextUpdate};
+use crate::delegate::{ChildTask, DelegateMode, Recover};
+use crate::policy::{ContextPolicy, RouteOptions};
+use crate::target::{Need, Target};
+pub use crate::update::{Compacted, ContextUpdate};
 
 /// What an agent decided.
 ///
 /// # Examples
 ///
 /// ```
-/// use baton_worker::{AgentName, Outcome, Reason};
+/// use baton_author::{AgentName, Outcome, Reason};
 ///
-/// # fn main() -> Result<(), baton_worker::AgentError> {
+/// # fn main() -> Result<(), baton_author::AgentError> {
 /// let done: Outcome = Outcome::complete("Your order ships today.").into();
 /// let refunds = AgentName::new("refund")?;
 /// let passed: Outcome = Outcome::handoff(refunds, Reason::KnowledgeGap)
@@ -367,7 +367,6 @@ impl From<Chain> for Outcome {
 
 /// Why an agent could not produce an outcome. Each kind maps to one ack action.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum AgentError {
     /// A transient failure: the task is delivered again after a backoff, until attempts run out.
     #[error("retryable: {0}")]
@@ -427,7 +426,7 @@ impl From<NameError> for AgentError {
 /// # Examples
 ///
 /// ```
-/// use baton_worker::{AgentError, ResultExt};
+/// use baton_author::{AgentError, ResultExt};
 ///
 /// fn parse(text: &str) -> Result<u32, AgentError> {
 ///     text.parse::<u32>().fatal()
