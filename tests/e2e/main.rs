@@ -1,50 +1,20 @@
 //! End-to-end scenarios: real `baton` processes against a real nats-server
-//! that each test starts on a random port and kills afterwards.
+//! that each test starts on a random port and kills afterwards. One folder
+//! per area, each `mod.rs` saying what its area holds:
+//!
+//! - `conversation`: turns, holders, transcripts, compaction, `baton chat`;
+//! - `gateways`: A2A, MCP and the console, with the protocols' own clients;
+//! - `routing`: handoffs, rules, targets, the registry, delegation, teams;
+//! - `reliability`: failures, retries, deadlines, cancels, budgets, limits,
+//!   claim-checks, streaming, replay, tool calls;
+//! - `operations`: the CLI, clusters, TLS, permissions, metrics, traces.
+//!
+//! `util` starts servers and processes for all of them.
 #![allow(unreachable_pub)] // a test binary: nothing is exported
 
-mod a2a;
-mod a2a_remote;
-mod budgets;
-mod cancel;
-mod chaos;
-mod chat;
-mod claims;
-mod cli;
-mod cluster;
-mod compaction;
-mod console;
-mod conversations;
-mod deadlines;
-mod delegation;
-mod deploy;
-mod docs;
-mod doctor;
-mod failures;
-mod fuzz;
-mod gates;
-mod handoff;
-mod holders;
-mod isolation;
-mod learning;
-mod lifecycle;
-mod limits;
-mod mcp;
-mod metrics;
-mod permissions;
-mod persistent;
-mod python;
-mod registry;
-mod reopen;
-mod replay;
+mod conversation;
+mod gateways;
+mod operations;
+mod reliability;
 mod routing;
-mod setup;
-mod specs;
-mod streaming;
-mod targets;
-mod teams;
-mod tls;
-mod tools;
-mod traces;
-mod transcripts;
-mod turn_crashes;
 mod util;

@@ -1,5 +1,5 @@
 //! The checks over hand-made facts: what each finds, and that a healthy
-//! deployment finds nothing to fix. `tests/e2e/doctor.rs` runs them on real
+//! deployment finds nothing to fix. `tests/e2e/operations/doctor.rs` runs them on real
 //! servers.
 
 use std::collections::BTreeMap;

@@ -305,11 +305,11 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
     assert_eq!(get("gen_ai.usage.output_tokens"), Some("5"));
     assert!(get("gen_ai.response.finish_reasons").is_some_and(|r| r.contains("stop")));
     // The same usage, counted for Prometheus.
-    let metrics = crate::metrics::metrics_url(system.process("writer").stderr())?;
-    let samples = crate::metrics::scrape(&metrics)?;
+    let metrics = crate::operations::metrics::metrics_url(system.process("writer").stderr())?;
+    let samples = crate::operations::metrics::scrape(&metrics)?;
     let tokens = |kind| {
         let labels = [("model", "fake-model-1"), ("type", kind)];
-        crate::metrics::value(&samples, "baton_llm_tokens_total", &labels)
+        crate::operations::metrics::value(&samples, "baton_llm_tokens_total", &labels)
     };
     assert_eq!((tokens("input"), tokens("output")), (12.0, 5.0));
     // The metrics are pushed over OTLP too.
@@ -457,9 +457,9 @@ async fn a_tool_call_is_an_execute_tool_span_of_its_hop_and_is_counted() -> anyh
     let dir = tempfile::tempdir()?;
     let mcp = format!(
         "\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\n",
-        crate::tools::orders_server()
+        crate::reliability::tools::orders_server()
     );
-    let spec = crate::tools::refund_spec(dir.path(), &llm, &mcp)?;
+    let spec = crate::reliability::tools::refund_spec(dir.path(), &llm, &mcp)?;
     let mut system = System::start().await?;
     let args = [
         "worker",
@@ -529,15 +529,15 @@ async fn a_tool_call_is_an_execute_tool_span_of_its_hop_and_is_counted() -> anyh
     let call = seen.get("gen_ai.tool.call.id").cloned().unwrap_or_default();
     assert_eq!(call, format!("{}/1/0", task.id));
     // Counted by tool and outcome, and timed.
-    let url = crate::metrics::metrics_url(system.process("refund_llm").stderr())?;
-    let samples = crate::metrics::scrape(&url)?;
+    let url = crate::operations::metrics::metrics_url(system.process("refund_llm").stderr())?;
+    let samples = crate::operations::metrics::scrape(&url)?;
     let labels = [("tool", "get_order"), ("outcome", "ok")];
     assert_eq!(
-        crate::metrics::value(&samples, "baton_tool_calls_total", &labels),
+        crate::operations::metrics::value(&samples, "baton_tool_calls_total", &labels),
         1.0
     );
     assert_eq!(
-        crate::metrics::value(&samples, "baton_tool_duration_seconds_count", &labels),
+        crate::operations::metrics::value(&samples, "baton_tool_duration_seconds_count", &labels),
         1.0
     );
     Ok(())

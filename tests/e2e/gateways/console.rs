@@ -267,7 +267,7 @@ pub(crate) async fn get(base: &str, path: &str) -> anyhow::Result<(u16, String)>
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_works_as_the_operator_role_with_its_generated_block() -> anyhow::Result<()> {
-    use crate::permissions::{as_user, generated_config, ok_as};
+    use crate::operations::permissions::{as_user, generated_config, ok_as};
     let users: &[(&str, &[&str])] = &[
         ("router", &["router"]),
         ("registry", &["registry"]),
@@ -335,14 +335,14 @@ async fn the_console_works_as_the_operator_role_with_its_generated_block() -> an
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_links_to_its_conversation_whose_page_lists_the_turns_in_order() -> anyhow::Result<()>
 {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = baton_testkit::FakeLlm::start(vec![
         baton_testkit::Scripted::text("Who are you?"),
         baton_testkit::Scripted::text("Refund done."),
     ])?;
-    let desk = crate::conversations::Desk::default();
+    let desk = crate::conversation::conversations::Desk::default();
     let (mut system, _url, _dir) =
-        crate::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
+        crate::conversation::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
     let url = console(&mut system, "console", &[]).await?;
     let id = "cv-<b>1</b>";
     let marked = "<img src=x onerror=\"window.__injected=true\">I am Ada.";

@@ -29,7 +29,7 @@ async fn refund_system(
         &refund,
         format!(
             "name = \"refund_llm\"\nkind = \"llm\"\n{table}\n[[mcp]]\ncommand = [\"python3\", \"{}\"]\n",
-            crate::tools::orders_server()
+            crate::reliability::tools::orders_server()
         ),
     )?;
     let mut system = System::start().await?;
@@ -282,8 +282,8 @@ async fn the_console_replays_a_session_from_a_hop() -> anyhow::Result<()> {
     ])?;
     let original = session_in(&sent)?.to_owned();
     assert_eq!(llm.requests().len(), 2);
-    let url = crate::console::console(&mut system, "console", &[]).await?;
-    let seen = crate::console::browser(&["replay_hop", &url, &original, "2"])?;
+    let url = crate::gateways::console::console(&mut system, "console", &[]).await?;
+    let seen = crate::gateways::console::browser(&["replay_hop", &url, &original, "2"])?;
     assert_eq!(
         seen["hops"],
         serde_json::json!(["front", "refund_llm"]),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use baton_proto::{Envelope, EventType};
 
-use crate::permissions::{as_user, generated_config, ok_as, run_as};
+use crate::operations::permissions::{as_user, generated_config, ok_as, run_as};
 use crate::util::{System, python_json};
 
 const CARD: &str = "card 4111 1111 1111 1111";

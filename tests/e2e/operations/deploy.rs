@@ -150,7 +150,7 @@ async fn the_generated_keda_trigger_reads_the_backlog_from_jsz() -> anyhow::Resu
         account.replace('$', "%24")
     );
     let (lag, ack_pending) = eventually(Duration::from_secs(20), || async {
-        let jsz = crate::metrics::get_json(&url).await?;
+        let jsz = crate::operations::metrics::get_json(&url).await?;
         let details = jsz["account_details"]
             .as_array()
             .cloned()

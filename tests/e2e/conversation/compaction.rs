@@ -9,7 +9,7 @@ use baton_proto::{Conversation, TranscriptEntry};
 use baton_testkit::{FakeLlm, Scripted};
 use serde_json::Value;
 
-use crate::conversations::{Desk, desk_with};
+use crate::conversation::conversations::{Desk, desk_with};
 use crate::util::System;
 
 /// The bound on refunds' history, in messages.
@@ -57,7 +57,8 @@ fn refunds_model() -> anyhow::Result<FakeLlm> {
 /// Runs `baton chat --conversation ID` with `lines`, one turn each.
 fn chat(system: &System, id: &str, lines: &[String]) -> anyhow::Result<String> {
     let input = lines.join("\n") + "\n";
-    let (ok, stdout, stderr) = crate::chat::chat(system, &["--conversation", id], &input)?;
+    let (ok, stdout, stderr) =
+        crate::conversation::chat::chat(system, &["--conversation", id], &input)?;
     anyhow::ensure!(ok, "baton chat failed: {stderr}");
     Ok(stdout)
 }
@@ -79,7 +80,7 @@ async fn transcript(system: &System, id: &str) -> anyhow::Result<Vec<TranscriptE
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_hundred_turns_stay_within_the_bound_and_a_fork_asks_the_same() -> anyhow::Result<()> {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = refunds_model()?;
     let history = format!("[llm.history]\nmax_messages = {BOUND}\n");
     let desk = Desk {
@@ -169,9 +170,9 @@ async fn two_hundred_turns_stay_within_the_bound_and_a_fork_asks_the_same() -> a
     assert_eq!(throughs.len(), summaries.len());
     assert!(throughs.windows(2).all(|w| w[0] < w[1]), "{throughs:?}");
     // The worker counted them.
-    let url = crate::metrics::metrics_url(system.process("refunds").stderr())?;
-    let samples = crate::metrics::scrape(&url)?;
-    let counted = crate::metrics::value(
+    let url = crate::operations::metrics::metrics_url(system.process("refunds").stderr())?;
+    let samples = crate::operations::metrics::scrape(&url)?;
+    let counted = crate::operations::metrics::value(
         &samples,
         "baton_conversation_compactions_total",
         &[("kind", "summarized")],
@@ -232,7 +233,7 @@ async fn two_hundred_turns_stay_within_the_bound_and_a_fork_asks_the_same() -> a
 #[tokio::test(flavor = "multi_thread")]
 async fn with_older_dropped_the_model_reads_the_newest_exchanges_and_nothing_is_summarised()
 -> anyhow::Result<()> {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = refunds_model()?;
     let desk = Desk {
         refunds_llm: "[llm.history]\nmax_messages = 6\nolder = \"drop\"\n",
@@ -283,9 +284,9 @@ async fn with_older_dropped_the_model_reads_the_newest_exchanges_and_nothing_is_
             .iter()
             .all(|(c, text)| c.model.is_none() && text.is_empty())
     );
-    let url = crate::metrics::metrics_url(system.process("refunds").stderr())?;
-    let samples = crate::metrics::scrape(&url)?;
-    let counted = crate::metrics::value(
+    let url = crate::operations::metrics::metrics_url(system.process("refunds").stderr())?;
+    let samples = crate::operations::metrics::scrape(&url)?;
+    let counted = crate::operations::metrics::value(
         &samples,
         "baton_conversation_compactions_total",
         &[("kind", "dropped")],

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use baton_testkit::{FakeLlm, Scripted};
 
-use crate::conversations::{Desk, asked, desk_with};
+use crate::conversation::conversations::{Desk, asked, desk_with};
 use crate::util::System;
 
 /// Triage hands the first turn to refunds, which answers each turn after.
 fn refund_desk(refunds: &[&str]) -> anyhow::Result<(FakeLlm, FakeLlm)> {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = FakeLlm::start(refunds.iter().map(|text| Scripted::text(text)).collect())?;
     Ok((triage, refunds))
 }
@@ -135,7 +135,7 @@ async fn send_with_a_conversation_continues_it_at_the_holder_and_show_lists_its_
     assert_eq!(refunds.requests().len(), 2, "no turn ran after the delete");
     let listed = system.baton_stdout(&["conversations", "ls"])?;
     assert!(!listed.contains("cli-1"), "{listed}");
-    let left = crate::transcripts::entries(&system, id).await?;
+    let left = crate::conversation::transcripts::entries(&system, id).await?;
     assert!(
         left.is_empty(),
         "the transcript outlived its conversation: {left:?}"
@@ -178,7 +178,7 @@ async fn an_idle_conversation_expires_with_its_transcript_and_its_id_starts_afre
     ];
     system.baton_stdout(&created)?;
     baton_testkit::eventually(Duration::from_secs(10), || async {
-        let keys = crate::transcripts::entries(&system, idle).await?;
+        let keys = crate::conversation::transcripts::entries(&system, idle).await?;
         anyhow::ensure!(keys.len() == 2, "{keys:?}");
         Ok(())
     })
@@ -205,7 +205,11 @@ async fn an_idle_conversation_expires_with_its_transcript_and_its_id_starts_afre
         show_fails(&system, gone, "no conversation gone-1")
     })
     .await?;
-    assert!(crate::transcripts::entries(&system, idle).await?.is_empty());
+    assert!(
+        crate::conversation::transcripts::entries(&system, idle)
+            .await?
+            .is_empty()
+    );
     let listed = system.baton_stdout(&["conversations", "ls"])?;
     assert!(!listed.contains(idle) && !listed.contains(gone), "{listed}");
     // The id starts a new conversation, which remembers nothing.
@@ -259,11 +263,12 @@ async fn piped_chat_answers_each_line_as_a_turn_with_memory() -> anyhow::Result<
         "{seen:#?}"
     );
     // The router's keeper counted both turns, and none runs now.
-    let url = crate::metrics::metrics_url(system.process("router").stderr())?;
+    let url = crate::operations::metrics::metrics_url(system.process("router").stderr())?;
     let counted = baton_testkit::eventually(std::time::Duration::from_secs(10), || async {
-        let samples = crate::metrics::scrape(&url)?;
-        let turns = crate::metrics::value(&samples, "baton_conversation_turns_total", &[]);
-        let active = crate::metrics::value(&samples, "baton_conversations_active", &[]);
+        let samples = crate::operations::metrics::scrape(&url)?;
+        let turns =
+            crate::operations::metrics::value(&samples, "baton_conversation_turns_total", &[]);
+        let active = crate::operations::metrics::value(&samples, "baton_conversations_active", &[]);
         anyhow::ensure!(
             (turns, active) == (2.0, 0.0),
             "turns {turns}, active {active}"

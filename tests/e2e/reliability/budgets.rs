@@ -128,8 +128,9 @@ async fn what_a_session_spends_travels_across_hops_to_its_end() -> anyhow::Resul
     );
     // The console's session page says what it spent.
     let mut system = system;
-    let base = crate::console::console(&mut system, "console", &[]).await?;
-    let (status, page) = crate::console::get(&base, &format!("/sessions/{session}")).await?;
+    let base = crate::gateways::console::console(&mut system, "console", &[]).await?;
+    let (status, page) =
+        crate::gateways::console::get(&base, &format!("/sessions/{session}")).await?;
     assert_eq!(status, 200, "{page}");
     assert!(
         page.contains("<span id=\"spent\">180 tokens (150 in, 30 out)</span>"),
@@ -447,9 +448,13 @@ async fn a_cost_budget_is_kept_by_the_price_table() -> anyhow::Result<()> {
     assert_eq!(told(&envelope, "limit_cost"), Some(Value::from(2.6)));
     problem_says(&envelope, "spent 0.2 of its budget of 2.6");
     // What it cost is counted for Prometheus too.
-    let metrics = crate::metrics::metrics_url(system.process("first").stderr())?;
-    let samples = crate::metrics::scrape(&metrics)?;
-    let cost = crate::metrics::value(&samples, "baton_llm_cost_total", &[("model", "stand-in")]);
+    let metrics = crate::operations::metrics::metrics_url(system.process("first").stderr())?;
+    let samples = crate::operations::metrics::scrape(&metrics)?;
+    let cost = crate::operations::metrics::value(
+        &samples,
+        "baton_llm_cost_total",
+        &[("model", "stand-in")],
+    );
     assert!((cost - 0.2).abs() < 1e-9, "{cost}");
     // An amount that is not one is refused, naming the flag.
     for bad in ["0", "-1", "lots", "0.0000001"] {

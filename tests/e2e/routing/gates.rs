@@ -185,7 +185,7 @@ impl Teller {
         name: &str,
         labels: &[(&str, &str)],
     ) -> anyhow::Result<Option<f64>> {
-        let url = crate::metrics::metrics_url(self.system.process(label).stderr())?;
+        let url = crate::operations::metrics::metrics_url(self.system.process(label).stderr())?;
         sample(&url, name, labels)
     }
 
@@ -303,12 +303,12 @@ impl Teller {
 
 /// The value of sample `name` with `labels` at `url`, if it has one.
 fn sample(url: &str, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<Option<f64>> {
-    let has = |s: &crate::metrics::Sample| {
+    let has = |s: &crate::operations::metrics::Sample| {
         labels
             .iter()
             .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
     };
-    Ok(crate::metrics::scrape(url)?
+    Ok(crate::operations::metrics::scrape(url)?
         .into_iter()
         .find(|s| s.name == name && has(s))
         .map(|s| s.value))
@@ -555,7 +555,7 @@ async fn destructive_calls_wait_for_approval_bound_to_their_arguments() -> anyho
         kinds.contains(&EventType::ToolApprovalRequested),
         "{kinds:?}"
     );
-    let url = crate::metrics::metrics_url(t.system.process("w1").stderr())?;
+    let url = crate::operations::metrics::metrics_url(t.system.process("w1").stderr())?;
     let pending = eventually(Duration::from_secs(10), || async {
         match sample(&url, "baton_tool_approvals_pending", &[("agent", "teller")])? {
             Some(n) if n == 1.0 => Ok(n),
@@ -647,7 +647,7 @@ async fn approve_naming_a_tool_the_server_lacks_stops_the_worker() -> anyhow::Re
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_shows_waiting_calls_with_their_arguments_and_settles_them()
 -> anyhow::Result<()> {
-    use crate::console::{browser, console};
+    use crate::gateways::console::{browser, console};
     let evil = "<img src=x onerror=\"window.__pwned=1\">";
     let args = json!({"account": evil, "amount": 3});
     let close = json!({"account": "C"});

@@ -302,7 +302,7 @@ async fn lookups_survive_a_dead_replica_and_a_restarted_one_is_whole_at_once() -
 async fn one_replica_subscribed(monitor: u16) -> anyhow::Result<()> {
     let url = format!("http://127.0.0.1:{monitor}/connz?subs=1");
     baton_testkit::eventually(Duration::from_secs(20), || async {
-        let connz = crate::metrics::get_json(&url).await?;
+        let connz = crate::operations::metrics::get_json(&url).await?;
         let subscribed = connz["connections"]
             .as_array()
             .into_iter()

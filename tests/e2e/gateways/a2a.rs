@@ -336,7 +336,7 @@ async fn the_a2a_gateway_needs_its_token_beyond_loopback_and_when_set() -> anyho
 #[tokio::test(flavor = "multi_thread")]
 async fn the_a2a_gateway_and_a_cancel_work_under_the_generated_permission_blocks()
 -> anyhow::Result<()> {
-    use crate::permissions::{as_user, generated_config};
+    use crate::operations::permissions::{as_user, generated_config};
     let users: &[(&str, &[&str])] = &[
         ("router", &["router"]),
         ("registry", &["registry"]),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use baton_testkit::{FakeLlm, Scripted};
 use serde_json::Value;
 
-use crate::a2a::client;
+use crate::gateways::a2a::client;
 use crate::util::{System, llm_table};
 
 /// The router (entry `triage`), an LLM `triage` that may hand off to an
@@ -542,11 +542,12 @@ async fn a_person_answers_an_agents_question_with_baton_inbox_reply_or_the_conso
     );
 
     // The next question, answered from the console's Inbox page.
-    let console = crate::console::console(&mut system, "console", &[]).await?;
+    let console = crate::gateways::console::console(&mut system, "console", &[]).await?;
     let asked = client(&url, "say", &[&context, "And pay it back how?"])?;
     assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
     let session = asked["id"].as_str().unwrap_or_default();
-    let seen = crate::console::browser(&["decide", &console, session, "answered", "card 42"])?;
+    let seen =
+        crate::gateways::console::browser(&["decide", &console, session, "answered", "card 42"])?;
     assert_eq!(
         seen["question"], "<b>Which</b> card?",
         "shown as text: {seen}"

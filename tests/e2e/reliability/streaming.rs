@@ -193,10 +193,10 @@ async fn the_console_shows_an_answer_growing_as_it_is_written() -> anyhow::Resul
     let table = llm_table(&llm, "");
     let (mut system, _dir) =
         spec_workers(&[("solo", format!("name = \"solo\"\nkind = \"llm\"\n{table}"))]).await?;
-    let url = crate::console::console(&mut system, "console", &[]).await?;
+    let url = crate::gateways::console::console(&mut system, "console", &[]).await?;
     let sent = system.baton_stdout(&["send", "--to", "solo", "--direct", "count"])?;
     let session = session_in(&sent)?.to_owned();
-    let seen = crate::console::browser(&["growing", &url, &session])?;
+    let seen = crate::gateways::console::browser(&["growing", &url, &session])?;
     assert_eq!(seen["state"], "completed", "{seen}");
     assert_eq!(seen["answer"], words, "{seen}");
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
@@ -297,7 +297,7 @@ async fn the_mcp_and_a2a_gateways_relay_answers_as_they_are_written() -> anyhow:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn under_the_client_permissions_every_piece_is_relayed_by_the_router() -> anyhow::Result<()> {
-    use crate::permissions::{as_user, generated_config, run_as};
+    use crate::operations::permissions::{as_user, generated_config, run_as};
     let words: Vec<String> = (1..=60).map(|n| format!("w{n}")).collect();
     let answer = words.join(" ");
     let llm = FakeLlm::start(vec![

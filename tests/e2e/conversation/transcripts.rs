@@ -13,8 +13,8 @@ use baton_testkit::{FakeLlm, Scripted};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::a2a::client;
-use crate::conversations::{Desk, desk_with};
+use crate::conversation::conversations::{Desk, desk_with};
+use crate::gateways::a2a::client;
 use crate::util::System;
 
 /// The user messages of a recorded model request, in order.
@@ -66,7 +66,7 @@ const TEXTS: [&str; 5] = [
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_carries_only_its_own_message_and_a_new_worker_reads_the_rest() -> anyhow::Result<()>
 {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let answers = (1..=5).map(|n| Scripted::text(&format!("Answer {n}.")));
     let refunds = FakeLlm::start(answers.collect())?;
     let (mut system, url, dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
@@ -157,7 +157,7 @@ async fn a_turn_carries_only_its_own_message_and_a_new_worker_reads_the_rest() -
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_whose_transcript_is_gone_is_dead_lettered_with_the_reason() -> anyhow::Result<()> {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = FakeLlm::start(vec![
         Scripted::text("Who are you?"),
         Scripted::text("Done."),
@@ -201,7 +201,7 @@ async fn a_turn_whose_transcript_is_gone_is_dead_lettered_with_the_reason() -> a
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_at_turn_two_asks_the_model_exactly_what_turn_three_asked() -> anyhow::Result<()> {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let answers = ["Who are you?", "Which order?", "Refunded.", "Refunded."];
     let refunds = FakeLlm::start(answers.iter().map(|text| Scripted::text(text)).collect())?;
     let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
@@ -266,7 +266,7 @@ async fn a_fork_at_turn_two_asks_the_model_exactly_what_turn_three_asked() -> an
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gateway_that_waited_for_its_turns_leaves_no_consumer_behind() -> anyhow::Result<()> {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let answers = (1..=5).map(|n| Scripted::text(&format!("Answer {n}.")));
     let refunds = FakeLlm::start(answers.collect())?;
     let (system, url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use baton_testkit::{FakeLlm, Scripted};
 use serde_json::Value;
 
-use crate::a2a::client;
-use crate::conversations::{Desk, asked, desk_with};
+use crate::conversation::conversations::{Desk, asked, desk_with};
+use crate::gateways::a2a::client;
 use crate::util::System;
 
 /// The text of the last user message of a model request.

@@ -132,15 +132,15 @@ async fn an_mcp_client_calls_agent_types_over_streamable_http_with_its_token() -
 async fn an_mcp_client_continues_a_conversation_at_its_holder_and_answers_a_question()
 -> anyhow::Result<()> {
     use baton_testkit::{FakeLlm, Scripted};
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = FakeLlm::start(vec![
         Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
         Scripted::text("Refunding ABC-123."),
         Scripted::text("You are welcome."),
     ])?;
-    let desk = crate::conversations::Desk::default();
+    let desk = crate::conversation::conversations::Desk::default();
     let (mut system, _url, _dir) =
-        crate::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
+        crate::conversation::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
     let serve = [
         "mcp",
         "serve",
@@ -192,7 +192,7 @@ async fn an_mcp_client_continues_a_conversation_at_its_holder_and_answers_a_ques
     // Triage's model once; the holder's three times, the last with the whole
     // conversation.
     assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 3));
-    let last = crate::conversations::asked(&refunds, 2);
+    let last = crate::conversation::conversations::asked(&refunds, 2);
     assert!(
         last.iter().any(|m| m == "user: I want a refund.")
             && last.iter().any(|m| m == "assistant: Refunding ABC-123.")
@@ -205,14 +205,14 @@ async fn an_mcp_client_continues_a_conversation_at_its_holder_and_answers_a_ques
 #[tokio::test(flavor = "multi_thread")]
 async fn an_mcp_caller_continues_only_the_conversations_it_started() -> anyhow::Result<()> {
     use baton_testkit::{FakeLlm, Scripted};
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = FakeLlm::start(vec![
         Scripted::text("Who are you?"),
         Scripted::text("Refund done, Ada."),
     ])?;
-    let desk = crate::conversations::Desk::default();
+    let desk = crate::conversation::conversations::Desk::default();
     let (mut system, _url, dir) =
-        crate::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
+        crate::conversation::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
     let (web, app) = ("web-0123456789abcdef", "app-fedcba9876543210");
     let callers = dir.path().join("mcp-callers");
     std::fs::write(&callers, format!("web {web}\napp {app}\n"))?;

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Event, EventType};
 use baton_testkit::{FakeLlm, RateWindow, Scripted, eventually};
 
-use crate::metrics::{metrics_url, scrape, value};
+use crate::operations::metrics::{metrics_url, scrape, value};
 use crate::util::System;
 
 /// What the stand-in saw: requests answered, requests refused with 429, and

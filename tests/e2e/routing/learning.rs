@@ -439,8 +439,9 @@ async fn the_console_takes_feedback_on_a_finished_session() -> anyhow::Result<()
     let (session, end) = run_to_end(&system, "what is 1 + 1").await?;
     assert_eq!(end.kind, EventType::Completed);
     let session = session.to_string();
-    let url = crate::console::console(&mut system, "console", &[]).await?;
-    let seen = crate::console::browser(&["feedback", &url, &session, "0.6", "<b>late</b>"])?;
+    let url = crate::gateways::console::console(&mut system, "console", &[]).await?;
+    let seen =
+        crate::gateways::console::browser(&["feedback", &url, &session, "0.6", "<b>late</b>"])?;
     // The page's live refresh, let through while the form was being filled
     // in, left the form the node it was, with what was typed.
     assert_eq!(

@@ -599,8 +599,8 @@ async fn the_console_lists_a_sessions_tool_calls_in_order() -> anyhow::Result<()
     let (mut system, _dir, _log) = on_stdio(&llm, "").await?;
     let events = completed(&system, "refund ABC-123").await?;
     let session = events[0].session.to_string();
-    let url = crate::console::console(&mut system, "console", &[]).await?;
-    let seen = crate::console::browser(&["tools", &url, &session])?;
+    let url = crate::gateways::console::console(&mut system, "console", &[]).await?;
+    let seen = crate::gateways::console::browser(&["tools", &url, &session])?;
     assert_eq!(
         seen["tools"],
         serde_json::json!(["get_order", "get_order", "refund_order"]),

@@ -10,8 +10,8 @@ use baton_proto::{Conversation, DeadlineTimer, Envelope, Wire, derive_id};
 use baton_testkit::{FakeLlm, Scripted};
 use futures::StreamExt;
 
-use crate::a2a::client;
-use crate::conversations::{Desk, answer, asked, desk_with};
+use crate::conversation::conversations::{Desk, answer, asked, desk_with};
+use crate::gateways::a2a::client;
 
 /// Sends `texts` as turns of one new conversation; their answers.
 fn turns(url: &str, texts: &[&str]) -> anyhow::Result<Vec<String>> {
@@ -170,7 +170,7 @@ async fn an_interrupted_turns_tool_calls_reach_the_next_turn_each_with_a_result(
     let dir = tempfile::tempdir()?;
     // The ledger's transfer takes effect, then stalls: the interrupt comes
     // while the call has no result.
-    let (ledger, _ledger) = crate::gates::Ledger::alone(dir.path(), false, 0.0).await?;
+    let (ledger, _ledger) = crate::routing::gates::Ledger::alone(dir.path(), false, 0.0).await?;
     ledger.stall("stall-after", "transfer")?;
     let triage = FakeLlm::start(vec![
         Scripted::tool_calls(&[
@@ -264,7 +264,7 @@ async fn an_interrupted_turns_tool_calls_reach_the_next_turn_each_with_a_result(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_holders_turn_goes_past_the_router_as_the_router_would_send_it() -> anyhow::Result<()> {
-    let triage = crate::conversations::transferring()?;
+    let triage = crate::conversation::conversations::transferring()?;
     let refunds = FakeLlm::start(vec![
         Scripted::text("Who are you?"),
         Scripted::text("Refund done, Ada."),

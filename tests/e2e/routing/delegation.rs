@@ -719,13 +719,13 @@ async fn a_parallel_delegation_joins_under_the_generated_worker_blocks() -> anyh
         ("b", &["worker", "b", "--to", "lead"]),
         ("client", &["client"]),
     ];
-    let config = crate::permissions::generated_config(users)?;
+    let config = crate::operations::permissions::generated_config(users)?;
     let mut system = System::secured(&config, "admin", "admin-pw").await?;
-    let router = crate::permissions::as_user("router");
+    let router = crate::operations::permissions::as_user("router");
     let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
     args.extend(["router", "--no-registry"]);
     system.spawn("router", &args, "router started").await?;
-    let lead = crate::permissions::as_user("lead");
+    let lead = crate::operations::permissions::as_user("lead");
     let mut flags: Vec<&str> = lead.iter().map(String::as_str).collect();
     flags.extend([
         "--no-registry",
@@ -737,12 +737,12 @@ async fn a_parallel_delegation_joins_under_the_generated_worker_blocks() -> anyh
     ]);
     system.relay("lead", "lead", &flags).await?;
     for child in ["a", "b"] {
-        let user = crate::permissions::as_user(child);
+        let user = crate::operations::permissions::as_user(child);
         let mut flags: Vec<&str> = user.iter().map(String::as_str).collect();
         flags.extend(["--no-registry", "--no-fallback"]);
         system.relay(child, child, &flags).await?;
     }
-    let sent = crate::permissions::ok_as(
+    let sent = crate::operations::permissions::ok_as(
         &system,
         "client",
         &["send", "--to", "lead", "--json", "split this"],

@@ -1,0 +1,6 @@
+//! The gateways, with the protocols' own clients: A2A (both ways), MCP, and the console in a headless browser.
+
+pub(crate) mod a2a;
+pub(crate) mod a2a_remote;
+pub(crate) mod console;
+pub(crate) mod mcp;

@@ -1,0 +1,10 @@
+//! Where work goes: handoffs, routing rules, capability targets, the registry, learned routing, delegation, teams, gates.
+
+pub(crate) mod delegation;
+pub(crate) mod gates;
+pub(crate) mod handoff;
+pub(crate) mod learning;
+pub(crate) mod registry;
+pub(crate) mod routing;
+pub(crate) mod targets;
+pub(crate) mod teams;
