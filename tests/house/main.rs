@@ -4,6 +4,7 @@
 //!   `#[cfg(test)]` module does not count);
 //! - no function over 80 lines outside tests;
 //! - no import circles between the modules of a crate;
+//! - no folder holding more than 20 source files, tests included;
 //! - the agent authors' crate (`baton-author`) does not depend on
 //!   `async-nats`, directly or through another crate of the workspace.
 //!
@@ -227,4 +228,52 @@ fn the_authors_crate_does_not_depend_on_nats() {
     );
     // The check sees a dependency when there is one.
     assert!(depends_on("baton-worker").contains(&"async-nats".to_owned()));
+}
+
+/// The folders under `dir` (itself included) that hold more than `most`
+/// `.rs` files of their own, with how many.
+fn crowded(dir: &Path, most: usize) -> Vec<(PathBuf, usize)> {
+    let mut crowded = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir)
+            .expect("a readable directory")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                files += 1;
+            }
+        }
+        if files > most {
+            crowded.push((dir, files));
+        }
+    }
+    crowded
+}
+
+#[test]
+fn no_folder_holds_more_than_20_source_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut crowded = Vec::new();
+    for dir in ["crates", "tests", "examples"] {
+        crowded.extend(crowded_in(&root.join(dir)));
+    }
+    assert!(
+        crowded.is_empty(),
+        "folders with more than 20 source files: {crowded:?}; group their files into folders by idea, each with a mod.rs that says what it holds"
+    );
+    // The check sees a crowded folder.
+    assert!(!crate::crowded(&root.join("crates/baton-proto/src"), 1).is_empty());
+}
+
+fn crowded_in(dir: &Path) -> Vec<String> {
+    crowded(dir, 20)
+        .into_iter()
+        .filter(|(path, _)| !path.components().any(|part| part.as_os_str() == "target"))
+        .map(|(path, files)| format!("{} ({files})", shown(&path)))
+        .collect()
 }

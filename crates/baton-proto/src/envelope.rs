@@ -10,9 +10,16 @@ use crate::uuid_text;
 pub use crate::value::{Map, Value};
 use crate::{PROTOCOL_VERSION, now_ms};
 
+pub(crate) mod exec;
 mod expanded;
 mod forward;
+pub(crate) mod gate;
+pub(crate) mod hop;
 mod presence;
+pub(crate) mod reason;
+pub(crate) mod replay;
+pub(crate) mod start;
+pub(crate) mod usage;
 pub use expanded::Expanded;
 pub use forward::{Head, Rewrite};
 use presence::Absent;

@@ -1,20 +1,35 @@
 //! The Baton wire protocol, version 1: the types every Baton process exchanges.
 //!
-//! This crate is runtime-free (no tokio, no NATS) so any tool can link it. It holds:
+//! This crate is runtime-free (no tokio, no NATS) so any tool can link it.
+//! Its folders hold one idea each; every type is re-exported here, at the
+//! root, and the crate's own code names the modules by their short names:
 //!
-//! - the payloads of `PROTOCOL.md`: [`Envelope`] (with [`Context`], [`Hop`],
-//!   [`Parent`], [`Message`], [`Step`]), [`Event`], [`Heartbeat`],
-//!   [`LookupRequest`] and [`LookupResponse`];
-//! - what an exec agent's program prints ([`ExecReply`]);
-//! - the msgpack codec ([`Wire`]): named maps on the way out, a size limit and
-//!   classified [`DecodeError`]s on the way in, unknown fields kept in `extra`;
-//! - lowercase string enums that read unknown values as `Other` ([`Kind`],
-//!   [`EventType`], [`Reason`], [`Role`], [`ResultStatus`], [`DeadLetterReason`]);
-//! - subject and stream names ([`Subjects`]) and validated [`AgentName`]s;
-//! - the claim-check ([`check_out`], [`restore`]): large parts of a payload
-//!   kept in an object store, referenced by content hash ([`Claim`]);
-//! - deterministic derived ids ([`derive_id`]) that make redelivery idempotent;
-//! - the JSON Schemas of every payload ([`schemas`]).
+//! - `wire/`: the msgpack codec ([`Wire`]): named maps on the way out, a size
+//!   limit and classified [`DecodeError`]s on the way in, unknown fields kept
+//!   in `extra`; values and maps; the JSON Schemas of every payload
+//!   ([`schemas`]); uuids as text, hex, time, nesting limits; deterministic
+//!   derived ids ([`derive_id`]) that make redelivery idempotent; and the
+//!   lowercase string enums that read unknown values as `Other` ([`Kind`],
+//!   [`EventType`], [`Reason`], [`Role`], [`ResultStatus`],
+//!   [`DeadLetterReason`]);
+//! - `envelope` (a file and its folder): the payload of `PROTOCOL.md`,
+//!   [`Envelope`] with [`Context`], [`Message`], [`Step`], [`Parent`],
+//!   [`Hop`], [`Reason`], [`Usage`] and [`Budget`], gates, replays, a
+//!   session's [`Start`], forwarding without a full decode ([`Head`],
+//!   [`Rewrite`]), and what an exec agent's program reads and prints
+//!   ([`ExecRequest`], [`ExecReply`]);
+//! - `events/`: what a session records ([`Event`]), live answer pieces
+//!   ([`Delta`]), reading a session through the router ([`ReadRequest`]),
+//!   deadline timers;
+//! - `nats/`: subject and stream names ([`Subjects`]) and validated
+//!   [`AgentName`]s, headers, the claim-check ([`check_out`], [`restore`]:
+//!   large parts of a payload kept in an object store, referenced by content
+//!   hash, [`Claim`]), and [`footprint`]s;
+//! - `registry/`: [`Heartbeat`], [`LookupRequest`] and [`LookupResponse`],
+//!   and learned routing ([`Outcome`], [`Learned`]);
+//! - `conversation/`: the record of a conversation ([`Conversation`]), what an
+//!   envelope carries of it ([`TurnOf`], [`History`]), and its
+//!   [`transcript`].
 //!
 //! # Examples
 //!
@@ -29,38 +44,23 @@
 #![warn(missing_docs)]
 
 #[macro_use]
-mod wire_enum;
-mod claim;
-mod codec;
+mod wire;
 mod conversation;
-mod conversation_ref;
-mod conversation_turn;
-mod delta;
 mod envelope;
-mod event;
-mod exec;
-pub mod footprint;
-mod gate;
-mod header;
-mod hop;
-mod id;
-mod learned;
-mod nesting;
-mod outcome;
-mod reads;
-mod reason;
+mod events;
+mod nats;
 mod registry;
-mod replay;
-mod schema;
-mod start;
-mod subject;
-mod text;
-mod time;
-mod timer;
-pub mod transcript;
-mod usage;
-mod uuid_text;
-mod value;
+
+// The modules by their short names, for the crate's own paths.
+use conversation::{conversation_ref, conversation_turn};
+use envelope::{exec, gate, hop, reason, replay, start, usage};
+use events::{delta, event, reads, timer};
+use nats::{claim, header, subject};
+use registry::{learned, outcome};
+use wire::{codec, id, nesting, schema, text, time, uuid_text, value};
+
+pub use conversation::transcript;
+pub use nats::footprint;
 
 pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,

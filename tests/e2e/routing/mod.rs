@@ -5,6 +5,6 @@ pub(crate) mod gates;
 pub(crate) mod handoff;
 pub(crate) mod learning;
 pub(crate) mod registry;
-pub(crate) mod routing;
+pub(crate) mod rules;
 pub(crate) mod targets;
 pub(crate) mod teams;
