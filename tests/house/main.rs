@@ -37,9 +37,20 @@ fn crates() -> Vec<(String, PathBuf)> {
 
 /// The `.rs` files under `dir`, recursively, sorted.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
+    let mut files: Vec<PathBuf> = folders(dir)
+        .into_iter()
+        .flat_map(|(_, files)| files)
+        .collect();
+    files.sort();
+    files
+}
+
+/// `dir` and every folder below it, each with its own `.rs` files.
+fn folders(dir: &Path) -> Vec<(PathBuf, Vec<PathBuf>)> {
+    let mut folders = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        let mut files = Vec::new();
         for entry in std::fs::read_dir(&dir)
             .expect("a readable directory")
             .flatten()
@@ -51,9 +62,9 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
                 files.push(path);
             }
         }
+        folders.push((dir, files));
     }
-    files.sort();
-    files
+    folders
 }
 
 /// A file that holds only tests: `tests.rs`, or anything under a `tests` directory.
@@ -233,26 +244,11 @@ fn the_authors_crate_does_not_depend_on_nats() {
 /// The folders under `dir` (itself included) that hold more than `most`
 /// `.rs` files of their own, with how many.
 fn crowded(dir: &Path, most: usize) -> Vec<(PathBuf, usize)> {
-    let mut crowded = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let mut files = 0;
-        for entry in std::fs::read_dir(&dir)
-            .expect("a readable directory")
-            .flatten()
-        {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|ext| ext == "rs") {
-                files += 1;
-            }
-        }
-        if files > most {
-            crowded.push((dir, files));
-        }
-    }
-    crowded
+    folders(dir)
+        .into_iter()
+        .map(|(dir, files)| (dir, files.len()))
+        .filter(|(_, files)| *files > most)
+        .collect()
 }
 
 #[test]

@@ -331,22 +331,8 @@ async fn the_readmes_chat_example_is_what_baton_chat_prints_with_the_demos_agent
 -> anyhow::Result<()> {
     let (typed, printed) = readme_chat()?;
     assert_eq!(typed.len(), 2, "{typed:?}");
-    // As the README runs it: a registry finds the refund specialist.
-    let mut system = System::start().await?;
-    system.registry("registry").await?;
-    for agent in ["general_enquiry", "refund", "human_support"] {
-        system
-            .spawn(agent, &["worker", agent], "worker started")
-            .await?;
-    }
-    system
-        .router(&[
-            "--default-agent",
-            "general_enquiry",
-            "--fallback",
-            "human_support",
-        ])
-        .await?;
+    // As the README runs it: the demo's agents, a registry and a router.
+    let system = crate::routing::registry::demo_system().await?;
     baton_testkit::eventually(Duration::from_secs(10), || async {
         let agents = system.baton_stdout(&["agents"])?;
         anyhow::ensure!(agents.contains("refund"), "{agents}");

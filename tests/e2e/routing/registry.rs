@@ -350,7 +350,7 @@ async fn a_dead_worker_leaves_lookups_within_three_intervals() -> anyhow::Result
 }
 
 /// The demo's agents, a router and a registry, as separate processes.
-async fn demo_system() -> anyhow::Result<System> {
+pub(crate) async fn demo_system() -> anyhow::Result<System> {
     let mut system = System::start().await?;
     system.registry("registry").await?;
     let interval = HEARTBEAT_MS.to_string();
