@@ -2,16 +2,10 @@
 //! session id → context id, agent and start time. `GetTask` reads one,
 //! `ListTasks` all of them; the sessions' states come from their events.
 
-use std::time::Duration;
-
 use async_nats::jetstream::{self, kv};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-
-/// How long a task is listed: as long as the events it is made of are kept
-/// by default.
-const KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// One task's record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -35,21 +29,16 @@ pub(crate) struct Index {
 }
 
 impl Index {
-    /// Opens the bucket `name`, creating it if it is missing.
+    /// Opens the A2A index of `subjects`' deployment, creating it if it is
+    /// missing.
     pub(crate) async fn open(
         jetstream: &jetstream::Context,
-        name: &str,
+        subjects: &baton_proto::Subjects,
         replicas: usize,
     ) -> Result<Self, crate::Error> {
-        let config = kv::Config {
-            bucket: name.to_owned(),
-            description: "Baton: the sessions started over A2A".to_owned(),
-            history: 1,
-            max_age: KEPT,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        let store = baton_worker::key_value(jetstream, config).await?;
+        let store = baton_worker::state::Bucket::A2aIndex
+            .open(jetstream, subjects, replicas)
+            .await?;
         Ok(Self { store })
     }
 

@@ -124,12 +124,7 @@ pub async fn serve(
     client.ensure_streams().await?;
     let nats = client.jetstream().client();
     let subjects = client.subjects().clone();
-    let index = index::Index::open(
-        client.jetstream(),
-        &subjects.a2a_bucket(),
-        settings.replicas,
-    )
-    .await?;
+    let index = index::Index::open(client.jetstream(), &subjects, settings.replicas).await?;
     let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas).await?;
     let conversations =
         baton_worker::conversation::Conversations::open(client.clone(), settings.replicas)

@@ -18,8 +18,6 @@
 //! looks its own requests up there, and reuses the answer (and the results
 //! of the tool calls it made) when it asks exactly what was asked before.
 
-use std::time::Duration;
-
 use async_nats::jetstream::{self, kv};
 use baton_proto::{JournalEntry as Entry, Subjects};
 use baton_worker::AgentError;
@@ -28,9 +26,6 @@ use serde_json::Value as Json;
 use uuid::Uuid;
 
 use crate::StartError;
-
-/// How long entries are kept: longer than any hop is redelivered.
-const KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// What the journal holds for one tool call.
 #[derive(Debug)]
@@ -63,16 +58,8 @@ impl Journal {
         subjects: &Subjects,
         replicas: usize,
     ) -> Result<Self, StartError> {
-        let config = kv::Config {
-            bucket: subjects.journal_bucket(),
-            description: "Baton: hop journals of LLM agents".to_owned(),
-            history: 1,
-            max_age: KEPT,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        let bucket = baton_worker::key_value(&jetstream::new(client.clone()), config)
+        let bucket = baton_worker::state::Bucket::Journal
+            .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
             .map_err(|err| StartError::new(format!("cannot open the hop journal: {err}")))?;
         let mut settings = baton_worker::ClaimSettings::default();

@@ -8,9 +8,10 @@
 //! acknowledged by JetStream before the incoming message is acked, so a
 //! crash anywhere means redelivery and never a lost or doubled handoff.
 //!
-//! The crate has three rooms, by who reads them; each `mod.rs` is its
-//! table of contents, and the rooms depend downwards only (`nats` on
-//! nothing else, `worker` on it, `services` on both). All of them use the
+//! The crate has four rooms, by who reads them; each `mod.rs` is its
+//! table of contents. `nats` depends on nothing else, `worker` and `state`
+//! on it, `services` on all three (and `state`'s conversations use the
+//! services' client and inbox). All of them use the
 //! agent authors' API, which is its own crate, `baton-author`, free of
 //! NATS, and re-exported here whole:
 //!
@@ -40,6 +41,12 @@
 //! - [`Inbox`]: tasks that wait for a person;
 //! - [`RegistryClient`]: best-agent lookups.
 //!
+//! # `state`: what is remembered between messages
+//!
+//! Every key-value bucket of a deployment, configured and opened in one
+//! place ([`state::Bucket`]); the conversations ([`conversation`]) and
+//! their transcripts ([`transcript`]); who follows live events.
+//!
 //! # `nats`: plumbing
 //!
 //! [`Connection`] (a NATS client that learns its publish rights), stream
@@ -48,12 +55,11 @@
 //! [`footprints`] says what each process does on NATS, declared beside the
 //! code that does it.
 
-pub mod conversation;
 mod error;
 pub mod health;
 mod nats;
 mod services;
-pub mod transcript;
+pub mod state;
 mod worker;
 
 pub use baton_author::Agent;
@@ -74,6 +80,7 @@ pub use services::client::{Cancel, Client, EventStream};
 pub use services::deadletters::{DeadLetterEntry, ReplayOptions};
 pub use services::inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use services::router::{Router, RouterConfig};
+pub use state::{conversation, transcript};
 pub use worker::cancel::{cancel_event_id, cancelled_event};
 pub use worker::config::{
     EventLevel, LiveEvents, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
@@ -86,7 +93,7 @@ pub use worker::start::Worker;
 /// Following live events: a follower says it listens, so that workers at
 /// the `lean` event level publish the events they do not store.
 pub mod live {
-    pub use crate::nats::followers::{Following, Scope, follow};
+    pub use crate::state::followers::{Following, Scope, follow};
 }
 
 /// A key-value bucket followed into memory, reopened whenever its watch
@@ -99,7 +106,6 @@ pub mod watched {
 /// that does it; `baton permissions` and `baton doctor` derive from these.
 pub mod footprints {
     pub use crate::nats::claimcheck::footprint as claims;
-    pub use crate::nats::followers::follower_footprint as live_follower;
     pub use crate::nats::provision::footprint as streams;
     pub use crate::nats::served::footprint as served;
     pub use crate::services::client::follow::footprint as session_reader;
@@ -107,6 +113,7 @@ pub mod footprints {
     pub use crate::services::deadletters::footprint as dead_letters;
     pub use crate::services::inbox::footprint as inbox;
     pub use crate::services::router::footprint as router;
+    pub use crate::state::followers::follower_footprint as live_follower;
     pub use crate::worker::cancel::footprint as cancels;
     pub use crate::worker::start::footprint as worker;
 }

@@ -131,18 +131,6 @@ pub(crate) fn shown(base_url: &str) -> String {
     }
 }
 
-/// The limits bucket's configuration.
-fn bucket(subjects: &Subjects, replicas: usize) -> kv::Config {
-    kv::Config {
-        bucket: subjects.limits_bucket(),
-        description: "Baton: shared model rate limits".to_owned(),
-        history: 1,
-        storage: jetstream::stream::StorageType::File,
-        num_replicas: replicas,
-        ..Default::default()
-    }
-}
-
 impl Limiter {
     /// The limiter of agent type `agent` for `spec`'s endpoint and model,
     /// opening (or creating) the bucket. Every LLM agent has one: with
@@ -158,8 +146,8 @@ impl Limiter {
         spec: &LlmSpec,
         agent: &str,
     ) -> Result<Self, StartError> {
-        let config = bucket(subjects, replicas);
-        let store = baton_worker::key_value(&jetstream::new(client.clone()), config)
+        let store = baton_worker::state::Bucket::Limits
+            .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
             .map_err(|err| StartError::new(format!("cannot open the rate limits: {err}")))?;
         let limits = spec.limits;

@@ -9,14 +9,12 @@
 //! - [`ending`]: whether a session has ended, read from its events;
 //! - [`claimcheck`]: large payloads parked in the object store;
 //! - [`served`]: which agent types have workers;
-//! - [`followers`]: who follows live events, watched by every worker;
 //! - [`watched`]: a key-value bucket followed into memory;
 //! - [`trace`]: the trace context in message headers.
 
 pub(crate) mod claimcheck;
 pub(crate) mod connection;
 pub(crate) mod ending;
-pub(crate) mod followers;
 pub(crate) mod ordered;
 pub(crate) mod provision;
 pub(crate) mod publish;

@@ -88,15 +88,8 @@ impl Inbox {
         let claims = crate::ClaimCheck::open(&client, &subjects, crate::ClaimSettings::default());
         let jetstream = jetstream::new(client);
         let bucket = subjects.inbox_bucket();
-        let config = kv::Config {
-            bucket: bucket.clone(),
-            description: "Baton: tasks waiting for a person".to_owned(),
-            history: 1,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        let store = crate::key_value(&jetstream, config).await.map_err(|err| {
+        let opened = crate::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
+        let store = opened.await.map_err(|err| {
             InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}"))
         })?;
         Ok(Self {

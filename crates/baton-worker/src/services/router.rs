@@ -74,7 +74,7 @@ impl Default for RouterConfig {
             concurrency: 64,
             ack_wait: Duration::from_secs(30),
             streams: StreamSettings::default(),
-            conversation_ttl: crate::conversation::DEFAULT_TTL,
+            conversation_ttl: crate::state::conversation::DEFAULT_TTL,
         }
     }
 }
@@ -263,10 +263,11 @@ async fn keeper(
     let client = Client::new(connection, config.subjects.clone())
         .with_streams(config.streams.clone())
         .reading_the_stream();
-    let conversations = crate::conversation::Conversations::open(client, config.streams.replicas)
-        .await
-        .map_err(|err| Error::new(crate::ErrorKind::JetStream, err.to_string()))?;
-    Ok(tokio::spawn(crate::conversation::keep(
+    let conversations =
+        crate::state::conversation::Conversations::open(client, config.streams.replicas)
+            .await
+            .map_err(|err| Error::new(crate::ErrorKind::JetStream, err.to_string()))?;
+    Ok(tokio::spawn(crate::state::conversation::keep(
         conversations,
         Duration::from_millis(250),
         config.conversation_ttl,
@@ -383,8 +384,8 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         .with(crate::services::sessions::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
         .with(crate::worker::cancel::footprint(subjects, true))
-        .with(crate::conversation::footprint(subjects))
+        .with(crate::state::conversation::footprint(subjects))
         // Its keeper removes conversations idle for their time to live.
-        .with(crate::conversation::deleting_footprint(subjects))
+        .with(crate::state::conversation::deleting_footprint(subjects))
         .noting("the router forwards tasks to any agent type, so it may publish to all of them")
 }

@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::nats::claimcheck::{ClaimCheck, ClaimFailure};
-use crate::nats::followers::{Following, Scope};
 use crate::services::client::{Cancel, Client};
+use crate::state::followers::{Following, Scope};
 
 /// The queue group every router answers session requests in.
 const QUEUE: &str = "baton-router";
@@ -258,7 +258,7 @@ impl Sessions {
     }
 
     /// The stored and live events of `session` as they come, the live ones
-    /// followed (see [`crate::nats::followers`]) while the watch is kept.
+    /// followed (see [`crate::state::followers`]) while the watch is kept.
     async fn watch(&self, session: Uuid) -> Result<Watch, async_nats::SubscribeError> {
         let stored = self.client.subscribe(self.subjects.events(session)).await?;
         let live = self.client.subscribe(self.subjects.live(session)).await?;
@@ -269,7 +269,7 @@ impl Sessions {
     /// Says that this router follows `session`'s live events.
     async fn following(&self, session: Uuid) -> Following {
         let scope = Scope::Session(session);
-        crate::nats::followers::follow(&self.client, &self.subjects, scope).await
+        crate::state::followers::follow(&self.client, &self.subjects, scope).await
     }
 
     /// The stored events after an event was published: the stream may
@@ -413,7 +413,7 @@ pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
             format!("{}.events.*", subjects.prefix()),
             subjects.all_live(),
         ])
-        .with(crate::nats::followers::follower_footprint(subjects))
+        .with(crate::state::followers::follower_footprint(subjects))
         // A live relay answers one request with many replies.
         .relaying()
 }

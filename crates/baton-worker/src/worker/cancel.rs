@@ -21,9 +21,6 @@ use uuid::Uuid;
 use crate::error::Error;
 use crate::nats::watched::{self, Seen};
 
-/// How long a cancel is remembered: longer than any session should live.
-pub(crate) const REMEMBERED: Duration = Duration::from_secs(7 * 24 * 3600);
-
 /// The id of a session's `cancelled` event: the same for every canceller,
 /// so a session ends once however often it is cancelled.
 #[must_use]
@@ -50,16 +47,9 @@ pub(crate) async fn bucket(
     subjects: &Subjects,
     replicas: usize,
 ) -> Result<kv::Store, Error> {
-    let config = kv::Config {
-        bucket: subjects.cancelled_bucket(),
-        description: "Baton: cancelled sessions".to_owned(),
-        history: 1,
-        max_age: REMEMBERED,
-        storage: jetstream::stream::StorageType::File,
-        num_replicas: replicas,
-        ..Default::default()
-    };
-    crate::nats::provision::key_value(jetstream, config).await
+    crate::state::Bucket::Cancelled
+        .open(jetstream, subjects, replicas)
+        .await
 }
 
 /// The cancelled sessions a worker knows of, kept current by [`watch`].

@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use crate::nats::claimcheck::ClaimFailure;
 use crate::nats::ending;
-use crate::transcript::TranscriptError;
+use crate::state::transcript::TranscriptError;
 use crate::worker::config::WorkerConfig;
 use crate::worker::delivery::Delivery;
 use crate::worker::join::{self, Received};

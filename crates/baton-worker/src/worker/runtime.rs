@@ -40,7 +40,7 @@ pub(crate) struct Runtime {
     /// The claim-check bucket.
     pub(crate) claims: Arc<ClaimCheck>,
     /// Conversations' transcripts, which turns' contexts refer to.
-    pub(crate) transcripts: crate::transcript::Transcripts,
+    pub(crate) transcripts: crate::state::transcript::Transcripts,
     /// Which agent types have workers.
     pub(crate) served: Served,
     /// What it counts for the process's metrics.
@@ -76,7 +76,8 @@ impl Runtime {
             timeout: agent.timeout,
             every: (agent.ack_wait / 3).max(Duration::from_millis(100)),
         };
-        let transcripts = crate::transcript::Transcripts::new(jetstream.clone(), &config.subjects);
+        let transcripts =
+            crate::state::transcript::Transcripts::new(jetstream.clone(), &config.subjects);
         let outbox = Arc::new(Outbox::new(Parts {
             transcripts: transcripts.clone(),
             publisher,
@@ -157,10 +158,10 @@ impl Runtime {
     pub(crate) async fn joins(&self) -> Result<&JoinStore, Error> {
         self.joins
             .get_or_try_init(|| async {
-                let bucket = self.config.subjects.joins_bucket();
+                let subjects = &self.config.subjects;
                 let replicas = self.config.streams.replicas;
                 let claims = self.claims.clone();
-                JoinStore::open(self.jetstream(), &bucket, replicas, claims).await
+                JoinStore::open(self.jetstream(), subjects, replicas, claims).await
             })
             .await
     }

@@ -209,7 +209,7 @@ async fn beside_the_loop(
         Duration::from_secs(5),
     )
     .await;
-    let followers = crate::nats::followers::watch(
+    let followers = crate::state::followers::watch(
         source.jetstream.clone(),
         rt.config.subjects.clone(),
         rt.config.streams.replicas,
@@ -279,9 +279,9 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
         .with(crate::worker::join::store::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
         .with(crate::worker::cancel::footprint(subjects, false))
-        .with(crate::nats::followers::watcher_footprint(subjects))
+        .with(crate::state::followers::watcher_footprint(subjects))
         // A conversation's turn refers to its transcript.
-        .with(crate::transcript::footprint(subjects))
+        .with(crate::state::transcript::footprint(subjects))
 }
 
 #[cfg(test)]

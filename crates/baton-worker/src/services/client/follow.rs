@@ -182,9 +182,9 @@ impl Client {
                 .await?;
         let claims = self.claims.clone();
         // Kept as long as the stream: `lean` workers publish while it lives.
-        let scope = crate::nats::followers::Scope::Session(session);
+        let scope = crate::state::followers::Scope::Session(session);
         let following =
-            crate::nats::followers::follow(&self.jetstream.client(), &self.subjects, scope).await;
+            crate::state::followers::follow(&self.jetstream.client(), &self.subjects, scope).await;
         // A live event is never the stored end: it counts as one more to come.
         let live = live.filter_map(move |message| {
             let (_following, _reading) = (&following, &reading);
@@ -281,7 +281,7 @@ fn unfolded(
 pub fn footprint(subjects: &baton_proto::Subjects) -> Footprint {
     Footprint::stream_reader(&subjects.events_stream())
         .with(crate::nats::ending::footprint(subjects))
-        .with(crate::nats::followers::follower_footprint(subjects))
+        .with(crate::state::followers::follower_footprint(subjects))
 }
 
 /// A stored event of `subject` from its `payload`, with the parts it keeps

@@ -5,7 +5,6 @@
 
 use baton_proto::footprint::Footprint;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use uuid::Uuid;
@@ -22,23 +21,17 @@ pub(crate) struct JoinStore {
 }
 
 impl JoinStore {
-    /// Opens `bucket`, creating it if it is missing.
+    /// Opens the joins bucket of `subjects`' deployment, creating it if it
+    /// is missing.
     pub(crate) async fn open(
         jetstream: &jetstream::Context,
-        bucket: &str,
+        subjects: &baton_proto::Subjects,
         replicas: usize,
         claims: Arc<ClaimCheck>,
     ) -> Result<Self, Error> {
-        let config = kv::Config {
-            bucket: bucket.to_owned(),
-            description: "Baton: delegations waiting for their children".to_owned(),
-            history: 1,
-            max_age: Duration::from_secs(7 * 24 * 3600),
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        let store = crate::nats::provision::key_value(jetstream, config).await?;
+        let store = crate::state::Bucket::Joins
+            .open(jetstream, subjects, replicas)
+            .await?;
         Ok(Self { store, claims })
     }
 

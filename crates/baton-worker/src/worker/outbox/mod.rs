@@ -22,8 +22,8 @@ use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, DeadLetterReason, Event, Subjects};
 
 use crate::nats::claimcheck::ClaimCheck;
-use crate::nats::followers::Followers;
 use crate::nats::publish::{Outgoing, Publisher};
+use crate::state::followers::Followers;
 use crate::worker::config::{EventLevel, LiveEvents, WorkerStats};
 use crate::worker::delivery::Delivery;
 use crate::worker::metrics::Metrics;
@@ -40,7 +40,7 @@ pub(crate) struct Outbox {
     agent: AgentName,
     claims: Arc<ClaimCheck>,
     /// Where contexts that refer to a transcript come from.
-    transcripts: crate::transcript::Transcripts,
+    transcripts: crate::state::transcript::Transcripts,
     /// The largest message the server accepts, headers included.
     server_max_payload: usize,
     /// How often a message whose outputs take long to prepare acks progress.
@@ -55,7 +55,7 @@ pub(crate) struct Outbox {
 
 /// What an [`Outbox`] is made of.
 pub(crate) struct Parts {
-    pub(crate) transcripts: crate::transcript::Transcripts,
+    pub(crate) transcripts: crate::state::transcript::Transcripts,
     pub(crate) publisher: Publisher,
     pub(crate) subjects: Subjects,
     pub(crate) level: EventLevel,

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream::kv;
 use baton_proto::footprint::Footprint;
 use baton_proto::{Conversation, Overlap, Subjects, TurnMessage};
 use uuid::Uuid;
@@ -142,7 +142,7 @@ pub struct Conversations {
     store: kv::Store,
     client: Client,
     /// The conversations' transcripts, in the same bucket.
-    transcripts: crate::transcript::Transcripts,
+    transcripts: crate::state::transcript::Transcripts,
     /// The records this process stored last, with their revisions, by key:
     /// a message to an idle conversation claims its turn from here.
     records: claim::Stored,
@@ -173,21 +173,11 @@ impl Conversations {
     ///
     /// When JetStream refuses the bucket.
     pub async fn open(client: Client, replicas: usize) -> Result<Self, ConversationError> {
-        let config = kv::Config {
-            bucket: client.subjects().conversations_bucket(),
-            description: "Baton: conversations (holder, turns, queue, transcript)".to_owned(),
-            history: 1,
-            // No age limit: the router's keeper removes a conversation, with
-            // what is kept beside it, once it has been idle for its time to
-            // live.
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        let store = crate::nats::provision::key_value(client.jetstream(), config)
+        let store = crate::state::Bucket::Conversations
+            .open(client.jetstream(), client.subjects(), replicas)
             .await
             .map_err(|err| ConversationError::store(err.to_string()))?;
-        let transcripts = crate::transcript::Transcripts::open(
+        let transcripts = crate::state::transcript::Transcripts::open(
             client.jetstream().clone(),
             client.subjects(),
             replicas,

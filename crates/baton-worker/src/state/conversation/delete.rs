@@ -123,5 +123,5 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
                 subjects.conversations_bucket()
             )),
         ])
-        .with(crate::transcript::purging_footprint(subjects))
+        .with(crate::state::transcript::purging_footprint(subjects))
 }

@@ -31,7 +31,7 @@ use crate::error::Error;
 use crate::nats::watched::{self, Seen};
 
 /// How long the bucket keeps a key that is not rewritten.
-pub(crate) const TTL: Duration = Duration::from_secs(30);
+pub(crate) use crate::state::buckets::FOLLOWER_TTL as TTL;
 /// How often a follower rewrites its key.
 pub(crate) const REFRESH: Duration = Duration::from_secs(10);
 
@@ -42,16 +42,9 @@ pub(crate) async fn bucket(
     subjects: &Subjects,
     replicas: usize,
 ) -> Result<kv::Store, Error> {
-    let config = kv::Config {
-        bucket: subjects.followers_bucket(),
-        description: "Baton: who follows live events (keys expire unless refreshed)".to_owned(),
-        history: 1,
-        max_age: TTL,
-        storage: jetstream::stream::StorageType::Memory,
-        num_replicas: replicas,
-        ..Default::default()
-    };
-    crate::nats::provision::key_value(jetstream, config).await
+    crate::state::Bucket::Followers
+        .open(jetstream, subjects, replicas)
+        .await
 }
 
 /// What a follower follows.

@@ -80,8 +80,9 @@ impl Conversations {
         record: &mut Conversation,
         mut context: Context,
     ) -> Result<(), ConversationError> {
-        let broken =
-            |err: crate::transcript::TranscriptError| ConversationError::store(err.to_string());
+        let broken = |err: crate::state::transcript::TranscriptError| {
+            ConversationError::store(err.to_string())
+        };
         let messages = std::mem::take(&mut context.messages);
         let (base, messages) = match context.history.take() {
             Some(history) if record.history.as_ref() == Some(&history) => (false, messages),
@@ -93,7 +94,7 @@ impl Conversations {
             }
             None => (true, messages),
         };
-        let entry = crate::transcript::entry_of(record.turns, base, messages);
+        let entry = crate::state::transcript::entry_of(record.turns, base, messages);
         let history = self
             .transcripts
             .append(&record.id, record.history.as_ref(), &entry)

@@ -115,15 +115,8 @@ impl Transcripts {
         subjects: &Subjects,
         replicas: usize,
     ) -> Result<Self, TranscriptError> {
-        let config = kv::Config {
-            bucket: subjects.transcripts_bucket(),
-            description: "Baton: conversations' transcripts, an entry per turn".to_owned(),
-            history: 1,
-            storage: jetstream::stream::StorageType::File,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        let store = crate::nats::provision::key_value(&jetstream, config)
+        let store = crate::state::Bucket::Transcripts
+            .open(&jetstream, subjects, replicas)
             .await
             .map_err(|err| TranscriptError::Store(format!("cannot open the transcripts: {err}")))?;
         Ok(Self {

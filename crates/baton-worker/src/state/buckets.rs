@@ -1,0 +1,149 @@
+//! Every key-value bucket Baton keeps, and how each is configured, in one
+//! place: what a session, a conversation or a deployment remembers between
+//! messages. A feature opens its bucket with [`Bucket::open`]; nothing else
+//! builds a bucket's configuration.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use baton_proto::Subjects;
+
+use crate::error::Error;
+
+/// A week: how long state that only redelivery (longer than any hop is
+/// redelivered), replay or a late reader needs is kept.
+const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long a follower's key lives unless it is written again.
+pub(crate) const FOLLOWER_TTL: Duration = Duration::from_secs(30);
+
+/// How long a cancelled session is remembered: longer than any session
+/// should live.
+const CANCEL_REMEMBERED: Duration = WEEK;
+
+/// A bucket of the deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bucket {
+    /// Conversations' records and their listed turns (no age limit: the
+    /// router's keeper removes an idle conversation with what it keeps).
+    Conversations,
+    /// Conversations' transcripts, an entry per turn (no age limit: they go
+    /// with their conversation).
+    Transcripts,
+    /// Tasks waiting for a person.
+    Inbox,
+    /// Cancelled sessions, for a week.
+    Cancelled,
+    /// Delegations waiting for their children, for a week.
+    Joins,
+    /// Who follows live events: keys that expire unless refreshed, in
+    /// memory.
+    Followers,
+    /// LLM agents' hop journals: model answers and tool results, for a week.
+    Journal,
+    /// The shared model rate limits' schedules.
+    Limits,
+    /// The sessions started over A2A, for a week.
+    A2aIndex,
+}
+
+impl Bucket {
+    /// The bucket's name in `subjects`' deployment.
+    #[must_use]
+    pub fn name(self, subjects: &Subjects) -> String {
+        match self {
+            Self::Conversations => subjects.conversations_bucket(),
+            Self::Transcripts => subjects.transcripts_bucket(),
+            Self::Inbox => subjects.inbox_bucket(),
+            Self::Cancelled => subjects.cancelled_bucket(),
+            Self::Joins => subjects.joins_bucket(),
+            Self::Followers => subjects.followers_bucket(),
+            Self::Journal => subjects.journal_bucket(),
+            Self::Limits => subjects.limits_bucket(),
+            Self::A2aIndex => subjects.a2a_bucket(),
+        }
+    }
+
+    /// Its configuration in `subjects`' deployment, with `replicas`.
+    #[must_use]
+    pub fn config(self, subjects: &Subjects, replicas: usize) -> kv::Config {
+        let (description, max_age, storage) = match self {
+            Self::Conversations => (
+                "conversations (holder, turns, queue, transcript)",
+                None,
+                None,
+            ),
+            Self::Transcripts => ("conversations' transcripts, an entry per turn", None, None),
+            Self::Inbox => ("tasks waiting for a person", None, None),
+            Self::Cancelled => ("cancelled sessions", Some(CANCEL_REMEMBERED), None),
+            Self::Joins => ("delegations waiting for their children", Some(WEEK), None),
+            Self::Followers => (
+                "who follows live events (keys expire unless refreshed)",
+                Some(FOLLOWER_TTL),
+                Some(jetstream::stream::StorageType::Memory),
+            ),
+            Self::Journal => ("hop journals of LLM agents", Some(WEEK), None),
+            Self::Limits => ("shared model rate limits", None, None),
+            Self::A2aIndex => ("the sessions started over A2A", Some(WEEK), None),
+        };
+        kv::Config {
+            bucket: self.name(subjects),
+            description: format!("Baton: {description}"),
+            history: 1,
+            max_age: max_age.unwrap_or_default(),
+            storage: storage.unwrap_or(jetstream::stream::StorageType::File),
+            num_replicas: replicas,
+            ..Default::default()
+        }
+    }
+
+    /// Opens the bucket, creating it with [`Bucket::config`] when it is
+    /// missing; a bucket that exists is used as it is.
+    ///
+    /// # Errors
+    ///
+    /// When JetStream refuses the bucket.
+    pub async fn open(
+        self,
+        jetstream: &jetstream::Context,
+        subjects: &Subjects,
+        replicas: usize,
+    ) -> Result<kv::Store, Error> {
+        crate::nats::provision::key_value(jetstream, self.config(subjects, replicas)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_bucket_has_its_own_name_and_the_short_lived_ones_an_age() {
+        let subjects = Subjects::default();
+        let all = [
+            Bucket::Conversations,
+            Bucket::Transcripts,
+            Bucket::Inbox,
+            Bucket::Cancelled,
+            Bucket::Joins,
+            Bucket::Followers,
+            Bucket::Journal,
+            Bucket::Limits,
+            Bucket::A2aIndex,
+        ];
+        let mut names: Vec<String> = all.iter().map(|bucket| bucket.name(&subjects)).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), all.len());
+        let config = Bucket::Followers.config(&subjects, 3);
+        assert_eq!(
+            (config.max_age, config.storage, config.num_replicas),
+            (FOLLOWER_TTL, jetstream::stream::StorageType::Memory, 3)
+        );
+        assert_eq!(
+            Bucket::Transcripts.config(&subjects, 1).max_age,
+            Duration::ZERO
+        );
+        assert_eq!(Bucket::Journal.config(&subjects, 1).history, 1);
+    }
+}
