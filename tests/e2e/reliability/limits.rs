@@ -284,25 +284,30 @@ async fn the_providers_headers_set_one_rate_for_every_worker() -> anyhow::Result
     let ends = ends(&system, &sessions, Duration::from_secs(60)).await?;
     assert!(ends.iter().all(|e| e.kind == EventType::Completed));
     assert_eq!(answered.load(Ordering::SeqCst), 60);
+    // Paced at the provider's rate, nearly nothing is refused: at most the
+    // odd call the window's edge meets when a loaded machine delays one
+    // and sends the next on time. Unpaced, 60 calls at once against 10 a
+    // second would be refused about 50 times.
     let refused = refused.load(Ordering::SeqCst);
-    assert!(
-        refused * 50 <= 60 + refused,
-        "{refused} refused of {}",
-        60 + refused
-    );
+    assert!(refused <= 5, "{refused} refused of {}", 60 + refused);
     // Heard from the headers: 10 a second, paced a little under.
     let schedule = schedule(&system).await?;
     assert_eq!(schedule["source"], "headers", "{schedule}");
     let ceiling = schedule["ceiling"].as_f64().unwrap_or_default();
     assert!((9.5..=10.5).contains(&ceiling), "{schedule}");
-    // Both processes pace at it: each one's gauge says so.
+    // Both processes pace at it: each one's gauge says so (a refusal cuts
+    // the rate by 0.85 until it climbs back, as the docs say).
+    let floor = 9.0 * 0.85_f64.powi(i32::try_from(refused).unwrap_or(i32::MAX));
     for url in &urls {
         let rate = value(
             &scrape(url)?,
             "baton_llm_limit_rate",
             &[("model", "stand-in")],
         );
-        assert!((9.0..=10.5).contains(&rate), "{url}: {rate}");
+        assert!(
+            (floor..=10.5).contains(&rate),
+            "{url}: {rate}, {refused} refused"
+        );
     }
     // baton doctor says what the rate is and where it comes from.
     let doctor = doctor(&system)?;
