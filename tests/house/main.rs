@@ -5,6 +5,10 @@
 //! - no function over 80 lines outside tests;
 //! - no import circles between the modules of a crate;
 //! - no folder holding more than 20 source files, tests included;
+//! - in `baton-worker`, the worker loop (`worker/`) and the other
+//!   processes (`services/`) do not reach into each other: what both need
+//!   is in the message path (`path/`), and neither `path/` nor `state/`
+//!   uses the worker loop;
 //! - the agent authors' crate (`baton-author`) does not depend on
 //!   `async-nats`, directly or through another crate of the workspace.
 //!
@@ -272,4 +276,38 @@ fn crowded_in(dir: &Path) -> Vec<String> {
         .filter(|(path, _)| !path.components().any(|part| part.as_os_str() == "target"))
         .map(|(path, files)| format!("{} ({files})", shown(&path)))
         .collect()
+}
+
+/// The files under `room` of `baton-worker` that name a module under any of
+/// `others` (as `crate::<other>`), with the line.
+fn reaching(room: &str, others: &[&str]) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/baton-worker/src");
+    let mut found = Vec::new();
+    for file in rust_files(&src.join(room)) {
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        for (number, line) in text.lines().enumerate() {
+            for other in others {
+                if line.contains(&format!("crate::{other}::"))
+                    || line.contains(&format!("crate::{other}}}"))
+                {
+                    found.push(format!("{}:{}: {}", shown(&file), number + 1, line.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_worker_loop_and_the_services_do_not_reach_into_each_other() {
+    let mut found = reaching("services", &["worker"]);
+    found.extend(reaching("worker", &["services"]));
+    found.extend(reaching("path", &["worker", "services"]));
+    found.extend(reaching("state", &["worker"]));
+    assert!(
+        found.is_empty(),
+        "the worker loop and the services reach into each other: {found:#?}; move what both use to path/ (the message path)"
+    );
+    // The check sees a reach when there is one.
+    assert!(!reaching("worker", &["path"]).is_empty());
 }

@@ -8,10 +8,12 @@
 //! acknowledged by JetStream before the incoming message is acked, so a
 //! crash anywhere means redelivery and never a lost or doubled handoff.
 //!
-//! The crate has four rooms, by who reads them; each `mod.rs` is its
-//! table of contents. `nats` depends on nothing else, `worker` and `state`
-//! on it, `services` on all three (and `state`'s conversations use the
-//! services' client and inbox). All of them use the
+//! The crate has five rooms, by who reads them; each `mod.rs` is its
+//! table of contents. `nats` depends on nothing else; `path` (the message
+//! path: intake, delivery, a plan's outputs, settling, lookups, cancels)
+//! and `state` on it (the cancels open their bucket through `state`);
+//! `worker` and `services` on all three, and never on each other
+//! (`state`'s conversations use the services' client and inbox). All of them use the
 //! agent authors' API, which is its own crate, `baton-author`, free of
 //! NATS, and re-exported here whole:
 //!
@@ -57,7 +59,9 @@
 
 mod error;
 pub mod health;
+pub(crate) mod meter;
 mod nats;
+mod path;
 mod services;
 pub mod state;
 mod worker;
@@ -71,23 +75,23 @@ pub use baton_author::{
 };
 pub use baton_proto::{AgentName, Reason, Usage, Value};
 pub use error::{Error, ErrorKind};
+pub use meter::meter;
 pub use nats::claimcheck::{ClaimCheck, ClaimSettings};
 pub use nats::connection::Connection;
 pub use nats::provision::{StreamSettings, key_value, redelivery_span};
 pub use nats::served::is_served;
+pub use path::cancel::{cancel_event_id, cancelled_event};
+pub use path::registry::RegistryClient;
 pub use services::client::replay::{SessionReplay, ending};
 pub use services::client::{Cancel, Client, EventStream};
 pub use services::deadletters::{DeadLetterEntry, ReplayOptions};
 pub use services::inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use services::router::{Router, RouterConfig};
 pub use state::{conversation, transcript};
-pub use worker::cancel::{cancel_event_id, cancelled_event};
 pub use worker::config::{
     EventLevel, LiveEvents, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
 };
 pub use worker::handle::conversation_id;
-pub use worker::metrics::meter;
-pub use worker::registry::RegistryClient;
 pub use worker::start::Worker;
 
 /// Following live events: a follower says it listens, so that workers at
@@ -108,12 +112,12 @@ pub mod footprints {
     pub use crate::nats::claimcheck::footprint as claims;
     pub use crate::nats::provision::footprint as streams;
     pub use crate::nats::served::footprint as served;
+    pub use crate::path::cancel::footprint as cancels;
     pub use crate::services::client::follow::footprint as session_reader;
     pub use crate::services::client::footprint as client;
     pub use crate::services::deadletters::footprint as dead_letters;
     pub use crate::services::inbox::footprint as inbox;
     pub use crate::services::router::footprint as router;
     pub use crate::state::followers::follower_footprint as live_follower;
-    pub use crate::worker::cancel::footprint as cancels;
     pub use crate::worker::start::footprint as worker;
 }

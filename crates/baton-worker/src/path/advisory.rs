@@ -20,7 +20,7 @@ use futures::StreamExt;
 use tokio::task::JoinHandle;
 
 use crate::nats::publish::Publisher;
-use crate::worker::delivery::{Ending, Stored};
+use crate::path::delivery::{Ending, Stored};
 
 /// What the handler needs besides the advisory.
 pub(crate) struct Net {
@@ -33,7 +33,7 @@ pub(crate) struct Net {
     /// Whose dead-letter subject is used.
     pub(crate) agent: AgentName,
     /// The worker's metrics, which count the dead letter (none for the router).
-    pub(crate) metrics: Option<std::sync::Arc<crate::worker::metrics::Metrics>>,
+    pub(crate) metrics: Option<std::sync::Arc<dyn CountsDeadLetters>>,
 }
 
 /// The part of the advisory the net reads.
@@ -120,7 +120,7 @@ impl Net {
             return tracing::error!(error = %err, seq, "cannot dead-letter a message that reached max deliveries; it stays in the stream");
         }
         if let Some(metrics) = &self.metrics {
-            metrics.ended(DeadLetterReason::MaxDeliveries.as_str());
+            metrics.dead_lettered(&DeadLetterReason::MaxDeliveries);
         }
         if let Err(err) = stream.delete_message(seq).await {
             tracing::warn!(error = %err, seq, "dead-lettered, but could not remove the message from the stream");
@@ -148,4 +148,10 @@ pub(crate) fn footprint(subjects: &baton_proto::Subjects, consumer: &str) -> Foo
         .subscribes([format!(
             "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{tasks}.{consumer}"
         )])
+}
+
+/// What counts the messages the net dead-letters (a worker's metrics).
+pub(crate) trait CountsDeadLetters: Send + Sync {
+    /// Counts one message dead-lettered with `reason`.
+    fn dead_lettered(&self, reason: &DeadLetterReason);
 }

@@ -6,14 +6,13 @@ use std::time::{Duration, Instant};
 
 use async_nats::client::RequestErrorKind;
 use backon::{ExponentialBuilder, Retryable};
-use baton_proto::footprint::Footprint;
+
 use baton_proto::{
-    AgentName, FeedbackReply, FeedbackRequest, Heartbeat, LookupRequest, LookupResponse, Notebook,
-    NotebookRequest, Subjects, Wire, now_ms,
+    AgentName, FeedbackReply, FeedbackRequest, LookupRequest, LookupResponse, Notebook,
+    NotebookRequest, Subjects, Wire,
 };
 
 use crate::error::{Error, ErrorKind};
-use crate::worker::config::{WorkerConfig, WorkerStats};
 
 /// Asks the registry service for the best agent (`baton.registry.lookup`).
 ///
@@ -48,7 +47,7 @@ struct LookupMetrics {
 
 impl LookupMetrics {
     fn new() -> Self {
-        let meter = crate::worker::metrics::meter();
+        let meter = crate::meter::meter();
         Self {
             lookups: meter
                 .u64_counter("baton.registry.lookups")
@@ -58,7 +57,7 @@ impl LookupMetrics {
                 .f64_histogram("baton.registry.lookup.duration")
                 .with_unit("s")
                 .with_description("How long a registry lookup took, retries included")
-                .with_boundaries(crate::worker::metrics::SECONDS.to_vec())
+                .with_boundaries(crate::meter::SECONDS.to_vec())
                 .build(),
         }
     }
@@ -395,56 +394,4 @@ impl RegistryClient {
         AgentName::new(best.agent.as_str())
             .map_err(|err| format!("the registry proposed an invalid agent type: {err}"))
     }
-}
-
-/// Publishes the worker's heartbeat every interval until aborted.
-pub(crate) fn spawn_heartbeats(
-    client: async_nats::Client,
-    config: &WorkerConfig,
-    max_concurrency: usize,
-    stats: Arc<WorkerStats>,
-) -> tokio::task::JoinHandle<()> {
-    let interval = config.heartbeat_interval.max(Duration::from_millis(10));
-    let subject = config.subjects.heartbeat(&config.agent, &config.instance);
-    let profile = &config.profile;
-    let mut beat = Heartbeat {
-        agent: config.agent.to_string(),
-        instance: config.instance.clone(),
-        capabilities: profile.capabilities.clone(),
-        domains: profile.domains.clone(),
-        tier: profile.tier,
-        in_flight: 0,
-        max_concurrency: u32::try_from(max_concurrency).unwrap_or(u32::MAX),
-        processed: 0,
-        failed: 0,
-        at: 0,
-        interval_ms: Some(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)),
-        description: profile.description.clone(),
-        extra: baton_proto::Map::new(),
-    };
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            beat.in_flight = u32::try_from(stats.in_flight()).unwrap_or(u32::MAX);
-            beat.processed = stats.processed();
-            beat.failed = stats.failed();
-            beat.at = now_ms();
-            match beat.to_msgpack() {
-                Ok(payload) => {
-                    if let Err(err) = client.publish(subject.clone(), payload.into()).await {
-                        tracing::debug!(error = %err, "could not send a heartbeat");
-                    }
-                }
-                Err(err) => tracing::warn!(error = %err, "cannot encode a heartbeat"),
-            }
-        }
-    })
-}
-
-/// What a worker of `agent` uses of the registry: its heartbeats and lookups.
-#[must_use]
-pub(crate) fn footprint(subjects: &Subjects, agent: &AgentName) -> Footprint {
-    Footprint::new().publishes([subjects.heartbeat(agent, "*"), subjects.lookup()])
 }

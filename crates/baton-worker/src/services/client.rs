@@ -273,7 +273,7 @@ impl Client {
             return Ok(Cancel::Ended(last));
         }
         let bucket =
-            crate::worker::cancel::bucket(&self.jetstream, &self.subjects, self.streams.replicas)
+            crate::path::cancel::bucket(&self.jetstream, &self.subjects, self.streams.replicas)
                 .await?;
         bucket
             .put(session.to_string(), Bytes::from(detail.to_owned()))
@@ -283,7 +283,7 @@ impl Client {
             })?;
         let last =
             crate::nats::ending::last_event(&self.jetstream, &self.subjects, session).await?;
-        let event = crate::worker::cancel::cancelled_event(session, detail, last.as_ref());
+        let event = crate::path::cancel::cancelled_event(session, detail, last.as_ref());
         let payload = event.to_msgpack().map_err(|err| {
             Error::with_source(ErrorKind::Config, "cannot encode the cancel event", err)
         })?;

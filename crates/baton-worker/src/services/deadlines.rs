@@ -18,9 +18,9 @@ use bytes::Bytes;
 
 use crate::nats::ending::last_event;
 use crate::nats::publish::{Class, Outgoing, Publisher};
-use crate::worker::delivery::Delivery;
-use crate::worker::outbox::settle::finish;
-use crate::worker::plan::Settle;
+use crate::path::delivery::Delivery;
+use crate::path::plan::Settle;
+use crate::path::settle::finish;
 
 /// How long after the deadline the watch acts, so that a worker holding the
 /// task ends the session first.

@@ -18,12 +18,12 @@ use crate::nats::connection::{Connection, Permissions};
 use crate::nats::provision::{self, StreamSettings};
 use crate::nats::publish::Publisher;
 use crate::nats::served::Served;
+use crate::path::advisory;
+use crate::path::intake::{self, IntakeSettings, Source};
+use crate::path::registry::RegistryClient;
 use crate::services::client::Client;
 use crate::services::deadlines;
 use crate::services::sessions::Sessions;
-use crate::worker::advisory;
-use crate::worker::intake::{self, IntakeSettings, Source};
-use crate::worker::registry::RegistryClient;
 use route::{Ingress, route};
 
 /// Settings of the ingress router.
@@ -364,11 +364,11 @@ async fn watch_deadlines(
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> Footprint {
     crate::nats::provision::footprint(subjects, true)
-        .with(crate::worker::intake::footprint(
+        .with(crate::path::intake::footprint(
             subjects,
             Subjects::INGRESS_CONSUMER,
         ))
-        .with(crate::worker::intake::footprint(
+        .with(crate::path::intake::footprint(
             subjects,
             Subjects::DEADLINES_CONSUMER,
         ))
@@ -383,7 +383,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         ])
         .with(crate::services::sessions::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
-        .with(crate::worker::cancel::footprint(subjects, true))
+        .with(crate::path::cancel::footprint(subjects, true))
         .with(crate::state::conversation::footprint(subjects))
         // Its keeper removes conversations idle for their time to live.
         .with(crate::state::conversation::deleting_footprint(subjects))

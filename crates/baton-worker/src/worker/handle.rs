@@ -21,9 +21,9 @@ use tracing::Instrument;
 
 use crate::nats::claimcheck::ClaimFailure;
 use crate::nats::ending;
+use crate::path::delivery::Delivery;
 use crate::state::transcript::TranscriptError;
 use crate::worker::config::WorkerConfig;
-use crate::worker::delivery::Delivery;
 use crate::worker::join::{self, Received};
 use crate::worker::plan::{Output, Plan, usage};
 use crate::worker::run::with_progress;

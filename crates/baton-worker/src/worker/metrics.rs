@@ -13,22 +13,12 @@ use std::time::Duration;
 
 use baton_proto::{Event, EventType};
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::metrics::{Counter, Histogram};
 
 use crate::worker::config::WorkerStats;
 use crate::worker::plan::Output;
 
-/// The meter every Baton instrument comes from.
-#[must_use]
-pub fn meter() -> Meter {
-    opentelemetry::global::meter("baton")
-}
-
-/// Buckets for durations in seconds: 1 ms to 5 min.
-pub(crate) const SECONDS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-    120.0, 300.0,
-];
+pub(crate) use crate::meter::{SECONDS, meter};
 
 /// The instruments of one worker.
 pub(crate) struct Metrics {
@@ -203,5 +193,11 @@ fn record_outcome(outcome: &str, failure: Option<&str>) {
     if let Some(reason) = failure {
         span.record("otel.status_code", "ERROR");
         span.record("error.type", reason);
+    }
+}
+
+impl crate::path::advisory::CountsDeadLetters for Metrics {
+    fn dead_lettered(&self, reason: &baton_proto::DeadLetterReason) {
+        self.ended(reason.as_str());
     }
 }

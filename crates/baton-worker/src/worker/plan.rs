@@ -14,8 +14,6 @@ mod failure;
 mod outputs;
 pub(crate) mod usage;
 
-use std::time::Duration;
-
 use baton_proto::{
     AgentName, DeadLetterReason, Envelope, Event, EventType, Kind, LookupRequest, Reason,
     ResultStatus, Value, derive_id_labelled,
@@ -28,79 +26,9 @@ use baton_author::Step;
 use baton_author::{AgentError, Complete, Handoff, Wait};
 use baton_author::{Need, Target};
 
+pub(crate) use crate::path::plan::{DeadLetter, Output, Plan, Settle};
 pub(crate) use delegation::ChildSpec;
 use outputs::Outputs;
-
-/// How the incoming delivery is settled once every output is durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Settle {
-    /// Done: confirmed ack.
-    Ack,
-    /// Deliver again after the delay.
-    Nak(Duration),
-    /// Never deliver again (it was dead-lettered).
-    Term,
-}
-
-/// One message to publish, with its deterministic id.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Output {
-    /// An envelope for an agent's subject.
-    Envelope {
-        to: AgentName,
-        envelope: Box<Envelope>,
-    },
-    /// A session event.
-    Event(Box<Event>),
-    /// A copy of the incoming bytes for the dead-letter stream.
-    DeadLetter(DeadLetter),
-}
-
-/// A dead letter: the original bytes are kept; the reason travels in headers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DeadLetter {
-    pub(crate) id: Uuid,
-    pub(crate) reason: DeadLetterReason,
-    pub(crate) detail: String,
-}
-
-/// What to do with one delivery: publish `outputs`, then settle.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Plan {
-    pub(crate) outputs: Vec<Output>,
-    pub(crate) settle: Settle,
-    /// Whether the task failed here (for the worker's counters).
-    pub(crate) failed: bool,
-}
-
-impl Plan {
-    /// A root task for a session that ended with `end` already: dead-lettered
-    /// with reason `session_ended`, and no event (the session keeps its one end).
-    pub(crate) fn session_ended(envelope: &Envelope, end: &baton_proto::Event) -> Self {
-        let detail = format!(
-            "session {} ended ({}) before this task arrived: a session runs one task and ends once; send a new task in a new session",
-            envelope.session, end.kind
-        );
-        Self {
-            outputs: vec![Output::DeadLetter(DeadLetter {
-                id: baton_proto::derive_id_labelled(envelope.id, "session_ended", 0),
-                reason: DeadLetterReason::SessionEnded,
-                detail,
-            })],
-            settle: Settle::Term,
-            failed: false,
-        }
-    }
-
-    /// Publish `outputs`, then ack.
-    pub(crate) fn ack(outputs: Vec<Output>) -> Self {
-        Self {
-            outputs,
-            settle: Settle::Ack,
-            failed: false,
-        }
-    }
-}
 
 /// Who is deciding: the worker's identity and routing settings.
 #[derive(Debug, Clone)]

@@ -10,12 +10,12 @@ use crate::error::Error;
 use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::Publisher;
 use crate::nats::served::Served;
+use crate::path::registry::RegistryClient;
 use crate::worker::config::{WorkerConfig, WorkerStats};
 use crate::worker::join::store::JoinStore;
 use crate::worker::metrics::Metrics;
 use crate::worker::outbox::{Outbox, Parts};
 use crate::worker::plan::{Found, Planner};
-use crate::worker::registry::RegistryClient;
 use crate::worker::reporter::Reporter;
 use crate::worker::run::Pace;
 use baton_author::{RetryPolicy, Task};
@@ -46,7 +46,7 @@ pub(crate) struct Runtime {
     /// What it counts for the process's metrics.
     pub(crate) metrics: Arc<Metrics>,
     /// The sessions cancelled, as far as this process knows.
-    pub(crate) cancelled: Arc<crate::worker::cancel::Cancelled>,
+    pub(crate) cancelled: Arc<crate::path::cancel::Cancelled>,
     /// Where the agent's hops report what they do.
     reporter: Arc<Reporter>,
 }

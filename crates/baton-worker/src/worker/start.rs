@@ -17,11 +17,12 @@ use crate::error::{Error, ErrorKind};
 use crate::nats::connection::{Connection, Permissions};
 use crate::nats::provision;
 use crate::nats::publish::Publisher;
-use crate::worker::advisory;
+use crate::path::advisory;
+use crate::path::intake::{self, IntakeSettings, Source};
+use crate::path::registry::RegistryClient;
 use crate::worker::config::{WorkerConfig, WorkerStats};
 use crate::worker::handle::handle;
-use crate::worker::intake::{self, IntakeSettings, Source};
-use crate::worker::registry::{RegistryClient, spawn_heartbeats};
+use crate::worker::heartbeats::spawn_heartbeats;
 use crate::worker::runtime::{AgentPolicy, Runtime};
 use baton_author::Agent;
 
@@ -201,7 +202,7 @@ async fn beside_the_loop(
     rt: &Arc<Runtime>,
     source: &Source,
 ) -> Result<Vec<JoinHandle<()>>, Error> {
-    let cancels = crate::worker::cancel::watch(
+    let cancels = crate::path::cancel::watch(
         source.jetstream.clone(),
         rt.config.subjects.clone(),
         rt.config.streams.replicas,
@@ -268,17 +269,17 @@ async fn serve<A: Agent>(
 #[must_use]
 pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Footprint {
     crate::nats::provision::footprint(subjects, false)
-        .with(crate::worker::intake::footprint(
+        .with(crate::path::intake::footprint(
             subjects,
             &Subjects::agent_consumer(agent),
         ))
         .with(crate::nats::served::footprint(subjects))
         .with(crate::nats::ending::footprint(subjects))
         .with(crate::worker::outbox::footprint(subjects, agent, to))
-        .with(crate::worker::registry::footprint(subjects, agent))
+        .with(crate::worker::heartbeats::footprint(subjects, agent))
         .with(crate::worker::join::store::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
-        .with(crate::worker::cancel::footprint(subjects, false))
+        .with(crate::path::cancel::footprint(subjects, false))
         .with(crate::state::followers::watcher_footprint(subjects))
         // A conversation's turn refers to its transcript.
         .with(crate::state::transcript::footprint(subjects))

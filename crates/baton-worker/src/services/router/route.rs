@@ -15,11 +15,11 @@ use super::{ROUTER_NAME, RouterConfig};
 use crate::nats::ending;
 use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::nats::served::Served;
+use crate::path::delivery::Delivery;
+use crate::path::plan::{DeadLetter, Output, Plan, Settle};
+use crate::path::registry::RegistryClient;
+use crate::path::settle::finish;
 use crate::services::deadlines;
-use crate::worker::delivery::Delivery;
-use crate::worker::outbox::settle::finish;
-use crate::worker::plan::{DeadLetter, Output, Plan, Settle};
-use crate::worker::registry::RegistryClient;
 
 /// What the router's per-message path needs.
 pub(super) struct Ingress {

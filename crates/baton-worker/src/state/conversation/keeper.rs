@@ -178,7 +178,7 @@ fn turns_counter() -> &'static opentelemetry::metrics::Counter<u64> {
     static TURNS: std::sync::OnceLock<opentelemetry::metrics::Counter<u64>> =
         std::sync::OnceLock::new();
     TURNS.get_or_init(|| {
-        crate::worker::metrics::meter()
+        crate::meter::meter()
             .u64_counter("baton.conversation.turns")
             .with_description(
                 "Conversation turns started, as the router's keeper saw their records",
@@ -189,7 +189,7 @@ fn turns_counter() -> &'static opentelemetry::metrics::Counter<u64> {
 
 /// The gauges of what `seen` holds, read when collected.
 fn gauges(seen: &Arc<Mutex<Seen>>) {
-    let meter = crate::worker::metrics::meter();
+    let meter = crate::meter::meter();
     let active = Arc::clone(seen);
     meter
         .i64_observable_gauge("baton.conversations.active")

@@ -9,7 +9,7 @@ use baton_proto::Event;
 
 use super::Outbox;
 use crate::nats::publish::{Outgoing, Pending};
-use crate::worker::delivery::Delivery;
+use crate::path::delivery::Delivery;
 use crate::worker::plan::Output;
 
 /// A hop's `accepted` event on its way out.

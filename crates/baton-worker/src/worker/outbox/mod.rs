@@ -12,7 +12,6 @@
 
 pub(crate) mod accepted;
 mod prepare;
-pub(crate) mod settle;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,13 +22,13 @@ use baton_proto::{AgentName, DeadLetterReason, Event, Subjects};
 
 use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::{Outgoing, Publisher};
+use crate::path::delivery::Delivery;
+use crate::path::settle::{self, Finished};
 use crate::state::followers::Followers;
 use crate::worker::config::{EventLevel, LiveEvents, WorkerStats};
-use crate::worker::delivery::Delivery;
 use crate::worker::metrics::Metrics;
 use crate::worker::plan::{Output, Plan, Settle};
 use prepare::Unsendable;
-use settle::Finished;
 
 /// Where a worker's messages leave.
 pub(crate) struct Outbox {

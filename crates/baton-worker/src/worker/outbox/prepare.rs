@@ -7,7 +7,7 @@ use super::Outbox;
 use crate::error::Error;
 use crate::nats::claimcheck::ClaimFailure;
 use crate::nats::publish::Outgoing;
-use crate::worker::delivery::Delivery;
+use crate::path::delivery::Delivery;
 use crate::worker::plan::Output;
 use crate::worker::run::keep_alive;
 

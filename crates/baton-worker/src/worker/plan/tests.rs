@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 use baton_author::ContextPolicy;
 use baton_author::Outcome;
