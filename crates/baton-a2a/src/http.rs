@@ -45,12 +45,14 @@ pub(crate) async fn serve(
         .merge(calls)
         .with_state(gateway);
     let listener = baton_gateway::listen::bind(listen).await?;
-    let local = listener.local_addr().map_err(crate::Error::Serve)?;
+    let local = listener
+        .local_addr()
+        .map_err(|err| crate::Error::Serve("A2A server", err))?;
     tracing::info!(url = %format!("http://{local}"), "A2A server listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(crate::Error::Serve)
+        .map_err(|err| crate::Error::Serve("A2A server", err))
 }
 
 /// The base URL of this gateway as the client reached it.

@@ -33,12 +33,11 @@ use baton_proto::{AgentName, LookupRequest};
 use baton_worker::{Client, Inbox, RegistryClient};
 
 mod card;
-mod error;
 mod http;
 mod index;
 
+pub use baton_gateway::Error;
 use baton_gateway::callers::Callers;
-pub use error::Error;
 pub use index::footprint;
 mod list;
 mod ops;
@@ -115,7 +114,7 @@ pub async fn serve(
         loopback: "--listen 127.0.0.1:8070",
     };
     let callers = match &settings.callers {
-        Some(path) => Some(Callers::load(path).map_err(Error::Callers)?),
+        Some(path) => Some(Callers::load(path).map_err(Error::Config)?),
         None => {
             baton_gateway::listen::token(settings.listen, settings.token.as_deref(), &exposure)?
                 .map(Callers::one)
@@ -129,7 +128,7 @@ pub async fn serve(
     let conversations =
         baton_worker::conversation::Conversations::open(client.clone(), settings.replicas)
             .await
-            .map_err(|err| Error::Conversations(err.to_string()))?;
+            .map_err(|err| Error::Store(format!("cannot open the conversations: {err}")))?;
     let gateway = Gateway {
         conversations,
         overlap: settings.overlap,

@@ -40,43 +40,12 @@ fn agent_message(task: &str, context: &str, text: String) -> Message {
     message
 }
 
-/// What a person or client reads about `event`: the answer, the failure,
-/// the question waiting for input, or the hop (as MCP progress says it).
-pub(crate) fn describe(event: &Event) -> String {
-    let detail = event
-        .detail
-        .as_deref()
-        .map(|d| format!(": {d}"))
-        .unwrap_or_default();
-    match &event.kind {
-        EventType::Completed => event.output.as_ref().map(show).unwrap_or_default(),
-        EventType::Failed => {
-            let why = event.reason.as_ref().map(|r| format!(" ({})", r.as_str()));
-            format!("failed{}{detail}", why.unwrap_or_default())
-        }
-        EventType::Waiting => format!(
-            "{} waits for input{}",
-            event.agent.as_deref().unwrap_or("-"),
-            question(event)
-                .map(|q| format!(": {q}"))
-                .unwrap_or_default()
-        ),
-        _ => format!("{}{detail}", baton_gateway::text::progress(event)),
-    }
-}
-
-/// The last message of the conversation a waiting event carries, if any.
-fn question(event: &Event) -> Option<String> {
-    let context = event.context.as_ref()?;
-    context.messages.last().map(|m| m.content.clone())
-}
-
 /// The status of a session whose last event is `last`.
 pub(crate) fn status(task: &str, context: &str, last: Option<&Event>) -> TaskStatus {
     let state = state(last);
     let message = last
         .filter(|_| state != TaskState::Completed)
-        .map(|event| agent_message(task, context, describe(event)));
+        .map(|event| agent_message(task, context, baton_gateway::text::status(event)));
     TaskStatus {
         state,
         message,
@@ -199,7 +168,11 @@ pub(crate) fn updates(session: Uuid, context: &str, event: &Event) -> Vec<Stream
     }
     let mut status = status(&id, context, Some(event));
     if status.state == TaskState::Working {
-        status.message = Some(agent_message(&id, context, describe(event)));
+        status.message = Some(agent_message(
+            &id,
+            context,
+            baton_gateway::text::status(event),
+        ));
     }
     updates.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
         task_id: id,

@@ -148,7 +148,7 @@ async fn run_demo_tasks(baton: &Client, timeout: Duration) -> anyhow::Result<boo
         let mut ended = false;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
             let event = event?;
-            println!("    {}", crate::session::describe(&event));
+            println!("    {}", baton_gateway::text::line(&event));
             if event.kind.is_terminal() {
                 crate::session::print_outcome(&event);
                 all_completed &= event.kind == EventType::Completed;

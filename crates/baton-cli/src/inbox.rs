@@ -176,7 +176,7 @@ async fn show(inbox: &Inbox, id: &str) -> anyhow::Result<()> {
     println!("task     {}", envelope.id);
     println!("session  {}", envelope.session);
     println!("for      {}", entry.agent());
-    println!("path     {}", crate::session::show_path(&envelope.path));
+    println!("path     {}", baton_gateway::text::path(&envelope.path));
     if let Some(reason) = &envelope.reason {
         println!("reason   {reason}");
     }
@@ -195,7 +195,7 @@ async fn show(inbox: &Inbox, id: &str) -> anyhow::Result<()> {
     if !context.variables.is_empty() {
         println!();
         for (key, value) in &context.variables {
-            println!("  {key} = {}", crate::session::show_value(value));
+            println!("  {key} = {}", baton_gateway::text::value(value));
         }
     }
     println!();

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use baton_proto::{AgentName, Envelope, Event, EventType, Hop, Subjects, Value, now_ms};
+use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Value, now_ms};
 use futures::StreamExt;
 use uuid::Uuid;
 
@@ -175,7 +175,7 @@ async fn outcome(
             );
             // Between streamed answers, the moves between agents.
             if !printer.delta(&event) && moved && printer.streamed() {
-                printer.line(&format!("  ↳ {}", describe(&event)));
+                printer.line(&format!("  ↳ {}", baton_gateway::text::line(&event)));
             }
         }
         if event.kind == EventType::Waiting {
@@ -268,11 +268,14 @@ pub async fn cancel(
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     match client.cancel(session, &args.detail).await? {
         baton_worker::Cancel::Cancelled(event) => {
-            println!("{}", describe(&event));
+            println!("{}", baton_gateway::text::line(&event));
             Ok(std::process::ExitCode::SUCCESS)
         }
         baton_worker::Cancel::Ended(event) => {
-            eprintln!("session {session} had ended already: {}", describe(&event));
+            eprintln!(
+                "session {session} had ended already: {}",
+                baton_gateway::text::line(&event)
+            );
             Ok(std::process::ExitCode::from(1))
         }
     }
@@ -325,7 +328,7 @@ pub async fn watch(
             println!("{}", serde_json::to_string(&event)?);
         } else if !printer.delta(&event) && !plain_start(&event) {
             printer.complete(&event);
-            printer.line(&describe(&event));
+            printer.line(&baton_gateway::text::line(&event));
         }
     }
     printer.end();
@@ -336,114 +339,9 @@ pub async fn watch(
     })
 }
 
-/// A value as people read it: strings bare, anything else as JSON.
-pub fn show_value(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.as_str().unwrap_or_default().to_owned(),
-        other => serde_json::to_string(other).unwrap_or_else(|_| format!("{other:?}")),
-    }
-}
-
-/// A path with the reason that brought control to each agent.
-pub fn show_path(path: &[Hop]) -> String {
-    let mut text = String::new();
-    for (index, hop) in path.iter().enumerate() {
-        if index > 0 {
-            match &hop.reason {
-                Some(reason) => text.push_str(&format!(" -[{reason}]-> ")),
-                None => text.push_str(" -> "),
-            }
-        }
-        text.push_str(&hop.agent);
-    }
-    text
-}
-
-/// One line per event.
-pub fn describe(event: &Event) -> String {
-    let agent = event.agent.as_deref().unwrap_or("?");
-    let to = event.to.as_deref().unwrap_or("?");
-    let reason = event
-        .reason
-        .as_ref()
-        .map(|r| format!(" [{r}]"))
-        .unwrap_or_default();
-    let detail = event
-        .detail
-        .as_deref()
-        .map(|d| format!(": {d}"))
-        .unwrap_or_default();
-    let body = match &event.kind {
-        EventType::Accepted => format!(
-            "{agent} accepted (attempt {}){reason}",
-            event.attempt.unwrap_or(1)
-        ),
-        EventType::Rejected => format!("{agent} rejected{detail}"),
-        EventType::Handoff => format!("{agent} handed off to {to}{reason}"),
-        EventType::Delegated => format!("{agent} delegated to {to}{reason}"),
-        EventType::Retrying => format!("{agent} retrying{detail}"),
-        EventType::LoopDetected => format!("{agent} -> {to} refused, loop detected{detail}"),
-        EventType::Escalated => format!("{agent} escalated to {to}{reason}"),
-        EventType::DeadLettered => format!("{agent} dead-lettered{reason}{detail}"),
-        EventType::Completed => {
-            format!(
-                "completed: {}",
-                event.output.as_ref().map(show_value).unwrap_or_default()
-            )
-        }
-        EventType::Failed => format!("failed{reason}{detail}"),
-        EventType::Result => format!("{agent} got a result{detail}"),
-        EventType::Waiting => {
-            format!("{agent} is waiting for a person{reason} (see `baton inbox ls`)")
-        }
-        EventType::Reopened => format!("re-opened{detail}"),
-        EventType::ToolCalled => format!(
-            "{agent} called {}",
-            event.detail.as_deref().unwrap_or("a tool")
-        ),
-        EventType::ToolApprovalRequested => format!(
-            "{agent} asks a person to approve {} (see `baton inbox ls`)",
-            event.detail.as_deref().unwrap_or("a tool call")
-        ),
-        EventType::ToolApproved => format!("{} approved {agent}'s tool call", who(event)),
-        EventType::ToolDenied => format!("{} denied {agent}'s tool call{detail}", who(event)),
-        EventType::Delta => format!(
-            "{agent} is writing: {}",
-            baton_proto::Delta::of(event)
-                .map(|delta| delta.text)
-                .unwrap_or_default()
-        ),
-        EventType::Started => {
-            match baton_proto::Start::from_event(event).and_then(|start| start.replay_of) {
-                Some(of) => format!("{agent} took the task (a replay of {of})"),
-                None => format!("{agent} took the task"),
-            }
-        }
-        EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
-    };
-    let spent = event
-        .usage
-        .as_ref()
-        .map(|usage| format!("  [spent {}]", baton_gateway::text::spent(usage)))
-        .unwrap_or_default();
-    let secs = event.at / 1000;
-    format!(
-        "{:02}:{:02}:{:02}.{:03}  {body}{spent}",
-        (secs / 3600) % 24,
-        (secs / 60) % 60,
-        secs % 60,
-        event.at % 1000
-    )
-}
-
-/// Who decided (a person's name, as the instance of a decision event).
-fn who(event: &Event) -> &str {
-    event.instance.as_deref().unwrap_or("a person")
-}
-
 /// The path and the answer (or the failure) of a terminal event.
 pub fn print_outcome(event: &Event) {
-    println!("  path:   {}", show_path(&event.path));
+    println!("  path:   {}", baton_gateway::text::path(&event.path));
     if let Some(usage) = &event.usage {
         println!("  spent:  {}", baton_gateway::text::spent(usage));
     }
@@ -457,7 +355,11 @@ pub fn print_outcome(event: &Event) {
         EventType::Completed => {
             println!(
                 "  answer: {}",
-                event.output.as_ref().map(show_value).unwrap_or_default()
+                event
+                    .output
+                    .as_ref()
+                    .map(baton_gateway::text::value)
+                    .unwrap_or_default()
             );
         }
         _ => {

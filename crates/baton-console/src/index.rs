@@ -343,11 +343,11 @@ pub async fn follow(
     let mut stream = jetstream
         .get_stream(&name)
         .await
-        .map_err(|err| crate::Error::Events(format!("cannot open stream {name}: {err}")))?;
+        .map_err(|err| crate::Error::Store(format!("cannot open stream {name}: {err}")))?;
     let stored_now = stream
         .info()
         .await
-        .map_err(|err| crate::Error::Events(format!("cannot read stream {name}: {err}")))?
+        .map_err(|err| crate::Error::Store(format!("cannot read stream {name}: {err}")))?
         .state
         .messages;
     // Ready once every session stored now is in: at once on an empty
@@ -360,7 +360,7 @@ pub async fn follow(
         .client()
         .subscribe(subjects.all_live())
         .await
-        .map_err(|err| crate::Error::Events(format!("cannot follow the live events: {err}")))?;
+        .map_err(|err| crate::Error::Store(format!("cannot follow the live events: {err}")))?;
     // While the index lives, `lean` workers publish every session's progress.
     let _following = live::follow(&jetstream.client(), &subjects, live::Scope::All).await;
     let stored = stream
@@ -370,10 +370,10 @@ pub async fn follow(
             ..Default::default()
         })
         .await
-        .map_err(|err| crate::Error::Events(format!("cannot read stream {name}: {err}")))?
+        .map_err(|err| crate::Error::Store(format!("cannot read stream {name}: {err}")))?
         .messages()
         .await
-        .map_err(|err| crate::Error::Events(format!("cannot read stream {name}: {err}")))?;
+        .map_err(|err| crate::Error::Store(format!("cannot read stream {name}: {err}")))?;
     let stored = stored.filter_map(|message| async move {
         let message = message
             .inspect_err(|err| tracing::warn!(error = %err, "events stream"))

@@ -21,7 +21,6 @@ mod app;
 mod auth;
 mod conversations;
 mod decide;
-mod error;
 mod feedback;
 pub mod index;
 mod ops;
@@ -31,7 +30,7 @@ mod view;
 mod web;
 
 pub use auth::Access;
-pub use error::Error;
+pub use baton_gateway::Error;
 
 /// How a console runs.
 #[derive(Debug, Clone)]
@@ -109,7 +108,9 @@ pub async fn serve(
         replicas: config.replicas,
     };
     let listener = baton_gateway::listen::bind(config.listen).await?;
-    let local = listener.local_addr().map_err(Error::Serve)?;
+    let local = listener
+        .local_addr()
+        .map_err(|err| Error::Serve("console", err))?;
     let (ready, loaded) = tokio::sync::oneshot::channel();
     let mut following = tokio::spawn(index::follow(
         client.jetstream().clone(),
@@ -140,7 +141,7 @@ pub async fn serve(
     );
     let served = axum::serve(listener, web::router(app)).with_graceful_shutdown(shutdown);
     let result = tokio::select! {
-        result = served => result.map_err(Error::Serve),
+        result = served => result.map_err(|err| Error::Serve("console", err)),
         result = following => Err(stopped(result)),
     };
     beats.abort();
@@ -150,9 +151,9 @@ pub async fn serve(
 /// Why following the events stopped: the console cannot go on without it.
 fn stopped(result: Result<Result<(), Error>, tokio::task::JoinError>) -> Error {
     match result {
-        Ok(Ok(())) => Error::Events("the events stream closed".to_owned()),
+        Ok(Ok(())) => Error::Store("the events stream closed".to_owned()),
         Ok(Err(err)) => err,
-        Err(err) => Error::Events(format!("following the events failed: {err}")),
+        Err(err) => Error::Store(format!("following the events failed: {err}")),
     }
 }
 

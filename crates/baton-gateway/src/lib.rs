@@ -6,12 +6,17 @@
 //!   by digest;
 //! - [`text`]: values and events as people and clients read them;
 //! - [`exposed`]: which agent types a gateway offers;
-//! - [`budget`]: the token budget of a session a caller starts.
+//! - [`budget`]: the token budget of a session a caller starts;
+//! - [`diff`]: where two sessions part (`baton diff`);
+//! - [`Error`]: why a gateway cannot serve, one type for all three.
 //!
 //! The human inbox the gateways answer lives with the other services in
 //! `baton-worker`, so a gateway needs no agent kind to reach it.
 
 mod budget;
+pub mod diff;
+mod error;
+pub use error::Error;
 pub mod callers;
 pub mod listen;
 pub mod text;

@@ -1,6 +1,8 @@
-//! Values and events as text, the same in every gateway.
+//! Sessions as text, the same in the CLI and every gateway: values, paths,
+//! an event as one line (`baton watch`), as a status a client reads (A2A),
+//! as progress (MCP, `baton chat`), and what a session spent.
 
-use baton_proto::{Event, Usage, Value};
+use baton_proto::{Event, EventType, Hop, Usage, Value};
 
 /// A value as text: a string as itself, anything else as JSON on one line.
 #[must_use]
@@ -56,6 +58,139 @@ pub fn spent(usage: &Usage) -> String {
         text.push_str(" (partly estimated)");
     }
     text
+}
+
+/// A path with the reason that brought control to each agent:
+/// `triage -[knowledge_gap]-> refunds`.
+#[must_use]
+pub fn path(path: &[Hop]) -> String {
+    let mut text = String::new();
+    for (index, hop) in path.iter().enumerate() {
+        if index > 0 {
+            match &hop.reason {
+                Some(reason) => text.push_str(&format!(" -[{reason}]-> ")),
+                None => text.push_str(" -> "),
+            }
+        }
+        text.push_str(&hop.agent);
+    }
+    text
+}
+
+/// An event as one line, after the time it happened (UTC):
+/// `12:00:01.250  triage handed off to refunds [knowledge_gap]`.
+#[must_use]
+pub fn line(event: &Event) -> String {
+    let agent = event.agent.as_deref().unwrap_or("?");
+    let to = event.to.as_deref().unwrap_or("?");
+    let reason = event
+        .reason
+        .as_ref()
+        .map(|r| format!(" [{r}]"))
+        .unwrap_or_default();
+    let detail = event
+        .detail
+        .as_deref()
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default();
+    let body = match &event.kind {
+        EventType::Accepted => format!(
+            "{agent} accepted (attempt {}){reason}",
+            event.attempt.unwrap_or(1)
+        ),
+        EventType::Rejected => format!("{agent} rejected{detail}"),
+        EventType::Handoff => format!("{agent} handed off to {to}{reason}"),
+        EventType::Delegated => format!("{agent} delegated to {to}{reason}"),
+        EventType::Retrying => format!("{agent} retrying{detail}"),
+        EventType::LoopDetected => format!("{agent} -> {to} refused, loop detected{detail}"),
+        EventType::Escalated => format!("{agent} escalated to {to}{reason}"),
+        EventType::DeadLettered => format!("{agent} dead-lettered{reason}{detail}"),
+        EventType::Completed => {
+            format!(
+                "completed: {}",
+                event.output.as_ref().map(value).unwrap_or_default()
+            )
+        }
+        EventType::Failed => format!("failed{reason}{detail}"),
+        EventType::Result => format!("{agent} got a result{detail}"),
+        EventType::Waiting => {
+            format!("{agent} is waiting for a person{reason} (see `baton inbox ls`)")
+        }
+        EventType::Reopened => format!("re-opened{detail}"),
+        EventType::ToolCalled => format!(
+            "{agent} called {}",
+            event.detail.as_deref().unwrap_or("a tool")
+        ),
+        EventType::ToolApprovalRequested => format!(
+            "{agent} asks a person to approve {} (see `baton inbox ls`)",
+            event.detail.as_deref().unwrap_or("a tool call")
+        ),
+        EventType::ToolApproved => format!("{} approved {agent}'s tool call", who(event)),
+        EventType::ToolDenied => format!("{} denied {agent}'s tool call{detail}", who(event)),
+        EventType::Delta => format!(
+            "{agent} is writing: {}",
+            baton_proto::Delta::of(event)
+                .map(|delta| delta.text)
+                .unwrap_or_default()
+        ),
+        EventType::Started => {
+            match baton_proto::Start::from_event(event).and_then(|start| start.replay_of) {
+                Some(of) => format!("{agent} took the task (a replay of {of})"),
+                None => format!("{agent} took the task"),
+            }
+        }
+        EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),
+    };
+    let spent = event
+        .usage
+        .as_ref()
+        .map(|usage| format!("  [spent {}]", spent(usage)))
+        .unwrap_or_default();
+    let secs = event.at / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}  {body}{spent}",
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60,
+        event.at % 1000
+    )
+}
+
+/// Who decided (a person's name, as the instance of a decision event).
+fn who(event: &Event) -> &str {
+    event.instance.as_deref().unwrap_or("a person")
+}
+
+/// What a person or client reads about `event`: the answer, the failure,
+/// the question waiting for input, or the hop (as MCP progress says it).
+#[must_use]
+pub fn status(event: &Event) -> String {
+    let detail = event
+        .detail
+        .as_deref()
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default();
+    match &event.kind {
+        EventType::Completed => event.output.as_ref().map(value).unwrap_or_default(),
+        EventType::Failed => {
+            let why = event.reason.as_ref().map(|r| format!(" ({})", r.as_str()));
+            format!("failed{}{detail}", why.unwrap_or_default())
+        }
+        EventType::Waiting => format!(
+            "{} waits for input{}",
+            event.agent.as_deref().unwrap_or("-"),
+            question(event)
+                .map(|q| format!(": {q}"))
+                .unwrap_or_default()
+        ),
+        _ => format!("{}{detail}", progress(event)),
+    }
+}
+
+/// The last message of the conversation a waiting event carries, if any.
+fn question(event: &Event) -> Option<String> {
+    let context = event.context.as_ref()?;
+    context.messages.last().map(|m| m.content.clone())
 }
 
 #[cfg(test)]

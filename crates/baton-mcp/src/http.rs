@@ -34,7 +34,7 @@ pub async fn serve_http(
         loopback: "--http 127.0.0.1:8090",
     };
     let callers = match callers {
-        Some(path) => Some(Callers::load(path).map_err(Error::Callers)?),
+        Some(path) => Some(Callers::load(path).map_err(Error::Config)?),
         None => listen::token(listen, token.as_deref(), &exposure)?.map(Callers::one),
     };
     let ct = tokio_util::sync::CancellationToken::new();
@@ -54,7 +54,9 @@ pub async fn serve_http(
         axum::middleware::from_fn_with_state(callers.map(std::sync::Arc::new), identify),
     );
     let listener = listen::bind(listen).await?;
-    let local = listener.local_addr().map_err(Error::Serve)?;
+    let local = listener
+        .local_addr()
+        .map_err(|err| Error::Serve("MCP server", err))?;
     tracing::info!(url = %format!("http://{local}/mcp"), "MCP server listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -62,5 +64,5 @@ pub async fn serve_http(
             ct.cancel();
         })
         .await
-        .map_err(Error::Serve)
+        .map_err(|err| Error::Serve("MCP server", err))
 }

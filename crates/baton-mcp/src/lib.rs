@@ -18,7 +18,7 @@ use std::time::Duration;
 use baton_proto::{AgentName, Envelope, Event, EventType, LookupRequest, Value};
 use baton_worker::{Client, RegistryClient};
 
-pub use error::Error;
+pub use baton_gateway::Error;
 use futures::StreamExt;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -29,7 +29,6 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 
 mod conversation;
-mod error;
 mod http;
 
 pub use http::serve_http;
@@ -104,11 +103,11 @@ impl Gateway {
         let running = self
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|err| Error::Stdio(err.to_string()))?;
+            .map_err(|err| Error::Store(format!("MCP over stdio: {err}")))?;
         running
             .waiting()
             .await
-            .map_err(|err| Error::Stdio(err.to_string()))?;
+            .map_err(|err| Error::Store(format!("MCP over stdio: {err}")))?;
         Ok(())
     }
 
