@@ -184,6 +184,35 @@ pub enum Command {
     BenchRegistry(baton_devtools::bench_registry::BenchRegistryArgs),
 }
 
+impl Command {
+    /// Whether the command is one a person runs and reads (its logs at
+    /// `warn`), rather than a long-running process (at `info`).
+    pub fn quiet(&self) -> bool {
+        matches!(
+            self,
+            Self::Send(_)
+                | Self::Chat(_)
+                | Self::Conversations(_)
+                | Self::Watch(_)
+                | Self::Cancel(_)
+                | Self::Replay(_)
+                | Self::Diff(_)
+                | Self::Dlq(_)
+                | Self::Dev(_)
+                | Self::Bench(_)
+                | Self::BenchRegistry(_)
+                | Self::Agents(_)
+                | Self::Feedback(_)
+                | Self::Notebook(_)
+                | Self::Check(_)
+                | Self::Inbox(_)
+                | Self::Permissions(_)
+                | Self::Doctor(_)
+                | Self::Manifests(_)
+        )
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct DevArgs {
     /// Keep the agents running after the demo tasks, until Ctrl-C (try `baton send` meanwhile).

@@ -34,28 +34,7 @@ fn main() -> std::process::ExitCode {
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
-    let quiet = matches!(
-        cli.command,
-        Command::Send(_)
-            | Command::Chat(_)
-            | Command::Conversations(_)
-            | Command::Watch(_)
-            | Command::Cancel(_)
-            | Command::Replay(_)
-            | Command::Diff(_)
-            | Command::Dlq(_)
-            | Command::Dev(_)
-            | Command::Bench(_)
-            | Command::BenchRegistry(_)
-            | Command::Agents(_)
-            | Command::Feedback(_)
-            | Command::Notebook(_)
-            | Command::Check(_)
-            | Command::Inbox(_)
-            | Command::Permissions(_)
-            | Command::Doctor(_)
-            | Command::Manifests(_)
-    );
+    let quiet = cli.command.quiet();
     let (service, metrics) = match &cli.command {
         Command::Worker(args) => ("baton-worker", &args.metrics),
         Command::Router(args) => ("baton-router", &args.metrics),
