@@ -279,3 +279,82 @@ fn an_unset_api_key_variable_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// An LLM runner whose history is bounded to `most` messages.
+fn bounded(url: &str, most: u32) -> LlmRunner {
+    let spec: baton_agents::spec::LlmSpec = toml::from_str(&format!(
+        "base_url = \"{url}\"\nmodel = \"m\"\nrequest_timeout_ms = 5000\n[history]\nmax_messages = {most}\n"
+    ))
+    .unwrap();
+    LlmRunner::new(&spec, &Routing::default(), &[]).unwrap()
+}
+
+/// A task whose conversation has three exchanges.
+fn three_exchanges() -> Task {
+    let mut task = task("first");
+    let messages = &mut task.envelope.context.messages;
+    messages.push(Message::new(Role::Agent, "one").with_name("tester"));
+    messages.push(Message::new(Role::User, "second"));
+    messages.push(Message::new(Role::Agent, "two").with_name("tester"));
+    messages.push(Message::new(Role::User, "third"));
+    task
+}
+
+#[tokio::test]
+async fn past_its_bound_the_conversation_gives_way_to_a_summary_the_model_reads() {
+    let server = FakeLlm::start(vec![
+        Scripted::text("They asked twice."),
+        Scripted::text("Third answered."),
+    ])
+    .unwrap();
+    let outcome = bounded(server.url(), 4)
+        .run(&three_exchanges())
+        .await
+        .unwrap();
+    let asked = server.requests();
+    assert_eq!(asked.len(), 2);
+    // The summary call: no tools, the older exchanges as text.
+    assert!(asked[0].body.get("tools").is_none(), "{}", asked[0].body);
+    let older = asked[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        older.contains("user: first") && older.contains("user: second"),
+        "{older}"
+    );
+    assert!(!older.contains("third"), "{older}");
+    // The answer's request: the summary, then the newest exchange whole.
+    assert_eq!(
+        asked[1].body["messages"],
+        serde_json::json!([
+            {"role": "system", "content": "Summary of the conversation before the messages below:\nThey asked twice."},
+            {"role": "user", "content": "third"},
+        ])
+    );
+    let Outcome::Answer(Answer { update, .. }) = outcome else {
+        panic!("not an answer")
+    };
+    let compacted = update.compaction.expect("a compaction");
+    assert_eq!(compacted.replaces, 4);
+    assert_eq!(compacted.message.content, "They asked twice.");
+    let compaction = compacted.message.compaction.expect("what it stands for");
+    assert_eq!(
+        (compaction.through, compaction.model.as_deref()),
+        (4, Some("m"))
+    );
+}
+
+#[tokio::test]
+async fn a_summary_with_no_text_fails_the_hop_instead_of_dropping_the_messages() {
+    let server = FakeLlm::start(vec![Scripted::text(""), Scripted::text("unused")]).unwrap();
+    let result = bounded(server.url(), 4).run(&three_exchanges()).await;
+    let Err(AgentError::Fatal(detail)) = result else {
+        panic!("not a fatal error: {result:?}")
+    };
+    assert!(detail.contains("answered no text"), "{detail}");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the agent's own call was not made"
+    );
+}

@@ -136,10 +136,19 @@ impl LlmRunner {
                 let answered = self
                     .answer(task, (SUMMARY_STEP, Asking::Summary(model)), &asked)
                     .await?;
-                match answered {
+                let summary = match answered {
                     Ok(answered) => text_of(&answered.answer),
                     Err(overrun) => return Ok(Err(overrun)),
+                };
+                // No text would drop the older messages silently, as if the
+                // spec said `older = "drop"`; the answer is on record, so
+                // asking again would read the same.
+                if summary.trim().is_empty() {
+                    return Err(AgentError::fatal(format!(
+                        "[llm.history] the summary model {model} answered no text for {cut} older messages: check summary_model, or set older = \"drop\""
+                    )));
                 }
+                summary
             }
             None => String::new(),
         };
