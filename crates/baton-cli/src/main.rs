@@ -1,23 +1,35 @@
 //! The `baton` command: glue between arguments and the Baton libraries.
+
+//!
+//! The commands, by who runs them:
+//! - [`processes`]: what runs until stopped (`dev`, `worker`, `router`,
+//!   `registry`, `console`, `mcp serve`, `a2a serve`);
+//! - [`sessions`]: `send`, `watch`, `cancel`, `replay`, `diff`;
+//! - [`conversations`]: `chat`, `conversations`;
+//! - [`learning`]: what the registry knows and learned (`agents`,
+//!   `feedback`, `notebook`);
+//! - [`operations`]: `dlq`, `check`, `inbox`, `permissions`, `doctor`,
+//!   `manifests`, `bench`.
+//!
+//! [`cli`] is the table of commands; each command's module holds its
+//! arguments and its `run`. [`nats`] connects, [`shown`] and [`printer`]
+//! show sessions to people.
+
 #![allow(unreachable_pub)] // a binary: `pub` marks what modules share, nothing is exported
 
-mod args;
-mod conversation;
-mod dev;
-mod dlq;
-mod doctor;
-mod inbox;
+mod cli;
+mod conversations;
 mod learning;
-mod live;
-mod manifests;
 mod nats;
-mod replay;
-mod serve;
-mod session;
+mod operations;
+mod printer;
+mod processes;
+mod sessions;
+mod shown;
 
 use anyhow::Context as _;
 
-use args::{Cli, Command};
+use cli::{Cli, Command};
 
 // A worker allocates and frees a few buffers per message on many threads;
 // glibc's allocator took a quarter of a worker's CPU in a profile of
@@ -39,7 +51,10 @@ fn main() -> std::process::ExitCode {
         Command::Worker(args) => ("baton-worker", &args.metrics),
         Command::Router(args) => ("baton-router", &args.metrics),
         Command::Registry(args) => ("baton-registry", &args.metrics),
-        _ => ("baton", &args::MetricsArgs { metrics_addr: None }),
+        _ => (
+            "baton",
+            &processes::metrics::MetricsArgs { metrics_addr: None },
+        ),
     };
     let telemetry = baton_telemetry::init(&baton_telemetry::Wanted {
         level: if quiet { "warn" } else { "info" },
@@ -117,68 +132,7 @@ async fn run(
     if let Some((addr, registry)) = served {
         baton_telemetry::serve::metrics(addr, registry).await?;
     }
-    match cli.command {
-        Command::Dev(args) => dev::run(&cli.nats, subjects, args).await,
-        Command::Worker(args) => serve::worker(&cli.nats, subjects, *args).await,
-        Command::Router(args) => serve::router(&cli.nats, subjects, args).await,
-        Command::Registry(args) => serve::registry(&cli.nats, subjects, args).await,
-        Command::Agents(args) => learning::agents(&cli.nats, subjects, args).await,
-        Command::Feedback(args) => learning::feedback(&cli.nats, subjects, args).await,
-        Command::Notebook(args) => learning::notebook(&cli.nats, subjects, args).await,
-        Command::Send(args) => match args.conversation.clone() {
-            Some(id) => conversation::send(&cli.nats, subjects, &id, &args).await,
-            None => session::send(&cli.nats, subjects, args).await,
-        },
-        Command::Chat(args) => conversation::chat(&cli.nats, subjects, args).await,
-        Command::Conversations(command) => conversation::run(&cli.nats, subjects, command).await,
-        Command::Watch(args) => session::watch(&cli.nats, subjects, args).await,
-        Command::Cancel(args) => session::cancel(&cli.nats, subjects, args).await,
-        Command::Replay(args) => replay::replay(&cli.nats, subjects, args).await,
-        Command::Diff(args) => replay::diff(&cli.nats, subjects, args).await,
-        Command::Dlq(command) => dlq::run(&cli.nats, subjects, command).await,
-        Command::Check(args) => Ok(inbox::check(&args).await),
-        Command::Inbox(command) => inbox::run(&cli.nats, subjects, command).await,
-        Command::Doctor(args) => doctor::run(&cli.nats, subjects, args).await,
-        Command::Manifests(args) => manifests::run(&args, &subjects),
-        Command::Console(args) => serve::console(&cli.nats, subjects, args).await,
-        Command::Mcp(args::McpCommand::Serve(args)) => serve::mcp(&cli.nats, subjects, args).await,
-        Command::A2a(args::A2aCommand::Serve(args)) => serve::a2a(&cli.nats, subjects, args).await,
-        Command::Permissions(args) => {
-            let role = baton_ops::Role::new(args.role, args.agent)?;
-            let grants = baton_ops::Grants {
-                to: args.to,
-                human: args.human,
-            };
-            let inbox = cli.nats.inbox_prefix.as_deref();
-            let block = baton_ops::permissions::render(&role, &subjects, inbox, &grants);
-            print!("{block}");
-            Ok(std::process::ExitCode::SUCCESS)
-        }
-        Command::Bench(args) => {
-            let (client, server) = nats::connect_or_start(
-                &cli.nats,
-                &baton_ops::Role::of(baton_ops::RoleKind::Client),
-            )
-            .await?;
-            let url = server.as_ref().map_or_else(
-                || nats::shown(cli.nats.nats_url.as_deref()),
-                |server| server.url().to_owned(),
-            );
-            let mut args = args;
-            args.server_pid = server.as_ref().and_then(baton_nats_server::NatsServer::pid);
-            baton_devtools::bench::run(client.client().clone(), &url, args).await?;
-            Ok(std::process::ExitCode::SUCCESS)
-        }
-        Command::BenchRegistry(args) => {
-            let (client, _server) = nats::connect_or_start(
-                &cli.nats,
-                &baton_ops::Role::of(baton_ops::RoleKind::Client),
-            )
-            .await?;
-            baton_devtools::bench_registry::run(client.client().clone(), args).await?;
-            Ok(std::process::ExitCode::SUCCESS)
-        }
-    }
+    cli.command.run(&cli.nats, subjects).await
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -2,15 +2,85 @@
 //! server list, credentials in the URL or in flags, TLS, nkeys, and
 //! unlimited reconnects. No secret reaches a message or a log line.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Context as _, bail};
 use async_nats::{ConnectOptions, ServerAddr};
-use baton_worker::Connection;
-
-use crate::args::NatsArgs;
 use baton_ops::Role;
+use baton_worker::Connection;
+use clap::Args;
+
+/// Connection settings, following the NATS CLI's environment variables.
+#[derive(Debug, Clone, Args)]
+pub struct NatsArgs {
+    /// NATS server URL, or a comma-separated list of them (default nats://127.0.0.1:4222;
+    /// `baton dev` starts its own server when unset). A URL may carry `user:password@` or
+    /// `token@`; `tls://` requires TLS.
+    #[arg(long, global = true, env = "NATS_URL", hide_env_values = true)]
+    pub nats_url: Option<String>,
+
+    /// NATS credentials file (JWT + nkey).
+    #[arg(long, global = true, env = "NATS_CREDS")]
+    pub creds: Option<PathBuf>,
+
+    /// NATS user name (with --password).
+    #[arg(long, global = true, env = "NATS_USER")]
+    pub user: Option<String>,
+
+    /// NATS password (with --user).
+    #[arg(long, global = true, env = "NATS_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+
+    /// NATS authentication token.
+    #[arg(long, global = true, env = "NATS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// NATS nkey seed file (a user seed, as `nk -gen user` writes).
+    #[arg(long, global = true, env = "NATS_NKEY")]
+    pub nkey: Option<PathBuf>,
+
+    /// CA certificate (PEM) to verify the NATS server with; turns TLS on.
+    #[arg(long, global = true, env = "NATS_CA")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for TLS client authentication, with --tls-key.
+    #[arg(long, global = true, env = "NATS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of the client certificate, with --tls-cert.
+    #[arg(long, global = true, env = "NATS_KEY")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Replicas of every stream and bucket Baton creates: 1 on a single server, 3 on a
+    /// cluster. An existing stream with fewer is raised in place where the cluster allows.
+    #[arg(long, global = true, env = "BATON_REPLICAS", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub replicas: u8,
+
+    /// Prefix of this process's reply subjects (default `_INBOX_<role>`, e.g.
+    /// `_INBOX_worker_refund`); `baton permissions` grants only it.
+    #[arg(long, global = true, env = "BATON_INBOX_PREFIX")]
+    pub inbox_prefix: Option<String>,
+
+    /// Subject prefix shared by every Baton process of one deployment.
+    #[arg(long, global = true, env = "BATON_PREFIX", default_value = "baton")]
+    pub prefix: String,
+}
+
+impl NatsArgs {
+    /// Replicas of what Baton creates.
+    pub fn replicas(&self) -> usize {
+        usize::from(self.replicas)
+    }
+
+    /// The stream settings these arguments describe.
+    pub fn streams(&self) -> baton_worker::StreamSettings {
+        baton_worker::StreamSettings {
+            replicas: self.replicas(),
+            ..Default::default()
+        }
+    }
+}
 
 /// Where `baton` connects when neither `NATS_URL` nor `--nats-url` is set.
 pub(crate) const DEFAULT_URL: &str = "nats://127.0.0.1:4222";

@@ -1,8 +1,14 @@
-//! `baton a2a`'s options.
+//! `baton a2a serve`: the ingress and agent types as A2A agents.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
 
+use baton_proto::Subjects;
 use clap::{Args, Subcommand};
+
+use super::mcp::agent_names;
+use crate::nats::NatsArgs;
 
 /// `baton a2a`: Baton agent types as A2A agents.
 #[derive(Debug, Subcommand)]
@@ -71,19 +77,45 @@ pub struct A2aServeArgs {
     /// of the agents' [llm.price] tables. A message may ask for less
     /// with `metadata.budget_cost`, never for more. [default: none, or
     /// the router's --default-budget-cost]
-    #[arg(long, env = "BATON_A2A_BUDGET_COST", value_name = "AMOUNT", allow_negative_numbers = true, value_parser = crate::args::session::amount)]
+    #[arg(long, env = "BATON_A2A_BUDGET_COST", value_name = "AMOUNT", allow_negative_numbers = true, value_parser = crate::sessions::amount)]
     pub budget_cost: Option<u64>,
 
     /// What a message does when a turn of its context (its conversation) runs: `enqueue` (it
     /// runs next, in arrival order, and sees the answer before it), `reject` (an error that
     /// names the running turn) or `interrupt` (the running turn is cancelled, and a new one runs
     /// with its message and this one). A message's metadata `overlap` may choose for itself.
-    #[arg(long, env = "BATON_A2A_OVERLAP", value_name = "POLICY", default_value = "enqueue", value_parser = overlap)]
+    #[arg(long, env = "BATON_A2A_OVERLAP", value_name = "POLICY", default_value = "enqueue", value_parser = crate::conversations::overlap)]
     pub overlap: baton_proto::Overlap,
 }
 
-/// An overlap policy by its name.
-fn overlap(name: &str) -> Result<baton_proto::Overlap, String> {
-    baton_proto::Overlap::parse(name)
-        .ok_or_else(|| format!("{name:?} is not a policy: enqueue, reject or interrupt"))
+/// `baton a2a serve`: the ingress and agent types as A2A agents, as the
+/// operator role (it starts sessions, answers the inbox and cancels).
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    command: A2aCommand,
+) -> anyhow::Result<ExitCode> {
+    let A2aCommand::Serve(args) = command;
+    let only = agent_names(&args.agents)?;
+    if let Some(path) = &args.callers {
+        // A bad file is told before anything else is tried.
+        baton_gateway::callers::Callers::load(path).map_err(anyhow::Error::msg)?;
+    }
+    let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Operator).await?;
+    let settings = baton_a2a::Settings {
+        only,
+        timeout: Duration::from_secs(args.timeout_secs.max(1)),
+        public_url: args.public_url,
+        listen: args.listen,
+        token: args.access_token,
+        callers: args.callers,
+        replicas: nats.streams().replicas,
+        budget: baton_proto::Budget {
+            tokens: args.budget_tokens,
+            cost_micros: args.budget_cost,
+        },
+        overlap: args.overlap,
+    };
+    baton_a2a::serve(client, settings, crate::shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,30 @@
 //! `baton dlq ls` and `baton dlq replay`.
 
 use baton_proto::Subjects;
+use clap::Subcommand;
 
-use crate::args::{DlqCommand, NatsArgs};
+use crate::nats::NatsArgs;
+
+#[derive(Debug, Subcommand)]
+pub enum DlqCommand {
+    /// List dead letters: sequence, agent, reason, session and detail.
+    Ls {
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Publish a dead letter again to its original subject (as a new message), then remove it.
+    Replay {
+        /// Sequence number shown by `baton dlq ls`.
+        seq: u64,
+        /// Keep the dead letter after replaying it.
+        #[arg(long)]
+        keep: bool,
+        /// Give the session this many more ms from now (a `deadline_exceeded` letter needs it).
+        #[arg(long, value_name = "MS")]
+        extend_deadline: Option<u64>,
+    },
+}
 
 pub async fn run(
     nats: &NatsArgs,

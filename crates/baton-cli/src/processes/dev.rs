@@ -1,22 +1,31 @@
 //! `baton dev`: the whole system on one machine, with the demo tasks.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use baton_devtools::demo::{self, Demo};
 use baton_proto::{AgentName, Envelope, EventType, Subjects};
 use baton_worker::{Client, RetryPolicy, Router, RouterConfig, Worker, WorkerConfig};
+use clap::Args;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{DevArgs, NatsArgs};
-use crate::serve::Configured;
-use baton_devtools::demo::{self, Demo};
+use super::worker::Configured;
+use crate::nats::NatsArgs;
 
-pub async fn run(
-    nats: &NatsArgs,
-    subjects: Subjects,
-    args: DevArgs,
-) -> anyhow::Result<std::process::ExitCode> {
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Keep the agents running after the demo tasks, until Ctrl-C (try `baton send` meanwhile).
+    #[arg(long)]
+    pub serve: bool,
+
+    /// How long to wait for each demo session to end, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+}
+
+pub async fn run(nats: &NatsArgs, subjects: Subjects, args: DevArgs) -> anyhow::Result<ExitCode> {
     let (client, server) =
         crate::nats::connect_or_start(nats, &baton_ops::Role::of(baton_ops::RoleKind::Client))
             .await?;
@@ -72,9 +81,9 @@ pub async fn run(
     }
     drop(server);
     Ok(if all_completed {
-        std::process::ExitCode::SUCCESS
+        ExitCode::SUCCESS
     } else {
-        std::process::ExitCode::FAILURE
+        ExitCode::FAILURE
     })
 }
 
@@ -150,7 +159,7 @@ async fn run_demo_tasks(baton: &Client, timeout: Duration) -> anyhow::Result<boo
             let event = event?;
             println!("    {}", baton_gateway::text::line(&event));
             if event.kind.is_terminal() {
-                crate::session::print_outcome(&event);
+                crate::shown::print_outcome(&event);
                 all_completed &= event.kind == EventType::Completed;
                 ended = true;
                 break;

@@ -1,7 +1,13 @@
 //! The options of a `--relay` worker.
 
+use std::time::Duration;
+
+use baton_devtools::relay::{Delegation, Relay};
 use baton_proto::AgentName;
+use baton_worker::RetryPolicy;
 use clap::Args;
+
+use super::WorkerArgs;
 
 /// Behaviour of a `--relay` agent.
 #[derive(Debug, Args)]
@@ -60,4 +66,29 @@ pub struct RelayArgs {
     /// For a chain: use this text as a failed step's output instead of stopping.
     #[arg(long)]
     pub recover_value: Option<String>,
+}
+
+/// A relay agent as the command line describes it.
+pub fn relay(name: String, args: WorkerArgs, retry: RetryPolicy) -> Relay {
+    let relay_args = args.relay_options;
+    Relay {
+        name,
+        next: relay_args.next,
+        next_requires: relay_args.next_requires,
+        delegate: relay_args.delegate.map(|agents| Delegation {
+            agents,
+            mode: relay_args.delegate_mode,
+            recover: relay_args.recover,
+            recover_value: relay_args.recover_value,
+        }),
+        fail_attempts: relay_args.fail_attempts,
+        fatal: relay_args.fatal,
+        reject: relay_args.reject,
+        escalate: relay_args.escalate,
+        work: Duration::from_millis(relay_args.work_ms),
+        retry,
+        timeout: Duration::from_millis(args.timeout_ms),
+        concurrency: args.concurrency.unwrap_or(8),
+        quiet: relay_args.quiet,
+    }
 }

@@ -1,8 +1,12 @@
-//! `baton console`'s options.
+//! `baton console`: the web console, as the operator role.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 
+use baton_proto::Subjects;
 use clap::Args;
+
+use crate::nats::NatsArgs;
 
 /// Where the console listens, who may use it, and what it keeps.
 #[derive(Debug, Args)]
@@ -40,4 +44,23 @@ pub struct ConsoleArgs {
     /// How many rows the sessions list shows at most.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub rows: usize,
+}
+
+/// `baton console`: the web console, as the operator role.
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: ConsoleArgs,
+) -> anyhow::Result<ExitCode> {
+    let mut config = baton_console::ConsoleConfig::new(args.listen);
+    config.token = args.access_token;
+    config.trace_url = args.trace_url;
+    config.sessions = args.sessions.max(1);
+    config.shown = args.rows.max(1);
+    config.replicas = nats.replicas();
+    // Refuse an open listener before connecting anywhere.
+    baton_console::Access::new(config.listen, config.token.as_deref())?;
+    let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Operator).await?;
+    baton_console::serve(config, client, subjects, crate::shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,14 @@
-//! `baton mcp`'s options.
+//! `baton mcp serve`: agent types as MCP tools, over stdio or streamable HTTP.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::Context as _;
+use baton_proto::{AgentName, Subjects};
 use clap::{Args, Subcommand};
+
+use crate::nats::NatsArgs;
 
 /// `baton mcp`: Baton agent types as MCP tools.
 #[derive(Debug, Subcommand)]
@@ -64,6 +70,49 @@ pub struct McpServeArgs {
     /// of the agents' [llm.price] tables. A call may ask for less
     /// with its `budget_cost` argument, never for more. [default: none, or
     /// the router's --default-budget-cost]
-    #[arg(long, env = "BATON_MCP_BUDGET_COST", value_name = "AMOUNT", allow_negative_numbers = true, value_parser = crate::args::session::amount)]
+    #[arg(long, env = "BATON_MCP_BUDGET_COST", value_name = "AMOUNT", allow_negative_numbers = true, value_parser = crate::sessions::amount)]
     pub budget_cost: Option<u64>,
+}
+
+/// The agent types of `--agents`.
+pub fn agent_names(names: &[String]) -> anyhow::Result<Vec<AgentName>> {
+    names
+        .iter()
+        .map(|name| {
+            AgentName::new(name.as_str())
+                .with_context(|| format!("invalid --agents entry {name:?}"))
+        })
+        .collect()
+}
+
+/// `baton mcp serve`: agent types as MCP tools, as the client role.
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    command: McpCommand,
+) -> anyhow::Result<ExitCode> {
+    let McpCommand::Serve(args) = command;
+    let only = agent_names(&args.agents)?;
+    let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Client).await?;
+    let registry = baton_worker::RegistryClient::new(client.jetstream().client(), &subjects);
+    let gateway = baton_mcp::Gateway::new(
+        client,
+        registry,
+        only,
+        Duration::from_secs(args.timeout_secs.max(1)),
+    )
+    .with_budget(baton_proto::Budget {
+        tokens: args.budget_tokens,
+        cost_micros: args.budget_cost,
+    })
+    .with_replicas(nats.replicas());
+    match args.http {
+        Some(listen) => {
+            let callers = args.callers.as_deref();
+            let shutdown = crate::shutdown_signal();
+            baton_mcp::serve_http(gateway, listen, args.access_token, callers, shutdown).await?;
+        }
+        None => gateway.serve_stdio().await?,
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,188 @@
+//! `baton conversations ls | show | delete | fork`.
+
+use std::process::ExitCode;
+
+use baton_proto::{Conversation, Subjects};
+use clap::Subcommand;
+
+use super::talk::{Talk, holding};
+use crate::nats::NatsArgs;
+
+#[derive(Debug, Subcommand)]
+pub enum ConversationsCommand {
+    /// List the conversations, most recently active first: id, turns, the agent that holds
+    /// it, the running turn and the messages waiting behind it.
+    Ls {
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a conversation: who holds it, what runs and waits, and its turns in order, each
+    /// with its session, its agents (the last one answered) and how it ended.
+    Show {
+        /// The conversation's id (an A2A contextId, or what `baton chat` printed).
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a conversation: its turns' events, its turns, its transcript and its record.
+    /// A later show or message with that id is refused as deleted, until the router
+    /// removes the marker (the router's --conversation-ttl-secs after the delete).
+    /// Refused while a turn runs.
+    Delete {
+        /// The conversation's id.
+        id: String,
+    },
+    /// Start a new conversation where conversation ID stood after turn N: its turns, its
+    /// transcript, who held it and its shared variables, copied without calling any model
+    /// or tool. The next message to it is answered as turn N + 1 of ID would have been.
+    /// Prints the new conversation's id.
+    Fork {
+        /// The conversation's id.
+        id: String,
+        /// The last turn the fork keeps (an ended turn, from 1).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        at: u32,
+        /// The new conversation's id (default: a new UUID).
+        #[arg(long = "as", value_name = "NEW_ID")]
+        new_id: Option<String>,
+    },
+}
+
+/// `baton conversations ls | show | delete | fork`.
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    command: ConversationsCommand,
+) -> anyhow::Result<ExitCode> {
+    let talk = Talk::open(nats, subjects).await?;
+    match command {
+        ConversationsCommand::Ls { json } => {
+            for record in talk.conversations.list().await? {
+                if json {
+                    println!("{}", summary(&record));
+                } else {
+                    println!("{}", line(&record));
+                }
+            }
+        }
+        ConversationsCommand::Delete { id } => {
+            let removed = talk.conversations.delete(&id).await?;
+            println!("deleted conversation {id} and the events of {removed} sessions");
+        }
+        ConversationsCommand::Fork { id, at, new_id } => {
+            talk.settle(&id).await;
+            let new = new_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let fork = talk.conversations.fork(&id, at, &new, None).await?;
+            println!("{}", fork.id);
+        }
+        ConversationsCommand::Show { id, json } => {
+            // A turn that ended is shown as ended.
+            talk.settle(&id).await;
+            let Some((record, _)) = talk.conversations.get(&id).await? else {
+                anyhow::bail!(
+                    "no conversation {id}: check the id (`baton conversations ls` lists them)"
+                );
+            };
+            let turns = talk.conversations.turns(&record).await?;
+            if json {
+                let mut shown = summary(&record);
+                shown["turns_listed"] =
+                    serde_json::to_value(turns.iter().map(turn_json).collect::<Vec<_>>())?;
+                println!("{shown}");
+            } else {
+                show(&record, &turns);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A record as one JSON object.
+fn summary(record: &Conversation) -> serde_json::Value {
+    serde_json::json!({
+        "id": record.id,
+        "owner": record.owner,
+        "entry": record.entry,
+        "holder": record.holder,
+        "turns": record.turns,
+        "running": record.running.as_ref().map(|r| serde_json::json!({
+            "turn": record.turns,
+            "session": r.session.to_string(),
+            "text": r.text,
+        })),
+        "queued": record.queue.iter().map(|m| serde_json::json!({
+            "session": m.session.to_string(),
+            "text": m.text,
+        })).collect::<Vec<_>>(),
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+    })
+}
+
+/// A listed turn as JSON.
+fn turn_json(turn: &baton_proto::ConversationTurn) -> serde_json::Value {
+    serde_json::json!({
+        "turn": turn.turn,
+        "session": turn.session.to_string(),
+        "text": turn.text,
+        "agents": turn.agents,
+        "ended": turn.ended.as_str(),
+        "reason": turn.reason.as_ref().map(baton_proto::Reason::as_str),
+        "at": turn.at,
+        "ended_at": turn.ended_at,
+    })
+}
+
+/// A record as one line of `ls`.
+fn line(record: &Conversation) -> String {
+    let state = match &record.running {
+        Some(running) => format!("turn {} runs ({})", record.turns, running.session),
+        None => "idle".to_owned(),
+    };
+    format!(
+        "{}  {} turns  holder {}  {state}  {} queued",
+        record.id,
+        record.turns,
+        record.holder.as_deref().unwrap_or("-"),
+        record.queue.len()
+    )
+}
+
+/// `show`'s text: the record, then its turns in order.
+fn show(record: &Conversation, turns: &[baton_proto::ConversationTurn]) {
+    println!("conversation {}", record.id);
+    if let Some(owner) = &record.owner {
+        println!("  owner:   {owner}");
+    }
+    println!("  {}", holding(record));
+    println!("  turns:   {}", record.turns);
+    if let Some(running) = &record.running {
+        println!(
+            "  running: turn {} as session {}: {}",
+            record.turns, running.session, running.text
+        );
+    }
+    for (n, queued) in record.queue.iter().enumerate() {
+        println!(
+            "  queued {}: {} (session {})",
+            n + 1,
+            queued.text,
+            queued.session
+        );
+    }
+    for turn in turns {
+        let how = match &turn.reason {
+            Some(reason) => format!("{} ({})", turn.ended.as_str(), reason.as_str()),
+            None => turn.ended.as_str().to_owned(),
+        };
+        println!(
+            "  turn {}  session {}  {}  {how}: {}",
+            turn.turn,
+            turn.session,
+            turn.agents.join(" -> "),
+            turn.text
+        );
+    }
+}

@@ -1,0 +1,14 @@
+//! Conversations from the command line: `baton send --conversation`,
+//! `baton chat` and `baton conversations`. Each message is a turn of its
+//! conversation, which goes to the agent that holds it; a message to a
+//! conversation whose agent asked the user a question is the answer.
+//!
+//! Answers go to standard output, what happens around them (the
+//! conversation's id, handoffs, who holds it) to standard error, so a
+//! script that pipes turns into `baton chat` reads the answers alone.
+
+pub mod chat;
+pub mod lifecycle;
+mod talk;
+
+pub use talk::{Talk, agent_type, overlap};

@@ -1,0 +1,29 @@
+//! `baton bench` and `baton bench-registry`.
+
+use std::process::ExitCode;
+
+use baton_devtools::bench::BenchArgs;
+use baton_devtools::bench_registry::BenchRegistryArgs;
+use baton_ops::{Role, RoleKind};
+
+use crate::nats::NatsArgs;
+
+/// `baton bench`: against the server of `nats`, or one it starts.
+pub async fn run(nats: &NatsArgs, mut args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let (client, server) = crate::nats::connect_or_start(nats, &Role::of(RoleKind::Client)).await?;
+    let url = server.as_ref().map_or_else(
+        || crate::nats::shown(nats.nats_url.as_deref()),
+        |server| server.url().to_owned(),
+    );
+    args.server_pid = server.as_ref().and_then(baton_nats_server::NatsServer::pid);
+    baton_devtools::bench::run(client.client().clone(), &url, args).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `baton bench-registry`.
+pub async fn registry(nats: &NatsArgs, args: BenchRegistryArgs) -> anyhow::Result<ExitCode> {
+    let (client, _server) =
+        crate::nats::connect_or_start(nats, &Role::of(RoleKind::Client)).await?;
+    baton_devtools::bench_registry::run(client.client().clone(), args).await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,11 @@
+//! What operators run: dead letters, spec checks, the inbox of what waits
+//! for a person, permissions, the deployment doctor, Kubernetes manifests
+//! and the benchmarks.
+
+pub mod bench;
+pub mod check;
+pub mod dlq;
+pub mod doctor;
+pub mod inbox;
+pub mod manifests;
+pub mod permissions;
