@@ -28,6 +28,7 @@ use crate::tools::Toolbox;
 
 mod answer;
 mod asking;
+mod body;
 mod bound;
 mod budget;
 use budget::out_of_budget;

@@ -408,8 +408,54 @@ pub(crate) fn estimate(messages: &[serde_json::Value], max_tokens: Option<u32>) 
 
 /// About how many tokens `values` hold, as JSON: four characters a token.
 pub(crate) fn tokens_in(values: &[serde_json::Value]) -> u64 {
-    let characters: usize = values.iter().map(|v| v.to_string().len()).sum();
+    let characters: usize = values.iter().map(json_len).sum();
     (characters as u64).div_ceil(4)
+}
+
+/// The length in bytes of `value` written as compact JSON (what
+/// `value.to_string().len()` is), counted without writing it: a long
+/// conversation is measured before every model call.
+pub(crate) fn json_len(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(number) => number.to_string().len(),
+        Value::String(text) => quoted_len(text),
+        // `[a,b]`: the brackets, and a comma between two items.
+        Value::Array(items) => {
+            2 + items.len().saturating_sub(1) + items.iter().map(json_len).sum::<usize>()
+        }
+        // `{"k":v,…}`: the braces, a colon per entry and a comma between two.
+        Value::Object(map) => {
+            2 + map.len() * 2 - usize::from(!map.is_empty())
+                + map
+                    .iter()
+                    .map(|(key, value)| quoted_len(key) + json_len(value))
+                    .sum::<usize>()
+        }
+    }
+}
+
+/// The length of `text` as a JSON string: its quotes, and each byte that
+/// is escaped as its escape (`\n`, or `\u00XX` for the other controls).
+fn quoted_len(text: &str) -> usize {
+    // Most text has nothing to escape: a count the compiler vectorises
+    // says so before any byte is looked at one by one.
+    let special = |byte: &u8| *byte < 0x20 || *byte == b'"' || *byte == b'\\';
+    if text.bytes().filter(special).count() == 0 {
+        return text.len() + 2;
+    }
+    let escapes: usize = text
+        .bytes()
+        .map(|byte| match byte {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    text.len() + 2 + escapes
 }
 
 /// What the shared limits use: their bucket.
@@ -422,6 +468,29 @@ pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_len_is_the_length_of_the_written_json() {
+        let values = [
+            serde_json::json!(null),
+            serde_json::json!(true),
+            serde_json::json!(false),
+            serde_json::json!(0.699_999_988_079_071),
+            serde_json::json!(-17),
+            serde_json::json!(u64::MAX),
+            serde_json::json!(""),
+            serde_json::json!(
+                "quote \" backslash \\ tab \t cr \r lf \n bell \u{7} nul \u{0} del \u{7f} é 日本 🎉 \u{8}\u{c}"
+            ),
+            serde_json::json!([]),
+            serde_json::json!({}),
+            serde_json::json!([1, "two", [3], {"four": 4}]),
+            serde_json::json!({"role": "user", "content": "hi\n", "tool_calls": [{"id": "a", "function": {"arguments": "{\"x\":1}"}}]}),
+        ];
+        for value in &values {
+            assert_eq!(json_len(value), value.to_string().len(), "{value}");
+        }
+    }
 
     #[test]
     fn keys_are_valid_and_tell_endpoints_and_models_apart() {

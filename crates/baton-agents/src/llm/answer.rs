@@ -6,6 +6,7 @@
 use baton_worker::{AgentError, Task};
 use serde_json::Value as Json;
 
+use super::body::Asked;
 use super::chat::Offer;
 use super::replay::{self, Answered};
 use super::{LlmRunner, budget, journal_of, stream};
@@ -66,9 +67,10 @@ impl LlmRunner {
         }
         let taken = taken?;
         // What is asked matters to a replay, or to replays of this session.
-        let asked = (task.envelope.replay.is_some() || task.envelope.replayable)
-            .then(|| replay::asked(&self.body(messages, false, model, offer)));
-        let asked = asked.as_deref();
+        let plain = (task.envelope.replay.is_some() || task.envelope.replayable)
+            .then(|| self.written(messages, false, model, offer));
+        let digest = plain.as_deref().map(replay::asked);
+        let asked = digest.as_deref();
         if let Some(reused) = self.reused(task, asked).await? {
             let source = reused.source.as_deref();
             self.recorded(task, (envelope, step), &reused.answer, source, asked)
@@ -87,7 +89,7 @@ impl LlmRunner {
         });
         let answer = self
             .complete(
-                messages,
+                &Asked { messages, plain },
                 model,
                 live,
                 offer,

@@ -9,9 +9,10 @@ use baton_worker::AgentError;
 use serde_json::{Value as Json, json};
 use tracing::Instrument as _;
 
+use super::LlmRunner;
+use super::body::Asked;
 use super::headers::Advice;
 use super::stream::{self, Broken, Live};
-use super::{LlmRunner, ToolSource};
 use crate::limits::Turn;
 
 impl LlmRunner {
@@ -21,7 +22,7 @@ impl LlmRunner {
     /// `taken`, a turn under the shared limit taken for this call already.
     pub(super) async fn complete(
         &self,
-        messages: &[Json],
+        asked: &Asked<'_>,
         model: &str,
         live: Option<Live<'_>>,
         offer: Offer,
@@ -44,7 +45,7 @@ impl LlmRunner {
         );
         let live = live.filter(|live| self.settings.stream && live.progress.streams());
         let answer = self
-            .limited(messages, model, live, offer, (deadline, taken))
+            .limited(asked, model, live, offer, (deadline, taken))
             .instrument(span.clone())
             .await;
         match &answer {
@@ -99,47 +100,6 @@ impl LlmRunner {
         }
     }
 
-    /// The request body: the conversation, the tools the model may call
-    /// (if `offer` offers them), and the spec's sampling settings.
-    pub(super) fn body(
-        &self,
-        messages: &[Json],
-        streamed: bool,
-        model: &str,
-        offer: Offer,
-    ) -> Json {
-        let mut body = json!({"model": model, "messages": messages});
-        if streamed {
-            body["stream"] = json!(true);
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        let ask_user = matches!(offer, Offer::Tools { ask_user: true });
-        let tools = !self.tools.is_empty() || !self.toolbox.tools().is_empty() || ask_user;
-        if tools && offer != Offer::Nothing {
-            let mcp = self
-                .toolbox
-                .tools()
-                .iter()
-                .map(|tool| function(&tool.name, &tool.description, tool.schema.clone()));
-            let own = self
-                .tools
-                .iter()
-                .map(|tool| function(&tool.name, &tool.description, parameters(&tool.source)));
-            let ask = ask_user.then(|| {
-                let question = json!({"type": "object", "properties": {"question": {"type": "string", "description": "The question, as the user should read it"}}, "required": ["question"]});
-                function(super::asking::ASK_USER, super::asking::DESCRIPTION, question)
-            });
-            body["tools"] = own.chain(mcp).chain(ask).collect();
-        }
-        if let Some(temperature) = self.settings.temperature {
-            body["temperature"] = json!(temperature);
-        }
-        if let Some(max_tokens) = self.settings.max_tokens {
-            body["max_tokens"] = json!(max_tokens);
-        }
-        body
-    }
-
     /// The call, in its turn under the shared limit. A `429` cuts the
     /// shared rate; the call waits out its `Retry-After` and takes a new
     /// turn, as often as it takes: it fails on rate limits only when its
@@ -149,13 +109,13 @@ impl LlmRunner {
     /// again, up to [`CUT_AGAIN`] times.
     async fn limited(
         &self,
-        messages: &[Json],
+        asked: &Asked<'_>,
         model_name: &str,
         live: Option<Live<'_>>,
         offer: Offer,
         (deadline, mut taken): (Option<u64>, Option<Turn>),
     ) -> Result<Json, AgentError> {
-        let (estimate, until) = self.limit_request(messages, deadline);
+        let (estimate, until) = self.limit_request(asked.messages, deadline);
         let mut last_refusal: Option<String> = None;
         let mut cut = 0;
         loop {
@@ -163,7 +123,7 @@ impl LlmRunner {
                 Some(turn) => Some(turn),
                 None => self.turn(estimate, until, last_refusal.as_deref()).await?,
             };
-            let (answer, advice) = self.request(messages, model_name, live, offer).await;
+            let (answer, advice) = self.request(asked, model_name, live, offer).await;
             if let Some(limiter) = &self.limiter {
                 limiter.hear(&advice).await;
             }
@@ -257,17 +217,26 @@ impl LlmRunner {
 
     async fn request(
         &self,
-        messages: &[Json],
+        asked: &Asked<'_>,
         model: &str,
         live: Option<Live<'_>>,
         offer: Offer,
     ) -> (Result<Json, Failure>, Advice) {
-        let body = self.body(messages, live.is_some(), model, offer);
+        // Written once per call: the plain body, when it was written for
+        // the digest of what is asked already.
+        let body = match (&live, &asked.plain) {
+            (None, Some(plain)) => plain.clone(),
+            _ => self.written(asked.messages, live.is_some(), model, offer),
+        };
         let url = format!(
             "{}/chat/completions",
             self.settings.base_url.trim_end_matches('/')
         );
-        let mut request = self.http.post(&url).json(&body);
+        let mut request = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
@@ -382,34 +351,6 @@ fn rate_limited(said: Option<&str>, why: &str) -> AgentError {
         baton_proto::Reason::RateLimited,
         format!("the model is rate-limited and {why}{said}"),
     )
-}
-
-/// A tool as the chat completions API lists it.
-fn function(name: &str, description: &str, parameters: Json) -> Json {
-    json!({
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters},
-    })
-}
-
-/// The parameters of a delegate, handoff or condition tool.
-fn parameters(source: &ToolSource) -> Json {
-    match source {
-        ToolSource::Delegate(_) => json!({
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
-            "required": ["task"],
-        }),
-        ToolSource::HandBack => json!({
-            "type": "object",
-            "properties": {"answer": {"type": "string", "description": "Your final answer to the user."}},
-            "required": ["answer"],
-        }),
-        _ => json!({
-            "type": "object",
-            "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
-        }),
-    }
 }
 
 impl LlmRunner {

@@ -35,12 +35,11 @@ pub(super) fn model<'a>(task: &'a Task, settings: &'a LlmSpec) -> &'a str {
         .unwrap_or(&settings.model)
 }
 
-/// What is asked, as the SHA-256 of the request body in hex: equal
-/// requests (model, conversation, tools, sampling) have equal digests.
-pub(super) fn asked(body: &Json) -> String {
-    baton_proto::hex(&<sha2::Sha256 as sha2::Digest>::digest(
-        body.to_string().as_bytes(),
-    ))
+/// What is asked, as the SHA-256 of the written request body in hex:
+/// equal requests (model, conversation, tools, sampling) have equal
+/// digests.
+pub(super) fn asked(body: &[u8]) -> String {
+    baton_proto::hex(&<sha2::Sha256 as sha2::Digest>::digest(body))
 }
 
 /// Shows a reused answer to a session that follows its answers live: its
