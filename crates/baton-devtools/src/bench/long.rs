@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use baton_proto::{Envelope, Wire};
 use futures::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::quantile;
 use super::scale::{ScaleOut, start_workers};
@@ -256,12 +256,14 @@ async fn stored(jetstream: &jetstream::Context) -> anyhow::Result<Vec<(String, u
 }
 
 /// An instant OpenAI-compatible stand-in that answers 1,500 bytes; its
-/// base URL.
+/// base URL. It reads each request whole but does not parse it: the time
+/// a provider takes to read a long conversation is the provider's, not
+/// the hop's, and parsing megabytes here would count it in the hop.
 async fn stand_in() -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/v1", listener.local_addr()?);
     let text = answer_text();
-    let answer = move |axum::Json(_): axum::Json<Value>| {
+    let answer = move |_: axum::body::Bytes| {
         let text = text.clone();
         async move {
             axum::Json(json!({
