@@ -400,10 +400,10 @@ pub async fn read_all(
     Ok(Some(all))
 }
 
-/// What a call of `messages` is estimated to cost in tokens before it is
-/// made: about four characters per token, plus the answer's limit (or 256).
-pub(crate) fn estimate(messages: &[serde_json::Value], max_tokens: Option<u32>) -> u64 {
-    tokens_in(messages) + u64::from(max_tokens.unwrap_or(256))
+/// What a call whose prompt is about `prompt` tokens is estimated to cost
+/// before it is made: the prompt, plus the answer's limit (or 256).
+pub(crate) fn with_answer(prompt: u64, max_tokens: Option<u32>) -> u64 {
+    prompt + u64::from(max_tokens.unwrap_or(256))
 }
 
 /// About how many tokens `values` hold, as JSON: four characters a token.
@@ -516,7 +516,7 @@ mod tests {
     #[test]
     fn the_estimate_counts_four_characters_a_token_and_the_answer() {
         let messages = [serde_json::json!({"role": "user", "content": "x".repeat(400)})];
-        let estimate = estimate(&messages, Some(100));
+        let estimate = with_answer(tokens_in(&messages), Some(100));
         assert!((200..=230).contains(&estimate), "{estimate}");
     }
 }

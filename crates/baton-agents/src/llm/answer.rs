@@ -46,7 +46,8 @@ impl LlmRunner {
         // A first delivery's answer is as good as never recorded yet: its
         // turn under the shared limit is taken while the journal is read
         // (a turn taken for an answer that was recorded goes unused).
-        let overrun = budget::over(task, messages, &self.settings);
+        let prompt = crate::limits::tokens_in(messages);
+        let overrun = budget::over(task, prompt, &self.settings);
         let first = task.attempt == 1
             && task.envelope.resumed.is_none()
             && task.envelope.replay.is_none()
@@ -54,7 +55,7 @@ impl LlmRunner {
         let (recalled, taken) = if first {
             tokio::join!(
                 self.journal.answer(envelope, step),
-                self.turn_for(messages, task.envelope.deadline)
+                self.turn_for(prompt, task.envelope.deadline)
             )
         } else {
             (self.journal.answer(envelope, step).await, Ok(None))
@@ -89,7 +90,11 @@ impl LlmRunner {
         });
         let answer = self
             .complete(
-                &Asked { messages, plain },
+                &Asked {
+                    messages,
+                    plain,
+                    prompt,
+                },
                 model,
                 live,
                 offer,

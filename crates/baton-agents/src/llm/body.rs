@@ -20,6 +20,8 @@ use super::{LlmRunner, ToolSource};
 pub(super) struct Asked<'a> {
     pub(super) messages: &'a [Json],
     pub(super) plain: Option<bytes::Bytes>,
+    /// About how many tokens `messages` are (measured once per call).
+    pub(super) prompt: u64,
 }
 
 /// A request body that borrows the conversation.

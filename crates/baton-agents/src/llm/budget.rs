@@ -7,7 +7,7 @@ use baton_proto::{Reason, Usage, Value, amount};
 use baton_worker::{ContextUpdate, Outcome, Task};
 use serde_json::Value as Json;
 
-use crate::limits::{estimate, tokens_in};
+use crate::limits::{tokens_in, with_answer};
 use crate::spec::{LlmSpec, PriceSpec};
 
 /// What `answer` spent: the usage it reports, or, when it reports none, an
@@ -84,16 +84,16 @@ impl Overrun {
     }
 }
 
-/// The budget the next call of `messages` would pass, if any: the session's
-/// tokens, then its cost, then the agent's cap per hop.
-pub(super) fn over(task: &Task, messages: &[Json], settings: &LlmSpec) -> Option<Overrun> {
+/// The budget the next call would pass, if any, its prompt being about
+/// `prompt` tokens: the session's tokens, then its cost, then the agent's
+/// cap per hop.
+pub(super) fn over(task: &Task, prompt: u64, settings: &LlmSpec) -> Option<Overrun> {
     let budget = task.envelope.budget.unwrap_or_default();
     let session = spent(task);
-    let next = estimate(messages, settings.max_tokens);
-    let next_cost = settings.price.map(|price| {
-        let prompt = tokens_in(messages);
-        price.micros(prompt, next.saturating_sub(prompt))
-    });
+    let next = with_answer(prompt, settings.max_tokens);
+    let next_cost = settings
+        .price
+        .map(|price| price.micros(prompt, next.saturating_sub(prompt)));
     Overrun::check(true, false, session.total(), budget.tokens, next)
         .or_else(|| {
             // An agent without a price table adds nothing to a cost budget.

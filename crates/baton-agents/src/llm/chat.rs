@@ -115,7 +115,7 @@ impl LlmRunner {
         offer: Offer,
         (deadline, mut taken): (Option<u64>, Option<Turn>),
     ) -> Result<Json, AgentError> {
-        let (estimate, until) = self.limit_request(asked.messages, deadline);
+        let (estimate, until) = self.limit_request(asked.prompt, deadline);
         let mut last_refusal: Option<String> = None;
         let mut cut = 0;
         loop {
@@ -174,18 +174,18 @@ impl LlmRunner {
     /// take it.
     pub(super) async fn turn_for(
         &self,
-        messages: &[Json],
+        prompt: u64,
         deadline: Option<u64>,
     ) -> Result<Option<Turn>, AgentError> {
-        let (estimate, until) = self.limit_request(messages, deadline);
+        let (estimate, until) = self.limit_request(prompt, deadline);
         self.turn(estimate, until, None).await
     }
 
     /// What a call with `messages` asks of the shared limit: its estimated
     /// tokens, and the latest its turn may come (unix µs), from the
     /// session's `deadline` (unix ms).
-    fn limit_request(&self, messages: &[Json], deadline: Option<u64>) -> (u64, u64) {
-        let estimate = crate::limits::estimate(messages, self.settings.max_tokens);
+    fn limit_request(&self, prompt: u64, deadline: Option<u64>) -> (u64, u64) {
+        let estimate = crate::limits::with_answer(prompt, self.settings.max_tokens);
         let until = deadline.map_or(u64::MAX, |ms| ms.saturating_mul(1000));
         (estimate, until)
     }
