@@ -1,5 +1,6 @@
-//! Conversations from the command line: `baton send --conversation`,
-//! `baton chat` and `baton conversations`. Each message is a turn of its
+//! Conversations from the command line: `baton chat` and `baton
+//! conversations`, and what `baton send --conversation` (in
+//! `sessions::send`) says through. Each message is a turn of its
 //! conversation, which goes to the agent that holds it; a message to a
 //! conversation whose agent asked the user a question is the answer.
 //!

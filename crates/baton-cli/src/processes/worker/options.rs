@@ -1,4 +1,5 @@
-//! What a worker tells the registry, and how it uses it.
+//! What a worker tells the registry and how it uses it; how it settles a
+//! handled message, and which events it stores and sends live.
 
 use clap::Args;
 
