@@ -34,15 +34,7 @@ impl LlmRunner {
         messages: &[Json],
     ) -> Result<Result<Answered, budget::Overrun>, AgentError> {
         let envelope = journal_of(task);
-        let (model, offer) = match asking {
-            Asking::Turn => (
-                replay::model(task, &self.settings),
-                Offer::Tools {
-                    ask_user: self.asks_user(task),
-                },
-            ),
-            Asking::Summary(model) => (model, Offer::Nothing),
-        };
+        let (model, offer) = self.aimed(task, asking);
         // A first delivery's answer is as good as never recorded yet: its
         // turn under the shared limit is taken while the journal is read
         // (a turn taken for an answer that was recorded goes unused).
@@ -108,6 +100,21 @@ impl LlmRunner {
             answer,
             source: None,
         }))
+    }
+
+    /// The model `asking` asks, and what it offers the model: a turn asks
+    /// the agent's model (or a replay's) with its tools, a summary the
+    /// model named with none.
+    fn aimed<'a>(&'a self, task: &'a Task, asking: Asking<'a>) -> (&'a str, Offer) {
+        match asking {
+            Asking::Turn => (
+                replay::model(task, &self.settings),
+                Offer::Tools {
+                    ask_user: self.asks_user(task),
+                },
+            ),
+            Asking::Summary(model) => (model, Offer::Nothing),
+        }
     }
 
     /// Records `answer` at `step` of the hop journal `envelope`, and, for a
