@@ -169,9 +169,9 @@ impl LlmRunner {
         }
     }
 
-    /// The turn under the shared limit of a call with `messages` in a
-    /// session with `deadline` (unix ms), as [`LlmRunner::complete`] would
-    /// take it.
+    /// The turn under the shared limit of a call whose prompt is about
+    /// `prompt` tokens, in a session with `deadline` (unix ms), as
+    /// [`LlmRunner::complete`] would take it.
     pub(super) async fn turn_for(
         &self,
         prompt: u64,
@@ -181,8 +181,8 @@ impl LlmRunner {
         self.turn(estimate, until, None).await
     }
 
-    /// What a call with `messages` asks of the shared limit: its estimated
-    /// tokens, and the latest its turn may come (unix µs), from the
+    /// What a call whose prompt is about `prompt` tokens asks of the shared
+    /// limit: its estimated tokens, and the latest its turn may come (unix µs), from the
     /// session's `deadline` (unix ms).
     fn limit_request(&self, prompt: u64, deadline: Option<u64>) -> (u64, u64) {
         let estimate = crate::limits::with_answer(prompt, self.settings.max_tokens);
