@@ -54,7 +54,7 @@ impl LlmRunner {
         };
         if let Some(recalled) = recalled? {
             if recalled.source.is_none() {
-                self.spent(task, &recalled.answer, messages);
+                self.spent(task, &recalled.answer, prompt);
             }
             return Ok(Ok(Answered::from(recalled)));
         }
@@ -95,7 +95,7 @@ impl LlmRunner {
             .await?;
         self.recorded(task, (envelope, step), &answer, None, asked)
             .await?;
-        self.spent(task, &answer, messages);
+        self.spent(task, &answer, prompt);
         Ok(Ok(Answered {
             answer,
             source: None,
@@ -137,8 +137,8 @@ impl LlmRunner {
     }
 
     /// Adds what `answer` spent to the hop's usage.
-    fn spent(&self, task: &Task, answer: &Json, messages: &[Json]) {
-        let usage = budget::usage_of(answer, messages, self.settings.price.as_ref());
+    fn spent(&self, task: &Task, answer: &Json, prompt: u64) {
+        let usage = budget::usage_of(answer, prompt, self.settings.price.as_ref());
         task.progress.spent(usage);
     }
 }

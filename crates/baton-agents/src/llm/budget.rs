@@ -11,8 +11,9 @@ use crate::limits::{tokens_in, with_answer};
 use crate::spec::{LlmSpec, PriceSpec};
 
 /// What `answer` spent: the usage it reports, or, when it reports none, an
-/// estimate (four characters a token) marked as one; priced by `price`.
-pub(super) fn usage_of(answer: &Json, messages: &[Json], price: Option<&PriceSpec>) -> Usage {
+/// estimate (four characters a token; its prompt was about `prompt` tokens)
+/// marked as one; priced by `price`.
+pub(super) fn usage_of(answer: &Json, prompt: u64, price: Option<&PriceSpec>) -> Usage {
     let usage = &answer["usage"];
     let (input_tokens, output_tokens, estimated) = match (
         usage["prompt_tokens"].as_u64(),
@@ -20,7 +21,7 @@ pub(super) fn usage_of(answer: &Json, messages: &[Json], price: Option<&PriceSpe
     ) {
         (Some(input), Some(output)) => (input, output, false),
         _ => (
-            tokens_in(messages),
+            prompt,
             tokens_in(std::slice::from_ref(&answer["choices"][0]["message"])),
             true,
         ),
@@ -170,13 +171,13 @@ mod tests {
             "choices": [{"message": {"content": "ok"}}],
             "usage": {"prompt_tokens": 7, "completion_tokens": 3},
         });
-        let usage = usage_of(&reported, &messages, None);
+        let usage = usage_of(&reported, tokens_in(&messages), None);
         assert_eq!(
             (usage.input_tokens, usage.output_tokens, usage.estimated),
             (7, 3, false)
         );
         let silent = json!({"choices": [{"message": {"content": "y".repeat(40)}}]});
-        let usage = usage_of(&silent, &messages, None);
+        let usage = usage_of(&silent, tokens_in(&messages), None);
         assert!(usage.estimated, "marked as an estimate");
         assert!((100..=120).contains(&usage.input_tokens), "{usage:?}");
         assert!((10..=20).contains(&usage.output_tokens), "{usage:?}");
