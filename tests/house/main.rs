@@ -10,10 +10,13 @@
 //!   is in the message path (`path/`), and neither `path/` nor `state/`
 //!   uses the worker loop;
 //! - the agent authors' crate (`baton-author`) does not depend on
-//!   `async-nats`, directly or through another crate of the workspace.
+//!   `async-nats`, directly or through another crate of the workspace;
+//! - each command of the CLI's table (`cli.rs`) runs in the module that
+//!   holds its arguments.
 //!
 //! Each failure names the file and what to do.
 
+mod commands;
 mod lexer;
 mod modules;
 
@@ -310,4 +313,28 @@ fn the_worker_loop_and_the_services_do_not_reach_into_each_other() {
     );
     // The check sees a reach when there is one.
     assert!(!reaching("worker", &["path"]).is_empty());
+}
+
+#[test]
+fn each_cli_command_runs_in_the_module_that_holds_its_arguments() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/baton-cli/src");
+    let cli = std::fs::read_to_string(src.join("cli.rs")).expect("the CLI's table");
+    let sources_of = |module: &str| commands::module_sources(&src, module);
+    let found = commands::mismatches(&cli, &sources_of);
+    assert!(
+        found.is_empty(),
+        "the CLI's commands and their modules part: {found:#?}; give each command one module holding its arguments and its run"
+    );
+    // The check sees a command run elsewhere than its arguments, and one
+    // that is not run at all.
+    let table = "pub enum Command {\n    /// Send.\n    Send(send::SendArgs),\n    Watch(watch::WatchArgs),\n}\n        Self::Send(args) => watch::run(nats, args).await,\n";
+    let found = commands::mismatches(table, &sources_of);
+    assert!(
+        found.iter().any(|f| f.contains("arguments are in send")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|f| f.contains("Watch is not dispatched")),
+        "{found:?}"
+    );
 }
