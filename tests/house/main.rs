@@ -5,10 +5,10 @@
 //! - no function over 80 lines outside tests;
 //! - no import circles between the modules of a crate;
 //! - no folder holding more than 20 source files, tests included;
-//! - in `baton-worker`, the worker loop (`worker/`) and the other
-//!   processes (`services/`) do not reach into each other: what both need
-//!   is in the message path (`path/`), and neither `path/` nor `state/`
-//!   uses the worker loop;
+//! - in `baton-worker`, the rooms point one way: `nats/` at the bottom,
+//!   then `state/`, then the message pipeline (`pipeline/`), then the
+//!   clients (`clients/`), and on top the worker loop (`worker/`) and the
+//!   other processes (`services/`), which do not reach into each other;
 //! - the agent authors' crate (`baton-author`) does not depend on
 //!   `async-nats`, directly or through another crate of the workspace;
 //! - each command of the CLI's table (`cli.rs`) runs in the module that
@@ -301,18 +301,35 @@ fn reaching(room: &str, others: &[&str]) -> Vec<String> {
     found
 }
 
+/// The rooms of `baton-worker`, bottom first, each with the rooms above
+/// it, which it may not name.
+const ROOMS: [(&str, &[&str]); 6] = [
+    (
+        "nats",
+        &["state", "pipeline", "clients", "worker", "services"],
+    ),
+    ("state", &["pipeline", "clients", "worker", "services"]),
+    ("pipeline", &["clients", "worker", "services"]),
+    ("clients", &["worker", "services"]),
+    ("worker", &["services"]),
+    ("services", &["worker"]),
+];
+
 #[test]
-fn the_worker_loop_and_the_services_do_not_reach_into_each_other() {
-    let mut found = reaching("services", &["worker"]);
-    found.extend(reaching("worker", &["services"]));
-    found.extend(reaching("path", &["worker", "services"]));
-    found.extend(reaching("state", &["worker"]));
+fn the_runtime_rooms_point_one_way() {
+    let mut found = Vec::new();
+    for (room, above) in ROOMS {
+        found.extend(reaching(room, above));
+    }
     assert!(
         found.is_empty(),
-        "the worker loop and the services reach into each other: {found:#?}; move what both use to path/ (the message path)"
+        "a room of baton-worker names a room above it (nats → state → pipeline → clients → worker, services): {found:#?}; move what both use down"
     );
     // The check sees a reach when there is one.
-    assert!(!reaching("worker", &["path"]).is_empty());
+    assert!(!reaching("worker", &["pipeline"]).is_empty());
+    // No room is called `path` (the session's path is `Envelope.path`).
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/baton-worker/src");
+    assert!(!src.join("path").exists() && !src.join("path.rs").exists());
 }
 
 #[test]

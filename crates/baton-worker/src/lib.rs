@@ -8,14 +8,17 @@
 //! acknowledged by JetStream before the incoming message is acked, so a
 //! crash anywhere means redelivery and never a lost or doubled handoff.
 //!
-//! The crate has five rooms, by who reads them; each `mod.rs` is its
-//! table of contents. `nats` depends on nothing else; `path` (the message
-//! path: intake, delivery, a plan's outputs, settling, lookups, cancels)
-//! and `state` on it (the cancels open their bucket through `state`);
-//! `worker` and `services` on all three, and never on each other
-//! (`state`'s conversations use the services' client and inbox). All of them use the
-//! agent authors' API, which is its own crate, `baton-author`, free of
-//! NATS, and re-exported here whole:
+//! The crate has six rooms, by who reads them, and each names only the
+//! rooms below it (a house test checks it); each `mod.rs` is its table of
+//! contents. From the bottom: `nats` (plumbing), `state` (what is
+//! remembered between messages), `pipeline` (what every process does with
+//! a message: intake, delivery, a plan's outputs, settling, cancels),
+//! `clients` (the session client, the inbox, registry lookups, dead
+//! letters, and the conversations' one entry point), and on top `worker`
+//! (the worker loop) and `services` (the router and what runs in it),
+//! which never name each other. All of them use the agent authors' API,
+//! which is its own crate, `baton-author`, free of NATS, and re-exported
+//! here whole:
 //!
 //! - the [`Agent`] trait, the [`Task`] it runs (its envelope [`Shared`]
 //!   with the worker), its [`RetryPolicy`], and the [`Progress`] it reports
@@ -37,11 +40,21 @@
 //!
 //! # `services`: the other processes
 //!
-//! - [`Router`]: moves tasks from `baton.ingress` to their first agent,
-//!   watches deadlines, serves sessions to clients that may not read them;
+//! [`Router`]: moves tasks from `baton.ingress` to their first agent,
+//! watches deadlines, serves sessions to clients that may not read them,
+//! and keeps the conversations.
+//!
+//! # `clients`: talking to a deployment
+//!
 //! - [`Client`]: submits tasks, follows and cancels sessions; dead letters;
 //! - [`Inbox`]: tasks that wait for a person;
 //! - [`RegistryClient`]: best-agent lookups.
+//!
+//! # `pipeline`: the message pipeline
+//!
+//! What the worker loop and the services both do with a message: pulling
+//! with bounded concurrency, a delivery's attempt and encoding, a plan's
+//! outputs, publishing them and then settling, cancelled sessions.
 //!
 //! # `state`: what is remembered between messages
 //!
@@ -57,11 +70,12 @@
 //! [`footprints`] says what each process does on NATS, declared beside the
 //! code that does it.
 
+mod clients;
 mod error;
 pub mod health;
 pub(crate) mod meter;
 mod nats;
-mod path;
+mod pipeline;
 mod services;
 pub mod state;
 mod worker;
@@ -74,18 +88,18 @@ pub use baton_author::{
     RouteOptions, Routing, Shared, Target, Task, Team, TeamSpec, ToolCall, Wait,
 };
 pub use baton_proto::{AgentName, Reason, Usage, Value};
+pub use clients::client::replay::{SessionReplay, ending};
+pub use clients::client::{Cancel, Client, EventStream};
+pub use clients::deadletters::{DeadLetterEntry, ReplayOptions};
+pub use clients::inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
+pub use clients::registry::RegistryClient;
 pub use error::{Error, ErrorKind};
 pub use meter::meter;
 pub use nats::claimcheck::{ClaimCheck, ClaimSettings};
 pub use nats::connection::Connection;
 pub use nats::provision::{StreamSettings, key_value, redelivery_span};
 pub use nats::served::is_served;
-pub use path::cancel::{cancel_event_id, cancelled_event};
-pub use path::registry::RegistryClient;
-pub use services::client::replay::{SessionReplay, ending};
-pub use services::client::{Cancel, Client, EventStream};
-pub use services::deadletters::{DeadLetterEntry, ReplayOptions};
-pub use services::inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
+pub use pipeline::cancel::{cancel_event_id, cancelled_event};
 pub use services::router::{Router, RouterConfig};
 pub use state::{conversation, transcript};
 pub use worker::config::{
@@ -109,14 +123,14 @@ pub mod watched {
 /// What each process of this crate does on NATS, declared next to the code
 /// that does it; `baton permissions` and `baton doctor` derive from these.
 pub mod footprints {
+    pub use crate::clients::client::follow::footprint as session_reader;
+    pub use crate::clients::client::footprint as client;
+    pub use crate::clients::deadletters::footprint as dead_letters;
+    pub use crate::clients::inbox::footprint as inbox;
     pub use crate::nats::claimcheck::footprint as claims;
     pub use crate::nats::provision::footprint as streams;
     pub use crate::nats::served::footprint as served;
-    pub use crate::path::cancel::footprint as cancels;
-    pub use crate::services::client::follow::footprint as session_reader;
-    pub use crate::services::client::footprint as client;
-    pub use crate::services::deadletters::footprint as dead_letters;
-    pub use crate::services::inbox::footprint as inbox;
+    pub use crate::pipeline::cancel::footprint as cancels;
     pub use crate::services::router::footprint as router;
     pub use crate::state::followers::follower_footprint as live_follower;
     pub use crate::worker::start::footprint as worker;

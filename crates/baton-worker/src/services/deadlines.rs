@@ -11,34 +11,19 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use baton_proto::{
-    AgentName, DeadlineTimer, Envelope, Event, EventType, Reason, Subjects, Wire,
-    deadline_event_id, now_ms,
+    AgentName, DeadlineTimer, Event, EventType, Reason, Subjects, Wire, deadline_event_id, now_ms,
 };
 use bytes::Bytes;
 
 use crate::nats::ending::last_event;
 use crate::nats::publish::{Class, Outgoing, Publisher};
-use crate::path::delivery::Delivery;
-use crate::path::plan::Settle;
-use crate::path::settle::finish;
+use crate::pipeline::delivery::Delivery;
+use crate::pipeline::plan::Settle;
+use crate::pipeline::settle::finish;
 
 /// How long after the deadline the watch acts, so that a worker holding the
 /// task ends the session first.
 const GRACE_MS: u64 = 1000;
-
-/// The timer of `envelope`'s session, if it has a deadline.
-pub(crate) fn timer_for(subjects: &Subjects, envelope: &Envelope) -> Option<Outgoing> {
-    let deadline = envelope.deadline?;
-    let timer = DeadlineTimer::new(envelope.session, deadline);
-    let payload = timer.to_msgpack().ok()?;
-    Some(Outgoing {
-        class: Class::Plain,
-        subject: subjects.deadline_timers(),
-        id: timer.id(),
-        payload: Bytes::from(payload),
-        headers: Default::default(),
-    })
-}
 
 /// How long to hold a timer that is due in `ms`: never longer than a
 /// deadline may lie ahead (a timer from the wire may carry any number), so

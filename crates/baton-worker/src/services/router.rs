@@ -1,9 +1,9 @@
 //! The ingress router: moves tasks from `baton.ingress` to an agent's
 //! subject ([`route`]), watches deadlines and serves sessions.
 
-pub(crate) mod defaults;
 mod route;
 
+use crate::pipeline::defaults;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,16 +12,16 @@ use async_nats::jetstream;
 use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, Subjects};
 
+use crate::clients::client::Client;
+use crate::clients::registry::RegistryClient;
 use crate::error::Error;
 use crate::nats::claimcheck::{ClaimCheck, ClaimSettings};
 use crate::nats::connection::{Connection, Permissions};
 use crate::nats::provision::{self, StreamSettings};
 use crate::nats::publish::Publisher;
 use crate::nats::served::Served;
-use crate::path::advisory;
-use crate::path::intake::{self, IntakeSettings, Source};
-use crate::path::registry::RegistryClient;
-use crate::services::client::Client;
+use crate::pipeline::advisory;
+use crate::pipeline::intake::{self, IntakeSettings, Source};
 use crate::services::deadlines;
 use crate::services::sessions::Sessions;
 use route::{Ingress, route};
@@ -364,11 +364,11 @@ async fn watch_deadlines(
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> Footprint {
     crate::nats::provision::footprint(subjects, true)
-        .with(crate::path::intake::footprint(
+        .with(crate::pipeline::intake::footprint(
             subjects,
             Subjects::INGRESS_CONSUMER,
         ))
-        .with(crate::path::intake::footprint(
+        .with(crate::pipeline::intake::footprint(
             subjects,
             Subjects::DEADLINES_CONSUMER,
         ))
@@ -383,7 +383,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         ])
         .with(crate::services::sessions::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
-        .with(crate::path::cancel::footprint(subjects, true))
+        .with(crate::pipeline::cancel::footprint(subjects, true))
         .with(crate::state::conversation::footprint(subjects))
         // Its keeper removes conversations idle for their time to live.
         .with(crate::state::conversation::deleting_footprint(subjects))

@@ -30,8 +30,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::clients::client::{Cancel, Client};
 use crate::nats::claimcheck::{ClaimCheck, ClaimFailure};
-use crate::services::client::{Cancel, Client};
 use crate::state::followers::{Following, Scope};
 
 /// The queue group every router answers session requests in.

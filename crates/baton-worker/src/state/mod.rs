@@ -10,7 +10,7 @@
 //! - [`followers`]: who follows live events, watched by every worker.
 //!
 //! The delegations' joins (`worker/join/store.rs`), the cancelled sessions
-//! (`path/cancel.rs`) and the inbox (`services/inbox.rs`) keep their
+//! (`pipeline/cancel.rs`) and the inbox (`clients/inbox.rs`) keep their
 //! logic beside the code that uses them, and open their buckets here.
 
 pub mod buckets;

@@ -4,7 +4,7 @@
 //!
 //! 1. **decode** it ([`Delivery`], dead-lettering what cannot be read);
 //! 2. **refuse** what must not run: a passed deadline, an invalid or orphaned
-//!    parent ([`crate::worker::plan`]);
+//!    parent ([`crate::worker::decide`]);
 //! 3. **accept** it and **run** the agent with progress ([`crate::worker::run`]);
 //! 4. **route** the outcome through the rules ([`crate::author::routing`]), the
 //!    registry ([`Runtime::lookup`]) and the planner;
@@ -21,11 +21,11 @@ use tracing::Instrument;
 
 use crate::nats::claimcheck::ClaimFailure;
 use crate::nats::ending;
-use crate::path::delivery::Delivery;
+use crate::pipeline::delivery::Delivery;
 use crate::state::transcript::TranscriptError;
 use crate::worker::config::WorkerConfig;
+use crate::worker::decide::{Lookup, Output, Plan, usage};
 use crate::worker::join::{self, Received};
-use crate::worker::plan::{Output, Plan, usage};
 use crate::worker::run::with_progress;
 use crate::worker::runtime::Runtime;
 use baton_author::Agent;
@@ -377,10 +377,13 @@ async fn decide<A: Agent>(
     let found = match (planner.lookup_request(envelope, &result), &result) {
         (Some(request), _) => Box::pin(rt.lookup(&request)).await,
         (None, Ok(Step::Handoff(handoff))) => match &handoff.target {
-            Target::Agent(to) => rt.served.check(to).await.err().map(Err),
-            _ => None,
+            Target::Agent(to) => match rt.served.check(to).await {
+                Ok(()) => Lookup::NotAsked,
+                Err(why) => Lookup::Nobody(why),
+            },
+            _ => Lookup::NotAsked,
         },
-        (None, _) => None,
+        (None, _) => Lookup::NotAsked,
     };
     Some(planner.plan(envelope, delivery.attempt, result, found))
 }

@@ -21,7 +21,7 @@ use baton_proto::{Envelope, Usage, now_ms};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::worker::plan::{ChildSpec, Output, Plan, usage};
+use crate::worker::decide::{ChildSpec, Output, Plan, usage};
 use crate::worker::runtime::Runtime;
 use baton_author::Delegation;
 use baton_author::Target;

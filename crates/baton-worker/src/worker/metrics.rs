@@ -16,7 +16,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram};
 
 use crate::worker::config::WorkerStats;
-use crate::worker::plan::Output;
+use crate::worker::decide::Output;
 
 pub(crate) use crate::meter::{SECONDS, meter};
 
@@ -196,7 +196,7 @@ fn record_outcome(outcome: &str, failure: Option<&str>) {
     }
 }
 
-impl crate::path::advisory::CountsDeadLetters for Metrics {
+impl crate::pipeline::advisory::CountsDeadLetters for Metrics {
     fn dead_lettered(&self, reason: &baton_proto::DeadLetterReason) {
         self.ended(reason.as_str());
     }

@@ -4,9 +4,9 @@
 //! [`handle`], which reads top-down as the loop, in the order of "How a
 //! worker handles a message" (docs/internals/worker-loop.md). Its steps:
 //!
-//! - the message path it shares with the other processes (intake, delivery,
-//!   a plan's outputs, settling, lookups, cancels): [`crate::path`];
-//! - [`plan`]: what to publish and how to settle, as pure functions
+//! - the message pipeline it shares with the other processes (intake, delivery,
+//!   a plan's outputs, settling, lookups, cancels): [`crate::pipeline`];
+//! - [`decide`]: what to publish and how to settle, as pure functions
 //!   (refusals, outcomes, failures, delegations); [`guard`] refuses loops;
 //! - [`run`]: the agent under its timeout and the session's deadline, with
 //!   progress acks;
@@ -18,13 +18,13 @@
 //!   [`reporter`] (what a running hop reports).
 
 pub(crate) mod config;
+pub(crate) mod decide;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod heartbeats;
 pub(crate) mod join;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
-pub(crate) mod plan;
 pub(crate) mod reporter;
 pub(crate) mod run;
 pub(crate) mod runtime;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_proto::now_ms;
 
-use crate::path::delivery::Delivery;
+use crate::pipeline::delivery::Delivery;
 use baton_author::{AgentError, Outcome};
 
 /// How long a run may take, and how often its message gets a progress ack.

@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, LookupRequest};
 
+use crate::clients::registry::RegistryClient;
 use crate::error::Error;
 use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::Publisher;
 use crate::nats::served::Served;
-use crate::path::registry::RegistryClient;
 use crate::worker::config::{WorkerConfig, WorkerStats};
+use crate::worker::decide::{Lookup, Planner};
 use crate::worker::join::store::JoinStore;
 use crate::worker::metrics::Metrics;
 use crate::worker::outbox::{Outbox, Parts};
-use crate::worker::plan::{Found, Planner};
 use crate::worker::reporter::Reporter;
 use crate::worker::run::Pace;
 use baton_author::{RetryPolicy, Task};
@@ -46,7 +46,7 @@ pub(crate) struct Runtime {
     /// What it counts for the process's metrics.
     pub(crate) metrics: Arc<Metrics>,
     /// The sessions cancelled, as far as this process knows.
-    pub(crate) cancelled: Arc<crate::path::cancel::Cancelled>,
+    pub(crate) cancelled: Arc<crate::pipeline::cancel::Cancelled>,
     /// Where the agent's hops report what they do.
     reporter: Arc<Reporter>,
 }
@@ -168,16 +168,22 @@ impl Runtime {
 
     /// The registry's best agent for `request`, or why there is none;
     /// `None` when this worker does not use the registry.
-    pub(crate) async fn lookup(&self, request: &LookupRequest) -> Found {
-        let registry = self.registry.as_ref()?;
-        Some(registry.best(request).await)
+    pub(crate) async fn lookup(&self, request: &LookupRequest) -> Lookup {
+        match self.registry.as_ref() {
+            Some(registry) => registry.best(request).await.into(),
+            None => Lookup::NotAsked,
+        }
     }
 
     /// The best agent for `request`, or why there is none.
     pub(crate) async fn best(&self, request: &LookupRequest) -> Result<AgentName, String> {
-        self.lookup(request).await.unwrap_or_else(|| {
-            Err("capability targets need the registry, and this worker does not use it".to_owned())
-        })
+        match self.lookup(request).await {
+            Lookup::Candidate(agent) => Ok(agent),
+            Lookup::Nobody(why) => Err(why),
+            Lookup::NotAsked => Err(
+                "capability targets need the registry, and this worker does not use it".to_owned(),
+            ),
+        }
     }
 }
 

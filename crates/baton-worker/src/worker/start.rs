@@ -13,13 +13,13 @@ use baton_proto::footprint::Footprint;
 use baton_proto::{AgentName, Subjects};
 use tokio::task::JoinHandle;
 
+use crate::clients::registry::RegistryClient;
 use crate::error::{Error, ErrorKind};
 use crate::nats::connection::{Connection, Permissions};
 use crate::nats::provision;
 use crate::nats::publish::Publisher;
-use crate::path::advisory;
-use crate::path::intake::{self, IntakeSettings, Source};
-use crate::path::registry::RegistryClient;
+use crate::pipeline::advisory;
+use crate::pipeline::intake::{self, IntakeSettings, Source};
 use crate::worker::config::{WorkerConfig, WorkerStats};
 use crate::worker::handle::handle;
 use crate::worker::heartbeats::spawn_heartbeats;
@@ -202,7 +202,7 @@ async fn beside_the_loop(
     rt: &Arc<Runtime>,
     source: &Source,
 ) -> Result<Vec<JoinHandle<()>>, Error> {
-    let cancels = crate::path::cancel::watch(
+    let cancels = crate::pipeline::cancel::watch(
         source.jetstream.clone(),
         rt.config.subjects.clone(),
         rt.config.streams.replicas,
@@ -269,7 +269,7 @@ async fn serve<A: Agent>(
 #[must_use]
 pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Footprint {
     crate::nats::provision::footprint(subjects, false)
-        .with(crate::path::intake::footprint(
+        .with(crate::pipeline::intake::footprint(
             subjects,
             &Subjects::agent_consumer(agent),
         ))
@@ -279,7 +279,7 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
         .with(crate::worker::heartbeats::footprint(subjects, agent))
         .with(crate::worker::join::store::footprint(subjects))
         .with(crate::nats::claimcheck::footprint(subjects))
-        .with(crate::path::cancel::footprint(subjects, false))
+        .with(crate::pipeline::cancel::footprint(subjects, false))
         .with(crate::state::followers::watcher_footprint(subjects))
         // A conversation's turn refers to its transcript.
         .with(crate::state::transcript::footprint(subjects))

@@ -12,14 +12,13 @@ use baton_proto::{
 use tracing::Instrument;
 
 use super::{ROUTER_NAME, RouterConfig};
+use crate::clients::registry::RegistryClient;
 use crate::nats::ending;
 use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::nats::served::Served;
-use crate::path::delivery::Delivery;
-use crate::path::plan::{DeadLetter, Output, Plan, Settle};
-use crate::path::registry::RegistryClient;
-use crate::path::settle::finish;
-use crate::services::deadlines;
+use crate::pipeline::delivery::Delivery;
+use crate::pipeline::plan::{DeadLetter, Output, Plan, Settle};
+use crate::pipeline::settle::finish;
 
 /// What the router's per-message path needs.
 pub(super) struct Ingress {
@@ -113,7 +112,10 @@ fn sent_on(
     let mut outgoing = forwarded
         .unwrap_or_else(|detail| delivery.unreadable(&DeadLetterReason::Malformed, &detail));
     // The session's deadline is watched from now on, wherever its task goes.
-    outgoing.extend(deadlines::timer_for(&config.subjects, &envelope));
+    outgoing.extend(crate::pipeline::timer::timer_for(
+        &config.subjects,
+        &envelope,
+    ));
     outgoing
 }
 

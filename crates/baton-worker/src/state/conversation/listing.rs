@@ -7,7 +7,7 @@ use baton_proto::{Conversation, ConversationTurn, EventType, Reason};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{ConversationError, Conversations};
-use crate::services::inbox::{Inbox, InboxEntry};
+use crate::clients::inbox::{Inbox, InboxEntry};
 
 /// How many entries a listing reads at once.
 const AT_ONCE: usize = 16;
@@ -153,7 +153,7 @@ impl Conversations {
         let store = |err: &dyn std::fmt::Display| ConversationError::store(err.to_string());
         // Its events so far end with the question.
         let seen = self.client.history(session).await.map_err(|e| store(&e))?;
-        let answer = crate::services::inbox::Decision::Answer(text.to_owned());
+        let answer = crate::clients::inbox::Decision::Answer(text.to_owned());
         let id = entry.envelope.id.to_string();
         inbox
             .resolve(&id, answer, person)

@@ -20,7 +20,7 @@ use baton_proto::footprint::Footprint;
 use baton_proto::{Conversation, Overlap, Subjects, TurnMessage};
 use uuid::Uuid;
 
-use crate::services::client::Client;
+use crate::clients::client::Client;
 
 mod claim;
 mod cut;

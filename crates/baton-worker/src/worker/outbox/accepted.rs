@@ -9,8 +9,8 @@ use baton_proto::Event;
 
 use super::Outbox;
 use crate::nats::publish::{Outgoing, Pending};
-use crate::path::delivery::Delivery;
-use crate::worker::plan::Output;
+use crate::pipeline::delivery::Delivery;
+use crate::worker::decide::Output;
 
 /// A hop's `accepted` event on its way out.
 pub(crate) enum Accepting {

@@ -22,12 +22,12 @@ use baton_proto::{AgentName, DeadLetterReason, Event, Subjects};
 
 use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::{Outgoing, Publisher};
-use crate::path::delivery::Delivery;
-use crate::path::settle::{self, Finished};
+use crate::pipeline::delivery::Delivery;
+use crate::pipeline::settle::{self, Finished};
 use crate::state::followers::Followers;
 use crate::worker::config::{EventLevel, LiveEvents, WorkerStats};
+use crate::worker::decide::{Output, Plan, Settle};
 use crate::worker::metrics::Metrics;
-use crate::worker::plan::{Output, Plan, Settle};
 use prepare::Unsendable;
 
 /// Where a worker's messages leave.

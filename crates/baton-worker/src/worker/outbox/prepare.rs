@@ -7,8 +7,8 @@ use super::Outbox;
 use crate::error::Error;
 use crate::nats::claimcheck::ClaimFailure;
 use crate::nats::publish::Outgoing;
-use crate::path::delivery::Delivery;
-use crate::worker::plan::Output;
+use crate::pipeline::delivery::Delivery;
+use crate::worker::decide::Output;
 use crate::worker::run::keep_alive;
 
 /// Why a plan's outputs cannot be published.

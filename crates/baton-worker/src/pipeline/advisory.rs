@@ -20,7 +20,7 @@ use futures::StreamExt;
 use tokio::task::JoinHandle;
 
 use crate::nats::publish::Publisher;
-use crate::path::delivery::{Ending, Stored};
+use crate::pipeline::delivery::{Ending, Stored};
 
 /// What the handler needs besides the advisory.
 pub(crate) struct Net {

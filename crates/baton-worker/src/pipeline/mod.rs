@@ -1,4 +1,4 @@
-//! The message path: what the worker loop and the other processes (the
+//! The message pipeline: what the worker loop and the other processes (the
 //! router, the deadline watch) both do with a message, so that neither
 //! reaches into the other.
 //!
@@ -7,14 +7,17 @@
 //! - [`plan`]: a plan's outputs (envelopes, events, dead letters) and how
 //!   the delivery is settled;
 //! - [`settle`]: publishing a plan's outputs, then settling the delivery;
-//! - [`registry`]: best-agent lookups, with a memory for outages;
 //! - [`cancel`]: cancelled sessions, watched into memory;
+//! - [`defaults`]: the router's defaults for tasks (deadline, budget), and
+//!   how a sender past the router learns them;
+//! - [`timer`]: a session's deadline timer, sent beside its task;
 //! - [`advisory`]: the net for messages no worker settles.
 
 pub(crate) mod advisory;
 pub(crate) mod cancel;
+pub(crate) mod defaults;
 pub(crate) mod delivery;
 pub(crate) mod intake;
 pub(crate) mod plan;
-pub(crate) mod registry;
 pub(crate) mod settle;
+pub(crate) mod timer;

@@ -10,9 +10,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use uuid::Uuid;
 
+use crate::clients::client::Client;
 use crate::error::{Error, ErrorKind};
 use crate::nats::publish::{Class, Outgoing};
-use crate::services::client::Client;
 
 /// One dead letter: the original bytes and why they ended here.
 #[derive(Debug, Clone)]
@@ -279,7 +279,7 @@ impl Client {
             })
             .await?;
         // The session's deadline is watched again (a new one, when extended).
-        if let Some(timer) = crate::services::deadlines::timer_for(self.subjects(), &envelope) {
+        if let Some(timer) = crate::pipeline::timer::timer_for(self.subjects(), &envelope) {
             self.publisher().publish_one(&timer).await?;
         }
         let bytes = envelope.to_msgpack().map_err(|err| {

@@ -54,7 +54,8 @@ pub(crate) async fn followed(
     session: Uuid,
 ) -> TrackedEvents {
     let relaying = Arc::new(AtomicBool::new(false));
-    let live = crate::services::relaying::live(client, subjects, session, relaying.clone()).await;
+    let live =
+        crate::clients::client::relaying::live(client, subjects, session, relaying.clone()).await;
     let live = futures::stream::unfold(live, |mut live| async move {
         let event = live.recv().await?;
         // A live event is never the stored end: it counts as one more to come.

@@ -10,9 +10,9 @@ use futures::{StreamExt, TryStreamExt};
 use uuid::Uuid;
 
 use super::{Client, EventStream, Reads};
+use crate::clients::client::reading::TrackedEvents;
 use crate::error::{Error, ErrorKind};
 use crate::nats::claimcheck::ClaimFailure;
-use crate::services::reading::TrackedEvents;
 
 impl Client {
     /// The events of `session`: the stored ones from the start, then live ones as they come.
@@ -97,7 +97,8 @@ impl Client {
     pub async fn history(&self, session: Uuid) -> Result<Vec<Event>, Error> {
         if self.reads().await == Reads::Router {
             let client = self.jetstream.client();
-            let stored = crate::services::reading::events(&client, &self.subjects, session, false);
+            let stored =
+                crate::clients::client::reading::events(&client, &self.subjects, session, false);
             return shown(stored)
                 .map(|item| item.map(|(event, _)| event))
                 .try_collect()
@@ -158,7 +159,7 @@ impl Client {
         if self.reads().await == Reads::Router {
             let client = self.jetstream.client();
             let followed =
-                crate::services::reading::followed(&client, &self.subjects, session).await;
+                crate::clients::client::reading::followed(&client, &self.subjects, session).await;
             return Ok(shown(followed));
         }
         let (_, stream) = self.events_stream().await?;

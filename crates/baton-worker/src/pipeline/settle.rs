@@ -9,8 +9,8 @@ use baton_proto::DeadLetterReason;
 
 use crate::error::ErrorKind;
 use crate::nats::publish::{Outgoing, Publisher, forbidden};
-use crate::path::delivery::Delivery;
-use crate::path::plan::Settle;
+use crate::pipeline::delivery::Delivery;
+use crate::pipeline::plan::Settle;
 
 /// Step 6: makes `outgoing` durable, then settles.
 ///

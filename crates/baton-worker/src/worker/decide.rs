@@ -26,7 +26,7 @@ use baton_author::Step;
 use baton_author::{AgentError, Complete, Handoff, Wait};
 use baton_author::{Need, Target};
 
-pub(crate) use crate::path::plan::{DeadLetter, Output, Plan, Settle};
+pub(crate) use crate::pipeline::plan::{DeadLetter, Output, Plan, Settle};
 pub(crate) use delegation::ChildSpec;
 use outputs::Outputs;
 
@@ -46,12 +46,28 @@ pub(crate) struct Planner<'a> {
     pub(crate) hand_back: bool,
 }
 
-/// The registry's answer for an outcome that needed a lookup: the best
-/// candidate, or why there is none (nothing fits, or no registry answered).
-/// What the runtime found out about a handoff's target before planning:
-/// the registry's answer for a capability target, or `Err(why)` when a named
-/// agent type has no workers. `None` when nothing was asked.
-pub(crate) type Found = Option<Result<AgentName, String>>;
+/// What the runtime learned about an outcome's target before planning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Nothing was asked: a named agent type that has workers, an outcome
+    /// that needs no lookup, or a worker without a registry.
+    NotAsked,
+    /// The registry's best candidate for a capability target, an
+    /// escalation or a re-routed rejection.
+    Candidate(AgentName),
+    /// Why there is none: nothing fits, no registry answered, or a named
+    /// agent type has no workers.
+    Nobody(String),
+}
+
+impl From<Result<AgentName, String>> for Lookup {
+    fn from(answer: Result<AgentName, String>) -> Self {
+        match answer {
+            Ok(agent) => Self::Candidate(agent),
+            Err(why) => Self::Nobody(why),
+        }
+    }
+}
 
 /// Labels of the id spaces of per-attempt events.
 pub(crate) const ACCEPTED_LABEL: &str = "accepted";
@@ -159,7 +175,7 @@ impl Planner<'_> {
         envelope: &mut Envelope,
         attempt: u32,
         result: Result<Step, AgentError>,
-        found: Found,
+        found: Lookup,
     ) -> Plan {
         match result {
             Ok(Step::Complete(Complete { output, update })) => {
@@ -213,7 +229,7 @@ impl Planner<'_> {
         outputs.into_plan()
     }
 
-    fn handoff(&self, envelope: &mut Envelope, handoff: Handoff, found: Found) -> Plan {
+    fn handoff(&self, envelope: &mut Envelope, handoff: Handoff, found: Lookup) -> Plan {
         let Handoff {
             target,
             reason,
@@ -228,7 +244,7 @@ impl Planner<'_> {
         let visits = options.max_visits;
         let mut outputs = Outputs::new(envelope.id);
         match (target, found) {
-            (Target::Agent(_), Some(Err(why))) => {
+            (Target::Agent(_), Lookup::Nobody(why)) => {
                 // No worker serves the named agent type.
                 let detail = format!("{} handed off, but {why}", self.agent);
                 let code = DeadLetterReason::NoRoute;
@@ -238,7 +254,7 @@ impl Planner<'_> {
                 let route = Forward::new(to, reason, EventType::Handoff, visits);
                 self.forward(&mut outputs, envelope, next, route);
             }
-            (Target::Capabilities(need), Some(Ok(to))) => {
+            (Target::Capabilities(need), Lookup::Candidate(to)) => {
                 next.requires = need.requires;
                 next.domains = need.domains;
                 let route = Forward::new(to, reason, EventType::Handoff, visits);
@@ -257,7 +273,7 @@ impl Planner<'_> {
                 let code = DeadLetterReason::NoRoute;
                 self.escalate_or_fail(&mut outputs, envelope, next, reason, code, &detail);
             }
-            (Target::Escalate(_), Some(Ok(to))) => {
+            (Target::Escalate(_), Lookup::Candidate(to)) => {
                 let route = Forward::new(to, reason, EventType::Escalated, visits);
                 self.forward(&mut outputs, envelope, next, route);
             }
@@ -388,10 +404,10 @@ enum Ending {
 }
 
 /// Why the registry gave no agent for `need`.
-fn no_candidate(need: &Need, found: Found) -> String {
+fn no_candidate(need: &Need, found: Lookup) -> String {
     match found {
-        Some(Err(why)) => why,
-        Some(Ok(_)) | None => format!(
+        Lookup::Nobody(why) => why,
+        Lookup::Candidate(_) | Lookup::NotAsked => format!(
             "no agent was looked up for capabilities [{}]: the worker has no registry",
             need.requires.join(", ")
         ),

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::error::{Error, ErrorKind};
 use crate::nats::publish::{Class, Outgoing};
 use crate::nats::trace;
-use crate::path::plan::Output;
+use crate::pipeline::plan::Output;
 
 /// A message pulled from a consumer, with what every output of it needs.
 pub(crate) struct Delivery<'a> {

@@ -417,5 +417,5 @@ fn pending_messages(message: &async_nats::Message) -> Option<usize> {
 #[must_use]
 pub(crate) fn footprint(subjects: &baton_proto::Subjects, consumer: &str) -> Footprint {
     Footprint::puller(&subjects.tasks_stream(), consumer)
-        .with(crate::path::advisory::footprint(subjects, consumer))
+        .with(crate::pipeline::advisory::footprint(subjects, consumer))
 }

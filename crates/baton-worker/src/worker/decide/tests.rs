@@ -25,7 +25,7 @@ trait Decide {
         attempt: u32,
         result: Result<Outcome, AgentError>,
     ) -> Plan {
-        self.decide_found(envelope, attempt, result, None)
+        self.decide_found(envelope, attempt, result, Lookup::NotAsked)
     }
 
     fn decide_found(
@@ -33,7 +33,7 @@ trait Decide {
         envelope: &Envelope,
         attempt: u32,
         result: Result<Outcome, AgentError>,
-        found: Found,
+        found: Lookup,
     ) -> Plan;
 
     fn lookup_for(
@@ -49,7 +49,7 @@ impl Decide for Planner<'_> {
         envelope: &Envelope,
         attempt: u32,
         result: Result<Outcome, AgentError>,
-        found: Found,
+        found: Lookup,
     ) -> Plan {
         self.plan(
             &mut envelope.clone(),
@@ -540,8 +540,8 @@ fn deadlines_are_checked_before_running() {
     );
 }
 
-fn found(agent: &str) -> Found {
-    Some(Ok(name(agent)))
+fn found(agent: &str) -> Lookup {
+    Lookup::Candidate(name(agent))
 }
 
 #[test]
@@ -636,9 +636,7 @@ fn no_candidate_goes_to_the_fallback_with_no_match_or_fails_with_no_route() {
             Reason::OutOfScope,
         ))
     };
-    let none = Some(Err(
-        "no live agent offers capabilities [teleport]".to_owned()
-    ));
+    let none = Lookup::Nobody("no live agent offers capabilities [teleport]".to_owned());
 
     let with = Fixture::new("general", Some("human"));
     let plan = with
@@ -667,7 +665,7 @@ fn no_candidate_goes_to_the_fallback_with_no_match_or_fails_with_no_route() {
     // A worker without a registry cannot resolve a capability target at all.
     let plan = without
         .planner()
-        .decide_found(&Envelope::task("x"), 1, outcome(), None);
+        .decide_found(&Envelope::task("x"), 1, outcome(), Lookup::NotAsked);
     let Some(Output::Event(failed)) = plan.outputs.last() else {
         panic!("no failed event")
     };
@@ -706,7 +704,7 @@ fn a_found_escalation_is_announced_as_escalated_to_that_agent() {
         &Envelope::task("x"),
         1,
         ok(Outcome::escalate(Reason::UserEscalation)),
-        Some(Err("nothing above tier 1".into())),
+        Lookup::Nobody("nothing above tier 1".into()),
     );
     assert_eq!(
         events(&plan),
@@ -921,7 +919,7 @@ fn retry_after_waits_at_least_as_long_as_asked() {
 #[test]
 fn a_handoff_to_an_agent_type_nobody_serves_escalates_or_fails_with_no_route() {
     let outcome = || ok(Outcome::handoff(name("refnud"), Reason::KnowledgeGap));
-    let unserved = Some(Err(crate::nats::served::unserved(&name("refnud"))));
+    let unserved = Lookup::Nobody(crate::nats::served::unserved(&name("refnud")));
 
     let with = Fixture::new("general", Some("human"));
     let plan = with

@@ -3,6 +3,8 @@
 
 mod direct;
 pub(crate) mod follow;
+pub(crate) mod reading;
+pub(crate) mod relaying;
 pub(crate) mod replay;
 
 use std::pin::Pin;
@@ -15,6 +17,7 @@ use futures::Stream;
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
+pub use crate::clients::client::reading::Cancel;
 use crate::error::{Error, ErrorKind};
 use crate::nats::claimcheck::{ClaimCheck, ClaimSettings};
 use crate::nats::connection::{Connection, Permissions};
@@ -22,8 +25,7 @@ use crate::nats::provision::{self, StreamSettings};
 use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::nats::served::Served;
 use crate::nats::trace;
-pub use crate::services::reading::Cancel;
-use crate::services::router::defaults::Known;
+use crate::pipeline::defaults::Known;
 
 /// A session's events: first those stored, then live ones.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
@@ -223,7 +225,7 @@ impl Client {
     /// would have started it). The task is durable already: a missing timer
     /// only leaves a queued task to be failed by the worker that takes it.
     pub(crate) async fn watch_deadline(&self, envelope: &Envelope) {
-        if let Some(timer) = crate::services::deadlines::timer_for(&self.subjects, envelope) {
+        if let Some(timer) = crate::pipeline::timer::timer_for(&self.subjects, envelope) {
             if let Err(err) = self.publisher.publish_one(&timer).await {
                 tracing::warn!(error = %err, session = %envelope.session, "the deadline watch did not start");
             }
@@ -258,7 +260,7 @@ impl Client {
     /// When the cancel or the event cannot be made durable.
     pub async fn cancel(&self, session: Uuid, detail: &str) -> Result<Cancel, Error> {
         if self.reads().await == Reads::Router {
-            return crate::services::reading::cancel(
+            return crate::clients::client::reading::cancel(
                 &self.jetstream.client(),
                 &self.subjects,
                 session,
@@ -273,7 +275,7 @@ impl Client {
             return Ok(Cancel::Ended(last));
         }
         let bucket =
-            crate::path::cancel::bucket(&self.jetstream, &self.subjects, self.streams.replicas)
+            crate::pipeline::cancel::bucket(&self.jetstream, &self.subjects, self.streams.replicas)
                 .await?;
         bucket
             .put(session.to_string(), Bytes::from(detail.to_owned()))
@@ -283,7 +285,7 @@ impl Client {
             })?;
         let last =
             crate::nats::ending::last_event(&self.jetstream, &self.subjects, session).await?;
-        let event = crate::path::cancel::cancelled_event(session, detail, last.as_ref());
+        let event = crate::pipeline::cancel::cancelled_event(session, detail, last.as_ref());
         let payload = event.to_msgpack().map_err(|err| {
             Error::with_source(ErrorKind::Config, "cannot encode the cancel event", err)
         })?;

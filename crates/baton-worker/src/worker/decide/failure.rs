@@ -8,7 +8,7 @@ use baton_proto::{DeadLetterReason, Envelope, Event, EventType, Kind, Reason, de
 use uuid::Uuid;
 
 use super::outputs::Outputs;
-use super::{Ending, Forward, Found, Output, Plan, Planner, RETRYING_LABEL, Settle};
+use super::{Ending, Forward, Lookup, Output, Plan, Planner, RETRYING_LABEL, Settle};
 use baton_author::ContextUpdate;
 
 impl Planner<'_> {
@@ -41,14 +41,14 @@ impl Planner<'_> {
 
     /// A `rejected` event, then the registry's next best agent, the
     /// fallback, or failure.
-    pub(super) fn rejected(&self, envelope: &Envelope, detail: &str, found: Found) -> Plan {
+    pub(super) fn rejected(&self, envelope: &Envelope, detail: &str, found: Lookup) -> Plan {
         let mut outputs = Outputs::new(envelope.id);
         let mut rejected = self.event(envelope, outputs.next_id(), EventType::Rejected);
         rejected.reason = Some(Reason::Rejected);
         rejected.detail = Some(detail.to_owned());
         outputs.push_event(rejected);
         let next = self.advance(envelope, ContextUpdate::default());
-        if let Some(Ok(to)) = found {
+        if let Lookup::Candidate(to) = found {
             // Re-routed through the registry, this agent excluded.
             let route = Forward::new(to, Reason::Rejected, EventType::Handoff, None);
             self.forward(&mut outputs, envelope, next, route);
