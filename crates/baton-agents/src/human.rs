@@ -34,7 +34,7 @@ impl HumanRunner {
         self.inbox
             .put(envelope)
             .await
-            .map_err(|err| AgentError::retryable(err.to_string()))?;
+            .map_err(|err| AgentError::retryable(baton_worker::error_chain(&err)))?;
         tracing::info!(session = %task.envelope.session, id = %task.envelope.id, "waiting for a person: baton inbox reply {} TEXT", task.envelope.id);
         Ok(Outcome::wait().into())
     }

@@ -109,7 +109,7 @@ async fn open_inbox(
 ) -> Result<Inbox, StartError> {
     Inbox::open(client.clone(), subjects.clone(), replicas)
         .await
-        .map_err(|err| StartError::new(err.to_string()))
+        .map_err(|err| StartError::new(baton_worker::error_chain(&err)))
 }
 
 /// An agent type defined by a spec.

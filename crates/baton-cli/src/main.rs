@@ -105,6 +105,8 @@ pub(crate) fn report(err: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in err.chain() {
         let cause = cause.to_string();
+        // Some libraries' errors (async-nats, std's I/O) show their cause
+        // in their message and return it from `source()` too.
         if !text.contains(&cause) {
             if !text.is_empty() {
                 text.push_str(": ");
@@ -112,14 +114,7 @@ pub(crate) fn report(err: &anyhow::Error) -> String {
             text.push_str(&cause);
         }
     }
-    // A cause may repeat its own cause in its message ("x: x").
-    let mut parts: Vec<&str> = Vec::new();
-    for part in text.split(": ") {
-        if parts.last() != Some(&part) {
-            parts.push(part);
-        }
-    }
-    parts.join(": ")
+    text
 }
 
 /// Runs the command; `served` is where the metrics go, when they are served.
@@ -156,5 +151,24 @@ pub(crate) async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+
+    #[test]
+    fn a_report_says_each_cause_once() {
+        // A context over a cause.
+        let io = std::io::Error::other("connection refused");
+        let err = anyhow::Error::new(io).context("cannot reach NATS at 127.0.0.1:4222");
+        assert_eq!(
+            report(&err),
+            "cannot reach NATS at 127.0.0.1:4222: connection refused"
+        );
+        // A message with ": " in it is kept whole, even when a part repeats.
+        let err = anyhow::anyhow!("key: key").context("bucket a: b");
+        assert_eq!(report(&err), "bucket a: b: key: key");
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! - [`demo`]: the customer-service demo, five rule-based agent types;
 //! - [`relay`]: a configurable agent for tests, benchmarks and experiments;
-//! - [`bench`]: Baton against a raw JetStream relay, in the same run;
+//! - [`bench`](mod@bench): Baton against a raw JetStream relay, in the same run;
 //! - [`bench_registry`]: registry lookups per second and their latency.
 //!
 //! The benchmarks report; they assert nothing. Inside, errors are reports

@@ -6,7 +6,7 @@
 //!   by digest;
 //! - [`text`]: values and events as people and clients read them;
 //! - [`exposed`]: which agent types a gateway offers;
-//! - [`budget`]: the token budget of a session a caller starts;
+//! - [`budget`](mod@budget): the token budget of a session a caller starts;
 //! - [`diff`]: where two sessions part (`baton diff`);
 //! - [`Error`]: why a gateway cannot serve, one type for all three.
 //!

@@ -11,7 +11,7 @@
 //!
 //! - [`Registry`] and [`RegistryConfig`]: the service;
 //! - [`Table`] and [`AgentSummary`]: live instances, grouped by agent type;
-//! - [`rank`]: the deterministic filter and score (see its docs for the formula);
+//! - [`rank`](mod@rank): the deterministic filter and score (see its docs for the formula);
 //! - [`Learner`] and [`rank_learned`]: what outcomes taught (see the
 //!   `outcomes` module docs for how they are recorded), and the ranking
 //!   that uses it.

@@ -35,6 +35,11 @@ pub enum ErrorKind {
 }
 
 /// An error of the Baton runtime.
+///
+/// Its message ends with its cause, so every log line that shows the error
+/// shows why; the cause is therefore not also returned by
+/// [`source`](std::error::Error::source), and a reporter that walks the
+/// chain prints it once.
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
@@ -80,16 +85,80 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|source| source as &(dyn std::error::Error + 'static))
+/// The cause is in the message (see [`Error`]), so `source()` is `None`.
+impl std::error::Error for Error {}
+
+/// `err` and its causes as one line, each said once: for an error kept as
+/// text (an event's detail, an agent's error, a log field), so that the
+/// cause a library keeps apart (reqwest's, say) is not lost.
+#[must_use]
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        // Many errors show their cause in their own message too.
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = next.source();
     }
+    text
 }
 
 impl From<baton_proto::NameError> for Error {
     fn from(err: baton_proto::NameError) -> Self {
         Self::new(ErrorKind::Config, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cause_is_said_once_in_the_message_and_not_again_as_a_source() {
+        let cause = std::io::Error::other("connection refused");
+        let err = Error::with_source(ErrorKind::JetStream, "cannot read a join", cause);
+        assert_eq!(err.to_string(), "cannot read a join: connection refused");
+        assert!(std::error::Error::source(&err).is_none());
+        // A reporter that walks the chain says the cause once.
+        let chain = anyhow::Error::new(err).context("the worker stopped");
+        let said: Vec<String> = chain.chain().map(ToString::to_string).collect();
+        assert_eq!(
+            said,
+            [
+                "the worker stopped",
+                "cannot read a join: connection refused"
+            ]
+        );
+    }
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_chain_as_text_keeps_the_cause_a_library_keeps_apart() {
+        let err = Outer(std::io::Error::other("connection refused"));
+        assert_eq!(err.to_string(), "error sending request");
+        assert_eq!(
+            error_chain(&err),
+            "error sending request: connection refused"
+        );
+        let said_twice = Error::with_source(ErrorKind::Connect, "no server", err);
+        assert_eq!(error_chain(&said_twice), "no server: error sending request");
     }
 }

@@ -93,7 +93,7 @@ pub use clients::client::{Cancel, Client, EventStream};
 pub use clients::deadletters::{DeadLetterEntry, ReplayOptions};
 pub use clients::inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use clients::registry::RegistryClient;
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, error_chain};
 pub use meter::meter;
 pub use nats::claimcheck::{ClaimCheck, ClaimSettings};
 pub use nats::connection::Connection;

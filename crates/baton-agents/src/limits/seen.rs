@@ -123,12 +123,12 @@ impl Limiter {
                     .store
                     .update(&self.key, bytes.clone(), revision)
                     .await
-                    .map_err(|err| err.to_string()),
+                    .map_err(|err| baton_worker::error_chain(&err)),
                 None => self
                     .store
                     .create(&self.key, bytes.clone())
                     .await
-                    .map_err(|err| err.to_string()),
+                    .map_err(|err| baton_worker::error_chain(&err)),
             };
             match written {
                 Ok(revision) => {

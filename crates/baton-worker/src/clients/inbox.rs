@@ -232,7 +232,7 @@ impl Inbox {
         if let Reply::Handoff(to) = &reply {
             let served = crate::is_served(&self.jetstream, &self.subjects, to)
                 .await
-                .map_err(|err| InboxError::new(err.to_string()))?;
+                .map_err(|err| InboxError::new(crate::error_chain(&err)))?;
             if !served {
                 return Err(InboxError::new(format!(
                     "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"

@@ -365,7 +365,7 @@ impl baton_author::Lookups for RegistryClient {
         Box::pin(async move {
             RegistryClient::lookup(self, request)
                 .await
-                .map_err(|err| err.to_string())
+                .map_err(|err| crate::error_chain(&err))
         })
     }
 }

@@ -204,7 +204,7 @@ impl ClaimCheck {
         }
         let checked =
             baton_proto::check_out(payload.to_vec(), self.threshold, self.settings.min_part)
-                .map_err(|err| ClaimFailure::Permanent(err.to_string()))?;
+                .map_err(|err| ClaimFailure::Permanent(crate::error_chain(&err)))?;
         let store = self.store().await.map_err(ClaimFailure::Transient)?;
         for (name, bytes) in &checked.objects {
             if store.info(name).await.is_ok() {
@@ -232,8 +232,8 @@ impl ClaimCheck {
 
     /// `payload` with its claims restored from the bucket.
     pub(crate) async fn check_in(&self, payload: &[u8]) -> Result<Vec<u8>, ClaimFailure> {
-        let claims =
-            baton_proto::claims(payload).map_err(|err| ClaimFailure::Permanent(err.to_string()))?;
+        let claims = baton_proto::claims(payload)
+            .map_err(|err| ClaimFailure::Permanent(crate::error_chain(&err)))?;
         if claims.is_empty() {
             return Ok(payload.to_vec());
         }
@@ -255,7 +255,7 @@ impl ClaimCheck {
             objects.insert(claim.object, bytes);
         }
         baton_proto::restore(payload, &objects)
-            .map_err(|err| ClaimFailure::Permanent(err.to_string()))
+            .map_err(|err| ClaimFailure::Permanent(crate::error_chain(&err)))
     }
 
     async fn fetch(

@@ -491,8 +491,8 @@ impl Pending {
     /// Waits for the PubAck.
     pub(crate) async fn wait(self) -> Result<(), String> {
         match self.0 {
-            Ok(ack) => ack.await.map(drop).map_err(|err| err.to_string()),
-            Err(err) => Err(err.to_string()),
+            Ok(ack) => ack.await.map(drop).map_err(|err| crate::error_chain(&err)),
+            Err(err) => Err(crate::error_chain(&err)),
         }
     }
 }

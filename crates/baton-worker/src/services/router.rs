@@ -1,5 +1,5 @@
 //! The ingress router: moves tasks from `baton.ingress` to an agent's
-//! subject ([`route`]), watches deadlines and serves sessions.
+//! subject ([`route`](mod@route)), watches deadlines and serves sessions.
 
 mod route;
 

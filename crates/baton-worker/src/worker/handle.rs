@@ -6,7 +6,7 @@
 //! 2. **refuse** what must not run: a passed deadline, an invalid or orphaned
 //!    parent ([`crate::worker::decide`]);
 //! 3. **accept** it and **run** the agent with progress ([`crate::worker::run`]);
-//! 4. **route** the outcome through the rules ([`crate::author::routing`]), the
+//! 4. **route** the outcome through the rules ([`Routing`]), the
 //!    registry ([`Runtime::lookup`]) and the planner;
 //! 5. **guard** against loops ([`crate::worker::guard`], inside the planner);
 //! 6. **publish, then ack**, in the outbox ([`crate::worker::outbox`]);

@@ -298,7 +298,7 @@ async fn stored_event(
             format!("unreadable event on {subject}: {err}"),
         )
     };
-    let event = Event::from_msgpack(payload).map_err(|err| unreadable(err.to_string()))?;
+    let event = Event::from_msgpack(payload).map_err(|err| unreadable(crate::error_chain(&err)))?;
     if event.claims.is_empty() {
         return Ok(event);
     }
@@ -308,5 +308,5 @@ async fn stored_event(
         ClaimFailure::Transient(err) => err,
     })?;
     Event::from_msgpack_limited(&restored, claims.max_restored())
-        .map_err(|err| unreadable(err.to_string()))
+        .map_err(|err| unreadable(crate::error_chain(&err)))
 }
