@@ -192,6 +192,7 @@ impl SpecAgent {
     #[must_use]
     pub fn worker_config(&self, subjects: Subjects) -> WorkerConfig {
         WorkerConfig::new(self.spec.name.clone())
+            .with_version(self.spec.version.clone())
             .with_subjects(subjects)
             .with_fallback(self.spec.fallback.clone())
             .with_profile(self.spec.profile.clone())

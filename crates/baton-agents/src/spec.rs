@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use baton_proto::AgentName;
+use baton_proto::{AgentName, Version};
 use baton_worker::{Profile, RetryPolicy, Routing, Target};
 use serde::Deserialize;
 
@@ -270,6 +270,9 @@ pub struct AgentSpec {
     pub file: PathBuf,
     /// Agent type.
     pub name: AgentName,
+    /// The version of the agent type this spec is: its `version`, or a
+    /// short hash of the file's bytes.
+    pub version: Version,
     /// What it does.
     pub description: String,
     /// Capabilities, domains and tier, for the registry.

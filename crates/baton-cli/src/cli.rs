@@ -42,6 +42,7 @@ pub enum Command {
     /// the demo tasks; print each session's path, reasons and answer.
     Dev(dev::DevArgs),
     /// Run one worker of an agent type. Start it again (on any machine) to add replicas.
+    #[command(disable_version_flag = true)]
     Worker(Box<worker::WorkerArgs>),
     /// Run the ingress router, which moves tasks from `<prefix>.ingress` to their first agent.
     Router(router::RouterArgs),

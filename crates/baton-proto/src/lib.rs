@@ -95,7 +95,7 @@ pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use replay::Replay;
 pub use schema::schemas;
 pub use start::Start;
-pub use subject::{AgentName, NameError, Subjects};
+pub use subject::{AgentName, NameError, Subjects, Version};
 pub use text::{hex, token_safe};
 pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
 pub use timer::{DeadlineTimer, deadline_event_id};

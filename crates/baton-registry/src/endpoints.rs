@@ -195,6 +195,7 @@ mod tests {
             at: 0,
             interval_ms: None,
             description: None,
+            version: None,
             extra: baton_proto::Map::new(),
         };
         table.record(beat, Instant::now());

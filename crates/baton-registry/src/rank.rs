@@ -29,6 +29,9 @@ pub struct AgentSummary {
     pub failed: u64,
     /// What the agent type does (the newest heartbeat's description).
     pub description: Option<String>,
+    /// The versions its live instances run, with how many run each, by
+    /// version (instances that name none are not counted).
+    pub versions: std::collections::BTreeMap<String, u32>,
 }
 
 /// Weight of capability and domain fit in the score.
@@ -137,6 +140,7 @@ impl AgentSummary {
             backlog: Some(self.pending + self.ack_pending),
             success_ratio: self.success_ratio(),
             description: self.description.clone(),
+            versions: self.versions.clone(),
             why: Some(why),
             extra: Map::new(),
         }

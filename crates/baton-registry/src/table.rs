@@ -141,10 +141,22 @@ impl Table {
                     processed: sum(|b| b.processed),
                     failed: sum(|b| b.failed),
                     description: newest.beat.description.clone(),
+                    versions: versions(&live),
                 })
             })
             .collect()
     }
+}
+
+/// The versions `live` instances run, with how many run each, by version.
+fn versions(live: &[&Seen]) -> BTreeMap<String, u32> {
+    let mut counted = BTreeMap::new();
+    for seen in live {
+        if let Some(version) = &seen.beat.version {
+            *counted.entry(version.clone()).or_default() += 1;
+        }
+    }
+    counted
 }
 
 #[cfg(test)]
@@ -165,6 +177,7 @@ mod tests {
             at: 0,
             interval_ms: Some(1000),
             description: None,
+            version: None,
             extra: baton_proto::Map::new(),
         }
     }

@@ -145,10 +145,25 @@ async fn baton_agents_shows_instances_tier_load_backlog_and_success() -> anyhow:
             ],
         )
         .await?;
-    system.agent("fast1", "fast", "orders", 1, &[]).await?;
-    system.agent("fast2", "fast", "orders", 1, &[]).await?;
+    // Two versions of fast run side by side: each instance says which it runs.
+    system
+        .agent("fast1", "fast", "orders", 1, &["--version", "2"])
+        .await?;
+    system
+        .agent("fast2", "fast", "orders", 1, &["--version", "1"])
+        .await?;
     let slow = baton_proto::AgentName::new("slow")?;
-    system.run("fast", &Envelope::task("one")).await?;
+    let events = system.run("fast", &Envelope::task("one")).await?;
+    // Every event a worker writes names the version its instance runs.
+    let mut by_instance = std::collections::BTreeMap::new();
+    for event in &events {
+        let version = event.version.clone().expect("an event without a version");
+        assert!(version == "1" || version == "2", "{version}");
+        let instance = event.instance.clone().expect("an event without an instance");
+        let first = by_instance.entry(instance).or_insert_with(|| version.clone());
+        assert_eq!(*first, version);
+    }
+    assert!(!by_instance.is_empty());
     for n in 0..4 {
         system
             .client
@@ -182,6 +197,13 @@ async fn baton_agents_shows_instances_tier_load_backlog_and_success() -> anyhow:
     assert_eq!(listed[0]["instances"], 2);
     assert_eq!(listed[0]["capacity"], 16);
     assert_eq!(listed[0]["success_ratio"], 1.0);
+    assert_eq!(
+        listed[0]["versions"],
+        serde_json::json!({"1": 1, "2": 1}),
+        "{}",
+        listed[0]
+    );
+    assert_eq!(listed[1].get("versions"), None);
     assert_eq!(listed[1]["agent"], "slow");
     assert_eq!(listed[1]["tier"], 2);
     assert_eq!(
@@ -208,12 +230,15 @@ async fn baton_agents_shows_instances_tier_load_backlog_and_success() -> anyhow:
             "DOMAINS",
             "IN-FLIGHT",
             "BACKLOG",
-            "SUCCESS"
+            "SUCCESS",
+            "VERSIONS"
         ]
     );
     assert_eq!(
         lines[1].split_whitespace().collect::<Vec<_>>(),
-        ["fast", "2", "1", "orders", "0/16", "0", "100%"]
+        [
+            "fast", "2", "1", "orders", "0/16", "0", "100%", "1", "(1),", "2", "(1)"
+        ]
     );
     assert_eq!(
         lines[2].split_whitespace().collect::<Vec<_>>(),
@@ -225,6 +250,7 @@ async fn baton_agents_shows_instances_tier_load_backlog_and_success() -> anyhow:
             "retail",
             "1/1",
             "4",
+            "-",
             "-"
         ]
     );

@@ -4,7 +4,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use baton_proto::AgentName;
+use baton_proto::{AgentName, Version};
 use baton_worker::{Profile, RetryPolicy};
 use serde::Deserialize;
 use toml::Spanned;
@@ -18,6 +18,8 @@ use super::{
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSpec {
     name: Spanned<String>,
+    #[serde(default)]
+    version: Option<Spanned<String>>,
     #[serde(default)]
     description: String,
     #[serde(default)]
@@ -206,6 +208,7 @@ impl Report<'_> {
 
     pub(super) fn validate(&mut self, raw: RawSpec) -> Option<AgentSpec> {
         let name = self.agent_name(raw.name.get_ref(), &raw.name.span(), "name");
+        let version = self.version(raw.version.as_ref());
         let fallback = raw
             .fallback
             .as_ref()
@@ -244,6 +247,7 @@ impl Report<'_> {
         Some(AgentSpec {
             file: self.file.clone(),
             name: name?,
+            version: version?,
             profile: Profile {
                 capabilities: raw.capabilities,
                 domains: raw.domains,
@@ -264,6 +268,21 @@ impl Report<'_> {
             team,
             next_turn: raw.next_turn,
         })
+    }
+
+    /// The spec's `version`, checked; without one, a short hash of the
+    /// file's bytes, so that any change to the file is a new version.
+    fn version(&mut self, label: Option<&Spanned<String>>) -> Option<Version> {
+        let Some(label) = label else {
+            return Some(Version::of_bytes(self.text.as_bytes()));
+        };
+        match Version::new(label.get_ref().as_str()) {
+            Ok(version) => Some(version),
+            Err(err) => {
+                self.error(&label.span(), format!("version: {err}"));
+                None
+            }
+        }
     }
 
     /// The `[team]` section, checked: member names, capability sets, depth.

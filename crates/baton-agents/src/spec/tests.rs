@@ -429,3 +429,26 @@ fn next_turn_defaults_to_the_holder_and_takes_entry() {
         "{found:?}"
     );
 }
+
+#[test]
+fn a_spec_names_its_version_or_is_versioned_by_its_bytes() {
+    let named = parse_str(&format!("version = \"2026-11-26_a1\"\n{EXEC}")).unwrap();
+    assert_eq!(named.version.as_str(), "2026-11-26_a1");
+
+    // Without one: 12 hex digits of the file's SHA-256, the same for the
+    // same bytes, and another for any change.
+    let hashed = parse_str(EXEC).unwrap().version;
+    assert_eq!(hashed.as_str().len(), 12);
+    assert!(hashed.as_str().bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(parse_str(EXEC).unwrap().version, hashed);
+    let changed = parse_str(&EXEC.replace("tier = 2", "tier = 3")).unwrap();
+    assert_ne!(changed.version, hashed);
+    assert_eq!(hashed, Version::of_bytes(EXEC.as_bytes()));
+
+    // A label a subject cannot carry is refused, with its line and the rule.
+    let found = problems(&format!("version = \"v1.2\"\n{EXEC}"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("agents/x.toml:1"), "{}", found[0]);
+    assert!(found[0].contains("invalid version \"v1.2\""), "{}", found[0]);
+    assert!(found[0].contains("cannot hold '.'"), "{}", found[0]);
+}

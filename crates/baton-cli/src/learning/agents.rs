@@ -101,6 +101,7 @@ pub async fn run(
             ),
             or_dash(c.backlog.map(|b| b.to_string())),
             or_dash(c.success_ratio.map(|r| format!("{:.0}%", r * 100.0))),
+            or_dash(versions(c)),
         ]
     });
     let header = [
@@ -112,9 +113,20 @@ pub async fn run(
         "IN-FLIGHT",
         "BACKLOG",
         "SUCCESS",
+        "VERSIONS",
     ];
     print_table(&header, rows);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The versions `candidate`'s live instances run, each with how many run
+/// it: `1 (2), 2 (1)`; `None` when none names one.
+fn versions(candidate: &Candidate) -> Option<String> {
+    let versions = &candidate.versions;
+    (!versions.is_empty()).then(|| {
+        let each = versions.iter().map(|(version, n)| format!("{version} ({n})"));
+        each.collect::<Vec<_>>().join(", ")
+    })
 }
 
 /// The ranking, best first, one line of factors per candidate, then what

@@ -93,6 +93,10 @@ pub struct Event {
     /// Worker instance that reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// Extension: the version of the agent type that reports it, when its
+    /// worker names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Id of the envelope it is about.
     #[serde(
         default,
@@ -149,7 +153,7 @@ pub struct Event {
 
 /// An `accepted` event folded into the next event of its hop: what that
 /// event does not already say. The restored event takes `session`, `agent`,
-/// `instance` and `envelope` from the event that carries it.
+/// `instance`, `version` and `envelope` from the event that carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Folded {
     /// Id of the `accepted` event.
@@ -181,6 +185,7 @@ impl Event {
             kind,
             agent: None,
             instance: None,
+            version: None,
             envelope: None,
             to: None,
             reason: None,
@@ -220,6 +225,7 @@ impl Event {
         accepted.at = folded.at;
         accepted.agent.clone_from(&self.agent);
         accepted.instance.clone_from(&self.instance);
+        accepted.version.clone_from(&self.version);
         accepted.envelope = self.envelope;
         accepted.attempt = Some(folded.attempt);
         accepted.reason = folded.reason;

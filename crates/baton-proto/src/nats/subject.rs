@@ -96,6 +96,80 @@ impl AsRef<str> for AgentName {
     }
 }
 
+const VERSION_RULE: &str = "use 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-' (a version becomes part of a NATS subject and a consumer name, which cannot hold '.', '*', '>' or spaces)";
+
+/// A version of an agent type: an operator's label (`"2"`, a git sha, a
+/// date) or a short hash of a spec file's bytes. It matches
+/// `[A-Za-z0-9_-]{1,64}`, so that it can name a subject token and a
+/// durable consumer.
+///
+/// # Examples
+///
+/// ```
+/// use baton_proto::Version;
+///
+/// assert!("2026-11-26".parse::<Version>().is_ok());
+/// assert!("v1.2".parse::<Version>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version(String);
+
+impl Version {
+    /// Validates `label`.
+    ///
+    /// # Errors
+    ///
+    /// When `label` is empty, longer than 64 characters, or holds a
+    /// character a subject token cannot; the error says the rule.
+    pub fn new(label: impl Into<String>) -> Result<Self, NameError> {
+        let label = label.into();
+        let valid = !label.is_empty()
+            && label.len() <= 64
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if valid {
+            Ok(Self(label))
+        } else {
+            Err(NameError {
+                what: "version",
+                name: label,
+                rule: VERSION_RULE,
+            })
+        }
+    }
+
+    /// The version of a spec file without a `version`: the first 12 hex
+    /// digits of the SHA-256 of its bytes, so the same file is the same
+    /// version on every machine.
+    #[must_use]
+    pub fn of_bytes(bytes: &[u8]) -> Self {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(bytes);
+        let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        Self(hex)
+    }
+
+    /// The label.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Version {
+    type Err = NameError;
+    fn from_str(label: &str) -> Result<Self, Self::Err> {
+        Self::new(label)
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Subject and stream names under one prefix (`baton` by default).
 ///
 /// # Examples

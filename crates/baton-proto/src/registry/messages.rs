@@ -41,6 +41,11 @@ pub struct Heartbeat {
     /// `description`); gateways show it as a skill or tool description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Extension: the version of the agent type this instance runs (a
+    /// spec's `version`, `baton worker --version`, or a short hash of the
+    /// spec file). Absent for a worker that names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -125,6 +130,10 @@ pub struct Candidate {
     /// Extension: what the agent type does (the newest heartbeat's `description`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Extension: the versions its live instances run, each with how many
+    /// instances run it, by version; empty when none names a version.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub versions: std::collections::BTreeMap<String, u32>,
     /// Extension: how the score came about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<crate::Why>,

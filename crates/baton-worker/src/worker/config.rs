@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, Subjects};
+use baton_proto::{AgentName, DEFAULT_MAX_PAYLOAD, Subjects, Version};
 
 use crate::nats::claimcheck::ClaimSettings;
 use crate::nats::provision::StreamSettings;
@@ -16,6 +16,9 @@ pub struct WorkerConfig {
     pub agent: AgentName,
     /// This process's instance id (a subject token).
     pub instance: String,
+    /// The version of the agent type this process runs, when it names one:
+    /// shown in its heartbeats and written in its events.
+    pub version: Option<Version>,
     /// Subject and stream names.
     pub subjects: Subjects,
     /// Where escalations, loops and exhausted tasks go; `None` fails them instead.
@@ -135,6 +138,7 @@ impl WorkerConfig {
         Self {
             agent,
             instance: new_instance_id(),
+            version: None,
             subjects: Subjects::default(),
             fallback: None,
             ack_wait: Duration::from_secs(30),
@@ -298,6 +302,14 @@ impl WorkerConfig {
     #[must_use]
     pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
         self.instance = instance.into();
+        self
+    }
+
+    /// Sets the version of the agent type this process runs (an
+    /// operator's label: `"2"`, a git sha, a date).
+    #[must_use]
+    pub fn with_version(mut self, version: Version) -> Self {
+        self.version = Some(version);
         self
     }
 

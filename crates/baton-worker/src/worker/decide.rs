@@ -35,6 +35,8 @@ use outputs::Outputs;
 pub(crate) struct Planner<'a> {
     pub(crate) agent: &'a AgentName,
     pub(crate) instance: &'a str,
+    /// The version this worker runs, written in its events.
+    pub(crate) version: Option<&'a str>,
     pub(crate) fallback: Option<&'a AgentName>,
     pub(crate) retry: RetryPolicy,
     /// This agent's tier: an escalation asks the registry for a higher one.
@@ -372,6 +374,7 @@ impl Planner<'_> {
         let mut event = Event::new(id, envelope.session, kind);
         event.agent = Some(self.agent.to_string());
         event.instance = Some(self.instance.to_owned());
+        event.version = self.version.map(str::to_owned);
         event.envelope = Some(envelope.id);
         event
     }

@@ -31,6 +31,7 @@ pub(crate) fn spawn_heartbeats(
         at: 0,
         interval_ms: Some(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)),
         description: profile.description.clone(),
+        version: config.version.as_ref().map(ToString::to_string),
         extra: baton_proto::Map::new(),
     };
     tokio::spawn(async move {

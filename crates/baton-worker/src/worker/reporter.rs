@@ -18,6 +18,7 @@ pub(crate) struct Reporter {
     pub(crate) outbox: Arc<Outbox>,
     pub(crate) agent: String,
     pub(crate) instance: String,
+    pub(crate) version: Option<String>,
 }
 
 /// One hop's reporting: the worker's, and the hop's session and trace.
@@ -104,6 +105,7 @@ impl Hop {
         let mut event = Event::new(id, hop.session, EventType::ToolCalled);
         event.agent = Some(reporter.agent.clone());
         event.instance = Some(reporter.instance.clone());
+        event.version.clone_from(&reporter.version);
         event.envelope = Some(hop.envelope);
         let millis = u64::try_from(call.took.as_millis()).unwrap_or(u64::MAX);
         event.detail = Some(format!("{} {} in {millis} ms", call.tool, call.outcome));

@@ -95,6 +95,7 @@ impl Runtime {
             outbox: outbox.clone(),
             agent: config.agent.to_string(),
             instance: config.instance.clone(),
+            version: config.version.as_ref().map(ToString::to_string),
         });
         Self {
             reply_to: config.subjects.agent(&config.agent),
@@ -124,6 +125,7 @@ impl Runtime {
         Planner {
             agent: &self.config.agent,
             instance: &self.config.instance,
+            version: self.config.version.as_ref().map(baton_proto::Version::as_str),
             fallback: self.config.fallback.as_ref(),
             retry: self.retry,
             tier: self.config.profile.tier,

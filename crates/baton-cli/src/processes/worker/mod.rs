@@ -116,6 +116,13 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub instance: Option<String>,
 
+    /// The version of the agent type this worker runs: an operator's label, such as "2", a git
+    /// sha or a date (letters, digits, '_' and '-'). It is shown in heartbeats and `baton agents`
+    /// and written in the worker's events. A spec names its own (`version = "..."`, else a hash
+    /// of the file).
+    #[arg(long, value_name = "VERSION", conflicts_with = "spec")]
+    pub version: Option<String>,
+
     /// How deep delegations may nest below the session's root (a direct child is at depth 1).
     #[arg(long, default_value_t = 4, conflicts_with = "spec")]
     pub max_delegation_depth: u32,
@@ -262,6 +269,12 @@ fn deployment(
             "invalid --instance {instance:?}: use letters, digits, '-' and '_'"
         );
         config = config.with_instance(instance.clone());
+    }
+    if let Some(version) = &args.version {
+        let version = baton_proto::Version::new(version.as_str()).map_err(|err| {
+            anyhow::anyhow!("invalid --version: {err}")
+        })?;
+        config = config.with_version(version);
     }
     Ok(config)
 }

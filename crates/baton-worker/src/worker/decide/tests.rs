@@ -89,6 +89,7 @@ impl Fixture {
         Planner {
             agent: &self.agent,
             instance: "i-1",
+            version: None,
             fallback: self.fallback.as_ref(),
             retry: RetryPolicy {
                 max_attempts: 3,
