@@ -167,6 +167,11 @@ pub struct Envelope {
     /// conversation. Absent: a one-shot task, as always.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<crate::conversation_ref::TurnOf>,
+    /// Extension (optional): the version of each versioned agent type the
+    /// session was pinned to when it first reached it, by agent type. Every
+    /// later visit goes to that version's subject.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub versions: std::collections::BTreeMap<String, String>,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -358,6 +363,7 @@ impl Envelope {
             gate: None,
             resumed: None,
             conversation: None,
+            versions: std::collections::BTreeMap::new(),
             extra: Map::new(),
         }
     }

@@ -91,6 +91,7 @@ pub use outcome::{MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, simi
 pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
 };
+pub use registry::rollout::{Ramp, Role as VersionRole, Rollout};
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use replay::Replay;
 pub use schema::schemas;

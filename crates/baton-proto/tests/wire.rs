@@ -165,6 +165,7 @@ fn full_handoff() -> Envelope {
         gate: None,
         resumed: None,
         conversation: None,
+        versions: std::collections::BTreeMap::new(),
         extra: Map::new(),
     }
 }

@@ -241,6 +241,13 @@ impl Subjects {
         format!("{}.agent.{agent}", self.prefix)
     }
 
+    /// `baton.agent.<A>.<V>`: work for version `version` of agent type
+    /// `agent`, which only that version's workers take.
+    #[must_use]
+    pub fn agent_version(&self, agent: &AgentName, version: &Version) -> String {
+        format!("{}.agent.{agent}.{version}", self.prefix)
+    }
+
     /// `baton.agent.>`: work for every agent type.
     #[must_use]
     pub fn all_agents(&self) -> String {
@@ -449,6 +456,13 @@ impl Subjects {
         format!("{}_A2A", self.stream_prefix)
     }
 
+    /// `BATON_ROLLOUTS`: each agent type's versions and how new work is
+    /// shared between them, a key per agent type.
+    #[must_use]
+    pub fn rollouts_bucket(&self) -> String {
+        format!("{}_ROLLOUTS", self.stream_prefix)
+    }
+
     /// The router's durable consumer of deadline timers.
     pub const DEADLINES_CONSUMER: &'static str = "deadlines";
 
@@ -456,6 +470,13 @@ impl Subjects {
     #[must_use]
     pub fn agent_consumer(agent: &AgentName) -> String {
         format!("agent-{agent}")
+    }
+
+    /// `agent-<A>@<V>`: the durable consumer of version `version` of agent
+    /// type `agent`, shared by that version's workers.
+    #[must_use]
+    pub fn version_consumer(agent: &AgentName, version: &Version) -> String {
+        format!("agent-{agent}@{version}")
     }
 
     /// `ingress`: the ingress router's durable consumer.

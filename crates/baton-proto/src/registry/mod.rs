@@ -1,6 +1,7 @@
-//! The registry's messages: heartbeats, lookups and their answers, and learned routing (outcomes, feedback, notebooks).
+//! The registry's messages: heartbeats, lookups and their answers, learned routing (outcomes, feedback, notebooks), and each agent type's rollout of versions.
 
 mod messages;
 pub use messages::*;
 pub(crate) mod learned;
 pub(crate) mod outcome;
+pub mod rollout;

@@ -29,5 +29,6 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("feedback_reply", one::<crate::FeedbackReply>()),
         ("notebook_request", one::<crate::NotebookRequest>()),
         ("notebook", one::<crate::Notebook>()),
+        ("rollout", one::<crate::Rollout>()),
     ]
 }
