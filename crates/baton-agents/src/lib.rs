@@ -191,8 +191,13 @@ impl SpecAgent {
     /// The worker settings the spec implies, under `subjects`.
     #[must_use]
     pub fn worker_config(&self, subjects: Subjects) -> WorkerConfig {
-        WorkerConfig::new(self.spec.name.clone())
-            .with_version(self.spec.version.clone())
+        let config = WorkerConfig::new(self.spec.name.clone());
+        let config = if self.spec.version_named {
+            config.with_version(self.spec.version.clone())
+        } else {
+            config.with_version_label(self.spec.version.clone())
+        };
+        config
             .with_subjects(subjects)
             .with_fallback(self.spec.fallback.clone())
             .with_profile(self.spec.profile.clone())

@@ -273,6 +273,9 @@ pub struct AgentSpec {
     /// The version of the agent type this spec is: its `version`, or a
     /// short hash of the file's bytes.
     pub version: Version,
+    /// Whether the spec named its version: its workers then take only
+    /// that version's work. A hash is only shown.
+    pub version_named: bool,
     /// What it does.
     pub description: String,
     /// Capabilities, domains and tier, for the registry.

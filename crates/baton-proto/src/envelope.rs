@@ -19,10 +19,12 @@ mod presence;
 pub(crate) mod reason;
 pub(crate) mod replay;
 pub(crate) mod start;
+mod step;
 pub(crate) mod usage;
 pub use expanded::Expanded;
 pub use forward::{Head, Rewrite};
 use presence::Absent;
+pub use step::Step;
 
 /// The hop budget of a session whose envelope does not set `max_hops`.
 pub const DEFAULT_MAX_HOPS: u32 = 16;
@@ -291,39 +293,6 @@ pub struct Message {
     absent: Absent,
 }
 
-/// One step of the reasoning trace.
-///
-/// Like a message, encoding adds no defaulted field (`action`, `outcome`,
-/// `reasoning`, `details`, `at`) that a decoded step lacked.
-#[derive(Debug, Clone, PartialEq, JsonSchema)]
-pub struct Step {
-    /// Agent type that took the step.
-    pub agent: String,
-    /// What it did.
-    #[serde(default)]
-    pub action: String,
-    /// What came of it.
-    #[serde(default)]
-    pub outcome: String,
-    /// Why.
-    #[serde(default)]
-    pub reasoning: String,
-    /// Anything else worth keeping.
-    #[serde(default = "nil")]
-    #[schemars(with = "serde_json::Value")]
-    pub details: Value,
-    /// When, unix ms.
-    #[serde(default)]
-    pub at: u64,
-    /// Fields this version does not know.
-    #[serde(flatten)]
-    #[schemars(skip)]
-    pub extra: Map,
-    /// The defaulted fields the sender left out.
-    #[schemars(skip)]
-    absent: Absent,
-}
-
 impl Envelope {
     /// A new `task` with a fresh id and session, whose conversation is the user's `query`.
     #[must_use]
@@ -467,34 +436,6 @@ impl Message {
     #[must_use]
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
-        self
-    }
-}
-
-impl Step {
-    /// A trace step by `agent`, now.
-    #[must_use]
-    pub fn new(
-        agent: impl Into<String>,
-        action: impl Into<String>,
-        outcome: impl Into<String>,
-    ) -> Self {
-        Self {
-            agent: agent.into(),
-            action: action.into(),
-            outcome: outcome.into(),
-            reasoning: String::new(),
-            details: Value::Nil,
-            at: now_ms(),
-            extra: Map::new(),
-            absent: Absent::NONE,
-        }
-    }
-
-    /// Sets why.
-    #[must_use]
-    pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> Self {
-        self.reasoning = reasoning.into();
         self
     }
 }

@@ -159,8 +159,13 @@ async fn baton_agents_shows_instances_tier_load_backlog_and_success() -> anyhow:
     for event in &events {
         let version = event.version.clone().expect("an event without a version");
         assert!(version == "1" || version == "2", "{version}");
-        let instance = event.instance.clone().expect("an event without an instance");
-        let first = by_instance.entry(instance).or_insert_with(|| version.clone());
+        let instance = event
+            .instance
+            .clone()
+            .expect("an event without an instance");
+        let first = by_instance
+            .entry(instance)
+            .or_insert_with(|| version.clone());
         assert_eq!(*first, version);
     }
     assert!(!by_instance.is_empty());

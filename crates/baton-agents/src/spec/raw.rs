@@ -248,6 +248,7 @@ impl Report<'_> {
             file: self.file.clone(),
             name: name?,
             version: version?,
+            version_named: raw.version.is_some(),
             profile: Profile {
                 capabilities: raw.capabilities,
                 domains: raw.domains,

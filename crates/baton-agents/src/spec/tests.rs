@@ -449,6 +449,10 @@ fn a_spec_names_its_version_or_is_versioned_by_its_bytes() {
     let found = problems(&format!("version = \"v1.2\"\n{EXEC}"));
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].contains("agents/x.toml:1"), "{}", found[0]);
-    assert!(found[0].contains("invalid version \"v1.2\""), "{}", found[0]);
+    assert!(
+        found[0].contains("invalid version \"v1.2\""),
+        "{}",
+        found[0]
+    );
     assert!(found[0].contains("cannot hold '.'"), "{}", found[0]);
 }

@@ -124,7 +124,9 @@ pub async fn run(
 fn versions(candidate: &Candidate) -> Option<String> {
     let versions = &candidate.versions;
     (!versions.is_empty()).then(|| {
-        let each = versions.iter().map(|(version, n)| format!("{version} ({n})"));
+        let each = versions
+            .iter()
+            .map(|(version, n)| format!("{version} ({n})"));
         each.collect::<Vec<_>>().join(", ")
     })
 }

@@ -53,6 +53,9 @@ pub struct Head {
     /// As [`Envelope::conversation`].
     #[serde(default)]
     pub conversation: Option<TurnOf>,
+    /// As [`Envelope::versions`].
+    #[serde(default)]
+    pub versions: std::collections::BTreeMap<String, String>,
     /// Whether the envelope carries a resumed journal.
     #[serde(default, deserialize_with = "present")]
     pub resumed: bool,
@@ -135,6 +138,7 @@ impl Head {
         envelope.parent.clone_from(&self.parent);
         envelope.budget = self.budget;
         envelope.conversation.clone_from(&self.conversation);
+        envelope.versions.clone_from(&self.versions);
         envelope
     }
 }

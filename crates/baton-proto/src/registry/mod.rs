@@ -4,4 +4,4 @@ mod messages;
 pub use messages::*;
 pub(crate) mod learned;
 pub(crate) mod outcome;
-pub mod rollout;
+pub(crate) mod rollout;

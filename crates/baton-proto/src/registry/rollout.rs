@@ -121,7 +121,11 @@ impl Rollout {
     pub fn role(&self, version: &str) -> Role {
         if self.current == version {
             Role::Current
-        } else if self.ramp.as_ref().is_some_and(|ramp| ramp.version == version) {
+        } else if self
+            .ramp
+            .as_ref()
+            .is_some_and(|ramp| ramp.version == version)
+        {
             Role::Ramping
         } else if self.retired.iter().any(|retired| retired == version) {
             Role::Retired
@@ -187,7 +191,9 @@ mod tests {
     use super::*;
 
     fn ids(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("00000000-0000-4000-8000-{i:012}")).collect()
+        (0..n)
+            .map(|i| format!("00000000-0000-4000-8000-{i:012}"))
+            .collect()
     }
 
     #[test]
@@ -218,7 +224,10 @@ mod tests {
         rollout.ramp_to("2", 50, 1);
         assert_eq!(rollout.role("2"), Role::Ramping);
         assert!(rollout.back(2));
-        assert_eq!((rollout.current.as_str(), rollout.ramp.clone()), ("1", None));
+        assert_eq!(
+            (rollout.current.as_str(), rollout.ramp.clone()),
+            ("1", None)
+        );
         rollout.ramp_to("2", 100, 3);
         assert_eq!(rollout.current, "2");
         assert_eq!(rollout.previous.as_deref(), Some("1"));

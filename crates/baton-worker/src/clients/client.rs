@@ -26,6 +26,8 @@ use crate::nats::publish::{Class, Outgoing, Publisher};
 use crate::nats::served::Served;
 use crate::nats::trace;
 use crate::pipeline::defaults::Known;
+use crate::pipeline::versions;
+use crate::state::rollouts::Rollouts;
 
 /// A session's events: first those stored, then live ones.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Error>> + Send>>;
@@ -49,6 +51,9 @@ pub struct Client {
     defaults: std::sync::Arc<Known>,
     permissions: Permissions,
     reads: std::sync::Arc<OnceCell<Reads>>,
+    /// The agent types' rollouts, followed from the first task sent
+    /// straight to an agent type.
+    rollouts: std::sync::Arc<OnceCell<Rollouts>>,
 }
 
 /// Where a client reads sessions from.
@@ -90,6 +95,7 @@ impl Client {
             defaults: std::sync::Arc::new(Known::new(jetstream_for_served, subjects_for_served)),
             permissions: connection.permissions().clone(),
             reads: std::sync::Arc::default(),
+            rollouts: std::sync::Arc::default(),
         }
     }
 
@@ -216,9 +222,38 @@ impl Client {
     pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
         self.ensure_streams().await?;
         self.check_served(agent).await?;
-        self.publish(self.subjects.agent(agent), envelope).await?;
+        let mut pinned = None;
+        let subject = self.subject_for(agent, envelope, &mut pinned).await;
+        let envelope = pinned.as_ref().unwrap_or(envelope);
+        self.publish(subject, envelope).await?;
         self.watch_deadline(envelope).await;
         Ok(())
+    }
+
+    /// The subject of `envelope` for `agent`: its agent type's, or, for a
+    /// versioned type, the version it is pinned to; a copy of the envelope
+    /// pinned there is left in `pinned` when it was not pinned yet.
+    pub(crate) async fn subject_for(
+        &self,
+        agent: &AgentName,
+        envelope: &Envelope,
+        pinned: &mut Option<Envelope>,
+    ) -> String {
+        let rollouts = self
+            .rollouts
+            .get_or_init(|| {
+                Rollouts::follow(&self.jetstream, &self.subjects, self.streams.replicas)
+            })
+            .await;
+        if !envelope.versions.contains_key(agent.as_str()) && rollouts.get(agent.as_str()).is_some()
+        {
+            let mut copy = envelope.clone();
+            versions::pin(rollouts, agent, &mut copy);
+            let subject = versions::subject_of(&self.subjects, agent, &copy);
+            *pinned = Some(copy);
+            return subject;
+        }
+        versions::subject_of(&self.subjects, agent, envelope)
     }
 
     /// Starts the deadline watch of `envelope`, sent past the router (which

@@ -18,6 +18,8 @@ use baton_proto::{
     derive_id_labelled, headers,
 };
 
+use crate::pipeline::versions::subject_of;
+
 /// Why an inbox operation failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -328,7 +330,11 @@ impl Inbox {
                 next.reply_to = None;
                 next.status = Some(baton_proto::ResultStatus::Completed);
                 next.output = Some(Value::from(text));
-                outgoing.push((self.subjects.agent(&to), next.id, encode(&next)?));
+                outgoing.push((
+                    subject_of(&self.subjects, &to, &next),
+                    next.id,
+                    encode(&next)?,
+                ));
             }
             (Reply::Complete, None) => {
                 event.output = Some(Value::from(text));
@@ -348,7 +354,11 @@ impl Inbox {
                 let mut next = next.resent(next_id, Kind::Handoff, to.as_str());
                 next.from = Some(agent);
                 next.reason = Some(reason);
-                outgoing.push((self.subjects.agent(&to), next.id, encode(&next)?));
+                outgoing.push((
+                    subject_of(&self.subjects, &to, &next),
+                    next.id,
+                    encode(&next)?,
+                ));
             }
         }
         Ok((event, outgoing))

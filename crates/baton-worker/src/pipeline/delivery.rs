@@ -114,7 +114,7 @@ impl<'a> Delivery<'a> {
     ) -> Result<Outgoing, Error> {
         Ok(Outgoing {
             class: Class::Plain,
-            subject: self.subjects.agent(to),
+            subject: crate::pipeline::versions::subject_of(self.subjects, to, envelope),
             id: envelope.id,
             payload: encode(envelope)?,
             headers: self.shared_headers(),

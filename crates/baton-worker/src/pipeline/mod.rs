@@ -11,6 +11,8 @@
 //! - [`defaults`]: the router's defaults for tasks (deadline, budget), and
 //!   how a sender past the router learns them;
 //! - [`timer`]: a session's deadline timer, sent beside its task;
+//! - [`versions`]: which subject a task goes to: an agent type's one
+//!   subject, or the version the session is pinned to;
 //! - [`advisory`]: the net for messages no worker settles.
 
 pub(crate) mod advisory;
@@ -21,3 +23,4 @@ pub(crate) mod intake;
 pub(crate) mod plan;
 pub(crate) mod settle;
 pub(crate) mod timer;
+pub(crate) mod versions;

@@ -4,6 +4,7 @@
 mod route;
 
 use crate::pipeline::defaults;
+use crate::state::rollouts::Rollouts;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,12 +206,15 @@ impl Router {
         let connection = Connection::from_parts(self.client.clone(), self.permissions.clone());
         let sessions = sessions(connection.clone(), &config, stop.clone()).await?;
         let keeper = keeper(connection, &config, stop.clone()).await?;
+        let replicas = config.streams.replicas;
+        let rollouts = Rollouts::follow(&jetstream, &config.subjects, replicas).await;
         let router = Arc::new(Ingress {
             config,
             registry,
             publisher,
             me,
             served,
+            rollouts,
         });
         let watch = watch_deadlines(timers, router.clone(), jetstream, stop.clone());
         let ingress = intake::serve(

@@ -45,6 +45,8 @@ pub enum Bucket {
     Limits,
     /// The sessions started over A2A, for a week.
     A2aIndex,
+    /// Each agent type's rollout of versions (no age limit).
+    Rollouts,
 }
 
 impl Bucket {
@@ -61,6 +63,7 @@ impl Bucket {
             Self::Journal => subjects.journal_bucket(),
             Self::Limits => subjects.limits_bucket(),
             Self::A2aIndex => subjects.a2a_bucket(),
+            Self::Rollouts => subjects.rollouts_bucket(),
         }
     }
 
@@ -85,6 +88,7 @@ impl Bucket {
             Self::Journal => ("hop journals of LLM agents", Some(WEEK), None),
             Self::Limits => ("shared model rate limits", None, None),
             Self::A2aIndex => ("the sessions started over A2A", Some(WEEK), None),
+            Self::Rollouts => ("each agent type's rollout of versions", None, None),
         };
         kv::Config {
             bucket: self.name(subjects),
@@ -130,6 +134,7 @@ mod tests {
             Bucket::Journal,
             Bucket::Limits,
             Bucket::A2aIndex,
+            Bucket::Rollouts,
         ];
         let mut names: Vec<String> = all.iter().map(|bucket| bucket.name(&subjects)).collect();
         names.sort();

@@ -7,7 +7,9 @@
 //! - [`conversation`]: a conversation's record: its holder, turns, queue
 //!   and lifecycle, and the router's keeper;
 //! - [`transcript`]: a conversation's transcript, an entry per turn;
-//! - [`followers`]: who follows live events, watched by every worker.
+//! - [`followers`]: who follows live events, watched by every worker;
+//! - [`rollouts`]: each agent type's rollout of versions, followed by
+//!   every process that sends work.
 //!
 //! The delegations' joins (`worker/join/store.rs`), the cancelled sessions
 //! (`pipeline/cancel.rs`) and the inbox (`clients/inbox.rs`) keep their
@@ -16,6 +18,7 @@
 pub mod buckets;
 pub mod conversation;
 pub(crate) mod followers;
+pub mod rollouts;
 pub mod transcript;
 
 pub use buckets::Bucket;

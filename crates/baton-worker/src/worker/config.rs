@@ -16,9 +16,15 @@ pub struct WorkerConfig {
     pub agent: AgentName,
     /// This process's instance id (a subject token).
     pub instance: String,
-    /// The version of the agent type this process runs, when it names one:
+    /// The version of the agent type this process runs, when it has one:
     /// shown in its heartbeats and written in its events.
     pub version: Option<Version>,
+    /// Whether the version was named (a spec's `version`, `--version`,
+    /// [`WorkerConfig::with_version`]): the worker then takes only its
+    /// version's work, from its own consumer. A version that is only a
+    /// label (a spec file's hash) is shown, and the worker takes the agent
+    /// type's unversioned work as ever.
+    pub versioned: bool,
     /// Subject and stream names.
     pub subjects: Subjects,
     /// Where escalations, loops and exhausted tasks go; `None` fails them instead.
@@ -139,6 +145,7 @@ impl WorkerConfig {
             agent,
             instance: new_instance_id(),
             version: None,
+            versioned: false,
             subjects: Subjects::default(),
             fallback: None,
             ack_wait: Duration::from_secs(30),
@@ -306,11 +313,48 @@ impl WorkerConfig {
     }
 
     /// Sets the version of the agent type this process runs (an
-    /// operator's label: `"2"`, a git sha, a date).
+    /// operator's label: `"2"`, a git sha, a date). The worker takes only
+    /// that version's work (see "Deploying a new version" in the docs); the
+    /// first version of an agent type to run is its current one.
     #[must_use]
     pub fn with_version(mut self, version: Version) -> Self {
         self.version = Some(version);
+        self.versioned = true;
         self
+    }
+
+    /// Labels the process with `version` (a spec file's hash) without
+    /// versioning its work: shown in heartbeats and events only.
+    #[must_use]
+    pub fn with_version_label(mut self, version: Version) -> Self {
+        self.version = Some(version);
+        self.versioned = false;
+        self
+    }
+
+    /// The version this worker takes work for, when it was named.
+    #[must_use]
+    pub fn serves_version(&self) -> Option<&Version> {
+        self.version.as_ref().filter(|_| self.versioned)
+    }
+
+    /// The subject of this worker's work: its version's, or its agent
+    /// type's.
+    #[must_use]
+    pub fn work_subject(&self) -> String {
+        match self.serves_version() {
+            Some(version) => self.subjects.agent_version(&self.agent, version),
+            None => self.subjects.agent(&self.agent),
+        }
+    }
+
+    /// The durable consumer this worker pulls from.
+    #[must_use]
+    pub fn work_consumer(&self) -> String {
+        match self.serves_version() {
+            Some(version) => Subjects::version_consumer(&self.agent, version),
+            None => Subjects::agent_consumer(&self.agent),
+        }
     }
 
     /// Sets the stream settings.

@@ -59,6 +59,11 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         if !Box::pin(restore_history(rt, &delivery, &mut envelope)).await {
             return;
         }
+        if let Some(version) = rt.config.serves_version() {
+            // Its later visits here come back to this version.
+            let own = envelope.versions.entry(rt.config.agent.to_string());
+            own.or_insert_with(|| version.to_string());
+        }
         if rt.cancelled.contains(envelope.session) {
             tracing::info!(session = %envelope.session, "session cancelled; dropped unrun");
             return rt.outbox.discard(&delivery).await;

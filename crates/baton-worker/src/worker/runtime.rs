@@ -33,7 +33,8 @@ pub(crate) struct Runtime {
     pub(crate) retry: RetryPolicy,
     /// How long a run may take, and how often it acks progress.
     pub(crate) pace: Pace,
-    /// This agent type's subject, where children answer.
+    /// This worker's subject (its version's, when it serves one): where
+    /// children answer.
     reply_to: String,
     /// The delegation bucket, opened on first use.
     joins: tokio::sync::OnceCell<JoinStore>,
@@ -59,6 +60,7 @@ impl Runtime {
         stats: Arc<WorkerStats>,
         agent: AgentPolicy,
         server_max_payload: usize,
+        rollouts: crate::state::rollouts::Rollouts,
     ) -> Self {
         let metrics = Arc::new(Metrics::new(
             config.agent.as_str(),
@@ -90,6 +92,7 @@ impl Runtime {
             progress_every: pace.every,
             metrics: metrics.clone(),
             stats: stats.clone(),
+            rollouts,
         }));
         let reporter = Arc::new(Reporter {
             outbox: outbox.clone(),
@@ -98,7 +101,7 @@ impl Runtime {
             version: config.version.as_ref().map(ToString::to_string),
         });
         Self {
-            reply_to: config.subjects.agent(&config.agent),
+            reply_to: config.work_subject(),
             served: Served::new(jetstream, config.subjects.clone()),
             config,
             outbox,
@@ -125,7 +128,11 @@ impl Runtime {
         Planner {
             agent: &self.config.agent,
             instance: &self.config.instance,
-            version: self.config.version.as_ref().map(baton_proto::Version::as_str),
+            version: self
+                .config
+                .version
+                .as_ref()
+                .map(baton_proto::Version::as_str),
             fallback: self.config.fallback.as_ref(),
             retry: self.retry,
             tier: self.config.profile.tier,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use baton_proto::footprint::Footprint;
-use baton_proto::{AgentName, Subjects};
+use baton_proto::{AgentName, Subjects, Version};
 use tokio::task::JoinHandle;
 
 use crate::clients::registry::RegistryClient;
@@ -20,6 +20,7 @@ use crate::nats::provision;
 use crate::nats::publish::Publisher;
 use crate::pipeline::advisory;
 use crate::pipeline::intake::{self, IntakeSettings, Source};
+use crate::state::rollouts::{self, Rollouts};
 use crate::worker::config::{WorkerConfig, WorkerStats};
 use crate::worker::handle::handle;
 use crate::worker::heartbeats::spawn_heartbeats;
@@ -93,6 +94,12 @@ impl<A: Agent> Worker<A> {
                 .with_memory(config.registry_memory)
         });
         let max_payload = self.client.server_info().max_payload;
+        let rollouts = Rollouts::follow(
+            &jetstream,
+            &self.config.subjects,
+            self.config.streams.replicas,
+        )
+        .await;
         let rt = Runtime::new(
             self.config,
             publisher,
@@ -100,13 +107,14 @@ impl<A: Agent> Worker<A> {
             self.stats,
             policy,
             max_payload,
+            rollouts,
         );
         let rt = Arc::new(rt);
         let source = Source {
             client: self.client.clone(),
             jetstream,
             stream: rt.config.subjects.tasks_stream(),
-            consumer: Subjects::agent_consumer(&rt.config.agent),
+            consumer: rt.config.work_consumer(),
         };
         let beside = match beside_the_loop(&self.client, &rt, &source).await {
             Ok(beside) => beside,
@@ -154,7 +162,7 @@ fn needed(config: &WorkerConfig) -> [(&'static str, String); 3] {
     let pull = format!(
         "$JS.API.CONSUMER.MSG.NEXT.{}.{}",
         subjects.tasks_stream(),
-        Subjects::agent_consumer(&config.agent)
+        config.work_consumer()
     );
     [
         ("pull its agent type's tasks", pull),
@@ -173,6 +181,7 @@ async fn provision_consumer(
     let jetstream = publisher.jetstream();
     provision::provision(publisher, &config.subjects, &config.streams).await?;
     let max_deliver = advisory::max_deliver(config.max_deliveries);
+    // The agent type's own consumer marks it served, versioned or not.
     let mut consumer = provision::agent_consumer(
         jetstream,
         &config.subjects,
@@ -181,6 +190,18 @@ async fn provision_consumer(
         max_deliver,
     )
     .await?;
+    if let Some(version) = config.serves_version() {
+        first_version(publisher, config, version).await?;
+        consumer = provision::task_consumer(
+            jetstream,
+            &config.subjects,
+            &config.work_consumer(),
+            config.work_subject(),
+            config.ack_wait,
+            max_deliver,
+        )
+        .await?;
+    }
     let ack_wait = consumer
         .info()
         .await
@@ -188,11 +209,38 @@ async fn provision_consumer(
     provision::cover_redeliveries(
         publisher,
         &config.subjects,
-        &Subjects::agent_consumer(&config.agent),
+        &config.work_consumer(),
         provision::redelivery_span(ack_wait, max_deliver).unwrap_or(ack_wait),
     )
     .await;
     Ok(ack_wait)
+}
+
+/// Makes `version` the current version of the worker's agent type when
+/// the type has no rollout yet: the first version of a type to run takes
+/// its new work, and a later one waits until it is rolled out.
+async fn first_version(
+    publisher: &Publisher,
+    config: &WorkerConfig,
+    version: &Version,
+) -> Result<(), Error> {
+    let store = rollouts::bucket(
+        publisher.jetstream(),
+        &config.subjects,
+        config.streams.replicas,
+    )
+    .await?;
+    let agent = config.agent.as_str();
+    if let Some((rollout, _)) = rollouts::read(&store, agent).await? {
+        let role = rollout.role(version.as_str());
+        tracing::info!(agent, version = %version, role = role.as_str(), current = %rollout.current, "this version's place in the rollout");
+        return Ok(());
+    }
+    let first = baton_proto::Rollout::first(agent, version.as_str(), baton_proto::now_ms());
+    if rollouts::write(&store, &first, 0).await? {
+        tracing::info!(agent, version = %version, "the first version of this agent type: it is current");
+    }
+    Ok(())
 }
 
 /// What runs beside the loop: the watches of cancels and of followers, and

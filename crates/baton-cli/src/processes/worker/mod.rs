@@ -271,9 +271,8 @@ fn deployment(
         config = config.with_instance(instance.clone());
     }
     if let Some(version) = &args.version {
-        let version = baton_proto::Version::new(version.as_str()).map_err(|err| {
-            anyhow::anyhow!("invalid --version: {err}")
-        })?;
+        let version = baton_proto::Version::new(version.as_str())
+            .map_err(|err| anyhow::anyhow!("invalid --version: {err}"))?;
         config = config.with_version(version);
     }
     Ok(config)

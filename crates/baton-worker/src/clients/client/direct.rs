@@ -49,7 +49,10 @@ impl Client {
             agent.as_str(),
         );
         defaults.apply(&mut task);
-        self.publish(self.subjects.agent(&agent), &task).await?;
+        let mut pinned = None;
+        let subject = self.subject_for(&agent, &task, &mut pinned).await;
+        let task = pinned.unwrap_or(task);
+        self.publish(subject, &task).await?;
         self.watch_deadline(&task).await;
         Ok(())
     }

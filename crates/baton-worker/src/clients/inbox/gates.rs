@@ -246,8 +246,8 @@ impl Inbox {
             .pack(encode(&resumed)?.into())
             .await
             .map_err(|err| InboxError::new(format!("cannot send the task back: {err}")))?;
-        self.publish(self.subjects.agent(agent), resumed.id, payload)
-            .await
+        let subject = crate::pipeline::versions::subject_of(&self.subjects, agent, &resumed);
+        self.publish(subject, resumed.id, payload).await
     }
 
     /// Refuses to settle an entry whose session was cancelled (removing

@@ -19,6 +19,8 @@ use crate::nats::served::Served;
 use crate::pipeline::delivery::Delivery;
 use crate::pipeline::plan::{DeadLetter, Output, Plan, Settle};
 use crate::pipeline::settle::finish;
+use crate::pipeline::versions;
+use crate::state::rollouts::Rollouts;
 
 /// What the router's per-message path needs.
 pub(super) struct Ingress {
@@ -27,6 +29,9 @@ pub(super) struct Ingress {
     pub(super) publisher: Publisher,
     pub(super) me: AgentName,
     pub(super) served: Served,
+    /// The agent types' rollouts: a task for a versioned type is pinned to
+    /// the version its rollout chooses.
+    pub(super) rollouts: Rollouts,
 }
 
 pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
@@ -36,6 +41,7 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
         publisher,
         me,
         served,
+        rollouts,
     } = router;
     let span = tracing::info_span!(
         "baton.route",
@@ -80,7 +86,11 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
             .map_err(|why| (DeadLetterReason::NoRoute, why)),
         };
         let (outgoing, settle) = match target {
-            Ok(route) => (sent_on(config, &delivery, &head, envelope, route), Settle::Ack),
+            Ok(route) => {
+                let mut envelope = envelope;
+                versions::pin(rollouts, &route.agent, &mut envelope);
+                (sent_on(config, &delivery, &head, envelope, route), Settle::Ack)
+            }
             Err((reason, detail)) => {
                 tracing::info!(%reason, %detail, "task refused");
                 let outputs = refused(&envelope, reason, &detail);
@@ -211,6 +221,9 @@ fn forward(
     if let (Some(budget), true) = (envelope.budget, envelope.budget != head.budget) {
         rewrite = rewrite.and_then(|r| r.set("budget", &budget));
     }
+    if envelope.versions != head.versions {
+        rewrite = rewrite.and_then(|r| r.set("versions", &envelope.versions));
+    }
     let cannot = |err: &dyn std::fmt::Display| format!("cannot write the task on: {err}");
     let payload = rewrite
         .map_err(|err| cannot(&err))?
@@ -219,7 +232,7 @@ fn forward(
     let mut outgoing = delivery.encode(&outputs).map_err(|err| cannot(&err))?;
     outgoing.push(Outgoing {
         class: Class::Plain,
-        subject: subjects.agent(&route.agent),
+        subject: versions::subject_of(subjects, &route.agent, envelope),
         id,
         payload: payload.into(),
         headers: delivery.shared_headers(),

@@ -24,7 +24,9 @@ use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::{Outgoing, Publisher};
 use crate::pipeline::delivery::Delivery;
 use crate::pipeline::settle::{self, Finished};
+use crate::pipeline::versions;
 use crate::state::followers::Followers;
+use crate::state::rollouts::Rollouts;
 use crate::worker::config::{EventLevel, LiveEvents, WorkerStats};
 use crate::worker::decide::{Output, Plan, Settle};
 use crate::worker::metrics::Metrics;
@@ -50,6 +52,9 @@ pub(crate) struct Outbox {
     /// only when someone does (unless `live` says always).
     pub(crate) followers: Arc<Followers>,
     live: LiveEvents,
+    /// The agent types' rollouts: an envelope for a versioned type is
+    /// pinned to a version before it leaves.
+    rollouts: Rollouts,
 }
 
 /// What an [`Outbox`] is made of.
@@ -65,6 +70,7 @@ pub(crate) struct Parts {
     pub(crate) progress_every: Duration,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) stats: Arc<WorkerStats>,
+    pub(crate) rollouts: Rollouts,
 }
 
 impl Outbox {
@@ -82,6 +88,7 @@ impl Outbox {
             metrics: parts.metrics,
             stats: parts.stats,
             followers: Arc::default(),
+            rollouts: parts.rollouts,
         }
     }
 
@@ -93,6 +100,11 @@ impl Outbox {
     /// left for redelivery.
     pub(crate) async fn execute(&self, delivery: &Delivery<'_>, mut plan: Plan) {
         stamp_accepted(&mut plan.outputs, &self.agent, delivery.received_at);
+        for output in &mut plan.outputs {
+            if let Output::Envelope { to, envelope } = output {
+                versions::pin(&self.rollouts, to, envelope);
+            }
+        }
         self.refer_to_transcripts(&mut plan.outputs);
         delivery.fold_into(&mut plan.outputs);
         // An event the level does not store, and nobody follows, is neither
