@@ -7,6 +7,7 @@ use baton_proto::Subjects;
 use clap::{Parser, Subcommand};
 
 use crate::conversations::{chat, lifecycle};
+use crate::deploys::{rollout, versions};
 use crate::learning::{agents, feedback, notebook};
 use crate::nats::NatsArgs;
 use crate::operations::{bench, check, dlq, doctor, inbox, manifests, permissions};
@@ -116,6 +117,14 @@ pub enum Command {
     /// built from the registry.
     #[command(subcommand)]
     A2a(a2a::A2aCommand),
+    /// Roll a version of an agent type out: send a share of its new sessions and conversations
+    /// to it (--to V --weight PCT; 100 makes it current), or back to the previous version at
+    /// once (--back). Sessions already pinned to a version finish on it. Without options,
+    /// show the rollout.
+    Rollout(rollout::RolloutArgs),
+    /// Show each version of an agent type: its state (current, ramping, draining, retired),
+    /// weight, live workers, and the messages and inbox items it still holds.
+    Versions(versions::VersionsArgs),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -147,6 +156,8 @@ impl Command {
                 | Self::Permissions(_)
                 | Self::Doctor(_)
                 | Self::Manifests(_)
+                | Self::Rollout(_)
+                | Self::Versions(_)
         )
     }
 
@@ -176,6 +187,8 @@ impl Command {
             Self::Mcp(command) => mcp::run(nats, subjects, command).await,
             Self::A2a(command) => a2a::run(nats, subjects, command).await,
             Self::Permissions(args) => permissions::run(nats, &subjects, args),
+            Self::Rollout(args) => rollout::run(nats, subjects, args).await,
+            Self::Versions(args) => versions::run(nats, subjects, args).await,
             Self::Bench(args) => bench::run(nats, args).await,
             Self::BenchRegistry(args) => bench::registry(nats, args).await,
         }

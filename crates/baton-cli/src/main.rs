@@ -19,6 +19,7 @@
 
 mod cli;
 mod conversations;
+mod deploys;
 mod learning;
 mod nats;
 mod operations;

@@ -8,3 +8,4 @@ pub(crate) mod registry;
 pub(crate) mod rules;
 pub(crate) mod targets;
 pub(crate) mod teams;
+pub(crate) mod versions;

@@ -4,4 +4,4 @@
 pub mod agents;
 pub mod feedback;
 pub mod notebook;
-mod registry;
+pub(crate) mod registry;

@@ -1,0 +1,125 @@
+//! `baton rollout TYPE`: sends a share of an agent type's new sessions and
+//! conversations to a version (`--to V --weight PCT`; 100 makes it
+//! current), or sends them back to the previous version at once (`--back`).
+//! Without either, it shows the rollout. Sessions already pinned to a
+//! version finish on it.
+
+use std::process::ExitCode;
+
+use baton_proto::{AgentName, Rollout, Subjects, now_ms};
+use baton_worker::state::rollouts;
+use clap::Args;
+
+use super::{Deploys, agent_type, version};
+use crate::nats::NatsArgs;
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// The agent type.
+    pub agent: String,
+
+    /// The version to roll out; it must have a live worker.
+    #[arg(long, value_name = "VERSION", conflicts_with = "back")]
+    pub to: Option<String>,
+
+    /// With --to: the percent of new sessions and conversations it takes, 0 to 100. 100 makes
+    /// it the current version; 0 ends its ramp.
+    #[arg(long, value_name = "PCT", requires = "to", default_value_t = 100,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub weight: u8,
+
+    /// Send new sessions back to the previous version at once (every router and worker
+    /// follows within a second). Sessions pinned to the newer version finish on it.
+    #[arg(long)]
+    pub back: bool,
+
+    /// Roll out even when no registry can say that the version has live workers.
+    #[arg(long)]
+    pub force: bool,
+
+    /// How long to wait for the registry's count of live workers, in ms.
+    #[arg(long, default_value_t = 1500)]
+    pub registry_timeout_ms: u64,
+}
+
+/// `baton rollout`: changes (or shows) where an agent type's new work goes.
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: RolloutArgs,
+) -> anyhow::Result<ExitCode> {
+    let agent = agent_type(&args.agent)?;
+    let to = args.to.as_deref().map(version).transpose()?;
+    let deploys = Deploys::open(nats, subjects, args.registry_timeout_ms).await?;
+    let (mut rollout, mut revision) = deploys.rollout(&agent).await?;
+    if let Some(to) = &to {
+        live(&deploys, &agent, &rollout, to.as_str(), args.force).await?;
+    }
+    if to.is_some() || args.back {
+        loop {
+            let changed = match &to {
+                Some(to) => {
+                    rollout.ramp_to(to.as_str(), args.weight, now_ms());
+                    true
+                }
+                None => rollout.back(now_ms()),
+            };
+            anyhow::ensure!(
+                changed,
+                "agent type {agent} has no earlier version to go back to (current: {})",
+                rollout.current
+            );
+            if rollouts::write(&deploys.store, &rollout, revision).await? {
+                break;
+            }
+            // Another operator changed it meanwhile: apply this to theirs.
+            (rollout, revision) = deploys.rollout(&agent).await?;
+        }
+        println!("{}", said(&rollout));
+    }
+    deploys.standing(&agent, &rollout).await?.print();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Fails a rollout to `version` when nothing says it has live workers: the
+/// registry's count, or an idle worker's pull request on its consumer.
+async fn live(
+    deploys: &Deploys,
+    agent: &AgentName,
+    rollout: &Rollout,
+    version: &str,
+    force: bool,
+) -> anyhow::Result<()> {
+    if rollout.retired.iter().any(|retired| retired == version) {
+        anyhow::bail!("version {version} of {agent} is retired: start workers of another version");
+    }
+    let standing = deploys.standing(agent, rollout).await?;
+    let row = standing.versions.iter().find(|row| row.version == version);
+    let workers = row.and_then(|row| row.workers).unwrap_or(0);
+    if workers > 0 || force {
+        return Ok(());
+    }
+    let hint = format!(
+        "start its workers first (`version = \"{version}\"` in the spec, or `baton worker --version {version}`)"
+    );
+    if standing.registry {
+        anyhow::bail!("no live worker runs version {version} of {agent}: {hint}");
+    }
+    anyhow::bail!(
+        "no registry answered, so it is not known whether version {version} of {agent} has live workers: start a registry (`baton registry`), or pass --force"
+    )
+}
+
+/// What `rollout` now does, in a sentence.
+fn said(rollout: &Rollout) -> String {
+    match &rollout.ramp {
+        Some(ramp) => format!(
+            "{}: {}% of new sessions go to version {}, the rest to {}",
+            rollout.agent, ramp.weight, ramp.version, rollout.current
+        ),
+        None => format!(
+            "{}: new sessions go to version {}",
+            rollout.agent, rollout.current
+        ),
+    }
+}

@@ -1,0 +1,178 @@
+//! Versioned deploys: workers of a named version take only their version's
+//! work, a rollout shares new sessions by a weight that sticks to each
+//! session's id, and `--back` sends new sessions to the previous version at
+//! once; the commands refuse bad input with a message that names the fix.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use baton_proto::{Envelope, Event, EventType, Rollout};
+use futures::StreamExt;
+
+use crate::util::{System, wants};
+
+/// Sends `n` tasks straight to `helper` and returns, per session, the
+/// version its events name (all of them one version) and the session id.
+async fn answered(system: &System, n: usize) -> anyhow::Result<Vec<(String, String)>> {
+    let helper = baton_proto::AgentName::new("helper")?;
+    let mut sessions = Vec::new();
+    for i in 0..n {
+        let task = Envelope::task(format!("task {i}"));
+        system.client.submit_to(&helper, &task).await?;
+        sessions.push(task.session);
+    }
+    let ended = futures::stream::iter(sessions)
+        .map(|session| async move {
+            let events = system
+                .session_events(session, Duration::from_secs(60))
+                .await?;
+            anyhow::Ok((session, events))
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let mut versions = Vec::new();
+    for ended in ended {
+        let (session, events) = ended?;
+        let last: &Event = events.last().expect("a session with events");
+        assert_eq!(last.kind, EventType::Completed, "{session}: {last:?}");
+        let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
+        named.dedup();
+        assert_eq!(named.len(), 1, "{session} was answered by {named:?}");
+        versions.push((named.remove(0), session.to_string()));
+    }
+    Ok(versions)
+}
+
+fn shares(answered: &[(String, String)]) -> BTreeMap<String, usize> {
+    let mut shares = BTreeMap::new();
+    for (version, _) in answered {
+        *shares.entry(version.clone()).or_default() += 1;
+    }
+    shares
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_shares_new_sessions_by_weight_sticks_to_each_id_and_rolls_back()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    system
+        .agent("v1", "helper", "help", 1, &["--version", "1"])
+        .await?;
+    // The first version to run is current: a later one waits for a rollout.
+    system
+        .agent("v2", "helper", "help", 1, &["--version", "2"])
+        .await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            answer.candidates.iter().any(|c| {
+                c.agent == "helper"
+                    && c.versions.get("1") == Some(&1)
+                    && c.versions.get("2") == Some(&1)
+            })
+        })
+        .await?;
+    assert_eq!(
+        shares(&answered(&system, 20).await?),
+        BTreeMap::from([("1".to_owned(), 20)])
+    );
+
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
+    // Every process follows the rollout as the server pushes it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let half = answered(&system, 400).await?;
+    let on_two = shares(&half).get("2").copied().unwrap_or(0);
+    // 50 % of 400 within 3 standard deviations (30).
+    assert!(
+        (170..=230).contains(&on_two),
+        "{on_two} of 400 on version 2"
+    );
+    // Each session went where the rollout's choice for its id says.
+    let mut rollout = Rollout::first("helper", "1", 0);
+    rollout.ramp_to("2", 50, 0);
+    for (version, session) in &half {
+        assert_eq!(rollout.choose(session), version, "session {session}");
+    }
+
+    let back = std::time::Instant::now();
+    system.baton_stdout(&["rollout", "helper", "--back"])?;
+    tokio::time::sleep(Duration::from_secs(1).saturating_sub(back.elapsed())).await;
+    assert_eq!(
+        shares(&answered(&system, 40).await?),
+        BTreeMap::from([("1".to_owned(), 40)])
+    );
+
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "100"])?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        shares(&answered(&system, 40).await?),
+        BTreeMap::from([("2".to_owned(), 40)])
+    );
+
+    let shown: serde_json::Value =
+        serde_json::from_str(&system.baton_stdout(&["versions", "helper", "--json"])?)?;
+    assert_eq!(shown["current"], "2");
+    assert_eq!(shown["previous"], "1");
+    let rows = shown["versions"].as_array().expect("versions");
+    let row = |v: &str| rows.iter().find(|r| r["version"] == v).cloned().expect(v);
+    assert_eq!(
+        (row("2")["state"].clone(), row("2")["weight"].clone()),
+        ("current".into(), 100.into())
+    );
+    assert_eq!(
+        (row("1")["state"].clone(), row("1")["weight"].clone()),
+        ("draining".into(), 0.into())
+    );
+    assert_eq!(row("1")["workers"], 1);
+    assert_eq!(row("1")["pending"], 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rollout_commands_refuse_bad_input_naming_the_fix() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    system
+        .agent("v1", "helper", "help", 1, &["--version", "1"])
+        .await?;
+    system.agent("plain", "plain", "help", 1, &[]).await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            answer.candidates.iter().any(|c| c.agent == "helper")
+        })
+        .await?;
+    let refused = |args: &[&str]| -> anyhow::Result<String> {
+        let output = system.baton(args).output()?;
+        assert!(!output.status.success(), "{args:?} succeeded");
+        Ok(String::from_utf8(output.stderr)?)
+    };
+    let no_worker = refused(&["rollout", "helper", "--to", "3", "--weight", "10"])?;
+    assert!(
+        no_worker.contains("no live worker runs version 3 of helper"),
+        "{no_worker}"
+    );
+    assert!(no_worker.contains("--version 3"), "{no_worker}");
+    let unknown = refused(&["rollout", "helpr", "--to", "1"])?;
+    assert!(unknown.contains("unknown agent type helpr"), "{unknown}");
+    let unversioned = refused(&["versions", "plain"])?;
+    assert!(
+        unversioned.contains("agent type plain has no versions yet"),
+        "{unversioned}"
+    );
+    let weight = refused(&["rollout", "helper", "--to", "1", "--weight", "101"])?;
+    assert!(weight.contains("101 is not in 0..=100"), "{weight}");
+    let label = refused(&["rollout", "helper", "--to", "v1.2"])?;
+    assert!(label.contains("invalid version \"v1.2\""), "{label}");
+    let worker = refused(&["worker", "helper", "--relay", "--version", "a b"])?;
+    assert!(
+        worker.contains("invalid --version: invalid version \"a b\""),
+        "{worker}"
+    );
+    let back = refused(&["rollout", "helper", "--back"])?;
+    assert!(
+        back.contains("no earlier version to go back to (current: 1)"),
+        "{back}"
+    );
+    Ok(())
+}
