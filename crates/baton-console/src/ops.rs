@@ -27,17 +27,18 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
     html! {
         table #agents {
             thead { tr {
-                th { "Agent" } th { "Instances" } th { "Tier" } th { "Capabilities" } th { "Domains" }
+                th { "Agent" } th { "Instances" } th { "Versions" } th { "Tier" } th { "Capabilities" } th { "Domains" }
                 th { "In flight" } th { "Load" } th { "Backlog" } th { "Success" } th { "Heartbeats" }
             } }
             tbody {
                 @if candidates.is_empty() {
-                    tr { td colspan="10" { "No live agents: start workers with " code { "baton worker <type>" } "." } }
+                    tr { td colspan="11" { "No live agents: start workers with " code { "baton worker <type>" } "." } }
                 }
                 @for c in candidates {
                     tr id=(format!("a-{}", c.agent)) {
                         td { b { (c.agent) } @if let Some(text) = &c.description { br; small.muted { (text) } } }
                         td.num { (c.instances) }
+                        td.versions { (or_dash(versions(c))) }
                         td.num { (c.tier) }
                         td { (c.capabilities.join(", ")) }
                         td { (c.domains.join(", ")) }
@@ -55,6 +56,18 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
             }
         }
     }
+}
+
+/// The versions `c`'s live instances run, each with how many run it:
+/// `1 (2), 2 (1)`; `None` when none names one.
+fn versions(c: &Candidate) -> Option<String> {
+    (!c.versions.is_empty()).then(|| {
+        let each = c
+            .versions
+            .iter()
+            .map(|(version, n)| format!("{version} ({n})"));
+        each.collect::<Vec<_>>().join(", ")
+    })
 }
 
 fn envelope_summary(envelope: &Envelope) -> Markup {
@@ -219,5 +232,29 @@ fn question(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
                 button type="submit" name="decision" value="answered" { "Answer" }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agents_table_shows_the_versions_each_type_runs() {
+        let mut candidate: Candidate = serde_json::from_value(serde_json::json!({
+            "agent": "helper", "tier": 1, "capabilities": [], "domains": [],
+            "instances": 3, "load": 0.0, "score": 1.0,
+            "versions": {"1": 2, "2": 1}
+        }))
+        .unwrap();
+        let html =
+            agents_table(std::slice::from_ref(&candidate), &Heartbeats::new(), 0).into_string();
+        assert!(
+            html.contains("<td class=\"versions\">1 (2), 2 (1)</td>"),
+            "{html}"
+        );
+        candidate.versions.clear();
+        let html = agents_table(&[candidate], &Heartbeats::new(), 0).into_string();
+        assert!(html.contains("<td class=\"versions\">–</td>"), "{html}");
     }
 }

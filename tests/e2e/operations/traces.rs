@@ -284,6 +284,13 @@ async fn one_session_is_one_trace_across_processes_with_genai_spans() -> anyhow:
         );
         assert_eq!(seen.get("attempt").map(String::as_str), Some("1"));
     }
+    // A spec names its version by its file's hash; a relay names none.
+    let hashed = baton_proto::Version::of_bytes(exec_spec.as_bytes()).to_string();
+    assert_eq!(
+        attributes(&checker).get("gen_ai.agent.version"),
+        Some(&hashed)
+    );
+    assert_eq!(attributes(&front).get("gen_ai.agent.version"), None);
     let outcome = |span: &Span| attributes(span).get("baton.outcome").cloned();
     let reason = |span: &Span| attributes(span).get("baton.reason").cloned();
     assert_eq!(outcome(&front).as_deref(), Some("handoff"));

@@ -119,7 +119,7 @@ fn conversation_of(envelope: &Envelope) -> String {
 /// status and error type of a failure).
 fn hop_span(config: &WorkerConfig) -> tracing::Span {
     let empty = tracing::field::Empty;
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "baton.handle",
         agent = %config.agent,
         instance = %config.instance,
@@ -130,13 +130,18 @@ fn hop_span(config: &WorkerConfig) -> tracing::Span {
         otel.status_code = empty,
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.name = %config.agent,
+        gen_ai.agent.version = empty,
         gen_ai.conversation.id = empty,
         baton.hop = empty,
         baton.reason = empty,
         baton.path.length = empty,
         baton.outcome = empty,
         error.type = empty,
-    )
+    );
+    if let Some(version) = &config.version {
+        span.record("gen_ai.agent.version", version.as_str());
+    }
+    span
 }
 
 /// Records what the hop span says of `envelope`.
