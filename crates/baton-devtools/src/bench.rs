@@ -66,7 +66,7 @@ pub struct BenchArgs {
     pub rounds: u64,
 
     /// Run only one side (for profiling); the ratios need the others.
-    #[arg(long, value_parser = ["raw", "same-writes", "three-writes", "baton", "baton-unfolded", "baton-confirmed", "baton-lean"])]
+    #[arg(long, value_parser = ["raw", "same-writes", "three-writes", "baton", "baton-unfolded", "baton-confirmed", "baton-lean", "baton-versioned"])]
     pub only: Option<String>,
 
     /// Instead of one run, measure the per-hop cost at each of these context sizes in
@@ -366,6 +366,8 @@ struct Mode {
     settle: SettleMode,
     events: EventLevel,
     accepted_after: Duration,
+    /// The version every stage names, if any.
+    version: Option<&'static str>,
 }
 
 async fn baton_chain(
@@ -391,6 +393,10 @@ async fn baton_chain(
             .with_settle(mode.settle)
             .with_events(mode.events)
             .with_accepted_after(mode.accepted_after);
+        let config = match mode.version {
+            Some(version) => config.with_version(baton_proto::Version::new(version)?),
+            None => config,
+        };
 
         workers
             .spawn(Worker::new(client.clone(), config, stage).run(stop.clone().cancelled_owned()));

@@ -60,6 +60,7 @@ pub(super) async fn context_curve(
             settle: SettleMode::default(),
             events: EventLevel::default(),
             accepted_after: Duration::from_millis(100),
+            version: None,
         };
         let baton = baton_chain(client, &run, &mode).await?;
         let payload_len = padded_task(size).to_msgpack()?.len();

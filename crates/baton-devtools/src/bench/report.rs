@@ -46,6 +46,7 @@ pub(super) fn print_ratios(rounds: &[Vec<Figures>]) {
         ("plain / confirmed", Side::Full, Side::Confirmed),
         ("lean / raw", Side::Lean, Side::Raw),
         ("lean / full", Side::Lean, Side::Full),
+        ("versioned / full", Side::Versioned, Side::Full),
     ] {
         let (side, base) = (&rounds[side as usize], &rounds[base as usize]);
         // Each round's ratio, then their median: the two sides of a ratio

@@ -17,10 +17,12 @@ pub(super) enum Side {
     Unfolded,
     Confirmed,
     Lean,
+    /// Baton full, every stage a named version (pinned sessions).
+    Versioned,
 }
 
 impl Side {
-    pub(super) const ALL: [Side; 7] = [
+    pub(super) const ALL: [Side; 8] = [
         Side::Raw,
         Side::SameWrites,
         Side::ThreeWrites,
@@ -28,6 +30,7 @@ impl Side {
         Side::Unfolded,
         Side::Confirmed,
         Side::Lean,
+        Side::Versioned,
     ];
 
     /// Its name for `--only`.
@@ -40,6 +43,7 @@ impl Side {
             Side::Unfolded => "baton-unfolded",
             Side::Confirmed => "baton-confirmed",
             Side::Lean => "baton-lean",
+            Side::Versioned => "baton-versioned",
         }
     }
 
@@ -52,6 +56,7 @@ impl Side {
             Side::Unfolded => "baton full, unfolded",
             Side::Confirmed => "baton full, confirmed ack",
             Side::Lean => "baton lean",
+            Side::Versioned => "baton full, versioned",
         }
     }
 
@@ -73,7 +78,12 @@ impl Side {
             Side::Full => (SettleMode::Plain, EventLevel::Full, fold),
             Side::Unfolded => (SettleMode::Plain, EventLevel::Full, Duration::ZERO),
             Side::Confirmed => (SettleMode::Confirmed, EventLevel::Full, fold),
-            Side::Lean => (SettleMode::Plain, EventLevel::Lean, fold),
+            Side::Lean | Side::Versioned => (SettleMode::Plain, EventLevel::Lean, fold),
+        };
+        let events = if self == Side::Versioned {
+            EventLevel::Full
+        } else {
+            events
         };
         let prefix = format!("bench{}r{round}", self.flag().replace('-', ""));
         let mode = Mode {
@@ -81,6 +91,7 @@ impl Side {
             settle,
             events,
             accepted_after: after,
+            version: (self == Side::Versioned).then_some("1"),
         };
         baton_chain(client, args, &mode).await
     }

@@ -181,6 +181,11 @@ async fn provision_consumer(
     let jetstream = publisher.jetstream();
     provision::provision(publisher, &config.subjects, &config.streams).await?;
     let max_deliver = advisory::max_deliver(config.max_deliveries);
+    // The rollout before the consumer that marks the type served: a sender
+    // that finds it served finds it versioned too.
+    if let Some(version) = config.serves_version() {
+        first_version(publisher, config, version).await?;
+    }
     // The agent type's own consumer marks it served, versioned or not.
     let mut consumer = provision::agent_consumer(
         jetstream,
@@ -190,8 +195,7 @@ async fn provision_consumer(
         max_deliver,
     )
     .await?;
-    if let Some(version) = config.serves_version() {
-        first_version(publisher, config, version).await?;
+    if config.serves_version().is_some() {
         consumer = provision::task_consumer(
             jetstream,
             &config.subjects,
