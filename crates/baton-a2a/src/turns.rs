@@ -128,6 +128,6 @@ fn refusal(err: &baton_worker::conversation::ConversationError) -> JsonRpcError 
         ConversationErrorKind::Forbidden | ConversationErrorKind::Deleted => {
             error(error_code::INVALID_PARAMS, err.to_string())
         }
-        _ => internal(err),
+        _ => internal(baton_gateway::chained(err)),
     }
 }

@@ -98,7 +98,7 @@ impl Gateway {
         message.turn.variables = task.context.variables;
         let said = match conversations.say(id, message).await {
             Ok(said) => said,
-            Err(err) => return failed(&err),
+            Err(err) => return failed(&baton_gateway::chained(&err)),
         };
         let (session, skip) = match said {
             // The answer to the question: its turn goes on from there.
