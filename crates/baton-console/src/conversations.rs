@@ -1,6 +1,7 @@
 //! Conversations' pages: the list, and one conversation's turns in order,
 //! who held it after each, what runs and what waits, each turn linked to
-//! its session.
+//! its session. A page settles a turn that ended through the runtime's
+//! entry point (`Conversations::turn_ended`) before showing it.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -69,8 +70,8 @@ pub(crate) async fn page(State(app): State<App>, Path(id): Path<String>) -> Resp
         Err(page) => return page,
     };
     // A turn that ended is shown as ended.
-    if let Err(err) = conversations.settle_now(&id).await {
-        tracing::debug!(error = %err, "cannot settle before showing");
+    if conversations.turn_ended(&id).await.is_err() {
+        tracing::debug!("the settle before showing stopped");
     }
     let record = match conversations.get(&id).await {
         Ok(Some((record, _))) => record,

@@ -16,7 +16,7 @@
 mod budget;
 pub mod diff;
 mod error;
-pub use error::Error;
+pub use error::{Error, chained};
 pub mod callers;
 pub mod listen;
 pub mod text;

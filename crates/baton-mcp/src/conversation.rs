@@ -1,7 +1,9 @@
-//! Tool calls with a `conversation`: each is a turn of that conversation,
-//! which goes to the agent that holds it with the conversation so far, or
-//! the answer to the question an agent of it asked the user. The result's
-//! `structuredContent` names the conversation and the session.
+//! Tool calls with a `conversation`: each is said to that conversation
+//! through the runtime's one entry point (`Conversations::say`), which
+//! makes it a turn, going to the agent that holds the conversation with
+//! the conversation so far, or the answer to the question an agent of it
+//! asked the user. The result's `structuredContent` names the conversation
+//! and the session.
 //!
 //! The conversations live in the bucket `BATON_CONVERSATIONS`, which the
 //! operator role may use and the client role may not: it is opened on the
@@ -12,8 +14,7 @@ use std::sync::Arc;
 
 use baton_gateway::callers::Caller;
 use baton_proto::Envelope;
-use baton_worker::Inbox;
-use baton_worker::conversation::{Conversations, Sent, UserMessage};
+use baton_worker::conversation::{Conversations, Said, UserMessage};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, Content};
 use rmcp::service::{RequestContext, RoleServer};
@@ -21,12 +22,12 @@ use tokio::sync::OnceCell;
 
 use crate::Gateway;
 
-/// The conversations and the inbox (where an agent's question waits),
-/// opened on first use.
+/// The conversations, opened on first use (the inbox, where an agent's
+/// question waits, is the runtime's entry point's to read).
 #[derive(Clone)]
 pub(crate) struct Talk {
     replicas: usize,
-    opened: Arc<OnceCell<(Conversations, Inbox)>>,
+    opened: Arc<OnceCell<Conversations>>,
 }
 
 impl Default for Talk {
@@ -46,7 +47,7 @@ impl Talk {
 
 impl Gateway {
     /// The conversations, opened now if need be; `Err` says why they cannot be.
-    async fn conversations(&self) -> Result<&(Conversations, Inbox), String> {
+    async fn conversations(&self) -> Result<&Conversations, String> {
         let replicas = self.talk.replicas;
         self.talk
             .opened
@@ -58,14 +59,9 @@ impl Gateway {
                         "this server cannot hold conversations: {err}. They live in the bucket {bucket}, which the operator role may use (run `baton mcp serve` as a NATS user with the operator role's rights: `baton permissions operator`)"
                     )
                 };
-                let conversations = Conversations::open(self.client.clone(), replicas)
+                Conversations::open(self.client.clone(), replicas)
                     .await
-                    .map_err(|err| needs(&err))?;
-                let nats = self.client.jetstream().client();
-                let inbox = Inbox::open(nats, subjects, replicas)
-                    .await
-                    .map_err(|err| needs(&err))?;
-                Ok((conversations, inbox))
+                    .map_err(|err| needs(&err))
             })
             .await
     }
@@ -78,7 +74,7 @@ impl Gateway {
         task: Envelope,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let (conversations, inbox) = match self.conversations().await {
+        let conversations = match self.conversations().await {
             Ok(opened) => opened,
             Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),
         };
@@ -87,46 +83,31 @@ impl Gateway {
                 "conversation {id}: {err}"
             ))]))
         };
-        let read = match conversations.get(id).await {
-            Ok(read) => read,
-            Err(err) => return failed(&err),
-        };
         // Over HTTP with named callers, each continues only its own.
         let caller = (context.extensions)
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Caller>().cloned())
             .unwrap_or(Caller(None));
-        if let Some((record, _)) = &read {
-            if !caller.owns(record.owner.as_deref()) {
-                return failed(&"it belongs to another caller");
-            }
-        }
-        let text = task.context.initial_query.clone();
-        let answered = match &read {
-            Some((record, _)) => conversations.answer(record, inbox, &text, "mcp").await,
-            None => Ok(None),
+        let mut message = UserMessage::new(task.context.initial_query.clone());
+        message.caller = caller.0;
+        message.via = "mcp".to_owned();
+        message.turn.session = task.session;
+        message.turn.to.clone_from(&task.to);
+        message.turn.stream = task.stream;
+        message.turn.budget = task.budget;
+        message.turn.variables = task.context.variables;
+        let said = match conversations.say(id, message).await {
+            Ok(said) => said,
+            Err(err) => return failed(&baton_gateway::chained(&err)),
         };
-        let (session, skip, sent) = match answered {
+        let (session, skip) = match said {
             // The answer to the question: its turn goes on from there.
-            Ok(Some((session, seen))) => (session, seen, None),
-            Ok(None) => {
-                let mut message = UserMessage::new(text);
-                message.caller = caller.0;
-                message.turn.session = task.session;
-                message.turn.to.clone_from(&task.to);
-                message.turn.stream = task.stream;
-                message.turn.budget = task.budget;
-                message.turn.variables = task.context.variables;
-                match conversations.send_after(id, &message, read).await {
-                    Ok(sent) => (task.session, 0, Some(sent)),
-                    Err(err) => return failed(&err),
-                }
-            }
-            Err(err) => return failed(&err),
+            Said::Answered { session, seen } => (session, seen),
+            ref said => (said.session(), 0),
         };
         let (mut result, waiting) = self.end((session, skip, true), context).await?;
-        let turn = match sent {
-            Some(Sent::Started { turn, .. }) => Some(turn),
+        let turn = match said {
+            Said::Started { turn, .. } => Some(turn),
             _ => None,
         };
         result.structured_content = Some(serde_json::json!({
@@ -136,8 +117,8 @@ impl Gateway {
             "waiting": waiting,
         }));
         // Settled now, so the conversation's next call finds who holds it.
-        if let Err(err) = conversations.settle_now(id).await {
-            tracing::warn!(error = %err, "cannot settle the conversation now; the router's keeper will");
+        if conversations.turn_ended(id).await.is_err() {
+            tracing::warn!("the conversation's settle stopped; the router's keeper will settle it");
         }
         Ok(crate::with_session(result, session))
     }

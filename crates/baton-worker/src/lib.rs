@@ -48,7 +48,9 @@
 //!
 //! - [`Client`]: submits tasks, follows and cancels sessions; dead letters;
 //! - [`Inbox`]: tasks that wait for a person;
-//! - [`RegistryClient`]: best-agent lookups.
+//! - [`RegistryClient`]: best-agent lookups;
+//! - the conversations' one entry point,
+//!   [`conversation::Conversations::say`], and the router's keeper.
 //!
 //! # `pipeline`: the message pipeline
 //!
@@ -59,8 +61,9 @@
 //! # `state`: what is remembered between messages
 //!
 //! Every key-value bucket of a deployment, configured and opened in one
-//! place ([`state::Bucket`]); the conversations ([`conversation`]) and
-//! their transcripts ([`transcript`]); who follows live events.
+//! place ([`state::Bucket`]); the conversations' records and their
+//! transcripts ([`transcript`]); who follows live events. It names nothing
+//! above it: saying a message to a conversation is the clients' room's.
 //!
 //! # `nats`: plumbing
 //!
@@ -101,7 +104,19 @@ pub use nats::provision::{StreamSettings, key_value, redelivery_span};
 pub use nats::served::is_served;
 pub use pipeline::cancel::{cancel_event_id, cancelled_event};
 pub use services::router::{Router, RouterConfig};
-pub use state::{conversation, transcript};
+pub use state::transcript;
+
+/// Conversations: many turns, one memory, one turn at a time. The one entry
+/// point ([`conversation::Conversations::say`]) and the keeper live in the
+/// clients' room; the records, their errors and what deleting uses in the
+/// state room.
+pub mod conversation {
+    pub use crate::clients::conversations::{Conversations, Said, UserMessage, keep};
+    pub use crate::state::conversation::{
+        ConversationError, ConversationErrorKind, DEFAULT_TTL, INTERRUPTED, deleting_footprint,
+        footprint,
+    };
+}
 pub use worker::config::{
     EventLevel, LiveEvents, Profile, SettleMode, WorkerConfig, WorkerStats, new_instance_id,
 };

@@ -1,9 +1,11 @@
-//! What the conversation commands share: saying a message to a conversation.
+//! What the conversation commands share: saying a message to a
+//! conversation, through the runtime's one entry point
+//! (`Conversations::say`), and following the session that answers it.
 
 use anyhow::Context as _;
 use baton_proto::{AgentName, Conversation, Subjects};
-use baton_worker::conversation::{ConversationErrorKind, Conversations, Sent, UserMessage};
-use baton_worker::{Client, EventStream, Inbox};
+use baton_worker::conversation::{Conversations, Said as ConversationSaid, UserMessage};
+use baton_worker::{Client, EventStream};
 use futures::StreamExt;
 use uuid::Uuid;
 
@@ -13,7 +15,6 @@ use crate::nats::NatsArgs;
 pub struct Talk {
     pub client: Client,
     pub conversations: Conversations,
-    pub inbox: Inbox,
 }
 
 /// A message said to a conversation, and the session that answers it,
@@ -21,9 +22,9 @@ pub struct Talk {
 pub struct Said {
     pub session: Uuid,
     pub events: EventStream,
-    /// What became of it: a turn that started or waits, or `None` for an
-    /// answer to an agent's question.
-    pub sent: Option<Sent>,
+    /// What became of it: a turn that started or waits, or an answer to an
+    /// agent's question.
+    pub said: ConversationSaid,
 }
 
 impl Talk {
@@ -38,51 +39,41 @@ impl Talk {
                     subjects.conversations_bucket()
                 )
             })?;
-        let nats_client = client.jetstream().client();
-        let inbox = Inbox::open(nats_client, subjects, nats.replicas()).await?;
         Ok(Self {
             client,
             conversations,
-            inbox,
         })
     }
 
-    /// Settles conversation `id` if its turn ended, as the router's keeper
-    /// would within a moment.
+    /// Says that conversation `id`'s turn was seen to end, and waits for
+    /// it to be settled, as the router's keeper would within a moment.
     pub async fn settle(&self, id: &str) {
-        match self.conversations.settle_now(id).await {
-            Ok(()) => {}
-            // A deleted conversation is said so by what reads it next.
-            Err(err) if err.kind() == ConversationErrorKind::Deleted => {}
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot settle the conversation now; the router's keeper will");
-            }
+        if self.conversations.turn_ended(id).await.is_err() {
+            tracing::warn!("the conversation's settle stopped; the router's keeper will settle it");
         }
     }
 
     /// Says `message` to conversation `id`: the answer to the question an
-    /// agent of it asked the user, or else a turn.
-    pub async fn say(&self, id: &str, message: UserMessage) -> anyhow::Result<Said> {
-        let read = self.conversations.get(id).await?;
-        if let Some((record, _)) = &read {
-            let text = &message.turn.text;
-            let answered = self.conversations.answer(record, &self.inbox, text, "cli");
-            if let Some((session, seen)) = answered.await? {
-                let events = self.client.follow(session).await?;
-                return Ok(Said {
-                    session,
-                    events: Box::pin(events.skip(seen)),
-                    sent: None,
-                });
-            }
-        }
+    /// agent of it asked the user, or else a turn, followed from before
+    /// the message was sent.
+    pub async fn say(&self, id: &str, mut message: UserMessage) -> anyhow::Result<Said> {
+        message.via = "cli".to_owned();
         let session = message.turn.session;
         let events = self.client.follow(session).await?;
-        let sent = self.conversations.send_after(id, &message, read).await?;
+        let said = self.conversations.say(id, message).await?;
+        if let ConversationSaid::Answered { session, seen } = said {
+            // The asking turn goes on: its events after the question.
+            let events = self.client.follow(session).await?;
+            return Ok(Said {
+                session,
+                events: Box::pin(events.skip(seen)),
+                said,
+            });
+        }
         Ok(Said {
             session,
             events,
-            sent: Some(sent),
+            said,
         })
     }
 }

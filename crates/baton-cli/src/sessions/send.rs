@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Subjects, now_ms};
-use baton_worker::conversation::{Sent, UserMessage};
+use baton_worker::conversation::{Said, UserMessage};
 use clap::Args;
 
 use super::{amount, variable};
@@ -211,12 +211,12 @@ async fn to_conversation(
     }
     let talk = Talk::open(nats, subjects).await?;
     let said = talk.say(id, message).await?;
-    let what = match &said.sent {
-        Some(Sent::Started { turn, .. }) => format!("turn {turn}"),
-        Some(Sent::Queued { ahead, .. }) => {
+    let what = match &said.said {
+        Said::Started { turn, .. } => format!("turn {turn}"),
+        Said::Queued { ahead, .. } => {
             format!("queued behind the running turn and {ahead} more")
         }
-        None => "the answer to the question its agent asked".to_owned(),
+        Said::Answered { .. } => "the answer to the question its agent asked".to_owned(),
     };
     if !args.waiting.wait {
         if args.waiting.json {

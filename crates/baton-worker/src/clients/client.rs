@@ -151,7 +151,7 @@ impl Client {
     }
 
     /// The claim-check store large parts are read from.
-    pub(crate) fn claims(&self) -> &ClaimCheck {
+    pub(crate) fn claims(&self) -> &std::sync::Arc<ClaimCheck> {
         &self.claims
     }
 

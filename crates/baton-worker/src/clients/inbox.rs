@@ -5,6 +5,10 @@
 //! console, A2A) adds the person's answer to the conversation, then
 //! completes the session or hands it on, with ids derived from the
 //! envelope's, and only then removes the entry.
+//!
+//! Entries are keyed by envelope id. An agent's question to the user
+//! (`ask_user`) is also named under `q.<session>`, so a conversation finds
+//! the question its running turn waits on with a keyed read, not a listing.
 
 mod gates;
 pub use gates::Decision;
@@ -119,6 +123,15 @@ impl Inbox {
             .put(envelope.id.to_string(), bytes)
             .await
             .map_err(|err| InboxError::new(format!("cannot store the task in the inbox: {err}")))?;
+        if asks(envelope) {
+            // Found by its session (`Inbox::question`), after the entry,
+            // so the key never names an entry not yet stored.
+            let id = envelope.id.to_string().into_bytes();
+            self.store
+                .put(question_key(envelope.session), id.into())
+                .await
+                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+        }
         Ok(())
     }
 
@@ -138,6 +151,9 @@ impl Inbox {
         while let Some(key) = keys.next().await {
             let key =
                 key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+            if key.starts_with(QUESTIONS) {
+                continue;
+            }
             if let Some(entry) = self.entry(&key).await? {
                 if self.cancelled(entry.envelope.session).await {
                     self.forget(&entry).await;
@@ -252,13 +268,7 @@ impl Inbox {
         }
         // The outputs are durable; a second reply racing this one publishes
         // the same ids (dropped as duplicates) and finds the entry gone.
-        if let Err(err) = self
-            .store
-            .delete_expect_revision(id, Some(entry.revision))
-            .await
-        {
-            tracing::debug!(error = %err, "inbox entry already removed");
-        }
+        self.forget(&entry).await;
         Ok(event)
     }
 
@@ -275,7 +285,9 @@ impl Inbox {
         matches!(store.get(session.to_string()).await, Ok(Some(_)))
     }
 
-    /// Removes `entry` (a task of a cancelled session) from the inbox.
+    /// Removes `entry` (answered, or a task of a cancelled session) from
+    /// the inbox, and the key that found it by its session when it is a
+    /// question.
     async fn forget(&self, entry: &InboxEntry) {
         let id = entry.envelope.id.to_string();
         if let Err(err) = self
@@ -285,6 +297,33 @@ impl Inbox {
         {
             tracing::debug!(error = %err, "inbox entry already removed");
         }
+        if asks(&entry.envelope) {
+            // A key left behind only points at an entry that is gone.
+            let key = question_key(entry.envelope.session);
+            if let Err(err) = self.store.delete(&key).await {
+                tracing::debug!(error = %err, %key, "cannot remove a question's key");
+            }
+        }
+    }
+
+    /// The question session `session` waits on: the entry of an agent of
+    /// it that asked the user (`ask_user`), if one waits. One keyed read of
+    /// the session's question key, then of the entry it names: no listing.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read or the entry is not an envelope.
+    pub async fn question(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, InboxError> {
+        let named = self
+            .store
+            .get(question_key(session))
+            .await
+            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+        let Some(id) = named.and_then(|id| String::from_utf8(id.to_vec()).ok()) else {
+            return Ok(None);
+        };
+        let entry = self.entry(&id).await?;
+        Ok(entry.filter(|entry| entry.envelope.session == session && asks(&entry.envelope)))
     }
 
     /// What answering `entry` publishes: the event that tells the session's
@@ -389,6 +428,20 @@ impl Inbox {
 
 /// One message to publish: subject, id (for deduplication) and bytes.
 type Publication = (String, uuid::Uuid, Vec<u8>);
+
+/// The prefix of the keys that name a session's question entry (entries
+/// themselves are keyed by envelope id, a UUID).
+const QUESTIONS: &str = "q.";
+
+/// The key naming the entry of the question session `session` waits on.
+fn question_key(session: uuid::Uuid) -> String {
+    format!("{QUESTIONS}{session}")
+}
+
+/// Whether `envelope` is an agent's question to the user (`ask_user`).
+fn asks(envelope: &Envelope) -> bool {
+    (envelope.gate.as_ref()).is_some_and(|gate| gate.reason == Reason::InputRequired)
+}
 
 fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
     value

@@ -328,7 +328,7 @@ pub(crate) async fn task_consumer(
         ack_wait,
         // Deliveries are counted by the worker, which dead-letters the last
         // one; a message whose last delivery fails too is caught from the
-        // server's advisory (the pipeline's advisory net).
+        // server's advisory (`pipeline/advisory.rs`).
         max_deliver,
         ..Default::default()
     };

@@ -268,10 +268,10 @@ async fn keeper(
         .with_streams(config.streams.clone())
         .reading_the_stream();
     let conversations =
-        crate::state::conversation::Conversations::open(client, config.streams.replicas)
+        crate::clients::conversations::Conversations::open(client, config.streams.replicas)
             .await
             .map_err(|err| Error::new(crate::ErrorKind::JetStream, err.to_string()))?;
-    Ok(tokio::spawn(crate::state::conversation::keep(
+    Ok(tokio::spawn(crate::clients::conversations::keep(
         conversations,
         Duration::from_millis(250),
         config.conversation_ttl,

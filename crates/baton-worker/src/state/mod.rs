@@ -5,7 +5,9 @@
 //!   ([`Bucket`]): conversations, transcripts, the inbox, cancelled
 //!   sessions, joins, followers, hop journals, rate limits, the A2A index;
 //! - [`conversation`]: a conversation's record: its holder, turns, queue
-//!   and lifecycle, and the router's keeper;
+//!   and lifecycle, read and swapped with compare-and-swap (the one entry
+//!   point that says a message to a conversation, and the router's keeper,
+//!   are `clients/conversations`: this room names nothing above it);
 //! - [`transcript`]: a conversation's transcript, an entry per turn;
 //! - [`followers`]: who follows live events, watched by every worker;
 //! - [`rollouts`]: each agent type's rollout of versions, followed by
@@ -16,7 +18,7 @@
 //! logic beside the code that uses them, and open their buckets here.
 
 pub mod buckets;
-pub mod conversation;
+pub(crate) mod conversation;
 pub(crate) mod followers;
 pub mod rollouts;
 pub mod transcript;

@@ -140,13 +140,7 @@ impl Inbox {
         self.record(&gate, &decision, person).await?;
         self.announce(&entry, &gate, &decision, person).await?;
         self.send_back(&entry, &gate, &decision, &agent).await?;
-        if let Err(err) = self
-            .store
-            .delete_expect_revision(id, Some(entry.revision))
-            .await
-        {
-            tracing::debug!(error = %err, "inbox entry already removed");
-        }
+        self.forget(&entry).await;
         Ok(match decision {
             Decision::Happened(_) => {
                 format!("{agent} goes on with the call's result; it is not made again")

@@ -1,16 +1,15 @@
-//! A message to an idle conversation whose record this process stored
-//! last: its turn is claimed from the record as stored, with one
-//! compare-and-swap and no read first. The swap proves the copy current;
-//! when it is not (another process wrote since), nothing is claimed, and
-//! the caller sends the message the usual way, which reads the record.
+//! The fast path of a message to an idle conversation: the record this
+//! process stored last is claimed without reading it first. The swap
+//! proves the copy current; when it is not (another process wrote since),
+//! nothing is claimed, and the entry point reads the record the usual way.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use baton_proto::Conversation;
+use baton_proto::{Conversation, TurnMessage};
 
 use super::settle::begin;
-use super::{ConversationError, Conversations, Sent, UserMessage, owned};
+use super::{ConversationError, Records, owned};
 
 /// How many records a process keeps; past it, it forgets them all.
 const KEPT: usize = 1024;
@@ -45,58 +44,53 @@ impl Stored {
     }
 }
 
-/// A turn claimed in its conversation's record, its task not sent yet:
-/// [`Conversations::start_claimed`] sends it.
+/// An idle conversation's record as this process stored it last, ready to
+/// be claimed ([`Records::claim`]): no read was needed to find it.
 #[derive(Debug)]
-#[must_use = "a claimed turn runs only once it is started"]
-pub struct Claimed {
+pub(crate) struct Idle {
     record: Conversation,
-    sent: Sent,
+    revision: u64,
 }
 
-impl Conversations {
-    /// Claims the next turn of conversation `id` for `message` when this
-    /// process stored the record last and no turn runs or waits there: one
-    /// write, no read. `None` when it did not, or another process wrote
-    /// since: then [`Conversations::send`] it.
+impl Records {
+    /// The record of conversation `id` when this process stored it last
+    /// and no turn runs or waits there (no I/O: from memory).
+    pub(crate) fn idle(&self, id: &str) -> Option<Idle> {
+        let (record, revision) = self.records.idle(&Conversation::key_of(id))?;
+        Some(Idle { record, revision })
+    }
+
+    /// Claims the next turn of `idle`'s conversation for `turn`, sent by
+    /// `caller`: one write, no read. The record with its running turn, or
+    /// `None` when another process wrote since (then read it).
     ///
     /// # Errors
     ///
     /// [`super::ConversationErrorKind::Forbidden`] for another caller's
     /// conversation; [`super::ConversationErrorKind::Store`] when JetStream
     /// fails.
-    pub async fn claim_idle(
+    pub(crate) async fn claim(
         &self,
-        id: &str,
-        message: &UserMessage,
-    ) -> Result<Option<Claimed>, ConversationError> {
-        let key = Conversation::key_of(id);
-        let Some((mut record, revision)) = self.records.idle(&key) else {
-            return Ok(None);
-        };
-        owned(id, &record, &message.caller)?;
-        let mut started = false;
-        let sent = begin(&mut record, message.turn.clone(), &mut started);
-        if !self.swap(&key, &record, revision).await? {
+        idle: Idle,
+        turn: TurnMessage,
+        caller: &Option<String>,
+    ) -> Result<Option<Conversation>, ConversationError> {
+        let Idle {
+            mut record,
+            revision,
+        } = idle;
+        owned(&record.id, &record, caller)?;
+        begin(&mut record, turn);
+        if !self
+            .swap(&Conversation::key_of(&record.id), &record, revision)
+            .await?
+        {
             tracing::debug!(
-                conversation = id,
+                conversation = record.id,
                 "changed since this process stored it; reading it"
             );
             return Ok(None);
         }
-        Ok(Some(Claimed { record, sent }))
-    }
-
-    /// Sends the task of a turn [`Conversations::claim_idle`] claimed.
-    ///
-    /// # Errors
-    ///
-    /// When the task cannot be published (the router's keeper sends it
-    /// later, under the same id).
-    pub async fn start_claimed(&self, claimed: Claimed) -> Result<Sent, ConversationError> {
-        let Claimed { record, sent } = claimed;
-        self.start(&record, record.turns).await?;
-        self.note_sent_later(Conversation::key_of(&record.id), record.turns);
-        Ok(sent)
+        Ok(Some(record))
     }
 }

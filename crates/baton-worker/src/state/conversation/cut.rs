@@ -10,13 +10,13 @@ use async_nats::jetstream::stream::DirectGetErrorKind;
 use baton_proto::{Conversation, JournalEntry, Message, Role, Value, derive_id};
 use uuid::Uuid;
 
-use super::{ConversationError, Conversations};
+use super::{ConversationError, Records};
 
 /// The result recorded for a call the cancel cut short.
 pub const INTERRUPTED: &str = "interrupted: the turn was cancelled by a newer message before \
                                this call returned; it may or may not have taken effect";
 
-impl Conversations {
+impl Records {
     /// The tool calls of turn `turn`'s first hop, from its hop journal, as
     /// messages (the model's calls, then each call's result, or
     /// [`INTERRUPTED`]); none when the hop made no call or kept no journal.
@@ -70,8 +70,8 @@ impl Conversations {
         &self,
         journal: Uuid,
     ) -> Result<BTreeMap<String, JournalEntry>, ConversationError> {
-        let bucket = self.client.subjects().journal_bucket();
-        let jetstream = self.client.jetstream();
+        let bucket = self.subjects.journal_bucket();
+        let jetstream = &self.jetstream;
         let Ok(stream) = jetstream.get_stream_no_info(format!("KV_{bucket}")).await else {
             return Ok(BTreeMap::new());
         };
@@ -86,9 +86,10 @@ impl Conversations {
                 Ok(message) => message,
                 Err(err) if err.kind() == DirectGetErrorKind::NotFound => break,
                 Err(err) => {
-                    return Err(ConversationError::store(format!(
-                        "cannot read the hop journal: {err}"
-                    )));
+                    return Err(ConversationError::failed(
+                        "cannot read the hop journal",
+                        err,
+                    ));
                 }
             };
             after = message.sequence;
@@ -103,12 +104,8 @@ impl Conversations {
                 entries.remove(key);
                 continue;
             }
-            let restored = self
-                .client
-                .claims()
-                .unpack(&message.payload)
-                .await
-                .map_err(|err| ConversationError::store(err.to_string()))?;
+            let restored = (self.claims.unpack(&message.payload).await)
+                .map_err(|err| ConversationError::failed("cannot read the hop journal", err))?;
             if let Ok(entry) = rmp_serde::from_slice(&restored) {
                 entries.insert(key.to_owned(), entry);
             }

@@ -6,9 +6,9 @@ use async_nats::jetstream::kv;
 use baton_proto::footprint::{Footprint, api};
 use baton_proto::{Conversation, Subjects};
 
-use super::{ConversationError, ConversationErrorKind, Conversations};
+use super::{ConversationError, ConversationErrorKind, Records};
 
-impl Conversations {
+impl Records {
     /// Deletes conversation `id`: its record (leaving the marker), then
     /// the events of every turn it listed, the listed turns, and its
     /// transcript's entries. Returns how many sessions' events it removed.
@@ -18,7 +18,7 @@ impl Conversations {
     /// [`ConversationErrorKind::Busy`] while a turn runs;
     /// [`ConversationErrorKind::Deleted`] when there is no such conversation;
     /// [`ConversationErrorKind::Store`] when JetStream refuses a step.
-    pub async fn delete(&self, id: &str) -> Result<usize, ConversationError> {
+    pub(crate) async fn delete(&self, id: &str) -> Result<usize, ConversationError> {
         let key = Conversation::key_of(id);
         let Some((record, revision)) = self.read(&key).await? else {
             return Err(ConversationError::new(
@@ -42,7 +42,7 @@ impl Conversations {
     /// does: its record becomes the marker (only if nobody started a turn
     /// meanwhile), then its turns' events, its listed turns and its
     /// transcript go. Returns how many sessions' events it removed.
-    pub(super) async fn remove(
+    pub(crate) async fn remove(
         &self,
         key: &str,
         record: &Conversation,
@@ -69,8 +69,8 @@ impl Conversations {
                 "conversation {id} is deleted, but not all of its turns' events and entries could be removed ({err}); the router removes the rest when the marker expires"
             ))
         };
-        let subjects = self.client.subjects();
-        let events = (self.client.jetstream())
+        let subjects = &self.subjects;
+        let events = (self.jetstream)
             .get_stream_no_info(subjects.events_stream())
             .await
             .map_err(|err| left(&err))?;
@@ -87,19 +87,18 @@ impl Conversations {
 
     /// Removes what is kept beside the record at `key`: its listed turns
     /// and its transcript, each with one purge that leaves nothing behind.
-    pub(super) async fn clear(&self, key: &str) -> Result<(), ConversationError> {
+    pub(crate) async fn clear(&self, key: &str) -> Result<(), ConversationError> {
         let hex = key.trim_start_matches("c.");
         self.purge_subjects(&format!("t.{hex}.>")).await?;
-        self.transcripts
-            .purge_hex(hex)
-            .await
-            .map_err(|err| ConversationError::store(err.to_string()))
+        self.transcripts.purge_hex(hex).await.map_err(|err| {
+            ConversationError::failed(format!("cannot purge the transcript of {key}"), err)
+        })
     }
 
     /// Purges the bucket's keys matching `keys` from its stream.
-    pub(super) async fn purge_subjects(&self, keys: &str) -> Result<(), ConversationError> {
-        let bucket = self.client.subjects().conversations_bucket();
-        crate::nats::provision::purge_keys(self.client.jetstream(), &bucket, keys)
+    pub(crate) async fn purge_subjects(&self, keys: &str) -> Result<(), ConversationError> {
+        let bucket = self.subjects.conversations_bucket();
+        crate::nats::provision::purge_keys(&self.jetstream, &bucket, keys)
             .await
             .map_err(ConversationError::store)
     }

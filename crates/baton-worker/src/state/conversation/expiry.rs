@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use super::{ConversationError, ConversationErrorKind, Conversations};
+use super::{ConversationError, ConversationErrorKind, Records};
 
-impl Conversations {
+impl Records {
     /// Removes the conversation at `key` when nothing runs or waits in it
     /// and its record has not changed for `ttl`: its turns' events, listed
     /// turns, transcript and record, marker included. Returns whether it
@@ -18,7 +18,7 @@ impl Conversations {
     /// # Errors
     ///
     /// When JetStream refuses a step (the next sweep tries again).
-    pub(super) async fn expire(&self, key: &str, ttl: Duration) -> Result<bool, ConversationError> {
+    pub(crate) async fn expire(&self, key: &str, ttl: Duration) -> Result<bool, ConversationError> {
         let (record, revision) = match self.read(key).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(false),
@@ -50,7 +50,7 @@ impl Conversations {
     /// # Errors
     ///
     /// When JetStream refuses a purge.
-    pub(super) async fn drop_marker(&self, key: &str) -> Result<bool, ConversationError> {
+    pub(crate) async fn drop_marker(&self, key: &str) -> Result<bool, ConversationError> {
         // Only a marker: while it stands, no conversation of that id starts,
         // so what is cleared beside it is the deleted one's.
         match self.read(key).await {

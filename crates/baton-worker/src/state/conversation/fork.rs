@@ -4,14 +4,15 @@
 //! sees exactly what the original's turn N + 1 saw, and its model is asked
 //! exactly the same.
 
-use baton_proto::{Conversation, ConversationTurn};
+use baton_proto::{Conversation, ConversationTurn, Event};
 
-use super::{ConversationError, ConversationErrorKind, Conversations, owned};
+use super::{ConversationError, ConversationErrorKind, Records, owned};
 
-impl Conversations {
+impl Records {
     /// Forks conversation `id` after its turn `at` as conversation `new`,
     /// owned by `caller` (who must own `id`): its turns 1 to `at`, their
-    /// transcript, who held it then and the shared variables it had.
+    /// transcript, who held it then and the shared variables it had (from
+    /// turn `at`'s end, read by `ending`).
     ///
     /// # Errors
     ///
@@ -19,12 +20,13 @@ impl Conversations {
     /// conversation; [`ConversationErrorKind::Deleted`] when `id` does not
     /// exist or `new` does; [`ConversationErrorKind::Busy`] when turn `at`
     /// has not ended; [`ConversationErrorKind::Store`] when JetStream fails.
-    pub async fn fork(
+    pub(crate) async fn fork(
         &self,
         id: &str,
         at: u32,
         new: &str,
         caller: Option<String>,
+        ending: impl AsyncFnOnce(uuid::Uuid) -> Result<Option<Event>, ConversationError>,
     ) -> Result<Conversation, ConversationError> {
         let Some((source, _)) = self.get(id).await? else {
             return Err(ConversationError::new(
@@ -66,7 +68,9 @@ impl Conversations {
             .transcripts
             .copy(id, new, entries)
             .await
-            .map_err(|err| ConversationError::store(err.to_string()))?;
+            .map_err(|err| {
+                ConversationError::failed(format!("cannot copy the transcript of {id}"), err)
+            })?;
         for turn in &turns {
             self.list_turn(new, turn).await?;
         }
@@ -75,7 +79,7 @@ impl Conversations {
         record.holder = last.holder.clone();
         record.transcript = (entries > 0).then_some(last.session);
         record.history = (entries > 0).then_some(history);
-        record.context = self.context_after(&last).await?;
+        record.context = context_after(ending(last.session).await?);
         if !self.swap(&key, &record, 0).await? {
             return Err(ConversationError::new(
                 ConversationErrorKind::Deleted,
@@ -84,24 +88,17 @@ impl Conversations {
         }
         Ok(record)
     }
+}
 
-    /// What a turn after `turn` starts from besides the messages: its end's
-    /// shared variables, state and metadata (none once its events expired).
-    async fn context_after(
-        &self,
-        turn: &ConversationTurn,
-    ) -> Result<Option<Box<baton_proto::Context>>, ConversationError> {
-        let end = self
-            .client
-            .ending(turn.session)
-            .await
-            .map_err(|err| ConversationError::store(err.to_string()))?;
-        Ok(end.and_then(|end| end.context).map(|mut context| {
-            context.messages.clear();
-            context.history = None;
-            context.expanded = None;
-            context.trace.clear();
-            context
-        }))
-    }
+/// What a turn after the one that ended with `end` starts from besides the
+/// messages: its shared variables, state and metadata (none once its
+/// events expired).
+fn context_after(end: Option<Event>) -> Option<Box<baton_proto::Context>> {
+    end.and_then(|end| end.context).map(|mut context| {
+        context.messages.clear();
+        context.history = None;
+        context.expanded = None;
+        context.trace.clear();
+        context
+    })
 }

@@ -1,51 +1,54 @@
-//! Conversations: many turns, one memory, one turn at a time.
+//! Conversations' records: many turns, one memory, one turn at a time.
 //!
 //! A conversation's record ([`Conversation`]) lives in the key-value bucket
 //! `BATON_CONVERSATIONS`, and every change to it is a compare-and-swap on
 //! its revision: two gateways, or a gateway and the router's keeper, never
-//! both advance it. A user message ([`Conversations::send`]) starts the next
-//! turn, a session whose task goes to the agent that holds the conversation
-//! with the transcript so far; or, while a turn runs, it waits in the
-//! record's queue (or is refused, by the caller's [`Overlap`]). When a turn
-//! ends, whoever sees it first settles the record: the agent that answered
-//! holds the conversation, the ended session's context is the transcript,
-//! and the next queued message starts. The router runs [`keep`], which
-//! settles turns nobody else is sending to, and sends again a turn whose
-//! starter crashed before its task was durable.
+//! both advance it. This room keeps the record-level code ([`Records`]):
+//! reading and swapping records, the claim cache of an idle conversation,
+//! a turn's beginning and end (`begin`, `ended`, `transcribe`), the listed
+//! turns, deleting, expiry, forking, and the task a turn sends. It names
+//! nothing above `state`: reading sessions, sending tasks and answering
+//! questions is the entry point's (`clients/conversations`), which calls
+//! in here with what it read.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::kv;
+use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::Footprint;
-use baton_proto::{Conversation, Overlap, Subjects, TurnMessage};
-use uuid::Uuid;
+use baton_proto::{Conversation, Subjects};
 
-use crate::clients::client::Client;
+use crate::nats::claimcheck::ClaimCheck;
 
 mod claim;
 mod cut;
 mod delete;
 mod expiry;
 mod fork;
-mod keeper;
 mod listing;
 mod settle;
 mod turn;
 
-use settle::begin;
+pub(crate) use settle::begin;
+pub(crate) use turn::legacy;
 
-pub use claim::Claimed;
 pub use cut::INTERRUPTED;
 
 pub use delete::footprint as deleting_footprint;
-pub use keeper::keep;
 
-/// Why a conversation operation failed.
+/// What a failure's cause is kept as.
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a conversation operation failed. Its message says what failed; its
+/// [`std::error::Error::source`], when there is one, the cause underneath
+/// (kept once, not repeated in the message).
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ConversationError {
     kind: ConversationErrorKind,
     message: String,
+    #[source]
+    source: Option<Cause>,
 }
 
 /// What kind of failure a [`ConversationError`] is.
@@ -63,15 +66,26 @@ pub enum ConversationErrorKind {
 }
 
 impl ConversationError {
-    fn new(kind: ConversationErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ConversationErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
+            source: None,
         }
     }
 
-    fn store(message: impl Into<String>) -> Self {
+    /// A store failure said by `message` alone.
+    pub(crate) fn store(message: impl Into<String>) -> Self {
         Self::new(ConversationErrorKind::Store, message)
+    }
+
+    /// A store failure: `what` failed, because of `cause`.
+    pub(crate) fn failed(what: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Self {
+            kind: ConversationErrorKind::Store,
+            message: what.into(),
+            source: Some(cause.into()),
+        }
     }
 
     /// What kind of failure it is.
@@ -81,66 +95,15 @@ impl ConversationError {
     }
 }
 
-/// What became of a user message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sent {
-    /// It started turn `turn`, which runs as `session`.
-    Started {
-        /// The turn's session.
-        session: Uuid,
-        /// The turn, from 1.
-        turn: u32,
-    },
-    /// It waits behind the running turn (and `ahead` others); it will run as
-    /// `session`.
-    Queued {
-        /// The session it will run as.
-        session: Uuid,
-        /// Messages queued before it.
-        ahead: usize,
-    },
-}
-
-impl Sent {
-    /// The session the message runs (or will run) as.
-    #[must_use]
-    pub fn session(&self) -> Uuid {
-        match self {
-            Self::Started { session, .. } | Self::Queued { session, .. } => *session,
-        }
-    }
-}
-
-/// A user message for [`Conversations::send`].
-#[derive(Debug, Clone)]
-pub struct UserMessage {
-    /// The turn it starts, as it waits and runs: its session, text,
-    /// variables, addressee, streaming and budget.
-    pub turn: TurnMessage,
-    /// Who sends it (the conversation's owner, when it starts one).
-    pub caller: Option<String>,
-    /// What happens when a turn runs.
-    pub overlap: Overlap,
-}
-
-impl UserMessage {
-    /// A message with `text`, to run as a new session, queued behind a
-    /// running turn.
-    #[must_use]
-    pub fn new(text: impl Into<String>) -> Self {
-        Self {
-            turn: TurnMessage::new(text),
-            caller: None,
-            overlap: Overlap::Enqueue,
-        }
-    }
-}
-
-/// The conversations of one deployment.
+/// The conversations' records of one deployment: their bucket, with the
+/// transcripts beside them, and what this process stored last.
 #[derive(Clone)]
-pub struct Conversations {
+pub(crate) struct Records {
     store: kv::Store,
-    client: Client,
+    jetstream: jetstream::Context,
+    subjects: Subjects,
+    /// Large parts of hop journals are read back through it.
+    claims: Arc<ClaimCheck>,
     /// The conversations' transcripts, in the same bucket.
     transcripts: crate::state::transcript::Transcripts,
     /// The records this process stored last, with their revisions, by key:
@@ -148,48 +111,45 @@ pub struct Conversations {
     records: claim::Stored,
 }
 
-impl std::fmt::Debug for Conversations {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conversations").finish_non_exhaustive()
-    }
-}
-
 /// How long an idle conversation is kept by default, from its last change.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// How long after it was stored a running turn not noted as sent is sent
 /// by the keeper (its starter may have stopped before sending it).
-const SILENT: Duration = Duration::from_secs(10);
+pub(crate) const SILENT: Duration = Duration::from_secs(10);
 
-/// How long after sending a turn's task its starter notes it as sent: well
-/// within [`SILENT`], and after most turns ended.
-const NOTED_AFTER: Duration = Duration::from_secs(2);
-
-impl Conversations {
-    /// Opens the bucket (creating it with `replicas` when missing); turns
-    /// are sent and read through `client`.
-    ///
-    /// # Errors
-    ///
-    /// When JetStream refuses the bucket.
-    pub async fn open(client: Client, replicas: usize) -> Result<Self, ConversationError> {
+impl Records {
+    /// Opens the bucket (creating it with `replicas` when missing).
+    pub(crate) async fn open(
+        jetstream: &jetstream::Context,
+        subjects: &Subjects,
+        claims: Arc<ClaimCheck>,
+        replicas: usize,
+    ) -> Result<Self, ConversationError> {
         let store = crate::state::Bucket::Conversations
-            .open(client.jetstream(), client.subjects(), replicas)
+            .open(jetstream, subjects, replicas)
             .await
-            .map_err(|err| ConversationError::store(err.to_string()))?;
-        let transcripts = crate::state::transcript::Transcripts::open(
-            client.jetstream().clone(),
-            client.subjects(),
-            replicas,
-        )
-        .await
-        .map_err(|err| ConversationError::store(err.to_string()))?;
+            .map_err(|err| ConversationError::failed("cannot open the conversations", err))?;
+        let transcripts =
+            crate::state::transcript::Transcripts::open(jetstream.clone(), subjects, replicas)
+                .await
+                .map_err(|err| ConversationError::failed("cannot open the transcripts", err))?;
         Ok(Self {
             store,
-            client,
+            jetstream: jetstream.clone(),
+            subjects: subjects.clone(),
+            claims,
             transcripts,
             records: claim::Stored::default(),
         })
+    }
+
+    /// The bucket's watch of every record, from each key's last (the
+    /// keeper follows it).
+    pub(crate) async fn watch(&self) -> Result<kv::Watch, ConversationError> {
+        // The records only, not the turns listed beside them.
+        (self.store.watch_with_history("c.>").await)
+            .map_err(|err| ConversationError::failed("cannot watch the conversations", err))
     }
 
     /// Conversation `id`'s record and its revision, if it exists.
@@ -197,16 +157,22 @@ impl Conversations {
     /// # Errors
     ///
     /// When the bucket cannot be read, or holds no record there.
-    pub async fn get(&self, id: &str) -> Result<Option<(Conversation, u64)>, ConversationError> {
+    pub(crate) async fn get(
+        &self,
+        id: &str,
+    ) -> Result<Option<(Conversation, u64)>, ConversationError> {
         self.read(&Conversation::key_of(id)).await
     }
 
-    async fn read(&self, key: &str) -> Result<Option<(Conversation, u64)>, ConversationError> {
+    pub(crate) async fn read(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Conversation, u64)>, ConversationError> {
         let entry = self
             .store
             .entry(key)
             .await
-            .map_err(|err| ConversationError::store(format!("cannot read {key}: {err}")))?;
+            .map_err(|err| ConversationError::failed(format!("cannot read {key}"), err))?;
         if entry.as_ref().is_some_and(delete::deleted) {
             return Err(ConversationError::new(
                 ConversationErrorKind::Deleted,
@@ -217,118 +183,15 @@ impl Conversations {
             return Ok(None);
         };
         let record = rmp_serde::from_slice(&entry.value).map_err(|err| {
-            ConversationError::store(format!("{key} is not a conversation: {err}"))
+            ConversationError::failed(format!("{key} is not a conversation"), err)
         })?;
         Ok(Some((record, entry.revision)))
-    }
-
-    /// Sends `message` to conversation `id` (created when it does not
-    /// exist, entered at the agent type the message addresses): it starts
-    /// the next turn, or waits behind the running one, as
-    /// `message.overlap` says.
-    ///
-    /// # Errors
-    ///
-    /// [`ConversationErrorKind::Forbidden`] for another caller's
-    /// conversation; [`ConversationErrorKind::Busy`] for `reject` while a
-    /// turn runs; [`ConversationErrorKind::Store`] when JetStream fails.
-    pub async fn send(&self, id: &str, message: &UserMessage) -> Result<Sent, ConversationError> {
-        let read = self.get(id).await?;
-        self.send_after(id, message, read).await
-    }
-
-    /// [`Conversations::send`], given what the caller just read of the
-    /// conversation ([`Conversations::get`]): one read fewer.
-    ///
-    /// # Errors
-    ///
-    /// As for [`Conversations::send`].
-    pub async fn send_after(
-        &self,
-        id: &str,
-        message: &UserMessage,
-        read: Option<(Conversation, u64)>,
-    ) -> Result<Sent, ConversationError> {
-        let key = Conversation::key_of(id);
-        let mine = &message.turn;
-        let mut read = Some(read);
-        loop {
-            let found = match read.take() {
-                Some(read) => read,
-                None => self.read(&key).await?,
-            };
-            let (mut record, revision) = match found {
-                Some(found) => found,
-                None => {
-                    let entry = mine.to.clone();
-                    (Conversation::new(id, message.caller.clone(), entry), 0)
-                }
-            };
-            owned(id, &record, &message.caller)?;
-            if let (Overlap::Interrupt, Some(running)) = (message.overlap, record.running.clone()) {
-                if !running.interrupted {
-                    // Noted before the cancel, so whoever settles the turn
-                    // carries its message on to the next.
-                    if let Some(running) = record.running.as_mut() {
-                        running.interrupted = true;
-                    }
-                    self.swap(&key, &record, revision).await?;
-                    continue;
-                }
-                self.interrupt(&mut record, &running).await?;
-            }
-            let mut started = self.settle(&mut record).await?;
-            let sent = match (&record.running, message.overlap) {
-                (None, _) => begin(&mut record, mine.clone(), &mut started),
-                (Some(running), Overlap::Reject) => {
-                    return Err(ConversationError::new(
-                        ConversationErrorKind::Busy,
-                        format!(
-                            "conversation {id} is busy: turn {} runs as session {}; send again when it ends, or with overlap enqueue",
-                            record.turns, running.session
-                        ),
-                    ));
-                }
-                // (An interrupt leaves no turn running.)
-                (Some(_), Overlap::Enqueue | Overlap::Interrupt) => {
-                    record.queue.push(mine.clone());
-                    Sent::Queued {
-                        session: mine.session,
-                        ahead: record.queue.len() - 1,
-                    }
-                }
-            };
-            if self.swap(&key, &record, revision).await? {
-                // Only the running turn is sent (a queued turn an
-                // interrupt cancelled before it was sent is not).
-                if started {
-                    self.start(&record, record.turns).await?;
-                    self.note_sent_later(key, record.turns);
-                }
-                return Ok(sent);
-            }
-        }
-    }
-
-    /// Notes in the background that running turn `turn` of the record at
-    /// `key` was sent, once the turn had time to end (most turns then need
-    /// no note, and the note's read and write stay off the turn's path). A
-    /// note that is lost only lets the keeper send the same task again,
-    /// under the same id.
-    fn note_sent_later(&self, key: String, turn: u32) {
-        let store = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(NOTED_AFTER).await;
-            if let Err(err) = store.mark_sent(&key, turn).await {
-                tracing::warn!(error = %err, "cannot note that a turn was sent");
-            }
-        });
     }
 
     /// Notes in the record that running turn `turn`'s task was published,
     /// so the keeper does not send it again; a record that moved on since
     /// is left as it is.
-    pub(super) async fn mark_sent(&self, key: &str, turn: u32) -> Result<(), ConversationError> {
+    pub(crate) async fn mark_sent(&self, key: &str, turn: u32) -> Result<(), ConversationError> {
         loop {
             let Some((mut record, revision)) = self.read(key).await? else {
                 return Ok(());
@@ -345,7 +208,7 @@ impl Conversations {
 
     /// Stores `record` over `revision` (0: creates it); `false` when
     /// another writer came first.
-    async fn swap(
+    pub(crate) async fn swap(
         &self,
         key: &str,
         record: &Conversation,
@@ -354,37 +217,31 @@ impl Conversations {
         let mut record = record.clone();
         record.updated_at = baton_proto::now_ms();
         let bytes = rmp_serde::to_vec_named(&record)
-            .map_err(|err| ConversationError::store(format!("cannot encode: {err}")))?;
-        let lost = if revision == 0 {
+            .map_err(|err| ConversationError::failed(format!("cannot encode {key}"), err))?;
+        let failed = |err| ConversationError::failed(format!("cannot store {key}"), err);
+        let stored = if revision == 0 {
             match self.store.create(key, bytes.into()).await {
-                Ok(revision) => {
-                    self.records.keep(key, record, revision);
-                    return Ok(true);
-                }
+                Ok(revision) => revision,
                 Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => return Ok(false),
-                Err(err) => err.to_string(),
+                Err(err) => return Err(failed(Cause::from(err))),
             }
         } else {
             match self.store.update(key, bytes.into(), revision).await {
-                Ok(revision) => {
-                    self.records.keep(key, record, revision);
-                    return Ok(true);
-                }
+                Ok(revision) => revision,
                 Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     return Ok(false);
                 }
-                Err(err) => err.to_string(),
+                Err(err) => return Err(failed(Cause::from(err))),
             }
         };
-        Err(ConversationError::store(format!(
-            "cannot store {key}: {lost}"
-        )))
+        self.records.keep(key, record, stored);
+        Ok(true)
     }
 }
 
 /// Refuses `caller` conversation `id` when `record` belongs to another
 /// caller.
-fn owned(
+pub(crate) fn owned(
     id: &str,
     record: &Conversation,
     caller: &Option<String>,

@@ -1,32 +1,26 @@
-//! Settling a conversation: a running turn that ended gives the
+//! Settling a conversation's record: a running turn that ended gives the
 //! conversation its holder and transcript, and the next message runs; an
-//! interrupted turn carries its messages on.
+//! interrupted turn carries its messages on. The entry point reads the
+//! turn's end (`clients/conversations`) and hands it in here.
 
 use baton_proto::{Context, Conversation, ConversationTurn, Event, EventType, TurnMessage};
 
-use super::{ConversationError, Conversations, Sent};
+use super::{ConversationError, Records};
 
-impl Conversations {
-    /// Settles `record`'s running turn if it has ended: the agent that
-    /// answered holds the conversation, what the turn added is appended to
-    /// the transcript, and the next queued message runs. Returns whether a
-    /// turn started (to send once the record is stored).
-    pub(super) async fn settle(
+impl Records {
+    /// Settles `record`'s running turn, which ended with `end` (its large
+    /// parts read back): the agent that answered holds the conversation,
+    /// what the turn added is appended to the transcript, the turn is
+    /// listed, and the next queued message runs. Returns whether a turn
+    /// started (to send once the record is stored).
+    pub(crate) async fn settled(
         &self,
         record: &mut Conversation,
+        end: &Event,
     ) -> Result<bool, ConversationError> {
         let Some(running) = &record.running else {
             return Ok(false);
         };
-        let last = self
-            .client
-            .last_event(running.session)
-            .await
-            .map_err(|err| ConversationError::store(err.to_string()))?;
-        let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
-            return Ok(false);
-        };
-        let end = self.whole(end).await?;
         // Listed before the record moves on, by whoever settles it (the
         // same entry each time), so no settled turn goes unlisted.
         let mut listed = ConversationTurn {
@@ -45,31 +39,39 @@ impl Conversations {
         if let Some(context) = end.context.clone() {
             self.transcribe(record, *context).await?;
         }
-        ended(record, &end);
+        ended(record, end);
         listed.holder.clone_from(&record.holder);
         listed.entries = Some(record.history.as_ref().map_or(0, |history| history.entries));
         self.list_turn(&record.id, &listed).await?;
         let mut started = false;
         if !record.queue.is_empty() {
             let next = record.queue.remove(0);
-            begin(record, next, &mut started);
+            begin(record, next);
+            started = true;
         }
         record.updated_at = baton_proto::now_ms();
         Ok(started)
     }
 
-    /// `end` with its context's large parts read back, when it kept them
-    /// apart.
-    async fn whole(&self, end: Event) -> Result<Event, ConversationError> {
-        if end.claims.is_empty() {
-            return Ok(end);
+    /// Applies to `record` the end of its running turn, which a newer
+    /// message cancelled (`end`: its end, its large parts read back):
+    /// unless it answered meanwhile, its message and those queued behind
+    /// it are carried on to the turn that starts next.
+    pub(crate) async fn interrupted(
+        &self,
+        record: &mut Conversation,
+        end: &Event,
+    ) -> Result<(), ConversationError> {
+        // A turn that answered meanwhile adds its messages, as a settle does.
+        if let Some(context) = end.context.clone() {
+            self.transcribe(record, *context).await?;
         }
-        let restored = self
-            .client
-            .ending(end.session)
-            .await
-            .map_err(|err| ConversationError::store(err.to_string()))?;
-        Ok(restored.unwrap_or(end))
+        ended(record, end);
+        for queued in record.queue.drain(..) {
+            record.carried.extend(queued.earlier);
+            record.carried.push(queued.text);
+        }
+        Ok(())
     }
 
     /// Appends what the running turn, which ended with `context`, added to
@@ -81,7 +83,7 @@ impl Conversations {
         mut context: Context,
     ) -> Result<(), ConversationError> {
         let broken = |err: crate::state::transcript::TranscriptError| {
-            ConversationError::store(err.to_string())
+            ConversationError::failed("cannot write the transcript", err)
         };
         let messages = std::mem::take(&mut context.messages);
         let (base, messages) = match context.history.take() {
@@ -106,55 +108,11 @@ impl Conversations {
         record.context = Some(Box::new(context));
         Ok(())
     }
-
-    /// Settles conversation `id` now if its running turn has ended, as the
-    /// router's keeper does within a moment: a gateway that saw the turn
-    /// end calls it, so the conversation's next message finds it settled.
-    ///
-    /// # Errors
-    ///
-    /// When JetStream fails.
-    pub async fn settle_now(&self, id: &str) -> Result<(), ConversationError> {
-        self.keep_one(&Conversation::key_of(id)).await.map(drop)
-    }
-
-    /// Cancels `record`'s running turn, marked interrupted: unless it
-    /// answered meanwhile, its message and those queued behind it are
-    /// carried on to the turn that starts next. A turn that ended
-    /// meanwhile is settled as usual.
-    pub(super) async fn interrupt(
-        &self,
-        record: &mut Conversation,
-        running: &TurnMessage,
-    ) -> Result<(), ConversationError> {
-        let end = match self
-            .client
-            .cancel(
-                running.session,
-                "interrupted by a newer message of its conversation",
-            )
-            .await
-            .map_err(|err| ConversationError::store(err.to_string()))?
-        {
-            crate::Cancel::Cancelled(end) | crate::Cancel::Ended(end) => end,
-        };
-        // A turn that answered meanwhile adds its messages, as a settle does.
-        let end = self.whole(end).await?;
-        if let Some(context) = end.context.clone() {
-            self.transcribe(record, *context).await?;
-        }
-        ended(record, &end);
-        for queued in record.queue.drain(..) {
-            record.carried.extend(queued.earlier);
-            record.carried.push(queued.text);
-        }
-        Ok(())
-    }
 }
 
 /// Makes `mine` `record`'s running turn, the next one, with the messages
-/// carried from interrupted turns before its own; `started` notes it.
-pub(super) fn begin(record: &mut Conversation, mut mine: TurnMessage, started: &mut bool) -> Sent {
+/// carried from interrupted turns before its own.
+pub(crate) fn begin(record: &mut Conversation, mut mine: TurnMessage) {
     record.turns += 1;
     if !record.carried.is_empty() {
         let mut earlier = std::mem::take(&mut record.carried);
@@ -166,13 +124,7 @@ pub(super) fn begin(record: &mut Conversation, mut mine: TurnMessage, started: &
         cut.append(&mut mine.cut);
         mine.cut = cut;
     }
-    let sent = Sent::Started {
-        session: mine.session,
-        turn: record.turns,
-    };
     record.running = Some(mine);
-    *started = true;
-    sent
 }
 
 /// Applies the end of `record`'s running turn: the agent that answered a
@@ -180,7 +132,7 @@ pub(super) fn begin(record: &mut Conversation, mut mine: TurnMessage, started: &
 /// to its entry; a turn that ended with a context is the transcript from
 /// now on; an interrupted turn that ended without one carries its messages
 /// on to the next turn.
-pub(super) fn ended(record: &mut Conversation, end: &Event) {
+pub(crate) fn ended(record: &mut Conversation, end: &Event) {
     let Some(running) = record.running.take() else {
         return;
     };

@@ -1,22 +1,38 @@
-//! A turn's task: the transcript so far and the user's message, sent to
-//! the holder under an id derived from the conversation and the turn.
+//! A turn's task: the transcript so far and the user's message, for the
+//! holder, under an id derived from the conversation and the turn (the
+//! entry point sends it).
 
-use baton_proto::{Conversation, Envelope, Map, Message, Role, TurnOf};
+use baton_proto::{Conversation, Envelope, Event, Map, Message, Role, TurnOf};
+use uuid::Uuid;
 
-use super::{ConversationError, Conversations};
+use super::{ConversationError, Records};
 
-impl Conversations {
-    /// Sends the task of `record`'s running turn `turn`: the transcript so
-    /// far (a reference to it) and the message, to the holder (else the
+/// The session whose end holds `record`'s whole conversation, when the
+/// record was written before transcripts were logged: its next task is
+/// built from that end ([`Records::task`]'s `legacy`).
+pub(crate) fn legacy(record: &Conversation) -> Option<Uuid> {
+    record
+        .history
+        .is_none()
+        .then_some(record.transcript)
+        .flatten()
+}
+
+impl Records {
+    /// The task of `record`'s running turn `turn`: the transcript so far
+    /// (a reference to it) and the message, to the holder (else the
     /// entry), under an id derived from the conversation and the turn, so
-    /// it is sent once.
-    pub(super) async fn start(
+    /// it is sent once. `legacy` is the end of [`legacy`]'s session, for a
+    /// record written before transcripts were logged. `None` when no turn
+    /// runs.
+    pub(crate) async fn task(
         &self,
         record: &Conversation,
         turn: u32,
-    ) -> Result<(), ConversationError> {
+        legacy: Option<Event>,
+    ) -> Result<Option<Envelope>, ConversationError> {
         let Some(running) = &record.running else {
-            return Ok(());
+            return Ok(None);
         };
         let mut envelope = Envelope::task(running.text.clone());
         envelope.id = record.task_id(turn);
@@ -32,15 +48,10 @@ impl Conversations {
             envelope.context.problem.clear();
             envelope.context.history = Some(history.clone());
             envelope.context.messages = vec![Message::new(Role::User, running.text.clone())];
-        } else if let Some(transcript) = record.transcript {
+        } else if record.transcript.is_some() {
             // A record written before transcripts were logged: the last
             // turn's end holds the whole conversation.
-            let end = self
-                .client
-                .ending(transcript)
-                .await
-                .map_err(|err| ConversationError::store(err.to_string()))?;
-            if let Some(context) = end.and_then(|end| end.context) {
+            if let Some(context) = legacy.and_then(|end| end.context) {
                 let mut context = *context;
                 context.initial_query.clone_from(&running.text);
                 context.problem.clear();
@@ -72,10 +83,6 @@ impl Conversations {
             hand_back: false,
             extra: Map::new(),
         });
-        // Past the router when it names its agent type: one publish fewer.
-        self.client
-            .submit_direct(&envelope)
-            .await
-            .map_err(|err| ConversationError::store(format!("cannot send turn {turn}: {err}")))
+        Ok(Some(envelope))
     }
 }

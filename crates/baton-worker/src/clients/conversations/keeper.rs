@@ -1,7 +1,8 @@
 //! The router's keeper: it settles turns that ended, starts the messages
 //! queued behind them, sends again a turn whose starter crashed before
 //! its task was durable, and removes conversations idle for their time to
-//! live (see `expiry`).
+//! live (see `state/conversation/expiry.rs`). It settles with the entry
+//! point's own settle, so a turn ends the same way whoever sees it end.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use async_nats::jetstream::kv;
 use baton_proto::Conversation;
 use futures::StreamExt;
 
-use super::{ConversationError, Conversations, SILENT};
+use super::Conversations;
 
 impl Conversations {
     /// Settles each of the conversations under `keys` whose running turn
@@ -35,8 +36,7 @@ impl Conversations {
     /// from each key's last record.
     async fn follow(&self, seen: Arc<Mutex<Seen>>) {
         loop {
-            // The records only, not the turns listed beside them.
-            match self.store.watch_with_history("c.>").await {
+            match self.records.watch().await {
                 Ok(mut watch) => {
                     while let Some(Ok(entry)) = watch.next().await {
                         let record = (entry.operation == kv::Operation::Put)
@@ -54,39 +54,6 @@ impl Conversations {
                 Err(err) => tracing::warn!(error = %err, "cannot watch the conversations"),
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-
-    /// [`Conversations::sweep`] for one record.
-    pub(super) async fn keep_one(&self, key: &str) -> Result<usize, ConversationError> {
-        loop {
-            let Some((mut record, revision)) = self.read(key).await? else {
-                return Ok(0);
-            };
-            let Some(running) = record.running.clone() else {
-                return Ok(0);
-            };
-            let started = self.settle(&mut record).await?;
-            if !started && record.running.as_ref() == Some(&running) {
-                // Still running: its task is sent again only when its
-                // starter stopped before noting it was sent, a while ago.
-                let quiet = baton_proto::now_ms().saturating_sub(record.updated_at);
-                let silent = u64::try_from(SILENT.as_millis()).unwrap_or(u64::MAX);
-                if running.sent || quiet < silent {
-                    return Ok(0);
-                }
-                tracing::warn!(conversation = %record.id, turn = record.turns, "a turn's task may not have been sent: sending it again");
-                self.start(&record, record.turns).await?;
-                self.mark_sent(key, record.turns).await?;
-                return Ok(1);
-            }
-            if self.swap(key, &record, revision).await? {
-                if started {
-                    self.start(&record, record.turns).await?;
-                    self.mark_sent(key, record.turns).await?;
-                }
-                return Ok(1);
-            }
         }
     }
 }
@@ -250,9 +217,9 @@ pub async fn keep(
                     .expired(ttl);
                 for (key, marker) in expired {
                     let removed = if marker {
-                        conversations.drop_marker(&key).await
+                        conversations.records.drop_marker(&key).await
                     } else {
-                        conversations.expire(&key, ttl).await
+                        conversations.records.expire(&key, ttl).await
                     };
                     match removed {
                         Ok(true) => seen
