@@ -222,3 +222,34 @@ async fn what_an_async_report_that_keeps_waiting_spends_counts_toward_the_sessio
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_parked_by_an_earlier_release_is_found_by_its_session_once_noted()
+-> anyhow::Result<()> {
+    let server = tokio::task::spawn_blocking(NatsServer::start).await??;
+    let nats = async_nats::connect(server.url()).await?;
+    let subjects = Subjects::default();
+    let inbox = baton_worker::Inbox::open(nats.clone(), subjects.clone(), 1).await?;
+    let mut asking = Envelope::task("Which order?");
+    asking.to = Some("helper".into());
+    let mut gate: baton_proto::Gate = serde_json::from_value(serde_json::json!({
+        "reason": "input_required", "tool": "ask_user", "arguments": "{}", "at": 0,
+        "journal": asking.id.to_string(), "step": 1, "call": 0, "digest": ""
+    }))?;
+    gate.digest = baton_proto::Gate::digest_of("ask_user", "{}");
+    asking.gate = Some(gate);
+    inbox.put(&asking).await?;
+    let found = inbox.question(asking.session).await?;
+    assert_eq!(found.map(|entry| entry.envelope.id), Some(asking.id));
+    // An earlier release stored the entry alone.
+    let store = async_nats::jetstream::new(nats)
+        .get_key_value(subjects.inbox_bucket())
+        .await?;
+    store.purge(format!("q.{}", asking.session)).await?;
+    assert!(inbox.question(asking.session).await?.is_none());
+    assert_eq!(inbox.note_older_questions().await?, 1);
+    let found = inbox.question(asking.session).await?;
+    assert_eq!(found.map(|entry| entry.envelope.id), Some(asking.id));
+    assert_eq!(inbox.note_older_questions().await?, 0, "noted once");
+    Ok(())
+}

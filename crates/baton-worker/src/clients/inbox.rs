@@ -135,6 +135,30 @@ impl Inbox {
         Ok(())
     }
 
+    /// Notes under their session the questions stored before questions were
+    /// noted so (by an earlier release), so that [`Inbox::question`] finds
+    /// them too; the router does it once when it starts. How many it noted.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read or written.
+    pub async fn note_older_questions(&self) -> Result<usize, InboxError> {
+        let mut noted = 0;
+        for entry in self.list().await? {
+            let key = question_key(entry.envelope.session);
+            let known = (self.store.get(key.as_str()).await)
+                .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+            if !asks(&entry.envelope) || known.is_some() {
+                continue;
+            }
+            let id = entry.envelope.id.to_string().into_bytes();
+            (self.store.put(key, id.into()).await)
+                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+            noted += 1;
+        }
+        Ok(noted)
+    }
+
     /// Every waiting task, oldest first.
     ///
     /// # Errors
