@@ -176,3 +176,64 @@ async fn the_rollout_commands_refuse_bad_input_naming_the_fix() -> anyhow::Resul
     );
     Ok(())
 }
+
+/// The version that answered `session`: the one its events name.
+async fn answered_by(system: &System, session: &str) -> anyhow::Result<String> {
+    let events = system
+        .session_events(session.parse()?, Duration::from_secs(30))
+        .await?;
+    let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
+    named.dedup();
+    anyhow::ensure!(named.len() == 1, "{session} was answered by {named:?}");
+    Ok(named.remove(0))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    system.router(&[]).await?;
+    system.agent("v1", "helper", "help", 1, &["--version", "1"]).await?;
+    system.agent("v2", "helper", "help", 1, &["--version", "2"]).await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            answer.candidates.iter().any(|c| c.agent == "helper" && c.versions.len() == 2)
+        })
+        .await?;
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut half = Rollout::first("helper", "1", 0);
+    half.ramp_to("2", 50, 0);
+    let ids: Vec<String> = (0..12).map(|i| format!("pinned-{i}")).collect();
+    let first: Vec<String> = ids
+        .iter()
+        .map(|id| half.choose(&format!("conversation/{id}")).to_owned())
+        .collect();
+    assert!(first.contains(&"1".to_owned()) && first.contains(&"2".to_owned()));
+    for id in &ids {
+        system.baton_stdout(&["send", "--conversation", id, "--to", "helper", "--wait", "hi"])?;
+    }
+    // Now every new conversation goes to 2; these stay where they started.
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "100"])?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for id in &ids {
+        system.baton_stdout(&["send", "--conversation", id, "--wait", "again"])?;
+    }
+    for (id, expected) in ids.iter().zip(&first) {
+        let shown: serde_json::Value =
+            serde_json::from_str(&system.baton_stdout(&["conversations", "show", id, "--json"])?)?;
+        assert_eq!(shown["versions"]["helper"], expected.as_str(), "{shown}");
+        let turns = shown["turns_listed"].as_array().cloned().unwrap_or_default();
+        assert_eq!(turns.len(), 2, "{shown}");
+        for turn in &turns {
+            let session = turn["session"].as_str().unwrap_or_default();
+            assert_eq!(&answered_by(&system, session).await?, expected, "{id}: {turn}");
+        }
+    }
+    // A new conversation starts on the current version.
+    system.baton_stdout(&["send", "--conversation", "fresh", "--to", "helper", "--wait", "hi"])?;
+    let shown: serde_json::Value =
+        serde_json::from_str(&system.baton_stdout(&["conversations", "show", "fresh", "--json"])?)?;
+    assert_eq!(shown["versions"]["helper"], "2", "{shown}");
+    Ok(())
+}

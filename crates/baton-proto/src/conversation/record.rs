@@ -122,6 +122,10 @@ pub struct Conversation {
     /// last turn's shared variables, state and metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Box<crate::Context>>,
+    /// Extension: the versions its turns were pinned to, by agent type (as
+    /// the last turn ended): the next turn goes to the same versions.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub versions: std::collections::BTreeMap<String, String>,
     /// Unix ms.
     pub created_at: u64,
     /// Unix ms.
@@ -146,6 +150,7 @@ impl Conversation {
             transcript: None,
             history: None,
             context: None,
+            versions: std::collections::BTreeMap::new(),
             created_at: now,
             updated_at: now,
         }

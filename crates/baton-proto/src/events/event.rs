@@ -145,6 +145,11 @@ pub struct Event {
     /// it hands the conversation back to its entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<crate::conversation_ref::TurnOf>,
+    /// Extension: on a terminal event, the versions the session was pinned
+    /// to, by agent type (the envelope's `versions`), so a conversation's
+    /// next turn keeps them.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub versions: std::collections::BTreeMap<String, String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -198,6 +203,7 @@ impl Event {
             accepted: None,
             context: None,
             conversation: None,
+            versions: std::collections::BTreeMap::new(),
             extra: Map::new(),
         }
     }

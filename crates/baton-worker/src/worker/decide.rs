@@ -347,6 +347,7 @@ impl Planner<'_> {
             event.path = next.path;
             event.context = Some(Box::new(next.context));
             event.conversation = next.conversation;
+            event.versions = next.versions;
             outputs.push_event(event);
             return;
         };

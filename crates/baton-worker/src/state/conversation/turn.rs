@@ -77,6 +77,7 @@ impl Records {
         envelope.to = (record.holder.clone())
             .or_else(|| running.to.clone())
             .or_else(|| record.entry.clone());
+        envelope.versions.clone_from(&record.versions);
         envelope.conversation = Some(TurnOf {
             id: record.id.clone(),
             turn,
