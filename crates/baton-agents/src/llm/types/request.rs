@@ -3,7 +3,8 @@
 //! megabytes, and its digest (what is asked, see `replay`) is taken of
 //! the same bytes the endpoint gets.
 //!
-//! The bytes are those `serde_json` writes for the body as a JSON object
+//! A request's messages are typed ([`ChatMessage`]); the bytes are those
+//! `serde_json` writes for the body as a JSON object
 //! built field by field (`model`, `messages`, `stream`, `stream_options`,
 //! `tools`, `temperature`, `max_tokens`), so digests recorded by earlier
 //! versions still match.
@@ -11,24 +12,48 @@
 use serde::Serialize;
 use serde_json::{Value as Json, json};
 
-use super::chat::Offer;
-use super::{LlmRunner, ToolSource};
+use super::chat::ChatMessage;
 
-/// What one model call asks: the chat messages, and the body written
-/// without streaming when it was written already (for the digest of what
-/// is asked), so the call sends those bytes instead of writing them again.
-pub(super) struct Asked<'a> {
-    pub(super) messages: &'a [Json],
-    pub(super) plain: Option<bytes::Bytes>,
+/// What one model call asks: the model, the chat messages, the tools
+/// offered (as the API lists them) and the spec's sampling settings.
+pub(crate) struct Request<'a> {
+    pub(crate) model: &'a str,
+    pub(crate) messages: &'a [ChatMessage],
+    pub(crate) tools: Option<Vec<Json>>,
+    pub(crate) temperature: Option<f32>,
+    pub(crate) max_tokens: Option<u32>,
     /// About how many tokens `messages` are (measured once per call).
-    pub(super) prompt: u64,
+    pub(crate) prompt: u64,
+    /// The body written without streaming, when it was written already
+    /// (for the digest of what is asked), so the call sends those bytes
+    /// instead of writing them again.
+    pub(crate) plain: Option<bytes::Bytes>,
 }
 
-/// A request body that borrows the conversation.
+impl Request<'_> {
+    /// The request body, written: streamed or not.
+    pub(crate) fn written(&self, streamed: bool) -> bytes::Bytes {
+        let mut body = Body::new(self.model, self.messages, streamed);
+        body.tools.clone_from(&self.tools);
+        body.temperature = self.temperature.map(|temperature| json!(temperature));
+        body.max_tokens = self.max_tokens;
+        body.written()
+    }
+
+    /// The body to send: the plain one written already, unless `streamed`.
+    pub(crate) fn body(&self, streamed: bool) -> bytes::Bytes {
+        match (streamed, &self.plain) {
+            (false, Some(plain)) => plain.clone(),
+            _ => self.written(streamed),
+        }
+    }
+}
+
+/// A request body that borrows the conversation (of messages `M`).
 #[derive(Serialize)]
-struct Body<'a> {
+struct Body<'a, M> {
     model: &'a str,
-    messages: &'a [Json],
+    messages: &'a [M],
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -42,8 +67,8 @@ struct Body<'a> {
     max_tokens: Option<u32>,
 }
 
-impl<'a> Body<'a> {
-    fn new(model: &'a str, messages: &'a [Json], streamed: bool) -> Self {
+impl<'a, M: Serialize> Body<'a, M> {
+    fn new(model: &'a str, messages: &'a [M], streamed: bool) -> Self {
         Self {
             model,
             messages,
@@ -61,86 +86,14 @@ impl<'a> Body<'a> {
     }
 }
 
-impl LlmRunner {
-    /// The request body, written: the conversation, the tools the model
-    /// may call (if `offer` offers them), and the spec's sampling settings.
-    pub(super) fn written(
-        &self,
-        messages: &[Json],
-        streamed: bool,
-        model: &str,
-        offer: Offer,
-    ) -> bytes::Bytes {
-        let mut body = Body::new(model, messages, streamed);
-        body.tools = self.offered_tools(offer);
-        body.temperature = self
-            .settings
-            .temperature
-            .map(|temperature| json!(temperature));
-        body.max_tokens = self.settings.max_tokens;
-        body.written()
-    }
-
-    /// The tools `offer` offers the model, as the API lists them; `None`
-    /// when there are none.
-    fn offered_tools(&self, offer: Offer) -> Option<Vec<Json>> {
-        let ask_user = matches!(offer, Offer::Tools { ask_user: true });
-        let tools = !self.tools.is_empty() || !self.toolbox.tools().is_empty() || ask_user;
-        if !tools || offer == Offer::Nothing {
-            return None;
-        }
-        let mcp = self
-            .toolbox
-            .tools()
-            .iter()
-            .map(|tool| function(&tool.name, &tool.description, tool.schema.clone()));
-        let own = self
-            .tools
-            .iter()
-            .map(|tool| function(&tool.name, &tool.description, parameters(&tool.source)));
-        let ask = ask_user.then(|| {
-            let question = json!({"type": "object", "properties": {"question": {"type": "string", "description": "The question, as the user should read it"}}, "required": ["question"]});
-            function(super::asking::ASK_USER, super::asking::DESCRIPTION, question)
-        });
-        Some(own.chain(mcp).chain(ask).collect())
-    }
-}
-
-/// A tool as the chat completions API lists it.
-fn function(name: &str, description: &str, parameters: Json) -> Json {
-    json!({
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters},
-    })
-}
-
-/// The parameters of a delegate, handoff or condition tool.
-fn parameters(source: &ToolSource) -> Json {
-    match source {
-        ToolSource::Delegate(_) => json!({
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "What to do, in full."}},
-            "required": ["task"],
-        }),
-        ToolSource::HandBack => json!({
-            "type": "object",
-            "properties": {"answer": {"type": "string", "description": "Your final answer to the user."}},
-            "required": ["answer"],
-        }),
-        _ => json!({
-            "type": "object",
-            "properties": {"reason": {"type": "string", "description": "Why the conversation moves on."}},
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::offer::{ToolSource, function, parameters};
     use super::*;
 
     /// The body as it was built before it was written without copying:
     /// a JSON object, field by field.
-    fn as_object(body: &Body<'_>) -> Json {
+    fn as_object(body: &Body<'_, Json>) -> Json {
         let mut object = json!({"model": body.model, "messages": body.messages});
         if body.stream.is_some() {
             object["stream"] = json!(true);
