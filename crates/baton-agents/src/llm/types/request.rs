@@ -143,4 +143,52 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_request_of_typed_messages_is_written_as_one_of_json_objects() {
+        use super::super::chat::{ChatMessage, ChatRole, ToolCall};
+        let calls: Vec<ToolCall> = serde_json::from_value(json!([
+            {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{\"q\":1}"}},
+        ]))
+        .unwrap();
+        let typed = [
+            ChatMessage::said(ChatRole::System, "Answer \"briefly\".\n"),
+            ChatMessage::said(ChatRole::User, "é 日本 \u{1}"),
+            ChatMessage::asked("", &calls),
+            ChatMessage::result("c1", "found"),
+        ];
+        let objects = [
+            json!({"role": "system", "content": "Answer \"briefly\".\n"}),
+            json!({"role": "user", "content": "é 日本 \u{1}"}),
+            json!({"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{\"q\":1}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": "found"}),
+        ];
+        let tools = Some(vec![function(
+            "look",
+            "Looks.",
+            parameters(&ToolSource::HandBack),
+        )]);
+        let request = Request {
+            model: "gpt-x",
+            messages: &typed,
+            tools: tools.clone(),
+            temperature: Some(0.7),
+            max_tokens: Some(300),
+            prompt: 0,
+            plain: None,
+        };
+        for streamed in [false, true] {
+            let mut body = Body::new("gpt-x", &objects, streamed);
+            body.tools.clone_from(&tools);
+            body.temperature = Some(json!(0.7_f32));
+            body.max_tokens = Some(300);
+            assert_eq!(
+                request.written(streamed),
+                body.written(),
+                "streamed {streamed}"
+            );
+            // Equal bytes, so equal digests of what is asked.
+            assert_eq!(request.body(streamed), body.written());
+        }
+    }
 }

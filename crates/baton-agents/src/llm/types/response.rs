@@ -231,15 +231,17 @@ mod tests {
 
     #[test]
     fn answers_of_any_shape_are_read_as_by_key() {
+        let message =
+            json!({"content": "hi", "tool_calls": [{"id": "c", "function": {"name": "f"}}]});
         let answer = json!({
             "model": "m",
-            "choices": [{"message": {"content": "hi", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}, "finish_reason": "stop"}],
+            "choices": [{"message": message, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 3, "completion_tokens": "x", "total_tokens": 9},
         });
         let read = ChatResponse::of(&answer);
         assert_eq!(read.text(), "hi");
         assert_eq!(read.message().tool_calls[0].function.name, "f");
-        assert_eq!(read.message().raw, answer["choices"][0]["message"]);
+        assert_eq!(read.message().raw, message);
         assert_eq!(
             (
                 read.usage.prompt_tokens,
