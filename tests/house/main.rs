@@ -3,7 +3,8 @@
 //! - no non-test source file over 500 lines (a file's inline
 //!   `#[cfg(test)]` module does not count);
 //! - no function over 80 lines outside tests;
-//! - no import circles between the modules of a crate;
+//! - no import circles between the modules of a crate, through `crate::`,
+//!   `super::` or `self::` paths;
 //! - no folder holding more than 20 source files, tests included;
 //! - in `baton-worker`, the rooms point one way: `nats/` at the bottom,
 //!   then `state/`, then the message pipeline (`pipeline/`), then the
@@ -196,6 +197,27 @@ fn the_checks_see_long_functions_and_circles() {
     ];
     let graph = modules::graph(src, &files);
     assert_eq!(modules::circles(&graph), [vec!["a", "b", "a"]]);
+    // A circle through relative paths: `super::` from a file (and from an
+    // inline module in it, one level further down), and `self::`.
+    let files = vec![
+        (src.join("lib.rs"), "mod c;\nmod d;\n".to_owned()),
+        (
+            src.join("c.rs"),
+            "mod x;\nmod y;\nuse self::x::X;\n".to_owned(),
+        ),
+        (
+            src.join("c/x.rs"),
+            "use super::y::Y;\npub struct X;\n".to_owned(),
+        ),
+        (
+            src.join("c/y.rs"),
+            "mod inner {\n    use super::super::x::X;\n}\npub struct Y;\n".to_owned(),
+        ),
+        (src.join("d.rs"), "use super::c::X;\n".to_owned()),
+    ];
+    let graph = modules::graph(src, &files);
+    assert_eq!(modules::circles(&graph), [vec!["c::x", "c::y", "c::x"]]);
+    assert!(graph[&vec!["d".to_owned()]].contains(&vec!["c".to_owned()]));
 }
 
 /// The crates `manifest`'s `[dependencies]` names.

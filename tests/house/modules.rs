@@ -1,5 +1,6 @@
-//! A crate's module graph, from the `crate::` paths its files use, and the
-//! circles in it. A module may use its ancestors and descendants freely (a
+//! A crate's module graph, from the `crate::`, `super::` and `self::` paths
+//! its files use (the relative ones resolved from the module they are written
+//! in, inline `mod x { … }` blocks included), and the circles in it. A module may use its ancestors and descendants freely (a
 //! parent and its children are one room); an edge between two modules
 //! where neither contains the other is an import.
 
@@ -94,21 +95,110 @@ fn split_top(inner: &str) -> Vec<&str> {
     parts.into_iter().filter(|p| !p.is_empty()).collect()
 }
 
-/// Every `crate::…` path in `code`, `use` groups expanded.
-fn crate_paths(code: &str) -> Vec<Vec<String>> {
+/// Every `crate::…`, `super::…` and `self::…` path in `code`, the file of
+/// module `file_module`, `use` groups expanded: as paths from the crate root.
+fn crate_paths(code: &str, file_module: &[String]) -> Vec<Vec<String>> {
+    let inline = inline_modules(code);
     let mut paths = Vec::new();
     let mut at = 0;
-    while let Some(offset) = code[at..].find("crate::") {
-        let start = at + offset + "crate::".len();
-        let before = code[..at + offset].chars().next_back();
-        at = start;
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+    while let Some((offset, keyword)) = next_path(&code[at..]) {
+        let start = at + offset;
+        let before = code[..start].chars().next_back();
+        at = start + keyword.len();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':') {
             continue;
         }
+        // The module the path is written in: the file's, or an inline one in it.
+        let mut here = file_module.to_vec();
+        here.extend(
+            inline
+                .iter()
+                .filter(|(open, close, _)| *open < start && start < *close)
+                .map(|(_, _, name)| name.clone()),
+        );
         let tree = use_tree(&code[start..]);
-        paths.extend(expand(tree));
+        at = start + tree.len().max(keyword.len());
+        paths.extend(
+            expand(tree)
+                .into_iter()
+                .filter_map(|path| absolute(&here, &path)),
+        );
     }
     paths
+}
+
+/// The first of `crate::`, `super::` and `self::` in `code`: where, and which.
+fn next_path(code: &str) -> Option<(usize, &'static str)> {
+    ["crate::", "super::", "self::"]
+        .into_iter()
+        .filter_map(|keyword| code.find(keyword).map(|at| (at, keyword)))
+        .min()
+}
+
+/// `path` as written in module `here`, from the crate root; `None` for a
+/// `super` above the root.
+fn absolute(here: &[String], path: &[String]) -> Option<Vec<String>> {
+    let mut rest = path;
+    let mut module = match rest.first().map(String::as_str) {
+        Some("crate") => {
+            rest = &rest[1..];
+            Vec::new()
+        }
+        Some("self") => {
+            rest = &rest[1..];
+            here.to_vec()
+        }
+        _ => here.to_vec(),
+    };
+    while rest.first().is_some_and(|part| part == "super") {
+        module.pop()?;
+        rest = &rest[1..];
+    }
+    module.extend(rest.iter().filter(|part| *part != "self").cloned());
+    Some(module)
+}
+
+/// The inline modules of `code` (`mod name { … }`): where each opens and
+/// closes, and its name.
+fn inline_modules(code: &str) -> Vec<(usize, usize, String)> {
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(offset) = code[at..].find("mod ") {
+        let start = at + offset;
+        at = start + 4;
+        if code[..start]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let rest = &code[at..];
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = rest.trim_start()[name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue;
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0;
+        let close = code[open..]
+            .char_indices()
+            .find(|(_, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })
+            .map_or(code.len(), |(i, _)| open + i);
+        found.push((open, close, name));
+    }
+    found
 }
 
 /// The `use` tree or path at the start of `text`: up to the brace that
@@ -158,7 +248,7 @@ pub(crate) fn graph(src: &Path, files: &[(PathBuf, String)]) -> Graph {
         if from.is_empty() {
             continue; // the root only declares and re-exports
         }
-        for path in crate_paths(&blank(code)) {
+        for path in crate_paths(&blank(code), &from) {
             let Some(to) = resolve(&path) else { continue };
             if to.starts_with(&from) || from.starts_with(&to) {
                 continue;

@@ -10,15 +10,26 @@
 //! Tools from the spec's MCP servers are offered too; their calls are made
 //! within the hop (`llm/calling.rs`), and every model answer and tool result is
 //! kept in the hop journal before the hop acts on it.
+//!
+//! A model call is built in layers, each using only those below it:
+//!
+//! 1. `types`: chat messages, tool calls, the answer as read, the offer,
+//!    the prompt and the request;
+//! 2. `http`: the endpoint's client, its shared rate limit, streaming and
+//!    the provider's headers;
+//! 3. `answer`: one answer within a hop, from the journal, a replay or the
+//!    endpoint, and the session's budget;
+//! 4. `compaction`: a bounded history, compacted before the hop's first call;
+//! 5. the runner, here: [`LlmRunner`], with the hop's turns (`turn`), its
+//!    MCP tool calls (`calling`), `ask_user` (`asking`) and the calls that
+//!    wait for a person (`waiting`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use baton_proto::{Message, Reason, Role, Value};
-use baton_worker::{
-    AgentError, ChildTask, ContextUpdate, DelegateMode, Outcome, Results, Route, Routing, Task,
-};
-use serde_json::{Value as Json, json};
+use baton_proto::{Message, Role, Value};
+use baton_worker::{AgentError, ContextUpdate, Outcome, Results, Routing, Task};
+use opentelemetry::metrics::{Counter, Histogram};
+use serde_json::Value as Json;
 
 use crate::StartError;
 use crate::journal::Journal;
@@ -28,56 +39,66 @@ use crate::tools::Toolbox;
 
 mod answer;
 mod asking;
-mod body;
-mod bound;
-mod budget;
-use budget::out_of_budget;
 mod calling;
-mod chat;
-pub(crate) mod headers;
-mod offer;
-mod replay;
-mod stream;
+mod compaction;
+pub(crate) mod http;
+mod turn;
+mod types;
 mod waiting;
-use calling::Turn;
-use offer::{Tool, ToolSource, offered};
-use replay::Answered;
+
+use answer::Answers;
+use answer::budget::out_of_budget;
+use compaction::{Compacting, Compactions};
+use http::Endpoint;
+use types::chat::ChatMessage;
+use types::offer::Offered;
+use types::prompt;
 
 /// Calls the model for a task.
 #[derive(Debug, Clone)]
 pub struct LlmRunner {
-    settings: LlmSpec,
-    api_key: Option<String>,
-    http: reqwest::Client,
-    tools: Vec<Tool>,
-    handoffs: Vec<Route>,
-    delegates: Vec<DelegateSpec>,
-    /// Tokens in and out, by model (`baton.llm.tokens`).
-    tokens: opentelemetry::metrics::Counter<u64>,
-    /// What the calls cost by `[llm.price]`, by model (`baton.llm.cost`).
-    cost: opentelemetry::metrics::Counter<f64>,
-    /// Tools from the spec's MCP servers.
-    toolbox: Arc<Toolbox>,
-    /// What the hop's model and tool calls returned, replayed on redelivery.
-    journal: Arc<Journal>,
-    /// MCP tool calls, by tool and outcome (`baton.tool.calls`).
-    tool_calls: opentelemetry::metrics::Counter<u64>,
-    /// How long MCP tool calls take (`baton.tool.duration`).
-    tool_seconds: opentelemetry::metrics::Histogram<f64>,
-    /// The endpoint's shared rate limit (none only for a runner built
-    /// without NATS, in unit tests).
-    limiter: Option<Arc<Limiter>>,
-    /// The limit's rate, waits and refusals on the metrics endpoint.
-    limit_metrics: crate::limits::Metrics,
+    settings: Arc<LlmSpec>,
+    /// The model's answers: the endpoint, and the hop journal.
+    answers: Answers,
+    /// The tools offered to the model, and where their calls go.
+    offered: Offered,
+    /// Conversations compacted under `[llm.history]`.
+    compactions: Compactions,
+    /// The tool calls' instruments.
+    meters: Meters,
     /// Where tool calls wait for a person (an unknown outcome, an approval).
     inbox: Option<baton_worker::Inbox>,
+}
+
+/// The instruments of an agent's tool calls.
+#[derive(Debug, Clone)]
+struct Meters {
+    /// MCP tool calls, by tool and outcome (`baton.tool.calls`).
+    tool_calls: Counter<u64>,
+    /// How long MCP tool calls take (`baton.tool.duration`).
+    tool_seconds: Histogram<f64>,
     /// In-doubt tool calls, by tool and decision (`baton.tool.in_doubt`).
-    in_doubt: opentelemetry::metrics::Counter<u64>,
+    in_doubt: Counter<u64>,
     /// Tool calls that needed approval, by tool and decision (`baton.tool.approvals`).
-    approvals: opentelemetry::metrics::Counter<u64>,
-    /// Conversations compacted under `[llm.history]`, by kind
-    /// (`baton.conversation.compactions`).
-    compactions: opentelemetry::metrics::Counter<u64>,
+    approvals: Counter<u64>,
+}
+
+impl Meters {
+    fn new() -> Self {
+        Self {
+            tool_calls: baton_worker::meter()
+                .u64_counter("baton.tool.calls")
+                .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
+                .build(),
+            tool_seconds: baton_worker::meter()
+                .f64_histogram("baton.tool.duration")
+                .with_unit("s")
+                .with_description("How long MCP tool calls take, by tool and outcome")
+                .build(),
+            in_doubt: waiting::in_doubt(),
+            approvals: waiting::approvals(),
+        }
+    }
 }
 
 impl LlmRunner {
@@ -92,66 +113,27 @@ impl LlmRunner {
         routing: &Routing,
         delegates: &[DelegateSpec],
     ) -> Result<Self, StartError> {
-        let api_key = match &settings.api_key_env {
-            Some(var) => Some(std::env::var(var).map_err(|_| {
-                StartError::new(format!(
-                    "[llm] api_key_env names {var}, which is not set: export {var}=<your key>"
-                ))
-            })?),
-            None => None,
-        };
-        let http = crate::http()
-            .timeout(Duration::from_millis(settings.request_timeout_ms))
-            .build()
-            .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
-        let tools = offered(routing, delegates, settings.hand_back);
+        let settings = Arc::new(settings.clone());
+        let endpoint = Endpoint::new(settings.clone())?;
         Ok(Self {
-            settings: settings.clone(),
-            api_key,
-            http,
-            tools,
-            handoffs: routing.handoffs.clone(),
-            delegates: delegates.to_vec(),
-            tokens: baton_worker::meter()
-                .u64_counter("baton.llm.tokens")
-                .with_description("Tokens the model read (type input) and wrote (type output), by model, from its usage report")
-                .build(),
-            cost: baton_worker::meter()
-                .f64_counter("baton.llm.cost")
-                .with_description("What the model calls cost by the spec's [llm.price], by model, from their usage reports")
-                .build(),
-            toolbox: Arc::default(),
-            journal: Arc::default(),
-            limiter: None,
-            limit_metrics: crate::limits::Metrics::new(&settings.base_url, &settings.model),
-            tool_calls: baton_worker::meter()
-                .u64_counter("baton.tool.calls")
-                .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
-                .build(),
+            answers: Answers::new(settings.clone(), endpoint),
+            offered: Offered::new(routing, delegates, settings.hand_back),
+            compactions: Compactions::new(),
+            meters: Meters::new(),
             inbox: None,
-            in_doubt: waiting::in_doubt(),
-            approvals: waiting::approvals(),
-            compactions: baton_worker::meter()
-                .u64_counter("baton.conversation.compactions")
-                .with_description("Conversations whose older exchanges gave way to one message under [llm.history], by kind (summarized, dropped)")
-                .build(),
-            tool_seconds: baton_worker::meter()
-                .f64_histogram("baton.tool.duration")
-                .with_unit("s")
-                .with_description("How long MCP tool calls take, by tool and outcome")
-                .build(),
+            settings,
         })
     }
 
-    /// Records model answers and tool results in `journal` before acting on them.
     /// Takes turns from the endpoint's shared rate limit.
     pub(crate) fn with_limiter(mut self, limiter: Limiter) -> Self {
-        self.limiter = Some(Arc::new(limiter));
+        self.answers.endpoint.limit(limiter);
         self
     }
 
+    /// Records model answers and tool results in `journal` before acting on them.
     pub(crate) fn with_journal(mut self, journal: Journal) -> Self {
-        self.journal = Arc::new(journal);
+        self.answers.journal = Arc::new(journal);
         self
     }
 
@@ -161,8 +143,8 @@ impl LlmRunner {
     ///
     /// As [`Toolbox::connect`]: a message that names the server and the tool.
     pub(crate) async fn with_mcp(mut self, mcp: &[McpSpec]) -> Result<Self, StartError> {
-        let taken: Vec<String> = self.tools.iter().map(|tool| tool.name.clone()).collect();
-        self.toolbox = Arc::new(Toolbox::connect(mcp, &taken).await?);
+        let taken: Vec<String> = self.offered.tools.iter().map(|t| t.name.clone()).collect();
+        self.offered.toolbox = Arc::new(Toolbox::connect(mcp, &taken).await?);
         Ok(self)
     }
 
@@ -175,15 +157,22 @@ impl LlmRunner {
     /// tool call in a row.
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
         self.count_decision(task);
-        let compacted = match self.compaction(task).await? {
-            Ok(compacted) => compacted,
-            Err(overrun) => return Ok(out_of_budget(overrun, ContextUpdate::default())),
-        };
-        let Some(compacted) = compacted else {
-            return self.converse(task, self.conversation(task)).await;
+        let compacting = self
+            .compactions
+            .compact(&self.answers, &self.settings, task)
+            .await?;
+        let compacted = match compacting {
+            Compacting::Needless => {
+                return self.converse(task, self.conversation(task)).await;
+            }
+            Compacting::Overrun(overrun) => {
+                return Ok(out_of_budget(overrun, ContextUpdate::default()));
+            }
+            Compacting::Compacted(compacted) => *compacted,
         };
         let kept = &task.envelope.context.messages[compacted.replaces..];
-        let read = self.conversation_of(std::iter::once(&compacted.message).chain(kept));
+        let conversation = std::iter::once(&compacted.message).chain(kept);
+        let read = prompt::conversation(&self.settings.system_prompt, conversation);
         let mut outcome = self.converse(task, read).await?;
         outcome.update_mut().compaction = Some(compacted);
         Ok(outcome)
@@ -206,11 +195,8 @@ impl LlmRunner {
             } else {
                 format!("failed: {}", result.detail.clone().unwrap_or_default())
             };
-            messages.push(json!({
-                "role": "tool",
-                "tool_call_id": result.tag.clone().unwrap_or_default(),
-                "content": content,
-            }));
+            let id = result.tag.clone().unwrap_or_default();
+            messages.push(ChatMessage::result(id, content));
         }
         let mut outcome = self.converse(task, messages.clone()).await?;
         // Keep the tool results in the session's conversation.
@@ -219,8 +205,7 @@ impl LlmRunner {
             .iter()
             .zip(&messages[messages.len() - results.results.len()..])
             .map(|(result, sent)| {
-                let mut message =
-                    Message::new(Role::Tool, sent["content"].as_str().unwrap_or_default());
+                let mut message = Message::new(Role::Tool, sent.content());
                 message.tool_call_id.clone_from(&result.tag);
                 message
             })
@@ -229,209 +214,18 @@ impl LlmRunner {
         Ok(outcome)
     }
 
-    async fn converse(&self, task: &Task, mut messages: Vec<Json>) -> Result<Outcome, AgentError> {
-        let mut update = ContextUpdate::default();
-        let mut corrected = false;
-        let mut steps = 0;
-        loop {
-            steps += 1;
-            if steps > self.settings.max_steps {
-                return Ok(self.out_of_steps(update));
-            }
-            let Answered { answer, source } = match self
-                .answer(task, (steps, answer::Asking::Turn), &messages)
-                .await?
-            {
-                Ok(answered) => answered,
-                Err(overrun) => return Ok(out_of_budget(overrun, update)),
-            };
-            let message = &answer["choices"][0]["message"];
-            let content = message["content"].as_str().unwrap_or_default().to_owned();
-            let calls = message["tool_calls"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let Some(call) = calls.first() else {
-                if !content.is_empty() {
-                    update
-                        .messages
-                        .push(Message::new(Role::Agent, content.clone()));
-                }
-                return Ok(Outcome::answer(content).with_update(update).into());
-            };
-            let turn = Turn {
-                task,
-                content: &content,
-                calls: &calls,
-                step: steps,
-                source: source.as_deref(),
-            };
-            if self.asks_user(task) && asking::is_ask(&calls) {
-                match self.ask(&turn, &mut messages, &mut update).await? {
-                    Some(waiting) => return Ok(waiting),
-                    None => continue,
-                }
-            }
-            if self.all_mcp(&calls) {
-                match self
-                    .call_tools(turn, &mut messages, &mut update, &mut corrected)
-                    .await?
-                {
-                    calling::Turned::Called(calls_made) => {
-                        steps += calls_made;
-                        continue;
-                    }
-                    calling::Turned::Corrected => continue,
-                    calling::Turned::Unknown(outcome) => return Ok(*outcome),
-                }
-            }
-            if let Some(children) = self.delegations(&calls) {
-                // Every call asks a delegate: one parallel delegation, one child per call.
-                update.messages.push(asked(&content, json!(calls)));
-                let delegation = Outcome::delegate(children, DelegateMode::Parallel);
-                return Ok(delegation.with_update(update).into());
-            }
-            let (tool, arguments) = match self.checked_call(call) {
-                Ok(checked) => checked,
-                Err(problem) if !corrected => {
-                    // Tell the model once, then ask again.
-                    corrected = true;
-                    self.correct(&mut messages, &content, call, &problem);
-                    continue;
-                }
-                Err(problem) => {
-                    return Err(AgentError::fatal(format!(
-                        "the model made an invalid tool call twice: {problem}"
-                    )));
-                }
-            };
-            return self.transfer(tool, &arguments, call, content, update);
-        }
-    }
-
-    /// Tells the model what is wrong with its `call`, to ask again.
-    fn correct(&self, messages: &mut Vec<Json>, content: &str, call: &Json, problem: &str) {
-        let id = call["id"].as_str().unwrap_or("call");
-        messages.push(json!({"role": "assistant", "content": content, "tool_calls": [call]}));
-        messages.push(json!({
-            "role": "tool",
-            "tool_call_id": id,
-            "content": format!("error: {problem}. Call one of {:?}, or answer in text.", self.tool_names()),
-        }));
-    }
-
-    /// The outcome of a checked handoff or condition `call` of `tool`: the
-    /// call and its result are recorded in the conversation.
-    fn transfer(
-        &self,
-        tool: &Tool,
-        arguments: &Json,
-        call: &Json,
-        content: String,
-        mut update: ContextUpdate,
-    ) -> Result<Outcome, AgentError> {
-        let name = call["function"]["name"].as_str().unwrap_or_default();
-        let id = call["id"].as_str().unwrap_or("call").to_owned();
-        update.messages.push(asked(&content, json!([call])));
-        let mut result = Message::new(Role::Tool, format!("transferred by {name}"));
-        result.tool_call_id = Some(id);
-        update.messages.push(result);
-        let reason = arguments["reason"]
-            .as_str()
-            .map_or(Reason::LlmHandoff, Reason::parse);
-        match tool.source {
-            ToolSource::Handoff(index) => {
-                Ok(self.handoffs[index].take(reason, Value::from(content), update))
-            }
-            ToolSource::HandBack => {
-                let answer = arguments["answer"].as_str().unwrap_or(&content).to_owned();
-                update
-                    .messages
-                    .push(Message::new(Role::Agent, answer.clone()));
-                Ok(Outcome::answer(answer)
-                    .with_update(update)
-                    .hand_back()
-                    .into())
-            }
-            ToolSource::Condition(index) => Ok(Outcome::answer(content)
-                .with_update(update)
-                .judged(index)
-                .into()),
-            // Refused with the invalid calls above; never taken as a handoff.
-            ToolSource::Delegate(_) => Err(AgentError::fatal(format!(
-                "the model's call of {name} cannot be a handoff"
-            ))),
-        }
-    }
-
-    /// The tool a (non-delegate) call names and its arguments, or what is
-    /// wrong with the call, to tell the model.
-    fn checked_call(&self, call: &Json) -> Result<(&Tool, Json), String> {
-        let name = call["function"]["name"].as_str().unwrap_or_default();
-        let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-        let parsed: Result<Json, _> = serde_json::from_str(if arguments.is_empty() {
-            "{}"
-        } else {
-            arguments
-        });
-        let tool = self.tools.iter().find(|tool| tool.name == name);
-        match (tool, parsed) {
-            (None, _) if self.toolbox.find(name).is_some() => Err(format!(
-                "{name} was called beside a transfer_to_ or agent_run_ call: call tools in a turn of their own, then hand off"
-            )),
-            (None, _) => Err(format!("there is no tool {name:?}")),
-            (Some(tool), _) if matches!(tool.source, ToolSource::Delegate(_)) => Err(
-                "agent_run_ calls need a `task` string, and go without transfer_to_ calls in the same turn"
-                    .to_owned(),
-            ),
-            (Some(_), Err(err)) => Err(format!("the arguments are not JSON: {err}")),
-            (Some(tool), Ok(arguments)) if arguments.is_object() => Ok((tool, arguments)),
-            (Some(_), Ok(_)) => Err("the arguments are not a JSON object".to_owned()),
-        }
-    }
-
-    /// The calls as child tasks, if every one is a valid delegate call.
-    fn delegations(&self, calls: &[Json]) -> Option<Vec<ChildTask>> {
-        calls
-            .iter()
-            .map(|call| {
-                let name = call["function"]["name"].as_str()?;
-                let tool = self.tools.iter().find(|tool| tool.name == name)?;
-                let ToolSource::Delegate(index) = tool.source else {
-                    return None;
-                };
-                let arguments: Json =
-                    serde_json::from_str(call["function"]["arguments"].as_str()?).ok()?;
-                let input = arguments["task"].as_str()?.to_owned();
-                let id = call["id"].as_str().unwrap_or_default();
-                let child = ChildTask::new(self.delegates[index].target.clone(), input);
-                Some(child.tag(id))
-            })
-            .collect()
-    }
-
-    fn tool_names(&self) -> Vec<&str> {
-        let mcp = self.toolbox.tools().iter().map(|tool| tool.name.as_str());
-        self.tools
-            .iter()
-            .map(|tool| tool.name.as_str())
-            .chain(mcp)
-            .collect()
+    /// The system prompt, then the session's conversation, as chat messages.
+    fn conversation(&self, task: &Task) -> Vec<ChatMessage> {
+        prompt::conversation(
+            &self.settings.system_prompt,
+            &task.envelope.context.messages,
+        )
     }
 }
 
-/// The envelope whose hop journal `task`'s hop reads and writes: its own
-/// id, or, for a hop sent back after a person's decision on a waiting tool
-/// call, the id the hop first ran under.
-pub(crate) fn journal_of(task: &Task) -> uuid::Uuid {
-    task.envelope
-        .resumed
-        .as_ref()
-        .map_or(task.envelope.id, |resumed| resumed.journal)
-}
-
-/// The agent's message that made the tool `calls`, for the conversation.
-fn asked(content: &str, calls: Json) -> Message {
+/// The agent's message that made the tool `calls` (as they came), for the
+/// conversation.
+fn asked(content: &str, calls: &Json) -> Message {
     let mut asked = Message::new(Role::Agent, content);
     asked.tool_calls = Some(rmpv::ext::to_value(calls).unwrap_or(Value::Nil));
     asked

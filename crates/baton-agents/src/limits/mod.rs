@@ -34,7 +34,7 @@ use async_nats::jetstream::{self, kv};
 use baton_proto::Subjects;
 
 use crate::StartError;
-use crate::llm::headers::Advice;
+use crate::llm::http::headers::Advice;
 use crate::spec::LlmSpec;
 pub(crate) use metrics::Metrics;
 use schedule::{Configured, HEARD_CHANGE, Heard};
@@ -348,7 +348,7 @@ fn changed(last: Option<f64>, now: Option<f64>) -> bool {
 /// takes to refill (`limit - remaining` over `reset`), when anything was
 /// used; and, when no request is left, how long until one is.
 fn heard(advice: &Advice) -> Heard {
-    let rate = |window: Option<crate::llm::headers::Window>| {
+    let rate = |window: Option<crate::llm::http::headers::Window>| {
         let window = window?;
         let used = window.limit.saturating_sub(window.remaining);
         let reset = window.reset.as_secs_f64();
@@ -441,7 +441,7 @@ pub(crate) fn json_len(value: &serde_json::Value) -> usize {
 /// The length of `text` as a JSON string: its quotes, and each byte that
 /// is escaped as its escape: two bytes for `"`, `\\` and the controls with
 /// a short form (`\n`, `\t`, …), six for the other controls (`\u00XX`).
-fn quoted_len(text: &str) -> usize {
+pub(crate) fn quoted_len(text: &str) -> usize {
     let (mut escaped, mut long) = (0, 0);
     // Counted in chunks of 128 bytes, whose counts fit a byte: the
     // compiler vectorises the count, a long conversation is measured

@@ -4,23 +4,28 @@
 //! call's result, resumes the same agent from its journal, so nothing it
 //! did before asking is done again.
 
-use baton_proto::{Message, Reason, Role, Value};
+use baton_proto::{Message, Reason, Role};
 use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
+use serde::Deserialize;
 use serde_json::{Value as Json, json};
 
-use super::LlmRunner;
+use super::answer::journal_of;
 use super::calling::{Parking, Turn};
+use super::types::chat::{ChatMessage, ToolCall, calls_as_sent, lenient, read_object};
+use super::types::offer::ASK_USER;
+use super::{LlmRunner, asked};
 use crate::journal::Recorded;
 
-/// The built-in tool's name.
-pub(super) const ASK_USER: &str = "ask_user";
-
-/// What the model is told of it.
-pub(super) const DESCRIPTION: &str = "Ask the user a question and wait for their answer, which comes back as this tool's result. Use it when only the user can tell you what you need.";
+/// The arguments of an `ask_user` call.
+#[derive(Default, Deserialize)]
+struct Asked {
+    #[serde(default, deserialize_with = "lenient")]
+    question: String,
+}
 
 /// Whether the model's calls are one call of `ask_user`.
-pub(super) fn is_ask(calls: &[Json]) -> bool {
-    calls.len() == 1 && calls[0]["function"]["name"] == ASK_USER
+pub(super) fn is_ask(calls: &[ToolCall]) -> bool {
+    calls.len() == 1 && calls[0].function.name == ASK_USER
 }
 
 impl LlmRunner {
@@ -43,20 +48,20 @@ impl LlmRunner {
     pub(super) async fn ask(
         &self,
         turn: &Turn<'_>,
-        messages: &mut Vec<Json>,
+        messages: &mut Vec<ChatMessage>,
         update: &mut ContextUpdate,
     ) -> Result<Option<Outcome>, AgentError> {
         let call = &turn.calls[0];
-        let arguments: Json = call["function"]["arguments"]
-            .as_str()
+        let arguments: Json = call
+            .function
+            .arguments
+            .as_deref()
             .and_then(|text| serde_json::from_str(text).ok())
             .unwrap_or_else(|| json!({}));
-        let journal = super::journal_of(turn.task);
-        let Recorded::Result(answer, _) = self.journal.call(journal, turn.step, 0).await? else {
-            let question = arguments["question"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+        let journal = journal_of(turn.task);
+        let recorded = self.answers.journal.call(journal, turn.step, 0).await?;
+        let Recorded::Result(answer, _) = recorded else {
+            let Asked { question } = read_object(&arguments).unwrap_or_default();
             let parking = Parking {
                 turn,
                 index: 0,
@@ -72,13 +77,11 @@ impl LlmRunner {
                 other => other,
             }));
         };
-        let id = call["id"].as_str().unwrap_or_default().to_owned();
-        messages
-            .push(json!({"role": "assistant", "content": turn.content, "tool_calls": turn.calls}));
-        messages.push(json!({"role": "tool", "tool_call_id": id, "content": answer}));
-        let mut asked = Message::new(Role::Agent, turn.content);
-        asked.tool_calls = Some(rmpv::ext::to_value(json!(turn.calls)).unwrap_or(Value::Nil));
-        update.messages.push(asked);
+        let id = call.id().unwrap_or_default().to_owned();
+        messages.push(ChatMessage::asked(turn.content, turn.calls));
+        messages.push(ChatMessage::result(id.as_str(), answer.as_str()));
+        let sent = calls_as_sent(turn.calls);
+        update.messages.push(asked(turn.content, &sent));
         let mut answered = Message::new(Role::Tool, answer);
         answered.tool_call_id = Some(id);
         answered.name = Some(ASK_USER.to_owned());

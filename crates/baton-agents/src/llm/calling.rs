@@ -2,11 +2,13 @@
 //! tool's schema, made with an idempotency key, and their results handed
 //! back to the model and kept in the conversation.
 
-use baton_proto::{Gate, Message, Reason, Role, Value};
+use baton_proto::{Gate, Message, Reason, Role};
 use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
-use super::LlmRunner;
+use super::answer::journal_of;
+use super::types::chat::{ChatMessage, ToolCall, calls_as_sent};
+use super::{LlmRunner, asked};
 use crate::journal::Recorded;
 use crate::tools::{McpTool, Toolbox};
 
@@ -24,7 +26,7 @@ pub(super) enum Turned {
 pub(super) struct Turn<'a> {
     pub(super) task: &'a Task,
     pub(super) content: &'a str,
-    pub(super) calls: &'a [Json],
+    pub(super) calls: &'a [ToolCall],
     /// The hop's step the answer was.
     pub(super) step: u32,
     /// Where a replay took the answer from (`<envelope>.<step>` of the
@@ -34,13 +36,11 @@ pub(super) struct Turn<'a> {
 
 impl LlmRunner {
     /// Whether every call of a turn names an MCP tool.
-    pub(super) fn all_mcp(&self, calls: &[Json]) -> bool {
+    pub(super) fn all_mcp(&self, calls: &[ToolCall]) -> bool {
         !calls.is_empty()
-            && calls.iter().all(|call| {
-                call["function"]["name"]
-                    .as_str()
-                    .is_some_and(|name| self.toolbox.find(name).is_some())
-            })
+            && calls
+                .iter()
+                .all(|call| self.offered.toolbox.find(&call.function.name).is_some())
     }
 
     /// Makes a turn's MCP tool calls, in order: `Some(calls made)`, or
@@ -53,16 +53,14 @@ impl LlmRunner {
     pub(super) async fn call_tools(
         &self,
         turn: Turn<'_>,
-        messages: &mut Vec<Json>,
+        messages: &mut Vec<ChatMessage>,
         update: &mut ContextUpdate,
         corrected: &mut bool,
     ) -> Result<Turned, AgentError> {
-        let assistant =
-            json!({"role": "assistant", "content": turn.content, "tool_calls": turn.calls});
+        let assistant = ChatMessage::asked(turn.content, turn.calls);
         let mut checked = Vec::new();
         for call in turn.calls {
-            let name = call["function"]["name"].as_str().unwrap_or_default();
-            let Some(tool) = self.toolbox.find(name) else {
+            let Some(tool) = self.offered.toolbox.find(&call.function.name) else {
                 continue;
             };
             match arguments(call).and_then(|args| match Toolbox::invalid(tool, &args) {
@@ -87,20 +85,17 @@ impl LlmRunner {
                         } else {
                             "not called: another call of this turn was invalid".to_owned()
                         };
-                        messages.push(
-                            json!({"role": "tool", "tool_call_id": other["id"], "content": said}),
-                        );
+                        messages.push(ChatMessage::result(other.id.clone(), said));
                     }
                     return Ok(Turned::Corrected);
                 }
             }
         }
         messages.push(assistant);
-        let mut asked = Message::new(Role::Agent, turn.content);
-        asked.tool_calls = Some(rmpv::ext::to_value(json!(turn.calls)).unwrap_or(Value::Nil));
-        update.messages.push(asked);
+        let sent = calls_as_sent(turn.calls);
+        update.messages.push(asked(turn.content, &sent));
         for (index, (call, tool, args)) in checked.iter().enumerate() {
-            let id = call["id"].as_str().unwrap_or_default().to_owned();
+            let id = call.id().unwrap_or_default().to_owned();
             let (text, is_error) = match self.journaled(&turn, index, tool, args, update).await? {
                 Ok(result) => result,
                 Err(unknown) => return Ok(Turned::Unknown(Box::new(unknown))),
@@ -110,7 +105,7 @@ impl LlmRunner {
             } else {
                 text
             };
-            messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+            messages.push(ChatMessage::result(id.as_str(), text.as_str()));
             let mut result = Message::new(Role::Tool, text);
             result.tool_call_id = Some(id);
             result.name = Some(tool.name.clone());
@@ -137,7 +132,8 @@ impl LlmRunner {
         args: &Json,
         update: &ContextUpdate,
     ) -> Result<Result<(String, bool), Outcome>, AgentError> {
-        let journal = super::journal_of(turn.task);
+        let journal = journal_of(turn.task);
+        let records = &self.answers.journal;
         let wait = |reason, label: String, at| Parking {
             turn,
             index,
@@ -147,11 +143,10 @@ impl LlmRunner {
             label,
             at,
         };
-        match self.journal.call(journal, turn.step, index).await? {
+        match records.call(journal, turn.step, index).await? {
             Recorded::Result(text, is_error) => return Ok(Ok((text, is_error))),
             Recorded::Started { revision, at } if !tool.class.repeatable() => {
-                if let Some(failed) = self
-                    .journal
+                if let Some(failed) = records
                     .decision(journal, turn.step, index, "failed")
                     .await?
                 {
@@ -169,15 +164,14 @@ impl LlmRunner {
             }
             Recorded::Nothing => {
                 if let Some((text, is_error)) = self.replayed_result(turn, index).await? {
-                    self.journal
+                    records
                         .record_result(journal, turn.step, index, &text, is_error)
                         .await?;
                     return Ok(Ok((text, is_error)));
                 }
                 if tool.approve {
                     let digest = Gate::digest_of(&tool.name, &args.to_string());
-                    let approved = self
-                        .journal
+                    let approved = records
                         .decision(journal, turn.step, index, "approved")
                         .await?
                         .is_some_and(|entry| entry.digest.as_deref() == Some(digest.as_str()));
@@ -190,7 +184,7 @@ impl LlmRunner {
                         return self.park(parking, update).await.map(Err);
                     }
                 }
-                self.journal.record_start(journal, turn.step, index).await?;
+                records.record_start(journal, turn.step, index).await?;
             }
         }
         let key = format!("{journal}/{}/{index}", turn.step);
@@ -198,7 +192,7 @@ impl LlmRunner {
             .call_one(tool, args.clone(), &key, &turn.task.progress)
             .await?;
         let (text, is_error) = (called.text, called.is_error);
-        self.journal
+        records
             .record_result(journal, turn.step, index, &text, is_error)
             .await?;
         Ok(Ok((text, is_error)))
@@ -232,7 +226,7 @@ impl LlmRunner {
             tool: tool.to_owned(),
             arguments,
             at,
-            journal: super::journal_of(turn.task),
+            journal: journal_of(turn.task),
             step: turn.step,
             call: u32::try_from(index).unwrap_or(u32::MAX),
             extra: baton_proto::Map::new(),
@@ -251,7 +245,7 @@ impl LlmRunner {
                 format!(
                     "{tool} with {args} waits for a person's approval: baton inbox approve {entry} (or deny {entry})"
                 ),
-                Some(&self.approvals),
+                Some(&self.meters.approvals),
             ),
             Reason::InputRequired => (
                 format!("waiting for the user's answer ({tool} {args})"),
@@ -261,7 +255,7 @@ impl LlmRunner {
                 format!(
                     "{tool} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it is not repeatable, so a person must say whether it happened: baton inbox resolve {entry} --happened | --not-happened | --fail"
                 ),
-                Some(&self.in_doubt),
+                Some(&self.meters.in_doubt),
             ),
         };
         if let Some(counter) = counter {
@@ -295,7 +289,7 @@ impl LlmRunner {
             .as_ref()
             .is_some_and(|replay| replay.call_tools);
         match turn.source {
-            Some(source) if !calls_again => self.journal.result_at(source, index).await,
+            Some(source) if !calls_again => self.answers.journal.result_at(source, index).await,
             _ => Ok(None),
         }
     }
@@ -320,6 +314,7 @@ impl LlmRunner {
         );
         let started = std::time::Instant::now();
         let called = self
+            .offered
             .toolbox
             .call(tool, arguments, key)
             .instrument(span)
@@ -334,9 +329,9 @@ impl LlmRunner {
             opentelemetry::KeyValue::new("class", tool.class.as_str()),
             opentelemetry::KeyValue::new("outcome", outcome),
         ];
-        self.tool_calls.add(1, &labels);
+        self.meters.tool_calls.add(1, &labels);
         let took = started.elapsed();
-        self.tool_seconds.record(took.as_secs_f64(), &labels);
+        self.meters.tool_seconds.record(took.as_secs_f64(), &labels);
         progress
             .tool_called(baton_worker::ToolCall {
                 tool: &tool.name,
@@ -393,10 +388,8 @@ fn fail_decided(tool: &McpTool, failed: baton_proto::JournalEntry) -> AgentError
 }
 
 /// A call's arguments as a JSON object, or what is wrong with them.
-fn arguments(call: &Json) -> Result<Json, String> {
-    let text = call["function"]["arguments"].as_str().unwrap_or("{}");
-    let text = if text.trim().is_empty() { "{}" } else { text };
-    match serde_json::from_str::<Json>(text) {
+fn arguments(call: &ToolCall) -> Result<Json, String> {
+    match call.parsed_arguments() {
         Ok(args) if args.is_object() => Ok(args),
         Ok(_) => Err("the arguments are not a JSON object".to_owned()),
         Err(err) => Err(format!("the arguments are not JSON: {err}")),

@@ -36,7 +36,7 @@ impl LlmRunner {
     pub(crate) fn with_inbox(mut self, inbox: Option<baton_worker::Inbox>, agent: &str) -> Self {
         if let Some(inbox) = inbox
             .clone()
-            .filter(|_| self.toolbox.tools().iter().any(|t| t.approve))
+            .filter(|_| self.offered.toolbox.tools().iter().any(|t| t.approve))
         {
             let pending = Arc::new(AtomicU64::new(0));
             let (seen, label) = (
@@ -61,7 +61,8 @@ impl LlmRunner {
 
     /// Whether any of the agent's tools may have to wait for a person.
     pub(crate) fn may_wait(&self) -> bool {
-        self.toolbox
+        self.offered
+            .toolbox
             .tools()
             .iter()
             .any(|tool| tool.approve || !tool.class.repeatable())
@@ -74,8 +75,8 @@ impl LlmRunner {
             return;
         };
         let counter = match resumed.decision.as_str() {
-            "approved" | "denied" => &self.approvals,
-            _ => &self.in_doubt,
+            "approved" | "denied" => &self.meters.approvals,
+            _ => &self.meters.in_doubt,
         };
         counter.add(
             1,

@@ -3,19 +3,22 @@
 //! put back together into the answer a plain call would have returned.
 
 use baton_worker::Progress;
-use serde_json::{Value as Json, json};
+use serde::Deserialize as _;
+use serde_json::{Map, Value as Json};
+
+use crate::llm::types::response::{Chunk, Whole, WholeCall};
 
 /// Where a streamed answer's pieces go: the hop's progress, for model call
 /// `step`.
 #[derive(Clone, Copy)]
-pub(super) struct Live<'a> {
-    pub(super) progress: &'a Progress,
-    pub(super) step: u32,
+pub(crate) struct Live<'a> {
+    pub(crate) progress: &'a Progress,
+    pub(crate) step: u32,
 }
 
 /// Why a stream did not give a whole answer.
 #[derive(Debug)]
-pub(super) enum Broken {
+pub(crate) enum Broken {
     /// It ended (or failed) before the answer did: the call may be made again.
     Cut(String),
     /// The endpoint sent an error, or something that is not a stream of
@@ -31,13 +34,13 @@ struct Answer {
     /// By index: id, name, arguments.
     calls: Vec<(String, String, String)>,
     finish: Option<String>,
-    usage: Option<Json>,
+    usage: Option<Map<String, Json>>,
     done: bool,
 }
 
 /// Reads the stream of `response`, sending each piece of text to `live`;
 /// the whole answer, shaped as a plain (unstreamed) one.
-pub(super) async fn read(mut response: reqwest::Response, live: Live<'_>) -> Result<Json, Broken> {
+pub(crate) async fn read(mut response: reqwest::Response, live: Live<'_>) -> Result<Json, Broken> {
     let mut answer = Answer::default();
     let mut buffer: Vec<u8> = Vec::new();
     loop {
@@ -89,62 +92,55 @@ impl Answer {
         }
         let chunk: Json = serde_json::from_str(data)
             .map_err(|err| Broken::Bad(format!("a stream chunk is not JSON: {err}")))?;
-        if let Some(error) = chunk.get("error") {
+        // Read by field, as an object (never as a list of its fields).
+        let chunk = match chunk.is_object() {
+            true => Chunk::deserialize(&chunk).unwrap_or_default(),
+            false => Chunk::default(),
+        };
+        if let Some(error) = chunk.error {
             return Err(Broken::Bad(format!("the model's stream says: {error}")));
         }
-        if let Some(model) = chunk["model"].as_str() {
-            self.model = Some(model.to_owned());
+        if let Some(model) = chunk.model {
+            self.model = Some(model);
         }
-        if chunk["usage"].is_object() {
-            self.usage = Some(chunk["usage"].clone());
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
         }
-        let choice = &chunk["choices"][0];
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            self.finish = Some(reason.to_owned());
+        let Some(choice) = chunk.choices.into_iter().next() else {
+            return Ok(());
+        };
+        if let Some(reason) = choice.finish_reason {
+            self.finish = Some(reason);
         }
-        let delta = &choice["delta"];
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+        let delta = choice.delta;
+        if let Some(text) = delta.content.as_deref().filter(|t| !t.is_empty()) {
             let offset = self.content.len() as u64;
             self.content.push_str(text);
             live.progress.delta(live.step, offset, text).await;
         }
-        for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            let index = usize::try_from(call["index"].as_u64().unwrap_or(0)).unwrap_or(0);
+        for call in delta.tool_calls {
+            let index = usize::try_from(call.index.unwrap_or(0)).unwrap_or(0);
             if self.calls.len() <= index {
                 self.calls.resize(index + 1, Default::default());
             }
             let (id, name, arguments) = &mut self.calls[index];
-            if let Some(given) = call["id"].as_str() {
-                given.clone_into(id);
+            if let Some(given) = call.id {
+                *id = given;
             }
-            name.push_str(call["function"]["name"].as_str().unwrap_or_default());
-            arguments.push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+            name.push_str(call.function.name.as_deref().unwrap_or_default());
+            arguments.push_str(call.function.arguments.as_deref().unwrap_or_default());
         }
         Ok(())
     }
 
     fn whole(self) -> Json {
-        let mut message = json!({"role": "assistant", "content": self.content});
-        if !self.calls.is_empty() {
-            let calls: Vec<Json> = self
-                .calls
-                .into_iter()
-                .map(|(id, name, arguments)| {
-                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
-                })
-                .collect();
-            message["tool_calls"] = Json::Array(calls);
-        }
-        let mut answer = json!({
-            "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": self.finish}],
-        });
-        if let Some(model) = self.model {
-            answer["model"] = json!(model);
-        }
-        if let Some(usage) = self.usage {
-            answer["usage"] = usage;
-        }
-        answer
+        let calls = self
+            .calls
+            .into_iter()
+            .map(|(id, name, arguments)| WholeCall::new(id, name, arguments))
+            .collect();
+        Whole::new(self.content, calls, self.finish)
+            .with(self.model, self.usage)
+            .json()
     }
 }

@@ -1,4 +1,5 @@
-//! A bounded history (`[llm.history]`): before the agent's first model
+//! Compaction, above the answer and below the runner: a bounded history
+//! (`[llm.history]`): before the agent's first model
 //! call of a hop, a conversation past the bound gives way to its newest
 //! whole exchanges, and one message that stands for the older ones, their
 //! summary or nothing. The compaction goes into the hop's context update,
@@ -10,24 +11,39 @@
 //! so a conversation is compacted about once per half a bound, not at
 //! every turn.
 
+//!
+//! - [`Compactions`]: compacts a hop's conversation, and counts it;
+//! - [`Compacting`]: what compacting came to;
+//! - `cut`, `through`, `transcript`: where a conversation is cut, what the
+//!   cut stands for, and the older messages as the summariser reads them.
+
 use baton_proto::{Compaction, Message, Role};
 use baton_worker::{AgentError, Compacted, Task};
-use serde_json::{Value as Json, json};
+use opentelemetry::metrics::Counter;
 
-use super::LlmRunner;
-use super::answer::Asking;
-use super::budget::Overrun;
-use crate::spec::HistorySpec;
+use super::answer::budget::Overrun;
+use super::answer::{Answers, Asking, Reply};
+use super::types::prompt::summary_request;
+use crate::spec::{HistorySpec, LlmSpec};
 
 /// The journal's step of a hop's summary call (the agent's own calls count
 /// from 1).
 const SUMMARY_STEP: u32 = 0;
 
-/// What the summarising model is told.
-const SUMMARIZE: &str = "Summarise the conversation below for the agent that continues it. Keep every name, number, decision, promise and open question; leave out greetings and repetition. Answer with the summary alone.";
+/// Compacts conversations past the spec's bound, counting them by kind
+/// (`baton.conversation.compactions`).
+#[derive(Debug, Clone)]
+pub(crate) struct Compactions(Counter<u64>);
 
-/// How a summary is shown to the agent's model.
-pub(super) const SUMMARY_HEADING: &str = "Summary of the conversation before the messages below:";
+/// What compacting a hop's conversation came to.
+pub(crate) enum Compacting {
+    /// The conversation is within its bound (or the spec sets none).
+    Needless,
+    /// The older messages give way to this one.
+    Compacted(Box<Compacted>),
+    /// A summary would pass this budget: nothing was asked.
+    Overrun(Overrun),
+}
 
 /// About how many tokens `message` holds: four characters a token.
 fn tokens(message: &Message) -> u64 {
@@ -41,7 +57,7 @@ fn tokens(message: &Message) -> u64 {
 /// Where `messages` are cut under `bound`: the first message kept, or
 /// `None` when they are within it or nothing older than the newest
 /// exchange could go.
-pub(super) fn cut(messages: &[Message], bound: &HistorySpec) -> Option<usize> {
+fn cut(messages: &[Message], bound: &HistorySpec) -> Option<usize> {
     let count = messages.len();
     let size: u64 = messages.iter().map(tokens).sum();
     let over_count = bound.max_messages.is_some_and(|most| count > most as usize);
@@ -106,39 +122,47 @@ fn transcript(messages: &[Message]) -> String {
     lines.join("\n\n")
 }
 
-impl LlmRunner {
+impl Compactions {
+    pub(crate) fn new() -> Self {
+        Self(
+            baton_worker::meter()
+                .u64_counter("baton.conversation.compactions")
+                .with_description("Conversations whose older exchanges gave way to one message under [llm.history], by kind (summarized, dropped)")
+                .build(),
+        )
+    }
+
     /// The compaction `task`'s conversation needs before the agent's model
-    /// reads it, when its spec bounds the history: `Err` holds the budget
-    /// a summary would pass.
+    /// reads it, when `settings` bound the history; a summary is asked of
+    /// `answers`.
     ///
     /// # Errors
     ///
     /// As a model call's.
-    pub(super) async fn compaction(
+    pub(crate) async fn compact(
         &self,
+        answers: &Answers,
+        settings: &LlmSpec,
         task: &Task,
-    ) -> Result<Result<Option<Compacted>, Overrun>, AgentError> {
-        let Some(bound) = &self.settings.history else {
-            return Ok(Ok(None));
+    ) -> Result<Compacting, AgentError> {
+        let Some(bound) = &settings.history else {
+            return Ok(Compacting::Needless);
         };
         let messages = &task.envelope.context.messages;
         let Some(cut) = cut(messages, bound) else {
-            return Ok(Ok(None));
+            return Ok(Compacting::Needless);
         };
         let older = &messages[..cut];
-        let model = bound.summarizer(&self.settings.model);
+        let model = bound.summarizer(&settings.model);
         let summary = match model {
             Some(model) => {
-                let asked = [
-                    json!({"role": "system", "content": SUMMARIZE}),
-                    json!({"role": "user", "content": transcript(older)}),
-                ];
-                let answered = self
+                let asked = summary_request(transcript(older));
+                let answered = answers
                     .answer(task, (SUMMARY_STEP, Asking::Summary(model)), &asked)
                     .await?;
                 let summary = match answered {
-                    Ok(answered) => text_of(&answered.answer),
-                    Err(overrun) => return Ok(Err(overrun)),
+                    Reply::Answered(answered) => answered.response.text().to_owned(),
+                    Reply::Overrun(overrun) => return Ok(Compacting::Overrun(overrun)),
                 };
                 // No text would drop the older messages silently, as if the
                 // spec said `older = "drop"`; the answer is on record, so
@@ -158,30 +182,17 @@ impl LlmRunner {
             model: model.map(str::to_owned),
             extra: baton_proto::Map::new(),
         });
-        self.compactions.add(
-            1,
-            &[opentelemetry::KeyValue::new(
-                "kind",
-                if model.is_some() {
-                    "summarized"
-                } else {
-                    "dropped"
-                },
-            )],
-        );
-        Ok(Ok(Some(Compacted {
+        let kind = if model.is_some() {
+            "summarized"
+        } else {
+            "dropped"
+        };
+        self.0.add(1, &[opentelemetry::KeyValue::new("kind", kind)]);
+        Ok(Compacting::Compacted(Box::new(Compacted {
             replaces: cut,
             message,
         })))
     }
-}
-
-/// The text of a model's answer.
-fn text_of(answer: &Json) -> String {
-    answer["choices"][0]["message"]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[cfg(test)]

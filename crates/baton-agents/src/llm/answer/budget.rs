@@ -3,29 +3,27 @@
 //! `[llm.price]`), and the check before each call that would pass the
 //! session's token or cost budget, or the agent's own cap per hop.
 
+use crate::limits::{tokens_in, with_answer};
+use crate::llm::types::response::ChatResponse;
+use crate::spec::{LlmSpec, PriceSpec};
 use baton_proto::{Reason, Usage, Value, amount};
 use baton_worker::{ContextUpdate, Outcome, Task};
-use serde_json::Value as Json;
-
-use crate::limits::{tokens_in, with_answer};
-use crate::spec::{LlmSpec, PriceSpec};
 
 /// What `answer` spent: the usage it reports, or, when it reports none, an
 /// estimate (four characters a token; its prompt was about `prompt` tokens)
 /// marked as one; priced by `price`.
-pub(super) fn usage_of(answer: &Json, prompt: u64, price: Option<&PriceSpec>) -> Usage {
-    let usage = &answer["usage"];
-    let (input_tokens, output_tokens, estimated) = match (
-        usage["prompt_tokens"].as_u64(),
-        usage["completion_tokens"].as_u64(),
-    ) {
-        (Some(input), Some(output)) => (input, output, false),
-        _ => (
-            prompt,
-            tokens_in(std::slice::from_ref(&answer["choices"][0]["message"])),
-            true,
-        ),
-    };
+pub(super) fn usage_of(answer: &ChatResponse, prompt: u64, price: Option<&PriceSpec>) -> Usage {
+    let usage = answer.usage;
+    let (input_tokens, output_tokens, estimated) =
+        match (usage.prompt_tokens, usage.completion_tokens) {
+            (Some(input), Some(output)) => (input, output, false),
+            // The message as it came, `null` when there is none.
+            _ => (
+                prompt,
+                tokens_in(std::slice::from_ref(&answer.message().raw)),
+                true,
+            ),
+        };
     Usage {
         input_tokens,
         output_tokens,
@@ -44,7 +42,7 @@ fn spent(task: &Task) -> Usage {
 
 /// A budget the next call would pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Overrun {
+pub(crate) struct Overrun {
     /// The session's budget (`false`: the agent's cap per hop).
     session: bool,
     /// Counted in cost (millionths), not tokens.
@@ -116,7 +114,7 @@ pub(super) fn over(task: &Task, prompt: u64, settings: &LlmSpec) -> Option<Overr
 /// The outcome of a hop whose next model call would pass a budget
 /// (`overrun`): the fallback, with reason `budget_exceeded`, the spending and
 /// the limit in the context (`variables.budget_exceeded`, and `problem`).
-pub(super) fn out_of_budget(overrun: Overrun, update: ContextUpdate) -> Outcome {
+pub(crate) fn out_of_budget(overrun: Overrun, update: ContextUpdate) -> Outcome {
     let (unit, scope) = (
         if overrun.cost { "cost" } else { "tokens" },
         if overrun.session { "session" } else { "hop" },
@@ -171,13 +169,13 @@ mod tests {
             "choices": [{"message": {"content": "ok"}}],
             "usage": {"prompt_tokens": 7, "completion_tokens": 3},
         });
-        let usage = usage_of(&reported, tokens_in(&messages), None);
+        let usage = usage_of(&ChatResponse::of(&reported), tokens_in(&messages), None);
         assert_eq!(
             (usage.input_tokens, usage.output_tokens, usage.estimated),
             (7, 3, false)
         );
         let silent = json!({"choices": [{"message": {"content": "y".repeat(40)}}]});
-        let usage = usage_of(&silent, tokens_in(&messages), None);
+        let usage = usage_of(&ChatResponse::of(&silent), tokens_in(&messages), None);
         assert!(usage.estimated, "marked as an estimate");
         assert!((100..=120).contains(&usage.input_tokens), "{usage:?}");
         assert!((10..=20).contains(&usage.output_tokens), "{usage:?}");

@@ -6,23 +6,34 @@
 use baton_worker::{AgentError, Task};
 use serde_json::Value as Json;
 
-use super::LlmRunner;
+use super::Answers;
 use crate::journal::Recalled;
+use crate::llm::types::response::ChatResponse;
 use crate::spec::LlmSpec;
 
-/// A model answer, and where a replay took it from (`<envelope>.<step>` of
-/// the replayed session), if it did.
-pub(super) struct Answered {
-    pub(super) answer: Json,
-    pub(super) source: Option<String>,
+/// A model answer as it came (what the hop journal keeps), read, and where
+/// a replay took it from (`<envelope>.<step>` of the replayed session), if
+/// it did.
+pub(crate) struct Answered {
+    pub(crate) answer: Json,
+    pub(crate) response: ChatResponse,
+    pub(crate) source: Option<String>,
+}
+
+impl Answered {
+    /// `answer`, read, from `source`.
+    pub(crate) fn new(answer: Json, source: Option<String>) -> Self {
+        Self {
+            response: ChatResponse::of(&answer),
+            answer,
+            source,
+        }
+    }
 }
 
 impl From<Recalled> for Answered {
     fn from(recalled: Recalled) -> Self {
-        Self {
-            answer: recalled.answer,
-            source: recalled.source,
-        }
+        Self::new(recalled.answer, recalled.source)
     }
 }
 
@@ -44,16 +55,14 @@ pub(super) fn asked(body: &[u8]) -> String {
 
 /// Shows a reused answer to a session that follows its answers live: its
 /// text as one piece.
-pub(super) async fn show(task: &Task, step: u32, answer: &Json) {
-    let text = answer["choices"][0]["message"]["content"]
-        .as_str()
-        .unwrap_or_default();
+pub(super) async fn show(task: &Task, step: u32, answered: &Answered) {
+    let text = answered.response.text();
     if !text.is_empty() {
         task.progress.delta(step, 0, text).await;
     }
 }
 
-impl LlmRunner {
+impl Answers {
     /// The answer the replayed session got to `asked` (what is asked, when
     /// it matters), when `task` is a replay and that session recorded one
     /// in time.
