@@ -402,6 +402,7 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         ("baton full, unfolded", "3.00"),
         ("baton full, confirmed ack", "2.00"),
         ("baton lean", "1.33"),
+        ("baton full, versioned", "2.00"),
     ]
     .map(|(side, writes)| (side.to_owned(), writes.to_owned()));
     assert_eq!(writes, expected, "{stdout}");
@@ -423,6 +424,7 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         "plain / confirmed",
         "lean / raw",
         "lean / full",
+        "versioned / full",
     ];
     assert_eq!(names, expected, "{stdout}");
     assert!(
@@ -451,6 +453,7 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         "baton full, unfolded",
         "baton full, confirmed ack",
         "baton lean",
+        "baton full, versioned",
     ];
     assert_eq!(cpu_rows, sides, "{stdout}");
     assert!(cpu.contains("full / same writes cpu -"), "{stdout}");

@@ -193,11 +193,18 @@ async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::R
     let mut system = System::start().await?;
     system.registry("r1").await?;
     system.router(&[]).await?;
-    system.agent("v1", "helper", "help", 1, &["--version", "1"]).await?;
-    system.agent("v2", "helper", "help", 1, &["--version", "2"]).await?;
+    system
+        .agent("v1", "helper", "help", 1, &["--version", "1"])
+        .await?;
+    system
+        .agent("v2", "helper", "help", 1, &["--version", "2"])
+        .await?;
     system
         .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            answer.candidates.iter().any(|c| c.agent == "helper" && c.versions.len() == 2)
+            answer
+                .candidates
+                .iter()
+                .any(|c| c.agent == "helper" && c.versions.len() == 2)
         })
         .await?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
@@ -211,7 +218,15 @@ async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::R
         .collect();
     assert!(first.contains(&"1".to_owned()) && first.contains(&"2".to_owned()));
     for id in &ids {
-        system.baton_stdout(&["send", "--conversation", id, "--to", "helper", "--wait", "hi"])?;
+        system.baton_stdout(&[
+            "send",
+            "--conversation",
+            id,
+            "--to",
+            "helper",
+            "--wait",
+            "hi",
+        ])?;
     }
     // Now every new conversation goes to 2; these stay where they started.
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "100"])?;
@@ -220,20 +235,43 @@ async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::R
         system.baton_stdout(&["send", "--conversation", id, "--wait", "again"])?;
     }
     for (id, expected) in ids.iter().zip(&first) {
-        let shown: serde_json::Value =
-            serde_json::from_str(&system.baton_stdout(&["conversations", "show", id, "--json"])?)?;
+        let shown: serde_json::Value = serde_json::from_str(&system.baton_stdout(&[
+            "conversations",
+            "show",
+            id,
+            "--json",
+        ])?)?;
         assert_eq!(shown["versions"]["helper"], expected.as_str(), "{shown}");
-        let turns = shown["turns_listed"].as_array().cloned().unwrap_or_default();
+        let turns = shown["turns_listed"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(turns.len(), 2, "{shown}");
         for turn in &turns {
             let session = turn["session"].as_str().unwrap_or_default();
-            assert_eq!(&answered_by(&system, session).await?, expected, "{id}: {turn}");
+            assert_eq!(
+                &answered_by(&system, session).await?,
+                expected,
+                "{id}: {turn}"
+            );
         }
     }
     // A new conversation starts on the current version.
-    system.baton_stdout(&["send", "--conversation", "fresh", "--to", "helper", "--wait", "hi"])?;
-    let shown: serde_json::Value =
-        serde_json::from_str(&system.baton_stdout(&["conversations", "show", "fresh", "--json"])?)?;
+    system.baton_stdout(&[
+        "send",
+        "--conversation",
+        "fresh",
+        "--to",
+        "helper",
+        "--wait",
+        "hi",
+    ])?;
+    let shown: serde_json::Value = serde_json::from_str(&system.baton_stdout(&[
+        "conversations",
+        "show",
+        "fresh",
+        "--json",
+    ])?)?;
     assert_eq!(shown["versions"]["helper"], "2", "{shown}");
     Ok(())
 }

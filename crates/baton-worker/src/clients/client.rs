@@ -242,7 +242,7 @@ impl Client {
         let rollouts = self
             .rollouts
             .get_or_init(|| {
-                Rollouts::follow(&self.jetstream, &self.subjects, self.streams.replicas)
+                Rollouts::follow(&self.publisher, &self.subjects, self.streams.replicas)
             })
             .await;
         if !envelope.versions.contains_key(agent.as_str()) && rollouts.get(agent.as_str()).is_some()

@@ -207,7 +207,7 @@ impl Router {
         let sessions = sessions(connection.clone(), &config, stop.clone()).await?;
         let keeper = keeper(connection, &config, stop.clone()).await?;
         let replicas = config.streams.replicas;
-        let rollouts = Rollouts::follow(&jetstream, &config.subjects, replicas).await;
+        let rollouts = Rollouts::follow(&publisher, &config.subjects, replicas).await;
         let router = Arc::new(Ingress {
             config,
             registry,
@@ -396,6 +396,8 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         .with(crate::nats::ending::footprint(subjects))
         .publishes([
             format!("{}.agent.*", subjects.prefix()),
+            // A versioned agent type's versions.
+            format!("{}.agent.*.*", subjects.prefix()),
             format!("{}.events.*", subjects.prefix()),
             subjects
                 .dlq(&AgentName::new(ROUTER_NAME).unwrap_or_else(|_| unreachable!("a valid name"))),
@@ -407,5 +409,6 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         .with(crate::state::conversation::footprint(subjects))
         // Its keeper removes conversations idle for their time to live.
         .with(crate::state::conversation::deleting_footprint(subjects))
+        .with(crate::state::rollouts::footprint(subjects))
         .noting("the router forwards tasks to any agent type, so it may publish to all of them")
 }

@@ -42,14 +42,24 @@ impl std::fmt::Debug for Rollouts {
 impl Rollouts {
     /// Follows the bucket (created when missing) into memory; returns once
     /// the stored rollouts are read, or after a moment, reading on. When
-    /// the bucket cannot be opened now (this user may not, or the server
-    /// does not answer) it returns at once, knowing no rollout, and keeps
-    /// trying in the background.
-    pub async fn follow(
-        jetstream: &jetstream::Context,
+    /// the bucket cannot be opened now (the server does not answer) it
+    /// returns at once, knowing no rollout, and keeps trying in the
+    /// background. A user whose permissions do not grant the bucket (as
+    /// the server reports them) does not follow it at all.
+    pub(crate) async fn follow(
+        publisher: &crate::nats::publish::Publisher,
         subjects: &Subjects,
         replicas: usize,
     ) -> Self {
+        let bucket = subjects.rollouts_bucket();
+        if !publisher
+            .may_publish(&format!("$JS.API.STREAM.INFO.KV_{bucket}"))
+            .await
+        {
+            tracing::debug!(%bucket, "this user may not read the rollouts: sending as if no agent type were versioned");
+            return Self::default();
+        }
+        let jetstream = publisher.jetstream();
         let known: Arc<RwLock<HashMap<String, Rollout>>> = Arc::default();
         let open = {
             let (jetstream, subjects) = (jetstream.clone(), subjects.clone());
@@ -62,7 +72,6 @@ impl Rollouts {
             let known = known.clone();
             move |seen: Seen<'_>| remember(&known, seen)
         };
-        let bucket = subjects.rollouts_bucket();
         let ready_within = match open().await {
             Ok(_) => READY_WITHIN,
             Err(err) => {
@@ -108,6 +117,13 @@ impl Rollouts {
     pub fn is_followed(&self) -> bool {
         self.watch.is_some()
     }
+}
+
+/// What following the rollouts uses: their bucket, read and watched (and
+/// created when missing).
+#[must_use]
+pub(crate) fn footprint(subjects: &Subjects) -> baton_proto::footprint::Footprint {
+    baton_proto::footprint::Footprint::kv_watcher(&subjects.rollouts_bucket())
 }
 
 /// What the watch saw, kept in `known`. A lost watch keeps what it knew:

@@ -95,7 +95,7 @@ impl<A: Agent> Worker<A> {
         });
         let max_payload = self.client.server_info().max_payload;
         let rollouts = Rollouts::follow(
-            &jetstream,
+            &publisher,
             &self.config.subjects,
             self.config.streams.replicas,
         )
@@ -335,6 +335,8 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
         .with(crate::state::followers::watcher_footprint(subjects))
         // A conversation's turn refers to its transcript.
         .with(crate::state::transcript::footprint(subjects))
+        // Which version of a versioned type a session goes to.
+        .with(rollouts::footprint(subjects))
 }
 
 #[cfg(test)]

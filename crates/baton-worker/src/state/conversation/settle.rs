@@ -137,9 +137,11 @@ pub(crate) fn ended(record: &mut Conversation, end: &Event) {
         return;
     };
     // The versions the turn was pinned to: the next turn keeps them.
-    record
-        .versions
-        .extend(end.versions.iter().map(|(agent, version)| (agent.clone(), version.clone())));
+    record.versions.extend(
+        end.versions
+            .iter()
+            .map(|(agent, version)| (agent.clone(), version.clone())),
+    );
     if end.kind == EventType::Completed {
         if end.conversation.as_ref().is_some_and(|turn| turn.hand_back) {
             record.holder = None;

@@ -330,10 +330,15 @@ pub(crate) fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]
         subjects.dlq(agent),
     ]);
     if !to.is_empty() {
-        return outbox.publishes(to.iter().map(|to| subjects.agent(to)));
+        // Each type's subject, and its versions'.
+        let versions = to.iter().map(|to| format!("{}.*", subjects.agent(to)));
+        return outbox.publishes(to.iter().map(|to| subjects.agent(to)).chain(versions));
     }
     outbox
-        .publishes([format!("{}.agent.*", subjects.prefix())])
+        .publishes([
+            format!("{}.agent.*", subjects.prefix()),
+            format!("{}.agent.*.*", subjects.prefix()),
+        ])
         .noting(format!(
             "publish to every agent type ({}.agent.*) is open: give the agent types this worker hands off, \
              delegates, escalates and answers to with --to A,B (its routes, its fallback, the agent types \
