@@ -203,7 +203,7 @@ async fn call(
                 Err(err) => Err(err),
             };
             match result {
-                Ok((session, context, skip)) => sse(id, gateway.stream(session, context, skip)),
+                Ok(begun) => sse(id, gateway.stream(begun.session, begun.context, begun.skip)),
                 Err(err) => reply(id, Err(err)),
             }
         }
@@ -231,7 +231,11 @@ async fn unary(
     match request.method.as_str() {
         methods::SEND_MESSAGE => {
             let send: SendMessageRequest = params(request)?;
-            let (session, context, skip) = gateway.start(target, &send, false, caller).await?;
+            let crate::ops::Begun {
+                session,
+                context,
+                skip,
+            } = gateway.start(target, &send, false, caller).await?;
             let immediately = send
                 .configuration
                 .as_ref()

@@ -69,6 +69,16 @@ fn session_of(id: &str) -> Result<Uuid, JsonRpcError> {
     id.parse().map_err(|_| not_found(id))
 }
 
+/// A message on its way: the session that runs it (the A2A task), the
+/// context (the conversation) it belongs to, and how many of the session's
+/// events came before it (a follower skips them).
+#[derive(Debug)]
+pub(crate) struct Begun {
+    pub(crate) session: Uuid,
+    pub(crate) context: String,
+    pub(crate) skip: usize,
+}
+
 impl Gateway {
     /// The last event of `session`, and how many are stored.
     pub(crate) async fn last(&self, session: Uuid) -> Result<(Option<Event>, usize), JsonRpcError> {
@@ -161,7 +171,7 @@ impl Gateway {
         request: &SendMessageRequest,
         live: bool,
         caller: &Caller,
-    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+    ) -> Result<Begun, JsonRpcError> {
         let (text, variables) = read(&request.message)?;
         if let Some(id) = &request.message.task_id {
             let feedback = request
@@ -193,7 +203,7 @@ impl Gateway {
         text: &str,
         feedback: &serde_json::Value,
         caller: &Caller,
-    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+    ) -> Result<Begun, JsonRpcError> {
         let (session, context) = self.known(id, caller).await?;
         let score = feedback.get("score").and_then(serde_json::Value::as_f64);
         let Some(score) = score else {
@@ -220,7 +230,11 @@ impl Gateway {
             )
         })?;
         let (_, count) = self.last(session).await?;
-        Ok((session, context, count))
+        Ok(Begun {
+            session,
+            context,
+            skip: count,
+        })
     }
 
     /// A message to task `id`, which must wait for input: the answer goes
@@ -232,7 +246,7 @@ impl Gateway {
         text: &str,
         message: &Message,
         caller: &Caller,
-    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+    ) -> Result<Begun, JsonRpcError> {
         let (session, context) = self.known(id, caller).await?;
         if let Some(other) = message
             .context_id
@@ -279,7 +293,11 @@ impl Gateway {
             self.inbox.reply(&id, text, reply, "a2a").await.map(drop)
         };
         answered.map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
-        Ok((session, context, skip))
+        Ok(Begun {
+            session,
+            context,
+            skip,
+        })
     }
 
     /// Follows `session` (skipping its first `skip` events) until it ends or

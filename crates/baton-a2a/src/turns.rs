@@ -27,7 +27,7 @@ impl Gateway {
         variables: Vec<(String, Value)>,
         live: bool,
         caller: &Caller,
-    ) -> Result<(Uuid, String, usize), JsonRpcError> {
+    ) -> Result<crate::ops::Begun, JsonRpcError> {
         let (budget, overlap) = self.asked(request)?;
         // The context is the conversation; a message without one starts a new one.
         let context = request
@@ -67,11 +67,19 @@ impl Gateway {
                 // task of its own is listed, the asking one goes on.
                 self.forget(session).await;
                 tracing::info!(%waiting, %context, "A2A message answered a question");
-                Ok((waiting, context, seen))
+                Ok(crate::ops::Begun {
+                    session: waiting,
+                    context,
+                    skip: seen,
+                })
             }
             Ok(said) => {
                 tracing::info!(%session, %context, agent = ?record.agent, ?said, "A2A message sent");
-                Ok((session, context, 0))
+                Ok(crate::ops::Begun {
+                    session,
+                    context,
+                    skip: 0,
+                })
             }
             Err(err) => {
                 // Refused: no task of it is listed.

@@ -321,7 +321,10 @@ impl Toolbox {
     ) -> Result<Called, String> {
         let server = &self.servers[tool.server];
         let label = server.spec.label();
-        let peer = server.peer().await.map_err(|err| err.to_string())?;
+        let peer = server
+            .peer()
+            .await
+            .map_err(|err| baton_worker::error_chain(&err))?;
         let mut params = CallToolRequestParams::new(tool.remote.clone());
         params.arguments = arguments.as_object().cloned();
         let mut meta = Meta::new();
