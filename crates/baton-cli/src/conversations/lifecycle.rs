@@ -116,6 +116,7 @@ fn summary(record: &Conversation) -> serde_json::Value {
             "session": m.session.to_string(),
             "text": m.text,
         })).collect::<Vec<_>>(),
+        "versions": record.versions,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
     })
@@ -158,6 +159,12 @@ fn show(record: &Conversation, turns: &[baton_proto::ConversationTurn]) {
     }
     println!("  {}", holding(record));
     println!("  turns:   {}", record.turns);
+    if !record.versions.is_empty() {
+        let pinned: Vec<String> = (record.versions.iter())
+            .map(|(agent, version)| format!("{agent}@{version}"))
+            .collect();
+        println!("  pinned:  {}", pinned.join(", "));
+    }
     if let Some(running) = &record.running {
         println!(
             "  running: turn {} as session {}: {}",

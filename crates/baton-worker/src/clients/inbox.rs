@@ -137,7 +137,8 @@ impl Inbox {
 
     /// Notes under their session the questions stored before questions were
     /// noted so (by an earlier release), so that [`Inbox::question`] finds
-    /// them too; the router does it once when it starts. How many it noted.
+    /// them too; a process's conversations do it once, when they first
+    /// look for a question. How many it noted.
     ///
     /// # Errors
     ///

@@ -267,22 +267,6 @@ async fn keeper(
     let client = Client::new(connection, config.subjects.clone())
         .with_streams(config.streams.clone())
         .reading_the_stream();
-    // Questions an earlier release parked are found by their session too.
-    let (nats, subjects) = (client.jetstream().client(), config.subjects.clone());
-    let replicas = config.streams.replicas;
-    tokio::spawn(async move {
-        let noted = match crate::clients::inbox::Inbox::open(nats, subjects, replicas).await {
-            Ok(inbox) => inbox.note_older_questions().await,
-            Err(err) => Err(err),
-        };
-        match noted {
-            Ok(0) => {}
-            Ok(noted) => tracing::info!(noted, "noted older questions by their session"),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot note older questions by their session")
-            }
-        }
-    });
     let conversations =
         crate::clients::conversations::Conversations::open(client, config.streams.replicas)
             .await

@@ -209,9 +209,19 @@ impl Conversations {
             .get_or_try_init(|| async {
                 let nats = self.client.jetstream().client();
                 let subjects = self.client.subjects().clone();
-                Inbox::open(nats, subjects, self.replicas)
+                let inbox = Inbox::open(nats, subjects, self.replicas)
                     .await
-                    .map_err(|err| ConversationError::failed("cannot open the inbox", err))
+                    .map_err(|err| ConversationError::failed("cannot open the inbox", err))?;
+                // Questions an earlier release parked are found by their
+                // session too, once this process has noted them.
+                match inbox.note_older_questions().await {
+                    Ok(0) => {}
+                    Ok(noted) => tracing::info!(noted, "noted older questions by their session"),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot note older questions by their session")
+                    }
+                }
+                Ok(inbox)
             })
             .await
     }
