@@ -80,6 +80,13 @@ pub async fn run(
         Ok((streams, missing, consumers)) => (streams, missing, consumers, None),
         Err(err) => (Vec::new(), Vec::new(), Vec::new(), Some(err.to_string())),
     };
+    let rollouts = match gather::rollouts(&jetstream, &subjects).await {
+        Ok(rollouts) => rollouts,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the rollouts of versions");
+            Vec::new()
+        }
+    };
     let limits = match gather::limits(&jetstream, &subjects).await {
         Ok(limits) => limits,
         Err(err) => {
@@ -111,6 +118,7 @@ pub async fn run(
         claim_threshold: args.claim_threshold,
         stale_after: Duration::from_secs(args.stale_after_secs),
         limits,
+        rollouts,
         now,
     };
     let findings = baton_ops::doctor::check(&facts);

@@ -20,6 +20,7 @@ pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
     findings.extend(fsync(facts));
     findings.extend(rights(facts));
     findings.extend(consumers(facts));
+    findings.extend(super::workers::rollouts(facts));
     findings.extend(limits(facts));
     findings
 }

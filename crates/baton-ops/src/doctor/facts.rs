@@ -20,8 +20,8 @@ pub struct Facts {
     pub tasks_stream: String,
     /// Consumers of the tasks stream.
     pub consumers: Vec<ConsumerFacts>,
-    /// Live instances per agent type, from the registry; `None` when no
-    /// registry answered.
+    /// Live instances per agent type, and per version as `<type>@<version>`,
+    /// from the registry; `None` when no registry answered.
     pub live: Option<BTreeMap<String, u32>>,
     /// The workers' claim-check threshold, when the user gave it.
     pub claim_threshold: Option<usize>,
@@ -32,6 +32,8 @@ pub struct Facts {
     pub refused: Vec<String>,
     /// The shared model rate limits, one per endpoint and model.
     pub limits: Vec<LimitFacts>,
+    /// The versioned agent types' rollouts.
+    pub rollouts: Vec<baton_proto::Rollout>,
     /// Now, in unix seconds.
     pub now: i64,
 }
@@ -101,7 +103,9 @@ pub struct StreamFacts {
 pub struct ConsumerFacts {
     /// The consumer's name.
     pub name: String,
-    /// The agent type it serves (`agent_<type>` consumers).
+    /// The agent type it serves (`agent-<type>` consumers), with the
+    /// version for a version's consumer (`agent-<type>@<version>` serves
+    /// `<type>@<version>`).
     pub agent: Option<String>,
     /// How long a delivery may stay unacknowledged.
     pub ack_wait: Duration,

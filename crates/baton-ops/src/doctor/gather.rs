@@ -161,9 +161,43 @@ pub async fn live_agents(
         answer
             .candidates
             .into_iter()
-            .map(|c| (c.agent, c.instances))
+            .flat_map(|c| {
+                let versions: Vec<(String, u32)> = (c.versions.iter())
+                    .map(|(version, n)| (format!("{}@{version}", c.agent), *n))
+                    .collect();
+                std::iter::once((c.agent, c.instances)).chain(versions)
+            })
             .collect(),
     )
+}
+
+/// Every versioned agent type's rollout (none when the bucket does not
+/// exist).
+///
+/// # Errors
+///
+/// When the bucket exists but cannot be read.
+pub async fn rollouts(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+) -> Result<Vec<baton_proto::Rollout>, Error> {
+    let bucket = subjects.rollouts_bucket();
+    let Ok(store) = jetstream.get_key_value(&bucket).await else {
+        return Ok(Vec::new());
+    };
+    let failed = |err: &dyn std::fmt::Display| Error::Read(format!("cannot read {bucket}: {err}"));
+    let mut keys = store.keys().await.map_err(|err| failed(&err))?;
+    let mut found = Vec::new();
+    while let Some(key) = keys.next().await {
+        let key = key.map_err(|err| failed(&err))?;
+        if let Some((rollout, _)) = baton_worker::state::rollouts::read(&store, &key)
+            .await
+            .map_err(|err| failed(&err))?
+        {
+            found.push(rollout);
+        }
+    }
+    Ok(found)
 }
 
 /// The subjects `footprint` publishes to that the server says the user of
@@ -217,4 +251,5 @@ pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
             subjects.lookup(),
         ])
         .with(Footprint::kv_watcher(&subjects.limits_bucket()))
+        .with(Footprint::kv(&subjects.rollouts_bucket()))
 }

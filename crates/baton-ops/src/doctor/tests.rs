@@ -301,3 +301,69 @@ fn each_shared_rate_limit_is_shown_with_where_it_comes_from() {
         ]
     );
 }
+
+#[test]
+fn a_version_with_pinned_work_and_no_worker_is_an_error_naming_the_version() {
+    let mut facts = healthy();
+    let mut pinned = consumer("triage@1", 1_000);
+    (pinned.waiting, pinned.pending) = (0, 3);
+    let mut drained = consumer("triage@0", 1_000);
+    drained.waiting = 0;
+    facts.consumers.extend([pinned, drained]);
+    facts.live = Some(BTreeMap::from([
+        ("triage".to_owned(), 2),
+        ("triage@2".to_owned(), 2),
+    ]));
+    let found = checks::all(&facts);
+    let pinned = found
+        .iter()
+        .find(|f| f.subject == "agent-triage@1")
+        .expect("a finding");
+    assert_eq!(pinned.level, Level::Error);
+    assert!(pinned.message.contains("3 task(s) wait"), "{pinned:?}");
+    let fix = pinned.fix.as_deref().unwrap_or_default();
+    assert!(fix.contains("baton worker triage --version 1"), "{fix}");
+    let drained = found
+        .iter()
+        .find(|f| f.subject == "agent-triage@0")
+        .expect("a finding");
+    assert_eq!(drained.level, Level::Warn);
+    assert!(
+        drained
+            .fix
+            .as_deref()
+            .unwrap_or_default()
+            .contains("baton versions triage")
+    );
+    // A version whose workers live is fine.
+    let mut live = consumer("triage@2", 1_000);
+    live.waiting = 0;
+    facts.consumers = vec![live];
+    assert_eq!(problems(&facts), []);
+}
+
+#[test]
+fn a_rollout_left_part_way_for_a_day_is_a_warning_and_a_fresh_one_is_not() {
+    let mut facts = healthy();
+    facts.now = 200_000;
+    let mut rollout = baton_proto::Rollout::first("triage", "1", 0);
+    rollout.ramp_to("2", 30, 190_000 * 1000);
+    facts.rollouts = vec![rollout.clone()];
+    assert_eq!(problems(&facts), []);
+    rollout.at = 100;
+    facts.rollouts = vec![rollout];
+    let found = problems(&facts);
+    assert_eq!(found, [("versions", Level::Warn, "triage".to_owned())]);
+    let finding = checks::all(&facts)
+        .into_iter()
+        .find(|f| f.check == "versions")
+        .unwrap();
+    assert!(finding.message.contains("stayed at 30%"), "{finding:?}");
+    assert!(
+        finding
+            .fix
+            .as_deref()
+            .unwrap_or_default()
+            .contains("baton rollout triage --back")
+    );
+}

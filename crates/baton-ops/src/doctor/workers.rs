@@ -29,20 +29,21 @@ pub(super) fn consumers(facts: &Facts) -> Vec<Finding> {
             0 => String::new(),
             n => format!(", and {n} task(s) wait in it"),
         };
-        let (level, fix) = if consumer.pending > 0 {
-            (
+        let (level, fix) = match agent.split_once('@') {
+            Some((agent, version)) if consumer.pending > 0 => (
                 Level::Error,
-                format!("start a worker: `baton worker {agent} …` (or `baton worker --spec …`)"),
-            )
-        } else {
-            (
+                format!(
+                    "work is pinned to version {version} of {agent}: start a worker of it (`version = \"{version}\"` in its spec, or `baton worker {agent} --version {version}`)"
+                ),
+            ),
+            Some((agent, version)) => (
                 Level::Warn,
                 format!(
-                    "start a worker of {agent}, or, if the agent type is retired, remove the consumer: \
-                     `nats consumer rm {} {}`",
+                    "if version {version} of {agent} is done (`baton versions {agent}` shows nothing pinned to it), remove its consumer: `nats consumer rm {} {}`",
                     facts.tasks_stream, consumer.name
                 ),
-            )
+            ),
+            None => consumers_fix(facts, agent, consumer),
         };
         found.push(
             Finding::new(
@@ -72,6 +73,69 @@ pub(super) fn consumers(facts: &Facts) -> Vec<Finding> {
         ));
     }
     found
+}
+
+/// How long a rollout may stay part-way before the doctor says so.
+const PART_WAY: Duration = Duration::from_secs(24 * 3600);
+
+/// Each versioned agent type's rollout: one left part-way for a day (a
+/// ramp nobody finished or ended).
+pub(super) fn rollouts(facts: &Facts) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for rollout in &facts.rollouts {
+        let Some(ramp) = &rollout.ramp else {
+            continue;
+        };
+        let since = i64::try_from(rollout.at / 1000).unwrap_or(i64::MAX);
+        let part_way =
+            Duration::from_secs(u64::try_from(facts.now.saturating_sub(since)).unwrap_or(0));
+        if part_way < PART_WAY {
+            continue;
+        }
+        let agent = &rollout.agent;
+        found.push(
+            Finding::new(
+                "versions",
+                Level::Warn,
+                agent,
+                format!(
+                    "the rollout of {agent} to version {} has stayed at {}% for {} (the rest goes to {})",
+                    ramp.version,
+                    ramp.weight,
+                    human(part_way),
+                    rollout.current
+                ),
+            )
+            .fix(format!(
+                "finish it (`baton rollout {agent} --to {} --weight 100`) or end it (`baton rollout {agent} --back`)",
+                ramp.version
+            )),
+        );
+    }
+    found
+}
+
+/// The fix for unversioned `agent`'s consumer without a live worker.
+fn consumers_fix(
+    facts: &Facts,
+    agent: &str,
+    consumer: &super::facts::ConsumerFacts,
+) -> (Level, String) {
+    if consumer.pending > 0 {
+        (
+            Level::Error,
+            format!("start a worker: `baton worker {agent} …` (or `baton worker --spec …`)"),
+        )
+    } else {
+        (
+            Level::Warn,
+            format!(
+                "start a worker of {agent}, or, if the agent type is retired, remove the consumer: \
+                 `nats consumer rm {} {}`",
+                facts.tasks_stream, consumer.name
+            ),
+        )
+    }
 }
 
 /// A duration as people read it: `45s`, `10m30s`, `3h12m`.
