@@ -7,7 +7,7 @@ use baton_proto::Subjects;
 use clap::{Parser, Subcommand};
 
 use crate::conversations::{chat, lifecycle};
-use crate::deploys::{rollout, versions};
+use crate::deploys::{retire, rollout, versions};
 use crate::learning::{agents, feedback, notebook};
 use crate::nats::NatsArgs;
 use crate::operations::{bench, check, dlq, doctor, inbox, manifests, permissions};
@@ -125,6 +125,11 @@ pub enum Command {
     /// Show each version of an agent type: its state (current, ramping, draining, retired),
     /// weight, live workers, and the messages and inbox items it still holds.
     Versions(versions::VersionsArgs),
+    /// Retire a version of an agent type once nothing is pinned to it: no task waiting or in
+    /// flight, no inbox item, no conversation, no delegation. Exits 1 naming what still holds
+    /// it. --upgrade-conversations moves its idle conversations to the current version at
+    /// their next turn.
+    Retire(retire::RetireArgs),
     /// Benchmark: a chain of no-op agents against a raw JetStream relay, same run.
     Bench(baton_devtools::bench::BenchArgs),
     /// Benchmark the registry: lookups per second and latency with many agents registered.
@@ -158,6 +163,7 @@ impl Command {
                 | Self::Manifests(_)
                 | Self::Rollout(_)
                 | Self::Versions(_)
+                | Self::Retire(_)
         )
     }
 
@@ -189,6 +195,7 @@ impl Command {
             Self::Permissions(args) => permissions::run(nats, &subjects, args),
             Self::Rollout(args) => rollout::run(nats, subjects, args).await,
             Self::Versions(args) => versions::run(nats, subjects, args).await,
+            Self::Retire(args) => retire::run(nats, subjects, args).await,
             Self::Bench(args) => bench::run(nats, args).await,
             Self::BenchRegistry(args) => bench::registry(nats, args).await,
         }

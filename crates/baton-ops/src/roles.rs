@@ -161,4 +161,16 @@ fn operator(subjects: &Subjects) -> Footprint {
         .with(baton_worker::conversation::footprint(subjects))
         .with(baton_worker::conversation::deleting_footprint(subjects))
         .with(crate::doctor::footprint(subjects))
+        .with(deploys(subjects))
+}
+
+/// `baton rollout`, `versions` and `retire`: the rollouts, and where work
+/// pinned to a version waits (the tasks stream's messages, the joins).
+fn deploys(subjects: &Subjects) -> Footprint {
+    let tasks = subjects.tasks_stream();
+    baton_worker::footprints::rollouts(subjects)
+        .with(Footprint::kv(&subjects.joins_bucket()))
+        .publishes([baton_proto::footprint::api(format_args!(
+            "STREAM.MSG.GET.{tasks}"
+        ))])
 }

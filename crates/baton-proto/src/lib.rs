@@ -66,7 +66,7 @@ pub use claim::{
     CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
 };
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
-pub use conversation::{Conversation, Overlap, TurnMessage};
+pub use conversation::{Conversation, Overlap, TurnMessage, VersionMove};
 pub use conversation_ref::{Base, Compaction, History, TurnOf};
 pub use conversation_turn::ConversationTurn;
 pub use delta::{Delta, Shown};

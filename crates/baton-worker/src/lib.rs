@@ -148,5 +148,6 @@ pub mod footprints {
     pub use crate::pipeline::cancel::footprint as cancels;
     pub use crate::services::router::footprint as router;
     pub use crate::state::followers::follower_footprint as live_follower;
+    pub use crate::state::rollouts::footprint as rollouts;
     pub use crate::worker::start::footprint as worker;
 }

@@ -275,3 +275,87 @@ async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::R
     assert_eq!(shown["versions"]["helper"], "2", "{shown}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retire_refuses_while_a_version_holds_work_and_moves_conversations_when_asked()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    system.router(&[]).await?;
+    system
+        .agent("v1", "helper", "help", 1, &["--version", "1"])
+        .await?;
+    system
+        .agent("v2", "helper", "help", 1, &["--version", "2"])
+        .await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            answer
+                .candidates
+                .iter()
+                .any(|c| c.agent == "helper" && c.versions.len() == 2)
+        })
+        .await?;
+    // A conversation on version 1, the current one; then 2 becomes current.
+    system.baton_stdout(&[
+        "send",
+        "--conversation",
+        "kept",
+        "--to",
+        "helper",
+        "--wait",
+        "hi",
+    ])?;
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "100"])?;
+    let refused = |args: &[&str]| -> anyhow::Result<String> {
+        let output = system.baton(args).output()?;
+        assert!(!output.status.success(), "{args:?} succeeded");
+        Ok(String::from_utf8(output.stderr)?)
+    };
+    let current = refused(&["retire", "helper", "2"])?;
+    assert!(
+        current.contains("version 2 is helper's current version"),
+        "{current}"
+    );
+    let held = refused(&["retire", "helper", "1"])?;
+    assert!(
+        held.contains("version 1 of helper still holds 1 conversation"),
+        "{held}"
+    );
+    assert!(held.contains("--upgrade-conversations"), "{held}");
+    // Its idle conversation moves on at its next turn: nothing holds 1.
+    let retired = system.baton_stdout(&["retire", "helper", "1", "--upgrade-conversations"])?;
+    assert!(
+        retired.contains("version 1 of helper is retired"),
+        "{retired}"
+    );
+    let shown: serde_json::Value =
+        serde_json::from_str(&system.baton_stdout(&["versions", "helper", "--json"])?)?;
+    let rows = shown["versions"].as_array().cloned().unwrap_or_default();
+    let one = rows
+        .iter()
+        .find(|r| r["version"] == "1")
+        .expect("version 1");
+    assert_eq!(one["state"], "retired", "{shown}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    system.baton_stdout(&["send", "--conversation", "kept", "--wait", "again"])?;
+    let record: serde_json::Value = serde_json::from_str(&system.baton_stdout(&[
+        "conversations",
+        "show",
+        "kept",
+        "--json",
+    ])?)?;
+    assert_eq!(record["versions"]["helper"], "2", "{record}");
+    assert_eq!(
+        record["moves"],
+        serde_json::json!([{"turn": 2, "agent": "helper", "from": "1", "to": "2"}]),
+        "{record}"
+    );
+    let turns = record["turns_listed"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let second = turns[1]["session"].as_str().unwrap_or_default();
+    assert_eq!(answered_by(&system, second).await?, "2");
+    Ok(())
+}

@@ -117,6 +117,9 @@ fn summary(record: &Conversation) -> serde_json::Value {
             "text": m.text,
         })).collect::<Vec<_>>(),
         "versions": record.versions,
+        "moves": record.moves.iter().map(|m| serde_json::json!({
+            "turn": m.turn, "agent": m.agent, "from": m.from, "to": m.to,
+        })).collect::<Vec<_>>(),
         "created_at": record.created_at,
         "updated_at": record.updated_at,
     })

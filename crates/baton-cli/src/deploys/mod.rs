@@ -2,6 +2,8 @@
 //! back), and what each version holds. What the commands share lives here:
 //! an agent type's versions as they stand ([`Standing`]).
 
+mod holding;
+pub mod retire;
 pub mod rollout;
 pub mod versions;
 
@@ -91,8 +93,16 @@ impl Deploys {
             }
         }
         let workers = self.workers(agent).await;
-        let inbox = self.inbox_by_version(agent).await;
-        Ok(Standing::of(rollout, queues, workers, inbox))
+        let mut standing = Standing::of(rollout, queues, workers);
+        for row in &mut standing.versions {
+            let moving = rollout.upgrading.contains(&row.version);
+            let held =
+                holding::holding(&self.jetstream, &self.subjects, agent, &row.version, moving);
+            let held = held.await?;
+            (row.tasks, row.inbox) = (held.messages, held.inbox);
+            (row.conversations, row.delegations) = (held.conversations, held.delegations);
+        }
+        Ok(standing)
     }
 
     /// The live workers of each version of `agent`, from the registry;
@@ -110,21 +120,6 @@ impl Deploys {
             .into_iter()
             .find(|c| c.agent == agent.as_str());
         Some(found.map(|c| c.versions).unwrap_or_default())
-    }
-
-    /// How many tasks of each version of `agent` wait for a person.
-    async fn inbox_by_version(&self, agent: &AgentName) -> BTreeMap<String, u64> {
-        let mut counted = BTreeMap::new();
-        let client = self.jetstream.client();
-        let Ok(inbox) = baton_worker::Inbox::open(client, self.subjects.clone(), 1).await else {
-            return counted;
-        };
-        for entry in inbox.list().await.unwrap_or_default() {
-            if let Some(version) = entry.envelope.versions.get(agent.as_str()) {
-                *counted.entry(version.clone()).or_default() += 1;
-            }
-        }
-        counted
     }
 }
 
@@ -148,9 +143,18 @@ pub struct VersionRow {
     pub weight: u8,
     /// Live workers, by the registry; `None` when no registry answered.
     pub workers: Option<u32>,
+    /// Messages waiting on its consumer.
     pub pending: u64,
+    /// Messages its workers have and have not acknowledged.
     pub unacked: u64,
+    /// Tasks pinned to it anywhere on the tasks stream (at any agent type).
+    pub tasks: u64,
+    /// Tasks pinned to it in the inbox.
     pub inbox: u64,
+    /// Conversations pinned to it.
+    pub conversations: u64,
+    /// Delegations pinned to it that wait for their children.
+    pub delegations: u64,
 }
 
 /// An agent type's versions as they stand.
@@ -173,7 +177,6 @@ impl Standing {
         rollout: &Rollout,
         mut queues: BTreeMap<String, Queue>,
         workers: Option<BTreeMap<String, u32>>,
-        inbox: BTreeMap<String, u64>,
     ) -> Self {
         let unversioned = queues.remove("").unwrap_or_default();
         let registry = workers.is_some();
@@ -198,7 +201,10 @@ impl Standing {
                         .map(|w| w.get(&version).copied().unwrap_or(0)),
                     pending: queue.pending,
                     unacked: queue.unacked,
-                    inbox: inbox.get(&version).copied().unwrap_or(0),
+                    tasks: 0,
+                    inbox: 0,
+                    conversations: 0,
+                    delegations: 0,
                     version,
                 }
             })
@@ -224,11 +230,23 @@ impl Standing {
                     .map_or_else(|| "?".to_owned(), |n| n.to_string()),
                 row.pending.to_string(),
                 row.unacked.to_string(),
+                row.tasks.to_string(),
                 row.inbox.to_string(),
+                row.conversations.to_string(),
+                row.delegations.to_string(),
             ]
         });
         let header = [
-            "VERSION", "STATE", "WEIGHT", "WORKERS", "PENDING", "UNACKED", "INBOX",
+            "VERSION",
+            "STATE",
+            "WEIGHT",
+            "WORKERS",
+            "PENDING",
+            "UNACKED",
+            "TASKS",
+            "INBOX",
+            "CONVERSATIONS",
+            "DELEGATIONS",
         ];
         crate::learning::registry::print_table(&header, rows);
         if self.unversioned.pending + self.unversioned.unacked > 0 {

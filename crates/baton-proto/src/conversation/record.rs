@@ -126,10 +126,28 @@ pub struct Conversation {
     /// the last turn ended): the next turn goes to the same versions.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub versions: std::collections::BTreeMap<String, String>,
+    /// Extension: the times a turn moved the conversation to another
+    /// version of an agent type (its old version was retired with
+    /// `--upgrade-conversations`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<VersionMove>,
     /// Unix ms.
     pub created_at: u64,
     /// Unix ms.
     pub updated_at: u64,
+}
+
+/// A conversation's move to another version of an agent type, at a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionMove {
+    /// The turn that ran on the new version.
+    pub turn: u32,
+    /// The agent type.
+    pub agent: String,
+    /// The version it left.
+    pub from: String,
+    /// The version it went to.
+    pub to: String,
 }
 
 impl Conversation {
@@ -151,6 +169,7 @@ impl Conversation {
             history: None,
             context: None,
             versions: std::collections::BTreeMap::new(),
+            moves: Vec::new(),
             created_at: now,
             updated_at: now,
         }

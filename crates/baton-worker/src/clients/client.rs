@@ -230,6 +230,32 @@ impl Client {
         Ok(())
     }
 
+    /// Drops `envelope`'s pins to versions whose conversations are being
+    /// moved on (`baton retire --upgrade-conversations`), so the versions
+    /// are chosen again: a conversation's next turn, at a turn boundary.
+    pub(crate) async fn unpin_upgrading(&self, envelope: &mut Envelope) {
+        if envelope.versions.is_empty() {
+            return;
+        }
+        let rollouts = self.rollouts().await;
+        envelope.versions.retain(|agent, version| {
+            let upgrading = rollouts.get(agent).is_some_and(|r| r.upgrading.contains(version));
+            if upgrading {
+                tracing::info!(%agent, %version, session = %envelope.session, "the conversation moves on from a version being retired");
+            }
+            !upgrading
+        });
+    }
+
+    /// The agent types' rollouts, followed from the first use.
+    async fn rollouts(&self) -> &Rollouts {
+        self.rollouts
+            .get_or_init(|| {
+                Rollouts::follow(&self.publisher, &self.subjects, self.streams.replicas)
+            })
+            .await
+    }
+
     /// The subject of `envelope` for `agent`: its agent type's, or, for a
     /// versioned type, the version it is pinned to; a copy of the envelope
     /// pinned there is left in `pinned` when it was not pinned yet.

@@ -122,7 +122,7 @@ impl Rollouts {
 /// What following the rollouts uses: their bucket, read and watched (and
 /// created when missing).
 #[must_use]
-pub(crate) fn footprint(subjects: &Subjects) -> baton_proto::footprint::Footprint {
+pub fn footprint(subjects: &Subjects) -> baton_proto::footprint::Footprint {
     baton_proto::footprint::Footprint::kv_watcher(&subjects.rollouts_bucket())
 }
 

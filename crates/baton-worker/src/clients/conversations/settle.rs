@@ -85,9 +85,12 @@ impl Conversations {
             Some(session) => self.ending(session).await?,
             None => None,
         };
-        let Some(envelope) = self.records.task(record, turn, legacy).await? else {
+        let Some(mut envelope) = self.records.task(record, turn, legacy).await? else {
             return Ok(());
         };
+        // A version being retired with its conversations moved: this turn,
+        // the next, goes to the current version instead.
+        self.client.unpin_upgrading(&mut envelope).await;
         (self.client.submit_direct(&envelope).await)
             .map_err(|err| ConversationError::failed(format!("cannot send turn {turn}"), err))
     }

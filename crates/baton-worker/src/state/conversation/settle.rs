@@ -136,12 +136,19 @@ pub(crate) fn ended(record: &mut Conversation, end: &Event) {
     let Some(running) = record.running.take() else {
         return;
     };
-    // The versions the turn was pinned to: the next turn keeps them.
-    record.versions.extend(
-        end.versions
-            .iter()
-            .map(|(agent, version)| (agent.clone(), version.clone())),
-    );
+    // The versions the turn was pinned to: the next turn keeps them. A pin
+    // that changed is a move (its old version was being retired).
+    for (agent, version) in &end.versions {
+        let old = record.versions.insert(agent.clone(), version.clone());
+        if let Some(from) = old.filter(|old| old != version) {
+            record.moves.push(baton_proto::VersionMove {
+                turn: record.turns,
+                agent: agent.clone(),
+                from,
+                to: version.clone(),
+            });
+        }
+    }
     if end.kind == EventType::Completed {
         if end.conversation.as_ref().is_some_and(|turn| turn.hand_back) {
             record.holder = None;

@@ -1,0 +1,96 @@
+//! `baton retire TYPE VERSION`: marks a version of an agent type retired
+//! once nothing is pinned to it, and says what is when something is. With
+//! `--upgrade-conversations`, its idle conversations move to the current
+//! version at their next turn and no longer hold it.
+
+use std::process::ExitCode;
+
+use baton_proto::{Subjects, now_ms};
+use baton_worker::state::rollouts;
+use clap::Args;
+
+use super::holding::holding;
+use super::{Deploys, agent_type, version};
+use crate::nats::NatsArgs;
+
+#[derive(Debug, Args)]
+pub struct RetireArgs {
+    /// The agent type.
+    pub agent: String,
+
+    /// The version to retire; it may be neither current nor ramping.
+    pub version: String,
+
+    /// Move the version's idle conversations to the current version at their next turn
+    /// (recorded in each conversation); from then on they no longer hold it.
+    #[arg(long)]
+    pub upgrade_conversations: bool,
+}
+
+/// `baton retire`: exits 0 once the version is retired, 1 with what still
+/// holds it.
+pub async fn run(
+    nats: &NatsArgs,
+    subjects: Subjects,
+    args: RetireArgs,
+) -> anyhow::Result<ExitCode> {
+    let agent = agent_type(&args.agent)?;
+    let version = version(&args.version)?;
+    let deploys = Deploys::open(nats, subjects.clone(), 1500).await?;
+    let (mut rollout, mut revision) = deploys.rollout(&agent).await?;
+    let v = version.as_str();
+    match rollout.role(v) {
+        baton_proto::VersionRole::Current => anyhow::bail!(
+            "version {v} is {agent}'s current version: roll another out first (`baton rollout {agent} --to VERSION --weight 100`), then retire {v}"
+        ),
+        baton_proto::VersionRole::Ramping => anyhow::bail!(
+            "version {v} of {agent} is being rolled out: end its ramp first (`baton rollout {agent} --back`)"
+        ),
+        baton_proto::VersionRole::Retired => {
+            println!("version {v} of {agent} is retired already");
+            return Ok(ExitCode::SUCCESS);
+        }
+        baton_proto::VersionRole::Draining => {}
+    }
+    if args.upgrade_conversations && !rollout.upgrading.iter().any(|u| u == v) {
+        loop {
+            rollout.upgrading.push(v.to_owned());
+            rollout.at = now_ms();
+            if rollouts::write(&deploys.store, &rollout, revision).await? {
+                break;
+            }
+            (rollout, revision) = deploys.rollout(&agent).await?;
+        }
+        println!(
+            "{agent}'s conversations on version {v} move to version {} at their next turn",
+            rollout.current
+        );
+    }
+    let moving = rollout.upgrading.iter().any(|u| u == v);
+    let held = holding(&deploys.jetstream, &subjects, &agent, v, moving).await?;
+    if !held.is_empty() {
+        eprintln!(
+            "version {v} of {agent} still holds {}: keep its workers until `baton versions {agent}` shows nothing pinned to it{}",
+            held.said(),
+            if moving || held.conversations == 0 {
+                String::new()
+            } else {
+                ", or move its conversations with --upgrade-conversations".to_owned()
+            }
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    loop {
+        rollout.retired.push(v.to_owned());
+        rollout.at = now_ms();
+        if rollouts::write(&deploys.store, &rollout, revision).await? {
+            break;
+        }
+        (rollout, revision) = deploys.rollout(&agent).await?;
+        if rollout.role(v) == baton_proto::VersionRole::Retired {
+            break;
+        }
+    }
+    println!("version {v} of {agent} is retired: nothing is pinned to it; remove its workers");
+    Ok(ExitCode::SUCCESS)
+}
