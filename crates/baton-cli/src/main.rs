@@ -160,6 +160,13 @@ mod tests {
     use super::report;
 
     #[test]
+    fn every_command_s_arguments_are_well_formed() {
+        // clap's own checks: unique names (a positional `version` beside
+        // the `--version` flag, say), valid defaults and relations.
+        <crate::cli::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
     fn a_report_says_each_cause_once() {
         // A context over a cause.
         let io = std::io::Error::other("connection refused");

@@ -359,3 +359,66 @@ async fn retire_refuses_while_a_version_holds_work_and_moves_conversations_when_
     assert_eq!(answered_by(&system, second).await?, "2");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handoff_to_a_versioned_type_goes_to_the_version_its_session_is_pinned_to()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    system
+        .agent("v1", "helper", "help", 1, &["--version", "1"])
+        .await?;
+    system
+        .agent("v2", "helper", "help", 1, &["--version", "2"])
+        .await?;
+    // An unversioned front that hands every task to helper.
+    system
+        .relay("front", "front", &["--next", "helper"])
+        .await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            answer
+                .candidates
+                .iter()
+                .any(|c| c.agent == "helper" && c.versions.len() == 2)
+        })
+        .await?;
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut half = Rollout::first("helper", "1", 0);
+    half.ramp_to("2", 50, 0);
+    let front = baton_proto::AgentName::new("front")?;
+    let mut sessions = Vec::new();
+    for i in 0..60 {
+        let task = Envelope::task(format!("handed {i}"));
+        system.client.submit_to(&front, &task).await?;
+        sessions.push(task.session);
+    }
+    let mut seen = BTreeMap::new();
+    for session in sessions {
+        let events = system
+            .session_events(session, Duration::from_secs(60))
+            .await?;
+        let last = events.last().expect("events");
+        assert_eq!(last.kind, EventType::Completed, "{session}: {last:?}");
+        // The front names no version; helper's events name the pinned one.
+        let helper: Vec<Option<String>> = events
+            .iter()
+            .filter(|e| e.agent.as_deref() == Some("helper"))
+            .map(|e| e.version.clone())
+            .collect();
+        let expected = half.choose(&session.to_string()).to_owned();
+        assert!(!helper.is_empty(), "{session}");
+        assert!(
+            helper
+                .iter()
+                .all(|v| v.as_deref() == Some(expected.as_str())),
+            "{session}: {helper:?}"
+        );
+        // The end carries the session's pins.
+        assert_eq!(last.versions.get("helper"), Some(&expected), "{last:?}");
+        *seen.entry(expected).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 2, "both versions answered: {seen:?}");
+    Ok(())
+}

@@ -19,7 +19,8 @@ pub struct RetireArgs {
     pub agent: String,
 
     /// The version to retire; it may be neither current nor ramping.
-    pub version: String,
+    #[arg(value_name = "VERSION")]
+    pub label: String,
 
     /// Move the version's idle conversations to the current version at their next turn
     /// (recorded in each conversation); from then on they no longer hold it.
@@ -35,7 +36,7 @@ pub async fn run(
     args: RetireArgs,
 ) -> anyhow::Result<ExitCode> {
     let agent = agent_type(&args.agent)?;
-    let version = version(&args.version)?;
+    let version = version(&args.label)?;
     let deploys = Deploys::open(nats, subjects.clone(), 1500).await?;
     let (mut rollout, mut revision) = deploys.rollout(&agent).await?;
     let v = version.as_str();
