@@ -55,24 +55,8 @@ fn shares(answered: &[(String, String)]) -> BTreeMap<String, usize> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rollout_shares_new_sessions_by_weight_sticks_to_each_id_and_rolls_back()
 -> anyhow::Result<()> {
-    let mut system = System::start().await?;
-    system.registry("r1").await?;
-    system
-        .agent("v1", "helper", "help", 1, &["--version", "1"])
-        .await?;
     // The first version to run is current: a later one waits for a rollout.
-    system
-        .agent("v2", "helper", "help", 1, &["--version", "2"])
-        .await?;
-    system
-        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            answer.candidates.iter().any(|c| {
-                c.agent == "helper"
-                    && c.versions.get("1") == Some(&1)
-                    && c.versions.get("2") == Some(&1)
-            })
-        })
-        .await?;
+    let system = two_versions(false).await?;
     assert_eq!(
         shares(&answered(&system, 20).await?),
         BTreeMap::from([("1".to_owned(), 20)])
@@ -177,22 +161,15 @@ async fn the_rollout_commands_refuse_bad_input_naming_the_fix() -> anyhow::Resul
     Ok(())
 }
 
-/// The version that answered `session`: the one its events name.
-async fn answered_by(system: &System, session: &str) -> anyhow::Result<String> {
-    let events = system
-        .session_events(session.parse()?, Duration::from_secs(30))
-        .await?;
-    let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
-    named.dedup();
-    anyhow::ensure!(named.len() == 1, "{session} was answered by {named:?}");
-    Ok(named.remove(0))
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::Result<()> {
+/// A deployment with a registry (and a router when `router`), and two
+/// versions of `helper`, 1 (the first, so current) and 2, each with a live
+/// worker the registry knows.
+async fn two_versions(router: bool) -> anyhow::Result<System> {
     let mut system = System::start().await?;
     system.registry("r1").await?;
-    system.router(&[]).await?;
+    if router {
+        system.router(&[]).await?;
+    }
     system
         .agent("v1", "helper", "help", 1, &["--version", "1"])
         .await?;
@@ -207,6 +184,23 @@ async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::R
                 .any(|c| c.agent == "helper" && c.versions.len() == 2)
         })
         .await?;
+    Ok(system)
+}
+
+/// The version that answered `session`: the one its events name.
+async fn answered_by(system: &System, session: &str) -> anyhow::Result<String> {
+    let events = system
+        .session_events(session.parse()?, Duration::from_secs(30))
+        .await?;
+    let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
+    named.dedup();
+    anyhow::ensure!(named.len() == 1, "{session} was answered by {named:?}");
+    Ok(named.remove(0))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::Result<()> {
+    let system = two_versions(true).await?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut half = Rollout::first("helper", "1", 0);
@@ -279,23 +273,7 @@ async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::R
 #[tokio::test(flavor = "multi_thread")]
 async fn retire_refuses_while_a_version_holds_work_and_moves_conversations_when_asked()
 -> anyhow::Result<()> {
-    let mut system = System::start().await?;
-    system.registry("r1").await?;
-    system.router(&[]).await?;
-    system
-        .agent("v1", "helper", "help", 1, &["--version", "1"])
-        .await?;
-    system
-        .agent("v2", "helper", "help", 1, &["--version", "2"])
-        .await?;
-    system
-        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            answer
-                .candidates
-                .iter()
-                .any(|c| c.agent == "helper" && c.versions.len() == 2)
-        })
-        .await?;
+    let system = two_versions(true).await?;
     // A conversation on version 1, the current one; then 2 becomes current.
     system.baton_stdout(&[
         "send",
@@ -363,25 +341,10 @@ async fn retire_refuses_while_a_version_holds_work_and_moves_conversations_when_
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handoff_to_a_versioned_type_goes_to_the_version_its_session_is_pinned_to()
 -> anyhow::Result<()> {
-    let mut system = System::start().await?;
-    system.registry("r1").await?;
-    system
-        .agent("v1", "helper", "help", 1, &["--version", "1"])
-        .await?;
-    system
-        .agent("v2", "helper", "help", 1, &["--version", "2"])
-        .await?;
+    let mut system = two_versions(false).await?;
     // An unversioned front that hands every task to helper.
     system
         .relay("front", "front", &["--next", "helper"])
-        .await?;
-    system
-        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            answer
-                .candidates
-                .iter()
-                .any(|c| c.agent == "helper" && c.versions.len() == 2)
-        })
         .await?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
     tokio::time::sleep(Duration::from_millis(500)).await;
