@@ -237,7 +237,11 @@ async fn first_version(
     let agent = config.agent.as_str();
     if let Some((rollout, _)) = rollouts::read(&store, agent).await? {
         let role = rollout.role(version.as_str());
-        tracing::info!(agent, version = %version, role = role.as_str(), current = %rollout.current, "this version's place in the rollout");
+        if role == baton_proto::VersionRole::Retired {
+            tracing::warn!(agent, version = %version, current = %rollout.current, "this version is retired: nothing is sent to it; remove this worker");
+        } else {
+            tracing::info!(agent, version = %version, role = role.as_str(), current = %rollout.current, "this version's place in the rollout");
+        }
         return Ok(());
     }
     let first = baton_proto::Rollout::first(agent, version.as_str(), baton_proto::now_ms());
