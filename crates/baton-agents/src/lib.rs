@@ -204,6 +204,7 @@ impl SpecAgent {
             .with_max_delegation_depth(self.spec.max_delegation_depth)
             .with_join_timeout(self.spec.join_timeout)
             .with_hand_back(self.spec.next_turn == spec::NextTurn::Entry)
+            .with_upgrade_next_turn(self.spec.upgrade == spec::Upgrade::NextTurn)
     }
 
     /// The spec.

@@ -305,6 +305,22 @@ pub struct AgentSpec {
     /// Where a conversation's next turn starts after a turn this agent
     /// takes part in.
     pub next_turn: NextTurn,
+    /// Whether a conversation pinned to this version moves to the current
+    /// version at its next turn once another version is current.
+    pub upgrade: Upgrade,
+}
+
+/// `upgrade`: what becomes of a conversation pinned to this version when
+/// another version becomes current.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Upgrade {
+    /// It stays on this version until it ends (or the version is retired
+    /// with `--upgrade-conversations`).
+    #[default]
+    Pinned,
+    /// It moves to the current version at its next turn, never within one.
+    NextTurn,
 }
 
 /// `next_turn`: where a conversation's next turn starts after a turn the

@@ -385,3 +385,61 @@ async fn a_handoff_to_a_versioned_type_goes_to_the_version_its_session_is_pinned
     assert_eq!(seen.len(), 2, "both versions answered: {seen:?}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_that_says_so_lets_its_conversations_move_at_their_next_turn()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    system.router(&[]).await?;
+    let moving = ["--version", "1", "--upgrade-next-turn"];
+    system.agent("v1", "helper", "help", 1, &moving).await?;
+    system
+        .agent("v2", "helper", "help", 1, &["--version", "2"])
+        .await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            let helper = answer.candidates.iter().find(|c| c.agent == "helper");
+            helper.is_some_and(|c| c.versions.len() == 2)
+        })
+        .await?;
+    let say = |text: &'static str| {
+        let args = [
+            "send",
+            "--conversation",
+            "mover",
+            "--to",
+            "helper",
+            "--wait",
+            text,
+        ];
+        system.baton_stdout(&args).map(drop)
+    };
+    say("hi")?;
+    // While 1 is current, the conversation stays on it.
+    say("still here")?;
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "100"])?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    say("and now")?;
+    let record: serde_json::Value = serde_json::from_str(&system.baton_stdout(&[
+        "conversations",
+        "show",
+        "mover",
+        "--json",
+    ])?)?;
+    let turns = record["turns_listed"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut by = Vec::new();
+    for turn in &turns {
+        by.push(answered_by(&system, turn["session"].as_str().unwrap_or_default()).await?);
+    }
+    assert_eq!(by, ["1", "1", "2"], "{record}");
+    assert_eq!(
+        record["moves"],
+        serde_json::json!([{"turn": 3, "agent": "helper", "from": "1", "to": "2"}]),
+        "{record}"
+    );
+    Ok(())
+}

@@ -67,6 +67,8 @@ pub(super) struct RawSpec {
     after_work: Option<Spanned<RawRoute>>,
     #[serde(default)]
     next_turn: super::NextTurn,
+    #[serde(default)]
+    upgrade: super::Upgrade,
 }
 
 fn one() -> u32 {
@@ -268,6 +270,7 @@ impl Report<'_> {
             join_timeout: raw.join_timeout_ms.map(Duration::from_millis),
             team,
             next_turn: raw.next_turn,
+            upgrade: raw.upgrade,
         })
     }
 

@@ -456,3 +456,16 @@ fn a_spec_names_its_version_or_is_versioned_by_its_bytes() {
     );
     assert!(found[0].contains("cannot hold '.'"), "{}", found[0]);
 }
+
+#[test]
+fn a_spec_says_whether_its_conversations_move_to_a_newer_version() {
+    assert_eq!(parse_str(EXEC).unwrap().upgrade, Upgrade::Pinned);
+    let moving = parse_str(&format!("upgrade = \"next_turn\"\n{EXEC}")).unwrap();
+    assert_eq!(moving.upgrade, Upgrade::NextTurn);
+    let found = problems(&format!("upgrade = \"always\"\n{EXEC}"));
+    assert!(found[0].contains("agents/x.toml:1"), "{found:?}");
+    assert!(
+        found[0].contains("pinned") && found[0].contains("next_turn"),
+        "{found:?}"
+    );
+}

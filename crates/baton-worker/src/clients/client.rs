@@ -230,21 +230,25 @@ impl Client {
         Ok(())
     }
 
-    /// Drops `envelope`'s pins to versions whose conversations are being
-    /// moved on (`baton retire --upgrade-conversations`), so the versions
-    /// are chosen again: a conversation's next turn, at a turn boundary.
+    /// Moves `envelope`'s pins to versions whose conversations move on
+    /// (`baton retire --upgrade-conversations`, or a spec's `upgrade =
+    /// "next_turn"`) to the current version, unless they are current: a
+    /// conversation's next turn, at a turn boundary.
     pub(crate) async fn unpin_upgrading(&self, envelope: &mut Envelope) {
         if envelope.versions.is_empty() {
             return;
         }
         let rollouts = self.rollouts().await;
-        envelope.versions.retain(|agent, version| {
-            let upgrading = rollouts.get(agent).is_some_and(|r| r.upgrading.contains(version));
-            if upgrading {
-                tracing::info!(%agent, %version, session = %envelope.session, "the conversation moves on from a version being retired");
+        let session = envelope.session;
+        for (agent, version) in &mut envelope.versions {
+            let Some(rollout) = rollouts.get(agent) else {
+                continue;
+            };
+            if rollout.upgrading.contains(version) && rollout.current != *version {
+                tracing::info!(%agent, from = %version, to = %rollout.current, %session, "the conversation moves on to the current version");
+                version.clone_from(&rollout.current);
             }
-            !upgrading
-        });
+        }
     }
 
     /// The agent types' rollouts, followed from the first use.

@@ -25,6 +25,10 @@ pub struct WorkerConfig {
     /// label (a spec file's hash) is shown, and the worker takes the agent
     /// type's unversioned work as ever.
     pub versioned: bool,
+    /// Whether the conversations pinned to this version move to the
+    /// current version at their next turn once another version is current
+    /// (a spec's `upgrade = "next_turn"`).
+    pub upgrade_next_turn: bool,
     /// Subject and stream names.
     pub subjects: Subjects,
     /// Where escalations, loops and exhausted tasks go; `None` fails them instead.
@@ -146,6 +150,7 @@ impl WorkerConfig {
             instance: new_instance_id(),
             version: None,
             versioned: false,
+            upgrade_next_turn: false,
             subjects: Subjects::default(),
             fallback: None,
             ack_wait: Duration::from_secs(30),
@@ -320,6 +325,14 @@ impl WorkerConfig {
     pub fn with_version(mut self, version: Version) -> Self {
         self.version = Some(version);
         self.versioned = true;
+        self
+    }
+
+    /// Moves the conversations pinned to this version to the current
+    /// version at their next turn, once another version is current.
+    #[must_use]
+    pub fn with_upgrade_next_turn(mut self, upgrade: bool) -> Self {
+        self.upgrade_next_turn = upgrade;
         self
     }
 

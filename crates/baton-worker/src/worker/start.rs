@@ -235,6 +235,9 @@ async fn first_version(
     )
     .await?;
     let agent = config.agent.as_str();
+    if config.upgrade_next_turn {
+        upgrade_next_turn(&store, config, version).await?;
+    }
     if let Some((rollout, _)) = rollouts::read(&store, agent).await? {
         let role = rollout.role(version.as_str());
         if role == baton_proto::VersionRole::Retired {
@@ -249,6 +252,34 @@ async fn first_version(
         tracing::info!(agent, version = %version, "the first version of this agent type: it is current");
     }
     Ok(())
+}
+
+/// Notes in the rollout that the conversations pinned to `version` move
+/// to the current version at their next turn (its spec says
+/// `upgrade = "next_turn"`). A type without a rollout gets one first.
+async fn upgrade_next_turn(
+    store: &async_nats::jetstream::kv::Store,
+    config: &WorkerConfig,
+    version: &Version,
+) -> Result<(), Error> {
+    let agent = config.agent.as_str();
+    loop {
+        let (mut rollout, revision) = match rollouts::read(store, agent).await? {
+            Some(found) => found,
+            None => {
+                let first =
+                    baton_proto::Rollout::first(agent, version.as_str(), baton_proto::now_ms());
+                (first, 0)
+            }
+        };
+        if rollout.upgrading.iter().any(|v| v == version.as_str()) {
+            return Ok(());
+        }
+        rollout.upgrading.push(version.to_string());
+        if rollouts::write(store, &rollout, revision).await? {
+            return Ok(());
+        }
+    }
 }
 
 /// What runs beside the loop: the watches of cancels and of followers, and

@@ -123,6 +123,12 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "VERSION", conflicts_with = "spec")]
     pub version: Option<String>,
 
+    /// With --version: once another version is current, the conversations pinned to this one
+    /// move to it at their next turn (a spec says `upgrade = "next_turn"`). Without it they stay
+    /// until they end or the version is retired with --upgrade-conversations.
+    #[arg(long, requires = "version", conflicts_with = "spec")]
+    pub upgrade_next_turn: bool,
+
     /// How deep delegations may nest below the session's root (a direct child is at depth 1).
     #[arg(long, default_value_t = 4, conflicts_with = "spec")]
     pub max_delegation_depth: u32,
@@ -273,7 +279,9 @@ fn deployment(
     if let Some(version) = &args.version {
         let version = baton_proto::Version::new(version.as_str())
             .map_err(|err| anyhow::anyhow!("invalid --version: {err}"))?;
-        config = config.with_version(version);
+        config = config
+            .with_version(version)
+            .with_upgrade_next_turn(args.upgrade_next_turn);
     }
     Ok(config)
 }
