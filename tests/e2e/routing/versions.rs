@@ -443,3 +443,79 @@ async fn a_version_that_says_so_lets_its_conversations_move_at_their_next_turn()
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_worker_s_sessions_finish_on_its_version_once_each() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    let slow = [
+        "--work-ms",
+        "300",
+        "--ack-wait-secs",
+        "2",
+        "--concurrency",
+        "8",
+    ];
+    for label in ["v1a", "v1b"] {
+        let mut flags = vec!["--version", "1"];
+        flags.extend_from_slice(&slow);
+        system.agent(label, "helper", "help", 1, &flags).await?;
+    }
+    let mut flags = vec!["--version", "2"];
+    flags.extend_from_slice(&slow);
+    system.agent("v2", "helper", "help", 1, &flags).await?;
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            let helper = answer.candidates.iter().find(|c| c.agent == "helper");
+            helper.is_some_and(|c| c.versions.get("1") == Some(&2) && c.versions.len() == 2)
+        })
+        .await?;
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let helper = baton_proto::AgentName::new("helper")?;
+    let mut sessions = Vec::new();
+    for i in 0..40 {
+        let task = Envelope::task(format!("slow {i}"));
+        system.client.submit_to(&helper, &task).await?;
+        sessions.push(task.session);
+    }
+    // One of version 1's two workers dies with tasks in hand.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    system.process("v1a").kill9();
+    let mut half = Rollout::first("helper", "1", 0);
+    half.ramp_to("2", 50, 0);
+    for session in &sessions {
+        let events = system
+            .session_events(*session, Duration::from_secs(60))
+            .await?;
+        assert_eq!(
+            events.last().map(|e| e.kind.clone()),
+            Some(EventType::Completed),
+            "{session}"
+        );
+    }
+    // Settled: every session ended once, on the version its id chose.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (mut on_one, mut taken_over) = (0, 0);
+    for session in &sessions {
+        let history = system.client.history(*session).await?;
+        let by = |label: &str| history.iter().any(|e| e.instance.as_deref() == Some(label));
+        taken_over += usize::from(by("v1a") && by("v1b"));
+        let ends: Vec<&Event> = history
+            .iter()
+            .filter(|e| e.kind == EventType::Completed)
+            .collect();
+        assert_eq!(ends.len(), 1, "{session}: {history:#?}");
+        let expected = half.choose(&session.to_string());
+        let named: Vec<&str> = history
+            .iter()
+            .filter_map(|e| e.version.as_deref())
+            .collect();
+        assert!(named.iter().all(|v| *v == expected), "{session}: {named:?}");
+        on_one += usize::from(expected == "1");
+    }
+    assert!(on_one > 0, "some sessions were version 1's");
+    // The killed worker held some: the other worker of its version took them.
+    assert!(taken_over > 0, "no session moved from the killed worker");
+    Ok(())
+}
