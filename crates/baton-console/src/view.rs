@@ -286,7 +286,10 @@ fn timeline(events: &[Event], start: u64) -> Markup {
                     tr class=(format!("ev {}", event.kind.as_str())) {
                         td.num title=(clock(event.at)) { (event.at.saturating_sub(start)) }
                         td { (event.kind.as_str()) @if let Some(n) = event.attempt.filter(|n| *n > 1) { " #" (n) } }
-                        td { (event.agent.as_deref().unwrap_or("")) }
+                        td {
+                            (event.agent.as_deref().unwrap_or(""))
+                            @if let Some(version) = &event.version { " " small.version title="version" { "@" (version) } }
+                        }
                         td { (event.instance.as_deref().unwrap_or("")) }
                         td { (event.to.as_deref().unwrap_or("")) }
                         td { (event.reason.as_ref().map_or("", |r| r.as_str())) }
@@ -571,5 +574,20 @@ mod tests {
         assert_eq!(span(999), "999 ms");
         assert_eq!(span(1_500), "1.5 s");
         assert_eq!(span(125_000), "2 min 5 s");
+    }
+
+    #[test]
+    fn the_timeline_names_the_version_that_wrote_an_event() {
+        let mut accepted = Event::new(Uuid::nil(), Uuid::nil(), EventType::Accepted);
+        accepted.agent = Some("helper".to_owned());
+        let plain = timeline(std::slice::from_ref(&accepted), 0).into_string();
+        assert!(!plain.contains("class=\"version\""), "{plain}");
+        accepted.version = Some("2<b>".to_owned());
+        let versioned = timeline(&[accepted], 0).into_string();
+        assert!(
+            versioned
+                .contains("helper <small class=\"version\" title=\"version\">@2&lt;b&gt;</small>"),
+            "{versioned}"
+        );
     }
 }
