@@ -80,20 +80,14 @@ pub async fn run(
         Ok((streams, missing, consumers)) => (streams, missing, consumers, None),
         Err(err) => (Vec::new(), Vec::new(), Vec::new(), Some(err.to_string())),
     };
-    let rollouts = match gather::rollouts(&jetstream, &subjects).await {
-        Ok(rollouts) => rollouts,
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot read the rollouts of versions");
-            Vec::new()
-        }
-    };
-    let limits = match gather::limits(&jetstream, &subjects).await {
-        Ok(limits) => limits,
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot read the shared model rate limits");
-            Vec::new()
-        }
-    };
+    let rollouts = or_none(
+        gather::rollouts(&jetstream, &subjects).await,
+        "rollouts of versions",
+    );
+    let limits = or_none(
+        gather::limits(&jetstream, &subjects).await,
+        "shared model rate limits",
+    );
     let live = gather::live_agents(connection.client(), &subjects, timeout).await;
     let operator = Role::of(RoleKind::Operator);
     let inbox = nats
@@ -178,4 +172,13 @@ async fn servers(
         }
     }
     Ok((found.into_values().collect(), unreachable))
+}
+
+/// What `read` found, or none (logged) when `what` cannot be read: the
+/// doctor reports on the rest.
+fn or_none<T>(read: Result<Vec<T>, baton_ops::Error>, what: &str) -> Vec<T> {
+    read.unwrap_or_else(|err| {
+        tracing::warn!(error = %err, "cannot read the {what}");
+        Vec::new()
+    })
 }
