@@ -95,6 +95,7 @@ pub enum Command {
     /// Print the NATS `permissions` block a role needs, to paste into a user of the server
     /// config: a worker of AGENT, the router, a registry replica, a client (send, watch,
     /// cancel, agents, mcp serve) or an operator (dlq, inbox, doctor, console, a2a serve).
+    #[command(disable_version_flag = true)]
     Permissions(permissions::PermissionsArgs),
     /// Check a deployment and print each finding with its fix: server versions and
     /// JetStream, replicas against the cluster size, the duplicate window against

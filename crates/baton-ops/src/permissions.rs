@@ -75,11 +75,30 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_of_a_version_may_pull_from_its_versions_consumer() {
+        let agent = AgentName::new("triage").unwrap();
+        let plain = render(&Role::worker(&agent), &subjects(), None, &Grants::default());
+        assert!(!plain.contains("agent-triage@"), "{plain}");
+        let grants = Grants {
+            version: Some(baton_proto::Version::new("2").unwrap()),
+            ..Grants::default()
+        };
+        let text = render(&Role::worker(&agent), &subjects(), None, &grants);
+        assert!(
+            text.contains("\"$JS.API.CONSUMER.MSG.NEXT.BATON_TASKS.agent-triage@2\""),
+            "{text}"
+        );
+        // Its handoffs may go to any version of the types it names.
+        assert!(text.contains("\"baton.agent.*.*\""), "{text}");
+    }
+
+    #[test]
     fn a_worker_with_to_may_publish_only_there() {
         let agent = AgentName::new("triage").unwrap();
         let grants = Grants {
             to: vec![AgentName::new("billing").unwrap()],
             human: false,
+            version: None,
         };
         let text = render(&Role::worker(&agent), &subjects(), None, &grants);
         assert!(text.contains("\"baton.agent.billing\""), "{text}");

@@ -53,6 +53,8 @@ pub struct Grants {
     /// The inbox bucket: the worker runs a human agent, or an LLM agent
     /// whose tool calls may wait for a person.
     pub human: bool,
+    /// The version the worker runs, when it names one: its consumer.
+    pub version: Option<baton_proto::Version>,
 }
 
 impl Role {
@@ -124,7 +126,15 @@ impl Role {
                     baton_agents::footprints::inbox(subjects, true)
                 } else {
                     Footprint::new()
-                }),
+                })
+                .with(
+                    grants
+                        .version
+                        .as_ref()
+                        .map_or_else(Footprint::new, |version| {
+                            baton_worker::footprints::version_worker(subjects, agent, version)
+                        }),
+                ),
             (RoleKind::Router, _) => {
                 Footprint::jetstream_user(inbox).with(baton_worker::footprints::router(subjects))
             }

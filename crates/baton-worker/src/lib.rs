@@ -150,4 +150,5 @@ pub mod footprints {
     pub use crate::state::followers::follower_footprint as live_follower;
     pub use crate::state::rollouts::footprint as rollouts;
     pub use crate::worker::start::footprint as worker;
+    pub use crate::worker::start::version_footprint as version_worker;
 }

@@ -509,3 +509,41 @@ async fn a_worker_that_may_not_create_the_missing_streams_says_so_at_once() -> a
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_versioned_worker_works_under_its_generated_block() -> anyhow::Result<()> {
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        ("helper", &["worker", "helper", "--version", "1"]),
+        ("client", &["client"]),
+    ];
+    let config = generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    let router = as_user("router");
+    let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
+    args.extend(["router", "--default-agent", "helper", "--no-registry"]);
+    system.spawn("router", &args, "router started").await?;
+    let user = as_user("helper");
+    let mut flags: Vec<&str> = user.iter().map(String::as_str).collect();
+    flags.extend(["--no-registry", "--no-fallback", "--version", "1"]);
+    system.relay("helper", "helper", &flags).await?;
+    // The client may not read the rollouts: it sends through the router,
+    // which pins the session to version 1, whose worker answers.
+    let sent = run_as(&system, "client", &["send", "--wait", "help me"])?;
+    let stdout = String::from_utf8_lossy(&sent.stdout);
+    let stderr = String::from_utf8_lossy(&sent.stderr);
+    assert!(sent.status.success(), "{stdout}{stderr}");
+    // Only version 1's consumer has a worker: had the task gone to the
+    // type's own subject, nobody would have answered.
+    assert!(
+        stdout.contains("path:   helper") && stdout.contains("answer:"),
+        "{stdout}"
+    );
+    let log = system.server.log();
+    let violations: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("Violation"))
+        .collect();
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+    Ok(())
+}

@@ -25,6 +25,11 @@ pub struct PermissionsArgs {
     /// tools (its tool calls wait there for a person: unknown outcomes and approvals).
     #[arg(long)]
     pub human: bool,
+
+    /// The version the worker runs (`version = "..."` in its spec, or `baton worker
+    /// --version`): grant its version's consumer, agent-<AGENT>@<VERSION>.
+    #[arg(long, value_name = "VERSION", requires = "agent")]
+    pub version: Option<String>,
 }
 
 /// Prints the block.
@@ -34,9 +39,14 @@ pub fn run(
     args: PermissionsArgs,
 ) -> anyhow::Result<ExitCode> {
     let role = baton_ops::Role::new(args.role, args.agent)?;
+    let version = (args.version.as_deref())
+        .map(baton_proto::Version::new)
+        .transpose()
+        .map_err(|err| anyhow::anyhow!("invalid --version: {err}"))?;
     let grants = baton_ops::Grants {
         to: args.to,
         human: args.human,
+        version,
     };
     let inbox = nats.inbox_prefix.as_deref();
     print!(

@@ -119,11 +119,15 @@ impl Rollouts {
     }
 }
 
-/// What following the rollouts uses: their bucket, read and watched (and
+/// What the rollouts use: their bucket, read, watched and written (and
 /// created when missing).
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> baton_proto::footprint::Footprint {
-    baton_proto::footprint::Footprint::kv_watcher(&subjects.rollouts_bucket())
+    let bucket = subjects.rollouts_bucket();
+    // Written too: a worker makes its version the first, a spec's
+    // `upgrade = "next_turn"` is noted, operators roll out and retire.
+    baton_proto::footprint::Footprint::kv(&bucket)
+        .with(baton_proto::footprint::Footprint::kv_watcher(&bucket))
 }
 
 /// What the watch saw, kept in `known`. A lost watch keeps what it knew:

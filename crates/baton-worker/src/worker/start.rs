@@ -374,6 +374,13 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
         .with(rollouts::footprint(subjects))
 }
 
+/// What a worker of version `version` of `agent` uses beyond
+/// [`footprint`]: its version's consumer.
+#[must_use]
+pub fn version_footprint(subjects: &Subjects, agent: &AgentName, version: &Version) -> Footprint {
+    crate::pipeline::intake::footprint(subjects, &Subjects::version_consumer(agent, version))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
