@@ -290,6 +290,11 @@ async fn retire_refuses_while_a_version_holds_work_and_moves_conversations_when_
         assert!(!output.status.success(), "{args:?} succeeded");
         Ok(String::from_utf8(output.stderr)?)
     };
+    let unknown = refused(&["retire", "helper", "7"])?;
+    assert!(
+        unknown.contains("version 7 of helper is unknown"),
+        "{unknown}"
+    );
     let current = refused(&["retire", "helper", "2"])?;
     assert!(
         current.contains("version 2 is helper's current version"),

@@ -53,6 +53,17 @@ pub async fn run(
         }
         baton_proto::VersionRole::Draining => {}
     }
+    let consumer = Subjects::version_consumer(&agent, &version);
+    let stream = deploys
+        .jetstream
+        .get_stream_no_info(subjects.tasks_stream())
+        .await?;
+    let known =
+        rollout.previous.as_deref() == Some(v) || stream.consumer_info(&consumer).await.is_ok();
+    anyhow::ensure!(
+        known,
+        "version {v} of {agent} is unknown: no worker of it has run (no consumer {consumer}); `baton versions {agent}` lists its versions"
+    );
     if args.upgrade_conversations && !rollout.upgrading.iter().any(|u| u == v) {
         loop {
             rollout.upgrading.push(v.to_owned());
