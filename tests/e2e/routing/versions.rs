@@ -121,43 +121,64 @@ async fn the_rollout_commands_refuse_bad_input_naming_the_fix() -> anyhow::Resul
         .agent("v1", "helper", "help", 1, &["--version", "1"])
         .await?;
     system.agent("plain", "plain", "help", 1, &[]).await?;
-    system
-        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            answer.candidates.iter().any(|c| c.agent == "helper")
-        })
-        .await?;
-    let refused = |args: &[&str]| -> anyhow::Result<String> {
-        let output = system.baton(args).output()?;
-        assert!(!output.status.success(), "{args:?} succeeded");
-        Ok(String::from_utf8(output.stderr)?)
-    };
-    let no_worker = refused(&["rollout", "helper", "--to", "3", "--weight", "10"])?;
+    until_helper(&system, |_| true).await?;
+    let no_worker = refused(
+        &system,
+        &["rollout", "helper", "--to", "3", "--weight", "10"],
+    )?;
     assert!(
         no_worker.contains("no live worker runs version 3 of helper"),
         "{no_worker}"
     );
     assert!(no_worker.contains("--version 3"), "{no_worker}");
-    let unknown = refused(&["rollout", "helpr", "--to", "1"])?;
+    let unknown = refused(&system, &["rollout", "helpr", "--to", "1"])?;
     assert!(unknown.contains("unknown agent type helpr"), "{unknown}");
-    let unversioned = refused(&["versions", "plain"])?;
+    let unversioned = refused(&system, &["versions", "plain"])?;
     assert!(
         unversioned.contains("agent type plain has no versions yet"),
         "{unversioned}"
     );
-    let weight = refused(&["rollout", "helper", "--to", "1", "--weight", "101"])?;
+    let weight = refused(
+        &system,
+        &["rollout", "helper", "--to", "1", "--weight", "101"],
+    )?;
     assert!(weight.contains("101 is not in 0..=100"), "{weight}");
-    let label = refused(&["rollout", "helper", "--to", "v1.2"])?;
+    let label = refused(&system, &["rollout", "helper", "--to", "v1.2"])?;
     assert!(label.contains("invalid version \"v1.2\""), "{label}");
-    let worker = refused(&["worker", "helper", "--relay", "--version", "a b"])?;
+    let worker = refused(
+        &system,
+        &["worker", "helper", "--relay", "--version", "a b"],
+    )?;
     assert!(
         worker.contains("invalid --version: invalid version \"a b\""),
         "{worker}"
     );
-    let back = refused(&["rollout", "helper", "--back"])?;
+    let back = refused(&system, &["rollout", "helper", "--back"])?;
     assert!(
         back.contains("no earlier version to go back to (current: 1)"),
         "{back}"
     );
+    Ok(())
+}
+
+/// `baton <args>`, which must fail: its stderr.
+fn refused(system: &System, args: &[&str]) -> anyhow::Result<String> {
+    let output = system.baton(args).output()?;
+    assert!(!output.status.success(), "{args:?} succeeded");
+    Ok(String::from_utf8(output.stderr)?)
+}
+
+/// Waits until the registry knows `helper` and `check` holds for it.
+async fn until_helper(
+    system: &System,
+    check: impl Fn(&baton_proto::Candidate) -> bool,
+) -> anyhow::Result<()> {
+    let ten = Duration::from_secs(10);
+    system
+        .lookup_until(&wants(&[]), ten, |answer| {
+            (answer.candidates.iter()).any(|c| c.agent == "helper" && check(c))
+        })
+        .await?;
     Ok(())
 }
 
@@ -176,14 +197,7 @@ async fn two_versions(router: bool) -> anyhow::Result<System> {
     system
         .agent("v2", "helper", "help", 1, &["--version", "2"])
         .await?;
-    system
-        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            answer
-                .candidates
-                .iter()
-                .any(|c| c.agent == "helper" && c.versions.len() == 2)
-        })
-        .await?;
+    until_helper(&system, |c| c.versions.len() == 2).await?;
     Ok(system)
 }
 
@@ -285,22 +299,17 @@ async fn retire_refuses_while_a_version_holds_work_and_moves_conversations_when_
         "hi",
     ])?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "100"])?;
-    let refused = |args: &[&str]| -> anyhow::Result<String> {
-        let output = system.baton(args).output()?;
-        assert!(!output.status.success(), "{args:?} succeeded");
-        Ok(String::from_utf8(output.stderr)?)
-    };
-    let unknown = refused(&["retire", "helper", "7"])?;
+    let unknown = refused(&system, &["retire", "helper", "7"])?;
     assert!(
         unknown.contains("version 7 of helper is unknown"),
         "{unknown}"
     );
-    let current = refused(&["retire", "helper", "2"])?;
+    let current = refused(&system, &["retire", "helper", "2"])?;
     assert!(
         current.contains("version 2 is helper's current version"),
         "{current}"
     );
-    let held = refused(&["retire", "helper", "1"])?;
+    let held = refused(&system, &["retire", "helper", "1"])?;
     assert!(
         held.contains("version 1 of helper still holds 1 conversation"),
         "{held}"
@@ -402,12 +411,7 @@ async fn a_version_that_says_so_lets_its_conversations_move_at_their_next_turn()
     system
         .agent("v2", "helper", "help", 1, &["--version", "2"])
         .await?;
-    system
-        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            let helper = answer.candidates.iter().find(|c| c.agent == "helper");
-            helper.is_some_and(|c| c.versions.len() == 2)
-        })
-        .await?;
+    until_helper(&system, |c| c.versions.len() == 2).await?;
     let say = |text: &'static str| {
         let args = [
             "send",
@@ -469,12 +473,10 @@ async fn a_killed_worker_s_sessions_finish_on_its_version_once_each() -> anyhow:
     let mut flags = vec!["--version", "2"];
     flags.extend_from_slice(&slow);
     system.agent("v2", "helper", "help", 1, &flags).await?;
-    system
-        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
-            let helper = answer.candidates.iter().find(|c| c.agent == "helper");
-            helper.is_some_and(|c| c.versions.get("1") == Some(&2) && c.versions.len() == 2)
-        })
-        .await?;
+    until_helper(&system, |c| {
+        c.versions.get("1") == Some(&2) && c.versions.len() == 2
+    })
+    .await?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let helper = baton_proto::AgentName::new("helper")?;

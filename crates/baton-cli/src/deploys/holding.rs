@@ -1,13 +1,18 @@
-//! What still holds a version of an agent type: the work pinned to it,
+//! What still holds each version of an agent type: the work pinned to it,
 //! wherever it waits. A session that is open is always somewhere: a task
 //! on the tasks stream (waiting or in flight, at any agent type), a task
 //! in the inbox, a delegation waiting for its children, or, between turns,
-//! a conversation's record. Each of them carries the session's pins.
+//! a conversation's record. Each of them carries the session's pins, and
+//! each is read once for every version at a time.
+//!
+//! What cannot be read is an error, never a count of zero: `baton retire`
+//! must not retire a version because a read failed.
 
 use std::collections::BTreeMap;
 
+use anyhow::Context as _;
 use async_nats::jetstream::{self, kv};
-use baton_proto::{AgentName, Conversation, Head, Subjects};
+use baton_proto::{AgentName, Conversation, Head, Subjects, Wire as _};
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +36,7 @@ impl Holding {
         *self == Self::default()
     }
 
-    /// What holds it, in words: "3 tasks, 1 conversation".
+    /// What holds it, in words: "3 tasks on the tasks stream, 1 conversation".
     pub fn said(&self) -> String {
         let parts = [
             (
@@ -69,75 +74,83 @@ struct JoinPins {
     envelope: Pins,
 }
 
-/// What holds version `version` of `agent`; `moving` leaves out the
-/// conversations that are idle (they move on at their next turn).
-pub async fn holding(
+/// What holds each version of `agent`, by version; the idle conversations
+/// of the versions in `moving` are left out (they move on at their next
+/// turn).
+pub async fn held(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
     agent: &AgentName,
-    version: &str,
-    moving: bool,
-) -> anyhow::Result<Holding> {
-    let pinned = |versions: &BTreeMap<String, String>| {
-        versions.get(agent.as_str()).is_some_and(|v| v == version)
+    moving: &[String],
+) -> anyhow::Result<BTreeMap<String, Holding>> {
+    let mut held: BTreeMap<String, Holding> = BTreeMap::new();
+    let mut count = |versions: &BTreeMap<String, String>, field: fn(&mut Holding) -> &mut u64| {
+        if let Some(version) = versions.get(agent.as_str()) {
+            *field(held.entry(version.clone()).or_default()) += 1;
+        }
     };
-    let mut holding = Holding {
-        messages: tasks(jetstream, subjects, &pinned).await?,
-        ..Holding::default()
-    };
+    for versions in tasks(jetstream, subjects).await? {
+        count(&versions, |h| &mut h.messages);
+    }
     for (key, value) in entries(jetstream, &subjects.inbox_bucket()).await? {
-        let envelope = baton_proto::Envelope::from_msgpack(&value);
-        if !key.starts_with("q.") && envelope.is_ok_and(|e| pinned(&e.versions)) {
-            holding.inbox += 1;
+        // `q.<session>` keys name a question's entry.
+        if !key.starts_with("q.") {
+            let envelope = baton_proto::Envelope::from_msgpack(&value)
+                .with_context(|| format!("inbox entry {key} is not an envelope"))?;
+            count(&envelope.versions, |h| &mut h.inbox);
         }
     }
     for (key, value) in entries(jetstream, &subjects.conversations_bucket()).await? {
-        let Ok(record) = rmp_serde::from_slice::<Conversation>(&value) else {
-            continue;
-        };
-        if key.starts_with("c.")
-            && pinned(&record.versions)
-            && (!moving || record.running.is_some())
-        {
-            holding.conversations += 1;
+        // Records are `c.<hash>`; listed turns and transcripts are not.
+        if key.starts_with("c.") {
+            let record: Conversation = rmp_serde::from_slice(&value)
+                .with_context(|| format!("{key} is not a conversation"))?;
+            let idle_moving = record.running.is_none()
+                && (record.versions.get(agent.as_str())).is_some_and(|v| moving.contains(v));
+            if !idle_moving {
+                count(&record.versions, |h| &mut h.conversations);
+            }
         }
     }
-    for (_, value) in entries(jetstream, &subjects.joins_bucket()).await? {
-        if rmp_serde::from_slice::<JoinPins>(&value)
-            .is_ok_and(|join| pinned(&join.envelope.versions))
-        {
-            holding.delegations += 1;
-        }
+    for (key, value) in entries(jetstream, &subjects.joins_bucket()).await? {
+        let join: JoinPins =
+            rmp_serde::from_slice(&value).with_context(|| format!("{key} is not a join"))?;
+        count(&join.envelope.versions, |h| &mut h.delegations);
     }
-    Ok(holding)
+    Ok(held)
 }
 
-use baton_proto::Wire as _;
-
-/// How many tasks on the tasks stream `pinned` says are pinned.
+/// The pins of every task on the tasks stream (none when it does not
+/// exist); messages that are not envelopes (deadline timers) have none.
 async fn tasks(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
-    pinned: &dyn Fn(&BTreeMap<String, String>) -> bool,
-) -> anyhow::Result<u64> {
-    let Ok(mut stream) = jetstream.get_stream(subjects.tasks_stream()).await else {
-        return Ok(0);
+) -> anyhow::Result<Vec<BTreeMap<String, String>>> {
+    use jetstream::stream::LastRawMessageErrorKind as Kind;
+    let name = subjects.tasks_stream();
+    let Some(mut stream) = existing(jetstream, &name).await? else {
+        return Ok(Vec::new());
     };
     let state = stream.info().await?.state.clone();
+    let mut found = Vec::new();
     if state.messages == 0 {
-        return Ok(0);
+        return Ok(found);
     }
-    let mut count = 0;
     for sequence in state.first_sequence..=state.last_sequence {
-        // A task acknowledged since is gone from the work queue.
-        let Ok(message) = stream.get_raw_message(sequence).await else {
-            continue;
-        };
-        if let Ok(head) = Head::read(&message.payload, usize::MAX) {
-            count += u64::from(pinned(&head.versions));
+        match stream.get_raw_message(sequence).await {
+            Ok(message) => {
+                if let Ok(head) = Head::read(&message.payload, usize::MAX) {
+                    found.push(head.versions);
+                }
+            }
+            // Acknowledged since: gone from the work queue.
+            Err(err) if err.kind() == Kind::NoMessageFound => {}
+            Err(err) => {
+                return Err(err).with_context(|| format!("cannot read {name} at {sequence}"));
+            }
         }
     }
-    Ok(count)
+    Ok(found)
 }
 
 /// Every entry of bucket `name` (none when it does not exist).
@@ -145,18 +158,40 @@ async fn entries(
     jetstream: &jetstream::Context,
     name: &str,
 ) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let Ok(store) = jetstream.get_key_value(name).await else {
+    if existing(jetstream, &format!("KV_{name}")).await?.is_none() {
         return Ok(Vec::new());
-    };
+    }
+    let store = jetstream.get_key_value(name).await?;
     let mut keys = store.keys().await?;
     let mut found = Vec::new();
     while let Some(key) = keys.next().await {
         let key = key?;
-        if let Ok(Some(entry)) = store.entry(&key).await {
-            if entry.operation == kv::Operation::Put {
-                found.push((key, entry.value.to_vec()));
-            }
+        let entry =
+            (store.entry(&key).await).with_context(|| format!("cannot read {name} {key}"))?;
+        // Deleted since it was listed.
+        if let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) {
+            found.push((key, entry.value.to_vec()));
         }
     }
     Ok(found)
+}
+
+/// Stream `name`, or `None` when it does not exist.
+async fn existing(
+    jetstream: &jetstream::Context,
+    name: &str,
+) -> anyhow::Result<Option<jetstream::stream::Stream>> {
+    match jetstream.get_stream(name).await {
+        Ok(stream) => Ok(Some(stream)),
+        Err(err)
+            if matches!(
+                err.kind(),
+                jetstream::context::GetStreamErrorKind::JetStream(ref inner)
+                    if inner.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(err) => Err(err).with_context(|| format!("cannot read stream {name}")),
+    }
 }

@@ -72,8 +72,9 @@ impl Deploys {
         )
     }
 
-    /// What each version of `agent` holds now.
-    pub async fn standing(&self, agent: &AgentName, rollout: &Rollout) -> anyhow::Result<Standing> {
+    /// What the deploy commands read of `agent`'s versions, once: its
+    /// consumers, its live workers, and what holds each version.
+    pub async fn gather(&self, agent: &AgentName, rollout: &Rollout) -> anyhow::Result<Gathered> {
         let stream = self.subjects.tasks_stream();
         let stream = self.jetstream.get_stream_no_info(&stream).await?;
         let prefix = format!("{}@", Subjects::agent_consumer(agent));
@@ -93,16 +94,12 @@ impl Deploys {
             }
         }
         let workers = self.workers(agent).await;
-        let mut standing = Standing::of(rollout, queues, workers);
-        for row in &mut standing.versions {
-            let moving = rollout.upgrading.contains(&row.version);
-            let held =
-                holding::holding(&self.jetstream, &self.subjects, agent, &row.version, moving);
-            let held = held.await?;
-            (row.tasks, row.inbox) = (held.messages, held.inbox);
-            (row.conversations, row.delegations) = (held.conversations, held.delegations);
-        }
-        Ok(standing)
+        let held = holding::held(&self.jetstream, &self.subjects, agent, &rollout.upgrading);
+        Ok(Gathered {
+            queues,
+            workers,
+            held: held.await?,
+        })
     }
 
     /// The live workers of each version of `agent`, from the registry;
@@ -120,6 +117,28 @@ impl Deploys {
             .into_iter()
             .find(|c| c.agent == agent.as_str());
         Some(found.map(|c| c.versions).unwrap_or_default())
+    }
+}
+
+/// What the deploy commands read of an agent type's versions.
+pub struct Gathered {
+    /// Each version's consumer, and the type's own (under "").
+    queues: BTreeMap<String, Queue>,
+    /// Live workers by version, from the registry; `None` when none answered.
+    workers: Option<BTreeMap<String, u32>>,
+    /// What holds each version.
+    held: BTreeMap<String, holding::Holding>,
+}
+
+impl Gathered {
+    /// Live workers of `version`; `None` when no registry answered.
+    pub fn workers_of(&self, version: &str) -> Option<u32> {
+        (self.workers.as_ref()).map(|w| w.get(version).copied().unwrap_or(0))
+    }
+
+    /// What holds `version`.
+    pub fn holding(&self, version: &str) -> holding::Holding {
+        self.held.get(version).copied().unwrap_or_default()
     }
 }
 
@@ -173,39 +192,32 @@ pub struct Standing {
 }
 
 impl Standing {
-    fn of(
-        rollout: &Rollout,
-        mut queues: BTreeMap<String, Queue>,
-        workers: Option<BTreeMap<String, u32>>,
-    ) -> Self {
-        let unversioned = queues.remove("").unwrap_or_default();
-        let registry = workers.is_some();
+    /// `rollout`'s versions as `gathered` found them.
+    pub fn of(rollout: &Rollout, gathered: &Gathered) -> Self {
         let weights = rollout.weights();
-        let mut names: Vec<String> = queues.keys().cloned().collect();
-        names.extend(weights.keys().cloned());
-        names.extend(rollout.retired.iter().cloned());
-        if let Some(workers) = &workers {
-            names.extend(workers.keys().cloned());
-        }
+        let mut names: Vec<&String> = gathered.queues.keys().filter(|v| !v.is_empty()).collect();
+        names.extend(weights.keys());
+        names.extend(&rollout.retired);
+        names.extend(gathered.workers.iter().flat_map(BTreeMap::keys));
+        names.extend(gathered.held.keys());
         names.sort();
         names.dedup();
         let versions = names
             .into_iter()
             .map(|version| {
-                let queue = queues.get(&version).copied().unwrap_or_default();
+                let queue = gathered.queues.get(version).copied().unwrap_or_default();
+                let held = gathered.holding(version);
                 VersionRow {
-                    state: rollout.role(&version).as_str(),
-                    weight: weights.get(&version).copied().unwrap_or(0),
-                    workers: workers
-                        .as_ref()
-                        .map(|w| w.get(&version).copied().unwrap_or(0)),
+                    state: rollout.role(version).as_str(),
+                    weight: weights.get(version).copied().unwrap_or(0),
+                    workers: gathered.workers_of(version),
                     pending: queue.pending,
                     unacked: queue.unacked,
-                    tasks: 0,
-                    inbox: 0,
-                    conversations: 0,
-                    delegations: 0,
-                    version,
+                    tasks: held.messages,
+                    inbox: held.inbox,
+                    conversations: held.conversations,
+                    delegations: held.delegations,
+                    version: version.clone(),
                 }
             })
             .collect();
@@ -214,8 +226,8 @@ impl Standing {
             current: rollout.current.clone(),
             previous: rollout.previous.clone(),
             versions,
-            unversioned,
-            registry,
+            unversioned: gathered.queues.get("").copied().unwrap_or_default(),
+            registry: gathered.workers.is_some(),
         }
     }
 

@@ -9,7 +9,7 @@ use baton_proto::{Subjects, now_ms};
 use baton_worker::state::rollouts;
 use clap::Args;
 
-use super::holding::holding;
+use super::holding::held;
 use super::{Deploys, agent_type, version};
 use crate::nats::NatsArgs;
 
@@ -79,7 +79,8 @@ pub async fn run(
         );
     }
     let moving = rollout.upgrading.iter().any(|u| u == v);
-    let held = holding(&deploys.jetstream, &subjects, &agent, v, moving).await?;
+    let held = held(&deploys.jetstream, &subjects, &agent, &rollout.upgrading).await?;
+    let held = held.get(v).copied().unwrap_or_default();
     if !held.is_empty() {
         eprintln!(
             "version {v} of {agent} still holds {}: keep its workers until `baton versions {agent}` shows nothing pinned to it{}",

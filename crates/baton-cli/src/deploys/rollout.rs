@@ -10,7 +10,7 @@ use baton_proto::{AgentName, Rollout, Subjects, now_ms};
 use baton_worker::state::rollouts;
 use clap::Args;
 
-use super::{Deploys, agent_type, version};
+use super::{Deploys, Gathered, Standing, agent_type, version};
 use crate::nats::NatsArgs;
 
 #[derive(Debug, Args)]
@@ -52,8 +52,9 @@ pub async fn run(
     let to = args.to.as_deref().map(version).transpose()?;
     let deploys = Deploys::open(nats, subjects, args.registry_timeout_ms).await?;
     let (mut rollout, mut revision) = deploys.rollout(&agent).await?;
+    let gathered = deploys.gather(&agent, &rollout).await?;
     if let Some(to) = &to {
-        live(&deploys, &agent, &rollout, to.as_str(), args.force).await?;
+        live(&gathered, &agent, &rollout, to.as_str(), args.force)?;
     }
     if to.is_some() || args.back {
         loop {
@@ -77,14 +78,14 @@ pub async fn run(
         }
         println!("{}", said(&rollout));
     }
-    deploys.standing(&agent, &rollout).await?.print();
+    Standing::of(&rollout, &gathered).print();
     Ok(ExitCode::SUCCESS)
 }
 
-/// Fails a rollout to `version` when nothing says it has live workers: the
-/// registry's count, or an idle worker's pull request on its consumer.
-async fn live(
-    deploys: &Deploys,
+/// Fails a rollout to `version` when the registry does not count a live
+/// worker of it (or no registry answers, without `force`).
+fn live(
+    gathered: &Gathered,
     agent: &AgentName,
     rollout: &Rollout,
     version: &str,
@@ -93,16 +94,14 @@ async fn live(
     if rollout.retired.iter().any(|retired| retired == version) {
         anyhow::bail!("version {version} of {agent} is retired: start workers of another version");
     }
-    let standing = deploys.standing(agent, rollout).await?;
-    let row = standing.versions.iter().find(|row| row.version == version);
-    let workers = row.and_then(|row| row.workers).unwrap_or(0);
-    if workers > 0 || force {
+    let workers = gathered.workers_of(version);
+    if workers.is_some_and(|n| n > 0) || force {
         return Ok(());
     }
     let hint = format!(
         "start its workers first (`version = \"{version}\"` in the spec, or `baton worker --version {version}`)"
     );
-    if standing.registry {
+    if workers.is_some() {
         anyhow::bail!("no live worker runs version {version} of {agent}: {hint}");
     }
     anyhow::bail!(

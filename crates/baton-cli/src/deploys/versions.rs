@@ -32,7 +32,8 @@ pub async fn run(
     let agent = agent_type(&args.agent)?;
     let deploys = Deploys::open(nats, subjects, args.registry_timeout_ms).await?;
     let (rollout, _) = deploys.rollout(&agent).await?;
-    let standing = deploys.standing(&agent, &rollout).await?;
+    let gathered = deploys.gather(&agent, &rollout).await?;
+    let standing = super::Standing::of(&rollout, &gathered);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&standing)?);
     } else {

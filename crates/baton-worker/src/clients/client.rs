@@ -222,11 +222,10 @@ impl Client {
     pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
         self.ensure_streams().await?;
         self.check_served(agent).await?;
-        let mut pinned = None;
-        let subject = self.subject_for(agent, envelope, &mut pinned).await;
-        let envelope = pinned.as_ref().unwrap_or(envelope);
-        self.publish(subject, envelope).await?;
-        self.watch_deadline(envelope).await;
+        let envelope = self.pinned(agent, envelope).await;
+        let subject = versions::subject_of(&self.subjects, agent, &envelope);
+        self.publish(subject, &envelope).await?;
+        self.watch_deadline(&envelope).await;
         Ok(())
     }
 
@@ -260,30 +259,21 @@ impl Client {
             .await
     }
 
-    /// The subject of `envelope` for `agent`: its agent type's, or, for a
-    /// versioned type, the version it is pinned to; a copy of the envelope
-    /// pinned there is left in `pinned` when it was not pinned yet.
-    pub(crate) async fn subject_for(
+    /// `envelope` as it goes to `agent`: pinned to the version `agent`'s
+    /// rollout chooses when `agent` is versioned and the envelope is not
+    /// pinned there yet (a copy), else as it is.
+    pub(crate) async fn pinned<'e>(
         &self,
         agent: &AgentName,
-        envelope: &Envelope,
-        pinned: &mut Option<Envelope>,
-    ) -> String {
-        let rollouts = self
-            .rollouts
-            .get_or_init(|| {
-                Rollouts::follow(&self.publisher, &self.subjects, self.streams.replicas)
-            })
-            .await;
-        if !envelope.versions.contains_key(agent.as_str()) && rollouts.get(agent.as_str()).is_some()
-        {
-            let mut copy = envelope.clone();
-            versions::pin(rollouts, agent, &mut copy);
-            let subject = versions::subject_of(&self.subjects, agent, &copy);
-            *pinned = Some(copy);
-            return subject;
+        envelope: &'e Envelope,
+    ) -> std::borrow::Cow<'e, Envelope> {
+        let rollouts = self.rollouts().await;
+        if envelope.versions.contains_key(agent.as_str()) || !rollouts.is_versioned(agent) {
+            return std::borrow::Cow::Borrowed(envelope);
         }
-        versions::subject_of(&self.subjects, agent, envelope)
+        let mut copy = envelope.clone();
+        versions::pin(rollouts, agent, &mut copy);
+        std::borrow::Cow::Owned(copy)
     }
 
     /// Starts the deadline watch of `envelope`, sent past the router (which

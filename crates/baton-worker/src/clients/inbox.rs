@@ -146,10 +146,14 @@ impl Inbox {
     pub async fn note_older_questions(&self) -> Result<usize, InboxError> {
         let mut noted = 0;
         for entry in self.list().await? {
+            // Only a question is noted, and only once.
+            if !asks(&entry.envelope) {
+                continue;
+            }
             let key = question_key(entry.envelope.session);
             let known = (self.store.get(key.as_str()).await)
                 .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
-            if !asks(&entry.envelope) || known.is_some() {
+            if known.is_some() {
                 continue;
             }
             let id = entry.envelope.id.to_string().into_bytes();

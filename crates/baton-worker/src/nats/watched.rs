@@ -41,6 +41,26 @@ where
     F: Future<Output = Result<kv::Store, Error>> + Send,
     S: Fn(Seen<'_>) + Send + Sync + 'static,
 {
+    let (task, is_ready) = follow_in_background(what, bucket, open, seen);
+    if tokio::time::timeout(ready_within, is_ready).await.is_err() {
+        tracing::warn!("{what} not read yet; serving, and reading them on");
+    }
+    task
+}
+
+/// [`watch`], without waiting: the task, and what says when the stored
+/// entries are read.
+pub(crate) fn follow_in_background<O, F, S>(
+    what: &'static str,
+    bucket: String,
+    open: O,
+    seen: S,
+) -> (JoinHandle<()>, tokio::sync::oneshot::Receiver<()>)
+where
+    O: Fn() -> F + Send + Sync + 'static,
+    F: Future<Output = Result<kv::Store, Error>> + Send,
+    S: Fn(Seen<'_>) + Send + Sync + 'static,
+{
     let (ready, is_ready) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut ready = Some(ready);
@@ -62,10 +82,7 @@ where
             pause = (pause * 2).min(Duration::from_secs(30));
         }
     });
-    if tokio::time::timeout(ready_within, is_ready).await.is_err() {
-        tracing::warn!("{what} not read yet; serving, and reading them on");
-    }
-    task
+    (task, is_ready)
 }
 
 async fn follow<O, F, S>(

@@ -24,7 +24,8 @@ pub(crate) fn sticky(envelope: &Envelope) -> String {
 /// it, unless it is pinned there already or `to` is not versioned. `true`
 /// when it pinned.
 pub(crate) fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool {
-    if envelope.versions.contains_key(to.as_str()) {
+    // Unversioned types (most) cost one lookup and no allocation.
+    if envelope.versions.contains_key(to.as_str()) || !rollouts.is_versioned(to) {
         return false;
     }
     let Some(version) = rollouts.choose(to, &sticky(envelope)) else {

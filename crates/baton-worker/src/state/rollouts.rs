@@ -11,7 +11,7 @@ use async_nats::jetstream::{self, kv};
 use baton_proto::{AgentName, Rollout, Subjects, Version};
 
 use crate::error::{Error, ErrorKind};
-use crate::nats::watched::{Seen, watch};
+use crate::nats::watched::{Seen, follow_in_background, watch};
 use crate::state::Bucket;
 
 /// How long a process waits at start for the stored rollouts.
@@ -79,16 +79,11 @@ impl Rollouts {
                 Duration::ZERO
             }
         };
+        let what = "rollouts of versions";
         let task = if ready_within.is_zero() {
-            tokio::spawn(async move {
-                let day = Duration::from_secs(24 * 3600);
-                let watching = watch("rollouts of versions", bucket, open, seen, day);
-                if let Ok(task) = tokio::spawn(watching).await {
-                    let _ = task.await;
-                }
-            })
+            follow_in_background(what, bucket, open, seen).0
         } else {
-            watch("rollouts of versions", bucket, open, seen, ready_within).await
+            watch(what, bucket, open, seen, ready_within).await
         };
         Self {
             known,
@@ -101,6 +96,13 @@ impl Rollouts {
     pub fn get(&self, agent: &str) -> Option<Rollout> {
         let known = self.known.read().unwrap_or_else(|e| e.into_inner());
         known.get(agent).cloned()
+    }
+
+    /// Whether `agent` is versioned (has a rollout).
+    #[must_use]
+    pub fn is_versioned(&self, agent: &AgentName) -> bool {
+        let known = self.known.read().unwrap_or_else(|e| e.into_inner());
+        known.contains_key(agent.as_str())
     }
 
     /// The version a session or conversation with id `sticky` starts on at

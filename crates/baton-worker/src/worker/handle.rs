@@ -61,8 +61,9 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         }
         if let Some(version) = rt.config.serves_version() {
             // Its later visits here come back to this version.
-            let own = envelope.versions.entry(rt.config.agent.to_string());
-            own.or_insert_with(|| version.to_string());
+            if !envelope.versions.contains_key(rt.config.agent.as_str()) {
+                (envelope.versions).insert(rt.config.agent.to_string(), version.to_string());
+            }
         }
         if rt.cancelled.contains(envelope.session) {
             tracing::info!(session = %envelope.session, "session cancelled; dropped unrun");

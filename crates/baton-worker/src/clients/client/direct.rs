@@ -49,9 +49,8 @@ impl Client {
             agent.as_str(),
         );
         defaults.apply(&mut task);
-        let mut pinned = None;
-        let subject = self.subject_for(&agent, &task, &mut pinned).await;
-        let task = pinned.unwrap_or(task);
+        let task = self.pinned(&agent, &task).await;
+        let subject = crate::pipeline::versions::subject_of(&self.subjects, &agent, &task);
         self.publish(subject, &task).await?;
         self.watch_deadline(&task).await;
         Ok(())
