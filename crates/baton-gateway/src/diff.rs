@@ -6,7 +6,8 @@ use baton_proto::{Event, EventType, Role, Start, Usage};
 /// One part of a comparison.
 #[derive(Debug)]
 pub struct Part {
-    /// Which part: `path`, `tools`, `answers`, `outcome`, `spent`, `replay`.
+    /// Which part: `path`, `tools`, `answers`, `outcome`, `spent`,
+    /// `versions` (when either names one), `replay`.
     pub what: &'static str,
     /// Whether the two sessions are the same in it.
     pub same: bool,
@@ -24,6 +25,8 @@ struct Told {
     answers: Vec<(String, String)>,
     outcome: String,
     usage: Usage,
+    /// The versions it ran on, as `TYPE@VERSION`.
+    versions: Vec<String>,
     replay_of: Option<uuid::Uuid>,
 }
 
@@ -41,6 +44,9 @@ fn told(history: &[Event]) -> Told {
     };
     told.path = end.path.iter().map(|hop| hop.agent.clone()).collect();
     told.usage = end.usage.unwrap_or_default();
+    told.versions = (end.versions.iter())
+        .map(|(agent, version)| format!("{agent}@{version}"))
+        .collect();
     told.outcome = match end.kind {
         EventType::Completed => format!(
             "completed: {}",
@@ -130,6 +136,14 @@ pub fn compare(a: &[Event], b: &[Event]) -> Vec<Part> {
         same: a.usage.total() == b.usage.total(),
         text: format!("{} | {}", spent(&a.usage), spent(&b.usage)),
     });
+    if !(a.versions.is_empty() && b.versions.is_empty()) {
+        let (x, y) = (a.versions.join(" "), b.versions.join(" "));
+        parts.push(Part {
+            what: "versions",
+            same: x == y,
+            text: if x == y { x } else { format!("{x} | {y}") },
+        });
+    }
     if let Some(of) = b.replay_of.or(a.replay_of) {
         parts.push(Part {
             what: "replay",
@@ -256,5 +270,20 @@ mod tests {
         let shorter = session(&["triage"], &["refunded"], r#"{"id":1}"#, "x");
         let parts = compare(&a, &shorter);
         assert_eq!(part(&parts, "path").text, "at hop 2: billing | (none)");
+    }
+
+    #[test]
+    fn the_versions_each_ran_on_are_compared_when_either_names_one() {
+        let a = session(&["helper"], &["hi"], "{}", "hi");
+        assert!(compare(&a, &a.clone()).iter().all(|p| p.what != "versions"));
+        let mut b = a.clone();
+        b[0].versions.insert("helper".to_owned(), "2".to_owned());
+        let mut c = a.clone();
+        c[0].versions.insert("helper".to_owned(), "1".to_owned());
+        let parts = compare(&c, &b);
+        let versions = part(&parts, "versions");
+        assert!(!versions.same);
+        assert_eq!(versions.text, "helper@1 | helper@2");
+        assert!(part(&compare(&b, &b.clone()), "versions").same);
     }
 }

@@ -101,7 +101,7 @@ pub use meter::meter;
 pub use nats::claimcheck::{ClaimCheck, ClaimSettings};
 pub use nats::connection::Connection;
 pub use nats::provision::{StreamSettings, key_value, redelivery_span};
-pub use nats::served::is_served;
+pub use nats::served::{is_served, is_version_served};
 pub use pipeline::cancel::{cancel_event_id, cancelled_event};
 pub use services::router::{Router, RouterConfig};
 pub use state::transcript;

@@ -217,7 +217,7 @@ async fn two_hundred_turns_stay_within_the_bound_and_a_fork_asks_the_same() -> a
     assert!(extra.is_empty(), "the replay asked the model: {extra:#?}");
 
     // A fork at turn 150: its turn 151 asks exactly what turn 151 asked.
-    let forked = ["conversations", "fork", id, "--at", "150", "--as", "long-2"];
+    let forked = ["conversations", "fork", id, "--at", "150", "--id", "long-2"];
     assert_eq!(system.baton_stdout(&forked)?, "long-2\n");
     let before = refunds.requests().len();
     chat(&system, "long-2", &lines[150..151])?;

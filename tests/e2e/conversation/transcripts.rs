@@ -209,7 +209,7 @@ async fn a_fork_at_turn_two_asks_the_model_exactly_what_turn_three_asked() -> an
     for text in &TEXTS[..3] {
         system.baton_stdout(&["send", "--conversation", id, "--wait", text])?;
     }
-    let forked = ["conversations", "fork", id, "--at", "2", "--as", "fork-1"];
+    let forked = ["conversations", "fork", id, "--at", "2", "--id", "fork-1"];
     assert_eq!(system.baton_stdout(&forked)?, "fork-1\n");
     // Forking asked no model.
     assert_eq!((triage.requests().len(), refunds.requests().len()), (1, 3));

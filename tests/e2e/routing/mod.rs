@@ -8,4 +8,5 @@ pub(crate) mod registry;
 pub(crate) mod rules;
 pub(crate) mod targets;
 pub(crate) mod teams;
+pub(crate) mod version_trials;
 pub(crate) mod versions;

@@ -6,6 +6,7 @@ use baton_proto::{Conversation, Subjects};
 use clap::Subcommand;
 
 use super::talk::{Talk, holding};
+use crate::deploys::Pin;
 use crate::nats::NatsArgs;
 
 #[derive(Debug, Subcommand)]
@@ -35,17 +36,23 @@ pub enum ConversationsCommand {
         id: String,
     },
     /// Start a new conversation where conversation ID stood after turn N: its turns, its
-    /// transcript, who held it and its shared variables, copied without calling any model
-    /// or tool. The next message to it is answered as turn N + 1 of ID would have been.
-    /// Prints the new conversation's id.
+    /// transcript, who held it, its shared variables and the versions it ran on, copied
+    /// without calling any model or tool. The next message to it is answered as turn N + 1
+    /// of ID would have been, or by another version with --as TYPE@VERSION (compare the two
+    /// turns' sessions with `baton diff`). Prints the new conversation's id.
     Fork {
         /// The conversation's id.
         id: String,
         /// The last turn the fork keeps (an ended turn, from 1).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         at: u32,
+        /// Run agent type TYPE on version VERSION from the fork's next turn on, instead of
+        /// the version the conversation ran on (a worker of it must have run). Repeatable.
+        /// A value without `@` is read as the new id, as --id (as earlier releases did).
+        #[arg(long = "as", value_name = "TYPE@VERSION")]
+        onto: Vec<String>,
         /// The new conversation's id (default: a new UUID).
-        #[arg(long = "as", value_name = "NEW_ID")]
+        #[arg(long = "id", value_name = "NEW_ID")]
         new_id: Option<String>,
     },
 }
@@ -71,10 +78,17 @@ pub async fn run(
             let removed = talk.conversations.delete(&id).await?;
             println!("deleted conversation {id} and the events of {removed} sessions");
         }
-        ConversationsCommand::Fork { id, at, new_id } => {
+        ConversationsCommand::Fork {
+            id,
+            at,
+            onto,
+            new_id,
+        } => {
+            let (new_id, pins) = fork_as(new_id, &onto)?;
+            let onto = Pin::checked(&pins, &talk.client).await?;
             talk.settle(&id).await;
             let new = new_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-            let fork = talk.conversations.fork(&id, at, &new, None).await?;
+            let fork = talk.conversations.fork(&id, at, &new, None, &onto).await?;
             println!("{}", fork.id);
         }
         ConversationsCommand::Show { id, json } => {
@@ -97,6 +111,32 @@ pub async fn run(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The new id and the versions a fork's `--as` values name: a value
+/// without `@` is the new id, as earlier releases read `--as`.
+fn fork_as(new_id: Option<String>, onto: &[String]) -> anyhow::Result<(Option<String>, Vec<Pin>)> {
+    let mut id = new_id;
+    let mut pins = Vec::new();
+    for value in onto {
+        if value.contains('@') {
+            pins.push(
+                value
+                    .parse::<Pin>()
+                    .map_err(|err| anyhow::anyhow!("--as: {err}"))?,
+            );
+        } else if id.is_none() {
+            eprintln!(
+                "note: --as {value} names the new id; say --id {value} (--as now takes TYPE@VERSION)"
+            );
+            id = Some(value.clone());
+        } else {
+            anyhow::bail!(
+                "--as {value}: the new id is given already; --as takes TYPE@VERSION, as `helper@2`"
+            );
+        }
+    }
+    Ok((id, pins))
 }
 
 /// A record as one JSON object.

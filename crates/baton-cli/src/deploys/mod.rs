@@ -283,3 +283,50 @@ pub fn agent_type(name: &str) -> anyhow::Result<AgentName> {
 pub fn version(label: &str) -> anyhow::Result<baton_proto::Version> {
     baton_proto::Version::new(label).map_err(|err| anyhow::anyhow!("{err}"))
 }
+
+/// An agent type and one of its versions, as `--as TYPE@VERSION` names
+/// them: what a fork or a replay runs that type on.
+#[derive(Debug, Clone)]
+pub struct Pin {
+    pub agent: AgentName,
+    pub version: baton_proto::Version,
+}
+
+impl std::str::FromStr for Pin {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let Some((agent, label)) = text.rsplit_once('@') else {
+            return Err(format!(
+                "{text:?} is not TYPE@VERSION: name an agent type and one of its versions, as `helper@2`"
+            ));
+        };
+        Ok(Self {
+            agent: agent_type(agent).map_err(|err| err.to_string())?,
+            version: version(label).map_err(|err| err.to_string())?,
+        })
+    }
+}
+
+impl Pin {
+    /// `pins` as agent type to version, each checked to take work: a
+    /// worker of it has run, and it is not retired.
+    pub async fn checked(
+        pins: &[Pin],
+        client: &baton_worker::Client,
+    ) -> anyhow::Result<BTreeMap<String, String>> {
+        let mut onto = BTreeMap::new();
+        for pin in pins {
+            client.check_version(&pin.agent, &pin.version).await?;
+            let earlier = onto.insert(pin.agent.to_string(), pin.version.to_string());
+            if let Some(earlier) = earlier.filter(|e| *e != pin.version.as_str()) {
+                anyhow::bail!(
+                    "--as names two versions of {} ({earlier} and {}): name one",
+                    pin.agent,
+                    pin.version
+                );
+            }
+        }
+        Ok(onto)
+    }
+}

@@ -6,6 +6,7 @@ use baton_proto::Subjects;
 use clap::Args;
 
 use super::{session_id, variable};
+use crate::deploys::Pin;
 use crate::nats::NatsArgs;
 use crate::shown::{Shown, Waiting};
 
@@ -35,6 +36,12 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub call_tools: bool,
 
+    /// Run agent type TYPE on version VERSION instead of the version the session ran on
+    /// (by default a replay keeps every version it recorded, whatever the rollout says now;
+    /// a worker of VERSION must have run). Repeatable. Compare with `baton diff`.
+    #[arg(long = "as", value_name = "TYPE@VERSION")]
+    pub onto: Vec<Pin>,
+
     #[command(flatten)]
     pub waiting: Waiting,
 }
@@ -58,8 +65,13 @@ pub async fn run(
         model: args.model.clone(),
         call_tools: args.call_tools,
         stream: !args.waiting.no_stream,
+        onto: std::collections::BTreeMap::new(),
     };
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
+    let options = baton_worker::SessionReplay {
+        onto: Pin::checked(&args.onto, &client).await?,
+        ..options
+    };
     let (task, agent) = client.replay_of(session, &options).await?;
     let events = if args.waiting.wait {
         Some(client.follow(task.session).await?)

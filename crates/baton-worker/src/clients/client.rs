@@ -11,7 +11,7 @@ use std::pin::Pin;
 
 use async_nats::jetstream;
 use baton_proto::footprint::Footprint;
-use baton_proto::{AgentName, Envelope, Event, Subjects, Wire};
+use baton_proto::{AgentName, Envelope, Event, Subjects, Version, Wire};
 use bytes::Bytes;
 use futures::Stream;
 use tokio::sync::OnceCell;
@@ -274,6 +274,33 @@ impl Client {
         let mut copy = envelope.clone();
         versions::pin(rollouts, agent, &mut copy);
         std::borrow::Cow::Owned(copy)
+    }
+
+    /// Whether work pinned to `version` of `agent` will be taken: a worker
+    /// of that version has run (its consumer holds what is sent to it) and
+    /// the version is not retired.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NoRoute`] naming the fix when it will not be, or when
+    /// the server cannot be asked.
+    pub async fn check_version(&self, agent: &AgentName, version: &Version) -> Result<(), Error> {
+        let no_route = |why: String| Error::new(ErrorKind::NoRoute, why);
+        if !crate::nats::served::is_version_served(self.jetstream(), &self.subjects, agent, version)
+            .await?
+        {
+            return Err(no_route(format!(
+                "no worker of version {version} of agent type {agent} has run (there is no consumer {} on the tasks stream): start one first (`baton worker --version {version}`, or `version = \"{version}\"` in its spec)",
+                Subjects::version_consumer(agent, version)
+            )));
+        }
+        let rollout = self.rollouts().await.get(agent.as_str());
+        if rollout.is_some_and(|r| r.retired.iter().any(|v| v == version.as_str())) {
+            return Err(no_route(format!(
+                "version {version} of agent type {agent} is retired: its workers take nothing (`baton versions {agent}` lists the others)"
+            )));
+        }
+        Ok(())
     }
 
     /// Starts the deadline watch of `envelope`, sent past the router (which

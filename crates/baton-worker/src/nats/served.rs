@@ -27,18 +27,52 @@ pub async fn is_served(
     subjects: &Subjects,
     agent: &AgentName,
 ) -> Result<bool, Error> {
-    let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
-        Error::with_source(
-            ErrorKind::JetStream,
-            format!("cannot tell whether agent type {agent} has workers"),
-            err,
-        )
-    };
+    has_consumer(jetstream, subjects, &Subjects::agent_consumer(agent))
+        .await
+        .map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot tell whether agent type {agent} has workers"),
+                err,
+            )
+        })
+}
+
+/// Whether a worker of `version` of `agent` has run: its durable consumer
+/// `agent-<A>@<V>` exists on the tasks stream (it outlives the workers, and
+/// holds what is sent to the version until one pulls it).
+///
+/// # Errors
+///
+/// When the server cannot be asked (not when the answer is no).
+pub async fn is_version_served(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    agent: &AgentName,
+    version: &baton_proto::Version,
+) -> Result<bool, Error> {
+    let consumer = Subjects::version_consumer(agent, version);
+    has_consumer(jetstream, subjects, &consumer)
+        .await
+        .map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot tell whether version {version} of agent type {agent} has workers"),
+                err,
+            )
+        })
+}
+
+/// Whether the tasks stream has a consumer named `consumer`.
+async fn has_consumer(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    consumer: &str,
+) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     let stream = jetstream
         .get_stream_no_info(subjects.tasks_stream())
-        .await
-        .map_err(|err| failed(err.into()))?;
-    match stream.consumer_info(Subjects::agent_consumer(agent)).await {
+        .await?;
+    match stream.consumer_info(consumer).await {
         Ok(_) => Ok(true),
         Err(err)
             if matches!(
@@ -48,7 +82,7 @@ pub async fn is_served(
         {
             Ok(false)
         }
-        Err(err) => Err(failed(err.into())),
+        Err(err) => Err(err.into()),
     }
 }
 

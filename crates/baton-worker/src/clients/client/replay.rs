@@ -24,6 +24,10 @@ pub struct SessionReplay {
     pub call_tools: bool,
     /// Ask for the answers as they are written (`stream`).
     pub stream: bool,
+    /// Versions to run agent types on instead of those the session
+    /// recorded (agent type to version). The replay is otherwise pinned
+    /// to the versions the old session ran on.
+    pub onto: std::collections::BTreeMap<String, String>,
 }
 
 impl Client {
@@ -86,6 +90,9 @@ pub(crate) fn replay_task(
         )));
     };
     let mut task = start.task(started);
+    // The versions the session ran on, whatever the rollout now says.
+    task.versions.clone_from(&end.versions);
+    task.versions.extend(options.onto.clone());
     for (name, value) in &options.set {
         task.context.variables.insert(name.clone(), value.clone());
     }
@@ -216,5 +223,27 @@ mod tests {
         reopened.push(Event::new(Uuid::new_v4(), session, EventType::Reopened));
         let again = replay_task(session, &reopened, &options).unwrap_err();
         assert!(again.to_string().contains("has not finished"), "{again}");
+    }
+
+    #[test]
+    fn a_replay_keeps_the_versions_its_session_ran_on_unless_told_otherwise() {
+        let session = Uuid::new_v4();
+        let mut end = completed(session);
+        end.versions.insert("triage".to_owned(), "1".to_owned());
+        end.versions.insert("billing".to_owned(), "7".to_owned());
+        let history = [started(session), end];
+        let task = replay_task(session, &history, &SessionReplay::default()).unwrap();
+        let pinned = |task: &Envelope| {
+            (task.versions.iter())
+                .map(|(a, v)| format!("{a}@{v}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pinned(&task), ["billing@7", "triage@1"]);
+        let onto = SessionReplay {
+            onto: [("triage".to_owned(), "2".to_owned())].into(),
+            ..SessionReplay::default()
+        };
+        let task = replay_task(session, &history, &onto).unwrap();
+        assert_eq!(pinned(&task), ["billing@7", "triage@2"]);
     }
 }

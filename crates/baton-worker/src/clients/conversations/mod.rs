@@ -185,7 +185,9 @@ impl Conversations {
 
     /// Forks conversation `id` after its turn `at` as conversation `new`,
     /// owned by `caller` (who must own `id`): its turns 1 to `at`, their
-    /// transcript, who held it then and the shared variables it had.
+    /// transcript, who held it then, the shared variables it had and the
+    /// versions it ran on, with `onto`'s agent types on the versions it
+    /// names instead (agent type to version).
     ///
     /// # Errors
     ///
@@ -198,9 +200,10 @@ impl Conversations {
         at: u32,
         new: &str,
         caller: Option<String>,
+        onto: &std::collections::BTreeMap<String, String>,
     ) -> Result<Conversation, ConversationError> {
         let ending = async |session| self.ending(session).await;
-        self.records.fork(id, at, new, caller, ending).await
+        self.records.fork(id, at, new, caller, onto, ending).await
     }
 
     /// The inbox, opened now if need be.

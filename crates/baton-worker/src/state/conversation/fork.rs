@@ -4,7 +4,9 @@
 //! sees exactly what the original's turn N + 1 saw, and its model is asked
 //! exactly the same.
 
-use baton_proto::{Conversation, ConversationTurn, Event};
+use std::collections::BTreeMap;
+
+use baton_proto::{Conversation, ConversationTurn, Event, VersionMove};
 
 use super::{ConversationError, ConversationErrorKind, Records, owned};
 
@@ -12,7 +14,9 @@ impl Records {
     /// Forks conversation `id` after its turn `at` as conversation `new`,
     /// owned by `caller` (who must own `id`): its turns 1 to `at`, their
     /// transcript, who held it then and the shared variables it had (from
-    /// turn `at`'s end, read by `ending`).
+    /// turn `at`'s end, read by `ending`), and the versions turn `at` ran
+    /// on, with `onto`'s agent types moved to the versions it names (each
+    /// change of a pinned version noted as a move at turn `at + 1`).
     ///
     /// # Errors
     ///
@@ -26,6 +30,7 @@ impl Records {
         at: u32,
         new: &str,
         caller: Option<String>,
+        onto: &BTreeMap<String, String>,
         ending: impl AsyncFnOnce(uuid::Uuid) -> Result<Option<Event>, ConversationError>,
     ) -> Result<Conversation, ConversationError> {
         let Some((source, _)) = self.get(id).await? else {
@@ -79,7 +84,12 @@ impl Records {
         record.holder = last.holder.clone();
         record.transcript = (entries > 0).then_some(last.session);
         record.history = (entries > 0).then_some(history);
-        record.context = context_after(ending(last.session).await?);
+        let end = ending(last.session).await?;
+        record.versions = end
+            .as_ref()
+            .map_or_else(|| source.versions.clone(), |end| end.versions.clone());
+        onto_versions(&mut record, onto);
+        record.context = context_after(end);
         if !self.swap(&key, &record, 0).await? {
             return Err(ConversationError::new(
                 ConversationErrorKind::Deleted,
@@ -87,6 +97,22 @@ impl Records {
             ));
         }
         Ok(record)
+    }
+}
+
+/// Pins `record`'s next turn to the versions `onto` names, noting each
+/// change of a pinned version as a move at that turn.
+fn onto_versions(record: &mut Conversation, onto: &BTreeMap<String, String>) {
+    for (agent, to) in onto {
+        match record.versions.insert(agent.clone(), to.clone()) {
+            Some(from) if from != *to => record.moves.push(VersionMove {
+                turn: record.turns + 1,
+                agent: agent.clone(),
+                from,
+                to: to.clone(),
+            }),
+            _ => {}
+        }
     }
 }
 
