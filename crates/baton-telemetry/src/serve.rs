@@ -2,7 +2,7 @@
 //! Prometheus text format (`/metrics`), a liveness probe (`/healthz`: the
 //! process answers) and a readiness probe (`/readyz`: connected to NATS,
 //! and, for a worker or the router, pulling its messages and not
-//! draining). Read-only, so it needs no credentials; it listens only where
+//! draining; a worker of a retired version is not ready, and says so). Read-only, so it needs no credentials; it listens only where
 //! told.
 
 use std::net::SocketAddr;
@@ -80,6 +80,9 @@ async fn ready() -> (StatusCode, &'static str) {
     };
     if watched.client.connection_state() != async_nats::connection::State::Connected {
         return (StatusCode::SERVICE_UNAVAILABLE, "not connected to NATS\n");
+    }
+    if let Some(why) = baton_worker::health::retired() {
+        return (StatusCode::SERVICE_UNAVAILABLE, why);
     }
     if watched.serves && !baton_worker::health::serving() {
         return (

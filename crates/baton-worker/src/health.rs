@@ -2,14 +2,31 @@
 //! consumer and starts pulling, cleared when it starts to drain. Probes
 //! (`baton`'s `/readyz`) read it together with the connection's state.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static SERVING: AtomicBool = AtomicBool::new(false);
+
+/// Why this worker takes nothing: its version was retired.
+static RETIRED: OnceLock<String> = OnceLock::new();
 
 /// Whether a worker or router of this process pulls its messages now.
 #[must_use]
 pub fn serving() -> bool {
     SERVING.load(Ordering::Relaxed)
+}
+
+/// Why this process's worker takes nothing, when its version is retired
+/// (`baton retire`): it stays up, idle, until it is removed.
+#[must_use]
+pub fn retired() -> Option<&'static str> {
+    RETIRED.get().map(String::as_str)
+}
+
+/// Marks the worker retired, saying `why`, and no longer serving.
+pub(crate) fn set_retired(why: String) {
+    let _ = RETIRED.set(why);
+    set_serving(false);
 }
 
 pub(crate) fn set_serving(serving: bool) {

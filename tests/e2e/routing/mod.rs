@@ -5,6 +5,7 @@ pub(crate) mod gates;
 pub(crate) mod handoff;
 pub(crate) mod learning;
 pub(crate) mod registry;
+pub(crate) mod retired;
 pub(crate) mod rules;
 pub(crate) mod targets;
 pub(crate) mod teams;

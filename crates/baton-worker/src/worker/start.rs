@@ -100,6 +100,7 @@ impl<A: Agent> Worker<A> {
             self.config.streams.replicas,
         )
         .await;
+        let retirement = retirement(rollouts.clone(), &self.config);
         let rt = Runtime::new(
             self.config,
             publisher,
@@ -123,7 +124,11 @@ impl<A: Agent> Worker<A> {
                 return Err(err);
             }
         };
-        serve(&rt, self.agent, source, settings, shutdown).await;
+        let stop = Stop {
+            shutdown,
+            retirement,
+        };
+        serve(&rt, self.agent, source, settings, stop).await;
         heartbeats.abort();
         beside.into_iter().for_each(|task| task.abort());
         tracing::info!(agent = %rt.config.agent, "worker stopped");
@@ -326,27 +331,82 @@ async fn beside_the_loop(
     }
 }
 
-/// Feeds every message of `source` to the loop until `shutdown`.
+/// What ends a worker's pulling: the process's shutdown, or its version's
+/// retirement.
+struct Stop<S, R> {
+    shutdown: S,
+    retirement: R,
+}
+
+/// Resolves once the worker's version is retired in its type's rollout
+/// (`baton retire`); never for an unversioned worker.
+fn retirement(
+    rollouts: Rollouts,
+    config: &WorkerConfig,
+) -> impl Future<Output = ()> + Send + 'static {
+    let agent = config.agent.to_string();
+    let version = config.serves_version().cloned();
+    async move {
+        let Some(version) = version else {
+            return std::future::pending().await;
+        };
+        loop {
+            let rollout = rollouts.get(&agent);
+            if rollout
+                .is_some_and(|r| r.role(version.as_str()) == baton_proto::VersionRole::Retired)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// Feeds every message of `source` to the loop until the shutdown, or
+/// until the worker's version is retired: it then takes nothing more, lets
+/// what it holds finish, says so in its log and its readiness, and idles
+/// until the shutdown.
 async fn serve<A: Agent>(
     rt: &Arc<Runtime>,
     agent: Arc<A>,
     source: Source,
     settings: IntakeSettings,
-    shutdown: impl Future<Output = ()> + Send,
+    stop: Stop<impl Future<Output = ()> + Send, impl Future<Output = ()> + Send>,
 ) {
     crate::health::set_serving(true);
-    let shutdown = crate::health::draining(shutdown);
-    intake::serve(source, settings, shutdown, |message| {
-        let rt = rt.clone();
-        let agent = agent.clone();
-        async move {
-            rt.stats.in_flight.fetch_add(1, Ordering::Relaxed);
-            // Boxed: the handler's future is large, and a task moves its future on spawn.
-            Box::pin(handle(&rt, agent.as_ref(), message)).await;
-            rt.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+    let retired = std::sync::atomic::AtomicBool::new(false);
+    let mut shutdown = std::pin::pin!(stop.shutdown);
+    let stopped = async {
+        tokio::select! {
+            () = &mut shutdown => {}
+            () = stop.retirement => retired.store(true, Ordering::Relaxed),
         }
-    })
+    };
+    intake::serve(
+        source,
+        settings,
+        crate::health::draining(stopped),
+        |message| {
+            let rt = rt.clone();
+            let agent = agent.clone();
+            async move {
+                rt.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+                // Boxed: the handler's future is large, and a task moves its future on spawn.
+                Box::pin(handle(&rt, agent.as_ref(), message)).await;
+                rt.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
+            }
+        },
+    )
     .await;
+    if retired.load(Ordering::Relaxed) {
+        let (agent, version) = (&rt.config.agent, rt.config.serves_version());
+        let version = version.map(ToString::to_string).unwrap_or_default();
+        tracing::warn!(%agent, %version, "this version is retired: this worker takes nothing more; remove it");
+        crate::health::set_retired(format!(
+            "retired: version {version} of {agent} takes nothing (`baton retire`); remove this worker\n"
+        ));
+        shutdown.await;
+    }
 }
 
 /// What a worker of `agent` does on NATS, as far as this crate's parts go
