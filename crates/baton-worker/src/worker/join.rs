@@ -80,6 +80,11 @@ pub(crate) async fn start(
     // What the delegating hop spent counts: the children and the
     // continuation start from it.
     stored.usage = usage::after(envelope, spent);
+    // The session's versions of its children's types, chosen once: every
+    // child, sent now or later, and the continuation go to them.
+    for child in &children {
+        crate::pipeline::versions::pin(&rt.outbox.rollouts, &child.agent, &mut stored);
+    }
     let deadline = config
         .join_timeout
         .map(|timeout| now_ms() + u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))

@@ -54,7 +54,7 @@ pub(crate) struct Outbox {
     live: LiveEvents,
     /// The agent types' rollouts: an envelope for a versioned type is
     /// pinned to a version before it leaves.
-    rollouts: Rollouts,
+    pub(crate) rollouts: Rollouts,
 }
 
 /// What an [`Outbox`] is made of.
