@@ -9,6 +9,7 @@ pub(crate) mod retired;
 pub(crate) mod rules;
 pub(crate) mod targets;
 pub(crate) mod teams;
+pub(crate) mod version_compat;
 pub(crate) mod version_pinning;
 pub(crate) mod version_trials;
 pub(crate) mod versions;

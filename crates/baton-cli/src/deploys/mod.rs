@@ -263,7 +263,7 @@ impl Standing {
         crate::learning::registry::print_table(&header, rows);
         if self.unversioned.pending + self.unversioned.unacked > 0 {
             println!(
-                "{} messages wait on {}'s own subject, which versioned workers do not take: keep an unversioned worker running until they are done",
+                "{} messages wait on {}'s own subject (sent by a process that knows no versions): its versioned workers move them to their versions",
                 self.unversioned.pending + self.unversioned.unacked,
                 self.agent
             );

@@ -15,7 +15,9 @@
 //!   settled, and where the event level is applied;
 //! - [`runtime`]: what every message shares;
 //! - [`config`], [`metrics`], [`heartbeats`] (to the registry),
-//!   [`reporter`] (what a running hop reports).
+//!   [`reporter`] (what a running hop reports);
+//! - [`moved`]: a versioned worker moves tasks on its type's own subject to
+//!   their versions.
 
 pub(crate) mod config;
 pub(crate) mod decide;
@@ -24,6 +26,7 @@ pub(crate) mod handle;
 pub(crate) mod heartbeats;
 pub(crate) mod join;
 pub(crate) mod metrics;
+pub(crate) mod moved;
 pub(crate) mod outbox;
 pub(crate) mod reporter;
 pub(crate) mod run;

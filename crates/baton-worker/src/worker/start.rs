@@ -322,7 +322,20 @@ async fn beside_the_loop(
     .spawn()
     .await;
     match net {
-        Ok(net) => Ok(vec![cancels, followers, net]),
+        Ok(net) => {
+            let mut beside = vec![cancels, followers, net];
+            if rt.config.serves_version().is_some() {
+                // Tasks on the type's own subject go on to their versions.
+                let own = Source {
+                    client: source.client.clone(),
+                    jetstream: source.jetstream.clone(),
+                    stream: source.stream.clone(),
+                    consumer: Subjects::agent_consumer(&rt.config.agent),
+                };
+                beside.push(crate::worker::moved::spawn(rt.clone(), own));
+            }
+            Ok(beside)
+        }
         Err(err) => {
             cancels.abort();
             followers.abort();
@@ -435,10 +448,13 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
 }
 
 /// What a worker of version `version` of `agent` uses beyond
-/// [`footprint`]: its version's consumer.
+/// [`footprint`]: its version's consumer, and the versions' subjects of
+/// its type, where it moves the tasks of the type's own subject.
 #[must_use]
 pub fn version_footprint(subjects: &Subjects, agent: &AgentName, version: &Version) -> Footprint {
     crate::pipeline::intake::footprint(subjects, &Subjects::version_consumer(agent, version))
+        // It moves tasks on its type's own subject to their versions.
+        .with(Footprint::new().publishes([format!("{}.*", subjects.agent(agent))]))
 }
 
 #[cfg(test)]

@@ -1,0 +1,100 @@
+//! Senders that know no versions: tasks a process of an earlier release
+//! puts on a versioned type's own subject (`baton.agent.helper`) are moved
+//! by the type's versioned workers to the version each session is pinned
+//! to, or the one the rollout chooses: none waits, none is lost or run
+//! twice, and one that cannot be read is dead-lettered with its reason.
+
+use std::time::Duration;
+
+use baton_proto::{AgentName, DeadLetterReason, Envelope, EventType, Rollout, Subjects, Wire};
+use futures::StreamExt;
+
+use crate::util::{System, wants};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_on_a_versioned_type_s_own_subject_move_to_their_versions_once_each()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.registry("r1").await?;
+    for version in ["1", "2"] {
+        let flags = ["--version", version, "--concurrency", "8"];
+        system
+            .agent(&format!("v{version}"), "helper", "help", 1, &flags)
+            .await?;
+    }
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(10), |answer| {
+            (answer.candidates.iter()).any(|c| c.agent == "helper" && c.versions.len() == 2)
+        })
+        .await?;
+    system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut half = Rollout::first("helper", "1", 0);
+    half.ramp_to("2", 50, 0);
+    // 40 tasks as an earlier release sends them (no pin, the type's own
+    // subject), 10 of them pinned to version 1 already, and one that
+    // cannot be read.
+    let mut sent = Vec::new();
+    for i in 0..40 {
+        let mut task = Envelope::task(format!("from an older sender {i}"));
+        task.to = Some("helper".to_owned());
+        let expected = if i < 10 {
+            task.versions.insert("helper".to_owned(), "1".to_owned());
+            "1".to_owned()
+        } else {
+            half.choose(&task.session.to_string()).to_owned()
+        };
+        system
+            .publish_raw("baton.agent.helper", task.to_msgpack()?)
+            .await?;
+        sent.push((task.session, expected));
+    }
+    system
+        .publish_raw("baton.agent.helper", b"\x93not an envelope".to_vec())
+        .await?;
+    let system = &system;
+    let ended = futures::stream::iter(sent)
+        .map(|(session, expected)| async move {
+            let events = system
+                .session_events(session, Duration::from_secs(60))
+                .await?;
+            anyhow::Ok((session, expected, events))
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    let mut on = [0, 0];
+    for ended in ended {
+        let (session, expected, events) = ended?;
+        let ends: Vec<_> = events.iter().filter(|e| e.kind.is_terminal()).collect();
+        assert_eq!(ends.len(), 1, "{session}: {ends:?}");
+        assert_eq!(ends[0].kind, EventType::Completed, "{session}: {ends:?}");
+        let ran: Vec<_> = events
+            .iter()
+            .filter(|e| e.kind == EventType::Accepted)
+            .collect();
+        assert_eq!(ran.len(), 1, "{session} ran {} times", ran.len());
+        assert_eq!(
+            ran[0].version.as_deref(),
+            Some(expected.as_str()),
+            "{session}"
+        );
+        on[usize::from(expected == "2")] += 1;
+    }
+    assert!(on[0] > 10 && on[1] > 0, "both versions ran them: {on:?}");
+    system.settled().await?;
+    let letters = system.client.dead_letters().await?;
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    assert_eq!(letters[0].reason, DeadLetterReason::Malformed);
+    assert_eq!(letters[0].subject, "baton.dlq.helper");
+    // Nothing waits on the type's own consumer.
+    let jetstream = async_nats::jetstream::new(system.nats.clone());
+    let stream = jetstream
+        .get_stream(system.client.subjects().tasks_stream())
+        .await?;
+    let own = stream
+        .consumer_info(Subjects::agent_consumer(&AgentName::new("helper")?))
+        .await?;
+    assert_eq!((own.num_pending, own.num_ack_pending), (0, 0));
+    Ok(())
+}
