@@ -38,6 +38,13 @@ test *ARGS:
     cargo test --doc --workspace --quiet
     cargo nextest run --workspace --no-fail-fast "$@"
 
+# Check that processes of the previous release (or of COMMIT) keep working beside this one: builds it into .tools/previous, then runs the e2e tests that need it
+compat COMMIT="75070c6":
+    scripts/test-setup
+    scripts/previous-release "{{ COMMIT }}"
+    cargo build -p baton-cli
+    BATON_PREVIOUS_BIN="$PWD/.tools/previous/baton" cargo nextest run -p baton --test e2e --run-ignored only previous_release
+
 # Run the benchmark (arguments go to `baton bench`)
 bench *ARGS:
     cargo run --release -p baton-cli --bin baton -- bench {{ ARGS }}

@@ -111,6 +111,30 @@ impl System {
         self.wait_log(label, ready, Duration::from_secs(30)).await
     }
 
+    /// Starts `baton ARGS` of the previous release (`BATON_PREVIOUS_BIN`,
+    /// which `./just compat` builds) as process `label`, and waits until it
+    /// logs `ready`.
+    pub async fn spawn_previous(
+        &mut self,
+        label: &str,
+        args: &[&str],
+        ready: &str,
+    ) -> anyhow::Result<()> {
+        let Some(previous) = std::env::var_os("BATON_PREVIOUS_BIN") else {
+            anyhow::bail!(
+                "BATON_PREVIOUS_BIN is not set: run this test through `./just compat`, which builds the previous release"
+            );
+        };
+        // The same arguments as this release's `baton` gets here.
+        let command = self.baton(args);
+        let mut previous = Command::new(previous);
+        previous.args(command.get_args()).env("RUST_LOG", "info");
+        previous.env_remove("NATS_URL");
+        let process = ChildProcess::spawn(previous, label)?;
+        self.processes.insert(label.to_owned(), process);
+        self.wait_log(label, ready, Duration::from_secs(30)).await
+    }
+
     /// Starts a relay worker `agent` (instance `label`) with extra flags.
     pub async fn relay(&mut self, label: &str, agent: &str, flags: &[&str]) -> anyhow::Result<()> {
         let mut args = vec!["worker", agent, "--relay", "--instance", label];
