@@ -411,6 +411,26 @@ impl System {
         }
     }
 
+    /// The events of each of `sessions` once it ended (within `timeout`),
+    /// waited for 16 at a time, in the order they end.
+    pub async fn ended_sessions(
+        &self,
+        sessions: Vec<Uuid>,
+        timeout: Duration,
+    ) -> anyhow::Result<Vec<(Uuid, Vec<Event>)>> {
+        use futures::StreamExt as _;
+        futures::stream::iter(sessions)
+            .map(|session| async move {
+                let events = self.session_events(session, timeout).await?;
+                anyhow::Ok((session, events))
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
     /// All events stored for `session` right now (does not wait).
     pub async fn stored_events(&self, session: Uuid) -> anyhow::Result<Vec<Event>> {
         // Not `Client::events`: that one also yields what lean workers send

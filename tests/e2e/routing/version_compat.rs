@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use baton_proto::{AgentName, DeadLetterReason, Envelope, EventType, Rollout, Subjects, Wire};
-use futures::StreamExt;
 
 use crate::util::{System, wants};
 
@@ -54,20 +53,14 @@ async fn tasks_on_a_versioned_type_s_own_subject_move_to_their_versions_once_eac
     system
         .publish_raw("baton.agent.helper", b"\x93not an envelope".to_vec())
         .await?;
-    let system = &system;
-    let ended = futures::stream::iter(sent)
-        .map(|(session, expected)| async move {
-            let events = system
-                .session_events(session, Duration::from_secs(60))
-                .await?;
-            anyhow::Ok((session, expected, events))
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await;
+    let expected: std::collections::HashMap<_, _> = sent.iter().cloned().collect();
+    let sessions = sent.into_iter().map(|(session, _)| session).collect();
+    let ended = system
+        .ended_sessions(sessions, Duration::from_secs(60))
+        .await?;
     let mut on = [0, 0];
-    for ended in ended {
-        let (session, expected, events) = ended?;
+    for (session, events) in ended {
+        let expected = &expected[&session];
         let ends: Vec<_> = events.iter().filter(|e| e.kind.is_terminal()).collect();
         assert_eq!(ends.len(), 1, "{session}: {ends:?}");
         assert_eq!(ends[0].kind, EventType::Completed, "{session}: {ends:?}");
@@ -115,18 +108,9 @@ async fn through_router(
         system.client.submit(&task).await?;
         sessions.push(task.session);
     }
-    futures::stream::iter(sessions)
-        .map(|session| async move {
-            let events = system
-                .session_events(session, Duration::from_secs(60))
-                .await?;
-            anyhow::Ok((session, events))
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
+    system
+        .ended_sessions(sessions, Duration::from_secs(60))
         .await
-        .into_iter()
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

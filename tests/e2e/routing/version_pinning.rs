@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, EventType, Rollout};
-use futures::StreamExt;
 
 use crate::util::{System, wants};
 
@@ -52,20 +51,11 @@ async fn every_delegated_child_and_result_of_a_session_keeps_its_pinned_versions
         system.client.submit_to(&lead, &task).await?;
         sessions.push(task.session);
     }
-    let system = &system;
-    let ended = futures::stream::iter(sessions)
-        .map(|session| async move {
-            let events = system
-                .session_events(session, Duration::from_secs(90))
-                .await?;
-            anyhow::Ok((session, events))
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<_>>()
-        .await;
+    let ended = system
+        .ended_sessions(sessions, Duration::from_secs(90))
+        .await?;
     let mut shares: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for ended in ended {
-        let (session, events) = ended?;
+    for (session, events) in ended {
         let last = events.last().expect("events");
         assert_eq!(last.kind, EventType::Completed, "{session}: {last:?}");
         let delegated = events.iter().filter(|e| e.kind == EventType::Delegated);
@@ -145,10 +135,10 @@ async fn a_team_member_with_two_versions_serves_each_session_on_one() -> anyhow:
         sessions.push(task.session);
     }
     let mut shares: BTreeMap<String, usize> = BTreeMap::new();
-    for session in sessions {
-        let events = system
-            .session_events(session, Duration::from_secs(90))
-            .await?;
+    for (session, events) in system
+        .ended_sessions(sessions, Duration::from_secs(90))
+        .await?
+    {
         let last = events.last().expect("events");
         assert_eq!(last.kind, EventType::Completed, "{session}: {last:?}");
         let expected = half.choose(&session.to_string()).to_owned();

@@ -8,6 +8,7 @@ use std::time::Duration;
 use baton_testkit::{FakeLlm, Scripted};
 use serde_json::Value;
 
+use super::versions::answered_by;
 use crate::util::{System, llm_table, session_in, wants};
 
 /// An LLM spec of `helper` at `version`, on the stand-in `llm`.
@@ -44,17 +45,6 @@ fn replay_in(stdout: &str) -> anyhow::Result<String> {
         .next()
         .ok_or_else(|| anyhow::anyhow!("no replay in {stdout}"))?;
     Ok(new.parse::<uuid::Uuid>()?.to_string())
-}
-
-/// The version `session`'s events name (all of them one).
-async fn ran_on(system: &System, session: &str) -> anyhow::Result<String> {
-    let events = system
-        .session_events(session.parse()?, Duration::from_secs(60))
-        .await?;
-    let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
-    named.dedup();
-    anyhow::ensure!(named.len() == 1, "{session} ran on {named:?}");
-    Ok(named.remove(0))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -101,14 +91,14 @@ async fn a_new_version_is_tried_on_recorded_sessions_and_conversations_before_it
     tokio::time::sleep(Duration::from_secs(1)).await;
     let replayed = system.baton_stdout(&["replay", &recorded, "--wait"])?;
     let replay = replay_in(&replayed)?;
-    assert_eq!(ran_on(&system, &replay).await?, "1");
+    assert_eq!(answered_by(&system, &replay).await?, "1");
     assert_eq!((one.requests().len(), two.requests().len()), (3, 0));
 
     // Onto version 2: its model is asked what version 1's was.
     let onto = ["replay", &recorded, "--as", "helper@2", "--wait"];
     let on_two = system.baton_stdout(&onto)?;
     let on_two = replay_in(&on_two)?;
-    assert_eq!(ran_on(&system, &on_two).await?, "2");
+    assert_eq!(answered_by(&system, &on_two).await?, "2");
     assert_eq!((one.requests().len(), two.requests().len()), (3, 1));
     assert_eq!(users(&two.requests()[0].body), ["What is 2 + 2?"]);
     let diff = system.baton(&["diff", &recorded, &on_two, "--json", "--exit-code"]);
@@ -178,8 +168,8 @@ async fn a_new_version_is_tried_on_recorded_sessions_and_conversations_before_it
     let (Some(theirs), Some(ours)) = (theirs, ours) else {
         anyhow::bail!("turn 2 is missing from one of the conversations");
     };
-    assert_eq!(ran_on(&system, &theirs).await?, "1");
-    assert_eq!(ran_on(&system, &ours).await?, "2");
+    assert_eq!(answered_by(&system, &theirs).await?, "1");
+    assert_eq!(answered_by(&system, &ours).await?, "2");
     let diff = system.baton_stdout(&["diff", &theirs, &ours])?;
     assert!(
         diff.contains("versions: differ: helper@1 | helper@2"),

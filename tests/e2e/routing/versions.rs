@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use baton_proto::{Envelope, Event, EventType, Rollout};
-use futures::StreamExt;
 
 use crate::util::{System, wants};
 
@@ -21,19 +20,11 @@ async fn answered(system: &System, n: usize) -> anyhow::Result<Vec<(String, Stri
         system.client.submit_to(&helper, &task).await?;
         sessions.push(task.session);
     }
-    let ended = futures::stream::iter(sessions)
-        .map(|session| async move {
-            let events = system
-                .session_events(session, Duration::from_secs(60))
-                .await?;
-            anyhow::Ok((session, events))
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
+    let ended = system
+        .ended_sessions(sessions, Duration::from_secs(60))
+        .await?;
     let mut versions = Vec::new();
-    for ended in ended {
-        let (session, events) = ended?;
+    for (session, events) in ended {
         let last: &Event = events.last().expect("a session with events");
         assert_eq!(last.kind, EventType::Completed, "{session}: {last:?}");
         let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
@@ -202,7 +193,7 @@ async fn two_versions(router: bool) -> anyhow::Result<System> {
 }
 
 /// The version that answered `session`: the one its events name.
-async fn answered_by(system: &System, session: &str) -> anyhow::Result<String> {
+pub(crate) async fn answered_by(system: &System, session: &str) -> anyhow::Result<String> {
     let events = system
         .session_events(session.parse()?, Duration::from_secs(30))
         .await?;
