@@ -5,17 +5,21 @@
 //! subject's consumer, `agent-<A>`, and moves each task to the version its
 //! session is pinned to, or else to the one the rollout chooses for it, as
 //! the router would have: the bytes go on as they came, with `versions`
-//! set. A task that cannot be read is dead-lettered with its reason.
+//! set. A task that cannot be read is dead-lettered with its reason, and
+//! so is one the server stops delivering (its max deliveries), as for the
+//! worker's own consumer.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use baton_proto::{Head, Rewrite, derive_id_labelled};
+use baton_proto::{Head, Rewrite, Subjects, derive_id_labelled};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::error::Error;
 use crate::nats::publish::{Class, Outgoing};
+use crate::pipeline::advisory::Net;
 use crate::pipeline::delivery::Delivery;
 use crate::pipeline::intake::{self, IntakeSettings, Source};
 use crate::pipeline::plan::Settle;
@@ -26,22 +30,50 @@ use crate::worker::runtime::Runtime;
 /// How many tasks of the type's own subject one worker moves at once.
 const AT_ONCE: usize = 4;
 
-/// Starts moving the tasks of `source`, the type's own consumer, to their
-/// versions; the task runs until it is aborted (a move cut short is
+/// Starts moving the tasks of the type's own consumer (on `source`'s
+/// stream) to their versions, with the net that dead-letters one the
+/// server stops delivering; both run until aborted (a move cut short is
 /// redelivered and written again under the same message id).
-pub(crate) fn spawn(rt: Arc<Runtime>, source: Source) -> JoinHandle<()> {
+///
+/// # Errors
+///
+/// When the net cannot subscribe to the server's advisories.
+pub(crate) async fn spawn(
+    rt: &Arc<Runtime>,
+    client: &async_nats::Client,
+    source: &Source,
+) -> Result<[JoinHandle<()>; 2], Error> {
+    let own = Source {
+        client: source.client.clone(),
+        jetstream: source.jetstream.clone(),
+        stream: source.stream.clone(),
+        consumer: Subjects::agent_consumer(&rt.config.agent),
+    };
+    let net = Net {
+        client: client.clone(),
+        publisher: rt.outbox.publisher.clone(),
+        subjects: rt.config.subjects.clone(),
+        stream: own.stream.clone(),
+        consumer: own.consumer.clone(),
+        agent: rt.config.agent.clone(),
+        metrics: Some(rt.metrics.clone()),
+    }
+    .spawn()
+    .await?;
     let settings = IntakeSettings {
         concurrency: AT_ONCE,
         pull_expires: rt.config.pull_expires,
         shutdown_grace: Duration::from_secs(1),
     };
-    tokio::spawn(async move {
-        intake::serve(source, settings, std::future::pending(), |message| {
+    let rt = rt.clone();
+    let mover = tokio::spawn(async move {
+        intake::serve(own, settings, std::future::pending(), |message| {
             let rt = rt.clone();
             async move { move_one(&rt, message).await }
         })
         .await;
-    })
+    });
+    Ok([net, mover])
 }
 
 /// Moves one task to its version.

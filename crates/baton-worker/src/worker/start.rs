@@ -326,13 +326,13 @@ async fn beside_the_loop(
             let mut beside = vec![cancels, followers, net];
             if rt.config.serves_version().is_some() {
                 // Tasks on the type's own subject go on to their versions.
-                let own = Source {
-                    client: source.client.clone(),
-                    jetstream: source.jetstream.clone(),
-                    stream: source.stream.clone(),
-                    consumer: Subjects::agent_consumer(&rt.config.agent),
-                };
-                beside.push(crate::worker::moved::spawn(rt.clone(), own));
+                match crate::worker::moved::spawn(rt, client, source).await {
+                    Ok(moving) => beside.extend(moving),
+                    Err(err) => {
+                        beside.iter().for_each(JoinHandle::abort);
+                        return Err(err);
+                    }
+                }
             }
             Ok(beside)
         }
