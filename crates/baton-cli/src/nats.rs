@@ -381,10 +381,19 @@ pub(crate) async fn connect_or_start(
     nats: &NatsArgs,
     role: &Role,
 ) -> anyhow::Result<(Connection, Option<baton_nats_server::NatsServer>)> {
+    connect_or_start_with(nats, role, baton_nats_server::ServerOptions::default()).await
+}
+
+/// [`connect_or_start`], starting the local server with `options`.
+pub(crate) async fn connect_or_start_with(
+    nats: &NatsArgs,
+    role: &Role,
+    options: baton_nats_server::ServerOptions,
+) -> anyhow::Result<(Connection, Option<baton_nats_server::NatsServer>)> {
     let server = match &nats.nats_url {
         Some(_) => None,
         None => Some(
-            tokio::task::spawn_blocking(baton_nats_server::NatsServer::start)
+            tokio::task::spawn_blocking(move || baton_nats_server::NatsServer::start_with(options))
                 .await
                 .context("server start-up task failed")??,
         ),

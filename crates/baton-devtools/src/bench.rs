@@ -153,6 +153,11 @@ pub struct BenchArgs {
     /// The pid of the nats-server the bench started, whose CPU it reports.
     #[arg(skip)]
     pub server_pid: Option<u32>,
+
+    /// The monitoring URL of the nats-server the bench started, whose
+    /// `/varz` counts the bytes each hop sends it.
+    #[arg(skip)]
+    pub monitor_url: Option<String>,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -172,6 +177,9 @@ struct Figures {
     /// CPU per hop of the nats-server the bench started, µs (NaN when it
     /// runs elsewhere).
     cpu_server_us: f64,
+    /// Bytes into the server per hop, from its `/varz` (NaN when it runs
+    /// elsewhere).
+    bytes_per_hop: f64,
 }
 
 /// The median of `values` (the mean of the middle two for an even count).
@@ -210,6 +218,7 @@ fn figures(recorder: &Recorder, tasks: u64, hops: usize, measured: &Measured) ->
         writes_per_hop: 1.0,
         cpu_worker_us: measured.cpu.0,
         cpu_server_us: measured.cpu.1,
+        bytes_per_hop: measured.bytes_per_hop,
     }
 }
 

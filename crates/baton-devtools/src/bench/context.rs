@@ -54,6 +54,7 @@ pub(super) async fn context_curve(
             delay_ms: 0,
             round_secs: 0,
             server_pid: args.server_pid,
+            monitor_url: args.monitor_url.clone(),
         };
         let mode = Mode {
             prefix: "benchcontext".to_owned(),
@@ -119,6 +120,7 @@ where
         .wait_for(args.warmup, Duration::from_secs(120))
         .await?;
     recorder.reset();
+    let received = super::cpu::bytes_in(args.monitor_url.as_deref()).await;
     let cpu = super::cpu::Sample::now(args.server_pid);
     let started = Instant::now();
     run(args.tasks).await?;
@@ -130,7 +132,20 @@ where
         .tasks
         .saturating_mul(u64::try_from(args.hops).unwrap_or(u64::MAX));
     let cpu = super::cpu::Sample::now(args.server_pid).per_hop_since(cpu, hops);
-    Ok(Measured { elapsed, cpu })
+    let bytes_per_hop = match (
+        received,
+        super::cpu::bytes_in(args.monitor_url.as_deref()).await,
+    ) {
+        (Some(before), Some(after)) if hops > 0 => {
+            after.saturating_sub(before) as f64 / hops as f64
+        }
+        _ => f64::NAN,
+    };
+    Ok(Measured {
+        elapsed,
+        cpu,
+        bytes_per_hop,
+    })
 }
 
 /// What one measured run took: its time, and the CPU the bench's process
@@ -138,6 +153,8 @@ where
 pub(super) struct Measured {
     pub(super) elapsed: Duration,
     pub(super) cpu: (f64, f64),
+    /// Bytes into the server per hop (NaN when unknown).
+    pub(super) bytes_per_hop: f64,
 }
 
 pub(super) fn padded_task(payload_bytes: usize) -> Envelope {

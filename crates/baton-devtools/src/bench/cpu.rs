@@ -1,6 +1,7 @@
-//! CPU time from the process counters: user and system time of a process,
-//! from Linux's `/proc/<pid>/stat`, so the bench can say what a hop costs
-//! the process that runs the stages and the nats-server it started.
+//! What a hop costs: CPU time from the process counters (user and system
+//! time of a process, from Linux's `/proc/<pid>/stat`) of the process that
+//! runs the stages and of the nats-server the bench started, and the bytes
+//! that server received (its `/varz` `in_bytes`).
 
 /// Clock ticks a second in `/proc/<pid>/stat` (`USER_HZ`, 100 on Linux).
 const TICKS_PER_SECOND: u64 = 100;
@@ -50,6 +51,18 @@ impl Sample {
             per_hop(self.server, earlier.server),
         )
     }
+}
+
+/// The bytes the server at `monitor` has received from its clients so far
+/// (`in_bytes` of its `/varz`); `None` without a monitor or when it does
+/// not answer.
+pub(super) async fn bytes_in(monitor: Option<&str>) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Varz {
+        in_bytes: u64,
+    }
+    let varz = reqwest::get(format!("{}/varz", monitor?)).await.ok()?;
+    Some(varz.json::<Varz>().await.ok()?.in_bytes)
 }
 
 #[cfg(test)]

@@ -76,8 +76,8 @@ pub(super) fn print_ratios(rounds: &[Vec<Figures>]) {
 pub(super) fn print_cpu(rounds: &[Vec<Figures>]) {
     println!();
     println!(
-        "{:<26} {:>8} {:>8} {:>8}",
-        "cpu per hop (µs)", "worker", "server", "total"
+        "{:<26} {:>8} {:>8} {:>8} {:>10}",
+        "cpu per hop (µs)", "worker", "server", "total", "bytes in"
     );
     for side in Side::ALL {
         let runs = &rounds[side as usize];
@@ -86,23 +86,37 @@ pub(super) fn print_cpu(rounds: &[Vec<Figures>]) {
         }
         let median = |pick: fn(&Figures) -> f64| cell(median(runs.iter().map(pick)));
         println!(
-            "{:<26} {:>8} {:>8} {:>8}",
+            "{:<26} {:>8} {:>8} {:>8} {:>10}",
             side.label(),
             median(|f| f.cpu_worker_us),
             median(|f| f.cpu_server_us),
-            median(|f| f.cpu_worker_us + f.cpu_server_us)
+            median(|f| f.cpu_worker_us + f.cpu_server_us),
+            median(|f| f.bytes_per_hop)
         );
     }
-    for (name, side, base) in [
-        ("full / same writes cpu", Side::Full, Side::SameWrites),
-        ("lean / raw cpu", Side::Lean, Side::Raw),
+    let cpu = |f: &Figures| f.cpu_worker_us + f.cpu_server_us;
+    let bytes = |f: &Figures| f.bytes_per_hop;
+    for (name, side, base, pick) in [
+        (
+            "full / same writes cpu",
+            Side::Full,
+            Side::SameWrites,
+            cpu as fn(&Figures) -> f64,
+        ),
+        ("lean / raw cpu", Side::Lean, Side::Raw, cpu),
+        (
+            "full / same writes bytes",
+            Side::Full,
+            Side::SameWrites,
+            bytes,
+        ),
+        ("lean / raw bytes", Side::Lean, Side::Raw, bytes),
     ] {
         let (side, base) = (&rounds[side as usize], &rounds[base as usize]);
         if side.is_empty() || base.is_empty() {
             continue;
         }
-        let total = |f: &Figures| f.cpu_worker_us + f.cpu_server_us;
-        let ratio = median(side.iter().zip(base).map(|(s, b)| total(s) / total(b)));
+        let ratio = median(side.iter().zip(base).map(|(s, b)| pick(s) / pick(b)));
         if ratio.is_finite() {
             println!("{name} {ratio:.2}");
         } else {
@@ -112,7 +126,8 @@ pub(super) fn print_cpu(rounds: &[Vec<Figures>]) {
     println!(
         "cpu: user + system time from the process counters over each round's measured tasks, \
          per hop; the worker column is the bench's own process (the stages and the client); \
-         the server's is known when the bench started it (no --nats-url)"
+         the server's is known when the bench started it (no --nats-url); bytes in: what that \
+         server received per hop (its /varz in_bytes: messages and headers)"
     );
 }
 
