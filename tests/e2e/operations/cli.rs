@@ -348,6 +348,51 @@ async fn the_ttft_bench_compares_the_first_token_through_baton_with_the_models_o
     Ok(())
 }
 
+#[test]
+fn a_bench_on_its_own_server_counts_the_cpu_and_bytes_each_hop_sends_it() -> anyhow::Result<()> {
+    // No --nats-url: the bench starts its server, and reads its counters.
+    let output = std::process::Command::new(baton_testkit::baton_binary())
+        .args([
+            "bench",
+            "--only",
+            "same-writes",
+            "--tasks",
+            "40",
+            "--warmup",
+            "5",
+        ])
+        .args(["--rounds", "1", "--payload-bytes", "300"])
+        .env_remove("NATS_URL")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    anyhow::ensure!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let row = stdout
+        .split_once("cpu per hop (µs)")
+        .and_then(|(_, table)| {
+            table
+                .lines()
+                .find(|line| line.starts_with("raw, same writes"))
+        })
+        .with_context(|| format!("no cpu row: {stdout}"))?;
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let numbers: Vec<f64> = cells[cells.len() - 4..]
+        .iter()
+        .map(|cell| cell.parse::<f64>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("a figure is missing: {row}"))?;
+    // A hop of this relay writes the 300-byte task on and one event of
+    // about 220 bytes, with their headers: more than 520 bytes, and far
+    // less than ten times that.
+    let bytes = numbers[3];
+    assert!((520.0..5_200.0).contains(&bytes), "{row}");
+    assert!(numbers[1] > 0.0, "the server's CPU is counted: {row}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop()
 -> anyhow::Result<()> {
@@ -432,7 +477,8 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         "{stdout}"
     );
     // CPU per hop: every side, the worker's from this process's counters;
-    // the server's is not known (the bench did not start it).
+    // the server's, the total and the bytes into it are not known (the
+    // bench did not start it).
     let (_, cpu) = ratios
         .split_once("cpu per hop (µs)")
         .with_context(|| format!("no cpu table: {stdout}"))?;
@@ -440,9 +486,10 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
         .lines()
         .filter_map(|line| {
             let cells: Vec<&str> = line.split_whitespace().collect();
-            let split = cells.len().checked_sub(3)?;
+            let split = cells.len().checked_sub(4)?;
             let worker = cells.get(split)?.parse::<u64>().is_ok();
-            (worker && cells[split + 1] == "-" && split > 0).then(|| cells[..split].join(" "))
+            let unknown = cells[split + 1..].iter().all(|cell| *cell == "-");
+            (worker && unknown && split > 0).then(|| cells[..split].join(" "))
         })
         .collect();
     let sides = [
@@ -458,6 +505,7 @@ async fn bench_all_prints_every_table_in_one_run_with_each_sides_writes_per_hop(
     assert_eq!(cpu_rows, sides, "{stdout}");
     assert!(cpu.contains("full / same writes cpu -"), "{stdout}");
     assert!(cpu.contains("lean / raw cpu -"), "{stdout}");
+    assert!(cpu.contains("full / same writes bytes -"), "{stdout}");
     // Scale-out: one row per round, tasks = the ideal rate (N × 2 / 20 ms) × 1 s.
     let rounds: Vec<(&str, &str)> = rows(scale, 5)
         .iter()
