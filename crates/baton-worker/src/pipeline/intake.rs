@@ -179,7 +179,7 @@ impl Puller {
             ),
             inbox,
             expires: settings.pull_expires,
-            refill_at: (concurrency / 4).max(1),
+            refill_at: (concurrency / 2).max(1),
             count: 0,
             last_request: Instant::now(),
             last_news: Instant::now(),
@@ -289,12 +289,8 @@ impl Puller {
 
     /// Asks for as many messages as there are free permits not yet asked for.
     async fn ask(&mut self, free: usize) {
-        let want = free.saturating_sub(self.count);
-        // Ask again once a quarter of the permits is free (at once when nothing
-        // is requested): one pull request per message would double the
-        // server's work under load, for no gain in latency.
-        let worth_asking = want > 0 && (self.count == 0 || want >= self.refill_at);
-        if !worth_asking || self.retry_at.is_some_and(|at| at > Instant::now()) {
+        let want = to_ask(free, self.count, self.refill_at);
+        if want == 0 || self.retry_at.is_some_and(|at| at > Instant::now()) {
             return;
         }
         self.retry_at = None;
@@ -340,6 +336,22 @@ impl Puller {
                 false
             }
         }
+    }
+}
+
+/// How many messages to ask for with `free` permits and `count` asked for
+/// and not yet received: the free permits not asked for, once they reach
+/// `refill_at` (half the concurrency), or at once when nothing is asked
+/// for. One pull request per message would double the server's work under
+/// load, for no gain in latency: while anything is asked for, a new message
+/// is delivered without waiting for a request. (Half, as JetStream's own
+/// clients refill a batch.) Never more than the free permits.
+fn to_ask(free: usize, count: usize, refill_at: usize) -> usize {
+    let want = free.saturating_sub(count);
+    if want > 0 && (count == 0 || want >= refill_at) {
+        want
+    } else {
+        0
     }
 }
 
@@ -418,4 +430,27 @@ fn pending_messages(message: &async_nats::Message) -> Option<usize> {
 pub(crate) fn footprint(subjects: &baton_proto::Subjects, consumer: &str) -> Footprint {
     Footprint::puller(&subjects.tasks_stream(), consumer)
         .with(crate::pipeline::advisory::footprint(subjects, consumer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_ask;
+
+    #[test]
+    fn a_worker_asks_in_batches_of_half_its_concurrency_and_never_beyond_its_free_permits() {
+        // Nothing asked for: every free permit, at once (no latency at low load).
+        assert_eq!(to_ask(32, 0, 16), 32);
+        assert_eq!(to_ask(1, 0, 16), 1);
+        // Something asked for: wait until half the concurrency is free.
+        assert_eq!(to_ask(32, 17, 16), 0);
+        assert_eq!(to_ask(32, 16, 16), 16);
+        assert_eq!(to_ask(30, 10, 16), 20);
+        // Never more than the permits: everything busy or asked for.
+        assert_eq!(to_ask(0, 0, 16), 0);
+        assert_eq!(to_ask(8, 8, 16), 0);
+        assert_eq!(to_ask(4, 9, 16), 0);
+        // Concurrency 1: one at a time.
+        assert_eq!(to_ask(1, 0, 1), 1);
+        assert_eq!(to_ask(1, 1, 1), 0);
+    }
 }
