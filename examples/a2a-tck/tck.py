@@ -39,7 +39,12 @@ ARTIFACTS = [
 ]
 
 
-def reply(message_id):
+def reply(message_id, said):
+    if message_id.startswith("baton-echo"):
+        # Not a TCK scenario: what of the A2A message reached the agent.
+        echoed = {key: said.get(key) for key in ("message_id", "metadata", "reference_task_ids")}
+        return {"action": "terminate",
+                "output": {"a2a": {"artifacts": [artifact("echo", {"data": echoed})]}}}
     if message_id.startswith("tck-input-required"):
         return {"action": "handoff", "to": "tck_ask", "reason": "user_escalation",
                 "say": "The TCK asks for input."}
@@ -60,7 +65,7 @@ def reply(message_id):
 def main():
     envelope = json.load(sys.stdin)
     said = envelope.get("context", {}).get("variables", {}).get("a2a") or {}
-    print(json.dumps(reply(said.get("message_id") or "")))
+    print(json.dumps(reply(said.get("message_id") or "", said)))
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ fn not_found(id: &str) -> JsonRpcError {
 
 /// The text and variables of a message: its text parts, joined; its data
 /// parts that are objects, as variables. Files (raw or URL parts) reach
-/// the agent with the whole message, in the variable `a2a.parts`; a
-/// message of files alone is told as their names.
+/// the agent in the variable `a2a.files`; a message of files alone is
+/// told as their names.
 fn read(message: &Message) -> Result<(String, Vec<(String, Value)>), JsonRpcError> {
     let mut texts = Vec::new();
     let mut files = Vec::new();
