@@ -42,7 +42,7 @@ ARTIFACTS = [
 def reply(message_id, said):
     if message_id.startswith("baton-echo"):
         # Not a TCK scenario: what of the A2A message reached the agent.
-        echoed = {key: said.get(key) for key in ("message_id", "metadata", "reference_task_ids")}
+        echoed = {key: said.get(key) for key in ("message_id", "metadata", "reference_task_ids", "files")}
         return {"action": "terminate",
                 "output": {"a2a": {"artifacts": [artifact("echo", {"data": echoed})]}}}
     if message_id.startswith("tck-input-required"):

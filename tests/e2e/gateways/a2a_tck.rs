@@ -169,6 +169,12 @@ fn check_turns(seen: &Value) {
         json!([seen["complete"]["task"]["id"]]),
         "{echoed}"
     );
+    // A file of any type reaches the agent as it was sent.
+    assert_eq!(
+        echoed["files"],
+        json!([{"raw": "dGNr", "filename": "in.txt", "mediaType": "application/x-unsupported-tck-type"}]),
+        "{echoed}"
+    );
     // One context, two turns, both listed; history trimmed on request.
     let context = &seen["context"];
     assert_eq!(context["contexts"][0], context["contexts"][1], "{context}");

@@ -125,6 +125,7 @@ async def main(url, binding):
     seen["chunked"] = await stream(url, binding, message("tck-stream-artifact-chunked"))
     # What reached the agent: the message's id, metadata and referenced tasks.
     echo = message("baton-echo", metadata={"locale": "fr"}, refs=[seen["complete"]["task"]["id"]])
+    echo.parts.append(Part(raw=b"tck", filename="in.txt", media_type="application/x-unsupported-tck-type"))
     seen["echo"] = {"sent": echo.message_id, "answer": await send(url, binding, echo)}
     # A conversation: the second message of a context is its next turn.
     context = str(uuid.uuid4())
