@@ -110,13 +110,19 @@ fn statuses(err: &JsonRpcError) -> (StatusCode, &'static str) {
 /// `err` as an HTTP+JSON response (AIP-193): its status, and its body.
 pub(crate) fn rest_body(err: &JsonRpcError) -> (StatusCode, serde_json::Value) {
     let (http, status) = statuses(err);
-    let details = err.data.clone().filter(serde_json::Value::is_array);
+    // Standard errors get an `ErrorInfo` too, with the reason the A2A SDKs
+    // map back to their error types (`INVALID_PARAMS`, ...).
+    let details = err
+        .data
+        .clone()
+        .filter(serde_json::Value::is_array)
+        .unwrap_or_else(|| info(a2a::error_reason(err.code)));
     let body = serde_json::json!({
         "error": {
             "code": http.as_u16(),
             "status": status,
             "message": err.message,
-            "details": details.unwrap_or_else(|| serde_json::json!([])),
+            "details": details,
         }
     });
     (http, body)
@@ -257,6 +263,9 @@ mod tests {
         for (code, status) in cases {
             assert_eq!(rest(&error(code, "x")).status().as_u16(), status, "{code}");
         }
+        let (_, body) = rest_body(&error(error_code::INVALID_PARAMS, "bad"));
+        assert_eq!(body["error"]["details"][0]["reason"], "INVALID_PARAMS");
+        assert_eq!(body["error"]["status"], "INVALID_ARGUMENT");
     }
 
     #[test]
