@@ -1,11 +1,16 @@
 //! `baton a2a serve`: Baton agent types, and the ingress, as A2A agents
-//! (Agent2Agent protocol v1.0, JSON-RPC binding, streaming over SSE).
+//! (Agent2Agent protocol v1.0, JSON-RPC and HTTP+JSON bindings, streaming
+//! over SSE).
 //!
 //! - `GET /.well-known/agent-card.json`: the ingress's card; its skills are
 //!   the exposed agent types. `POST /` takes its JSON-RPC calls: a task
 //!   goes to the ingress, and the router's rules pick the first agent.
 //! - `GET /agents/{name}/.well-known/agent-card.json` and
 //!   `POST /agents/{name}`: agent type `name` as an agent of its own.
+//! - HTTP+JSON at the same bases: `POST /message:send`, `/message:stream`,
+//!   `GET /tasks`, `/tasks/{id}`, `POST /tasks/{id}:cancel`,
+//!   `/tasks/{id}:subscribe` (and under `/agents/{name}`). Both bindings
+//!   call the same operations (`calls`, `ops`); only the encoding differs.
 //!
 //! An A2A task is a Baton session (the task id is the session id). Its state
 //! follows the session's events; a session waiting for a person is
@@ -32,7 +37,9 @@ use baton_gateway::listen::Exposure;
 use baton_proto::{AgentName, LookupRequest};
 use baton_worker::{Client, Inbox, RegistryClient};
 
+mod calls;
 mod card;
+mod errors;
 mod http;
 mod index;
 
@@ -41,6 +48,9 @@ use baton_gateway::callers::Callers;
 pub use index::footprint;
 mod list;
 mod ops;
+mod rest;
+mod rpc;
+mod said;
 mod task;
 mod turns;
 
@@ -165,6 +175,12 @@ impl Gateway {
                 (name, found)
             })
             .collect()
+    }
+
+    /// Agent type `name`, if it is exposed.
+    async fn agent(&self, name: &str) -> Option<AgentName> {
+        let agent = AgentName::new(name).ok()?;
+        self.exposes(&agent).await.then_some(agent)
     }
 
     /// Whether agent type `name` is exposed.

@@ -16,14 +16,7 @@ use uuid::Uuid;
 use crate::Gateway;
 use crate::task::{self, settled};
 
-/// An A2A error: code and message.
-pub(crate) fn error(code: i32, message: impl Into<String>) -> JsonRpcError {
-    JsonRpcError {
-        code,
-        message: message.into(),
-        data: None,
-    }
-}
+pub(crate) use crate::errors::error;
 
 pub(crate) fn internal(err: impl std::fmt::Display) -> JsonRpcError {
     error(error_code::INTERNAL_ERROR, err.to_string())
@@ -34,9 +27,12 @@ fn not_found(id: &str) -> JsonRpcError {
 }
 
 /// The text and variables of a message: its text parts, joined; its data
-/// parts that are objects, as variables.
+/// parts that are objects, as variables. Files (raw or URL parts) reach
+/// the agent in the variable `a2a.files`; a message of files alone is
+/// told as their names.
 fn read(message: &Message) -> Result<(String, Vec<(String, Value)>), JsonRpcError> {
     let mut texts = Vec::new();
+    let mut files = Vec::new();
     let mut variables = Vec::new();
     for part in &message.parts {
         match &part.content {
@@ -47,13 +43,24 @@ fn read(message: &Message) -> Result<(String, Vec<(String, Value)>), JsonRpcErro
                     variables.push((key.clone(), value));
                 }
             }
-            _ => {
+            PartContent::Data(_) => {
                 return Err(error(
                     error_code::CONTENT_TYPE_NOT_SUPPORTED,
-                    "Baton takes text parts, and data parts that are JSON objects (variables)",
+                    "a data part is a JSON object (its fields become variables)",
                 ));
             }
+            PartContent::Raw(_) | PartContent::Url(_) => {
+                let name = part.filename.as_deref().unwrap_or("a file");
+                let kind = part
+                    .media_type
+                    .as_deref()
+                    .unwrap_or("application/octet-stream");
+                files.push(format!("{name} ({kind})"));
+            }
         }
+    }
+    if texts.is_empty() && !files.is_empty() {
+        texts.push(format!("[files: {}]", files.join(", ")));
     }
     if texts.is_empty() {
         return Err(error(
@@ -415,9 +422,9 @@ impl Gateway {
     ) -> Result<Task, JsonRpcError> {
         let (session, context) = self.known(id, caller).await?;
         let (last, _) = self.last(session).await?;
-        Ok(self
-            .task(session, &context, last.as_ref(), history != Some(0))
-            .await)
+        let mut task = self.task(session, &context, last.as_ref(), true).await;
+        task::trim_history(&mut task, history);
+        Ok(task)
     }
 
     /// `SubscribeToTask`: the task's stream from now on; a task that ended

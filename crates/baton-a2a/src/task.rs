@@ -10,12 +10,17 @@ use baton_proto::{Event, EventType, Reason, Value};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::said::Said;
+
 /// The A2A state of a session whose last event is `last`.
 pub(crate) fn state(last: Option<&Event>) -> TaskState {
     let Some(last) = last else {
         return TaskState::Submitted;
     };
     match &last.kind {
+        EventType::Completed if Said::of(last).is_some_and(|said| said.reject.is_some()) => {
+            TaskState::Rejected
+        }
         EventType::Completed => TaskState::Completed,
         EventType::Failed if last.reason == Some(Reason::Cancelled) => TaskState::Canceled,
         EventType::Failed => TaskState::Failed,
@@ -43,9 +48,11 @@ fn agent_message(task: &str, context: &str, text: String) -> Message {
 /// The status of a session whose last event is `last`.
 pub(crate) fn status(task: &str, context: &str, last: Option<&Event>) -> TaskStatus {
     let state = state(last);
-    let message = last
-        .filter(|_| state != TaskState::Completed)
-        .map(|event| agent_message(task, context, baton_gateway::text::status(event)));
+    let message = last.filter(|_| state != TaskState::Completed).map(|event| {
+        let why = Said::of(event).and_then(|said| said.reject);
+        let text = why.unwrap_or_else(|| baton_gateway::text::status(event));
+        agent_message(task, context, text)
+    });
     TaskStatus {
         state,
         message,
@@ -53,8 +60,17 @@ pub(crate) fn status(task: &str, context: &str, last: Option<&Event>) -> TaskSta
     }
 }
 
-/// The answer of a completed session, as an artifact.
-pub(crate) fn answer(session: Uuid, last: &Event) -> Option<Artifact> {
+/// The answer of a completed session, as artifacts: those it gave in
+/// A2A's terms, whole, or its output as one (text, or data).
+pub(crate) fn answers(session: Uuid, last: &Event) -> Vec<Artifact> {
+    if let Some(said) = Said::of(last) {
+        return said.whole();
+    }
+    answer(session, last).into_iter().collect()
+}
+
+/// The output of a completed session, as one artifact.
+fn answer(session: Uuid, last: &Event) -> Option<Artifact> {
     if last.kind != EventType::Completed {
         return None;
     }
@@ -71,6 +87,31 @@ pub(crate) fn answer(session: Uuid, last: &Event) -> Option<Artifact> {
         metadata: None,
         extensions: None,
     })
+}
+
+/// The direct answer of a session that completed with a message (not a
+/// task) in A2A's terms.
+pub(crate) fn direct(session: Uuid, context: &str, last: Option<&Event>) -> Option<Message> {
+    let parts = Said::of(last?)?.message?;
+    let mut message = Message::new(Role::Agent, parts);
+    message.message_id = format!("{session}-message");
+    message.context_id = Some(context.to_owned());
+    Some(message)
+}
+
+/// Keeps the last `length` messages of `task`'s history (all of them
+/// when `None`, none when 0).
+pub(crate) fn trim_history(task: &mut Task, length: Option<i32>) {
+    let Some(length) = length.and_then(|n| usize::try_from(n).ok()) else {
+        return;
+    };
+    if let Some(history) = &mut task.history {
+        let extra = history.len().saturating_sub(length);
+        history.drain(..extra);
+        if history.is_empty() {
+            task.history = None;
+        }
+    }
 }
 
 /// The session's conversation as A2A messages, when its last event carries it.
@@ -105,7 +146,9 @@ pub(crate) fn task(session: Uuid, context: &str, last: Option<&Event>, with_hist
     let metadata = serde_json::json!({ "baton": { "session": id, "path": path } });
     Task {
         status: status(&id, context, last),
-        artifacts: last.and_then(|e| answer(session, e)).map(|a| vec![a]),
+        artifacts: last
+            .map(|e| answers(session, e))
+            .filter(|artifacts| !artifacts.is_empty()),
         history: if with_history {
             history(&id, context, last)
         } else {
@@ -156,13 +199,24 @@ pub(crate) fn piece(
 pub(crate) fn updates(session: Uuid, context: &str, event: &Event) -> Vec<StreamResponse> {
     let id = session.to_string();
     let mut updates = Vec::new();
-    if let Some(artifact) = answer(session, event) {
+    let chunks: Vec<(Artifact, Option<bool>, Option<bool>)> = match Said::of(event) {
+        Some(said) => said
+            .artifacts
+            .into_iter()
+            .map(|c| (c.artifact, c.append, c.last_chunk))
+            .collect(),
+        None => answer(session, event)
+            .map(|artifact| (artifact, None, Some(true)))
+            .into_iter()
+            .collect(),
+    };
+    for (artifact, append, last_chunk) in chunks {
         updates.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
             task_id: id.clone(),
             context_id: context.to_owned(),
             artifact,
-            append: None,
-            last_chunk: Some(true),
+            append,
+            last_chunk,
             metadata: None,
         }));
     }

@@ -98,6 +98,17 @@ async fn an_agent_that_hands_back_sends_the_next_turn_to_the_entry() -> anyhow::
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_caller_continues_and_reads_only_the_conversations_it_started() -> anyhow::Result<()> {
+    callers_on("callers").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_is_held_to_its_own_conversations_over_http_json_too() -> anyhow::Result<()> {
+    callers_on("rest:callers").await
+}
+
+/// Two callers and an anonymous one, through the a2a-sdk client `step`
+/// (`callers`: JSON-RPC, `rest:callers`: HTTP+JSON).
+async fn callers_on(step: &str) -> anyhow::Result<()> {
     let triage = FakeLlm::start(vec![
         Scripted::text("Which order?"),
         Scripted::text("ABC-123 ships today."),
@@ -124,7 +135,7 @@ async fn a_caller_continues_and_reads_only_the_conversations_it_started() -> any
     let context = uuid::Uuid::new_v4().to_string();
     let seen = client(
         &url,
-        "callers",
+        step,
         &[&context, web, app, "Where is my order?", "ABC-123."],
     )?;
     assert_eq!(answer(&seen["started"]), "Which order?", "{seen}");

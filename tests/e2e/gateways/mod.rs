@@ -2,5 +2,6 @@
 
 pub(crate) mod a2a;
 pub(crate) mod a2a_remote;
+pub(crate) mod a2a_tck;
 pub(crate) mod console;
 pub(crate) mod mcp;

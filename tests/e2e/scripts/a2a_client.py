@@ -26,7 +26,9 @@ Steps:
                               with no token) try to reach into it; MINE
                               continues it with NEXT
 
-BATON_A2A_TOKEN, when set, is sent as a bearer token on every call.
+BATON_A2A_TOKEN, when set, is sent as a bearer token on every call. A step
+written `rest:STEP` runs STEP with the SDK's HTTP+JSON client instead of its
+JSON-RPC one.
 """
 
 import asyncio
@@ -58,8 +60,16 @@ def http(token=None):
     return httpx.AsyncClient(headers=headers, timeout=60)
 
 
+BINDING = {"binding": "JSONRPC"}
+
+
 async def client(url, streaming=True, token=None):
-    config = ClientConfig(streaming=streaming, httpx_client=http(token))
+    config = ClientConfig(
+        streaming=streaming,
+        httpx_client=http(token),
+        supported_protocol_bindings=[BINDING["binding"]],
+        use_client_preference=True,
+    )
     return await create_client(url, client_config=config)
 
 
@@ -138,6 +148,9 @@ async def error_of(call):
 
 
 async def main(url, step, args):
+    if step.startswith("rest:"):
+        BINDING["binding"] = "HTTP+JSON"
+        step = step[len("rest:"):]
     if step == "card":
         async with http() as h:
             ingress = await A2ACardResolver(h, url).get_agent_card()

@@ -19,7 +19,11 @@ pub struct ExecReply {
     /// spec's routing decides what comes next.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<ExecAction>,
-    /// The answer, when the session completes here.
+    /// The answer, when the session completes here. A map with an `a2a`
+    /// entry answers in A2A's terms through `baton a2a serve`: `artifacts`
+    /// (text, file and data parts; `append` and `lastChunk` for chunks),
+    /// `message` (the parts of a direct answer, a Message not a Task) or
+    /// `reject` (why the task is declined: `TASK_STATE_REJECTED`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
     /// `handoff`: the agent type to hand off to.
