@@ -151,6 +151,12 @@ fn said_to_agent(message: &a2a::Message) -> Value {
     rmpv::ext::to_value(json).unwrap_or(Value::Nil)
 }
 
+/// What an answer to a question carries to the agent that asked: the
+/// variable `a2a`, as for the message that started the task.
+pub(crate) fn said_variables(message: &a2a::Message) -> Value {
+    Value::Map(vec![(Value::from("a2a"), said_to_agent(message))])
+}
+
 /// A conversation's refusal as the caller's error.
 fn refusal(err: &baton_worker::conversation::ConversationError) -> JsonRpcError {
     match err.kind() {
