@@ -66,7 +66,7 @@ impl Asking {
     /// came with it. `None` when the task asked nothing.
     pub(super) async fn answered(&self, task: &Task) -> Result<Option<Answered>, AgentError> {
         let resumed = task.envelope.resumed.as_ref();
-        if !resumed.is_some_and(|resumed| resumed.tool == ASK_USER) {
+        if resumed.is_none_or(|resumed| resumed.tool != ASK_USER) {
             return Ok(None);
         }
         let mut entries = answers(task);
