@@ -16,17 +16,17 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use baton_proto::{ExecAction, ExecReply, Message, Reason, Role, Step, Value};
-use baton_worker::{
-    AgentError, AgentName, ChildTask, ContextUpdate, DelegateMode, Need, Outcome, Results, Target,
-    Task,
-};
+use baton_worker::{AgentError, AgentName, ContextUpdate, Need, Outcome, Results, Target, Task};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tracing::Instrument as _;
 
 use crate::spec::{ExecMode, ExecSpec};
 
 mod asking;
+mod delegation;
 mod persistent;
+
+use delegation::delegation;
 
 pub(crate) use asking::Asking;
 
@@ -463,50 +463,6 @@ fn action(reply: ExecReply) -> Result<Outcome, AgentError> {
         }
     };
     Ok(outcome)
-}
-
-/// A `delegate` reply's children and mode, as a delegation.
-fn delegation(reply: &ExecReply) -> Result<Outcome, AgentError> {
-    let name = |to: &str| {
-        AgentName::new(to).map_err(|err| {
-            AgentError::fatal(format!("the program's reply names no agent type: {err}"))
-        })
-    };
-    let mode = match reply.mode.as_deref().unwrap_or("parallel") {
-        "parallel" => DelegateMode::Parallel,
-        "serial" => DelegateMode::Serial,
-        "async" => DelegateMode::Async,
-        "chain" => DelegateMode::Chain { recover: None },
-        other => {
-            return Err(AgentError::fatal(format!(
-                "unknown delegation mode {other:?}: use parallel, serial, async or chain"
-            )));
-        }
-    };
-    let mut children = Vec::with_capacity(reply.children.len());
-    for child in &reply.children {
-        let target: Target = match (&child.to, child.requires.is_empty()) {
-            (Some(to), true) => name(to)?.into(),
-            (None, false) => Need::capabilities(child.requires.clone()).into(),
-            _ => {
-                return Err(AgentError::fatal(
-                    "each of `children` needs exactly one of `to` and `requires`",
-                ));
-            }
-        };
-        let mut task = ChildTask::new(target, child.input.clone());
-        match child.assignment.as_deref() {
-            None | Some("sync") => {}
-            Some("async") => task = task.tag("async"),
-            Some(other) => {
-                return Err(AgentError::fatal(format!(
-                    "unknown assignment {other:?}: use sync or async"
-                )));
-            }
-        }
-        children.push(task);
-    }
-    Ok(Outcome::delegate(children, mode).into())
 }
 
 #[cfg(test)]
