@@ -43,8 +43,27 @@ pub(crate) fn skill(name: &str, found: Option<&Candidate>) -> AgentSkill {
 /// when agent types come and go).
 const MAX_AGE: &str = "public, max-age=60";
 
-/// `card` as the answer to a GET with `headers`: with `Cache-Control` and
-/// an `ETag` (a hash of its JSON); 304 when `If-None-Match` names it.
+/// When this gateway first served each card content (by its `ETag`): its
+/// `Last-Modified`. Cards change when agent types come and go, so few are
+/// kept; past that many the record starts over.
+fn first_served(etag: &str) -> chrono::DateTime<chrono::Utc> {
+    const KEPT: usize = 256;
+    static SEEN: std::sync::OnceLock<
+        std::sync::Mutex<HashMap<String, chrono::DateTime<chrono::Utc>>>,
+    > = std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    let mut seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.len() >= KEPT && !seen.contains_key(etag) {
+        seen.clear();
+    }
+    *seen.entry(etag.to_owned()).or_insert_with(chrono::Utc::now)
+}
+
+/// `card` as the answer to a GET with `headers`: with `Cache-Control`, an
+/// `ETag` (a hash of its JSON) and `Last-Modified` (when this gateway first
+/// served that content); 304 when `If-None-Match` names it.
 pub(crate) fn respond(card: &AgentCard, headers: &HeaderMap) -> Response {
     let body = serde_json::to_vec(card).unwrap_or_default();
     let digest = sha2::Sha256::digest(&body);
@@ -73,6 +92,10 @@ pub(crate) fn respond(card: &AgentCard, headers: &HeaderMap) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(MAX_AGE));
     if let Ok(value) = HeaderValue::from_str(&etag) {
         headers.insert(header::ETAG, value);
+    }
+    let modified = first_served(&etag).format("%a, %d %b %Y %H:%M:%S GMT");
+    if let Ok(value) = HeaderValue::from_str(&modified.to_string()) {
+        headers.insert(header::LAST_MODIFIED, value);
     }
     response
 }
@@ -153,6 +176,10 @@ mod tests {
         let again = respond(&card, &asking);
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
         assert_eq!(again.headers()[header::ETAG], etag);
+        // The same content keeps the date it was first served.
+        let modified = &first.headers()[header::LAST_MODIFIED];
+        assert!(modified.to_str().unwrap().ends_with(" GMT"), "{modified:?}");
+        assert_eq!(&again.headers()[header::LAST_MODIFIED], modified);
         asking.insert(header::IF_NONE_MATCH, HeaderValue::from_static("\"other\""));
         assert_eq!(respond(&card, &asking).status(), StatusCode::OK);
         let bindings: Vec<_> = card

@@ -295,7 +295,12 @@ impl Gateway {
         let answered = if entry.gate().is_some() {
             // An agent asked the user (ask_user): the answer resumes it.
             let answer = Decision::Answer(text.to_owned());
-            self.inbox.resolve(&id, answer, "a2a").await.map(drop)
+            let said = crate::said::said_variables(message);
+            (self
+                .inbox
+                .resolve_with(&id, answer, "a2a", Some(said))
+                .await)
+                .map(drop)
         } else {
             self.inbox.reply(&id, text, reply, "a2a").await.map(drop)
         };

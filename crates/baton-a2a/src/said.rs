@@ -77,6 +77,30 @@ impl Said {
     }
 }
 
+/// What of the A2A message reaches the agent beside its text, as the
+/// variable `a2a`: `message_id`, `metadata`, `reference_task_ids`, and
+/// `files` (its raw and URL parts, in A2A's JSON; its text is the task's
+/// text, its data objects variables).
+pub(crate) fn said_to_agent(message: &a2a::Message) -> Value {
+    let json = serde_json::json!({
+        "message_id": message.message_id,
+        "metadata": message.metadata.clone().unwrap_or_default(),
+        "reference_task_ids": message.reference_task_ids.clone().unwrap_or_default(),
+        "files": message
+            .parts
+            .iter()
+            .filter(|p| matches!(p.content, a2a::PartContent::Raw(_) | a2a::PartContent::Url(_)))
+            .collect::<Vec<_>>(),
+    });
+    rmpv::ext::to_value(json).unwrap_or(Value::Nil)
+}
+
+/// What an answer to a question carries to the agent that asked: the
+/// variable `a2a`, as for the message that started the task.
+pub(crate) fn said_variables(message: &a2a::Message) -> Value {
+    Value::Map(vec![(Value::from("a2a"), said_to_agent(message))])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! asked. The gateway only maps it: the task index written beside it, the
 //! refusals to JSON-RPC errors.
 
-use a2a::{JsonRpcError, PartContent, SendMessageRequest, error_code};
+use a2a::{JsonRpcError, SendMessageRequest, error_code};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Overlap, Value, now_ms};
 use baton_worker::conversation::{ConversationErrorKind, Said, UserMessage};
@@ -43,10 +43,10 @@ impl Gateway {
         message.turn.budget = budget;
         message.turn.to = target.map(ToString::to_string);
         message.turn.variables.extend(variables);
-        message
-            .turn
-            .variables
-            .insert("a2a".to_owned(), said_to_agent(&request.message));
+        message.turn.variables.insert(
+            "a2a".to_owned(),
+            crate::said::said_to_agent(&request.message),
+        );
         message.via = "a2a".to_owned();
         let session = message.turn.session;
         // Recorded before the task is sent, so every read of it finds its
@@ -131,24 +131,6 @@ impl Gateway {
     pub(crate) fn settle_soon(&self, context: &str) {
         drop(self.conversations.turn_ended(context));
     }
-}
-
-/// What of the A2A message reaches the agent beside its text, as the
-/// variable `a2a`: `message_id`, `metadata`, `reference_task_ids`, and
-/// `files` (its raw and URL parts, in A2A's JSON; its text is the task's
-/// text, its data objects variables).
-fn said_to_agent(message: &a2a::Message) -> Value {
-    let json = serde_json::json!({
-        "message_id": message.message_id,
-        "metadata": message.metadata.clone().unwrap_or_default(),
-        "reference_task_ids": message.reference_task_ids.clone().unwrap_or_default(),
-        "files": message
-            .parts
-            .iter()
-            .filter(|p| matches!(p.content, PartContent::Raw(_) | PartContent::Url(_)))
-            .collect::<Vec<_>>(),
-    });
-    rmpv::ext::to_value(json).unwrap_or(Value::Nil)
 }
 
 /// A conversation's refusal as the caller's error.

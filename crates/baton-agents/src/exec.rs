@@ -16,16 +16,19 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use baton_proto::{ExecAction, ExecReply, Message, Reason, Role, Step, Value};
-use baton_worker::{
-    AgentError, AgentName, ChildTask, ContextUpdate, DelegateMode, Need, Outcome, Results, Target,
-    Task,
-};
+use baton_worker::{AgentError, AgentName, ContextUpdate, Need, Outcome, Results, Target, Task};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tracing::Instrument as _;
 
 use crate::spec::{ExecMode, ExecSpec};
 
+mod asking;
+mod delegation;
 mod persistent;
+
+use delegation::delegation;
+
+pub(crate) use asking::Asking;
 
 /// The exit code that asks for a retry.
 pub const EXIT_RETRY: i32 = 75;
@@ -85,6 +88,8 @@ impl Program {
 pub struct ExecRunner {
     program: Program,
     persistent: Option<std::sync::Arc<persistent::Persistent>>,
+    /// Where the program's questions to the user wait (a reply's `ask`).
+    asking: Option<std::sync::Arc<Asking>>,
 }
 
 impl ExecRunner {
@@ -106,7 +111,16 @@ impl ExecRunner {
         Self {
             program,
             persistent,
+            asking: None,
         }
+    }
+
+    /// The runner whose program may ask the user (a reply's `ask`), its
+    /// questions waiting in `asking`'s inbox.
+    #[must_use]
+    pub(crate) fn with_asking(mut self, asking: Option<Asking>) -> Self {
+        self.asking = asking.map(std::sync::Arc::new);
+        self
     }
 
     /// Runs the program on `task` and reads its decision.
@@ -153,6 +167,38 @@ impl ExecRunner {
     /// One run of the program, in an `exec {program}` span with its exit
     /// code, marked failed (with `error.type`) when the run fails.
     async fn invoke(&self, task: &Task, resume: bool) -> Result<Outcome, AgentError> {
+        let answered = match &self.asking {
+            Some(asking) => asking.answered(task).await?,
+            None => None,
+        };
+        let (run, mut update) = match &answered {
+            Some(answered) => (&answered.task, answered.update.clone()),
+            None => (task, ContextUpdate::default()),
+        };
+        let reply = self.reply(run, resume).await?;
+        let question = reply.ask.clone();
+        let mut outcome = decision(reply, run)?;
+        let said = std::mem::take(outcome.update_mut());
+        update.messages.extend(said.messages);
+        update.variables.extend(said.variables);
+        update.state.extend(said.state);
+        update.trace.extend(said.trace);
+        update.problem = said.problem.or(update.problem);
+        update.hand_back |= said.hand_back;
+        match (question, &self.asking) {
+            (Some(question), Some(asking)) => asking.ask(task, question, update).await,
+            (Some(_), None) => Err(AgentError::fatal(
+                "the program asked the user (`ask`), and this worker cannot: it needs the inbox and the hop journal (grant them with `baton permissions worker NAME --human`)",
+            )),
+            (None, _) => {
+                *outcome.update_mut() = update;
+                Ok(outcome)
+            }
+        }
+    }
+
+    /// One run of the program: its reply.
+    async fn reply(&self, task: &Task, resume: bool) -> Result<ExecReply, AgentError> {
         let program = self.program.name();
         let span = tracing::info_span!(
             "exec",
@@ -167,7 +213,7 @@ impl ExecRunner {
         let ran = match &self.persistent {
             Some(persistent) => {
                 let asked = persistent.request(task, resume).instrument(span.clone());
-                asked.await.and_then(|reply| decision(reply, task))
+                asked.await
             }
             None => {
                 self.run_program(task, resume, &span)
@@ -192,7 +238,7 @@ impl ExecRunner {
         task: &Task,
         resume: bool,
         span: &tracing::Span,
-    ) -> Result<Outcome, AgentError> {
+    ) -> Result<ExecReply, AgentError> {
         let envelope = &task.envelope;
         let input = serde_json::to_vec(envelope).map_err(|err| {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
@@ -260,7 +306,7 @@ impl ExecRunner {
                 "{program} did not print an outcome object on stdout ({err}); see proto-schemas/schema/exec_reply.schema.json"
             ))
         })?;
-        decision(reply, task)
+        Ok(reply)
     }
 
     /// Starts the program with piped stdio and the `BATON_*` variables.
@@ -308,6 +354,11 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentEr
     {
         return Err(AgentError::fatal(
             "action \"pause\" is for a team's coordinator (a spec with a [team] section)",
+        ));
+    }
+    if reply.ask.is_some() && reply.action.is_some() {
+        return Err(AgentError::fatal(
+            "`ask` goes without an `action`: the program runs again with the answer",
         ));
     }
     let mut outcome = action(reply)?;
@@ -412,50 +463,6 @@ fn action(reply: ExecReply) -> Result<Outcome, AgentError> {
         }
     };
     Ok(outcome)
-}
-
-/// A `delegate` reply's children and mode, as a delegation.
-fn delegation(reply: &ExecReply) -> Result<Outcome, AgentError> {
-    let name = |to: &str| {
-        AgentName::new(to).map_err(|err| {
-            AgentError::fatal(format!("the program's reply names no agent type: {err}"))
-        })
-    };
-    let mode = match reply.mode.as_deref().unwrap_or("parallel") {
-        "parallel" => DelegateMode::Parallel,
-        "serial" => DelegateMode::Serial,
-        "async" => DelegateMode::Async,
-        "chain" => DelegateMode::Chain { recover: None },
-        other => {
-            return Err(AgentError::fatal(format!(
-                "unknown delegation mode {other:?}: use parallel, serial, async or chain"
-            )));
-        }
-    };
-    let mut children = Vec::with_capacity(reply.children.len());
-    for child in &reply.children {
-        let target: Target = match (&child.to, child.requires.is_empty()) {
-            (Some(to), true) => name(to)?.into(),
-            (None, false) => Need::capabilities(child.requires.clone()).into(),
-            _ => {
-                return Err(AgentError::fatal(
-                    "each of `children` needs exactly one of `to` and `requires`",
-                ));
-            }
-        };
-        let mut task = ChildTask::new(target, child.input.clone());
-        match child.assignment.as_deref() {
-            None | Some("sync") => {}
-            Some("async") => task = task.tag("async"),
-            Some(other) => {
-                return Err(AgentError::fatal(format!(
-                    "unknown assignment {other:?}: use sync or async"
-                )));
-            }
-        }
-        children.push(task);
-    }
-    Ok(Outcome::delegate(children, mode).into())
 }
 
 #[cfg(test)]

@@ -112,6 +112,29 @@ async fn open_inbox(
         .map_err(|err| StartError::new(baton_worker::error_chain(&err)))
 }
 
+/// Where an exec agent's questions to the user wait, and their answers
+/// are read: the inbox and the hop journal. A worker that may not open
+/// them does without (a reply's `ask` then fails the hop, saying so).
+async fn exec_asking(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    replicas: usize,
+    name: &str,
+) -> Option<exec::Asking> {
+    let opened = async {
+        let inbox = open_inbox(client, subjects, replicas).await?;
+        let journal = journal::Journal::open(client, subjects, replicas).await?;
+        Ok::<_, StartError>(exec::Asking { inbox, journal })
+    };
+    match opened.await {
+        Ok(asking) => Some(asking),
+        Err(err) => {
+            tracing::warn!(error = %err, "this exec agent cannot ask the user (a reply's `ask`): grant the inbox with `baton permissions worker {name} --human`");
+            None
+        }
+    }
+}
+
 /// An agent type defined by a spec.
 pub struct SpecAgent {
     spec: AgentSpec,
@@ -134,7 +157,10 @@ impl SpecAgent {
         replicas: usize,
     ) -> Result<Self, StartError> {
         let runner = match &spec.kind {
-            Kind::Exec(exec) => Runner::Exec(ExecRunner::new(exec, spec.dir())),
+            Kind::Exec(exec) => {
+                let asking = exec_asking(client, subjects, replicas, spec.name.as_str()).await;
+                Runner::Exec(ExecRunner::new(exec, spec.dir()).with_asking(asking))
+            }
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
             Kind::Llm(llm) => {
                 let runner = LlmRunner::new(llm, &spec.routing, &spec.delegates)?

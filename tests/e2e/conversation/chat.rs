@@ -368,3 +368,57 @@ async fn the_readmes_chat_example_is_what_baton_chat_prints_with_the_demos_agent
     assert_eq!(answers.next(), None, "{stdout}");
     Ok(())
 }
+
+/// An exec agent that asks twice, then answers with both answers; each
+/// run appends a line to `runs` in its folder.
+const ASKER: &str = r#"
+import json, sys
+envelope = json.load(sys.stdin)
+answers = envelope["context"]["state"].get("answers") or []
+with open("runs", "a") as runs:
+    runs.write(envelope["context"]["messages"][-1]["content"] + "\n")
+if len(answers) < 2:
+    print(json.dumps({"ask": f"Question {len(answers) + 1}?"}))
+else:
+    print(json.dumps({"action": "terminate", "output": " and ".join(a["answer"] for a in answers)}))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn send_answers_an_exec_agents_questions_and_it_runs_again_each_time() -> anyhow::Result<()> {
+    let spec = "name = \"asker\"\nkind = \"exec\"\n[exec]\ncommand = [\"python3\", \"asker.py\"]\n";
+    let (mut system, dir) = crate::util::spec_workers(&[("asker", spec.to_owned())]).await?;
+    system.router(&[]).await?;
+    std::fs::write(dir.path().join("asker.py"), ASKER)?;
+    let id = "exec-ask";
+    // `send --wait` exits 3 while the session waits for an answer.
+    let send = |text: &str| {
+        let args = [
+            "send",
+            "--to",
+            "asker",
+            "--conversation",
+            id,
+            "--wait",
+            text,
+        ];
+        let output = tokio::task::block_in_place(|| system.baton(&args).output())?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        anyhow::Ok((output.status.code(), stdout))
+    };
+    let (code, first) = send("Book a table.")?;
+    assert_eq!(code, Some(3), "{first}");
+    assert!(first.contains("waiting: Question 1?"), "{first}");
+    let (code, second) = send("For two.")?;
+    assert_eq!(code, Some(3), "{second}");
+    assert!(second.contains("waiting: Question 2?"), "{second}");
+    let (code, third) = send("At eight.")?;
+    assert_eq!(code, Some(0), "{third}");
+    assert!(third.contains("answer: For two. and At eight."), "{third}");
+    // Three runs of one turn, each with the latest message last.
+    let runs = std::fs::read_to_string(dir.path().join("runs"))?;
+    assert_eq!(runs, "Book a table.\nFor two.\nAt eight.\n");
+    let shown = system.baton_stdout(&["conversations", "show", id, "--json"])?;
+    let shown: serde_json::Value = serde_json::from_str(&shown)?;
+    assert_eq!(shown["turns"], 1, "{shown}");
+    Ok(())
+}

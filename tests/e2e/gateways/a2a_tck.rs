@@ -15,21 +15,23 @@ use crate::util::{System, example, wants};
 
 const TOKEN: &str = "tck-s3cret";
 
-/// The registry, `baton router --default-agent tck`, the example's two
-/// specs, and the gateway with a token.
-async fn system() -> anyhow::Result<(System, String)> {
+/// The registry, `baton router --default-agent tck`, the example's spec
+/// (its program noting each run's messageId in `runs`), and the gateway
+/// with a token.
+async fn system(runs: &std::path::Path) -> anyhow::Result<(System, String)> {
     let mut system = System::start().await?;
     system.registry("registry").await?;
     system.router(&["--default-agent", "tck"]).await?;
+    let spec = example("a2a-tck/tck.toml").to_string_lossy().into_owned();
+    let mut worker = system.baton(&["worker", "--spec", &spec, "--instance", "tck"]);
+    worker.env("TCK_RUNS", runs);
+    system.adopt("tck", baton_testkit::ChildProcess::spawn(worker, "tck")?);
     system
-        .spec_worker("tck", &example("a2a-tck/tck.toml"), &[])
-        .await?;
-    system
-        .spec_worker("tck_ask", &example("a2a-tck/tck_ask.toml"), &[])
+        .wait_log("tck", "worker started", Duration::from_secs(30))
         .await?;
     system
         .lookup_until(&wants(&[]), Duration::from_secs(10), |a| {
-            a.candidates.len() == 2
+            a.candidates.len() == 1
         })
         .await?;
     let mut command = system.baton(&["a2a", "serve", "--listen", "127.0.0.1:0"]);
@@ -201,7 +203,9 @@ fn check_turns(seen: &Value) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_tck_example_conforms_on_both_bindings_at_the_ingress_and_the_agent()
 -> anyhow::Result<()> {
-    let (_system, url) = system().await?;
+    let runs = tempfile::tempdir()?;
+    let runs = runs.path().join("runs");
+    let (_system, url) = system(&runs).await?;
     let agent = format!("{url}/agents/tck/");
     for (base, binding) in [
         (url.as_str(), "JSONRPC"),
@@ -213,6 +217,41 @@ async fn the_tck_example_conforms_on_both_bindings_at_the_ingress_and_the_agent(
         check_raw(&seen, binding == "HTTP+JSON");
         check_answers(&seen);
         check_turns(&seen);
+        check_asked(&seen, &runs)?;
     }
+    Ok(())
+}
+
+/// The exec agent asked twice on one task and completed after the second
+/// answer: its program ran three times, and the task's history holds each
+/// message, question and answer in order (the answer is its artifact).
+fn check_asked(seen: &Value, runs: &std::path::Path) -> anyhow::Result<()> {
+    let asked = &seen["ask"];
+    assert_eq!(
+        asked["states"],
+        json!([
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_COMPLETED"
+        ]),
+        "{asked}"
+    );
+    assert_eq!(asked["same_task"], true, "{asked}");
+    let mark = asked["mark"].as_str().unwrap_or("none");
+    let ran = std::fs::read_to_string(runs)?;
+    let ran: Vec<&str> = ran.lines().filter(|id| id.contains(mark)).collect();
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(ran[2].starts_with("tck-complete-task"), "{ran:?}");
+    assert_eq!(
+        asked["history"],
+        json!([
+            "first",
+            "The TCK asks for input.",
+            "TCK history message 1",
+            "The TCK asks for input.",
+            "TCK history message 2"
+        ]),
+        "{asked}"
+    );
     Ok(())
 }

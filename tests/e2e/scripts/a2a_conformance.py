@@ -147,7 +147,24 @@ async def main(url, binding):
         "again": await error_of(c.cancel_task(CancelTaskRequest(id=asked["task"]["id"]))),
         "unknown": await error_of(c.get_task(GetTaskRequest(id=str(uuid.uuid4())))),
     }
+    seen["ask"] = await ask(url, binding, c)
     return seen
+
+
+async def ask(url, binding, c):
+    """The exec agent asks, is answered twice on the same task (asking
+    again after the first answer), and completes: CORE-HIST-005/006."""
+    mark = f"hist-{uuid.uuid4()}"
+    first = await send(url, binding, message(f"tck-input-required-{mark}", text="first"))
+    task = first["task"]["id"]
+    states = [first["task"]["status"]["state"]]
+    for prefix, text in [("tck-input-required", "TCK history message 1"), ("tck-complete-task", "TCK history message 2")]:
+        answer = await send(url, binding, message(f"{prefix}-{mark}", text=text, task=task))
+        states.append(answer["task"]["status"]["state"])
+        same = answer["task"]["id"] == task
+    got = MessageToDict(await c.get_task(GetTaskRequest(id=task, history_length=10)))
+    history = [p.get("text") for m in got.get("history", []) for p in m["parts"] if "text" in p]
+    return {"mark": mark, "states": states, "same_task": same, "history": history}
 
 
 if __name__ == "__main__":

@@ -47,6 +47,14 @@ pub struct ExecReply {
     /// A message from the agent to append to the conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub say: Option<String>,
+    /// A question for the user (with no `action`): the hop waits for the
+    /// answer (`input_required`; an A2A task is `TASK_STATE_INPUT_REQUIRED`),
+    /// then the program runs again with the question and the answer last in
+    /// `context.messages`, every question and answer of the hop in
+    /// `context.state.answers` (`[{question, answer}]`, in order), and the
+    /// variables that came with the answer (`a2a`). It may ask again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<String>,
     /// Messages to append to the conversation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<ExecMessage>,

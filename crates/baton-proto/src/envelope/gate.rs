@@ -115,6 +115,10 @@ pub struct JournalEntry {
     /// A person's decision: who took it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The user's answer to a question: variables that came with it, for
+    /// the agent that asked (`a2a` for an A2A message: its id, metadata).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variables: Option<crate::Value>,
 }
 
 impl JournalEntry {

@@ -4,7 +4,7 @@
 //! and one keyed read of the inbox by session (`Inbox::question`), never a
 //! listing.
 
-use baton_proto::{Conversation, EventType};
+use baton_proto::{Conversation, EventType, TurnMessage, Value};
 use uuid::Uuid;
 
 use super::Conversations;
@@ -34,22 +34,31 @@ impl Conversations {
             .map_err(|err| ConversationError::failed("cannot read the question", err))
     }
 
-    /// Answers question `entry` with `text`, as `person`: the session that
-    /// goes on, and how many of its events came before the answer.
+    /// Answers question `entry` with `said` (its text, and the variables
+    /// that go with it to the agent that asked), as `person`: the session
+    /// that goes on, and how many of its events came before the answer.
     pub(super) async fn answer(
         &self,
         entry: &InboxEntry,
-        text: &str,
+        said: &TurnMessage,
         person: &str,
     ) -> Result<(Uuid, usize), ConversationError> {
         let session = entry.envelope.session;
         // Its events so far end with the question.
         let seen = (self.client.history(session).await)
             .map_err(|err| ConversationError::failed("cannot read the asking turn", err))?;
-        let answer = Decision::Answer(text.to_owned());
+        let answer = Decision::Answer(said.text.clone());
         let id = entry.envelope.id.to_string();
         let inbox = self.inbox().await?;
-        (inbox.resolve(&id, answer, person).await)
+        let variables = (!said.variables.is_empty()).then(|| {
+            let entries = said.variables.iter();
+            Value::Map(
+                entries
+                    .map(|(k, v)| (Value::from(k.as_str()), v.clone()))
+                    .collect(),
+            )
+        });
+        (inbox.resolve_with(&id, answer, person, variables).await)
             .map_err(|err| ConversationError::failed("cannot answer the question", err))?;
         Ok((session, seen.len()))
     }

@@ -98,9 +98,7 @@ impl Conversations {
                 ));
             }
             if let Some(entry) = self.question(found).await? {
-                let (session, seen) = self
-                    .answer(&entry, &message.turn.text, &message.via)
-                    .await?;
+                let (session, seen) = self.answer(&entry, &message.turn, &message.via).await?;
                 return Ok(Said::Answered { session, seen });
             }
         }

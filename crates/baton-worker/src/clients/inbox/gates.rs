@@ -134,10 +134,27 @@ impl Inbox {
         decision: Decision,
         person: &str,
     ) -> Result<String, InboxError> {
+        self.resolve_with(id, decision, person, None).await
+    }
+
+    /// As [`Inbox::resolve`], with the `variables` that came with a user's
+    /// answer (`a2a` for an A2A message), recorded beside it in the hop
+    /// journal for the agent that asked.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Inbox::resolve`].
+    pub async fn resolve_with(
+        &self,
+        id: &str,
+        decision: Decision,
+        person: &str,
+        variables: Option<Value>,
+    ) -> Result<String, InboxError> {
         let (entry, gate) = self.settleable(id, &decision).await?;
         let agent = AgentName::new(entry.agent())
             .map_err(|err| InboxError::new(format!("entry {id} names no agent type: {err}")))?;
-        self.record(&gate, &decision, person).await?;
+        self.record(&gate, &decision, person, variables).await?;
         self.announce(&entry, &gate, &decision, person).await?;
         self.send_back(&entry, &gate, &decision, &agent).await?;
         self.forget(&entry).await;
@@ -273,13 +290,14 @@ impl Inbox {
         gate: &Gate,
         decision: &Decision,
         person: &str,
+        variables: Option<Value>,
     ) -> Result<(), InboxError> {
         let journal = self
             .jetstream
             .get_key_value(self.subjects.journal_bucket())
             .await
             .map_err(|err| InboxError::new(format!("cannot open the hop journal: {err}")))?;
-        let Some((suffix, entry)) = decision_entry(gate, decision, person) else {
+        let Some((suffix, mut entry)) = decision_entry(gate, decision, person) else {
             // With no start on record, the hop makes the call (once).
             let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, "started");
             return journal
@@ -287,6 +305,9 @@ impl Inbox {
                 .await
                 .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")));
         };
+        if matches!(decision, Decision::Answer(_)) {
+            entry.variables = variables;
+        }
         let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, suffix);
         let bytes = rmp_serde::to_vec_named(&entry)
             .map_err(|err| InboxError::new(format!("cannot encode the decision: {err}")))?;
