@@ -362,7 +362,11 @@ impl Schedule {
         self.cut_at = now;
         self.shown_at = now;
         if self.unpaced {
-            let answered = self.answers.last_second(now);
+            // What was sent and not refused: the answers the processes
+            // told of, or the calls sent less a window still in flight
+            // (the answers are told a moment after they come).
+            let sent = self.sent.last_second(now) - self.window * 2.0;
+            let answered = self.answers.last_second(now).max(sent);
             self.shown = answered.max(MIN_SHOWN);
             self.cut_from = self.shown;
             self.pace(self.shown * MARGIN, answered, now);

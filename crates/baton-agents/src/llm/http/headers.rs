@@ -190,8 +190,10 @@ fn window<'a>(
                 limit = limit.unwrap_or("-"),
                 remaining = remaining.unwrap_or("-"),
                 reset = reset.unwrap_or("-"),
-                "ignoring {} headers that cannot be read",
-                names[0].replace("-limit", "").replace("limit-", "")
+                "ignoring rate-limit headers that cannot be read: {}, {}, {}",
+                names[0],
+                names[1],
+                names[2]
             );
             None
         }
