@@ -175,9 +175,9 @@ pub struct Schedule {
     /// Calls answered, by second.
     #[serde(default)]
     pub(crate) answers: Sliding,
-    /// The rate the last `429` showed, requests a second: what was
-    /// answered in the second before it in the window's slow start, else
-    /// the rate that drew it; 0 before any.
+    /// The rate the last `429` showed, requests a second, before the
+    /// margin: what was answered in the second before it in the window's
+    /// slow start, else the rate that drew it; 0 before any.
     #[serde(default)]
     pub shown: f64,
     /// When it was shown, unix µs.
@@ -294,9 +294,14 @@ impl Schedule {
     /// The most the rate may be (before the margin): the ceiling, and for
     /// a while after a `429` the rate it showed.
     fn top(&self, now: u64) -> Option<f64> {
-        let shown = (self.shown_at != 0 && now.saturating_sub(self.shown_at) < SHOWN_FOR_US)
-            .then_some(self.shown);
-        lowest(positive(self.ceiling), shown.and_then(positive))
+        lowest(positive(self.ceiling), self.shown_lately(now))
+    }
+
+    /// The rate the last `429` showed, while it caps the rate.
+    fn shown_lately(&self, now: u64) -> Option<f64> {
+        (self.shown_at != 0 && now.saturating_sub(self.shown_at) < SHOWN_FOR_US)
+            .then_some(self.shown)
+            .and_then(positive)
     }
 
     /// Ends the window's slow start: paced at `rate` from now, the `burst`
@@ -372,8 +377,9 @@ impl Schedule {
             self.pace(self.shown * MARGIN, answered, now);
             return;
         }
-        // Paced: the rate that drew it is too high.
-        self.shown = self.rate;
+        // Paced: the rate that drew it is as high as it may climb back
+        // (the shown rate is before the margin).
+        self.shown = self.rate / MARGIN;
         let share = if self.starting { START_CUT } else { CUT };
         self.cut_from = self.rate;
         self.rate = (self.rate * share).max(MIN_RPS);
@@ -389,7 +395,7 @@ impl Schedule {
             self.heard = rps;
             self.ceiling = lowest(positive(self.ceiling), Some(rps)).unwrap_or(rps);
             self.source = Source::Headers;
-            let paced = self.top(now).unwrap_or(rps).min(rps) * MARGIN;
+            let paced = self.shown_lately(now).unwrap_or(rps).min(rps) * MARGIN;
             if self.unpaced {
                 self.pace(paced, self.sent.last_second(now), now);
             }
