@@ -35,6 +35,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use window::{Flight, Sliding};
+
 /// How much of a known ceiling the schedule paces at: calls leave with
 /// some jitter, and a provider's window counts their arrival.
 pub(crate) const MARGIN: f64 = 0.97;
@@ -56,7 +58,7 @@ pub(crate) const HEARD_CHANGE: f64 = 0.05;
 /// The calls that may be in flight at once with nothing known.
 pub(crate) const START_WINDOW: f64 = 4.0;
 /// The most a window lets be in flight.
-const MAX_WINDOW: f64 = 4096.0;
+pub(crate) const MAX_WINDOW: f64 = 4096.0;
 /// How long a process's calls in flight count without it saying again, µs.
 pub(crate) const FLIGHT_LEASE_US: u64 = 30_000_000;
 /// How long the rate a `429` showed caps the headers and the climb, µs.
@@ -186,50 +188,6 @@ pub struct Schedule {
     /// Which headers the provider sent (bits of [`HEADER_NAMES`]).
     #[serde(default)]
     pub(crate) headers: u8,
-}
-
-/// One process's calls in flight.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Flight {
-    /// How many.
-    pub(crate) count: u32,
-    /// When the process said so, unix µs.
-    pub(crate) at: u64,
-}
-
-/// A count by second: this one's, the one before's, and when this one
-/// began (unix µs). Over the last second it is about the one before's share
-/// still in it plus this one's.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Sliding {
-    now: u32,
-    before: u32,
-    at: u64,
-}
-
-impl Sliding {
-    fn roll(&mut self, now: u64) {
-        let seconds = now.saturating_sub(self.at) / 1_000_000;
-        if seconds >= 1 {
-            self.before = if seconds == 1 { self.now } else { 0 };
-            self.now = 0;
-            self.at = now;
-        }
-    }
-
-    /// Counts `n` at `now`.
-    pub(crate) fn add(&mut self, n: u32, now: u64) {
-        self.roll(now);
-        self.now = self.now.saturating_add(n);
-    }
-
-    /// About how many were counted in the second before `now`.
-    pub(crate) fn last_second(&self, now: u64) -> f64 {
-        let mut this = *self;
-        this.roll(now);
-        let into = now.saturating_sub(this.at) as f64 / 1e6;
-        f64::from(this.before) * (1.0 - into).max(0.0) + f64::from(this.now)
-    }
 }
 
 /// What one agent type's spec says of the limit.
@@ -416,72 +374,6 @@ impl Schedule {
         }
     }
 
-    /// The calls in flight at `now`: `mine` of process `me`, and what the
-    /// others said within their lease.
-    pub(crate) fn in_flight(&self, now: u64, me: &str, mine: u32) -> u32 {
-        self.flights
-            .iter()
-            .filter(|(process, flight)| {
-                process.as_str() != me && flight.at.saturating_add(FLIGHT_LEASE_US) > now
-            })
-            .fold(mine, |sum, (_, flight)| sum.saturating_add(flight.count))
-    }
-
-    /// Whether the window lets one more call go with `in_flight` in flight;
-    /// when it does not, the call is held back (noted, so the window grows).
-    pub(crate) fn admits(&mut self, in_flight: u32, now: u64) -> bool {
-        let admits = f64::from(in_flight) < self.window.max(1.0);
-        if !admits && now.saturating_sub(self.held_at) > 100_000 {
-            self.held_at = now;
-        }
-        admits
-    }
-
-    /// Process `me` has `count` calls in flight at `now`, and `answered`
-    /// more were answered: the window widens by one an answer while callers
-    /// were held back by it in the last second, at most doubling a second.
-    pub(crate) fn flew(&mut self, me: &str, count: u32, answered: u32, now: u64) {
-        self.flights
-            .retain(|_, f| f.at.saturating_add(FLIGHT_LEASE_US) > now);
-        if count == 0 {
-            self.flights.remove(me);
-        } else {
-            self.flights
-                .insert(me.to_owned(), Flight { count, at: now });
-        }
-        if answered == 0 {
-            return;
-        }
-        self.answers.add(answered, now);
-        if now.saturating_sub(self.window_at) >= 1_000_000 {
-            self.window_base = self.window;
-            self.window_at = now;
-        }
-        if now.saturating_sub(self.held_at) < 1_000_000 {
-            let most = (2.0 * self.window_base.max(START_WINDOW)).min(MAX_WINDOW);
-            self.window = (self.window + f64::from(answered))
-                .min(most)
-                .max(self.window);
-        }
-    }
-
-    /// The headers the provider sent, as [`HEADER_NAMES`] names them.
-    #[must_use]
-    pub fn headers(&self) -> Vec<&'static str> {
-        HEADER_NAMES
-            .iter()
-            .enumerate()
-            .filter(|(bit, _)| self.headers & (1 << bit) != 0)
-            .map(|(_, name)| *name)
-            .collect()
-    }
-
-    /// The calls in flight at `now`, all processes together.
-    #[must_use]
-    pub fn flying(&self, now: u64) -> u32 {
-        self.in_flight(now, "", 0)
-    }
-
     /// How far ahead of `next` a request may go: one interval in slow start
     /// (two calls back to back, as one conversation's turn makes, are not
     /// held apart while nothing is known), none once the rate is near a
@@ -511,6 +403,8 @@ fn lowest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
         (a, b) => a.or(b),
     }
 }
+
+mod window;
 
 #[cfg(test)]
 mod tests;
