@@ -66,14 +66,17 @@ pub(crate) struct Turn {
     pub(crate) rate: f64,
     /// The window of calls in flight then.
     pub(crate) window: f64,
+    /// The calls sent in the second before it.
+    pub(crate) sent: f64,
     /// The call in flight.
     pub(crate) flight: Flight,
 }
 
 /// What a reservation found.
 enum Reserved {
-    /// This slot, unix µs, at this rate and window.
-    Granted(u64, f64, f64),
+    /// This slot, unix µs, at this rate and window, after this many calls
+    /// sent in the second before.
+    Granted(u64, f64, f64, f64),
     /// The next slot is past the horizon: ask again at this time, unix µs.
     Early(u64),
     /// The window is full: ask again when a call ends.
@@ -212,14 +215,14 @@ impl Limiter {
     /// When the schedule cannot be read or written (a retryable failure).
     pub(crate) async fn take(&self, tokens: u64, until: u64) -> Result<Option<Turn>, String> {
         let asked = now_us();
-        let (slot, rate, window, flight) = {
+        let (slot, rate, window, sent, flight) = {
             let _one = self.local.lock().await;
             loop {
                 // Made before the reservation, so no end is missed.
                 let (changed, released) = (self.entry.seen.changed(), self.flying.released());
                 match self.reserve(tokens, until).await? {
-                    Reserved::Granted(slot, rate, window) => {
-                        break (slot, rate, window, self.flying.depart());
+                    Reserved::Granted(slot, rate, window, sent) => {
+                        break (slot, rate, window, sent, self.flying.depart());
                     }
                     Reserved::Late => return Ok(None),
                     Reserved::Early(at) => {
@@ -244,6 +247,7 @@ impl Limiter {
             slot,
             rate,
             window,
+            sent,
             flight,
         }))
     }
@@ -263,12 +267,13 @@ impl Limiter {
         .await;
     }
 
-    /// The provider refused the call that went out at `slot` with `429`:
+    /// The provider refused the call of `turn` with `429`:
     /// the shared rate is cut (once per burst) and the callers that would
     /// meet the same full window wait one interval more.
-    pub(crate) async fn refuse(&self, slot: u64) {
+    pub(crate) async fn refuse(&self, turn: &Turn) {
+        let (slot, sent) = (turn.slot, turn.sent);
         self.adjust("cannot slow the shared rate limit down", |schedule, now| {
-            schedule.refuse(slot, now);
+            schedule.refuse((slot, sent), now);
         })
         .await;
     }

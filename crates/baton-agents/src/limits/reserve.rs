@@ -28,10 +28,15 @@ pub(super) fn reserve(schedule: &mut Schedule, ask: &Ask<'_>, now: u64) -> Reser
             Reserved::Full
         };
     }
+    let sent = schedule.sent.last_second(now);
     let reserved = if schedule.unpaced {
         unpaced(schedule, ask, now)
     } else {
         paced(schedule, ask, now)
+    };
+    let reserved = match reserved {
+        Reserved::Granted(slot, rate, window, _) => Reserved::Granted(slot, rate, window, sent),
+        other => other,
     };
     if let Reserved::Granted(..) = reserved {
         schedule.sent.add(1, now);
@@ -56,7 +61,7 @@ fn unpaced(schedule: &mut Schedule, ask: &Ask<'_>, now: u64) -> Reserved {
     if let Some(per_token) = per_token {
         schedule.tokens = slot + (per_token * ask.tokens as f64) as u64;
     }
-    Reserved::Granted(slot, 0.0, schedule.window)
+    Reserved::Granted(slot, 0.0, schedule.window, 0.0)
 }
 
 /// Moves the schedule on by one call if its turn falls within the horizon
@@ -95,5 +100,5 @@ fn paced(schedule: &mut Schedule, ask: &Ask<'_>, now: u64) -> Reserved {
     if let Some(per_token) = schedule.per_token() {
         schedule.tokens = slot + (per_token * ask.tokens as f64) as u64;
     }
-    Reserved::Granted(slot, schedule.rate, schedule.window)
+    Reserved::Granted(slot, schedule.rate, schedule.window, 0.0)
 }

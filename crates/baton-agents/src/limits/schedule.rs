@@ -16,8 +16,9 @@
 //!   widens by one for each answer while callers wait for it, at most
 //!   doubling a second (the slow start of TCP). A lone caller, one call at a
 //!   time, is never held back, and a burst starts small. The first `429`
-//!   ends this: what was answered in the second before it is the rate the
-//!   `429` showed, and the schedule paces a little under it from then on.
+//!   ends this: the calls sent in the second before the refused one were
+//!   let through, so that is the rate the `429` showed, and the schedule
+//!   paces a little under it from then on.
 //!   Later `429`s cut the rate (×0.85, once per burst) and it climbs back
 //!   additively, 2.5 % of the rate before the cut a second.
 //!
@@ -174,12 +175,10 @@ pub struct Schedule {
     /// Calls sent, by second.
     #[serde(default)]
     pub(crate) sent: Sliding,
-    /// Calls answered, by second.
-    #[serde(default)]
-    pub(crate) answers: Sliding,
     /// The rate the last `429` showed, requests a second, before the
-    /// margin: what was answered in the second before it in the window's
-    /// slow start, else the rate that drew it; 0 before any.
+    /// margin: in the window's slow start, the calls sent in the second
+    /// before the refused one (they were let through), else the rate that
+    /// drew it; 0 before any.
     #[serde(default)]
     pub shown: f64,
     /// When it was shown, unix µs.
@@ -307,17 +306,27 @@ impl Schedule {
         }
     }
 
-    /// The provider refused a call that went out at `slot` (unix µs) with
-    /// `429`. Unless the rate was cut after that call went out (it is one
-    /// of the same burst), the window halves, and: in the window's slow
-    /// start, the schedule paces from now on a little under what was
-    /// answered in the second before (the rate the `429` showed), that
+    /// The provider refused a call that went out at `slot` (unix µs), after
+    /// `sent` calls in the second before it, with `429`. Unless the rate
+    /// was cut after that call went out (it is one of the same burst), the
+    /// window halves, and: in the window's slow start, the schedule paces
+    /// from now on a little under the calls sent in the second before the
+    /// refused one (the rate the `429` showed: they were let through), that
     /// second's calls counted as paced; else the rate is cut, and the next
     /// slot moves one new interval on: the callers that would have met the
     /// same full window wait, the others do not.
-    pub(crate) fn refuse(&mut self, slot: u64, now: u64) {
+    pub(crate) fn refuse(&mut self, (slot, sent): (u64, f64), now: u64) {
         self.refused += 1;
         if self.cut_at != 0 && slot <= self.cut_at {
+            // Of the same burst: one sent earlier shows the rate better.
+            if self.shown_at == self.cut_at && self.cut_from == self.shown && sent > 0.0 {
+                let shown = sent.max(MIN_SHOWN);
+                if shown < self.shown {
+                    self.shown = shown;
+                    self.cut_from = shown;
+                    self.rate = self.rate.min(shown * MARGIN);
+                }
+            }
             return;
         }
         self.window = (self.window / 2.0).max(2.0);
@@ -325,14 +334,9 @@ impl Schedule {
         self.cut_at = now;
         self.shown_at = now;
         if self.unpaced {
-            // What was sent and not refused: the answers the processes
-            // told of, or the calls sent less a window still in flight
-            // (the answers are told a moment after they come).
-            let sent = self.sent.last_second(now) - self.window * 2.0;
-            let answered = self.answers.last_second(now).max(sent);
-            self.shown = answered.max(MIN_SHOWN);
+            self.shown = sent.max(MIN_SHOWN);
             self.cut_from = self.shown;
-            self.pace(self.shown * MARGIN, answered, now);
+            self.pace(self.shown * MARGIN, sent, now);
             return;
         }
         // Paced: the rate that drew it is as high as it may climb back

@@ -82,12 +82,14 @@ fn with_nothing_known_calls_are_not_paced_and_a_small_window_widens_while_held()
 #[test]
 fn the_first_429_paces_under_what_was_answered_in_the_second_before() {
     let mut schedule = fresh(Configured::default());
-    // Ten answered in the first 20 ms of a burst, then a 429.
+    // Ten sent and answered in the first 10 ms of a burst, then a 429 for
+    // the eleventh (and one for the twelfth, sent later, of the same burst).
     for n in 0..12 {
         schedule.sent.add(1, 10 * S + n * 1_000);
     }
     schedule.flew("me", 2, 10, 10 * S + 20_000);
-    schedule.refuse(10 * S + 11_000, 10 * S + 21_000);
+    schedule.refuse((10 * S + 11_000, 11.0), 10 * S + 21_000);
+    schedule.refuse((10 * S + 10_000, 10.0), 10 * S + 21_500);
     assert!(!schedule.unpaced);
     assert!(near(schedule.shown, 10.0), "{}", schedule.shown);
     assert!(near(schedule.rate, 10.0 * MARGIN), "{}", schedule.rate);
@@ -147,12 +149,12 @@ fn a_429_cuts_once_per_burst_and_the_rate_then_climbs_additively() {
     schedule.starting = true;
     schedule.rate = 16.0;
     // Out of slow start: × 0.7.
-    schedule.refuse(10 * S, 10 * S + 100);
+    schedule.refuse((10 * S, 0.0), 10 * S + 100);
     assert!(near(schedule.rate, 16.0 * 0.7), "{}", schedule.rate);
     assert!(!schedule.starting);
     // A call that went out before the cut is of the same burst: counted,
     // not cut again.
-    schedule.refuse(10 * S + 50, 10 * S + 200);
+    schedule.refuse((10 * S + 50, 0.0), 10 * S + 200);
     assert!(near(schedule.rate, 16.0 * 0.7));
     assert_eq!(schedule.refused, 2);
     // The callers that would meet the same full window wait one interval.
@@ -167,7 +169,7 @@ fn a_429_cuts_once_per_burst_and_the_rate_then_climbs_additively() {
     );
     // A call sent after the cut and refused cuts again, × 0.85.
     let before = schedule.rate;
-    schedule.refuse(11 * S + 200, 11 * S + 300);
+    schedule.refuse((11 * S + 200, 0.0), 11 * S + 300);
     assert!(near(schedule.rate, before * 0.85), "{}", schedule.rate);
 }
 
@@ -181,7 +183,7 @@ fn a_ceiling_caps_the_climb_and_a_429_below_it_still_cuts() {
         schedule.grow(second * S, true);
     }
     assert!(near(schedule.rate, 10.0 * MARGIN));
-    schedule.refuse(20 * S, 20 * S + 1);
+    schedule.refuse((20 * S, 0.0), 20 * S + 1);
     assert!(near(schedule.rate, 10.0 * MARGIN * 0.85));
     // The next settle keeps the cut rate: a ceiling is not a promise.
     schedule.settle(
@@ -253,7 +255,7 @@ fn after_a_429_headers_do_not_lift_the_rate_at_once() {
         },
         11 * S,
     );
-    schedule.refuse(11 * S + 1, 11 * S + 2);
+    schedule.refuse((11 * S + 1, 0.0), 11 * S + 2);
     let cut = schedule.rate;
     schedule.hear(
         Heard {

@@ -87,7 +87,6 @@ impl Schedule {
         if answered == 0 {
             return;
         }
-        self.answers.add(answered, now);
         if now.saturating_sub(self.window_at) >= 1_000_000 {
             self.window_base = self.window;
             self.window_at = now;

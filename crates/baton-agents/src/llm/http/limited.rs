@@ -63,7 +63,7 @@ impl Endpoint {
                     let (Some(limiter), Some(turn)) = (&self.limiter, turn) else {
                         return Err(error);
                     };
-                    limiter.refuse(turn.slot).await;
+                    limiter.refuse(&turn).await;
                     // Not in flight while it waits out its Retry-After.
                     drop(turn);
                     let after = advice.retry_after.unwrap_or_default();
