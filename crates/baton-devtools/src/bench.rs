@@ -109,10 +109,13 @@ pub struct BenchArgs {
 
     /// Instead of one run, send --tasks tasks (default here 300) to 4 worker processes of
     /// an LLM agent type at --concurrency, against a stand-in model that allows --limit-rps
-    /// requests in any second and answers 429 above it, four ways: [llm.limits] at its
-    /// limit; no limit with the provider's x-ratelimit headers; no limit and no headers;
-    /// [llm.limits] at twice its limit. Reports sessions completed, 429s and throughput
-    /// as a fraction of the limit.
+    /// requests in any second and answers 429 above it, six ways: a) [llm.limits] at its
+    /// limit; b) no limit with the provider's x-ratelimit headers; c) no limit and no
+    /// headers; d) [llm.limits] at twice its limit; e) no limit, OpenAI's headers for a
+    /// continuous bucket; f) no limit, Anthropic's headers. Reports sessions completed,
+    /// 429s and throughput as a fraction of the limit. Then g) one conversation of 40 turns
+    /// through baton a2a serve on a fresh deployment with an instant unlimited model: the
+    /// p50 of its last 20 turns over that of turns 2-21.
     #[arg(long)]
     pub limits: bool,
 

@@ -38,4 +38,4 @@ pub use cluster::NatsCluster;
 pub use eventually::{Timeout, eventually};
 pub use llm::{FakeLlm, Recorded, Scripted, Streaming};
 pub use process::{ChildProcess, baton_binary};
-pub use window::{RateWindow, Verdict};
+pub use window::{Headers, RateWindow, Verdict};

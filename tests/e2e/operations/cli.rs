@@ -291,7 +291,7 @@ async fn the_scale_out_bench_runs_one_two_and_four_worker_processes() -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_limits_bench_runs_the_four_cases_and_no_session_fails() -> anyhow::Result<()> {
+async fn the_limits_bench_runs_every_case_and_no_session_fails() -> anyhow::Result<()> {
     let system = crate::util::System::start().await?;
     let args = [
         "bench",
@@ -305,10 +305,12 @@ async fn the_limits_bench_runs_the_four_cases_and_no_session_fails() -> anyhow::
     ];
     let stdout = system.baton_stdout(&args)?;
     for label in [
-        "limit = provider's",
-        "no limit, headers",
-        "no limit, no headers",
-        "limit = 2 × provider's",
+        "a) limit = provider's",
+        "b) no limit, headers",
+        "c) no limit, no headers",
+        "d) limit = 2 × provider's",
+        "e) no limit, continuous",
+        "f) no limit, Anthropic",
     ] {
         let row = stdout
             .lines()
@@ -323,6 +325,18 @@ async fn the_limits_bench_runs_the_four_cases_and_no_session_fails() -> anyhow::
         let refused: u64 = cells[3].parse()?;
         assert_eq!(requests - refused, 40, "one answer per session: {stdout}");
     }
+    // g): the lone conversation's 40 turns, and their ratio.
+    let lone = stdout
+        .lines()
+        .find(|line| line.starts_with("g) fresh deployment"))
+        .ok_or_else(|| anyhow::anyhow!("no case g: {stdout}"))?;
+    let ratio: f64 = lone
+        .split("ratio ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or_else(|| anyhow::anyhow!("no ratio: {lone}"))?
+        .parse()?;
+    assert!(ratio > 0.0, "{lone}");
     Ok(())
 }
 

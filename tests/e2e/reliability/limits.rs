@@ -57,7 +57,12 @@ fn limited_model(per_second: usize, retry_after: &'static str) -> (FakeLlm, Arc<
 }
 
 /// An LLM spec for agent type `name` on `llm`, `limits` in `[llm.limits]`.
-fn spec(dir: &std::path::Path, name: &str, llm: &FakeLlm, limits: &str) -> anyhow::Result<String> {
+pub(super) fn spec(
+    dir: &std::path::Path,
+    name: &str,
+    llm: &FakeLlm,
+    limits: &str,
+) -> anyhow::Result<String> {
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(
         &path,
@@ -71,7 +76,7 @@ fn spec(dir: &std::path::Path, name: &str, llm: &FakeLlm, limits: &str) -> anyho
 
 /// Starts `count` worker processes of `spec`, labelled `name-N`, each with
 /// its metrics on a free port; returns the metrics URLs.
-async fn workers(
+pub(super) async fn workers(
     system: &mut System,
     name: &str,
     spec: &str,
@@ -97,7 +102,7 @@ async fn workers(
 }
 
 /// The sum over `urls` of the sample `name` for the stand-in model.
-fn summed(urls: &[String], name: &str) -> anyhow::Result<f64> {
+pub(super) fn summed(urls: &[String], name: &str) -> anyhow::Result<f64> {
     let mut sum = 0.0;
     for url in urls {
         sum += value(&scrape(url)?, name, &[("model", "stand-in")]);
@@ -106,7 +111,11 @@ fn summed(urls: &[String], name: &str) -> anyhow::Result<f64> {
 }
 
 /// Submits `count` tasks to `agent` and returns their sessions.
-async fn submit(system: &System, agent: &str, count: usize) -> anyhow::Result<Vec<uuid::Uuid>> {
+pub(super) async fn submit(
+    system: &System,
+    agent: &str,
+    count: usize,
+) -> anyhow::Result<Vec<uuid::Uuid>> {
     let agent = AgentName::new(agent)?;
     let mut sessions = Vec::new();
     for n in 0..count {
@@ -118,7 +127,7 @@ async fn submit(system: &System, agent: &str, count: usize) -> anyhow::Result<Ve
 }
 
 /// The last event of each session, once every one has ended.
-async fn ends(
+pub(super) async fn ends(
     system: &System,
     sessions: &[uuid::Uuid],
     within: Duration,
@@ -176,7 +185,7 @@ async fn four_worker_processes_share_one_limit_and_every_session_completes() -> 
 }
 
 /// The shared schedule of the stand-in model, as stored.
-async fn schedule(system: &System) -> anyhow::Result<serde_json::Value> {
+pub(super) async fn schedule(system: &System) -> anyhow::Result<serde_json::Value> {
     let bucket = system
         .client
         .jetstream()
@@ -193,7 +202,7 @@ async fn schedule(system: &System) -> anyhow::Result<serde_json::Value> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn with_no_limit_known_the_rate_drops_after_429s_and_then_recovers() -> anyhow::Result<()> {
+async fn with_no_limit_known_the_first_429_sets_the_rate_it_showed() -> anyhow::Result<()> {
     // Nothing configured, no headers: only the 429s teach the rate.
     let (llm, seen) = limited_model(10, "1");
     let dir = tempfile::tempdir()?;
@@ -209,6 +218,7 @@ async fn with_no_limit_known_the_rate_drops_after_429s_and_then_recovers() -> an
                 rates.push((
                     schedule["rate"].as_f64().unwrap_or_default(),
                     schedule["refused"].as_u64().unwrap_or_default(),
+                    schedule["unpaced"].as_bool().unwrap_or_default(),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -227,31 +237,24 @@ async fn with_no_limit_known_the_rate_drops_after_429s_and_then_recovers() -> an
         120,
         "one answer per session"
     );
+    let refused = seen.refused.load(Ordering::SeqCst);
+    assert!(refused > 0, "the provider's limit was met");
+    // The burst of 64 started small: the window of calls in flight, not
+    // the 64, met the full provider window.
+    assert!(refused <= 12, "{refused} refused of {}", 120 + refused);
+    // Unpaced until the first 429; from then on paced near what it showed
+    // (10 answered in the second before it).
+    let first = rates
+        .iter()
+        .find(|(_, refused, unpaced)| *refused > 0 && !unpaced)
+        .with_context(|| format!("never paced after a 429: {rates:?}"))?;
+    assert!((4.0..=10.5).contains(&first.0), "{rates:?}");
     assert!(
-        seen.refused.load(Ordering::SeqCst) > 0,
-        "the provider's limit was met"
-    );
-    // A drop after a 429, then a climb from the low point.
-    let dropped = rates
-        .windows(2)
-        .position(|w| w[1].1 > w[0].1 && w[1].0 < w[0].0)
-        .with_context(|| format!("no drop after a 429 in {rates:?}"))?;
-    // A climb from a low point before the next 429: between two refusals
-    // the rate rises again. (The last drop may come too late in the run to
-    // show a climb, so any stretch between refusals counts.)
-    let after = &rates[dropped + 1..];
-    let low = after.iter().map(|(rate, _)| *rate).fold(f64::MAX, f64::min);
-    assert!(low < rates[dropped].0, "{rates:?}");
-    let climbed = after.chunk_by(|a, b| a.1 == b.1).any(|stretch| {
-        let (at, low) = stretch
+        rates
             .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.0.total_cmp(&b.1.0))
-            .map(|(at, (rate, _))| (at, *rate))
-            .unwrap_or((0, 0.0));
-        stretch[at..].iter().any(|(rate, _)| *rate > low * 1.05)
-    });
-    assert!(climbed, "no recovery between 429s: {rates:?}");
+            .all(|(rate, refused, unpaced)| *refused > 0 || (*unpaced && *rate == 0.0)),
+        "paced before any 429: {rates:?}"
+    );
     let last = schedule(&system).await?;
     assert_eq!(last["source"], "adaptive");
     assert_eq!(last["ceiling"].as_f64(), Some(0.0));
@@ -319,14 +322,19 @@ async fn the_providers_headers_set_one_rate_for_every_worker() -> anyhow::Result
         .lines()
         .find(|l| l.contains("limits") && l.contains("stand-in"))
         .with_context(|| format!("no limits line in:\n{doctor}"))?;
-    assert!(line.contains("headers"), "{line}");
-    assert!(line.contains("under 10.00/s"), "{line}");
+    assert!(line.contains("headers heard: x-ratelimit"), "{line}");
+    // 10 a second, to what the readings allow (a reset written to the
+    // millisecond).
+    assert!(
+        line.contains("under 10.00/s") || line.contains("under 10.01/s"),
+        "{line}"
+    );
     Ok(())
 }
 
 /// What `baton doctor` prints (its exit status aside: a test server has
 /// warnings of its own).
-fn doctor(system: &System) -> anyhow::Result<String> {
+pub(super) fn doctor(system: &System) -> anyhow::Result<String> {
     let output =
         tokio::task::block_in_place(|| system.baton(&["doctor", "--timeout-ms", "500"]).output())?;
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())

@@ -5,9 +5,12 @@
 //!
 //! The schedule ([`schedule`]) spaces requests one interval apart at the
 //! rate it has learned: the configured limit, what the provider's
-//! `x-ratelimit-*` headers say, or, with neither, what `429`s teach it.
-//! A call reserves its slot with one compare-and-set, moving the time on
-//! by one interval, then sleeps until the slot; there is no polling. A
+//! rate-limit headers say ([`heard`]), or, with neither, what `429`s teach
+//! it; before anything is known it does not pace, and only a window of
+//! calls may be in flight at once ([`flight`]). A call reserves its slot
+//! with one compare-and-set, moving the time on by one interval, then
+//! sleeps until the slot (a call the window holds back waits until a call
+//! ends, here or in another process). A
 //! `429` cuts the rate and moves the next slot on by one interval, so the
 //! callers that would meet the same full window wait; the refused call
 //! itself waits out its `Retry-After` and takes a new turn. Agent types
@@ -24,53 +27,68 @@
 //! compare-and-set on its revision proves it current, and only when it
 //! does not (another process wrote meanwhile) is the schedule read.
 
+mod flight;
+mod heard;
 mod metrics;
+mod reserve;
 pub(crate) mod schedule;
 mod seen;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream;
 use baton_proto::Subjects;
 
 use crate::StartError;
 use crate::llm::http::headers::Advice;
 use crate::spec::LlmSpec;
+use flight::{Flight, Flying};
+use heard::Readings;
 pub(crate) use metrics::Metrics;
 use schedule::{Configured, HEARD_CHANGE, Heard};
 pub use schedule::{Schedule, Source};
-use seen::Seen;
+use seen::{Entry, Seen};
 
 /// How long after its last call an agent type still counts as active.
 const ACTIVE_FOR_US: u64 = 5_000_000;
 /// How many times one reservation is tried against concurrent writers.
 const ATTEMPTS: u32 = 64;
 
-/// The turn a call got.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The turn a call got; the call counts in flight while it lives.
+#[derive(Debug)]
 pub(crate) struct Turn {
     /// How long it waited for it.
     pub(crate) wait: Duration,
     /// When it went out, unix µs.
     pub(crate) slot: u64,
-    /// The schedule's rate then, requests a second.
+    /// The schedule's rate then, requests a second (0: not paced).
     pub(crate) rate: f64,
+    /// The window of calls in flight then.
+    pub(crate) window: f64,
+    /// The calls sent in the second before it.
+    pub(crate) sent: f64,
+    /// The call in flight.
+    pub(crate) flight: Flight,
 }
 
 /// What a reservation found.
 enum Reserved {
-    /// This slot, unix µs, at this rate.
-    Granted(u64, f64),
+    /// This slot, unix µs, at this rate and window, after this many calls
+    /// sent in the second before.
+    Granted(u64, f64, f64, f64),
     /// The next slot is past the horizon: ask again at this time, unix µs.
     Early(u64),
+    /// The window is full: ask again when a call ends.
+    Full,
     /// The next slot is past the caller's deadline.
     Late,
 }
 
 /// One agent type's view of a shared limit.
 pub(crate) struct Limiter {
-    store: kv::Store,
-    key: String,
+    /// The schedule's entry, and the copies seen of it.
+    entry: Entry,
     agent: String,
     endpoint: String,
     model: String,
@@ -81,22 +99,27 @@ pub(crate) struct Limiter {
     /// What this process last wrote of the provider's headers: only a
     /// change is written.
     heard: std::sync::Mutex<Heard>,
-    /// The schedules as last seen, by key.
-    seen: Seen,
-    /// Keeps `seen` current; stopped with the limiter.
-    watch: tokio::task::JoinHandle<()>,
+    /// The provider's headers, as this process read them.
+    readings: std::sync::Mutex<Readings>,
+    /// This process's calls in flight.
+    flying: Arc<Flying>,
+    /// Keeps the seen copies current, and writes the calls in flight;
+    /// stopped with the limiter.
+    tasks: [tokio::task::JoinHandle<()>; 2],
 }
 
 impl Drop for Limiter {
     fn drop(&mut self) {
-        self.watch.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
 impl std::fmt::Debug for Limiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Limiter")
-            .field("key", &self.key)
+            .field("key", &self.entry.key)
             .field("agent", &self.agent)
             .finish_non_exhaustive()
     }
@@ -154,11 +177,18 @@ impl Limiter {
         let per_second = |n: u32| f64::from(n.max(1)) / 60.0;
         let seen = Seen::default();
         let watch = seen.watch(store.clone(), subjects.limits_bucket()).await;
-        Ok(Self {
-            seen,
-            watch,
+        let entry = Entry {
             store,
             key: key(&spec.base_url, &spec.model),
+            seen,
+        };
+        let flying = Flying::new();
+        let writer = tokio::spawn(flying.clone().write(entry.clone()));
+        Ok(Self {
+            entry,
+            tasks: [watch, writer],
+            flying,
+            readings: std::sync::Mutex::new(Readings::default()),
             agent: agent.to_owned(),
             endpoint: shown(&spec.base_url),
             model: spec.model.clone(),
@@ -185,15 +215,25 @@ impl Limiter {
     /// When the schedule cannot be read or written (a retryable failure).
     pub(crate) async fn take(&self, tokens: u64, until: u64) -> Result<Option<Turn>, String> {
         let asked = now_us();
-        let (slot, rate) = {
+        let (slot, rate, window, sent, flight) = {
             let _one = self.local.lock().await;
             loop {
+                // Made before the reservation, so no end is missed.
+                let (changed, released) = (self.entry.seen.changed(), self.flying.released());
                 match self.reserve(tokens, until).await? {
-                    Reserved::Granted(slot, rate) => break (slot, rate),
+                    Reserved::Granted(slot, rate, window, sent) => {
+                        break (slot, rate, window, sent, self.flying.depart());
+                    }
                     Reserved::Late => return Ok(None),
                     Reserved::Early(at) => {
                         let early = at.saturating_sub(now_us()).max(1_000);
                         tokio::time::sleep(Duration::from_micros(early)).await;
+                    }
+                    Reserved::Full => {
+                        let ended = async {
+                            tokio::select! { () = changed => {}, () = released => {} }
+                        };
+                        let _ = tokio::time::timeout(Duration::from_millis(50), ended).await;
                     }
                 }
             }
@@ -206,6 +246,9 @@ impl Limiter {
             wait: Duration::from_micros(now_us().saturating_sub(asked)),
             slot,
             rate,
+            window,
+            sent,
+            flight,
         }))
     }
 
@@ -224,12 +267,13 @@ impl Limiter {
         .await;
     }
 
-    /// The provider refused the call that went out at `slot` with `429`:
+    /// The provider refused the call of `turn` with `429`:
     /// the shared rate is cut (once per burst) and the callers that would
     /// meet the same full window wait one interval more.
-    pub(crate) async fn refuse(&self, slot: u64) {
+    pub(crate) async fn refuse(&self, turn: &Turn) {
+        let (slot, sent) = (turn.slot, turn.sent);
         self.adjust("cannot slow the shared rate limit down", |schedule, now| {
-            schedule.refuse(slot, now);
+            schedule.refuse((slot, sent), now);
         })
         .await;
     }
@@ -237,7 +281,11 @@ impl Limiter {
     /// What the provider's headers said (`advice`): written to the shared
     /// schedule when it changes what is known, or when nothing is left.
     pub(crate) async fn hear(&self, advice: &Advice) {
-        let heard = heard(advice);
+        let heard = self
+            .readings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .hear(advice, now_us());
         if heard == Heard::default() {
             return;
         }
@@ -247,10 +295,13 @@ impl Limiter {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let new = heard.empty_for_us.is_some()
+                || heard.from & !last.from != 0
                 || changed(last.rps, heard.rps)
                 || changed(last.tps, heard.tps);
             if new {
+                let from = last.from | heard.from;
                 *last = heard;
+                last.from = from;
             }
             new
         };
@@ -271,6 +322,7 @@ impl Limiter {
     async fn adjust(&self, failed: &str, mut change: impl FnMut(&mut Schedule, u64)) {
         let configured = self.configured;
         let result = self
+            .entry
             .update(|schedule, now| {
                 schedule.settle(configured, now);
                 change(schedule, now);
@@ -282,55 +334,28 @@ impl Limiter {
         }
     }
 
-    /// Moves the schedule on by one call of `tokens` if its turn falls
-    /// within the horizon and before `until`. A turn past the horizon still
-    /// marks this agent type active, so the others make room for it.
+    /// Reserves a call of `tokens` whose turn must come before `until`
+    /// (see [`reserve::reserve`]).
     async fn reserve(&self, tokens: u64, until: u64) -> Result<Reserved, String> {
-        let (agent, configured) = (self.agent.clone(), self.configured);
+        let configured = self.configured;
         let (endpoint, model) = (&self.endpoint, &self.model);
         let mut reserved = Reserved::Late;
-        self.update(|schedule, now| {
-            schedule.settle(configured, now);
-            if schedule.endpoint.is_empty() {
-                schedule.endpoint.clone_from(endpoint);
-                schedule.model.clone_from(model);
-            }
-            schedule
-                .agents
-                .retain(|_, next| next.saturating_add(ACTIVE_FOR_US) > now);
-            let others = schedule
-                .agents
-                .keys()
-                .filter(|name| **name != agent)
-                .count();
-            let mine = schedule.agents.get(&agent).copied().unwrap_or(0);
-            let due = schedule.next.saturating_sub(schedule.tolerance());
-            let mut slot = now.max(due).max(mine);
-            if schedule.per_token().is_some() {
-                slot = slot.max(schedule.tokens);
-            }
-            if slot > until {
-                reserved = Reserved::Late;
-                return;
-            }
-            let horizon = (2 * schedule.interval()).max(250_000);
-            if slot > now.saturating_add(horizon) {
-                schedule.agents.entry(agent.clone()).or_insert(now);
-                reserved = Reserved::Early(slot - horizon);
-                return;
-            }
-            schedule.grow(now, slot > now);
-            let interval = schedule.interval();
-            schedule.next = schedule.next.max(slot) + interval;
-            schedule
-                .agents
-                .insert(agent.clone(), slot + interval * (others as u64 + 1));
-            if let Some(per_token) = schedule.per_token() {
-                schedule.tokens = slot + (per_token * tokens as f64) as u64;
-            }
-            reserved = Reserved::Granted(slot, schedule.rate);
-        })
-        .await?;
+        self.entry
+            .update(|schedule, now| {
+                schedule.settle(configured, now);
+                if schedule.endpoint.is_empty() {
+                    schedule.endpoint.clone_from(endpoint);
+                    schedule.model.clone_from(model);
+                }
+                let ask = reserve::Ask {
+                    agent: &self.agent,
+                    process: (&self.flying.id, self.flying.count()),
+                    tokens,
+                    until,
+                };
+                reserved = reserve::reserve(schedule, &ask, now);
+            })
+            .await?;
         Ok(reserved)
     }
 }
@@ -341,27 +366,6 @@ fn changed(last: Option<f64>, now: Option<f64>) -> bool {
         (_, None) => false,
         (None, Some(_)) => true,
         (Some(last), Some(now)) => (now - last).abs() > last * HEARD_CHANGE,
-    }
-}
-
-/// What `advice` says of the steady rates: what was used over the time it
-/// takes to refill (`limit - remaining` over `reset`), when anything was
-/// used; and, when no request is left, how long until one is.
-fn heard(advice: &Advice) -> Heard {
-    let rate = |window: Option<crate::llm::http::headers::Window>| {
-        let window = window?;
-        let used = window.limit.saturating_sub(window.remaining);
-        let reset = window.reset.as_secs_f64();
-        (used > 0 && reset >= 0.001).then(|| used as f64 / reset)
-    };
-    let empty_for_us = advice.requests.filter(|w| w.remaining == 0).map(|w| {
-        u64::try_from((w.reset / u32::try_from(w.limit.max(1)).unwrap_or(u32::MAX)).as_micros())
-            .unwrap_or(u64::MAX)
-    });
-    Heard {
-        rps: rate(advice.requests),
-        tps: rate(advice.tokens),
-        empty_for_us,
     }
 }
 

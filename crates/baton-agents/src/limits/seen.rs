@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_nats::jetstream::kv;
 
 use super::schedule::Schedule;
-use super::{ATTEMPTS, Limiter, now_us};
+use super::{ATTEMPTS, now_us};
 
 /// A schedule's entry as last seen: its value (`None` once deleted) and
 /// revision.
@@ -22,9 +22,18 @@ pub(super) struct Known {
 /// The schedules as the bucket's watch (and this process's own writes)
 /// last showed them, by key; empty while the watch is not current.
 #[derive(Clone, Default)]
-pub(super) struct Seen(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Known>>>);
+pub(super) struct Seen {
+    known: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Known>>>,
+    /// Wakes the callers waiting for a schedule to change.
+    changed: std::sync::Arc<tokio::sync::Notify>,
+}
 
 impl Seen {
+    /// Waits until some schedule changes.
+    pub(super) async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
     pub(super) fn get(&self, key: &str) -> Option<Known> {
         self.lock().get(key).cloned()
     }
@@ -37,6 +46,8 @@ impl Seen {
             .is_none_or(|kept| kept.revision < known.revision)
         {
             seen.insert(key.to_owned(), known);
+            drop(seen);
+            self.changed.notify_waiters();
         }
     }
 
@@ -45,7 +56,7 @@ impl Seen {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Known>> {
-        self.0
+        self.known
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -81,7 +92,15 @@ impl Seen {
     }
 }
 
-impl Limiter {
+/// One schedule's entry in the bucket, and the copies seen of it.
+#[derive(Clone)]
+pub(super) struct Entry {
+    pub(super) store: kv::Store,
+    pub(super) key: String,
+    pub(super) seen: Seen,
+}
+
+impl Entry {
     /// Changes the schedule with `change` and writes it back if nobody
     /// wrote it meanwhile (and it changed); tries again otherwise. The
     /// first try starts from the schedule as last seen; a try that fails,

@@ -25,7 +25,8 @@ pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
     findings
 }
 
-/// Each shared model rate limit: its rate now and where it comes from.
+/// Each shared model rate limit: its rate now and where it comes from, the
+/// window of calls in flight, and the headers the provider sends.
 fn limits(facts: &Facts) -> Vec<Finding> {
     facts
         .limits
@@ -33,8 +34,11 @@ fn limits(facts: &Facts) -> Vec<Finding> {
         .map(|limit| {
             let whence = match limit.source.as_str() {
                 "configured" => "the ceiling from [llm.limits]".to_owned(),
-                "headers" => "the ceiling from the provider's x-ratelimit headers".to_owned(),
-                _ if limit.cut_at == 0 => "nothing known yet: probing upward, no 429 so far".to_owned(),
+                "headers" => format!(
+                    "the ceiling from the provider's {} headers",
+                    limit.headers.join(", ")
+                ),
+                _ if limit.cut_at == 0 => "nothing known yet: slow start by the window in flight, no 429 so far".to_owned(),
                 _ => "learned from the provider's 429s".to_owned(),
             };
             let ceiling = if limit.ceiling > 0.0 {
@@ -47,10 +51,20 @@ fn limits(facts: &Facts) -> Vec<Finding> {
             } else {
                 String::new()
             };
+            let rate = if limit.unpaced {
+                "not paced".to_owned()
+            } else {
+                format!("{:.2} requests/s", limit.rate)
+            };
+            let heard = if limit.headers.is_empty() {
+                "no rate-limit headers heard".to_owned()
+            } else {
+                format!("headers heard: {}", limit.headers.join(", "))
+            };
             let subject = format!("{} {}", limit.endpoint, limit.model);
             let message = format!(
-                "model {} at {}: {:.2} requests/s{ceiling} ({} {whence}); {} call(s) refused with 429{last}",
-                limit.model, limit.endpoint, limit.rate, limit.source, limit.refused
+                "model {} at {}: {rate}{ceiling} ({} {whence}); window {:.0} in flight ({} now); {heard}; {} call(s) refused with 429{last}",
+                limit.model, limit.endpoint, limit.source, limit.window, limit.in_flight, limit.refused
             );
             Finding::new("limits", Level::Info, &subject, message)
         })

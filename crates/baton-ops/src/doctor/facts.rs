@@ -55,6 +55,14 @@ pub struct LimitFacts {
     pub refused: u64,
     /// When the rate was last cut for a 429, unix seconds; 0 never.
     pub cut_at: i64,
+    /// Not paced yet: nothing is known and no 429 came.
+    pub unpaced: bool,
+    /// How many calls may be in flight at once.
+    pub window: f64,
+    /// How many are in flight now, all workers together.
+    pub in_flight: u32,
+    /// The families of rate-limit headers the provider sent.
+    pub headers: Vec<String>,
 }
 
 /// One server.

@@ -224,10 +224,15 @@ pub async fn limits(
     let all = baton_agents::rate_limits::read_all(jetstream, subjects)
         .await
         .map_err(Error::Read)?;
+    let now = u64::try_from(chrono_now_us()).unwrap_or(0);
     Ok(all
         .unwrap_or_default()
         .into_iter()
         .map(|(_, limit)| LimitFacts {
+            unpaced: limit.unpaced,
+            window: limit.window,
+            in_flight: limit.flying(now),
+            headers: limit.headers().into_iter().map(str::to_owned).collect(),
             endpoint: limit.endpoint,
             model: limit.model,
             rate: limit.rate,
@@ -237,6 +242,13 @@ pub async fn limits(
             cut_at: i64::try_from(limit.cut_at / 1_000_000).unwrap_or(i64::MAX),
         })
         .collect())
+}
+
+/// Now, unix µs.
+fn chrono_now_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
 }
 
 /// What the reads here use beyond the streams' info: every consumer of the

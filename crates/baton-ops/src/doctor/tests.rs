@@ -274,6 +274,10 @@ fn each_shared_rate_limit_is_shown_with_where_it_comes_from() {
             source: "headers".to_owned(),
             refused: 0,
             cut_at: 0,
+            window: 8.0,
+            in_flight: 2,
+            headers: vec!["anthropic-ratelimit".to_owned(), "retry-after".to_owned()],
+            ..Default::default()
         },
         crate::doctor::LimitFacts {
             endpoint: "http://local/v1".to_owned(),
@@ -282,6 +286,15 @@ fn each_shared_rate_limit_is_shown_with_where_it_comes_from() {
             source: "adaptive".to_owned(),
             refused: 3,
             cut_at: 9_990,
+            window: 2.0,
+            ..Default::default()
+        },
+        crate::doctor::LimitFacts {
+            endpoint: "http://fresh/v1".to_owned(),
+            model: "m3".to_owned(),
+            source: "adaptive".to_owned(),
+            unpaced: true,
+            window: 4.0,
             ..Default::default()
         },
     ];
@@ -296,8 +309,9 @@ fn each_shared_rate_limit_is_shown_with_where_it_comes_from() {
     assert_eq!(
         lines,
         [
-            "model m1 at https://api.example.com/v1: 9.70 requests/s, under 10.00/s (headers the ceiling from the provider's x-ratelimit headers); 0 call(s) refused with 429",
-            "model m2 at http://local/v1: 4.25 requests/s (adaptive learned from the provider's 429s); 3 call(s) refused with 429, the last 10s ago",
+            "model m1 at https://api.example.com/v1: 9.70 requests/s, under 10.00/s (headers the ceiling from the provider's anthropic-ratelimit, retry-after headers); window 8 in flight (2 now); headers heard: anthropic-ratelimit, retry-after; 0 call(s) refused with 429",
+            "model m2 at http://local/v1: 4.25 requests/s (adaptive learned from the provider's 429s); window 2 in flight (0 now); no rate-limit headers heard; 3 call(s) refused with 429, the last 10s ago",
+            "model m3 at http://fresh/v1: not paced (adaptive nothing known yet: slow start by the window in flight, no 429 so far); window 4 in flight (0 now); no rate-limit headers heard; 0 call(s) refused with 429",
         ]
     );
 }

@@ -39,41 +39,122 @@ fn a_configured_limit_is_reached_by_slow_start_and_paced_a_little_under() {
 }
 
 #[test]
-fn with_nothing_known_the_rate_starts_low_and_doubles_each_second_callers_wait() {
+fn with_nothing_known_calls_are_not_paced_and_a_small_window_widens_while_held() {
     let mut schedule = fresh(Configured::default());
-    assert!(near(schedule.rate, START_RPS));
+    assert!(schedule.unpaced);
+    assert!(near(schedule.rate, 0.0));
     assert_eq!(schedule.source, Source::Adaptive);
-    schedule.grow(11 * S, true);
-    assert!(near(schedule.rate, 2.0 * START_RPS), "{}", schedule.rate);
-    // A quiet second does not count, and a long one counts as one.
-    schedule.grow(12 * S, false);
-    assert!(near(schedule.rate, 2.0 * START_RPS));
-    schedule.grow(20 * S, true);
-    assert!(near(schedule.rate, 4.0 * START_RPS), "{}", schedule.rate);
-    // Half a second since the last wait: × √2.
-    schedule.grow(20 * S + S / 2, true);
+    assert!(near(schedule.window, START_WINDOW));
+    // A lone caller: nothing else in flight, so it goes.
+    assert!(schedule.admits(0, 10 * S));
+    // Another process has four in flight: the window is full.
+    schedule.flew("other", 4, 0, 10 * S);
+    assert_eq!(schedule.in_flight(10 * S, "me", 0), 4);
+    assert!(!schedule.admits(schedule.in_flight(10 * S, "me", 0), 10 * S + 1));
+    // Answers while callers are held widen it, one an answer, at most
+    // doubling a second.
+    schedule.flew("other", 3, 3, 10 * S + 2);
     assert!(
-        near(schedule.rate, 4.0 * START_RPS * 2f64.sqrt()),
+        near(schedule.window, START_WINDOW + 3.0),
         "{}",
-        schedule.rate
+        schedule.window
     );
-    // One call may go an interval early while starting, none after a cut.
-    assert_eq!(schedule.tolerance(), schedule.interval());
-    schedule.refuse(21 * S, 21 * S);
-    assert_eq!(schedule.tolerance(), 0);
+    schedule.flew("other", 0, 10, 10 * S + 3);
+    assert!(
+        near(schedule.window, 2.0 * START_WINDOW),
+        "{}",
+        schedule.window
+    );
+    assert!(schedule.flights.is_empty());
+    // A second later, it may double again.
+    schedule.admits(8, 11 * S + 4);
+    schedule.flew("other", 0, 3, 11 * S + 5);
+    assert!(near(schedule.window, 2.0 * START_WINDOW + 3.0));
+    // Answers with nobody held do not widen it.
+    schedule.flew("other", 0, 5, 13 * S);
+    assert!(near(schedule.window, 2.0 * START_WINDOW + 3.0));
+    // A process that stopped saying no longer counts.
+    schedule.flew("gone", 7, 0, 13 * S);
+    assert_eq!(schedule.flying(13 * S + FLIGHT_LEASE_US - 1), 7);
+    assert_eq!(schedule.flying(13 * S + FLIGHT_LEASE_US), 0);
+}
+
+#[test]
+fn the_first_429_paces_under_what_was_answered_in_the_second_before() {
+    let mut schedule = fresh(Configured::default());
+    // Ten sent and answered in the first 10 ms of a burst, then a 429 for
+    // the eleventh (and one for the twelfth, sent later, of the same burst).
+    for n in 0..12 {
+        schedule.sent.add(1, 10 * S + n * 1_000);
+    }
+    schedule.flew("me", 2, 10, 10 * S + 20_000);
+    schedule.refuse((10 * S + 11_000, 11.0), 10 * S + 21_000);
+    schedule.refuse((10 * S + 10_000, 10.0), 10 * S + 21_500);
+    assert!(!schedule.unpaced);
+    assert!(near(schedule.shown, 10.0), "{}", schedule.shown);
+    assert!(near(schedule.rate, 10.0 * MARGIN), "{}", schedule.rate);
+    assert!(near(schedule.window, START_WINDOW / 2.0));
+    // The ten answered count as paced: the next slot waits about a second.
+    let next = schedule.next - (10 * S + 21_000);
+    assert!((1_020_000..1_040_000).contains(&next), "{next}");
+    // For a minute, neither the climb nor the headers go above it.
+    for second in 11..20 {
+        schedule.grow(second * S, true);
+    }
+    assert!(near(schedule.rate, 10.0 * MARGIN), "{}", schedule.rate);
+    schedule.hear(
+        Heard {
+            rps: Some(50.0),
+            ..Heard::default()
+        },
+        40 * S,
+    );
+    assert!(near(schedule.rate, 10.0 * MARGIN), "{}", schedule.rate);
+    // After it, the headers are heard again.
+    schedule.hear(
+        Heard {
+            rps: Some(50.0),
+            ..Heard::default()
+        },
+        90 * S,
+    );
+    assert!(near(schedule.rate, 50.0 * MARGIN), "{}", schedule.rate);
+}
+
+#[test]
+fn a_heard_rate_ends_the_windows_slow_start_counting_the_calls_sent() {
+    let mut schedule = fresh(Configured::default());
+    for n in 0..5 {
+        schedule.sent.add(1, 10 * S + n);
+    }
+    schedule.hear(
+        Heard {
+            rps: Some(10.0),
+            from: 1,
+            ..Heard::default()
+        },
+        10 * S + 10,
+    );
+    assert!(!schedule.unpaced);
+    assert!(near(schedule.rate, 10.0 * MARGIN));
+    assert_eq!(schedule.headers(), ["x-ratelimit"]);
+    let next = schedule.next - (10 * S + 10);
+    assert!((500_000..530_000).contains(&next), "{next}");
 }
 
 #[test]
 fn a_429_cuts_once_per_burst_and_the_rate_then_climbs_additively() {
     let mut schedule = fresh(Configured::default());
+    schedule.unpaced = false;
+    schedule.starting = true;
     schedule.rate = 16.0;
     // Out of slow start: × 0.7.
-    schedule.refuse(10 * S, 10 * S + 100);
+    schedule.refuse((10 * S, 0.0), 10 * S + 100);
     assert!(near(schedule.rate, 16.0 * 0.7), "{}", schedule.rate);
     assert!(!schedule.starting);
     // A call that went out before the cut is of the same burst: counted,
     // not cut again.
-    schedule.refuse(10 * S + 50, 10 * S + 200);
+    schedule.refuse((10 * S + 50, 0.0), 10 * S + 200);
     assert!(near(schedule.rate, 16.0 * 0.7));
     assert_eq!(schedule.refused, 2);
     // The callers that would meet the same full window wait one interval.
@@ -88,7 +169,7 @@ fn a_429_cuts_once_per_burst_and_the_rate_then_climbs_additively() {
     );
     // A call sent after the cut and refused cuts again, × 0.85.
     let before = schedule.rate;
-    schedule.refuse(11 * S + 200, 11 * S + 300);
+    schedule.refuse((11 * S + 200, 0.0), 11 * S + 300);
     assert!(near(schedule.rate, before * 0.85), "{}", schedule.rate);
 }
 
@@ -102,7 +183,7 @@ fn a_ceiling_caps_the_climb_and_a_429_below_it_still_cuts() {
         schedule.grow(second * S, true);
     }
     assert!(near(schedule.rate, 10.0 * MARGIN));
-    schedule.refuse(20 * S, 20 * S + 1);
+    schedule.refuse((20 * S, 0.0), 20 * S + 1);
     assert!(near(schedule.rate, 10.0 * MARGIN * 0.85));
     // The next settle keeps the cut rate: a ceiling is not a promise.
     schedule.settle(
@@ -123,7 +204,7 @@ fn headers_give_the_rate_at_once_and_the_lower_of_heard_and_configured_wins() {
         Heard {
             rps: Some(10.0),
             tps: Some(500.0),
-            empty_for_us: None,
+            ..Heard::default()
         },
         11 * S,
     );
@@ -156,9 +237,8 @@ fn headers_give_the_rate_at_once_and_the_lower_of_heard_and_configured_wins() {
     // Nothing left: the next slot waits until one is.
     schedule.hear(
         Heard {
-            rps: None,
-            tps: None,
             empty_for_us: Some(S / 2),
+            ..Heard::default()
         },
         12 * S,
     );
@@ -175,7 +255,7 @@ fn after_a_429_headers_do_not_lift_the_rate_at_once() {
         },
         11 * S,
     );
-    schedule.refuse(11 * S + 1, 11 * S + 2);
+    schedule.refuse((11 * S + 1, 0.0), 11 * S + 2);
     let cut = schedule.rate;
     schedule.hear(
         Heard {
@@ -185,15 +265,25 @@ fn after_a_429_headers_do_not_lift_the_rate_at_once() {
         12 * S,
     );
     assert!(near(schedule.rate, cut));
-    // Long after the cut, they do.
+    // Later, they lift it to the rate that drew the 429 at most, for a
+    // minute; after that, to what they say.
+    let drew = 10.0 * MARGIN;
     schedule.hear(
         Heard {
-            rps: Some(10.0),
+            rps: Some(20.0),
             ..Heard::default()
         },
         30 * S,
     );
-    assert!(near(schedule.rate, 10.0 * MARGIN));
+    assert!(near(schedule.rate, drew), "{}", schedule.rate);
+    schedule.hear(
+        Heard {
+            rps: Some(20.0),
+            ..Heard::default()
+        },
+        80 * S,
+    );
+    assert!(near(schedule.rate, 20.0 * MARGIN));
 }
 
 #[test]
@@ -217,5 +307,14 @@ fn an_entry_from_an_older_version_reads_with_defaults() {
     assert!(near(read.rate, 0.0));
     let mut read = read;
     read.settle(Configured::default(), S);
-    assert!(near(read.rate, START_RPS));
+    assert!(read.unpaced);
+    assert!(near(read.window, START_WINDOW));
+    // One paced by an older version stays paced.
+    let mut paced = Schedule {
+        rate: 7.0,
+        ..Schedule::default()
+    };
+    paced.settle(Configured::default(), S);
+    assert!(!paced.unpaced);
+    assert!(near(paced.rate, 7.0));
 }

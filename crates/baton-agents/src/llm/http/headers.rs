@@ -1,33 +1,74 @@
-//! What a provider's answer says of its rate limits: `Retry-After`, in
-//! seconds or as an HTTP date (RFC 9110), and the `x-ratelimit-*` headers
-//! OpenAI-compatible providers send (`limit`, `remaining` and `reset`, for
-//! requests and for tokens). A header that cannot be read is ignored with
-//! a warning, never an error: the call's own answer still counts.
+//! What a provider's answer says of its rate limits. A header that cannot
+//! be read is ignored with a warning, never an error: the call's own answer
+//! still counts. The headers read:
+//!
+//! - `Retry-After`, in seconds or as an HTTP date (RFC 9110);
+//! - OpenAI's `x-ratelimit-limit-…`, `-remaining-…` and `-reset-…`, for
+//!   `requests` and for `tokens`; the reset is a duration (`1s`, `6m0s`,
+//!   `20ms`, or bare seconds);
+//! - the same with a `-minute` or `-day` suffix (`x-ratelimit-limit-requests-day`),
+//!   as providers that give a per-day limit beside a per-minute one write them;
+//! - Anthropic's `anthropic-ratelimit-requests-limit`, `-remaining` and
+//!   `-reset` (an RFC 3339 time), and the same for `tokens`;
+//! - `remaining` and `reset` without a `limit`, from any of these.
 
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
+/// Which family of headers a window was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// `x-ratelimit-*` (OpenAI and the providers that write as it does).
+    OpenAi,
+    /// `anthropic-ratelimit-*`.
+    Anthropic,
+}
+
+/// The span of time a window's `limit` counts over, as its headers name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// Unnamed (`x-ratelimit-limit-requests`) or a minute: OpenAI and
+    /// Anthropic document their limits per minute.
+    Minute,
+    /// A day (`x-ratelimit-limit-requests-day`).
+    Day,
+}
+
 /// One rate-limit window, as the provider reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Window {
-    /// How many the window allows (`x-ratelimit-limit-…`).
-    pub(crate) limit: u64,
-    /// How many are left in it (`x-ratelimit-remaining-…`).
+    /// How many the window allows (`…-limit…`), when the provider says.
+    pub(crate) limit: Option<u64>,
+    /// How many are left in it (`…-remaining…`).
     pub(crate) remaining: u64,
-    /// When it is whole again (`x-ratelimit-reset-…`).
+    /// When it is whole again (`…-reset…`), from now.
     pub(crate) reset: Duration,
+    /// How precisely `reset` is written: a time to the second, a duration
+    /// to the millisecond.
+    pub(crate) precision: Duration,
+    /// The span the limit counts over.
+    pub(crate) span: Span,
+    /// The headers it was read from.
+    pub(crate) family: Family,
+}
+
+impl Window {
+    /// How many of the window are used, when its limit is known.
+    pub(crate) fn used(&self) -> Option<u64> {
+        self.limit.map(|limit| limit.saturating_sub(self.remaining))
+    }
 }
 
 /// What one answer's headers say of the provider's limits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Advice {
     /// How long to wait before asking again.
     pub(crate) retry_after: Option<Duration>,
-    /// The requests window.
-    pub(crate) requests: Option<Window>,
-    /// The tokens window.
-    pub(crate) tokens: Option<Window>,
+    /// The requests windows (per minute, per day), as read.
+    pub(crate) requests: Vec<Window>,
+    /// The tokens windows.
+    pub(crate) tokens: Vec<Window>,
 }
 
 impl Advice {
@@ -44,45 +85,133 @@ impl Advice {
             }
             parsed
         });
+        let windows = |kind: &str| -> Vec<Window> {
+            [
+                (
+                    format!("x-ratelimit-{{}}-{kind}"),
+                    Span::Minute,
+                    Family::OpenAi,
+                ),
+                (
+                    format!("x-ratelimit-{{}}-{kind}-minute"),
+                    Span::Minute,
+                    Family::OpenAi,
+                ),
+                (
+                    format!("x-ratelimit-{{}}-{kind}-day"),
+                    Span::Day,
+                    Family::OpenAi,
+                ),
+                (
+                    format!("anthropic-ratelimit-{kind}-{{}}"),
+                    Span::Minute,
+                    Family::Anthropic,
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(pattern, span, family)| {
+                let name = |part: &str| pattern.replace("{}", part);
+                window(
+                    &text,
+                    [&name("limit"), &name("remaining"), &name("reset")],
+                    span,
+                    family,
+                    now,
+                )
+            })
+            .collect()
+        };
         Self {
             retry_after,
-            requests: window(&text, "requests"),
-            tokens: window(&text, "tokens"),
+            requests: windows("requests"),
+            tokens: windows("tokens"),
         }
+    }
+
+    /// Which headers were heard, as `baton doctor` names them (empty for
+    /// none): `x-ratelimit`, `anthropic-ratelimit`, `retry-after`.
+    pub(crate) fn heard(&self) -> Vec<&'static str> {
+        let mut heard = Vec::new();
+        let all = || self.requests.iter().chain(&self.tokens);
+        if all().any(|w| w.family == Family::OpenAi && w.span == Span::Minute) {
+            heard.push("x-ratelimit");
+        }
+        if all().any(|w| w.span == Span::Day) {
+            heard.push("x-ratelimit-day");
+        }
+        if all().any(|w| w.family == Family::Anthropic) {
+            heard.push("anthropic-ratelimit");
+        }
+        if self.retry_after.is_some() {
+            heard.push("retry-after");
+        }
+        heard
     }
 }
 
-/// The window of `kind` (`requests`, `tokens`) the headers report, when all
-/// three of its headers are there and readable.
-fn window<'a>(text: &impl Fn(&str) -> Option<&'a str>, kind: &str) -> Option<Window> {
-    let limit = text(&format!("x-ratelimit-limit-{kind}"));
-    let remaining = text(&format!("x-ratelimit-remaining-{kind}"));
-    let reset = text(&format!("x-ratelimit-reset-{kind}"));
+/// The window whose `limit`, `remaining` and `reset` headers are `names`,
+/// when `remaining` and `reset` are there and readable (`limit` may be
+/// missing); a warning when some are there but cannot be read.
+fn window<'a>(
+    text: &impl Fn(&str) -> Option<&'a str>,
+    names: [&str; 3],
+    span: Span,
+    family: Family,
+    now: SystemTime,
+) -> Option<Window> {
+    let [limit, remaining, reset] = names.map(text);
     if limit.is_none() && remaining.is_none() && reset.is_none() {
         return None;
     }
+    let number = |value: &str| value.trim().parse::<u64>().ok();
+    let read_reset = |value: &str| match family {
+        Family::OpenAi => duration(value).map(|d| (d, Duration::from_millis(1))),
+        Family::Anthropic => rfc3339(value, now),
+    };
     let read = (
-        limit.and_then(|v| v.trim().parse::<u64>().ok()),
-        remaining.and_then(|v| v.trim().parse::<u64>().ok()),
-        reset.and_then(duration),
+        limit.map(number),
+        remaining.and_then(number),
+        reset.and_then(read_reset),
     );
     match read {
-        (Some(limit), Some(remaining), Some(reset)) if limit > 0 => Some(Window {
-            limit,
-            remaining: remaining.min(limit),
-            reset,
-        }),
+        (None | Some(Some(1..)), Some(remaining), Some((reset, precision))) => {
+            let limit = read.0.flatten();
+            Some(Window {
+                limit,
+                remaining: limit.map_or(remaining, |limit| remaining.min(limit)),
+                reset,
+                precision,
+                span,
+                family,
+            })
+        }
         _ => {
             tracing::warn!(
-                kind,
                 limit = limit.unwrap_or("-"),
                 remaining = remaining.unwrap_or("-"),
                 reset = reset.unwrap_or("-"),
-                "ignoring x-ratelimit headers that cannot be read"
+                "ignoring rate-limit headers that cannot be read: {}, {}, {}",
+                names[0],
+                names[1],
+                names[2]
             );
             None
         }
     }
+}
+
+/// An RFC 3339 time (Anthropic's `reset`) as the time from `now` until it
+/// (a time already past is none), and how precisely it is written: to the
+/// second, unless it has a fraction.
+pub(crate) fn rfc3339(value: &str, now: SystemTime) -> Option<(Duration, Duration)> {
+    let value = value.trim();
+    let at: SystemTime = chrono::DateTime::parse_from_rfc3339(value).ok()?.into();
+    let precision = if value.contains('.') {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_secs(1)
+    };
+    Some((at.duration_since(now).unwrap_or(Duration::ZERO), precision))
 }
 
 /// A `Retry-After` value: delay seconds, or an HTTP date (a date already
@@ -186,14 +315,18 @@ mod tests {
         );
         assert_eq!(
             advice.requests,
-            Some(Window {
-                limit: 10,
+            [Window {
+                limit: Some(10),
                 remaining: 3,
-                reset: Duration::from_millis(700)
-            })
+                reset: Duration::from_millis(700),
+                precision: Duration::from_millis(1),
+                span: Span::Minute,
+                family: Family::OpenAi,
+            }]
         );
-        assert_eq!(advice.tokens.map(|w| w.limit), Some(40_000));
+        assert_eq!(advice.tokens[0].limit, Some(40_000));
         assert_eq!(advice.retry_after, Some(Duration::from_secs(2)));
+        assert_eq!(advice.heard(), ["x-ratelimit", "retry-after"]);
         // Malformed or partial: ignored, never a failure.
         let bad = Advice::of(
             &headers(&[
@@ -201,11 +334,81 @@ mod tests {
                 ("x-ratelimit-remaining-requests", "3"),
                 ("x-ratelimit-reset-requests", "1s"),
                 ("x-ratelimit-limit-tokens", "100"),
+                ("anthropic-ratelimit-requests-limit", "50"),
+                ("anthropic-ratelimit-requests-remaining", "49"),
+                ("anthropic-ratelimit-requests-reset", "tomorrow"),
+                ("x-ratelimit-limit-requests-day", "0"),
+                ("x-ratelimit-remaining-requests-day", "0"),
+                ("x-ratelimit-reset-requests-day", "60"),
                 ("retry-after", "whenever"),
             ]),
             now,
         );
         assert_eq!(bad, Advice::default());
         assert_eq!(Advice::of(&HeaderMap::new(), now), Advice::default());
+    }
+
+    #[test]
+    fn anthropic_per_day_and_remaining_only_windows_are_read() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let advice = Advice::of(
+            &headers(&[
+                ("anthropic-ratelimit-requests-limit", "600"),
+                ("anthropic-ratelimit-requests-remaining", "599"),
+                // 1 700 000 000 is 2023-11-14T22:13:20Z.
+                (
+                    "anthropic-ratelimit-requests-reset",
+                    "2023-11-14T22:13:20.100Z",
+                ),
+                ("anthropic-ratelimit-tokens-limit", "80000"),
+                ("anthropic-ratelimit-tokens-remaining", "79000"),
+                ("anthropic-ratelimit-tokens-reset", "2023-11-14T22:13:21Z"),
+                ("x-ratelimit-limit-requests-day", "14400"),
+                ("x-ratelimit-remaining-requests-day", "14000"),
+                ("x-ratelimit-reset-requests-day", "33011.5"),
+            ]),
+            now,
+        );
+        let anthropic = advice
+            .requests
+            .iter()
+            .find(|w| w.family == Family::Anthropic);
+        assert_eq!(
+            anthropic,
+            Some(&Window {
+                limit: Some(600),
+                remaining: 599,
+                reset: Duration::from_millis(100),
+                precision: Duration::from_millis(1),
+                span: Span::Minute,
+                family: Family::Anthropic,
+            })
+        );
+        let day = advice
+            .requests
+            .iter()
+            .find(|w| w.span == Span::Day)
+            .unwrap();
+        assert_eq!((day.limit, day.remaining), (Some(14_400), 14_000));
+        assert_eq!(day.reset, Duration::from_millis(33_011_500));
+        // A time to the second is read as one.
+        assert_eq!(advice.tokens[0].reset, Duration::from_secs(1));
+        assert_eq!(advice.tokens[0].precision, Duration::from_secs(1));
+        assert_eq!(advice.heard(), ["x-ratelimit-day", "anthropic-ratelimit"]);
+        // A time already past is no wait; an offset is read.
+        assert_eq!(
+            rfc3339("2023-11-14T23:13:19+01:00", now),
+            Some((Duration::ZERO, Duration::from_secs(1)))
+        );
+        // Remaining and reset alone make a window without a limit.
+        let only = Advice::of(
+            &headers(&[
+                ("x-ratelimit-remaining-requests", "4"),
+                ("x-ratelimit-reset-requests", "2s"),
+            ]),
+            now,
+        );
+        assert_eq!(only.requests[0].limit, None);
+        assert_eq!(only.requests[0].remaining, 4);
     }
 }

@@ -43,8 +43,12 @@ impl Endpoint {
             if let Some(limiter) = &self.limiter {
                 limiter.hear(&advice).await;
             }
+            self.limit_metrics.heard(&advice.heard());
             match answer {
                 Ok(answer) => {
+                    if let Some(turn) = turn {
+                        turn.flight.answered();
+                    }
                     if let Some(limiter) = &self.limiter {
                         let used = ChatResponse::of(&answer).usage.total_tokens;
                         let used = used.unwrap_or(0);
@@ -59,7 +63,9 @@ impl Endpoint {
                     let (Some(limiter), Some(turn)) = (&self.limiter, turn) else {
                         return Err(error);
                     };
-                    limiter.refuse(turn.slot).await;
+                    limiter.refuse(&turn).await;
+                    // Not in flight while it waits out its Retry-After.
+                    drop(turn);
                     let after = advice.retry_after.unwrap_or_default();
                     let said = error.to_string();
                     tracing::info!(
@@ -128,7 +134,7 @@ impl Endpoint {
                 "no turn under the shared rate limit comes before the session's deadline",
             ));
         };
-        self.limit_metrics.turn(turn.wait, turn.rate);
+        self.limit_metrics.turn(turn.wait, turn.rate, turn.window);
         Ok(Some(turn))
     }
 }
