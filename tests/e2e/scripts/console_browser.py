@@ -313,9 +313,14 @@ def cancel(browser, url, session):
     watch_errors(page, errors)
     page.goto(f"{url}/sessions/{session}")
     before = page.get_attribute("#session", "data-state")
-    page.click("#cancel-session summary")
-    # Live updates may re-render the page meanwhile: the opened form stays open.
-    page.wait_for_timeout(400)
+    # Live updates may re-render the page meanwhile; the opened form stays
+    # open, but a click that lands during a re-render opens nothing: open
+    # it again until its button shows.
+    for _ in range(5):
+        page.click("#cancel-session summary")
+        page.wait_for_timeout(400)
+        if page.is_visible("#cancel"):
+            break
     page.click("#cancel")
     page.wait_for_selector("#session[data-state=failed]", timeout=TIMEOUT_MS)
     return {
