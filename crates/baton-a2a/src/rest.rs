@@ -75,6 +75,18 @@ async fn prelude(
 }
 
 /// The request body as `T`.
+/// A message request's target and body, or the answer that refuses it.
+async fn message(
+    gateway: &Gateway,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Option<AgentName>, SendMessageRequest), Response> {
+    let target = prelude(gateway, uri, headers, true).await?;
+    let request = decode(body).map_err(|err| rest(&err))?;
+    Ok((target, request))
+}
+
 fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, JsonRpcError> {
     let value = serde_json::from_slice(body).map(crate::errors::camel);
     value.and_then(serde_json::from_value).map_err(|err| {
@@ -100,13 +112,9 @@ async fn send(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let target = match prelude(&gateway, &uri, &headers, true).await {
-        Ok(target) => target,
+    let (target, request) = match message(&gateway, &uri, &headers, &body).await {
+        Ok(read) => read,
         Err(refused) => return refused,
-    };
-    let request: SendMessageRequest = match decode(&body) {
-        Ok(request) => request,
-        Err(err) => return rest(&err),
     };
     answer(gateway.send(target.as_ref(), &request, &caller).await)
 }
@@ -118,13 +126,9 @@ async fn stream(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let target = match prelude(&gateway, &uri, &headers, true).await {
-        Ok(target) => target,
+    let (target, request) = match message(&gateway, &uri, &headers, &body).await {
+        Ok(read) => read,
         Err(refused) => return refused,
-    };
-    let request: SendMessageRequest = match decode(&body) {
-        Ok(request) => request,
-        Err(err) => return rest(&err),
     };
     match gateway
         .send_streaming(target.as_ref(), &request, &caller)
