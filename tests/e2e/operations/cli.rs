@@ -401,9 +401,10 @@ fn a_bench_on_its_own_server_counts_the_cpu_and_bytes_each_hop_sends_it() -> any
     // A hop of this relay writes the 300-byte task on and one event of
     // about 220 bytes, with their headers: more than 520 bytes, and far
     // less than ten times that.
+    // The server's CPU is known (a number, not `-`): the bench started it.
+    // (Its value may be 0 over so short a run: the counters tick every 10 ms.)
     let bytes = numbers[3];
     assert!((520.0..5_200.0).contains(&bytes), "{row}");
-    assert!(numbers[1] > 0.0, "the server's CPU is counted: {row}");
     Ok(())
 }
 
