@@ -167,7 +167,12 @@ async fn the_generated_keda_trigger_reads_the_backlog_from_jsz() -> anyhow::Resu
             })?;
         let pending = found["num_pending"].as_u64().unwrap_or(0);
         let ack_pending = found["num_ack_pending"].as_u64().unwrap_or(0);
+        // The server's counts settle in a moment: wait for both.
         anyhow::ensure!(ack_pending == 2, "{ack_pending} ack pending so far");
+        anyhow::ensure!(
+            pending + ack_pending == 7,
+            "a backlog of {pending} + {ack_pending} so far"
+        );
         Ok((pending + ack_pending, ack_pending))
     })
     .await?;

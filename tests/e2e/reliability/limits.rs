@@ -395,15 +395,20 @@ async fn retry_after_in_seconds_or_as_an_http_date_holds_back_only_the_refused_c
             .map(|(at, _)| at.duration_since(refused_at))
             .collect();
         // The refused call waited out its Retry-After; the other five did
-        // not wait for it.
-        assert!(
-            after.iter().any(|a| *a >= Duration::from_millis(1900)),
+        // not wait for it (they go on at the paced rate, which a 429 keeps
+        // from climbing: about 4 a second, so within 1.9 s).
+        assert_eq!(
+            after
+                .iter()
+                .filter(|a| **a >= Duration::from_millis(1900))
+                .count(),
+            1,
             "{form}: {after:?}"
         );
         assert_eq!(
             after
                 .iter()
-                .filter(|a| **a < Duration::from_millis(1500))
+                .filter(|a| **a < Duration::from_millis(1900))
                 .count(),
             5,
             "{form}: {after:?}"
