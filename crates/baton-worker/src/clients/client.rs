@@ -282,8 +282,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::NoRoute`] naming the fix when it will not be, or when
-    /// the server cannot be asked.
+    /// [`ErrorKind::NoRoute`] naming the fix when it will not be;
+    /// [`ErrorKind::JetStream`] when the server cannot be asked.
     pub async fn check_version(&self, agent: &AgentName, version: &Version) -> Result<(), Error> {
         let no_route = |why: String| Error::new(ErrorKind::NoRoute, why);
         if !crate::nats::served::is_version_served(self.jetstream(), &self.subjects, agent, version)

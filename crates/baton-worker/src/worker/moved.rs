@@ -19,7 +19,6 @@ use tracing::Instrument;
 
 use crate::error::Error;
 use crate::nats::publish::{Class, Outgoing};
-use crate::pipeline::advisory::Net;
 use crate::pipeline::delivery::Delivery;
 use crate::pipeline::intake::{self, IntakeSettings, Source};
 use crate::pipeline::plan::Settle;
@@ -49,17 +48,7 @@ pub(crate) async fn spawn(
         stream: source.stream.clone(),
         consumer: Subjects::agent_consumer(&rt.config.agent),
     };
-    let net = Net {
-        client: client.clone(),
-        publisher: rt.outbox.publisher.clone(),
-        subjects: rt.config.subjects.clone(),
-        stream: own.stream.clone(),
-        consumer: own.consumer.clone(),
-        agent: rt.config.agent.clone(),
-        metrics: Some(rt.metrics.clone()),
-    }
-    .spawn()
-    .await?;
+    let net = rt.net(client, &own).spawn().await?;
     let settings = IntakeSettings {
         concurrency: AT_ONCE,
         pull_expires: rt.config.pull_expires,

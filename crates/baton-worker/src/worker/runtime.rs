@@ -53,6 +53,24 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
+    /// The net that dead-letters what the server stops delivering from
+    /// `source`'s consumer, counted in this worker's metrics.
+    pub(crate) fn net(
+        &self,
+        client: &async_nats::Client,
+        source: &crate::pipeline::intake::Source,
+    ) -> crate::pipeline::advisory::Net {
+        crate::pipeline::advisory::Net {
+            client: client.clone(),
+            publisher: self.outbox.publisher.clone(),
+            subjects: self.config.subjects.clone(),
+            stream: source.stream.clone(),
+            consumer: source.consumer.clone(),
+            agent: self.config.agent.clone(),
+            metrics: Some(self.metrics.clone()),
+        }
+    }
+
     pub(crate) fn new(
         config: WorkerConfig,
         publisher: Publisher,

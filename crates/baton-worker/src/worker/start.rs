@@ -310,17 +310,7 @@ async fn beside_the_loop(
         Duration::from_secs(5),
     )
     .await;
-    let net = advisory::Net {
-        client: client.clone(),
-        publisher: rt.outbox.publisher.clone(),
-        subjects: rt.config.subjects.clone(),
-        stream: source.stream.clone(),
-        consumer: source.consumer.clone(),
-        agent: rt.config.agent.clone(),
-        metrics: Some(rt.metrics.clone()),
-    }
-    .spawn()
-    .await;
+    let net = rt.net(client, source).spawn().await;
     match net {
         Ok(net) => {
             let mut beside = vec![cancels, followers, net];
