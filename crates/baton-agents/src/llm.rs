@@ -21,8 +21,8 @@
 //!    endpoint, and the session's budget;
 //! 4. `compaction`: a bounded history, compacted before the hop's first call;
 //! 5. the runner, here: [`LlmRunner`], with the hop's turns (`turn`), its
-//!    MCP tool calls (`calling`), `ask_user` (`asking`) and the calls that
-//!    wait for a person (`waiting`).
+//!    MCP tool calls (`calling`), `ask_user` (`asking`), `a2a_reply`
+//!    (`replying`) and the calls that wait for a person (`waiting`).
 
 use std::sync::Arc;
 
@@ -42,6 +42,7 @@ mod asking;
 mod calling;
 mod compaction;
 pub(crate) mod http;
+mod replying;
 mod turn;
 mod types;
 mod waiting;

@@ -6,6 +6,7 @@ prints what it saw as one JSON object, for the e2e tests to check.
 Steps:
   card                        the ingress's card and agent type ARG's card
   send AGENT TEXT             blocking SendMessage to /agents/AGENT
+  whole AGENT TEXT            the same; the Task or Message it returned, whole
   send_budget AGENT TEXT N    the same, with metadata budget_tokens N (JSON)
   send_meta AGENT TEXT JSON   the same, with the JSON object's fields in metadata
   stream AGENT TEXT           SendStreamingMessage: every stream response
@@ -134,6 +135,7 @@ def describe(response):
             "id": u.artifact.artifact_id,
             "name": u.artifact.name,
             "append": u.append,
+            "last": u.last_chunk,
             "text": [p.text for p in u.artifact.parts],
         }
     return {"kind": kind}
@@ -161,6 +163,10 @@ async def main(url, step, args):
         }
     if step == "send":
         return await send(f"{url}/agents/{args[0]}", args[1])
+    if step == "whole":
+        c = await client(f"{url}/agents/{args[0]}", streaming=False)
+        async for response in c.send_message(SendMessageRequest(message=message(args[1]))):
+            return MessageToDict(response)
     if step == "send_meta":
         try:
             return await send(f"{url}/agents/{args[0]}", args[1], metadata=json.loads(args[2]))

@@ -17,7 +17,7 @@ use serde_json::Value as Json;
 use super::http::Endpoint;
 use super::http::stream::Live;
 use super::types::chat::{ChatMessage, tokens_in};
-use super::types::offer::{Offer, Offered};
+use super::types::offer::{Builtins, Offered};
 use super::types::request::Request;
 use crate::journal::Journal;
 use crate::spec::LlmSpec;
@@ -41,11 +41,11 @@ pub(crate) struct Answers {
 /// What a model call asks for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Asking<'a> {
-    /// The agent's own answer, with the tools `offered` (and `ask_user`
-    /// when the turn may ask the user).
+    /// The agent's own answer, with the tools `offered` and the
+    /// `builtins` this call may offer.
     Turn {
         offered: &'a Offered,
-        ask_user: bool,
+        builtins: Builtins,
     },
     /// A summary of older messages, by the model named, with no tools.
     Summary(&'a str),
@@ -153,9 +153,9 @@ impl Answers {
         prompt: u64,
     ) -> Request<'a> {
         let (model, tools) = match asking {
-            Asking::Turn { offered, ask_user } => (
+            Asking::Turn { offered, builtins } => (
                 replay::model(task, &self.settings),
-                offered.listed(Offer::Tools { ask_user }),
+                offered.listed(builtins),
             ),
             Asking::Summary(model) => (model, None),
         };

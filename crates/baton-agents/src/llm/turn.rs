@@ -1,6 +1,7 @@
 //! The hop's turns: the model is asked, and its answer is the hop's answer,
 //! a handoff, a delegation, MCP tool calls made within the hop (`calling`),
-//! a question to the user (`asking`), or an invalid call it is told of once.
+//! a question to the user (`asking`), an answer in A2A's terms (`replying`),
+//! or an invalid call it is told of once.
 
 use baton_proto::{Message, Reason, Role, Value};
 use baton_worker::{AgentError, ChildTask, ContextUpdate, DelegateMode, Outcome, Task};
@@ -11,8 +12,8 @@ use super::answer::budget::out_of_budget;
 use super::answer::{Asking, Reply};
 use super::calling::{self, Turn};
 use super::types::chat::{ChatMessage, ToolCall, calls_as_sent, lenient, read_object};
-use super::types::offer::{Tool, ToolSource};
-use super::{LlmRunner, asked, asking};
+use super::types::offer::{Builtins, Tool, ToolSource};
+use super::{LlmRunner, asked, asking, replying};
 
 /// The arguments of a delegate tool's call.
 #[derive(Deserialize)]
@@ -67,6 +68,15 @@ impl LlmRunner {
                     None => continue,
                 }
             }
+            if self.replies_a2a(task) && replying::is_reply(&calls) {
+                match replying::reply(&turn, &mut update) {
+                    Ok(replied) => return Ok(replied),
+                    Err(problem) => {
+                        self.correct_once(&mut corrected, &mut messages, &turn, &problem)?;
+                        continue;
+                    }
+                }
+            }
             if self.all_mcp(&calls) {
                 match self
                     .call_tools(turn, &mut messages, &mut update, &mut corrected)
@@ -90,16 +100,9 @@ impl LlmRunner {
             }
             let (tool, arguments) = match self.checked_call(call) {
                 Ok(checked) => checked,
-                Err(problem) if !corrected => {
-                    // Tell the model once, then ask again.
-                    corrected = true;
-                    self.correct(&mut messages, &content, call, &problem);
-                    continue;
-                }
                 Err(problem) => {
-                    return Err(AgentError::fatal(format!(
-                        "the model made an invalid tool call twice: {problem}"
-                    )));
+                    self.correct_once(&mut corrected, &mut messages, &turn, &problem)?;
+                    continue;
                 }
             };
             return self.transfer(tool, &arguments, call, content, update);
@@ -115,9 +118,31 @@ impl LlmRunner {
     ) -> Result<Reply, AgentError> {
         let asking = Asking::Turn {
             offered: &self.offered,
-            ask_user: self.asks_user(task),
+            builtins: Builtins {
+                ask_user: self.asks_user(task),
+                a2a_reply: self.replies_a2a(task),
+            },
         };
         self.answers.answer(task, (step, asking), messages).await
+    }
+
+    /// Tells the model what is wrong with the `turn`'s first call, to ask
+    /// again, unless it was told once already in this hop: then the hop
+    /// fails.
+    fn correct_once(
+        &self,
+        corrected: &mut bool,
+        messages: &mut Vec<ChatMessage>,
+        turn: &Turn<'_>,
+        problem: &str,
+    ) -> Result<(), AgentError> {
+        if std::mem::replace(corrected, true) {
+            return Err(AgentError::fatal(format!(
+                "the model made an invalid tool call twice: {problem}"
+            )));
+        }
+        self.correct(messages, turn.content, &turn.calls[0], problem);
+        Ok(())
     }
 
     /// Tells the model what is wrong with its `call`, to ask again.

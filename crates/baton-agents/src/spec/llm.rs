@@ -58,6 +58,12 @@ pub struct LlmSpec {
     /// user's next message starts there instead of at this agent.
     #[serde(default)]
     pub hand_back: bool,
+    /// For a task that came through A2A, offer the model the built-in tool
+    /// `a2a_reply`: it answers in A2A's own terms (a direct Message,
+    /// artifacts of text, file and data parts, or a rejection), and the
+    /// session completes with that answer.
+    #[serde(default)]
+    pub a2a_reply: bool,
     /// A bound on the conversation the model reads (`[llm.history]`);
     /// without it, the model reads the whole conversation.
     #[serde(default)]

@@ -4,7 +4,8 @@
 //!   and per LLM condition, an `agent_run_<target>` per delegate,
 //!   `hand_back` when the spec offers it (each a [`Tool`]), and the tools of
 //!   its MCP servers;
-//! - [`Offer`]: what one call offers of them (`ask_user` included);
+//! - [`Builtins`]: which built-in tools one call offers besides
+//!   (`ask_user`, `a2a_reply`);
 //! - [`Offered::listed`]: the tools as the chat-completions API lists them.
 
 use std::sync::Arc;
@@ -15,16 +16,14 @@ use serde_json::{Value as Json, json};
 use crate::spec::DelegateSpec;
 use crate::tools::Toolbox;
 
-/// What a call offers the model besides the conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Offer {
-    /// Nothing: the model only writes (a summary).
-    Nothing,
-    /// The agent's tools, and `ask_user` in a conversation's turn.
-    Tools {
-        /// Whether `ask_user` is offered.
-        ask_user: bool,
-    },
+/// The built-in tools a call of the agent's turn offers beside the
+/// agent's own (a summary's call offers no tools at all).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Builtins {
+    /// `ask_user`, in a conversation's turn.
+    pub(crate) ask_user: bool,
+    /// `a2a_reply`, for a task that came through A2A.
+    pub(crate) a2a_reply: bool,
 }
 
 /// The built-in tool that asks the user.
@@ -32,6 +31,47 @@ pub(crate) const ASK_USER: &str = "ask_user";
 
 /// What the model is told of `ask_user`.
 pub(crate) const ASK_USER_DESCRIPTION: &str = "Ask the user a question and wait for their answer, which comes back as this tool's result. Use it when only the user can tell you what you need.";
+
+/// The built-in tool that answers an A2A client in A2A's own terms.
+pub(crate) const A2A_REPLY: &str = "a2a_reply";
+
+/// What the model is told of `a2a_reply`.
+pub(crate) const A2A_REPLY_DESCRIPTION: &str = "Answer the A2A client in A2A's own terms, which ends the task: `message` for a direct answer (a Message, not a task), `artifacts` for results made of text, file or data parts, or `reject` with the reason to decline the task. Answer in plain text when none of these is needed.";
+
+/// The parameters of `a2a_reply`: the `a2a` entry of an agent's output, in
+/// A2A's JSON (proto-schemas/PROTOCOL.md, "A2A answers").
+fn a2a_reply_parameters() -> Json {
+    let part = json!({
+        "type": "object",
+        "description": "One part: `text`, `raw` (base64 bytes), `url` or `data` (any JSON), with `filename` and `mediaType` for a file",
+        "properties": {
+            "text": {"type": "string"},
+            "raw": {"type": "string"},
+            "url": {"type": "string"},
+            "data": {},
+            "filename": {"type": "string"},
+            "mediaType": {"type": "string"},
+        },
+    });
+    json!({
+        "type": "object",
+        "properties": {
+            "message": {"type": "array", "items": part, "description": "The parts of a direct answer"},
+            "artifacts": {"type": "array", "description": "The task's results", "items": {
+                "type": "object",
+                "properties": {
+                    "artifactId": {"type": "string"},
+                    "name": {"type": "string"},
+                    "parts": {"type": "array", "items": part},
+                    "append": {"type": "boolean", "description": "This is a chunk added to the artifact with this id"},
+                    "lastChunk": {"type": "boolean"},
+                },
+                "required": ["artifactId", "parts"],
+            }},
+            "reject": {"type": "string", "description": "Why you decline the task"},
+        },
+    })
+}
 
 /// The agent's tools, and where their calls go.
 #[derive(Debug, Clone)]
@@ -72,12 +112,14 @@ impl Offered {
             .collect()
     }
 
-    /// The tools `offer` offers the model, as the API lists them; `None`
-    /// when there are none.
-    pub(crate) fn listed(&self, offer: Offer) -> Option<Vec<Json>> {
-        let ask_user = matches!(offer, Offer::Tools { ask_user: true });
-        let tools = !self.tools.is_empty() || !self.toolbox.tools().is_empty() || ask_user;
-        if !tools || offer == Offer::Nothing {
+    /// The tools a turn's call offers the model with `builtins`, as the
+    /// API lists them; `None` when there are none.
+    pub(crate) fn listed(&self, builtins: Builtins) -> Option<Vec<Json>> {
+        let tools = !self.tools.is_empty()
+            || !self.toolbox.tools().is_empty()
+            || builtins.ask_user
+            || builtins.a2a_reply;
+        if !tools {
             return None;
         }
         let mcp = self
@@ -89,11 +131,14 @@ impl Offered {
             .tools
             .iter()
             .map(|tool| function(&tool.name, &tool.description, parameters(&tool.source)));
-        let ask = ask_user.then(|| {
+        let ask = builtins.ask_user.then(|| {
             let question = json!({"type": "object", "properties": {"question": {"type": "string", "description": "The question, as the user should read it"}}, "required": ["question"]});
             function(ASK_USER, ASK_USER_DESCRIPTION, question)
         });
-        Some(own.chain(mcp).chain(ask).collect())
+        let reply = builtins
+            .a2a_reply
+            .then(|| function(A2A_REPLY, A2A_REPLY_DESCRIPTION, a2a_reply_parameters()));
+        Some(own.chain(mcp).chain(ask).chain(reply).collect())
     }
 }
 
