@@ -4,7 +4,8 @@
 //! streamed in chunks; a direct Message; a rejection; and a call it could
 //! not read, which the model is told of once. A task not sent through A2A
 //! is not offered the tool. The stand-in model counts what it was asked.
-//! A Rust agent reads the message's id and metadata and answers the same way.
+//! A Rust agent reads the message's id and metadata and answers the same way,
+//! and a person answers a human agent's task so with `baton inbox reply --a2a`.
 
 use baton_testkit::{FakeLlm, Scripted};
 use serde_json::{Value, json};
@@ -33,21 +34,29 @@ fn script() -> Vec<Scripted> {
     ]
 }
 
-/// `writer`, an LLM agent offered `a2a_reply`, behind the router and
-/// the gateway; the gateway's URL.
-async fn system(llm: &FakeLlm) -> anyhow::Result<(System, String, tempfile::TempDir)> {
-    let spec = format!(
-        "name = \"writer\"\nkind = \"llm\"\ndescription = \"Writes reports\"\n{}",
-        llm_table(llm, "a2a_reply = true\n")
-    );
-    let (mut system, dir) = crate::util::spec_workers_with(&[("writer", spec)], &[]).await?;
+/// The worker of `spec` (agent type `name`), behind the router and the
+/// gateway; the gateway's URL.
+async fn behind_a2a(
+    name: &str,
+    spec: String,
+) -> anyhow::Result<(System, String, tempfile::TempDir)> {
+    let (mut system, dir) = crate::util::spec_workers_with(&[(name, spec)], &[]).await?;
     system
-        .router(&["--default-agent", "writer", "--no-registry"])
+        .router(&["--default-agent", name, "--no-registry"])
         .await?;
     let args = ["a2a", "serve", "--listen", "127.0.0.1:0"];
     system.spawn("a2a", &args, "A2A server listening").await?;
     let url = system.logged_url("a2a")?;
     Ok((system, url, dir))
+}
+
+/// `writer`, an LLM agent offered `a2a_reply`, behind the gateway.
+async fn system(llm: &FakeLlm) -> anyhow::Result<(System, String, tempfile::TempDir)> {
+    let spec = format!(
+        "name = \"writer\"\nkind = \"llm\"\ndescription = \"Writes reports\"\n{}",
+        llm_table(llm, "a2a_reply = true\n")
+    );
+    behind_a2a("writer", spec).await
 }
 
 /// The names of the tools request `n` offered the model.
@@ -225,5 +234,50 @@ async fn a_rust_agent_hears_the_a2a_message_and_answers_in_its_terms() -> anyhow
     let rejected = client(&url, "send_meta", &["clerk", "Hi", r#"{"reject": true}"#])?;
     assert_eq!(rejected["state"], "TASK_STATE_REJECTED", "{rejected}");
     running.abort();
+    Ok(())
+}
+
+/// The one task waiting in the inbox: its id.
+fn waiting(system: &System) -> anyhow::Result<String> {
+    let listed = system.baton_stdout(&["inbox", "ls", "--json"])?;
+    let lines: Vec<Value> = listed
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    anyhow::ensure!(lines.len() == 1, "{listed}");
+    Ok(lines[0]["id"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_answers_a_human_agents_task_in_a2a_terms() -> anyhow::Result<()> {
+    let spec = "name = \"desk\"\nkind = \"human\"\ndescription = \"A person\"\n".to_owned();
+    let (system, url, _dir) = behind_a2a("desk", spec).await?;
+
+    // A rejection.
+    let asked = client(&url, "send", &["desk", "Book me a flight"])?;
+    assert_eq!(asked["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    let id = waiting(&system)?;
+    // Bad JSON is refused with the fix, and the task still waits.
+    let bad = system
+        .baton(&["inbox", "reply", &id, "No", "--a2a", "{reject"])
+        .output()?;
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--a2a is not JSON"));
+    assert_eq!(waiting(&system)?, id);
+    let args = ["inbox", "reply", &id, "Not ours", "--a2a"];
+    let replied = system.baton_stdout(&[&args[..], &[r#"{"reject": "not ours"}"#]].concat())?;
+    assert!(replied.contains("completed"), "{replied}");
+    let task = asked["id"].as_str().unwrap_or_default();
+    let rejected = client(&url, "get", &[task])?;
+    assert_eq!(rejected["state"], "TASK_STATE_REJECTED", "{rejected}");
+
+    // An artifact.
+    let asked = client(&url, "send", &["desk", "Quote me"])?;
+    let id = waiting(&system)?;
+    let said = r#"{"artifacts": [{"artifactId": "quote", "parts": [{"text": "42 EUR"}]}]}"#;
+    system.baton_stdout(&["inbox", "reply", &id, "Quoted", "--a2a", said])?;
+    let quoted = client(&url, "get", &[asked["id"].as_str().unwrap_or_default()])?;
+    assert_eq!(quoted["state"], "TASK_STATE_COMPLETED", "{quoted}");
+    assert_eq!(quoted["answer"], json!(["42 EUR"]), "{quoted}");
     Ok(())
 }

@@ -48,6 +48,12 @@ pub enum InboxCommand {
         /// Complete the session with the answer (the default).
         #[arg(long)]
         complete: bool,
+        /// Complete the session with an answer in A2A's terms, for a task that came
+        /// through `baton a2a serve`: a JSON object with `message` (parts of a direct
+        /// answer), `artifacts` or `reject` (the reason), as an exec agent's `a2a`
+        /// output entry. TEXT is what the conversation keeps.
+        #[arg(long, value_name = "JSON", conflicts_with = "handoff")]
+        a2a: Option<String>,
         /// Who answers, recorded as the instance on the path (default: $USER).
         #[arg(
             long = "as",
@@ -125,8 +131,12 @@ pub async fn run(
             text,
             handoff,
             complete: _,
+            a2a,
             person,
-        } => reply(&inbox, &id, &text, handoff, &person).await?,
+        } => {
+            let reply = replying(handoff, a2a.as_deref())?;
+            answer(&inbox, &id, &text, reply, &person).await?;
+        }
         InboxCommand::Resolve {
             id,
             happened,
@@ -271,20 +281,40 @@ async fn decide(inbox: &Inbox, id: &str, decision: Decision, person: &str) -> an
     Ok(())
 }
 
+/// What `--handoff` or `--a2a` say of a reply (neither: it completes).
+fn replying(handoff: Option<String>, a2a: Option<&str>) -> anyhow::Result<Reply> {
+    if let Some(agent) = handoff {
+        let to =
+            AgentName::new(agent).map_err(|err| anyhow::anyhow!("invalid --handoff: {err}"))?;
+        return Ok(Reply::Handoff(to));
+    }
+    let Some(said) = a2a else {
+        return Ok(Reply::Complete);
+    };
+    let said: serde_json::Value = serde_json::from_str(said).map_err(|err| {
+        anyhow::anyhow!(
+            "--a2a is not JSON ({err}): give an object, e.g. '{{\"reject\": \"not ours\"}}'"
+        )
+    })?;
+    let known = ["message", "artifacts", "reject"];
+    anyhow::ensure!(
+        said.as_object().is_some_and(
+            |map| !map.is_empty() && map.keys().all(|key| known.contains(&key.as_str()))
+        ),
+        "--a2a takes an object of `message`, `artifacts` and `reject`, e.g. '{{\"reject\": \"not ours\"}}'"
+    );
+    let output = rmpv::ext::to_value(serde_json::json!({ "a2a": said }))?;
+    Ok(Reply::Said(output))
+}
+
 /// `baton inbox reply ID TEXT`: answers a waiting task.
-async fn reply(
+async fn answer(
     inbox: &Inbox,
     id: &str,
     text: &str,
-    handoff: Option<String>,
+    reply: Reply,
     person: &str,
 ) -> anyhow::Result<()> {
-    let reply = match handoff {
-        Some(agent) => Reply::Handoff(
-            AgentName::new(agent).map_err(|err| anyhow::anyhow!("invalid --handoff: {err}"))?,
-        ),
-        None => Reply::Complete,
-    };
     let person = baton_proto::token_safe(person);
     let asks = inbox.entry(id).await?.is_some_and(|entry| {
         entry
@@ -292,6 +322,10 @@ async fn reply(
             .is_some_and(|gate| gate.reason == baton_proto::Reason::InputRequired)
     });
     if asks {
+        anyhow::ensure!(
+            !matches!(reply, Reply::Said(_)),
+            "{id} is an agent's question to the user: answer it with text alone (no --a2a)"
+        );
         // An agent asked the user (ask_user): the answer resumes it.
         let next = inbox
             .resolve(id, Decision::Answer(text.to_owned()), &person)

@@ -54,10 +54,13 @@ impl InboxEntry {
 }
 
 /// What a person does with a waiting task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     /// The answer ends the session.
     Complete,
+    /// The answer ends the session with this output (e.g. an `a2a` entry,
+    /// A2A's terms) instead of its text, which the conversation keeps.
+    Said(Value),
     /// The answer goes on to this agent type.
     Handoff(AgentName),
 }
@@ -382,8 +385,12 @@ impl Inbox {
         event.envelope = Some(envelope.id);
         let next_id = derive_id_labelled(envelope.id, "reply", 1);
         let mut outgoing = Vec::new();
+        let (output, reply) = match reply {
+            Reply::Said(output) => (output, Reply::Complete),
+            reply => (Value::from(text), reply),
+        };
         match (reply, envelope.parent.clone()) {
-            (Reply::Complete, Some(parent)) => {
+            (Reply::Complete | Reply::Said(_), Some(parent)) => {
                 // A delegated child: the answer goes back to the parent as its
                 // result (the parent's worker records it with a `result` event);
                 // only the root of a session ends it.
@@ -392,20 +399,20 @@ impl Inbox {
                 })?;
                 event.kind = EventType::Result;
                 event.to = Some(to.to_string());
-                event.output = Some(Value::from(text));
+                event.output = Some(output.clone());
                 let mut next = next.resent(next_id, Kind::Result, to.as_str());
                 next.from = Some(agent);
                 next.reply_to = None;
                 next.status = Some(baton_proto::ResultStatus::Completed);
-                next.output = Some(Value::from(text));
+                next.output = Some(output);
                 outgoing.push((
                     subject_of(&self.subjects, &to, &next),
                     next.id,
                     encode(&next)?,
                 ));
             }
-            (Reply::Complete, None) => {
-                event.output = Some(Value::from(text));
+            (Reply::Complete | Reply::Said(_), None) => {
+                event.output = Some(output);
                 event.path = next.path;
                 event.context = Some(Box::new(next.context));
                 let subject = self.subjects.events(envelope.session);
