@@ -20,8 +20,8 @@ use baton_proto::{DeadLetterReason, Envelope, Kind, Usage, Wire, now_ms};
 use tracing::Instrument;
 
 use crate::nats::claimcheck::ClaimFailure;
-use crate::nats::ending;
 use crate::pipeline::delivery::Delivery;
+use crate::pipeline::opening::Opening;
 use crate::state::transcript::TranscriptError;
 use crate::worker::config::WorkerConfig;
 use crate::worker::decide::{Lookup, Output, Plan, usage};
@@ -74,11 +74,12 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         if let Some(plan) = Box::pin(refuse(rt, &envelope)).await {
             return rt.outbox.execute(&delivery, plan).await;
         }
-        let (jetstream, subjects) = (rt.jetstream(), &config.subjects);
-        let opening = (envelope.session, envelope.opens_session());
-        if let Some(end) = ending::ended_before(jetstream, subjects, opening, delivery.attempt).await {
-            tracing::info!(session = %envelope.session, "a root task for an ended session; dead-lettered");
-            return rt.outbox.execute(&delivery, Plan::session_ended(&envelope, &end)).await;
+        if envelope.opens_session() && delivery.attempt == 1 {
+            // A session's own first task: whether the session ended already
+            // is checked by its first write, not read now. A redelivery is
+            // not judged: it republishes its outputs under the same ids.
+            let opening = Opening::new(&config.subjects, envelope.id, envelope.session);
+            delivery.open(opening);
         }
         if envelope.kind == Kind::Result {
             // 8. A child's result for one of this agent type's delegations.
@@ -296,7 +297,13 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     // The agent shares the envelope: it is copied only if the agent changes
     // it, and comes back whole once the run is over.
     let shared = crate::Shared::new(envelope);
-    let task = rt.task(shared.clone(), delivery.attempt, delivery.headers());
+    let opening = delivery.opening().cloned();
+    let task = rt.task(
+        shared.clone(),
+        delivery.attempt,
+        delivery.headers(),
+        opening,
+    );
     let spending = task.progress.clone();
     let (deadline, session) = (shared.deadline, shared.session);
     let started = std::time::Instant::now();

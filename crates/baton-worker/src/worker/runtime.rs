@@ -160,14 +160,16 @@ impl Runtime {
     }
 
     /// A delivery of `envelope` to this worker's agent.
-    /// `headers` carry the hop's trace context to what it reports.
+    /// `headers` carry the hop's trace context to what it reports; a root
+    /// task's `opening` checks its session with the first report it stores.
     pub(crate) fn task(
         &self,
         envelope: crate::Shared<Envelope>,
         attempt: u32,
         headers: async_nats::HeaderMap,
+        opening: Option<Arc<crate::pipeline::opening::Opening>>,
     ) -> Task {
-        let progress = self.reporter.progress(&envelope, headers);
+        let progress = self.reporter.progress(&envelope, headers, opening);
         Task {
             envelope,
             attempt,
