@@ -13,8 +13,6 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "runtime/opening.rs"]
 mod opening;
-#[path = "runtime/splice.rs"]
-mod splice;
 
 /// Triage answers every task and marks urgent ones; its rules send urgent
 /// answers to the expert, and leave the rest to complete.

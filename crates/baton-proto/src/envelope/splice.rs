@@ -7,6 +7,14 @@
 //! encodes only the rest: the new parts, and the small fields around them.
 //! The result decodes to the envelope a full encode gives (not always byte
 //! for byte: map entries a hop set come after those it kept).
+//!
+//! The worker does not use it yet: to find the parts it keeps, a splice
+//! walks the received bytes, which costs about what encoding those parts
+//! does (MessagePack encodes text and maps with little more than a copy),
+//! and a splice measured 0.8 to 2.7 µs slower than a full encode for
+//! envelopes of 1 KB to 96 KB (docs/benchmarks.md). It pays once the
+//! decode that reads the envelope records where those parts lie, so that
+//! the bytes are walked once.
 
 use std::collections::BTreeSet;
 

@@ -5,8 +5,7 @@
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, AckKind};
 use baton_proto::{
-    AgentName, Appended, DeadLetterReason, Event, EventType, Reason, Subjects, Wire, derive_id,
-    headers,
+    AgentName, DeadLetterReason, Event, EventType, Reason, Subjects, Wire, derive_id, headers,
 };
 use bytes::Bytes;
 use uuid::Uuid;
@@ -41,13 +40,6 @@ pub(crate) struct Delivery<'a> {
     /// Set for a root task on its first delivery: its first write checks
     /// that its session has not ended.
     opening: std::sync::OnceLock<std::sync::Arc<Opening>>,
-    /// An envelope this delivery sends on, spliced onto its bytes: its id
-    /// and its encoding.
-    spliced: std::sync::OnceLock<(Uuid, Bytes)>,
-    /// Whether the envelope the worker runs is the delivered one as it
-    /// arrived (no claims restored, no transcript read in), so that what a
-    /// hop appends to it may be spliced onto the delivered bytes.
-    as_delivered: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Delivery<'a> {
@@ -76,31 +68,6 @@ impl<'a> Delivery<'a> {
             folded: std::sync::OnceLock::new(),
             trace_headers: std::sync::OnceLock::new(),
             opening: std::sync::OnceLock::new(),
-            spliced: std::sync::OnceLock::new(),
-            as_delivered: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// Says that the envelope the worker runs is the delivered one as it
-    /// arrived: its hop's envelope may be spliced onto the delivered bytes.
-    pub(crate) fn runs_as_delivered(&self) {
-        (self.as_delivered).store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Encodes `envelope`, the delivered one with `appended` added, by
-    /// splicing what it added onto the delivered bytes (see
-    /// [`baton_proto::splice`]); [`Delivery::envelope`] then sends those
-    /// bytes. When the bytes are not laid out as expected, nothing is kept
-    /// and the envelope is encoded whole.
-    pub(crate) fn splice(&self, envelope: &mut baton_proto::Envelope, appended: &Appended) {
-        if !self.as_delivered.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-        match baton_proto::splice(&self.message.payload, envelope, appended) {
-            Ok(bytes) => {
-                let _ = self.spliced.set((envelope.id, Bytes::from(bytes)));
-            }
-            Err(err) => tracing::debug!(error = %err, "encoding the envelope whole"),
         }
     }
 
@@ -165,10 +132,7 @@ impl<'a> Delivery<'a> {
             class: Class::Plain,
             subject: crate::pipeline::versions::subject_of(self.subjects, to, envelope),
             id: envelope.id,
-            payload: match self.spliced.get().filter(|(id, _)| *id == envelope.id) {
-                Some((_, spliced)) => spliced.clone(),
-                None => encode(envelope)?,
-            },
+            payload: encode(envelope)?,
             headers: self.shared_headers(),
         })
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use baton_proto::{AgentName, Appended, DeadLetterReason, Envelope, Event};
+use baton_proto::{AgentName, DeadLetterReason, Envelope, Event};
 use uuid::Uuid;
 
 /// How the incoming delivery is settled once every output is durable.
@@ -48,10 +48,6 @@ pub(crate) struct Plan {
     pub(crate) settle: Settle,
     /// Whether the task failed here (for the worker's counters).
     pub(crate) failed: bool,
-    /// Set when the plan's envelope is the delivered one with parts
-    /// appended: it is then spliced onto the delivered bytes
-    /// ([`baton_proto::splice`]) instead of encoded whole.
-    pub(crate) splice: Option<Appended>,
 }
 
 impl Plan {
@@ -71,7 +67,6 @@ impl Plan {
             })],
             settle: Settle::Term,
             failed: false,
-            splice: None,
         }
     }
 
@@ -81,7 +76,6 @@ impl Plan {
             outputs,
             settle: Settle::Ack,
             failed: false,
-            splice: None,
         }
     }
 }

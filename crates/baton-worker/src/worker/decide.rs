@@ -239,14 +239,12 @@ impl Planner<'_> {
             update,
             options,
         } = handoff;
-        let appended = context::appended(envelope, &update);
         let mut next = self.advance_taking(envelope, update);
         let envelope = &*envelope;
         next.suggested_next_action = suggested_next_action;
-        let trimmed = self.trim_context(&mut next, options.context);
+        self.trim_context(&mut next, options.context);
         let visits = options.max_visits;
         let mut outputs = Outputs::new(envelope.id);
-        outputs.splice = appended.filter(|_| !trimmed);
         match (target, found) {
             (Target::Agent(_), Lookup::Nobody(why)) => {
                 // No worker serves the named agent type.

@@ -53,15 +53,9 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         }
         // 1. Decode, with the claim-checked parts and a turn's transcript
         // restored.
-        let Some((mut envelope, as_delivered)) = decode(rt, &delivery).await else {
+        let Some(mut envelope) = decode(rt, &delivery).await else {
             return;
         };
-        let own = envelope.kind != Kind::Result && envelope.conversation.is_none();
-        if as_delivered && own && envelope.context.history.is_none() {
-            // What its hop appends may be spliced onto the delivered bytes
-            // (a result's continuation runs on its join's envelope instead).
-            delivery.runs_as_delivered();
-        }
         if !Box::pin(restore_history(rt, &delivery, &mut envelope)).await {
             return;
         }
@@ -167,11 +161,10 @@ fn record_envelope(span: &tracing::Span, envelope: &Envelope) {
     }
 }
 
-/// Step 1: the envelope of a delivery, its claims restored, and whether it
-/// is the delivered one as it arrived (no claims restored). `None` when it
+/// Step 1: the envelope of a delivery, its claims restored. `None` when it
 /// was dead-lettered, or left for redelivery because the claim-check store
 /// is unreachable.
-async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<(Envelope, bool)> {
+async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<Envelope> {
     let config = &rt.config;
     let payload = &delivery.message.payload;
     let envelope = match Envelope::from_msgpack_limited(payload, config.max_payload) {
@@ -182,7 +175,7 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<(Envelope, bool
         }
     };
     if envelope.claims.is_empty() {
-        return Some((envelope, true));
+        return Some(envelope);
     }
     let restored = match Box::pin(rt.claims.check_in(payload)).await {
         Ok(restored) => restored,
@@ -203,7 +196,7 @@ async fn decode(rt: &Runtime, delivery: &Delivery<'_>) -> Option<(Envelope, bool
     rt.metrics
         .claims("restored", restored.len().saturating_sub(payload.len()));
     match Envelope::from_msgpack_limited(&restored, rt.claims.max_restored()) {
-        Ok(envelope) => Some((envelope, false)),
+        Ok(envelope) => Some(envelope),
         Err(err) => {
             Box::pin(rt.outbox.unreadable(delivery, &err.reason(), err.detail())).await;
             None

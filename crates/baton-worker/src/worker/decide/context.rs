@@ -3,7 +3,7 @@
 //! policy trims the conversation.
 
 use baton_proto::{
-    Appended, Envelope, EventType, Hop, Message, Role, Start, Step, Value, derive_id_labelled,
+    Envelope, EventType, Hop, Message, Role, Start, Step, Value, derive_id_labelled,
 };
 
 use super::{Output, Planner};
@@ -81,14 +81,13 @@ impl Planner<'_> {
     }
 
     /// Applies a route's context policy to the outgoing envelope; what it
-    /// removed is recorded in the trace, as a count and a digest. `true`
-    /// when it removed messages.
-    pub(crate) fn trim_context(&self, next: &mut Envelope, policy: ContextPolicy) -> bool {
+    /// removed is recorded in the trace, as a count and a digest.
+    pub(crate) fn trim_context(&self, next: &mut Envelope, policy: ContextPolicy) {
         let messages = &mut next.context.messages;
         let keep = policy.keeps(messages.len());
         let removed: Vec<_> = messages.drain(..messages.len() - keep).collect();
         if removed.is_empty() {
-            return false;
+            return;
         }
         let mut step = Step::new(
             self.agent.as_str(),
@@ -105,25 +104,7 @@ impl Planner<'_> {
             ("digest".into(), Value::from(digest(&removed))),
         ]);
         next.context.trace.push(step);
-        true
     }
-}
-
-/// What a hop that applies `update` to `envelope` appends to it, for a
-/// splice onto the delivered bytes; `None` when it rewrites what it
-/// received (a compaction).
-pub(super) fn appended(envelope: &Envelope, update: &ContextUpdate) -> Option<Appended> {
-    if update.compaction.is_some() {
-        return None;
-    }
-    let context = &envelope.context;
-    Some(Appended {
-        path: envelope.path.len(),
-        messages: context.messages.len(),
-        trace: context.trace.len(),
-        variables: update.variables.keys().cloned().collect(),
-        state: update.state.keys().cloned().collect(),
-    })
 }
 
 /// An update as one value, its empty parts left out: what a `waiting` event

@@ -86,7 +86,6 @@ impl Planner<'_> {
             outputs: vec![Output::Event(Box::new(event))],
             settle: Settle::Nak(delay),
             failed: false,
-            splice: None,
         }
     }
 
@@ -118,7 +117,6 @@ impl Planner<'_> {
             outputs: outputs.into_list(),
             settle: Settle::Term,
             failed: true,
-            splice: None,
         }
     }
 

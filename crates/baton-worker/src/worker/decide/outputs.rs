@@ -1,7 +1,7 @@
 //! Outputs under construction, numbered in order for deterministic ids.
 
 use baton_proto::derive_id;
-use baton_proto::{AgentName, Appended, DeadLetterReason, Envelope, Event, Kind, Reason};
+use baton_proto::{AgentName, DeadLetterReason, Envelope, Event, Kind, Reason};
 use uuid::Uuid;
 
 use super::{DeadLetter, Output, Plan, Settle};
@@ -13,9 +13,6 @@ pub(super) struct Outputs {
     list: Vec<Output>,
     index: u32,
     pub(super) failed: bool,
-    /// What the envelope sent on appends to the delivered one, when it may
-    /// be spliced onto its bytes.
-    pub(super) splice: Option<Appended>,
 }
 
 impl Outputs {
@@ -25,7 +22,6 @@ impl Outputs {
             list: Vec::new(),
             index: 0,
             failed: false,
-            splice: None,
         }
     }
 
@@ -79,7 +75,6 @@ impl Outputs {
             outputs: self.list,
             settle: Settle::Ack,
             failed: self.failed,
-            splice: self.splice,
         }
     }
 }

@@ -107,15 +107,6 @@ impl Outbox {
             }
         }
         self.refer_to_transcripts(&mut plan.outputs);
-        if let Some(appended) = plan.splice.take() {
-            // Written on the delivered bytes, not encoded whole: last, once
-            // nothing changes the envelope any more.
-            for output in &mut plan.outputs {
-                if let Output::Envelope { envelope, .. } = output {
-                    delivery.splice(envelope, &appended);
-                }
-            }
-        }
         delivery.fold_into(&mut plan.outputs);
         // An event the level does not store, and nobody follows, is neither
         // encoded nor sent; the metrics still count it.
