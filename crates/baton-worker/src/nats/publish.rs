@@ -97,7 +97,7 @@ pub(crate) struct Publisher {
 
 /// Why one publish did not count.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// The server refused the subject: this user may not publish there.
     Refused,
     /// No stream takes the subject.
@@ -379,26 +379,9 @@ impl Publisher {
             .map_err(|err| failed(message, err))
     }
 
-    /// Publishes `message` only if its subject has no message yet
-    /// (`Nats-Expected-Last-Subject-Sequence: 0`), retrying with backoff:
-    /// `true` when it was stored, `false` when the subject has messages
-    /// (the server checks this before it looks for a duplicate id, so a
-    /// repeat of a stored first write is `false` too).
-    ///
-    /// # Errors
-    ///
-    /// As [`Publisher::publish_one`].
-    pub(crate) async fn publish_first(&self, message: &Outgoing) -> Result<bool, Error> {
-        match self.publish_retrying(message, Some(0)).await {
-            Ok(_) => Ok(true),
-            Err(Failure::Raced) => Ok(false),
-            Err(err) => Err(failed(message, err)),
-        }
-    }
-
     /// Publishes one message (with `expected`, as [`Publisher::send_expecting`]),
     /// retrying transient failures with backoff; its stream sequence.
-    async fn publish_retrying(
+    pub(crate) async fn publish_retrying(
         &self,
         message: &Outgoing,
         expected: Option<u64>,
@@ -468,7 +451,7 @@ pub(crate) fn forbidden(subject: &str) -> Error {
 }
 
 /// The error for a publish of `message` that will not count.
-fn failed(message: &Outgoing, failure: Failure) -> Error {
+pub(crate) fn failed(message: &Outgoing, failure: Failure) -> Error {
     let subject = &message.subject;
     match failure {
         Failure::Refused => forbidden(subject),

@@ -71,10 +71,16 @@ impl<'a> Delivery<'a> {
         }
     }
 
-    /// Makes this delivery a root task's first: its first write checks that
-    /// its session has not ended (see [`crate::pipeline::opening`]).
-    pub(crate) fn open(&self, opening: Opening) {
-        let _ = self.opening.set(std::sync::Arc::new(opening));
+    /// When `envelope` opens its session (a root task, not a conversation's
+    /// turn, not sent back after a person's decision) and this is its first
+    /// delivery: its first write checks that its session has not ended (see
+    /// [`crate::pipeline::opening`]). A redelivery is not judged: it
+    /// republishes its outputs under the same ids.
+    pub(crate) fn open(&self, subjects: &Subjects, envelope: &baton_proto::Envelope) {
+        if envelope.opens_session() && self.attempt == 1 {
+            let opening = Opening::new(subjects, envelope.id, envelope.session);
+            let _ = self.opening.set(std::sync::Arc::new(opening));
+        }
     }
 
     /// The opening of a root task's first delivery.

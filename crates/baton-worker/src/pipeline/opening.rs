@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use crate::error::Error;
 use crate::nats::ending;
-use crate::nats::publish::{Outgoing, Publisher};
+use crate::nats::publish::{Failure, Outgoing, Publisher, failed};
 
 /// The first write of a root task's hop: whether it has been made, and
 /// what it found.
@@ -83,7 +83,7 @@ impl Opening {
     ///
     /// # Errors
     ///
-    /// As [`Publisher::publish_first`]; the opening is then still to make.
+    /// As [`Publisher::publish_one`]; the opening is then still to make.
     pub(crate) async fn write(
         &self,
         publisher: &Publisher,
@@ -95,9 +95,15 @@ impl Opening {
             State::Ended(end) => return Ok(Opened::Ended(end.clone())),
             State::Unwritten => {}
         }
-        if publisher.publish_first(message).await? {
-            *state = State::Open;
-            return Ok(Opened::Written);
+        // Stored only while the session has no event (and refused for a
+        // repeat of a stored first write too: see above).
+        match publisher.publish_retrying(message, Some(0)).await {
+            Ok(_) => {
+                *state = State::Open;
+                return Ok(Opened::Written);
+            }
+            Err(Failure::Raced) => {}
+            Err(err) => return Err(failed(message, err)),
         }
         let opened = self.read(publisher).await;
         *state = opened.state();

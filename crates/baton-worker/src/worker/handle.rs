@@ -21,7 +21,6 @@ use tracing::Instrument;
 
 use crate::nats::claimcheck::ClaimFailure;
 use crate::pipeline::delivery::Delivery;
-use crate::pipeline::opening::Opening;
 use crate::state::transcript::TranscriptError;
 use crate::worker::config::WorkerConfig;
 use crate::worker::decide::{Lookup, Output, Plan, usage};
@@ -74,13 +73,8 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         if let Some(plan) = Box::pin(refuse(rt, &envelope)).await {
             return rt.outbox.execute(&delivery, plan).await;
         }
-        if envelope.opens_session() && delivery.attempt == 1 {
-            // A session's own first task: whether the session ended already
-            // is checked by its first write, not read now. A redelivery is
-            // not judged: it republishes its outputs under the same ids.
-            let opening = Opening::new(&config.subjects, envelope.id, envelope.session);
-            delivery.open(opening);
-        }
+        // A root task's check that its session has not ended rides on its first write.
+        delivery.open(&config.subjects, &envelope);
         if envelope.kind == Kind::Result {
             // 8. A child's result for one of this agent type's delegations.
             Box::pin(on_result(rt, agent, &delivery, &envelope)).await;
@@ -297,13 +291,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     // The agent shares the envelope: it is copied only if the agent changes
     // it, and comes back whole once the run is over.
     let shared = crate::Shared::new(envelope);
-    let opening = delivery.opening().cloned();
-    let task = rt.task(
-        shared.clone(),
-        delivery.attempt,
-        delivery.headers(),
-        opening,
-    );
+    let task = rt.task(shared.clone(), delivery);
     let spending = task.progress.clone();
     let (deadline, session) = (shared.deadline, shared.session);
     let started = std::time::Instant::now();
