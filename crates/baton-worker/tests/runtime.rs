@@ -11,6 +11,9 @@ use baton_worker::{
 };
 use tokio_util::sync::CancellationToken;
 
+#[path = "runtime/opening.rs"]
+mod opening;
+
 /// Triage answers every task and marks urgent ones; its rules send urgent
 /// answers to the expert, and leave the rest to complete.
 struct Triage {

@@ -242,12 +242,12 @@ impl Rewrite {
 }
 
 /// A map key read at `at`: its text, and where its value starts.
-struct Key<'b> {
-    name: &'b str,
-    value_at: usize,
+pub(super) struct Key<'b> {
+    pub(super) name: &'b str,
+    pub(super) value_at: usize,
 }
 
-fn key_at(bytes: &[u8], at: usize) -> Option<Key<'_>> {
+pub(super) fn key_at(bytes: &[u8], at: usize) -> Option<Key<'_>> {
     let mut reader = bytes.get(at..)?;
     let len = rmp::decode::read_str_len(&mut reader).ok()? as usize;
     let start = bytes.len() - reader.len();

@@ -123,7 +123,9 @@ pub(crate) async fn last_event(
     Ok(last.and_then(|message| Event::from_msgpack(&message.payload).ok()))
 }
 
-/// The terminal event of `session` when the message that `opens` it (see
+/// For the router (a worker's check rides on the first event its hop
+/// writes): the terminal event of `session` when the message that `opens`
+/// it (see
 /// `Envelope::opens_session`: a root task, not sent back after a person's
 /// decision, not a conversation's turn) is on its first delivery (`attempt`
 /// of 1) and the session has ended already: a careless client's second

@@ -97,7 +97,7 @@ pub(crate) struct Publisher {
 
 /// Why one publish did not count.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// The server refused the subject: this user may not publish there.
     Refused,
     /// No stream takes the subject.
@@ -381,7 +381,7 @@ impl Publisher {
 
     /// Publishes one message (with `expected`, as [`Publisher::send_expecting`]),
     /// retrying transient failures with backoff; its stream sequence.
-    async fn publish_retrying(
+    pub(crate) async fn publish_retrying(
         &self,
         message: &Outgoing,
         expected: Option<u64>,
@@ -451,7 +451,7 @@ pub(crate) fn forbidden(subject: &str) -> Error {
 }
 
 /// The error for a publish of `message` that will not count.
-fn failed(message: &Outgoing, failure: Failure) -> Error {
+pub(crate) fn failed(message: &Outgoing, failure: Failure) -> Error {
     let subject = &message.subject;
     match failure {
         Failure::Refused => forbidden(subject),

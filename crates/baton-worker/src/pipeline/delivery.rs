@@ -13,6 +13,7 @@ use uuid::Uuid;
 use crate::error::{Error, ErrorKind};
 use crate::nats::publish::{Class, Outgoing};
 use crate::nats::trace;
+use crate::pipeline::opening::Opening;
 use crate::pipeline::plan::Output;
 
 /// A message pulled from a consumer, with what every output of it needs.
@@ -36,6 +37,9 @@ pub(crate) struct Delivery<'a> {
     /// The trace headers of every output, written once: the span and its
     /// parent do not change while the delivery is handled.
     trace_headers: std::sync::OnceLock<std::sync::Arc<HeaderMap>>,
+    /// Set for a root task on its first delivery: its first write checks
+    /// that its session has not ended.
+    opening: std::sync::OnceLock<std::sync::Arc<Opening>>,
 }
 
 impl<'a> Delivery<'a> {
@@ -63,7 +67,25 @@ impl<'a> Delivery<'a> {
             received_at: baton_proto::now_ms(),
             folded: std::sync::OnceLock::new(),
             trace_headers: std::sync::OnceLock::new(),
+            opening: std::sync::OnceLock::new(),
         }
+    }
+
+    /// When `envelope` opens its session (a root task, not a conversation's
+    /// turn, not sent back after a person's decision) and this is its first
+    /// delivery: its first write checks that its session has not ended (see
+    /// [`crate::pipeline::opening`]). A redelivery is not judged: it
+    /// republishes its outputs under the same ids.
+    pub(crate) fn open(&self, subjects: &Subjects, envelope: &baton_proto::Envelope) {
+        if envelope.opens_session() && self.attempt == 1 {
+            let opening = Opening::new(subjects, envelope.id, envelope.session);
+            let _ = self.opening.set(std::sync::Arc::new(opening));
+        }
+    }
+
+    /// The opening of a root task's first delivery.
+    pub(crate) fn opening(&self) -> Option<&std::sync::Arc<Opening>> {
+        self.opening.get()
     }
 
     /// Folds `accepted` into the first event of this delivery's envelope

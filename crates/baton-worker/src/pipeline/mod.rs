@@ -4,6 +4,8 @@
 //!
 //! - [`intake`]: pulls messages with bounded concurrency, drains on shutdown;
 //! - [`delivery`]: one message: its attempt, trace context and encoding;
+//! - [`opening`]: a root task's ended-session check, riding on its first
+//!   write;
 //! - [`plan`]: a plan's outputs (envelopes, events, dead letters) and how
 //!   the delivery is settled;
 //! - [`settle`]: publishing a plan's outputs, then settling the delivery;
@@ -20,6 +22,7 @@ pub(crate) mod cancel;
 pub(crate) mod defaults;
 pub(crate) mod delivery;
 pub(crate) mod intake;
+pub(crate) mod opening;
 pub(crate) mod plan;
 pub(crate) mod settle;
 pub(crate) mod timer;

@@ -51,16 +51,17 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// A root task for a session that ended with `end` already: dead-lettered
-    /// with reason `session_ended`, and no event (the session keeps its one end).
-    pub(crate) fn session_ended(envelope: &Envelope, end: &baton_proto::Event) -> Self {
+    /// Root task `envelope` of `session`, which ended with `end` already:
+    /// dead-lettered with reason `session_ended`, and no event (the session
+    /// keeps its one end).
+    pub(crate) fn session_ended(envelope: Uuid, session: Uuid, end: &baton_proto::Event) -> Self {
         let detail = format!(
-            "session {} ended ({}) before this task arrived: a session runs one task and ends once; send a new task in a new session",
-            envelope.session, end.kind
+            "session {session} ended ({}) before this task arrived: a session runs one task and ends once; send a new task in a new session",
+            end.kind
         );
         Self {
             outputs: vec![Output::DeadLetter(DeadLetter {
-                id: baton_proto::derive_id_labelled(envelope.id, "session_ended", 0),
+                id: baton_proto::derive_id_labelled(envelope, "session_ended", 0),
                 reason: DeadLetterReason::SessionEnded,
                 detail,
             })],

@@ -20,7 +20,6 @@ use baton_proto::{DeadLetterReason, Envelope, Kind, Usage, Wire, now_ms};
 use tracing::Instrument;
 
 use crate::nats::claimcheck::ClaimFailure;
-use crate::nats::ending;
 use crate::pipeline::delivery::Delivery;
 use crate::state::transcript::TranscriptError;
 use crate::worker::config::WorkerConfig;
@@ -74,12 +73,8 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         if let Some(plan) = Box::pin(refuse(rt, &envelope)).await {
             return rt.outbox.execute(&delivery, plan).await;
         }
-        let (jetstream, subjects) = (rt.jetstream(), &config.subjects);
-        let opening = (envelope.session, envelope.opens_session());
-        if let Some(end) = ending::ended_before(jetstream, subjects, opening, delivery.attempt).await {
-            tracing::info!(session = %envelope.session, "a root task for an ended session; dead-lettered");
-            return rt.outbox.execute(&delivery, Plan::session_ended(&envelope, &end)).await;
-        }
+        // A root task's check that its session has not ended rides on its first write.
+        delivery.open(&config.subjects, &envelope);
         if envelope.kind == Kind::Result {
             // 8. A child's result for one of this agent type's delegations.
             Box::pin(on_result(rt, agent, &delivery, &envelope)).await;
@@ -296,7 +291,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     // The agent shares the envelope: it is copied only if the agent changes
     // it, and comes back whole once the run is over.
     let shared = crate::Shared::new(envelope);
-    let task = rt.task(shared.clone(), delivery.attempt, delivery.headers());
+    let task = rt.task(shared.clone(), delivery);
     let spending = task.progress.clone();
     let (deadline, session) = (shared.deadline, shared.session);
     let started = std::time::Instant::now();

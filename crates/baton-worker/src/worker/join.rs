@@ -189,7 +189,7 @@ pub(crate) async fn on_result(rt: &Runtime, result: &Envelope) -> Result<Receive
     let continuation = |step: u32| {
         let mut envelope = planner.continuation(&state.envelope, join, step);
         envelope.usage = state.usage();
-        Box::new(rt.task(envelope.into(), 1, async_nats::HeaderMap::new()))
+        Box::new(rt.task_of(envelope.into(), 1, async_nats::HeaderMap::new(), None))
     };
     Ok(match state.follow_up(me, recorded) {
         FollowUp::Fire => {

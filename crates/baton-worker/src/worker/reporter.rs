@@ -10,6 +10,7 @@ use std::sync::Arc;
 use baton_proto::{Event, EventType, Usage, Value, derive_id_labelled};
 use uuid::Uuid;
 
+use crate::pipeline::opening::Opening;
 use crate::worker::outbox::Outbox;
 use baton_author::{Progress, Report, ToolCall};
 
@@ -31,6 +32,8 @@ struct Hop {
     usage: std::sync::Mutex<Usage>,
     /// The session asked for answers as they are written.
     stream: bool,
+    /// A root task's first write checks that its session has not ended.
+    opening: Option<Arc<Opening>>,
 }
 
 impl Reporter {
@@ -39,6 +42,7 @@ impl Reporter {
         self: &Arc<Self>,
         envelope: &baton_proto::Envelope,
         headers: async_nats::HeaderMap,
+        opening: Option<Arc<Opening>>,
     ) -> Progress {
         Progress::to(Arc::new(Hop {
             reporter: self.clone(),
@@ -47,6 +51,7 @@ impl Reporter {
             headers,
             usage: std::sync::Mutex::default(),
             stream: envelope.stream,
+            opening,
         }))
     }
 }
@@ -115,6 +120,9 @@ impl Hop {
             (Value::from("outcome"), Value::from(call.outcome)),
             (Value::from("duration_ms"), Value::from(millis)),
         ]));
-        reporter.outbox.report(&event, hop.headers.clone()).await;
+        let opening = hop.opening.as_deref();
+        (reporter.outbox)
+            .report(&event, hop.headers.clone(), opening)
+            .await;
     }
 }

@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::Publisher;
 use crate::nats::served::Served;
+use crate::pipeline::delivery::Delivery;
 use crate::worker::config::{WorkerConfig, WorkerStats};
 use crate::worker::decide::{Lookup, Planner};
 use crate::worker::join::store::JoinStore;
@@ -159,15 +160,25 @@ impl Runtime {
         }
     }
 
+    /// `delivery`'s `envelope`, as this worker's agent gets it: its trace
+    /// context goes to what the hop reports, and a root task's first report
+    /// stored checks its session.
+    pub(crate) fn task(&self, envelope: crate::Shared<Envelope>, delivery: &Delivery<'_>) -> Task {
+        let opening = delivery.opening().cloned();
+        self.task_of(envelope, delivery.attempt, delivery.headers(), opening)
+    }
+
     /// A delivery of `envelope` to this worker's agent.
-    /// `headers` carry the hop's trace context to what it reports.
-    pub(crate) fn task(
+    /// `headers` carry the hop's trace context to what it reports; a root
+    /// task's `opening` checks its session with the first report it stores.
+    pub(crate) fn task_of(
         &self,
         envelope: crate::Shared<Envelope>,
         attempt: u32,
         headers: async_nats::HeaderMap,
+        opening: Option<Arc<crate::pipeline::opening::Opening>>,
     ) -> Task {
-        let progress = self.reporter.progress(&envelope, headers);
+        let progress = self.reporter.progress(&envelope, headers, opening);
         Task {
             envelope,
             attempt,

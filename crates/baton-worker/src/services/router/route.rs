@@ -69,7 +69,7 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
         let opening = (head.session, head.opens_session());
         if let Some(end) = ending::ended_before(jetstream, &config.subjects, opening, attempt).await {
             tracing::info!("a task for an ended session; dead-lettered");
-            let plan = Plan::session_ended(&envelope, &end);
+            let plan = Plan::session_ended(envelope.id, envelope.session, &end);
             let outgoing = match delivery.encode(&plan.outputs) {
                 Ok(outgoing) => outgoing,
                 Err(err) => delivery.unreadable(&DeadLetterReason::Malformed, &err.to_string()),

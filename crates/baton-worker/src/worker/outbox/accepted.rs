@@ -10,6 +10,7 @@ use baton_proto::Event;
 use super::Outbox;
 use crate::nats::publish::{Outgoing, Pending};
 use crate::pipeline::delivery::Delivery;
+use crate::pipeline::opening::Opened;
 use crate::worker::decide::Output;
 
 /// A hop's `accepted` event on its way out.
@@ -49,8 +50,18 @@ impl Outbox {
             return Accepting::Done;
         };
         if !self.level.stores(&event.kind) {
-            let _ = self.send_event(event, message).await;
+            let _ = self.send_event(event, message, None).await;
             return Accepting::Done;
+        }
+        if let Some(opening) = delivery.opening() {
+            // A root task's first stored event checks its session.
+            match opening.write(&self.publisher, &message).await {
+                Ok(Opened::Written | Opened::Ended(_)) => return Accepting::Done,
+                Ok(Opened::Open) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "the session's first event is not durable yet")
+                }
+            }
         }
         let pending = self.publisher.send(&message).await;
         Accepting::Sent(message, pending)
@@ -90,7 +101,10 @@ impl Outbox {
             let Some(message) = encoded(delivery, &event) else {
                 return;
             };
-            if let Err(err) = self.send_event(&event, message).await {
+            if let Err(err) = self
+                .send_event(&event, message, delivery.opening().map(|o| &**o))
+                .await
+            {
                 tracing::warn!(error = %err, "accepted event not stored");
             }
         }
@@ -133,7 +147,7 @@ impl Outbox {
             }
         };
         // Publish it again (same id) before the outputs, keeping the order.
-        match self.publisher.publish_one(&message).await {
+        match self.store(delivery.opening().map(|o| &**o), &message).await {
             Ok(()) => true,
             Err(err) => {
                 tracing::error!(error = %err, "accepted event not durable; leaving the message for redelivery");

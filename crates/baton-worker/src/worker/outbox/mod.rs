@@ -23,6 +23,7 @@ use baton_proto::{AgentName, DeadLetterReason, Event, Subjects};
 use crate::nats::claimcheck::ClaimCheck;
 use crate::nats::publish::{Outgoing, Publisher};
 use crate::pipeline::delivery::Delivery;
+use crate::pipeline::opening::{Opened, Opening};
 use crate::pipeline::settle::{self, Finished};
 use crate::pipeline::versions;
 use crate::state::followers::Followers;
@@ -125,7 +126,12 @@ impl Outbox {
                 return settle::leave(delivery).await;
             }
         };
-        let (live, durable) = self.split_live(outgoing, &sent);
+        let (live, mut durable) = self.split_live(outgoing, &sent);
+        match Box::pin(self.opened(delivery, &mut durable)).await {
+            Gate::Go => {}
+            Gate::Left => return settle::leave(delivery).await,
+            Gate::Ended(end) => return Box::pin(self.ended_before(delivery, &end)).await,
+        }
         match settle::finish(&self.publisher, delivery, &durable, plan.settle).await {
             Finished::Settled => {
                 self.publisher.publish_live(&live).await;
@@ -207,8 +213,14 @@ impl Outbox {
     }
 
     /// Sends `event`, a report of a running hop, best effort: stored or
-    /// live by the event level; a failure is logged.
-    pub(crate) async fn report(&self, event: &Event, headers: async_nats::HeaderMap) {
+    /// live by the event level; a failure is logged. A root task's
+    /// `opening` checks its session with the first event it stores.
+    pub(crate) async fn report(
+        &self,
+        event: &Event,
+        headers: async_nats::HeaderMap,
+        opening: Option<&Opening>,
+    ) {
         if self.unwanted_event(event) {
             return;
         }
@@ -216,23 +228,45 @@ impl Outbox {
         let Some(message) = plain(event, subject, headers) else {
             return;
         };
-        if let Err(err) = self.send_event(event, message).await {
+        if let Err(err) = self.send_event(event, message, opening).await {
             tracing::warn!(error = %err, kind = %event.kind, "cannot store an event");
         }
     }
 
     /// Sends one event's `message` on its own: live when the level does not
     /// store `event`'s kind (callers leave out what nobody follows), else
-    /// stored, its PubAck awaited.
-    async fn send_event(&self, event: &Event, mut message: Outgoing) -> Result<(), crate::Error> {
+    /// stored ([`Outbox::store`]), its PubAck awaited.
+    async fn send_event(
+        &self,
+        event: &Event,
+        mut message: Outgoing,
+        opening: Option<&Opening>,
+    ) -> Result<(), crate::Error> {
         if self.level.stores(&event.kind) {
-            return self.publisher.publish_one(&message).await;
+            return self.store(opening, &message).await;
         }
         message.subject = self.subjects.live(event.session);
         self.publisher
             .publish_live(std::slice::from_ref(&message))
             .await;
         Ok(())
+    }
+
+    /// Stores one event's `message`, its PubAck awaited: through a root
+    /// task's `opening` while the hop has stored nothing, so that it checks
+    /// the session (nothing is written into a session that ended).
+    async fn store(
+        &self,
+        opening: Option<&Opening>,
+        message: &Outgoing,
+    ) -> Result<(), crate::Error> {
+        if let Some(opening) = opening {
+            match opening.write(&self.publisher, message).await? {
+                Opened::Written | Opened::Ended(_) => return Ok(()),
+                Opened::Open => {}
+            }
+        }
+        self.publisher.publish_one(message).await
     }
 
     /// Splits `outgoing` (of `outputs`, which leave out what nobody
@@ -281,6 +315,83 @@ impl Outbox {
         self.stats.processed.fetch_add(1, Ordering::Relaxed);
         if failed {
             self.stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether a plan's messages may be written, by a root task's opening.
+enum Gate {
+    /// Yes (the first event may be written already).
+    Go,
+    /// The session ended before the task arrived.
+    Ended(Box<Event>),
+    /// The opening could not be written: left for redelivery.
+    Left,
+}
+
+impl Outbox {
+    /// For a root task's first delivery: writes the first of `durable` that
+    /// is an event of its session as the session's first event (and takes
+    /// it out of `durable`), or reads the session when there is none; see
+    /// [`crate::pipeline::opening`].
+    async fn opened(&self, delivery: &Delivery<'_>, durable: &mut Vec<Outgoing>) -> Gate {
+        let Some(opening) = delivery.opening() else {
+            return Gate::Go;
+        };
+        if self.publisher.forbidden(durable).await.is_some() {
+            return Gate::Go; // Nothing is written: settling ends the message.
+        }
+        let first = durable.iter().position(|m| m.subject == opening.subject());
+        let opened = match first {
+            Some(at) => match opening.write(&self.publisher, &durable[at]).await {
+                Ok(Opened::Written) => {
+                    durable.remove(at);
+                    return Gate::Go;
+                }
+                Ok(opened) => opened,
+                Err(err) => {
+                    use crate::ErrorKind::{Forbidden, NoStream, TooLarge};
+                    if matches!(err.kind(), Forbidden | NoStream | TooLarge) {
+                        return Gate::Go; // Settling ends the message with its reason.
+                    }
+                    tracing::error!(error = %err, "the session's first event is not durable");
+                    return Gate::Left;
+                }
+            },
+            // Nothing durable (a cancelled run's discard): nothing to check.
+            None if durable.is_empty() => return Gate::Go,
+            None => opening.check(&self.publisher).await,
+        };
+        match opened {
+            Opened::Ended(end) => Gate::Ended(end),
+            Opened::Written | Opened::Open => Gate::Go,
+        }
+    }
+
+    /// A root task whose session ended (with `end`) before it arrived: its
+    /// outcome is dropped, and it is dead-lettered as `session_ended`.
+    async fn ended_before(&self, delivery: &Delivery<'_>, end: &Event) {
+        let Some(opening) = delivery.opening() else {
+            return;
+        };
+        tracing::info!(session = %opening.session, "a root task for an ended session; its outcome dropped, dead-lettered");
+        let plan = Plan::session_ended(opening.envelope, opening.session, end);
+        let outgoing = match delivery.encode(&plan.outputs) {
+            Ok(outgoing) => outgoing,
+            Err(err) => {
+                let detail = format!("cannot encode the dead letter: {err}");
+                return self
+                    .end(delivery, &DeadLetterReason::Malformed, &detail)
+                    .await;
+            }
+        };
+        match settle::finish(&self.publisher, delivery, &outgoing, plan.settle).await {
+            Finished::Settled => {
+                self.metrics.settled(&plan.outputs);
+                self.count(plan.failed);
+            }
+            Finished::Ended(reason) => self.ended(&reason),
+            Finished::Left => {}
         }
     }
 }
