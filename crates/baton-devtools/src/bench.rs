@@ -161,6 +161,12 @@ pub struct BenchArgs {
     /// `/varz` counts the bytes each hop sends it.
     #[arg(skip)]
     pub monitor_url: Option<String>,
+
+    /// The store directory of the nats-server the bench started, whose
+    /// block files `--long-conversation` measures (what the server keeps on
+    /// disk, compressed blocks compressed).
+    #[arg(skip)]
+    pub store_dir: Option<std::path::PathBuf>,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -295,6 +301,7 @@ async fn run_bench(
         delay: Duration::from_millis(args.delay_ms.max(1)),
         concurrency: args.concurrency,
         seconds: args.round_secs.max(1),
+        store_dir: args.store_dir.as_deref(),
     };
     if args.scale_out {
         return scale::run(&processes).await;

@@ -68,7 +68,7 @@ pub use claim::{
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
 pub use conversation::{Conversation, Overlap, TurnMessage, VersionMove};
 pub use conversation_ref::{Base, Compaction, History, TurnOf};
-pub use conversation_turn::ConversationTurn;
+pub use conversation_turn::{ConversationTurn, TextAt};
 pub use delta::{Delta, Shown};
 pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Expanded, Head, Kind, Map, Message, Parent, Reason,

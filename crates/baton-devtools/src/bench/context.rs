@@ -55,6 +55,7 @@ pub(super) async fn context_curve(
             round_secs: 0,
             server_pid: args.server_pid,
             monitor_url: args.monitor_url.clone(),
+            store_dir: args.store_dir.clone(),
         };
         let mode = Mode {
             prefix: "benchcontext".to_owned(),

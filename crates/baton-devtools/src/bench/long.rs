@@ -10,7 +10,10 @@
 //!
 //! and, once the turns settled, the bytes JetStream stores for the whole
 //! conversation (every stream and bucket, grown since it started) against
-//! the transcript's own size (the text of its messages). It asserts nothing.
+//! the transcript's own size (the text of its messages): on disk, the
+//! streams' block files, when the bench started the server (compressed
+//! streams compress each block once it is full), else as JetStream counts
+//! the messages. It asserts nothing.
 
 use std::time::Duration;
 
@@ -101,7 +104,7 @@ async fn one(
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let jetstream = jetstream::new(bench.client.clone());
-    let before = stored(&jetstream).await?;
+    let before = stored(&jetstream, bench.store_dir).await?;
     let mut tasks = bench
         .client
         .subscribe(format!("{prefix}.agent.desk"))
@@ -127,7 +130,7 @@ async fn one(
     }
     // The last turn settles once its gateway saw it end.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = stored(&jetstream).await?;
+    let after = stored(&jetstream, bench.store_dir).await?;
     report(turns, &times, &sizes);
     let transcript = turns * (500 + answer_text().len());
     print_stored(&before, &after, transcript);
@@ -218,41 +221,84 @@ fn report(turns: usize, times: &[f64], sizes: &[usize]) {
     );
 }
 
+/// What one stream holds: its name, the bytes JetStream counts for its
+/// messages, and the bytes of its block files on disk (when the bench
+/// started the server and knows its store; a full block of a compressed
+/// stream is compressed there, the block being written is not).
+type Held = (String, u64, Option<u64>);
+
 /// Prints what the streams grew by from `before` to `after`, by stream
-/// and in all, against `transcript` bytes of text.
-fn print_stored(before: &[(String, u64)], after: &[(String, u64)], transcript: usize) {
-    let grown: Vec<(String, u64)> = after
+/// and in all, against `transcript` bytes of text: on disk when the store
+/// is known, else as JetStream counts the messages.
+fn print_stored(before: &[Held], after: &[Held], transcript: usize) {
+    let grown: Vec<Held> = after
         .iter()
-        .map(|(name, bytes)| {
-            let was = before
-                .iter()
-                .find(|(n, _)| n == name)
-                .map_or(0, |(_, b)| *b);
-            (name.clone(), bytes.saturating_sub(was))
+        .map(|(name, bytes, disk)| {
+            let was = before.iter().find(|(n, _, _)| n == name);
+            let (was_bytes, was_disk) = was.map_or((0, Some(0)), |(_, b, d)| (*b, *d));
+            let disk = disk.zip(was_disk).map(|(now, was)| now.saturating_sub(was));
+            (name.clone(), bytes.saturating_sub(was_bytes), disk)
         })
-        .filter(|(_, bytes)| *bytes > 0)
+        .filter(|(_, bytes, disk)| *bytes > 0 || disk.is_some_and(|d| d > 0))
         .collect();
-    let total: u64 = grown.iter().map(|(_, bytes)| bytes).sum();
+    let counted: u64 = grown.iter().map(|(_, bytes, _)| bytes).sum();
+    let on_disk: Option<u64> = grown.iter().map(|(_, _, disk)| *disk).sum();
+    let (total, how) = on_disk.map_or(
+        (
+            counted,
+            "as JetStream counts its messages (the store is not this bench's)",
+        ),
+        |disk| (disk, "on disk: the streams' block files"),
+    );
     println!();
     println!(
-        "stored for the conversation: {total} bytes; its transcript's text: {transcript} bytes; stored / transcript {:.2} (goal <= 2)",
-        total as f64 / transcript as f64
+        "stored for the conversation: {total} bytes {how}; its transcript's text: {transcript} bytes; stored / transcript {:.2} (goal <= 2); counted as messages: {counted} bytes, {:.2}",
+        total as f64 / transcript as f64,
+        counted as f64 / transcript as f64,
     );
-    for (name, bytes) in grown {
-        println!("  {name:<28} {bytes:>12} bytes");
+    println!("  {:<28} {:>12} {:>14}", "stream", "messages", "on disk");
+    for (name, bytes, disk) in grown {
+        let disk = disk.map_or_else(|| "-".to_owned(), |disk| disk.to_string());
+        println!("  {name:<28} {bytes:>12} {disk:>14}");
     }
 }
 
-/// The bytes every stream of the server holds, by name.
-async fn stored(jetstream: &jetstream::Context) -> anyhow::Result<Vec<(String, u64)>> {
+/// What every stream of the server holds, by name; on disk from the
+/// block files under `store` when it is given.
+async fn stored(
+    jetstream: &jetstream::Context,
+    store: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<Held>> {
     let mut names = jetstream.stream_names();
     let mut all = Vec::new();
     while let Some(name) = names.next().await {
         let name = name?;
         let mut stream = jetstream.get_stream(&name).await?;
-        all.push((name, stream.info().await?.state.bytes));
+        let bytes = stream.info().await?.state.bytes;
+        let disk = store.map(|store| blocks(store, &name));
+        all.push((name, bytes, disk));
     }
     Ok(all)
+}
+
+/// The bytes of stream `name`'s block files under the server's `store`
+/// (`jetstream/<account>/streams/<name>/msgs/*.blk`, every account).
+fn blocks(store: &std::path::Path, name: &str) -> u64 {
+    let Ok(accounts) = std::fs::read_dir(store.join("jetstream")) else {
+        return 0;
+    };
+    let files = accounts
+        .flatten()
+        .filter_map(|account| {
+            std::fs::read_dir(account.path().join("streams").join(name).join("msgs")).ok()
+        })
+        .flatten()
+        .flatten();
+    files
+        .filter(|file| file.path().extension().is_some_and(|ext| ext == "blk"))
+        .filter_map(|file| file.metadata().ok())
+        .map(|meta| meta.len())
+        .sum()
 }
 
 /// An instant OpenAI-compatible stand-in that answers 1,500 bytes; its

@@ -29,6 +29,8 @@ pub(super) struct ScaleOut<'a> {
     pub concurrency: usize,
     /// How long each round is measured for, at the ideal rate.
     pub seconds: u64,
+    /// The store directory of the server, when the bench started it.
+    pub store_dir: Option<&'a std::path::Path>,
 }
 
 /// Runs the rounds and prints tasks/s and efficiency for each.
