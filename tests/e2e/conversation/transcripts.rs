@@ -294,3 +294,62 @@ async fn a_gateway_that_waited_for_its_turns_leaves_no_consumer_behind() -> anyh
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listed_turn_refers_to_the_transcript_for_its_text_and_readers_show_it()
+-> anyhow::Result<()> {
+    let triage = crate::conversation::conversations::transferring()?;
+    let answers = ["Who are you?", "Which order?", "Refunded."];
+    let refunds = FakeLlm::start(answers.iter().map(|text| Scripted::text(text)).collect())?;
+    let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let id = "listed-once";
+    for text in &TEXTS[..3] {
+        system.baton_stdout(&["send", "--conversation", id, "--wait", text])?;
+    }
+    // Each listing keeps no text, only where the transcript holds it.
+    let store = jetstream::new(system.nats.clone())
+        .get_key_value("BATON_CONVERSATIONS")
+        .await?;
+    for (n, text) in TEXTS[..3].iter().enumerate() {
+        let turn = u32::try_from(n)? + 1;
+        let key = Conversation::turn_key(id, turn);
+        let bytes = baton_testkit::eventually(Duration::from_secs(10), || async {
+            store
+                .get(&key)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("{key} not listed yet"))
+        })
+        .await?;
+        let listed: baton_proto::ConversationTurn = rmp_serde::from_slice(&bytes)?;
+        assert_eq!(listed.text, "", "turn {turn}");
+        assert_eq!(listed.text_at.map(|at| at.entry), Some(turn), "turn {turn}");
+        let raw = String::from_utf8_lossy(&bytes);
+        assert!(
+            !raw.contains(text),
+            "turn {turn}'s listing repeats its text"
+        );
+    }
+    // Readers put the text back: `conversations show`, and a fork's, whose
+    // listings and entries are copies.
+    let forked = [
+        "conversations",
+        "fork",
+        id,
+        "--at",
+        "2",
+        "--id",
+        "listed-fork",
+    ];
+    assert_eq!(system.baton_stdout(&forked)?, "listed-fork\n");
+    for (conversation, turns) in [(id, 3), ("listed-fork", 2)] {
+        let shown = system.baton_stdout(&["conversations", "show", conversation, "--json"])?;
+        let shown: Value = serde_json::from_str(&shown)?;
+        let texts: Vec<&str> = (shown["turns_listed"].as_array().into_iter().flatten())
+            .filter_map(|turn| turn["text"].as_str())
+            .collect();
+        assert_eq!(texts, TEXTS[..turns], "{conversation}: {shown}");
+        let plain = system.baton_stdout(&["conversations", "show", conversation])?;
+        assert!(plain.contains(TEXTS[1]), "{plain}");
+    }
+    Ok(())
+}
