@@ -149,6 +149,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub long_conversation: bool,
 
+    /// With --long-conversation: its workers run with `--compact-events` (an opt-in:
+    /// events keep once the answer and the query they hold twice).
+    #[arg(long)]
+    pub compact_events: bool,
+
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
     pub limit_rps: u32,
@@ -302,6 +307,11 @@ async fn run_bench(
         concurrency: args.concurrency,
         seconds: args.round_secs.max(1),
         store_dir: args.store_dir.as_deref(),
+        worker_flags: if args.compact_events {
+            &["--compact-events"]
+        } else {
+            &[]
+        },
     };
     if args.scale_out {
         return scale::run(&processes).await;

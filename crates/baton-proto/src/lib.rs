@@ -54,7 +54,7 @@ mod registry;
 // The modules by their short names, for the crate's own paths.
 use conversation::{conversation_ref, conversation_turn};
 use envelope::{exec, gate, hop, reason, replay, start, usage};
-use events::{delta, event, reads, timer};
+use events::{delta, event, reads, refs, timer};
 use nats::{claim, header, subject};
 use registry::{learned, outcome};
 use wire::{codec, id, nesting, schema, text, time, uuid_text, value};
@@ -91,6 +91,7 @@ pub use outcome::{MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, simi
 pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
 };
+pub use refs::Ref;
 pub use registry::rollout::{Ramp, Role as VersionRole, Rollout};
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use replay::Replay;

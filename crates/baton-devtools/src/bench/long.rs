@@ -93,6 +93,11 @@ async fn one(
         || "the model reads the whole conversation".to_owned(),
         |most| format!("[llm.history] max_messages = {most}: the model reads at most {most} messages, older ones summarised"),
     );
+    let read = if bench.worker_flags.contains(&"--compact-events") {
+        format!("{read}; workers with --compact-events")
+    } else {
+        read
+    };
     println!();
     println!(
         "long-conversation bench ({read}): one conversation of {turns} turns through baton a2a serve, 500-byte messages, 1,500-byte answers (and summaries) from an instant stand-in model, after {WARM_UP} turns of another that warm the processes up"

@@ -130,6 +130,10 @@ pub struct Event {
     /// Extension (optional): parts kept in the claim-check store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<crate::Claim>,
+    /// Extension (optional): parts left empty because this event holds
+    /// them elsewhere ([`Event::refer`]); decoding puts them back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<crate::Ref>,
     /// Extension (optional): the hop's `accepted` event, folded into this
     /// one instead of stored on its own. A reader restores it just before
     /// this event ([`Event::unfold`]).
@@ -200,6 +204,7 @@ impl Event {
             path: Vec::new(),
             attempt: None,
             claims: Vec::new(),
+            refs: Vec::new(),
             accepted: None,
             context: None,
             conversation: None,
