@@ -150,7 +150,10 @@ impl Summary {
         if let (None, Some(turn)) = (&self.conversation, &event.conversation) {
             self.conversation = Some((turn.id.clone(), turn.turn));
         }
-        if event.path.len() >= self.path.len() && !event.path.is_empty() {
+        if event.path_from.is_some() {
+            // A compact handoff: its new hop after the path so far.
+            Event::follow_path(&mut self.path, event);
+        } else if event.path.len() >= self.path.len() && !event.path.is_empty() {
             self.path.clone_from(&event.path);
         }
         if let Some(detail) = &event.detail {

@@ -121,9 +121,14 @@ pub struct Event {
     /// Extension (optional): on a terminal event, what the session spent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::Usage>,
-    /// The agents visited so far.
+    /// The agents visited so far (from the `path_from`th, when it is set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<Hop>,
+    /// Extension (optional, opt-in): `path` holds only the hops after the
+    /// first `path_from`, which the session's earlier events carry
+    /// ([`Event::keep_new_hops`], [`Event::follow_path`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_from: Option<u32>,
     /// Extension (optional): the delivery attempt the event belongs to, counting from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
@@ -202,6 +207,7 @@ impl Event {
             output: None,
             usage: None,
             path: Vec::new(),
+            path_from: None,
             attempt: None,
             claims: Vec::new(),
             refs: Vec::new(),

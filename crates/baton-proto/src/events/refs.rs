@@ -100,6 +100,48 @@ impl Event {
     }
 }
 
+impl Event {
+    /// Keeps only the last hop of a `handoff` event's path, and says how
+    /// many came before (`path_from`): the session's earlier events carry
+    /// them. Other events, and a path of one hop, are left as they are.
+    pub fn keep_new_hops(&mut self) {
+        if self.kind != crate::EventType::Handoff || self.path.len() < 2 {
+            return;
+        }
+        let before = self.path.len() - 1;
+        self.path.drain(..before);
+        self.path_from = u32::try_from(before).ok();
+    }
+
+    /// Takes `event`'s path into `path`, the session's path so far: the
+    /// hops it names after the first `path_from`, or its whole path when it
+    /// names one (an event without a path changes nothing).
+    pub fn follow_path(path: &mut Vec<crate::Hop>, event: &Event) {
+        match event.path_from {
+            Some(from) => {
+                path.truncate(usize::try_from(from).unwrap_or(usize::MAX));
+                path.extend(event.path.iter().cloned());
+            }
+            None if !event.path.is_empty() => path.clone_from(&event.path),
+            None => {}
+        }
+    }
+
+    /// The last of `events` (a session's, in order) with its whole path.
+    #[must_use]
+    pub fn last_with_path(events: &[Event]) -> Option<Event> {
+        let mut path = Vec::new();
+        for event in events {
+            Self::follow_path(&mut path, event);
+        }
+        let mut last = events.last()?.clone();
+        if last.path_from.take().is_some() {
+            last.path = path;
+        }
+        Some(last)
+    }
+}
+
 fn reference(path: &str, from: String) -> Ref {
     Ref {
         path: path.to_owned(),
@@ -164,6 +206,30 @@ mod tests {
             bytes.len() + saved - 120 < before,
             "{} vs {before}",
             bytes.len()
+        );
+    }
+
+    #[test]
+    fn a_handoff_keeps_its_new_hop_and_readers_follow_the_whole_path() {
+        let hop = |agent: &str| crate::Hop::new(agent, "w1", None);
+        let session = Uuid::new_v4();
+        let mut first = Event::new(Uuid::new_v4(), session, EventType::Handoff);
+        first.path = vec![hop("front")];
+        let mut second = Event::new(Uuid::new_v4(), session, EventType::Handoff);
+        second.path = vec![hop("front"), hop("triage"), hop("refunds")];
+        first.keep_new_hops();
+        second.keep_new_hops();
+        assert_eq!((first.path.len(), first.path_from), (1, None));
+        assert_eq!((second.path.len(), second.path_from), (1, Some(2)));
+        let read = Event::from_msgpack(&second.to_msgpack().expect("encodes")).expect("decodes");
+        assert_eq!(read.path_from, Some(2));
+        let mut middle = Event::new(Uuid::new_v4(), session, EventType::Accepted);
+        middle.path = vec![hop("front"), hop("triage")];
+        let last = Event::last_with_path(&[first, middle, read]).expect("a last event");
+        let agents: Vec<&str> = last.path.iter().map(|h| h.agent.as_str()).collect();
+        assert_eq!(
+            (agents, last.path_from),
+            (vec!["front", "triage", "refunds"], None)
         );
     }
 

@@ -313,6 +313,9 @@ impl Outbox {
             match output {
                 Output::Envelope { envelope, .. } => envelope.context.collapse(),
                 Output::Event(event) => {
+                    if self.compact {
+                        event.keep_new_hops();
+                    }
                     if let Some(context) = event.context.as_mut() {
                         context.collapse();
                         self.transcripts.learn(event);
