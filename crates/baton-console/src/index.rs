@@ -485,6 +485,20 @@ mod tests {
     }
 
     #[test]
+    fn a_compact_handoff_adds_its_hop_to_the_path_so_far() {
+        let mut summary = Summary::new(Uuid::nil(), 10);
+        let mut first = event(EventType::Handoff, "front", 20);
+        first.path = vec![Hop::new("front", "f1", None)];
+        summary.apply(&first);
+        let mut second = event(EventType::Handoff, "middle", 30);
+        second.path = vec![Hop::new("middle", "m1", None)];
+        second.path_from = Some(1);
+        summary.apply(&second);
+        let agents: Vec<&str> = summary.path.iter().map(|h| h.agent.as_str()).collect();
+        assert_eq!(agents, ["front", "middle"]);
+    }
+
+    #[test]
     fn the_index_keeps_the_newest_sessions_and_says_which_changed() {
         let index = Index::new(2);
         let mut changes = index.subscribe();

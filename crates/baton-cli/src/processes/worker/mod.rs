@@ -114,8 +114,9 @@ pub struct WorkerArgs {
 
     /// Events keep once what they hold twice: a terminal event's answer (`output`) and
     /// a context's `initial_query` refer to the context's message with the same text
-    /// (`refs`). Readers of this version put them back; an older reader sees an absent
-    /// output and an empty query, so turn it on once every process that reads events
+    /// (`refs`), and a handoff event names only the hop it adds (`path_from`). Readers of
+    /// this version put them back; an older reader sees an absent output, an empty query
+    /// and a one-hop handoff path, so turn it on once every process that reads events
     /// (CLI, console, gateways, router, your own clients) is of this version or newer.
     #[arg(long, env = "BATON_COMPACT_EVENTS")]
     pub compact_events: bool,
