@@ -91,7 +91,9 @@ impl Gateway {
     pub(crate) async fn last(&self, session: Uuid) -> Result<(Option<Event>, usize), JsonRpcError> {
         let events = self.client.history(session).await.map_err(internal)?;
         let count = events.len();
-        Ok((events.into_iter().last(), count))
+        // The last event with the session's whole path (a compact handoff
+        // names only its new hop).
+        Ok((Event::last_with_path(&events), count))
     }
 
     /// What a session waiting for input asks: the last message of the

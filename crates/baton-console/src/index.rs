@@ -150,7 +150,10 @@ impl Summary {
         if let (None, Some(turn)) = (&self.conversation, &event.conversation) {
             self.conversation = Some((turn.id.clone(), turn.turn));
         }
-        if event.path.len() >= self.path.len() && !event.path.is_empty() {
+        if event.path_from.is_some() {
+            // A compact handoff: its new hop after the path so far.
+            Event::follow_path(&mut self.path, event);
+        } else if event.path.len() >= self.path.len() && !event.path.is_empty() {
             self.path.clone_from(&event.path);
         }
         if let Some(detail) = &event.detail {
@@ -479,6 +482,20 @@ mod tests {
         assert_eq!(summary.state, State::Completed);
         assert_eq!((summary.started, summary.updated), (10, 60));
         assert_eq!(summary.path.len(), 1);
+    }
+
+    #[test]
+    fn a_compact_handoff_adds_its_hop_to_the_path_so_far() {
+        let mut summary = Summary::new(Uuid::nil(), 10);
+        let mut first = event(EventType::Handoff, "front", 20);
+        first.path = vec![Hop::new("front", "f1", None)];
+        summary.apply(&first);
+        let mut second = event(EventType::Handoff, "middle", 30);
+        second.path = vec![Hop::new("middle", "m1", None)];
+        second.path_from = Some(1);
+        summary.apply(&second);
+        let agents: Vec<&str> = summary.path.iter().map(|h| h.agent.as_str()).collect();
+        assert_eq!(agents, ["front", "middle"]);
     }
 
     #[test]

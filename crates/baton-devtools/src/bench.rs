@@ -149,6 +149,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub long_conversation: bool,
 
+    /// With --long-conversation: its workers run with `--compact-events` (an opt-in:
+    /// events keep once the answer and the query they hold twice).
+    #[arg(long)]
+    pub compact_events: bool,
+
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
     pub limit_rps: u32,
@@ -161,6 +166,12 @@ pub struct BenchArgs {
     /// `/varz` counts the bytes each hop sends it.
     #[arg(skip)]
     pub monitor_url: Option<String>,
+
+    /// The store directory of the nats-server the bench started, whose
+    /// block files `--long-conversation` measures (what the server keeps on
+    /// disk, compressed blocks compressed).
+    #[arg(skip)]
+    pub store_dir: Option<std::path::PathBuf>,
 }
 
 /// Nanoseconds since the bench started; every stage reads the same clock.
@@ -295,6 +306,12 @@ async fn run_bench(
         delay: Duration::from_millis(args.delay_ms.max(1)),
         concurrency: args.concurrency,
         seconds: args.round_secs.max(1),
+        store_dir: args.store_dir.as_deref(),
+        worker_flags: if args.compact_events {
+            &["--compact-events"]
+        } else {
+            &[]
+        },
     };
     if args.scale_out {
         return scale::run(&processes).await;

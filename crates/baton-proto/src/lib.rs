@@ -55,7 +55,7 @@ mod registry;
 // The modules by their short names, for the crate's own paths.
 use conversation::{conversation_ref, conversation_turn};
 use envelope::{exec, gate, hop, reason, replay, start, usage};
-use events::{delta, event, reads, timer};
+use events::{delta, event, reads, refs, timer};
 use nats::{claim, header, subject};
 use registry::{learned, outcome};
 use wire::{codec, id, nesting, schema, text, time, uuid_text, value};
@@ -69,7 +69,7 @@ pub use claim::{
 pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
 pub use conversation::{Conversation, Overlap, TurnMessage, VersionMove};
 pub use conversation_ref::{Base, Compaction, History, TurnOf};
-pub use conversation_turn::ConversationTurn;
+pub use conversation_turn::{ConversationTurn, TextAt};
 pub use delta::{Delta, Shown};
 pub use envelope::{
     Appended, Context, DEFAULT_MAX_HOPS, Envelope, Expanded, Head, Kind, Map, Message, Parent,
@@ -92,6 +92,7 @@ pub use outcome::{MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, simi
 pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
 };
+pub use refs::Ref;
 pub use registry::rollout::{Ramp, Role as VersionRole, Rollout};
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use replay::Replay;

@@ -142,6 +142,31 @@ async def restore(js, prefix: str, payload: dict) -> dict:
     return payload
 
 
+def resolve_refs(event: dict) -> dict:
+    """Puts back the parts an event keeps once (`refs`, after its claims).
+
+    Each reference names the part left empty (`path`) and the string it
+    equals in the same event (`from`), both JSON Pointers.
+    """
+    kept = []
+    for ref in event.pop("refs", None) or []:
+        node = event
+        try:
+            for segment in [unescape(s) for s in ref["from"].split("/")[1:]]:
+                node = node[int(segment)] if isinstance(node, list) else node[segment]
+        except (KeyError, IndexError, ValueError, TypeError):
+            kept.append(ref)
+            continue
+        *parents, last = [unescape(s) for s in ref["path"].split("/")[1:]]
+        target = event
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[last] = node
+    if kept:
+        event["refs"] = kept
+    return event
+
+
 def unfold(event: dict) -> list[dict]:
     """The events a stored event stands for: a folded `accepted` event first.
 
@@ -268,7 +293,7 @@ async def run(args: argparse.Namespace) -> int:
 async def follow(events) -> int:
     """Prints each event until the terminal one; 0 completed, 1 failed, 2 no end."""
     async for stored in events:
-        for event in unfold(stored):
+        for event in unfold(resolve_refs(stored)):
             print(describe(event))
         if event.get("type") in TERMINAL:
             path = " -> ".join(hop["agent"] for hop in event.get("path") or [])

@@ -294,3 +294,118 @@ async fn a_gateway_that_waited_for_its_turns_leaves_no_consumer_behind() -> anyh
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listed_turn_refers_to_the_transcript_for_its_text_and_readers_show_it()
+-> anyhow::Result<()> {
+    let triage = crate::conversation::conversations::transferring()?;
+    let answers = ["Who are you?", "Which order?", "Refunded."];
+    let refunds = FakeLlm::start(answers.iter().map(|text| Scripted::text(text)).collect())?;
+    let (system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let id = "listed-once";
+    for text in &TEXTS[..3] {
+        system.baton_stdout(&["send", "--conversation", id, "--wait", text])?;
+    }
+    // Each listing keeps no text, only where the transcript holds it.
+    let store = jetstream::new(system.nats.clone())
+        .get_key_value("BATON_CONVERSATIONS")
+        .await?;
+    for (n, text) in TEXTS[..3].iter().enumerate() {
+        let turn = u32::try_from(n)? + 1;
+        let key = Conversation::turn_key(id, turn);
+        let bytes = baton_testkit::eventually(Duration::from_secs(10), || async {
+            store
+                .get(&key)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("{key} not listed yet"))
+        })
+        .await?;
+        let listed: baton_proto::ConversationTurn = rmp_serde::from_slice(&bytes)?;
+        assert_eq!(listed.text, "", "turn {turn}");
+        assert_eq!(listed.text_at.map(|at| at.entry), Some(turn), "turn {turn}");
+        let raw = String::from_utf8_lossy(&bytes);
+        assert!(
+            !raw.contains(text),
+            "turn {turn}'s listing repeats its text"
+        );
+    }
+    // Readers put the text back: `conversations show`, and a fork's, whose
+    // listings and entries are copies.
+    let forked = [
+        "conversations",
+        "fork",
+        id,
+        "--at",
+        "2",
+        "--id",
+        "listed-fork",
+    ];
+    assert_eq!(system.baton_stdout(&forked)?, "listed-fork\n");
+    for (conversation, turns) in [(id, 3), ("listed-fork", 2)] {
+        let shown = system.baton_stdout(&["conversations", "show", conversation, "--json"])?;
+        let shown: Value = serde_json::from_str(&shown)?;
+        let texts: Vec<&str> = (shown["turns_listed"].as_array().into_iter().flatten())
+            .filter_map(|turn| turn["text"].as_str())
+            .collect();
+        assert_eq!(texts, TEXTS[..turns], "{conversation}: {shown}");
+        let plain = system.baton_stdout(&["conversations", "show", conversation])?;
+        assert!(plain.contains(TEXTS[1]), "{plain}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compact_worker_keeps_the_answer_once_and_every_reader_shows_it() -> anyhow::Result<()> {
+    let question = "Please refund order ABC-123: it arrived broken and I would like my money back.";
+    let answer = "Refunded: order ABC-123 is refunded in full, and the money reaches your card within five days.";
+    let triage = crate::conversation::conversations::transferring()?;
+    let refunds = FakeLlm::start(vec![Scripted::text(answer)])?;
+    let desk = Desk {
+        workers: &["--compact-events"],
+        ..Desk::default()
+    };
+    let (system, url, _dir) = desk_with(&triage, &refunds, desk, &[]).await?;
+    let context = uuid::Uuid::new_v4().to_string();
+    // The A2A gateway reads the end: the answer is there.
+    let turn = client(&url, "say", &[&context, question])?;
+    assert_eq!(turn["state"], "TASK_STATE_COMPLETED", "{turn}");
+    assert!(turn.to_string().contains(answer), "{turn}");
+    let session: uuid::Uuid = turn["id"].as_str().unwrap_or_default().parse()?;
+    // As stored, the end holds the answer and the question once each.
+    let stream = jetstream::new(system.nats.clone())
+        .get_stream("BATON_EVENTS")
+        .await?;
+    let raw = stream
+        .get_last_raw_message_by_subject(&format!("baton.events.{session}"))
+        .await?;
+    let count = |text: &str| {
+        (raw.payload.windows(text.len()))
+            .filter(|window| *window == text.as_bytes())
+            .count()
+    };
+    assert_eq!((count(answer), count(question)), (1, 1));
+    let stored: rmpv::Value = rmp_serde::from_slice(&raw.payload)?;
+    let field = |name: &str| {
+        (stored.as_map().into_iter().flatten())
+            .find(|(key, _)| key.as_str() == Some(name))
+            .map(|(_, value)| value.clone())
+    };
+    assert_eq!(
+        field("type")
+            .and_then(|t| t.as_str().map(str::to_owned))
+            .as_deref(),
+        Some("completed")
+    );
+    assert_eq!(field("output"), None);
+    assert!(field("refs").is_some());
+    // Every reader puts them back: the decoded event, `baton watch`.
+    let end = system.stored_events(session).await?.pop().expect("an end");
+    assert_eq!(end.output, Some(answer.into()));
+    assert_eq!(
+        end.context.map(|c| c.initial_query),
+        Some(question.to_owned())
+    );
+    let watched = system.baton_stdout(&["watch", &session.to_string()])?;
+    assert!(watched.contains(answer), "{watched}");
+    Ok(())
+}

@@ -249,3 +249,66 @@ async fn doctor_names_a_server_without_jetstream() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The `storage` findings of a report: (level, subject, message).
+fn storage(report: &serde_json::Value) -> Vec<(String, String, String)> {
+    let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_owned();
+    (report["findings"].as_array().into_iter().flatten())
+        .filter(|f| f["check"] == "storage")
+        .map(|f| (text(&f["level"]), text(&f["subject"]), text(&f["message"])))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_streams_that_hold_text_are_compressed_and_doctor_says_when_one_is_not()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    // The router opens the streams and the conversations' buckets.
+    system.router(&["--no-registry"]).await?;
+    let js = jetstream::new(system.nats.clone());
+    let compression = |name: &'static str| {
+        let js = js.clone();
+        async move {
+            let stream = js.get_stream(name).await?;
+            anyhow::Ok(stream.cached_info().config.compression.clone())
+        }
+    };
+    let s2 = Some(jetstream::stream::Compression::S2);
+    for name in ["BATON_EVENTS", "BATON_DLQ", "KV_BATON_CONVERSATIONS"] {
+        assert_eq!(compression(name).await?, s2, "{name}");
+    }
+    // The tasks stream is a work queue: nothing stays in it to compress.
+    assert_ne!(compression("BATON_TASKS").await?, s2);
+    let (_, report) = doctor(&system, &["--stale-after-secs", "600"])?;
+    let found = storage(&report);
+    assert_eq!(found.len(), 1, "{report:#}");
+    assert_eq!(found[0].0, "ok", "{report:#}");
+    assert!(found[0].2.contains("are compressed (s2)"), "{report:#}");
+    // A stream made without compression (here: its setting removed) is
+    // named, with the fix; it is not a warning.
+    let mut events = js
+        .get_stream("BATON_EVENTS")
+        .await?
+        .cached_info()
+        .config
+        .clone();
+    events.compression = Some(jetstream::stream::Compression::None);
+    js.update_stream(&events).await?;
+    let (_, report) = doctor(&system, &["--stale-after-secs", "600"])?;
+    let found = storage(&report);
+    assert_eq!(found.len(), 1, "{report:#}");
+    assert_eq!(
+        (found[0].0.as_str(), found[0].1.as_str()),
+        ("info", "BATON_EVENTS"),
+        "{report:#}"
+    );
+    assert!(found[0].2.contains("not compressed"), "{report:#}");
+    let text_args = ["doctor", "--stale-after-secs", "600"];
+    let text = tokio::task::block_in_place(|| system.baton(&text_args).output())?;
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("fix: `nats stream edit BATON_EVENTS --compression s2`"),
+        "{stdout}"
+    );
+    Ok(())
+}

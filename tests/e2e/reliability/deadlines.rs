@@ -217,3 +217,49 @@ async fn an_unreadable_deadline_timer_is_dead_lettered() -> anyhow::Result<()> {
     system.settled().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compact_handoff_names_only_its_hop_and_a_deadline_end_still_names_the_whole_path()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.router(&["--no-registry"]).await?;
+    let compact = ["--no-fallback", "--compact-events"];
+    system
+        .relay("a1", "alpha", &[&compact[..], &["--next", "beta"]].concat())
+        .await?;
+    system
+        .relay("b1", "beta", &[&compact[..], &["--next", "gamma"]].concat())
+        .await?;
+    // Gamma's pool is down: the task waits in its queue until the deadline.
+    system.relay("c1", "gamma", &compact).await?;
+    system.process("c1").terminate();
+    let deadline = now_ms() + 2_000;
+    let task = Envelope::task("through two hops").with_deadline(deadline);
+    system
+        .client
+        .submit_to(&baton_proto::AgentName::new("alpha")?, &task)
+        .await?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    let agents = |event: &baton_proto::Event| -> Vec<String> {
+        event.path.iter().map(|hop| hop.agent.clone()).collect()
+    };
+    let handoffs: Vec<&baton_proto::Event> = (events.iter())
+        .filter(|event| event.kind == EventType::Handoff)
+        .collect();
+    assert_eq!(handoffs.len(), 2, "{:?}", kinds(&events));
+    // Beta's handoff names its own hop, after the one before.
+    assert_eq!(
+        (agents(handoffs[1]), handoffs[1].path_from),
+        (vec!["beta".to_owned()], Some(1))
+    );
+    let end = events.last().expect("an end");
+    assert_eq!(
+        end.reason.as_ref().map(|r| r.as_str()),
+        Some("deadline_exceeded")
+    );
+    assert_eq!(agents(end), ["alpha", "beta"], "{end:?}");
+    assert_eq!(end.path_from, None);
+    Ok(())
+}

@@ -16,6 +16,14 @@ use crate::util::{System, agents, llm_table, session_in};
 async fn refund_system(
     llm: &FakeLlm,
 ) -> anyhow::Result<(System, tempfile::TempDir, std::path::PathBuf)> {
+    refund_system_with(llm, &[]).await
+}
+
+/// [`refund_system`] with `flags` on both workers.
+async fn refund_system_with(
+    llm: &FakeLlm,
+    flags: &[&str],
+) -> anyhow::Result<(System, tempfile::TempDir, std::path::PathBuf)> {
     let dir = tempfile::tempdir()?;
     let log = dir.path().join("refunds.jsonl");
     let table = llm_table(llm, "");
@@ -35,7 +43,9 @@ async fn refund_system(
     let mut system = System::start().await?;
     for (label, spec) in [("front", &front), ("refund_llm", &refund)] {
         let spec = spec.to_string_lossy().into_owned();
-        let mut command = system.baton(&["worker", "--spec", &spec, "--no-registry"]);
+        let mut args = vec!["worker", "--spec", &spec, "--no-registry"];
+        args.extend_from_slice(flags);
+        let mut command = system.baton(&args);
         command.env("ORDERS_LOG", &log);
         system.adopt(label, baton_testkit::ChildProcess::spawn(command, label)?);
         system
@@ -304,5 +314,57 @@ async fn the_console_replays_a_session_from_a_hop() -> anyhow::Result<()> {
         end.output,
         Some(baton_proto::Value::from("Refunded, again."))
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compact_events_replay_at_no_cost_and_diff_as_whole_ones() -> anyhow::Result<()> {
+    let answer = "Refunded 49.5 to your card; it shows on your statement within five working days.";
+    let llm = FakeLlm::start(vec![
+        transfer(),
+        refund_call(),
+        Scripted::text(answer).with_usage("stand-in", 80, 8),
+    ])?;
+    let (system, _dir, log) = refund_system_with(&llm, &["--compact-events"]).await?;
+    let question =
+        "Please refund order ABC-123: the parcel arrived broken and I want my money back.";
+    let sent = system.baton_stdout(&[
+        "send",
+        "--to",
+        "front",
+        "--direct",
+        "--wait",
+        "--timeout-secs",
+        "30",
+        question,
+    ])?;
+    let original = session_in(&sent)?.to_owned();
+    assert!(sent.contains(answer), "{sent}");
+    // The end and the start were stored with their texts once.
+    let events = system.stored_events(original.parse()?).await?;
+    assert_eq!(
+        events.last().and_then(|end| end.output.clone()),
+        Some(answer.into())
+    );
+    let started = (events.iter())
+        .find(|event| event.kind == baton_proto::EventType::Started)
+        .and_then(|event| event.context.clone())
+        .map(|context| context.initial_query);
+    assert_eq!(started.as_deref(), Some(question));
+    // Replayed unchanged: no model call, no tool call, the same answer.
+    let stdout = replayed(&system, &original, &[])?;
+    let end = ended(&stdout)?;
+    assert_eq!(end["output"], answer, "{end}");
+    assert_eq!(
+        llm.requests().len(),
+        3,
+        "an unchanged replay calls no model"
+    );
+    assert_eq!(refunds(&log), 1, "nor any tool");
+    let replay = end["session"].as_str().unwrap_or_default().to_owned();
+    let diff = system.baton_stdout(&["diff", &original, &replay])?;
+    for part in ["answers: same", "outcome: same"] {
+        assert!(diff.contains(part), "{part:?} in {diff}");
+    }
     Ok(())
 }

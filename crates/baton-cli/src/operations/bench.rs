@@ -28,6 +28,7 @@ pub async fn run(nats: &NatsArgs, mut args: BenchArgs) -> anyhow::Result<ExitCod
         |server| server.url().to_owned(),
     );
     args.server_pid = server.as_ref().and_then(baton_nats_server::NatsServer::pid);
+    args.store_dir = server.as_ref().map(|server| server.store_dir().to_owned());
     baton_devtools::bench::run(client.client().clone(), &url, args).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -89,6 +89,7 @@ pub async fn run(
         "shared model rate limits",
     );
     let live = gather::live_agents(connection.client(), &subjects, timeout).await;
+    let compression = baton_ops::doctor::storage::compression(&jetstream, &subjects).await;
     let operator = Role::of(RoleKind::Operator);
     let inbox = nats
         .inbox_prefix
@@ -113,6 +114,7 @@ pub async fn run(
         stale_after: Duration::from_secs(args.stale_after_secs),
         limits,
         rollouts,
+        compression,
         now,
     };
     let findings = baton_ops::doctor::check(&facts);

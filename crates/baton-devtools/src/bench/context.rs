@@ -49,12 +49,14 @@ pub(super) async fn context_curve(
             ttft: false,
             turns: false,
             long_conversation: false,
+            compact_events: false,
             learning: false,
             limit_rps: 0,
             delay_ms: 0,
             round_secs: 0,
             server_pid: args.server_pid,
             monitor_url: args.monitor_url.clone(),
+            store_dir: args.store_dir.clone(),
         };
         let mode = Mode {
             prefix: "benchcontext".to_owned(),

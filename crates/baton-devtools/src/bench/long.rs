@@ -1,7 +1,8 @@
 //! `baton bench --long-conversation`: what a turn costs as one conversation
 //! grows, through `baton a2a serve`, with an instant stand-in model that
 //! answers 1,500 bytes to each 500-byte message (about the size of a
-//! customer-service exchange). It reports, at turns 1, 10, 100 and the
+//! customer-service exchange; every text is different words, so that it
+//! compresses as prose does). It reports, at turns 1, 10, 100 and the
 //! last:
 //!
 //! - the bytes of the turn's task as published to the agent's subject
@@ -10,7 +11,10 @@
 //!
 //! and, once the turns settled, the bytes JetStream stores for the whole
 //! conversation (every stream and bucket, grown since it started) against
-//! the transcript's own size (the text of its messages). It asserts nothing.
+//! the transcript's own size (the text of its messages): on disk, the
+//! streams' block files, when the bench started the server (compressed
+//! streams compress each block once it is full), else as JetStream counts
+//! the messages. It asserts nothing.
 
 use std::time::Duration;
 
@@ -25,25 +29,104 @@ use super::scale::{ScaleOut, start_workers};
 /// The turns of the conversation that warms the processes up, unmeasured.
 const WARM_UP: usize = 50;
 
-/// What each message says: 500 bytes.
-fn question(turn: usize) -> String {
-    let mut text = format!("Turn {turn}: ");
-    while text.len() < 500 {
-        text.push_str("my order has not arrived and I would like to know why. ");
+/// The words the bench's texts are made of.
+const WORDS: [&str; 64] = [
+    "order",
+    "parcel",
+    "refund",
+    "delivery",
+    "address",
+    "invoice",
+    "customer",
+    "warehouse",
+    "tracking",
+    "number",
+    "arrived",
+    "missing",
+    "damaged",
+    "replacement",
+    "courier",
+    "week",
+    "yesterday",
+    "today",
+    "tomorrow",
+    "please",
+    "check",
+    "could",
+    "would",
+    "should",
+    "since",
+    "because",
+    "although",
+    "however",
+    "the",
+    "a",
+    "my",
+    "your",
+    "our",
+    "their",
+    "it",
+    "was",
+    "is",
+    "has",
+    "not",
+    "been",
+    "still",
+    "already",
+    "never",
+    "again",
+    "before",
+    "after",
+    "and",
+    "or",
+    "but",
+    "with",
+    "without",
+    "for",
+    "from",
+    "to",
+    "in",
+    "on",
+    "at",
+    "by",
+    "label",
+    "box",
+    "store",
+    "account",
+    "payment",
+    "card",
+];
+
+/// `len` bytes of words, different for each `seed` (a text that compresses
+/// about as prose does, not a sentence repeated).
+fn prose(seed: u64, len: usize) -> String {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut text = String::with_capacity(len + 16);
+    while text.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        text.push_str(WORDS[usize::try_from(state % 64).unwrap_or(0)]);
+        text.push(if state % 11 == 0 { '.' } else { ' ' });
     }
-    text.truncate(500);
+    text.truncate(len);
     text
 }
 
-/// What the stand-in answers: 1,500 bytes.
-fn answer_text() -> String {
-    let mut text = String::new();
-    while text.len() < 1500 {
-        text.push_str("I am sorry to hear that; let me check the order for you. ");
-    }
-    text.truncate(1500);
+/// What each message says: 500 bytes.
+fn question(turn: usize) -> String {
+    let mut text = format!("Turn {turn}: ");
+    text.push_str(&prose(turn as u64, 500 - text.len()));
     text
 }
+
+/// What the stand-in answers, the `n`th time: 1,500 bytes.
+fn answer_text(n: u64) -> String {
+    prose(n.wrapping_add(1 << 40), 1500)
+}
+
+/// The bytes of each answer.
+const ANSWER: usize = 1500;
 
 /// The bound of the bounded run, in messages.
 const BOUND: u32 = 40;
@@ -90,6 +173,11 @@ async fn one(
         || "the model reads the whole conversation".to_owned(),
         |most| format!("[llm.history] max_messages = {most}: the model reads at most {most} messages, older ones summarised"),
     );
+    let read = if bench.worker_flags.contains(&"--compact-events") {
+        format!("{read}; workers with --compact-events")
+    } else {
+        read
+    };
     println!();
     println!(
         "long-conversation bench ({read}): one conversation of {turns} turns through baton a2a serve, 500-byte messages, 1,500-byte answers (and summaries) from an instant stand-in model, after {WARM_UP} turns of another that warm the processes up"
@@ -101,7 +189,7 @@ async fn one(
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let jetstream = jetstream::new(bench.client.clone());
-    let before = stored(&jetstream).await?;
+    let before = stored(&jetstream, bench.store_dir).await?;
     let mut tasks = bench
         .client
         .subscribe(format!("{prefix}.agent.desk"))
@@ -127,9 +215,9 @@ async fn one(
     }
     // The last turn settles once its gateway saw it end.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = stored(&jetstream).await?;
+    let after = stored(&jetstream, bench.store_dir).await?;
     report(turns, &times, &sizes);
-    let transcript = turns * (500 + answer_text().len());
+    let transcript = turns * (500 + ANSWER);
     print_stored(&before, &after, transcript);
     let events = baton_proto::Subjects::new(prefix)?.events_stream();
     print_events(&jetstream, &events, &context).await?;
@@ -218,53 +306,102 @@ fn report(turns: usize, times: &[f64], sizes: &[usize]) {
     );
 }
 
+/// What one stream holds: its name, the bytes JetStream counts for its
+/// messages, and the bytes of its block files on disk (when the bench
+/// started the server and knows its store; a full block of a compressed
+/// stream is compressed there, the block being written is not).
+type Held = (String, u64, Option<u64>);
+
 /// Prints what the streams grew by from `before` to `after`, by stream
-/// and in all, against `transcript` bytes of text.
-fn print_stored(before: &[(String, u64)], after: &[(String, u64)], transcript: usize) {
-    let grown: Vec<(String, u64)> = after
+/// and in all, against `transcript` bytes of text: on disk when the store
+/// is known, else as JetStream counts the messages. On disk a stream may
+/// shrink: a block that fills is compressed, the warm-up's part included.
+fn print_stored(before: &[Held], after: &[Held], transcript: usize) {
+    let signed = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
+    let grown: Vec<(String, i64, Option<i64>)> = after
         .iter()
-        .map(|(name, bytes)| {
-            let was = before
-                .iter()
-                .find(|(n, _)| n == name)
-                .map_or(0, |(_, b)| *b);
-            (name.clone(), bytes.saturating_sub(was))
+        .map(|(name, bytes, disk)| {
+            let was = before.iter().find(|(n, _, _)| n == name);
+            let (was_bytes, was_disk) = was.map_or((0, Some(0)), |(_, b, d)| (*b, *d));
+            let disk = disk
+                .zip(was_disk)
+                .map(|(now, was)| signed(now) - signed(was));
+            (name.clone(), signed(*bytes) - signed(was_bytes), disk)
         })
-        .filter(|(_, bytes)| *bytes > 0)
+        .filter(|(_, bytes, disk)| *bytes != 0 || disk.is_some_and(|d| d != 0))
         .collect();
-    let total: u64 = grown.iter().map(|(_, bytes)| bytes).sum();
+    let counted: i64 = grown.iter().map(|(_, bytes, _)| bytes).sum();
+    let on_disk: Option<i64> = grown.iter().map(|(_, _, disk)| *disk).sum();
+    let how = if on_disk.is_some() {
+        "on disk (the streams' block files)"
+    } else {
+        "as JetStream counts its messages (the server is not this bench's)"
+    };
+    let total = on_disk.unwrap_or(counted);
+    let text = transcript as f64;
     println!();
     println!(
-        "stored for the conversation: {total} bytes; its transcript's text: {transcript} bytes; stored / transcript {:.2} (goal <= 2)",
-        total as f64 / transcript as f64
+        "stored for the conversation: {total} bytes {how}; its transcript's text: {transcript} bytes; stored / transcript {:.2} (goal <= 2); as JetStream counts its messages: {counted} bytes, {:.2}",
+        total as f64 / text,
+        counted as f64 / text,
     );
-    for (name, bytes) in grown {
-        println!("  {name:<28} {bytes:>12} bytes");
+    println!("  {:<28} {:>12} {:>14}", "stream", "messages", "on disk");
+    for (name, bytes, disk) in grown {
+        let disk = disk.map_or_else(|| "-".to_owned(), |disk| disk.to_string());
+        println!("  {name:<28} {bytes:>12} {disk:>14}");
     }
 }
 
-/// The bytes every stream of the server holds, by name.
-async fn stored(jetstream: &jetstream::Context) -> anyhow::Result<Vec<(String, u64)>> {
+/// What every stream of the server holds, by name; on disk from the
+/// block files under `store` when it is given.
+async fn stored(
+    jetstream: &jetstream::Context,
+    store: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<Held>> {
     let mut names = jetstream.stream_names();
     let mut all = Vec::new();
     while let Some(name) = names.next().await {
         let name = name?;
         let mut stream = jetstream.get_stream(&name).await?;
-        all.push((name, stream.info().await?.state.bytes));
+        let bytes = stream.info().await?.state.bytes;
+        let disk = store.map(|store| blocks(store, &name));
+        all.push((name, bytes, disk));
     }
     Ok(all)
 }
 
-/// An instant OpenAI-compatible stand-in that answers 1,500 bytes; its
+/// The bytes of stream `name`'s block files under the server's `store`
+/// (`jetstream/<account>/streams/<name>/msgs/*.blk`, every account).
+fn blocks(store: &std::path::Path, name: &str) -> u64 {
+    let Ok(accounts) = std::fs::read_dir(store.join("jetstream")) else {
+        return 0;
+    };
+    let files = accounts
+        .flatten()
+        .filter_map(|account| {
+            std::fs::read_dir(account.path().join("streams").join(name).join("msgs")).ok()
+        })
+        .flatten()
+        .flatten();
+    files
+        .filter(|file| file.path().extension().is_some_and(|ext| ext == "blk"))
+        .filter_map(|file| file.metadata().ok())
+        .map(|meta| meta.len())
+        .sum()
+}
+
+/// An instant OpenAI-compatible stand-in that answers 1,500 bytes, a
+/// different text each time; its
 /// base URL. It reads each request whole but does not parse it: the time
 /// a provider takes to read a long conversation is the provider's, not
 /// the hop's, and parsing megabytes here would count it in the hop.
 async fn stand_in() -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/v1", listener.local_addr()?);
-    let text = answer_text();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let answer = move |_: axum::body::Bytes| {
-        let text = text.clone();
+        let n = asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let text = answer_text(n);
         async move {
             axum::Json(json!({
                 "id": "chatcmpl-stand-in",

@@ -29,6 +29,10 @@ pub(super) struct ScaleOut<'a> {
     pub concurrency: usize,
     /// How long each round is measured for, at the ideal rate.
     pub seconds: u64,
+    /// The store directory of the server, when the bench started it.
+    pub store_dir: Option<&'a std::path::Path>,
+    /// Flags every worker process it starts gets.
+    pub worker_flags: &'a [&'a str],
 }
 
 /// Runs the rounds and prints tasks/s and efficiency for each.
@@ -140,6 +144,7 @@ pub(super) async fn start_workers(
                 ])
                 .arg(spec)
                 .args(["--no-registry", "--instance", &format!("w{index}")])
+                .args(bench.worker_flags)
                 .env("RUST_LOG", if quiet { "error" } else { "warn" })
                 .stdout(Stdio::null())
                 .stderr(if quiet {

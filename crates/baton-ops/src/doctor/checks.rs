@@ -22,6 +22,7 @@ pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
     findings.extend(consumers(facts));
     findings.extend(super::workers::rollouts(facts));
     findings.extend(limits(facts));
+    findings.extend(super::storage::check(facts));
     findings
 }
 

@@ -34,6 +34,9 @@ pub struct Facts {
     pub limits: Vec<LimitFacts>,
     /// The versioned agent types' rollouts.
     pub rollouts: Vec<baton_proto::Rollout>,
+    /// The streams that hold text and exist, and whether each is
+    /// compressed (S2).
+    pub compression: Vec<(String, bool)>,
     /// Now, in unix seconds.
     pub now: i64,
 }

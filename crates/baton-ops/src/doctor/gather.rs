@@ -256,12 +256,17 @@ fn chrono_now_us() -> u128 {
 /// the shared rate limits.
 pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
     let tasks = subjects.tasks_stream();
+    let text = baton_worker::state::buckets::text_streams(subjects);
     Footprint::new()
         .publishes([
             api(format_args!("CONSUMER.LIST.{tasks}")),
             api(format_args!("STREAM.INFO.KV_{}", subjects.joins_bucket())),
             subjects.lookup(),
         ])
+        .publishes(
+            text.iter()
+                .map(|name| api(format_args!("STREAM.INFO.{name}"))),
+        )
         .with(Footprint::kv_watcher(&subjects.limits_bucket()))
         .with(Footprint::kv(&subjects.rollouts_bucket()))
 }

@@ -8,6 +8,7 @@ mod checks;
 mod facts;
 mod finding;
 pub mod gather;
+pub mod storage;
 #[cfg(test)]
 mod tests;
 mod workers;

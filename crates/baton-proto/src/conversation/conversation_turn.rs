@@ -17,8 +17,16 @@ pub struct ConversationTurn {
     /// The session it ran as.
     #[serde(with = "uuid_text")]
     pub session: Uuid,
-    /// The user's message.
+    /// The user's message; empty when [`ConversationTurn::text_at`] says
+    /// where the transcript keeps it.
     pub text: String,
+    /// Where the transcript keeps the user's message, when it does (an
+    /// optional extension): `text` is then empty, so the text is stored
+    /// once. Readers put it back ([`ConversationTurn::text_at`] names the
+    /// entry and the message); a reader without the extension sees an
+    /// empty text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_at: Option<TextAt>,
     /// The agent types of its hops, in order: the first took the turn, the
     /// last answered it (and then held the conversation, unless it was
     /// handed back).
@@ -44,4 +52,14 @@ pub struct ConversationTurn {
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Map,
+}
+
+/// A message of a conversation's transcript: message `message` (from 0)
+/// of entry `entry` (from 1, key [`crate::Conversation::entry_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextAt {
+    /// The entry, from 1.
+    pub entry: u32,
+    /// The message within the entry, from 0.
+    pub message: u32,
 }

@@ -121,15 +121,24 @@ pub struct Event {
     /// Extension (optional): on a terminal event, what the session spent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::Usage>,
-    /// The agents visited so far.
+    /// The agents visited so far (from the `path_from`th, when it is set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<Hop>,
+    /// Extension (optional, opt-in): `path` holds only the hops after the
+    /// first `path_from`, which the session's earlier events carry
+    /// ([`Event::keep_new_hops`], [`Event::follow_path`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_from: Option<u32>,
     /// Extension (optional): the delivery attempt the event belongs to, counting from 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
     /// Extension (optional): parts kept in the claim-check store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<crate::Claim>,
+    /// Extension (optional): parts left empty because this event holds
+    /// them elsewhere ([`Event::refer`]); decoding puts them back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<crate::Ref>,
     /// Extension (optional): the hop's `accepted` event, folded into this
     /// one instead of stored on its own. A reader restores it just before
     /// this event ([`Event::unfold`]).
@@ -198,8 +207,10 @@ impl Event {
             output: None,
             usage: None,
             path: Vec::new(),
+            path_from: None,
             attempt: None,
             claims: Vec::new(),
+            refs: Vec::new(),
             accepted: None,
             context: None,
             conversation: None,

@@ -3,4 +3,5 @@
 pub(crate) mod delta;
 pub(crate) mod event;
 pub(crate) mod reads;
+pub(crate) mod refs;
 pub(crate) mod timer;

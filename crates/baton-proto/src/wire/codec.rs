@@ -78,6 +78,13 @@ pub trait Wire: Serialize + DeserializeOwned {
     /// skip the check.
     fn version(&self) -> Option<u64>;
 
+    /// What a decoded payload is once the references within it are put
+    /// back ([`Event::resolve_refs`]); the payload itself for the others.
+    #[must_use]
+    fn resolved(self) -> Self {
+        self
+    }
+
     /// Encodes as msgpack with named fields.
     ///
     /// # Errors
@@ -108,7 +115,7 @@ pub trait Wire: Serialize + DeserializeOwned {
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(value) => {
                 check_version(value.version().map(rmpv::Value::from))?;
-                Ok(value)
+                Ok(value.resolved())
             }
             Err(err) => {
                 // A newer version may have changed the shape: report the version, not the shape.
@@ -182,6 +189,11 @@ impl Wire for Event {
 
     fn version(&self) -> Option<u64> {
         Some(self.v)
+    }
+
+    fn resolved(mut self) -> Self {
+        self.resolve_refs();
+        self
     }
 }
 

@@ -182,6 +182,8 @@ impl ClaimCheck {
                             .map_or(-1, |max| i64::try_from(max).unwrap_or(i64::MAX)),
                         storage: jetstream::stream::StorageType::File,
                         num_replicas: self.settings.replicas,
+                        // Contexts are text: stored once, compressed.
+                        compression: true,
                         ..Default::default()
                     })
                     .await

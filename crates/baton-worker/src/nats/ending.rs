@@ -114,13 +114,47 @@ pub(crate) async fn last_event(
     subjects: &Subjects,
     session: Uuid,
 ) -> Result<Option<Event>, Error> {
-    let last = last_message(
-        jetstream,
-        &subjects.events_stream(),
-        &subjects.events(session),
-    )
-    .await?;
-    Ok(last.and_then(|message| Event::from_msgpack(&message.payload).ok()))
+    let (stream, subject) = (subjects.events_stream(), subjects.events(session));
+    let Some(last) = last_message(jetstream, &stream, &subject).await? else {
+        return Ok(None);
+    };
+    let Ok(mut event) = Event::from_msgpack(&last.payload) else {
+        return Ok(None);
+    };
+    // A handoff that names only its new hops: the earlier events name the rest.
+    if event.path_from.is_some() {
+        event.path = whole_path(jetstream, &stream, &subject, last.sequence).await?;
+        event.path_from = None;
+    }
+    Ok(Some(event))
+}
+
+/// The session's path as its events up to `last_seq` name it.
+async fn whole_path(
+    jetstream: &jetstream::Context,
+    stream: &str,
+    subject: &str,
+    last_seq: u64,
+) -> Result<Vec<baton_proto::Hop>, Error> {
+    let stream = jetstream
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|err| failed(subject, "the events stream", err.into()))?;
+    let (mut path, mut seq) = (Vec::new(), 0);
+    while seq < last_seq {
+        let next = stream
+            .raw_message_builder()
+            .sequence(seq + 1)
+            .next_by_subject(subject.to_owned())
+            .send()
+            .await
+            .map_err(|err| failed(subject, "the events", err.into()))?;
+        seq = next.sequence;
+        if let Ok(event) = Event::from_msgpack(&next.payload) {
+            Event::follow_path(&mut path, &event);
+        }
+    }
+    Ok(path)
 }
 
 /// For the router (a worker's check rides on the first event its hop

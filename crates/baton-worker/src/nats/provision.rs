@@ -60,6 +60,7 @@ pub(crate) async fn provision(
             subjects: vec![subjects.all_events()],
             retention: stream::RetentionPolicy::Limits,
             max_age: settings.events_max_age,
+            compression: Some(stream::Compression::S2),
             ..base.clone()
         },
     )
@@ -70,6 +71,7 @@ pub(crate) async fn provision(
             name: subjects.dlq_stream(),
             subjects: vec![subjects.all_dlq()],
             retention: stream::RetentionPolicy::Limits,
+            compression: Some(stream::Compression::S2),
             ..base
         },
     )

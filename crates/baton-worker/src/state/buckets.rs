@@ -67,6 +67,18 @@ impl Bucket {
         }
     }
 
+    /// Whether the bucket holds conversation or session text (messages,
+    /// model answers, contexts): such a bucket is created compressed (S2),
+    /// which JetStream applies to each block of its store once the block is
+    /// full, transparently to every reader.
+    #[must_use]
+    pub fn holds_text(self) -> bool {
+        matches!(
+            self,
+            Self::Conversations | Self::Transcripts | Self::Inbox | Self::Journal | Self::A2aIndex
+        )
+    }
+
     /// Its configuration in `subjects`' deployment, with `replicas`.
     #[must_use]
     pub fn config(self, subjects: &Subjects, replicas: usize) -> kv::Config {
@@ -97,6 +109,7 @@ impl Bucket {
             max_age: max_age.unwrap_or_default(),
             storage: storage.unwrap_or(jetstream::stream::StorageType::File),
             num_replicas: replicas,
+            compression: self.holds_text(),
             ..Default::default()
         }
     }
@@ -115,6 +128,26 @@ impl Bucket {
     ) -> Result<kv::Store, Error> {
         crate::nats::provision::key_value(jetstream, self.config(subjects, replicas)).await
     }
+}
+
+/// The streams of `subjects`' deployment that hold text, each created
+/// compressed (S2): the events, the dead letters, the claim-check objects
+/// and the streams under every bucket that [`Bucket::holds_text`]. `baton
+/// doctor` reports those that are not.
+#[must_use]
+pub fn text_streams(subjects: &Subjects) -> Vec<String> {
+    let buckets = [
+        Bucket::Conversations,
+        Bucket::Transcripts,
+        Bucket::Inbox,
+        Bucket::Journal,
+        Bucket::A2aIndex,
+    ];
+    [subjects.events_stream(), subjects.dlq_stream()]
+        .into_iter()
+        .chain(std::iter::once(format!("OBJ_{}", subjects.claims_bucket())))
+        .chain(buckets.map(|bucket| format!("KV_{}", bucket.name(subjects))))
+        .collect()
 }
 
 #[cfg(test)]
@@ -150,5 +183,21 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(Bucket::Journal.config(&subjects, 1).history, 1);
+    }
+
+    #[test]
+    fn the_buckets_that_hold_text_are_compressed_and_listed_as_such() {
+        let subjects = Subjects::default();
+        assert!(Bucket::Transcripts.config(&subjects, 1).compression);
+        assert!(Bucket::Journal.config(&subjects, 1).compression);
+        assert!(!Bucket::Followers.config(&subjects, 1).compression);
+        assert!(!Bucket::Cancelled.config(&subjects, 1).compression);
+        let listed = text_streams(&subjects);
+        assert!(
+            listed.contains(&"KV_BATON_TRANSCRIPTS".to_owned()),
+            "{listed:?}"
+        );
+        assert!(listed.contains(&subjects.events_stream()));
+        assert!(!listed.contains(&"KV_BATON_FOLLOWERS".to_owned()));
     }
 }

@@ -237,6 +237,26 @@ impl Transcripts {
             .await
     }
 
+    /// Message `message` (from 0) of entry `entry` of conversation `id`'s
+    /// transcript; `None` when the entry holds fewer messages.
+    ///
+    /// # Errors
+    ///
+    /// [`TranscriptError::Broken`] when the entry is gone or unreadable;
+    /// [`TranscriptError::Store`] when the bucket cannot be read.
+    pub async fn message(
+        &self,
+        id: &str,
+        entry: u32,
+        message: u32,
+    ) -> Result<Option<Message>, TranscriptError> {
+        let read = self.read(id, entry..=entry).await?.pop();
+        let messages = read.map(|(_, entry)| entry.messages).unwrap_or_default();
+        Ok(usize::try_from(message)
+            .ok()
+            .and_then(|at| messages.into_iter().nth(at)))
+    }
+
     /// Appends `entry` as entry `after.entries + 1` of conversation `id`
     /// (`after`: its transcript so far, `None` when empty): the transcript
     /// after it. Appending the same entry again changes nothing; an entry

@@ -83,6 +83,9 @@ pub struct WorkerConfig {
     /// conversation back to its entry when it ends (a spec's
     /// `next_turn = "entry"`): the next turn starts at the entry.
     pub hand_back: bool,
+    /// Events keep once what they hold twice ([`baton_proto::Event::refer`]):
+    /// readers of this version put it back, older ones do not (opt-in).
+    pub compact_events: bool,
 }
 
 /// Which session events a worker stores in the events stream.
@@ -172,7 +175,16 @@ impl WorkerConfig {
             live: LiveEvents::default(),
             accepted_after: Duration::from_millis(100),
             hand_back: false,
+            compact_events: false,
         }
+    }
+
+    /// Sets whether events keep once what they hold twice (opt-in: older
+    /// readers see an absent output and an empty query).
+    #[must_use]
+    pub fn with_compact_events(mut self, compact: bool) -> Self {
+        self.compact_events = compact;
+        self
     }
 
     /// Sets how long an agent runs before its `accepted` event is stored

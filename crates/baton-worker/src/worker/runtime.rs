@@ -104,6 +104,7 @@ impl Runtime {
             publisher,
             subjects: config.subjects.clone(),
             level: config.events,
+            compact: config.compact_events,
             live: config.live,
             agent: config.agent.clone(),
             claims: claims.clone(),

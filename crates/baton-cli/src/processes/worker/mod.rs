@@ -112,6 +112,15 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_ACCEPTED_AFTER_MS", default_value_t = 100)]
     pub accepted_after_ms: u64,
 
+    /// Events keep once what they hold twice: a terminal event's answer (`output`) and
+    /// a context's `initial_query` refer to the context's message with the same text
+    /// (`refs`), and a handoff event names only the hop it adds (`path_from`). Readers of
+    /// this version put them back; an older reader sees an absent output, an empty query
+    /// and a one-hop handoff path, so turn it on once every process that reads events
+    /// (CLI, console, gateways, router, your own clients) is of this version or newer.
+    #[arg(long, env = "BATON_COMPACT_EVENTS")]
+    pub compact_events: bool,
+
     /// Instance id reported in events (default: random).
     #[arg(long)]
     pub instance: Option<String>,
@@ -265,7 +274,8 @@ fn deployment(
         .with_settle(args.settle.into())
         .with_events(args.events.into())
         .with_live(args.live.into())
-        .with_accepted_after(Duration::from_millis(args.accepted_after_ms));
+        .with_accepted_after(Duration::from_millis(args.accepted_after_ms))
+        .with_compact_events(args.compact_events);
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()

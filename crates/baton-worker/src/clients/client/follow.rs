@@ -56,7 +56,8 @@ impl Client {
     /// When the events stream cannot be read.
     pub async fn last_event(&self, session: Uuid) -> Result<Option<Event>, Error> {
         if self.reads().await == Reads::Router {
-            return Ok(self.history(session).await?.pop());
+            // With the session's whole path (a compact handoff names only its hop).
+            return Ok(Event::last_with_path(&self.history(session).await?));
         }
         crate::nats::ending::last_event(&self.jetstream, &self.subjects, session).await
     }

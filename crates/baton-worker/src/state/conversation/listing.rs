@@ -3,7 +3,7 @@
 //! settled).
 
 use async_nats::jetstream::kv;
-use baton_proto::{Conversation, ConversationTurn};
+use baton_proto::{Conversation, ConversationTurn, Role};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{ConversationError, Records};
@@ -12,6 +12,27 @@ use super::{ConversationError, Records};
 const AT_ONCE: usize = 16;
 
 impl Records {
+    /// `turn` with its user's text put back from the transcript, when its
+    /// listing refers to it there. A transcript that no longer holds it
+    /// (gone, or cut short) leaves the text empty, with a warning.
+    async fn said(&self, id: &str, mut turn: ConversationTurn) -> ConversationTurn {
+        let Some(at) = turn.text_at.filter(|_| turn.text.is_empty()) else {
+            return turn;
+        };
+        match self.transcripts.message(id, at.entry, at.message).await {
+            Ok(Some(message)) if message.role == Role::User => {
+                turn.text = message.content;
+                turn.text_at = None;
+            }
+            read => tracing::warn!(
+                conversation = id, turn = turn.turn, entry = at.entry, message = at.message,
+                read = ?read.map(|message| message.map(|m| m.role)),
+                "the transcript no longer holds the turn's text"
+            ),
+        }
+        turn
+    }
+
     /// Lists ended turn `turn` of conversation `id` beside its record
     /// (whoever settles the turn writes the same entry).
     pub(crate) async fn list_turn(
@@ -62,7 +83,8 @@ impl Records {
     }
 
     /// The turns of `record` that ended, in order (the running turn, and
-    /// one whose entry expired, are left out).
+    /// one whose entry expired, are left out), each with its text, read
+    /// from the transcript when its listing refers to it there.
     ///
     /// # Errors
     ///
@@ -81,9 +103,11 @@ impl Records {
                 let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
                     return Ok(None);
                 };
-                rmp_serde::from_slice(&entry.value)
-                    .map(Some)
-                    .map_err(|err| ConversationError::failed(format!("{key} is not a turn"), err))
+                let turn: ConversationTurn =
+                    rmp_serde::from_slice(&entry.value).map_err(|err| {
+                        ConversationError::failed(format!("{key} is not a turn"), err)
+                    })?;
+                Ok(Some(self.said(&record.id, turn).await))
             })
             .buffered(AT_ONCE)
             .try_filter_map(|turn| std::future::ready(Ok(turn)))

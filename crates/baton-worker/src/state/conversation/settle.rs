@@ -3,7 +3,9 @@
 //! interrupted turn carries its messages on. The entry point reads the
 //! turn's end (`clients/conversations`) and hands it in here.
 
-use baton_proto::{Context, Conversation, ConversationTurn, Event, EventType, TurnMessage};
+use baton_proto::{
+    Context, Conversation, ConversationTurn, Event, EventType, Role, TextAt, TurnMessage,
+};
 
 use super::{ConversationError, Records};
 
@@ -27,6 +29,7 @@ impl Records {
             turn: record.turns,
             session: running.session,
             text: running.text.clone(),
+            text_at: None,
             agents: end.path.iter().map(|hop| hop.agent.clone()).collect(),
             ended: end.kind.clone(),
             reason: end.reason.clone(),
@@ -37,7 +40,12 @@ impl Records {
             extra: baton_proto::Map::new(),
         };
         if let Some(context) = end.context.clone() {
-            self.transcribe(record, *context).await?;
+            // The transcript holds the user's text from now on: the
+            // listing refers to it instead of keeping it again.
+            listed.text_at = self.transcribe(record, *context, &listed.text).await?;
+            if listed.text_at.is_some() {
+                listed.text.clear();
+            }
         }
         ended(record, end);
         listed.holder.clone_from(&record.holder);
@@ -64,7 +72,7 @@ impl Records {
     ) -> Result<(), ConversationError> {
         // A turn that answered meanwhile adds its messages, as a settle does.
         if let Some(context) = end.context.clone() {
-            self.transcribe(record, *context).await?;
+            self.transcribe(record, *context, "").await?;
         }
         ended(record, end);
         for queued in record.queue.drain(..) {
@@ -76,12 +84,15 @@ impl Records {
 
     /// Appends what the running turn, which ended with `context`, added to
     /// `record`'s transcript; the rest of the context (its variables, state
-    /// and metadata) is what the next turn starts from.
+    /// and metadata) is what the next turn starts from. Returns where the
+    /// entry keeps the user's message `text` (its last user message with
+    /// that text), if it does and `text` is not empty.
     async fn transcribe(
         &self,
         record: &mut Conversation,
         mut context: Context,
-    ) -> Result<(), ConversationError> {
+        text: &str,
+    ) -> Result<Option<TextAt>, ConversationError> {
         let broken = |err: crate::state::transcript::TranscriptError| {
             ConversationError::failed("cannot write the transcript", err)
         };
@@ -97,16 +108,24 @@ impl Records {
             None => (true, messages),
         };
         let entry = crate::state::transcript::entry_of(record.turns, base, messages);
+        let said = (!text.is_empty())
+            .then(|| {
+                (entry.messages.iter())
+                    .rposition(|message| message.role == Role::User && message.content == text)
+            })
+            .flatten()
+            .and_then(|at| u32::try_from(at).ok());
         let history = self
             .transcripts
             .append(&record.id, record.history.as_ref(), &entry)
             .await
             .map_err(broken)?;
+        let entry = history.entries;
         record.history = Some(history);
         context.trace.clear();
         context.expanded = None;
         record.context = Some(Box::new(context));
-        Ok(())
+        Ok(said.map(|message| TextAt { entry, message }))
     }
 }
 

@@ -39,6 +39,8 @@ pub(crate) struct Outbox {
     subjects: Subjects,
     /// Which events are stored.
     level: EventLevel,
+    /// Events keep once what they hold twice.
+    compact: bool,
     agent: AgentName,
     claims: Arc<ClaimCheck>,
     /// Where contexts that refer to a transcript come from.
@@ -64,6 +66,7 @@ pub(crate) struct Parts {
     pub(crate) publisher: Publisher,
     pub(crate) subjects: Subjects,
     pub(crate) level: EventLevel,
+    pub(crate) compact: bool,
     pub(crate) live: LiveEvents,
     pub(crate) agent: AgentName,
     pub(crate) claims: Arc<ClaimCheck>,
@@ -80,6 +83,7 @@ impl Outbox {
             publisher: parts.publisher,
             subjects: parts.subjects,
             level: parts.level,
+            compact: parts.compact,
             live: parts.live,
             agent: parts.agent,
             claims: parts.claims,
@@ -413,15 +417,22 @@ fn stamp_accepted(outputs: &mut [Output], agent: &AgentName, received_at: u64) {
 
 impl Outbox {
     /// Outputs whose contexts hold a turn's transcript refer to it again
-    /// instead; a turn's end teaches the transcripts what it adds.
+    /// instead; a turn's end teaches the transcripts what it adds. With
+    /// `compact`, an event keeps once what it holds twice.
     fn refer_to_transcripts(&self, outputs: &mut [Output]) {
         for output in outputs {
             match output {
                 Output::Envelope { envelope, .. } => envelope.context.collapse(),
                 Output::Event(event) => {
+                    if self.compact {
+                        event.keep_new_hops();
+                    }
                     if let Some(context) = event.context.as_mut() {
                         context.collapse();
                         self.transcripts.learn(event);
+                        if self.compact {
+                            event.refer();
+                        }
                     }
                 }
                 Output::DeadLetter(_) => {}
