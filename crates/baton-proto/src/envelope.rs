@@ -18,14 +18,12 @@ pub(crate) mod hop;
 mod presence;
 pub(crate) mod reason;
 pub(crate) mod replay;
-mod splice;
 pub(crate) mod start;
 mod step;
 pub(crate) mod usage;
 pub use expanded::Expanded;
 pub use forward::{Head, Rewrite};
 use presence::Absent;
-pub use splice::{Appended, splice};
 pub use step::Step;
 
 /// The hop budget of a session whose envelope does not set `max_hops`.

@@ -16,8 +16,7 @@
 //!   [`Envelope`] with [`Context`], [`Message`], [`Step`], [`Parent`],
 //!   [`Hop`], [`Reason`], [`Usage`] and [`Budget`], gates, replays, a
 //!   session's [`Start`], forwarding without a full decode ([`Head`],
-//!   [`Rewrite`]), writing a hop's envelope on without re-encoding what
-//!   it arrived with ([`splice`], [`Appended`]), and what an exec agent's program reads and prints
+//!   [`Rewrite`]), and what an exec agent's program reads and prints
 //!   ([`ExecRequest`], [`ExecReply`]);
 //! - `events/`: what a session records ([`Event`]), live answer pieces
 //!   ([`Delta`]), reading a session through the router ([`ReadRequest`]),
@@ -72,8 +71,8 @@ pub use conversation_ref::{Base, Compaction, History, TurnOf};
 pub use conversation_turn::{ConversationTurn, TextAt};
 pub use delta::{Delta, Shown};
 pub use envelope::{
-    Appended, Context, DEFAULT_MAX_HOPS, Envelope, Expanded, Head, Kind, Map, Message, Parent,
-    Reason, ResultStatus, Rewrite, Role, Step, Value, splice,
+    Context, DEFAULT_MAX_HOPS, Envelope, Expanded, Head, Kind, Map, Message, Parent, Reason,
+    ResultStatus, Rewrite, Role, Step, Value,
 };
 pub use event::{Event, EventType, Folded};
 pub use exec::{
