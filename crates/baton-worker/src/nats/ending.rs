@@ -85,11 +85,34 @@ async fn ended_by_scan(
     subject: &str,
     last_seq: u64,
 ) -> Result<bool, Error> {
+    let mut ended = false;
+    each_event(
+        jetstream,
+        (stream, subject),
+        last_seq,
+        |event| match event.kind {
+            kind if kind.is_terminal() => ended = true,
+            EventType::Reopened => ended = false,
+            _ => {}
+        },
+    )
+    .await?;
+    Ok(ended)
+}
+
+/// Reads the session's events on `subject` of `stream`, in order, up to
+/// `last_seq`, and gives each that decodes to `seen`.
+async fn each_event(
+    jetstream: &jetstream::Context,
+    (stream, subject): (&str, &str),
+    last_seq: u64,
+    mut seen: impl FnMut(Event),
+) -> Result<(), Error> {
     let stream = jetstream
         .get_stream_no_info(stream)
         .await
         .map_err(|err| failed(subject, "the events stream", err.into()))?;
-    let (mut ended, mut seq) = (false, 0);
+    let mut seq = 0;
     while seq < last_seq {
         let next = stream
             .raw_message_builder()
@@ -99,13 +122,11 @@ async fn ended_by_scan(
             .await
             .map_err(|err| failed(subject, "the events", err.into()))?;
         seq = next.sequence;
-        match Event::from_msgpack(&next.payload).map(|event| event.kind) {
-            Ok(kind) if kind.is_terminal() => ended = true,
-            Ok(EventType::Reopened) => ended = false,
-            _ => {}
+        if let Ok(event) = Event::from_msgpack(&next.payload) {
+            seen(event);
         }
     }
-    Ok(ended)
+    Ok(())
 }
 
 /// The last event of `session`, if it has any.
@@ -136,24 +157,11 @@ async fn whole_path(
     subject: &str,
     last_seq: u64,
 ) -> Result<Vec<baton_proto::Hop>, Error> {
-    let stream = jetstream
-        .get_stream_no_info(stream)
-        .await
-        .map_err(|err| failed(subject, "the events stream", err.into()))?;
-    let (mut path, mut seq) = (Vec::new(), 0);
-    while seq < last_seq {
-        let next = stream
-            .raw_message_builder()
-            .sequence(seq + 1)
-            .next_by_subject(subject.to_owned())
-            .send()
-            .await
-            .map_err(|err| failed(subject, "the events", err.into()))?;
-        seq = next.sequence;
-        if let Ok(event) = Event::from_msgpack(&next.payload) {
-            Event::follow_path(&mut path, &event);
-        }
-    }
+    let mut path = Vec::new();
+    each_event(jetstream, (stream, subject), last_seq, |event| {
+        Event::follow_path(&mut path, &event);
+    })
+    .await?;
     Ok(path)
 }
 
