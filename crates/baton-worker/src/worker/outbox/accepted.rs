@@ -59,7 +59,10 @@ impl Outbox {
                 Ok(Opened::Written | Opened::Ended(_)) => return Accepting::Done,
                 Ok(Opened::Open) => {}
                 Err(err) => {
-                    tracing::warn!(error = %err, "the session's first event is not durable yet")
+                    // Sent without the check, it could write into an ended
+                    // session; the outputs' first event checks it instead.
+                    tracing::warn!(error = %err, "the session's first event is not durable yet; this `accepted` is left out");
+                    return Accepting::Done;
                 }
             }
         }
