@@ -149,10 +149,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub long_conversation: bool,
 
-    /// With --long-conversation: its workers run with `--compact-events` (an opt-in:
-    /// events keep once the answer and the query they hold twice).
+    /// With --long-conversation: its workers run with `--whole-events` (every event
+    /// whole, as protocol version 1, for older readers), to compare with the default.
     #[arg(long)]
-    pub compact_events: bool,
+    pub whole_events: bool,
 
     /// With --limits: the requests per second the stand-in model allows.
     #[arg(long, default_value_t = 10)]
@@ -307,8 +307,8 @@ async fn run_bench(
         concurrency: args.concurrency,
         seconds: args.round_secs.max(1),
         store_dir: args.store_dir.as_deref(),
-        worker_flags: if args.compact_events {
-            &["--compact-events"]
+        worker_flags: if args.whole_events {
+            &["--whole-events"]
         } else {
             &[]
         },

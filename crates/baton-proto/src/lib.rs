@@ -106,3 +106,10 @@ pub use usage::{Budget, Usage, amount, micros};
 
 /// The protocol major version this crate reads and writes (`v`).
 pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The `v` of an event that keeps a text once (`refs`) or names only the
+/// hops it adds (`path_from`): a reader of version 1 would misread it (an
+/// absent answer, a one-hop path), so it refuses it as
+/// `unsupported_version` instead. Every other event, and every other
+/// payload, is version 1.
+pub const EVENT_VERSION_REFERRING: u64 = 2;

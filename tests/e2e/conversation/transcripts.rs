@@ -355,16 +355,12 @@ async fn a_listed_turn_refers_to_the_transcript_for_its_text_and_readers_show_it
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_compact_worker_keeps_the_answer_once_and_every_reader_shows_it() -> anyhow::Result<()> {
+async fn a_worker_keeps_the_answer_once_and_every_reader_shows_it() -> anyhow::Result<()> {
     let question = "Please refund order ABC-123: it arrived broken and I would like my money back.";
     let answer = "Refunded: order ABC-123 is refunded in full, and the money reaches your card within five days.";
     let triage = crate::conversation::conversations::transferring()?;
     let refunds = FakeLlm::start(vec![Scripted::text(answer)])?;
-    let desk = Desk {
-        workers: &["--compact-events"],
-        ..Desk::default()
-    };
-    let (system, url, _dir) = desk_with(&triage, &refunds, desk, &[]).await?;
+    let (system, url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
     let context = uuid::Uuid::new_v4().to_string();
     // The A2A gateway reads the end: the answer is there.
     let turn = client(&url, "say", &[&context, question])?;
@@ -398,6 +394,8 @@ async fn a_compact_worker_keeps_the_answer_once_and_every_reader_shows_it() -> a
     );
     assert_eq!(field("output"), None);
     assert!(field("refs").is_some());
+    // Which a reader of version 1 would misread: the event says version 2.
+    assert_eq!(field("v").and_then(|v| v.as_u64()), Some(2));
     // Every reader puts them back: the decoded event, `baton watch`.
     let end = system.stored_events(session).await?.pop().expect("an end");
     assert_eq!(end.output, Some(answer.into()));

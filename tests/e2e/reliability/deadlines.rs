@@ -223,7 +223,7 @@ async fn a_compact_handoff_names_only_its_hop_and_a_deadline_end_still_names_the
 -> anyhow::Result<()> {
     let mut system = System::start().await?;
     system.router(&["--no-registry"]).await?;
-    let compact = ["--no-fallback", "--compact-events"];
+    let compact = ["--no-fallback"];
     system
         .relay("a1", "alpha", &[&compact[..], &["--next", "beta"]].concat())
         .await?;

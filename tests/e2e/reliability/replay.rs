@@ -318,14 +318,15 @@ async fn the_console_replays_a_session_from_a_hop() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn compact_events_replay_at_no_cost_and_diff_as_whole_ones() -> anyhow::Result<()> {
+async fn whole_events_for_older_readers_replay_at_no_cost_and_diff_as_kept_once_ones()
+-> anyhow::Result<()> {
     let answer = "Refunded 49.5 to your card; it shows on your statement within five working days.";
     let llm = FakeLlm::start(vec![
         transfer(),
         refund_call(),
         Scripted::text(answer).with_usage("stand-in", 80, 8),
     ])?;
-    let (system, _dir, log) = refund_system_with(&llm, &["--compact-events"]).await?;
+    let (system, _dir, log) = refund_system_with(&llm, &["--whole-events"]).await?;
     let question =
         "Please refund order ABC-123: the parcel arrived broken and I want my money back.";
     let sent = system.baton_stdout(&[
@@ -340,7 +341,18 @@ async fn compact_events_replay_at_no_cost_and_diff_as_whole_ones() -> anyhow::Re
     ])?;
     let original = session_in(&sent)?.to_owned();
     assert!(sent.contains(answer), "{sent}");
-    // The end and the start were stored with their texts once.
+    // The end was stored whole, as version 1: its answer is its output.
+    let raw = async_nats::jetstream::new(system.nats.clone())
+        .get_stream("BATON_EVENTS")
+        .await?
+        .get_last_raw_message_by_subject(&format!("baton.events.{original}"))
+        .await?;
+    let stored: serde_json::Value = rmp_serde::from_slice(&raw.payload)?;
+    assert_eq!(
+        (stored["v"].as_u64(), stored["output"].as_str()),
+        (Some(1), Some(answer))
+    );
+    assert!(stored.get("refs").is_none(), "{stored}");
     let events = system.stored_events(original.parse()?).await?;
     assert_eq!(
         events.last().and_then(|end| end.output.clone()),

@@ -49,7 +49,7 @@ pub(super) async fn context_curve(
             ttft: false,
             turns: false,
             long_conversation: false,
-            compact_events: false,
+            whole_events: false,
             learning: false,
             limit_rps: 0,
             delay_ms: 0,

@@ -173,8 +173,8 @@ async fn one(
         || "the model reads the whole conversation".to_owned(),
         |most| format!("[llm.history] max_messages = {most}: the model reads at most {most} messages, older ones summarised"),
     );
-    let read = if bench.worker_flags.contains(&"--compact-events") {
-        format!("{read}; workers with --compact-events")
+    let read = if bench.worker_flags.contains(&"--whole-events") {
+        format!("{read}; workers with --whole-events")
     } else {
         read
     };

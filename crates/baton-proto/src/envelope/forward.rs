@@ -93,11 +93,11 @@ impl Head {
         precheck(bytes, limit)?;
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(head) => {
-                check_version(Some(rmpv::Value::from(head.v)))?;
+                check_version(Some(rmpv::Value::from(head.v)), crate::PROTOCOL_VERSION)?;
                 Ok(head)
             }
             Err(err) => {
-                check_version(crate::codec::probe_version(bytes))?;
+                check_version(crate::codec::probe_version(bytes), crate::PROTOCOL_VERSION)?;
                 Err(DecodeError::new(
                     DecodeErrorKind::Malformed,
                     err.to_string(),

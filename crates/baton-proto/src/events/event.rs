@@ -72,7 +72,8 @@ impl EventType {
     description = "Published to `baton.events.<session>`."
 )]
 pub struct Event {
-    /// Protocol major version: `1`.
+    /// Protocol major version: `1`, or `2` for an event that uses `refs`
+    /// or `path_from` (which a reader of version 1 would misread).
     pub v: u64,
     /// Unique id of this event; equals the `Nats-Msg-Id` header.
     #[serde(with = "uuid_text")]

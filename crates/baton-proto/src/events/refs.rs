@@ -58,6 +58,7 @@ impl Event {
             if let Some(n) = found {
                 self.output = None;
                 self.refs.push(reference(OUTPUT, at(n)));
+                self.v = crate::EVENT_VERSION_REFERRING;
             }
         }
         let query = context.initial_query.as_str();
@@ -67,12 +68,14 @@ impl Event {
         if let Some(n) = found {
             context.initial_query.clear();
             self.refs.push(reference(QUERY, at(n)));
+            self.v = crate::EVENT_VERSION_REFERRING;
         }
     }
 
-    /// Puts back every part `refs` lists, and drops them. A reference this
-    /// version does not know (another path, or a message that is not
-    /// there) is kept in `refs` and changes nothing.
+    /// Puts back every part `refs` lists, and drops them; an event whole
+    /// again (no reference left, no `path_from`) is version 1 again. A
+    /// reference this version does not know (another path, or a message
+    /// that is not there) is kept in `refs` and changes nothing.
     pub fn resolve_refs(&mut self) {
         if self.refs.is_empty() {
             return;
@@ -97,6 +100,10 @@ impl Event {
                 _ => self.refs.push(reference),
             }
         }
+        // Whole again: what a reader of version 1 reads the same way.
+        if self.refs.is_empty() && self.path_from.is_none() {
+            self.v = self.v.min(crate::PROTOCOL_VERSION);
+        }
     }
 }
 
@@ -111,6 +118,7 @@ impl Event {
         let before = self.path.len() - 1;
         self.path.drain(..before);
         self.path_from = u32::try_from(before).ok();
+        self.v = crate::EVENT_VERSION_REFERRING;
     }
 
     /// Takes `event`'s path into `path`, the session's path so far: the

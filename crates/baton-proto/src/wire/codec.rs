@@ -72,6 +72,10 @@ pub trait Wire: Serialize + DeserializeOwned {
     /// Whether the payload carries a `v` field that must equal [`PROTOCOL_VERSION`].
     const VERSIONED: bool;
 
+    /// The newest `v` this reader reads of the payload: it reads every
+    /// version from 1 to it.
+    const NEWEST: u64 = PROTOCOL_VERSION;
+
     /// The decoded `v` of a versioned payload, checked after a successful
     /// decode (so the bytes are not read twice); `None` for the others.
     /// Required, with no default: a versioned type that forgot it would
@@ -114,13 +118,13 @@ pub trait Wire: Serialize + DeserializeOwned {
         precheck(bytes, limit)?;
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(value) => {
-                check_version(value.version().map(rmpv::Value::from))?;
+                check_version(value.version().map(rmpv::Value::from), Self::NEWEST)?;
                 Ok(value.resolved())
             }
             Err(err) => {
                 // A newer version may have changed the shape: report the version, not the shape.
                 if Self::VERSIONED {
-                    check_version(probe_version(bytes))?;
+                    check_version(probe_version(bytes), Self::NEWEST)?;
                 }
                 Err(DecodeError::new(
                     DecodeErrorKind::Malformed,
@@ -163,16 +167,26 @@ pub(crate) fn probe_version(bytes: &[u8]) -> Option<rmpv::Value> {
         .and_then(|probe| probe.v)
 }
 
-pub(crate) fn check_version(v: Option<rmpv::Value>) -> Result<(), DecodeError> {
+pub(crate) fn check_version(v: Option<rmpv::Value>, newest: u64) -> Result<(), DecodeError> {
     match v {
         None => Ok(()),
-        Some(v) if v.as_u64() == Some(PROTOCOL_VERSION) => Ok(()),
-        Some(v) => Err(DecodeError::new(
-            DecodeErrorKind::UnsupportedVersion,
-            format!(
-                "protocol version {v} is not supported; this reader speaks v{PROTOCOL_VERSION}"
-            ),
-        )),
+        Some(v)
+            if v.as_u64()
+                .is_some_and(|v| (PROTOCOL_VERSION..=newest).contains(&v)) =>
+        {
+            Ok(())
+        }
+        Some(v) => {
+            let speaks = if newest == PROTOCOL_VERSION {
+                format!("v{PROTOCOL_VERSION}")
+            } else {
+                format!("v{PROTOCOL_VERSION} to v{newest}")
+            };
+            Err(DecodeError::new(
+                DecodeErrorKind::UnsupportedVersion,
+                format!("protocol version {v} is not supported; this reader speaks {speaks}"),
+            ))
+        }
     }
 }
 
@@ -186,6 +200,7 @@ impl Wire for Envelope {
 
 impl Wire for Event {
     const VERSIONED: bool = true;
+    const NEWEST: u64 = crate::EVENT_VERSION_REFERRING;
 
     fn version(&self) -> Option<u64> {
         Some(self.v)
@@ -276,7 +291,8 @@ mod tests {
             ),
             (None, None, None)
         );
-        (envelope.v, event.v, timer.v) = (2, 2, 2);
+        // Events read version 2 (those that refer), and refuse 3.
+        (envelope.v, event.v, timer.v) = (2, 3, 2);
         let refused = Some(DecodeErrorKind::UnsupportedVersion);
         assert_eq!(
             (
@@ -400,6 +416,50 @@ mod tests {
         let err = Envelope::from_msgpack_limited(&bytes, 1000).unwrap_err();
         assert_eq!(err.kind(), &DecodeErrorKind::TooLarge);
         assert!(Envelope::from_msgpack_limited(&bytes, bytes.len()).is_ok());
+    }
+
+    #[test]
+    fn an_event_that_refers_is_version_2_and_read_whole() {
+        let answer = "The parcel is refunded in full; the money reaches your card within days.";
+        let mut context = Envelope::task(
+            "Please refund order ABC-123: the parcel came broken and I want my money.",
+        )
+        .context;
+        context
+            .messages
+            .push(crate::Message::new(Role::Agent, answer));
+        let mut event = Event::new(
+            uuid::Uuid::new_v4(),
+            uuid::Uuid::new_v4(),
+            EventType::Completed,
+        );
+        event.output = Some(crate::Value::from(answer));
+        event.context = Some(Box::new(context));
+        let whole = event.to_msgpack().unwrap();
+        event.refer();
+        assert_eq!((event.v, event.refs.len()), (2, 2));
+        let bytes = event.to_msgpack().unwrap();
+        assert!(bytes.len() < whole.len(), "kept once");
+        // This reader puts the parts back.
+        let back = Event::from_msgpack(&bytes).unwrap();
+        assert_eq!(back.output, Some(crate::Value::from(answer)));
+        assert!(back.refs.is_empty());
+        // A version this reader does not know is refused, for events as
+        // for envelopes, which stay at version 1.
+        let mut newer = back.clone();
+        newer.v = 3;
+        let err = Event::from_msgpack(&newer.to_msgpack().unwrap()).unwrap_err();
+        assert_eq!(err.kind(), &DecodeErrorKind::UnsupportedVersion);
+        assert!(err.to_string().contains("speaks v1 to v2"), "{err}");
+        // An event without anything to refer to stays version 1.
+        let mut plain = Event::new(
+            uuid::Uuid::new_v4(),
+            uuid::Uuid::new_v4(),
+            EventType::Completed,
+        );
+        plain.output = Some(crate::Value::from("ok"));
+        plain.refer();
+        assert_eq!(plain.v, 1);
     }
 
     #[test]

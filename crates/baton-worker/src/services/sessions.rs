@@ -327,16 +327,22 @@ impl Sessions {
                 }
                 Err(ClaimFailure::Transient(err)) => return failed(err),
             };
-            if reply.events.is_empty() && (request.offset > 0 || bytes.len() > self.budget) {
+            // An event that keeps a text once is sent whole (an older
+            // reader could not put it back), so it is counted whole.
+            let decoded = Event::from_msgpack_limited(&bytes, self.claims.max_restored());
+            let len = decoded.as_ref().map_or(bytes.len(), |event| {
+                event.to_msgpack().map_or(bytes.len(), |whole| whole.len())
+            });
+            if reply.events.is_empty() && (request.offset > 0 || len > self.budget) {
                 let more = self.stored_after(&stream, &subject, next).await;
                 return part(seq, more, request.offset, &bytes, self.budget);
             }
-            if size + bytes.len() > self.budget {
+            if size + len > self.budget {
                 break;
             }
-            match Event::from_msgpack_limited(&bytes, self.claims.max_restored()) {
+            match decoded {
                 Ok(event) => {
-                    size += bytes.len();
+                    size += len;
                     reply.events.push(ReadEvent {
                         seq,
                         more: false,

@@ -83,8 +83,11 @@ pub struct WorkerConfig {
     /// conversation back to its entry when it ends (a spec's
     /// `next_turn = "entry"`): the next turn starts at the entry.
     pub hand_back: bool,
-    /// Events keep once what they hold twice ([`baton_proto::Event::refer`]):
-    /// readers of this version put it back, older ones do not (opt-in).
+    /// Events keep once what they hold twice ([`baton_proto::Event::refer`],
+    /// [`baton_proto::Event::keep_new_hops`]) and are then version 2
+    /// ([`baton_proto::EVENT_VERSION_REFERRING`]): readers of this version
+    /// put the parts back, older ones refuse them. On by default; off, every
+    /// event is written whole, as version 1.
     pub compact_events: bool,
 }
 
@@ -175,12 +178,12 @@ impl WorkerConfig {
             live: LiveEvents::default(),
             accepted_after: Duration::from_millis(100),
             hand_back: false,
-            compact_events: false,
+            compact_events: true,
         }
     }
 
-    /// Sets whether events keep once what they hold twice (opt-in: older
-    /// readers see an absent output and an empty query).
+    /// Sets whether events keep once what they hold twice (the default;
+    /// off writes every event whole, as version 1, for older readers).
     #[must_use]
     pub fn with_compact_events(mut self, compact: bool) -> Self {
         self.compact_events = compact;

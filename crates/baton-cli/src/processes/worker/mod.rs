@@ -112,13 +112,20 @@ pub struct WorkerArgs {
     #[arg(long, env = "BATON_ACCEPTED_AFTER_MS", default_value_t = 100)]
     pub accepted_after_ms: u64,
 
-    /// Events keep once what they hold twice: a terminal event's answer (`output`) and
-    /// a context's `initial_query` refer to the context's message with the same text
-    /// (`refs`), and a handoff event names only the hop it adds (`path_from`). Readers of
-    /// this version put them back; an older reader sees an absent output, an empty query
-    /// and a one-hop handoff path, so turn it on once every process that reads events
-    /// (CLI, console, gateways, router, your own clients) is of this version or newer.
-    #[arg(long, env = "BATON_COMPACT_EVENTS")]
+    /// Write every event whole, as protocol version 1. By default an event keeps once what
+    /// it holds twice: a terminal event's answer (`output`) and a context's
+    /// `initial_query` refer to the context's message with the same text (`refs`), and a
+    /// handoff event names only the hop it adds (`path_from`); such an event is version 2.
+    /// Readers of this release put the parts back; a reader of an earlier release refuses
+    /// a version-2 event as `unsupported_version`. Set this while processes or clients
+    /// of an earlier release still read this deployment's events (CLI, console, gateways,
+    /// router, your own clients), and unset it once they are upgraded.
+    #[arg(long, env = "BATON_WHOLE_EVENTS", conflicts_with = "compact_events")]
+    pub whole_events: bool,
+
+    /// Events keep once what they hold twice: the default now. Accepted so that command
+    /// lines of the release that made it an opt-in still start.
+    #[arg(long, hide = true, env = "BATON_COMPACT_EVENTS")]
     pub compact_events: bool,
 
     /// Instance id reported in events (default: random).
@@ -275,7 +282,7 @@ fn deployment(
         .with_events(args.events.into())
         .with_live(args.live.into())
         .with_accepted_after(Duration::from_millis(args.accepted_after_ms))
-        .with_compact_events(args.compact_events);
+        .with_compact_events(args.compact_events || !args.whole_events);
     if let Some(instance) = &args.instance {
         anyhow::ensure!(
             !instance.is_empty()
