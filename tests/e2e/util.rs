@@ -441,7 +441,7 @@ impl System {
     }
 
     /// Every event stored in the events stream right now, in stream order,
-    /// with the `accepted` events folded into others restored.
+    /// with the `accepted` and `started` events folded into others restored.
     pub async fn all_events(&self) -> anyhow::Result<Vec<Event>> {
         use async_nats::jetstream::consumer;
         let js = async_nats::jetstream::new(self.nats.clone());
@@ -462,10 +462,18 @@ impl System {
         let mut messages = ordered.messages().await?;
         while let Some(message) = messages.next().await {
             let message = message?;
-            // A folded `accepted` event counts as the stored event it stands for.
-            // (Folded twice, where a refused envelope ended the hop, it counts once.)
-            let (accepted, event) = Event::from_msgpack(&message.payload)?.unfold();
-            events.extend(accepted.filter(|a| !events.iter().any(|e| e.id == a.id)));
+            // A folded `accepted` or `started` event counts as the stored event
+            // it stands for. (An `accepted` event folded twice, where a refused
+            // envelope ended the hop, counts once.)
+            let mut unfolded = Event::from_msgpack(&message.payload)?.unfold();
+            let event = unfolded.pop().expect("the event itself");
+            for folded in unfolded {
+                let again = folded.kind == baton_proto::EventType::Accepted
+                    && events.iter().any(|e| e.id == folded.id);
+                if !again {
+                    events.push(folded);
+                }
+            }
             events.push(event);
             let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
             if info.stream_sequence >= last || info.pending == 0 {

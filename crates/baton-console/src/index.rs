@@ -394,11 +394,14 @@ pub async fn follow(
         // A large output stays claim-checked: the summary does not need it.
         match Event::from_msgpack(&payload) {
             Ok(event) => {
-                let (accepted, event) = event.unfold();
-                if let Some(accepted) = accepted {
-                    index.apply(&accepted, None);
+                let mut events = event.unfold();
+                let last = events.pop();
+                for folded in &events {
+                    index.apply(folded, None);
                 }
-                index.apply(&event, trace);
+                if let Some(event) = last {
+                    index.apply(&event, trace);
+                }
             }
             Err(err) => tracing::debug!(error = %err, "skipping an unreadable event"),
         }

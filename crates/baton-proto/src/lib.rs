@@ -54,7 +54,7 @@ mod registry;
 // The modules by their short names, for the crate's own paths.
 use conversation::{conversation_ref, conversation_turn};
 use envelope::{exec, gate, hop, reason, replay, start, usage};
-use events::{delta, event, reads, refs, timer};
+use events::{delta, event, folding, reads, refs, timer};
 use nats::{claim, header, subject};
 use registry::{learned, outcome};
 use wire::{codec, id, nesting, schema, text, time, uuid_text, value};
@@ -78,6 +78,7 @@ pub use event::{Event, EventType, Folded};
 pub use exec::{
     ExecAction, ExecChild, ExecMessage, ExecReply, ExecRequest, ExecResponse, ExecStep,
 };
+pub use folding::FoldedStart;
 pub use footprint::Footprint;
 pub use gate::{Gate, JournalEntry, Resumed};
 pub use header::{DeadLetterReason, headers};

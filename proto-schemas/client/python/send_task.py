@@ -164,32 +164,48 @@ def resolve_refs(event: dict) -> dict:
         target[last] = node
     if kept:
         event["refs"] = kept
+    elif event.get("v") == 2 and "path_from" not in event:
+        event["v"] = 1  # whole again, as a reader of version 1 reads it
     return event
 
 
 def unfold(event: dict) -> list[dict]:
-    """The events a stored event stands for: a folded `accepted` event first.
+    """The events a stored event stands for: folded `accepted` and `started` first.
 
     A worker at `--events full` stores a short hop's `accepted` event inside the
-    hop's next event, under `accepted`; restore it just before that event.
+    hop's next event, under `accepted`, and a replayable session's `started` event
+    under `started` (its context is the carrying event's, with only the first
+    `messages` messages); restore them, in that order, just before that event.
     """
-    folded = event.pop("accepted", None)
-    if not folded:
-        return [event]
-    accepted = {
-        "v": event.get("v", 1),
-        "id": folded["id"],
-        "session": event["session"],
-        "at": folded["at"],
-        "type": "accepted",
-        "attempt": folded.get("attempt", 1),
-    }
-    for key in ("agent", "instance", "envelope"):
-        if key in event:
-            accepted[key] = event[key]
-    if folded.get("reason"):
-        accepted["reason"] = folded["reason"]
-    return [accepted, event]
+    events = []
+    for kind in ("accepted", "started"):
+        folded = event.pop(kind, None)
+        if not folded:
+            continue
+        restored = {
+            "v": 1,  # it keeps no text once and names no path: version 1
+            "id": folded["id"],
+            "session": event["session"],
+            "at": folded["at"],
+            "type": kind,
+        }
+        for key in ("agent", "instance", "envelope"):
+            if key in event:
+                restored[key] = event[key]
+        if kind == "accepted":
+            restored["attempt"] = folded.get("attempt", 1)
+            if folded.get("reason"):
+                restored["reason"] = folded["reason"]
+        else:
+            restored["output"] = folded.get("start", {})
+            if "context" in event:
+                context = dict(event["context"])
+                context["messages"] = context.get("messages", [])[: folded.get("messages", 0)]
+                restored["context"] = context
+        events.append(restored)
+    if event.get("v") == 2 and not event.get("refs") and "path_from" not in event:
+        event["v"] = 1
+    return events + [event]
 
 
 def describe(event: dict) -> str:

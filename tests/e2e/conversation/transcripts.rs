@@ -359,7 +359,9 @@ async fn a_worker_keeps_the_answer_once_and_every_reader_shows_it() -> anyhow::R
     let question = "Please refund order ABC-123: it arrived broken and I would like my money back.";
     let answer = "Refunded: order ABC-123 is refunded in full, and the money reaches your card within five days.";
     let triage = crate::conversation::conversations::transferring()?;
-    let refunds = FakeLlm::start(vec![Scripted::text(answer)])?;
+    let second =
+        "It is on its way back to your card: banks take up to five working days to show it.";
+    let refunds = FakeLlm::start(vec![Scripted::text(answer), Scripted::text(second)])?;
     let (system, url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
     let context = uuid::Uuid::new_v4().to_string();
     // The A2A gateway reads the end: the answer is there.
@@ -405,5 +407,40 @@ async fn a_worker_keeps_the_answer_once_and_every_reader_shows_it() -> anyhow::R
     );
     let watched = system.baton_stdout(&["watch", &session.to_string()])?;
     assert!(watched.contains(answer), "{watched}");
+    // The next turn runs at its holder alone, in one hop: its `started`
+    // event rides in its end, not beside it, and every reader restores it
+    // just before the end, with the context the task came with.
+    let follow_up = "When will I see the money on my card? I would like to know.";
+    let turn = client(&url, "say", &[&context, follow_up])?;
+    assert!(turn.to_string().contains(second), "{turn}");
+    let session: uuid::Uuid = turn["id"].as_str().unwrap_or_default().parse()?;
+    let raw = stream
+        .get_last_raw_message_by_subject(&format!("baton.events.{session}"))
+        .await?;
+    let stored: Value = rmp_serde::from_slice(&raw.payload)?;
+    assert_eq!(
+        (stored["type"].as_str(), stored["v"].as_u64()),
+        (Some("completed"), Some(2))
+    );
+    assert_eq!(stored["started"]["messages"], 1, "{stored}");
+    let events = system.stored_events(session).await?;
+    let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
+    assert_eq!(
+        kinds[kinds.len() - 2..],
+        ["started", "completed"],
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.iter().filter(|kind| **kind == "started").count(), 1);
+    let start = events[kinds.len() - 2]
+        .context
+        .as_deref()
+        .expect("a context");
+    assert_eq!(
+        (start.messages.len(), start.messages[0].content.as_str()),
+        (1, follow_up)
+    );
+    let history = system.client.history(session).await?;
+    let read: Vec<&str> = history.iter().map(|event| event.kind.as_str()).collect();
+    assert_eq!(read, kinds);
     Ok(())
 }

@@ -380,3 +380,45 @@ async fn whole_events_for_older_readers_replay_at_no_cost_and_diff_as_kept_once_
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_hop_session_whose_start_rides_in_its_end_replays_at_no_cost() -> anyhow::Result<()> {
+    let answer = "Your order ABC-123 left the warehouse today and arrives on Friday morning.";
+    let llm = FakeLlm::start(vec![Scripted::text(answer)])?;
+    let table = llm_table(&llm, "");
+    let (system, _dir) =
+        crate::util::spec_workers(&[("solo", format!("name = \"solo\"\nkind = \"llm\"\n{table}"))])
+            .await?;
+    let question = "Where is my order ABC-123? It has not arrived, and it has been a week now.";
+    let sent = system.baton_stdout(&["send", "--to", "solo", "--direct", "--wait", question])?;
+    let original = session_in(&sent)?.to_owned();
+    // The session's start is stored inside its end, not beside it.
+    let raw = async_nats::jetstream::new(system.nats.clone())
+        .get_stream("BATON_EVENTS")
+        .await?
+        .get_last_raw_message_by_subject(&format!("baton.events.{original}"))
+        .await?;
+    let stored: serde_json::Value = rmp_serde::from_slice(&raw.payload)?;
+    assert_eq!(
+        (
+            stored["type"].as_str(),
+            stored["started"]["messages"].as_u64()
+        ),
+        (Some("completed"), Some(1)),
+        "{stored}"
+    );
+    // Replayed from it, unchanged: no model call, the same answer.
+    let end = ended(&replayed(&system, &original, &[])?)?;
+    assert_eq!(end["output"], answer, "{end}");
+    assert_eq!(
+        llm.requests().len(),
+        1,
+        "an unchanged replay calls no model"
+    );
+    let replay = end["session"].as_str().unwrap_or_default().to_owned();
+    let diff = system.baton_stdout(&["diff", &original, &replay])?;
+    for part in ["answers: same", "outcome: same"] {
+        assert!(diff.contains(part), "{part:?} in {diff}");
+    }
+    Ok(())
+}

@@ -339,7 +339,11 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
             format!("baton.live.{}", task.session)
         );
         let event = baton_proto::Event::from_msgpack(&message.payload)?;
-        let (folded, event) = event.unfold();
+        let mut events = event.unfold();
+        let event = events.pop().expect("the event itself");
+        let folded = events
+            .into_iter()
+            .find(|folded| folded.kind == baton_proto::EventType::Accepted);
         if let Some(accepted) = &folded {
             assert_eq!(accepted.envelope, event.envelope);
         }
@@ -405,7 +409,9 @@ async fn live_seen(
 ) -> anyhow::Result<Vec<(String, String)>> {
     let mut seen = Vec::new();
     while let Ok(Some(message)) = tokio::time::timeout(quiet, live.next()).await {
-        let (_, event) = baton_proto::Event::from_msgpack(&message.payload)?.unfold();
+        let event = (baton_proto::Event::from_msgpack(&message.payload)?.unfold())
+            .pop()
+            .expect("the event itself");
         seen.push((
             message.subject.to_string(),
             format!("{} {}", event.agent.unwrap_or_default(), event.kind),

@@ -145,6 +145,11 @@ pub struct Event {
     /// this event ([`Event::unfold`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted: Option<Folded>,
+    /// Extension (optional, version 2): the hop's `started` event, folded
+    /// into this one ([`Event::fold_start`]). A reader restores it after
+    /// the folded `accepted` event and before this one ([`Event::unfold`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<crate::FoldedStart>,
     /// Extension (optional): on a session's terminal event, the context it
     /// ended with (conversation, variables, trace, state), so a reader can
     /// show what led to the outcome after the envelope is gone.
@@ -213,6 +218,7 @@ impl Event {
             claims: Vec::new(),
             refs: Vec::new(),
             accepted: None,
+            started: None,
             context: None,
             conversation: None,
             versions: std::collections::BTreeMap::new(),
@@ -230,23 +236,5 @@ impl Event {
             reason: accepted.reason.clone(),
             extra: Map::new(),
         });
-    }
-
-    /// The events this stored event stands for: the `accepted` event folded
-    /// into it (if any), restored, then the event itself without it.
-    #[must_use]
-    pub fn unfold(mut self) -> (Option<Event>, Event) {
-        let Some(folded) = self.accepted.take() else {
-            return (None, self);
-        };
-        let mut accepted = Event::new(folded.id, self.session, EventType::Accepted);
-        accepted.at = folded.at;
-        accepted.agent.clone_from(&self.agent);
-        accepted.instance.clone_from(&self.instance);
-        accepted.version.clone_from(&self.version);
-        accepted.envelope = self.envelope;
-        accepted.attempt = Some(folded.attempt);
-        accepted.reason = folded.reason;
-        (Some(accepted), self)
     }
 }

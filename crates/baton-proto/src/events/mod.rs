@@ -2,6 +2,7 @@
 
 pub(crate) mod delta;
 pub(crate) mod event;
+pub(crate) mod folding;
 pub(crate) mod reads;
 pub(crate) mod refs;
 pub(crate) mod timer;

@@ -247,10 +247,10 @@ impl Client {
     }
 }
 
-/// The events as a reader sees them: each `accepted` event folded into
-/// another comes first, restored; and an `accepted` event folded twice
-/// (into a `handoff` the server took, then into the `dead_lettered` event
-/// of its refused envelope) is shown once.
+/// The events as a reader sees them: each `accepted` and `started` event
+/// folded into another comes first, restored; and an `accepted` event
+/// folded twice (into a `handoff` the server took, then into the
+/// `dead_lettered` event of its refused envelope) is shown once.
 fn shown(events: TrackedEvents) -> TrackedEvents {
     let mut restored = std::collections::HashSet::new();
     Box::pin(events.flat_map(unfolded).filter(move |item| {
@@ -262,16 +262,19 @@ fn shown(events: TrackedEvents) -> TrackedEvents {
     }))
 }
 
-/// The events one stored event stands for: an `accepted` event folded into
-/// it comes first, restored, with one more event to come after it.
+/// The events one stored event stands for: the events folded into it come
+/// first, restored, each with as many more to come after it.
 fn unfolded(
     item: Result<(Event, u64), Error>,
 ) -> futures::stream::Iter<std::vec::IntoIter<Result<(Event, u64), Error>>> {
     let items = match item {
-        Ok((event, pending)) => match event.unfold() {
-            (Some(accepted), event) => vec![Ok((accepted, pending + 1)), Ok((event, pending))],
-            (None, event) => vec![Ok((event, pending))],
-        },
+        Ok((event, pending)) => {
+            let events = event.unfold();
+            let last = events.len() as u64;
+            (events.into_iter().zip(1..))
+                .map(|(event, n)| Ok((event, pending + last - n)))
+                .collect()
+        }
         Err(err) => vec![Err(err)],
     };
     futures::stream::iter(items)

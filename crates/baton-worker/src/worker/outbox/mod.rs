@@ -11,6 +11,7 @@
 //! - [`accepted`]: the hop's `accepted` event, folded or sent on its own.
 
 pub(crate) mod accepted;
+mod compact;
 mod prepare;
 
 use std::sync::Arc;
@@ -411,32 +412,6 @@ fn stamp_accepted(outputs: &mut [Output], agent: &AgentName, received_at: u64) {
         };
         if let Some(hop) = path.last_mut().filter(|hop| hop.agent == agent.as_str()) {
             hop.accepted_at.get_or_insert(received_at);
-        }
-    }
-}
-
-impl Outbox {
-    /// Outputs whose contexts hold a turn's transcript refer to it again
-    /// instead; a turn's end teaches the transcripts what it adds. With
-    /// `compact`, an event keeps once what it holds twice.
-    fn refer_to_transcripts(&self, outputs: &mut [Output]) {
-        for output in outputs {
-            match output {
-                Output::Envelope { envelope, .. } => envelope.context.collapse(),
-                Output::Event(event) => {
-                    if self.compact {
-                        event.keep_new_hops();
-                    }
-                    if let Some(context) = event.context.as_mut() {
-                        context.collapse();
-                        self.transcripts.learn(event);
-                        if self.compact {
-                            event.refer();
-                        }
-                    }
-                }
-                Output::DeadLetter(_) => {}
-            }
         }
     }
 }
