@@ -10,7 +10,11 @@ struct HeaderInjector<'a>(&'a mut HeaderMap);
 
 impl Injector for HeaderInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
-        self.0.insert(key, value.as_str());
+        // An empty `tracestate` says nothing; W3C Trace Context lets it be
+        // left out, which saves every message its bytes.
+        if !value.is_empty() {
+            self.0.insert(key, value.as_str());
+        }
     }
 }
 
@@ -75,4 +79,45 @@ pub(crate) fn inject(
         parent
     };
     TraceContextPropagator::new().inject_context(context, &mut HeaderInjector(headers));
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
+    };
+
+    use super::*;
+
+    fn headers_of(state: TraceState) -> HeaderMap {
+        let span = SpanContext::new(
+            TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").expect("hex"),
+            SpanId::from_hex("00f067aa0ba902b7").expect("hex"),
+            TraceFlags::SAMPLED,
+            true,
+            state,
+        );
+        let parent = opentelemetry::Context::new().with_remote_span_context(span);
+        let mut headers = HeaderMap::new();
+        inject(&tracing::Span::none(), &parent, &mut headers);
+        headers
+    }
+
+    #[test]
+    fn an_empty_tracestate_is_left_out_and_a_full_one_is_sent() {
+        let plain = headers_of(TraceState::default());
+        assert_eq!(
+            plain
+                .get("traceparent")
+                .map(async_nats::HeaderValue::as_str),
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        );
+        assert!(plain.get("tracestate").is_none());
+        let vendor = TraceState::from_key_value([("vendor", "opaque")]).expect("a valid state");
+        let full = headers_of(vendor);
+        assert_eq!(
+            full.get("tracestate").map(async_nats::HeaderValue::as_str),
+            Some("vendor=opaque")
+        );
+    }
 }
