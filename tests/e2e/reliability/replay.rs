@@ -77,6 +77,16 @@ fn refunds(log: &std::path::Path) -> usize {
         .count()
 }
 
+/// The last event stored for `session`, as written (its parts not put back).
+async fn stored_end(system: &System, session: &str) -> anyhow::Result<serde_json::Value> {
+    let raw = async_nats::jetstream::new(system.nats.clone())
+        .get_stream("BATON_EVENTS")
+        .await?
+        .get_last_raw_message_by_subject(&format!("baton.events.{session}"))
+        .await?;
+    Ok(rmp_serde::from_slice(&raw.payload)?)
+}
+
 /// `baton replay SESSION FLAGS --wait --json`: its stdout.
 fn replayed(system: &System, session: &str, flags: &[&str]) -> anyhow::Result<String> {
     let mut args = vec!["replay", session];
@@ -342,12 +352,7 @@ async fn whole_events_for_older_readers_replay_at_no_cost_and_diff_as_kept_once_
     let original = session_in(&sent)?.to_owned();
     assert!(sent.contains(answer), "{sent}");
     // The end was stored whole, as version 1: its answer is its output.
-    let raw = async_nats::jetstream::new(system.nats.clone())
-        .get_stream("BATON_EVENTS")
-        .await?
-        .get_last_raw_message_by_subject(&format!("baton.events.{original}"))
-        .await?;
-    let stored: serde_json::Value = rmp_serde::from_slice(&raw.payload)?;
+    let stored = stored_end(&system, &original).await?;
     assert_eq!(
         (stored["v"].as_u64(), stored["output"].as_str()),
         (Some(1), Some(answer))
@@ -393,12 +398,7 @@ async fn a_one_hop_session_whose_start_rides_in_its_end_replays_at_no_cost() -> 
     let sent = system.baton_stdout(&["send", "--to", "solo", "--direct", "--wait", question])?;
     let original = session_in(&sent)?.to_owned();
     // The session's start is stored inside its end, not beside it.
-    let raw = async_nats::jetstream::new(system.nats.clone())
-        .get_stream("BATON_EVENTS")
-        .await?
-        .get_last_raw_message_by_subject(&format!("baton.events.{original}"))
-        .await?;
-    let stored: serde_json::Value = rmp_serde::from_slice(&raw.payload)?;
+    let stored = stored_end(&system, &original).await?;
     assert_eq!(
         (
             stored["type"].as_str(),
