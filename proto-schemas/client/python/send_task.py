@@ -164,7 +164,7 @@ def resolve_refs(event: dict) -> dict:
         target[last] = node
     if kept:
         event["refs"] = kept
-    elif event.get("v") == 2 and "path_from" not in event:
+    elif event.get("v") == 2 and "path_from" not in event and "started" not in event:
         event["v"] = 1  # whole again, as a reader of version 1 reads it
     return event
 

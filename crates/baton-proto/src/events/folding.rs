@@ -175,6 +175,7 @@ mod tests {
         let bytes = completed.to_msgpack().unwrap();
         assert!(bytes.len() < whole * 2 / 3, "{} of {whole}", bytes.len());
         let read = Event::from_msgpack(&bytes).unwrap();
+        assert_eq!(read.v, 2, "decoded, it still carries the start");
         let events = read.unfold();
         let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
         assert_eq!(kinds, ["started", "completed"]);

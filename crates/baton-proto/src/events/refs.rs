@@ -73,7 +73,8 @@ impl Event {
     }
 
     /// Puts back every part `refs` lists, and drops them; an event whole
-    /// again (no reference left, no `path_from`) is version 1 again. A
+    /// again (no reference left, no `path_from`, no folded `started`) is
+    /// version 1 again. A
     /// reference this version does not know (another path, or a message
     /// that is not there) is kept in `refs` and changes nothing.
     pub fn resolve_refs(&mut self) {
@@ -100,8 +101,9 @@ impl Event {
                 _ => self.refs.push(reference),
             }
         }
-        // Whole again: what a reader of version 1 reads the same way.
-        if self.refs.is_empty() && self.path_from.is_none() {
+        // Whole again: what a reader of version 1 reads the same way (a
+        // folded start stays version 2 until it is unfolded).
+        if self.refs.is_empty() && self.path_from.is_none() && self.started.is_none() {
             self.v = self.v.min(crate::PROTOCOL_VERSION);
         }
     }
