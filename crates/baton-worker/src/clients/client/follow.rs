@@ -250,12 +250,16 @@ impl Client {
 /// The events as a reader sees them: each `accepted` and `started` event
 /// folded into another comes first, restored; and an `accepted` event
 /// folded twice (into a `handoff` the server took, then into the
-/// `dead_lettered` event of its refused envelope) is shown once.
+/// `dead_lettered` event of its refused envelope) is shown once, as is a
+/// `started` event stored both folded and on its own (a later attempt of
+/// a hop whose acknowledgement was lost).
 fn shown(events: TrackedEvents) -> TrackedEvents {
     let mut restored = std::collections::HashSet::new();
     Box::pin(events.flat_map(unfolded).filter(move |item| {
         let first = match item {
-            Ok((event, _)) if event.kind == EventType::Accepted => restored.insert(event.id),
+            Ok((event, _)) if matches!(event.kind, EventType::Accepted | EventType::Started) => {
+                restored.insert(event.id)
+            }
             _ => true,
         };
         std::future::ready(first)

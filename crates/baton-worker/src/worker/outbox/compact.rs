@@ -12,10 +12,11 @@ use crate::worker::decide::Output;
 impl Outbox {
     /// Outputs whose contexts hold a turn's transcript refer to it again
     /// instead; a turn's end teaches the transcripts what it adds. With
-    /// `compact`, an event keeps once what it holds twice, and a
-    /// replayable session's `started` event folds into its hop's next
-    /// stored event.
-    pub(super) fn refer_to_transcripts(&self, outputs: &mut Vec<Output>) {
+    /// `compact`, an event keeps once what it holds twice, and on a first
+    /// attempt a replayable session's `started` event folds into its hop's
+    /// next stored event (a later attempt may follow one that stored it on
+    /// its own, which the server's deduplication then drops again).
+    pub(super) fn refer_to_transcripts(&self, outputs: &mut Vec<Output>, first_attempt: bool) {
         for output in outputs.iter_mut() {
             match output {
                 Output::Envelope { envelope, .. } => envelope.context.collapse(),
@@ -31,7 +32,9 @@ impl Outbox {
         if !self.compact {
             return;
         }
-        self.fold_started(outputs);
+        if first_attempt {
+            self.fold_started(outputs);
+        }
         for output in outputs.iter_mut() {
             if let Output::Event(event) = output {
                 event.keep_new_hops();

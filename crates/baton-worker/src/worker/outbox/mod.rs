@@ -111,7 +111,7 @@ impl Outbox {
                 versions::pin(&self.rollouts, to, envelope);
             }
         }
-        self.refer_to_transcripts(&mut plan.outputs);
+        self.refer_to_transcripts(&mut plan.outputs, delivery.attempt == 1);
         delivery.fold_into(&mut plan.outputs);
         // An event the level does not store, and nobody follows, is neither
         // encoded nor sent; the metrics still count it.
