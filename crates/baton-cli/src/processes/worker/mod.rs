@@ -115,11 +115,13 @@ pub struct WorkerArgs {
     /// Write every event whole, as protocol version 1. By default an event keeps once what
     /// it holds twice: a terminal event's answer (`output`) and a context's
     /// `initial_query` refer to the context's message with the same text (`refs`), and a
-    /// handoff event names only the hop it adds (`path_from`); such an event is version 2.
+    /// handoff event names only the hop it adds (`path_from`), and a replayable session's
+    /// `started` event rides in its hop's end (`started`); such an event is version 2.
     /// Readers of this release put the parts back; a reader of an earlier release refuses
     /// a version-2 event as `unsupported_version`. Set this while processes or clients
-    /// of an earlier release still read this deployment's events (CLI, console, gateways,
-    /// router, your own clients), and unset it once they are upgraded.
+    /// of an earlier release still read this deployment's events (workers, router,
+    /// gateways, console, CLI, your own clients), as during a rolling upgrade from one,
+    /// and unset it once they are all upgraded.
     #[arg(long, env = "BATON_WHOLE_EVENTS", conflicts_with = "compact_events")]
     pub whole_events: bool,
 
