@@ -273,6 +273,15 @@ async fn the_streams_that_hold_text_are_compressed_and_doctor_says_when_one_is_n
             anyhow::Ok(stream.cached_info().config.compression.clone())
         }
     };
+    // The conversations' buckets open just after "router started".
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while js.get_stream("KV_BATON_CONVERSATIONS").await.is_err() {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the router opened no conversations bucket within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let s2 = Some(jetstream::stream::Compression::S2);
     for name in ["BATON_EVENTS", "BATON_DLQ", "KV_BATON_CONVERSATIONS"] {
         assert_eq!(compression(name).await?, s2, "{name}");
