@@ -77,12 +77,7 @@ async fn doctor_names_each_misconfiguration_of_a_server_and_its_fix() -> anyhow:
     let js = jetstream::new(system.nats.clone());
     // Misconfigure: narrow one window again, and leave an agent type's
     // consumer with a task in it and no worker.
-    let mut events = js
-        .get_stream("BATON_EVENTS")
-        .await?
-        .cached_info()
-        .config
-        .clone();
+    let mut events = events_config(&js).await?;
     events.duplicate_window = Duration::from_secs(60);
     js.update_stream(&events).await?;
     js.get_stream("BATON_TASKS")
@@ -295,12 +290,7 @@ async fn the_streams_that_hold_text_are_compressed_and_doctor_says_when_one_is_n
     assert!(found[0].2.contains("are compressed (s2)"), "{report:#}");
     // A stream made without compression (here: its setting removed) is
     // named, with the fix; it is not a warning.
-    let mut events = js
-        .get_stream("BATON_EVENTS")
-        .await?
-        .cached_info()
-        .config
-        .clone();
+    let mut events = events_config(&js).await?;
     events.compression = Some(jetstream::stream::Compression::None);
     js.update_stream(&events).await?;
     let (_, report) = doctor(&system, &["--stale-after-secs", "600"])?;
@@ -320,4 +310,14 @@ async fn the_streams_that_hold_text_are_compressed_and_doctor_says_when_one_is_n
         "{stdout}"
     );
     Ok(())
+}
+
+/// The events stream's configuration, to change and put back.
+async fn events_config(js: &jetstream::Context) -> anyhow::Result<jetstream::stream::Config> {
+    Ok(js
+        .get_stream("BATON_EVENTS")
+        .await?
+        .cached_info()
+        .config
+        .clone())
 }

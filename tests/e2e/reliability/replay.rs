@@ -87,6 +87,20 @@ async fn stored_end(system: &System, session: &str) -> anyhow::Result<serde_json
     Ok(rmp_serde::from_slice(&raw.payload)?)
 }
 
+/// `baton send --to front --direct --wait TEXT`: its stdout.
+fn sent_to_front(system: &System, text: &str) -> anyhow::Result<String> {
+    let args = [
+        "send",
+        "--to",
+        "front",
+        "--direct",
+        "--wait",
+        "--timeout-secs",
+        "30",
+    ];
+    system.baton_stdout(&[&args[..], &[text]].concat())
+}
+
 /// `baton replay SESSION FLAGS --wait --json`: its stdout.
 fn replayed(system: &System, session: &str, flags: &[&str]) -> anyhow::Result<String> {
     let mut args = vec!["replay", session];
@@ -122,16 +136,7 @@ async fn a_replay_reuses_every_recorded_answer_and_a_fork_calls_again_from_what_
         Scripted::text("Done, with the other model.").with_usage("stand-in", 70, 6),
     ])?;
     let (system, _dir, log) = refund_system(&llm).await?;
-    let sent = system.baton_stdout(&[
-        "send",
-        "--to",
-        "front",
-        "--direct",
-        "--wait",
-        "--timeout-secs",
-        "30",
-        "Please refund order ABC-123.",
-    ])?;
+    let sent = sent_to_front(&system, "Please refund order ABC-123.")?;
     let original = session_in(&sent)?.to_owned();
     assert_eq!(llm.requests().len(), 3, "{sent}");
     assert_eq!(refunds(&log), 1);
@@ -339,16 +344,7 @@ async fn whole_events_for_older_readers_replay_at_no_cost_and_diff_as_kept_once_
     let (system, _dir, log) = refund_system_with(&llm, &["--whole-events"]).await?;
     let question =
         "Please refund order ABC-123: the parcel arrived broken and I want my money back.";
-    let sent = system.baton_stdout(&[
-        "send",
-        "--to",
-        "front",
-        "--direct",
-        "--wait",
-        "--timeout-secs",
-        "30",
-        question,
-    ])?;
+    let sent = sent_to_front(&system, question)?;
     let original = session_in(&sent)?.to_owned();
     assert!(sent.contains(answer), "{sent}");
     // The end was stored whole, as version 1: its answer is its output.
