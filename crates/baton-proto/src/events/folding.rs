@@ -99,10 +99,7 @@ impl Event {
             });
             events.push(started);
         }
-        // Whole again, unless it refers or names only its new hops.
-        if self.refs.is_empty() && self.path_from.is_none() {
-            self.v = self.v.min(crate::PROTOCOL_VERSION);
-        }
+        self.version_once_whole();
         events.push(self);
         events
     }

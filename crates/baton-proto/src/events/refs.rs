@@ -101,15 +101,20 @@ impl Event {
                 _ => self.refs.push(reference),
             }
         }
-        // Whole again: what a reader of version 1 reads the same way (a
-        // folded start stays version 2 until it is unfolded).
-        if self.refs.is_empty() && self.path_from.is_none() && self.started.is_none() {
-            self.v = self.v.min(crate::PROTOCOL_VERSION);
-        }
+        self.version_once_whole();
     }
 }
 
 impl Event {
+    /// Version 1 again once nothing a reader of version 1 would misread is
+    /// left: no reference, no `path_from`, no folded `started` (a folded
+    /// start stays version 2 until it is unfolded).
+    pub(crate) fn version_once_whole(&mut self) {
+        if self.refs.is_empty() && self.path_from.is_none() && self.started.is_none() {
+            self.v = self.v.min(crate::PROTOCOL_VERSION);
+        }
+    }
+
     /// Keeps only the last hop of a `handoff` event's path, and says how
     /// many came before (`path_from`): the session's earlier events carry
     /// them. Other events, and a path of one hop, are left as they are.
