@@ -1,7 +1,7 @@
 //! The latest sessions, kept up to date from the events stream by one
 //! consumer per console process (not one per browser).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use async_nats::jetstream::{self, consumer};
@@ -73,6 +73,82 @@ pub struct Summary {
     pub writing: Option<Writing>,
     /// The conversation it is a turn of, and which turn.
     pub conversation: Option<(String, u32)>,
+    /// The versions its agents ran at, as its events name them.
+    pub versions: Versions,
+}
+
+/// The versions a session's agents ran at, as its events name them: each
+/// agent type's latest, and each worker instance's (an instance runs one
+/// version, so a hop's version is its instance's even where a replay moved
+/// the agent type to another version later).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Versions {
+    by_agent: BTreeMap<String, String>,
+    by_instance: BTreeMap<(String, String), String>,
+}
+
+impl Versions {
+    /// Takes the versions `event` names: its reporter's, and the ones the
+    /// session was pinned to (on a terminal event), which are all a console
+    /// learns of a session stored before it started.
+    pub fn take(&mut self, event: &Event) {
+        for (agent, version) in &event.versions {
+            self.by_agent.insert(agent.clone(), version.clone());
+        }
+        if let (Some(agent), Some(version)) = (&event.agent, &event.version) {
+            self.by_agent.insert(agent.clone(), version.clone());
+            if let Some(instance) = &event.instance {
+                let key = (agent.clone(), instance.clone());
+                self.by_instance.insert(key, version.clone());
+            }
+        }
+    }
+
+    /// The version agent type `agent` ran at last, if its events name one.
+    #[must_use]
+    pub fn of(&self, agent: &str) -> Option<&str> {
+        self.by_agent.get(agent).map(String::as_str)
+    }
+
+    /// The version that ran `hop`: its instance's, else its agent type's.
+    #[must_use]
+    pub fn of_hop(&self, hop: &Hop) -> Option<&str> {
+        let key = (hop.agent.clone(), hop.instance.clone());
+        self.by_instance
+            .get(&key)
+            .map(String::as_str)
+            .or_else(|| self.of(&hop.agent))
+    }
+
+    /// Agent type → version, for what names agents without instances (a
+    /// context's messages and trace).
+    #[must_use]
+    pub fn by_agent(&self) -> &BTreeMap<String, String> {
+        &self.by_agent
+    }
+
+    /// `agent` as `TYPE@VERSION` when a version of it ran, else `TYPE`.
+    #[must_use]
+    pub fn label(&self, agent: &str) -> String {
+        label(agent, self.of(agent))
+    }
+
+    /// `hop`'s agent as `TYPE@VERSION` (see [`Versions::of_hop`]).
+    #[must_use]
+    pub fn hop_label(&self, hop: &Hop) -> String {
+        label(&hop.agent, self.of_hop(hop))
+    }
+}
+
+/// An agent type with the version that ran it, in the notation `--as`
+/// takes (`helper@2`); an agent whose worker names no version is its type
+/// alone.
+#[must_use]
+pub fn label(agent: &str, version: Option<&str>) -> String {
+    match version {
+        Some(version) => format!("{agent}@{version}"),
+        None => agent.to_owned(),
+    }
 }
 
 /// An answer being written: who writes it, which model call of which hop,
@@ -129,7 +205,17 @@ impl Summary {
             trace_id: None,
             writing: None,
             conversation: None,
+            versions: Versions::default(),
         }
+    }
+
+    /// The agent that has it (or had it last) as `TYPE@VERSION` (see
+    /// [`label`]).
+    #[must_use]
+    pub fn agent_label(&self) -> Option<String> {
+        self.agent
+            .as_deref()
+            .map(|agent| self.versions.label(agent))
     }
 
     /// Whether it has ended.
@@ -159,6 +245,8 @@ impl Summary {
         if let Some(detail) = &event.detail {
             self.detail = Some(detail.clone());
         }
+        // Even a late event says truly which version ran.
+        self.versions.take(event);
         if self.ended() && event.kind != EventType::Reopened && !event.kind.is_terminal() {
             return;
         }
@@ -513,6 +601,35 @@ mod tests {
         let ids: Vec<Uuid> = index.latest().iter().map(|s| s.id).collect();
         assert_eq!(ids, [Uuid::from_u128(3), Uuid::from_u128(2)]);
         assert_eq!(changes.try_recv().ok(), Some(Uuid::from_u128(1)));
+    }
+
+    #[test]
+    fn versions_come_from_reporters_and_from_the_pins_on_the_end() {
+        let mut summary = Summary::new(Uuid::nil(), 10);
+        let mut accepted = event(EventType::Accepted, "helper", 10);
+        accepted.version = Some("1".into());
+        accepted.instance = Some("w1".into());
+        summary.apply(&accepted);
+        assert_eq!(summary.agent_label().as_deref(), Some("helper@1"));
+        // A router's event names no version, and changes none.
+        summary.apply(&event(EventType::Retrying, "helper", 20));
+        assert_eq!(summary.agent_label().as_deref(), Some("helper@1"));
+        let mut handoff = event(EventType::Handoff, "helper", 30);
+        handoff.to = Some("plain".into());
+        summary.apply(&handoff);
+        assert_eq!(summary.agent_label().as_deref(), Some("plain"));
+        // Only the end of a session stored before the console started: its pins.
+        let mut end = event(EventType::Completed, "plain", 40);
+        end.versions.insert("helper".into(), "2".into());
+        let late = Summary::of(Uuid::nil(), &[end]);
+        assert_eq!(late.versions.label("helper"), "helper@2");
+        assert_eq!(late.versions.label("plain"), "plain");
+        let hop = Hop::new("helper", "w9", None);
+        assert_eq!(late.versions.hop_label(&hop), "helper@2");
+        assert_eq!(
+            summary.versions.hop_label(&Hop::new("helper", "w1", None)),
+            "helper@1"
+        );
     }
 
     #[test]

@@ -7,10 +7,20 @@ use baton_worker::DeadLetterEntry;
 use baton_worker::InboxEntry;
 use maud::{Markup, html};
 
+use crate::index::label;
 use crate::view::{clock, context_view, csrf, raw_bytes, span};
 
-/// When each instance of an agent type last sent a heartbeat, unix ms.
-pub(crate) type Heartbeats = HashMap<String, HashMap<String, u64>>;
+/// The latest heartbeat of each instance of each agent type.
+pub(crate) type Heartbeats = HashMap<String, HashMap<String, Beat>>;
+
+/// What an instance's latest heartbeat said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Beat {
+    /// When it arrived, unix ms.
+    pub(crate) at: u64,
+    /// The version the instance runs, if it names one.
+    pub(crate) version: Option<String>,
+}
 
 /// The agent pools (the table is what live updates replace).
 pub(crate) fn agents(candidates: &[Candidate], beats: &Heartbeats, now: u64) -> Markup {
@@ -27,8 +37,13 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
     html! {
         table #agents {
             thead { tr {
-                th { "Agent" } th { "Instances" } th { "Versions" } th { "Tier" } th { "Capabilities" } th { "Domains" }
-                th { "In flight" } th { "Load" } th { "Backlog" } th { "Success" } th { "Heartbeats" }
+                th { "Agent" } th { "Workers (live)" } th { "Versions (live workers each)" } th { "Tier" }
+                th { "Capabilities" } th { "Domains" }
+                th title="messages being handled / how many the live workers take at once" { "In flight / capacity (messages)" }
+                th title="0 idle, 1 at capacity, above 1 with a backlog" { "Load (1 = at capacity)" }
+                th title="messages waiting in the agent type's consumer" { "Backlog (messages waiting)" }
+                th title="share of handled messages that did not fail" { "Success (% of handled messages)" }
+                th { "Instances (version run, last heartbeat)" }
             } }
             tbody {
                 @if candidates.is_empty() {
@@ -47,8 +62,11 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
                         td.num { (or_dash(c.backlog.map(|b| b.to_string()))) }
                         td.num { (or_dash(c.success_ratio.map(|r| format!("{:.0}%", r * 100.0)))) }
                         td.beats {
-                            @for (instance, at) in beats.get(&c.agent).into_iter().flatten() {
-                                span.beat title=(clock(*at)) { (instance) " " (span(now.saturating_sub(*at))) " ago" } " "
+                            @for (instance, beat) in instances(beats, &c.agent) {
+                                span.beat data-instance=(instance) data-version=[beat.version.as_deref()] title=(clock(beat.at)) {
+                                    (instance) " runs " b.runs { (label(&c.agent, beat.version.as_deref())) }
+                                    ", heard " (span(now.saturating_sub(beat.at))) " ago"
+                                } " "
                             }
                         }
                     }
@@ -58,16 +76,29 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
     }
 }
 
-/// The versions `c`'s live instances run, each with how many run it:
-/// `1 (2), 2 (1)`; `None` when none names one.
+/// The instances of `agent` that sent heartbeats, by instance id (a
+/// stable order for a table that refreshes live).
+fn instances<'a>(beats: &'a Heartbeats, agent: &str) -> Vec<(&'a String, &'a Beat)> {
+    let mut all: Vec<_> = beats.get(agent).into_iter().flatten().collect();
+    all.sort_by(|a, b| a.0.cmp(b.0));
+    all
+}
+
+/// The versions `c`'s live instances run, each with how many workers run
+/// it: `1 (2 workers), 2 (1 worker)`; `None` when none names one.
 fn versions(c: &Candidate) -> Option<String> {
     (!c.versions.is_empty()).then(|| {
-        let each = c
-            .versions
-            .iter()
-            .map(|(version, n)| format!("{version} ({n})"));
+        let each = c.versions.iter().map(|(version, n)| {
+            let workers = if *n == 1 { "worker" } else { "workers" };
+            format!("{version} ({n} {workers})")
+        });
         each.collect::<Vec<_>>().join(", ")
     })
+}
+
+/// `agent` with the version `envelope`'s session is pinned to, if any.
+fn pinned(envelope: &Envelope, agent: &str) -> String {
+    label(agent, envelope.versions.get(agent).map(String::as_str))
 }
 
 fn envelope_summary(envelope: &Envelope) -> Markup {
@@ -75,9 +106,9 @@ fn envelope_summary(envelope: &Envelope) -> Markup {
         p { "Question: " q { (envelope.context.initial_query) } }
         p { "Path: "
             @if envelope.path.is_empty() { "none yet (sent straight to this agent type)" }
-            (envelope.path.iter().map(|h| h.agent.as_str()).collect::<Vec<_>>().join(" → "))
+            (envelope.path.iter().map(|h| pinned(envelope, &h.agent)).collect::<Vec<_>>().join(" → "))
             @if let Some(reason) = &envelope.reason { " · reason " code { (reason.as_str()) } }
-            @if let Some(from) = &envelope.from { " · from " b { (from) } }
+            @if let Some(from) = &envelope.from { " · from " b { (pinned(envelope, from)) } }
         }
     }
 }
@@ -92,19 +123,21 @@ pub(crate) fn dead_letters(entries: &[DeadLetterEntry]) -> Markup {
         h1 { "Dead letters" }
         @if sorted.is_empty() { p #empty { "No dead letters." } }
         @for entry in sorted {
+            @let envelope = <baton_proto::Envelope as baton_proto::Wire>::from_msgpack_limited(&entry.payload, usize::MAX);
+            @let agent = match &envelope { Ok(envelope) => pinned(envelope, &entry.agent), Err(_) => entry.agent.clone() };
             article.dead id=(format!("dl-{}", entry.seq)) data-session=[entry.session] {
                 h2 {
-                    "#" (entry.seq) " · " code { (entry.reason.as_str()) } " · " (entry.agent)
+                    "#" (entry.seq) " · " code { (entry.reason.as_str()) } " · " (agent)
                     " · " (entry.deliveries) " deliveries"
                 }
                 p.detail { (entry.detail) }
                 @if let Some(session) = entry.session {
                     p { "Session " a href=(format!("/sessions/{session}")) { code { (session) } } }
                 }
-                @match <baton_proto::Envelope as baton_proto::Wire>::from_msgpack_limited(&entry.payload, usize::MAX) {
+                @match envelope {
                     Ok(envelope) => {
                         (envelope_summary(&envelope))
-                        details { summary { "Context" } (context_view(&envelope.context)) }
+                        details { summary { "Context" } (context_view(&envelope.context, &envelope.versions)) }
                         p { a.button href=(format!("/dlq/{}/replay", entry.seq)) { "Replay…" } }
                     }
                     Err(err) => {
@@ -152,7 +185,7 @@ pub(crate) fn inbox(entries: &[InboxEntry], token: &str, now: u64) -> Markup {
                 h2 { (entry.agent()) " · waiting " (span(now.saturating_sub(entry.since))) }
                 p { "Session " a href=(format!("/sessions/{}", envelope.session)) { code { (envelope.session) } } }
                 (envelope_summary(envelope))
-                details open { summary { "Context" } (context_view(&envelope.context)) }
+                details open { summary { "Context" } (context_view(&envelope.context, &envelope.versions)) }
                 form.reply method="post" action=(format!("/inbox/{}", envelope.id)) {
                     (csrf(token))
                     label { "Answer " textarea name="text" rows="3" required {} }
@@ -250,11 +283,45 @@ mod tests {
         let html =
             agents_table(std::slice::from_ref(&candidate), &Heartbeats::new(), 0).into_string();
         assert!(
-            html.contains("<td class=\"versions\">1 (2), 2 (1)</td>"),
+            html.contains("<td class=\"versions\">1 (2 workers), 2 (1 worker)</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<th>Versions (live workers each)</th>"),
             "{html}"
         );
         candidate.versions.clear();
         let html = agents_table(&[candidate], &Heartbeats::new(), 0).into_string();
         assert!(html.contains("<td class=\"versions\">–</td>"), "{html}");
+    }
+
+    #[test]
+    fn each_instance_says_which_version_it_runs() {
+        let candidate: Candidate = serde_json::from_value(serde_json::json!({
+            "agent": "helper", "tier": 1, "instances": 2, "load": 0.0, "score": 1.0
+        }))
+        .unwrap();
+        let beat = |at: u64, version: Option<&str>| Beat {
+            at,
+            version: version.map(str::to_owned),
+        };
+        let beats = Heartbeats::from([(
+            "helper".to_owned(),
+            HashMap::from([
+                ("w2".to_owned(), beat(1_000, Some("2<i>"))),
+                ("w1".to_owned(), beat(1_500, None)),
+            ]),
+        )]);
+        let html = agents_table(&[candidate], &beats, 2_000).into_string();
+        let (w1, w2) = (html.find("w1 runs").unwrap(), html.find("w2 runs").unwrap());
+        assert!(w1 < w2, "instances in a stable order: {html}");
+        assert!(
+            html.contains("w2 runs <b class=\"runs\">helper@2&lt;i&gt;</b>, heard 1.0 s ago"),
+            "{html}"
+        );
+        assert!(
+            html.contains("w1 runs <b class=\"runs\">helper</b>, heard 500 ms ago"),
+            "{html}"
+        );
     }
 }

@@ -1,8 +1,11 @@
-//! A session's path as a picture: agents as nodes, hops as labelled edges,
-//! loops and escalations highlighted. Plain SVG, drawn on the server.
+//! A session's path as a picture: agents as nodes (each `TYPE@VERSION`
+//! when a version of it ran), hops as labelled edges, loops and
+//! escalations highlighted. Plain SVG, drawn on the server.
 
 use baton_proto::{Event, EventType, Hop};
 use maud::{Markup, html};
+
+use crate::index::{Versions, label};
 
 /// One edge of the picture.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,10 +21,12 @@ pub(crate) struct Edge {
     pub(crate) class: &'static str,
 }
 
-/// Nodes (agent types, in order of first visit) and edges of a path.
+/// Nodes (agent types with their versions, in order of first visit) and
+/// edges of a path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Graph {
-    /// Agent types.
+    /// Agent types, as `TYPE@VERSION` where a version ran: two versions of
+    /// one type (a replay onto another) are two nodes.
     pub(crate) nodes: Vec<String>,
     /// Hops between them.
     pub(crate) edges: Vec<Edge>,
@@ -45,14 +50,16 @@ impl Graph {
     }
 
     /// The graph of `path`, plus the routes the loop guard refused and the
-    /// person a waiting session went to, from `events`.
+    /// person a waiting session went to, from `events`; `versions` names
+    /// the version of each agent.
     #[must_use]
-    pub(crate) fn of(path: &[Hop], events: &[Event]) -> Self {
+    pub(crate) fn of(path: &[Hop], events: &[Event], versions: &Versions) -> Self {
         let mut graph = Self::default();
         let mut previous: Option<usize> = None;
         for hop in path {
-            let seen = graph.nodes.contains(&hop.agent);
-            let index = graph.node(&hop.agent);
+            let node = versions.hop_label(hop);
+            let seen = graph.nodes.contains(&node);
+            let index = graph.node(&node);
             if let Some(from) = previous {
                 let label = hop.reason.as_ref().map_or("", |r| r.as_str()).to_owned();
                 let class = if seen {
@@ -80,7 +87,8 @@ impl Graph {
                 EventType::Escalated => "escalation",
                 _ => continue,
             };
-            let (from, to) = (graph.node(agent), graph.node(to));
+            let from = graph.node(&label(agent, event.version.as_deref()));
+            let to = graph.node(&versions.label(to));
             let label = event.reason.as_ref().map_or("", |r| r.as_str()).to_owned();
             let edge = Edge {
                 from,
@@ -94,7 +102,7 @@ impl Graph {
         }
         if let Some(waiting) = events.iter().rev().find(|e| e.kind == EventType::Waiting) {
             if let (Some(last), Some(agent)) = (previous, &waiting.agent) {
-                let to = graph.node(agent);
+                let to = graph.node(&versions.label(agent));
                 if to != last {
                     let label = "waiting".to_owned();
                     graph.edges.push(Edge {
@@ -176,7 +184,7 @@ mod tests {
             hop("front", Some("handoff")),
             hop("human", Some("escalated")),
         ];
-        let graph = Graph::of(&path, &[]);
+        let graph = Graph::of(&path, &[], &Versions::default());
         assert_eq!(graph.nodes, ["front", "back", "human"]);
         let classes: Vec<_> = graph
             .edges
@@ -197,7 +205,12 @@ mod tests {
         refused.reason = Some(Reason::LoopDetected);
         let mut waiting = Event::new(Uuid::nil(), Uuid::nil(), EventType::Waiting);
         waiting.agent = Some("person".into());
-        let graph = Graph::of(&[hop("a", None), hop("b", Some("x"))], &[refused, waiting]);
+        let versions = Versions::default();
+        let graph = Graph::of(
+            &[hop("a", None), hop("b", Some("x"))],
+            &[refused, waiting],
+            &versions,
+        );
         let classes: Vec<_> = graph
             .edges
             .iter()
@@ -214,9 +227,37 @@ mod tests {
 
     #[test]
     fn agent_names_are_escaped_in_the_picture() {
-        let graph = Graph::of(&[hop("<script>x</script>", None)], &[]);
+        let graph = Graph::of(
+            &[hop("<script>x</script>", None)],
+            &[],
+            &Versions::default(),
+        );
         let picture = svg(&graph).into_string();
         assert!(!picture.contains("<script>"));
         assert!(picture.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn nodes_name_the_version_each_hop_ran_at() {
+        let mut versions = Versions::default();
+        let ran = |agent: &str, instance: &str, version: &str| {
+            let mut event = Event::new(Uuid::new_v4(), Uuid::nil(), EventType::Accepted);
+            event.agent = Some(agent.into());
+            event.instance = Some(instance.into());
+            event.version = Some(version.into());
+            event
+        };
+        versions.take(&ran("helper", "v1", "1"));
+        // A replay onto version 2: the first hop stays on 1.
+        versions.take(&ran("helper", "v2", "2"));
+        let path = [
+            Hop::new("front", "f", None),
+            Hop::new("helper", "v1", None),
+            Hop::new("helper", "v2", Some(Reason::KnowledgeGap)),
+        ];
+        let graph = Graph::of(&path, &[], &versions);
+        assert_eq!(graph.nodes, ["front", "helper@1", "helper@2"]);
+        let picture = svg(&graph).into_string();
+        assert!(picture.contains(">helper@2</text>"), "{picture}");
     }
 }

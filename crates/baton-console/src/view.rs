@@ -1,11 +1,13 @@
 //! The pages, rendered on the server. Every value from NATS goes through
 //! maud's escaping: agent output is untrusted text.
 
+use std::collections::BTreeMap;
+
 use baton_proto::{Context, Event};
 use maud::{DOCTYPE, Markup, html};
 use uuid::Uuid;
 
-use crate::index::Summary;
+use crate::index::{Summary, label};
 
 /// A page of the console: the navigation, then `main`.
 pub(crate) fn page(title: &str, current: &str, main: Markup) -> Markup {
@@ -88,12 +90,13 @@ fn snippet(text: &str, max: usize) -> String {
     out
 }
 
-/// The agents of a path, `a → b → c`.
+/// The agents of a path, each with the version that ran it:
+/// `a → b@2 → c`.
 pub(crate) fn path_text(summary: &Summary) -> String {
     summary
         .path
         .iter()
-        .map(|hop| hop.agent.as_str())
+        .map(|hop| summary.versions.hop_label(hop))
         .collect::<Vec<_>>()
         .join(" → ")
 }
@@ -102,6 +105,11 @@ pub(crate) fn path_text(summary: &Summary) -> String {
 pub(crate) fn row(summary: &Summary, now: u64) -> Markup {
     let state = summary.state.as_str();
     let agent = summary.agent.as_deref().unwrap_or("");
+    // The live feed's filter (console.js) matches `TYPE@VERSION` on these.
+    let version = summary
+        .agent
+        .as_deref()
+        .and_then(|a| summary.versions.of(a));
     let end = if summary.ended() {
         summary.updated
     } else {
@@ -116,7 +124,7 @@ pub(crate) fn row(summary: &Summary, now: u64) -> Markup {
         (None, None) => String::new(),
     };
     html! {
-        tr id=(format!("s-{}", summary.id)) data-state=(state) data-agent=(agent) {
+        tr id=(format!("s-{}", summary.id)) data-state=(state) data-agent=(agent) data-version=[version] {
             td.id {
                 a href=(format!("/sessions/{}", summary.id)) { (short(summary.id)) }
                 @if let Some((id, turn)) = &summary.conversation {
@@ -124,7 +132,7 @@ pub(crate) fn row(summary: &Summary, now: u64) -> Markup {
                 }
             }
             td { span class=(format!("state {state}")) { (state) } }
-            td.agent { (agent) }
+            td.agent { (summary.agent_label().unwrap_or_default()) }
             td.path { (path_text(summary)) }
             td.num { (summary.path.len()) }
             td.num { time data-at=(summary.started) { (span(now.saturating_sub(summary.started))) } }
@@ -140,7 +148,8 @@ pub(crate) struct Filter {
     /// `running`, `waiting`, `completed` or `failed`.
     #[serde(default)]
     pub(crate) state: String,
-    /// Agent type that has (or had last) the session.
+    /// Agent type that has (or had last) the session, or `TYPE@VERSION`
+    /// for the sessions it has at that version.
     #[serde(default)]
     pub(crate) agent: String,
     /// Text in the id, path, agent, answer or failure.
@@ -153,19 +162,35 @@ impl Filter {
     pub(crate) fn admits(&self, summary: &Summary) -> bool {
         let q = self.q.trim().to_lowercase();
         (self.state.is_empty() || summary.state.as_str() == self.state)
-            && (self.agent.is_empty() || summary.agent.as_deref() == Some(self.agent.as_str()))
+            && self.admits_agent(summary)
             && (q.is_empty() || {
                 let what = summary.output.as_ref().map(text).unwrap_or_default();
                 let hay = format!(
                     "{} {} {} {what} {} {}",
                     summary.id,
                     path_text(summary),
-                    summary.agent.as_deref().unwrap_or(""),
+                    summary.agent_label().unwrap_or_default(),
                     summary.reason.as_deref().unwrap_or(""),
                     summary.detail.as_deref().unwrap_or("")
                 );
                 hay.to_lowercase().contains(&q)
             })
+    }
+
+    /// Whether `summary`'s agent is the filter's: `TYPE` at any version
+    /// (or none), `TYPE@VERSION` at that version only.
+    fn admits_agent(&self, summary: &Summary) -> bool {
+        let wanted = self.agent.trim();
+        if wanted.is_empty() {
+            return true;
+        }
+        let Some(agent) = summary.agent.as_deref() else {
+            return false;
+        };
+        match wanted.split_once('@') {
+            Some((kind, version)) => agent == kind && summary.versions.of(agent) == Some(version),
+            None => agent == wanted,
+        }
     }
 }
 
@@ -182,15 +207,18 @@ pub(crate) fn sessions(rows: &[Summary], filter: &Filter, total: usize, now: u64
                     }
                 }
             } }
-            label { "Agent " input name="agent" value=(filter.agent) placeholder="any"; }
+            label title="an agent type, or TYPE@VERSION for one version of it" {
+                "Agent " input name="agent" value=(filter.agent) placeholder="TYPE or TYPE@VERSION";
+            }
             label { "Text or session id " input name="q" value=(filter.q) placeholder="search"; }
             button type="submit" { "Filter" }
         }
         p.count { "Showing " span #shown { (rows.len()) } " of " span #total { (total) } " sessions, most recently active first; changes appear live." }
         table #sessions {
             thead { tr {
-                th { "Session" } th { "State" } th { "Agent" } th { "Path" } th { "Hops" }
-                th { "Age" } th { "Duration" } th { "Answer or reason" }
+                th { "Session" } th { "State" } th { "Agent@version" } th { "Path" }
+                th title="agents visited, counting repeat visits" { "Hops (agents visited)" }
+                th { "Age (since first event)" } th { "Duration (first to latest event)" } th { "Answer or reason" }
             } }
             tbody { @for summary in rows { (row(summary, now)) } }
         }
@@ -219,13 +247,13 @@ pub(crate) struct Detail<'a> {
 pub(crate) fn session(detail: &Detail<'_>) -> Markup {
     let summary = detail.summary;
     let state = summary.state.as_str();
-    let graph = crate::path::Graph::of(&summary.path, detail.events);
+    let graph = crate::path::Graph::of(&summary.path, detail.events, &summary.versions);
     html! {
         div #session data-id=(summary.id) data-state=(state) {
             h1 { "Session " code { (summary.id) } }
             p.status {
                 span class=(format!("state {state}")) #state { (state) }
-                @if let Some(agent) = &summary.agent { " · agent " b #agent { (agent) } }
+                @if let Some(agent) = summary.agent_label() { " · agent " b #agent { (agent) } }
                 @if let Some((id, turn)) = &summary.conversation {
                     " · turn " (turn) " of conversation " a #conversation href=(conversation_href(id)) { (id) }
                 }
@@ -250,7 +278,7 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
                 }
             }
             @if let Some(writing) = summary.writing.as_ref().filter(|_| !summary.ended()) {
-                section #writing { h2 { "Being written" } p { b { (writing.agent) } ": " span #writing-text { (writing.text) } } }
+                section #writing { h2 { "Being written" } p { b { (summary.versions.label(&writing.agent)) } ": " span #writing-text { (writing.text) } } }
             }
             @if let Some(output) = &summary.output {
                 section { h2 { "Answer" } pre #answer { (text(output)) } }
@@ -264,12 +292,12 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
                 p { "Dead letter " a href=(format!("/dlq#dl-{seq}")) { "#" (seq) } " can be replayed." }
             }
             section { h2 { "Path" } p #path-text { (path_text(summary)) } (crate::path::svg(&graph)) }
-            (delegation(detail.events))
+            (delegation(detail.events, summary))
             (tool_calls(detail.events))
             section { h2 { "Events" } (timeline(detail.events, summary.started)) }
             (detail.actions)
             @if let Some((source, context)) = detail.context {
-                section #context { h2 { "Context " small { "(" (source) ")" } } (context_view(context)) }
+                section #context { h2 { "Context " small { "(" (source) ")" } } (context_view(context, summary.versions.by_agent())) }
             } @else {
                 section #context { h2 { "Context" } p.muted { "The context is shown once the session ends, waits for a person, or has a dead letter." } }
             }
@@ -280,16 +308,17 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
 fn timeline(events: &[Event], start: u64) -> Markup {
     html! {
         table #timeline {
-            thead { tr { th { "+ms" } th { "Event" } th { "Agent" } th { "Instance" } th { "To" } th { "Reason" } th { "Detail" } th title="tokens the session had spent" { "Tokens" } } }
+            thead { tr {
+                th title="milliseconds since the session started" { "+ms (since start)" } th { "Event" } th { "Agent@version" }
+                th { "Instance" } th { "To" } th { "Reason" } th { "Detail" }
+                th title="tokens the session had spent" { "Tokens spent (so far)" }
+            } }
             tbody {
                 @for event in events {
                     tr class=(format!("ev {}", event.kind.as_str())) {
                         td.num title=(clock(event.at)) { (event.at.saturating_sub(start)) }
                         td { (event.kind.as_str()) @if let Some(n) = event.attempt.filter(|n| *n > 1) { " #" (n) } }
-                        td {
-                            (event.agent.as_deref().unwrap_or(""))
-                            @if let Some(version) = &event.version { " " small.version title="version" { "@" (version) } }
-                        }
+                        td.agent { (event.agent.as_deref().map(|a| label(a, event.version.as_deref())).unwrap_or_default()) }
                         td { (event.instance.as_deref().unwrap_or("")) }
                         td { (event.to.as_deref().unwrap_or("")) }
                         td { (event.reason.as_ref().map_or("", |r| r.as_str())) }
@@ -327,12 +356,12 @@ fn tool_calls(events: &[Event]) -> Markup {
             section #tool-calls {
                 h2 { "Tool calls" }
                 table {
-                    thead { tr { th { "Tool" } th { "Agent" } th { "Outcome" } th { "ms" } } }
+                    thead { tr { th { "Tool" } th { "Agent@version" } th { "Outcome" } th { "Duration (ms)" } } }
                     tbody {
                         @for call in &calls {
                             tr.call data-outcome=(field(call, "outcome")) {
                                 td.tool { (field(call, "tool")) }
-                                td { (call.agent.as_deref().unwrap_or("")) }
+                                td.agent { (call.agent.as_deref().map(|a| label(a, call.version.as_deref())).unwrap_or_default()) }
                                 td.outcome { (field(call, "outcome")) }
                                 td.num { (field(call, "duration_ms")) }
                             }
@@ -346,7 +375,7 @@ fn tool_calls(events: &[Event]) -> Markup {
 
 /// Delegations as a tree: each `delegated` event under the open delegation
 /// whose child is the delegating agent, with what became of its result.
-fn delegation(events: &[Event]) -> Markup {
+fn delegation(events: &[Event], summary: &Summary) -> Markup {
     struct Node {
         agent: String,
         input: String,
@@ -388,14 +417,14 @@ fn delegation(events: &[Event]) -> Markup {
     if nodes.is_empty() {
         return html! {};
     }
-    fn item(nodes: &[Node], index: usize) -> Markup {
+    fn item(nodes: &[Node], index: usize, summary: &Summary) -> Markup {
         let node = &nodes[index];
         html! {
             li {
-                b { (node.agent) } " — " (snippet(&node.input, 200))
+                b { (summary.versions.label(&node.agent)) } " — " (snippet(&node.input, 200))
                 " " span.result { (node.result.as_deref().unwrap_or("waiting for its result")) }
                 @if !node.children.is_empty() {
-                    ul { @for child in &node.children { (item(nodes, *child)) } }
+                    ul { @for child in &node.children { (item(nodes, *child, summary)) } }
                 }
             }
         }
@@ -403,21 +432,30 @@ fn delegation(events: &[Event]) -> Markup {
     html! {
         section #delegation { h2 { "Delegation" }
             ul.tree { @for (parent, child) in &roots {
-                li { b { (parent) } " delegated" ul { (item(&nodes, *child)) } }
+                li { b { (summary.versions.label(parent)) } " delegated" ul { (item(&nodes, *child, summary)) } }
             } }
         }
     }
 }
 
-/// The whole context: conversation, variables, trace and state.
-pub(crate) fn context_view(context: &Context) -> Markup {
+/// The whole context: conversation, variables, trace and state; the
+/// agents in it named with the version each ran at (`versions`, by agent
+/// type).
+pub(crate) fn context_view(context: &Context, versions: &BTreeMap<String, String>) -> Markup {
+    let agent = |name: &str| label(name, versions.get(name).map(String::as_str));
     html! {
         @if !context.problem.is_empty() { p { b { "Problem: " } (context.problem) } }
         h3 { "Messages" }
         ol.messages {
             @for message in &context.messages {
                 li class=(format!("msg {}", message.role.as_str())) {
-                    span.role { (message.role.as_str()) @if let Some(name) = &message.name { " · " (name) } }
+                    span.role {
+                        (message.role.as_str())
+                        // A tool message's name is the tool's, not an agent's.
+                        @if let Some(name) = &message.name {
+                            " · " @if message.role == baton_proto::Role::Agent { (agent(name)) } @else { (name) }
+                        }
+                    }
                     div.content { (message.content) }
                 }
             }
@@ -426,9 +464,9 @@ pub(crate) fn context_view(context: &Context) -> Markup {
         @if !context.trace.is_empty() {
             h3 { "Trace" }
             table.trace {
-                thead { tr { th { "Agent" } th { "Action" } th { "Outcome" } th { "Reasoning" } } }
+                thead { tr { th { "Agent@version" } th { "Action" } th { "Outcome" } th { "Reasoning" } } }
                 tbody { @for step in &context.trace {
-                    tr { td { (step.agent) } td { (step.action) } td { (step.outcome) } td { (step.reasoning) } }
+                    tr { td.agent { (agent(&step.agent)) } td { (step.action) } td { (step.outcome) } td { (step.reasoning) } }
                 } }
             }
         }
@@ -527,7 +565,8 @@ mod tests {
                 "completed result from dev: recorded",
             ),
         ];
-        let tree = delegation(&events).into_string();
+        let summary = Summary::new(Uuid::nil(), 0);
+        let tree = delegation(&events, &summary).into_string();
         let (lead, dev, tester) = (
             tree.find("lead").unwrap(),
             tree.find("<b>dev").unwrap(),
@@ -539,7 +578,7 @@ mod tests {
         assert!(dev_item.find("<ul>").unwrap() < dev_item.find("tester").unwrap());
         assert_eq!(tree.matches("completed result from").count(), 2, "{tree}");
         assert!(!tree.contains("waiting for its result"), "{tree}");
-        assert_eq!(delegation(&[]).into_string(), "");
+        assert_eq!(delegation(&[], &summary).into_string(), "");
     }
 
     #[test]
@@ -581,13 +620,112 @@ mod tests {
         let mut accepted = Event::new(Uuid::nil(), Uuid::nil(), EventType::Accepted);
         accepted.agent = Some("helper".to_owned());
         let plain = timeline(std::slice::from_ref(&accepted), 0).into_string();
-        assert!(!plain.contains("class=\"version\""), "{plain}");
+        assert!(plain.contains("<td class=\"agent\">helper</td>"), "{plain}");
         accepted.version = Some("2<b>".to_owned());
         let versioned = timeline(&[accepted], 0).into_string();
         assert!(
-            versioned
-                .contains("helper <small class=\"version\" title=\"version\">@2&lt;b&gt;</small>"),
+            versioned.contains("<td class=\"agent\">helper@2&lt;b&gt;</td>"),
             "{versioned}"
         );
+    }
+
+    /// A session that `helper` answered at `version` (none: unversioned),
+    /// as the console learns it from the terminal event alone.
+    fn answered_by(n: u128, version: Option<&str>) -> Summary {
+        let mut completed = Event::new(Uuid::new_v4(), Uuid::from_u128(n), EventType::Completed);
+        completed.agent = Some("helper".into());
+        completed.instance = Some(format!("w{n}"));
+        completed.version = version.map(str::to_owned);
+        completed.path = vec![
+            baton_proto::Hop::new("front", "f", None),
+            baton_proto::Hop::new("helper", format!("w{n}"), None),
+        ];
+        if let Some(version) = version {
+            completed.versions.insert("helper".into(), version.into());
+        }
+        Summary::of(Uuid::from_u128(n), &[completed])
+    }
+
+    #[test]
+    fn a_row_names_the_version_its_agent_ran_at() {
+        let two = row(&answered_by(1, Some("2")), 5).into_string();
+        assert!(
+            two.contains("data-agent=\"helper\" data-version=\"2\""),
+            "{two}"
+        );
+        assert!(two.contains("<td class=\"agent\">helper@2</td>"), "{two}");
+        assert!(
+            two.contains("<td class=\"path\">front → helper@2</td>"),
+            "{two}"
+        );
+        let plain = row(&answered_by(2, None), 5).into_string();
+        assert!(
+            !plain.contains("data-version") && !plain.contains('@'),
+            "{plain}"
+        );
+        assert!(plain.contains("<td class=\"agent\">helper</td>"), "{plain}");
+    }
+
+    #[test]
+    fn the_agent_filter_takes_a_type_or_type_at_version() {
+        let sessions = [
+            answered_by(1, Some("1")),
+            answered_by(2, Some("2")),
+            answered_by(3, None),
+        ];
+        let found = |agent: &str| -> Vec<u128> {
+            let filter = Filter {
+                agent: agent.into(),
+                ..Filter::default()
+            };
+            (sessions.iter())
+                .filter(|s| filter.admits(s))
+                .map(|s| s.id.as_u128())
+                .collect()
+        };
+        assert_eq!(found("helper"), [1, 2, 3]);
+        assert_eq!(found(" helper@2 "), [2]);
+        assert_eq!(found("helper@1"), [1]);
+        assert_eq!(found("helper@3"), Vec::<u128>::new());
+        assert_eq!(found("helper@"), Vec::<u128>::new());
+        assert_eq!(found("front@2"), Vec::<u128>::new());
+        // The text search sees the labels too.
+        let filter = Filter {
+            q: "HELPER@2".into(),
+            ..Filter::default()
+        };
+        assert!(filter.admits(&sessions[1]) && !filter.admits(&sessions[0]));
+    }
+
+    #[test]
+    fn the_session_page_and_its_context_name_versions() {
+        let summary = answered_by(1, Some("2"));
+        let mut context = Envelope::task("hi").context;
+        let mut said = baton_proto::Message::new(baton_proto::Role::Agent, "done");
+        said.name = Some("helper".into());
+        let mut tool = baton_proto::Message::new(baton_proto::Role::Tool, "42");
+        tool.name = Some("helper".into());
+        context.messages = vec![said, tool];
+        context.trace = vec![baton_proto::Step::new("helper", "answer", "ok")];
+        let page = session(&Detail {
+            summary: &summary,
+            events: &[],
+            context: Some(("ended", &context)),
+            dead_letters: vec![],
+            trace_link: None,
+            csrf: "t",
+            actions: maud::html! {},
+        })
+        .into_string();
+        assert!(page.contains("<b id=\"agent\">helper@2</b>"), "{page}");
+        assert!(
+            page.contains("<p id=\"path-text\">front → helper@2</p>"),
+            "{page}"
+        );
+        assert!(page.contains(">helper@2</text>"), "{page}");
+        assert!(page.contains("agent · helper@2</span>"), "{page}");
+        // A tool's name is not an agent's.
+        assert!(page.contains("tool · helper</span>"), "{page}");
+        assert!(page.contains("<td class=\"agent\">helper@2</td>"), "{page}");
     }
 }

@@ -11,7 +11,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Form, Router};
-use baton_proto::{AgentName, EventType, LookupRequest, Subjects, now_ms};
+use baton_proto::{AgentName, EventType, LookupRequest, Subjects, Wire, now_ms};
 use baton_worker::ReplayOptions;
 use baton_worker::Reply;
 use futures::{Stream, StreamExt};
@@ -454,14 +454,18 @@ pub(crate) async fn follow_heartbeats(
             continue;
         };
         let now = now_ms();
+        // An unreadable heartbeat still says the instance lives.
+        let version = baton_proto::Heartbeat::from_msgpack(&message.payload)
+            .ok()
+            .and_then(|beat| beat.version);
         if let Ok(mut beats) = beats.write() {
             beats
                 .entry(agent.to_owned())
                 .or_insert_with(HashMap::new)
-                .insert(instance.to_owned(), now);
+                .insert(instance.to_owned(), ops::Beat { at: now, version });
             // Instances silent for a minute are gone.
             for instances in beats.values_mut() {
-                instances.retain(|_, at| now.saturating_sub(*at) < 60_000);
+                instances.retain(|_, beat| now.saturating_sub(beat.at) < 60_000);
             }
         }
         if now.saturating_sub(last) >= 1000 {

@@ -47,9 +47,18 @@
     };
   }
 
+  // As the server's filter: TYPE at any version, TYPE@VERSION at that one.
+  function admitsAgent(row, wanted) {
+    if (!wanted) return true;
+    var at = wanted.indexOf("@");
+    if (at < 0) return row.dataset.agent === wanted;
+    return row.dataset.agent === wanted.slice(0, at) &&
+      row.dataset.version === wanted.slice(at + 1);
+  }
+
   function admits(row, f) {
     return (!f.state || row.dataset.state === f.state) &&
-      (!f.agent || row.dataset.agent === f.agent) &&
+      admitsAgent(row, f.agent) &&
       (!f.q || (row.id + " " + row.textContent).toLowerCase().indexOf(f.q) !== -1);
   }
 
@@ -144,6 +153,14 @@
       refresh("/agents?fragment=1", function () { return document.getElementById("agents"); }, true);
     }
   });
+
+  // The versions page follows rollouts and drains: it is read anew every
+  // two seconds (no event announces a rollout's change).
+  if (page === "versions") {
+    window.setInterval(function () {
+      refresh("/versions?fragment=1", function () { return document.getElementById("versions"); }, true);
+    }, 2000);
+  }
 
   // Ages tick without the server.
   window.setInterval(function () {
