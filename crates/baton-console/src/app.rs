@@ -28,6 +28,8 @@ pub(crate) struct App {
     pub(crate) shown: usize,
     /// The conversations, opened on first use.
     pub(crate) conversations: Arc<tokio::sync::OnceCell<baton_worker::conversation::Conversations>>,
+    /// The versions of agent types, opened on first use.
+    pub(crate) versions: Arc<tokio::sync::OnceCell<baton_worker::versions::Versions>>,
     /// Replicas of the buckets it opens.
     pub(crate) replicas: usize,
 }

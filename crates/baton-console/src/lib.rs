@@ -1,7 +1,8 @@
 //! Baton's web console: the latest sessions live, each session's path,
 //! events, delegations and context, the agent pools, the dead letters (with
-//! replay), the human inbox (with answers) and the conversations (each
-//! one's turns, linked to their sessions).
+//! replay), the human inbox (with answers), the conversations (each
+//! one's turns, linked to their sessions) and the agent types' versions
+//! (their rollouts, and what each version holds).
 //!
 //! One process serves pages rendered on the server and a small script for
 //! live updates, both built into the binary. It reads NATS, not other
@@ -26,6 +27,7 @@ pub mod index;
 mod ops;
 mod path;
 mod replay;
+mod versions;
 mod view;
 mod web;
 
@@ -105,6 +107,7 @@ pub async fn serve(
         agents_changed: agents_changed.clone(),
         shown: config.shown,
         conversations: Arc::default(),
+        versions: Arc::default(),
         replicas: config.replicas,
     };
     let listener = baton_gateway::listen::bind(config.listen).await?;

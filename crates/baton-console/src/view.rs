@@ -14,6 +14,7 @@ pub(crate) fn page(title: &str, current: &str, main: Markup) -> Markup {
     let nav = [
         ("sessions", "/", "Sessions"),
         ("agents", "/agents", "Agents"),
+        ("versions", "/versions", "Versions"),
         ("dlq", "/dlq", "Dead letters"),
         ("inbox", "/inbox", "Inbox"),
         ("conversations", "/conversations", "Conversations"),

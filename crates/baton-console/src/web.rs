@@ -44,6 +44,7 @@ pub(crate) fn router(app: App) -> Router {
             axum::routing::post(crate::feedback::feedback),
         )
         .route("/agents", get(agents))
+        .route("/versions", get(crate::versions::page))
         .route("/dlq", get(dead_letters))
         .route("/dlq/{seq}/replay", get(confirm_replay).post(replay))
         .route("/inbox", get(inbox))

@@ -193,6 +193,46 @@ fn question(event: &Event) -> Option<String> {
     context.messages.last().map(|m| m.content.clone())
 }
 
+/// Unix ms as a UTC date and time, to the second: `2026-11-27 23:30:01 UTC`.
+#[must_use]
+pub fn utc(ms: u64) -> String {
+    let at = i64::try_from(ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis);
+    at.map_or_else(
+        || format!("{ms} ms"),
+        |at| at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// A rollout's change as a line: when, what was done to which version, and
+/// where new work went after it.
+#[must_use]
+pub fn rollout_change(change: &baton_proto::RolloutChange) -> String {
+    let v = &change.version;
+    let done = match change.what.as_str() {
+        "first" => format!("{v} ran first and became current"),
+        "ramp" => format!("{v} rolled out"),
+        "promote" => format!("{v} made current"),
+        "stop" => format!("{v}'s ramp ended"),
+        "back" => format!("back from {v}"),
+        "retire" => format!("{v} retired"),
+        "upgrade" => format!("{v}'s idle conversations move to the current version"),
+        other => format!("{other} {v}"),
+    };
+    let now = match &change.ramp {
+        Some(ramp) => format!(
+            "{} {}%, {} {}%",
+            change.current,
+            100 - u16::from(ramp.weight),
+            ramp.version,
+            ramp.weight
+        ),
+        None => format!("{} 100%", change.current),
+    };
+    format!("{}  {done}: {now}", utc(change.at))
+}
+
 #[cfg(test)]
 mod tests {
     use baton_proto::{EventType, Reason};
@@ -224,5 +264,23 @@ mod tests {
 
     fn uuid_nil() -> uuid::Uuid {
         uuid::Uuid::nil()
+    }
+
+    #[test]
+    fn a_rollout_change_says_when_what_and_where_new_work_goes() {
+        let change = baton_proto::RolloutChange {
+            at: 1_767_225_600_000,
+            what: "ramp".to_owned(),
+            version: "2".to_owned(),
+            current: "1".to_owned(),
+            ramp: Some(baton_proto::Ramp {
+                version: "2".to_owned(),
+                weight: 25,
+            }),
+        };
+        assert_eq!(
+            rollout_change(&change),
+            "2026-01-01 00:00:00 UTC  2 rolled out: 1 75%, 2 25%"
+        );
     }
 }

@@ -93,7 +93,10 @@ pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
 };
 pub use refs::Ref;
-pub use registry::rollout::{Ramp, Role as VersionRole, Rollout};
+pub use registry::rollout::{
+    Change as RolloutChange, HISTORY_KEPT as ROLLOUT_HISTORY_KEPT, Ramp, Role as VersionRole,
+    Rollout,
+};
 pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use replay::Replay;
 pub use schema::schemas;

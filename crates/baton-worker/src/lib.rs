@@ -106,6 +106,14 @@ pub use pipeline::cancel::{cancel_event_id, cancelled_event};
 pub use services::router::{Router, RouterConfig};
 pub use state::transcript;
 
+/// The versions of agent types as operators see and change them: each
+/// version's state, live workers and what holds it, and the rollout's
+/// changes by compare-and-swap. The CLI's deploy commands and the console
+/// read through here.
+pub mod versions {
+    pub use crate::clients::versions::{Gathered, Holding, Queue, Standing, VersionRow, Versions};
+}
+
 /// Conversations: many turns, one memory, one turn at a time. The one entry
 /// point ([`conversation::Conversations::say`]) and the keeper live in the
 /// clients' room; the records, their errors and what deleting uses in the

@@ -6,11 +6,9 @@
 use std::process::ExitCode;
 
 use baton_proto::{Subjects, now_ms};
-use baton_worker::state::rollouts;
 use clap::Args;
 
-use super::holding::held;
-use super::{Deploys, agent_type, version};
+use super::{agent_type, version};
 use crate::nats::NatsArgs;
 
 #[derive(Debug, Args)]
@@ -37,8 +35,8 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let agent = agent_type(&args.agent)?;
     let version = version(&args.label)?;
-    let deploys = Deploys::open(nats, subjects.clone(), 1500).await?;
-    let (mut rollout, mut revision) = deploys.rollout(&agent).await?;
+    let versions = super::open(nats, subjects, 1500).await?;
+    let (mut rollout, _) = versions.rollout(&agent).await?;
     let v = version.as_str();
     match rollout.role(v) {
         baton_proto::VersionRole::Current => anyhow::bail!(
@@ -51,35 +49,28 @@ pub async fn run(
             println!("version {v} of {agent} is retired already");
             return Ok(ExitCode::SUCCESS);
         }
-        baton_proto::VersionRole::Draining => {}
+        baton_proto::VersionRole::Draining | baton_proto::VersionRole::Waiting => {}
     }
-    let consumer = Subjects::version_consumer(&agent, &version);
-    let stream = deploys
-        .jetstream
-        .get_stream_no_info(subjects.tasks_stream())
-        .await?;
     let known =
-        rollout.previous.as_deref() == Some(v) || stream.consumer_info(&consumer).await.is_ok();
+        rollout.previous.as_deref() == Some(v) || versions.has_run(&agent, &version).await?;
     anyhow::ensure!(
         known,
-        "version {v} of {agent} is unknown: no worker of it has run (no consumer {consumer}); `baton versions {agent}` lists its versions"
+        "version {v} of {agent} is unknown: no worker of it has run (no consumer {}); `baton versions {agent}` lists its versions",
+        Subjects::version_consumer(&agent, &version)
     );
     if args.upgrade_conversations && !rollout.upgrading.iter().any(|u| u == v) {
-        loop {
-            rollout.upgrading.push(v.to_owned());
-            rollout.at = now_ms();
-            if rollouts::write(&deploys.store, &rollout, revision).await? {
-                break;
-            }
-            (rollout, revision) = deploys.rollout(&agent).await?;
-        }
+        rollout = versions
+            .change(&agent, |rollout| {
+                Ok::<_, baton_worker::Error>(rollout.upgrade(v, now_ms()))
+            })
+            .await?;
         println!(
             "{agent}'s conversations on version {v} move to version {} at their next turn",
             rollout.current
         );
     }
     let moving = rollout.upgrading.iter().any(|u| u == v);
-    let held = held(&deploys.jetstream, &subjects, &agent, &rollout.upgrading).await?;
+    let held = versions.held(&agent, &rollout.upgrading).await?;
     let held = held.get(v).copied().unwrap_or_default();
     if !held.is_empty() {
         eprintln!(
@@ -93,17 +84,11 @@ pub async fn run(
         );
         return Ok(ExitCode::FAILURE);
     }
-    loop {
-        rollout.retired.push(v.to_owned());
-        rollout.at = now_ms();
-        if rollouts::write(&deploys.store, &rollout, revision).await? {
-            break;
-        }
-        (rollout, revision) = deploys.rollout(&agent).await?;
-        if rollout.role(v) == baton_proto::VersionRole::Retired {
-            break;
-        }
-    }
+    versions
+        .change(&agent, |rollout| {
+            Ok::<_, baton_worker::Error>(rollout.retire(v, now_ms()))
+        })
+        .await?;
     println!("version {v} of {agent} is retired: nothing is pinned to it; remove its workers");
     Ok(ExitCode::SUCCESS)
 }

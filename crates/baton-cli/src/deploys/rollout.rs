@@ -7,10 +7,10 @@
 use std::process::ExitCode;
 
 use baton_proto::{AgentName, Rollout, Subjects, now_ms};
-use baton_worker::state::rollouts;
+use baton_worker::versions::{Gathered, Standing};
 use clap::Args;
 
-use super::{Deploys, Gathered, Standing, agent_type, version};
+use super::{agent_type, version};
 use crate::nats::NatsArgs;
 
 #[derive(Debug, Args)]
@@ -50,35 +50,31 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let agent = agent_type(&args.agent)?;
     let to = args.to.as_deref().map(version).transpose()?;
-    let deploys = Deploys::open(nats, subjects, args.registry_timeout_ms).await?;
-    let (mut rollout, mut revision) = deploys.rollout(&agent).await?;
-    let gathered = deploys.gather(&agent, &rollout).await?;
+    let versions = super::open(nats, subjects, args.registry_timeout_ms).await?;
+    let (mut rollout, _) = versions.rollout(&agent).await?;
+    let gathered = versions.gather(&agent, &rollout).await?;
     if let Some(to) = &to {
         live(&gathered, &agent, &rollout, to.as_str(), args.force)?;
     }
     if to.is_some() || args.back {
-        loop {
-            let changed = match &to {
+        // Applied to the stored rollout, again if another operator changed
+        // it meanwhile.
+        rollout = versions
+            .change(&agent, |rollout| match &to {
                 Some(to) => {
                     rollout.ramp_to(to.as_str(), args.weight, now_ms());
-                    true
+                    Ok(true)
                 }
-                None => rollout.back(now_ms()),
-            };
-            anyhow::ensure!(
-                changed,
-                "agent type {agent} has no earlier version to go back to (current: {})",
-                rollout.current
-            );
-            if rollouts::write(&deploys.store, &rollout, revision).await? {
-                break;
-            }
-            // Another operator changed it meanwhile: apply this to theirs.
-            (rollout, revision) = deploys.rollout(&agent).await?;
-        }
+                None if rollout.back(now_ms()) => Ok(true),
+                None => Err(anyhow::anyhow!(
+                    "agent type {agent} has no earlier version to go back to (current: {})",
+                    rollout.current
+                )),
+            })
+            .await?;
         println!("{}", said(&rollout));
     }
-    Standing::of(&rollout, &gathered).print();
+    super::print(&Standing::of(&rollout, &gathered));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,12 +1,12 @@
 //! `baton versions TYPE`: each version of an agent type, what it is in
-//! the rollout, and what it still holds.
+//! the rollout, what it still holds, and the rollout's latest changes.
 
 use std::process::ExitCode;
 
 use baton_proto::Subjects;
 use clap::Args;
 
-use super::{Deploys, agent_type};
+use super::agent_type;
 use crate::nats::NatsArgs;
 
 #[derive(Debug, Args)]
@@ -30,14 +30,12 @@ pub async fn run(
     args: VersionsArgs,
 ) -> anyhow::Result<ExitCode> {
     let agent = agent_type(&args.agent)?;
-    let deploys = Deploys::open(nats, subjects, args.registry_timeout_ms).await?;
-    let (rollout, _) = deploys.rollout(&agent).await?;
-    let gathered = deploys.gather(&agent, &rollout).await?;
-    let standing = super::Standing::of(&rollout, &gathered);
+    let versions = super::open(nats, subjects, args.registry_timeout_ms).await?;
+    let standing = versions.standing(&agent).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&standing)?);
     } else {
-        standing.print();
+        super::print(&standing);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -36,10 +36,37 @@ pub struct Rollout {
     /// When it last changed, unix ms.
     #[serde(default)]
     pub at: u64,
+    /// Extension: its changes, oldest first, each with where new work went
+    /// after it (the last [`HISTORY_KEPT`]). A writer of an earlier release
+    /// keeps it as it is, without adding its own change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Change>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: Map,
+}
+
+/// How many changes a rollout's history keeps (the oldest go first).
+pub const HISTORY_KEPT: usize = 50;
+
+/// One change of a rollout, as its history keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Change {
+    /// When, unix ms.
+    pub at: u64,
+    /// What was done: `first` (the first version's worker started), `ramp`
+    /// (a version takes a share), `promote` (a version made current),
+    /// `stop` (a ramp ended at weight 0), `back` (new work sent back),
+    /// `retire`, or `upgrade` (a version's idle conversations move on).
+    pub what: String,
+    /// The version it was done to.
+    pub version: String,
+    /// The current version after it.
+    pub current: String,
+    /// The ramp after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Ramp>,
 }
 
 /// A version taking a share of new sessions.
@@ -56,12 +83,29 @@ impl Rollout {
     /// and the only one.
     #[must_use]
     pub fn first(agent: &str, version: &str, at: u64) -> Self {
-        Self {
+        let mut first = Self {
             agent: agent.to_owned(),
             current: version.to_owned(),
             at,
             ..Self::default()
-        }
+        };
+        first.noted("first", version, at);
+        first
+    }
+
+    /// Keeps `what` was done to `version` at `at` in the history, with
+    /// where new work goes now.
+    fn noted(&mut self, what: &str, version: &str, at: u64) {
+        self.at = at;
+        self.history.push(Change {
+            at,
+            what: what.to_owned(),
+            version: version.to_owned(),
+            current: self.current.clone(),
+            ramp: self.ramp.clone(),
+        });
+        let over = self.history.len().saturating_sub(HISTORY_KEPT);
+        self.history.drain(..over);
     }
 
     /// The version a session or conversation with id `sticky` starts on:
@@ -81,42 +125,88 @@ impl Rollout {
     /// Sends `weight` percent of new sessions to `version`; 100 makes it
     /// current (the current one becomes the previous), 0 ends the ramp.
     pub fn ramp_to(&mut self, version: &str, weight: u8, at: u64) {
-        self.at = at;
         self.retired.retain(|retired| retired != version);
-        if weight >= 100 {
+        let what = if weight >= 100 {
             if self.current != version {
                 self.previous = Some(std::mem::replace(&mut self.current, version.to_owned()));
             }
             self.ramp = None;
+            "promote"
         } else if weight == 0 || version == self.current {
             self.ramp = None;
+            "stop"
         } else {
             self.ramp = Some(Ramp {
                 version: version.to_owned(),
                 weight,
             });
+            "ramp"
+        };
+        self.noted(what, version, at);
+    }
+
+    /// Retires `version`: it takes nothing from now on. `false` when it
+    /// was retired already.
+    pub fn retire(&mut self, version: &str, at: u64) -> bool {
+        if self.retired.iter().any(|retired| retired == version) {
+            return false;
         }
+        self.retired.push(version.to_owned());
+        self.noted("retire", version, at);
+        true
+    }
+
+    /// Marks `version`'s idle conversations to move to the current version
+    /// at their next turn. `false` when they were marked already.
+    pub fn upgrade(&mut self, version: &str, at: u64) -> bool {
+        if self.upgrading.iter().any(|upgrading| upgrading == version) {
+            return false;
+        }
+        self.upgrading.push(version.to_owned());
+        self.noted("upgrade", version, at);
+        true
     }
 
     /// New sessions go back to the previous version at once: a ramp ends,
     /// or, with none, the previous version is current again. `false` when
     /// there is nothing to go back to.
     pub fn back(&mut self, at: u64) -> bool {
-        if self.ramp.take().is_some() {
-            self.at = at;
+        if let Some(ramp) = self.ramp.take() {
+            self.noted("back", &ramp.version, at);
             return true;
         }
         let Some(previous) = self.previous.take() else {
             return false;
         };
         let rolled_back = std::mem::replace(&mut self.current, previous);
-        self.previous = Some(rolled_back);
-        self.at = at;
+        self.previous = Some(rolled_back.clone());
+        self.noted("back", &rolled_back, at);
         true
     }
 
-    /// What `version` is now: current, ramping, retired, or only pinned to
-    /// (draining, until nothing holds it).
+    /// Whether `version` has ever taken new work: it is or was current, or
+    /// takes or took a share. A rollout written before the history was
+    /// kept knows only its current, previous and ramping versions.
+    #[must_use]
+    pub fn has_served(&self, version: &str) -> bool {
+        self.current == version
+            || self.previous.as_deref() == Some(version)
+            || self
+                .ramp
+                .as_ref()
+                .is_some_and(|ramp| ramp.version == version)
+            || self.history.iter().any(|change| {
+                change.current == version
+                    || change
+                        .ramp
+                        .as_ref()
+                        .is_some_and(|ramp| ramp.version == version)
+            })
+    }
+
+    /// What `version` is now: current, ramping, retired, waiting (its
+    /// workers run, but it has never taken new work), or draining (it took
+    /// new work and takes none now: what is pinned to it finishes on it).
     #[must_use]
     pub fn role(&self, version: &str) -> Role {
         if self.current == version {
@@ -129,8 +219,10 @@ impl Rollout {
             Role::Ramping
         } else if self.retired.iter().any(|retired| retired == version) {
             Role::Retired
-        } else {
+        } else if self.has_served(version) {
             Role::Draining
+        } else {
+            Role::Waiting
         }
     }
 
@@ -153,6 +245,8 @@ pub enum Role {
     Current,
     /// It takes a share of new sessions.
     Ramping,
+    /// It has never taken new work: its workers wait for a rollout.
+    Waiting,
     /// It takes no new sessions; what is pinned to it finishes on it.
     Draining,
     /// It takes nothing.
@@ -166,6 +260,7 @@ impl Role {
         match self {
             Self::Current => "current",
             Self::Ramping => "ramping",
+            Self::Waiting => "waiting",
             Self::Draining => "draining",
             Self::Retired => "retired",
         }
@@ -236,5 +331,65 @@ mod tests {
         assert!(rollout.back(4));
         assert_eq!(rollout.current, "1");
         assert_eq!(rollout.previous.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn a_version_that_never_took_work_waits_and_the_history_says_what_happened() {
+        let mut rollout = Rollout::first("helper", "1", 10);
+        assert_eq!(rollout.role("3"), Role::Waiting);
+        rollout.ramp_to("2", 50, 20);
+        assert!(rollout.back(30));
+        // Ramped, then sent back: it took work, so what it holds drains.
+        assert_eq!(rollout.role("2"), Role::Draining);
+        assert_eq!(rollout.role("3"), Role::Waiting);
+        assert!(rollout.retire("3", 40));
+        assert!(!rollout.retire("3", 41), "retired already");
+        assert!(rollout.upgrade("2", 50));
+        let said: Vec<(u64, &str, &str, &str, Option<u8>)> = (rollout.history.iter())
+            .map(|c| {
+                let weight = c.ramp.as_ref().map(|r| r.weight);
+                (
+                    c.at,
+                    c.what.as_str(),
+                    c.version.as_str(),
+                    c.current.as_str(),
+                    weight,
+                )
+            })
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (10, "first", "1", "1", None),
+                (20, "ramp", "2", "1", Some(50)),
+                (30, "back", "2", "1", None),
+                (40, "retire", "3", "1", None),
+                (50, "upgrade", "2", "1", None),
+            ]
+        );
+        assert_eq!(rollout.at, 50);
+    }
+
+    #[test]
+    fn the_history_keeps_the_latest_changes() {
+        let mut rollout = Rollout::first("helper", "1", 0);
+        for at in 1..=(HISTORY_KEPT as u64 + 10) {
+            rollout.ramp_to("2", 10, at);
+        }
+        assert_eq!(rollout.history.len(), HISTORY_KEPT);
+        assert_eq!(
+            rollout.history.last().map(|c| c.at),
+            Some(HISTORY_KEPT as u64 + 10)
+        );
+        assert_eq!(rollout.history.first().map(|c| c.at), Some(11));
+    }
+
+    #[test]
+    fn a_rollout_of_an_earlier_release_reads_and_keeps_what_it_had() {
+        let old = serde_json::json!({"agent": "helper", "current": "2", "previous": "1", "at": 5});
+        let rollout: Rollout = serde_json::from_value(old).expect("reads");
+        assert!(rollout.history.is_empty());
+        assert_eq!(rollout.role("1"), Role::Draining);
+        assert_eq!(rollout.role("7"), Role::Waiting);
     }
 }

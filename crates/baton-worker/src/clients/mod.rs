@@ -6,6 +6,8 @@
 //! - [`inbox`]: tasks that wait for a person, and their answers;
 //! - [`registry`]: best-agent lookups, with a memory for outages;
 //! - [`deadletters`]: listing and replaying dead letters;
+//! - [`versions`]: the versions of agent types, as operators see and
+//!   change them;
 //! - [`conversations`]: the conversations' one entry point (a user's
 //!   message to a conversation, and what became of it) and the router's
 //!   keeper, over the records of `state/conversation`.
@@ -15,3 +17,4 @@ pub(crate) mod conversations;
 pub(crate) mod deadletters;
 pub(crate) mod inbox;
 pub(crate) mod registry;
+pub(crate) mod versions;

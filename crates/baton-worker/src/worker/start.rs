@@ -277,10 +277,9 @@ async fn upgrade_next_turn(
                 (first, 0)
             }
         };
-        if rollout.upgrading.iter().any(|v| v == version.as_str()) {
+        if !rollout.upgrade(version.as_str(), baton_proto::now_ms()) {
             return Ok(());
         }
-        rollout.upgrading.push(version.to_string());
         if rollouts::write(store, &rollout, revision).await? {
             return Ok(());
         }

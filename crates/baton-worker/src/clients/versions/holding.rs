@@ -5,16 +5,17 @@
 //! a conversation's record. Each of them carries the session's pins, and
 //! each is read once for every version at a time.
 //!
-//! What cannot be read is an error, never a count of zero: `baton retire`
-//! must not retire a version because a read failed.
+//! What cannot be read is an error, never a count of zero: a version must
+//! not be retired because a read failed.
 
 use std::collections::BTreeMap;
 
-use anyhow::Context as _;
 use async_nats::jetstream::{self, kv};
 use baton_proto::{AgentName, Conversation, Head, Subjects, Wire as _};
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ErrorKind};
 
 /// What still holds one version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -32,11 +33,13 @@ pub struct Holding {
 
 impl Holding {
     /// Whether nothing holds it.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
 
     /// What holds it, in words: "3 tasks on the tasks stream, 1 conversation".
+    #[must_use]
     pub fn said(&self) -> String {
         let parts = [
             (
@@ -77,12 +80,12 @@ struct JoinPins {
 /// What holds each version of `agent`, by version; the idle conversations
 /// of the versions in `moving` are left out (they move on at their next
 /// turn).
-pub async fn held(
+pub(super) async fn held(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
     agent: &AgentName,
     moving: &[String],
-) -> anyhow::Result<BTreeMap<String, Holding>> {
+) -> Result<BTreeMap<String, Holding>, Error> {
     let mut held: BTreeMap<String, Holding> = BTreeMap::new();
     let mut count = |versions: &BTreeMap<String, String>, field: fn(&mut Holding) -> &mut u64| {
         if let Some(version) = versions.get(agent.as_str()) {
@@ -96,7 +99,7 @@ pub async fn held(
         // `q.<session>` keys name a question's entry.
         if !key.starts_with("q.") {
             let envelope = baton_proto::Envelope::from_msgpack(&value)
-                .with_context(|| format!("inbox entry {key} is not an envelope"))?;
+                .map_err(|err| undecoded(&format!("inbox entry {key} is not an envelope"), err))?;
             count(&envelope.versions, |h| &mut h.inbox);
         }
     }
@@ -104,7 +107,7 @@ pub async fn held(
         // Records are `c.<hash>`; listed turns and transcripts are not.
         if key.starts_with("c.") {
             let record: Conversation = rmp_serde::from_slice(&value)
-                .with_context(|| format!("{key} is not a conversation"))?;
+                .map_err(|err| undecoded(&format!("{key} is not a conversation"), err))?;
             let idle_moving = record.running.is_none()
                 && (record.versions.get(agent.as_str())).is_some_and(|v| moving.contains(v));
             if !idle_moving {
@@ -113,11 +116,19 @@ pub async fn held(
         }
     }
     for (key, value) in entries(jetstream, &subjects.joins_bucket()).await? {
-        let join: JoinPins =
-            rmp_serde::from_slice(&value).with_context(|| format!("{key} is not a join"))?;
+        let join: JoinPins = rmp_serde::from_slice(&value)
+            .map_err(|err| undecoded(&format!("{key} is not a join"), err))?;
         count(&join.envelope.versions, |h| &mut h.delegations);
     }
     Ok(held)
+}
+
+fn undecoded(what: &str, err: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::with_source(ErrorKind::Decode, what, err)
+}
+
+fn unread(what: String, err: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::with_source(ErrorKind::JetStream, what, err)
 }
 
 /// The pins of every task on the tasks stream (none when it does not
@@ -125,13 +136,16 @@ pub async fn held(
 async fn tasks(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
-) -> anyhow::Result<Vec<BTreeMap<String, String>>> {
+) -> Result<Vec<BTreeMap<String, String>>, Error> {
     use jetstream::stream::LastRawMessageErrorKind as Kind;
     let name = subjects.tasks_stream();
     let Some(mut stream) = existing(jetstream, &name).await? else {
         return Ok(Vec::new());
     };
-    let state = stream.info().await?.state.clone();
+    let state = (stream.info().await)
+        .map_err(|err| unread(format!("cannot read stream {name}"), err))?
+        .state
+        .clone();
     let mut found = Vec::new();
     if state.messages == 0 {
         return Ok(found);
@@ -145,9 +159,7 @@ async fn tasks(
             }
             // Acknowledged since: gone from the work queue.
             Err(err) if err.kind() == Kind::NoMessageFound => {}
-            Err(err) => {
-                return Err(err).with_context(|| format!("cannot read {name} at {sequence}"));
-            }
+            Err(err) => return Err(unread(format!("cannot read {name} at {sequence}"), err)),
         }
     }
     Ok(found)
@@ -157,17 +169,19 @@ async fn tasks(
 async fn entries(
     jetstream: &jetstream::Context,
     name: &str,
-) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+) -> Result<Vec<(String, Vec<u8>)>, Error> {
     if existing(jetstream, &format!("KV_{name}")).await?.is_none() {
         return Ok(Vec::new());
     }
-    let store = jetstream.get_key_value(name).await?;
-    let mut keys = store.keys().await?;
+    let cannot = |err| unread(format!("cannot read bucket {name}"), err);
+    let store = (jetstream.get_key_value(name).await).map_err(cannot)?;
+    let mut keys =
+        (store.keys().await).map_err(|err| unread(format!("cannot list {name}"), err))?;
     let mut found = Vec::new();
     while let Some(key) = keys.next().await {
-        let key = key?;
-        let entry =
-            (store.entry(&key).await).with_context(|| format!("cannot read {name} {key}"))?;
+        let key = key.map_err(|err| unread(format!("cannot list {name}"), err))?;
+        let entry = (store.entry(&key).await)
+            .map_err(|err| unread(format!("cannot read {name} {key}"), err))?;
         // Deleted since it was listed.
         if let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) {
             found.push((key, entry.value.to_vec()));
@@ -180,7 +194,7 @@ async fn entries(
 async fn existing(
     jetstream: &jetstream::Context,
     name: &str,
-) -> anyhow::Result<Option<jetstream::stream::Stream>> {
+) -> Result<Option<jetstream::stream::Stream>, Error> {
     match jetstream.get_stream(name).await {
         Ok(stream) => Ok(Some(stream)),
         Err(err)
@@ -192,6 +206,6 @@ async fn existing(
         {
             Ok(None)
         }
-        Err(err) => Err(err).with_context(|| format!("cannot read stream {name}")),
+        Err(err) => Err(unread(format!("cannot read stream {name}"), err)),
     }
 }
