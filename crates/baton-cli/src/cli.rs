@@ -123,8 +123,9 @@ pub enum Command {
     /// once (--back). Sessions already pinned to a version finish on it. Without options,
     /// show the rollout.
     Rollout(rollout::RolloutArgs),
-    /// Show each version of an agent type: its state (current, ramping, draining, retired),
-    /// weight, live workers, and the messages and inbox items it still holds.
+    /// Show each version of an agent type: its state (current, ramping, waiting for a
+    /// rollout, draining, retired), weight, live workers, the messages, inbox items,
+    /// conversations and delegations pinned to it, and the rollout's latest changes.
     Versions(versions::VersionsArgs),
     /// Retire a version of an agent type once nothing is pinned to it: no task waiting or in
     /// flight, no inbox item, no conversation, no delegation. Exits 1 naming what still holds

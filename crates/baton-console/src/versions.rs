@@ -127,7 +127,7 @@ fn one(standing: &Standing) -> Markup {
                 tbody { @for row in &standing.versions {
                     tr data-version=(row.version) data-state=(row.state) data-weight=(row.weight) {
                         td.agent { (agent) "@" (row.version) }
-                        td { span class=(format!("state {}", row.state)) { (row.state) } }
+                        td { span class=(format!("state version-{}", row.state)) { (row.state) } }
                         td.num { (row.weight) " %" }
                         td.num { @match row.workers { Some(n) => (n), None => "?" } }
                         td.num { (row.pending) }
