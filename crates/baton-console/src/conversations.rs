@@ -1,17 +1,22 @@
-//! Conversations' pages: the list, and one conversation's turns in order,
-//! who held it after each, what runs and what waits, each turn linked to
-//! its session. A page settles a turn that ended through the runtime's
-//! entry point (`Conversations::turn_ended`) before showing it.
+//! Conversations' pages: the list, and one conversation read as it was
+//! said: each turn's message, the questions its agents asked the user with
+//! the answers, and the answer with the agent (and version) that gave it;
+//! what runs and what waits; the versions it is pinned to; each turn
+//! linked to its session. A page settles a turn that ended through the
+//! runtime's entry point (`Conversations::turn_ended`) before showing it.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use baton_gateway::said::Said;
 use baton_proto::{Conversation, ConversationTurn, now_ms};
 use baton_worker::conversation::{ConversationErrorKind, Conversations};
 use maud::{Markup, html};
 
 use crate::app::{App, failure};
 use crate::view::{conversation_href as href, short, span};
+
+mod talk;
 
 /// The conversations, opened on first use; an error that says what to do
 /// when this console's NATS user may not read them.
@@ -88,13 +93,23 @@ pub(crate) async fn page(State(app): State<App>, Path(id): Path<String>) -> Resp
         Ok(turns) => turns,
         Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/conversations"),
     };
+    let running = record.running.as_ref().map(|running| running.session);
+    let (said, running) = talk::read(&app.client, &turns, running).await;
     let title = format!("Conversation {id}");
-    let html = crate::view::page(&title, "conversations", conversation(&record, &turns));
+    let main = conversation(&record, &turns, &said, running.as_ref());
+    let html = crate::view::page(&title, "conversations", main);
     Html(html.into_string()).into_response()
 }
 
-/// A conversation's `main`.
-fn conversation(record: &Conversation, turns: &[ConversationTurn]) -> Markup {
+/// A conversation's `main`: what was said, turn by turn (`said`, read
+/// from each turn's session, beside `turns`; `running`, the running
+/// turn's), then the turns' sessions as a table.
+fn conversation(
+    record: &Conversation,
+    turns: &[ConversationTurn],
+    said: &[talk::Read],
+    running: Option<&Said>,
+) -> Markup {
     html! {
         div #conversation data-id=(record.id) {
             h1 { "Conversation " code { (record.id) } }
@@ -103,18 +118,22 @@ fn conversation(record: &Conversation, turns: &[ConversationTurn]) -> Markup {
                 b #holder { (record.holder.as_deref().unwrap_or("nobody (the next turn starts at the entry)")) }
                 @if let Some(owner) = &record.owner { " · started by " (owner) }
             }
-            @if let Some(running) = &record.running {
+            (talk::pins(record))
+            h2 { "Turns" }
+            (talk::turns(turns, said))
+            @if let Some(turn) = &record.running {
                 p #running {
                     "Turn " (record.turns) " runs: "
-                    a href=(format!("/sessions/{}", running.session)) { (short(running.session)) }
-                    " · " q { (running.text) }
+                    a href=(format!("/sessions/{}", turn.session)) { (short(turn.session)) }
+                    " · " q { (turn.text) }
                 }
+                @if let Some(running) = running { (talk::asking(running)) }
             }
             @if !record.queue.is_empty() {
                 h2 { "Waiting" }
                 ol #queued { @for queued in &record.queue { li { q { (queued.text) } } } }
             }
-            h2 { "Turns" }
+            h2 { "Sessions" }
             table #turns {
                 thead { tr {
                     th { "Turn" } th { "Message" } th { "Agents" } th { "Held by after" }

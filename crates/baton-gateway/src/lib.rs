@@ -8,6 +8,8 @@
 //! - [`exposed`]: which agent types a gateway offers;
 //! - [`budget`](mod@budget): the token budget of a session a caller starts;
 //! - [`diff`]: where two sessions part (`baton diff`);
+//! - [`said`]: what was said in a conversation's turn (its answer, who
+//!   gave it, the questions asked of the user);
 //! - [`Error`]: why a gateway cannot serve, one type for all three.
 //!
 //! The human inbox the gateways answer lives with the other services in
@@ -19,6 +21,7 @@ mod error;
 pub use error::{Error, chained};
 pub mod callers;
 pub mod listen;
+pub mod said;
 pub mod text;
 
 use baton_proto::{AgentName, Candidate};

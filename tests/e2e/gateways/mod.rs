@@ -5,5 +5,6 @@ pub(crate) mod a2a_llm;
 pub(crate) mod a2a_remote;
 pub(crate) mod a2a_tck;
 pub(crate) mod console;
+pub(crate) mod console_conversations;
 pub(crate) mod console_versions;
 pub(crate) mod mcp;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use baton_proto::{Conversation, Subjects};
 use clap::Subcommand;
 
-use super::talk::{Talk, holding};
+use super::talk::Talk;
 use crate::deploys::Pin;
 use crate::nats::NatsArgs;
 
@@ -18,8 +18,10 @@ pub enum ConversationsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show a conversation: who holds it, what runs and waits, and its turns in order, each
-    /// with its session, its agents (the last one answered) and how it ended.
+    /// Show a conversation: who holds it, the versions it is pinned to, what runs and waits,
+    /// and its turns in order, each with its session, its agents and how it ended, then as it
+    /// was said: the user's message, any question an agent asked and the user's answer, and
+    /// the answer with the agent that gave it (`TYPE@VERSION`).
     Show {
         /// The conversation's id (an A2A contextId, or what `baton chat` printed).
         id: String,
@@ -100,13 +102,19 @@ pub async fn run(
                 );
             };
             let turns = talk.conversations.turns(&record).await?;
+            let running = record.running.as_ref().map(|running| running.session);
+            let (said, running) = super::show::read(&talk.client, &turns, running).await;
             if json {
                 let mut shown = summary(&record);
-                shown["turns_listed"] =
-                    serde_json::to_value(turns.iter().map(turn_json).collect::<Vec<_>>())?;
+                let listed = turns.iter().zip(&said);
+                let listed: Vec<_> = listed.map(|(turn, said)| turn_json(turn, said)).collect();
+                shown["turns_listed"] = serde_json::Value::Array(listed);
+                if let (Some(running), Some(shown)) = (&running, shown.get_mut("running")) {
+                    shown["asked"] = super::show::asked_json(running);
+                }
                 println!("{shown}");
             } else {
-                show(&record, &turns);
+                super::show::show(&record, &turns, &said, running.as_ref());
             }
         }
     }
@@ -165,9 +173,13 @@ fn summary(record: &Conversation) -> serde_json::Value {
     })
 }
 
-/// A listed turn as JSON.
-fn turn_json(turn: &baton_proto::ConversationTurn) -> serde_json::Value {
-    serde_json::json!({
+/// A listed turn as JSON, with what was said in it (`None`: its session's
+/// events are gone or could not be read).
+fn turn_json(
+    turn: &baton_proto::ConversationTurn,
+    said: &Option<baton_gateway::said::Said>,
+) -> serde_json::Value {
+    let mut json = serde_json::json!({
         "turn": turn.turn,
         "session": turn.session.to_string(),
         "text": turn.text,
@@ -176,7 +188,15 @@ fn turn_json(turn: &baton_proto::ConversationTurn) -> serde_json::Value {
         "reason": turn.reason.as_ref().map(baton_proto::Reason::as_str),
         "at": turn.at,
         "ended_at": turn.ended_at,
-    })
+    });
+    if let Some(said) = said {
+        json["answer"] = serde_json::json!(said.answer);
+        json["answered_by"] = serde_json::json!(said.by);
+        json["path"] = serde_json::json!(said.path);
+        json["asked"] = super::show::asked_json(said);
+        json["failed"] = serde_json::json!(said.failed);
+    }
+    json
 }
 
 /// A record as one line of `ls`.
@@ -192,47 +212,4 @@ fn line(record: &Conversation) -> String {
         record.holder.as_deref().unwrap_or("-"),
         record.queue.len()
     )
-}
-
-/// `show`'s text: the record, then its turns in order.
-fn show(record: &Conversation, turns: &[baton_proto::ConversationTurn]) {
-    println!("conversation {}", record.id);
-    if let Some(owner) = &record.owner {
-        println!("  owner:   {owner}");
-    }
-    println!("  {}", holding(record));
-    println!("  turns:   {}", record.turns);
-    if !record.versions.is_empty() {
-        let pinned: Vec<String> = (record.versions.iter())
-            .map(|(agent, version)| format!("{agent}@{version}"))
-            .collect();
-        println!("  pinned:  {}", pinned.join(", "));
-    }
-    if let Some(running) = &record.running {
-        println!(
-            "  running: turn {} as session {}: {}",
-            record.turns, running.session, running.text
-        );
-    }
-    for (n, queued) in record.queue.iter().enumerate() {
-        println!(
-            "  queued {}: {} (session {})",
-            n + 1,
-            queued.text,
-            queued.session
-        );
-    }
-    for turn in turns {
-        let how = match &turn.reason {
-            Some(reason) => format!("{} ({})", turn.ended.as_str(), reason.as_str()),
-            None => turn.ended.as_str().to_owned(),
-        };
-        println!(
-            "  turn {}  session {}  {}  {how}: {}",
-            turn.turn,
-            turn.session,
-            turn.agents.join(" -> "),
-            turn.text
-        );
-    }
 }

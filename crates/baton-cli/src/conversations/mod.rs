@@ -10,6 +10,7 @@
 
 pub mod chat;
 pub mod lifecycle;
+mod show;
 mod talk;
 
 pub use talk::{Talk, agent_type, overlap};
