@@ -267,3 +267,73 @@ async fn a_conversations_page_and_show_read_each_turns_message_question_and_vers
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_llm_agents_question_reads_with_the_users_answer_in_show_and_on_the_page()
+-> anyhow::Result<()> {
+    use crate::conversation::conversations::{Desk, desk_with};
+    use baton_testkit::{FakeLlm, Scripted};
+    // Triage asks through `ask_user`; the next message is its call's result.
+    let triage = FakeLlm::start(vec![
+        Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]),
+        Scripted::text("Refunding ABC-123."),
+    ])?;
+    let refunds = FakeLlm::start(vec![])?;
+    let (mut system, _url, _dir) = desk_with(&triage, &refunds, Desk::default(), &[]).await?;
+    let id = "llm-ask";
+    let asked = ["send", "--conversation", id, "--wait", "I want a refund."];
+    let output = tokio::task::block_in_place(|| system.baton(&asked).output())?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(3), "{stdout}");
+    let session = session_in(&stdout)?.to_owned();
+    let answered = ["send", "--conversation", id, "--wait", "ABC-123"];
+    let answered = system.baton_stdout(&answered)?;
+    assert!(
+        answered.contains("answer: Refunding ABC-123."),
+        "{answered}"
+    );
+    // Triage's version, as its worker names it (a digest of its spec).
+    let events = system.stored_events(session.parse()?).await?;
+    let version = (events.iter())
+        .find(|event| event.agent.as_deref() == Some("triage"))
+        .and_then(|event| event.version.clone())
+        .ok_or_else(|| anyhow::anyhow!("triage names no version: {events:?}"))?;
+    let by = format!("triage@{version}");
+
+    let shown = system.baton_stdout(&["conversations", "show", id])?;
+    let said: Vec<&str> = shown
+        .lines()
+        .skip_while(|line| !line.starts_with("  turn 1  "))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            format!("  turn 1  session {session}  {by}  completed").as_str(),
+            "    message: I want a refund.",
+            format!("    {by} asked: Which order?").as_str(),
+            "    answered: ABC-123",
+            format!("    answer ({by}): Refunding ABC-123.").as_str(),
+        ],
+        "{shown}"
+    );
+
+    let url = console(&mut system, "console", &[]).await?;
+    let (status, page) = get(&url, &format!("/conversations/{id}")).await?;
+    assert_eq!(status, 200, "{page}");
+    let talk = between(&page, "<ol id=\"talk\">", "</ol>");
+    let order = [
+        "I want a refund.",
+        &format!("{by} asked"),
+        "Which order?",
+        "user answered",
+        "ABC-123",
+        "Refunding ABC-123.",
+    ];
+    let at: Vec<Option<usize>> = order.iter().map(|text| talk.find(*text)).collect();
+    assert!(
+        at.iter().all(Option::is_some),
+        "{order:?} at {at:?} in {talk}"
+    );
+    assert!(at.is_sorted(), "{order:?} out of order ({at:?}) in {talk}");
+    Ok(())
+}
