@@ -1,10 +1,10 @@
 //! The latest sessions, kept up to date from the events stream by one
 //! consumer per console process (not one per browser).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
-use async_nats::jetstream::{self, consumer};
+use async_nats::jetstream::{self, consumer, kv};
 use baton_proto::{Event, EventType, Hop, Subjects, Value, Wire};
 use baton_worker::live;
 use futures::StreamExt;
@@ -77,10 +77,10 @@ pub struct Summary {
     pub versions: Versions,
 }
 
-/// The versions a session's agents ran at, as its events name them: each
-/// agent type's latest, and each worker instance's (an instance runs one
-/// version, so a hop's version is its instance's even where a replay moved
-/// the agent type to another version later).
+/// The versions a session's versioned agents ran at, as its events name
+/// them: each agent type's latest, and each worker instance's (an instance
+/// runs one version, so a hop's version is its instance's even where a
+/// replay moved the agent type to another version later).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Versions {
     by_agent: BTreeMap<String, String>,
@@ -88,14 +88,20 @@ pub struct Versions {
 }
 
 impl Versions {
-    /// Takes the versions `event` names: its reporter's, and the ones the
-    /// session was pinned to (on a terminal event), which are all a console
-    /// learns of a session stored before it started.
-    pub fn take(&mut self, event: &Event) {
+    /// Takes the versions `event` names: the ones the session was pinned
+    /// to (on a terminal event, all a console learns of a session stored
+    /// before it started), and its reporter's when that agent type is
+    /// versioned. A worker of a spec that names no version labels its
+    /// events with a hash of the file, which is no version work can be
+    /// pinned to or `--as` can name: that agent stays a plain type.
+    pub fn take(&mut self, event: &Event, versioned: &Versioned) {
         for (agent, version) in &event.versions {
             self.by_agent.insert(agent.clone(), version.clone());
         }
-        if let (Some(agent), Some(version)) = (&event.agent, &event.version) {
+        let reported = event.agent.as_ref().zip(event.version.as_ref());
+        if let Some((agent, version)) = reported.filter(|(agent, _)| {
+            versioned.contains(agent) || self.by_agent.contains_key(agent.as_str())
+        }) {
             self.by_agent.insert(agent.clone(), version.clone());
             if let Some(instance) = &event.instance {
                 let key = (agent.clone(), instance.clone());
@@ -104,7 +110,23 @@ impl Versions {
         }
     }
 
-    /// The version agent type `agent` ran at last, if its events name one.
+    /// The version that wrote `event`, if its agent type is versioned (see
+    /// [`Versions::take`]).
+    #[must_use]
+    pub fn of_event<'a>(&'a self, event: &'a Event) -> Option<&'a str> {
+        let agent = event.agent.as_deref()?;
+        let known = self.of(agent)?;
+        Some(event.version.as_deref().unwrap_or(known))
+    }
+
+    /// `event`'s agent as `TYPE@VERSION` (see [`Versions::of_event`]).
+    #[must_use]
+    pub fn event_label(&self, event: &Event) -> String {
+        let agent = event.agent.as_deref().unwrap_or_default();
+        label(agent, self.of_event(event))
+    }
+
+    /// The version versioned agent type `agent` ran at last.
     #[must_use]
     pub fn of(&self, agent: &str) -> Option<&str> {
         self.by_agent.get(agent).map(String::as_str)
@@ -138,6 +160,80 @@ impl Versions {
     pub fn hop_label(&self, hop: &Hop) -> String {
         label(&hop.agent, self.of_hop(hop))
     }
+}
+
+/// The agent types that are versioned: those with a rollout, in the
+/// rollouts bucket, followed while the index lives ([`follow`]).
+#[derive(Debug, Clone, Default)]
+pub struct Versioned(Arc<RwLock<BTreeSet<String>>>);
+
+impl Versioned {
+    /// A fixed set of versioned agent types.
+    #[must_use]
+    pub fn of<'a>(agents: impl IntoIterator<Item = &'a str>) -> Self {
+        let set = agents.into_iter().map(str::to_owned).collect();
+        Self(Arc::new(RwLock::new(set)))
+    }
+
+    /// Whether `agent` has a rollout.
+    #[must_use]
+    pub fn contains(&self, agent: &str) -> bool {
+        let set = self.0.read().unwrap_or_else(|e| e.into_inner());
+        set.contains(agent)
+    }
+
+    fn take(&self, entry: &kv::Entry) {
+        let mut set = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if entry.operation == kv::Operation::Put {
+            set.insert(entry.key.clone());
+        } else {
+            set.remove(&entry.key);
+        }
+    }
+}
+
+/// Keeps `versioned` up to date from the rollouts bucket (a key per
+/// versioned agent type), from its stored keys on; says `ready` once
+/// they are read. The bucket is made by the first versioned worker, so
+/// until it exists no agent type is versioned and the console looks again
+/// now and then.
+async fn follow_rollouts(
+    jetstream: jetstream::Context,
+    bucket: String,
+    versioned: Versioned,
+    ready: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut ready = Some(ready);
+    loop {
+        match read_rollouts(&jetstream, &bucket, &versioned, &mut ready).await {
+            Ok(()) => tracing::debug!(%bucket, "the rollouts' watch ended; watching again"),
+            Err(err) => tracing::debug!(%bucket, error = %err, "cannot watch the rollouts now"),
+        }
+        // Nothing to wait for: labels go by the sessions' pins meanwhile.
+        ready.take().map(|ready| ready.send(()));
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    }
+}
+
+async fn read_rollouts(
+    jetstream: &jetstream::Context,
+    bucket: &str,
+    versioned: &Versioned,
+    ready: &mut Option<tokio::sync::oneshot::Sender<()>>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let store = jetstream.get_key_value(bucket).await?;
+    let mut entries = store.watch_with_history(">").await?;
+    if store.status().await?.values() == 0 {
+        ready.take().map(|ready| ready.send(()));
+    }
+    while let Some(entry) = entries.next().await {
+        let entry = entry?;
+        versioned.take(&entry);
+        if entry.delta == 0 {
+            ready.take().map(|ready| ready.send(()));
+        }
+    }
+    Ok(())
 }
 
 /// An agent type with the version that ran it, in the notation `--as`
@@ -224,10 +320,11 @@ impl Summary {
         matches!(self.state, State::Completed | State::Failed)
     }
 
-    /// Takes `event` into account. Once a session has ended, only a
-    /// `reopened` event (a replayed dead letter) makes it run again; a
-    /// progress event that arrives late changes nothing.
-    pub fn apply(&mut self, event: &Event) {
+    /// Takes `event` into account (`versioned`: the agent types whose
+    /// versions it names). Once a session has ended, only a `reopened`
+    /// event (a replayed dead letter) makes it run again; a progress event
+    /// that arrives late changes nothing.
+    pub fn apply(&mut self, event: &Event, versioned: &Versioned) {
         self.started = self.started.min(event.at);
         if let Some(first) = event.path.first() {
             self.started = self.started.min(first.accepted_at.unwrap_or(first.at));
@@ -246,7 +343,7 @@ impl Summary {
             self.detail = Some(detail.clone());
         }
         // Even a late event says truly which version ran.
-        self.versions.take(event);
+        self.versions.take(event, versioned);
         if self.ended() && event.kind != EventType::Reopened && !event.kind.is_terminal() {
             return;
         }
@@ -304,10 +401,10 @@ impl Summary {
 
     /// The summary of a session from its events, in order.
     #[must_use]
-    pub fn of(id: Uuid, events: &[Event]) -> Self {
+    pub fn of(id: Uuid, events: &[Event], versioned: &Versioned) -> Self {
         let mut summary = Self::new(id, events.first().map_or(0, |e| e.at));
         for event in events {
-            summary.apply(event);
+            summary.apply(event, versioned);
         }
         summary
     }
@@ -320,6 +417,7 @@ pub struct Index {
     sessions: Arc<RwLock<HashMap<Uuid, Summary>>>,
     capacity: usize,
     changed: broadcast::Sender<Uuid>,
+    versioned: Versioned,
 }
 
 impl Index {
@@ -330,7 +428,14 @@ impl Index {
             sessions: Arc::default(),
             capacity: capacity.max(1),
             changed: broadcast::channel(1024).0,
+            versioned: Versioned::default(),
         }
+    }
+
+    /// The agent types that are versioned, as far as it knows.
+    #[must_use]
+    pub fn versioned(&self) -> &Versioned {
+        &self.versioned
     }
 
     /// Ids of the sessions that change, as they change.
@@ -381,7 +486,7 @@ impl Index {
             let summary = sessions
                 .entry(event.session)
                 .or_insert_with(|| Summary::new(event.session, event.at));
-            summary.apply(event);
+            summary.apply(event, &self.versioned);
             if trace_id.is_some() {
                 summary.trace_id = trace_id;
             }
@@ -397,6 +502,15 @@ impl Index {
         }
         // Nobody listening is fine.
         let _ = self.changed.send(event.session);
+    }
+}
+
+/// Stops a task when the owner goes.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -430,6 +544,16 @@ pub async fn follow(
     index: Index,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(), crate::Error> {
+    // Which agent types are versioned, before the sessions that name them.
+    let (known, rollouts_read) = tokio::sync::oneshot::channel();
+    let rollouts = tokio::spawn(follow_rollouts(
+        jetstream.clone(),
+        subjects.rollouts_bucket(),
+        index.versioned.clone(),
+        known,
+    ));
+    let _rollouts = AbortOnDrop(rollouts);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), rollouts_read).await;
     let name = subjects.events_stream();
     let mut stream = jetstream
         .get_stream(&name)
@@ -525,27 +649,33 @@ mod tests {
             }
             .event(Uuid::nil(), "writer")
         };
-        summary.apply(&piece(0, "The answer ", 1));
-        summary.apply(&piece(11, "is ", 1));
+        summary.apply(&piece(0, "The answer ", 1), &Versioned::default());
+        summary.apply(&piece(11, "is ", 1), &Versioned::default());
         // A stream cut and asked again sends its pieces from 0 again.
-        summary.apply(&piece(0, "The answer is ", 1));
-        summary.apply(&piece(14, "42.", 1));
+        summary.apply(&piece(0, "The answer is ", 1), &Versioned::default());
+        summary.apply(&piece(14, "42.", 1), &Versioned::default());
         let writing = summary.writing.clone().unwrap();
         assert_eq!(
             (writing.agent.as_str(), writing.text.as_str()),
             ("writer", "The answer is 42.")
         );
         assert_eq!(summary.state, State::Running);
-        summary.apply(&piece(0, "Next", 2));
+        summary.apply(&piece(0, "Next", 2), &Versioned::default());
         assert_eq!(summary.writing.as_ref().unwrap().text, "Next");
-        summary.apply(&event(EventType::Completed, "writer", 50));
+        summary.apply(
+            &event(EventType::Completed, "writer", 50),
+            &Versioned::default(),
+        );
         assert_eq!(summary.writing, None);
     }
 
     #[test]
     fn a_session_runs_waits_ends_and_reopens() {
         let mut summary = Summary::new(Uuid::nil(), 10);
-        summary.apply(&event(EventType::Accepted, "front", 10));
+        summary.apply(
+            &event(EventType::Accepted, "front", 10),
+            &Versioned::default(),
+        );
         assert_eq!(
             (summary.state, summary.agent.as_deref()),
             (State::Running, Some("front"))
@@ -553,23 +683,32 @@ mod tests {
         let mut handoff = event(EventType::Handoff, "front", 20);
         handoff.to = Some("back".into());
         handoff.path = vec![Hop::new("front", "f1", None)];
-        summary.apply(&handoff);
+        summary.apply(&handoff, &Versioned::default());
         assert_eq!(summary.agent.as_deref(), Some("back"));
-        summary.apply(&event(EventType::Waiting, "human", 30));
+        summary.apply(
+            &event(EventType::Waiting, "human", 30),
+            &Versioned::default(),
+        );
         assert_eq!(summary.state, State::Waiting);
         let mut failed = event(EventType::Failed, "human", 40);
         failed.reason = Some(Reason::DeadlineExceeded);
-        summary.apply(&failed);
+        summary.apply(&failed, &Versioned::default());
         assert_eq!(summary.state, State::Failed);
         assert_eq!(summary.reason.as_deref(), Some("deadline_exceeded"));
         // A late progress event does not revive it; a replay does.
-        summary.apply(&event(EventType::Accepted, "back", 35));
+        summary.apply(
+            &event(EventType::Accepted, "back", 35),
+            &Versioned::default(),
+        );
         assert_eq!(summary.state, State::Failed);
-        summary.apply(&event(EventType::Reopened, "dlq", 50));
+        summary.apply(
+            &event(EventType::Reopened, "dlq", 50),
+            &Versioned::default(),
+        );
         assert_eq!(summary.state, State::Running);
         let mut done = event(EventType::Completed, "back", 60);
         done.output = Some(Value::from("ok"));
-        summary.apply(&done);
+        summary.apply(&done, &Versioned::default());
         assert_eq!(summary.state, State::Completed);
         assert_eq!((summary.started, summary.updated), (10, 60));
         assert_eq!(summary.path.len(), 1);
@@ -580,11 +719,11 @@ mod tests {
         let mut summary = Summary::new(Uuid::nil(), 10);
         let mut first = event(EventType::Handoff, "front", 20);
         first.path = vec![Hop::new("front", "f1", None)];
-        summary.apply(&first);
+        summary.apply(&first, &Versioned::default());
         let mut second = event(EventType::Handoff, "middle", 30);
         second.path = vec![Hop::new("middle", "m1", None)];
         second.path_from = Some(1);
-        summary.apply(&second);
+        summary.apply(&second, &Versioned::default());
         let agents: Vec<&str> = summary.path.iter().map(|h| h.agent.as_str()).collect();
         assert_eq!(agents, ["front", "middle"]);
     }
@@ -604,32 +743,39 @@ mod tests {
     }
 
     #[test]
-    fn versions_come_from_reporters_and_from_the_pins_on_the_end() {
+    fn versions_come_from_versioned_reporters_and_from_the_pins_on_the_end() {
+        let helper = Versioned::of(["helper"]);
         let mut summary = Summary::new(Uuid::nil(), 10);
         let mut accepted = event(EventType::Accepted, "helper", 10);
         accepted.version = Some("1".into());
         accepted.instance = Some("w1".into());
-        summary.apply(&accepted);
+        summary.apply(&accepted, &helper);
         assert_eq!(summary.agent_label().as_deref(), Some("helper@1"));
         // A router's event names no version, and changes none.
-        summary.apply(&event(EventType::Retrying, "helper", 20));
+        summary.apply(&event(EventType::Retrying, "helper", 20), &helper);
         assert_eq!(summary.agent_label().as_deref(), Some("helper@1"));
-        let mut handoff = event(EventType::Handoff, "helper", 30);
-        handoff.to = Some("plain".into());
-        summary.apply(&handoff);
-        assert_eq!(summary.agent_label().as_deref(), Some("plain"));
-        // Only the end of a session stored before the console started: its pins.
-        let mut end = event(EventType::Completed, "plain", 40);
-        end.versions.insert("helper".into(), "2".into());
-        let late = Summary::of(Uuid::nil(), &[end]);
-        assert_eq!(late.versions.label("helper"), "helper@2");
-        assert_eq!(late.versions.label("plain"), "plain");
-        let hop = Hop::new("helper", "w9", None);
-        assert_eq!(late.versions.hop_label(&hop), "helper@2");
+        // A spec's hash labels the events of a type that has no rollout.
+        let mut handoff = event(EventType::Handoff, "plain", 30);
+        handoff.version = Some("e07de5fa828a".into());
+        handoff.to = Some("helper".into());
+        summary.apply(&handoff, &helper);
+        assert_eq!(summary.versions.label("plain"), "plain");
+        assert_eq!(summary.versions.event_label(&handoff), "plain");
+        assert_eq!(summary.versions.event_label(&accepted), "helper@1");
         assert_eq!(
             summary.versions.hop_label(&Hop::new("helper", "w1", None)),
             "helper@1"
         );
+        // Only the end of a session stored before the console started (or
+        // of a type no longer versioned): its pins.
+        let mut end = event(EventType::Completed, "plain", 40);
+        end.versions.insert("helper".into(), "2".into());
+        end.version = Some("e07de5fa828a".into());
+        let late = Summary::of(Uuid::nil(), &[end], &Versioned::default());
+        assert_eq!(late.versions.label("helper"), "helper@2");
+        assert_eq!(late.agent_label().as_deref(), Some("plain"));
+        let hop = Hop::new("helper", "w9", None);
+        assert_eq!(late.versions.hop_label(&hop), "helper@2");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use baton_worker::DeadLetterEntry;
 use baton_worker::InboxEntry;
 use maud::{Markup, html};
 
-use crate::index::label;
+use crate::index::{Versioned, label};
 use crate::view::{clock, context_view, csrf, raw_bytes, span};
 
 /// The latest heartbeat of each instance of each agent type.
@@ -23,16 +23,28 @@ pub(crate) struct Beat {
 }
 
 /// The agent pools (the table is what live updates replace).
-pub(crate) fn agents(candidates: &[Candidate], beats: &Heartbeats, now: u64) -> Markup {
+pub(crate) fn agents(
+    candidates: &[Candidate],
+    beats: &Heartbeats,
+    versioned: &Versioned,
+    now: u64,
+) -> Markup {
     html! {
         h1 { "Agents" }
         p.muted { "Every agent type the registry knows, refreshed as heartbeats arrive." }
-        (agents_table(candidates, beats, now))
+        (agents_table(candidates, beats, versioned, now))
     }
 }
 
-/// The agents table alone.
-pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u64) -> Markup {
+/// The agents table alone; each instance says which version it runs, as
+/// `TYPE@VERSION` for a versioned type, else as the label its heartbeat
+/// carries (a spec's hash), which no work is pinned to.
+pub(crate) fn agents_table(
+    candidates: &[Candidate],
+    beats: &Heartbeats,
+    versioned: &Versioned,
+    now: u64,
+) -> Markup {
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".to_owned());
     html! {
         table #agents {
@@ -64,7 +76,9 @@ pub(crate) fn agents_table(candidates: &[Candidate], beats: &Heartbeats, now: u6
                         td.beats {
                             @for (instance, beat) in instances(beats, &c.agent) {
                                 span.beat data-instance=(instance) data-version=[beat.version.as_deref()] title=(clock(beat.at)) {
-                                    (instance) " runs " b.runs { (label(&c.agent, beat.version.as_deref())) }
+                                    @let deployed = beat.version.as_deref().filter(|_| versioned.contains(&c.agent));
+                                    (instance) " runs " b.runs { (label(&c.agent, deployed)) }
+                                    @if let (None, Some(v)) = (deployed, &beat.version) { " (version label " code { (v) } ")" }
                                     ", heard " (span(now.saturating_sub(beat.at))) " ago"
                                 } " "
                             }
@@ -280,8 +294,14 @@ mod tests {
             "versions": {"1": 2, "2": 1}
         }))
         .unwrap();
-        let html =
-            agents_table(std::slice::from_ref(&candidate), &Heartbeats::new(), 0).into_string();
+        let none = Versioned::default();
+        let html = agents_table(
+            std::slice::from_ref(&candidate),
+            &Heartbeats::new(),
+            &none,
+            0,
+        )
+        .into_string();
         assert!(
             html.contains("<td class=\"versions\">1 (2 workers), 2 (1 worker)</td>"),
             "{html}"
@@ -291,7 +311,7 @@ mod tests {
             "{html}"
         );
         candidate.versions.clear();
-        let html = agents_table(&[candidate], &Heartbeats::new(), 0).into_string();
+        let html = agents_table(&[candidate], &Heartbeats::new(), &none, 0).into_string();
         assert!(html.contains("<td class=\"versions\">–</td>"), "{html}");
     }
 
@@ -312,7 +332,9 @@ mod tests {
                 ("w1".to_owned(), beat(1_500, None)),
             ]),
         )]);
-        let html = agents_table(&[candidate], &beats, 2_000).into_string();
+        let helper = Versioned::of(["helper"]);
+        let html =
+            agents_table(std::slice::from_ref(&candidate), &beats, &helper, 2_000).into_string();
         let (w1, w2) = (html.find("w1 runs").unwrap(), html.find("w2 runs").unwrap());
         assert!(w1 < w2, "instances in a stable order: {html}");
         assert!(
@@ -321,6 +343,14 @@ mod tests {
         );
         assert!(
             html.contains("w1 runs <b class=\"runs\">helper</b>, heard 500 ms ago"),
+            "{html}"
+        );
+        // A type with no rollout: its version label (a spec's hash) is no deploy.
+        let html = agents_table(&[candidate], &beats, &Versioned::default(), 2_000).into_string();
+        assert!(
+            html.contains(
+                "w2 runs <b class=\"runs\">helper</b> (version label <code>2&lt;i&gt;</code>), heard"
+            ),
             "{html}"
         );
     }

@@ -5,7 +5,7 @@
 use baton_proto::{Event, EventType, Hop};
 use maud::{Markup, html};
 
-use crate::index::{Versions, label};
+use crate::index::Versions;
 
 /// One edge of the picture.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +79,7 @@ impl Graph {
             previous = Some(index);
         }
         for event in events {
-            let (Some(agent), Some(to)) = (&event.agent, &event.to) else {
+            let (Some(_), Some(to)) = (&event.agent, &event.to) else {
                 continue;
             };
             let class = match event.kind {
@@ -87,7 +87,7 @@ impl Graph {
                 EventType::Escalated => "escalation",
                 _ => continue,
             };
-            let from = graph.node(&label(agent, event.version.as_deref()));
+            let from = graph.node(&versions.event_label(event));
             let to = graph.node(&versions.label(to));
             let label = event.reason.as_ref().map_or("", |r| r.as_str()).to_owned();
             let edge = Edge {
@@ -247,9 +247,12 @@ mod tests {
             event.version = Some(version.into());
             event
         };
-        versions.take(&ran("helper", "v1", "1"));
+        let helper = crate::index::Versioned::of(["helper"]);
+        versions.take(&ran("helper", "v1", "1"), &helper);
         // A replay onto version 2: the first hop stays on 1.
-        versions.take(&ran("helper", "v2", "2"));
+        versions.take(&ran("helper", "v2", "2"), &helper);
+        // A spec's hash labels a type that has no rollout: it stays plain.
+        versions.take(&ran("front", "f", "e07de5fa828a"), &helper);
         let path = [
             Hop::new("front", "f", None),
             Hop::new("helper", "v1", None),

@@ -7,7 +7,7 @@ use baton_proto::{Context, Event};
 use maud::{DOCTYPE, Markup, html};
 use uuid::Uuid;
 
-use crate::index::{Summary, label};
+use crate::index::{Summary, Versions, label};
 
 /// A page of the console: the navigation, then `main`.
 pub(crate) fn page(title: &str, current: &str, main: Markup) -> Markup {
@@ -294,8 +294,8 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
             }
             section { h2 { "Path" } p #path-text { (path_text(summary)) } (crate::path::svg(&graph)) }
             (delegation(detail.events, summary))
-            (tool_calls(detail.events))
-            section { h2 { "Events" } (timeline(detail.events, summary.started)) }
+            (tool_calls(detail.events, &summary.versions))
+            section { h2 { "Events" } (timeline(detail.events, summary.started, &summary.versions)) }
             (detail.actions)
             @if let Some((source, context)) = detail.context {
                 section #context { h2 { "Context " small { "(" (source) ")" } } (context_view(context, summary.versions.by_agent())) }
@@ -306,7 +306,19 @@ pub(crate) fn session(detail: &Detail<'_>) -> Markup {
     }
 }
 
-fn timeline(events: &[Event], start: u64) -> Markup {
+/// The agent of `event`, `TYPE@VERSION` where the type is versioned; a
+/// version label that names no deploy (a spec's hash) in its title.
+fn event_agent(event: &Event, versions: &Versions) -> Markup {
+    let labelled = versions.event_label(event);
+    let title = event
+        .version
+        .as_ref()
+        .filter(|_| versions.of_event(event).is_none())
+        .map(|v| format!("version label {v}"));
+    html! { td.agent title=[title] { (labelled) } }
+}
+
+fn timeline(events: &[Event], start: u64, versions: &Versions) -> Markup {
     html! {
         table #timeline {
             thead { tr {
@@ -319,7 +331,7 @@ fn timeline(events: &[Event], start: u64) -> Markup {
                     tr class=(format!("ev {}", event.kind.as_str())) {
                         td.num title=(clock(event.at)) { (event.at.saturating_sub(start)) }
                         td { (event.kind.as_str()) @if let Some(n) = event.attempt.filter(|n| *n > 1) { " #" (n) } }
-                        td.agent { (event.agent.as_deref().map(|a| label(a, event.version.as_deref())).unwrap_or_default()) }
+                        (event_agent(event, versions))
                         td { (event.instance.as_deref().unwrap_or("")) }
                         td { (event.to.as_deref().unwrap_or("")) }
                         td { (event.reason.as_ref().map_or("", |r| r.as_str())) }
@@ -333,7 +345,7 @@ fn timeline(events: &[Event], start: u64) -> Markup {
 }
 
 /// The tools the session's agents called, in order (`tool_called` events).
-fn tool_calls(events: &[Event]) -> Markup {
+fn tool_calls(events: &[Event], versions: &Versions) -> Markup {
     let calls: Vec<&Event> = events
         .iter()
         .filter(|event| event.kind == baton_proto::EventType::ToolCalled)
@@ -362,7 +374,7 @@ fn tool_calls(events: &[Event]) -> Markup {
                         @for call in &calls {
                             tr.call data-outcome=(field(call, "outcome")) {
                                 td.tool { (field(call, "tool")) }
-                                td.agent { (call.agent.as_deref().map(|a| label(a, call.version.as_deref())).unwrap_or_default()) }
+                                (event_agent(call, versions))
                                 td.outcome { (field(call, "outcome")) }
                                 td.num { (field(call, "duration_ms")) }
                             }
@@ -620,10 +632,20 @@ mod tests {
     fn the_timeline_names_the_version_that_wrote_an_event() {
         let mut accepted = Event::new(Uuid::nil(), Uuid::nil(), EventType::Accepted);
         accepted.agent = Some("helper".to_owned());
-        let plain = timeline(std::slice::from_ref(&accepted), 0).into_string();
+        let none = Versions::default();
+        let plain = timeline(std::slice::from_ref(&accepted), 0, &none).into_string();
         assert!(plain.contains("<td class=\"agent\">helper</td>"), "{plain}");
         accepted.version = Some("2<b>".to_owned());
-        let versioned = timeline(&[accepted], 0).into_string();
+        // A version label of a type with no rollout (a spec's hash) is no
+        // `TYPE@VERSION`: it shows on hovering.
+        let labelled = timeline(std::slice::from_ref(&accepted), 0, &none).into_string();
+        assert!(
+            labelled.contains("<td class=\"agent\" title=\"version label 2&lt;b&gt;\">helper</td>"),
+            "{labelled}"
+        );
+        let mut versions = Versions::default();
+        versions.take(&accepted, &crate::index::Versioned::of(["helper"]));
+        let versioned = timeline(&[accepted], 0, &versions).into_string();
         assert!(
             versioned.contains("<td class=\"agent\">helper@2&lt;b&gt;</td>"),
             "{versioned}"
@@ -644,7 +666,11 @@ mod tests {
         if let Some(version) = version {
             completed.versions.insert("helper".into(), version.into());
         }
-        Summary::of(Uuid::from_u128(n), &[completed])
+        Summary::of(
+            Uuid::from_u128(n),
+            &[completed],
+            &crate::index::Versioned::default(),
+        )
     }
 
     #[test]

@@ -132,7 +132,7 @@ async fn session(
         );
         return failure(StatusCode::NOT_FOUND, &message, "/");
     }
-    let mut summary = Summary::of(id, &events);
+    let mut summary = Summary::of(id, &events, app.index.versioned());
     // What only the live feed brings: the answer being written.
     let indexed = app.index.get(id);
     summary.writing = indexed.as_ref().and_then(|s| s.writing.clone());
@@ -236,10 +236,11 @@ async fn agents(State(app): State<App>, Query(fragment): Query<Fragment>) -> Res
     candidates.sort_by(|a, b| a.agent.cmp(&b.agent));
     let beats = app.heartbeats.read().map(|b| b.clone()).unwrap_or_default();
     let now = now_ms();
+    let versioned = app.index.versioned();
     let main = if fragment.fragment.is_some() {
-        ops::agents_table(&candidates, &beats, now)
+        ops::agents_table(&candidates, &beats, versioned, now)
     } else {
-        ops::agents(&candidates, &beats, now)
+        ops::agents(&candidates, &beats, versioned, now)
     };
     respond("Agents", "agents", main, &fragment)
 }

@@ -7,4 +7,5 @@ pub(crate) mod a2a_tck;
 pub(crate) mod console;
 pub(crate) mod console_conversations;
 pub(crate) mod console_versions;
+pub(crate) mod console_versions_labels;
 pub(crate) mod mcp;
