@@ -1,4 +1,4 @@
-//! Running a deployment: the CLI, clusters, TLS, permissions, deployment files, the doctor, metrics and traces, setup, specs, persistent agents, the docs' links.
+//! Running a deployment: the CLI, clusters, TLS, permissions, deployment files, the doctor, metrics and traces, setup, stopping on time, specs, persistent agents, the docs' links.
 
 pub(crate) mod cli;
 pub(crate) mod cluster;
@@ -11,6 +11,7 @@ pub(crate) mod permissions;
 pub(crate) mod persistent;
 pub(crate) mod python;
 pub(crate) mod setup;
+pub(crate) mod shutdown;
 pub(crate) mod specs;
 pub(crate) mod tls;
 pub(crate) mod traces;

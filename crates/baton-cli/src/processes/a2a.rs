@@ -8,6 +8,7 @@ use baton_proto::Subjects;
 use clap::{Args, Subcommand};
 
 use super::mcp::agent_names;
+use super::stop::Stop;
 use crate::nats::NatsArgs;
 
 /// `baton a2a`: Baton agent types as A2A agents.
@@ -86,6 +87,13 @@ pub struct A2aServeArgs {
     /// with its message and this one). A message's metadata `overlap` may choose for itself.
     #[arg(long, env = "BATON_A2A_OVERLAP", value_name = "POLICY", default_value = "enqueue", value_parser = crate::conversations::overlap)]
     pub overlap: baton_proto::Overlap,
+
+    /// How long open calls may take to finish on SIGTERM or Ctrl-C, in seconds; the server
+    /// then exits and cuts those still open. Their tasks are sessions, which go on without
+    /// it: a client reads them again with GetTask, here or at another replica. A second
+    /// SIGTERM or Ctrl-C exits at once.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub shutdown_grace_secs: u64,
 }
 
 /// `baton a2a serve`: the ingress and agent types as A2A agents, as the
@@ -102,6 +110,13 @@ pub async fn run(
         baton_gateway::callers::Callers::load(path).map_err(anyhow::Error::msg)?;
     }
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Operator).await?;
+    let stop = Stop::listen(
+        Duration::from_secs(args.shutdown_grace_secs),
+        Some(client.jetstream().client()),
+        super::stop::nothing(
+            "open calls are cut; their tasks are sessions that go on, and GetTask reads them",
+        ),
+    );
     let settings = baton_a2a::Settings {
         only,
         timeout: Duration::from_secs(args.timeout_secs.max(1)),
@@ -116,6 +131,6 @@ pub async fn run(
         },
         overlap: args.overlap,
     };
-    baton_a2a::serve(client, settings, crate::shutdown_signal()).await?;
+    baton_a2a::serve(client, settings, stop.signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,10 +2,12 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use baton_proto::Subjects;
 use clap::Args;
 
+use super::stop::Stop;
 use crate::nats::NatsArgs;
 
 /// Where the console listens, who may use it, and what it keeps.
@@ -44,6 +46,13 @@ pub struct ConsoleArgs {
     /// How many rows the sessions list shows at most.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub rows: usize,
+
+    /// How long open requests may take to finish on SIGTERM or Ctrl-C, in seconds; the
+    /// console then exits and closes what is still open (live pages reconnect to another
+    /// console, or to this one once it is back). It holds no messages, so nothing is
+    /// redelivered. A second SIGTERM or Ctrl-C exits at once.
+    #[arg(long, default_value_t = 5, value_name = "SECS")]
+    pub shutdown_grace_secs: u64,
 }
 
 /// `baton console`: the web console, as the operator role.
@@ -61,6 +70,11 @@ pub async fn run(
     // Refuse an open listener before connecting anywhere.
     baton_console::Access::new(config.listen, config.token.as_deref())?;
     let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Operator).await?;
-    baton_console::serve(config, client, subjects, crate::shutdown_signal()).await?;
+    let stop = Stop::listen(
+        Duration::from_secs(args.shutdown_grace_secs),
+        Some(client.jetstream().client()),
+        super::stop::nothing("nothing to redeliver: open pages and event streams are closed"),
+    );
+    baton_console::serve(config, client, subjects, stop.signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use baton_proto::{AgentName, Subjects};
 use clap::{Args, Subcommand};
 
+use super::stop::Stop;
 use crate::nats::NatsArgs;
 
 /// `baton mcp`: Baton agent types as MCP tools.
@@ -72,6 +73,12 @@ pub struct McpServeArgs {
     /// the router's --default-budget-cost]
     #[arg(long, env = "BATON_MCP_BUDGET_COST", value_name = "AMOUNT", allow_negative_numbers = true, value_parser = crate::sessions::amount)]
     pub budget_cost: Option<u64>,
+
+    /// With --http: how long open tool calls may take to finish on SIGTERM or Ctrl-C, in
+    /// seconds; the server then exits and cuts those still open (their sessions go on
+    /// without it). A second SIGTERM or Ctrl-C exits at once.
+    #[arg(long, default_value_t = 10, value_name = "SECS", requires = "http")]
+    pub shutdown_grace_secs: u64,
 }
 
 /// The agent types of `--agents`.
@@ -94,7 +101,8 @@ pub async fn run(
     let McpCommand::Serve(args) = command;
     let only = agent_names(&args.agents)?;
     let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Client).await?;
-    let registry = baton_worker::RegistryClient::new(client.jetstream().client(), &subjects);
+    let connection = client.jetstream().client();
+    let registry = baton_worker::RegistryClient::new(connection.clone(), &subjects);
     let gateway = baton_mcp::Gateway::new(
         client,
         registry,
@@ -109,7 +117,12 @@ pub async fn run(
     match args.http {
         Some(listen) => {
             let callers = args.callers.as_deref();
-            let shutdown = crate::shutdown_signal();
+            let stop = Stop::listen(
+                Duration::from_secs(args.shutdown_grace_secs),
+                Some(connection),
+                super::stop::nothing("open tool calls are cut; their sessions go on"),
+            );
+            let shutdown = stop.signal();
             baton_mcp::serve_http(gateway, listen, args.access_token, callers, shutdown).await?;
         }
         None => gateway.serve_stdio().await?,

@@ -9,4 +9,5 @@ pub mod mcp;
 pub mod metrics;
 pub mod registry;
 pub mod router;
+pub mod stop;
 pub mod worker;

@@ -7,6 +7,7 @@ use baton_proto::Subjects;
 use clap::Args;
 
 use super::metrics::MetricsArgs;
+use super::stop::Stop;
 use crate::nats::NatsArgs;
 
 #[derive(Debug, Args)]
@@ -28,6 +29,12 @@ pub struct RegistryArgs {
     /// is made of: smaller notices sooner that an agent got worse, larger is steadier.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub learning_window: u32,
+
+    /// How long the replica may take to stop on SIGTERM or Ctrl-C, in seconds; it then
+    /// exits regardless. It holds no messages (the other replicas answer lookups), so it
+    /// normally stops at once. A second SIGTERM or Ctrl-C exits at once.
+    #[arg(long, default_value_t = 5, value_name = "SECS")]
+    pub shutdown_grace_secs: u64,
 }
 
 pub async fn run(
@@ -56,8 +63,13 @@ pub async fn run(
     )
     .await?;
     baton_telemetry::serve::watch(client.client(), false);
+    let stop = Stop::listen(
+        Duration::from_secs(args.shutdown_grace_secs),
+        Some(client.client().clone()),
+        super::stop::nothing("nothing: a registry replica holds no messages"),
+    );
     baton_registry::Registry::new(client.client().clone(), config)
-        .run(crate::shutdown_signal())
+        .run(stop.signal())
         .await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ use baton_worker::{Router, RouterConfig};
 use clap::Args;
 
 use super::metrics::MetricsArgs;
+use super::stop::Stop;
 use crate::nats::NatsArgs;
 
 #[derive(Debug, Args)]
@@ -73,6 +74,14 @@ pub struct RouterArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub conversation_ttl_secs: u64,
+
+    /// How long the tasks being routed may take to finish on SIGTERM or Ctrl-C, in seconds.
+    /// The router then exits; a task still unsettled stays un-acked, and the server
+    /// redelivers it to another router after its ack wait. With the NATS server unreachable
+    /// nothing can be acked, so it exits at once. A second SIGTERM or Ctrl-C exits at once
+    /// too.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub shutdown_grace_secs: u64,
 }
 
 pub async fn run(
@@ -96,6 +105,7 @@ pub async fn run(
         .with_fallback(fallback)
         .with_registry(!args.no_registry)
         .with_max_payload(args.max_payload)
+        .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_secs))
         .with_default_deadline(args.default_deadline_ms.map(Duration::from_millis))
         .with_default_budget(baton_proto::Budget {
             tokens: args.default_budget_tokens,
@@ -110,8 +120,12 @@ pub async fn run(
     )
     .await?;
     baton_telemetry::serve::watch(client.client(), true);
-    Router::new(client, config)
-        .run(crate::shutdown_signal())
-        .await?;
+    let grace = config.shutdown_grace;
+    let left = std::sync::Arc::new(|| {
+        "the tasks being routed stay un-acked; the server redelivers them after their ack wait"
+            .to_owned()
+    });
+    let stop = Stop::listen(grace, Some(client.client().clone()), left);
+    Router::new(client, config).run(stop.signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -59,6 +59,10 @@ pub struct RouterConfig {
     /// How long a conversation nothing happens in is kept, from its last
     /// change (and a deleted one's marker, from the delete).
     pub conversation_ttl: Duration,
+    /// How long tasks being routed may take to finish on shutdown; those
+    /// still unsettled then are redelivered after `ack_wait`. The deadline
+    /// timers get at most 2 seconds of it.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for RouterConfig {
@@ -76,6 +80,7 @@ impl Default for RouterConfig {
             ack_wait: Duration::from_secs(30),
             streams: StreamSettings::default(),
             conversation_ttl: crate::state::conversation::DEFAULT_TTL,
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -137,6 +142,13 @@ impl RouterConfig {
         self.max_payload = max_payload;
         self
     }
+
+    /// Sets the shutdown grace period.
+    #[must_use]
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
 }
 
 /// Name under which the router dead-letters (`baton.dlq.ingress`).
@@ -193,7 +205,7 @@ impl Router {
         let settings = IntakeSettings {
             concurrency: config.concurrency,
             pull_expires: Duration::from_secs(5),
-            shutdown_grace: Duration::from_secs(10),
+            shutdown_grace: config.shutdown_grace,
         };
         tracing::info!(default_agent = ?config.default_agent, "router started");
         let me = AgentName::new(ROUTER_NAME)?;
@@ -347,7 +359,7 @@ async fn watch_deadlines(
     let settings = IntakeSettings {
         concurrency: 64,
         pull_expires: Duration::from_secs(5),
-        shutdown_grace: Duration::from_secs(2),
+        shutdown_grace: router.config.shutdown_grace.min(Duration::from_secs(2)),
     };
     intake::serve(timers, settings, stop.cancelled_owned(), move |message| {
         let router = router.clone();

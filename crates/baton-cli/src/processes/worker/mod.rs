@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -11,6 +12,7 @@ use baton_worker::{RetryPolicy, Worker, WorkerConfig};
 use clap::Args;
 
 use super::metrics::MetricsArgs;
+use super::stop::{Left, Stop};
 use crate::nats::NatsArgs;
 pub use claims::ClaimArgs;
 pub use options::{Events, Live, Settle, WorkerRegistryArgs};
@@ -72,8 +74,12 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = baton_proto::DEFAULT_MAX_PAYLOAD)]
     pub max_payload: usize,
 
-    /// How long in-flight work may take to finish on shutdown, in seconds.
-    #[arg(long, default_value_t = 20)]
+    /// How long in-flight work may take to finish on SIGTERM or Ctrl-C, in seconds. The
+    /// worker then exits; what is still unfinished stays un-acked, and the server
+    /// redelivers it after --ack-wait-secs (the log says how many). With the NATS server
+    /// unreachable nothing can be acked, so it exits at once. A second SIGTERM or Ctrl-C
+    /// exits at once too.
+    #[arg(long, default_value_t = 20, value_name = "SECS")]
     pub shutdown_grace_secs: u64,
 
     /// A message delivered this many times without being settled (a worker crashed on it
@@ -221,6 +227,8 @@ pub async fn run(
     };
     let client = crate::nats::connect(nats, None, &baton_ops::Role::worker(&agent)).await?;
     baton_telemetry::serve::watch(client.client(), true);
+    let grace = Duration::from_secs(args.shutdown_grace_secs);
+    let nats = client.client().clone();
     match demo {
         Some(demo) if !args.relay => {
             let demo = Configured {
@@ -229,18 +237,34 @@ pub async fn run(
                 timeout: Duration::from_millis(args.timeout_ms),
                 concurrency: args.concurrency.unwrap_or(8),
             };
-            Worker::new(client, config, demo)
-                .run(crate::shutdown_signal())
-                .await?;
+            serve(Worker::new(client, config, demo), nats, grace).await?;
         }
         _ => {
             let relay = relay::relay(agent.to_string(), args, retry);
-            Worker::new(client, config, relay)
-                .run(crate::shutdown_signal())
-                .await?;
+            serve(Worker::new(client, config, relay), nats, grace).await?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `worker` until SIGTERM or Ctrl-C, and its stop within `grace`
+/// (`--shutdown-grace-secs`): a stop cut short says how many messages it
+/// leaves to redelivery.
+async fn serve<A: baton_worker::Agent>(
+    worker: Worker<A>,
+    nats: async_nats::Client,
+    grace: Duration,
+) -> anyhow::Result<()> {
+    let stats = worker.stats();
+    let left: Left = Arc::new(move || {
+        format!(
+            "{} message(s) in flight stay un-acked; the server redelivers them after ack_wait",
+            stats.in_flight()
+        )
+    });
+    let stop = Stop::listen(grace, Some(nats), left);
+    worker.run(stop.signal()).await?;
+    Ok(())
 }
 
 /// The registry profile: a demo type's own, with the command line's
@@ -326,18 +350,14 @@ async fn spec_worker(
         .await
         .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
     let config = deployment(agent.worker_config(subjects), args, nats)?;
+    let grace = Duration::from_secs(args.shutdown_grace_secs);
+    let nats = client.client().clone();
     match team {
         Some(team) => {
             let agent = baton_worker::Team::new(agent, team);
-            Worker::new(client, config, agent)
-                .run(crate::shutdown_signal())
-                .await?;
+            serve(Worker::new(client, config, agent), nats, grace).await?;
         }
-        None => {
-            Worker::new(client, config, agent)
-                .run(crate::shutdown_signal())
-                .await?;
-        }
+        None => serve(Worker::new(client, config, agent), nats, grace).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
