@@ -161,12 +161,16 @@ fn stopped(result: Result<Result<(), Error>, tokio::task::JoinError>) -> Error {
 }
 
 /// What the console does on NATS beyond the sessions it reads, the dead
-/// letters and the inbox: it follows live progress and the agents'
-/// heartbeats, and gives the registry feedback on sessions.
+/// letters and the inbox: it follows live progress, the agents'
+/// heartbeats and the rollouts of versions, and gives the registry
+/// feedback on sessions.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
     baton_proto::Footprint::new()
         .subscribes([subjects.all_live(), subjects.all_heartbeats()])
         .publishes([subjects.feedback(), subjects.notebook()])
         .with(baton_worker::footprints::live_follower(subjects))
+        // The versions page and the sessions' version labels read the
+        // rollouts.
+        .with(baton_worker::footprints::rollouts(subjects))
 }
