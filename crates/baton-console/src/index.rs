@@ -236,16 +236,7 @@ async fn read_rollouts(
     Ok(())
 }
 
-/// An agent type with the version that ran it, in the notation `--as`
-/// takes (`helper@2`); an agent whose worker names no version is its type
-/// alone.
-#[must_use]
-pub fn label(agent: &str, version: Option<&str>) -> String {
-    match version {
-        Some(version) => format!("{agent}@{version}"),
-        None => agent.to_owned(),
-    }
-}
+pub use baton_gateway::said::labelled as label;
 
 /// An answer being written: who writes it, which model call of which hop,
 /// and the text so far.
