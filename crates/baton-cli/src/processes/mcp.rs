@@ -94,7 +94,7 @@ pub async fn run(
     let McpCommand::Serve(args) = command;
     let only = agent_names(&args.agents)?;
     let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Client).await?;
-    let registry = baton_worker::RegistryClient::new(client.jetstream().client(), &subjects);
+    let registry = baton_client::RegistryClient::new(client.jetstream().client(), &subjects);
     let gateway = baton_mcp::Gateway::new(
         client,
         registry,

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use baton_testkit::{Headers, RateWindow};
 
+use baton_client::Client;
 use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
-use baton_worker::Client;
 use futures::StreamExt as _;
 
 use super::quantile;
