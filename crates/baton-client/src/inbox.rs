@@ -22,7 +22,7 @@ use baton_proto::{
     derive_id_labelled, headers,
 };
 
-use baton_nats::pipeline::versions::subject_of;
+use baton_nats::{ClaimCheck, ClaimSettings, pipeline::versions::subject_of};
 
 /// Why an inbox operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +72,7 @@ pub struct Inbox {
     jetstream: jetstream::Context,
     subjects: Subjects,
     /// Large contexts are stored claim-checked, like messages.
-    claims: std::sync::Arc<baton_nats::ClaimCheck>,
+    claims: std::sync::Arc<ClaimCheck>,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -94,8 +94,7 @@ impl Inbox {
         subjects: Subjects,
         replicas: usize,
     ) -> Result<Self, InboxError> {
-        let claims =
-            baton_nats::ClaimCheck::open(&client, &subjects, baton_nats::ClaimSettings::default());
+        let claims = ClaimCheck::open(&client, &subjects, ClaimSettings::default());
         let jetstream = jetstream::new(client);
         let bucket = subjects.inbox_bucket();
         let opened = baton_nats::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
