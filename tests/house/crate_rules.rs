@@ -1,6 +1,7 @@
 //! The rules of the crates: the runtime's crates point one way, no crate
-//! holds more than a fifth of the code, the gateways and telemetry stand
-//! apart from the worker loop, and test support stays out of what ships.
+//! holds more than a fifth of the code, the gateways, telemetry and the
+//! CLI's commands for callers stand apart from the worker loop, and test
+//! support stays out of what ships.
 
 use std::path::Path;
 
@@ -161,6 +162,25 @@ fn gateways_and_telemetry_do_not_depend_on_the_worker_loop() {
     );
     // The check sees a dependency on the loop when there is one.
     assert!(depends_on("baton-cli").contains(&"baton-worker".to_owned()));
+    // The CLI's commands for callers use the client too: only the processes
+    // it runs (`processes/`: a worker, `baton dev`) name the loop.
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/baton-cli/src");
+    let mut named = Vec::new();
+    for file in rust_files(&cli) {
+        if file.starts_with(cli.join("processes")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        for (number, line) in text.lines().enumerate() {
+            if line.contains("baton_worker::") {
+                named.push(format!("{}:{}: {}", shown(&file), number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "a command of the CLI for callers names the worker loop: {named:#?}; use baton-client"
+    );
     // The source of `baton-worker` still runs the loop.
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/baton-worker/src");
     let lib = std::fs::read_to_string(src.join("lib.rs")).expect("baton-worker's lib.rs");

@@ -1,5 +1,5 @@
 //! Baton's plumbing on NATS JetStream: what every Baton process stands on,
-//! below the client ([`baton-client`]), the worker loop (`baton-worker`)
+//! below the client (`baton-client`), the worker loop (`baton-worker`)
 //! and the router (`baton-router`). Nothing here knows of agents or of what
 //! they decide.
 //!
@@ -33,8 +33,6 @@
 //!
 //! [`footprints`] says what this crate's parts do on NATS, declared beside
 //! the code that does it.
-//!
-//! [`baton-client`]: https://docs.rs/baton-client
 
 mod error;
 pub mod health;

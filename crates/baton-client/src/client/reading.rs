@@ -1,4 +1,4 @@
-//! A client's side of the router's session service (`services/sessions.rs`):
+//! A client's side of the router's session service (`baton-router`'s `sessions.rs`):
 //! reading and cancelling one session by request, for a NATS user that may
 //! not read the events stream.
 

@@ -206,7 +206,7 @@ impl ClaimCheck {
         }
         let checked =
             baton_proto::check_out(payload.to_vec(), self.threshold, self.settings.min_part)
-                .map_err(|err| ClaimFailure::Permanent(crate::error_chain(&err)))?;
+                .map_err(|err| ClaimFailure::Permanent(crate::error::error_chain(&err)))?;
         let store = self.store().await.map_err(ClaimFailure::Transient)?;
         for (name, bytes) in &checked.objects {
             if store.info(name).await.is_ok() {
@@ -235,7 +235,7 @@ impl ClaimCheck {
     /// `payload` with its claims restored from the bucket.
     pub async fn check_in(&self, payload: &[u8]) -> Result<Vec<u8>, ClaimFailure> {
         let claims = baton_proto::claims(payload)
-            .map_err(|err| ClaimFailure::Permanent(crate::error_chain(&err)))?;
+            .map_err(|err| ClaimFailure::Permanent(crate::error::error_chain(&err)))?;
         if claims.is_empty() {
             return Ok(payload.to_vec());
         }
@@ -257,7 +257,7 @@ impl ClaimCheck {
             objects.insert(claim.object, bytes);
         }
         baton_proto::restore(payload, &objects)
-            .map_err(|err| ClaimFailure::Permanent(crate::error_chain(&err)))
+            .map_err(|err| ClaimFailure::Permanent(crate::error::error_chain(&err)))
     }
 
     async fn fetch(

@@ -10,7 +10,7 @@
 //!   readable), a [`Connection`] made by [`Connection::connect`] records the
 //!   server's asynchronous `-ERR 'Permissions Violation for Publish to
 //!   "<subject>"'`, so a refused publish fails at once as
-//!   [`ErrorKind::Forbidden`](crate::ErrorKind::Forbidden) instead of
+//!   [`ErrorKind::Forbidden`](crate::error::ErrorKind::Forbidden) instead of
 //!   timing out and retrying. It also logs the connection's life
 //!   (disconnected, reconnected) at `info`.
 //! - **At connect**, a user that may not subscribe to the connection's
@@ -42,15 +42,15 @@ impl Connection {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Connect`](crate::ErrorKind::Connect) when no server can
+    /// [`ErrorKind::Connect`](crate::error::ErrorKind::Connect) when no server can
     /// be reached or the server refuses the credentials;
-    /// [`ErrorKind::Forbidden`](crate::ErrorKind::Forbidden) when the user
+    /// [`ErrorKind::Forbidden`](crate::error::ErrorKind::Forbidden) when the user
     /// may not subscribe to the connection's inbox prefix, where every reply
     /// arrives (each request would otherwise time out).
     pub async fn connect(
         servers: impl ToServerAddrs,
         options: ConnectOptions,
-    ) -> Result<Self, crate::Error> {
+    ) -> Result<Self, crate::error::Error> {
         let permissions = Permissions::default();
         let seen = permissions.clone();
         let client = options
@@ -60,13 +60,15 @@ impl Connection {
             })
             .connect(servers)
             .await
-            .map_err(|err| crate::Error::new(crate::ErrorKind::Connect, err.to_string()))?;
+            .map_err(|err| {
+                crate::error::Error::new(crate::error::ErrorKind::Connect, err.to_string())
+            })?;
         // The first request subscribes to the inbox: ask for the rights.
         permissions.allows(&client, "").await;
         let inbox = inbox_prefix(&client);
         if let Some(refused) = permissions.inbox_refused(&inbox) {
-            return Err(crate::Error::new(
-                crate::ErrorKind::Forbidden,
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Forbidden,
                 format!(
                     "this NATS user may not subscribe to {refused}, where replies arrive: set --inbox-prefix \
                      (BATON_INBOX_PREFIX) to the prefix its permissions allow, or grant {inbox}.> \

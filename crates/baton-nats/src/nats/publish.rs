@@ -487,8 +487,11 @@ impl Pending {
     /// Waits for the PubAck.
     pub async fn wait(self) -> Result<(), String> {
         match self.0 {
-            Ok(ack) => ack.await.map(drop).map_err(|err| crate::error_chain(&err)),
-            Err(err) => Err(crate::error_chain(&err)),
+            Ok(ack) => ack
+                .await
+                .map(drop)
+                .map_err(|err| crate::error::error_chain(&err)),
+            Err(err) => Err(crate::error::error_chain(&err)),
         }
     }
 }

@@ -45,7 +45,7 @@ struct MaxDeliveries {
 
 impl Net {
     /// Listens until the connection closes or the handle is aborted.
-    pub async fn spawn(self) -> Result<JoinHandle<()>, crate::Error> {
+    pub async fn spawn(self) -> Result<JoinHandle<()>, crate::error::Error> {
         let subject = format!(
             "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{}.{}",
             self.stream, self.consumer
@@ -56,8 +56,8 @@ impl Net {
             .queue_subscribe(subject.clone(), group)
             .await
             .map_err(|err| {
-                crate::Error::with_source(
-                    crate::ErrorKind::JetStream,
+                crate::error::Error::with_source(
+                    crate::error::ErrorKind::JetStream,
                     format!("cannot subscribe to {subject}"),
                     err,
                 )

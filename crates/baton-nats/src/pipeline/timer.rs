@@ -1,6 +1,6 @@
 //! A session's deadline timer: the message a sender publishes beside a
 //! task with a deadline, which the router's deadline watch
-//! (`services/deadlines.rs`) holds until then.
+//! (`baton-router`'s `deadlines.rs`) holds until then.
 
 use baton_proto::{DeadlineTimer, Envelope, Subjects, Wire};
 use bytes::Bytes;

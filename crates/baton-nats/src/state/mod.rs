@@ -6,16 +6,17 @@
 //!   sessions, joins, followers, hop journals, rate limits, the A2A index;
 //! - [`conversation`]: a conversation's record: its holder, turns, queue
 //!   and lifecycle, read and swapped with compare-and-swap (the one entry
-//!   point that says a message to a conversation, and the router's keeper,
-//!   are `clients/conversations`: this room names nothing above it);
+//!   point that says a message to a conversation is `baton-client`'s, and
+//!   the keeper `baton-router`'s: this room names nothing above it);
 //! - [`transcript`]: a conversation's transcript, an entry per turn;
 //! - [`followers`]: who follows live events, watched by every worker;
 //! - [`rollouts`]: each agent type's rollout of versions, followed by
 //!   every process that sends work.
 //!
-//! The delegations' joins (`worker/join/store.rs`), the cancelled sessions
-//! (`pipeline/cancel.rs`) and the inbox (`clients/inbox.rs`) keep their
-//! logic beside the code that uses them, and open their buckets here.
+//! The delegations' joins (`baton-worker`'s `join/store.rs`), the
+//! cancelled sessions (`pipeline/cancel.rs`) and the inbox (`baton-client`'s
+//! `inbox.rs`) keep their logic beside the code that uses them, and open
+//! their buckets here.
 
 pub mod buckets;
 #[doc(hidden)]

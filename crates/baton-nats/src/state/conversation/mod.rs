@@ -8,8 +8,8 @@
 //! a turn's beginning and end (`begin`, `ended`, `transcribe`), the listed
 //! turns, deleting, expiry, forking, and the task a turn sends. It names
 //! nothing above `state`: reading sessions, sending tasks and answering
-//! questions is the entry point's (`clients/conversations`), which calls
-//! in here with what it read.
+//! questions is the entry point's (`baton-client`'s `conversations/`),
+//! which calls in here with what it read.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Settling a conversation's record: a running turn that ended gives the
 //! conversation its holder and transcript, and the next message runs; an
 //! interrupted turn carries its messages on. The entry point reads the
-//! turn's end (`clients/conversations`) and hands it in here.
+//! turn's end (`baton-client`'s `conversations/`) and hands it in here.
 
 use baton_proto::{
     Context, Conversation, ConversationTurn, Event, EventType, Role, TextAt, TurnMessage,
