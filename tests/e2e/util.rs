@@ -5,9 +5,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use baton_client::Client;
 use baton_proto::{Envelope, Event, Subjects, Wire};
 use baton_testkit::{ChildProcess, NatsServer, eventually};
-use baton_worker::Client;
 use futures::StreamExt;
 use uuid::Uuid;
 

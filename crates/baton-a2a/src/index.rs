@@ -36,7 +36,7 @@ impl Index {
         subjects: &baton_proto::Subjects,
         replicas: usize,
     ) -> Result<Self, crate::Error> {
-        let store = baton_worker::state::Bucket::A2aIndex
+        let store = baton_nats::state::Bucket::A2aIndex
             .open(jetstream, subjects, replicas)
             .await?;
         Ok(Self { store })

@@ -17,7 +17,7 @@
 //! `TASK_STATE_INPUT_REQUIRED`, and the client's next message to the task is
 //! the person's answer, through the inbox. `CancelTask` cancels the session.
 //!
-//! An A2A context is a Baton conversation (`baton_worker::conversation`):
+//! An A2A context is a Baton conversation (`baton_client::conversation`):
 //! a message without a task id is the next turn of its context, which goes
 //! to the agent that holds the conversation, with the transcript so far. A
 //! message that arrives while a turn runs waits for it (`enqueue`), or is
@@ -33,9 +33,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_client::{Client, Inbox, RegistryClient};
 use baton_gateway::listen::Exposure;
 use baton_proto::{AgentName, LookupRequest};
-use baton_worker::{Client, Inbox, RegistryClient};
 
 mod calls;
 mod card;
@@ -74,7 +74,7 @@ pub struct Gateway {
     /// (`metadata.budget_tokens`, `metadata.budget_cost`).
     budget: baton_proto::Budget,
     /// Contexts as conversations.
-    conversations: baton_worker::conversation::Conversations,
+    conversations: baton_client::conversation::Conversations,
     /// What a message does while a turn of its context runs, unless its
     /// metadata says otherwise.
     overlap: baton_proto::Overlap,
@@ -136,7 +136,7 @@ pub async fn serve(
     let index = index::Index::open(client.jetstream(), &subjects, settings.replicas).await?;
     let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas).await?;
     let conversations =
-        baton_worker::conversation::Conversations::open(client.clone(), settings.replicas)
+        baton_client::conversation::Conversations::open(client.clone(), settings.replicas)
             .await
             .map_err(|err| Error::Store(format!("cannot open the conversations: {err}")))?;
     let gateway = Gateway {

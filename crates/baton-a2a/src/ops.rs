@@ -7,9 +7,9 @@ use a2a::{
     JsonRpcError, Message, PartContent, SendMessageRequest, StreamResponse, Task, TaskState,
     error_code,
 };
+use baton_client::{Decision, Reply};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Event, Value};
-use baton_worker::{Decision, Reply};
 use futures::{Stream, StreamExt};
 use uuid::Uuid;
 
@@ -464,10 +464,10 @@ impl Gateway {
             .await
             .map_err(internal)?
         {
-            baton_worker::Cancel::Cancelled(event) => {
+            baton_client::Cancel::Cancelled(event) => {
                 Ok(task::task(session, &context, Some(&event), false))
             }
-            baton_worker::Cancel::Ended(event) => Err(error(
+            baton_client::Cancel::Ended(event) => Err(error(
                 error_code::TASK_NOT_CANCELABLE,
                 format!("task {id} has ended ({:?})", task::state(Some(&event))),
             )),

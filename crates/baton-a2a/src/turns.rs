@@ -5,9 +5,9 @@
 //! refusals to JSON-RPC errors.
 
 use a2a::{JsonRpcError, SendMessageRequest, error_code};
+use baton_client::conversation::{ConversationErrorKind, Said, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Overlap, Value, now_ms};
-use baton_worker::conversation::{ConversationErrorKind, Said, UserMessage};
 use uuid::Uuid;
 
 use crate::Gateway;
@@ -134,7 +134,7 @@ impl Gateway {
 }
 
 /// A conversation's refusal as the caller's error.
-fn refusal(err: &baton_worker::conversation::ConversationError) -> JsonRpcError {
+fn refusal(err: &baton_client::conversation::ConversationError) -> JsonRpcError {
     match err.kind() {
         ConversationErrorKind::Busy => error(error_code::UNSUPPORTED_OPERATION, err.to_string()),
         ConversationErrorKind::Forbidden | ConversationErrorKind::Deleted => {

@@ -307,12 +307,12 @@ impl A2aRunner {
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
-            .map_err(|err| failed(baton_worker::error_chain(&err)))?;
+            .map_err(|err| failed(baton_nats::error_chain(&err)))?;
         let context = message.context_id.clone().unwrap_or_default();
         let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
         let mut task: Option<Task> = None;
         while let Some(event) = events.next().await {
-            let event = event.map_err(|err| failed(baton_worker::error_chain(&err)))?;
+            let event = event.map_err(|err| failed(baton_nats::error_chain(&err)))?;
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                 continue;
             };

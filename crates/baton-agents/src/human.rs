@@ -1,7 +1,8 @@
-//! Human agents: tasks wait in the durable inbox ([`baton_worker::Inbox`])
+//! Human agents: tasks wait in the durable inbox ([`baton_client::Inbox`])
 //! until a person answers.
 
-use baton_worker::{AgentError, Inbox, Outcome, Task};
+use baton_client::Inbox;
+use baton_worker::{AgentError, Outcome, Task};
 
 /// The human agent: puts each task in the inbox and leaves the session waiting.
 pub struct HumanRunner {
@@ -34,7 +35,7 @@ impl HumanRunner {
         self.inbox
             .put(envelope)
             .await
-            .map_err(|err| AgentError::retryable(baton_worker::error_chain(&err)))?;
+            .map_err(|err| AgentError::retryable(baton_nats::error_chain(&err)))?;
         tracing::info!(session = %task.envelope.session, id = %task.envelope.id, "waiting for a person: baton inbox reply {} TEXT", task.envelope.id);
         Ok(Outcome::wait().into())
     }

@@ -44,7 +44,7 @@ pub(crate) enum Recorded {
 pub(crate) struct Journal {
     bucket: Option<kv::Store>,
     /// Where large values keep their large parts.
-    claims: Option<baton_worker::ClaimCheck>,
+    claims: Option<baton_nats::ClaimCheck>,
 }
 
 impl Journal {
@@ -58,15 +58,15 @@ impl Journal {
         subjects: &Subjects,
         replicas: usize,
     ) -> Result<Self, StartError> {
-        let bucket = baton_worker::state::Bucket::Journal
+        let bucket = baton_nats::state::Bucket::Journal
             .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
             .map_err(|err| StartError::new(format!("cannot open the hop journal: {err}")))?;
-        let mut settings = baton_worker::ClaimSettings::default();
+        let mut settings = baton_nats::ClaimSettings::default();
         settings.replicas = replicas;
         Ok(Self {
             bucket: Some(bucket),
-            claims: Some(baton_worker::ClaimCheck::open(client, subjects, settings)),
+            claims: Some(baton_nats::ClaimCheck::open(client, subjects, settings)),
         })
     }
 

@@ -35,7 +35,7 @@ use baton_worker::{
 };
 
 pub use a2a::A2aRunner;
-pub use baton_worker::{Decision, Inbox, InboxEntry, InboxError, Reply};
+pub use baton_client::{Decision, Inbox, InboxEntry, InboxError, Reply};
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::HumanRunner;
 
@@ -48,7 +48,7 @@ pub mod rate_limits {
 pub mod footprints {
     pub use crate::journal::footprint as journal;
     pub use crate::limits::footprint as limits;
-    pub use baton_worker::footprints::inbox;
+    pub use baton_client::footprints::inbox;
 }
 pub use llm::LlmRunner;
 pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, SpecError, SpecErrors, check, load};
@@ -109,7 +109,7 @@ async fn open_inbox(
 ) -> Result<Inbox, StartError> {
     Inbox::open(client.clone(), subjects.clone(), replicas)
         .await
-        .map_err(|err| StartError::new(baton_worker::error_chain(&err)))
+        .map_err(|err| StartError::new(baton_nats::error_chain(&err)))
 }
 
 /// Where an exec agent's questions to the user wait, and their answers

@@ -68,7 +68,7 @@ pub struct LlmRunner {
     /// The tool calls' instruments.
     meters: Meters,
     /// Where tool calls wait for a person (an unknown outcome, an approval).
-    inbox: Option<baton_worker::Inbox>,
+    inbox: Option<baton_client::Inbox>,
 }
 
 /// The instruments of an agent's tool calls.
@@ -87,11 +87,11 @@ struct Meters {
 impl Meters {
     fn new() -> Self {
         Self {
-            tool_calls: baton_worker::meter()
+            tool_calls: baton_nats::meter::meter()
                 .u64_counter("baton.tool.calls")
                 .with_description("MCP tool calls, by tool and outcome (ok, error: the tool said isError, failed: no answer)")
                 .build(),
-            tool_seconds: baton_worker::meter()
+            tool_seconds: baton_nats::meter::meter()
                 .f64_histogram("baton.tool.duration")
                 .with_unit("s")
                 .with_description("How long MCP tool calls take, by tool and outcome")

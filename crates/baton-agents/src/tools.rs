@@ -324,7 +324,7 @@ impl Toolbox {
         let peer = server
             .peer()
             .await
-            .map_err(|err| baton_worker::error_chain(&err))?;
+            .map_err(|err| baton_nats::error_chain(&err))?;
         let mut params = CallToolRequestParams::new(tool.remote.clone());
         params.arguments = arguments.as_object().cloned();
         let mut meta = Meta::new();

@@ -170,7 +170,7 @@ pub struct Task {
 }
 
 /// Registry lookups as an agent makes them (a team's coordinator does);
-/// `baton_worker::RegistryClient` is one.
+/// `baton_client::RegistryClient` is one.
 pub trait Lookups: Send + Sync + std::fmt::Debug {
     /// The candidates for `request`, best first, or why there are none.
     fn lookup<'a>(

@@ -7,8 +7,8 @@ use std::str::FromStr;
 
 use anyhow::{Context as _, bail};
 use async_nats::{ConnectOptions, ServerAddr};
+use baton_nats::Connection;
 use baton_ops::Role;
-use baton_worker::Connection;
 use clap::Args;
 
 /// Connection settings, following the NATS CLI's environment variables.
@@ -74,8 +74,8 @@ impl NatsArgs {
     }
 
     /// The stream settings these arguments describe.
-    pub fn streams(&self) -> baton_worker::StreamSettings {
-        baton_worker::StreamSettings {
+    pub fn streams(&self) -> baton_nats::StreamSettings {
+        baton_nats::StreamSettings {
             replicas: self.replicas(),
             ..Default::default()
         }
@@ -370,9 +370,9 @@ pub(crate) async fn client(
     nats: &NatsArgs,
     subjects: baton_proto::Subjects,
     kind: baton_ops::RoleKind,
-) -> anyhow::Result<baton_worker::Client> {
+) -> anyhow::Result<baton_client::Client> {
     let connection = connect(nats, None, &Role::of(kind)).await?;
-    Ok(baton_worker::Client::new(connection, subjects).with_streams(nats.streams()))
+    Ok(baton_client::Client::new(connection, subjects).with_streams(nats.streams()))
 }
 
 /// Connects to the server the user named, or starts a private local one

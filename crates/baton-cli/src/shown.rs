@@ -59,7 +59,7 @@ impl Shown {
     pub(crate) async fn outcome(
         &self,
         task: &Envelope,
-        events: Option<baton_worker::EventStream>,
+        events: Option<baton_client::EventStream>,
     ) -> anyhow::Result<ExitCode> {
         let Some(events) = events else {
             if self.json {
@@ -80,7 +80,7 @@ impl Shown {
     pub(crate) async fn ended(
         &self,
         session: Uuid,
-        events: baton_worker::EventStream,
+        events: baton_client::EventStream,
     ) -> anyhow::Result<ExitCode> {
         let timeout = Duration::from_secs(self.timeout_secs);
         let mut printer = (!self.json && self.stream).then(Printer::default);
@@ -130,7 +130,7 @@ pub const EXIT_WAITING: u8 = 3;
 /// answers are printed as they are written, and the moves between agents
 /// as lines between them.
 async fn outcome(
-    mut events: baton_worker::EventStream,
+    mut events: baton_client::EventStream,
     mut printer: Option<&mut Printer>,
 ) -> anyhow::Result<baton_proto::Event> {
     let mut last = None;

@@ -4,8 +4,8 @@ use std::sync::{Arc, RwLock};
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use baton_client::{Client, Inbox, RegistryClient};
 use baton_proto::Subjects;
-use baton_worker::{Client, Inbox, RegistryClient};
 use tokio::sync::broadcast;
 
 use crate::auth::Access;
@@ -27,9 +27,9 @@ pub(crate) struct App {
     pub(crate) agents_changed: broadcast::Sender<()>,
     pub(crate) shown: usize,
     /// The conversations, opened on first use.
-    pub(crate) conversations: Arc<tokio::sync::OnceCell<baton_worker::conversation::Conversations>>,
+    pub(crate) conversations: Arc<tokio::sync::OnceCell<baton_client::conversation::Conversations>>,
     /// The versions of agent types, opened on first use.
-    pub(crate) versions: Arc<tokio::sync::OnceCell<baton_worker::versions::Versions>>,
+    pub(crate) versions: Arc<tokio::sync::OnceCell<baton_client::versions::Versions>>,
     /// Replicas of the buckets it opens.
     pub(crate) replicas: usize,
 }

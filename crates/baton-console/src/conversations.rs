@@ -8,9 +8,9 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use baton_client::conversation::{ConversationErrorKind, Conversations};
 use baton_gateway::said::Said;
 use baton_proto::{Conversation, ConversationTurn, now_ms};
-use baton_worker::conversation::{ConversationErrorKind, Conversations};
 use maud::{Markup, html};
 
 use crate::app::{App, failure};

@@ -8,7 +8,7 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use baton_worker::Decision;
+use baton_client::Decision;
 
 use crate::app::{App, failure, forged};
 

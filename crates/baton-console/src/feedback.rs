@@ -14,7 +14,7 @@ use crate::app::{App, failure, forged};
 /// The page's feedback section: shown once the session has ended or waits
 /// for a person.
 pub(crate) fn section(id: Uuid, events: &[Event], csrf: &str) -> Markup {
-    let ended = baton_worker::ending(events).is_some()
+    let ended = baton_client::ending(events).is_some()
         || events.last().is_some_and(|e| e.kind == EventType::Waiting);
     if !ended {
         return html! {};

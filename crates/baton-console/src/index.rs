@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use async_nats::jetstream::{self, consumer, kv};
+use baton_nats::live;
 use baton_proto::{Event, EventType, Hop, Subjects, Value, Wire};
-use baton_worker::live;
 use futures::StreamExt;
 use tokio::sync::broadcast;
 use uuid::Uuid;

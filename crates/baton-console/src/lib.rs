@@ -14,8 +14,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use baton_client::{Client, Inbox, RegistryClient};
 use baton_proto::Subjects;
-use baton_worker::{Client, Inbox, RegistryClient};
 use tokio::sync::broadcast;
 
 mod app;
@@ -169,8 +169,8 @@ pub fn footprint(subjects: &Subjects) -> baton_proto::Footprint {
     baton_proto::Footprint::new()
         .subscribes([subjects.all_live(), subjects.all_heartbeats()])
         .publishes([subjects.feedback(), subjects.notebook()])
-        .with(baton_worker::footprints::live_follower(subjects))
+        .with(baton_nats::footprints::live_follower(subjects))
         // The versions page and the sessions' version labels read the
         // rollouts.
-        .with(baton_worker::footprints::rollouts(subjects))
+        .with(baton_nats::footprints::rollouts(subjects))
 }

@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
+use baton_client::DeadLetterEntry;
+use baton_client::InboxEntry;
 use baton_proto::{Candidate, Envelope, Gate, Reason};
-use baton_worker::DeadLetterEntry;
-use baton_worker::InboxEntry;
 use maud::{Markup, html};
 
 use crate::index::{Versioned, label};

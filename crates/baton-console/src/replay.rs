@@ -6,8 +6,8 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use baton_client::Client;
 use baton_proto::{Event, EventType, Start};
-use baton_worker::Client;
 use futures::StreamExt;
 use maud::{Markup, html};
 use uuid::Uuid;
@@ -28,7 +28,7 @@ pub(crate) fn section(summary: &Summary, events: &[Event], csrf: &str) -> Markup
         }
     };
     let replayable = events.iter().any(|event| event.kind == EventType::Started);
-    let Some(end) = baton_worker::ending(events).filter(|_| replayable) else {
+    let Some(end) = baton_client::ending(events).filter(|_| replayable) else {
         return of;
     };
     let action = format!("/sessions/{}/replay", summary.id);
@@ -89,14 +89,14 @@ pub(crate) async fn start(
     id: Uuid,
     from: Option<usize>,
 ) -> Result<Uuid, (StatusCode, String)> {
-    let options = baton_worker::SessionReplay {
+    let options = baton_client::SessionReplay {
         from,
-        ..baton_worker::SessionReplay::default()
+        ..baton_client::SessionReplay::default()
     };
-    let gateway = |err: baton_worker::Error| (StatusCode::BAD_GATEWAY, err.to_string());
+    let gateway = |err: baton_nats::Error| (StatusCode::BAD_GATEWAY, err.to_string());
     let (task, agent) = client.replay_of(id, &options).await.map_err(|err| {
         // The session's own state refuses it; anything else is NATS.
-        let status = if err.kind() == baton_worker::ErrorKind::Config {
+        let status = if err.kind() == baton_nats::ErrorKind::Config {
             StatusCode::CONFLICT
         } else {
             StatusCode::BAD_GATEWAY

@@ -2,15 +2,15 @@
 //! goes (current and ramping, with their weights), each version's state,
 //! live workers and what is pinned to it, and the rollout's changes. It is
 //! the reading of `baton versions`, from the same library code
-//! (`baton_worker::versions`), for every type at once.
+//! (`baton_client::versions`), for every type at once.
 
 use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use baton_client::versions::{Standing, Versions};
 use baton_proto::AgentName;
-use baton_worker::versions::{Standing, Versions};
 use maud::{Markup, html};
 
 use crate::app::{App, failure};
@@ -174,7 +174,7 @@ mod tests {
             current: "<script>1".to_owned(),
             previous: None,
             versions: Vec::new(),
-            unversioned: baton_worker::versions::Queue::default(),
+            unversioned: baton_client::versions::Queue::default(),
             registry: true,
             history: Vec::new(),
         };

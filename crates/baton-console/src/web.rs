@@ -11,9 +11,9 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Form, Router};
+use baton_client::ReplayOptions;
+use baton_client::Reply;
 use baton_proto::{AgentName, EventType, LookupRequest, Subjects, Wire, now_ms};
-use baton_worker::ReplayOptions;
-use baton_worker::Reply;
 use futures::{Stream, StreamExt};
 use maud::Markup;
 use tokio::sync::broadcast;
@@ -196,7 +196,7 @@ async fn dead_letters_of(
     app: &App,
     id: Uuid,
     events: &[baton_proto::Event],
-) -> Vec<baton_worker::DeadLetterEntry> {
+) -> Vec<baton_client::DeadLetterEntry> {
     if events.iter().any(|e| e.kind == EventType::DeadLettered) {
         match app.client.dead_letters().await {
             Ok(all) => all.into_iter().filter(|d| d.session == Some(id)).collect(),

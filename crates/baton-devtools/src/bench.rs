@@ -25,10 +25,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use baton_client::Client;
 use baton_proto::{AgentName, Reason, Subjects, Value, Wire};
 use baton_worker::{
-    Agent, AgentError, Client, EventLevel, Outcome, RetryPolicy, SettleMode, Task, Worker,
-    WorkerConfig,
+    Agent, AgentError, EventLevel, Outcome, RetryPolicy, SettleMode, Task, Worker, WorkerConfig,
 };
 use clap::Args;
 use context::{Measured, context_curve, measure, padded_task};

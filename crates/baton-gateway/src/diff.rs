@@ -38,7 +38,7 @@ fn told(history: &[Event]) -> Told {
             .and_then(|start| start.replay_of),
         ..Told::default()
     };
-    let Some(end) = baton_worker::ending(history) else {
+    let Some(end) = baton_client::ending(history) else {
         told.outcome = "not finished".to_owned();
         return told;
     };

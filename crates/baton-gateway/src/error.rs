@@ -14,10 +14,10 @@ pub enum Error {
     Listen(#[from] crate::listen::Error),
     /// NATS or JetStream refused: the streams or a bucket.
     #[error(transparent)]
-    Nats(#[from] baton_worker::Error),
+    Nats(#[from] baton_nats::Error),
     /// The inbox cannot be opened.
     #[error(transparent)]
-    Inbox(#[from] baton_worker::InboxError),
+    Inbox(#[from] baton_client::InboxError),
     /// What the gateway keeps or reads cannot be read or written: its task
     /// index, the conversations, the session events, or MCP over stdio; the
     /// message says which.

@@ -66,7 +66,7 @@ impl Said {
         for event in events {
             Event::follow_path(&mut hops, event);
         }
-        let end = baton_worker::ending(events);
+        let end = baton_client::ending(events);
         let by = (end.and_then(|end| end.agent.as_deref()))
             .or_else(|| hops.last().map(|hop| hop.agent.as_str()))
             .or_else(|| events.iter().rev().find_map(|event| event.agent.as_deref()))

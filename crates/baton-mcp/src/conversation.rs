@@ -12,9 +12,9 @@
 
 use std::sync::Arc;
 
+use baton_client::conversation::{Conversations, Said, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::Envelope;
-use baton_worker::conversation::{Conversations, Said, UserMessage};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, Content};
 use rmcp::service::{RequestContext, RoleServer};

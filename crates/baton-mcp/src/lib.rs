@@ -15,8 +15,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_client::{Client, RegistryClient};
 use baton_proto::{AgentName, Envelope, Event, EventType, LookupRequest, Value};
-use baton_worker::{Client, RegistryClient};
 
 pub use baton_gateway::Error;
 use futures::StreamExt;
@@ -298,13 +298,13 @@ impl Gateway {
             .client
             .follow(session)
             .await
-            .map_err(|err| baton_worker::error_chain(&err))?
+            .map_err(|err| baton_nats::error_chain(&err))?
             .skip(skip);
         let mut seen = 0u32;
         let mut last = None;
         let mut shown = baton_proto::Shown::default();
         while let Some(event) = events.next().await {
-            let event = event.map_err(|err| baton_worker::error_chain(&err))?;
+            let event = event.map_err(|err| baton_nats::error_chain(&err))?;
             let message = match baton_proto::Delta::of(&event) {
                 // A piece of an answer: `delta <agent>: <text not sent yet>`.
                 Some(delta) => match shown.fresh(&delta) {

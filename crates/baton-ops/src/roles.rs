@@ -136,7 +136,7 @@ impl Role {
                         }),
                 ),
             (RoleKind::Router, _) => {
-                Footprint::jetstream_user(inbox).with(baton_worker::footprints::router(subjects))
+                Footprint::jetstream_user(inbox).with(baton_router::footprint(subjects))
             }
             // Its own permissions, which every process reads at start; no JetStream.
             (RoleKind::Registry, _) => Footprint::new()
@@ -144,7 +144,7 @@ impl Role {
                 .subscribes([format!("{inbox}.>")])
                 .with(baton_registry::footprint(subjects)),
             (RoleKind::Client, _) => {
-                Footprint::jetstream_user(inbox).with(baton_worker::footprints::client(subjects))
+                Footprint::jetstream_user(inbox).with(baton_client::footprints::client(subjects))
             }
             (RoleKind::Operator, _) => Footprint::jetstream_user(inbox).with(operator(subjects)),
             (RoleKind::Worker, None) => Footprint::jetstream_user(inbox),
@@ -155,21 +155,21 @@ impl Role {
 /// An operator's tools: dead letters, sessions read from the stream, the
 /// console, the inbox, cancels, the A2A gateway's task index and the doctor.
 fn operator(subjects: &Subjects) -> Footprint {
-    baton_worker::footprints::streams(subjects, false)
-        .with(baton_worker::footprints::dead_letters(subjects))
-        .with(baton_worker::footprints::session_reader(subjects))
-        .with(baton_worker::footprints::served(subjects))
+    baton_nats::footprints::streams(subjects, false)
+        .with(baton_client::footprints::dead_letters(subjects))
+        .with(baton_client::footprints::session_reader(subjects))
+        .with(baton_nats::footprints::served(subjects))
         .with(baton_console::footprint(subjects))
         .with(baton_agents::footprints::inbox(subjects, true))
         // Decisions on waiting tool calls go into the hop journal.
         .with(baton_agents::footprints::journal(subjects))
-        .with(baton_worker::footprints::claims(subjects))
-        .with(baton_worker::footprints::cancels(subjects, true))
+        .with(baton_nats::footprints::claims(subjects))
+        .with(baton_nats::footprints::cancels(subjects, true))
         .with(baton_a2a::footprint(subjects))
         // The A2A gateway's contexts are conversations; `baton conversations
         // delete` removes their turns' events.
-        .with(baton_worker::conversation::footprint(subjects))
-        .with(baton_worker::conversation::deleting_footprint(subjects))
+        .with(baton_nats::footprints::conversations(subjects))
+        .with(baton_nats::footprints::deleting_conversations(subjects))
         .with(crate::doctor::footprint(subjects))
         .with(deploys(subjects))
 }
@@ -178,7 +178,7 @@ fn operator(subjects: &Subjects) -> Footprint {
 /// pinned to a version waits (the tasks stream's messages, the joins).
 fn deploys(subjects: &Subjects) -> Footprint {
     let tasks = subjects.tasks_stream();
-    baton_worker::footprints::rollouts(subjects)
+    baton_nats::footprints::rollouts(subjects)
         .with(Footprint::kv(&subjects.joins_bucket()))
         .publishes([baton_proto::footprint::api(format_args!(
             "STREAM.MSG.GET.{tasks}"

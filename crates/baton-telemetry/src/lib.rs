@@ -8,7 +8,7 @@
 //!   process that does not export passes the incoming one on.
 //!   The sampler, service name, resource attributes, headers and timeout
 //!   come from the same variables, read by the OpenTelemetry SDK.
-//! - Metrics: the OpenTelemetry metrics of `baton_worker::meter`, kept for
+//! - Metrics: the OpenTelemetry metrics of `baton_nats::meter`, kept for
 //!   a Prometheus scrape when `--metrics-addr` is given, and pushed over
 //!   OTLP/HTTP when the `OTEL_*` variables ask for it.
 

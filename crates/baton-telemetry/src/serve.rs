@@ -57,7 +57,7 @@ async fn scrape(registry: prometheus::Registry) -> impl IntoResponse {
 }
 
 /// What readiness watches: the connection, and whether the process must
-/// also be serving (`baton_worker::health`).
+/// also be serving (`baton_nats::health`).
 struct Watched {
     client: async_nats::Client,
     serves: bool,
@@ -66,7 +66,7 @@ struct Watched {
 static WATCHED: OnceLock<Watched> = OnceLock::new();
 
 /// Makes `/readyz` follow `client`'s connection and, when `serves`, the
-/// worker's or router's `baton_worker::health::serving`.
+/// worker's or router's `baton_nats::health::serving`.
 pub fn watch(client: &async_nats::Client, serves: bool) {
     let _ = WATCHED.set(Watched {
         client: client.clone(),
@@ -81,10 +81,10 @@ async fn ready() -> (StatusCode, &'static str) {
     if watched.client.connection_state() != async_nats::connection::State::Connected {
         return (StatusCode::SERVICE_UNAVAILABLE, "not connected to NATS\n");
     }
-    if let Some(why) = baton_worker::health::retired() {
+    if let Some(why) = baton_nats::health::retired() {
         return (StatusCode::SERVICE_UNAVAILABLE, why);
     }
-    if watched.serves && !baton_worker::health::serving() {
+    if watched.serves && !baton_nats::health::serving() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "not pulling messages (starting or draining)\n",

@@ -11,8 +11,9 @@
 //!   captured to files so it can be shown when a test fails, and the process
 //!   is killed on drop. [`baton_binary`] locates the `baton` executable;
 //! - [`FakeLlm`] is a scripted OpenAI-compatible chat-completions server on a
-//!   random loopback port that records the requests it gets; a
-//!   [`RateWindow`] makes it refuse what a provider's rate limit would;
+//!   random loopback port that records the requests it gets (a provider's
+//!   rate limit to answer with, `RateWindow`, is `baton-devtools`'s, which
+//!   the benchmarks use too);
 //! - [`eventually`] retries a check until it holds or a time limit passes,
 //!   and says what it last saw when it gives up.
 //!
@@ -28,7 +29,6 @@ mod cluster;
 mod eventually;
 mod llm;
 mod process;
-mod window;
 
 pub use baton_nats_server::{
     Error, ErrorKind, MIN_VERSION, NatsServer, ServerOptions, nats_server_binary,
@@ -38,4 +38,3 @@ pub use cluster::NatsCluster;
 pub use eventually::{Timeout, eventually};
 pub use llm::{FakeLlm, Recorded, Scripted, Streaming};
 pub use process::{ChildProcess, baton_binary};
-pub use window::{Headers, RateWindow, Verdict};

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use baton_client::Client;
 use baton_proto::{Envelope, EventType, Subjects};
 use baton_testkit::NatsServer;
 use baton_worker::{
-    Agent, AgentError, AgentName, Client, Condition, Outcome, Route, Routing, Task, Worker,
-    WorkerConfig,
+    Agent, AgentError, AgentName, Condition, Outcome, Route, Routing, Task, Worker, WorkerConfig,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -137,7 +137,7 @@ async fn a_publish_no_stream_takes_fails_as_no_stream_at_once() -> anyhow::Resul
         .submit(&Envelope::task("nowhere to go"))
         .await
         .expect_err("no stream takes the ingress now");
-    assert_eq!(err.kind(), baton_worker::ErrorKind::NoStream);
+    assert_eq!(err.kind(), baton_nats::ErrorKind::NoStream);
     let text = err.to_string();
     assert!(
         text.contains("no JetStream stream takes subject baton.ingress"),
@@ -232,7 +232,7 @@ async fn a_question_parked_by_an_earlier_release_is_found_by_its_session_once_no
     let server = tokio::task::spawn_blocking(NatsServer::start).await??;
     let nats = async_nats::connect(server.url()).await?;
     let subjects = Subjects::default();
-    let inbox = baton_worker::Inbox::open(nats.clone(), subjects.clone(), 1).await?;
+    let inbox = baton_client::Inbox::open(nats.clone(), subjects.clone(), 1).await?;
     let mut asking = Envelope::task("Which order?");
     asking.to = Some("helper".into());
     let mut gate: baton_proto::Gate = serde_json::from_value(serde_json::json!({

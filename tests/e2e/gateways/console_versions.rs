@@ -83,7 +83,10 @@ async fn the_versions_page_shows_the_rollout_and_follows_it_back_live() -> anyho
     let url = console(&mut system, "console", &[]).await?;
     let (status, home) = get(&url, "/").await?;
     assert_eq!(status, 200);
-    assert!(home.contains(r#"<a href="/versions">Versions</a>"#), "{home}");
+    assert!(
+        home.contains(r#"<a href="/versions">Versions</a>"#),
+        "{home}"
+    );
     let (status, page) = get(&url, "/versions").await?;
     assert_eq!(status, 200, "{page}");
     for row in [

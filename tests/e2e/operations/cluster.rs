@@ -201,7 +201,7 @@ async fn losing_a_follower_then_the_tasks_leader_loses_and_doubles_nothing() -> 
     let js = async_nats::jetstream::new(nats.clone());
     // A message whose ack was lost with a node comes back after ack_wait.
     let (_processes, tasks) = chain(&urls, &["--ack-wait-secs", "5"], SESSIONS).await?;
-    let client = baton_worker::Client::new(nats.clone(), baton_proto::Subjects::default());
+    let client = baton_client::Client::new(nats.clone(), baton_proto::Subjects::default());
     let intake = baton_proto::AgentName::new("intake")?;
     let leader = || leader_of(&js, "BATON_TASKS");
     // A third of the sessions, then a follower dies; a third, then it comes
@@ -500,7 +500,7 @@ async fn leader_loss(stream: &str) -> anyhow::Result<()> {
     let urls = cluster.urls();
     let js = async_nats::jetstream::new(nats.clone());
     let (_processes, tasks) = chain(&urls, &["--work-ms", "500"], SESSIONS).await?;
-    let client = baton_worker::Client::new(nats.clone(), baton_proto::Subjects::default());
+    let client = baton_client::Client::new(nats.clone(), baton_proto::Subjects::default());
     let intake = baton_proto::AgentName::new("intake")?;
     for task in &tasks {
         client.submit_to(&intake, task).await?;

@@ -74,8 +74,8 @@ fn script() -> Vec<Scripted> {
 }
 
 /// The first task that waits for a person, once there is one.
-async fn first_in_inbox(system: &System) -> anyhow::Result<baton_worker::InboxEntry> {
-    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
+async fn first_in_inbox(system: &System) -> anyhow::Result<baton_client::InboxEntry> {
+    let inbox = baton_client::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
     let entry = eventually(Duration::from_secs(30), || async {
         let entries = inbox.list().await.map_err(|err| err.to_string())?;
         entries
@@ -337,8 +337,8 @@ fn refused_naming(reply: &serde_json::Value, what: &str) {
 async fn inbox_entries(
     system: &System,
     count: usize,
-) -> anyhow::Result<Vec<baton_worker::InboxEntry>> {
-    let inbox = baton_worker::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
+) -> anyhow::Result<Vec<baton_client::InboxEntry>> {
+    let inbox = baton_client::Inbox::open(system.nats.clone(), Default::default(), 1).await?;
     let entries = eventually(Duration::from_secs(30), || async {
         let entries = inbox.list().await.map_err(|err| err.to_string())?;
         if entries.len() == count {

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use baton_devtools::RateWindow;
 use baton_proto::{AgentName, Envelope, Event, EventType};
-use baton_testkit::{FakeLlm, RateWindow, Scripted, eventually};
+use baton_testkit::{FakeLlm, Scripted, eventually};
 
 use crate::operations::metrics::{metrics_url, scrape, value};
 use crate::util::System;

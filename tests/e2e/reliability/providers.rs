@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use baton_devtools::{Headers, RateWindow};
 use baton_proto::EventType;
-use baton_testkit::{FakeLlm, Headers, RateWindow, Scripted};
+use baton_testkit::{FakeLlm, Scripted};
 
 use super::limits::{doctor, ends, schedule, spec, submit, workers};
 use crate::util::System;

@@ -253,8 +253,8 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
         .await
         .context("subscribing to the live subjects")?;
     // A subscriber of its own says it follows, or `lean` workers send it nothing.
-    let scope = baton_worker::live::Scope::All;
-    let _following = baton_worker::live::follow(&system.nats, &Default::default(), scope).await;
+    let scope = baton_nats::live::Scope::All;
+    let _following = baton_nats::live::follow(&system.nats, &Default::default(), scope).await;
     let lean = ["--no-registry", "--events", "lean"];
     for (agent, next) in [
         ("first", Some("second")),
@@ -461,8 +461,8 @@ async fn lean_workers_publish_live_events_only_for_sessions_someone_follows() ->
     system.client.submit_to(&first, &followed).await?;
     stored_until(&system, followed.session, EventType::Handoff).await?;
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let scope = baton_worker::live::Scope::Session(followed.session);
-    let following = baton_worker::live::follow(&system.nats, &Default::default(), scope).await;
+    let scope = baton_nats::live::Scope::Session(followed.session);
+    let following = baton_nats::live::follow(&system.nats, &Default::default(), scope).await;
     stored_until(&system, followed.session, EventType::Completed).await?;
     let seen = live_seen(&mut live, Duration::from_millis(500)).await?;
     let subject = format!("baton.live.{}", followed.session);

@@ -143,10 +143,10 @@ pub(super) async fn fetch<T: serde::de::DeserializeOwned>(
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|err| baton_worker::error_chain(&err))?
+        .map_err(|err| baton_nats::error_chain(&err))?
         .json()
         .await
-        .map_err(|err| baton_worker::error_chain(&err))
+        .map_err(|err| baton_nats::error_chain(&err))
 }
 
 /// The result of a JSON-RPC response, or its error as text.

@@ -8,8 +8,9 @@
 //! `context.state.answers` (`[{question, answer}]`) and the question last
 //! in its messages; question `n` of the hop is journal step `n`, call 0.
 
+use baton_client::Inbox;
 use baton_proto::{Gate, Message, Reason, Role, Value};
-use baton_worker::{AgentError, ContextUpdate, Inbox, Outcome, Task};
+use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
 
 use crate::journal::Journal;
 
@@ -144,7 +145,7 @@ impl Asking {
             .state
             .insert(ANSWERS.to_owned(), Value::Array(entries.clone()));
         (self.inbox.park(&parked, task.agent.as_str()).await)
-            .map_err(|err| AgentError::retryable(baton_worker::error_chain(&err)))?;
+            .map_err(|err| AgentError::retryable(baton_nats::error_chain(&err)))?;
         update.messages.push(said);
         update
             .state

@@ -30,7 +30,7 @@ pub(crate) struct Metrics {
 impl Metrics {
     /// The instruments of `base_url`'s `model`.
     pub(crate) fn new(base_url: &str, model: &str) -> Self {
-        let meter = baton_worker::meter();
+        let meter = baton_nats::meter::meter();
         Self {
             wait: meter
                 .f64_histogram("baton.llm.limit.wait")

@@ -169,7 +169,7 @@ impl Limiter {
         spec: &LlmSpec,
         agent: &str,
     ) -> Result<Self, StartError> {
-        let store = baton_worker::state::Bucket::Limits
+        let store = baton_nats::state::Bucket::Limits
             .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
             .map_err(|err| StartError::new(format!("cannot open the rate limits: {err}")))?;

@@ -68,7 +68,7 @@ impl Seen {
         bucket: String,
     ) -> tokio::task::JoinHandle<()> {
         let seen = self.clone();
-        baton_worker::watched::watch(
+        baton_nats::watched::watch(
             "shared rate limits",
             bucket,
             move || {
@@ -76,15 +76,15 @@ impl Seen {
                 async move { Ok(store) }
             },
             move |event| match event {
-                baton_worker::watched::Seen::Entry(entry) => seen.note(
+                baton_nats::watched::Seen::Entry(entry) => seen.note(
                     &entry.key,
                     Known {
                         value: (entry.operation == kv::Operation::Put).then(|| entry.value.clone()),
                         revision: entry.revision,
                     },
                 ),
-                baton_worker::watched::Seen::Lost => seen.forget(),
-                baton_worker::watched::Seen::Current => {}
+                baton_nats::watched::Seen::Lost => seen.forget(),
+                baton_nats::watched::Seen::Current => {}
             },
             Duration::from_secs(2),
         )
@@ -142,12 +142,12 @@ impl Entry {
                     .store
                     .update(&self.key, bytes.clone(), revision)
                     .await
-                    .map_err(|err| baton_worker::error_chain(&err)),
+                    .map_err(|err| baton_nats::error_chain(&err)),
                 None => self
                     .store
                     .create(&self.key, bytes.clone())
                     .await
-                    .map_err(|err| baton_worker::error_chain(&err)),
+                    .map_err(|err| baton_nats::error_chain(&err)),
             };
             match written {
                 Ok(revision) => {

@@ -238,7 +238,7 @@ impl LlmRunner {
         inbox
             .park(&parked, turn.task.agent.as_str())
             .await
-            .map_err(|err| AgentError::retryable(baton_worker::error_chain(&err)))?;
+            .map_err(|err| AgentError::retryable(baton_nats::error_chain(&err)))?;
         let entry = parked.id;
         let (problem, counter) = match reason {
             Reason::ApprovalRequired => (

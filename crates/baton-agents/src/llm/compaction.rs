@@ -125,7 +125,7 @@ fn transcript(messages: &[Message]) -> String {
 impl Compactions {
     pub(crate) fn new() -> Self {
         Self(
-            baton_worker::meter()
+            baton_nats::meter::meter()
                 .u64_counter("baton.conversation.compactions")
                 .with_description("Conversations whose older exchanges gave way to one message under [llm.history], by kind (summarized, dropped)")
                 .build(),

@@ -74,11 +74,11 @@ impl Endpoint {
             http,
             api_key,
             limiter: None,
-            tokens: baton_worker::meter()
+            tokens: baton_nats::meter::meter()
                 .u64_counter("baton.llm.tokens")
                 .with_description("Tokens the model read (type input) and wrote (type output), by model, from its usage report")
                 .build(),
-            cost: baton_worker::meter()
+            cost: baton_nats::meter::meter()
                 .f64_counter("baton.llm.cost")
                 .with_description("What the model calls cost by the spec's [llm.price], by model, from their usage reports")
                 .build(),

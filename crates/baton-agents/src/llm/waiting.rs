@@ -14,7 +14,7 @@ use super::LlmRunner;
 
 /// In-doubt tool calls, by tool and decision (`baton.tool.in_doubt`).
 pub(super) fn in_doubt() -> Counter<u64> {
-    baton_worker::meter()
+    baton_nats::meter::meter()
         .u64_counter("baton.tool.in_doubt")
         .with_description("Tool calls whose outcome was unknown and that must not be repeated, by tool and decision: waiting (sent to the inbox), then happened, not_happened or fail as a person decided")
         .build()
@@ -22,7 +22,7 @@ pub(super) fn in_doubt() -> Counter<u64> {
 
 /// Tool calls that needed approval, by tool and decision (`baton.tool.approvals`).
 pub(super) fn approvals() -> Counter<u64> {
-    baton_worker::meter()
+    baton_nats::meter::meter()
         .u64_counter("baton.tool.approvals")
         .with_description("Tool calls that needed a person's approval, by tool and decision: waiting (sent to the inbox), then approved or denied")
         .build()
@@ -33,7 +33,7 @@ impl LlmRunner {
     /// need approval, the gauge `baton.tool.approvals.pending` counts the
     /// calls of `agent` waiting for one, read from the inbox every few
     /// seconds.
-    pub(crate) fn with_inbox(mut self, inbox: Option<baton_worker::Inbox>, agent: &str) -> Self {
+    pub(crate) fn with_inbox(mut self, inbox: Option<baton_client::Inbox>, agent: &str) -> Self {
         if let Some(inbox) = inbox
             .clone()
             .filter(|_| self.offered.toolbox.tools().iter().any(|t| t.approve))
@@ -43,7 +43,7 @@ impl LlmRunner {
                 pending.clone(),
                 opentelemetry::KeyValue::new("agent", agent.to_owned()),
             );
-            baton_worker::meter()
+            baton_nats::meter::meter()
                 .u64_observable_gauge("baton.tool.approvals.pending")
                 .with_description(
                     "Tool calls of this agent type waiting in the inbox for a person's approval",
@@ -90,7 +90,7 @@ impl LlmRunner {
 
 /// Counts, every few seconds, the calls of `agent` waiting in `inbox` for
 /// approval, into `pending`.
-async fn count_pending(inbox: baton_worker::Inbox, agent: String, pending: Arc<AtomicU64>) {
+async fn count_pending(inbox: baton_client::Inbox, agent: String, pending: Arc<AtomicU64>) {
     let mut every = tokio::time::interval(Duration::from_secs(2));
     loop {
         every.tick().await;

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use baton_client::EventStream;
+use baton_client::conversation::UserMessage;
 use baton_proto::{Event, EventType, Subjects};
-use baton_worker::EventStream;
-use baton_worker::conversation::UserMessage;
 use clap::Args;
 use futures::StreamExt;
 use tokio::io::AsyncBufReadExt as _;

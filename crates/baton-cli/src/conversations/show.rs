@@ -5,7 +5,7 @@
 
 use baton_gateway::said::Said;
 use baton_proto::{Conversation, ConversationTurn};
-use baton_worker::Client;
+use baton_client::Client;
 use futures::StreamExt;
 use uuid::Uuid;
 

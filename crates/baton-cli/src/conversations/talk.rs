@@ -3,9 +3,9 @@
 //! (`Conversations::say`), and following the session that answers it.
 
 use anyhow::Context as _;
+use baton_client::conversation::{Conversations, Said as ConversationSaid, UserMessage};
+use baton_client::{Client, EventStream};
 use baton_proto::{AgentName, Conversation, Subjects};
-use baton_worker::conversation::{Conversations, Said as ConversationSaid, UserMessage};
-use baton_worker::{Client, EventStream};
 use futures::StreamExt;
 use uuid::Uuid;
 

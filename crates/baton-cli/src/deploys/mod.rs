@@ -1,6 +1,6 @@
 //! Deploying new versions of an agent type: rolling a version out (and
 //! back), and what each version holds. What they read and change is
-//! `baton_worker::versions`'; the commands parse and print.
+//! `baton_client::versions`'; the commands parse and print.
 
 pub mod retire;
 pub mod rollout;
@@ -9,8 +9,8 @@ pub mod versions;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use baton_client::versions::{Standing, Versions};
 use baton_proto::{AgentName, Subjects};
-use baton_worker::versions::{Standing, Versions};
 
 use crate::nats::NatsArgs;
 
@@ -124,7 +124,7 @@ impl Pin {
     /// worker of it has run, and it is not retired.
     pub async fn checked(
         pins: &[Pin],
-        client: &baton_worker::Client,
+        client: &baton_client::Client,
     ) -> anyhow::Result<BTreeMap<String, String>> {
         let mut onto = BTreeMap::new();
         for pin in pins {

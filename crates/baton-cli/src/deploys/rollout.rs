@@ -6,8 +6,8 @@
 
 use std::process::ExitCode;
 
+use baton_client::versions::{Gathered, Standing};
 use baton_proto::{AgentName, Rollout, Subjects, now_ms};
-use baton_worker::versions::{Gathered, Standing};
 use clap::Args;
 
 use super::{agent_type, version};

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use baton_client::RegistryClient;
 use baton_proto::Subjects;
-use baton_worker::RegistryClient;
 
 use crate::nats::NatsArgs;
 

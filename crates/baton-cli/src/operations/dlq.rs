@@ -74,7 +74,7 @@ pub async fn run(
             keep,
             extend_deadline,
         } => {
-            let options = baton_worker::ReplayOptions::default()
+            let options = baton_client::ReplayOptions::default()
                 .keep(keep)
                 .extend_deadline(extend_deadline.map(std::time::Duration::from_millis));
             let id = client.replay(seq, options).await?;

@@ -12,10 +12,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use async_nats::jetstream;
+use baton_nats::Connection;
 use baton_ops::doctor::{Facts, Level, ServerFacts, Sync, gather};
 use baton_ops::{Grants, Role, RoleKind};
 use baton_proto::Subjects;
-use baton_worker::Connection;
 use clap::Args;
 
 use crate::nats::NatsArgs;

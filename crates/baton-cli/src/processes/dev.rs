@@ -4,9 +4,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use baton_client::Client;
 use baton_devtools::demo::{self, Demo};
 use baton_proto::{AgentName, Envelope, EventType, Subjects};
-use baton_worker::{Client, RetryPolicy, Router, RouterConfig, Worker, WorkerConfig};
+use baton_router::{Router, RouterConfig};
+use baton_worker::{RetryPolicy, Worker, WorkerConfig};
 use clap::Args;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -175,7 +177,7 @@ async fn run_demo_tasks(baton: &Client, timeout: Duration) -> anyhow::Result<boo
 
 /// Waits until the registry lists every demo agent type.
 async fn wait_for_registry(client: &async_nats::Client, subjects: &Subjects) -> anyhow::Result<()> {
-    let registry = baton_worker::RegistryClient::new(client.clone(), subjects);
+    let registry = baton_client::RegistryClient::new(client.clone(), subjects);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         if let Ok(answer) = registry

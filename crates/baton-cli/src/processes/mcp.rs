@@ -102,7 +102,7 @@ pub async fn run(
     let only = agent_names(&args.agents)?;
     let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Client).await?;
     let connection = client.jetstream().client();
-    let registry = baton_worker::RegistryClient::new(connection.clone(), &subjects);
+    let registry = baton_client::RegistryClient::new(connection.clone(), &subjects);
     let gateway = baton_mcp::Gateway::new(
         client,
         registry,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use baton_proto::{AgentName, Subjects};
-use baton_worker::{Router, RouterConfig};
+use baton_router::{Router, RouterConfig};
 use clap::Args;
 
 use super::metrics::MetricsArgs;

@@ -26,11 +26,11 @@ pub async fn run(
     let session = session_id(&args.session)?;
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
     match client.cancel(session, &args.detail).await? {
-        baton_worker::Cancel::Cancelled(event) => {
+        baton_client::Cancel::Cancelled(event) => {
             println!("{}", baton_gateway::text::line(&event));
             Ok(ExitCode::SUCCESS)
         }
-        baton_worker::Cancel::Ended(event) => {
+        baton_client::Cancel::Ended(event) => {
             eprintln!(
                 "session {session} had ended already: {}",
                 baton_gateway::text::line(&event)

@@ -57,7 +57,7 @@ pub async fn run(
         .iter()
         .map(|pair| variable("--set", pair))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let options = baton_worker::SessionReplay {
+    let options = baton_client::SessionReplay {
         from: args
             .from
             .map(|hop| usize::try_from(hop).unwrap_or(usize::MAX)),
@@ -68,7 +68,7 @@ pub async fn run(
         onto: std::collections::BTreeMap::new(),
     };
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Client).await?;
-    let options = baton_worker::SessionReplay {
+    let options = baton_client::SessionReplay {
         onto: Pin::checked(&args.onto, &client).await?,
         ..options
     };

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use baton_client::conversation::{Said, UserMessage};
 use baton_proto::{AgentName, Envelope, Subjects, now_ms};
-use baton_worker::conversation::{Said, UserMessage};
 use clap::Args;
 
 use super::{amount, variable};

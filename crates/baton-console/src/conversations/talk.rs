@@ -5,7 +5,7 @@
 
 use baton_gateway::said::{Said, labelled};
 use baton_proto::{Conversation, ConversationTurn};
-use baton_worker::Client;
+use baton_client::Client;
 use futures::StreamExt;
 use maud::{Markup, html};
 use uuid::Uuid;

@@ -23,9 +23,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use baton_client::Client;
 use baton_proto::{AgentName, Envelope, Reason, Subjects};
 use baton_registry::{LearningConfig, Registry, RegistryConfig};
-use baton_worker::{Agent, AgentError, Client, Need, Outcome, Profile, Task, Worker, WorkerConfig};
+use baton_worker::{Agent, AgentError, Need, Outcome, Profile, Task, Worker, WorkerConfig};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use baton_testkit::{Headers, RateWindow};
+use crate::{Headers, RateWindow};
 
+use baton_client::Client;
 use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
-use baton_worker::Client;
 use futures::StreamExt as _;
 
 use super::quantile;

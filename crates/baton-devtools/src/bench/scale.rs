@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use baton_client::Client;
 use baton_proto::{AgentName, Envelope, Event, EventType, Subjects, Wire};
-use baton_worker::Client;
 use futures::StreamExt as _;
 use tokio::sync::Semaphore;
 

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use baton_client::Client;
 use baton_proto::{AgentName, Delta, Envelope, Event, EventType, Subjects, Wire};
-use baton_worker::Client;
 use futures::StreamExt as _;
 
 use super::quantile as percentile;

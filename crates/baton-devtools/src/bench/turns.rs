@@ -123,7 +123,7 @@ async fn without_gateway(
     tasks: u64,
 ) -> anyhow::Result<Vec<f64>> {
     let baton =
-        baton_worker::Client::new(bench.client.clone(), baton_proto::Subjects::new(prefix)?);
+        baton_client::Client::new(bench.client.clone(), baton_proto::Subjects::new(prefix)?);
     let mut plain = Vec::new();
     for n in 0..tasks {
         let task = baton_proto::Envelope::task(format!("plain {n}")).with_to("desk");

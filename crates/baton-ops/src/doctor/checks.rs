@@ -242,7 +242,7 @@ fn dedup(facts: &Facts) -> Vec<Finding> {
     let mut found = Vec::new();
     let mut widest: Option<(Duration, &ConsumerFacts)> = None;
     for consumer in &facts.consumers {
-        match baton_worker::redelivery_span(consumer.ack_wait, consumer.max_deliver) {
+        match baton_nats::redelivery_span(consumer.ack_wait, consumer.max_deliver) {
             Some(span) => {
                 if widest.is_none_or(|(wide, _)| span > wide) {
                     widest = Some((span, consumer));

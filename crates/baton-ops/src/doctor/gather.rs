@@ -152,7 +152,7 @@ pub async fn live_agents(
     subjects: &Subjects,
     timeout: Duration,
 ) -> Option<BTreeMap<String, u32>> {
-    let registry = baton_worker::RegistryClient::new(client.clone(), subjects).with_budget(timeout);
+    let registry = baton_client::RegistryClient::new(client.clone(), subjects).with_budget(timeout);
     let answer = registry
         .lookup(&baton_proto::LookupRequest::default())
         .await
@@ -190,7 +190,7 @@ pub async fn rollouts(
     let mut found = Vec::new();
     while let Some(key) = keys.next().await {
         let key = key.map_err(|err| failed(&err))?;
-        if let Some((rollout, _)) = baton_worker::state::rollouts::read(&store, &key)
+        if let Some((rollout, _)) = baton_nats::state::rollouts::read(&store, &key)
             .await
             .map_err(|err| failed(&err))?
         {
@@ -202,7 +202,7 @@ pub async fn rollouts(
 
 /// The subjects `footprint` publishes to that the server says the user of
 /// `connection` may not (none when the server does not say).
-pub async fn refused(connection: &baton_worker::Connection, footprint: &Footprint) -> Vec<String> {
+pub async fn refused(connection: &baton_nats::Connection, footprint: &Footprint) -> Vec<String> {
     let mut refused = Vec::new();
     for subject in &footprint.publish {
         if !connection.may_publish(subject).await {
@@ -256,7 +256,7 @@ fn chrono_now_us() -> u128 {
 /// the shared rate limits.
 pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
     let tasks = subjects.tasks_stream();
-    let text = baton_worker::state::buckets::text_streams(subjects);
+    let text = baton_nats::state::buckets::text_streams(subjects);
     Footprint::new()
         .publishes([
             api(format_args!("CONSUMER.LIST.{tasks}")),

@@ -9,7 +9,7 @@ use super::facts::Facts;
 use super::finding::{Finding, Level};
 
 /// Each text-holding stream of the deployment that exists
-/// ([`baton_worker::state::buckets::text_streams`]), and whether it is
+/// ([`baton_nats::state::buckets::text_streams`]), and whether it is
 /// compressed (S2). A stream that does not exist, or cannot be read, is
 /// left out: the replicas check reports the streams it cannot read.
 pub async fn compression(
@@ -17,7 +17,7 @@ pub async fn compression(
     subjects: &Subjects,
 ) -> Vec<(String, bool)> {
     let mut found = Vec::new();
-    for name in baton_worker::state::buckets::text_streams(subjects) {
+    for name in baton_nats::state::buckets::text_streams(subjects) {
         let Ok(stream) = jetstream.get_stream(&name).await else {
             continue;
         };

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use baton_client::Client;
 use baton_proto::{Envelope, Event, EventType, Subjects, Wire};
 use baton_testkit::NatsServer;
 use baton_worker::{
-    Agent, AgentError, AgentName, Client, EventLevel, Outcome, Reason, Task, Worker, WorkerConfig,
+    Agent, AgentError, AgentName, EventLevel, Outcome, Reason, Task, Worker, WorkerConfig,
 };
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -51,7 +52,7 @@ struct Chain {
     second: Arc<AtomicUsize>,
     reads: Arc<AtomicUsize>,
     stop: CancellationToken,
-    workers: Vec<tokio::task::JoinHandle<Result<(), baton_worker::Error>>>,
+    workers: Vec<tokio::task::JoinHandle<Result<(), baton_nats::Error>>>,
 }
 
 impl Chain {

@@ -28,8 +28,8 @@ pub struct ClaimArgs {
 
 impl ClaimArgs {
     /// The settings these arguments describe.
-    pub fn settings(&self) -> baton_worker::ClaimSettings {
-        let mut settings = baton_worker::ClaimSettings::default();
+    pub fn settings(&self) -> baton_nats::ClaimSettings {
+        let mut settings = baton_nats::ClaimSettings::default();
         settings.threshold = self.claim_threshold;
         settings.max_age = std::time::Duration::from_secs(self.claim_max_age_secs.max(1));
         settings.max_bytes = self.claim_max_bytes;

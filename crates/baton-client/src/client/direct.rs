@@ -1,0 +1,58 @@
+//! A task that names its agent type, sent past the router as the router
+//! would forward it: what a conversation's next turn to its holder takes,
+//! one publish fewer on its way.
+
+use baton_proto::{AgentName, Envelope, derive_id};
+
+use super::Client;
+use baton_nats::Error;
+
+impl Client {
+    /// Publishes `envelope`, a task with `to`, straight to that agent
+    /// type's subject in the form the router forwards it: under the id the
+    /// router derives from the task's, with the router's default deadline
+    /// and budget where the task sets none (as the router published them;
+    /// see `services::router::defaults`), and with its deadline watch
+    /// started. So a task sent both ways, as a conversation's turn sent again
+    /// by the router's keeper is, is one JetStream duplicate, not two tasks.
+    ///
+    /// It goes to `baton.ingress` as [`Client::submit`] sends it when the
+    /// router's defaults are not known (no router has started, or one from
+    /// before they were published), when it names no agent type, or when
+    /// that type has no workers (the router then refuses it with its events).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::submit`].
+    pub async fn submit_direct(&self, envelope: &Envelope) -> Result<(), Error> {
+        let agent = envelope
+            .to
+            .as_deref()
+            .and_then(|to| AgentName::new(to).ok());
+        let Some(agent) = agent else {
+            return self.submit(envelope).await;
+        };
+        let (defaults, served) = tokio::join!(self.defaults.get(), self.served.ask(&agent));
+        let Some(defaults) = defaults else {
+            tracing::debug!(session = %envelope.session, "the router's defaults are not known; sending through the router");
+            return self.submit(envelope).await;
+        };
+        match served {
+            Ok(true) => {}
+            Ok(false) => return self.submit(envelope).await,
+            // As the router does, when the server cannot be asked.
+            Err(err) => tracing::warn!(error = %err, %agent, "assuming the agent type is served"),
+        }
+        let mut task = envelope.clone().resent(
+            derive_id(envelope.id, 0),
+            envelope.kind.clone(),
+            agent.as_str(),
+        );
+        defaults.apply(&mut task);
+        let task = self.pinned(&agent, &task).await;
+        let subject = baton_nats::pipeline::versions::subject_of(&self.subjects, &agent, &task);
+        self.publish(subject, &task).await?;
+        self.watch_deadline(&task).await;
+        Ok(())
+    }
+}

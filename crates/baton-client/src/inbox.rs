@@ -1,0 +1,500 @@
+//! The human inbox: tasks that wait for a person, in a durable key-value
+//! bucket (`BATON_INBOX`), file-backed, so a waiting task survives restarts
+//! of every process. A human agent's worker stores the envelope under its
+//! id and acks it with a `waiting` event. A reply (`baton inbox reply`, the
+//! console, A2A) adds the person's answer to the conversation, then
+//! completes the session or hands it on, with ids derived from the
+//! envelope's, and only then removes the entry.
+//!
+//! Entries are keyed by envelope id. An agent's question to the user
+//! (`ask_user`) is also named under `q.<session>`, so a conversation finds
+//! the question its running turn waits on with a keyed read, not a listing.
+
+mod gates;
+pub use gates::Decision;
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, kv};
+use baton_proto::{
+    AgentName, Envelope, Event, EventType, Hop, Kind, Message, Reason, Role, Subjects, Value, Wire,
+    derive_id_labelled, headers,
+};
+
+use baton_nats::{ClaimCheck, ClaimSettings, pipeline::versions::subject_of};
+
+/// Why an inbox operation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InboxError(String);
+
+impl InboxError {
+    fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// One task waiting for a person.
+#[derive(Debug, Clone)]
+pub struct InboxEntry {
+    /// The envelope as the human agent received it.
+    pub envelope: Envelope,
+    /// When it arrived in the inbox, unix ms.
+    pub since: u64,
+    revision: u64,
+}
+
+impl InboxEntry {
+    /// The human agent type it waits for.
+    #[must_use]
+    pub fn agent(&self) -> &str {
+        self.envelope.to.as_deref().unwrap_or("human")
+    }
+}
+
+/// What a person does with a waiting task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// The answer ends the session.
+    Complete,
+    /// The answer ends the session with this output (e.g. an `a2a` entry,
+    /// A2A's terms) instead of its text, which the conversation keeps.
+    Said(Value),
+    /// The answer goes on to this agent type.
+    Handoff(AgentName),
+}
+
+/// The inbox of waiting tasks.
+#[derive(Clone)]
+pub struct Inbox {
+    store: kv::Store,
+    jetstream: jetstream::Context,
+    subjects: Subjects,
+    /// Large contexts are stored claim-checked, like messages.
+    claims: std::sync::Arc<ClaimCheck>,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("bucket", &self.subjects.inbox_bucket())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inbox {
+    /// Opens the inbox bucket, creating it if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// When JetStream cannot be reached or refuses to create the bucket.
+    pub async fn open(
+        client: async_nats::Client,
+        subjects: Subjects,
+        replicas: usize,
+    ) -> Result<Self, InboxError> {
+        let claims = ClaimCheck::open(&client, &subjects, ClaimSettings::default());
+        let jetstream = jetstream::new(client);
+        let bucket = subjects.inbox_bucket();
+        let opened = baton_nats::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
+        let store = opened.await.map_err(|err| {
+            InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}"))
+        })?;
+        Ok(Self {
+            store,
+            jetstream,
+            subjects,
+            claims: std::sync::Arc::new(claims),
+        })
+    }
+
+    /// Puts `envelope` in the inbox (again, harmlessly, on a redelivery).
+    ///
+    /// # Errors
+    ///
+    /// When the bucket does not acknowledge the write.
+    pub async fn put(&self, envelope: &Envelope) -> Result<(), InboxError> {
+        let bytes = envelope
+            .to_msgpack()
+            .map_err(|err| InboxError::new(format!("cannot encode the task: {err}")))?;
+        let bytes =
+            self.claims.pack(bytes.into()).await.map_err(|err| {
+                InboxError::new(format!("cannot store the task's context: {err}"))
+            })?;
+        self.store
+            .put(envelope.id.to_string(), bytes)
+            .await
+            .map_err(|err| InboxError::new(format!("cannot store the task in the inbox: {err}")))?;
+        if asks(envelope) {
+            // Found by its session (`Inbox::question`), after the entry,
+            // so the key never names an entry not yet stored.
+            let id = envelope.id.to_string().into_bytes();
+            self.store
+                .put(question_key(envelope.session), id.into())
+                .await
+                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+        }
+        Ok(())
+    }
+
+    /// Notes under their session the questions stored before questions were
+    /// noted so (by an earlier release), so that [`Inbox::question`] finds
+    /// them too; a process's conversations do it once, when they first
+    /// look for a question. How many it noted.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read or written.
+    pub async fn note_older_questions(&self) -> Result<usize, InboxError> {
+        let mut noted = 0;
+        for entry in self.list().await? {
+            // Only a question is noted, and only once.
+            if !asks(&entry.envelope) {
+                continue;
+            }
+            let key = question_key(entry.envelope.session);
+            let known = (self.store.get(key.as_str()).await)
+                .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+            if known.is_some() {
+                continue;
+            }
+            let id = entry.envelope.id.to_string().into_bytes();
+            (self.store.put(key, id.into()).await)
+                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+            noted += 1;
+        }
+        Ok(noted)
+    }
+
+    /// Every waiting task, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read.
+    pub async fn list(&self) -> Result<Vec<InboxEntry>, InboxError> {
+        use futures::StreamExt;
+        let mut keys = self
+            .store
+            .keys()
+            .await
+            .map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+        let mut entries = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key =
+                key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+            if key.starts_with(QUESTIONS) {
+                continue;
+            }
+            if let Some(entry) = self.entry(&key).await? {
+                if self.cancelled(entry.envelope.session).await {
+                    self.forget(&entry).await;
+                } else {
+                    entries.push(entry);
+                }
+            }
+        }
+        entries.sort_by_key(|entry| entry.since);
+        Ok(entries)
+    }
+
+    /// The waiting task with envelope id `id`, if it is still waiting.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read or the entry is not an envelope.
+    pub async fn entry(&self, id: &str) -> Result<Option<InboxEntry>, InboxError> {
+        let Some(entry) = self
+            .store
+            .entry(id)
+            .await
+            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?
+        else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        let not_envelope =
+            |err: String| InboxError::new(format!("inbox entry {id} is not an envelope: {err}"));
+        let mut envelope =
+            Envelope::from_msgpack(&entry.value).map_err(|err| not_envelope(err.to_string()))?;
+        if !envelope.claims.is_empty() {
+            let whole = self
+                .claims
+                .unpack(&entry.value)
+                .await
+                .map_err(|err| not_envelope(err.to_string()))?;
+            envelope = Envelope::from_msgpack_limited(&whole, self.claims.restored_limit())
+                .map_err(|err| not_envelope(err.to_string()))?;
+        }
+        let since = u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+        Ok(Some(InboxEntry {
+            envelope,
+            since,
+            revision: entry.revision,
+        }))
+    }
+
+    /// Answers waiting task `id` with `text` from `person`, then completes the
+    /// session or hands it on. Returns the event that says what happened.
+    ///
+    /// # Errors
+    ///
+    /// When the task is not (or no longer) waiting, or the outputs are not
+    /// acknowledged; in the latter case the task stays in the inbox.
+    pub async fn reply(
+        &self,
+        id: &str,
+        text: &str,
+        reply: Reply,
+        person: &str,
+    ) -> Result<Event, InboxError> {
+        let entry = self.entry(id).await?.ok_or_else(|| {
+            InboxError::new(format!(
+                "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
+            ))
+        })?;
+        if let Some(gate) = entry.gate() {
+            return Err(InboxError::new(format!(
+                "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
+                entry.agent(),
+                gate.reason,
+                gates::commands_for(&gate.reason, id)
+            )));
+        }
+        if self.cancelled(entry.envelope.session).await {
+            self.forget(&entry).await;
+            return Err(InboxError::new(format!(
+                "task {id}'s session {} was cancelled; the task is removed from the inbox",
+                entry.envelope.session
+            )));
+        }
+        if entry
+            .envelope
+            .deadline
+            .is_some_and(|deadline| baton_proto::now_ms() > deadline)
+        {
+            return Err(InboxError::new(format!(
+                "task {id}'s session passed its deadline and has ended; the answer would come too late"
+            )));
+        }
+        if let Reply::Handoff(to) = &reply {
+            let served = baton_nats::is_served(&self.jetstream, &self.subjects, to)
+                .await
+                .map_err(|err| InboxError::new(baton_nats::error_chain(&err)))?;
+            if !served {
+                return Err(InboxError::new(format!(
+                    "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
+                )));
+            }
+        }
+        let (event, outgoing) = self.answer(&entry, text, reply, person)?;
+        for (subject, id, payload) in outgoing {
+            let payload = self
+                .claims
+                .pack(payload.into())
+                .await
+                .map_err(|err| InboxError::new(format!("cannot send the answer: {err}")))?;
+            self.publish(subject, id, payload).await?;
+        }
+        // The outputs are durable; a second reply racing this one publishes
+        // the same ids (dropped as duplicates) and finds the entry gone.
+        self.forget(&entry).await;
+        Ok(event)
+    }
+
+    /// Whether `session` was cancelled (`baton cancel`, A2A `CancelTask`).
+    /// A bucket that cannot be read counts as no cancel.
+    pub async fn cancelled(&self, session: uuid::Uuid) -> bool {
+        let Ok(store) = self
+            .jetstream
+            .get_key_value(self.subjects.cancelled_bucket())
+            .await
+        else {
+            return false;
+        };
+        matches!(store.get(session.to_string()).await, Ok(Some(_)))
+    }
+
+    /// Removes `entry` (answered, or a task of a cancelled session) from
+    /// the inbox, and the key that found it by its session when it is a
+    /// question.
+    async fn forget(&self, entry: &InboxEntry) {
+        let id = entry.envelope.id.to_string();
+        if let Err(err) = self
+            .store
+            .delete_expect_revision(&id, Some(entry.revision))
+            .await
+        {
+            tracing::debug!(error = %err, "inbox entry already removed");
+        }
+        if asks(&entry.envelope) {
+            // A key left behind only points at an entry that is gone.
+            let key = question_key(entry.envelope.session);
+            if let Err(err) = self.store.delete(&key).await {
+                tracing::debug!(error = %err, %key, "cannot remove a question's key");
+            }
+        }
+    }
+
+    /// The question session `session` waits on: the entry of an agent of
+    /// it that asked the user (`ask_user`), if one waits. One keyed read of
+    /// the session's question key, then of the entry it names: no listing.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket cannot be read or the entry is not an envelope.
+    pub async fn question(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, InboxError> {
+        let named = self
+            .store
+            .get(question_key(session))
+            .await
+            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+        let Some(id) = named.and_then(|id| String::from_utf8(id.to_vec()).ok()) else {
+            return Ok(None);
+        };
+        let entry = self.entry(&id).await?;
+        Ok(entry.filter(|entry| entry.envelope.session == session && asks(&entry.envelope)))
+    }
+
+    /// What answering `entry` publishes: the event that tells the session's
+    /// watchers, and the messages (subject, id, bytes) to send, in order.
+    fn answer(
+        &self,
+        entry: &InboxEntry,
+        text: &str,
+        reply: Reply,
+        person: &str,
+    ) -> Result<(Event, Vec<Publication>), InboxError> {
+        let envelope = &entry.envelope;
+        let agent = entry.agent().to_owned();
+        let mut next = envelope.clone();
+        next.path
+            .push(Hop::new(agent.as_str(), person, envelope.reason.clone()));
+        next.context
+            .messages
+            .push(Message::new(Role::Agent, text).with_name(agent.as_str()));
+        let mut event = Event::new(
+            derive_id_labelled(envelope.id, "reply", 0),
+            envelope.session,
+            EventType::Completed,
+        );
+        event.agent = Some(agent.clone());
+        event.instance = Some(person.to_owned());
+        event.envelope = Some(envelope.id);
+        let next_id = derive_id_labelled(envelope.id, "reply", 1);
+        let mut outgoing = Vec::new();
+        let (output, reply) = match reply {
+            Reply::Said(output) => (output, Reply::Complete),
+            reply => (Value::from(text), reply),
+        };
+        match (reply, envelope.parent.clone()) {
+            (Reply::Complete | Reply::Said(_), Some(parent)) => {
+                // A delegated child: the answer goes back to the parent as its
+                // result (the parent's worker records it with a `result` event);
+                // only the root of a session ends it.
+                let to = AgentName::new(parent.agent.as_str()).map_err(|err| {
+                    InboxError::new(format!("the task's parent is not an agent type: {err}"))
+                })?;
+                event.kind = EventType::Result;
+                event.to = Some(to.to_string());
+                event.output = Some(output.clone());
+                let mut next = next.resent(next_id, Kind::Result, to.as_str());
+                next.from = Some(agent);
+                next.reply_to = None;
+                next.status = Some(baton_proto::ResultStatus::Completed);
+                next.output = Some(output);
+                outgoing.push((
+                    subject_of(&self.subjects, &to, &next),
+                    next.id,
+                    encode(&next)?,
+                ));
+            }
+            (Reply::Complete | Reply::Said(_), None) => {
+                event.output = Some(output);
+                event.path = next.path;
+                event.context = Some(Box::new(next.context));
+                let subject = self.subjects.events(envelope.session);
+                outgoing.push((subject, event.id, encode(&event)?));
+            }
+            (Reply::Handoff(to), _) => {
+                let reason = Reason::HumanHandoff;
+                event.kind = EventType::Handoff;
+                event.to = Some(to.to_string());
+                event.reason = Some(reason.clone());
+                event.path.clone_from(&next.path);
+                let subject = self.subjects.events(envelope.session);
+                outgoing.push((subject, event.id, encode(&event)?));
+                let mut next = next.resent(next_id, Kind::Handoff, to.as_str());
+                next.from = Some(agent);
+                next.reason = Some(reason);
+                outgoing.push((
+                    subject_of(&self.subjects, &to, &next),
+                    next.id,
+                    encode(&next)?,
+                ));
+            }
+        }
+        Ok((event, outgoing))
+    }
+
+    /// Publishes one message with its id for deduplication and waits for
+    /// the stream's acknowledgement.
+    async fn publish(
+        &self,
+        subject: String,
+        id: uuid::Uuid,
+        payload: bytes::Bytes,
+    ) -> Result<(), InboxError> {
+        let mut header = HeaderMap::new();
+        header.insert(headers::MSG_ID, id.to_string().as_str());
+        let ack = self
+            .jetstream
+            .publish_with_headers(subject.clone(), header, payload)
+            .await
+            .map_err(|err| InboxError::new(format!("cannot publish to {subject}: {err}")))?;
+        tokio::time::timeout(Duration::from_secs(10), ack)
+            .await
+            .map_err(|_| InboxError::new(format!("no acknowledgement for {subject}")))?
+            .map_err(|err| InboxError::new(format!("publish to {subject} failed: {err}")))?;
+        Ok(())
+    }
+}
+
+/// One message to publish: subject, id (for deduplication) and bytes.
+type Publication = (String, uuid::Uuid, Vec<u8>);
+
+/// The prefix of the keys that name a session's question entry (entries
+/// themselves are keyed by envelope id, a UUID).
+const QUESTIONS: &str = "q.";
+
+/// The key naming the entry of the question session `session` waits on.
+fn question_key(session: uuid::Uuid) -> String {
+    format!("{QUESTIONS}{session}")
+}
+
+/// Whether `envelope` is an agent's question to the user (`ask_user`).
+fn asks(envelope: &Envelope) -> bool {
+    (envelope.gate.as_ref()).is_some_and(|gate| gate.reason == Reason::InputRequired)
+}
+
+fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
+    value
+        .to_msgpack()
+        .map_err(|err| InboxError::new(format!("cannot encode: {err}")))
+}
+
+/// What the inbox uses: its bucket, read and written by a human agent's
+/// worker; with `listing`, its keys listed too (`baton inbox ls`, the
+/// console).
+#[must_use]
+pub fn footprint(subjects: &Subjects, listing: bool) -> baton_proto::footprint::Footprint {
+    let bucket = subjects.inbox_bucket();
+    let inbox = baton_proto::footprint::Footprint::kv(&bucket);
+    if listing {
+        inbox.with(baton_proto::footprint::Footprint::kv_watcher(&bucket))
+    } else {
+        inbox
+    }
+}

@@ -1,0 +1,401 @@
+//! Tool calls that wait for a person in the inbox. An LLM agent's hop
+//! parks its envelope here ([`Inbox::park`]) with a [`Gate`] when a call
+//! may not go on without one: its outcome is unknown after a crash and its
+//! tool must not be called twice (`tool_outcome_unknown`), or its tool needs
+//! approval (`approval_required`). A person's [`Decision`] is written to the
+//! hop journal, then the envelope goes back to the agent under a derived id,
+//! carrying [`Resumed`], and the hop continues from its journal: nothing
+//! answered is asked again, and the call is made at most once more.
+
+use baton_proto::{
+    AgentName, Envelope, Event, EventType, Gate, JournalEntry, Reason, Resumed, Value,
+    derive_id_labelled,
+};
+
+use super::{Inbox, InboxEntry, InboxError, encode};
+
+/// What a person decides about a waiting tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// A call whose outcome was unknown did happen; the text is its result
+    /// as the model will read it (a default sentence when `None`).
+    Happened(Option<String>),
+    /// A call whose outcome was unknown did not happen: it is made once.
+    NotHappened,
+    /// The session fails (reason `tool_outcome_unknown`), with the note.
+    Fail(Option<String>),
+    /// The call waiting for approval is made, once.
+    Approve,
+    /// The call waiting for approval is not made; the model is told so,
+    /// with the note.
+    Deny(Option<String>),
+    /// The user's answer to the question an agent asked (`ask_user`): the
+    /// call's result, and the agent goes on from where it asked.
+    Answer(String),
+}
+
+impl Decision {
+    /// Its name, as the resumed envelope and the metrics carry it.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Happened(_) => "happened",
+            Self::NotHappened => "not_happened",
+            Self::Fail(_) => "fail",
+            Self::Approve => "approved",
+            Self::Deny(_) => "denied",
+            Self::Answer(_) => "answered",
+        }
+    }
+
+    /// The gate reason it answers.
+    fn answers(&self) -> Reason {
+        match self {
+            Self::Happened(_) | Self::NotHappened | Self::Fail(_) => Reason::ToolOutcomeUnknown,
+            Self::Approve | Self::Deny(_) => Reason::ApprovalRequired,
+            Self::Answer(_) => Reason::InputRequired,
+        }
+    }
+}
+
+/// The commands that settle an entry waiting for `reason`, for messages.
+pub(super) fn commands_for(reason: &Reason, id: &str) -> String {
+    if *reason == Reason::ApprovalRequired {
+        format!("baton inbox approve {id} or baton inbox deny {id}")
+    } else if *reason == Reason::InputRequired {
+        "the user's answer (an A2A message to the task, or the next message of its conversation)"
+            .to_owned()
+    } else {
+        format!("baton inbox resolve {id} --happened | --not-happened | --fail")
+    }
+}
+
+impl InboxEntry {
+    /// The tool call it waits on, when it is one (not a task for a person).
+    #[must_use]
+    pub fn gate(&self) -> Option<&Gate> {
+        self.envelope.gate.as_ref()
+    }
+
+    /// Why it waits: the gate's reason for a tool call, else the reason
+    /// the task came to the person.
+    #[must_use]
+    pub fn reason(&self) -> Option<&Reason> {
+        self.gate()
+            .map(|gate| &gate.reason)
+            .or(self.envelope.reason.as_ref())
+    }
+}
+
+impl Inbox {
+    /// Parks `envelope` (whose `gate` is set, and whose id is the entry's)
+    /// for a person; a call that waits for approval is announced with a
+    /// `tool_approval_requested` event. A redelivered hop parks it again
+    /// under the same ids, harmlessly.
+    ///
+    /// # Errors
+    ///
+    /// When the bucket or the events stream does not acknowledge the write.
+    pub async fn park(&self, envelope: &Envelope, agent: &str) -> Result<(), InboxError> {
+        let gate = envelope
+            .gate
+            .as_ref()
+            .ok_or_else(|| InboxError::new("only a tool call with a gate is parked"))?;
+        self.put(envelope).await?;
+        if gate.reason == Reason::ApprovalRequired {
+            let id = derive_id_labelled(envelope.id, "approval_requested", 0);
+            let mut event = Event::new(id, envelope.session, EventType::ToolApprovalRequested);
+            event.agent = Some(agent.to_owned());
+            event.envelope = Some(envelope.id);
+            event.reason = Some(Reason::ApprovalRequired);
+            event.detail = Some(format!("{} {}", gate.tool, gate.arguments));
+            event.output = Some(gate_output(gate, envelope.id));
+            let subject = self.subjects.events(envelope.session);
+            self.publish(subject, event.id, encode(&event)?.into())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Settles waiting tool call `id` with `decision` by `person`: records
+    /// the decision in the hop journal, announces an approval or denial,
+    /// sends the envelope back to its agent, and only then removes the
+    /// entry. Returns what happens next, for the person.
+    ///
+    /// # Errors
+    ///
+    /// When nothing waits under `id` (resolved already?), the entry is a
+    /// task for a person or waits for another kind of decision, its
+    /// session was cancelled or passed its deadline, or a write is not
+    /// acknowledged (then the entry stays, and settling it again is safe).
+    pub async fn resolve(
+        &self,
+        id: &str,
+        decision: Decision,
+        person: &str,
+    ) -> Result<String, InboxError> {
+        self.resolve_with(id, decision, person, None).await
+    }
+
+    /// As [`Inbox::resolve`], with the `variables` that came with a user's
+    /// answer (`a2a` for an A2A message), recorded beside it in the hop
+    /// journal for the agent that asked.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Inbox::resolve`].
+    pub async fn resolve_with(
+        &self,
+        id: &str,
+        decision: Decision,
+        person: &str,
+        variables: Option<Value>,
+    ) -> Result<String, InboxError> {
+        let (entry, gate) = self.settleable(id, &decision).await?;
+        let agent = AgentName::new(entry.agent())
+            .map_err(|err| InboxError::new(format!("entry {id} names no agent type: {err}")))?;
+        self.record(&gate, &decision, person, variables).await?;
+        self.announce(&entry, &gate, &decision, person).await?;
+        self.send_back(&entry, &gate, &decision, &agent).await?;
+        self.forget(&entry).await;
+        Ok(match decision {
+            Decision::Happened(_) => {
+                format!("{agent} goes on with the call's result; it is not made again")
+            }
+            Decision::NotHappened => format!("{agent} makes the call once"),
+            Decision::Fail(_) => {
+                format!("{agent} ends the session as failed (tool_outcome_unknown)")
+            }
+            Decision::Approve => format!("{agent} makes the approved call once"),
+            Decision::Deny(_) => format!("{agent} tells the model the call was denied"),
+            Decision::Answer(_) => format!("{agent} goes on with the answer"),
+        })
+    }
+
+    /// The entry under `id` and its gate, when `decision` may settle it.
+    async fn settleable(
+        &self,
+        id: &str,
+        decision: &Decision,
+    ) -> Result<(InboxEntry, Gate), InboxError> {
+        let entry = self.entry(id).await?.ok_or_else(|| {
+            InboxError::new(format!(
+                "nothing is waiting in the inbox under {id}: it was settled already, or the id is wrong (see `baton inbox ls`)"
+            ))
+        })?;
+        let Some(gate) = entry.gate().cloned() else {
+            return Err(InboxError::new(format!(
+                "{id} is a task for a person, not a tool call: answer it with `baton inbox reply {id} TEXT`"
+            )));
+        };
+        if gate.reason != decision.answers() {
+            let waits = match gate.reason {
+                Reason::ApprovalRequired => "an approval",
+                Reason::InputRequired => "the user's answer",
+                _ => "a person to say whether the call happened",
+            };
+            return Err(InboxError::new(format!(
+                "{id} waits for {waits} ({}): settle it with {}",
+                gate.reason,
+                commands_for(&gate.reason, id)
+            )));
+        }
+        self.still_open(&entry, id).await?;
+        Ok((entry, gate))
+    }
+
+    /// A `tool_approved` or `tool_denied` event for an approval's decision.
+    async fn announce(
+        &self,
+        entry: &InboxEntry,
+        gate: &Gate,
+        decision: &Decision,
+        person: &str,
+    ) -> Result<(), InboxError> {
+        let kind = match decision {
+            Decision::Approve => EventType::ToolApproved,
+            Decision::Deny(_) => EventType::ToolDenied,
+            _ => return Ok(()),
+        };
+        let envelope = &entry.envelope;
+        let id = derive_id_labelled(envelope.id, "decided", 0);
+        let mut event = Event::new(id, envelope.session, kind);
+        event.agent = Some(entry.agent().to_owned());
+        event.instance = Some(person.to_owned());
+        event.envelope = Some(envelope.id);
+        if let Decision::Deny(Some(note)) = decision {
+            event.detail = Some(note.clone());
+        }
+        event.output = Some(gate_output(gate, envelope.id));
+        let subject = self.subjects.events(envelope.session);
+        self.publish(subject, event.id, encode(&event)?.into())
+            .await
+    }
+
+    /// Sends the parked envelope back to `agent`, under an id derived from
+    /// the entry's, carrying the journal to continue and the decision.
+    async fn send_back(
+        &self,
+        entry: &InboxEntry,
+        gate: &Gate,
+        decision: &Decision,
+        agent: &AgentName,
+    ) -> Result<(), InboxError> {
+        let parked = &entry.envelope;
+        let id = derive_id_labelled(parked.id, "resume", 0);
+        let mut resumed = parked
+            .clone()
+            .resent(id, parked.kind.clone(), agent.as_str());
+        resumed.resumed = Some(Resumed {
+            journal: gate.journal,
+            decision: decision.as_str().to_owned(),
+            tool: gate.tool.clone(),
+            extra: baton_proto::Map::new(),
+        });
+        let payload = self
+            .claims
+            .pack(encode(&resumed)?.into())
+            .await
+            .map_err(|err| InboxError::new(format!("cannot send the task back: {err}")))?;
+        let subject = baton_nats::pipeline::versions::subject_of(&self.subjects, agent, &resumed);
+        self.publish(subject, resumed.id, payload).await
+    }
+
+    /// Refuses to settle an entry whose session was cancelled (removing
+    /// it) or passed its deadline.
+    async fn still_open(&self, entry: &InboxEntry, id: &str) -> Result<(), InboxError> {
+        let session = entry.envelope.session;
+        if self.cancelled(session).await {
+            self.forget(entry).await;
+            return Err(InboxError::new(format!(
+                "{id}'s session {session} was cancelled; the entry is removed from the inbox"
+            )));
+        }
+        if entry
+            .envelope
+            .deadline
+            .is_some_and(|deadline| baton_proto::now_ms() > deadline)
+        {
+            return Err(InboxError::new(format!(
+                "{id}'s session passed its deadline and has ended; the decision would come too late"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes `decision` on `gate`'s call into the hop journal, where the
+    /// resumed hop reads it.
+    async fn record(
+        &self,
+        gate: &Gate,
+        decision: &Decision,
+        person: &str,
+        variables: Option<Value>,
+    ) -> Result<(), InboxError> {
+        let journal = self
+            .jetstream
+            .get_key_value(self.subjects.journal_bucket())
+            .await
+            .map_err(|err| InboxError::new(format!("cannot open the hop journal: {err}")))?;
+        let Some((suffix, mut entry)) = decision_entry(gate, decision, person) else {
+            // With no start on record, the hop makes the call (once).
+            let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, "started");
+            return journal
+                .delete(key)
+                .await
+                .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")));
+        };
+        if matches!(decision, Decision::Answer(_)) {
+            entry.variables = variables;
+        }
+        let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, suffix);
+        let bytes = rmp_serde::to_vec_named(&entry)
+            .map_err(|err| InboxError::new(format!("cannot encode the decision: {err}")))?;
+        journal
+            .put(key, bytes.into())
+            .await
+            .map(drop)
+            .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")))
+    }
+}
+
+/// What a gate's events carry: the tool, its arguments and the entry.
+fn gate_output(gate: &Gate, entry: uuid::Uuid) -> Value {
+    let arguments: serde_json::Value =
+        serde_json::from_str(&gate.arguments).unwrap_or(serde_json::Value::Null);
+    rmpv::ext::to_value(serde_json::json!({
+        "tool": gate.tool,
+        "arguments": arguments,
+        "entry": entry.to_string(),
+    }))
+    .unwrap_or(Value::Nil)
+}
+
+/// The journal entry (its key's suffix, and the value) that records
+/// `person`'s `decision` on `gate`'s call; `None` for a call that did not
+/// happen, whose start is deleted instead.
+fn decision_entry(
+    gate: &Gate,
+    decision: &Decision,
+    person: &str,
+) -> Option<(&'static str, JournalEntry)> {
+    let by = |entry: JournalEntry| JournalEntry {
+        by: Some(person.to_owned()),
+        at: Some(baton_proto::now_ms()),
+        ..entry
+    };
+    let (suffix, entry) = match decision {
+        Decision::NotHappened => return None,
+        Decision::Happened(result) => (
+            "result",
+            by(JournalEntry {
+                text: Some(result.clone().unwrap_or_else(|| {
+                    format!(
+                        "{} was made (a person confirmed it; its result was not recorded)",
+                        gate.tool
+                    )
+                })),
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Deny(note) => (
+            "result",
+            by(JournalEntry {
+                text: Some(match note {
+                    Some(note) => format!(
+                        "denied: {person} did not approve this call of {}: {note}",
+                        gate.tool
+                    ),
+                    None => format!(
+                        "denied: {person} did not approve this call of {}",
+                        gate.tool
+                    ),
+                }),
+                is_error: true,
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Answer(answer) => (
+            "result",
+            by(JournalEntry {
+                text: Some(answer.clone()),
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Fail(note) => (
+            "failed",
+            by(JournalEntry {
+                text: note.clone(),
+                ..JournalEntry::default()
+            }),
+        ),
+        Decision::Approve => (
+            "approved",
+            by(JournalEntry {
+                digest: Some(gate.digest.clone()),
+                ..JournalEntry::default()
+            }),
+        ),
+    };
+    Some((suffix, entry))
+}
