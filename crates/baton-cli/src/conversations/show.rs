@@ -3,9 +3,9 @@
 //! the answers, and the answer with the agent (and version) that gave it,
 //! read from the turns' sessions a few at a time.
 
+use baton_client::Client;
 use baton_gateway::said::Said;
 use baton_proto::{Conversation, ConversationTurn};
-use baton_client::Client;
 use futures::StreamExt;
 use uuid::Uuid;
 

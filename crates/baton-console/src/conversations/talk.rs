@@ -3,9 +3,9 @@
 //! (and version) that gave it, read from the turns' sessions. Long texts
 //! fold (`<details>`, which needs no script) with their first lines shown.
 
+use baton_client::Client;
 use baton_gateway::said::{Said, labelled};
 use baton_proto::{Conversation, ConversationTurn};
-use baton_client::Client;
 use futures::StreamExt;
 use maud::{Markup, html};
 use uuid::Uuid;
