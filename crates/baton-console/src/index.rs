@@ -1,15 +1,19 @@
 //! The latest sessions, kept up to date from the events stream by one
 //! consumer per console process (not one per browser).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use async_nats::jetstream::{self, consumer, kv};
+use async_nats::jetstream::{self, consumer};
 use baton_nats::live;
 use baton_proto::{Event, EventType, Hop, Subjects, Value, Wire};
 use futures::StreamExt;
 use tokio::sync::broadcast;
 use uuid::Uuid;
+
+mod versions;
+
+pub use versions::{Versioned, Versions};
 
 /// Where a session stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,165 +79,6 @@ pub struct Summary {
     pub conversation: Option<(String, u32)>,
     /// The versions its agents ran at, as its events name them.
     pub versions: Versions,
-}
-
-/// The versions a session's versioned agents ran at, as its events name
-/// them: each agent type's latest, and each worker instance's (an instance
-/// runs one version, so a hop's version is its instance's even where a
-/// replay moved the agent type to another version later).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Versions {
-    by_agent: BTreeMap<String, String>,
-    by_instance: BTreeMap<(String, String), String>,
-}
-
-impl Versions {
-    /// Takes the versions `event` names: the ones the session was pinned
-    /// to (on a terminal event, all a console learns of a session stored
-    /// before it started), and its reporter's when that agent type is
-    /// versioned. A worker of a spec that names no version labels its
-    /// events with a hash of the file, which is no version work can be
-    /// pinned to or `--as` can name: that agent stays a plain type.
-    pub fn take(&mut self, event: &Event, versioned: &Versioned) {
-        for (agent, version) in &event.versions {
-            self.by_agent.insert(agent.clone(), version.clone());
-        }
-        let reported = event.agent.as_ref().zip(event.version.as_ref());
-        if let Some((agent, version)) = reported.filter(|(agent, _)| {
-            versioned.contains(agent) || self.by_agent.contains_key(agent.as_str())
-        }) {
-            self.by_agent.insert(agent.clone(), version.clone());
-            if let Some(instance) = &event.instance {
-                let key = (agent.clone(), instance.clone());
-                self.by_instance.insert(key, version.clone());
-            }
-        }
-    }
-
-    /// The version that wrote `event`, if its agent type is versioned (see
-    /// [`Versions::take`]).
-    #[must_use]
-    pub fn of_event<'a>(&'a self, event: &'a Event) -> Option<&'a str> {
-        let agent = event.agent.as_deref()?;
-        let known = self.of(agent)?;
-        Some(event.version.as_deref().unwrap_or(known))
-    }
-
-    /// `event`'s agent as `TYPE@VERSION` (see [`Versions::of_event`]).
-    #[must_use]
-    pub fn event_label(&self, event: &Event) -> String {
-        let agent = event.agent.as_deref().unwrap_or_default();
-        label(agent, self.of_event(event))
-    }
-
-    /// The version versioned agent type `agent` ran at last.
-    #[must_use]
-    pub fn of(&self, agent: &str) -> Option<&str> {
-        self.by_agent.get(agent).map(String::as_str)
-    }
-
-    /// The version that ran `hop`: its instance's, else its agent type's.
-    #[must_use]
-    pub fn of_hop(&self, hop: &Hop) -> Option<&str> {
-        let key = (hop.agent.clone(), hop.instance.clone());
-        self.by_instance
-            .get(&key)
-            .map(String::as_str)
-            .or_else(|| self.of(&hop.agent))
-    }
-
-    /// Agent type → version, for what names agents without instances (a
-    /// context's messages and trace).
-    #[must_use]
-    pub fn by_agent(&self) -> &BTreeMap<String, String> {
-        &self.by_agent
-    }
-
-    /// `agent` as `TYPE@VERSION` when a version of it ran, else `TYPE`.
-    #[must_use]
-    pub fn label(&self, agent: &str) -> String {
-        label(agent, self.of(agent))
-    }
-
-    /// `hop`'s agent as `TYPE@VERSION` (see [`Versions::of_hop`]).
-    #[must_use]
-    pub fn hop_label(&self, hop: &Hop) -> String {
-        label(&hop.agent, self.of_hop(hop))
-    }
-}
-
-/// The agent types that are versioned: those with a rollout, in the
-/// rollouts bucket, followed while the index lives ([`follow`]).
-#[derive(Debug, Clone, Default)]
-pub struct Versioned(Arc<RwLock<BTreeSet<String>>>);
-
-impl Versioned {
-    /// A fixed set of versioned agent types.
-    #[must_use]
-    pub fn of<'a>(agents: impl IntoIterator<Item = &'a str>) -> Self {
-        let set = agents.into_iter().map(str::to_owned).collect();
-        Self(Arc::new(RwLock::new(set)))
-    }
-
-    /// Whether `agent` has a rollout.
-    #[must_use]
-    pub fn contains(&self, agent: &str) -> bool {
-        let set = self.0.read().unwrap_or_else(|e| e.into_inner());
-        set.contains(agent)
-    }
-
-    fn take(&self, entry: &kv::Entry) {
-        let mut set = self.0.write().unwrap_or_else(|e| e.into_inner());
-        if entry.operation == kv::Operation::Put {
-            set.insert(entry.key.clone());
-        } else {
-            set.remove(&entry.key);
-        }
-    }
-}
-
-/// Keeps `versioned` up to date from the rollouts bucket (a key per
-/// versioned agent type), from its stored keys on; says `ready` once
-/// they are read. The bucket is made by the first versioned worker, so
-/// until it exists no agent type is versioned and the console looks again
-/// now and then.
-async fn follow_rollouts(
-    jetstream: jetstream::Context,
-    bucket: String,
-    versioned: Versioned,
-    ready: tokio::sync::oneshot::Sender<()>,
-) {
-    let mut ready = Some(ready);
-    loop {
-        match read_rollouts(&jetstream, &bucket, &versioned, &mut ready).await {
-            Ok(()) => tracing::debug!(%bucket, "the rollouts' watch ended; watching again"),
-            Err(err) => tracing::debug!(%bucket, error = %err, "cannot watch the rollouts now"),
-        }
-        // Nothing to wait for: labels go by the sessions' pins meanwhile.
-        ready.take().map(|ready| ready.send(()));
-        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    }
-}
-
-async fn read_rollouts(
-    jetstream: &jetstream::Context,
-    bucket: &str,
-    versioned: &Versioned,
-    ready: &mut Option<tokio::sync::oneshot::Sender<()>>,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let store = jetstream.get_key_value(bucket).await?;
-    let mut entries = store.watch_with_history(">").await?;
-    if store.status().await?.values() == 0 {
-        ready.take().map(|ready| ready.send(()));
-    }
-    while let Some(entry) = entries.next().await {
-        let entry = entry?;
-        versioned.take(&entry);
-        if entry.delta == 0 {
-            ready.take().map(|ready| ready.send(()));
-        }
-    }
-    Ok(())
 }
 
 pub use baton_gateway::said::labelled as label;
@@ -522,6 +367,47 @@ pub(crate) fn trace_of(headers: Option<&async_nats::HeaderMap>) -> Option<String
         .and_then(|value| trace_id(value.as_str()))
 }
 
+/// Starts following which agent types are versioned, and waits a moment
+/// for what is stored: before the sessions that name them are read. The
+/// watch stops when the returned guard is dropped.
+async fn versioned_first(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    index: &Index,
+) -> AbortOnDrop {
+    let (known, rollouts_read) = tokio::sync::oneshot::channel();
+    let rollouts = tokio::spawn(versions::follow_rollouts(
+        jetstream.clone(),
+        subjects.rollouts_bucket(),
+        index.versioned.clone(),
+        known,
+    ));
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), rollouts_read).await;
+    AbortOnDrop(rollouts)
+}
+
+/// The latest stored event of each session, then every new one stored.
+async fn latest_per_session(
+    stream: &mut jetstream::stream::Stream,
+    subjects: &Subjects,
+) -> Result<consumer::pull::Ordered, crate::Error> {
+    let name = subjects.events_stream();
+    let unread = |err: &dyn std::fmt::Display| {
+        crate::Error::Store(format!("cannot read stream {name}: {err}"))
+    };
+    stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subjects.all_events(),
+            deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| unread(&err))?
+        .messages()
+        .await
+        .map_err(|err| unread(&err))
+}
+
 /// Feeds `index` until the connection closes: the latest event of each
 /// stored session first (the stream's last message per subject), then
 /// every new event, stored or live (`--events lean` progress).
@@ -535,16 +421,7 @@ pub async fn follow(
     index: Index,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(), crate::Error> {
-    // Which agent types are versioned, before the sessions that name them.
-    let (known, rollouts_read) = tokio::sync::oneshot::channel();
-    let rollouts = tokio::spawn(follow_rollouts(
-        jetstream.clone(),
-        subjects.rollouts_bucket(),
-        index.versioned.clone(),
-        known,
-    ));
-    let _rollouts = AbortOnDrop(rollouts);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), rollouts_read).await;
+    let _rollouts = versioned_first(&jetstream, &subjects, &index).await;
     let name = subjects.events_stream();
     let mut stream = jetstream
         .get_stream(&name)
@@ -569,17 +446,7 @@ pub async fn follow(
         .map_err(|err| crate::Error::Store(format!("cannot follow the live events: {err}")))?;
     // While the index lives, `lean` workers publish every session's progress.
     let _following = live::follow(&jetstream.client(), &subjects, live::Scope::All).await;
-    let stored = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: subjects.all_events(),
-            deliver_policy: consumer::DeliverPolicy::LastPerSubject,
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| crate::Error::Store(format!("cannot read stream {name}: {err}")))?
-        .messages()
-        .await
-        .map_err(|err| crate::Error::Store(format!("cannot read stream {name}: {err}")))?;
+    let stored = latest_per_session(&mut stream, &subjects).await?;
     let stored = stored.filter_map(|message| async move {
         let message = message
             .inspect_err(|err| tracing::warn!(error = %err, "events stream"))
