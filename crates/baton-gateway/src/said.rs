@@ -99,14 +99,12 @@ fn versions(events: &[Event]) -> BTreeMap<String, String> {
     for event in events {
         versions.extend(event.versions.clone());
     }
-    // The version that ran a pinned type (a replay `--as` runs it on
-    // another); a type without a pin has no rollout, so is not versioned,
-    // as the console's sessions list and `baton versions` see it.
+    // The version that ran it: a worker that names a version made its type
+    // versioned when it started (a rollout), whether or not this session
+    // was pinned before the sender saw that rollout.
     for event in events {
         if let (Some(agent), Some(version)) = (&event.agent, &event.version) {
-            if let Some(pinned) = versions.get_mut(agent) {
-                pinned.clone_from(version);
-            }
+            versions.insert(agent.clone(), version.clone());
         }
     }
     versions
@@ -298,18 +296,6 @@ mod tests {
             }]
         );
         assert_eq!(read.failed, None);
-    }
-
-    /// A type without a pin has no rollout: the label its worker writes
-    /// does not name it, as the console's other pages do not.
-    #[test]
-    fn an_unpinned_type_is_named_plainly() {
-        let mut done = event(EventType::Completed, "triage", Some("e07de5fa828a"));
-        done.path = vec![hop("triage")];
-        done.output = Some(Value::from("Done."));
-        let read = Said::read(&[done]);
-        assert_eq!(read.by.as_deref(), Some("triage"));
-        assert_eq!(read.path, ["triage"]);
     }
 
     /// An LLM agent's questions: answered as its `ask_user` calls' results;
