@@ -416,45 +416,42 @@ def paint(browser, url):
     }
 
 
-def main():
+def serve(phases):
+    """Runs the phase named on the command line (one of `phases`, a name to
+    a function of the browser, the URL and the rest of the arguments) in a
+    headless Chromium, and prints its result as JSON. On failure, what each
+    page showed goes to stderr, for the test's message."""
     phase, url, *rest = sys.argv[1:]
+    if phase not in phases:
+        sys.exit(f"unknown phase {phase}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
-            if phase == "live":
-                result = live(browser, url, *rest)
-            elif phase == "replay":
-                result = replay(browser, url, *rest)
-            elif phase == "replay_hop":
-                result = replay_hop(browser, url, *rest)
-            elif phase == "feedback":
-                result = feedback(browser, url, *rest)
-            elif phase == "growing":
-                result = growing(browser, url, *rest)
-            elif phase == "inbox":
-                result = inbox(browser, url, *rest)
-            elif phase == "decide":
-                result = decide(browser, url, *rest)
-            elif phase == "cancel":
-                result = cancel(browser, url, *rest)
-            elif phase == "auth":
-                result = auth(browser, url, *rest)
-            elif phase == "paint":
-                result = paint(browser, url)
-            elif phase == "tools":
-                result = tools(browser, url, *rest)
-            elif phase == "conversation":
-                result = conversation(browser, url, *rest)
-            else:
-                sys.exit(f"unknown phase {phase}")
+            result = phases[phase](browser, url, *rest)
         except Exception:
-            # What the page showed when it failed, for the test's message.
             for page in PAGES:
                 print(f"--- {page.url}\n{page.content()[:6000]}", file=sys.stderr)
             raise
         finally:
             browser.close()
     print(json.dumps(result))
+
+
+def main():
+    serve({
+        "live": live,
+        "replay": replay,
+        "replay_hop": replay_hop,
+        "feedback": feedback,
+        "growing": growing,
+        "inbox": inbox,
+        "decide": decide,
+        "cancel": cancel,
+        "auth": auth,
+        "paint": lambda browser, url, *_: paint(browser, url),
+        "tools": tools,
+        "conversation": conversation,
+    })
 
 
 if __name__ == "__main__":

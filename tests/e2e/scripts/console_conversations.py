@@ -7,13 +7,9 @@ through Playwright) for the e2e tests, and prints what it saw as one JSON object
 With BATON_SCREENSHOTS=DIR, it saves screenshots there.
 """
 
-import json
-import sys
 import urllib.parse
 
-from playwright.sync_api import sync_playwright
-
-from console_browser import ARGS, CHROMIUM, PAGES, TIMEOUT_MS, new_page, shot, watch_errors
+from console_browser import TIMEOUT_MS, new_page, serve, shot, watch_errors
 
 # Each turn of the page as the test compares it: what a person reads in it.
 TURNS = """ts => ts.map(t => {
@@ -74,22 +70,7 @@ def talk(browser, url, conversation):
 
 
 def main():
-    phase, url, *rest = sys.argv[1:]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            if phase == "talk":
-                result = talk(browser, url, *rest)
-            else:
-                sys.exit(f"unknown phase {phase}")
-        except Exception:
-            # What the page showed when it failed, for the test's message.
-            for page in PAGES:
-                print(f"--- {page.url}\n{page.content()[:6000]}", file=sys.stderr)
-            raise
-        finally:
-            browser.close()
-    print(json.dumps(result))
+    serve({"talk": talk})
 
 
 if __name__ == "__main__":

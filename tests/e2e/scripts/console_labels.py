@@ -14,15 +14,11 @@ JSON object.
 With BATON_SCREENSHOTS=DIR, it saves screenshots there.
 """
 
-import json
 import re
 import subprocess
-import sys
 import time
 
-from playwright.sync_api import sync_playwright
-
-from console_browser import ARGS, CHROMIUM, PAGES, TIMEOUT_MS, new_page, shot, watch_errors
+from console_browser import TIMEOUT_MS, new_page, serve, shot, watch_errors
 
 SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f-]{27}")
 
@@ -152,22 +148,7 @@ def labels(browser, url, baton, nats_url, session, count):
 
 
 def main():
-    phase, url, *rest = sys.argv[1:]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            if phase == "labels":
-                result = labels(browser, url, *rest)
-            else:
-                sys.exit(f"unknown phase {phase}")
-        except Exception:
-            # What the page showed when it failed, for the test's message.
-            for page in PAGES:
-                print(f"--- {page.url}\n{page.content()[:6000]}", file=sys.stderr)
-            raise
-        finally:
-            browser.close()
-    print(json.dumps(result))
+    serve({"labels": labels})
 
 
 if __name__ == "__main__":

@@ -10,13 +10,9 @@ and prints what it saw as one JSON object.
 With BATON_SCREENSHOTS=DIR, it saves screenshots there.
 """
 
-import json
 import subprocess
-import sys
 
-from playwright.sync_api import sync_playwright
-
-from console_browser import ARGS, CHROMIUM, PAGES, TIMEOUT_MS, new_page, shot, watch_errors
+from console_browser import TIMEOUT_MS, new_page, serve, shot, watch_errors
 
 
 def versions(page, agent):
@@ -69,22 +65,7 @@ def back(browser, url, baton, nats_url, agent):
 
 
 def main():
-    phase, url, *rest = sys.argv[1:]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            if phase == "back":
-                result = back(browser, url, *rest)
-            else:
-                sys.exit(f"unknown phase {phase}")
-        except Exception:
-            # What the page showed when it failed, for the test's message.
-            for page in PAGES:
-                print(f"--- {page.url}\n{page.content()[:6000]}", file=sys.stderr)
-            raise
-        finally:
-            browser.close()
-    print(json.dumps(result))
+    serve({"back": back})
 
 
 if __name__ == "__main__":
