@@ -226,10 +226,8 @@ async fn draining_worker(system: &mut System, grace: u64) -> anyhow::Result<Proc
     Ok(worker)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_second_signal_stops_a_draining_worker_at_once() -> anyhow::Result<()> {
-    let mut system = System::start().await?;
-    let worker = draining_worker(&mut system, 60).await?;
+/// Sends `worker` its first SIGTERM and waits until it drains its task.
+async fn first_signal(system: &mut System, worker: &Process) -> anyhow::Result<()> {
     system.process(worker.label).terminate();
     system
         .wait_log(
@@ -238,6 +236,14 @@ async fn a_second_signal_stops_a_draining_worker_at_once() -> anyhow::Result<()>
             Duration::from_secs(10),
         )
         .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_signal_stops_a_draining_worker_at_once() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let worker = draining_worker(&mut system, 60).await?;
+    first_signal(&mut system, &worker).await?;
     // The first signal only began the drain: a task of a minute is in hand.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(system.process(worker.label).is_running());
@@ -262,14 +268,7 @@ async fn a_second_signal_stops_a_draining_worker_at_once() -> anyhow::Result<()>
 async fn a_server_killed_while_a_worker_drains_ends_the_drain_at_once() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     let worker = draining_worker(&mut system, 60).await?;
-    system.process(worker.label).terminate();
-    system
-        .wait_log(
-            worker.label,
-            "finishing in-flight work in_flight=1",
-            Duration::from_secs(10),
-        )
-        .await?;
+    first_signal(&mut system, &worker).await?;
     let killed = Instant::now();
     system.server.kill();
     let child = system.process(worker.label);
