@@ -29,8 +29,8 @@ pub(crate) fn state(last: Option<&Event>) -> TaskState {
     }
 }
 
-/// Whether a stream of `state` is over: a terminal or an interrupted state.
-pub(crate) fn settled(state: &TaskState) -> bool {
+/// Whether a task in `state` is at rest, so its stream is over: a terminal or an interrupted state.
+pub(crate) fn at_rest(state: &TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 
@@ -262,7 +262,7 @@ mod tests {
         let mut cancelled = event(EventType::Failed);
         cancelled.reason = Some(Reason::Cancelled);
         assert_eq!(state(Some(&cancelled)), TaskState::Canceled);
-        assert!(settled(&TaskState::InputRequired) && !settled(&TaskState::Working));
+        assert!(at_rest(&TaskState::InputRequired) && !at_rest(&TaskState::Working));
     }
 
     #[test]

@@ -126,9 +126,9 @@ impl Gateway {
     }
 
     /// Says that conversation `context`'s turn was seen to end: it is
-    /// settled in the background, so its next message finds it settled
+    /// closed in the background, so its next message finds it closed
     /// (the router's keeper would, a moment later).
-    pub(crate) fn settle_soon(&self, context: &str) {
+    pub(crate) fn close_soon(&self, context: &str) {
         drop(self.conversations.turn_ended(context));
     }
 }

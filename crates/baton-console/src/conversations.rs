@@ -2,7 +2,7 @@
 //! said: each turn's message, the questions its agents asked the user with
 //! the answers, and the answer with the agent (and version) that gave it;
 //! what runs and what waits; the versions it is pinned to; each turn
-//! linked to its session. A page settles a turn that ended through the
+//! linked to its session. A page closes a turn that ended through the
 //! runtime's entry point (`Conversations::turn_ended`) before showing it.
 
 use axum::extract::{Path, State};
@@ -76,7 +76,7 @@ pub(crate) async fn page(State(app): State<App>, Path(id): Path<String>) -> Resp
     };
     // A turn that ended is shown as ended.
     if conversations.turn_ended(&id).await.is_err() {
-        tracing::debug!("the settle before showing stopped");
+        tracing::debug!("closing the turn before showing stopped");
     }
     let record = match conversations.get(&id).await {
         Ok(Some((record, _))) => record,

@@ -116,9 +116,9 @@ impl Gateway {
             "turn": turn,
             "waiting": waiting,
         }));
-        // Settled now, so the conversation's next call finds who holds it.
+        // Closed now, so the conversation's next call finds who holds it.
         if conversations.turn_ended(id).await.is_err() {
-            tracing::warn!("the conversation's settle stopped; the router's keeper will settle it");
+            tracing::warn!("closing the turn stopped; the router's keeper will close it");
         }
         Ok(crate::with_session(result, session))
     }

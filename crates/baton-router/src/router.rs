@@ -269,7 +269,7 @@ async fn sessions(
     Sessions::new(canceller, claims).serve(stop).await
 }
 
-/// The conversations' keeper: it settles turns that ended and starts the
+/// The conversations' keeper: it closes turns that ended and starts the
 /// messages queued behind them.
 async fn keeper(
     connection: Connection,

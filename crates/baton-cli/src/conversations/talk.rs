@@ -46,10 +46,10 @@ impl Talk {
     }
 
     /// Says that conversation `id`'s turn was seen to end, and waits for
-    /// it to be settled, as the router's keeper would within a moment.
-    pub async fn settle(&self, id: &str) {
+    /// it to be closed, as the router's keeper would within a moment.
+    pub async fn close_turn(&self, id: &str) {
         if self.conversations.turn_ended(id).await.is_err() {
-            tracing::warn!("the conversation's settle stopped; the router's keeper will settle it");
+            tracing::warn!("closing the turn stopped; the router's keeper will close it");
         }
     }
 

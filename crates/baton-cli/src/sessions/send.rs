@@ -238,7 +238,7 @@ async fn to_conversation(
     let code = Shown::from(&args.waiting)
         .ended(said.session, said.events)
         .await?;
-    // Settled now, so what is shown next says who holds it.
-    talk.settle(id).await;
+    // Closed now, so what is shown next says who holds it.
+    talk.close_turn(id).await;
     Ok(code)
 }

@@ -129,7 +129,7 @@ impl Conversations {
             owned(id, &record, &message.caller)?;
             if let (Overlap::Interrupt, Some(running)) = (message.overlap, record.running.clone()) {
                 if !running.interrupted {
-                    // Noted before the cancel, so whoever settles the turn
+                    // Noted before the cancel, so whoever closes the turn
                     // carries its message on to the next.
                     if let Some(running) = record.running.as_mut() {
                         running.interrupted = true;
@@ -139,7 +139,7 @@ impl Conversations {
                 }
                 self.interrupt(&mut record, &running).await?;
             }
-            let mut started = self.settle(&mut record).await?;
+            let mut started = self.close_turn(&mut record).await?;
             let said = match (&record.running, message.overlap) {
                 (None, _) => {
                     begin(&mut record, mine.clone());

@@ -47,7 +47,7 @@ fn failed(subject: &str, what: &str, err: Box<dyn std::error::Error + Send + Syn
 
 /// Reads the end of the session whose events are on `subject` of `stream`.
 ///
-/// One read of the last event settles it in almost every case: a terminal
+/// One read of the last event tells in almost every case: a terminal
 /// event ends the session, anything a running session writes means it
 /// runs. Only events that may also come after the end (a late child's
 /// `result`, a `dead_lettered` copy of a leftover message) make it read the
@@ -173,7 +173,7 @@ async fn whole_path(
 /// of 1) and the session has ended already: a careless client's second
 /// task. A redelivery is not judged here: its outputs are republished under
 /// the same ids, as always. Nor is a conversation's turn: it is sent only
-/// while its conversation's record says it runs, which a settle reads the
+/// while its conversation's record says it runs, which closing a turn reads the
 /// session's end before changing, under an id derived from the turn (so a
 /// repeat is a JetStream duplicate). A session that cannot be read counts
 /// as open.

@@ -21,15 +21,15 @@ use baton_proto::{Conversation, Subjects};
 use crate::nats::claimcheck::ClaimCheck;
 
 mod claim;
+mod closing;
 mod cut;
 mod delete;
 mod expiry;
 mod fork;
 mod listing;
-mod settle;
 mod turn;
 
-pub use settle::begin;
+pub use closing::begin;
 pub use turn::legacy;
 
 pub use cut::INTERRUPTED;
