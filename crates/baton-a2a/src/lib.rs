@@ -50,8 +50,8 @@ mod list;
 mod ops;
 mod rest;
 mod rpc;
-mod said;
 mod task;
+mod terms;
 mod turns;
 
 /// What the A2A agents reach.

@@ -297,7 +297,7 @@ impl Gateway {
         let answered = if entry.gate().is_some() {
             // An agent asked the user (ask_user): the answer resumes it.
             let answer = Decision::Answer(text.to_owned());
-            let said = crate::said::said_variables(message);
+            let said = crate::terms::answer_variables(message);
             (self
                 .inbox
                 .resolve_with(&id, answer, "a2a", Some(said))

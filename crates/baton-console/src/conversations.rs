@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use baton_client::conversation::{ConversationErrorKind, Conversations};
-use baton_gateway::said::Said;
+use baton_gateway::turn::TurnRead;
 use baton_proto::{Conversation, ConversationTurn, now_ms};
 use maud::{Markup, html};
 
@@ -108,7 +108,7 @@ fn conversation(
     record: &Conversation,
     turns: &[ConversationTurn],
     said: &[talk::Read],
-    running: Option<&Said>,
+    running: Option<&TurnRead>,
 ) -> Markup {
     html! {
         div #conversation data-id=(record.id) {

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use baton_client::conversation::{Conversations, Said, UserMessage};
+use baton_client::conversation::{Conversations, Taken, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::Envelope;
 use rmcp::ErrorData as McpError;
@@ -102,12 +102,12 @@ impl Gateway {
         };
         let (session, skip) = match said {
             // The answer to the question: its turn goes on from there.
-            Said::Answered { session, seen } => (session, seen),
+            Taken::Answered { session, seen } => (session, seen),
             ref said => (said.session(), 0),
         };
         let (mut result, waiting) = self.end((session, skip, true), context).await?;
         let turn = match said {
-            Said::Started { turn, .. } => Some(turn),
+            Taken::Started { turn, .. } => Some(turn),
             _ => None,
         };
         result.structured_content = Some(serde_json::json!({

@@ -177,7 +177,7 @@ fn summary(record: &Conversation) -> serde_json::Value {
 /// events are gone or could not be read).
 fn turn_json(
     turn: &baton_proto::ConversationTurn,
-    said: &Option<baton_gateway::said::Said>,
+    said: &Option<baton_gateway::turn::TurnRead>,
 ) -> serde_json::Value {
     let mut json = serde_json::json!({
         "turn": turn.turn,
