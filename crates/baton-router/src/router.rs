@@ -389,7 +389,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
             Subjects::DEADLINES_CONSUMER,
         ))
         .with(baton_nats::nats::served::footprint(subjects))
-        .with(baton_nats::nats::ending::footprint(subjects))
+        .with(baton_nats::nats::events::footprint(subjects))
         .publishes([
             format!("{}.agent.*", subjects.prefix()),
             // A versioned agent type's versions.
