@@ -10,40 +10,14 @@
 //! first call that names a conversation, and a server whose NATS user may
 //! not use it answers such calls with an error that says so.
 
-use std::sync::Arc;
-
 use baton_client::conversation::{Conversations, Taken, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::Envelope;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, Content};
 use rmcp::service::{RequestContext, RoleServer};
-use tokio::sync::OnceCell;
 
 use crate::Gateway;
-
-/// The conversations, opened on first use (the inbox, where an agent's
-/// question waits, is the runtime's entry point's to read).
-#[derive(Clone)]
-pub(crate) struct Talk {
-    replicas: usize,
-    opened: Arc<OnceCell<Conversations>>,
-}
-
-impl Default for Talk {
-    fn default() -> Self {
-        Self::new(1)
-    }
-}
-
-impl Talk {
-    pub(crate) fn new(replicas: usize) -> Self {
-        Self {
-            replicas,
-            opened: Arc::default(),
-        }
-    }
-}
 
 impl Gateway {
     /// The conversations, opened now if need be; `Err` says why they cannot be.
@@ -120,6 +94,6 @@ impl Gateway {
         if conversations.turn_ended(id).await.is_err() {
             tracing::warn!("closing the turn stopped; the router's keeper will close it");
         }
-        Ok(crate::with_session(result, session))
+        Ok(crate::call::with_session(result, session))
     }
 }
