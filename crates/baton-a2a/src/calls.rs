@@ -38,7 +38,7 @@ impl Gateway {
             self.wait(session, skip, self.timeout).await?
         };
         if last.as_ref().is_some_and(|end| end.kind.is_terminal()) {
-            self.settle_soon(&context);
+            self.close_soon(&context);
         }
         let history = send.configuration.as_ref().and_then(|c| c.history_length);
         let mut task = self.task(session, &context, last.as_ref(), true).await;

@@ -28,167 +28,37 @@
 //! client crates are not used: they bring a gRPC stack (tonic, prost and a
 //! vendored protoc at build time) and a second major version of reqwest,
 //! for a JSON-RPC binding that is a few routes of axum here.
-
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
-
-use baton_client::{Client, Inbox, RegistryClient};
-use baton_gateway::listen::Exposure;
-use baton_proto::{AgentName, LookupRequest};
+//!
+//! The parts:
+//!
+//! - `serve`: [`serve`] and its [`Settings`];
+//! - `gateway`: the [`Gateway`], and which agent types it exposes;
+//! - `http`: the routes, and who may call them; `rpc` and `rest`: the
+//!   JSON-RPC and HTTP+JSON bindings; `calls` and `ops`: the operations
+//!   both call; `errors`: A2A's errors;
+//! - `card`: the agent cards;
+//! - `task`, `list`: a session as an A2A task, and tasks listed;
+//! - `terms`: what an agent says in A2A's terms, and what of a message
+//!   reaches it;
+//! - `turns`: a message to a context, a turn of its conversation;
+//! - `index`: the tasks' index ([`footprint`]).
 
 mod calls;
 mod card;
 mod errors;
+mod gateway;
 mod http;
 mod index;
-
-pub use baton_gateway::Error;
-use baton_gateway::callers::Callers;
-pub use index::footprint;
 mod list;
 mod ops;
 mod rest;
 mod rpc;
-mod said;
+mod serve;
 mod task;
+mod terms;
 mod turns;
 
-/// What the A2A agents reach.
-#[derive(Clone)]
-pub struct Gateway {
-    client: Client,
-    registry: RegistryClient,
-    inbox: Inbox,
-    index: index::Index,
-    /// The agent types exposed; empty: every live one the registry knows.
-    only: Arc<Vec<AgentName>>,
-    /// How long a blocking `SendMessage` waits for its session.
-    timeout: Duration,
-    /// The URL clients reach this gateway at, for the cards; `None`: from
-    /// each request's `Host`.
-    public_url: Option<String>,
-    /// Whether calls need the access token (the cards say so).
-    token_required: bool,
-    /// The most a session it starts may spend; a message may ask for less
-    /// (`metadata.budget_tokens`, `metadata.budget_cost`).
-    budget: baton_proto::Budget,
-    /// Contexts as conversations.
-    conversations: baton_client::conversation::Conversations,
-    /// What a message does while a turn of its context runs, unless its
-    /// metadata says otherwise.
-    overlap: baton_proto::Overlap,
-}
-
-/// How `baton a2a serve` runs.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The agent types to expose; empty: every live one the registry knows.
-    pub only: Vec<AgentName>,
-    /// How long a blocking `SendMessage` waits for its session.
-    pub timeout: Duration,
-    /// The base URL the cards give; `None`: `http://` and the request's `Host`.
-    pub public_url: Option<String>,
-    /// Where to listen.
-    pub listen: SocketAddr,
-    /// The token JSON-RPC calls must carry as `Authorization: Bearer`.
-    pub token: Option<String>,
-    /// A file of named callers (`NAME TOKEN` lines), instead of `token`:
-    /// each caller continues and reads only what it started.
-    pub callers: Option<std::path::PathBuf>,
-    /// Replicas of the task bucket.
-    pub replicas: usize,
-    /// The most a session started here may spend on models; a message may
-    /// ask for less with `metadata.budget_tokens` and `metadata.budget_cost`.
-    pub budget: baton_proto::Budget,
-    /// What a message does while a turn of its context runs (`enqueue` by
-    /// default); a message's metadata `overlap` may say otherwise.
-    pub overlap: baton_proto::Overlap,
-}
-
-/// Serves A2A until `shutdown`.
-///
-/// # Errors
-///
-/// When `listen` is beyond loopback without a token, cannot be bound, or
-/// the task bucket or the inbox cannot be opened.
-pub async fn serve(
-    client: Client,
-    settings: Settings,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), Error> {
-    let exposure = Exposure {
-        what: "A2A",
-        risk: "a call starts and cancels sessions",
-        token_flag: "--access-token (or BATON_A2A_TOKEN)",
-        loopback: "--listen 127.0.0.1:8070",
-    };
-    let callers = match &settings.callers {
-        Some(path) => Some(Callers::load(path).map_err(Error::Config)?),
-        None => {
-            baton_gateway::listen::token(settings.listen, settings.token.as_deref(), &exposure)?
-                .map(Callers::one)
-        }
-    };
-    client.ensure_streams().await?;
-    let nats = client.jetstream().client();
-    let subjects = client.subjects().clone();
-    let index = index::Index::open(client.jetstream(), &subjects, settings.replicas).await?;
-    let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas).await?;
-    let conversations =
-        baton_client::conversation::Conversations::open(client.clone(), settings.replicas)
-            .await
-            .map_err(|err| Error::Store(format!("cannot open the conversations: {err}")))?;
-    let gateway = Gateway {
-        conversations,
-        overlap: settings.overlap,
-        registry: RegistryClient::new(nats, &subjects),
-        client,
-        inbox,
-        index,
-        only: Arc::new(settings.only.clone()),
-        timeout: settings.timeout,
-        budget: settings.budget,
-        public_url: settings
-            .public_url
-            .clone()
-            .map(|url| url.trim_end_matches('/').to_owned()),
-        token_required: callers.is_some(),
-    };
-    http::serve(gateway, settings.listen, callers, shutdown).await
-}
-
-impl Gateway {
-    /// The exposed agent types and their registry entries.
-    async fn exposed(&self) -> Vec<(String, Option<baton_proto::Candidate>)> {
-        let candidates = match self.registry.lookup(&LookupRequest::default()).await {
-            Ok(answer) => answer.candidates,
-            Err(err) => {
-                tracing::warn!(error = %err, "no registry: the cards have no descriptions");
-                Vec::new()
-            }
-        };
-        baton_gateway::exposed(&self.only, &candidates)
-            .into_iter()
-            .map(|name| {
-                let found = candidates.iter().find(|c| c.agent == name).cloned();
-                (name, found)
-            })
-            .collect()
-    }
-
-    /// Agent type `name`, if it is exposed.
-    async fn agent(&self, name: &str) -> Option<AgentName> {
-        let agent = AgentName::new(name).ok()?;
-        self.exposes(&agent).await.then_some(agent)
-    }
-
-    /// Whether agent type `name` is exposed.
-    async fn exposes(&self, name: &AgentName) -> bool {
-        if self.only.is_empty() {
-            self.client.check_served(name).await.is_ok()
-        } else {
-            self.only.contains(name)
-        }
-    }
-}
+pub use baton_gateway::Error;
+pub use gateway::Gateway;
+pub use index::footprint;
+pub use serve::{Settings, serve};

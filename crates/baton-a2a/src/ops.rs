@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use uuid::Uuid;
 
 use crate::Gateway;
-use crate::task::{self, settled};
+use crate::task::{self, at_rest};
 
 pub(crate) use crate::errors::error;
 
@@ -297,7 +297,7 @@ impl Gateway {
         let answered = if entry.gate().is_some() {
             // An agent asked the user (ask_user): the answer resumes it.
             let answer = Decision::Answer(text.to_owned());
-            let said = crate::said::said_variables(message);
+            let said = crate::terms::answer_variables(message);
             (self
                 .inbox
                 .resolve_with(&id, answer, "a2a", Some(said))
@@ -332,7 +332,7 @@ impl Gateway {
         let deadline = tokio::time::Instant::now() + timeout;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
             let event = event.map_err(internal)?;
-            let done = settled(&task::state(Some(&event)));
+            let done = at_rest(&task::state(Some(&event)));
             last = Some(event);
             if done {
                 break;
@@ -370,7 +370,7 @@ impl Gateway {
                 }
             };
             let mut first = task::task(session, &context, last.as_ref(), false);
-            if settled(&first.status.state) {
+            if at_rest(&first.status.state) {
                 // An answer to a task that waited for input: it works again.
                 first.status.state = TaskState::Working;
                 first.status.message = None;
@@ -409,9 +409,9 @@ impl Gateway {
                         return;
                     }
                 }
-                if settled(&task::state(Some(&event))) {
+                if at_rest(&task::state(Some(&event))) {
                     if event.kind.is_terminal() {
-                        gateway.settle_soon(&context);
+                        gateway.close_soon(&context);
                     }
                     return;
                 }

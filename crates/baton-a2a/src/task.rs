@@ -10,7 +10,7 @@ use baton_proto::{Event, EventType, Reason, Value};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::said::Said;
+use crate::terms::Answer;
 
 /// The A2A state of a session whose last event is `last`.
 pub(crate) fn state(last: Option<&Event>) -> TaskState {
@@ -18,7 +18,7 @@ pub(crate) fn state(last: Option<&Event>) -> TaskState {
         return TaskState::Submitted;
     };
     match &last.kind {
-        EventType::Completed if Said::of(last).is_some_and(|said| said.reject.is_some()) => {
+        EventType::Completed if Answer::of(last).is_some_and(|said| said.reject.is_some()) => {
             TaskState::Rejected
         }
         EventType::Completed => TaskState::Completed,
@@ -29,8 +29,8 @@ pub(crate) fn state(last: Option<&Event>) -> TaskState {
     }
 }
 
-/// Whether a stream of `state` is over: a terminal or an interrupted state.
-pub(crate) fn settled(state: &TaskState) -> bool {
+/// Whether a task in `state` is at rest, so its stream is over: a terminal or an interrupted state.
+pub(crate) fn at_rest(state: &TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 
@@ -49,7 +49,7 @@ fn agent_message(task: &str, context: &str, text: String) -> Message {
 pub(crate) fn status(task: &str, context: &str, last: Option<&Event>) -> TaskStatus {
     let state = state(last);
     let message = last.filter(|_| state != TaskState::Completed).map(|event| {
-        let why = Said::of(event).and_then(|said| said.reject);
+        let why = Answer::of(event).and_then(|said| said.reject);
         let text = why.unwrap_or_else(|| baton_gateway::text::status(event));
         agent_message(task, context, text)
     });
@@ -63,7 +63,7 @@ pub(crate) fn status(task: &str, context: &str, last: Option<&Event>) -> TaskSta
 /// The answer of a completed session, as artifacts: those it gave in
 /// A2A's terms, whole, or its output as one (text, or data).
 pub(crate) fn answers(session: Uuid, last: &Event) -> Vec<Artifact> {
-    if let Some(said) = Said::of(last) {
+    if let Some(said) = Answer::of(last) {
         return said.whole();
     }
     answer(session, last).into_iter().collect()
@@ -92,7 +92,7 @@ fn answer(session: Uuid, last: &Event) -> Option<Artifact> {
 /// The direct answer of a session that completed with a message (not a
 /// task) in A2A's terms.
 pub(crate) fn direct(session: Uuid, context: &str, last: Option<&Event>) -> Option<Message> {
-    let parts = Said::of(last?)?.message?;
+    let parts = Answer::of(last?)?.message?;
     let mut message = Message::new(Role::Agent, parts);
     message.message_id = format!("{session}-message");
     message.context_id = Some(context.to_owned());
@@ -199,7 +199,7 @@ pub(crate) fn piece(
 pub(crate) fn updates(session: Uuid, context: &str, event: &Event) -> Vec<StreamResponse> {
     let id = session.to_string();
     let mut updates = Vec::new();
-    let chunks: Vec<(Artifact, Option<bool>, Option<bool>)> = match Said::of(event) {
+    let chunks: Vec<(Artifact, Option<bool>, Option<bool>)> = match Answer::of(event) {
         Some(said) => said
             .artifacts
             .into_iter()
@@ -262,7 +262,7 @@ mod tests {
         let mut cancelled = event(EventType::Failed);
         cancelled.reason = Some(Reason::Cancelled);
         assert_eq!(state(Some(&cancelled)), TaskState::Canceled);
-        assert!(settled(&TaskState::InputRequired) && !settled(&TaskState::Working));
+        assert!(at_rest(&TaskState::InputRequired) && !at_rest(&TaskState::Working));
     }
 
     #[test]

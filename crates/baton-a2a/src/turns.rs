@@ -5,7 +5,7 @@
 //! refusals to JSON-RPC errors.
 
 use a2a::{JsonRpcError, SendMessageRequest, error_code};
-use baton_client::conversation::{ConversationErrorKind, Said, UserMessage};
+use baton_client::conversation::{ConversationErrorKind, Taken, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Overlap, Value, now_ms};
 use uuid::Uuid;
@@ -43,10 +43,10 @@ impl Gateway {
         message.turn.budget = budget;
         message.turn.to = target.map(ToString::to_string);
         message.turn.variables.extend(variables);
-        message.turn.variables.insert(
-            "a2a".to_owned(),
-            crate::said::said_to_agent(&request.message),
-        );
+        message
+            .turn
+            .variables
+            .insert("a2a".to_owned(), crate::terms::to_agent(&request.message));
         message.via = "a2a".to_owned();
         let session = message.turn.session;
         // Recorded before the task is sent, so every read of it finds its
@@ -63,7 +63,7 @@ impl Gateway {
             .say_recorded(&context, message, || self.index.put(session, &record))
             .await;
         match said {
-            Ok(Said::Answered {
+            Ok(Taken::Answered {
                 session: waiting,
                 seen,
             }) => {
@@ -126,9 +126,9 @@ impl Gateway {
     }
 
     /// Says that conversation `context`'s turn was seen to end: it is
-    /// settled in the background, so its next message finds it settled
+    /// closed in the background, so its next message finds it closed
     /// (the router's keeper would, a moment later).
-    pub(crate) fn settle_soon(&self, context: &str) {
+    pub(crate) fn close_soon(&self, context: &str) {
         drop(self.conversations.turn_ended(context));
     }
 }

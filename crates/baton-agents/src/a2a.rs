@@ -32,7 +32,7 @@ use tokio::sync::Mutex;
 
 use crate::StartError;
 use crate::spec::A2aSpec;
-use messages::{answer, answered, conversation, empty, settled, text_of};
+use messages::{answer, answered, at_rest, conversation, empty, text_of};
 use rpc::{Abandoned, Rpc, fetch, result};
 
 /// Where the remote agent takes calls, from its card.
@@ -277,7 +277,7 @@ impl A2aRunner {
     /// Polls `task` until it ends or needs input.
     async fn poll(&self, endpoint: &Endpoint, mut task: Task) -> Result<Task, Failure> {
         let every = Duration::from_millis(self.settings.poll_ms.max(10));
-        while !settled(&task.status.state) {
+        while !at_rest(&task.status.state) {
             tokio::time::sleep(every).await;
             let params = serde_json::json!({"id": task.id});
             task = self.call(endpoint, "GetTask", params).await?;
@@ -337,14 +337,14 @@ impl A2aRunner {
                         .push(update.artifact);
                 }
             }
-            if task.as_ref().is_some_and(|t| settled(&t.status.state)) {
+            if task.as_ref().is_some_and(|t| at_rest(&t.status.state)) {
                 break;
             }
         }
         let task =
             task.ok_or_else(|| failed("the stream ended before the task started".to_owned()))?;
         guard.watch(&task.id);
-        if settled(&task.status.state) {
+        if at_rest(&task.status.state) {
             Ok(task)
         } else {
             self.poll(endpoint, task).await

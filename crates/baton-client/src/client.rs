@@ -356,8 +356,8 @@ impl Client {
             .await;
         }
         self.ensure_streams().await?;
-        let last =
-            baton_nats::nats::ending::last_event(&self.jetstream, &self.subjects, session).await?;
+        let last = baton_nats::state::session::last_event(&self.jetstream, &self.subjects, session)
+            .await?;
         if let Some(last) = last.filter(|event| event.kind.is_terminal()) {
             return Ok(Cancel::Ended(last));
         }
@@ -373,8 +373,8 @@ impl Client {
             .map_err(|err| {
                 Error::with_source(ErrorKind::JetStream, "cannot record the cancel", err)
             })?;
-        let last =
-            baton_nats::nats::ending::last_event(&self.jetstream, &self.subjects, session).await?;
+        let last = baton_nats::state::session::last_event(&self.jetstream, &self.subjects, session)
+            .await?;
         let event = baton_nats::pipeline::cancel::cancelled_event(session, detail, last.as_ref());
         let payload = event.to_msgpack().map_err(|err| {
             Error::with_source(ErrorKind::Config, "cannot encode the cancel event", err)
@@ -390,9 +390,12 @@ impl Client {
             baton_nats::nats::publish::Ended::Now => Ok(Cancel::Cancelled(event)),
             // It ended meanwhile, by another path: that end stands.
             baton_nats::nats::publish::Ended::Before => {
-                let last =
-                    baton_nats::nats::ending::last_event(&self.jetstream, &self.subjects, session)
-                        .await?;
+                let last = baton_nats::state::session::last_event(
+                    &self.jetstream,
+                    &self.subjects,
+                    session,
+                )
+                .await?;
                 Ok(last.map_or(Cancel::Cancelled(event), Cancel::Ended))
             }
         }

@@ -60,7 +60,7 @@ pub enum Reply {
     Complete,
     /// The answer ends the session with this output (e.g. an `a2a` entry,
     /// A2A's terms) instead of its text, which the conversation keeps.
-    Said(Value),
+    Output(Value),
     /// The answer goes on to this agent type.
     Handoff(AgentName),
 }
@@ -386,11 +386,11 @@ impl Inbox {
         let next_id = derive_id_labelled(envelope.id, "reply", 1);
         let mut outgoing = Vec::new();
         let (output, reply) = match reply {
-            Reply::Said(output) => (output, Reply::Complete),
+            Reply::Output(output) => (output, Reply::Complete),
             reply => (Value::from(text), reply),
         };
         match (reply, envelope.parent.clone()) {
-            (Reply::Complete | Reply::Said(_), Some(parent)) => {
+            (Reply::Complete | Reply::Output(_), Some(parent)) => {
                 // A delegated child: the answer goes back to the parent as its
                 // result (the parent's worker records it with a `result` event);
                 // only the root of a session ends it.
@@ -411,7 +411,7 @@ impl Inbox {
                     encode(&next)?,
                 ));
             }
-            (Reply::Complete | Reply::Said(_), None) => {
+            (Reply::Complete | Reply::Output(_), None) => {
                 event.output = Some(output);
                 event.path = next.path;
                 event.context = Some(Box::new(next.context));

@@ -33,10 +33,10 @@ pub use registry::RegistryClient;
 
 /// Conversations: many turns, one memory, one turn at a time. The one entry
 /// point is [`conversation::Conversations::say`]; the records and their
-/// errors are `baton-nats`'s, and the keeper that settles turns as they
+/// errors are `baton-nats`'s, and the keeper that closes turns as they
 /// end is the router's.
 pub mod conversation {
-    pub use crate::conversations::{Conversations, Said, UserMessage};
+    pub use crate::conversations::{Conversations, Taken, UserMessage};
     pub use baton_nats::state::conversation::{
         ConversationError, ConversationErrorKind, INTERRUPTED,
     };

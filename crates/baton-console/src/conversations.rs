@@ -2,14 +2,14 @@
 //! said: each turn's message, the questions its agents asked the user with
 //! the answers, and the answer with the agent (and version) that gave it;
 //! what runs and what waits; the versions it is pinned to; each turn
-//! linked to its session. A page settles a turn that ended through the
+//! linked to its session. A page closes a turn that ended through the
 //! runtime's entry point (`Conversations::turn_ended`) before showing it.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use baton_client::conversation::{ConversationErrorKind, Conversations};
-use baton_gateway::said::Said;
+use baton_gateway::turn::TurnRead;
 use baton_proto::{Conversation, ConversationTurn, now_ms};
 use maud::{Markup, html};
 
@@ -76,7 +76,7 @@ pub(crate) async fn page(State(app): State<App>, Path(id): Path<String>) -> Resp
     };
     // A turn that ended is shown as ended.
     if conversations.turn_ended(&id).await.is_err() {
-        tracing::debug!("the settle before showing stopped");
+        tracing::debug!("closing the turn before showing stopped");
     }
     let record = match conversations.get(&id).await {
         Ok(Some((record, _))) => record,
@@ -108,7 +108,7 @@ fn conversation(
     record: &Conversation,
     turns: &[ConversationTurn],
     said: &[talk::Read],
-    running: Option<&Said>,
+    running: Option<&TurnRead>,
 ) -> Markup {
     html! {
         div #conversation data-id=(record.id) {

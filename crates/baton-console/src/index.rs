@@ -81,7 +81,7 @@ pub struct Summary {
     pub versions: Versions,
 }
 
-pub use baton_gateway::said::labelled as label;
+pub use baton_gateway::turn::labelled as label;
 
 /// An answer being written: who writes it, which model call of which hop,
 /// and the text so far.

@@ -468,7 +468,7 @@ async fn baton_chain(
     });
     let mut figures = figures(&recorder, args.tasks, args.hops, &measured);
     let js = async_nats::jetstream::new(client.clone());
-    let events = settled(&js, &subjects.events_stream()).await?;
+    let events = stored_when_quiet(&js, &subjects.events_stream()).await?;
     figures.writes_per_hop = writes_per_hop(args, events);
     Ok(figures)
 }
@@ -489,4 +489,4 @@ mod ttft;
 mod turns;
 use raw::raw_relay;
 use recorder::Recorder;
-use side::{Side, settled, writes_per_hop};
+use side::{Side, stored_when_quiet, writes_per_hop};

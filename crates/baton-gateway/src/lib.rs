@@ -8,7 +8,7 @@
 //! - [`exposed`]: which agent types a gateway offers;
 //! - [`budget`](mod@budget): the token budget of a session a caller starts;
 //! - [`diff`]: where two sessions part (`baton diff`);
-//! - [`said`]: what was said in a conversation's turn (its answer, who
+//! - [`turn`]: a conversation's turn read from its events, [`turn::TurnRead`]: what was said in it (its answer, who
 //!   gave it, the questions asked of the user);
 //! - [`Error`]: why a gateway cannot serve, one type for all three.
 //!
@@ -21,8 +21,8 @@ mod error;
 pub use error::{Error, chained};
 pub mod callers;
 pub mod listen;
-pub mod said;
 pub mod text;
+pub mod turn;
 
 use baton_proto::{AgentName, Candidate};
 pub use budget::budget;

@@ -10,40 +10,14 @@
 //! first call that names a conversation, and a server whose NATS user may
 //! not use it answers such calls with an error that says so.
 
-use std::sync::Arc;
-
-use baton_client::conversation::{Conversations, Said, UserMessage};
+use baton_client::conversation::{Conversations, Taken, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::Envelope;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, Content};
 use rmcp::service::{RequestContext, RoleServer};
-use tokio::sync::OnceCell;
 
 use crate::Gateway;
-
-/// The conversations, opened on first use (the inbox, where an agent's
-/// question waits, is the runtime's entry point's to read).
-#[derive(Clone)]
-pub(crate) struct Talk {
-    replicas: usize,
-    opened: Arc<OnceCell<Conversations>>,
-}
-
-impl Default for Talk {
-    fn default() -> Self {
-        Self::new(1)
-    }
-}
-
-impl Talk {
-    pub(crate) fn new(replicas: usize) -> Self {
-        Self {
-            replicas,
-            opened: Arc::default(),
-        }
-    }
-}
 
 impl Gateway {
     /// The conversations, opened now if need be; `Err` says why they cannot be.
@@ -102,12 +76,12 @@ impl Gateway {
         };
         let (session, skip) = match said {
             // The answer to the question: its turn goes on from there.
-            Said::Answered { session, seen } => (session, seen),
+            Taken::Answered { session, seen } => (session, seen),
             ref said => (said.session(), 0),
         };
         let (mut result, waiting) = self.end((session, skip, true), context).await?;
         let turn = match said {
-            Said::Started { turn, .. } => Some(turn),
+            Taken::Started { turn, .. } => Some(turn),
             _ => None,
         };
         result.structured_content = Some(serde_json::json!({
@@ -116,10 +90,10 @@ impl Gateway {
             "turn": turn,
             "waiting": waiting,
         }));
-        // Settled now, so the conversation's next call finds who holds it.
+        // Closed now, so the conversation's next call finds who holds it.
         if conversations.turn_ended(id).await.is_err() {
-            tracing::warn!("the conversation's settle stopped; the router's keeper will settle it");
+            tracing::warn!("closing the turn stopped; the router's keeper will close it");
         }
-        Ok(crate::with_session(result, session))
+        Ok(crate::call::with_session(result, session))
     }
 }

@@ -15,11 +15,11 @@ use baton_proto::{
 };
 use bytes::Bytes;
 
-use baton_nats::nats::ending::last_event;
 use baton_nats::nats::publish::{Class, Outgoing, Publisher};
 use baton_nats::pipeline::delivery::Delivery;
 use baton_nats::pipeline::plan::Settle;
 use baton_nats::pipeline::settle::finish;
+use baton_nats::state::session::last_event;
 
 /// How long after the deadline the watch acts, so that a worker holding the
 /// task ends the session first.

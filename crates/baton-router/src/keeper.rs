@@ -1,8 +1,8 @@
-//! The router's keeper: it settles turns that ended, starts the messages
+//! The router's keeper: it closes turns that ended, starts the messages
 //! queued behind them, sends again a turn whose starter crashed before
 //! its task was durable, and removes conversations idle for their time to
-//! live (see `state/conversation/expiry.rs`). It settles with the entry
-//! point's own settle, so a turn ends the same way whoever sees it end.
+//! live (see `state/conversation/expiry.rs`). It closes them with the entry
+//! point's own closing, so a turn ends the same way whoever sees it end.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -14,8 +14,8 @@ use futures::StreamExt;
 
 use baton_client::conversation::Conversations;
 
-/// Settles each of the conversations under `keys` whose running turn
-/// ended, and sends again a turn that shows no event long after it
+/// Closes the running turn of each of the conversations under `keys`
+/// whose turn ended, and sends again a turn that shows no event long after it
 /// started. Returns how many turns it started or sent again.
 async fn sweep(conversations: &Conversations, keys: &[String]) -> usize {
     let mut moved = 0;
@@ -23,7 +23,7 @@ async fn sweep(conversations: &Conversations, keys: &[String]) -> usize {
         match conversations.keep_one(key).await {
             Ok(n) => moved += n,
             Err(err) => {
-                tracing::warn!(conversation = %key, error = %err, "cannot settle a conversation")
+                tracing::warn!(conversation = %key, error = %err, "cannot close a conversation's turn")
             }
         }
     }
@@ -180,7 +180,7 @@ fn gauges(seen: &Arc<Mutex<Seen>>) {
         .build();
 }
 
-/// Settles conversations every `every` until `stop` is cancelled (the
+/// Closes conversations' ended turns every `every` until `stop` is cancelled (the
 /// router runs it): those with a running turn, which it learns by watching
 /// the bucket, so a tick costs what runs, not every conversation kept. It
 /// removes those idle for `ttl`, and deleted ones' markers `ttl` after the

@@ -8,7 +8,7 @@
 //!   ends the session when it fires;
 //! - `sessions`: the session service, for clients that may not read the
 //!   streams (reads and cancels of one session);
-//! - `keeper`: the conversations' keeper, which settles turns that ended,
+//! - `keeper`: the conversations' keeper, which closes turns that ended,
 //!   starts the messages queued behind them and removes idle
 //!   conversations, through the conversations' one entry point in
 //!   `baton-client`.

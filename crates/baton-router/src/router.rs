@@ -269,7 +269,7 @@ async fn sessions(
     Sessions::new(canceller, claims).serve(stop).await
 }
 
-/// The conversations' keeper: it settles turns that ended and starts the
+/// The conversations' keeper: it closes turns that ended and starts the
 /// messages queued behind them.
 async fn keeper(
     connection: Connection,
@@ -389,7 +389,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
             Subjects::DEADLINES_CONSUMER,
         ))
         .with(baton_nats::nats::served::footprint(subjects))
-        .with(baton_nats::nats::ending::footprint(subjects))
+        .with(baton_nats::nats::events::footprint(subjects))
         .publishes([
             format!("{}.agent.*", subjects.prefix()),
             // A versioned agent type's versions.

@@ -248,7 +248,7 @@ async fn ended_at_deadline(rt: &Runtime, envelope: &Envelope) -> bool {
         return false;
     }
     let jetstream = rt.jetstream();
-    match baton_nats::nats::ending::last_event(jetstream, &rt.config.subjects, envelope.session)
+    match baton_nats::state::session::last_event(jetstream, &rt.config.subjects, envelope.session)
         .await
     {
         Ok(Some(last)) => last.kind.is_terminal(),

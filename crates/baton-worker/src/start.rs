@@ -423,7 +423,7 @@ pub fn footprint(subjects: &Subjects, agent: &AgentName, to: &[AgentName]) -> Fo
             &Subjects::agent_consumer(agent),
         ))
         .with(baton_nats::nats::served::footprint(subjects))
-        .with(baton_nats::nats::ending::footprint(subjects))
+        .with(baton_nats::nats::events::footprint(subjects))
         .with(crate::outbox::footprint(subjects, agent, to))
         .with(crate::heartbeats::footprint(subjects, agent))
         .with(crate::join::store::footprint(subjects))

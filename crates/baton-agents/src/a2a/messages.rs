@@ -5,7 +5,8 @@ use a2a::{Message, Part, PartContent, Role, Task, TaskState, TaskStatus};
 use baton_proto::Value;
 use baton_worker::Task as BatonTask;
 
-pub(super) fn settled(state: &TaskState) -> bool {
+/// Whether a task in `state` is at rest: ended, or waiting for its caller.
+pub(super) fn at_rest(state: &TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use a2a::{JsonRpcId, JsonRpcRequest, JsonRpcResponse, ListTasksResponse, Task};
 
 use super::Endpoint;
-use super::messages::settled;
+use super::messages::at_rest;
 
 /// How JSON-RPC calls reach the remote agent: the client, the credential
 /// headers and the timeout of one request.
@@ -48,7 +48,7 @@ impl Rpc {
     }
 
     /// Cancels the remote tasks a dropped run left: `task`, or, when the run
-    /// was dropped before it learnt the task's id, every unsettled task of
+    /// was dropped before it learnt the task's id, every task not at rest of
     /// `context` (the envelope's).
     pub(super) async fn cancel_abandoned(
         self,
@@ -67,7 +67,7 @@ impl Rpc {
                     Ok(listed) => listed
                         .tasks
                         .into_iter()
-                        .filter(|t| !settled(&t.status.state))
+                        .filter(|t| !at_rest(&t.status.state))
                         .map(|t| t.id)
                         .collect(),
                     Err(err) => {

@@ -315,7 +315,7 @@ impl Limiter {
         .await;
     }
 
-    /// Settles the schedule with this agent type's configuration, changes
+    /// Aligns the schedule with this agent type's configuration, changes
     /// it with `change`, and writes it back, best effort: a failure is
     /// logged as `failed` (the call goes on; the next reservation reads
     /// the schedule afresh).
@@ -324,9 +324,9 @@ impl Limiter {
         let result = self
             .entry
             .update(|schedule, now| {
-                schedule.settle(configured, now);
+                schedule.align(configured, now);
                 change(schedule, now);
-                schedule.settle(configured, now);
+                schedule.align(configured, now);
             })
             .await;
         if let Err(err) = result {
@@ -342,7 +342,7 @@ impl Limiter {
         let mut reserved = Reserved::Late;
         self.entry
             .update(|schedule, now| {
-                schedule.settle(configured, now);
+                schedule.align(configured, now);
                 if schedule.endpoint.is_empty() {
                     schedule.endpoint.clone_from(endpoint);
                     schedule.model.clone_from(model);

@@ -17,7 +17,7 @@ pub(super) struct Ask<'a> {
     pub(super) until: u64,
 }
 
-/// Reserves `ask`'s turn in `schedule` at `now`, settled already.
+/// Reserves `ask`'s turn in `schedule` at `now`, aligned already.
 pub(super) fn reserve(schedule: &mut Schedule, ask: &Ask<'_>, now: u64) -> Reserved {
     let (me, mine) = ask.process;
     let flying = schedule.in_flight(now, me, mine);

@@ -215,7 +215,7 @@ impl Schedule {
     /// Brings the schedule in line with `configured` before it is used: a
     /// fresh schedule starts slowly (its rate, under a ceiling; its window,
     /// without one), and never above its ceiling.
-    pub(crate) fn settle(&mut self, configured: Configured, now: u64) {
+    pub(crate) fn align(&mut self, configured: Configured, now: u64) {
         let heard = positive(self.heard);
         let ceiling = lowest(configured.rps, heard);
         let source = match (configured.rps, heard) {

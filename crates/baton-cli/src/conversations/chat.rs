@@ -90,8 +90,8 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: ChatArgs) -> anyhow:
         } else {
             ExitCode::FAILURE
         };
-        // Settled now, so the next line finds who holds it.
-        talk.settle(&id).await;
+        // Closed now, so the next line finds who holds it.
+        talk.close_turn(&id).await;
         if let Some((record, _)) = talk.conversations.get(&id).await? {
             eprintln!("[{}]", holding(&record));
         }

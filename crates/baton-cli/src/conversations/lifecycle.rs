@@ -88,14 +88,14 @@ pub async fn run(
         } => {
             let (new_id, pins) = fork_as(new_id, &onto)?;
             let onto = Pin::checked(&pins, &talk.client).await?;
-            talk.settle(&id).await;
+            talk.close_turn(&id).await;
             let new = new_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             let fork = talk.conversations.fork(&id, at, &new, None, &onto).await?;
             println!("{}", fork.id);
         }
         ConversationsCommand::Show { id, json } => {
             // A turn that ended is shown as ended.
-            talk.settle(&id).await;
+            talk.close_turn(&id).await;
             let Some((record, _)) = talk.conversations.get(&id).await? else {
                 anyhow::bail!(
                     "no conversation {id}: check the id (`baton conversations ls` lists them)"
@@ -177,7 +177,7 @@ fn summary(record: &Conversation) -> serde_json::Value {
 /// events are gone or could not be read).
 fn turn_json(
     turn: &baton_proto::ConversationTurn,
-    said: &Option<baton_gateway::said::Said>,
+    said: &Option<baton_gateway::turn::TurnRead>,
 ) -> serde_json::Value {
     let mut json = serde_json::json!({
         "turn": turn.turn,

@@ -4,7 +4,7 @@
 //! read from the turns' sessions a few at a time.
 
 use baton_client::Client;
-use baton_gateway::said::Said;
+use baton_gateway::turn::TurnRead;
 use baton_proto::{Conversation, ConversationTurn};
 use futures::StreamExt;
 use uuid::Uuid;
@@ -21,17 +21,17 @@ pub async fn read(
     client: &Client,
     turns: &[ConversationTurn],
     running: Option<Uuid>,
-) -> (Vec<Option<Said>>, Option<Said>) {
+) -> (Vec<Option<TurnRead>>, Option<TurnRead>) {
     let sessions: Vec<Uuid> = turns
         .iter()
         .map(|turn| turn.session)
         .chain(running)
         .collect();
-    let mut said: Vec<Option<Said>> = futures::stream::iter(sessions)
+    let mut said: Vec<Option<TurnRead>> = futures::stream::iter(sessions)
         .map(|session| async move {
             match client.history(session).await {
                 Ok(events) if events.is_empty() => None,
-                Ok(events) => Some(Said::read(&events)),
+                Ok(events) => Some(TurnRead::read(&events)),
                 Err(err) => {
                     tracing::warn!(error = %err, %session, "a turn's session could not be read");
                     None
@@ -46,7 +46,7 @@ pub async fn read(
 }
 
 /// The questions of a turn as JSON.
-pub fn asked_json(said: &Said) -> serde_json::Value {
+pub fn asked_json(said: &TurnRead) -> serde_json::Value {
     (said.asked.iter())
         .map(|asked| {
             serde_json::json!({
@@ -60,8 +60,8 @@ pub fn asked_json(said: &Said) -> serde_json::Value {
 pub fn show(
     record: &Conversation,
     turns: &[ConversationTurn],
-    said: &[Option<Said>],
-    running: Option<&Said>,
+    said: &[Option<TurnRead>],
+    running: Option<&TurnRead>,
 ) {
     println!("conversation {}", record.id);
     if let Some(owner) = &record.owner {
@@ -71,7 +71,7 @@ pub fn show(
     println!("  turns:   {}", record.turns);
     if !record.versions.is_empty() {
         let pinned: Vec<String> = (record.versions.iter())
-            .map(|(agent, version)| baton_gateway::said::labelled(agent, Some(version)))
+            .map(|(agent, version)| baton_gateway::turn::labelled(agent, Some(version)))
             .collect();
         println!("  pinned:  {}", pinned.join(", "));
     }

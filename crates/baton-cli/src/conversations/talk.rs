@@ -3,7 +3,7 @@
 //! (`Conversations::say`), and following the session that answers it.
 
 use anyhow::Context as _;
-use baton_client::conversation::{Conversations, Said as ConversationSaid, UserMessage};
+use baton_client::conversation::{Conversations, Taken, UserMessage};
 use baton_client::{Client, EventStream};
 use baton_proto::{AgentName, Conversation, Subjects};
 use futures::StreamExt;
@@ -19,12 +19,12 @@ pub struct Talk {
 
 /// A message said to a conversation, and the session that answers it,
 /// followed from before the message was sent.
-pub struct Said {
+pub struct Followed {
     pub session: Uuid,
     pub events: EventStream,
     /// What became of it: a turn that started or waits, or an answer to an
     /// agent's question.
-    pub said: ConversationSaid,
+    pub taken: Taken,
 }
 
 impl Talk {
@@ -46,34 +46,34 @@ impl Talk {
     }
 
     /// Says that conversation `id`'s turn was seen to end, and waits for
-    /// it to be settled, as the router's keeper would within a moment.
-    pub async fn settle(&self, id: &str) {
+    /// it to be closed, as the router's keeper would within a moment.
+    pub async fn close_turn(&self, id: &str) {
         if self.conversations.turn_ended(id).await.is_err() {
-            tracing::warn!("the conversation's settle stopped; the router's keeper will settle it");
+            tracing::warn!("closing the turn stopped; the router's keeper will close it");
         }
     }
 
     /// Says `message` to conversation `id`: the answer to the question an
     /// agent of it asked the user, or else a turn, followed from before
     /// the message was sent.
-    pub async fn say(&self, id: &str, mut message: UserMessage) -> anyhow::Result<Said> {
+    pub async fn say(&self, id: &str, mut message: UserMessage) -> anyhow::Result<Followed> {
         message.via = "cli".to_owned();
         let session = message.turn.session;
         let events = self.client.follow(session).await?;
         let said = self.conversations.say(id, message).await?;
-        if let ConversationSaid::Answered { session, seen } = said {
+        if let Taken::Answered { session, seen } = said {
             // The asking turn goes on: its events after the question.
             let events = self.client.follow(session).await?;
-            return Ok(Said {
+            return Ok(Followed {
                 session,
                 events: Box::pin(events.skip(seen)),
-                said,
+                taken: said,
             });
         }
-        Ok(Said {
+        Ok(Followed {
             session,
             events,
-            said,
+            taken: said,
         })
     }
 }

@@ -304,7 +304,7 @@ fn replying(handoff: Option<String>, a2a: Option<&str>) -> anyhow::Result<Reply>
         "--a2a takes an object of `message`, `artifacts` and `reject`, e.g. '{{\"reject\": \"not ours\"}}'"
     );
     let output = rmpv::ext::to_value(serde_json::json!({ "a2a": said }))?;
-    Ok(Reply::Said(output))
+    Ok(Reply::Output(output))
 }
 
 /// `baton inbox reply ID TEXT`: answers a waiting task.
@@ -323,7 +323,7 @@ async fn answer(
     });
     if asks {
         anyhow::ensure!(
-            !matches!(reply, Reply::Said(_)),
+            !matches!(reply, Reply::Output(_)),
             "{id} is an agent's question to the user: answer it with text alone (no --a2a)"
         );
         // An agent asked the user (ask_user): the answer resumes it.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use baton_client::conversation::{Said, UserMessage};
+use baton_client::conversation::{Taken, UserMessage};
 use baton_proto::{AgentName, Envelope, Subjects, now_ms};
 use clap::Args;
 
@@ -211,12 +211,12 @@ async fn to_conversation(
     }
     let talk = Talk::open(nats, subjects).await?;
     let said = talk.say(id, message).await?;
-    let what = match &said.said {
-        Said::Started { turn, .. } => format!("turn {turn}"),
-        Said::Queued { ahead, .. } => {
+    let what = match &said.taken {
+        Taken::Started { turn, .. } => format!("turn {turn}"),
+        Taken::Queued { ahead, .. } => {
             format!("queued behind the running turn and {ahead} more")
         }
-        Said::Answered { .. } => "the answer to the question its agent asked".to_owned(),
+        Taken::Answered { .. } => "the answer to the question its agent asked".to_owned(),
     };
     if !args.waiting.wait {
         if args.waiting.json {
@@ -238,7 +238,7 @@ async fn to_conversation(
     let code = Shown::from(&args.waiting)
         .ended(said.session, said.events)
         .await?;
-    // Settled now, so what is shown next says who holds it.
-    talk.settle(id).await;
+    // Closed now, so what is shown next says who holds it.
+    talk.close_turn(id).await;
     Ok(code)
 }

@@ -59,7 +59,7 @@ impl Client {
             // With the session's whole path (a compact handoff names only its hop).
             return Ok(Event::last_with_path(&self.history(session).await?));
         }
-        baton_nats::nats::ending::last_event(&self.jetstream, &self.subjects, session).await
+        baton_nats::state::session::last_event(&self.jetstream, &self.subjects, session).await
     }
 
     /// The terminal event `session` ended with, its claims restored; `None`
@@ -76,7 +76,7 @@ impl Client {
         let subject = self.subjects.events(session);
         let stream = self.subjects.events_stream();
         let Some(last) =
-            baton_nats::nats::ending::last_message(&self.jetstream, &stream, &subject).await?
+            baton_nats::nats::events::last_message(&self.jetstream, &stream, &subject).await?
         else {
             return Ok(None);
         };
@@ -291,7 +291,7 @@ fn unfolded(
 #[must_use]
 pub fn footprint(subjects: &baton_proto::Subjects) -> Footprint {
     Footprint::stream_reader(&subjects.events_stream())
-        .with(baton_nats::nats::ending::footprint(subjects))
+        .with(baton_nats::nats::events::footprint(subjects))
         .with(baton_nats::state::followers::follower_footprint(subjects))
 }
 

@@ -6,10 +6,10 @@
 //! read, when this process stored the record last), the owner check, the
 //! question its running turn waits on (one keyed read of the inbox, by
 //! session), the record's compare-and-swap, and the turn's task. It says
-//! what became of the message ([`Said`]): a turn started, queued, or the
+//! what became of the message ([`Taken`]): a turn started, queued, or the
 //! answer to a waiting question; or it was refused
-//! ([`ConversationError`] of kind Busy, Forbidden or Deleted). A turn's
-//! end is settled here too: by the router's keeper (`baton-router`), or at once when a
+//! ([`ConversationError`] of kind Busy, Forbidden or Deleted). A turn that
+//! ended is closed here too: by the router's keeper (`baton-router`), or at once when a
 //! gateway saw it end ([`Conversations::turn_ended`]), so no gateway holds
 //! turn logic of its own. The records themselves (`state/conversation`)
 //! know nothing of sessions, tasks or the inbox; this room reads those and
@@ -25,13 +25,13 @@ use crate::client::Client;
 use crate::inbox::Inbox;
 use baton_nats::state::conversation::{ConversationError, Records};
 
+mod closing;
 mod question;
 mod say;
-mod settle;
 
 /// What became of a user message ([`Conversations::say`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Said {
+pub enum Taken {
     /// It started turn `turn`, which runs as `session`.
     Started {
         /// The turn's session.
@@ -58,7 +58,7 @@ pub enum Said {
     },
 }
 
-impl Said {
+impl Taken {
     /// The session that answers the message: the turn it runs (or will run)
     /// as, or the turn its answer lets go on.
     #[must_use]

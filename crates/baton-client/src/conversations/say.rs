@@ -10,7 +10,7 @@ use std::future::Future;
 
 use baton_proto::{Conversation, Overlap};
 
-use super::{Conversations, Said, UserMessage};
+use super::{Conversations, Taken, UserMessage};
 use baton_nats::state::conversation::{ConversationError, ConversationErrorKind, begin, owned};
 
 /// A failure of what the caller records beside the message.
@@ -29,7 +29,7 @@ impl Conversations {
     /// conversation; [`ConversationErrorKind::Busy`] for `reject` while a
     /// turn runs; [`ConversationErrorKind::Deleted`] for a deleted one;
     /// [`ConversationErrorKind::Store`] when JetStream fails.
-    pub async fn say(&self, id: &str, message: UserMessage) -> Result<Said, ConversationError> {
+    pub async fn say(&self, id: &str, message: UserMessage) -> Result<Taken, ConversationError> {
         self.say_recorded(id, message, || async { Ok::<(), Cause>(()) })
             .await
     }
@@ -55,7 +55,7 @@ impl Conversations {
         id: &str,
         message: UserMessage,
         record: R,
-    ) -> Result<Said, ConversationError>
+    ) -> Result<Taken, ConversationError>
     where
         R: Fn() -> W,
         W: Future<Output = Result<(), E>>,
@@ -78,7 +78,7 @@ impl Conversations {
                 self.start(&claimed, turn).await?;
                 self.note_sent_later(Conversation::key_of(id), turn);
                 let session = message.turn.session;
-                return Ok(Said::Started { session, turn });
+                return Ok(Taken::Started { session, turn });
             }
             recorded = Some(wrote);
         }
@@ -99,7 +99,7 @@ impl Conversations {
             }
             if let Some(entry) = self.question(found).await? {
                 let (session, seen) = self.answer(&entry, &message.turn, &message.via).await?;
-                return Ok(Said::Answered { session, seen });
+                return Ok(Taken::Answered { session, seen });
             }
         }
         self.send(id, &message, read).await
@@ -113,7 +113,7 @@ impl Conversations {
         id: &str,
         message: &UserMessage,
         read: Option<(Conversation, u64)>,
-    ) -> Result<Said, ConversationError> {
+    ) -> Result<Taken, ConversationError> {
         let key = Conversation::key_of(id);
         let mine = &message.turn;
         let mut read = Some(read);
@@ -129,7 +129,7 @@ impl Conversations {
             owned(id, &record, &message.caller)?;
             if let (Overlap::Interrupt, Some(running)) = (message.overlap, record.running.clone()) {
                 if !running.interrupted {
-                    // Noted before the cancel, so whoever settles the turn
+                    // Noted before the cancel, so whoever closes the turn
                     // carries its message on to the next.
                     if let Some(running) = record.running.as_mut() {
                         running.interrupted = true;
@@ -139,12 +139,12 @@ impl Conversations {
                 }
                 self.interrupt(&mut record, &running).await?;
             }
-            let mut started = self.settle(&mut record).await?;
+            let mut started = self.close_turn(&mut record).await?;
             let said = match (&record.running, message.overlap) {
                 (None, _) => {
                     begin(&mut record, mine.clone());
                     started = true;
-                    Said::Started {
+                    Taken::Started {
                         session: mine.session,
                         turn: record.turns,
                     }
@@ -161,7 +161,7 @@ impl Conversations {
                 // (An interrupt leaves no turn running.)
                 (Some(_), Overlap::Enqueue | Overlap::Interrupt) => {
                     record.queue.push(mine.clone());
-                    Said::Queued {
+                    Taken::Queued {
                         session: mine.session,
                         ahead: record.queue.len() - 1,
                     }

@@ -4,7 +4,7 @@
 //! fold (`<details>`, which needs no script) with their first lines shown.
 
 use baton_client::Client;
-use baton_gateway::said::{Said, labelled};
+use baton_gateway::turn::{TurnRead, labelled};
 use baton_proto::{Conversation, ConversationTurn};
 use futures::StreamExt;
 use maud::{Markup, html};
@@ -28,7 +28,7 @@ const SHOWN_CHARS: usize = 300;
 /// A turn as read from its session: what was said, or nothing when its
 /// events are gone (expired with the events stream) or could not be read.
 pub(super) enum Read {
-    Said(Said),
+    TurnRead(TurnRead),
     Gone,
     Unread,
 }
@@ -40,7 +40,7 @@ pub(super) async fn read(
     client: &Client,
     turns: &[ConversationTurn],
     running: Option<Uuid>,
-) -> (Vec<Read>, Option<Said>) {
+) -> (Vec<Read>, Option<TurnRead>) {
     // Owned ids: a stream borrowing `turns` would not be `Send` in a handler.
     let sessions: Vec<Uuid> = turns
         .iter()
@@ -51,7 +51,7 @@ pub(super) async fn read(
         .map(|session| async move {
             match client.history(session).await {
                 Ok(events) if events.is_empty() => Read::Gone,
-                Ok(events) => Read::Said(Said::read(&events)),
+                Ok(events) => Read::TurnRead(TurnRead::read(&events)),
                 Err(err) => {
                     tracing::warn!(error = %err, %session, "a turn's session could not be read");
                     Read::Unread
@@ -62,7 +62,7 @@ pub(super) async fn read(
         .collect()
         .await;
     let running = match running.and_then(|_| read.pop()) {
-        Some(Read::Said(said)) => Some(said),
+        Some(Read::TurnRead(said)) => Some(said),
         _ => None,
     };
     (read, running)
@@ -105,7 +105,7 @@ fn item(turn: &ConversationTurn, read: &Read) -> Markup {
                 b { "Turn " (turn.turn) } " · "
                 a.session href=(session) { "session " (short(turn.session)) } " · "
                 span.ended { (turn.ended.as_str()) }
-                @if let Read::Said(said) = read {
+                @if let Read::TurnRead(said) = read {
                     @if !said.path.is_empty() {
                         " · " span.path title="the agents the turn went through" { (said.path.join(" → ")) }
                     }
@@ -113,7 +113,7 @@ fn item(turn: &ConversationTurn, read: &Read) -> Markup {
             }
             div.said.user { span.who { "user" } (text(&turn.text)) }
             @match read {
-                Read::Said(said) => (answered(said)),
+                Read::TurnRead(said) => (answered(said)),
                 Read::Gone => p.muted.gone {
                     "Its session's events are no longer kept: the answer cannot be shown."
                 },
@@ -127,7 +127,7 @@ fn item(turn: &ConversationTurn, read: &Read) -> Markup {
 
 /// What the agents said in a turn: its questions with the user's answers,
 /// then the answer or the failure.
-fn answered(said: &Said) -> Markup {
+fn answered(said: &TurnRead) -> Markup {
     let by = said.by.as_deref().unwrap_or("the agent");
     html! {
         @for asked in &said.asked {
@@ -146,7 +146,7 @@ fn answered(said: &Said) -> Markup {
 }
 
 /// The running turn's question to the user, when it waits for the answer.
-pub(super) fn asking(running: &Said) -> Markup {
+pub(super) fn asking(running: &TurnRead) -> Markup {
     html! {
         @if let Some(asked) = running.asked.last().filter(|asked| asked.answer.is_none()) {
             div.said.asked #asking {

@@ -9,7 +9,7 @@
 //!   (what a hop carries);
 //! - the median time of ten blocking `SendMessage` calls from there on;
 //!
-//! and, once the turns settled, the bytes JetStream stores for the whole
+//! and, once the turns were closed, the bytes JetStream stores for the whole
 //! conversation (every stream and bucket, grown since it started) against
 //! the transcript's own size (the text of its messages): on disk, the
 //! streams' block files, when the bench started the server (compressed
@@ -213,7 +213,7 @@ async fn one(
             }
         }
     }
-    // The last turn settles once its gateway saw it end.
+    // The last turn is closed once its gateway saw it end.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = stored(&jetstream, bench.store_dir).await?;
     report(turns, &times, &sizes);

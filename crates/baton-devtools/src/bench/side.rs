@@ -106,7 +106,7 @@ pub(super) async fn stored(js: &async_nats::jetstream::Context, name: &str) -> a
 /// stage reports a task done from inside its agent, before the worker has
 /// written that hop's outputs, and the side's workers are not waited for.
 /// A stream still growing after 30 s is an error, not a count.
-pub(super) async fn settled(
+pub(super) async fn stored_when_quiet(
     js: &async_nats::jetstream::Context,
     name: &str,
 ) -> anyhow::Result<u64> {

@@ -6,7 +6,8 @@
 //!   idempotently;
 //! - [`publish`]: durable publishing (deduplicated ids, PubAcks awaited with
 //!   backoff), live publishing, and the guarded writes that end a session;
-//! - [`ending`]: whether a session has ended, read from its events;
+//! - [`events`]: a session's events read by subject (the last, each up
+//!   to a sequence);
 //! - [`claimcheck`]: large payloads parked in the object store;
 //! - [`served`]: which agent types have workers;
 //! - [`watched`]: a key-value bucket followed into memory;
@@ -14,7 +15,7 @@
 
 pub mod claimcheck;
 pub mod connection;
-pub mod ending;
+pub mod events;
 pub mod ordered;
 pub mod provision;
 pub mod publish;

@@ -13,6 +13,8 @@ use uuid::Uuid;
 use crate::error::{Error, ErrorKind};
 use crate::nats::connection::Permissions;
 
+mod guard;
+
 /// One message to make durable.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -261,7 +263,7 @@ impl Publisher {
             return Err(Error::new(ErrorKind::Publish, "not an ending event"));
         };
         'check: for _ in 0..GUARD_TRIES {
-            let end = crate::nats::ending::read(&self.jetstream, stream, &first.subject).await?;
+            let end = guard::read(&self.jetstream, stream, &first.subject).await?;
             if end.ended {
                 tracing::info!(subject = %first.subject, "the session has ended already; its end is not written again");
                 return Ok(Ended::Before);

@@ -18,14 +18,19 @@
 //! acks) has its repeated first write refused too: the read then finds the
 //! session ended (dead-lettered, as before) or running (its outputs are
 //! written again under the same ids, and dropped as duplicates).
+//!
+//! The router, which writes no event of a hop, reads the session instead
+//! ([`ended_before`]).
 
+use async_nats::jetstream;
 use baton_proto::{Event, Subjects, Wire};
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::nats::ending;
+use crate::nats::events;
 use crate::nats::publish::{Failure, Outgoing, Publisher, failed};
+use crate::state::session::last_event;
 
 /// The first write of a root task's hop: whether it has been made, and
 /// what it found.
@@ -124,7 +129,7 @@ impl Opening {
     /// Whether the session's last event ends it. A session that cannot be
     /// read counts as open, as it always has.
     async fn read(&self, publisher: &Publisher) -> Opened {
-        let last = ending::last_message(publisher.jetstream(), &self.stream, &self.subject).await;
+        let last = events::last_message(publisher.jetstream(), &self.stream, &self.subject).await;
         match last {
             Ok(last) => {
                 let last = last.and_then(|message| Event::from_msgpack(&message.payload).ok());
@@ -137,6 +142,36 @@ impl Opening {
                 tracing::warn!(error = %err, "cannot tell whether the session ended; writing the outcome");
                 Opened::Open
             }
+        }
+    }
+}
+
+/// For the router (a worker's check rides on the first event its hop
+/// writes): the terminal event of `session` when the message that `opens`
+/// it (see
+/// `Envelope::opens_session`: a root task, not sent back after a person's
+/// decision, not a conversation's turn) is on its first delivery (`attempt`
+/// of 1) and the session has ended already: a careless client's second
+/// task. A redelivery is not judged here: its outputs are republished under
+/// the same ids, as always. Nor is a conversation's turn: it is sent only
+/// while its conversation's record says it runs, which closing a turn reads the
+/// session's end before changing, under an id derived from the turn (so a
+/// repeat is a JetStream duplicate). A session that cannot be read counts
+/// as open.
+pub async fn ended_before(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    (session, opens): (Uuid, bool),
+    attempt: u32,
+) -> Option<Event> {
+    if !opens || attempt != 1 {
+        return None;
+    }
+    match last_event(jetstream, subjects, session).await {
+        Ok(last) => last.filter(|event| event.kind.is_terminal()),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot tell whether the session ended; running the task");
+            None
         }
     }
 }

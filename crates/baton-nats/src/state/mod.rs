@@ -11,7 +11,9 @@
 //! - [`transcript`]: a conversation's transcript, an entry per turn;
 //! - [`followers`]: who follows live events, watched by every worker;
 //! - [`rollouts`]: each agent type's rollout of versions, followed by
-//!   every process that sends work.
+//!   every process that sends work;
+//! - [`session`]: a session read from its events: its last event, its
+//!   path made whole.
 //!
 //! The delegations' joins (`baton-worker`'s `join/store.rs`), the
 //! cancelled sessions (`pipeline/cancel.rs`) and the inbox (`baton-client`'s
@@ -24,6 +26,8 @@ pub mod conversation;
 #[doc(hidden)]
 pub mod followers;
 pub mod rollouts;
+#[doc(hidden)]
+pub mod session;
 pub mod transcript;
 
 pub use buckets::Bucket;

@@ -5,7 +5,7 @@
 //! has no age limit: a conversation's transcript goes when it is deleted
 //! or idle for its time to live.
 //!
-//! Whoever settles a turn appends its entry ([`Transcripts::append`]); a
+//! Whoever closes a turn appends its entry ([`Transcripts::append`]); a
 //! worker reads the entries a turn's context refers to before its agent
 //! runs ([`Transcripts::prefix`]). Each process remembers the last
 //! transcript it read or wrote of each recent conversation, so the next
@@ -93,7 +93,7 @@ impl std::fmt::Debug for Transcripts {
 
 impl Transcripts {
     /// The transcripts of `subjects`' deployment, their bucket opened on
-    /// first use (a worker's: whoever settles turns creates it).
+    /// first use (a worker's: whoever closes turns creates it).
     #[must_use]
     pub fn new(jetstream: jetstream::Context, subjects: &Subjects) -> Self {
         Self {
@@ -280,7 +280,7 @@ impl Transcripts {
         let (bytes, entry) = match store.create(&key, bytes.clone().into()).await {
             Ok(_) => (bytes::Bytes::from(bytes), entry.clone()),
             Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {
-                // Appended already (a settle repeated): that entry counts.
+                // Appended already (a closing repeated): that entry counts.
                 self.read(id, number..=number)
                     .await?
                     .pop()
@@ -330,7 +330,7 @@ impl Transcripts {
 
     /// Remembers the transcript a turn's `end` makes, when this process
     /// holds the messages before it: the next turn that runs here reads
-    /// nothing. What the turn's settler will append is computed here the
+    /// nothing. What whoever closes the turn will append is computed here the
     /// same way, so the heads agree.
     pub fn learn(&self, end: &Event) {
         let (Some(turn), Some(context)) = (&end.conversation, &end.context) else {

@@ -8,7 +8,7 @@ use crate::uuid_text;
 use crate::value::Map;
 
 /// One turn of a conversation that ended: listed beside the record (key
-/// [`crate::Conversation::turn_key`]) when the turn is settled, so the turns can be
+/// [`crate::Conversation::turn_key`]) when the turn is closed, so the turns can be
 /// listed in order with their sessions and the agents that took them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConversationTurn {

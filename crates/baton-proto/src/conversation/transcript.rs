@@ -1,5 +1,5 @@
 //! A conversation's transcript (an optional extension): a log of entries,
-//! one per settled turn, each holding the messages that turn added. A
+//! one per closed turn, each holding the messages that turn added. A
 //! turn's envelope carries a [`History`], a reference to the log up to the
 //! turn, and only its own messages; a worker puts the referenced messages
 //! back before its agent runs, and takes them off again before it
@@ -22,7 +22,7 @@ use crate::value::Map;
 /// [`crate::Conversation::entry_key`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TranscriptEntry {
-    /// The turn that settled it.
+    /// The turn that closed it.
     pub turn: u32,
     /// The entry holds the whole transcript, not what the turn added: the
     /// turn ended with a context that does not refer to the entries before

@@ -13,7 +13,6 @@ use tracing::Instrument;
 
 use super::{ROUTER_NAME, RouterConfig};
 use baton_client::RegistryClient;
-use baton_nats::nats::ending;
 use baton_nats::nats::publish::{Class, Outgoing, Publisher};
 use baton_nats::nats::served::Served;
 use baton_nats::pipeline::delivery::Delivery;
@@ -67,7 +66,7 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
         let jetstream = &delivery.message.context;
         let attempt = delivery.attempt;
         let opening = (head.session, head.opens_session());
-        if let Some(end) = ending::ended_before(jetstream, &config.subjects, opening, attempt).await {
+        if let Some(end) = baton_nats::pipeline::opening::ended_before(jetstream, &config.subjects, opening, attempt).await {
             tracing::info!("a task for an ended session; dead-lettered");
             let plan = Plan::session_ended(envelope.id, envelope.session, &end);
             let outgoing = match delivery.encode(&plan.outputs) {

@@ -8,7 +8,7 @@ fn near(a: f64, b: f64) -> bool {
 
 fn fresh(configured: Configured) -> Schedule {
     let mut schedule = Schedule::default();
-    schedule.settle(configured, 10 * S);
+    schedule.align(configured, 10 * S);
     schedule
 }
 
@@ -185,8 +185,8 @@ fn a_ceiling_caps_the_climb_and_a_429_below_it_still_cuts() {
     assert!(near(schedule.rate, 10.0 * MARGIN));
     schedule.refuse((20 * S, 0.0), 20 * S + 1);
     assert!(near(schedule.rate, 10.0 * MARGIN * 0.85));
-    // The next settle keeps the cut rate: a ceiling is not a promise.
-    schedule.settle(
+    // The next alignment keeps the cut rate: a ceiling is not a promise.
+    schedule.align(
         Configured {
             rps: Some(10.0),
             tps: None,
@@ -211,11 +211,11 @@ fn headers_give_the_rate_at_once_and_the_lower_of_heard_and_configured_wins() {
     assert!(near(schedule.rate, 10.0 * MARGIN));
     assert_eq!(schedule.source, Source::Headers);
     assert!(!schedule.starting);
-    schedule.settle(Configured::default(), 11 * S);
+    schedule.align(Configured::default(), 11 * S);
     assert!(near(schedule.ceiling, 10.0));
     assert!(near(schedule.token_rate, 500.0));
     // Configured higher than heard: the heard rate is the ceiling.
-    schedule.settle(
+    schedule.align(
         Configured {
             rps: Some(20.0),
             tps: None,
@@ -225,7 +225,7 @@ fn headers_give_the_rate_at_once_and_the_lower_of_heard_and_configured_wins() {
     assert_eq!(schedule.source, Source::Headers);
     assert!(near(schedule.ceiling, 10.0));
     // Configured lower: the configured one.
-    schedule.settle(
+    schedule.align(
         Configured {
             rps: Some(5.0),
             tps: None,
@@ -306,7 +306,7 @@ fn an_entry_from_an_older_version_reads_with_defaults() {
     assert_eq!(read.next, 5);
     assert!(near(read.rate, 0.0));
     let mut read = read;
-    read.settle(Configured::default(), S);
+    read.align(Configured::default(), S);
     assert!(read.unpaced);
     assert!(near(read.window, START_WINDOW));
     // One paced by an older version stays paced.
@@ -314,7 +314,7 @@ fn an_entry_from_an_older_version_reads_with_defaults() {
         rate: 7.0,
         ..Schedule::default()
     };
-    paced.settle(Configured::default(), S);
+    paced.align(Configured::default(), S);
     assert!(!paced.unpaced);
     assert!(near(paced.rate, 7.0));
 }

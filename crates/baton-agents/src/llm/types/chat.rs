@@ -1,7 +1,7 @@
 //! Chat messages as the chat-completions API reads them, and the model's
 //! tool calls:
 //!
-//! - [`ChatMessage`]: a message of the conversation ([`Said`]) or a tool's
+//! - [`ChatMessage`]: a message of the conversation ([`Spoken`]) or a tool's
 //!   result handed back within the hop ([`ToolResult`]), each written with
 //!   its fields in the order they were always written, so the request's
 //!   bytes, and so its digest, stay those of earlier versions;
@@ -44,7 +44,7 @@ impl ChatRole {
 #[serde(untagged)]
 pub(crate) enum ChatMessage {
     /// A message of the conversation, or the agent's own within the hop.
-    Said(Said),
+    Spoken(Spoken),
     /// A tool's result, as the hop hands it back to the model.
     Result(ToolResult),
 }
@@ -52,7 +52,7 @@ pub(crate) enum ChatMessage {
 /// A message: `role`, `content`, then what it has of `name`, `tool_calls`
 /// and `tool_call_id`.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Said {
+pub(crate) struct Spoken {
     pub(crate) role: ChatRole,
     pub(crate) content: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,8 +76,8 @@ pub(crate) struct ToolResult {
 
 impl ChatMessage {
     /// A message of `role` saying `content`, and nothing else.
-    pub(crate) fn said(role: ChatRole, content: impl Into<String>) -> Self {
-        Self::Said(Said {
+    pub(crate) fn spoken(role: ChatRole, content: impl Into<String>) -> Self {
+        Self::Spoken(Spoken {
             role,
             content: content.into(),
             name: None,
@@ -88,7 +88,7 @@ impl ChatMessage {
 
     /// The agent's message that made the tool `calls`, sent back as they came.
     pub(crate) fn asked(content: &str, calls: &[ToolCall]) -> Self {
-        let mut said = Said {
+        let mut said = Spoken {
             role: ChatRole::Assistant,
             content: content.to_owned(),
             name: None,
@@ -96,7 +96,7 @@ impl ChatMessage {
             tool_call_id: None,
         };
         said.tool_calls = Some(calls_as_sent(calls));
-        Self::Said(said)
+        Self::Spoken(said)
     }
 
     /// The result of the call whose id is `id`.
@@ -111,7 +111,7 @@ impl ChatMessage {
     /// What the message says.
     pub(crate) fn content(&self) -> &str {
         match self {
-            Self::Said(said) => &said.content,
+            Self::Spoken(said) => &said.content,
             Self::Result(result) => &result.content,
         }
     }
@@ -121,7 +121,7 @@ impl ChatMessage {
     pub(crate) fn json_len(&self) -> usize {
         let quoted = |text: &str| quoted_len(text);
         match self {
-            Self::Said(said) => {
+            Self::Spoken(said) => {
                 let mut fields = vec![
                     ("role", quoted(said.role.as_str())),
                     ("content", quoted(&said.content)),
@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(calls[0].id(), Some("c1"));
         assert_eq!(calls[0].function.name, "look");
         assert_eq!(calls[1].function.arguments, None);
-        let mut named = Said {
+        let mut named = Spoken {
             role: ChatRole::User,
             content: "é \"日本\"\n".to_owned(),
             name: Some("ann".to_owned()),
@@ -277,11 +277,11 @@ mod tests {
         };
         let built = [
             (
-                ChatMessage::Said(named.clone()),
+                ChatMessage::Spoken(named.clone()),
                 json!({"role": "user", "content": "é \"日本\"\n", "name": "ann", "tool_calls": [{"id": "a"}], "tool_call_id": "a"}),
             ),
             (
-                ChatMessage::said(ChatRole::System, "be brief"),
+                ChatMessage::spoken(ChatRole::System, "be brief"),
                 json!({"role": "system", "content": "be brief"}),
             ),
             (
@@ -297,7 +297,7 @@ mod tests {
                 json!({"role": "tool", "tool_call_id": null, "content": "x"}),
             ),
             (
-                ChatMessage::Said({
+                ChatMessage::Spoken({
                     named.name = None;
                     named.tool_calls = None;
                     named

@@ -6,7 +6,7 @@
 use baton_proto::{Message, Role};
 use serde_json::Value as Json;
 
-use super::chat::{ChatMessage, ChatRole, Said};
+use super::chat::{ChatMessage, ChatRole, Spoken};
 
 /// How a summary is shown to the agent's model.
 pub(crate) const SUMMARY_HEADING: &str = "Summary of the conversation before the messages below:";
@@ -22,13 +22,13 @@ pub(crate) fn conversation<'a>(
 ) -> Vec<ChatMessage> {
     let mut messages = Vec::new();
     if !system_prompt.is_empty() {
-        messages.push(ChatMessage::said(ChatRole::System, system_prompt));
+        messages.push(ChatMessage::spoken(ChatRole::System, system_prompt));
     }
     for message in conversation {
         if message.compaction.is_some() {
             if !message.content.is_empty() {
                 let content = format!("{SUMMARY_HEADING}\n{}", message.content);
-                messages.push(ChatMessage::said(ChatRole::System, content));
+                messages.push(ChatMessage::spoken(ChatRole::System, content));
             }
             continue;
         }
@@ -38,7 +38,7 @@ pub(crate) fn conversation<'a>(
             Role::Tool => ChatRole::Tool,
             _ => ChatRole::Assistant,
         };
-        messages.push(ChatMessage::Said(Said {
+        messages.push(ChatMessage::Spoken(Spoken {
             role,
             content: message.content.clone(),
             name: message.name.clone().filter(|_| role != ChatRole::Tool),
@@ -55,8 +55,8 @@ pub(crate) fn conversation<'a>(
 /// What a summarising model is asked of `transcript`, the older messages.
 pub(crate) fn summary_request(transcript: String) -> [ChatMessage; 2] {
     [
-        ChatMessage::said(ChatRole::System, SUMMARIZE),
-        ChatMessage::said(ChatRole::User, transcript),
+        ChatMessage::spoken(ChatRole::System, SUMMARIZE),
+        ChatMessage::spoken(ChatRole::User, transcript),
     ]
 }
 

@@ -152,8 +152,8 @@ mod tests {
         ]))
         .unwrap();
         let typed = [
-            ChatMessage::said(ChatRole::System, "Answer \"briefly\".\n"),
-            ChatMessage::said(ChatRole::User, "é 日本 \u{1}"),
+            ChatMessage::spoken(ChatRole::System, "Answer \"briefly\".\n"),
+            ChatMessage::spoken(ChatRole::User, "é 日本 \u{1}"),
             ChatMessage::asked("", &calls),
             ChatMessage::result("c1", "found"),
         ];

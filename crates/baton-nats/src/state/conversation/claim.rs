@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use baton_proto::{Conversation, TurnMessage};
 
-use super::settle::begin;
+use super::closing::begin;
 use super::{ConversationError, Records, owned};
 
 /// How many records a process keeps; past it, it forgets them all.

@@ -57,7 +57,7 @@ impl Records {
         };
         let Some(entries) = last.entries else {
             return Err(ConversationError::store(format!(
-                "turn {at} of conversation {id} was settled by an older version, which did not note its transcript; fork at a later turn"
+                "turn {at} of conversation {id} was closed by an older version, which did not note its transcript; fork at a later turn"
             )));
         };
         let key = Conversation::key_of(new);

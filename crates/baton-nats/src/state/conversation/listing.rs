@@ -1,6 +1,6 @@
 //! Conversations read as a whole: every record in the bucket, and one
 //! conversation's turns in order (each listed beside the record when it is
-//! settled).
+//! closed).
 
 use async_nats::jetstream::kv;
 use baton_proto::{Conversation, ConversationTurn, Role};
@@ -34,7 +34,7 @@ impl Records {
     }
 
     /// Lists ended turn `turn` of conversation `id` beside its record
-    /// (whoever settles the turn writes the same entry).
+    /// (whoever closes the turn writes the same entry).
     pub(crate) async fn list_turn(
         &self,
         id: &str,

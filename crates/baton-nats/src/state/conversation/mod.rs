@@ -21,15 +21,15 @@ use baton_proto::{Conversation, Subjects};
 use crate::nats::claimcheck::ClaimCheck;
 
 mod claim;
+mod closing;
 mod cut;
 mod delete;
 mod expiry;
 mod fork;
 mod listing;
-mod settle;
 mod turn;
 
-pub use settle::begin;
+pub use closing::begin;
 pub use turn::legacy;
 
 pub use cut::INTERRUPTED;
@@ -260,7 +260,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
         .with(Footprint::kv(&subjects.transcripts_bucket()))
         // An interrupted turn's tool calls are read from the hop journal.
         .with(Footprint::kv(&subjects.journal_bucket()))
-        .with(crate::nats::ending::footprint(subjects))
+        .with(crate::nats::events::footprint(subjects))
         // A turn goes past the router, to the agent type that holds it,
         // after reading the router's defaults and whether it is served.
         .with(crate::nats::served::footprint(subjects))

@@ -39,7 +39,7 @@ pub struct Asked {
 /// What was said in one turn, beyond the user's message (which the
 /// conversation's listing keeps).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Said {
+pub struct TurnRead {
     /// The answer: the `completed` event's output, as text.
     pub answer: Option<String>,
     /// The agent that answered (or ended the turn; while it runs, the one
@@ -54,7 +54,7 @@ pub struct Said {
     pub failed: Option<String>,
 }
 
-impl Said {
+impl TurnRead {
     /// Reads a turn from its session's `events`, in order (as
     /// `Client::history` gives them). A turn that still runs has no answer
     /// yet; a question it waits on has none either.
@@ -283,7 +283,7 @@ mod tests {
             said(Role::User, "Two."),
             said(Role::Agent, "Booked for two."),
         ]);
-        let read = Said::read(&[handoff, waiting, accepted, done]);
+        let read = TurnRead::read(&[handoff, waiting, accepted, done]);
         assert_eq!(read.answer.as_deref(), Some("Booked for two."));
         assert_eq!(read.by.as_deref(), Some("helper@2"));
         assert_eq!(read.path, ["front@1", "helper@2"]);
@@ -314,7 +314,7 @@ mod tests {
         let update = vec![result, said(Role::Agent, "Which card?")];
         let messages = rmpv::ext::to_value(&update).unwrap_or(Value::Nil);
         second.output = Some(Value::Map(vec![(Value::from("messages"), messages)]));
-        let read = Said::read(&[first, accepted, second]);
+        let read = TurnRead::read(&[first, accepted, second]);
         let answers: Vec<Option<&str>> = (read.asked.iter())
             .map(|asked| asked.answer.as_deref())
             .collect();
@@ -330,7 +330,7 @@ mod tests {
         let mut failed = event(EventType::Failed, "human_support", None);
         failed.reason = Some(Reason::Cancelled);
         failed.detail = Some("by ops".to_owned());
-        let read = Said::read(&[human, failed]);
+        let read = TurnRead::read(&[human, failed]);
         assert!(read.asked.is_empty());
         assert_eq!(read.failed.as_deref(), Some("cancelled: by ops"));
         assert_eq!(read.answer, None);

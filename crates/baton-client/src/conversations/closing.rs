@@ -1,8 +1,8 @@
-//! A turn's end, settled: the entry point reads the running turn's last
+//! A turn's end, closed: the entry point reads the running turn's last
 //! event, and hands its end to the record (`state/conversation`), which
 //! gives the conversation its holder and transcript and starts the next
 //! queued message, whose task is sent from here. An interrupt cancels the
-//! running turn the same way. Whoever sees a turn end first settles it:
+//! running turn the same way. Whoever sees a turn end first closes it:
 //! the next message, the router's keeper, or a gateway that saw it end
 //! ([`Conversations::turn_ended`]).
 
@@ -19,10 +19,10 @@ use baton_nats::state::conversation::{ConversationError, ConversationErrorKind, 
 const NOTED_AFTER: Duration = Duration::from_secs(2);
 
 impl Conversations {
-    /// Settles `record`'s running turn if it has ended (see
-    /// `Records::settled`). Returns whether a turn started (to send once
+    /// Closes `record`'s running turn if it has ended (see
+    /// `Records::close_turn`). Returns whether a turn started (to send once
     /// the record is stored).
-    pub(super) async fn settle(
+    pub(super) async fn close_turn(
         &self,
         record: &mut Conversation,
     ) -> Result<bool, ConversationError> {
@@ -35,11 +35,11 @@ impl Conversations {
             return Ok(false);
         };
         let end = self.whole(end).await?;
-        self.records.settled(record, &end).await
+        self.records.close_turn(record, &end).await
     }
 
     /// Cancels `record`'s running turn, marked interrupted (see
-    /// `Records::interrupted`); a turn that ended meanwhile is settled as
+    /// `Records::interrupted`); a turn that ended meanwhile is closed as
     /// usual.
     pub(super) async fn interrupt(
         &self,
@@ -111,11 +111,11 @@ impl Conversations {
     }
 
     /// Says that conversation `id`'s running turn was seen to end (a
-    /// gateway followed it to its end, or shows it): the conversation is
-    /// settled in the background at once, as the router's keeper would a
-    /// moment later, so its next message (or page) finds it settled. Await
-    /// the handle to wait for the settle. A failure is logged (the keeper
-    /// settles it later); a deleted conversation is left to whatever reads
+    /// gateway followed it to its end, or shows it): its turn is
+    /// closed in the background at once, as the router's keeper would a
+    /// moment later, so its next message (or page) finds it closed. Await
+    /// the handle to wait for the closing. A failure is logged (the keeper
+    /// closes it later); a deleted conversation is left to whatever reads
     /// it next to say so.
     pub fn turn_ended(&self, id: &str) -> tokio::task::JoinHandle<()> {
         let (conversations, id) = (self.clone(), id.to_owned());
@@ -124,13 +124,13 @@ impl Conversations {
                 Ok(_) => {}
                 Err(err) if err.kind() == ConversationErrorKind::Deleted => {}
                 Err(err) => {
-                    tracing::warn!(error = %err, conversation = %id, "cannot settle the conversation now; the router's keeper will");
+                    tracing::warn!(error = %err, conversation = %id, "cannot close the conversation's turn now; the router's keeper will");
                 }
             }
         })
     }
 
-    /// Settles the record at `key` if its running turn ended, and sends
+    /// Closes the running turn of the record at `key` if it ended, and sends
     /// again a turn that shows no event long after it started (its starter
     /// may have stopped before sending it). Returns how many turns it
     /// started or sent again.
@@ -142,7 +142,7 @@ impl Conversations {
             let Some(running) = record.running.clone() else {
                 return Ok(0);
             };
-            let started = self.settle(&mut record).await?;
+            let started = self.close_turn(&mut record).await?;
             if !started && record.running.as_ref() == Some(&running) {
                 // Still running: its task is sent again only when its
                 // starter stopped before noting it was sent, a while ago.

@@ -1,4 +1,4 @@
-//! Settling a conversation's record: a running turn that ended gives the
+//! Closing a conversation's turn: a running turn that ended gives the
 //! conversation its holder and transcript, and the next message runs; an
 //! interrupted turn carries its messages on. The entry point reads the
 //! turn's end (`baton-client`'s `conversations/`) and hands it in here.
@@ -10,12 +10,12 @@ use baton_proto::{
 use super::{ConversationError, Records};
 
 impl Records {
-    /// Settles `record`'s running turn, which ended with `end` (its large
+    /// Closes `record`'s running turn, which ended with `end` (its large
     /// parts read back): the agent that answered holds the conversation,
     /// what the turn added is appended to the transcript, the turn is
     /// listed, and the next queued message runs. Returns whether a turn
     /// started (to send once the record is stored).
-    pub async fn settled(
+    pub async fn close_turn(
         &self,
         record: &mut Conversation,
         end: &Event,
@@ -23,8 +23,8 @@ impl Records {
         let Some(running) = &record.running else {
             return Ok(false);
         };
-        // Listed before the record moves on, by whoever settles it (the
-        // same entry each time), so no settled turn goes unlisted.
+        // Listed before the record moves on, by whoever closes it (the
+        // same entry each time), so no closed turn goes unlisted.
         let mut listed = ConversationTurn {
             turn: record.turns,
             session: running.session,
@@ -70,7 +70,7 @@ impl Records {
         record: &mut Conversation,
         end: &Event,
     ) -> Result<(), ConversationError> {
-        // A turn that answered meanwhile adds its messages, as a settle does.
+        // A turn that answered meanwhile adds its messages, as a closing does.
         if let Some(context) = end.context.clone() {
             self.transcribe(record, *context, "").await?;
         }

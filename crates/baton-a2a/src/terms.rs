@@ -26,7 +26,7 @@ pub(crate) struct Chunk {
 
 /// The `a2a` entry of a completed session's output.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub(crate) struct Said {
+pub(crate) struct Answer {
     #[serde(default)]
     pub(crate) artifacts: Vec<Chunk>,
     #[serde(default)]
@@ -35,7 +35,7 @@ pub(crate) struct Said {
     pub(crate) reject: Option<String>,
 }
 
-impl Said {
+impl Answer {
     /// What a completed event's output says in A2A terms, if it is a map
     /// with an `a2a` entry that reads as one.
     pub(crate) fn of(event: &Event) -> Option<Self> {
@@ -81,7 +81,7 @@ impl Said {
 /// variable `a2a`: `message_id`, `metadata`, `reference_task_ids`, and
 /// `files` (its raw and URL parts, in A2A's JSON; its text is the task's
 /// text, its data objects variables).
-pub(crate) fn said_to_agent(message: &a2a::Message) -> Value {
+pub(crate) fn to_agent(message: &a2a::Message) -> Value {
     let json = serde_json::json!({
         "message_id": message.message_id,
         "metadata": message.metadata.clone().unwrap_or_default(),
@@ -97,8 +97,8 @@ pub(crate) fn said_to_agent(message: &a2a::Message) -> Value {
 
 /// What an answer to a question carries to the agent that asked: the
 /// variable `a2a`, as for the message that started the task.
-pub(crate) fn said_variables(message: &a2a::Message) -> Value {
-    Value::Map(vec![(Value::from("a2a"), said_to_agent(message))])
+pub(crate) fn answer_variables(message: &a2a::Message) -> Value {
+    Value::Map(vec![(Value::from("a2a"), to_agent(message))])
 }
 
 #[cfg(test)]
@@ -122,7 +122,7 @@ mod tests {
             {"artifactId": "a", "parts": [{"text": "chunk-2"}], "append": true, "lastChunk": true},
             {"artifactId": "f", "parts": [{"raw": "dGNr", "filename": "output.txt", "mediaType": "text/plain"}]},
         ]}}));
-        let said = Said::of(&event).unwrap();
+        let said = Answer::of(&event).unwrap();
         assert_eq!(said.artifacts.len(), 3);
         assert_eq!(said.artifacts[1].last_chunk, Some(true));
         let whole = said.whole();
@@ -135,9 +135,9 @@ mod tests {
 
     #[test]
     fn plain_outputs_say_nothing_in_a2a_terms() {
-        assert!(Said::of(&completed(serde_json::json!({"status": "done"}))).is_none());
-        assert!(Said::of(&completed(serde_json::json!("text"))).is_none());
-        let reject = Said::of(&completed(serde_json::json!({"a2a": {"reject": "no"}}))).unwrap();
+        assert!(Answer::of(&completed(serde_json::json!({"status": "done"}))).is_none());
+        assert!(Answer::of(&completed(serde_json::json!("text"))).is_none());
+        let reject = Answer::of(&completed(serde_json::json!({"a2a": {"reject": "no"}}))).unwrap();
         assert_eq!(reject.reject.as_deref(), Some("no"));
     }
 }

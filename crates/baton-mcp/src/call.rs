@@ -1,0 +1,175 @@
+//! A tool call at an agent type: one session started, followed to its end
+//! (its events relayed as progress when the caller asked for it), and its
+//! end turned into a tool result that names the session.
+
+use baton_proto::{AgentName, Envelope, Event, EventType, Value};
+use futures::StreamExt;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, Content, JsonObject, ProgressNotificationParam};
+use rmcp::service::{RequestContext, RoleServer};
+
+use crate::Gateway;
+
+impl Gateway {
+    /// Runs one session at `agent` and turns its end into a tool result.
+    pub(crate) async fn run(
+        &self,
+        agent: AgentName,
+        arguments: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let Some(question) = arguments.get("question").and_then(|q| q.as_str()) else {
+            return Ok(CallToolResult::error(vec![Content::text(
+                "the argument `question` (a string) is required",
+            )]));
+        };
+        let mut task = Envelope::task(question);
+        task.replayable = true;
+        let (tokens, cost) = (arguments.get("budget_tokens"), arguments.get("budget_cost"));
+        match baton_gateway::budget(tokens, cost, self.budget) {
+            Ok(budget) => task.budget = budget,
+            Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),
+        }
+        if let Some(variables) = arguments.get("variables") {
+            let Some(variables) = variables.as_object() else {
+                return Ok(CallToolResult::error(vec![Content::text(
+                    "the argument `variables` must be an object",
+                )]));
+            };
+            for (key, value) in variables {
+                let value = rmpv::ext::to_value(value).unwrap_or(Value::Nil);
+                task.context.variables.insert(key.clone(), value);
+            }
+        }
+        // Through the ingress, as `baton send --to` does: the client role may
+        // publish there, and the router moves the task to the agent type.
+        task = task.with_to(agent.to_string());
+        // A caller that asked for progress gets the answers as they are
+        // written, as progress messages.
+        task.stream = context.meta.get_progress_token().is_some();
+        match arguments.get("conversation") {
+            None => {}
+            Some(serde_json::Value::String(id)) if !id.is_empty() => {
+                return self.turn(id, task, context).await;
+            }
+            Some(_) => {
+                return Ok(CallToolResult::error(vec![Content::text(
+                    "the argument `conversation` must be a non-empty string: any id, a new one starts a conversation",
+                )]));
+            }
+        }
+        if let Err(err) = self.client.submit(&task).await {
+            return Ok(CallToolResult::error(vec![Content::text(format!(
+                "cannot start a session at {agent}: {err}"
+            ))]));
+        }
+        let session = task.session;
+        let (result, _) = self.end((session, 0, false), context).await?;
+        Ok(with_session(result, session))
+    }
+
+    /// Follows `session` (after its first `skip` events) to its end, or,
+    /// for a conversation's `turn`, until it waits for the user, within the
+    /// timeout, and turns it into a tool result: the answer, or the question
+    /// (then `true`: the session waits).
+    pub(crate) async fn end(
+        &self,
+        (session, skip, turn): (uuid::Uuid, usize, bool),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(CallToolResult, bool), McpError> {
+        let followed = self.follow((session, skip, turn), context);
+        let end = tokio::select! {
+            end = tokio::time::timeout(self.timeout, followed) => end,
+            () = context.ct.cancelled() => {
+                return Err(McpError::internal_error(format!("the call was cancelled; session {session} goes on"), None));
+            }
+        };
+        let waits = matches!(&end, Ok(Ok(end)) if end.kind == EventType::Waiting);
+        let result = match end {
+            Ok(Ok(end)) if end.kind == EventType::Completed => {
+                let text = end
+                    .output
+                    .as_ref()
+                    .map(baton_gateway::text::value)
+                    .unwrap_or_default();
+                CallToolResult::success(vec![Content::text(text)])
+            }
+            // An agent asked the user: the next call in the conversation answers.
+            Ok(Ok(end)) if end.kind == EventType::Waiting => {
+                CallToolResult::success(vec![Content::text(end.detail.unwrap_or_default())])
+            }
+            Ok(Ok(end)) => CallToolResult::error(vec![Content::text(format!(
+                "session {session} failed: {}{}",
+                end.reason.as_ref().map_or("failed", |r| r.as_str()),
+                end.detail.map(|d| format!(": {d}")).unwrap_or_default()
+            ))]),
+            Ok(Err(err)) => CallToolResult::error(vec![Content::text(format!(
+                "cannot follow session {session}: {err}"
+            ))]),
+            Err(_) => CallToolResult::error(vec![Content::text(format!(
+                "session {session} did not end within {:?} (it may wait for a person: `baton inbox ls`); it goes on",
+                self.timeout
+            ))]),
+        };
+        Ok((result, waits))
+    }
+
+    /// Follows `session` to its end, sending each event as progress when
+    /// the caller asked for it.
+    async fn follow(
+        &self,
+        (session, skip, turn): (uuid::Uuid, usize, bool),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Event, String> {
+        let token = context.meta.get_progress_token();
+        let mut events = self
+            .client
+            .follow(session)
+            .await
+            .map_err(|err| baton_nats::error_chain(&err))?
+            .skip(skip);
+        let mut seen = 0u32;
+        let mut last = None;
+        let mut shown = baton_proto::Shown::default();
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|err| baton_nats::error_chain(&err))?;
+            let message = match baton_proto::Delta::of(&event) {
+                // A piece of an answer: `delta <agent>: <text not sent yet>`.
+                Some(delta) => match shown.fresh(&delta) {
+                    "" => continue,
+                    fresh => format!("delta {}: {fresh}", event.agent.as_deref().unwrap_or("-")),
+                },
+                None => baton_gateway::text::progress(&event),
+            };
+            seen += 1;
+            if let Some(token) = &token {
+                let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(seen));
+                progress.message = Some(message);
+                if let Err(err) = context.peer.notify_progress(progress).await {
+                    tracing::debug!(error = %err, "a progress notification was not sent");
+                }
+            }
+            // A conversation's turn that waits (for the user's answer, or a
+            // person's) ends the call: the next call in it answers.
+            if event.kind == EventType::Waiting && turn {
+                return Ok(event);
+            }
+            if event.kind.is_terminal() {
+                last = Some(event);
+            }
+        }
+        last.ok_or_else(|| "the event stream ended before the session did".to_owned())
+    }
+}
+
+/// `result`, naming its session in `_meta` (`baton/session`), so that the
+/// caller can give feedback on it or watch it.
+pub(crate) fn with_session(mut result: CallToolResult, session: uuid::Uuid) -> CallToolResult {
+    let mut meta = result.meta.take().unwrap_or_default();
+    meta.0.insert(
+        "baton/session".to_owned(),
+        serde_json::Value::from(session.to_string()),
+    );
+    result.meta = Some(meta);
+    result
+}

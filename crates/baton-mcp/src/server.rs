@@ -1,0 +1,65 @@
+//! The MCP server: what `rmcp` asks of the gateway (its info, the tools
+//! listed, a tool called).
+
+use baton_proto::AgentName;
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerInfo,
+};
+use rmcp::service::{RequestContext, RoleServer};
+
+use crate::Gateway;
+use crate::tools::FEEDBACK_TOOL;
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerInfo {
+        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("baton", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool is a Baton agent type. A call runs a whole session, which may \
+                 hand off across agents, and returns its answer.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools().await?))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let name = request.name.to_string();
+        if name == FEEDBACK_TOOL {
+            return Ok(self.feedback(request.arguments.unwrap_or_default()).await);
+        }
+        let exposed = if self.only.is_empty() {
+            self.client
+                .check_served(&AgentName::new(name.as_str()).map_err(|err| {
+                    McpError::invalid_params(format!("no tool {name:?}: {err}"), None)
+                })?)
+                .await
+                .is_ok()
+        } else {
+            self.only.iter().any(|a| a.as_str() == name)
+        };
+        let agent = match AgentName::new(name.as_str()) {
+            Ok(agent) if exposed => agent,
+            _ => {
+                return Err(McpError::invalid_params(
+                    format!("no tool {name:?}: list the tools with tools/list"),
+                    None,
+                ));
+            }
+        };
+        self.run(agent, request.arguments.unwrap_or_default(), &context)
+            .await
+    }
+}
