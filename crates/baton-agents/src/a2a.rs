@@ -33,7 +33,7 @@ use tokio::sync::Mutex;
 use crate::StartError;
 use crate::spec::A2aSpec;
 use messages::{answer, answered, conversation, empty, settled, text_of};
-use rpc::{Abandoned, Rpc, fetch, result};
+use rpc::{Abandoned, Rpc, RpcError, fetch, result};
 
 /// Where the remote agent takes calls, from its card.
 #[derive(Debug, Clone)]
@@ -151,7 +151,7 @@ impl A2aRunner {
             self.settings.card_path
         );
         let unreadable =
-            |err: String| Failure::retry(format!("cannot read the agent card at {url}: {err}"));
+            |err: RpcError| Failure::retry(format!("cannot read the agent card at {url}: {err}"));
         let request = self
             .rpc
             .http
@@ -189,7 +189,7 @@ impl A2aRunner {
         self.rpc
             .call(endpoint, method, params)
             .await
-            .map_err(Failure::retry)
+            .map_err(|err| Failure::retry(err.to_string()))
     }
 
     /// Runs `task` remotely and maps the remote task's end to an outcome.
@@ -318,7 +318,7 @@ impl A2aRunner {
             };
             let response: JsonRpcResponse = serde_json::from_str(&data)
                 .map_err(|err| failed(format!("unreadable event: {err}")))?;
-            let update: StreamResponse = result(response).map_err(failed)?;
+            let update: StreamResponse = result(response).map_err(|err| failed(err.to_string()))?;
             match update {
                 StreamResponse::Message(reply) => return Ok(answered(&context, reply)),
                 StreamResponse::Task(started) => {

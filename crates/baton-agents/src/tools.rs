@@ -318,13 +318,10 @@ impl Toolbox {
         tool: &McpTool,
         arguments: Json,
         key: &str,
-    ) -> Result<Called, String> {
+    ) -> Result<Called, CallError> {
         let server = &self.servers[tool.server];
         let label = server.spec.label();
-        let peer = server
-            .peer()
-            .await
-            .map_err(|err| baton_nats::error_chain(&err))?;
+        let peer = server.peer().await.map_err(CallError::Unreachable)?;
         let mut params = CallToolRequestParams::new(tool.remote.clone());
         params.arguments = arguments.as_object().cloned();
         let mut meta = Meta::new();
@@ -337,16 +334,16 @@ impl Toolbox {
             Ok(Err(err)) => {
                 // The connection may be gone: make a new one next time.
                 server.forget(&peer).await;
-                return Err(format!(
+                return Err(CallError::Failed(format!(
                     "the call of {} on {label} failed: {err}",
                     tool.name
-                ));
+                )));
             }
             Err(_) => {
-                return Err(format!(
+                return Err(CallError::Timeout(format!(
                     "{} on {label} did not answer within {timeout:?}",
                     tool.name
-                ));
+                )));
             }
         };
         Ok(Called {
@@ -354,6 +351,20 @@ impl Toolbox {
             is_error: result.is_error.unwrap_or(false),
         })
     }
+}
+
+/// Why a tool call did not come back; each is retried by the agent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    /// The server could not be reached or started.
+    #[error(transparent)]
+    Unreachable(StartError),
+    /// The call failed on the way (the server may have died mid-call).
+    #[error("{0}")]
+    Failed(String),
+    /// The server did not answer within the spec's `timeout_ms`.
+    #[error("{0}")]
+    Timeout(String),
 }
 
 impl Server {
