@@ -485,13 +485,18 @@ pub struct Pending(Result<jetstream::context::PublishAckFuture, Failure>);
 
 impl Pending {
     /// Waits for the PubAck.
-    pub async fn wait(self) -> Result<(), String> {
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Publish`] when the message was not sent or not
+    /// acknowledged.
+    pub async fn wait(self) -> Result<(), Error> {
+        let unacknowledged = |err: &(dyn std::error::Error + 'static)| {
+            Error::new(ErrorKind::Publish, crate::error::error_chain(err))
+        };
         match self.0 {
-            Ok(ack) => ack
-                .await
-                .map(drop)
-                .map_err(|err| crate::error::error_chain(&err)),
-            Err(err) => Err(crate::error::error_chain(&err)),
+            Ok(ack) => ack.await.map(drop).map_err(|err| unacknowledged(&err)),
+            Err(err) => Err(unacknowledged(&err)),
         }
     }
 }
