@@ -30,8 +30,8 @@ use baton_worker::{AgentError, Outcome, Task as BatonTask};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
-use crate::StartError;
 use crate::spec::A2aSpec;
+use crate::{StartError, StartErrorKind};
 use messages::{answer, answered, conversation, empty, settled, text_of};
 use rpc::{Abandoned, Rpc, RpcError, fetch, result};
 
@@ -85,7 +85,7 @@ impl From<Failure> for AgentError {
 
 fn secret(var: &str, what: &str) -> Result<String, StartError> {
     std::env::var(var).map_err(|_| {
-        StartError::new(format!(
+        StartError::new(StartErrorKind::Config, format!(
             "[a2a] {what} names {var}, which is not set: export {var}=<the remote agent's credential>"
         ))
     })
@@ -102,8 +102,12 @@ impl A2aRunner {
         use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
         let mut headers = HeaderMap::new();
         headers.insert(a2a::SVC_PARAM_VERSION, HeaderValue::from_static("1.0"));
-        let invalid =
-            |what: &str| StartError::new(format!("[a2a] {what} is not a valid header value"));
+        let invalid = |what: &str| {
+            StartError::new(
+                StartErrorKind::Config,
+                format!("[a2a] {what} is not a valid header value"),
+            )
+        };
         if let Some(var) = &settings.token_env {
             let value = HeaderValue::from_str(&format!("Bearer {}", secret(var, "token_env")?))
                 .map_err(|_| invalid("the token"))?;
@@ -117,16 +121,23 @@ impl A2aRunner {
             headers.insert(name, value);
         }
         let ask = match &settings.input_required {
-            Some(agent) => Some(
-                AgentName::new(agent.as_str())
-                    .map_err(|err| StartError::new(format!("[a2a] input_required: {err}")))?,
-            ),
+            Some(agent) => Some(AgentName::new(agent.as_str()).map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Config,
+                    format!("[a2a] input_required: {err}"),
+                )
+            })?),
             None => fallback.cloned(),
         };
         let http = crate::http()
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
+            .map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Http,
+                    format!("cannot build the HTTP client: {err}"),
+                )
+            })?;
         Ok(Self {
             settings: settings.clone(),
             rpc: Rpc {

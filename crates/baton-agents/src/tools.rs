@@ -26,8 +26,8 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use tokio::sync::Mutex;
 
-use crate::StartError;
 use crate::spec::{Approve, McpSpec};
+use crate::{StartError, StartErrorKind};
 
 /// How long reaching a server and listing its tools may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -158,7 +158,7 @@ impl Server {
         let label = spec.label();
         let token = match &spec.token_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
-                StartError::new(format!(
+                StartError::new(StartErrorKind::Config, format!(
                     "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
                 ))
             })?),
@@ -172,12 +172,16 @@ impl Server {
         let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
             .await
             .map_err(|_| {
-                StartError::new(format!(
-                    "[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"
-                ))
+                StartError::new(
+                    StartErrorKind::Mcp,
+                    format!("[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"),
+                )
             })??;
         let listed = peer.list_all_tools().await.map_err(|err| {
-            StartError::new(format!("[[mcp]] {label}: cannot list its tools: {err}"))
+            StartError::new(
+                StartErrorKind::Mcp,
+                format!("[[mcp]] {label}: cannot list its tools: {err}"),
+            )
         })?;
         Ok((server, listed))
     }
@@ -224,9 +228,12 @@ impl Toolbox {
                     .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
                 {
                     let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
-                    return Err(StartError::new(format!(
-                        "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
-                    )));
+                    return Err(StartError::new(
+                        StartErrorKind::Config,
+                        format!(
+                            "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
+                        ),
+                    ));
                 }
             }
             for tool in listed {
@@ -239,13 +246,16 @@ impl Toolbox {
                 }
                 let name = format!("{}{}", spec.prefix, tool.name);
                 if let Some(first) = names.insert(name.clone(), label.clone()) {
-                    return Err(StartError::new(format!(
-                        "[[mcp]] {label}: tool {name:?} is also offered by {first}: give one of the servers a prefix = \"...\""
-                    )));
+                    return Err(StartError::new(
+                        StartErrorKind::Config,
+                        format!(
+                            "[[mcp]] {label}: tool {name:?} is also offered by {first}: give one of the servers a prefix = \"...\""
+                        ),
+                    ));
                 }
                 let schema = Json::Object((*tool.input_schema).clone());
                 let validator = jsonschema::validator_for(&schema).map_err(|err| {
-                    StartError::new(format!(
+                    StartError::new(StartErrorKind::Config, format!(
                         "[[mcp]] {label}: tool {name:?} has an input schema that is not a valid JSON Schema: {err}"
                     ))
                 })?;
@@ -375,7 +385,9 @@ impl Server {
             return Ok(live.clone());
         }
         let label = self.spec.label();
-        let failed = |err: String| StartError::new(format!("[[mcp]] {label}: {err}"));
+        let failed = |kind: StartErrorKind, err: String| {
+            StartError::new(kind, format!("[[mcp]] {label}: {err}"))
+        };
         let running = match (&self.spec.url, &self.spec.command) {
             (Some(url), _) => {
                 let mut config =
@@ -383,28 +395,47 @@ impl Server {
                 if let Some(token) = &self.token {
                     config = config.auth_header(token.clone());
                 }
-                let http = crate::http()
-                    .build()
-                    .map_err(|err| failed(format!("cannot build the HTTP client: {err}")))?;
+                let http = crate::http().build().map_err(|err| {
+                    failed(
+                        StartErrorKind::Http,
+                        format!("cannot build the HTTP client: {err}"),
+                    )
+                })?;
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
-                ().serve(transport)
-                    .await
-                    .map_err(|err| failed(format!("cannot reach the server: {err}")))?
+                ().serve(transport).await.map_err(|err| {
+                    failed(
+                        StartErrorKind::Mcp,
+                        format!("cannot reach the server: {err}"),
+                    )
+                })?
             }
             (None, Some(command)) => {
                 let (program, args) = command
                     .split_first()
-                    .ok_or_else(|| failed("command is empty".to_owned()))?;
+                    .ok_or_else(|| failed(StartErrorKind::Config, "command is empty".to_owned()))?;
                 let mut process = tokio::process::Command::new(program);
                 process.args(args);
-                let transport = rmcp::transport::TokioChildProcess::new(process)
-                    .map_err(|err| failed(format!("cannot start {program}: {err}")))?;
-                ().serve(transport)
-                    .await
-                    .map_err(|err| failed(format!("the server did not start MCP: {err}")))?
+                let transport =
+                    rmcp::transport::TokioChildProcess::new(process).map_err(|err| {
+                        failed(
+                            StartErrorKind::Mcp,
+                            format!("cannot start {program}: {err}"),
+                        )
+                    })?;
+                ().serve(transport).await.map_err(|err| {
+                    failed(
+                        StartErrorKind::Mcp,
+                        format!("the server did not start MCP: {err}"),
+                    )
+                })?
             }
-            (None, None) => return Err(failed("needs url or command".to_owned())),
+            (None, None) => {
+                return Err(failed(
+                    StartErrorKind::Config,
+                    "needs url or command".to_owned(),
+                ));
+            }
         };
         let running = Arc::new(running);
         *peer = Some(running.clone());

@@ -24,14 +24,50 @@ use baton_proto::{
 
 use baton_nats::{ClaimCheck, ClaimSettings, pipeline::versions::subject_of};
 
-/// Why an inbox operation failed.
+/// Why an inbox operation failed: a kind to branch on, and a message that
+/// names the fix.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InboxError(String);
+#[error("{message}")]
+pub struct InboxError {
+    kind: InboxErrorKind,
+    message: String,
+}
+
+/// What failed in an inbox operation, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InboxErrorKind {
+    /// NATS or JetStream refused: the inbox bucket, the hop journal, or a
+    /// publish. Trying again later may succeed.
+    Store,
+    /// A task or decision could not be encoded.
+    Encode,
+    /// What is stored is not what the inbox keeps (not an envelope, or
+    /// naming no agent type).
+    Malformed,
+    /// Nothing waits in the inbox under the id: settled already, or wrong.
+    NotWaiting,
+    /// The entry waits for another kind of answer: a question answered as a
+    /// tool call's decision, or the other way round.
+    Mismatch,
+    /// The entry's session was cancelled or passed its deadline.
+    Ended,
+    /// The agent type an answer hands the task to has no worker.
+    NotServed,
+}
 
 impl InboxError {
-    fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
+    fn new(kind: InboxErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What failed.
+    #[must_use]
+    pub fn kind(&self) -> InboxErrorKind {
+        self.kind
     }
 }
 
@@ -99,7 +135,10 @@ impl Inbox {
         let bucket = subjects.inbox_bucket();
         let opened = baton_nats::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
         let store = opened.await.map_err(|err| {
-            InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}"))
+            InboxError::new(
+                InboxErrorKind::Store,
+                format!("cannot open the inbox bucket {bucket}: {err}"),
+            )
         })?;
         Ok(Self {
             store,
@@ -115,17 +154,27 @@ impl Inbox {
     ///
     /// When the bucket does not acknowledge the write.
     pub async fn put(&self, envelope: &Envelope) -> Result<(), InboxError> {
-        let bytes = envelope
-            .to_msgpack()
-            .map_err(|err| InboxError::new(format!("cannot encode the task: {err}")))?;
-        let bytes =
-            self.claims.pack(bytes.into()).await.map_err(|err| {
-                InboxError::new(format!("cannot store the task's context: {err}"))
-            })?;
+        let bytes = envelope.to_msgpack().map_err(|err| {
+            InboxError::new(
+                InboxErrorKind::Encode,
+                format!("cannot encode the task: {err}"),
+            )
+        })?;
+        let bytes = self.claims.pack(bytes.into()).await.map_err(|err| {
+            InboxError::new(
+                InboxErrorKind::Store,
+                format!("cannot store the task's context: {err}"),
+            )
+        })?;
         self.store
             .put(envelope.id.to_string(), bytes)
             .await
-            .map_err(|err| InboxError::new(format!("cannot store the task in the inbox: {err}")))?;
+            .map_err(|err| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("cannot store the task in the inbox: {err}"),
+                )
+            })?;
         if asks(envelope) {
             // Found by its session (`Inbox::question`), after the entry,
             // so the key never names an entry not yet stored.
@@ -133,7 +182,12 @@ impl Inbox {
             self.store
                 .put(question_key(envelope.session), id.into())
                 .await
-                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+                .map_err(|err| {
+                    InboxError::new(
+                        InboxErrorKind::Store,
+                        format!("cannot note the question: {err}"),
+                    )
+                })?;
         }
         Ok(())
     }
@@ -154,14 +208,22 @@ impl Inbox {
                 continue;
             }
             let key = question_key(entry.envelope.session);
-            let known = (self.store.get(key.as_str()).await)
-                .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+            let known = (self.store.get(key.as_str()).await).map_err(|err| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("cannot read the inbox: {err}"),
+                )
+            })?;
             if known.is_some() {
                 continue;
             }
             let id = entry.envelope.id.to_string().into_bytes();
-            (self.store.put(key, id.into()).await)
-                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+            (self.store.put(key, id.into()).await).map_err(|err| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("cannot note the question: {err}"),
+                )
+            })?;
             noted += 1;
         }
         Ok(noted)
@@ -174,15 +236,20 @@ impl Inbox {
     /// When the bucket cannot be read.
     pub async fn list(&self) -> Result<Vec<InboxEntry>, InboxError> {
         use futures::StreamExt;
-        let mut keys = self
-            .store
-            .keys()
-            .await
-            .map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+        let mut keys = self.store.keys().await.map_err(|err| {
+            InboxError::new(
+                InboxErrorKind::Store,
+                format!("cannot list the inbox: {err}"),
+            )
+        })?;
         let mut entries = Vec::new();
         while let Some(key) = keys.next().await {
-            let key =
-                key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+            let key = key.map_err(|err| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("cannot list the inbox: {err}"),
+                )
+            })?;
             if key.starts_with(QUESTIONS) {
                 continue;
             }
@@ -204,19 +271,24 @@ impl Inbox {
     ///
     /// When the bucket cannot be read or the entry is not an envelope.
     pub async fn entry(&self, id: &str) -> Result<Option<InboxEntry>, InboxError> {
-        let Some(entry) = self
-            .store
-            .entry(id)
-            .await
-            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?
+        let Some(entry) = self.store.entry(id).await.map_err(|err| {
+            InboxError::new(
+                InboxErrorKind::Store,
+                format!("cannot read the inbox: {err}"),
+            )
+        })?
         else {
             return Ok(None);
         };
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let not_envelope =
-            |err: String| InboxError::new(format!("inbox entry {id} is not an envelope: {err}"));
+        let not_envelope = |err: String| {
+            InboxError::new(
+                InboxErrorKind::Malformed,
+                format!("inbox entry {id} is not an envelope: {err}"),
+            )
+        };
         let mut envelope =
             Envelope::from_msgpack(&entry.value).map_err(|err| not_envelope(err.to_string()))?;
         if !envelope.claims.is_empty() {
@@ -251,51 +323,69 @@ impl Inbox {
         person: &str,
     ) -> Result<Event, InboxError> {
         let entry = self.entry(id).await?.ok_or_else(|| {
-            InboxError::new(format!(
-                "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
-            ))
+            InboxError::new(
+                InboxErrorKind::NotWaiting,
+                format!(
+                    "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
+                ),
+            )
         })?;
         if let Some(gate) = entry.gate() {
-            return Err(InboxError::new(format!(
-                "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
-                entry.agent(),
-                gate.reason,
-                gates::commands_for(&gate.reason, id)
-            )));
+            return Err(InboxError::new(
+                InboxErrorKind::Mismatch,
+                format!(
+                    "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
+                    entry.agent(),
+                    gate.reason,
+                    gates::commands_for(&gate.reason, id)
+                ),
+            ));
         }
         if self.cancelled(entry.envelope.session).await {
             self.forget(&entry).await;
-            return Err(InboxError::new(format!(
-                "task {id}'s session {} was cancelled; the task is removed from the inbox",
-                entry.envelope.session
-            )));
+            return Err(InboxError::new(
+                InboxErrorKind::Ended,
+                format!(
+                    "task {id}'s session {} was cancelled; the task is removed from the inbox",
+                    entry.envelope.session
+                ),
+            ));
         }
         if entry
             .envelope
             .deadline
             .is_some_and(|deadline| baton_proto::now_ms() > deadline)
         {
-            return Err(InboxError::new(format!(
-                "task {id}'s session passed its deadline and has ended; the answer would come too late"
-            )));
+            return Err(InboxError::new(
+                InboxErrorKind::Ended,
+                format!(
+                    "task {id}'s session passed its deadline and has ended; the answer would come too late"
+                ),
+            ));
         }
         if let Reply::Handoff(to) = &reply {
             let served = baton_nats::is_served(&self.jetstream, &self.subjects, to)
                 .await
-                .map_err(|err| InboxError::new(baton_nats::error_chain(&err)))?;
+                .map_err(|err| {
+                    InboxError::new(InboxErrorKind::Store, baton_nats::error_chain(&err))
+                })?;
             if !served {
-                return Err(InboxError::new(format!(
-                    "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
-                )));
+                return Err(InboxError::new(
+                    InboxErrorKind::NotServed,
+                    format!(
+                        "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
+                    ),
+                ));
             }
         }
         let (event, outgoing) = self.answer(&entry, text, reply, person)?;
         for (subject, id, payload) in outgoing {
-            let payload = self
-                .claims
-                .pack(payload.into())
-                .await
-                .map_err(|err| InboxError::new(format!("cannot send the answer: {err}")))?;
+            let payload = self.claims.pack(payload.into()).await.map_err(|err| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("cannot send the answer: {err}"),
+                )
+            })?;
             self.publish(subject, id, payload).await?;
         }
         // The outputs are durable; a second reply racing this one publishes
@@ -346,11 +436,12 @@ impl Inbox {
     ///
     /// When the bucket cannot be read or the entry is not an envelope.
     pub async fn question(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, InboxError> {
-        let named = self
-            .store
-            .get(question_key(session))
-            .await
-            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+        let named = self.store.get(question_key(session)).await.map_err(|err| {
+            InboxError::new(
+                InboxErrorKind::Store,
+                format!("cannot read the inbox: {err}"),
+            )
+        })?;
         let Some(id) = named.and_then(|id| String::from_utf8(id.to_vec()).ok()) else {
             return Ok(None);
         };
@@ -395,7 +486,10 @@ impl Inbox {
                 // result (the parent's worker records it with a `result` event);
                 // only the root of a session ends it.
                 let to = AgentName::new(parent.agent.as_str()).map_err(|err| {
-                    InboxError::new(format!("the task's parent is not an agent type: {err}"))
+                    InboxError::new(
+                        InboxErrorKind::Malformed,
+                        format!("the task's parent is not an agent type: {err}"),
+                    )
                 })?;
                 event.kind = EventType::Result;
                 event.to = Some(to.to_string());
@@ -453,11 +547,26 @@ impl Inbox {
             .jetstream
             .publish_with_headers(subject.clone(), header, payload)
             .await
-            .map_err(|err| InboxError::new(format!("cannot publish to {subject}: {err}")))?;
+            .map_err(|err| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("cannot publish to {subject}: {err}"),
+                )
+            })?;
         tokio::time::timeout(Duration::from_secs(10), ack)
             .await
-            .map_err(|_| InboxError::new(format!("no acknowledgement for {subject}")))?
-            .map_err(|err| InboxError::new(format!("publish to {subject} failed: {err}")))?;
+            .map_err(|_| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("no acknowledgement for {subject}"),
+                )
+            })?
+            .map_err(|err| {
+                InboxError::new(
+                    InboxErrorKind::Store,
+                    format!("publish to {subject} failed: {err}"),
+                )
+            })?;
         Ok(())
     }
 }
@@ -482,7 +591,7 @@ fn asks(envelope: &Envelope) -> bool {
 fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
     value
         .to_msgpack()
-        .map_err(|err| InboxError::new(format!("cannot encode: {err}")))
+        .map_err(|err| InboxError::new(InboxErrorKind::Encode, format!("cannot encode: {err}")))
 }
 
 /// What the inbox uses: its bucket, read and written by a human agent's

@@ -40,9 +40,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_nats::jetstream;
 use baton_proto::Subjects;
 
-use crate::StartError;
 use crate::llm::http::headers::Advice;
 use crate::spec::LlmSpec;
+use crate::{StartError, StartErrorKind};
 use flight::{Flight, Flying};
 use heard::Readings;
 pub(crate) use metrics::Metrics;
@@ -172,7 +172,12 @@ impl Limiter {
         let store = baton_nats::state::Bucket::Limits
             .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
-            .map_err(|err| StartError::new(format!("cannot open the rate limits: {err}")))?;
+            .map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Nats,
+                    format!("cannot open the rate limits: {err}"),
+                )
+            })?;
         let limits = spec.limits;
         let per_second = |n: u32| f64::from(n.max(1)) / 60.0;
         let seen = Seen::default();
