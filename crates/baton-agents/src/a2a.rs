@@ -85,7 +85,7 @@ impl From<Failure> for AgentError {
 
 fn secret(var: &str, what: &str) -> Result<String, StartError> {
     std::env::var(var).map_err(|_| {
-        StartError::new(StartErrorKind::Config, format!(
+        StartError::config(format!(
             "[a2a] {what} names {var}, which is not set: export {var}=<the remote agent's credential>"
         ))
     })

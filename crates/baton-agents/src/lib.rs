@@ -86,6 +86,12 @@ impl StartError {
         }
     }
 
+    /// The spec, or the environment it names, is wrong (see
+    /// [`StartErrorKind::Config`]).
+    fn config(message: impl Into<String>) -> Self {
+        Self::new(StartErrorKind::Config, message)
+    }
+
     /// What failed.
     #[must_use]
     pub fn kind(&self) -> StartErrorKind {
@@ -225,9 +231,8 @@ impl SpecAgent {
             }
             Kind::Chain(chain) => {
                 let name = |agent: &String| {
-                    AgentName::new(agent.as_str()).map_err(|err| {
-                        StartError::new(StartErrorKind::Config, format!("[chain]: {err}"))
-                    })
+                    AgentName::new(agent.as_str())
+                        .map_err(|err| StartError::config(format!("[chain]: {err}")))
                 };
                 let steps = chain.steps.iter().map(name).collect::<Result<_, _>>()?;
                 let recover = match (&chain.recover, &chain.recover_value) {

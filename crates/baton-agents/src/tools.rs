@@ -158,7 +158,7 @@ impl Server {
         let label = spec.label();
         let token = match &spec.token_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
-                StartError::new(StartErrorKind::Config, format!(
+                StartError::config(format!(
                     "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
                 ))
             })?),
@@ -228,12 +228,9 @@ impl Toolbox {
                     .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
                 {
                     let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
-                    return Err(StartError::new(
-                        StartErrorKind::Config,
-                        format!(
-                            "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
-                        ),
-                    ));
+                    return Err(StartError::config(format!(
+                        "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
+                    )));
                 }
             }
             for tool in listed {
@@ -246,16 +243,13 @@ impl Toolbox {
                 }
                 let name = format!("{}{}", spec.prefix, tool.name);
                 if let Some(first) = names.insert(name.clone(), label.clone()) {
-                    return Err(StartError::new(
-                        StartErrorKind::Config,
-                        format!(
-                            "[[mcp]] {label}: tool {name:?} is also offered by {first}: give one of the servers a prefix = \"...\""
-                        ),
-                    ));
+                    return Err(StartError::config(format!(
+                        "[[mcp]] {label}: tool {name:?} is also offered by {first}: give one of the servers a prefix = \"...\""
+                    )));
                 }
                 let schema = Json::Object((*tool.input_schema).clone());
                 let validator = jsonschema::validator_for(&schema).map_err(|err| {
-                    StartError::new(StartErrorKind::Config, format!(
+                    StartError::config(format!(
                         "[[mcp]] {label}: tool {name:?} has an input schema that is not a valid JSON Schema: {err}"
                     ))
                 })?;

@@ -10,7 +10,9 @@
 //! (`ask_user`) is also named under `q.<session>`, so a conversation finds
 //! the question its running turn waits on with a keyed read, not a listing.
 
+mod error;
 mod gates;
+pub use error::{InboxError, InboxErrorKind};
 pub use gates::Decision;
 
 use std::time::Duration;
@@ -23,53 +25,6 @@ use baton_proto::{
 };
 
 use baton_nats::{ClaimCheck, ClaimSettings, pipeline::versions::subject_of};
-
-/// Why an inbox operation failed: a kind to branch on, and a message that
-/// names the fix.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct InboxError {
-    kind: InboxErrorKind,
-    message: String,
-}
-
-/// What failed in an inbox operation, for callers that branch on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum InboxErrorKind {
-    /// NATS or JetStream refused: the inbox bucket, the hop journal, or a
-    /// publish. Trying again later may succeed.
-    Store,
-    /// A task or decision could not be encoded.
-    Encode,
-    /// What is stored is not what the inbox keeps (not an envelope, or
-    /// naming no agent type).
-    Malformed,
-    /// Nothing waits in the inbox under the id: settled already, or wrong.
-    NotWaiting,
-    /// The entry waits for another kind of answer: a question answered as a
-    /// tool call's decision, or the other way round.
-    Mismatch,
-    /// The entry's session was cancelled or passed its deadline.
-    Ended,
-    /// The agent type an answer hands the task to has no worker.
-    NotServed,
-}
-
-impl InboxError {
-    fn new(kind: InboxErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// What failed.
-    #[must_use]
-    pub fn kind(&self) -> InboxErrorKind {
-        self.kind
-    }
-}
 
 /// One task waiting for a person.
 #[derive(Debug, Clone)]
@@ -135,10 +90,7 @@ impl Inbox {
         let bucket = subjects.inbox_bucket();
         let opened = baton_nats::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
         let store = opened.await.map_err(|err| {
-            InboxError::new(
-                InboxErrorKind::Store,
-                format!("cannot open the inbox bucket {bucket}: {err}"),
-            )
+            InboxError::store(format!("cannot open the inbox bucket {bucket}: {err}"))
         })?;
         Ok(Self {
             store,
@@ -154,26 +106,18 @@ impl Inbox {
     ///
     /// When the bucket does not acknowledge the write.
     pub async fn put(&self, envelope: &Envelope) -> Result<(), InboxError> {
-        let bytes = envelope.to_msgpack().map_err(|err| {
-            InboxError::new(
-                InboxErrorKind::Encode,
-                format!("cannot encode the task: {err}"),
-            )
-        })?;
-        let bytes = self.claims.pack(bytes.into()).await.map_err(|err| {
-            InboxError::new(
-                InboxErrorKind::Store,
-                format!("cannot store the task's context: {err}"),
-            )
-        })?;
+        let bytes = envelope
+            .to_msgpack()
+            .map_err(|err| InboxError::encode(format!("cannot encode the task: {err}")))?;
+        let bytes =
+            self.claims.pack(bytes.into()).await.map_err(|err| {
+                InboxError::store(format!("cannot store the task's context: {err}"))
+            })?;
         self.store
             .put(envelope.id.to_string(), bytes)
             .await
             .map_err(|err| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("cannot store the task in the inbox: {err}"),
-                )
+                InboxError::store(format!("cannot store the task in the inbox: {err}"))
             })?;
         if asks(envelope) {
             // Found by its session (`Inbox::question`), after the entry,
@@ -182,12 +126,7 @@ impl Inbox {
             self.store
                 .put(question_key(envelope.session), id.into())
                 .await
-                .map_err(|err| {
-                    InboxError::new(
-                        InboxErrorKind::Store,
-                        format!("cannot note the question: {err}"),
-                    )
-                })?;
+                .map_err(|err| InboxError::store(format!("cannot note the question: {err}")))?;
         }
         Ok(())
     }
@@ -208,22 +147,14 @@ impl Inbox {
                 continue;
             }
             let key = question_key(entry.envelope.session);
-            let known = (self.store.get(key.as_str()).await).map_err(|err| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("cannot read the inbox: {err}"),
-                )
-            })?;
+            let known = (self.store.get(key.as_str()).await)
+                .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
             if known.is_some() {
                 continue;
             }
             let id = entry.envelope.id.to_string().into_bytes();
-            (self.store.put(key, id.into()).await).map_err(|err| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("cannot note the question: {err}"),
-                )
-            })?;
+            (self.store.put(key, id.into()).await)
+                .map_err(|err| InboxError::store(format!("cannot note the question: {err}")))?;
             noted += 1;
         }
         Ok(noted)
@@ -236,20 +167,15 @@ impl Inbox {
     /// When the bucket cannot be read.
     pub async fn list(&self) -> Result<Vec<InboxEntry>, InboxError> {
         use futures::StreamExt;
-        let mut keys = self.store.keys().await.map_err(|err| {
-            InboxError::new(
-                InboxErrorKind::Store,
-                format!("cannot list the inbox: {err}"),
-            )
-        })?;
+        let mut keys = self
+            .store
+            .keys()
+            .await
+            .map_err(|err| InboxError::store(format!("cannot list the inbox: {err}")))?;
         let mut entries = Vec::new();
         while let Some(key) = keys.next().await {
-            let key = key.map_err(|err| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("cannot list the inbox: {err}"),
-                )
-            })?;
+            let key =
+                key.map_err(|err| InboxError::store(format!("cannot list the inbox: {err}")))?;
             if key.starts_with(QUESTIONS) {
                 continue;
             }
@@ -271,12 +197,11 @@ impl Inbox {
     ///
     /// When the bucket cannot be read or the entry is not an envelope.
     pub async fn entry(&self, id: &str) -> Result<Option<InboxEntry>, InboxError> {
-        let Some(entry) = self.store.entry(id).await.map_err(|err| {
-            InboxError::new(
-                InboxErrorKind::Store,
-                format!("cannot read the inbox: {err}"),
-            )
-        })?
+        let Some(entry) = self
+            .store
+            .entry(id)
+            .await
+            .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?
         else {
             return Ok(None);
         };
@@ -284,10 +209,7 @@ impl Inbox {
             return Ok(None);
         }
         let not_envelope = |err: String| {
-            InboxError::new(
-                InboxErrorKind::Malformed,
-                format!("inbox entry {id} is not an envelope: {err}"),
-            )
+            InboxError::malformed(format!("inbox entry {id} is not an envelope: {err}"))
         };
         let mut envelope =
             Envelope::from_msgpack(&entry.value).map_err(|err| not_envelope(err.to_string()))?;
@@ -323,69 +245,51 @@ impl Inbox {
         person: &str,
     ) -> Result<Event, InboxError> {
         let entry = self.entry(id).await?.ok_or_else(|| {
-            InboxError::new(
-                InboxErrorKind::NotWaiting,
-                format!(
-                    "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
-                ),
-            )
+            InboxError::not_waiting(format!(
+                "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
+            ))
         })?;
         if let Some(gate) = entry.gate() {
-            return Err(InboxError::new(
-                InboxErrorKind::Mismatch,
-                format!(
-                    "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
-                    entry.agent(),
-                    gate.reason,
-                    gates::commands_for(&gate.reason, id)
-                ),
-            ));
+            return Err(InboxError::mismatch(format!(
+                "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
+                entry.agent(),
+                gate.reason,
+                gates::commands_for(&gate.reason, id)
+            )));
         }
         if self.cancelled(entry.envelope.session).await {
             self.forget(&entry).await;
-            return Err(InboxError::new(
-                InboxErrorKind::Ended,
-                format!(
-                    "task {id}'s session {} was cancelled; the task is removed from the inbox",
-                    entry.envelope.session
-                ),
-            ));
+            return Err(InboxError::ended(format!(
+                "task {id}'s session {} was cancelled; the task is removed from the inbox",
+                entry.envelope.session
+            )));
         }
         if entry
             .envelope
             .deadline
             .is_some_and(|deadline| baton_proto::now_ms() > deadline)
         {
-            return Err(InboxError::new(
-                InboxErrorKind::Ended,
-                format!(
-                    "task {id}'s session passed its deadline and has ended; the answer would come too late"
-                ),
-            ));
+            return Err(InboxError::ended(format!(
+                "task {id}'s session passed its deadline and has ended; the answer would come too late"
+            )));
         }
         if let Reply::Handoff(to) = &reply {
             let served = baton_nats::is_served(&self.jetstream, &self.subjects, to)
                 .await
-                .map_err(|err| {
-                    InboxError::new(InboxErrorKind::Store, baton_nats::error_chain(&err))
-                })?;
+                .map_err(|err| InboxError::store(baton_nats::error_chain(&err)))?;
             if !served {
-                return Err(InboxError::new(
-                    InboxErrorKind::NotServed,
-                    format!(
-                        "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
-                    ),
-                ));
+                return Err(InboxError::not_served(format!(
+                    "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
+                )));
             }
         }
         let (event, outgoing) = self.answer(&entry, text, reply, person)?;
         for (subject, id, payload) in outgoing {
-            let payload = self.claims.pack(payload.into()).await.map_err(|err| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("cannot send the answer: {err}"),
-                )
-            })?;
+            let payload = self
+                .claims
+                .pack(payload.into())
+                .await
+                .map_err(|err| InboxError::store(format!("cannot send the answer: {err}")))?;
             self.publish(subject, id, payload).await?;
         }
         // The outputs are durable; a second reply racing this one publishes
@@ -436,12 +340,11 @@ impl Inbox {
     ///
     /// When the bucket cannot be read or the entry is not an envelope.
     pub async fn question(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, InboxError> {
-        let named = self.store.get(question_key(session)).await.map_err(|err| {
-            InboxError::new(
-                InboxErrorKind::Store,
-                format!("cannot read the inbox: {err}"),
-            )
-        })?;
+        let named = self
+            .store
+            .get(question_key(session))
+            .await
+            .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
         let Some(id) = named.and_then(|id| String::from_utf8(id.to_vec()).ok()) else {
             return Ok(None);
         };
@@ -486,10 +389,7 @@ impl Inbox {
                 // result (the parent's worker records it with a `result` event);
                 // only the root of a session ends it.
                 let to = AgentName::new(parent.agent.as_str()).map_err(|err| {
-                    InboxError::new(
-                        InboxErrorKind::Malformed,
-                        format!("the task's parent is not an agent type: {err}"),
-                    )
+                    InboxError::malformed(format!("the task's parent is not an agent type: {err}"))
                 })?;
                 event.kind = EventType::Result;
                 event.to = Some(to.to_string());
@@ -547,26 +447,11 @@ impl Inbox {
             .jetstream
             .publish_with_headers(subject.clone(), header, payload)
             .await
-            .map_err(|err| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("cannot publish to {subject}: {err}"),
-                )
-            })?;
+            .map_err(|err| InboxError::store(format!("cannot publish to {subject}: {err}")))?;
         tokio::time::timeout(Duration::from_secs(10), ack)
             .await
-            .map_err(|_| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("no acknowledgement for {subject}"),
-                )
-            })?
-            .map_err(|err| {
-                InboxError::new(
-                    InboxErrorKind::Store,
-                    format!("publish to {subject} failed: {err}"),
-                )
-            })?;
+            .map_err(|_| InboxError::store(format!("no acknowledgement for {subject}")))?
+            .map_err(|err| InboxError::store(format!("publish to {subject} failed: {err}")))?;
         Ok(())
     }
 }
@@ -591,7 +476,7 @@ fn asks(envelope: &Envelope) -> bool {
 fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
     value
         .to_msgpack()
-        .map_err(|err| InboxError::new(InboxErrorKind::Encode, format!("cannot encode: {err}")))
+        .map_err(|err| InboxError::encode(format!("cannot encode: {err}")))
 }
 
 /// What the inbox uses: its bucket, read and written by a human agent's

@@ -72,12 +72,7 @@ impl LlmRunner {
                 match replying::reply(&turn, &mut update) {
                     Ok(replied) => return Ok(replied),
                     Err(problem) => {
-                        self.correct_once(
-                            &mut corrected,
-                            &mut messages,
-                            &turn,
-                            &problem.to_string(),
-                        )?;
+                        self.correct_once(&mut corrected, &mut messages, &turn, &problem)?;
                         continue;
                     }
                 }
@@ -106,7 +101,7 @@ impl LlmRunner {
             let (tool, arguments) = match self.checked_call(call) {
                 Ok(checked) => checked,
                 Err(problem) => {
-                    self.correct_once(&mut corrected, &mut messages, &turn, &problem.to_string())?;
+                    self.correct_once(&mut corrected, &mut messages, &turn, &problem)?;
                     continue;
                 }
             };
@@ -139,7 +134,7 @@ impl LlmRunner {
         corrected: &mut bool,
         messages: &mut Vec<ChatMessage>,
         turn: &Turn<'_>,
-        problem: &str,
+        problem: &Refusal,
     ) -> Result<(), AgentError> {
         if std::mem::replace(corrected, true) {
             return Err(AgentError::fatal(format!(
@@ -156,7 +151,7 @@ impl LlmRunner {
         messages: &mut Vec<ChatMessage>,
         content: &str,
         call: &ToolCall,
-        problem: &str,
+        problem: &Refusal,
     ) {
         let id = call.id().unwrap_or("call");
         messages.push(ChatMessage::asked(content, std::slice::from_ref(call)));

@@ -10,7 +10,7 @@ use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use uuid::Uuid;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, error_chain};
 use crate::nats::connection::Permissions;
 
 /// One message to make durable.
@@ -484,20 +484,13 @@ pub(crate) fn failed(message: &Outgoing, failure: Failure) -> Error {
 pub struct Pending(Result<jetstream::context::PublishAckFuture, Failure>);
 
 impl Pending {
-    /// Waits for the PubAck.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Publish`] when the message was not sent or not
-    /// acknowledged.
+    /// Waits for the PubAck: an [`ErrorKind::Publish`] error when none comes.
     pub async fn wait(self) -> Result<(), Error> {
-        let unacknowledged = |err: &(dyn std::error::Error + 'static)| {
-            Error::new(ErrorKind::Publish, crate::error::error_chain(err))
+        let acked = match self.0 {
+            Ok(ack) => ack.await.map(drop).map_err(|err| error_chain(&err)),
+            Err(err) => Err(error_chain(&err)),
         };
-        match self.0 {
-            Ok(ack) => ack.await.map(drop).map_err(|err| unacknowledged(&err)),
-            Err(err) => Err(unacknowledged(&err)),
-        }
+        acked.map_err(|why| Error::new(ErrorKind::Publish, why))
     }
 }
 
