@@ -55,7 +55,7 @@ pub async fn serve(
         loopback: "--listen 127.0.0.1:8070",
     };
     let callers = match &settings.callers {
-        Some(path) => Some(Callers::load(path).map_err(Error::Config)?),
+        Some(path) => Some(Callers::load(path)?),
         None => {
             baton_gateway::listen::token(settings.listen, settings.token.as_deref(), &exposure)?
                 .map(Callers::one)

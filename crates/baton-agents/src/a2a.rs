@@ -30,10 +30,10 @@ use baton_worker::{AgentError, Outcome, Task as BatonTask};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
-use crate::StartError;
 use crate::spec::A2aSpec;
+use crate::{StartError, StartErrorKind};
 use messages::{answer, answered, at_rest, conversation, empty, text_of};
-use rpc::{Abandoned, Rpc, fetch, result};
+use rpc::{Abandoned, Rpc, RpcError, fetch, result};
 
 /// Where the remote agent takes calls, from its card.
 #[derive(Debug, Clone)]
@@ -85,7 +85,7 @@ impl From<Failure> for AgentError {
 
 fn secret(var: &str, what: &str) -> Result<String, StartError> {
     std::env::var(var).map_err(|_| {
-        StartError::new(format!(
+        StartError::config(format!(
             "[a2a] {what} names {var}, which is not set: export {var}=<the remote agent's credential>"
         ))
     })
@@ -102,8 +102,12 @@ impl A2aRunner {
         use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
         let mut headers = HeaderMap::new();
         headers.insert(a2a::SVC_PARAM_VERSION, HeaderValue::from_static("1.0"));
-        let invalid =
-            |what: &str| StartError::new(format!("[a2a] {what} is not a valid header value"));
+        let invalid = |what: &str| {
+            StartError::new(
+                StartErrorKind::Config,
+                format!("[a2a] {what} is not a valid header value"),
+            )
+        };
         if let Some(var) = &settings.token_env {
             let value = HeaderValue::from_str(&format!("Bearer {}", secret(var, "token_env")?))
                 .map_err(|_| invalid("the token"))?;
@@ -117,16 +121,23 @@ impl A2aRunner {
             headers.insert(name, value);
         }
         let ask = match &settings.input_required {
-            Some(agent) => Some(
-                AgentName::new(agent.as_str())
-                    .map_err(|err| StartError::new(format!("[a2a] input_required: {err}")))?,
-            ),
+            Some(agent) => Some(AgentName::new(agent.as_str()).map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Config,
+                    format!("[a2a] input_required: {err}"),
+                )
+            })?),
             None => fallback.cloned(),
         };
         let http = crate::http()
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
+            .map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Http,
+                    format!("cannot build the HTTP client: {err}"),
+                )
+            })?;
         Ok(Self {
             settings: settings.clone(),
             rpc: Rpc {
@@ -151,7 +162,7 @@ impl A2aRunner {
             self.settings.card_path
         );
         let unreadable =
-            |err: String| Failure::retry(format!("cannot read the agent card at {url}: {err}"));
+            |err: RpcError| Failure::retry(format!("cannot read the agent card at {url}: {err}"));
         let request = self
             .rpc
             .http
@@ -189,7 +200,7 @@ impl A2aRunner {
         self.rpc
             .call(endpoint, method, params)
             .await
-            .map_err(Failure::retry)
+            .map_err(|err| Failure::retry(err.to_string()))
     }
 
     /// Runs `task` remotely and maps the remote task's end to an outcome.
@@ -318,7 +329,7 @@ impl A2aRunner {
             };
             let response: JsonRpcResponse = serde_json::from_str(&data)
                 .map_err(|err| failed(format!("unreadable event: {err}")))?;
-            let update: StreamResponse = result(response).map_err(failed)?;
+            let update: StreamResponse = result(response).map_err(|err| failed(err.to_string()))?;
             match update {
                 StreamResponse::Message(reply) => return Ok(answered(&context, reply)),
                 StreamResponse::Task(started) => {

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use serde_json::Value as Json;
 use uuid::Uuid;
 
-use crate::StartError;
+use crate::{StartError, StartErrorKind};
 
 /// What the journal holds for one tool call.
 #[derive(Debug)]
@@ -61,7 +61,12 @@ impl Journal {
         let bucket = baton_nats::state::Bucket::Journal
             .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
-            .map_err(|err| StartError::new(format!("cannot open the hop journal: {err}")))?;
+            .map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Nats,
+                    format!("cannot open the hop journal: {err}"),
+                )
+            })?;
         let mut settings = baton_nats::ClaimSettings::default();
         settings.replicas = replicas;
         Ok(Self {

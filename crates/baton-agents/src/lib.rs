@@ -35,7 +35,7 @@ use baton_worker::{
 };
 
 pub use a2a::A2aRunner;
-pub use baton_client::{Decision, Inbox, InboxEntry, InboxError, Reply};
+pub use baton_client::{Decision, Inbox, InboxEntry, InboxError, InboxErrorKind, Reply};
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::HumanRunner;
 
@@ -53,14 +53,49 @@ pub mod footprints {
 pub use llm::LlmRunner;
 pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, SpecError, SpecErrors, check, load};
 
-/// Why a spec agent cannot start; the message names the fix.
+/// Why a spec agent cannot start: a kind to branch on, and a message that
+/// names the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct StartError(String);
+#[error("{message}")]
+pub struct StartError {
+    kind: StartErrorKind,
+    message: String,
+}
+
+/// What kept a spec agent from starting, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartErrorKind {
+    /// The spec, or the environment it names (a variable not set), is
+    /// wrong: starting again will not help until it is fixed.
+    Config,
+    /// NATS or JetStream refused a bucket (the rate limits, the hop
+    /// journal, the inbox): often a permission, or the server.
+    Nats,
+    /// An MCP server of the spec cannot be reached, started or listed.
+    Mcp,
+    /// The HTTP client cannot be built.
+    Http,
+}
 
 impl StartError {
-    fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
+    fn new(kind: StartErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The spec, or the environment it names, is wrong (see
+    /// [`StartErrorKind::Config`]).
+    fn config(message: impl Into<String>) -> Self {
+        Self::new(StartErrorKind::Config, message)
+    }
+
+    /// What failed.
+    #[must_use]
+    pub fn kind(&self) -> StartErrorKind {
+        self.kind
     }
 }
 
@@ -109,7 +144,7 @@ async fn open_inbox(
 ) -> Result<Inbox, StartError> {
     Inbox::open(client.clone(), subjects.clone(), replicas)
         .await
-        .map_err(|err| StartError::new(baton_nats::error_chain(&err)))
+        .map_err(|err| StartError::new(StartErrorKind::Nats, baton_nats::error_chain(&err)))
 }
 
 /// Where an exec agent's questions to the user wait, and their answers
@@ -174,7 +209,7 @@ impl SpecAgent {
                 // Tool calls that may wait for a person wait in the inbox.
                 let inbox = if runner.may_wait() {
                     Some(open_inbox(client, subjects, replicas).await.map_err(|err| {
-                        StartError::new(format!(
+                        StartError::new(err.kind(), format!(
                             "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {} --human`",
                             spec.name
                         ))
@@ -197,7 +232,7 @@ impl SpecAgent {
             Kind::Chain(chain) => {
                 let name = |agent: &String| {
                     AgentName::new(agent.as_str())
-                        .map_err(|err| StartError::new(format!("[chain]: {err}")))
+                        .map_err(|err| StartError::config(format!("[chain]: {err}")))
                 };
                 let steps = chain.steps.iter().map(name).collect::<Result<_, _>>()?;
                 let recover = match (&chain.recover, &chain.recover_value) {

@@ -55,6 +55,31 @@ use types::chat::ChatMessage;
 use types::offer::Offered;
 use types::prompt;
 
+/// What is wrong with a model's tool call: told to the model, which may
+/// call again (once), so the message is written for the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal(String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(message: &str) -> Self {
+        Self(message.to_owned())
+    }
+}
+
 /// Calls the model for a task.
 #[derive(Debug, Clone)]
 pub struct LlmRunner {

@@ -26,8 +26,8 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use tokio::sync::Mutex;
 
-use crate::StartError;
 use crate::spec::{Approve, McpSpec};
+use crate::{StartError, StartErrorKind};
 
 /// How long reaching a server and listing its tools may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -158,7 +158,7 @@ impl Server {
         let label = spec.label();
         let token = match &spec.token_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
-                StartError::new(format!(
+                StartError::config(format!(
                     "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
                 ))
             })?),
@@ -172,12 +172,16 @@ impl Server {
         let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
             .await
             .map_err(|_| {
-                StartError::new(format!(
-                    "[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"
-                ))
+                StartError::new(
+                    StartErrorKind::Mcp,
+                    format!("[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"),
+                )
             })??;
         let listed = peer.list_all_tools().await.map_err(|err| {
-            StartError::new(format!("[[mcp]] {label}: cannot list its tools: {err}"))
+            StartError::new(
+                StartErrorKind::Mcp,
+                format!("[[mcp]] {label}: cannot list its tools: {err}"),
+            )
         })?;
         Ok((server, listed))
     }
@@ -224,7 +228,7 @@ impl Toolbox {
                     .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
                 {
                     let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
-                    return Err(StartError::new(format!(
+                    return Err(StartError::config(format!(
                         "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
                     )));
                 }
@@ -239,13 +243,13 @@ impl Toolbox {
                 }
                 let name = format!("{}{}", spec.prefix, tool.name);
                 if let Some(first) = names.insert(name.clone(), label.clone()) {
-                    return Err(StartError::new(format!(
+                    return Err(StartError::config(format!(
                         "[[mcp]] {label}: tool {name:?} is also offered by {first}: give one of the servers a prefix = \"...\""
                     )));
                 }
                 let schema = Json::Object((*tool.input_schema).clone());
                 let validator = jsonschema::validator_for(&schema).map_err(|err| {
-                    StartError::new(format!(
+                    StartError::config(format!(
                         "[[mcp]] {label}: tool {name:?} has an input schema that is not a valid JSON Schema: {err}"
                     ))
                 })?;
@@ -318,13 +322,10 @@ impl Toolbox {
         tool: &McpTool,
         arguments: Json,
         key: &str,
-    ) -> Result<Called, String> {
+    ) -> Result<Called, CallError> {
         let server = &self.servers[tool.server];
         let label = server.spec.label();
-        let peer = server
-            .peer()
-            .await
-            .map_err(|err| baton_nats::error_chain(&err))?;
+        let peer = server.peer().await.map_err(CallError::Unreachable)?;
         let mut params = CallToolRequestParams::new(tool.remote.clone());
         params.arguments = arguments.as_object().cloned();
         let mut meta = Meta::new();
@@ -337,16 +338,16 @@ impl Toolbox {
             Ok(Err(err)) => {
                 // The connection may be gone: make a new one next time.
                 server.forget(&peer).await;
-                return Err(format!(
+                return Err(CallError::Failed(format!(
                     "the call of {} on {label} failed: {err}",
                     tool.name
-                ));
+                )));
             }
             Err(_) => {
-                return Err(format!(
+                return Err(CallError::Timeout(format!(
                     "{} on {label} did not answer within {timeout:?}",
                     tool.name
-                ));
+                )));
             }
         };
         Ok(Called {
@@ -354,6 +355,20 @@ impl Toolbox {
             is_error: result.is_error.unwrap_or(false),
         })
     }
+}
+
+/// Why a tool call did not come back; each is retried by the agent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    /// The server could not be reached or started.
+    #[error(transparent)]
+    Unreachable(StartError),
+    /// The call failed on the way (the server may have died mid-call).
+    #[error("{0}")]
+    Failed(String),
+    /// The server did not answer within the spec's `timeout_ms`.
+    #[error("{0}")]
+    Timeout(String),
 }
 
 impl Server {
@@ -364,7 +379,9 @@ impl Server {
             return Ok(live.clone());
         }
         let label = self.spec.label();
-        let failed = |err: String| StartError::new(format!("[[mcp]] {label}: {err}"));
+        let failed = |kind: StartErrorKind, err: String| {
+            StartError::new(kind, format!("[[mcp]] {label}: {err}"))
+        };
         let running = match (&self.spec.url, &self.spec.command) {
             (Some(url), _) => {
                 let mut config =
@@ -372,28 +389,47 @@ impl Server {
                 if let Some(token) = &self.token {
                     config = config.auth_header(token.clone());
                 }
-                let http = crate::http()
-                    .build()
-                    .map_err(|err| failed(format!("cannot build the HTTP client: {err}")))?;
+                let http = crate::http().build().map_err(|err| {
+                    failed(
+                        StartErrorKind::Http,
+                        format!("cannot build the HTTP client: {err}"),
+                    )
+                })?;
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
-                ().serve(transport)
-                    .await
-                    .map_err(|err| failed(format!("cannot reach the server: {err}")))?
+                ().serve(transport).await.map_err(|err| {
+                    failed(
+                        StartErrorKind::Mcp,
+                        format!("cannot reach the server: {err}"),
+                    )
+                })?
             }
             (None, Some(command)) => {
                 let (program, args) = command
                     .split_first()
-                    .ok_or_else(|| failed("command is empty".to_owned()))?;
+                    .ok_or_else(|| failed(StartErrorKind::Config, "command is empty".to_owned()))?;
                 let mut process = tokio::process::Command::new(program);
                 process.args(args);
-                let transport = rmcp::transport::TokioChildProcess::new(process)
-                    .map_err(|err| failed(format!("cannot start {program}: {err}")))?;
-                ().serve(transport)
-                    .await
-                    .map_err(|err| failed(format!("the server did not start MCP: {err}")))?
+                let transport =
+                    rmcp::transport::TokioChildProcess::new(process).map_err(|err| {
+                        failed(
+                            StartErrorKind::Mcp,
+                            format!("cannot start {program}: {err}"),
+                        )
+                    })?;
+                ().serve(transport).await.map_err(|err| {
+                    failed(
+                        StartErrorKind::Mcp,
+                        format!("the server did not start MCP: {err}"),
+                    )
+                })?
             }
-            (None, None) => return Err(failed("needs url or command".to_owned())),
+            (None, None) => {
+                return Err(failed(
+                    StartErrorKind::Config,
+                    "needs url or command".to_owned(),
+                ));
+            }
         };
         let running = Arc::new(running);
         *peer = Some(running.clone());

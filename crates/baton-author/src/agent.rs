@@ -177,8 +177,28 @@ pub trait Lookups: Send + Sync + std::fmt::Debug {
         &'a self,
         request: &'a baton_proto::LookupRequest,
     ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<baton_proto::LookupResponse, String>> + Send + 'a>,
+        Box<dyn Future<Output = Result<baton_proto::LookupResponse, LookupError>> + Send + 'a>,
     >;
+}
+
+/// Why a registry lookup brought no answer: the error of the [`Lookups`]
+/// in use (for `baton_client::RegistryClient`, a `baton_nats::Error`),
+/// shown as it is.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct LookupError(Box<dyn std::error::Error + Send + Sync>);
+
+impl LookupError {
+    /// The lookup failed with `err`.
+    pub fn new(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(err.into())
+    }
+
+    /// The error of the [`Lookups`], to downcast when a caller branches on it.
+    #[must_use]
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
 }
 
 impl Task {

@@ -38,7 +38,7 @@ pub mod target;
 pub mod team;
 pub mod update;
 
-pub use agent::{Agent, Lookups, RetryPolicy, Task};
+pub use agent::{Agent, LookupError, Lookups, RetryPolicy, Task};
 pub use baton_proto::{AgentName, Reason, Usage, Value};
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
 pub use outcome::{

@@ -10,7 +10,9 @@
 //! (`ask_user`) is also named under `q.<session>`, so a conversation finds
 //! the question its running turn waits on with a keyed read, not a listing.
 
+mod error;
 mod gates;
+pub use error::{InboxError, InboxErrorKind};
 pub use gates::Decision;
 
 use std::time::Duration;
@@ -23,17 +25,6 @@ use baton_proto::{
 };
 
 use baton_nats::{ClaimCheck, ClaimSettings, pipeline::versions::subject_of};
-
-/// Why an inbox operation failed.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InboxError(String);
-
-impl InboxError {
-    fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
-    }
-}
 
 /// One task waiting for a person.
 #[derive(Debug, Clone)]
@@ -99,7 +90,7 @@ impl Inbox {
         let bucket = subjects.inbox_bucket();
         let opened = baton_nats::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
         let store = opened.await.map_err(|err| {
-            InboxError::new(format!("cannot open the inbox bucket {bucket}: {err}"))
+            InboxError::store(format!("cannot open the inbox bucket {bucket}: {err}"))
         })?;
         Ok(Self {
             store,
@@ -117,15 +108,17 @@ impl Inbox {
     pub async fn put(&self, envelope: &Envelope) -> Result<(), InboxError> {
         let bytes = envelope
             .to_msgpack()
-            .map_err(|err| InboxError::new(format!("cannot encode the task: {err}")))?;
+            .map_err(|err| InboxError::encode(format!("cannot encode the task: {err}")))?;
         let bytes =
             self.claims.pack(bytes.into()).await.map_err(|err| {
-                InboxError::new(format!("cannot store the task's context: {err}"))
+                InboxError::store(format!("cannot store the task's context: {err}"))
             })?;
         self.store
             .put(envelope.id.to_string(), bytes)
             .await
-            .map_err(|err| InboxError::new(format!("cannot store the task in the inbox: {err}")))?;
+            .map_err(|err| {
+                InboxError::store(format!("cannot store the task in the inbox: {err}"))
+            })?;
         if asks(envelope) {
             // Found by its session (`Inbox::question`), after the entry,
             // so the key never names an entry not yet stored.
@@ -133,7 +126,7 @@ impl Inbox {
             self.store
                 .put(question_key(envelope.session), id.into())
                 .await
-                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+                .map_err(|err| InboxError::store(format!("cannot note the question: {err}")))?;
         }
         Ok(())
     }
@@ -155,13 +148,13 @@ impl Inbox {
             }
             let key = question_key(entry.envelope.session);
             let known = (self.store.get(key.as_str()).await)
-                .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+                .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
             if known.is_some() {
                 continue;
             }
             let id = entry.envelope.id.to_string().into_bytes();
             (self.store.put(key, id.into()).await)
-                .map_err(|err| InboxError::new(format!("cannot note the question: {err}")))?;
+                .map_err(|err| InboxError::store(format!("cannot note the question: {err}")))?;
             noted += 1;
         }
         Ok(noted)
@@ -178,11 +171,11 @@ impl Inbox {
             .store
             .keys()
             .await
-            .map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+            .map_err(|err| InboxError::store(format!("cannot list the inbox: {err}")))?;
         let mut entries = Vec::new();
         while let Some(key) = keys.next().await {
             let key =
-                key.map_err(|err| InboxError::new(format!("cannot list the inbox: {err}")))?;
+                key.map_err(|err| InboxError::store(format!("cannot list the inbox: {err}")))?;
             if key.starts_with(QUESTIONS) {
                 continue;
             }
@@ -208,15 +201,16 @@ impl Inbox {
             .store
             .entry(id)
             .await
-            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?
+            .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?
         else {
             return Ok(None);
         };
         if entry.operation != kv::Operation::Put {
             return Ok(None);
         }
-        let not_envelope =
-            |err: String| InboxError::new(format!("inbox entry {id} is not an envelope: {err}"));
+        let not_envelope = |err: String| {
+            InboxError::malformed(format!("inbox entry {id} is not an envelope: {err}"))
+        };
         let mut envelope =
             Envelope::from_msgpack(&entry.value).map_err(|err| not_envelope(err.to_string()))?;
         if !envelope.claims.is_empty() {
@@ -251,12 +245,12 @@ impl Inbox {
         person: &str,
     ) -> Result<Event, InboxError> {
         let entry = self.entry(id).await?.ok_or_else(|| {
-            InboxError::new(format!(
+            InboxError::not_waiting(format!(
                 "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
             ))
         })?;
         if let Some(gate) = entry.gate() {
-            return Err(InboxError::new(format!(
+            return Err(InboxError::mismatch(format!(
                 "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
                 entry.agent(),
                 gate.reason,
@@ -265,7 +259,7 @@ impl Inbox {
         }
         if self.cancelled(entry.envelope.session).await {
             self.forget(&entry).await;
-            return Err(InboxError::new(format!(
+            return Err(InboxError::ended(format!(
                 "task {id}'s session {} was cancelled; the task is removed from the inbox",
                 entry.envelope.session
             )));
@@ -275,16 +269,16 @@ impl Inbox {
             .deadline
             .is_some_and(|deadline| baton_proto::now_ms() > deadline)
         {
-            return Err(InboxError::new(format!(
+            return Err(InboxError::ended(format!(
                 "task {id}'s session passed its deadline and has ended; the answer would come too late"
             )));
         }
         if let Reply::Handoff(to) = &reply {
             let served = baton_nats::is_served(&self.jetstream, &self.subjects, to)
                 .await
-                .map_err(|err| InboxError::new(baton_nats::error_chain(&err)))?;
+                .map_err(|err| InboxError::store(baton_nats::error_chain(&err)))?;
             if !served {
-                return Err(InboxError::new(format!(
+                return Err(InboxError::not_served(format!(
                     "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
                 )));
             }
@@ -295,7 +289,7 @@ impl Inbox {
                 .claims
                 .pack(payload.into())
                 .await
-                .map_err(|err| InboxError::new(format!("cannot send the answer: {err}")))?;
+                .map_err(|err| InboxError::store(format!("cannot send the answer: {err}")))?;
             self.publish(subject, id, payload).await?;
         }
         // The outputs are durable; a second reply racing this one publishes
@@ -350,7 +344,7 @@ impl Inbox {
             .store
             .get(question_key(session))
             .await
-            .map_err(|err| InboxError::new(format!("cannot read the inbox: {err}")))?;
+            .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
         let Some(id) = named.and_then(|id| String::from_utf8(id.to_vec()).ok()) else {
             return Ok(None);
         };
@@ -395,7 +389,7 @@ impl Inbox {
                 // result (the parent's worker records it with a `result` event);
                 // only the root of a session ends it.
                 let to = AgentName::new(parent.agent.as_str()).map_err(|err| {
-                    InboxError::new(format!("the task's parent is not an agent type: {err}"))
+                    InboxError::malformed(format!("the task's parent is not an agent type: {err}"))
                 })?;
                 event.kind = EventType::Result;
                 event.to = Some(to.to_string());
@@ -453,11 +447,11 @@ impl Inbox {
             .jetstream
             .publish_with_headers(subject.clone(), header, payload)
             .await
-            .map_err(|err| InboxError::new(format!("cannot publish to {subject}: {err}")))?;
+            .map_err(|err| InboxError::store(format!("cannot publish to {subject}: {err}")))?;
         tokio::time::timeout(Duration::from_secs(10), ack)
             .await
-            .map_err(|_| InboxError::new(format!("no acknowledgement for {subject}")))?
-            .map_err(|err| InboxError::new(format!("publish to {subject} failed: {err}")))?;
+            .map_err(|_| InboxError::store(format!("no acknowledgement for {subject}")))?
+            .map_err(|err| InboxError::store(format!("publish to {subject} failed: {err}")))?;
         Ok(())
     }
 }
@@ -482,7 +476,7 @@ fn asks(envelope: &Envelope) -> bool {
 fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
     value
         .to_msgpack()
-        .map_err(|err| InboxError::new(format!("cannot encode: {err}")))
+        .map_err(|err| InboxError::encode(format!("cannot encode: {err}")))
 }
 
 /// What the inbox uses: its bucket, read and written by a human agent's

@@ -28,7 +28,7 @@ pub mod versions;
 pub use client::replay::{SessionReplay, ending};
 pub use client::{Cancel, Client, EventStream};
 pub use deadletters::{DeadLetterEntry, ReplayOptions};
-pub use inbox::{Decision, Inbox, InboxEntry, InboxError, Reply};
+pub use inbox::{Decision, Inbox, InboxEntry, InboxError, InboxErrorKind, Reply};
 pub use registry::RegistryClient;
 
 /// Conversations: many turns, one memory, one turn at a time. The one entry

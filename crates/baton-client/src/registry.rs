@@ -361,11 +361,13 @@ impl baton_author::Lookups for RegistryClient {
     fn lookup<'a>(
         &'a self,
         request: &'a LookupRequest,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<LookupResponse, String>> + Send + 'a>> {
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<LookupResponse, baton_author::LookupError>> + Send + 'a>,
+    > {
         Box::pin(async move {
             RegistryClient::lookup(self, request)
                 .await
-                .map_err(|err| baton_nats::error_chain(&err))
+                .map_err(baton_author::LookupError::new)
         })
     }
 }
@@ -373,10 +375,15 @@ impl baton_author::Lookups for RegistryClient {
 impl RegistryClient {
     /// The best agent type for `request`, or why there is none: nothing
     /// fits, or no registry answered within the budget.
-    pub async fn best(&self, request: &LookupRequest) -> Result<AgentName, String> {
-        let response = self.lookup(request).await.map_err(|err| {
+    ///
+    /// # Errors
+    ///
+    /// The lookup's error when no registry answered, [`ErrorKind::NoRoute`]
+    /// when nothing fits, [`ErrorKind::Registry`] when the registry
+    /// proposed an invalid agent type.
+    pub async fn best(&self, request: &LookupRequest) -> Result<AgentName, Error> {
+        let response = self.lookup(request).await.inspect_err(|err| {
             tracing::warn!(error = %err, "registry lookup failed; taking the fallback path");
-            err.to_string()
         })?;
         let Some(best) = response.candidates.first() else {
             let mut want = format!("capabilities [{}]", request.requires.join(", "));
@@ -386,12 +393,19 @@ impl RegistryClient {
             if let Some(tier) = request.min_tier {
                 want.push_str(&format!(", tier >= {tier}"));
             }
-            return Err(format!(
-                "no live agent offers {want} outside the path [{}]",
-                request.exclude.join(", ")
+            return Err(Error::new(
+                ErrorKind::NoRoute,
+                format!(
+                    "no live agent offers {want} outside the path [{}]",
+                    request.exclude.join(", ")
+                ),
             ));
         };
-        AgentName::new(best.agent.as_str())
-            .map_err(|err| format!("the registry proposed an invalid agent type: {err}"))
+        AgentName::new(best.agent.as_str()).map_err(|err| {
+            Error::new(
+                ErrorKind::Registry,
+                format!("the registry proposed an invalid agent type: {err}"),
+            )
+        })
     }
 }

@@ -15,6 +15,8 @@ use baton_proto::Budget;
 /// When `tokens` is not a whole number of tokens, at least 1, or `cost` not
 /// an amount above 0 (a number, or a decimal string such as `"0.50"`, at
 /// most six places): the text says so, for the caller.
+// The error is text because it is the payload: the MCP tool error or the
+// A2A `InvalidParams` message the caller reads, sent as it is.
 pub fn budget(
     tokens: Option<&serde_json::Value>,
     cost: Option<&serde_json::Value>,

@@ -12,6 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::Error;
 use crate::listen::{Token, bearer_of};
 
 /// Who makes a call: a caller's name, or `None` when the gateway has no
@@ -60,7 +61,7 @@ impl Callers {
     /// A line without both parts, a name that is not `[A-Za-z0-9_.-]`
     /// (1 to 64), a token shorter than 16 characters, a name or token
     /// given twice, or no caller at all: the message names the line.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, Error> {
         let mut callers: Vec<(Option<String>, Token)> = Vec::new();
         let mut names: Vec<String> = Vec::new();
         for (n, line) in text.lines().enumerate() {
@@ -71,35 +72,41 @@ impl Callers {
             let at = n + 1;
             let mut parts = line.split_whitespace();
             let (Some(name), Some(token), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(format!(
+                return Err(Error::Config(format!(
                     "line {at}: write one caller per line as NAME TOKEN"
-                ));
+                )));
             };
             let valid = name.len() <= 64
                 && name
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
             if !valid {
-                return Err(format!(
+                return Err(Error::Config(format!(
                     "line {at}: the caller name {name:?} may hold only letters, digits, _ . - (up to 64)"
-                ));
+                )));
             }
             if token.len() < 16 {
-                return Err(format!(
+                return Err(Error::Config(format!(
                     "line {at}: {name}'s token is shorter than 16 characters: use a long random one (openssl rand -hex 24)"
-                ));
+                )));
             }
             if names.iter().any(|known| known == name) {
-                return Err(format!("line {at}: caller {name} is named twice"));
+                return Err(Error::Config(format!(
+                    "line {at}: caller {name} is named twice"
+                )));
             }
             if callers.iter().any(|(_, known)| known.matches(token)) {
-                return Err(format!("line {at}: {name}'s token is another caller's too"));
+                return Err(Error::Config(format!(
+                    "line {at}: {name}'s token is another caller's too"
+                )));
             }
             names.push(name.to_owned());
             callers.push((Some(name.to_owned()), Token::new(token)));
         }
         if callers.is_empty() {
-            return Err("it names no caller: write one per line as NAME TOKEN".to_owned());
+            return Err(Error::Config(
+                "it names no caller: write one per line as NAME TOKEN".to_owned(),
+            ));
         }
         Ok(Self(callers))
     }
@@ -109,10 +116,15 @@ impl Callers {
     /// # Errors
     ///
     /// When it cannot be read or is not a list of callers, naming the file.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read the callers file {}: {err}", path.display()))?;
-        Self::parse(&text).map_err(|why| format!("callers file {}: {why}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            Error::Config(format!(
+                "cannot read the callers file {}: {err}",
+                path.display()
+            ))
+        })?;
+        Self::parse(&text)
+            .map_err(|why| Error::Config(format!("callers file {}: {why}", path.display())))
     }
 
     /// The caller whose token `given` is.
@@ -171,7 +183,7 @@ mod tests {
         );
         assert_eq!(callers.who("0123456789abcdef012"), None);
         assert_eq!(format!("{callers:?}"), r#"Callers(["web", "mobile"])"#);
-        let bad = |text: &str| Callers::parse(text).unwrap_err();
+        let bad = |text: &str| Callers::parse(text).unwrap_err().to_string();
         assert!(bad("web\n").contains("line 1: write one caller per line as NAME TOKEN"));
         assert!(bad("w eb x y\n").contains("line 1"));
         assert!(bad("we/b 0123456789abcdef0123\n").contains("may hold only"));

@@ -120,19 +120,19 @@ impl Gateway {
         &self,
         (session, skip, turn): (uuid::Uuid, usize, bool),
         context: &RequestContext<RoleServer>,
-    ) -> Result<Event, String> {
+    ) -> Result<Event, crate::Error> {
         let token = context.meta.get_progress_token();
         let mut events = self
             .client
             .follow(session)
             .await
-            .map_err(|err| baton_nats::error_chain(&err))?
+            .map_err(followed)?
             .skip(skip);
         let mut seen = 0u32;
         let mut last = None;
         let mut shown = baton_proto::Shown::default();
         while let Some(event) = events.next().await {
-            let event = event.map_err(|err| baton_nats::error_chain(&err))?;
+            let event = event.map_err(followed)?;
             let message = match baton_proto::Delta::of(&event) {
                 // A piece of an answer: `delta <agent>: <text not sent yet>`.
                 Some(delta) => match shown.fresh(&delta) {
@@ -158,8 +158,15 @@ impl Gateway {
                 last = Some(event);
             }
         }
-        last.ok_or_else(|| "the event stream ended before the session did".to_owned())
+        last.ok_or_else(|| {
+            crate::Error::Store("the event stream ended before the session did".to_owned())
+        })
     }
+}
+
+/// A session's events that could not be followed, with their causes.
+fn followed(err: baton_nats::Error) -> crate::Error {
+    crate::Error::Store(baton_nats::error_chain(&err))
 }
 
 /// `result`, naming its session in `_meta` (`baton/session`), so that the

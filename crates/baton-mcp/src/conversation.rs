@@ -21,7 +21,7 @@ use crate::Gateway;
 
 impl Gateway {
     /// The conversations, opened now if need be; `Err` says why they cannot be.
-    async fn conversations(&self) -> Result<&Conversations, String> {
+    async fn conversations(&self) -> Result<&Conversations, crate::Error> {
         let replicas = self.talk.replicas;
         self.talk
             .opened
@@ -29,9 +29,9 @@ impl Gateway {
                 let subjects = self.client.subjects().clone();
                 let bucket = subjects.conversations_bucket();
                 let needs = |err: &dyn std::fmt::Display| {
-                    format!(
+                    crate::Error::Store(format!(
                         "this server cannot hold conversations: {err}. They live in the bucket {bucket}, which the operator role may use (run `baton mcp serve` as a NATS user with the operator role's rights: `baton permissions operator`)"
-                    )
+                    ))
                 };
                 Conversations::open(self.client.clone(), replicas)
                     .await
@@ -50,7 +50,7 @@ impl Gateway {
     ) -> Result<CallToolResult, McpError> {
         let conversations = match self.conversations().await {
             Ok(opened) => opened,
-            Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),
+            Err(why) => return Ok(CallToolResult::error(vec![Content::text(why.to_string())])),
         };
         let failed = |err: &dyn std::fmt::Display| {
             Ok(CallToolResult::error(vec![Content::text(format!(

@@ -34,7 +34,7 @@ pub async fn serve_http(
         loopback: "--http 127.0.0.1:8090",
     };
     let callers = match callers {
-        Some(path) => Some(Callers::load(path).map_err(Error::Config)?),
+        Some(path) => Some(Callers::load(path)?),
         None => listen::token(listen, token.as_deref(), &exposure)?.map(Callers::one),
     };
     let ct = tokio_util::sync::CancellationToken::new();

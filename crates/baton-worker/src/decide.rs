@@ -62,11 +62,11 @@ pub(crate) enum Lookup {
     Nobody(String),
 }
 
-impl From<Result<AgentName, String>> for Lookup {
-    fn from(answer: Result<AgentName, String>) -> Self {
+impl From<Result<AgentName, baton_nats::Error>> for Lookup {
+    fn from(answer: Result<AgentName, baton_nats::Error>) -> Self {
         match answer {
             Ok(agent) => Self::Candidate(agent),
-            Err(why) => Self::Nobody(why),
+            Err(why) => Self::Nobody(why.to_string()),
         }
     }
 }

@@ -387,7 +387,7 @@ async fn decide<A: Agent>(
         (None, Ok(Step::Handoff(handoff))) => match &handoff.target {
             Target::Agent(to) => match rt.served.check(to).await {
                 Ok(()) => Lookup::NotAsked,
-                Err(why) => Lookup::Nobody(why),
+                Err(why) => Lookup::Nobody(why.to_string()),
             },
             _ => Lookup::NotAsked,
         },

@@ -110,15 +110,17 @@ pub(crate) async fn start(
 }
 
 /// Where a child target goes.
-async fn resolve(rt: &Runtime, target: &Target) -> Result<baton_proto::AgentName, String> {
+async fn resolve(rt: &Runtime, target: &Target) -> Result<baton_proto::AgentName, Error> {
     let config = &rt.config;
     let need = match target {
         Target::Agent(agent) => return rt.served.check(agent).await.map(|()| agent.clone()),
         Target::Fallback => {
-            return config
-                .fallback
-                .clone()
-                .ok_or_else(|| "the worker has no fallback agent".to_owned());
+            return config.fallback.clone().ok_or_else(|| {
+                Error::new(
+                    baton_nats::ErrorKind::Config,
+                    "the worker has no fallback agent",
+                )
+            });
         }
         Target::Capabilities(need) => need.clone(),
         Target::Escalate(need) => need.clone().above(config.profile.tier),

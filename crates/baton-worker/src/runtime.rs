@@ -219,13 +219,13 @@ impl Runtime {
     }
 
     /// The best agent for `request`, or why there is none.
-    pub(crate) async fn best(&self, request: &LookupRequest) -> Result<AgentName, String> {
-        match self.lookup(request).await {
-            Lookup::Candidate(agent) => Ok(agent),
-            Lookup::Nobody(why) => Err(why),
-            Lookup::NotAsked => Err(
-                "capability targets need the registry, and this worker does not use it".to_owned(),
-            ),
+    pub(crate) async fn best(&self, request: &LookupRequest) -> Result<AgentName, Error> {
+        match self.registry.as_ref() {
+            Some(registry) => registry.best(request).await,
+            None => Err(Error::new(
+                baton_nats::ErrorKind::Config,
+                "capability targets need the registry, and this worker does not use it",
+            )),
         }
     }
 }

@@ -39,8 +39,12 @@ impl Rpc {
         endpoint: &Endpoint,
         method: &str,
         params: serde_json::Value,
-    ) -> Result<T, String> {
-        let failed = |err: String| format!("{method} at {}: {err}", endpoint.rpc);
+    ) -> Result<T, RpcError> {
+        let failed = |err: RpcError| RpcError::At {
+            method: method.to_owned(),
+            rpc: endpoint.rpc.clone(),
+            error: Box::new(err),
+        };
         let response: JsonRpcResponse = fetch(self.request(endpoint, method, params))
             .await
             .map_err(failed)?;
@@ -138,26 +142,48 @@ impl Drop for Abandoned {
 /// Sends `request` and reads a successful answer's JSON body.
 pub(super) async fn fetch<T: serde::de::DeserializeOwned>(
     request: reqwest::RequestBuilder,
-) -> Result<T, String> {
+) -> Result<T, RpcError> {
     request
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|err| baton_nats::error_chain(&err))?
+        .map_err(RpcError::Http)?
         .json()
         .await
-        .map_err(|err| baton_nats::error_chain(&err))
+        .map_err(RpcError::Http)
 }
 
 /// The result of a JSON-RPC response, or its error as text.
 pub(super) fn result<T: serde::de::DeserializeOwned>(
     response: JsonRpcResponse,
-) -> Result<T, String> {
+) -> Result<T, RpcError> {
     if let Some(err) = response.error {
-        return Err(format!("error {}: {}", err.code, err.message));
+        return Err(RpcError::Remote(err));
     }
-    let value = response
-        .result
-        .ok_or_else(|| "a response without a result".to_owned())?;
-    serde_json::from_value(value).map_err(|err| format!("an unexpected result: {err}"))
+    let value = response.result.ok_or(RpcError::NoResult)?;
+    serde_json::from_value(value).map_err(RpcError::Unexpected)
+}
+
+/// Why a JSON-RPC call to the remote agent brought no result.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RpcError {
+    /// The request was not answered, or not with JSON.
+    #[error("{}", baton_nats::error_chain(.0))]
+    Http(reqwest::Error),
+    /// The remote agent answered with a JSON-RPC error.
+    #[error("error {}: {}", .0.code, .0.message)]
+    Remote(a2a::JsonRpcError),
+    /// The response has neither a result nor an error.
+    #[error("a response without a result")]
+    NoResult,
+    /// The result is not what the method returns.
+    #[error("an unexpected result: {0}")]
+    Unexpected(serde_json::Error),
+    /// A call of `method` at `rpc` failed.
+    #[error("{method} at {rpc}: {error}")]
+    At {
+        method: String,
+        rpc: String,
+        error: Box<RpcError>,
+    },
 }

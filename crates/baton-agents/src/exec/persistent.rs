@@ -19,7 +19,7 @@ use tokio::sync::{Mutex, oneshot};
 use super::Program;
 
 /// The answer, or why the line that named its id is not one.
-type Answer = Result<ExecReply, String>;
+type Answer = Result<ExecReply, serde_json::Error>;
 
 /// Where an answer goes: the task waiting for the request id.
 type Waiting = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<Answer>>>>;
@@ -226,7 +226,7 @@ fn parse(line: &str) -> (Option<String>, Answer) {
             let id = serde_json::from_str::<serde_json::Value>(line)
                 .ok()
                 .and_then(|v| v.get("id").and_then(|id| id.as_str()).map(str::to_owned));
-            (id, Err(err.to_string()))
+            (id, Err(err))
         }
     }
 }
@@ -242,7 +242,7 @@ mod tests {
         assert!(answer.is_ok());
         let (id, answer) = parse(r#"{"id": "8", "reply": {"acton": "terminate"}}"#);
         assert_eq!(id.as_deref(), Some("8"));
-        assert!(answer.unwrap_err().contains("acton"));
+        assert!(answer.unwrap_err().to_string().contains("acton"));
         let (id, answer) = parse("hello");
         assert_eq!(id, None);
         assert!(answer.is_err());

@@ -40,9 +40,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_nats::jetstream;
 use baton_proto::Subjects;
 
-use crate::StartError;
 use crate::llm::http::headers::Advice;
 use crate::spec::LlmSpec;
+use crate::{StartError, StartErrorKind};
 use flight::{Flight, Flying};
 use heard::Readings;
 pub(crate) use metrics::Metrics;
@@ -172,7 +172,12 @@ impl Limiter {
         let store = baton_nats::state::Bucket::Limits
             .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
-            .map_err(|err| StartError::new(format!("cannot open the rate limits: {err}")))?;
+            .map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Nats,
+                    format!("cannot open the rate limits: {err}"),
+                )
+            })?;
         let limits = spec.limits;
         let per_second = |n: u32| f64::from(n.max(1)) / 60.0;
         let seen = Seen::default();
@@ -213,7 +218,11 @@ impl Limiter {
     /// # Errors
     ///
     /// When the schedule cannot be read or written (a retryable failure).
-    pub(crate) async fn take(&self, tokens: u64, until: u64) -> Result<Option<Turn>, String> {
+    pub(crate) async fn take(
+        &self,
+        tokens: u64,
+        until: u64,
+    ) -> Result<Option<Turn>, baton_nats::Error> {
         let asked = now_us();
         let (slot, rate, window, sent, flight) = {
             let _one = self.local.lock().await;
@@ -336,7 +345,7 @@ impl Limiter {
 
     /// Reserves a call of `tokens` whose turn must come before `until`
     /// (see [`reserve::reserve`]).
-    async fn reserve(&self, tokens: u64, until: u64) -> Result<Reserved, String> {
+    async fn reserve(&self, tokens: u64, until: u64) -> Result<Reserved, baton_nats::Error> {
         let configured = self.configured;
         let (endpoint, model) = (&self.endpoint, &self.model);
         let mut reserved = Reserved::Late;
@@ -378,30 +387,35 @@ fn changed(last: Option<f64>, now: Option<f64>) -> bool {
 pub async fn read_all(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
-) -> Result<Option<Vec<(String, Schedule)>>, String> {
+) -> Result<Option<Vec<(String, Schedule)>>, baton_nats::Error> {
     let store = match jetstream.get_key_value(subjects.limits_bucket()).await {
         Ok(store) => store,
         Err(err) if err.kind() == jetstream::context::KeyValueErrorKind::GetBucket => {
             return Ok(None);
         }
-        Err(err) => return Err(format!("cannot open the rate limits: {err}")),
+        Err(err) => return Err(unread(format!("cannot open the rate limits: {err}"))),
     };
     let mut keys = store
         .keys()
         .await
-        .map_err(|err| format!("cannot list the rate limits: {err}"))?;
+        .map_err(|err| unread(format!("cannot list the rate limits: {err}")))?;
     let mut all = Vec::new();
     while let Some(key) = futures::StreamExt::next(&mut keys).await {
-        let key = key.map_err(|err| format!("cannot list the rate limits: {err}"))?;
+        let key = key.map_err(|err| unread(format!("cannot list the rate limits: {err}")))?;
         let entry = store
             .get(&key)
             .await
-            .map_err(|err| format!("cannot read the rate limit {key}: {err}"))?;
+            .map_err(|err| unread(format!("cannot read the rate limit {key}: {err}")))?;
         if let Some(schedule) = entry.and_then(|bytes| rmp_serde::from_slice(&bytes).ok()) {
             all.push((key, schedule));
         }
     }
     Ok(Some(all))
+}
+
+/// The shared limits could not be read: JetStream refused.
+fn unread(message: String) -> baton_nats::Error {
+    baton_nats::Error::new(baton_nats::ErrorKind::JetStream, message)
 }
 
 /// What a call whose prompt is about `prompt` tokens is estimated to cost

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
+use baton_nats::{Error, ErrorKind};
 
 use super::schedule::Schedule;
 use super::{ATTEMPTS, now_us};
@@ -108,7 +109,7 @@ impl Entry {
     pub(super) async fn update(
         &self,
         mut change: impl FnMut(&mut Schedule, u64),
-    ) -> Result<(), String> {
+    ) -> Result<(), baton_nats::Error> {
         for attempt in 0..ATTEMPTS {
             let remembered = if attempt == 0 {
                 self.seen.get(&self.key)
@@ -125,10 +126,12 @@ impl Entry {
                 .map(|value| rmp_serde::from_slice(value).unwrap_or_default())
                 .unwrap_or_default();
             change(&mut schedule, now_us());
-            let bytes = bytes::Bytes::from(
-                rmp_serde::to_vec_named(&schedule)
-                    .map_err(|err| format!("cannot encode the rate limit: {err}"))?,
-            );
+            let bytes = bytes::Bytes::from(rmp_serde::to_vec_named(&schedule).map_err(|err| {
+                Error::new(
+                    ErrorKind::Encode,
+                    format!("cannot encode the rate limit: {err}"),
+                )
+            })?);
             // Unchanged (a turn still past the horizon): nothing to write,
             // once a read confirms it.
             if value.as_ref() == Some(&bytes) {
@@ -166,20 +169,24 @@ impl Entry {
                 }
             }
         }
-        Err(format!(
-            "the rate limit {} stayed contended for {ATTEMPTS} attempts",
-            self.key
+        Err(Error::new(
+            ErrorKind::JetStream,
+            format!(
+                "the rate limit {} stayed contended for {ATTEMPTS} attempts",
+                self.key
+            ),
         ))
     }
 
     /// The schedule's stored value (`None` when deleted or missing) and
     /// revision (`None` when missing).
-    async fn read(&self) -> Result<(Option<bytes::Bytes>, Option<u64>), String> {
-        let entry = self
-            .store
-            .entry(&self.key)
-            .await
-            .map_err(|err| format!("cannot read the rate limit {}: {err}", self.key))?;
+    async fn read(&self) -> Result<(Option<bytes::Bytes>, Option<u64>), Error> {
+        let entry = self.store.entry(&self.key).await.map_err(|err| {
+            Error::new(
+                ErrorKind::JetStream,
+                format!("cannot read the rate limit {}: {err}", self.key),
+            )
+        })?;
         Ok(match entry {
             Some(entry) if entry.operation == kv::Operation::Put => {
                 (Some(entry.value), Some(entry.revision))

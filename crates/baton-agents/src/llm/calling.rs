@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 
 use super::answer::journal_of;
 use super::types::chat::{ChatMessage, ToolCall, calls_as_sent};
-use super::{LlmRunner, asked};
+use super::{LlmRunner, Refusal, asked};
 use crate::journal::Recorded;
 use crate::tools::{McpTool, Toolbox};
 
@@ -64,7 +64,7 @@ impl LlmRunner {
                 continue;
             };
             match arguments(call).and_then(|args| match Toolbox::invalid(tool, &args) {
-                Some(problem) => Err(problem),
+                Some(problem) => Err(Refusal::from(problem)),
                 None => Ok(args),
             }) {
                 Ok(args) => checked.push((call, tool, args)),
@@ -340,7 +340,7 @@ impl LlmRunner {
                 took,
             })
             .await;
-        called.map_err(AgentError::retryable)
+        called.map_err(|err| AgentError::retryable(err.to_string()))
     }
 
     /// The hop used up `max_steps`: the session goes to the fallback with
@@ -388,10 +388,10 @@ fn fail_decided(tool: &McpTool, failed: baton_proto::JournalEntry) -> AgentError
 }
 
 /// A call's arguments as a JSON object, or what is wrong with them.
-fn arguments(call: &ToolCall) -> Result<Json, String> {
+fn arguments(call: &ToolCall) -> Result<Json, Refusal> {
     match call.parsed_arguments() {
         Ok(args) if args.is_object() => Ok(args),
-        Ok(_) => Err("the arguments are not a JSON object".to_owned()),
-        Err(err) => Err(format!("the arguments are not JSON: {err}")),
+        Ok(_) => Err("the arguments are not a JSON object".into()),
+        Err(err) => Err(format!("the arguments are not JSON: {err}").into()),
     }
 }

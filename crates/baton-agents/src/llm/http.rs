@@ -20,9 +20,9 @@ use tracing::Instrument as _;
 
 use super::types::request::Request;
 use super::types::response::ChatResponse;
-use crate::StartError;
 use crate::limits::{Limiter, Metrics, Turn};
 use crate::spec::LlmSpec;
+use crate::{StartError, StartErrorKind};
 
 pub(crate) mod headers;
 mod limited;
@@ -58,16 +58,24 @@ impl Endpoint {
     pub(crate) fn new(settings: Arc<LlmSpec>) -> Result<Self, StartError> {
         let api_key = match &settings.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
-                StartError::new(format!(
-                    "[llm] api_key_env names {var}, which is not set: export {var}=<your key>"
-                ))
+                StartError::new(
+                    StartErrorKind::Config,
+                    format!(
+                        "[llm] api_key_env names {var}, which is not set: export {var}=<your key>"
+                    ),
+                )
             })?),
             None => None,
         };
         let http = crate::http()
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
-            .map_err(|err| StartError::new(format!("cannot build the HTTP client: {err}")))?;
+            .map_err(|err| {
+                StartError::new(
+                    StartErrorKind::Http,
+                    format!("cannot build the HTTP client: {err}"),
+                )
+            })?;
         Ok(Self {
             limit_metrics: Metrics::new(&settings.base_url, &settings.model),
             settings,

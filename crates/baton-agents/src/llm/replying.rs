@@ -12,7 +12,7 @@ use serde_json::{Map, Value as Json};
 use super::calling::Turn;
 use super::types::chat::{ToolCall, calls_as_sent};
 use super::types::offer::A2A_REPLY;
-use super::{LlmRunner, asked};
+use super::{LlmRunner, Refusal, asked};
 
 /// Whether the model's calls are one call of `a2a_reply`.
 pub(super) fn is_reply(calls: &[ToolCall]) -> bool {
@@ -30,13 +30,13 @@ impl LlmRunner {
 /// The session's end the model's `a2a_reply` call says, with the call, its
 /// result and the answer as text kept in the conversation; or what is wrong
 /// with the call, to tell the model.
-pub(super) fn reply(turn: &Turn<'_>, update: &mut ContextUpdate) -> Result<Outcome, String> {
+pub(super) fn reply(turn: &Turn<'_>, update: &mut ContextUpdate) -> Result<Outcome, Refusal> {
     let call = &turn.calls[0];
     let arguments: Json = serde_json::from_str(call.function.arguments.as_deref().unwrap_or("{}"))
-        .map_err(|err| format!("the arguments are not JSON: {err}"))?;
+        .map_err(|err| Refusal::from(format!("the arguments are not JSON: {err}")))?;
     let said = checked(arguments)?;
     let output = rmpv::ext::to_value(serde_json::json!({ "a2a": said }))
-        .map_err(|err| format!("the arguments cannot be sent: {err}"))?;
+        .map_err(|err| Refusal::from(format!("the arguments cannot be sent: {err}")))?;
     let mut update = std::mem::take(update);
     update
         .messages
@@ -54,13 +54,13 @@ pub(super) fn reply(turn: &Turn<'_>, update: &mut ContextUpdate) -> Result<Outco
 /// The arguments as an `a2a` entry: `message`, `artifacts` (an id made up
 /// for one the model left out) or `reject`, at least one; each part one of
 /// `text`, `raw`, `url` or `data`.
-fn checked(arguments: Json) -> Result<Map<String, Json>, String> {
+fn checked(arguments: Json) -> Result<Map<String, Json>, Refusal> {
     let Json::Object(mut said) = arguments else {
-        return Err("the arguments are not a JSON object".to_owned());
+        return Err("the arguments are not a JSON object".into());
     };
     said.retain(|key, _| matches!(key.as_str(), "message" | "artifacts" | "reject"));
     if said.is_empty() {
-        return Err("give `message`, `artifacts` or `reject`".to_owned());
+        return Err("give `message`, `artifacts` or `reject`".into());
     }
     if let Some(reject) = said.get("reject") {
         reject.as_str().ok_or("`reject` is the reason, a string")?;
@@ -70,11 +70,11 @@ fn checked(arguments: Json) -> Result<Map<String, Json>, String> {
     }
     if let Some(artifacts) = said.get_mut("artifacts") {
         let Json::Array(artifacts) = artifacts else {
-            return Err("`artifacts` is a list of artifacts".to_owned());
+            return Err("`artifacts` is a list of artifacts".into());
         };
         for (index, artifact) in artifacts.iter_mut().enumerate() {
             let Json::Object(artifact) = artifact else {
-                return Err(format!("artifact {index} is not an object"));
+                return Err(format!("artifact {index} is not an object").into());
             };
             let parts = artifact.get("parts").unwrap_or(&Json::Null);
             check_parts(parts, &format!("artifact {index}'s `parts`"))?;
@@ -87,9 +87,9 @@ fn checked(arguments: Json) -> Result<Map<String, Json>, String> {
 }
 
 /// Checks that `parts` is a non-empty list of A2A parts.
-fn check_parts(parts: &Json, what: &str) -> Result<(), String> {
+fn check_parts(parts: &Json, what: &str) -> Result<(), Refusal> {
     let Some(parts) = parts.as_array().filter(|parts| !parts.is_empty()) else {
-        return Err(format!("{what} is a non-empty list of parts"));
+        return Err(format!("{what} is a non-empty list of parts").into());
     };
     for part in parts {
         let kinds = ["text", "raw", "url", "data"]
@@ -102,7 +102,8 @@ fn check_parts(parts: &Json, what: &str) -> Result<(), String> {
         if kinds != 1 || !strings {
             return Err(format!(
                 "each part of {what} has one of `text`, `raw` (base64), `url` or `data`: {part}"
-            ));
+            )
+            .into());
         }
     }
     Ok(())
@@ -148,7 +149,7 @@ mod tests {
             Json::Object(said),
             json!({"artifacts": [{"artifactId": "artifact-1", "parts": [{"text": "a"}]}]})
         );
-        let refused = |arguments: Json| checked(arguments).unwrap_err();
+        let refused = |arguments: Json| checked(arguments).unwrap_err().to_string();
         assert!(refused(json!({})).contains("give `message`"));
         assert!(refused(json!([1])).contains("not a JSON object"));
         assert!(refused(json!({"reject": 3})).contains("`reject` is the reason"));

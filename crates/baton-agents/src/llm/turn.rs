@@ -13,7 +13,7 @@ use super::answer::{Asking, Reply};
 use super::calling::{self, Turn};
 use super::types::chat::{ChatMessage, ToolCall, calls_as_sent, lenient, read_object};
 use super::types::offer::{Builtins, Tool, ToolSource};
-use super::{LlmRunner, asked, asking, replying};
+use super::{LlmRunner, Refusal, asked, asking, replying};
 
 /// The arguments of a delegate tool's call.
 #[derive(Deserialize)]
@@ -134,7 +134,7 @@ impl LlmRunner {
         corrected: &mut bool,
         messages: &mut Vec<ChatMessage>,
         turn: &Turn<'_>,
-        problem: &str,
+        problem: &Refusal,
     ) -> Result<(), AgentError> {
         if std::mem::replace(corrected, true) {
             return Err(AgentError::fatal(format!(
@@ -151,7 +151,7 @@ impl LlmRunner {
         messages: &mut Vec<ChatMessage>,
         content: &str,
         call: &ToolCall,
-        problem: &str,
+        problem: &Refusal,
     ) {
         let id = call.id().unwrap_or("call");
         messages.push(ChatMessage::asked(content, std::slice::from_ref(call)));
@@ -212,7 +212,7 @@ impl LlmRunner {
 
     /// The tool a (non-delegate) call names and its arguments, or what is
     /// wrong with the call, to tell the model.
-    fn checked_call(&self, call: &ToolCall) -> Result<(&Tool, Json), String> {
+    fn checked_call(&self, call: &ToolCall) -> Result<(&Tool, Json), Refusal> {
         let name = call.function.name.as_str();
         let arguments = call.function.arguments.as_deref().unwrap_or("{}");
         let parsed: Result<Json, _> = serde_json::from_str(if arguments.is_empty() {
@@ -224,15 +224,16 @@ impl LlmRunner {
         match (tool, parsed) {
             (None, _) if self.offered.toolbox.find(name).is_some() => Err(format!(
                 "{name} was called beside a transfer_to_ or agent_run_ call: call tools in a turn of their own, then hand off"
-            )),
-            (None, _) => Err(format!("there is no tool {name:?}")),
+            )
+            .into()),
+            (None, _) => Err(format!("there is no tool {name:?}").into()),
             (Some(tool), _) if matches!(tool.source, ToolSource::Delegate(_)) => Err(
                 "agent_run_ calls need a `task` string, and go without transfer_to_ calls in the same turn"
-                    .to_owned(),
+                    .into(),
             ),
-            (Some(_), Err(err)) => Err(format!("the arguments are not JSON: {err}")),
+            (Some(_), Err(err)) => Err(format!("the arguments are not JSON: {err}").into()),
             (Some(tool), Ok(arguments)) if arguments.is_object() => Ok((tool, arguments)),
-            (Some(_), Ok(_)) => Err("the arguments are not a JSON object".to_owned()),
+            (Some(_), Ok(_)) => Err("the arguments are not a JSON object".into()),
         }
     }
 

@@ -107,7 +107,7 @@ pub async fn run(
     let only = agent_names(&args.agents)?;
     if let Some(path) = &args.callers {
         // A bad file is told before anything else is tried.
-        baton_gateway::callers::Callers::load(path).map_err(anyhow::Error::msg)?;
+        baton_gateway::callers::Callers::load(path)?;
     }
     let client = crate::nats::client(nats, subjects, baton_ops::RoleKind::Operator).await?;
     let stop = Stop::listen(

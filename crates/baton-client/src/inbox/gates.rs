@@ -100,7 +100,7 @@ impl Inbox {
         let gate = envelope
             .gate
             .as_ref()
-            .ok_or_else(|| InboxError::new("only a tool call with a gate is parked"))?;
+            .ok_or_else(|| InboxError::mismatch("only a tool call with a gate is parked"))?;
         self.put(envelope).await?;
         if gate.reason == Reason::ApprovalRequired {
             let id = derive_id_labelled(envelope.id, "approval_requested", 0);
@@ -152,8 +152,9 @@ impl Inbox {
         variables: Option<Value>,
     ) -> Result<String, InboxError> {
         let (entry, gate) = self.settleable(id, &decision).await?;
-        let agent = AgentName::new(entry.agent())
-            .map_err(|err| InboxError::new(format!("entry {id} names no agent type: {err}")))?;
+        let agent = AgentName::new(entry.agent()).map_err(|err| {
+            InboxError::malformed(format!("entry {id} names no agent type: {err}"))
+        })?;
         self.record(&gate, &decision, person, variables).await?;
         self.announce(&entry, &gate, &decision, person).await?;
         self.send_back(&entry, &gate, &decision, &agent).await?;
@@ -179,12 +180,12 @@ impl Inbox {
         decision: &Decision,
     ) -> Result<(InboxEntry, Gate), InboxError> {
         let entry = self.entry(id).await?.ok_or_else(|| {
-            InboxError::new(format!(
+            InboxError::not_waiting(format!(
                 "nothing is waiting in the inbox under {id}: it was settled already, or the id is wrong (see `baton inbox ls`)"
             ))
         })?;
         let Some(gate) = entry.gate().cloned() else {
-            return Err(InboxError::new(format!(
+            return Err(InboxError::mismatch(format!(
                 "{id} is a task for a person, not a tool call: answer it with `baton inbox reply {id} TEXT`"
             )));
         };
@@ -194,7 +195,7 @@ impl Inbox {
                 Reason::InputRequired => "the user's answer",
                 _ => "a person to say whether the call happened",
             };
-            return Err(InboxError::new(format!(
+            return Err(InboxError::mismatch(format!(
                 "{id} waits for {waits} ({}): settle it with {}",
                 gate.reason,
                 commands_for(&gate.reason, id)
@@ -256,7 +257,7 @@ impl Inbox {
             .claims
             .pack(encode(&resumed)?.into())
             .await
-            .map_err(|err| InboxError::new(format!("cannot send the task back: {err}")))?;
+            .map_err(|err| InboxError::store(format!("cannot send the task back: {err}")))?;
         let subject = baton_nats::pipeline::versions::subject_of(&self.subjects, agent, &resumed);
         self.publish(subject, resumed.id, payload).await
     }
@@ -267,7 +268,7 @@ impl Inbox {
         let session = entry.envelope.session;
         if self.cancelled(session).await {
             self.forget(entry).await;
-            return Err(InboxError::new(format!(
+            return Err(InboxError::ended(format!(
                 "{id}'s session {session} was cancelled; the entry is removed from the inbox"
             )));
         }
@@ -276,7 +277,7 @@ impl Inbox {
             .deadline
             .is_some_and(|deadline| baton_proto::now_ms() > deadline)
         {
-            return Err(InboxError::new(format!(
+            return Err(InboxError::ended(format!(
                 "{id}'s session passed its deadline and has ended; the decision would come too late"
             )));
         }
@@ -296,26 +297,26 @@ impl Inbox {
             .jetstream
             .get_key_value(self.subjects.journal_bucket())
             .await
-            .map_err(|err| InboxError::new(format!("cannot open the hop journal: {err}")))?;
+            .map_err(|err| InboxError::store(format!("cannot open the hop journal: {err}")))?;
         let Some((suffix, mut entry)) = decision_entry(gate, decision, person) else {
             // With no start on record, the hop makes the call (once).
             let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, "started");
             return journal
                 .delete(key)
                 .await
-                .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")));
+                .map_err(|err| InboxError::store(format!("cannot record the decision: {err}")));
         };
         if matches!(decision, Decision::Answer(_)) {
             entry.variables = variables;
         }
         let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, suffix);
         let bytes = rmp_serde::to_vec_named(&entry)
-            .map_err(|err| InboxError::new(format!("cannot encode the decision: {err}")))?;
+            .map_err(|err| InboxError::encode(format!("cannot encode the decision: {err}")))?;
         journal
             .put(key, bytes.into())
             .await
             .map(drop)
-            .map_err(|err| InboxError::new(format!("cannot record the decision: {err}")))
+            .map_err(|err| InboxError::store(format!("cannot record the decision: {err}")))
     }
 }
 

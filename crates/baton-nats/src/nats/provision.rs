@@ -459,8 +459,13 @@ pub(crate) async fn purge_keys(
     jetstream: &jetstream::Context,
     bucket: &str,
     keys: &str,
-) -> Result<(), String> {
-    let failed = |err: &dyn std::fmt::Display| format!("cannot remove {keys} from {bucket}: {err}");
+) -> Result<(), Error> {
+    let failed = |err: &dyn std::fmt::Display| {
+        Error::new(
+            ErrorKind::JetStream,
+            format!("cannot remove {keys} from {bucket}: {err}"),
+        )
+    };
     let stream = jetstream
         .get_stream_no_info(format!("KV_{bucket}"))
         .await

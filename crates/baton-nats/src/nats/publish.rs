@@ -10,7 +10,7 @@ use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use uuid::Uuid;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, error_chain};
 use crate::nats::connection::Permissions;
 
 mod guard;
@@ -486,15 +486,13 @@ pub(crate) fn failed(message: &Outgoing, failure: Failure) -> Error {
 pub struct Pending(Result<jetstream::context::PublishAckFuture, Failure>);
 
 impl Pending {
-    /// Waits for the PubAck.
-    pub async fn wait(self) -> Result<(), String> {
-        match self.0 {
-            Ok(ack) => ack
-                .await
-                .map(drop)
-                .map_err(|err| crate::error::error_chain(&err)),
-            Err(err) => Err(crate::error::error_chain(&err)),
-        }
+    /// Waits for the PubAck: an [`ErrorKind::Publish`] error when none comes.
+    pub async fn wait(self) -> Result<(), Error> {
+        let acked = match self.0 {
+            Ok(ack) => ack.await.map(drop).map_err(|err| error_chain(&err)),
+            Err(err) => Err(error_chain(&err)),
+        };
+        acked.map_err(|why| Error::new(ErrorKind::Publish, why))
     }
 }
 

@@ -134,10 +134,14 @@ impl Served {
 
     /// `Err(why)` when `agent` is known not to be served. When the server
     /// cannot be asked, the target is given the benefit of the doubt.
-    pub async fn check(&self, agent: &AgentName) -> Result<(), String> {
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NoRoute`] when no worker serves `agent`.
+    pub async fn check(&self, agent: &AgentName) -> Result<(), Error> {
         match self.ask(agent).await {
             Ok(true) => Ok(()),
-            Ok(false) => Err(unserved(agent)),
+            Ok(false) => Err(Error::new(ErrorKind::NoRoute, unserved(agent))),
             Err(err) => {
                 tracing::warn!(error = %err, "assuming the target is served");
                 Ok(())

@@ -137,7 +137,7 @@ impl Transcripts {
     pub async fn purge_hex(&self, hex: &str) -> Result<(), TranscriptError> {
         crate::nats::provision::purge_keys(&self.jetstream, &self.bucket, &format!("{hex}.>"))
             .await
-            .map_err(TranscriptError::Store)
+            .map_err(|err| TranscriptError::Store(err.to_string()))
     }
 
     async fn store(&self) -> Result<&kv::Store, TranscriptError> {

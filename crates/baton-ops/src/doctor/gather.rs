@@ -223,7 +223,7 @@ pub async fn limits(
 ) -> Result<Vec<LimitFacts>, Error> {
     let all = baton_agents::rate_limits::read_all(jetstream, subjects)
         .await
-        .map_err(Error::Read)?;
+        .map_err(|err| Error::Read(err.to_string()))?;
     let now = u64::try_from(chrono_now_us()).unwrap_or(0);
     Ok(all
         .unwrap_or_default()

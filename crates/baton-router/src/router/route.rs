@@ -20,6 +20,7 @@ use baton_nats::pipeline::plan::{DeadLetter, Output, Plan, Settle};
 use baton_nats::pipeline::settle::finish;
 use baton_nats::pipeline::versions;
 use baton_nats::state::rollouts::Rollouts;
+use baton_nats::{Error, ErrorKind};
 
 /// What the router's per-message path needs.
 pub(super) struct Ingress {
@@ -82,7 +83,7 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
                 Ok(route) => served.check(&route.agent).await.map(|()| route),
                 Err(why) => Err(why),
             }
-            .map_err(|why| (DeadLetterReason::NoRoute, why)),
+            .map_err(|why| (DeadLetterReason::NoRoute, why.to_string())),
         };
         let (outgoing, settle) = match target {
             Ok(route) => {
@@ -118,8 +119,9 @@ fn sent_on(
 ) -> Vec<Outgoing> {
     config.defaults().apply(&mut envelope);
     let forwarded = forward(delivery, &config.subjects, (head, &envelope), route);
-    let mut outgoing = forwarded
-        .unwrap_or_else(|detail| delivery.unreadable(&DeadLetterReason::Malformed, &detail));
+    let mut outgoing = forwarded.unwrap_or_else(|detail| {
+        delivery.unreadable(&DeadLetterReason::Malformed, &detail.to_string())
+    });
     // The session's deadline is watched from now on, wherever its task goes.
     outgoing.extend(baton_nats::pipeline::timer::timer_for(
         &config.subjects,
@@ -140,15 +142,18 @@ async fn target(
     config: &RouterConfig,
     registry: Option<&RegistryClient>,
     envelope: &Envelope,
-) -> Result<Route, String> {
+) -> Result<Route, Error> {
     let direct = |agent| Route {
         agent,
         no_match: None,
     };
     if let Some(to) = &envelope.to {
-        return AgentName::new(to.as_str())
-            .map(direct)
-            .map_err(|err| format!("the task's `to` is not an agent type: {err}"));
+        return AgentName::new(to.as_str()).map(direct).map_err(|err| {
+            Error::new(
+                ErrorKind::Config,
+                format!("the task's `to` is not an agent type: {err}"),
+            )
+        });
     }
     if !envelope.requires.is_empty() {
         let why = match registry {
@@ -161,7 +166,7 @@ async fn target(
                 };
                 match registry.best(&request).await {
                     Ok(agent) => return Ok(direct(agent)),
-                    Err(why) => why,
+                    Err(why) => why.to_string(),
                 }
             }
             None => "the task has `requires` but the router does not use the registry".to_owned(),
@@ -171,13 +176,17 @@ async fn target(
                 agent: fallback.clone(),
                 no_match: Some(why),
             }),
-            None => Err(format!(
-                "{why}, and the router has no fallback agent (start it with --fallback)"
+            None => Err(Error::new(
+                ErrorKind::NoRoute,
+                format!("{why}, and the router has no fallback agent (start it with --fallback)"),
             )),
         };
     }
     config.default_agent.clone().map(direct).ok_or_else(|| {
-        "the task has no `to` and no `requires`, and the router has no default entry agent (start it with --default-agent)".to_owned()
+        Error::new(
+            ErrorKind::NoRoute,
+            "the task has no `to` and no `requires`, and the router has no default entry agent (start it with --default-agent)",
+        )
     })
 }
 
@@ -202,7 +211,7 @@ fn forward(
     subjects: &Subjects,
     (head, envelope): (&Head, &Envelope),
     route: Route,
-) -> Result<Vec<Outgoing>, String> {
+) -> Result<Vec<Outgoing>, Error> {
     let id = derive_id(envelope.id, 0);
     let mut outputs = Vec::new();
     let mut rewrite = Rewrite::resent(id, &envelope.kind, route.agent.as_str());
@@ -223,7 +232,12 @@ fn forward(
     if envelope.versions != head.versions {
         rewrite = rewrite.and_then(|r| r.set("versions", &envelope.versions));
     }
-    let cannot = |err: &dyn std::fmt::Display| format!("cannot write the task on: {err}");
+    let cannot = |err: &dyn std::fmt::Display| {
+        Error::new(
+            ErrorKind::Encode,
+            format!("cannot write the task on: {err}"),
+        )
+    };
     let payload = rewrite
         .map_err(|err| cannot(&err))?
         .apply(&delivery.message.payload)

@@ -127,7 +127,7 @@ impl Endpoint {
         let Some(turn) = limiter
             .take(estimate, until)
             .await
-            .map_err(AgentError::retryable)?
+            .map_err(|err| AgentError::retryable(err.to_string()))?
         else {
             return Err(rate_limited(
                 last_refusal,

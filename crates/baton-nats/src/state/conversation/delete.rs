@@ -100,7 +100,7 @@ impl Records {
         let bucket = self.subjects.conversations_bucket();
         crate::nats::provision::purge_keys(&self.jetstream, &bucket, keys)
             .await
-            .map_err(ConversationError::store)
+            .map_err(|err| ConversationError::store(err.to_string()))
     }
 }
 
