@@ -105,9 +105,9 @@ fn one(standing: &Standing) -> Markup {
                     " (" ((100 - u16::from(ramp.weight))) " %) and to "
                     b { (agent) "@" (ramp.version) } " (" (ramp.weight) " %, ramping)"
                 }
-                @if let Some(previous) = &standing.previous {
-                    "; " code { "baton rollout " (agent) " --back" } " returns to "
-                    @if standing.ramping().is_some() { (standing.current) } @else { (previous) }
+                @if let Some(back) = back_to(standing) {
+                    "; " code { "baton rollout " (agent) " --back" } " sends them all to "
+                    b { (agent) "@" (back) }
                 }
                 ". Sessions and conversations pinned to a version finish on it."
             }
@@ -160,6 +160,15 @@ fn one(standing: &Standing) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// Where `baton rollout --back` sends new work: all of it to the current
+/// version while one ramps, else to the previous version, if any.
+fn back_to(standing: &Standing) -> Option<&str> {
+    match standing.ramping() {
+        Some(_) => Some(&standing.current),
+        None => standing.previous.as_deref(),
     }
 }
 

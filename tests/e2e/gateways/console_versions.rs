@@ -117,6 +117,16 @@ async fn the_versions_page_shows_the_rollout_and_follows_it_back_live() -> anyho
             .contains("go to helper@1 (50 %) and to helper@2 (50 %, ramping)"),
         "{seen}"
     );
+    assert!(
+        (seen["said_before"].as_str().unwrap_or(""))
+            .contains("baton rollout helper --back sends them all to helper@1"),
+        "{seen}"
+    );
+    // Version 1 was the first: with no ramp there is nothing to go back to.
+    assert!(
+        !(seen["said_after"].as_str().unwrap_or("")).contains("--back"),
+        "{seen}"
+    );
     let headings = seen["headings"].as_array().cloned().unwrap_or_default();
     assert!(headings.contains(&"Live workers".into()), "{seen}");
     assert!(headings.contains(&"Conversations pinned".into()), "{seen}");
