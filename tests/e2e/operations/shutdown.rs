@@ -107,10 +107,20 @@ fn terminate_all(
     system: &mut System,
     processes: &[Process],
 ) -> anyhow::Result<Vec<(Duration, ExitStatus)>> {
+    terminate_all_then(system, processes, |_| {})
+}
+
+/// [`terminate_all`], doing `then` to the system right after the signals.
+fn terminate_all_then(
+    system: &mut System,
+    processes: &[Process],
+    then: impl FnOnce(&mut System),
+) -> anyhow::Result<Vec<(Duration, ExitStatus)>> {
     let sent = Instant::now();
     for process in processes {
         system.process(process.label).terminate();
     }
+    then(system);
     let mut stopped: Vec<Option<(Duration, ExitStatus)>> = vec![None; processes.len()];
     while stopped.iter().any(Option::is_none) {
         for (process, stop) in processes.iter().zip(&mut stopped) {
@@ -180,6 +190,35 @@ async fn with_the_server_killed_sigterm_stops_every_process_within_its_grace_say
             && worker.contains("abandoned=1"),
         "{worker}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_then_the_server_killed_stops_every_process_within_its_grace() -> anyhow::Result<()>
+{
+    let mut system = System::start().await?;
+    let processes = every_process();
+    start(&mut system, &processes).await?;
+    in_flight(&system).await?;
+    // The reverse order: the signal first, the server gone while they stop.
+    let stopped = terminate_all_then(&mut system, &processes, |system| system.server.kill())?;
+    for (process, (took, status)) in processes.iter().zip(stopped) {
+        let stderr = system.process(process.label).stderr();
+        assert!(
+            took < Duration::from_secs(process.grace) + MARGIN,
+            "{} took {took:?}",
+            process.label
+        );
+        assert!(
+            status.success(),
+            "{}: {status}; stderr:\n{stderr}",
+            process.label
+        );
+    }
+    // The worker held a task of a minute: it stopped on the lost server,
+    // not at its grace, leaving the task to redelivery.
+    let worker = system.process("worker").stderr();
+    assert!(worker.contains("abandoned=1"), "{worker}");
     Ok(())
 }
 
