@@ -23,12 +23,14 @@ use tracing::Instrument as _;
 use crate::spec::{ExecMode, ExecSpec};
 
 mod asking;
+mod calls;
 mod delegation;
 mod persistent;
 
 use delegation::delegation;
 
 pub(crate) use asking::Asking;
+pub(crate) use calls::Machinery;
 
 /// The exit code that asks for a retry.
 pub const EXIT_RETRY: i32 = 75;
@@ -90,6 +92,8 @@ pub struct ExecRunner {
     persistent: Option<std::sync::Arc<persistent::Persistent>>,
     /// Where the program's questions to the user wait (a reply's `ask`).
     asking: Option<std::sync::Arc<Asking>>,
+    /// The model, tools and hop journal a persistent program's calls use.
+    machinery: Option<Machinery>,
 }
 
 impl ExecRunner {
@@ -112,7 +116,16 @@ impl ExecRunner {
             program,
             persistent,
             asking: None,
+            machinery: None,
         }
+    }
+
+    /// The runner whose persistent program may call the worker: its
+    /// model and tools, steps in the hop journal.
+    #[must_use]
+    pub(crate) fn with_machinery(mut self, machinery: Option<Machinery>) -> Self {
+        self.machinery = machinery;
+        self
     }
 
     /// The runner whose program may ask the user (a reply's `ask`), its
@@ -130,7 +143,7 @@ impl ExecRunner {
     /// Retryable for exit code 75 or a signal; fatal for other exit codes, a
     /// program that cannot start, or a reply that is not an [`ExecReply`].
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
-        self.invoke(task, false).await
+        self.invoke(task, None).await
     }
 
     /// Runs the program again after a delegation, with `BATON_RESUME=1` and
@@ -161,12 +174,13 @@ impl ExecRunner {
             .context
             .state
             .insert("results".to_owned(), Value::Array(listed));
-        self.invoke(&task, true).await
+        self.invoke(&task, Some(results)).await
     }
 
     /// One run of the program, in an `exec {program}` span with its exit
     /// code, marked failed (with `error.type`) when the run fails.
-    async fn invoke(&self, task: &Task, resume: bool) -> Result<Outcome, AgentError> {
+    async fn invoke(&self, task: &Task, results: Option<&Results>) -> Result<Outcome, AgentError> {
+        let resume = results.is_some();
         let answered = match &self.asking {
             Some(asking) => asking.answered(task).await?,
             None => None,
@@ -175,7 +189,23 @@ impl ExecRunner {
             Some(answered) => (&answered.task, answered.update.clone()),
             None => (task, ContextUpdate::default()),
         };
-        let reply = self.reply(run, resume).await?;
+        let hop = match (&self.persistent, &self.machinery) {
+            (Some(_), Some(machinery)) => Some(std::sync::Arc::new(calls::Hop::new(
+                (task, run),
+                machinery.clone(),
+                self.asking.clone(),
+                results,
+                update.clone(),
+            ))),
+            _ => None,
+        };
+        let reply = match self.reply(run, resume, hop.clone()).await? {
+            persistent::Finished::Replied(reply) => reply,
+            persistent::Finished::Ended(outcome) => return Ok(outcome),
+        };
+        if let Some(hop) = &hop {
+            update = hop.said();
+        }
         let question = reply.ask.clone();
         let mut outcome = decision(reply, run)?;
         let said = std::mem::take(outcome.update_mut());
@@ -198,7 +228,12 @@ impl ExecRunner {
     }
 
     /// One run of the program: its reply.
-    async fn reply(&self, task: &Task, resume: bool) -> Result<ExecReply, AgentError> {
+    async fn reply(
+        &self,
+        task: &Task,
+        resume: bool,
+        hop: Option<std::sync::Arc<calls::Hop>>,
+    ) -> Result<persistent::Finished, AgentError> {
         let program = self.program.name();
         let span = tracing::info_span!(
             "exec",
@@ -212,14 +247,12 @@ impl ExecRunner {
         );
         let ran = match &self.persistent {
             Some(persistent) => {
-                let asked = persistent.request(task, resume).instrument(span.clone());
+                let asked = persistent.request(task, resume, hop).instrument(span.clone());
                 asked.await
             }
-            None => {
-                self.run_program(task, resume, &span)
-                    .instrument(span.clone())
-                    .await
-            }
+            None => (self.run_program(task, resume, &span).instrument(span.clone()))
+                .await
+                .map(persistent::Finished::Replied),
         };
         if let Err(err) = &ran {
             span.record("otel.status_code", "ERROR");

@@ -146,6 +146,91 @@ impl Journal {
         }))
     }
 
+    /// Where the answer `session` got when it asked `request` is kept (an
+    /// `<envelope>.<step>`), when it was recorded before `before`.
+    pub(crate) async fn asked_at(
+        &self,
+        session: Uuid,
+        request: &str,
+        before: Option<u64>,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(index) = self.get(&format!("{session}.asked.{request}")).await? else {
+            return Ok(None);
+        };
+        let in_time = match (before, index.at) {
+            (Some(before), Some(at)) => at < before,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        Ok(index.source.filter(|_| in_time))
+    }
+
+    /// An exec program's calls in the hop of `envelope`, by label, in the
+    /// order first made, and the revision to write the next list over
+    /// (0: none yet).
+    pub(crate) async fn calls(&self, envelope: Uuid) -> Result<(Vec<String>, u64), AgentError> {
+        let Some(bucket) = &self.bucket else {
+            return Ok((Vec::new(), 0));
+        };
+        let stored = bucket
+            .entry(format!("{envelope}.calls"))
+            .await
+            .map_err(|err| AgentError::retryable(format!("cannot read the hop journal: {err}")))?;
+        let Some(stored) = stored.filter(|entry| entry.operation == kv::Operation::Put) else {
+            return Ok((Vec::new(), 0));
+        };
+        let entry: Entry = rmp_serde::from_slice(&stored.value).map_err(|err| {
+            AgentError::fatal(format!("the hop journal holds an unreadable call list: {err}"))
+        })?;
+        Ok((entry.calls, stored.revision))
+    }
+
+    /// Writes the program's `calls` over `revision` (0: the first list):
+    /// the new revision. Another writer in between (the same hop run twice
+    /// at once) fails it as retryable.
+    pub(crate) async fn record_calls(
+        &self,
+        envelope: Uuid,
+        calls: &[String],
+        revision: u64,
+    ) -> Result<u64, AgentError> {
+        let Some(bucket) = &self.bucket else {
+            return Ok(revision + 1);
+        };
+        let entry = Entry {
+            calls: calls.to_vec(),
+            ..Entry::default()
+        };
+        let bytes = rmp_serde::to_vec_named(&entry)
+            .map_err(|err| AgentError::fatal(format!("cannot encode the call list: {err}")))?;
+        let key = format!("{envelope}.calls");
+        let written = if revision == 0 {
+            bucket.create(&key, bytes.into()).await.map_err(|err| err.to_string())
+        } else {
+            (bucket.update(&key, bytes.into(), revision).await).map_err(|err| err.to_string())
+        };
+        written.map_err(|err| {
+            AgentError::retryable(format!(
+                "cannot record the program's calls in the hop journal (is the same hop running twice?): {err}"
+            ))
+        })
+    }
+
+    /// Forgets that call `call` of `step` started (a step that raised: it
+    /// runs again next time).
+    pub(crate) async fn forget_start(
+        &self,
+        envelope: Uuid,
+        step: u32,
+        call: usize,
+    ) -> Result<(), AgentError> {
+        let Some(bucket) = &self.bucket else {
+            return Ok(());
+        };
+        (bucket.delete(format!("{envelope}.{step}.{call}.started")).await)
+            .map_err(|err| AgentError::retryable(format!("cannot write the hop journal: {err}")))
+    }
+
     /// The result the tool call `call` of the answer at `source` (an
     /// `<envelope>.<step>`) got, if it got one.
     pub(crate) async fn result_at(

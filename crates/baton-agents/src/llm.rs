@@ -41,6 +41,7 @@ mod answer;
 mod asking;
 mod calling;
 mod compaction;
+pub(crate) mod program;
 pub(crate) mod http;
 mod replying;
 mod turn;
@@ -48,6 +49,7 @@ mod types;
 mod waiting;
 
 use answer::Answers;
+pub(crate) use answer::journal_of;
 use answer::budget::out_of_budget;
 use compaction::{Compacting, Compactions};
 use http::Endpoint;
@@ -255,4 +257,12 @@ fn asked(content: &str, calls: &Json) -> Message {
     let mut asked = Message::new(Role::Agent, content);
     asked.tool_calls = Some(rmpv::ext::to_value(calls).unwrap_or(Value::Nil));
     asked
+}
+
+/// `messages` as OpenAI chat messages, as an LLM agent's model reads the
+/// conversation (without a system prompt): what a program's request holds.
+pub(crate) fn chat_messages(messages: &[Message]) -> Vec<Json> {
+    (prompt::conversation("", messages).iter())
+        .map(|message| serde_json::to_value(message).unwrap_or(Json::Null))
+        .collect()
 }

@@ -52,7 +52,7 @@ pub enum KindName {
 }
 
 /// Settings of an exec agent.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecSpec {
     /// The program and its arguments.
@@ -69,6 +69,11 @@ pub struct ExecSpec {
     /// `exec_response` in proto-schemas/).
     #[serde(default)]
     pub mode: ExecMode,
+    /// The spec's `[llm]` table: the model a persistent program's
+    /// `ctx.model` calls (only `base_url` and `model` are needed: the
+    /// program writes its own prompt).
+    #[serde(skip)]
+    pub llm: Option<LlmSpec>,
 }
 
 /// How an exec agent runs its program.

@@ -76,7 +76,8 @@ pub use envelope::{
 };
 pub use event::{Event, EventType, Folded};
 pub use exec::{
-    ExecAction, ExecChild, ExecMessage, ExecReply, ExecRequest, ExecResponse, ExecStep,
+    ExecAction, ExecCall, ExecCallError, ExecCallResult, ExecChild, ExecMessage, ExecOp, ExecReply,
+    ExecRequest, ExecResponse, ExecStep,
 };
 pub use folding::FoldedStart;
 pub use footprint::Footprint;

@@ -346,3 +346,161 @@ fn at(ms: u64, mut message: Message) -> Message {
     message.at = ms;
     message
 }
+
+/// A persistent program's calls and the worker's answers
+/// (proto-schemas/exec-calls.md), as JSON lines: the shapes the Python
+/// package's own tests read too.
+fn exec_call_vectors() -> Vec<(&'static str, serde_json::Value)> {
+    use baton_proto::{ExecCall, ExecCallError, ExecCallResult, ExecChild, ExecOp};
+    use serde_json::json;
+    let call = |id: &str, op: ExecOp| {
+        serde_json::to_value(ExecCall {
+            call: id.to_owned(),
+            task: "3".to_owned(),
+            op,
+        })
+        .unwrap()
+    };
+    let answer = |id: &str, result: Option<serde_json::Value>| ExecCallResult {
+        call: id.to_owned(),
+        result,
+        error: None,
+        end: None,
+        message: None,
+    };
+    let mut params = serde_json::Map::new();
+    params.insert("temperature".to_owned(), json!(0));
+    vec![
+        ("exec_call_tools", call("c1", ExecOp::Tools)),
+        (
+            "exec_call_model",
+            call(
+                "c2",
+                ExecOp::Model {
+                    messages: vec![json!({"role": "user", "content": "Where is ABC-123?"})],
+                    tools: Some(vec![json!({"type": "function", "function": {"name": "orders_lookup", "description": "Looks an order up.", "parameters": {"type": "object"}}})]),
+                    params,
+                },
+            ),
+        ),
+        (
+            "exec_call_tool",
+            call(
+                "c3",
+                ExecOp::Tool {
+                    name: "orders_lookup".to_owned(),
+                    arguments: json!({"order": "ABC-123"}),
+                },
+            ),
+        ),
+        (
+            "exec_call_step",
+            call(
+                "c4",
+                ExecOp::Step {
+                    name: "charge".to_owned(),
+                    idempotent: false,
+                },
+            ),
+        ),
+        (
+            "exec_call_step_done",
+            call(
+                "c5",
+                ExecOp::StepDone {
+                    name: "charge".to_owned(),
+                    value: Some(json!({"receipt": "r-1"})),
+                    error: None,
+                },
+            ),
+        ),
+        (
+            "exec_call_ask",
+            call(
+                "c6",
+                ExecOp::Ask {
+                    question: "Which order?".to_owned(),
+                },
+            ),
+        ),
+        (
+            "exec_call_delegate",
+            call(
+                "c7",
+                ExecOp::Delegate {
+                    children: vec![ExecChild {
+                        to: Some("researcher".to_owned()),
+                        input: "Find the order".to_owned(),
+                        ..ExecChild::default()
+                    }],
+                    mode: Some("parallel".to_owned()),
+                },
+            ),
+        ),
+        (
+            "exec_call_say",
+            call(
+                "c8",
+                ExecOp::Say {
+                    text: "Looking.".to_owned(),
+                },
+            ),
+        ),
+        (
+            "exec_call_result_run",
+            serde_json::to_value(answer(
+                "c4",
+                Some(json!({"run": true, "key": "10000000-0000-4000-8000-000000000001/1001/0"})),
+            ))
+            .unwrap(),
+        ),
+        (
+            "exec_call_result_recorded",
+            serde_json::to_value(answer(
+                "c4",
+                Some(json!({"recorded": true, "value": {"receipt": "r-1"}})),
+            ))
+            .unwrap(),
+        ),
+        (
+            "exec_call_result_tool",
+            serde_json::to_value(answer("c3", Some(json!({"text": "shipped", "is_error": false}))))
+                .unwrap(),
+        ),
+        (
+            "exec_call_result_error",
+            serde_json::to_value(ExecCallResult {
+                error: Some(ExecCallError {
+                    kind: "refused".to_owned(),
+                    message: "ctx.model needs an [llm] table in the agent's spec, with base_url and model".to_owned(),
+                }),
+                ..answer("c2", None)
+            })
+            .unwrap(),
+        ),
+        (
+            "exec_call_result_end",
+            serde_json::to_value(ExecCallResult {
+                end: Some("waiting".to_owned()),
+                ..answer("c6", None)
+            })
+            .unwrap(),
+        ),
+    ]
+}
+
+#[test]
+fn exec_call_vectors_are_stable_and_read_back() {
+    for (name, value) in exec_call_vectors() {
+        let mut text = serde_json::to_string_pretty(&value).unwrap();
+        text.push('\n');
+        check(&root().join("vectors").join(format!("{name}.json")), text.as_bytes());
+        if name.starts_with("exec_call_result") {
+            let read: baton_proto::ExecCallResult = serde_json::from_value(value.clone()).unwrap();
+            assert_eq!(serde_json::to_value(read).unwrap(), value, "{name}");
+        } else {
+            let read: baton_proto::ExecCall = serde_json::from_value(value.clone()).unwrap();
+            assert_eq!(serde_json::to_value(read).unwrap(), value, "{name}");
+        }
+    }
+}

@@ -5,28 +5,51 @@
 //! A program that dies (exits, is killed) fails the tasks it had in flight
 //! as retryable: they are delivered again, to the restarted program or to
 //! another worker. The next task starts it again.
+//!
+//! While a task is in flight, the program may call the worker
+//! ([`ExecCall`] lines, answered by [`ExecCallResult`] lines; see
+//! `calls` and proto-schemas/exec-calls.md), many calls at once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use baton_proto::{ExecReply, ExecRequest, ExecResponse};
-use baton_worker::{AgentError, Task};
+use baton_proto::{ExecCall, ExecCallError, ExecCallResult, ExecReply, ExecRequest, ExecResponse};
+use baton_worker::{AgentError, Outcome, Task};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
-use tokio::sync::{Mutex, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::Program;
+use super::calls::{self, Hop};
 
 /// The answer, or why the line that named its id is not one.
 type Answer = Result<ExecReply, serde_json::Error>;
 
-/// Where an answer goes: the task waiting for the request id.
-type Waiting = Arc<std::sync::Mutex<HashMap<String, oneshot::Sender<Answer>>>>;
+/// A task in flight: where its answer goes, and its calls.
+struct Waiter {
+    answer: oneshot::Sender<Answer>,
+    calls: mpsc::UnboundedSender<ExecCall>,
+}
+
+/// The tasks in flight, by request id.
+type Waiting = Arc<std::sync::Mutex<HashMap<String, Waiter>>>;
+
+/// The program's stdin, written a whole line at a time.
+type Writer = Arc<Mutex<ChildStdin>>;
+
+/// How a task's request ended.
+pub(crate) enum Finished {
+    /// The program answered.
+    Replied(ExecReply),
+    /// A call ended the hop first (it waits, or failed): the program's
+    /// handler was told to stop.
+    Ended(Outcome),
+}
 
 /// One start of the program.
 struct Running {
-    stdin: ChildStdin,
+    stdin: Writer,
     waiting: Waiting,
     /// Set by the reader when stdout closes: the program is gone.
     gone: Arc<std::sync::atomic::AtomicBool>,
@@ -78,8 +101,14 @@ impl Persistent {
     }
 
     /// Sends `task` to the program (starting it if it is not running) and
-    /// waits for its answer.
-    pub(crate) async fn request(&self, task: &Task, resume: bool) -> Result<ExecReply, AgentError> {
+    /// waits for its answer, making the calls it sends meanwhile through
+    /// `hop` (`None`: this worker answers no calls).
+    pub(crate) async fn request(
+        &self,
+        task: &Task,
+        resume: bool,
+        hop: Option<Arc<Hop>>,
+    ) -> Result<Finished, AgentError> {
         let program = self.program.name();
         let envelope = serde_json::to_value(&task.envelope).map_err(|err| {
             AgentError::fatal(format!("cannot write the envelope as JSON: {err}"))
@@ -90,11 +119,16 @@ impl Persistent {
             envelope,
             attempt: task.attempt,
             resume,
+            calls: hop.is_some(),
+            messages: hop
+                .is_some()
+                .then(|| crate::llm::chat_messages(&task.envelope.context.messages)),
         };
         let mut line = serde_json::to_vec(&request)
             .map_err(|err| AgentError::fatal(format!("cannot write the request: {err}")))?;
         line.push(b'\n');
-        let (answer, generation, _forget) = {
+        let (calls_in, mut calls) = mpsc::unbounded_channel();
+        let (mut answer, generation, stdin, _forget) = {
             let mut running = self.running.lock().await;
             if running
                 .as_ref()
@@ -107,28 +141,56 @@ impl Persistent {
             };
             let (send, answer) = oneshot::channel();
             if let Ok(mut waiting) = current.waiting.lock() {
-                waiting.insert(id.clone(), send);
+                let waiter = Waiter {
+                    answer: send,
+                    calls: calls_in,
+                };
+                waiting.insert(id.clone(), waiter);
             }
             let forget = Forget {
                 waiting: Arc::clone(&current.waiting),
                 id: id.clone(),
             };
-            if let Err(err) = current.stdin.write_all(&line).await {
+            if let Err(err) = current.stdin.lock().await.write_all(&line).await {
                 current.gone.store(true, Ordering::Release);
                 return Err(AgentError::retryable(format!(
                     "cannot write to {program} (it is restarted for the next task): {err}"
                 )));
             }
-            (answer, current.generation, forget)
+            (answer, current.generation, Arc::clone(&current.stdin), forget)
         };
-        match answer.await {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(why)) => Err(AgentError::fatal(format!(
-                "{program} answered request {id} with a line that is not an exec response ({why}); see proto-schemas/schema/exec_response.schema.json"
-            ))),
-            Err(_) => Err(AgentError::retryable(format!(
-                "{program} (start {generation}) ended before it answered; it is restarted for the next task"
-            ))),
+        let mut making = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                answered = &mut answer => return match answered {
+                    Ok(Ok(reply)) => Ok(Finished::Replied(reply)),
+                    Ok(Err(why)) => Err(AgentError::fatal(format!(
+                        "{program} answered request {id} with a line that is not an exec response ({why}); see proto-schemas/schema/exec_response.schema.json"
+                    ))),
+                    Err(_) => Err(AgentError::retryable(format!(
+                        "{program} (start {generation}) ended before it answered; it is restarted for the next task"
+                    ))),
+                },
+                Some(call) = calls.recv() => match &hop {
+                    Some(hop) => {
+                        let hop = Arc::clone(hop);
+                        making.spawn(async move { (call.call, hop.answer(call.op).await) });
+                    }
+                    None => {
+                        let refused = calls::Answer::Error("refused", "this worker answers no calls".to_owned());
+                        write_result(&stdin, call.call, &refused).await;
+                    }
+                },
+                Some(made) = making.join_next(), if !making.is_empty() => {
+                    let (call, made) = made.map_err(|err| {
+                        AgentError::fatal(format!("a call of {program} failed: {err}"))
+                    })?;
+                    write_result(&stdin, call, &made).await;
+                    if let calls::Answer::End(ended) = made {
+                        return ended.map(Finished::Ended);
+                    }
+                }
+            }
         }
     }
 
@@ -147,9 +209,10 @@ impl Persistent {
         tracing::info!(agent = %task.agent, program = %program, pid = child.id(), start = generation, "persistent exec program started");
         let waiting: Waiting = Arc::default();
         let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stdin: Writer = Arc::new(Mutex::new(stdin));
         tokio::spawn(read_answers(
             stdout,
-            Arc::clone(&waiting),
+            (Arc::clone(&waiting), Arc::clone(&stdin)),
             Arc::clone(&gone),
             format!("{program} (start {generation})"),
         ));
@@ -175,7 +238,7 @@ impl Persistent {
 /// sender dropped), and the next task starts the program again.
 async fn read_answers(
     stdout: tokio::process::ChildStdout,
-    waiting: Waiting,
+    (waiting, stdin): (Waiting, Writer),
     gone: Arc<std::sync::atomic::AtomicBool>,
     program: String,
 ) {
@@ -185,6 +248,10 @@ async fn read_answers(
             Ok(Some(line)) if line.trim().is_empty() => {}
             Ok(Some(line)) => {
                 let (id, answer) = parse(&line);
+                if answer.is_err() && is_call(&line) {
+                    route_call(&line, &waiting, &stdin).await;
+                    continue;
+                }
                 let sender = id.as_ref().and_then(|id| {
                     waiting
                         .lock()
@@ -193,7 +260,7 @@ async fn read_answers(
                 });
                 match (sender, answer) {
                     (Some(sender), answer) => {
-                        let _ = sender.send(answer);
+                        let _ = sender.answer.send(answer);
                     }
                     (None, Ok(_)) => tracing::warn!(
                         %program, id = id.as_deref().unwrap_or_default(),
@@ -214,6 +281,76 @@ async fn read_answers(
     gone.store(true, Ordering::Release);
     let failed = waiting.lock().map(|mut w| w.drain().count()).unwrap_or(0);
     tracing::warn!(%program, in_flight = failed, "persistent exec program ended; its tasks in flight are retried");
+}
+
+/// Whether a stdout line is a call (`{"call": ...}`) rather than an answer.
+fn is_call(line: &str) -> bool {
+    line.trim_start().starts_with('{')
+        && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
+            .is_ok_and(|object| object.contains_key("call"))
+}
+
+/// Hands a call line to its task; a call that is not one, or for a task
+/// not in flight, is answered at once.
+async fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
+    let call = match serde_json::from_str::<ExecCall>(line) {
+        Ok(call) => call,
+        Err(err) => {
+            let id = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("call").and_then(|id| id.as_str()).map(str::to_owned))
+                .unwrap_or_default();
+            let why = format!("not a call ({err}); see proto-schemas/schema/exec_call.schema.json");
+            return write_result(stdin, id, &calls::Answer::Error("refused", why)).await;
+        }
+    };
+    let to = waiting
+        .lock()
+        .ok()
+        .and_then(|waiting| waiting.get(&call.task).map(|waiter| waiter.calls.clone()));
+    if let Some(to) = to {
+        if let Err(unsent) = to.send(call) {
+            let call = unsent.0;
+            let why = format!("task {} ended", call.task);
+            write_result(stdin, call.call, &calls::Answer::End(Box::new(Err(AgentError::fatal(why))))).await;
+        }
+        return;
+    }
+    let why = format!("no task {} is in flight", call.task);
+    write_result(stdin, call.call, &calls::Answer::End(Box::new(Err(AgentError::fatal(why))))).await;
+}
+
+/// Writes the result of call `call` on the program's stdin, a whole line.
+/// A program that is gone reads nothing; its tasks fail anyway.
+async fn write_result(stdin: &Writer, call: String, answer: &calls::Answer) {
+    let (result, error, end, message) = match answer {
+        calls::Answer::Result(result) => (Some(result.clone()), None, None, None),
+        calls::Answer::Error(kind, message) => (
+            None,
+            Some(ExecCallError {
+                kind: (*kind).to_owned(),
+                message: message.clone(),
+            }),
+            None,
+            None,
+        ),
+        calls::Answer::End(ended) => match ended.as_ref() {
+            Ok(_) => (None, None, Some("waiting".to_owned()), None),
+            Err(err) => (None, None, Some("failed".to_owned()), Some(err.to_string())),
+        },
+    };
+    let written = ExecCallResult {
+        call,
+        result,
+        error,
+        end,
+        message,
+    };
+    let Ok(mut line) = serde_json::to_vec(&written) else {
+        return;
+    };
+    line.push(b'\n');
+    let _ = stdin.lock().await.write_all(&line).await;
 }
 
 /// A stdout line as the id it answers (when it names one) and the answer,

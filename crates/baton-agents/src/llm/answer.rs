@@ -49,6 +49,12 @@ pub(crate) enum Asking<'a> {
     },
     /// A summary of older messages, by the model named, with no tools.
     Summary(&'a str),
+    /// A program's call (`ctx.model`), with the tools and other fields
+    /// it offers.
+    Program {
+        tools: Option<&'a [Json]>,
+        params: &'a serde_json::Map<String, Json>,
+    },
 }
 
 /// What asking the model came to.
@@ -119,7 +125,7 @@ impl Answers {
             let source = reused.source.as_deref();
             self.recorded(task, (envelope, step), &reused.answer, source, asked)
                 .await?;
-            if matches!(asking, Asking::Turn { .. }) {
+            if !matches!(asking, Asking::Summary(_)) {
                 replay::show(task, step, &reused).await;
             }
             return Ok(Reply::Answered(reused));
@@ -127,7 +133,7 @@ impl Answers {
         if let Some(overrun) = overrun {
             return Ok(Reply::Overrun(overrun));
         }
-        let live = matches!(asking, Asking::Turn { .. }).then_some(Live {
+        let live = (!matches!(asking, Asking::Summary(_))).then_some(Live {
             progress: &task.progress,
             step,
         });
@@ -152,19 +158,28 @@ impl Answers {
         messages: &'a [ChatMessage],
         prompt: u64,
     ) -> Request<'a> {
-        let (model, tools) = match asking {
+        let (model, tools, params) = match asking {
             Asking::Turn { offered, builtins } => (
                 replay::model(task, &self.settings),
                 offered.listed(builtins),
+                None,
             ),
-            Asking::Summary(model) => (model, None),
+            Asking::Summary(model) => (model, None, None),
+            Asking::Program { tools, params } => (
+                replay::model(task, &self.settings),
+                tools.map(<[Json]>::to_vec),
+                Some(params),
+            ),
         };
+        // A program's own sampling settings win over the spec's.
+        let has = |field: &str| params.is_some_and(|params| params.contains_key(field));
         Request {
             model,
             messages,
             tools,
-            temperature: self.settings.temperature,
-            max_tokens: self.settings.max_tokens,
+            temperature: self.settings.temperature.filter(|_| !has("temperature")),
+            max_tokens: self.settings.max_tokens.filter(|_| !has("max_tokens")),
+            params: params.filter(|params| !params.is_empty()),
             prompt,
             plain: None,
         }

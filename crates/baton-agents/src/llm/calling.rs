@@ -124,7 +124,7 @@ impl LlmRunner {
     /// person to say whether it happened (`tool_outcome_unknown`). A tool
     /// that needs approval parks it likewise (`approval_required`) until a
     /// person approves these exact arguments.
-    async fn journaled(
+    pub(super) async fn journaled(
         &self,
         turn: &Turn<'_>,
         index: usize,

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    A2aSpec, AgentSpec, ChainSpec, ExecSpec, HistorySpec, HumanSpec, Kind, KindName, LlmSpec,
+    A2aSpec, AgentSpec, ChainSpec, ExecMode, ExecSpec, HistorySpec, HumanSpec, Kind, KindName,
+    LlmSpec,
     McpSpec, SpecError,
 };
 
@@ -337,7 +338,9 @@ impl Report<'_> {
         ];
         for (table_kind, table, span) in &tables {
             if let Some(span) = span {
-                if *table_kind != kind {
+                // An exec program's model (`ctx.model`) is the [llm] table's.
+                let model = kind == KindName::Exec && *table_kind == KindName::Llm;
+                if *table_kind != kind && !model {
                     self.error(
                         span,
                         format!(
@@ -350,7 +353,31 @@ impl Report<'_> {
         }
         let kind_span = raw.kind.span();
         match kind {
-            KindName::Exec => self.exec(raw.exec.as_ref(), &kind_span),
+            KindName::Exec => {
+                let model = match raw.llm.as_ref() {
+                    Some(llm) => match self.llm(Some(llm), &kind_span) {
+                        Some(Kind::Llm(llm)) => Some(llm),
+                        _ => None,
+                    },
+                    None => None,
+                };
+                let exec = self.exec(raw.exec.as_ref(), &kind_span);
+                let uses_worker = model.is_some() || !raw.mcp.is_empty();
+                match exec {
+                    Some(Kind::Exec(mut exec)) => {
+                        if uses_worker && exec.mode != ExecMode::Persistent {
+                            let span = raw.exec.as_ref().map_or(kind_span.clone(), Spanned::span);
+                            self.error(
+                                &span,
+                                "[llm] and [[mcp]] in an exec spec serve a persistent program's calls (ctx.model, ctx.tool): set mode = \"persistent\" under [exec]",
+                            );
+                        }
+                        exec.llm = model;
+                        Some(Kind::Exec(exec))
+                    }
+                    other => other,
+                }
+            }
             KindName::Llm => self.llm(raw.llm.as_ref(), &kind_span),
             KindName::Chain => self.chain(raw.chain.as_ref(), &kind_span),
             KindName::A2a => self.a2a(raw.a2a.as_ref(), &kind_span),

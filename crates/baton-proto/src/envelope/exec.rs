@@ -185,6 +185,128 @@ pub struct ExecRequest {
     /// results are in `envelope.context.state.results`.
     #[serde(default)]
     pub resume: bool,
+    /// Extension: this worker answers calls from the program while the
+    /// task is in flight ([`ExecCall`], proto-schemas/exec-calls.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calls: bool,
+    /// Extension, with `calls`: the conversation so far as OpenAI chat
+    /// messages, as an LLM agent's model reads it (without a system prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<serde_json::Value>>,
+}
+
+/// A call from a persistent exec program to its worker, while a task is in
+/// flight: a line of JSON on its stdout (proto-schemas/exec-calls.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(
+    title = "ExecCall",
+    description = "One line on a persistent exec program's stdout: a call to the worker for the task `task`."
+)]
+pub struct ExecCall {
+    /// The call's id, chosen by the program, unique among its calls in flight.
+    pub call: String,
+    /// The id of the request (the task) the call belongs to.
+    pub task: String,
+    /// What is asked, with its fields.
+    #[serde(flatten)]
+    pub op: ExecOp,
+}
+
+/// What a call asks of the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ExecOp {
+    /// The spec's MCP tools, in OpenAI's `tools` format.
+    Tools,
+    /// A call of the spec's `[llm]` model.
+    Model {
+        /// The chat messages, as OpenAI's API reads them.
+        messages: Vec<serde_json::Value>,
+        /// The tools offered, in OpenAI's format.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<serde_json::Value>>,
+        /// Other request fields: `temperature`, `max_tokens`, `tool_choice`, ...
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        params: serde_json::Map<String, serde_json::Value>,
+    },
+    /// A call of one of the spec's MCP tools.
+    Tool {
+        /// The tool, as `tools` names it.
+        name: String,
+        /// Its arguments: a JSON object.
+        #[serde(default)]
+        arguments: serde_json::Value,
+    },
+    /// A step the program runs itself, journaled.
+    Step {
+        /// The step's name, which the journal keys it by.
+        name: String,
+        /// Whether a start that left no result may be run again.
+        #[serde(default)]
+        idempotent: bool,
+    },
+    /// A step's end: its value, or the error it raised.
+    StepDone {
+        /// The step's name.
+        name: String,
+        /// Its value.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<serde_json::Value>,
+        /// What it raised: nothing is kept, and it runs again next time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A question for the user.
+    Ask {
+        /// The question.
+        question: String,
+    },
+    /// Child tasks whose results the program waits for.
+    Delegate {
+        /// The children, as an exec reply's.
+        children: Vec<ExecChild>,
+        /// `parallel` (default), `serial` or `chain`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<String>,
+    },
+    /// A message to add to the conversation.
+    Say {
+        /// The text.
+        text: String,
+    },
+}
+
+/// The worker's answer to an [`ExecCall`]: a line of JSON on the program's stdin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(
+    title = "ExecCallResult",
+    description = "One line on a persistent exec program's stdin: the answer to the call with the same `call` id."
+)]
+pub struct ExecCallResult {
+    /// The id of the call it answers.
+    pub call: String,
+    /// The call's result (its shape depends on the op).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// The call failed, and the task goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ExecCallError>,
+    /// The hop ends here: `waiting` or `failed`. The program stops the
+    /// task's handler and sends no answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// With `end: failed`, why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ExecCallError {
+    /// `refused` (the spec does not allow it) or `failed` (it could not be made).
+    pub kind: String,
+    /// What went wrong, naming the fix.
+    pub message: String,
 }
 
 /// One answer of a persistent exec program: a line of JSON on its stdout.

@@ -119,6 +119,10 @@ pub struct JournalEntry {
     /// the agent that asked (`a2a` for an A2A message: its id, metadata).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variables: Option<crate::Value>,
+    /// Extension: an exec program's calls in a hop, by label, in the order
+    /// they were first made (key `<envelope>.calls`; proto-schemas/exec-calls.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<String>,
 }
 
 impl JournalEntry {

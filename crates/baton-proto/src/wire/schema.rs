@@ -19,6 +19,8 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("exec_reply", one::<ExecReply>()),
         ("exec_request", one::<crate::ExecRequest>()),
         ("exec_response", one::<crate::ExecResponse>()),
+        ("exec_call", one::<crate::ExecCall>()),
+        ("exec_call_result", one::<crate::ExecCallResult>()),
         ("deadline_timer", one::<crate::DeadlineTimer>()),
         ("read_request", one::<crate::ReadRequest>()),
         ("read_reply", one::<crate::ReadReply>()),

@@ -47,6 +47,8 @@ pub(crate) enum ChatMessage {
     Spoken(Spoken),
     /// A tool's result, as the hop hands it back to the model.
     Result(ToolResult),
+    /// A message as a program wrote it (`ctx.model`), sent as it is.
+    Raw(Json),
 }
 
 /// A message: `role`, `content`, then what it has of `name`, `tool_calls`
@@ -113,6 +115,7 @@ impl ChatMessage {
         match self {
             Self::Spoken(said) => &said.content,
             Self::Result(result) => &result.content,
+            Self::Raw(raw) => raw.get("content").and_then(Json::as_str).unwrap_or_default(),
         }
     }
 
@@ -142,6 +145,7 @@ impl ChatMessage {
                 ("tool_call_id", json_len(&result.tool_call_id)),
                 ("content", quoted(&result.content)),
             ]),
+            Self::Raw(raw) => json_len(raw),
         }
     }
 }

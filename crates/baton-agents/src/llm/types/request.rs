@@ -22,6 +22,9 @@ pub(crate) struct Request<'a> {
     pub(crate) tools: Option<Vec<Json>>,
     pub(crate) temperature: Option<f32>,
     pub(crate) max_tokens: Option<u32>,
+    /// Other fields of the body a program asked for (`ctx.model`'s
+    /// `params`: `tool_choice`, `response_format`, ...), written last.
+    pub(crate) params: Option<&'a serde_json::Map<String, Json>>,
     /// About how many tokens `messages` are (measured once per call).
     pub(crate) prompt: u64,
     /// The body written without streaming, when it was written already
@@ -37,6 +40,7 @@ impl Request<'_> {
         body.tools.clone_from(&self.tools);
         body.temperature = self.temperature.map(|temperature| json!(temperature));
         body.max_tokens = self.max_tokens;
+        body.params = self.params;
         body.written()
     }
 
@@ -65,6 +69,9 @@ struct Body<'a, M> {
     temperature: Option<Json>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    /// A program's other fields, last; nothing when absent.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    params: Option<&'a serde_json::Map<String, Json>>,
 }
 
 impl<'a, M: Serialize> Body<'a, M> {
@@ -77,6 +84,7 @@ impl<'a, M: Serialize> Body<'a, M> {
             tools: None,
             temperature: None,
             max_tokens: None,
+            params: None,
         }
     }
 
@@ -174,6 +182,7 @@ mod tests {
             tools: tools.clone(),
             temperature: Some(0.7),
             max_tokens: Some(300),
+            params: None,
             prompt: 0,
             plain: None,
         };

@@ -6,10 +6,11 @@ use crate::spec::{Kind, McpSpec};
 
 impl Report<'_> {
     pub(super) fn mcp(&mut self, raw: &RawSpec, kind: Option<&Kind>) -> Vec<McpSpec> {
-        if let (Some(first), false) = (raw.mcp.first(), matches!(kind, Some(Kind::Llm(_)) | None)) {
+        let takes = matches!(kind, Some(Kind::Llm(_) | Kind::Exec(_)) | None);
+        if let (Some(first), false) = (raw.mcp.first(), takes) {
             self.error(
                 &first.span(),
-                "[[mcp]] tools are offered to a model: use kind = \"llm\" (an exec program can call MCP servers itself)",
+                "[[mcp]] tools are offered to a model, or to a persistent exec program (ctx.tool): use kind = \"llm\" or \"exec\"",
             );
             return Vec::new();
         }
