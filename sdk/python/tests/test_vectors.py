@@ -1,0 +1,249 @@
+"""The shared protocol vectors (proto-schemas/vectors/exec_call_*.json and
+exec_call_result_*.json, written by the Rust side): the package writes each
+call vector's exact shape and reads each result vector as meant."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import VECTORS
+
+import baton
+from baton._server import Server
+
+
+def _load(pattern: str, exclude: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any]]] = []
+    for path in sorted(VECTORS.glob(pattern)):
+        if exclude and path.name.startswith(exclude):
+            continue
+        data = json.loads(path.read_text())
+        items = data if isinstance(data, list) else [data]
+        for n, item in enumerate(items):
+            assert isinstance(item, dict), f"{path.name}: not a JSON object"
+            found.append((f"{path.name}[{n}]" if isinstance(data, list) else path.name, item))
+    return found
+
+
+CALLS = _load("exec_call_*.json", exclude="exec_call_result_")
+RESULTS = _load("exec_call_result_*.json")
+NO_VECTORS = "no proto-schemas/vectors/{} yet: the Rust side has not written them"
+
+
+Handler = Callable[[baton.Task, baton.Context], Awaitable[Any]]
+
+
+async def _drive(
+    handler: Handler, request_id: str, answer: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Runs `handler` on one request; `answer(call)` gives each call's result line."""
+    calls: list[dict[str, Any]] = []
+    replies: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    server: Server
+
+    def write(line: str) -> None:
+        message = json.loads(line)
+        if "call" in message:
+            calls.append(message)
+            result = answer(message)
+            if result is not None:
+                loop.call_soon(server.dispatch, {"call": message["call"], **result})
+        else:
+            assert message["id"] == request_id
+            replies.append(message["reply"])
+
+    server = Server(handler, write, logging.getLogger("baton.vectors"))
+    envelope = {"v": 1, "id": "e", "session": "s", "kind": "task", "context": {"initial_query": "hi"}}
+    server.dispatch({"id": request_id, "envelope": envelope, "attempt": 1, "calls": True})
+    await asyncio.wait_for(server.drain(), 10)
+    assert len(replies) <= 1
+    return calls, replies[0] if replies else None
+
+
+def _handler_for(vector: dict[str, Any]) -> Handler:
+    """A handler making the call the vector shows, with its fields."""
+    op = vector["op"]
+
+    async def handle(task: baton.Task, ctx: baton.Context) -> Any:
+        if op == "tools":
+            await ctx.tools()
+        elif op == "model":
+            await ctx.model(vector["messages"], tools=vector.get("tools"), **vector.get("params", {}))
+        elif op == "tool":
+            await ctx.tool(vector["name"], vector.get("arguments", {}))
+        elif op == "step":
+            await ctx.step(vector["name"], lambda: None, idempotent=vector.get("idempotent", False))
+        elif op == "step_done":
+            def fn() -> Any:
+                if "error" in vector:
+                    raise RuntimeError(vector["error"])
+                return vector.get("value")
+
+            try:
+                await ctx.step(vector["name"], fn)
+            except RuntimeError:
+                pass
+        elif op == "ask":
+            await ctx.ask(vector["question"])
+        elif op == "delegate":
+            await ctx.delegate(vector["children"], mode=vector.get("mode", "parallel"))
+        elif op == "say":
+            await ctx.say(vector["text"])
+        else:
+            pytest.fail(f"a call vector with an op the package does not know: {op!r}")
+        return "done"
+
+    return handle
+
+
+def _answer_for(op: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def answer(call: dict[str, Any]) -> dict[str, Any]:
+        results: dict[str, Any] = {
+            "tools": {"tools": []},
+            "model": {"message": {"role": "assistant", "content": "ok"}, "usage": {}, "finish_reason": "stop"},
+            "tool": {"text": "ok", "is_error": False},
+            "step": {"run": True, "key": "k"},
+            "step_done": {},
+            "ask": {"answer": "ok"},
+            "delegate": {"results": []},
+            "say": {},
+        }
+        return {"result": results[call["op"]]}
+
+    return answer
+
+
+# What the protocol leaves out is its default: the package may write it.
+DEFAULTS = {"idempotent": False, "mode": "parallel", "arguments": {}}
+
+
+def _normalised(call: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in call.items() if k not in DEFAULTS or v != DEFAULTS[k]}
+    if out.get("op") == "step_done" and "error" not in out and out.get("value") is None:
+        out.pop("value", None)  # serde reads `"value": null` as no value, which is null
+    return out
+
+
+@pytest.mark.skipif(not CALLS, reason=NO_VECTORS.format("exec_call_*.json"))
+@pytest.mark.parametrize("name,vector", CALLS, ids=[n for n, _ in CALLS])
+def test_the_package_writes_each_call_vector(name: str, vector: dict[str, Any]) -> None:
+    assert isinstance(vector.get("call"), str) and isinstance(vector.get("task"), str), name
+    calls, reply = asyncio.run(_drive(_handler_for(vector), vector["task"], _answer_for(vector["op"])))
+    assert reply == {"action": "terminate", "output": "done"}
+    made = [c for c in calls if c["op"] == vector["op"]]
+    assert made, f"{name}: the package made no {vector['op']!r} call"
+    produced = dict(made[0])
+    assert isinstance(produced["call"], str) and produced["call"]
+    produced["call"] = vector["call"]
+    assert _normalised(produced) == _normalised(vector), name
+
+
+def _reader_for(vector: dict[str, Any]) -> tuple[str, Handler, Callable[[Any], None]]:
+    """Which op reads the vector's result, a handler making it, and a check of what it returned."""
+    result = vector.get("result")
+    seen: dict[str, Any] = {}
+
+    async def call(ctx: baton.Context, op: str) -> Any:
+        if op == "tools":
+            return await ctx.tools()
+        if op == "model":
+            return await ctx.model([{"role": "user", "content": "hi"}])
+        if op == "tool":
+            return await ctx.tool("t", {})
+        if op == "step":
+            return await ctx.step("s", lambda: seen.setdefault("key", ctx.key))
+        if op == "ask":
+            return await ctx.ask("q")
+        if op == "delegate":
+            return await ctx.delegate([baton.Child(to="a", input="x")])
+        return await ctx.say("x")
+
+    if not isinstance(result, dict):
+        op, check = "say", (lambda got: None)
+    elif "tools" in result:
+        op = "tools"
+
+        def check(got: Any) -> None:
+            assert got == result["tools"]
+    elif "message" in result:
+        op = "model"
+
+        def check(got: Any) -> None:
+            reply = baton.Reply.from_result(result)
+            assert got == reply
+            for call in got.tool_calls:
+                assert isinstance(call.arguments, dict)
+    elif "is_error" in result or "text" in result:
+        op = "tool"
+
+        def check(got: Any) -> None:
+            assert got == baton.ToolResult(result.get("text", ""), result.get("is_error") is True)
+    elif "recorded" in result or "run" in result:
+        op = "step"
+
+        def check(got: Any) -> None:
+            if result.get("recorded"):
+                assert got == result.get("value") and "key" not in seen
+            else:
+                assert seen["key"] == result["key"]
+    elif "answer" in result:
+        op = "ask"
+
+        def check(got: Any) -> None:
+            assert got == result["answer"]
+    elif "results" in result:
+        op = "delegate"
+
+        def check(got: Any) -> None:
+            assert got == result["results"]
+    else:
+        op, check = "say", (lambda got: None)
+
+    async def handle(task: baton.Task, ctx: baton.Context) -> Any:
+        try:
+            got = await call(ctx, op)
+        except baton.CallError as error:
+            return {"kind": error.kind, "message": error.message}
+        check(got)
+        return "read"
+
+    return op, handle, check
+
+
+@pytest.mark.skipif(not RESULTS, reason=NO_VECTORS.format("exec_call_result_*.json"))
+@pytest.mark.parametrize("name,vector", RESULTS, ids=[n for n, _ in RESULTS])
+def test_the_package_reads_each_call_result_vector(name: str, vector: dict[str, Any]) -> None:
+    assert isinstance(vector.get("call"), str), name
+    kinds = [k for k in ("result", "error", "end") if vector.get(k) is not None]
+    assert len(kinds) == 1, f"{name}: a result holds exactly one of result, error, end"
+    op, handler, _check = _reader_for(vector)
+    first = True
+
+    def answer(call: dict[str, Any]) -> dict[str, Any] | None:
+        nonlocal first
+        if first and call["op"] == op:
+            first = False
+            return {k: v for k, v in vector.items() if k != "call"}
+        return {"result": {}}
+
+    calls, reply = asyncio.run(_drive(handler, "t1", answer))
+    if kinds == ["end"]:
+        assert reply is None, f"{name}: an `end` must cancel the handler, with no answer"
+    elif kinds == ["error"]:
+        assert reply == {
+            "action": "terminate",
+            "output": {"kind": vector["error"]["kind"], "message": vector["error"]["message"]},
+        }
+    else:
+        assert reply == {"action": "terminate", "output": "read"}, name
+
+
+def test_vectors_directory_exists() -> None:
+    assert Path(VECTORS).is_dir()
