@@ -2,6 +2,7 @@
 //! that each test starts on a random port and kills afterwards. One folder
 //! per area, each `mod.rs` saying what its area holds:
 //!
+//! - `code`: agents written in Python with the `baton` package;
 //! - `conversation`: turns, holders, transcripts, compaction, `baton chat`;
 //! - `gateways`: A2A, MCP and the console, with the protocols' own clients;
 //! - `routing`: handoffs, rules, targets, the registry, delegation, teams;
@@ -12,6 +13,7 @@
 //! `util` starts servers and processes for all of them.
 #![allow(unreachable_pub)] // a test binary: nothing is exported
 
+mod code;
 mod conversation;
 mod gateways;
 mod operations;

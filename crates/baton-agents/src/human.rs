@@ -37,6 +37,6 @@ impl HumanRunner {
             .await
             .map_err(|err| AgentError::retryable(baton_nats::error_chain(&err)))?;
         tracing::info!(session = %task.envelope.session, id = %task.envelope.id, "waiting for a person: baton inbox reply {} TEXT", task.envelope.id);
-        Ok(Outcome::wait().into())
+        Ok(Outcome::wait().parked().into())
     }
 }

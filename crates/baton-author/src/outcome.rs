@@ -137,6 +137,7 @@ impl Outcome {
     pub fn wait() -> Wait {
         Wait {
             update: ContextUpdate::default(),
+            parked: false,
         }
     }
 
@@ -147,7 +148,7 @@ impl Outcome {
             | Self::Answer(Answer { update, .. })
             | Self::Handoff(Handoff { update, .. })
             | Self::Delegate(Delegation { update, .. })
-            | Self::Wait(Wait { update }) => update,
+            | Self::Wait(Wait { update, .. }) => update,
         }
     }
 }
@@ -259,6 +260,20 @@ impl Chain {
 pub struct Wait {
     /// Context changes.
     pub update: ContextUpdate,
+    /// The agent parked the task in the inbox (a question, an approval, a
+    /// call in doubt): it comes back when a person answers. A continuation
+    /// may wait so even when every child has answered.
+    pub parked: bool,
+}
+
+impl Wait {
+    /// Says the agent parked the task in the inbox, where a person's
+    /// answer sends it back (see [`Wait::parked`]).
+    #[must_use]
+    pub fn parked(mut self) -> Self {
+        self.parked = true;
+        self
+    }
 }
 
 /// The builders every outcome shares: they add to its context update.

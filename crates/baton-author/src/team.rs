@@ -204,7 +204,10 @@ impl<A: Agent> Agent for Team<A> {
         // The discussion waits for a synchronous result; a paused team for
         // every asynchronous one. Meanwhile results only join the conversation.
         if out.sync > 0 || (board.paused && out.asynchronous > 0) {
-            return Ok(Outcome::Wait(crate::outcome::Wait { update }));
+            return Ok(Outcome::Wait(crate::outcome::Wait {
+                update,
+                parked: false,
+            }));
         }
         if board.paused {
             board.paused = false;

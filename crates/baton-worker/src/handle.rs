@@ -453,7 +453,7 @@ async fn on_result<A: Agent>(
             }
             return rt.outbox.discard(delivery).await;
         }
-        Ok(Outcome::Wait(_)) if all_in => Err(AgentError::fatal(
+        Ok(Outcome::Wait(wait)) if all_in && !wait.parked => Err(AgentError::fatal(
             "every child answered and the continuation still waits: return an outcome from resume",
         )),
         other => other,

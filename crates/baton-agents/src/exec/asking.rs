@@ -152,6 +152,7 @@ impl Asking {
             .insert(ANSWERS.to_owned(), Value::Array(entries));
         tracing::info!(session = %task.envelope.session, entry = %parked.id, "an exec agent asks the user");
         Ok(Outcome::wait()
+            .parked()
             .with_update(update)
             .problem(format!("waiting for the user's answer: {question}"))
             .into())

@@ -30,6 +30,11 @@ use crate::llm::program::Made;
 /// hop's questions (step `n` for question `n`).
 const FIRST_STEP: u32 = 1000;
 
+/// The state entry a delegating hop leaves for its continuation:
+/// `{continuation, journal}`, the id the continuation runs under (its own)
+/// and the hop journal it goes on with.
+const JOURNAL: &str = "baton.journal";
+
 /// What a call came to, for the program.
 #[derive(Debug)]
 pub(crate) enum Answer {
@@ -111,7 +116,7 @@ impl Hop {
             _ => Vec::new(),
         };
         Self {
-            journal_id: crate::llm::journal_of(task),
+            journal_id: journal_of(task),
             task: task.clone(),
             delivered: delivered.clone(),
             machinery,
@@ -325,6 +330,11 @@ impl Hop {
         children: Vec<baton_proto::ExecChild>,
         mode: Option<String>,
     ) -> Result<Answer, AgentError> {
+        if mode.as_deref() == Some("async") {
+            return Ok(refused(
+                "ctx.delegate: mode \"async\" is for a team's coordinator; use parallel, serial or chain",
+            ));
+        }
         let placed = self.place("delegate".to_owned()).await?;
         let journal = self.journal();
         let recorded = if placed.recorded {
@@ -359,7 +369,14 @@ impl Hop {
             Err(AgentError::Fatal(why)) => return Ok(refused(why)),
             Err(err) => return Err(err),
         };
-        *outcome.update_mut() = self.kept_said().await?;
+        let mut update = self.kept_said().await?;
+        let continuation = baton_proto::derive_id_labelled(self.delivered.envelope.id, "resume", 0);
+        let left = Value::Map(vec![
+            (Value::from("continuation"), Value::from(continuation.to_string())),
+            (Value::from("journal"), Value::from(self.journal_id.to_string())),
+        ]);
+        update.state.insert(JOURNAL.to_owned(), left);
+        *outcome.update_mut() = update;
         Ok(Answer::End(Box::new(Ok(outcome))))
     }
 
@@ -421,6 +438,22 @@ impl Hop {
             Made::Refused(why) => Answer::Error("refused", why),
             Made::Ended(outcome) => Answer::End(Box::new(Ok(*outcome))),
         }
+    }
+}
+
+/// The hop journal `task`'s calls go in: its own (the id it first ran
+/// under), or, for the continuation of a delegation (and that continuation
+/// resumed after a question), the journal of the hop that delegated.
+fn journal_of(task: &Task) -> Uuid {
+    let own = crate::llm::journal_of(task);
+    let left = task.envelope.context.state.get(JOURNAL).and_then(Value::as_map);
+    let field = |name: &str| {
+        let (_, value) = left?.iter().find(|(k, _)| k.as_str() == Some(name))?;
+        value.as_str()?.parse::<Uuid>().ok()
+    };
+    match (field("continuation"), field("journal")) {
+        (Some(continuation), Some(journal)) if continuation == own => journal,
+        _ => own,
     }
 }
 

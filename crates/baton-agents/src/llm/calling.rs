@@ -269,6 +269,7 @@ impl LlmRunner {
         }
         tracing::info!(session = %turn.task.envelope.session, %tool, %reason, %entry, "a tool call waits for a person");
         Ok(Outcome::wait()
+            .parked()
             .with_update(update.clone())
             .problem(problem)
             .into())

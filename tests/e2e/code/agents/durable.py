@@ -1,0 +1,112 @@
+"""The Python agents of the code-agent tests, one per MODE, written with
+the `baton` package (sdk/python). Every side effect appends a line to the
+file COUNTS, so a test counts what ran, and what ran twice."""
+
+import asyncio
+import os
+import time
+
+import baton
+
+agent = baton.Agent()
+MODE = os.environ.get("MODE", "steps")
+COUNTS = os.environ.get("COUNTS", os.devnull)
+if os.environ.get("PIDFILE"):
+    with open(os.environ["PIDFILE"], "w", encoding="utf-8") as f:
+        f.write(str(os.getpid()))
+
+
+def effect(name: str) -> None:
+    with open(COUNTS, "a", encoding="utf-8") as f:
+        f.write(name + "\n")
+
+
+def pause_here(name: str) -> None:
+    """Waits while the file PAUSE exists, after saying it got here."""
+    pause = os.environ.get("PAUSE")
+    if pause and os.path.exists(pause):
+        effect(f"{name}:reached")
+        while os.path.exists(pause):
+            time.sleep(0.05)
+
+
+def prepare(text: str) -> dict:
+    effect("prepare")
+    return {"text": text}
+
+
+def charge(amount: int) -> dict:
+    effect("charge")
+    pause_here("charge")
+    return {"receipt": "r-1", "amount": amount}
+
+
+async def steps(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    prepared = await ctx.step("prepare", prepare, task.text)
+    idempotent = os.environ.get("IDEMPOTENT") == "1"
+    receipt = await ctx.step("charge", charge, 10, idempotent=idempotent)
+    return baton.complete({"prepared": prepared, "receipt": receipt})
+
+
+async def drift(task: baton.Task, ctx: baton.Context) -> str:
+    runs = os.environ["RUNS"]
+    with open(runs, "a", encoding="utf-8") as f:
+        f.write("run\n")
+    with open(runs, encoding="utf-8") as f:
+        n = len(f.read().splitlines()) - 1
+    await ctx.step(f"step-{n}", effect, f"step-{n}")
+    if n == 0:
+        raise RuntimeError("a transient failure after the first step")
+    return "done"
+
+
+async def asks(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    await ctx.step("one", effect, "one")
+    first = await ctx.ask("Which order?")
+    await ctx.step("two", effect, "two")
+    second = await ctx.ask("And the amount?")
+    await ctx.step("three", effect, "three")
+    return baton.complete({"order": first, "amount": second})
+
+
+async def tools(task: baton.Task, ctx: baton.Context) -> str:
+    offered = await ctx.tools()
+    messages = [{"role": "system", "content": "You handle refunds."}, *task.messages]
+    for _ in range(8):
+        reply = await ctx.model(messages, tools=offered)
+        messages.append(reply.message)
+        if not reply.tool_calls:
+            return reply.text
+        for call in reply.tool_calls:
+            result = await ctx.tool(call.name, call.arguments)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
+    return baton.fail("too many turns")
+
+
+async def delegate(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    await ctx.step("before", effect, "before")
+    results = await ctx.delegate(
+        [baton.Child(to="helper", input="part a"), baton.Child(to="helper", input="part b")]
+    )
+    shipped = await ctx.ask("Ship both parts?")
+    await ctx.step("after", effect, "after")
+    parts = sorted(str(r["output"]) for r in results)
+    return baton.complete({"parts": parts, "shipped": shipped})
+
+
+async def echo(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    print("a stray print from the handler")
+    await asyncio.sleep(float(os.environ.get("ECHO_DELAY_S", "0")))
+    return baton.complete({"length": len(task.text), "session": task.session})
+
+
+HANDLERS = {
+    "steps": steps,
+    "drift": drift,
+    "asks": asks,
+    "tools": tools,
+    "delegate": delegate,
+    "echo": echo,
+}
+agent.task(HANDLERS[MODE])
+agent.run()
