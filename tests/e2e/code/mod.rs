@@ -5,6 +5,8 @@
 //! once, and what ran twice.
 
 pub(crate) mod durable;
+pub(crate) mod protocol;
+pub(crate) mod scale;
 pub(crate) mod tools;
 
 use std::collections::HashMap;

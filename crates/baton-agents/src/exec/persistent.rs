@@ -55,6 +55,8 @@ struct Running {
     gone: Arc<std::sync::atomic::AtomicBool>,
     /// Which start this is, from 1.
     generation: u64,
+    started: std::time::Instant,
+    life: Arc<Life>,
     _child: Child,
 }
 
@@ -64,6 +66,37 @@ pub(crate) struct Persistent {
     running: Mutex<Option<Running>>,
     next_id: AtomicU64,
     starts: AtomicU64,
+    /// Starts in a row that ended soon, answering nothing: the next start
+    /// waits longer each time, so a program that cannot start does not spin.
+    quick_ends: std::sync::atomic::AtomicU32,
+}
+
+/// How soon an end counts as a failed start.
+const QUICK_END: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The longest wait before starting a program that keeps failing to start.
+const MOST_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Stderr lines a program's end is reported with.
+const LAST_WORDS: usize = 5;
+
+/// What one start of the program left: whether it answered at all, and
+/// its last stderr lines.
+#[derive(Default)]
+struct Life {
+    answered: std::sync::atomic::AtomicBool,
+    last_words: std::sync::Mutex<std::collections::VecDeque<String>>,
+}
+
+impl Life {
+    /// The last stderr lines, for a message: empty, or `; stderr: ...`.
+    fn last_words(&self) -> String {
+        let words = self.last_words.lock().map(|w| w.iter().cloned().collect::<Vec<_>>());
+        match words {
+            Ok(words) if !words.is_empty() => format!("; stderr: {}", words.join(" | ")),
+            _ => String::new(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Persistent {
@@ -97,6 +130,7 @@ impl Persistent {
             running: Mutex::new(None),
             next_id: AtomicU64::new(1),
             starts: AtomicU64::new(0),
+            quick_ends: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -128,12 +162,13 @@ impl Persistent {
             .map_err(|err| AgentError::fatal(format!("cannot write the request: {err}")))?;
         line.push(b'\n');
         let (calls_in, mut calls) = mpsc::unbounded_channel();
-        let (mut answer, generation, stdin, _forget) = {
+        let (mut answer, (generation, life), stdin, _forget) = {
             let mut running = self.running.lock().await;
             if running
                 .as_ref()
                 .is_none_or(|r| r.gone.load(Ordering::Acquire))
             {
+                self.back_off(running.as_ref()).await;
                 *running = Some(self.start(task)?);
             }
             let Some(current) = running.as_mut() else {
@@ -157,7 +192,8 @@ impl Persistent {
                     "cannot write to {program} (it is restarted for the next task): {err}"
                 )));
             }
-            (answer, current.generation, Arc::clone(&current.stdin), forget)
+            let life = (current.generation, Arc::clone(&current.life));
+            (answer, life, Arc::clone(&current.stdin), forget)
         };
         let mut making = tokio::task::JoinSet::new();
         loop {
@@ -168,7 +204,8 @@ impl Persistent {
                         "{program} answered request {id} with a line that is not an exec response ({why}); see proto-schemas/schema/exec_response.schema.json"
                     ))),
                     Err(_) => Err(AgentError::retryable(format!(
-                        "{program} (start {generation}) ended before it answered; it is restarted for the next task"
+                        "{program} (start {generation}) ended before it answered; it is restarted for the next task{}",
+                        life.last_words()
                     ))),
                 },
                 Some(call) = calls.recv() => match &hop {
@@ -194,6 +231,31 @@ impl Persistent {
         }
     }
 
+    /// Waits before starting the program again when its last start ended
+    /// soon without answering: 0.25 s, then twice as long each time, up to
+    /// 30 s, so a program that cannot start is not started in a loop.
+    async fn back_off(&self, ended: Option<&Running>) {
+        let Some(ended) = ended else {
+            return;
+        };
+        let failed = ended.started.elapsed() < QUICK_END
+            && !ended.life.answered.load(Ordering::Acquire);
+        if !failed {
+            self.quick_ends.store(0, Ordering::Relaxed);
+            return;
+        }
+        let ends = self.quick_ends.fetch_add(1, Ordering::Relaxed);
+        let wait = std::time::Duration::from_millis(250)
+            .saturating_mul(1 << ends.min(10))
+            .min(MOST_BACKOFF);
+        tracing::warn!(
+            program = %self.program.name(), start = ended.generation, ?wait,
+            "the program ended soon after it started, answering nothing{}; starting it again after a pause",
+            ended.life.last_words()
+        );
+        tokio::time::sleep(wait).await;
+    }
+
     /// Starts the program and its stdout and stderr readers.
     fn start(&self, task: &Task) -> Result<Running, AgentError> {
         let program = self.program.name();
@@ -210,24 +272,34 @@ impl Persistent {
         let waiting: Waiting = Arc::default();
         let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stdin: Writer = Arc::new(Mutex::new(stdin));
-        tokio::spawn(read_answers(
-            stdout,
-            (Arc::clone(&waiting), Arc::clone(&stdin)),
-            Arc::clone(&gone),
-            format!("{program} (start {generation})"),
-        ));
+        let life = Arc::new(Life::default());
         let agent = task.agent.clone();
-        tokio::spawn(async move {
+        let heard = Arc::clone(&life);
+        let stderr = tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::info!(%agent, start = generation, "stderr: {line}");
+                if let Ok(mut words) = heard.last_words.lock() {
+                    if words.len() == LAST_WORDS {
+                        words.pop_front();
+                    }
+                    words.push_back(line);
+                }
             }
         });
+        tokio::spawn(read_answers(
+            stdout,
+            (Arc::clone(&waiting), Arc::clone(&stdin)),
+            (Arc::clone(&gone), Arc::clone(&life), stderr),
+            format!("{program} (start {generation})"),
+        ));
         Ok(Running {
             stdin,
             waiting,
             gone,
             generation,
+            started: std::time::Instant::now(),
+            life,
             _child: child,
         })
     }
@@ -239,7 +311,11 @@ impl Persistent {
 async fn read_answers(
     stdout: tokio::process::ChildStdout,
     (waiting, stdin): (Waiting, Writer),
-    gone: Arc<std::sync::atomic::AtomicBool>,
+    (gone, life, stderr): (
+        Arc<std::sync::atomic::AtomicBool>,
+        Arc<Life>,
+        tokio::task::JoinHandle<()>,
+    ),
     program: String,
 ) {
     let mut lines = BufReader::new(stdout).lines();
@@ -260,6 +336,7 @@ async fn read_answers(
                 });
                 match (sender, answer) {
                     (Some(sender), answer) => {
+                        life.answered.store(true, Ordering::Release);
                         let _ = sender.answer.send(answer);
                     }
                     (None, Ok(_)) => tracing::warn!(
@@ -278,6 +355,8 @@ async fn read_answers(
             Ok(None) | Err(_) => break,
         }
     }
+    // Its last words explain the end: read them before failing its tasks.
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), stderr).await;
     gone.store(true, Ordering::Release);
     let failed = waiting.lock().map(|mut w| w.drain().count()).unwrap_or(0);
     tracing::warn!(%program, in_flight = failed, "persistent exec program ended; its tasks in flight are retried");

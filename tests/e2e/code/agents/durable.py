@@ -97,7 +97,7 @@ async def delegate(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
 async def echo(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
     print("a stray print from the handler")
     await asyncio.sleep(float(os.environ.get("ECHO_DELAY_S", "0")))
-    return baton.complete({"length": len(task.text), "session": task.session})
+    return baton.complete({"length": len(task.text), "session": task.session, "pid": os.getpid()})
 
 
 HANDLERS = {
