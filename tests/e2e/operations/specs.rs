@@ -238,7 +238,8 @@ async fn failing_executions_reach_the_terminator_through_a_context_condition() -
         field(output, "status"),
         Some(&Value::from("stopped: max attempts reached"))
     );
-    // The executor's stderr is logged with the session id.
+    // The executor's stderr is logged; its line names the session (one
+    // persistent process serves every session).
     let session = task.session.to_string();
     system
         .wait_log(
