@@ -23,7 +23,7 @@ use tracing::Instrument as _;
 use crate::spec::{ExecMode, ExecSpec};
 
 mod asking;
-mod calls;
+pub(crate) mod calls;
 mod delegation;
 mod persistent;
 
@@ -247,12 +247,16 @@ impl ExecRunner {
         );
         let ran = match &self.persistent {
             Some(persistent) => {
-                let asked = persistent.request(task, resume, hop).instrument(span.clone());
+                let asked = persistent
+                    .request(task, resume, hop)
+                    .instrument(span.clone());
                 asked.await
             }
-            None => (self.run_program(task, resume, &span).instrument(span.clone()))
-                .await
-                .map(persistent::Finished::Replied),
+            None => (self
+                .run_program(task, resume, &span)
+                .instrument(span.clone()))
+            .await
+            .map(persistent::Finished::Replied),
         };
         if let Err(err) = &ran {
             span.record("otel.status_code", "ERROR");

@@ -165,69 +165,75 @@ impl Journal {
         Ok(index.source.filter(|_| in_time))
     }
 
-    /// An exec program's calls in the hop of `envelope`, by label, in the
-    /// order first made, and the revision to write the next list over
-    /// (0: none yet).
-    pub(crate) async fn calls(&self, envelope: Uuid) -> Result<(Vec<String>, u64), AgentError> {
-        let Some(bucket) = &self.bucket else {
-            return Ok((Vec::new(), 0));
-        };
-        let stored = bucket
-            .entry(format!("{envelope}.calls"))
-            .await
-            .map_err(|err| AgentError::retryable(format!("cannot read the hop journal: {err}")))?;
-        let Some(stored) = stored.filter(|entry| entry.operation == kv::Operation::Put) else {
-            return Ok((Vec::new(), 0));
-        };
-        let entry: Entry = rmp_serde::from_slice(&stored.value).map_err(|err| {
-            AgentError::fatal(format!("the hop journal holds an unreadable call list: {err}"))
-        })?;
-        Ok((entry.calls, stored.revision))
-    }
-
-    /// Writes the program's `calls` over `revision` (0: the first list):
-    /// the new revision. Another writer in between (the same hop run twice
-    /// at once) fails it as retryable.
-    pub(crate) async fn record_calls(
-        &self,
-        envelope: Uuid,
-        calls: &[String],
-        revision: u64,
-    ) -> Result<u64, AgentError> {
-        let Some(bucket) = &self.bucket else {
-            return Ok(revision + 1);
-        };
-        let entry = Entry {
-            calls: calls.to_vec(),
-            ..Entry::default()
-        };
-        let bytes = rmp_serde::to_vec_named(&entry)
-            .map_err(|err| AgentError::fatal(format!("cannot encode the call list: {err}")))?;
-        let key = format!("{envelope}.calls");
-        let written = if revision == 0 {
-            bucket.create(&key, bytes.into()).await.map_err(|err| err.to_string())
-        } else {
-            (bucket.update(&key, bytes.into(), revision).await).map_err(|err| err.to_string())
-        };
-        written.map_err(|err| {
-            AgentError::retryable(format!(
-                "cannot record the program's calls in the hop journal (is the same hop running twice?): {err}"
-            ))
-        })
-    }
-
-    /// Forgets that call `call` of `step` started (a step that raised: it
-    /// runs again next time).
-    pub(crate) async fn forget_start(
+    /// The label of the program's call at journal step `step` of the hop of
+    /// `envelope` (its marker, or a step's start), if one was placed there.
+    pub(crate) async fn label(
         &self,
         envelope: Uuid,
         step: u32,
-        call: usize,
+    ) -> Result<Option<String>, AgentError> {
+        for key in [
+            format!("{envelope}.{step}.call"),
+            format!("{envelope}.{step}.0.started"),
+        ] {
+            if let Some(entry) = self.get(&key).await? {
+                if let Some(label) = entry.calls.into_iter().next() {
+                    return Ok(Some(label));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Places the program's call `label` at journal step `step`: a step's
+    /// start (a step runs next), or a marker. Created, never overwritten:
+    /// another writer (the same hop running twice at once) fails it as
+    /// retryable.
+    pub(crate) async fn place(
+        &self,
+        envelope: Uuid,
+        step: u32,
+        label: &str,
+        started: bool,
     ) -> Result<(), AgentError> {
         let Some(bucket) = &self.bucket else {
             return Ok(());
         };
-        (bucket.delete(format!("{envelope}.{step}.{call}.started")).await)
+        let entry = Entry {
+            calls: vec![label.to_owned()],
+            ..Entry::default()
+        };
+        let bytes = rmp_serde::to_vec_named(&entry)
+            .map_err(|err| AgentError::fatal(format!("cannot encode a call's label: {err}")))?;
+        let key = if started {
+            format!("{envelope}.{step}.0.started")
+        } else {
+            format!("{envelope}.{step}.call")
+        };
+        bucket.create(&key, bytes.into()).await.map(drop).map_err(|err| {
+            AgentError::retryable(format!(
+                "cannot place the program's call in the hop journal (is the same hop running twice?): {err}"
+            ))
+        })
+    }
+
+    /// Forgets that the step at `step` started, keeping its place as
+    /// `label` (a step that raised: it runs again next time).
+    pub(crate) async fn forget_start(
+        &self,
+        envelope: Uuid,
+        step: u32,
+        label: &str,
+    ) -> Result<(), AgentError> {
+        let Some(bucket) = &self.bucket else {
+            return Ok(());
+        };
+        let entry = Entry {
+            calls: vec![label.to_owned()],
+            ..Entry::default()
+        };
+        self.put(&format!("{envelope}.{step}.call"), &entry).await?;
+        (bucket.delete(format!("{envelope}.{step}.0.started")).await)
             .map_err(|err| AgentError::retryable(format!("cannot write the hop journal: {err}")))
     }
 

@@ -19,6 +19,7 @@
 //!   a Rust agent.
 
 mod a2a;
+pub mod code;
 mod exec;
 mod human;
 mod journal;
@@ -200,17 +201,22 @@ async fn exec_machinery(
     let inbox = match open_inbox(client, subjects, replicas).await {
         Ok(inbox) => Some(inbox),
         Err(err) if runner.may_wait() => {
-            return Err(StartError::new(err.kind(), format!(
-                "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {} --human`",
-                spec.name
-            )));
+            return Err(StartError::new(
+                err.kind(),
+                format!(
+                    "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {} --human`",
+                    spec.name
+                ),
+            ));
         }
         Err(err) => {
             tracing::warn!(error = %err, "steps that may have run cannot go to a person: grant the inbox with `baton permissions worker {} --human`", spec.name);
             None
         }
     };
-    Ok(std::sync::Arc::new(runner.with_inbox(inbox, spec.name.as_str())))
+    Ok(std::sync::Arc::new(
+        runner.with_inbox(inbox, spec.name.as_str()),
+    ))
 }
 
 /// An agent type defined by a spec.

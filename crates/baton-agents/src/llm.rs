@@ -41,16 +41,16 @@ mod answer;
 mod asking;
 mod calling;
 mod compaction;
-pub(crate) mod program;
 pub(crate) mod http;
+pub(crate) mod program;
 mod replying;
 mod turn;
 mod types;
 mod waiting;
 
 use answer::Answers;
-pub(crate) use answer::journal_of;
 use answer::budget::out_of_budget;
+pub(crate) use answer::journal_of;
 use compaction::{Compacting, Compactions};
 use http::Endpoint;
 use types::chat::ChatMessage;

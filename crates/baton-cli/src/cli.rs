@@ -10,7 +10,7 @@ use crate::conversations::{chat, lifecycle};
 use crate::deploys::{retire, rollout, versions};
 use crate::learning::{agents, feedback, notebook};
 use crate::nats::NatsArgs;
-use crate::operations::{bench, check, dlq, doctor, inbox, manifests, permissions};
+use crate::operations::{bench, check, dlq, doctor, inbox, manifests, new, permissions};
 use crate::processes::{a2a, console, dev, mcp, registry, router, worker};
 use crate::sessions::{cancel, diff, replay, send, watch};
 
@@ -88,6 +88,10 @@ pub enum Command {
     /// Validate agent spec files: every error with its file, line and fix; routes to agent
     /// types that none of the given files defines are warnings. Exits 1 on errors.
     Check(check::CheckArgs),
+    /// Write a new agent to start from: `baton new agent --python NAME` writes NAME.py (a
+    /// Python agent with a journaled step) and NAME.toml (its spec).
+    #[command(subcommand)]
+    New(new::NewCommand),
     /// What waits for a person: list, show and answer tasks; settle tool calls whose outcome
     /// is unknown, and approve or deny calls that wait for approval.
     #[command(subcommand)]
@@ -159,6 +163,7 @@ impl Command {
                 | Self::Feedback(_)
                 | Self::Notebook(_)
                 | Self::Check(_)
+                | Self::New(_)
                 | Self::Inbox(_)
                 | Self::Permissions(_)
                 | Self::Doctor(_)
@@ -188,6 +193,7 @@ impl Command {
             Self::Diff(args) => diff::run(nats, subjects, args).await,
             Self::Dlq(command) => dlq::run(nats, subjects, command).await,
             Self::Check(args) => Ok(check::run(&args).await),
+            Self::New(command) => new::run(command),
             Self::Inbox(command) => inbox::run(nats, subjects, command).await,
             Self::Doctor(args) => doctor::run(nats, subjects, args).await,
             Self::Manifests(args) => manifests::run(&args, &subjects),

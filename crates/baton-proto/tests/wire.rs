@@ -494,7 +494,10 @@ fn exec_call_vectors_are_stable_and_read_back() {
     for (name, value) in exec_call_vectors() {
         let mut text = serde_json::to_string_pretty(&value).unwrap();
         text.push('\n');
-        check(&root().join("vectors").join(format!("{name}.json")), text.as_bytes());
+        check(
+            &root().join("vectors").join(format!("{name}.json")),
+            text.as_bytes(),
+        );
         if name.starts_with("exec_call_result") {
             let read: baton_proto::ExecCallResult = serde_json::from_value(value.clone()).unwrap();
             assert_eq!(serde_json::to_value(read).unwrap(), value, "{name}");

@@ -286,7 +286,7 @@ class Context:
         tokens.
         """
         fields: dict[str, Any] = {"messages": [dict(m) for m in messages]}
-        if tools is not None:
+        if tools:  # none offered: no `tools`, which endpoints refuse empty
             fields["tools"] = [dict(t) for t in tools]
         if params:
             fields["params"] = dict(params)

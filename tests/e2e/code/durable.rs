@@ -18,7 +18,13 @@ async fn a_program_killed_mid_step_runs_no_step_twice_and_the_write_in_doubt_goe
     let pause_text = pause.to_string_lossy().into_owned();
     // The program reads PAUSE from its spec's environment.
     let spec = std::fs::read_to_string(&t.spec)?;
-    std::fs::write(&t.spec, spec.replace("[exec.env]\n", &format!("[exec.env]\nPAUSE = {pause_text:?}\n")))?;
+    std::fs::write(
+        &t.spec,
+        spec.replace(
+            "[exec.env]\n",
+            &format!("[exec.env]\nPAUSE = {pause_text:?}\n"),
+        ),
+    )?;
     t.worker("w1").await?;
     let task = t.send("refund ABC-123").await?;
     t.reached("charge:reached", 1).await?;
@@ -30,7 +36,14 @@ async fn a_program_killed_mid_step_runs_no_step_twice_and_the_write_in_doubt_goe
     assert_eq!(entry["tool"], "step:charge", "{entry}");
     assert_eq!(entry["session"], task.session.to_string());
     let id = entry["id"].as_str().unwrap_or_default().to_owned();
-    let settled = t.baton(&["inbox", "resolve", &id, "--happened", "--result", r#"{"receipt": "r-person"}"#])?;
+    let settled = t.baton(&[
+        "inbox",
+        "resolve",
+        &id,
+        "--happened",
+        "--result",
+        r#"{"receipt": "r-person"}"#,
+    ])?;
     assert!(settled.contains("not made again"), "{settled}");
 
     let events = t.end(&task).await?;
@@ -39,7 +52,12 @@ async fn a_program_killed_mid_step_runs_no_step_twice_and_the_write_in_doubt_goe
     let output = super::output(end);
     assert_eq!(output["receipt"]["receipt"], "r-person", "{output}");
     assert_eq!(output["prepared"]["text"], "refund ABC-123", "{output}");
-    assert_eq!((t.count("prepare"), t.count("charge")), (1, 1), "{:?}", t.counts());
+    assert_eq!(
+        (t.count("prepare"), t.count("charge")),
+        (1, 1),
+        "{:?}",
+        t.counts()
+    );
     assert!(t.inbox()?.is_empty());
     Ok(())
 }
@@ -59,9 +77,23 @@ async fn an_idempotent_step_cut_short_by_a_kill_runs_again_and_the_step_before_d
     t.kill_program()?;
     std::fs::remove_file(&pause)?;
     let events = t.end(&task).await?;
-    assert_eq!(events.last().map(|e| e.kind.clone()), Some(EventType::Completed), "{:?}", kinds(&events));
-    assert!(events.iter().any(|e| e.kind == EventType::Retrying), "{:?}", kinds(&events));
-    assert_eq!((t.count("prepare"), t.count("charge")), (1, 2), "{:?}", t.counts());
+    assert_eq!(
+        events.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed),
+        "{:?}",
+        kinds(&events)
+    );
+    assert!(
+        events.iter().any(|e| e.kind == EventType::Retrying),
+        "{:?}",
+        kinds(&events)
+    );
+    assert_eq!(
+        (t.count("prepare"), t.count("charge")),
+        (1, 2),
+        "{:?}",
+        t.counts()
+    );
     assert!(t.inbox()?.is_empty());
     Ok(())
 }
@@ -83,10 +115,18 @@ async fn a_handler_that_does_not_do_what_it_did_fails_plainly_and_is_not_retried
         "{detail}"
     );
     // Run 1 failed as retryable after its step; run 2 drifted, for good.
-    let retried = events.iter().filter(|e| e.kind == EventType::Retrying).count();
+    let retried = events
+        .iter()
+        .filter(|e| e.kind == EventType::Retrying)
+        .count();
     assert_eq!(retried, 1, "{:?}", kinds(&events));
     assert_eq!(std::fs::read_to_string(&runs)?.lines().count(), 2);
-    assert_eq!((t.count("step-0"), t.count("step-1")), (1, 0), "{:?}", t.counts());
+    assert_eq!(
+        (t.count("step-0"), t.count("step-1")),
+        (1, 0),
+        "{:?}",
+        t.counts()
+    );
     Ok(())
 }
 
@@ -104,8 +144,11 @@ async fn two_questions_across_a_worker_restart_run_each_step_once() -> anyhow::R
     t.baton(&["inbox", "reply", &id, "ABC-123"])?;
     let second = baton_testkit::eventually(Duration::from_secs(30), || async {
         let entries = t.inbox()?;
-        (entries.iter().find(|e| e["reason"] == "input_required" && e["id"] != first["id"]).cloned())
-            .ok_or_else(|| anyhow::anyhow!("no second question yet: {entries:?}"))
+        (entries
+            .iter()
+            .find(|e| e["reason"] == "input_required" && e["id"] != first["id"])
+            .cloned())
+        .ok_or_else(|| anyhow::anyhow!("no second question yet: {entries:?}"))
     })
     .await?;
     let id = second["id"].as_str().unwrap_or_default().to_owned();
@@ -114,7 +157,10 @@ async fn two_questions_across_a_worker_restart_run_each_step_once() -> anyhow::R
     let end = events.last().expect("an end");
     assert_eq!(end.kind, EventType::Completed, "{:?}", kinds(&events));
     let output = super::output(end);
-    assert_eq!((output["order"].as_str(), output["amount"].as_str()), (Some("ABC-123"), Some("49.50")));
+    assert_eq!(
+        (output["order"].as_str(), output["amount"].as_str()),
+        (Some("ABC-123"), Some("49.50"))
+    );
     assert_eq!(
         (t.count("one"), t.count("two"), t.count("three")),
         (1, 1, 1),
@@ -133,7 +179,9 @@ async fn parallel_children_from_python_are_joined_once_and_a_question_after_them
         &helper,
         "name = \"helper\"\nkind = \"exec\"\n\n[exec]\ncommand = [\"python3\", \"-c\", \"import json, sys; e = json.load(sys.stdin); print(json.dumps({'action': 'terminate', 'output': 'did ' + e['context']['messages'][-1]['content']}))\"]\n",
     )?;
-    t.system.spec_worker("helper", &helper, &["--no-registry"]).await?;
+    t.system
+        .spec_worker("helper", &helper, &["--no-registry"])
+        .await?;
     t.worker("w1").await?;
     let task = t.send("split it").await?;
     let question = t.entry("input_required").await?;
@@ -141,12 +189,30 @@ async fn parallel_children_from_python_are_joined_once_and_a_question_after_them
     t.baton(&["inbox", "reply", &id, "yes"])?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     let output = super::output(end);
-    assert_eq!(output["parts"], serde_json::json!(["did part a", "did part b"]), "{output}");
+    assert_eq!(
+        output["parts"],
+        serde_json::json!(["did part a", "did part b"]),
+        "{output}"
+    );
     assert_eq!(output["shipped"], "yes", "{output}");
-    assert_eq!((t.count("before"), t.count("after")), (1, 1), "{:?}", t.counts());
-    let delegated = events.iter().filter(|e| e.kind == EventType::Delegated).count();
+    assert_eq!(
+        (t.count("before"), t.count("after")),
+        (1, 1),
+        "{:?}",
+        t.counts()
+    );
+    let delegated = events
+        .iter()
+        .filter(|e| e.kind == EventType::Delegated)
+        .count();
     assert_eq!(delegated, 2, "{:?}", kinds(&events));
     Ok(())
 }

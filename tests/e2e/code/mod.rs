@@ -6,6 +6,7 @@
 
 pub(crate) mod durable;
 pub(crate) mod protocol;
+pub(crate) mod scaffold;
 pub(crate) mod scale;
 pub(crate) mod tools;
 
@@ -40,13 +41,20 @@ fn package() -> PathBuf {
 impl Coder {
     /// A system and `coder`'s spec for `mode`, with `env` for the program
     /// and `extra` after the `[exec]` tables (`[llm]`, `[[mcp]]`).
-    pub(crate) async fn start(mode: &str, env: &[(&str, &str)], extra: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn start(
+        mode: &str,
+        env: &[(&str, &str)],
+        extra: &str,
+    ) -> anyhow::Result<Self> {
         let system = System::start().await?;
         let dir = tempfile::tempdir()?;
         let counts = dir.path().join("counts");
         let pidfile = dir.path().join("pid");
         let mut vars = vec![
-            ("PYTHONPATH".to_owned(), package().to_string_lossy().into_owned()),
+            (
+                "PYTHONPATH".to_owned(),
+                package().to_string_lossy().into_owned(),
+            ),
             ("MODE".to_owned(), mode.to_owned()),
             ("COUNTS".to_owned(), counts.to_string_lossy().into_owned()),
             ("PIDFILE".to_owned(), pidfile.to_string_lossy().into_owned()),
@@ -72,7 +80,9 @@ impl Coder {
     /// Starts a worker of `coder` as process `label`.
     pub(crate) async fn worker(&mut self, label: &str) -> anyhow::Result<()> {
         let spec = self.spec.clone();
-        self.system.spec_worker(label, &spec, &["--no-registry"]).await
+        self.system
+            .spec_worker(label, &spec, &["--no-registry"])
+            .await
     }
 
     /// Sends `text` to `coder`.
@@ -89,7 +99,10 @@ impl Coder {
     /// How many times each side effect ran.
     pub(crate) fn counts(&self) -> HashMap<String, usize> {
         let mut counts = HashMap::new();
-        for line in std::fs::read_to_string(&self.counts).unwrap_or_default().lines() {
+        for line in std::fs::read_to_string(&self.counts)
+            .unwrap_or_default()
+            .lines()
+        {
             *counts.entry(line.to_owned()).or_default() += 1;
         }
         counts
@@ -104,7 +117,11 @@ impl Coder {
     pub(crate) async fn reached(&self, effect: &str, n: usize) -> anyhow::Result<()> {
         baton_testkit::eventually(Duration::from_secs(30), || async {
             let seen = self.count(effect);
-            anyhow::ensure!(seen >= n, "{effect} ran {seen} times, not yet {n}: {:?}", self.counts());
+            anyhow::ensure!(
+                seen >= n,
+                "{effect} ran {seen} times, not yet {n}: {:?}",
+                self.counts()
+            );
             Ok(())
         })
         .await?;

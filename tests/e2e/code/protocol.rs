@@ -22,7 +22,13 @@ async fn a_node_program_journals_its_step_through_the_protocol() -> anyhow::Resu
     let task = Envelope::task("reserve the blue one");
     let events = system.run("calls_node", &task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     assert_eq!(output(end)["order"], "O-20");
     assert_eq!(std::fs::read_to_string(&counts)?.lines().count(), 1);
     let said: Vec<String> = (end.context.iter())

@@ -18,7 +18,13 @@ async fn a_ten_megabyte_task_and_a_stray_print_reach_the_handler_intact() -> any
     let task = t.send(&text).await?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     let answer = output(end);
     assert_eq!(answer["length"], 10_000_000, "{answer}");
     assert_eq!(answer["session"], task.session.to_string());
@@ -36,17 +42,27 @@ async fn a_thousand_tasks_in_flight_on_one_program_each_end_once() -> anyhow::Re
     std::fs::write(&t.spec, spec)?;
     t.worker("w1").await?;
     let agent = AgentName::new("coder")?;
-    let tasks: Vec<Envelope> = (0..TASKS).map(|n| Envelope::task(format!("task {n}"))).collect();
+    let tasks: Vec<Envelope> = (0..TASKS)
+        .map(|n| Envelope::task(format!("task {n}")))
+        .collect();
     for task in &tasks {
         t.system.client.submit_to(&agent, task).await?;
     }
     let sessions = tasks.iter().map(|task| task.session).collect();
-    let ended = t.system.ended_sessions(sessions, Duration::from_secs(120)).await?;
+    let ended = t
+        .system
+        .ended_sessions(sessions, Duration::from_secs(120))
+        .await?;
     assert_eq!(ended.len(), TASKS);
     let mut pids = BTreeSet::new();
     for (session, events) in &ended {
         let end = events.last().expect("an end");
-        assert_eq!(end.kind, EventType::Completed, "{session}: {:?}", kinds(events));
+        assert_eq!(
+            end.kind,
+            EventType::Completed,
+            "{session}: {:?}",
+            kinds(events)
+        );
         assert_eq!(output(end)["session"], session.to_string());
         pids.insert(output(end)["pid"].to_string());
     }
@@ -70,7 +86,13 @@ async fn a_program_that_exits_at_start_is_reported_with_its_stderr_and_not_resta
     let spec = std::fs::read_to_string(&t.spec)?;
     let failing = "command = [\"python3\", \"-c\", \"import sys; sys.stderr.write('cannot load the model weights\\\\n'); sys.exit(3)\"]";
     let spec: String = (spec.lines())
-        .map(|line| if line.starts_with("command = ") { failing } else { line })
+        .map(|line| {
+            if line.starts_with("command = ") {
+                failing
+            } else {
+                line
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(&t.spec, spec)?;
@@ -81,7 +103,10 @@ async fn a_program_that_exits_at_start_is_reported_with_its_stderr_and_not_resta
     assert_eq!(end.kind, EventType::Failed, "{:?}", kinds(&events));
     let detail = end.detail.clone().unwrap_or_default();
     let log = t.system.process("w1").stderr();
-    assert!(detail.contains("cannot load the model weights"), "{detail} {log}");
+    assert!(
+        detail.contains("cannot load the model weights"),
+        "{detail} {log}"
+    );
     // Four attempts, each a start; the later ones after a growing pause.
     let log = t.system.process("w1").stderr();
     let starts = log.matches("persistent exec program started").count();

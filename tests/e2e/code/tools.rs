@@ -36,10 +36,19 @@ async fn refunder(llm: &FakeLlm, mcp: &str) -> anyhow::Result<(Coder, std::path:
 impl Coder {
     /// Starts a worker of `coder` as `label`, its order server logging
     /// refunds to `log` after `delay_s` seconds each.
-    async fn refund_worker(&mut self, label: &str, log: &std::path::Path, delay_s: &str) -> anyhow::Result<()> {
+    async fn refund_worker(
+        &mut self,
+        label: &str,
+        log: &std::path::Path,
+        delay_s: &str,
+    ) -> anyhow::Result<()> {
         let spec = self.spec.to_string_lossy().into_owned();
-        let mut command = self.system.baton(&["worker", "--spec", &spec, "--no-registry"]);
-        command.env("ORDERS_LOG", log).env("ORDERS_DELAY_S", delay_s);
+        let mut command = self
+            .system
+            .baton(&["worker", "--spec", &spec, "--no-registry"]);
+        command
+            .env("ORDERS_LOG", log)
+            .env("ORDERS_DELAY_S", delay_s);
         let process = baton_testkit::ChildProcess::spawn(command, label)?;
         self.system.adopt(label, process);
         self.system
@@ -49,7 +58,10 @@ impl Coder {
 }
 
 fn refunds(log: &std::path::Path) -> usize {
-    std::fs::read_to_string(log).unwrap_or_default().lines().count()
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -61,7 +73,13 @@ async fn a_python_tool_loop_uses_the_workers_model_and_tools_and_a_replay_calls_
     let task = t.send("Please refund order ABC-123.").await?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     assert_eq!(output(end), "Your refund of 49.5 is on its way.");
     assert_eq!(refunds(&log), 1);
 
@@ -74,23 +92,55 @@ async fn a_python_tool_loop_uses_the_workers_model_and_tools_and_a_replay_calls_
         .collect();
     assert_eq!(offered, ["get_order", "refund_order"]);
     assert_eq!(requests[0].body["model"], "stand-in");
-    let first = requests[0].body["messages"].as_array().cloned().unwrap_or_default();
-    assert_eq!(first.last().map(|m| m["content"].clone()), Some("Please refund order ABC-123.".into()));
-    let third = requests[2].body["messages"].as_array().cloned().unwrap_or_default();
+    let first = requests[0].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        first.last().map(|m| m["content"].clone()),
+        Some("Please refund order ABC-123.".into())
+    );
+    let third = requests[2].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let result = third.last().cloned().unwrap_or_default();
     assert_eq!(result["role"], "tool", "{result}");
-    assert!(result["content"].as_str().unwrap_or_default().contains("refund R-ABC-123"), "{result}");
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("refund R-ABC-123"),
+        "{result}"
+    );
     // The worker recorded both calls as an LLM agent's.
-    let called = events.iter().filter(|e| e.kind == EventType::ToolCalled).count();
+    let called = events
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .count();
     assert_eq!(called, 2, "{:?}", kinds(&events));
 
     // A replay runs the handler again, at zero model and zero tool calls.
     let session = task.session.to_string();
-    let replayed = t.baton(&["replay", &session, "--wait", "--json", "--timeout-secs", "30"])?;
-    let last = replayed.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
+    let replayed = t.baton(&[
+        "replay",
+        &session,
+        "--wait",
+        "--json",
+        "--timeout-secs",
+        "30",
+    ])?;
+    let last = replayed
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_default();
     let ended: serde_json::Value = serde_json::from_str(last)?;
     assert_eq!(ended["type"], "completed", "{replayed}");
-    assert_eq!(ended["output"], "Your refund of 49.5 is on its way.", "{replayed}");
+    assert_eq!(
+        ended["output"], "Your refund of 49.5 is on its way.",
+        "{replayed}"
+    );
     assert_eq!((llm.requests().len(), refunds(&log)), (3, 1));
     Ok(())
 }
@@ -104,25 +154,49 @@ async fn a_worker_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_onc
     let task = t.send("Please refund order ABC-123.").await?;
     baton_testkit::eventually(Duration::from_secs(30), || {
         let asked = llm.requests().len();
-        std::future::ready(if asked >= 2 { Ok(()) } else { Err(format!("{asked} requests")) })
+        std::future::ready(if asked >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{asked} requests"))
+        })
     })
     .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     t.system.process("w1").kill9();
     // The orphaned server finishes the refund it was making.
     baton_testkit::eventually(Duration::from_secs(10), || {
-        std::future::ready(if refunds(&log) == 1 { Ok(()) } else { Err("no refund yet") })
+        std::future::ready(if refunds(&log) == 1 {
+            Ok(())
+        } else {
+            Err("no refund yet")
+        })
     })
     .await?;
     t.refund_worker("w2", &log, "0").await?;
     let entry = t.entry("tool_outcome_unknown").await?;
     assert_eq!(entry["tool"], "refund_order", "{entry}");
-    assert_eq!(entry["arguments"], serde_json::json!({"order_id": "ABC-123", "amount": 49.5}));
+    assert_eq!(
+        entry["arguments"],
+        serde_json::json!({"order_id": "ABC-123", "amount": 49.5})
+    );
     let id = entry["id"].as_str().unwrap_or_default().to_owned();
-    t.baton(&["inbox", "resolve", &id, "--happened", "--result", "refund R-1 made"])?;
+    t.baton(&[
+        "inbox",
+        "resolve",
+        &id,
+        "--happened",
+        "--result",
+        "refund R-1 made",
+    ])?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     // Not made again; the answers recorded before the kill not asked again.
     assert_eq!((refunds(&log), llm.requests().len()), (1, 3));
     Ok(())
@@ -141,13 +215,20 @@ async fn a_write_that_needs_approval_waits_for_a_person_and_is_made_once() -> an
     t.baton(&["inbox", "approve", &id])?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     assert_eq!((refunds(&log), llm.requests().len()), (1, 3));
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_model_call_without_an_llm_table_fails_the_hop_naming_the_section() -> anyhow::Result<()> {
+async fn a_model_call_without_an_llm_table_fails_the_hop_naming_the_section() -> anyhow::Result<()>
+{
     let mut t = Coder::start("tools", &[], "").await?;
     t.worker("w1").await?;
     let task = t.send("Please refund order ABC-123.").await?;
@@ -155,7 +236,48 @@ async fn a_model_call_without_an_llm_table_fails_the_hop_naming_the_section() ->
     let end = events.last().expect("an end");
     assert_eq!(end.kind, EventType::Failed, "{:?}", kinds(&events));
     let detail = end.detail.clone().unwrap_or_default();
-    assert!(detail.contains("ctx.model needs an [llm] table"), "{detail}");
-    assert!(!events.iter().any(|e| e.kind == EventType::Retrying), "{:?}", kinds(&events));
+    assert!(
+        detail.contains("ctx.model needs an [llm] table"),
+        "{detail}"
+    );
+    assert!(
+        !events.iter().any(|e| e.kind == EventType::Retrying),
+        "{:?}",
+        kinds(&events)
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_agents_model_answer_streams_to_the_caller_as_it_is_written() -> anyhow::Result<()>
+{
+    let llm = FakeLlm::start(vec![
+        Scripted::text("The answer is forty two.")
+            .with_usage("stand-in", 30, 6)
+            .chunks_every(Duration::from_millis(20)),
+    ])?;
+    let extra = format!(
+        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
+        llm.url()
+    );
+    let mut t = Coder::start("tools", &[], &extra).await?;
+    t.worker("w1").await?;
+    let stdout = t.baton(&["send", "--to", "coder", "--direct", "--wait", "a question"])?;
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["stream"], true, "{}", requests[0].body);
+    assert!(
+        requests[0].body.get("tools").is_none(),
+        "no tools offered: {}",
+        requests[0].body
+    );
+    assert!(
+        stdout.contains("coder: The answer is forty two."),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("spent:  36 tokens (30 in, 6 out)\n"),
+        "{stdout}"
+    );
     Ok(())
 }

@@ -73,7 +73,6 @@ pub(crate) struct Hop {
 struct Record {
     loaded: bool,
     labels: Vec<String>,
-    revision: u64,
     /// Which recorded calls this run made again.
     claimed: Vec<bool>,
     /// How many calls of each label this run made.
@@ -130,7 +129,10 @@ impl Hop {
 
     /// What the hop said, to go before the program's own reply.
     pub(crate) fn said(&self) -> ContextUpdate {
-        self.said.lock().map(|said| said.clone()).unwrap_or_default()
+        self.said
+            .lock()
+            .map(|said| said.clone())
+            .unwrap_or_default()
     }
 
     fn journal(&self) -> &Journal {
@@ -140,7 +142,9 @@ impl Hop {
     /// Makes one call.
     pub(crate) async fn answer(&self, op: ExecOp) -> Answer {
         let made = match op {
-            ExecOp::Tools => Ok(Answer::Result(json!({"tools": self.machinery.program_tools()}))),
+            ExecOp::Tools => Ok(Answer::Result(
+                json!({"tools": self.machinery.program_tools()}),
+            )),
             ExecOp::Model {
                 messages,
                 tools,
@@ -157,14 +161,15 @@ impl Hop {
     }
 
     /// Where the next call of `label` is in the record: a recorded one,
-    /// or a new place at its end. Drift when the record holds another call
-    /// this run has not made yet.
-    async fn place(&self, label: String) -> Result<Placed, AgentError> {
+    /// or a new place at its end, marked in the journal (`started`: by a
+    /// step's start). Drift when the record holds another call this run
+    /// has not made yet.
+    async fn place(&self, label: String, started: bool) -> Result<Placed, AgentError> {
         let mut record = self.record.lock().await;
         if !record.loaded {
-            let (labels, revision) = self.journal().calls(self.journal_id).await?;
-            record.claimed = vec![false; labels.len()];
-            (record.labels, record.revision, record.loaded) = (labels, revision, true);
+            record.labels = self.recorded().await?;
+            record.claimed = vec![false; record.labels.len()];
+            record.loaded = true;
         }
         let seen = record.seen.entry(label.clone()).or_default();
         let nth = *seen;
@@ -182,19 +187,47 @@ impl Hop {
             });
         }
         if let Some(first) = record.claimed.iter().position(|claimed| !claimed) {
-            return Err(AgentError::fatal(drift(first, &record.labels[first], &label)));
+            return Err(AgentError::fatal(drift(
+                first,
+                &record.labels[first],
+                &label,
+            )));
         }
+        // Marked while the record is held: places are marked in order.
+        let step = step_at(record.labels.len());
+        (self.journal())
+            .place(self.journal_id, step, &label, started)
+            .await?;
         record.labels.push(label);
         record.claimed.push(true);
-        let revision = record.revision;
-        record.revision = (self.journal())
-            .record_calls(self.journal_id, &record.labels, revision)
-            .await?;
         Ok(Placed {
-            step: step_at(record.labels.len() - 1),
+            step,
             recorded: false,
             nth,
         })
+    }
+
+    /// The labels of the calls the hop recorded, in order: none for a hop
+    /// that runs for the first time (its first delivery, not resumed, not
+    /// a continuation, not a replay), which has no record to read.
+    async fn recorded(&self) -> Result<Vec<String>, AgentError> {
+        let envelope = &self.task.envelope;
+        let fresh = self.task.attempt == 1
+            && envelope.resumed.is_none()
+            && envelope.replay.is_none()
+            && self.results.is_none()
+            && self.journal_id == envelope.id;
+        let mut labels = Vec::new();
+        if fresh {
+            return Ok(labels);
+        }
+        while let Some(label) = (self.journal())
+            .label(self.journal_id, step_at(labels.len()))
+            .await?
+        {
+            labels.push(label);
+        }
+        Ok(labels)
     }
 
     async fn model(
@@ -209,30 +242,46 @@ impl Hop {
             ));
         }
         let asked = json!([messages, tools, params]);
-        let placed = self.place(format!("model:{}", digest(&asked.to_string()))).await?;
+        let placed = (self.place(format!("model:{}", digest(&asked.to_string())), false)).await?;
         let said = self.said();
         let made = (self.machinery)
-            .program_model(&self.task, placed.step, messages, (tools.as_deref(), params), &said)
+            .program_model(
+                &self.task,
+                placed.step,
+                messages,
+                (tools.as_deref(), params),
+                &said,
+            )
             .await?;
         Ok(self.made(made, |reply| reply))
     }
 
     async fn tool(&self, name: &str, arguments: &Json) -> Result<Answer, AgentError> {
         let asked = digest(&format!("tool\0{name}\0{arguments}"));
-        let placed = self.place(format!("tool:{name}:{}", &asked[..12])).await?;
+        let placed = self
+            .place(format!("tool:{name}:{}", &asked[..12]), false)
+            .await?;
         let source = self.replayed(&asked).await?;
         let said = self.said();
         let made = (self.machinery)
-            .program_tool(&self.task, (placed.step, source.as_deref()), (name, arguments), &said)
+            .program_tool(
+                &self.task,
+                (placed.step, source.as_deref()),
+                (name, arguments),
+                &said,
+            )
             .await?;
         if matches!(made, Made::Done(_)) {
             self.indexed(&asked, placed.step).await?;
         }
-        Ok(self.made(made, |(text, is_error)| json!({"text": text, "is_error": is_error})))
+        Ok(self.made(
+            made,
+            |(text, is_error)| json!({"text": text, "is_error": is_error}),
+        ))
     }
 
     async fn step(&self, name: &str, idempotent: bool) -> Result<Answer, AgentError> {
-        let placed = self.place(format!("step:{name}")).await?;
+        let placed = self.place(format!("step:{name}"), true).await?;
         let journal = self.journal();
         let recorded = if placed.recorded {
             journal.call(self.journal_id, placed.step, 0).await?
@@ -247,7 +296,9 @@ impl Hop {
                     let by = failed.by.unwrap_or_else(|| "a person".to_owned());
                     return Ok(Answer::End(Box::new(Err(AgentError::fail(
                         baton_proto::Reason::ToolOutcomeUnknown,
-                        format!("step {name:?} may or may not have run, and {by} chose to fail the session"),
+                        format!(
+                            "step {name:?} may or may not have run, and {by} chose to fail the session"
+                        ),
                     )))));
                 }
                 let said = self.said();
@@ -269,8 +320,11 @@ impl Hop {
                         return Ok(value_of(&text));
                     }
                 }
-                if !idempotent {
-                    journal.record_start(self.journal_id, placed.step, 0).await?;
+                // A new place is marked by the step's start already.
+                if placed.recorded && !idempotent {
+                    journal
+                        .record_start(self.journal_id, placed.step, 0)
+                        .await?;
                 }
             }
         }
@@ -288,7 +342,10 @@ impl Hop {
     ) -> Result<Answer, AgentError> {
         let (step, nth) = {
             let mut record = self.record.lock().await;
-            let running = record.running.get_mut(name).filter(|steps| !steps.is_empty());
+            let running = record
+                .running
+                .get_mut(name)
+                .filter(|steps| !steps.is_empty());
             let Some(running) = running else {
                 return Ok(refused(format!(
                     "step_done for {name:?}, which is not running: send `step` first"
@@ -299,7 +356,7 @@ impl Hop {
         let journal = self.journal();
         if let Some(error) = error {
             tracing::info!(step = %name, %error, "a step raised: it runs again next time");
-            journal.forget_start(self.journal_id, step, 0).await?;
+            (journal.forget_start(self.journal_id, step, &format!("step:{name}"))).await?;
             return Ok(Answer::Result(json!({})));
         }
         let text = value.unwrap_or(Json::Null).to_string();
@@ -312,7 +369,7 @@ impl Hop {
     }
 
     async fn ask(&self, question: String) -> Result<Answer, AgentError> {
-        let placed = self.place("ask".to_owned()).await?;
+        let placed = self.place("ask".to_owned(), false).await?;
         if let Some(Some(answer)) = self.answers.get(placed.nth) {
             return Ok(Answer::Result(json!({"answer": answer})));
         }
@@ -322,7 +379,9 @@ impl Hop {
             ));
         };
         let said = self.kept_said().await?;
-        Ok(Answer::End(Box::new(asking.ask(&self.delivered, question, said).await)))
+        Ok(Answer::End(Box::new(
+            asking.ask(&self.delivered, question, said).await,
+        )))
     }
 
     async fn delegate(
@@ -335,7 +394,7 @@ impl Hop {
                 "ctx.delegate: mode \"async\" is for a team's coordinator; use parallel, serial or chain",
             ));
         }
-        let placed = self.place("delegate".to_owned()).await?;
+        let placed = self.place("delegate".to_owned(), false).await?;
         let journal = self.journal();
         let recorded = if placed.recorded {
             journal.call(self.journal_id, placed.step, 0).await?
@@ -355,7 +414,9 @@ impl Hop {
             }
             (Recorded::Started { .. }, None) => {}
             (Recorded::Nothing, _) => {
-                journal.record_start(self.journal_id, placed.step, 0).await?;
+                journal
+                    .record_start(self.journal_id, placed.step, 0)
+                    .await?;
             }
         }
         let reply = ExecReply {
@@ -372,8 +433,14 @@ impl Hop {
         let mut update = self.kept_said().await?;
         let continuation = baton_proto::derive_id_labelled(self.delivered.envelope.id, "resume", 0);
         let left = Value::Map(vec![
-            (Value::from("continuation"), Value::from(continuation.to_string())),
-            (Value::from("journal"), Value::from(self.journal_id.to_string())),
+            (
+                Value::from("continuation"),
+                Value::from(continuation.to_string()),
+            ),
+            (
+                Value::from("journal"),
+                Value::from(self.journal_id.to_string()),
+            ),
         ]);
         update.state.insert(JOURNAL.to_owned(), left);
         *outcome.update_mut() = update;
@@ -381,7 +448,7 @@ impl Hop {
     }
 
     async fn say(&self, text: String) -> Result<Answer, AgentError> {
-        let placed = self.place("say".to_owned()).await?;
+        let placed = self.place("say".to_owned(), false).await?;
         if placed.recorded {
             let recorded = self.journal().call(self.journal_id, placed.step, 0).await?;
             if matches!(recorded, Recorded::Result(..)) {
@@ -446,7 +513,12 @@ impl Hop {
 /// resumed after a question), the journal of the hop that delegated.
 fn journal_of(task: &Task) -> Uuid {
     let own = crate::llm::journal_of(task);
-    let left = task.envelope.context.state.get(JOURNAL).and_then(Value::as_map);
+    let left = task
+        .envelope
+        .context
+        .state
+        .get(JOURNAL)
+        .and_then(Value::as_map);
     let field = |name: &str| {
         let (_, value) = left?.iter().find(|(k, _)| k.as_str() == Some(name))?;
         value.as_str()?.parse::<Uuid>().ok()
@@ -531,9 +603,17 @@ mod tests {
 
     #[test]
     fn drift_names_both_calls() {
-        assert!(drift(0, "step:step-0", "step:step-1").contains("step 1 is 'step-0' in the record, 'step-1' now"));
-        assert!(drift(2, "tool:refund:abc", "tool:refund:def").contains("step 3 is tool 'refund' in the record, tool 'refund' with other arguments now"));
-        assert!(drift(1, "model:x", "step:charge").contains("step 2 is a model call in the record, 'charge' now"));
+        assert!(
+            drift(0, "step:step-0", "step:step-1")
+                .contains("step 1 is 'step-0' in the record, 'step-1' now")
+        );
+        assert!(drift(2, "tool:refund:abc", "tool:refund:def").contains(
+            "step 3 is tool 'refund' in the record, tool 'refund' with other arguments now"
+        ));
+        assert!(
+            drift(1, "model:x", "step:charge")
+                .contains("step 2 is a model call in the record, 'charge' now")
+        );
     }
 
     #[test]

@@ -91,7 +91,10 @@ struct Life {
 impl Life {
     /// The last stderr lines, for a message: empty, or `; stderr: ...`.
     fn last_words(&self) -> String {
-        let words = self.last_words.lock().map(|w| w.iter().cloned().collect::<Vec<_>>());
+        let words = self
+            .last_words
+            .lock()
+            .map(|w| w.iter().cloned().collect::<Vec<_>>());
         match words {
             Ok(words) if !words.is_empty() => format!("; stderr: {}", words.join(" | ")),
             _ => String::new(),
@@ -238,8 +241,8 @@ impl Persistent {
         let Some(ended) = ended else {
             return;
         };
-        let failed = ended.started.elapsed() < QUICK_END
-            && !ended.life.answered.load(Ordering::Acquire);
+        let failed =
+            ended.started.elapsed() < QUICK_END && !ended.life.answered.load(Ordering::Acquire);
         if !failed {
             self.quick_ends.store(0, Ordering::Relaxed);
             return;
@@ -391,12 +394,22 @@ async fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
         if let Err(unsent) = to.send(call) {
             let call = unsent.0;
             let why = format!("task {} ended", call.task);
-            write_result(stdin, call.call, &calls::Answer::End(Box::new(Err(AgentError::fatal(why))))).await;
+            write_result(
+                stdin,
+                call.call,
+                &calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
+            )
+            .await;
         }
         return;
     }
     let why = format!("no task {} is in flight", call.task);
-    write_result(stdin, call.call, &calls::Answer::End(Box::new(Err(AgentError::fatal(why))))).await;
+    write_result(
+        stdin,
+        call.call,
+        &calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
+    )
+    .await;
 }
 
 /// Writes the result of call `call` on the program's stdin, a whole line.

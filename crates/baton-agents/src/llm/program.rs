@@ -7,12 +7,12 @@
 use baton_worker::{AgentError, ContextUpdate, Outcome, Task};
 use serde_json::{Value as Json, json};
 
+use super::LlmRunner;
 use super::answer::budget::out_of_budget;
 use super::answer::{Asking, Reply};
 use super::calling::{Parking, Turn};
 use super::types::chat::ChatMessage;
 use super::types::offer::function;
-use super::LlmRunner;
 use crate::tools::Toolbox;
 
 /// What a program's call came to.
@@ -60,6 +60,8 @@ impl LlmRunner {
             )));
         }
         let messages: Vec<ChatMessage> = messages.into_iter().map(ChatMessage::Raw).collect();
+        // No tools is no `tools`: endpoints refuse an empty list.
+        let tools = tools.filter(|tools| !tools.is_empty());
         let asking = Asking::Program { tools, params };
         match self.answers.answer(task, (step, asking), &messages).await? {
             Reply::Answered(answered) => {

@@ -11,8 +11,7 @@ use toml::Spanned;
 
 use super::{
     A2aSpec, AgentSpec, ChainSpec, ExecMode, ExecSpec, HistorySpec, HumanSpec, Kind, KindName,
-    LlmSpec,
-    McpSpec, SpecError,
+    LlmSpec, McpSpec, SpecError,
 };
 
 #[derive(Debug, Deserialize)]

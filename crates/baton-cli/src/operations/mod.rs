@@ -1,6 +1,6 @@
 //! What operators run: dead letters, spec checks, the inbox of what waits
-//! for a person, permissions, the deployment doctor, Kubernetes manifests
-//! and the benchmarks.
+//! for a person, permissions, the deployment doctor, Kubernetes manifests,
+//! new agents to start from, and the benchmarks.
 
 pub mod bench;
 pub mod check;
@@ -8,4 +8,5 @@ pub mod dlq;
 pub mod doctor;
 pub mod inbox;
 pub mod manifests;
+pub mod new;
 pub mod permissions;

@@ -1,6 +1,8 @@
 //! `baton bench --exec`: one exec agent run per task (a process per task)
-//! against the same agent run persistent (one process, lines of JSON), in
-//! the same run, each as a real `baton worker --spec` process.
+//! against the same agent run persistent (one process, lines of JSON), and
+//! the same agent written with the Python package (`sdk/python`), answering
+//! at once and after three journaled steps, in the same run, each as a real
+//! `baton worker --spec` process.
 
 use super::scale::{ScaleOut, round};
 
@@ -17,10 +19,63 @@ else:
     print(json.dumps(reply(json.load(sys.stdin))))
 "#;
 
+/// The same agent written with the package: it answers at once, or
+/// (`STEPS=3`) after three journaled steps.
+const PACKAGE_AGENT: &str = r#"import os
+import baton
+
+agent = baton.Agent()
+STEPS = int(os.environ.get("STEPS", "0"))
+
+def noted(n):
+    return n
+
+@agent.task
+async def handle(task, ctx):
+    for n in range(STEPS):
+        await ctx.step(f"step-{n}", noted, n)
+    return baton.complete(task.text)
+
+agent.run()
+"#;
+
+/// Where the package is: the repository's `sdk/python`, when this binary
+/// was built from one, else wherever Python finds it installed.
+fn package_path() -> Option<std::path::PathBuf> {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
+    here.join("baton/__init__.py").exists().then_some(here)
+}
+
+/// The agents compared: a label, the program, the mode and its environment.
+fn agents(
+    package: Option<&std::path::Path>,
+) -> Vec<(&'static str, &'static str, &'static str, String)> {
+    let path = package.map_or_else(String::new, |p| {
+        format!("\n[exec.env]\nPYTHONPATH = {:?}\n", p.to_string_lossy())
+    });
+    vec![
+        ("per_task", "echo.py", "per_task", String::new()),
+        ("persistent", "echo.py", "persistent", String::new()),
+        ("package", "package.py", "persistent", path.clone()),
+        (
+            "package, 3 steps",
+            "package.py",
+            "persistent",
+            if path.is_empty() {
+                "\n[exec.env]\nSTEPS = \"3\"\n".to_owned()
+            } else {
+                format!("{path}STEPS = \"3\"\n")
+            },
+        ),
+    ]
+}
+
 /// Runs `tasks` tasks through each mode and prints tasks/s and the ratio.
 pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("echo.py"), AGENT)?;
+    std::fs::write(dir.path().join("package.py"), PACKAGE_AGENT)?;
+    let package = package_path();
     println!(
         "exec bench: {tasks} tasks through one worker of a Python agent that answers at once, concurrency {}",
         bench.concurrency
@@ -28,21 +83,26 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> 
     println!();
     println!("{:<22} {:>10} {:>12}", "mode", "tasks/s", "ms/task");
     let mut rates = Vec::new();
-    for mode in ["per_task", "persistent"] {
-        let spec = dir.path().join(format!("{mode}.toml"));
+    for (n, (label, program, mode, env)) in agents(package.as_deref()).into_iter().enumerate() {
+        let spec = dir.path().join(format!("agent_{n}.toml"));
         std::fs::write(
             &spec,
             format!(
-                "name = \"echo\"\nkind = \"exec\"\nconcurrency = {}\ntimeout_ms = 60000\n\n[exec]\ncommand = [\"python3\", \"echo.py\"]\nmode = \"{mode}\"\n",
+                "name = \"echo\"\nkind = \"exec\"\nconcurrency = {}\ntimeout_ms = 60000\n\n[exec]\ncommand = [\"python3\", {program:?}]\nmode = \"{mode}\"\n{env}",
                 bench.concurrency
             ),
         )?;
-        let prefix = format!("bench_exec_{mode}");
+        let prefix = format!("bench_exec_{n}");
         let rate = round(bench, &spec, "echo", &prefix, 1, tasks).await?;
-        println!("{mode:<22} {rate:>10.1} {:>12.2}", 1000.0 / rate);
+        println!("{label:<22} {rate:>10.1} {:>12.2}", 1000.0 / rate);
         rates.push(rate);
     }
     println!();
     println!("persistent / per_task {:>10.2}", rates[1] / rates[0]);
+    println!("package / persistent  {:>10.2}", rates[2] / rates[1]);
+    println!("3 steps / persistent  {:>10.2}", rates[3] / rates[1]);
+    // What a step adds to a task, in the worker's and the program's time.
+    let per_call = (1.0 / rates[3] - 1.0 / rates[2]) / 3.0 * 1e6;
+    println!("µs per ctx call       {per_call:>10.0}");
     Ok(())
 }

@@ -115,7 +115,10 @@ impl ChatMessage {
         match self {
             Self::Spoken(said) => &said.content,
             Self::Result(result) => &result.content,
-            Self::Raw(raw) => raw.get("content").and_then(Json::as_str).unwrap_or_default(),
+            Self::Raw(raw) => raw
+                .get("content")
+                .and_then(Json::as_str)
+                .unwrap_or_default(),
         }
     }
 
