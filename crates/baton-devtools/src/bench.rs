@@ -197,7 +197,7 @@ struct Figures {
 }
 
 /// The median of `values` (the mean of the middle two for an even count).
-fn median(values: impl Iterator<Item = f64>) -> f64 {
+pub(crate) fn median(values: impl Iterator<Item = f64>) -> f64 {
     let mut values: Vec<f64> = values.collect();
     values.sort_by(f64::total_cmp);
     match values.len() {
@@ -317,7 +317,7 @@ async fn run_bench(
         return scale::run(&processes).await;
     }
     if args.exec {
-        return exec::run(&processes, args.tasks).await;
+        return exec::run(&processes, args.tasks, args.rounds).await;
     }
     if args.tools {
         return tools::run(&processes, args.tasks).await;

@@ -152,6 +152,48 @@ def _reader(fd: int, loop: asyncio.AbstractEventLoop, server: Server, done: asyn
         pass
 
 
+class _Lines(asyncio.Protocol):
+    """Reads the worker's lines on the event loop, without a thread: each
+    whole line is parsed and handed to the server as it arrives."""
+
+    def __init__(self, server: Server, done: asyncio.Event) -> None:
+        self._server = server
+        self._done = done
+        self._buffer = bytearray()
+        self._searched = 0
+        self._log = logging.getLogger("baton")
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while True:
+            end = buffer.find(b"\n", max(start, self._searched))
+            if end < 0:
+                break
+            raw = bytes(buffer[start:end])
+            start = end + 1
+            self._searched = start
+            if raw.strip():
+                try:
+                    message = json.loads(raw)
+                except ValueError as error:
+                    self._log.warning("skipped a line from the worker that is not JSON: %s", error)
+                    continue
+                self._server.dispatch(message)
+        if start:
+            del buffer[:start]
+        # A long line is searched once: the next chunk is searched from here.
+        self._searched = len(buffer)
+
+    def eof_received(self) -> bool:
+        self._done.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._done.set()
+
+
 async def _serve(handler: Handler, in_fd: int, out_fd: int) -> None:
     loop = asyncio.get_running_loop()
     threads = int(os.environ.get("BATON_THREADS", "64") or "64")
@@ -160,10 +202,15 @@ async def _serve(handler: Handler, in_fd: int, out_fd: int) -> None:
     )
     server = Server(handler, _writer(out_fd), _logger())
     eof = asyncio.Event()
-    reader = threading.Thread(
-        target=_reader, args=(in_fd, loop, server, eof), name="baton-stdin", daemon=True
-    )
-    reader.start()
+    pipe = open(in_fd, "rb", buffering=0, closefd=False)
+    try:
+        await loop.connect_read_pipe(lambda: _Lines(server, eof), pipe)
+    except ValueError:
+        # Not a pipe (a file, say): read it in a thread instead.
+        reader = threading.Thread(
+            target=_reader, args=(in_fd, loop, server, eof), name="baton-stdin", daemon=True
+        )
+        reader.start()
     await eof.wait()
     server.close()
     await server.drain()

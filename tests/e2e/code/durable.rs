@@ -216,3 +216,84 @@ async fn parallel_children_from_python_are_joined_once_and_a_question_after_them
     assert_eq!(delegated, 2, "{:?}", kinds(&events));
     Ok(())
 }
+
+/// Kills the worker (`worker`) or the program (otherwise) while a step's
+/// side effect runs, then starts a worker again: the step goes to a person.
+async fn killed_mid_step(worker: bool) -> anyhow::Result<()> {
+    let mut t = Coder::start("steps", &[], "").await?;
+    let pause = t.dir.path().join("pause");
+    std::fs::write(&pause, "")?;
+    let spec = std::fs::read_to_string(&t.spec)?;
+    let line = format!("[exec.env]\nPAUSE = {:?}\n", pause.to_string_lossy());
+    std::fs::write(&t.spec, spec.replace("[exec.env]\n", &line))?;
+    t.worker("w1").await?;
+    let task = t.send("refund ABC-123").await?;
+    t.reached("charge:reached", 1).await?;
+    if worker {
+        t.system.process("w1").kill9();
+        t.kill_program()?;
+        t.worker("w2").await?;
+    } else {
+        t.kill_program()?;
+    }
+    std::fs::remove_file(&pause)?;
+    let entry = t.entry("tool_outcome_unknown").await?;
+    assert_eq!(entry["tool"], "step:charge", "{entry}");
+    let id = entry["id"].as_str().unwrap_or_default().to_owned();
+    t.baton(&["inbox", "resolve", &id, "--not-happened"])?;
+    let events = t.end(&task).await?;
+    let end = events.last().expect("an end");
+    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    // Not happened: made again, once; the step before it never again.
+    assert_eq!((t.count("prepare"), t.count("charge")), (1, 2), "{:?}", t.counts());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_killed_mid_step_sends_the_step_to_a_person_and_not_happened_makes_it_once_more()
+-> anyhow::Result<()> {
+    killed_mid_step(true).await
+}
+
+/// Kills the worker or the program while the model is asked: the model is
+/// asked again (an answer is no side effect), the step before it is not run
+/// again, and the session completes once.
+async fn killed_mid_model_call(worker: bool) -> anyhow::Result<()> {
+    use baton_testkit::{FakeLlm, Scripted};
+    let llm = FakeLlm::start(vec![
+        Scripted::text("first answer, never heard").after(Duration::from_secs(3)),
+        Scripted::text("Booked."),
+    ])?;
+    let extra = format!("\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n", llm.url());
+    let mut t = Coder::start("model", &[], &extra).await?;
+    t.worker("w1").await?;
+    let task = t.send("book it").await?;
+    baton_testkit::eventually(Duration::from_secs(30), || {
+        let asked = llm.requests().len();
+        std::future::ready(if asked >= 1 { Ok(()) } else { Err("not asked yet") })
+    })
+    .await?;
+    if worker {
+        t.system.process("w1").kill9();
+        t.kill_program()?;
+        t.worker("w2").await?;
+    } else {
+        t.kill_program()?;
+    }
+    let events = t.end(&task).await?;
+    let end = events.last().expect("an end");
+    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(super::output(end)["answer"], "Booked.");
+    assert_eq!((t.count("prepare"), llm.requests().len()), (1, 2), "{:?}", t.counts());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_program_killed_mid_model_call_asks_again_and_runs_no_step_twice() -> anyhow::Result<()> {
+    killed_mid_model_call(false).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_killed_mid_model_call_asks_again_and_runs_no_step_twice() -> anyhow::Result<()> {
+    killed_mid_model_call(true).await
+}

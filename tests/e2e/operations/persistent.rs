@@ -157,7 +157,7 @@ async fn the_exec_bench_runs_every_mode_and_the_package_and_reports_the_ratios()
 -> anyhow::Result<()> {
     let system = System::start().await?;
     let stdout =
-        system.baton_stdout(&["bench", "--exec", "--tasks", "20", "--concurrency", "4"])?;
+        system.baton_stdout(&["bench", "--exec", "--tasks", "20", "--concurrency", "4", "--rounds", "1"])?;
     let ratios = [
         "persistent / per_task",
         "package / persistent",

@@ -15,15 +15,21 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use baton_proto::{ExecAction, ExecOp, ExecReply, Message, Role, Value};
+use baton_proto::{ExecOp, Value};
 use baton_worker::{AgentError, ContextUpdate, Outcome, Results, Task};
 use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
 use super::Asking;
+
+mod record;
+mod waits;
+
 use crate::journal::{Journal, Recorded};
 use crate::llm::LlmRunner;
 use crate::llm::program::Made;
+use record::journal_of;
+use waits::results_json;
 
 /// The first journal step of a program's calls: the call at place `p`
 /// (from 1) is step `FIRST_STEP + p`, clear of the steps that hold the
@@ -158,76 +164,6 @@ impl Hop {
             ExecOp::Say { text } => self.say(text).await,
         };
         made.unwrap_or_else(|err| Answer::End(Box::new(Err(err))))
-    }
-
-    /// Where the next call of `label` is in the record: a recorded one,
-    /// or a new place at its end, marked in the journal (`started`: by a
-    /// step's start). Drift when the record holds another call this run
-    /// has not made yet.
-    async fn place(&self, label: String, started: bool) -> Result<Placed, AgentError> {
-        let mut record = self.record.lock().await;
-        if !record.loaded {
-            record.labels = self.recorded().await?;
-            record.claimed = vec![false; record.labels.len()];
-            record.loaded = true;
-        }
-        let seen = record.seen.entry(label.clone()).or_default();
-        let nth = *seen;
-        *seen += 1;
-        let found = (record.labels.iter().enumerate())
-            .filter(|(_, recorded)| **recorded == label)
-            .nth(nth)
-            .map(|(at, _)| at);
-        if let Some(at) = found {
-            record.claimed[at] = true;
-            return Ok(Placed {
-                step: step_at(at),
-                recorded: true,
-                nth,
-            });
-        }
-        if let Some(first) = record.claimed.iter().position(|claimed| !claimed) {
-            return Err(AgentError::fatal(drift(
-                first,
-                &record.labels[first],
-                &label,
-            )));
-        }
-        // Marked while the record is held: places are marked in order.
-        let step = step_at(record.labels.len());
-        (self.journal())
-            .place(self.journal_id, step, &label, started)
-            .await?;
-        record.labels.push(label);
-        record.claimed.push(true);
-        Ok(Placed {
-            step,
-            recorded: false,
-            nth,
-        })
-    }
-
-    /// The labels of the calls the hop recorded, in order: none for a hop
-    /// that runs for the first time (its first delivery, not resumed, not
-    /// a continuation, not a replay), which has no record to read.
-    async fn recorded(&self) -> Result<Vec<String>, AgentError> {
-        let envelope = &self.task.envelope;
-        let fresh = self.task.attempt == 1
-            && envelope.resumed.is_none()
-            && envelope.replay.is_none()
-            && self.results.is_none()
-            && self.journal_id == envelope.id;
-        let mut labels = Vec::new();
-        if fresh {
-            return Ok(labels);
-        }
-        while let Some(label) = (self.journal())
-            .label(self.journal_id, step_at(labels.len()))
-            .await?
-        {
-            labels.push(label);
-        }
-        Ok(labels)
     }
 
     async fn model(
@@ -368,113 +304,6 @@ impl Hop {
         Ok(Answer::Result(json!({})))
     }
 
-    async fn ask(&self, question: String) -> Result<Answer, AgentError> {
-        let placed = self.place("ask".to_owned(), false).await?;
-        if let Some(Some(answer)) = self.answers.get(placed.nth) {
-            return Ok(Answer::Result(json!({"answer": answer})));
-        }
-        let Some(asking) = &self.asking else {
-            return Ok(refused(
-                "ctx.ask needs the inbox and the hop journal: grant them with `baton permissions worker NAME --human`",
-            ));
-        };
-        let said = self.kept_said().await?;
-        Ok(Answer::End(Box::new(
-            asking.ask(&self.delivered, question, said).await,
-        )))
-    }
-
-    async fn delegate(
-        &self,
-        children: Vec<baton_proto::ExecChild>,
-        mode: Option<String>,
-    ) -> Result<Answer, AgentError> {
-        if mode.as_deref() == Some("async") {
-            return Ok(refused(
-                "ctx.delegate: mode \"async\" is for a team's coordinator; use parallel, serial or chain",
-            ));
-        }
-        let placed = self.place("delegate".to_owned(), false).await?;
-        let journal = self.journal();
-        let recorded = if placed.recorded {
-            journal.call(self.journal_id, placed.step, 0).await?
-        } else {
-            Recorded::Nothing
-        };
-        match (recorded, &self.results) {
-            (Recorded::Result(text, _), _) => {
-                return Ok(Answer::Result(json!({"results": value_json(&text)})));
-            }
-            (Recorded::Started { .. }, Some(results)) => {
-                let text = results.to_string();
-                journal
-                    .record_result(self.journal_id, placed.step, 0, &text, false)
-                    .await?;
-                return Ok(Answer::Result(json!({"results": results})));
-            }
-            (Recorded::Started { .. }, None) => {}
-            (Recorded::Nothing, _) => {
-                journal
-                    .record_start(self.journal_id, placed.step, 0)
-                    .await?;
-            }
-        }
-        let reply = ExecReply {
-            action: Some(ExecAction::Delegate),
-            children,
-            mode,
-            ..ExecReply::default()
-        };
-        let mut outcome = match super::delegation(&reply) {
-            Ok(outcome) => outcome,
-            Err(AgentError::Fatal(why)) => return Ok(refused(why)),
-            Err(err) => return Err(err),
-        };
-        let mut update = self.kept_said().await?;
-        let continuation = baton_proto::derive_id_labelled(self.delivered.envelope.id, "resume", 0);
-        let left = Value::Map(vec![
-            (
-                Value::from("continuation"),
-                Value::from(continuation.to_string()),
-            ),
-            (
-                Value::from("journal"),
-                Value::from(self.journal_id.to_string()),
-            ),
-        ]);
-        update.state.insert(JOURNAL.to_owned(), left);
-        *outcome.update_mut() = update;
-        Ok(Answer::End(Box::new(Ok(outcome))))
-    }
-
-    async fn say(&self, text: String) -> Result<Answer, AgentError> {
-        let placed = self.place("say".to_owned(), false).await?;
-        if placed.recorded {
-            let recorded = self.journal().call(self.journal_id, placed.step, 0).await?;
-            if matches!(recorded, Recorded::Result(..)) {
-                // Said before the hop waited: the context has it already.
-                return Ok(Answer::Result(json!({})));
-            }
-        }
-        if let Ok(mut said) = self.said.lock() {
-            said.messages.push(Message::new(Role::Agent, text));
-        }
-        self.record.lock().await.says.push(placed.step);
-        Ok(Answer::Result(json!({})))
-    }
-
-    /// What the hop said, its messages kept in the journal as said: the
-    /// hop waits now, and its context will hold them when it runs again.
-    async fn kept_said(&self) -> Result<ContextUpdate, AgentError> {
-        let says = std::mem::take(&mut self.record.lock().await.says);
-        for step in says {
-            (self.journal())
-                .record_result(self.journal_id, step, 0, "said", false)
-                .await?;
-        }
-        Ok(self.said())
-    }
-
     /// Where a replay takes the result of what was `asked` from: the
     /// replayed session's `<envelope>.<step>`, when it recorded one in time.
     async fn replayed(&self, asked: &str) -> Result<Option<String>, AgentError> {
@@ -508,32 +337,6 @@ impl Hop {
     }
 }
 
-/// The hop journal `task`'s calls go in: its own (the id it first ran
-/// under), or, for the continuation of a delegation (and that continuation
-/// resumed after a question), the journal of the hop that delegated.
-fn journal_of(task: &Task) -> Uuid {
-    let own = crate::llm::journal_of(task);
-    let left = task
-        .envelope
-        .context
-        .state
-        .get(JOURNAL)
-        .and_then(Value::as_map);
-    let field = |name: &str| {
-        let (_, value) = left?.iter().find(|(k, _)| k.as_str() == Some(name))?;
-        value.as_str()?.parse::<Uuid>().ok()
-    };
-    match (field("continuation"), field("journal")) {
-        (Some(continuation), Some(journal)) if continuation == own => journal,
-        _ => own,
-    }
-}
-
-/// The journal step of the call at index `at` of the record.
-fn step_at(at: usize) -> u32 {
-    FIRST_STEP + u32::try_from(at + 1).unwrap_or(u32::MAX - FIRST_STEP)
-}
-
 fn refused(why: impl Into<String>) -> Answer {
     Answer::Error("refused", why.into())
 }
@@ -550,75 +353,4 @@ fn value_json(text: &str) -> Json {
 
 fn value_of(text: &str) -> Answer {
     Answer::Result(json!({"recorded": true, "value": value_json(text)}))
-}
-
-/// The children's results as the program reads them.
-fn results_json(results: &Results) -> Json {
-    (results.results.iter())
-        .map(|result| {
-            json!({
-                "index": result.index,
-                "agent": result.agent,
-                "tag": result.tag,
-                "status": result.status.as_str(),
-                "output": rmpv::ext::from_value::<Json>(result.output.clone()).unwrap_or(Json::Null),
-                "detail": result.detail,
-            })
-        })
-        .collect()
-}
-
-/// How a label reads in an error.
-fn described(label: &str) -> String {
-    let mut parts = label.splitn(3, ':');
-    match (parts.next(), parts.next()) {
-        (Some("step"), Some(name)) => format!("'{name}'"),
-        (Some("tool"), Some(name)) => format!("tool '{name}'"),
-        (Some("model"), _) => "a model call".to_owned(),
-        (Some("ask"), _) => "a question (ctx.ask)".to_owned(),
-        (Some("delegate"), _) => "a delegation (ctx.delegate)".to_owned(),
-        (Some("say"), _) => "a message (ctx.say)".to_owned(),
-        _ => format!("'{label}'"),
-    }
-}
-
-/// Why a call that is not in the record fails the hop: the record's call
-/// at `first` (from 0) was not made again, and `now` was made instead.
-fn drift(first: usize, recorded: &str, now: &str) -> String {
-    let (was, is) = (described(recorded), described(now));
-    let differs = if was == is {
-        " with other arguments"
-    } else {
-        ""
-    };
-    format!(
-        "the handler does not do what it did: step {} is {was} in the record, {is}{differs} now (a handler must make the same calls in the same order when it runs again: keep what changes between runs, such as the time or a random number, inside ctx.step)",
-        first + 1
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn drift_names_both_calls() {
-        assert!(
-            drift(0, "step:step-0", "step:step-1")
-                .contains("step 1 is 'step-0' in the record, 'step-1' now")
-        );
-        assert!(drift(2, "tool:refund:abc", "tool:refund:def").contains(
-            "step 3 is tool 'refund' in the record, tool 'refund' with other arguments now"
-        ));
-        assert!(
-            drift(1, "model:x", "step:charge")
-                .contains("step 2 is a model call in the record, 'charge' now")
-        );
-    }
-
-    #[test]
-    fn places_map_to_steps_clear_of_the_questions() {
-        assert_eq!(step_at(0), 1001);
-        assert_eq!(step_at(7), 1008);
-    }
 }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use baton_proto::{ExecCall, ExecCallError, ExecCallResult, ExecReply, ExecRequest, ExecResponse};
+use baton_proto::{ExecCall, ExecReply, ExecRequest, ExecResponse};
 use baton_worker::{AgentError, Outcome, Task};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
@@ -22,6 +22,10 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::Program;
 use super::calls::{self, Hop};
+
+mod lines;
+
+use lines::{is_call, route_call, write_result};
 
 /// The answer, or why the line that named its id is not one.
 type Answer = Result<ExecReply, serde_json::Error>;
@@ -41,10 +45,10 @@ type Writer = Arc<Mutex<ChildStdin>>;
 /// How a task's request ended.
 pub(crate) enum Finished {
     /// The program answered.
-    Replied(ExecReply),
+    Replied(Box<ExecReply>),
     /// A call ended the hop first (it waits, or failed): the program's
     /// handler was told to stop.
-    Ended(Outcome),
+    Ended(Box<Outcome>),
 }
 
 /// One start of the program.
@@ -198,39 +202,22 @@ impl Persistent {
             let life = (current.generation, Arc::clone(&current.life));
             (answer, life, Arc::clone(&current.stdin), forget)
         };
-        let mut making = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                answered = &mut answer => return match answered {
-                    Ok(Ok(reply)) => Ok(Finished::Replied(reply)),
-                    Ok(Err(why)) => Err(AgentError::fatal(format!(
-                        "{program} answered request {id} with a line that is not an exec response ({why}); see proto-schemas/schema/exec_response.schema.json"
-                    ))),
-                    Err(_) => Err(AgentError::retryable(format!(
-                        "{program} (start {generation}) ended before it answered; it is restarted for the next task{}",
-                        life.last_words()
-                    ))),
-                },
-                Some(call) = calls.recv() => match &hop {
-                    Some(hop) => {
-                        let hop = Arc::clone(hop);
-                        making.spawn(async move { (call.call, hop.answer(call.op).await) });
-                    }
-                    None => {
-                        let refused = calls::Answer::Error("refused", "this worker answers no calls".to_owned());
-                        write_result(&stdin, call.call, &refused).await;
-                    }
-                },
-                Some(made) = making.join_next(), if !making.is_empty() => {
-                    let (call, made) = made.map_err(|err| {
-                        AgentError::fatal(format!("a call of {program} failed: {err}"))
-                    })?;
-                    write_result(&stdin, call, &made).await;
-                    if let calls::Answer::End(ended) = made {
-                        return ended.map(Finished::Ended);
-                    }
-                }
-            }
+        let answered = serve(Serving {
+            answer: &mut answer,
+            calls: &mut calls,
+            hop: hop.as_ref(),
+            stdin: &stdin,
+        })
+        .await?;
+        match answered {
+            Served::Finished(finished) => Ok(finished),
+            Served::Malformed(why) => Err(AgentError::fatal(format!(
+                "{program} answered request {id} with a line that is not an exec response ({why}); see proto-schemas/schema/exec_response.schema.json"
+            ))),
+            Served::Gone => Err(AgentError::retryable(format!(
+                "{program} (start {generation}) ended before it answered; it is restarted for the next task{}",
+                life.last_words()
+            ))),
         }
     }
 
@@ -308,6 +295,62 @@ impl Persistent {
     }
 }
 
+/// One task in flight: its answer to come, its calls, what makes them,
+/// and where their results go.
+struct Serving<'a> {
+    answer: &'a mut oneshot::Receiver<Answer>,
+    calls: &'a mut mpsc::UnboundedReceiver<ExecCall>,
+    hop: Option<&'a Arc<Hop>>,
+    stdin: &'a Writer,
+}
+
+/// How a task in flight ended.
+enum Served {
+    Finished(Finished),
+    /// The line that answered it is not an answer.
+    Malformed(serde_json::Error),
+    /// The program ended first.
+    Gone,
+}
+
+/// Makes the task's calls (many at once) until its answer comes or a call
+/// ends its hop.
+async fn serve(serving: Serving<'_>) -> Result<Served, AgentError> {
+    let Serving {
+        answer,
+        calls,
+        hop,
+        stdin,
+    } = serving;
+    let mut making = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            answered = &mut *answer => return Ok(match answered {
+                Ok(Ok(reply)) => Served::Finished(Finished::Replied(Box::new(reply))),
+                Ok(Err(why)) => Served::Malformed(why),
+                Err(_) => Served::Gone,
+            }),
+            Some(call) = calls.recv() => match hop {
+                Some(hop) => {
+                    let hop = Arc::clone(hop);
+                    making.spawn(async move { (call.call, hop.answer(call.op).await) });
+                }
+                None => {
+                    let refused = calls::Answer::Error("refused", "this worker answers no calls".to_owned());
+                    write_result(stdin, call.call, &refused).await;
+                }
+            },
+            Some(made) = making.join_next(), if !making.is_empty() => {
+                let (call, made) = made.map_err(|err| AgentError::fatal(format!("a call failed: {err}")))?;
+                write_result(stdin, call, &made).await;
+                if let calls::Answer::End(ended) = made {
+                    return ended.map(|outcome| Served::Finished(Finished::Ended(Box::new(outcome))));
+                }
+            }
+        }
+    }
+}
+
 /// Hands each answer line to the task waiting for its id. When stdout
 /// closes, the program is gone: every task still waiting is failed (its
 /// sender dropped), and the next task starts the program again.
@@ -363,86 +406,6 @@ async fn read_answers(
     gone.store(true, Ordering::Release);
     let failed = waiting.lock().map(|mut w| w.drain().count()).unwrap_or(0);
     tracing::warn!(%program, in_flight = failed, "persistent exec program ended; its tasks in flight are retried");
-}
-
-/// Whether a stdout line is a call (`{"call": ...}`) rather than an answer.
-fn is_call(line: &str) -> bool {
-    line.trim_start().starts_with('{')
-        && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
-            .is_ok_and(|object| object.contains_key("call"))
-}
-
-/// Hands a call line to its task; a call that is not one, or for a task
-/// not in flight, is answered at once.
-async fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
-    let call = match serde_json::from_str::<ExecCall>(line) {
-        Ok(call) => call,
-        Err(err) => {
-            let id = serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .and_then(|v| v.get("call").and_then(|id| id.as_str()).map(str::to_owned))
-                .unwrap_or_default();
-            let why = format!("not a call ({err}); see proto-schemas/schema/exec_call.schema.json");
-            return write_result(stdin, id, &calls::Answer::Error("refused", why)).await;
-        }
-    };
-    let to = waiting
-        .lock()
-        .ok()
-        .and_then(|waiting| waiting.get(&call.task).map(|waiter| waiter.calls.clone()));
-    if let Some(to) = to {
-        if let Err(unsent) = to.send(call) {
-            let call = unsent.0;
-            let why = format!("task {} ended", call.task);
-            write_result(
-                stdin,
-                call.call,
-                &calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
-            )
-            .await;
-        }
-        return;
-    }
-    let why = format!("no task {} is in flight", call.task);
-    write_result(
-        stdin,
-        call.call,
-        &calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
-    )
-    .await;
-}
-
-/// Writes the result of call `call` on the program's stdin, a whole line.
-/// A program that is gone reads nothing; its tasks fail anyway.
-async fn write_result(stdin: &Writer, call: String, answer: &calls::Answer) {
-    let (result, error, end, message) = match answer {
-        calls::Answer::Result(result) => (Some(result.clone()), None, None, None),
-        calls::Answer::Error(kind, message) => (
-            None,
-            Some(ExecCallError {
-                kind: (*kind).to_owned(),
-                message: message.clone(),
-            }),
-            None,
-            None,
-        ),
-        calls::Answer::End(ended) => match ended.as_ref() {
-            Ok(_) => (None, None, Some("waiting".to_owned()), None),
-            Err(err) => (None, None, Some("failed".to_owned()), Some(err.to_string())),
-        },
-    };
-    let written = ExecCallResult {
-        call,
-        result,
-        error,
-        end,
-        message,
-    };
-    let Ok(mut line) = serde_json::to_vec(&written) else {
-        return;
-    };
-    line.push(b'\n');
-    let _ = stdin.lock().await.write_all(&line).await;
 }
 
 /// A stdout line as the id it answers (when it names one) and the answer,

@@ -4,6 +4,7 @@
 //! at once and after three journaled steps, in the same run, each as a real
 //! `baton worker --spec` process.
 
+use super::median;
 use super::scale::{ScaleOut, round};
 
 /// An agent that answers at once, in either mode: it reads `BATON_EXEC_MODE`.
@@ -70,39 +71,54 @@ fn agents(
     ]
 }
 
-/// Runs `tasks` tasks through each mode and prints tasks/s and the ratio.
-pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64) -> anyhow::Result<()> {
+/// Tasks a per-task round runs at most: a process per task costs the same
+/// at any count, and thousands would take minutes.
+const PER_TASK_MOST: u64 = 200;
+
+/// Runs `tasks` tasks through each mode, `rounds` times, the modes taking
+/// turns, and prints each mode's median tasks/s, the medians of the ratios
+/// of each round, and what a ctx call adds.
+pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, rounds: u64) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("echo.py"), AGENT)?;
     std::fs::write(dir.path().join("package.py"), PACKAGE_AGENT)?;
     let package = package_path();
     println!(
-        "exec bench: {tasks} tasks through one worker of a Python agent that answers at once, concurrency {}",
+        "exec bench: {tasks} tasks (per task: at most {PER_TASK_MOST}) through one worker of a Python agent, concurrency {}, {rounds} rounds, medians",
         bench.concurrency
     );
     println!();
-    println!("{:<22} {:>10} {:>12}", "mode", "tasks/s", "ms/task");
-    let mut rates = Vec::new();
-    for (n, (label, program, mode, env)) in agents(package.as_deref()).into_iter().enumerate() {
-        let spec = dir.path().join(format!("agent_{n}.toml"));
-        std::fs::write(
-            &spec,
-            format!(
-                "name = \"echo\"\nkind = \"exec\"\nconcurrency = {}\ntimeout_ms = 60000\n\n[exec]\ncommand = [\"python3\", {program:?}]\nmode = \"{mode}\"\n{env}",
-                bench.concurrency
-            ),
-        )?;
-        let prefix = format!("bench_exec_{n}");
-        let rate = round(bench, &spec, "echo", &prefix, 1, tasks).await?;
-        println!("{label:<22} {rate:>10.1} {:>12.2}", 1000.0 / rate);
-        rates.push(rate);
+    let agents = agents(package.as_deref());
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); agents.len()];
+    for round_no in 0..rounds {
+        for (n, (_, program, mode, env)) in agents.iter().enumerate() {
+            let spec = dir.path().join(format!("agent_{n}.toml"));
+            std::fs::write(
+                &spec,
+                format!(
+                    "name = \"echo\"\nkind = \"exec\"\nconcurrency = {}\ntimeout_ms = 60000\n\n[exec]\ncommand = [\"python3\", {program:?}]\nmode = \"{mode}\"\n{env}",
+                    bench.concurrency
+                ),
+            )?;
+            let prefix = format!("bench_exec_{round_no}_{n}");
+            let count = if *mode == "per_task" { tasks.min(PER_TASK_MOST) } else { tasks };
+            rates[n].push(round(bench, &spec, "echo", &prefix, 1, count).await?);
+        }
     }
+    println!("{:<22} {:>10} {:>12}", "mode", "tasks/s", "ms/task");
+    for ((label, ..), rates) in agents.iter().zip(&rates) {
+        let rate = median(rates.iter().copied());
+        println!("{label:<22} {rate:>10.1} {:>12.2}", 1000.0 / rate);
+    }
+    let ratio = |a: usize, b: usize| median(rates[a].iter().zip(&rates[b]).map(|(a, b)| a / b));
     println!();
-    println!("persistent / per_task {:>10.2}", rates[1] / rates[0]);
-    println!("package / persistent  {:>10.2}", rates[2] / rates[1]);
-    println!("3 steps / persistent  {:>10.2}", rates[3] / rates[1]);
+    println!("persistent / per_task {:>10.2}", ratio(1, 0));
+    println!("package / persistent  {:>10.2}", ratio(2, 1));
+    println!("3 steps / persistent  {:>10.2}", ratio(3, 1));
     // What a step adds to a task, in the worker's and the program's time.
-    let per_call = (1.0 / rates[3] - 1.0 / rates[2]) / 3.0 * 1e6;
+    let per_call = median(
+        (rates[3].iter().zip(&rates[2])).map(|(steps, none)| (1.0 / steps - 1.0 / none) / 3.0 * 1e6),
+    );
     println!("µs per ctx call       {per_call:>10.0}");
     Ok(())
 }

@@ -94,6 +94,12 @@ async def delegate(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
     return baton.complete({"parts": parts, "shipped": shipped})
 
 
+async def model(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    prepared = await ctx.step("prepare", prepare, task.text)
+    reply = await ctx.model(task.messages)
+    return baton.complete({"answer": reply.text, "prepared": prepared})
+
+
 async def echo(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
     print("a stray print from the handler")
     await asyncio.sleep(float(os.environ.get("ECHO_DELAY_S", "0")))
@@ -107,6 +113,7 @@ HANDLERS = {
     "tools": tools,
     "delegate": delegate,
     "echo": echo,
+    "model": model,
 }
 agent.task(HANDLERS[MODE])
 agent.run()

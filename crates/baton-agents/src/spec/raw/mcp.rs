@@ -4,10 +4,15 @@
 use super::{RawSpec, Report};
 use crate::spec::{Kind, McpSpec};
 
+/// Whether a spec of `kind` takes `[[mcp]]` servers: a model's, or a
+/// persistent program's (`ctx.tool`).
+fn takes_tools(kind: Option<&Kind>) -> bool {
+    matches!(kind, Some(Kind::Llm(_) | Kind::Exec(_)) | None)
+}
+
 impl Report<'_> {
     pub(super) fn mcp(&mut self, raw: &RawSpec, kind: Option<&Kind>) -> Vec<McpSpec> {
-        let takes = matches!(kind, Some(Kind::Llm(_) | Kind::Exec(_)) | None);
-        if let (Some(first), false) = (raw.mcp.first(), takes) {
+        if let (Some(first), false) = (raw.mcp.first(), takes_tools(kind)) {
             self.error(
                 &first.span(),
                 "[[mcp]] tools are offered to a model, or to a persistent exec program (ctx.tool): use kind = \"llm\" or \"exec\"",
