@@ -118,15 +118,33 @@ class Agent:
 
 
 def _writer(fd: int) -> Callable[[str], None]:
-    """Writes whole lines on ``fd``, one at a time."""
+    """Writes whole lines on ``fd``. Lines written on the event loop wait in
+    a buffer until the loop's current turn ends, then go in one write, so
+    many tasks' calls and answers cost one system call; from another thread
+    a line goes at once. The order of lines is kept."""
     lock = threading.Lock()
+    pending: list[str] = []
 
-    def write(line: str) -> None:
-        data = memoryview((line + "\n").encode("utf-8", errors="replace"))
+    def flush() -> None:
         with lock:
+            data = memoryview("".join(pending).encode("utf-8", errors="replace"))
+            pending.clear()
             while data:
                 written = os.write(fd, data)
                 data = data[written:]
+
+    def write(line: str) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with lock:
+            first = not pending
+            pending.append(line + "\n")
+        if loop is None:
+            flush()
+        elif first:
+            loop.call_soon(flush)
 
     return write
 

@@ -189,6 +189,9 @@ class Child:
 ChildLike = Union[Child, Mapping[str, Any]]
 
 
+_VALUE = json.JSONEncoder(allow_nan=False)
+
+
 def _json_problem(value: Any) -> str | None:
     """Why ``value`` is not JSON, or None when it is."""
     offender: list[Any] = []
@@ -357,15 +360,18 @@ class Context:
             raise
         finally:
             _STEP_KEY.reset(token)
-        problem = _json_problem(value)
-        if problem is not None:
+        try:
+            text = _VALUE.encode(value)
+        except (TypeError, ValueError):
+            problem = _json_problem(value) or f"a {type(value).__name__} that is not JSON"
             message = f"step {name!r} returned {problem}"
             try:
                 await self._call("step_done", {"name": name, "error": message})
             except CallError as told:
                 self._log.warning("could not tell the worker that step %r failed: %s", name, told)
-            raise StepError(message)
-        value = json.loads(json.dumps(value))
+            raise StepError(message) from None
+        # As JSON gives it back, so a first run and a rerun see equal values.
+        value = json.loads(text)
         await self._call("step_done", {"name": name, "value": value})
         return value
 

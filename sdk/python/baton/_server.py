@@ -29,9 +29,12 @@ UNSUPPORTED = "this worker does not answer calls: upgrade baton"
 CLOSED = "the worker closed the program's stdin"
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def encode(message: Any) -> str:
     """One protocol line (without its newline): compact JSON, NaN refused."""
-    return json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(message)
 
 
 def _describe(error: BaseException) -> str:
