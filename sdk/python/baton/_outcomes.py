@@ -85,6 +85,14 @@ def _extras(
     return Outcome(reply)
 
 
+def _said(output: Any, say: str | None) -> str | None:
+    """What an answer says in the conversation: ``say``, else a text output,
+    as an LLM agent's answer is said."""
+    if say is None and isinstance(output, str) and output:
+        return output
+    return say
+
+
 def complete(
     output: Any,
     *,
@@ -98,7 +106,8 @@ def complete(
 ) -> Outcome:
     """End the session now with ``output``, whatever the routing rules say.
 
-    Reply: ``{"action": "terminate", "output": output}``. The keyword
+    Reply: ``{"action": "terminate", "output": output}``; a text output is
+    said in the conversation too (``say``), unless ``say`` is given. The keyword
     extras, on every outcome, add to the reply: ``say`` (a message to the
     conversation), ``variables`` (shared context variables to set),
     ``state`` (state for the receiver), ``hand_back`` (in a conversation's
@@ -109,7 +118,7 @@ def complete(
     """
     return _extras(
         {"action": "terminate", "output": output},
-        say=say,
+        say=_said(output, say),
         variables=variables,
         state=state,
         hand_back=hand_back,
@@ -136,7 +145,7 @@ def answer(
     """
     return _extras(
         {"output": output},
-        say=say,
+        say=_said(output, say),
         variables=variables,
         state=state,
         hand_back=hand_back,

@@ -46,7 +46,10 @@ def reply_of(result: Any) -> dict[str, Any]:
     """The exec reply for what a handler returned."""
     if isinstance(result, Outcome):
         return result.reply
-    if isinstance(result, (str, dict)):
+    if isinstance(result, str):
+        # A text answer is said in the conversation too, as an LLM agent's is.
+        return {"action": "terminate", "output": result, "say": result} if result else {"action": "terminate", "output": result}
+    if isinstance(result, dict):
         return {"action": "terminate", "output": result}
     kind = "None" if result is None else type(result).__name__
     return {

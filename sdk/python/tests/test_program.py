@@ -11,7 +11,7 @@ import pytest
 from conftest import AGENTS, SDK, Worker
 
 OUTCOMES = {
-    "str": {"action": "terminate", "output": "hello hi"},
+    "str": {"action": "terminate", "output": "hello hi", "say": "hello hi"},
     "dict": {"action": "terminate", "output": {"k": "v"}},
     "complete": {
         "action": "terminate",
@@ -21,7 +21,7 @@ OUTCOMES = {
         "state": {"b": 2},
         "hand_back": True,
     },
-    "answer": {"output": "for the rules"},
+    "answer": {"output": "for the rules", "say": "for the rules"},
     "handoff_to": {
         "action": "handoff",
         "to": "billing",
@@ -73,7 +73,7 @@ def test_every_outcome_is_its_exact_reply(worker: Worker) -> None:
 
 def test_plain_handlers_work_without_calls(worker: Worker) -> None:
     worker.request("1", "str", calls=False)
-    assert worker.answer("1") == {"action": "terminate", "output": "hello hi"}
+    assert worker.answer("1") == {"action": "terminate", "output": "hello hi", "say": "hello hi"}
     worker.request("2", "no_calls", calls=False)
     assert worker.answer("2") == {
         "action": "terminate",
@@ -178,7 +178,7 @@ def test_async_idempotent_step(worker: Worker) -> None:
     done = worker.call()
     assert done["value"] == "fetched k-9"
     worker.result(done, {})
-    assert worker.answer("1") == {"action": "terminate", "output": "fetched k-9"}
+    assert worker.answer("1") == {"action": "terminate", "output": "fetched k-9", "say": "fetched k-9"}
 
 
 def test_key_is_per_step_under_gather(worker: Worker) -> None:
@@ -224,20 +224,20 @@ def test_end_cancels_the_handler_and_sends_no_answer(worker: Worker) -> None:
     worker.send({"call": asks["1"]["call"], "end": "waiting"})
     worker.nothing()  # no answer, no call, even though the handler ignored the cancellation
     worker.result(asks["2"], {"answer": "ABC-123"})
-    assert worker.answer("2") == {"action": "terminate", "output": "answer: ABC-123"}
+    assert worker.answer("2") == {"action": "terminate", "output": "answer: ABC-123", "say": "answer: ABC-123"}
     worker.request("3", "ask")
     ask = worker.call()
     worker.send({"call": ask["call"], "end": "failed", "message": "step 1 is 'a' in the record, 'b' now"})
     worker.nothing()
     worker.request("4", "str")
-    assert worker.answer("4") == {"action": "terminate", "output": "hello hi"}
+    assert worker.answer("4") == {"action": "terminate", "output": "hello hi", "say": "hello hi"}
     worker.close()
     assert any("step 1 is 'a' in the record, 'b' now" in line for line in worker.stderr)
 
 
 def test_stray_output_goes_to_stderr(worker: Worker) -> None:
     worker.request("1", "print")
-    assert worker.answer("1") == {"action": "terminate", "output": "clean"}
+    assert worker.answer("1") == {"action": "terminate", "output": "clean", "say": "clean"}
     assert worker.close() == 0
     for raw in worker.raw:
         json.loads(raw)
@@ -263,7 +263,7 @@ def test_1000_concurrent_requests(worker: Worker) -> None:
     for _ in range(1000):
         line = worker.recv()
         answers[line["id"]] = line["reply"]
-    assert answers == {str(n): {"action": "terminate", "output": str(n)} for n in range(1000)}
+    assert answers == {str(n): {"action": "terminate", "output": str(n), "say": str(n)} for n in range(1000)}
     # 0.2 s each: they ran at once, not one after the other
     assert time.monotonic() - start < 15
 
@@ -366,14 +366,14 @@ def test_ask_delegate_say(worker: Worker) -> None:
     call = worker.call()
     assert call == {"call": call["call"], "task": "2", "op": "say", "text": "working on it"}
     worker.result(call, {})
-    assert worker.answer("2") == {"action": "terminate", "output": "said"}
+    assert worker.answer("2") == {"action": "terminate", "output": "said", "say": "said"}
 
 
 def test_a_call_for_an_unknown_id_is_ignored(worker: Worker) -> None:
     worker.send({"call": "c999", "result": {}})
     worker.send({"neither": True})
     worker.request("1", "str")
-    assert worker.answer("1") == {"action": "terminate", "output": "hello hi"}
+    assert worker.answer("1") == {"action": "terminate", "output": "hello hi", "say": "hello hi"}
 
 
 def test_stdin_closing_finishes_the_tasks_in_flight(worker: Worker) -> None:
@@ -382,7 +382,7 @@ def test_stdin_closing_finishes_the_tasks_in_flight(worker: Worker) -> None:
     call = worker.call()
     assert worker.close() == 0
     lines = [worker.recv(), worker.recv()]
-    assert {"id": "1", "reply": {"action": "terminate", "output": "1"}} in lines
+    assert {"id": "1", "reply": {"action": "terminate", "output": "1", "say": "1"}} in lines
     assert {
         "id": "2",
         "reply": {"action": "fail", "error": "CallError: the worker closed the program's stdin", "retryable": True},

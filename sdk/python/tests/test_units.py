@@ -14,7 +14,7 @@ from baton import testing
 
 
 def test_outcome_replies() -> None:
-    assert baton.complete("x").reply == {"action": "terminate", "output": "x"}
+    assert baton.complete("x").reply == {"action": "terminate", "output": "x", "say": "x"}
     assert baton.answer({"a": 1}, say="s").reply == {"output": {"a": 1}, "say": "s"}
     assert baton.handoff(to="b").reply == {"action": "handoff", "to": "b"}
     assert baton.escalate().reply == {"action": "escalate"}
@@ -210,6 +210,7 @@ def test_fake_worker_runs_a_tool_loop() -> None:
     assert reply == {
         "action": "terminate",
         "output": "ABC-1 has shipped.",
+        "say": "ABC-1 has shipped.",
         "variables": {"receipt": {"key": f"{testing.SESSION_ID}:step:receipt:1"}},
     }
     assert [c["op"] for c in worker.calls] == ["tools", "model", "tool", "model", "step", "step_done", "say"]
@@ -284,4 +285,4 @@ def test_fake_worker_checks_step_values_and_calls_flag() -> None:
             return error.kind
         return "called"
 
-    assert testing.FakeWorker(calls=False).run(plain) == {"action": "terminate", "output": "unsupported"}
+    assert testing.FakeWorker(calls=False).run(plain) == {"action": "terminate", "output": "unsupported", "say": "unsupported"}

@@ -136,7 +136,7 @@ def _normalised(call: dict[str, Any]) -> dict[str, Any]:
 def test_the_package_writes_each_call_vector(name: str, vector: dict[str, Any]) -> None:
     assert isinstance(vector.get("call"), str) and isinstance(vector.get("task"), str), name
     calls, reply = asyncio.run(_drive(_handler_for(vector), vector["task"], _answer_for(vector["op"])))
-    assert reply == {"action": "terminate", "output": "done"}
+    assert reply == {"action": "terminate", "output": "done", "say": "done"}
     made = [c for c in calls if c["op"] == vector["op"]]
     assert made, f"{name}: the package made no {vector['op']!r} call"
     produced = dict(made[0])
@@ -242,7 +242,7 @@ def test_the_package_reads_each_call_result_vector(name: str, vector: dict[str, 
             "output": {"kind": vector["error"]["kind"], "message": vector["error"]["message"]},
         }
     else:
-        assert reply == {"action": "terminate", "output": "read"}, name
+        assert reply == {"action": "terminate", "output": "read", "say": "read"}, name
 
 
 def test_vectors_directory_exists() -> None:

@@ -8,6 +8,7 @@ pub(crate) mod durable;
 pub(crate) mod protocol;
 pub(crate) mod scaffold;
 pub(crate) mod scale;
+pub(crate) mod sessions;
 pub(crate) mod tools;
 
 use std::collections::HashMap;

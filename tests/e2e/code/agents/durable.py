@@ -106,6 +106,20 @@ async def echo(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
     return baton.complete({"length": len(task.text), "session": task.session, "pid": os.getpid()})
 
 
+async def chat(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    turn = sum(1 for m in task.messages if m["role"] == "user")
+    said = [m["content"] for m in task.messages if m["role"] == "assistant"]
+    return baton.complete(
+        f"turn {turn}: {task.text}; before: {said}; conversation: {task.conversation is not None}"
+    )
+
+
+async def spend(task: baton.Task, ctx: baton.Context) -> str:
+    first = await ctx.model(task.messages)
+    second = await ctx.model([*task.messages, first.message, {"role": "user", "content": "more"}])
+    return second.text
+
+
 HANDLERS = {
     "steps": steps,
     "drift": drift,
@@ -114,6 +128,8 @@ HANDLERS = {
     "delegate": delegate,
     "echo": echo,
     "model": model,
+    "chat": chat,
+    "spend": spend,
 }
 agent.task(HANDLERS[MODE])
 agent.run()
