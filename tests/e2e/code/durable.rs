@@ -243,9 +243,20 @@ async fn killed_mid_step(worker: bool) -> anyhow::Result<()> {
     t.baton(&["inbox", "resolve", &id, "--not-happened"])?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     // Not happened: made again, once; the step before it never again.
-    assert_eq!((t.count("prepare"), t.count("charge")), (1, 2), "{:?}", t.counts());
+    assert_eq!(
+        (t.count("prepare"), t.count("charge")),
+        (1, 2),
+        "{:?}",
+        t.counts()
+    );
     Ok(())
 }
 
@@ -264,13 +275,20 @@ async fn killed_mid_model_call(worker: bool) -> anyhow::Result<()> {
         Scripted::text("first answer, never heard").after(Duration::from_secs(3)),
         Scripted::text("Booked."),
     ])?;
-    let extra = format!("\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n", llm.url());
+    let extra = format!(
+        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
+        llm.url()
+    );
     let mut t = Coder::start("model", &[], &extra).await?;
     t.worker("w1").await?;
     let task = t.send("book it").await?;
     baton_testkit::eventually(Duration::from_secs(30), || {
         let asked = llm.requests().len();
-        std::future::ready(if asked >= 1 { Ok(()) } else { Err("not asked yet") })
+        std::future::ready(if asked >= 1 {
+            Ok(())
+        } else {
+            Err("not asked yet")
+        })
     })
     .await?;
     if worker {
@@ -282,9 +300,20 @@ async fn killed_mid_model_call(worker: bool) -> anyhow::Result<()> {
     }
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     assert_eq!(super::output(end)["answer"], "Booked.");
-    assert_eq!((t.count("prepare"), llm.requests().len()), (1, 2), "{:?}", t.counts());
+    assert_eq!(
+        (t.count("prepare"), llm.requests().len()),
+        (1, 2),
+        "{:?}",
+        t.counts()
+    );
     Ok(())
 }
 

@@ -13,10 +13,21 @@ async fn a_python_agent_holds_a_conversation_and_reads_its_earlier_turns() -> an
     t.system.router(&["--default-agent", "coder"]).await?;
     t.worker("w1").await?;
     let send = |text: &str| -> anyhow::Result<String> {
-        t.baton(&["send", "--conversation", "py-1", "--to", "coder", "--wait", text])
+        t.baton(&[
+            "send",
+            "--conversation",
+            "py-1",
+            "--to",
+            "coder",
+            "--wait",
+            text,
+        ])
     };
     let first = send("Hello there.")?;
-    assert!(first.contains("turn 1: Hello there.; before: []; conversation: True"), "{first}");
+    assert!(
+        first.contains("turn 1: Hello there.; before: []; conversation: True"),
+        "{first}"
+    );
     let second = send("And again.")?;
     assert!(
         second.contains("turn 2: And again.; before: ['turn 1: Hello there."),
@@ -50,5 +61,35 @@ async fn a_python_agents_model_calls_stop_at_the_hop_budget() -> anyhow::Result<
     assert!(said.contains("budget"), "{said}");
     assert_eq!(llm.requests().len(), 1);
     let _ = output(end);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_agent_answers_an_a2a_client_with_artifacts_and_a_rejection() -> anyhow::Result<()>
+{
+    use std::time::Duration;
+    let mut t = Coder::start("a2a", &[], "").await?;
+    t.system.registry("registry").await?;
+    t.system.router(&["--default-agent", "coder"]).await?;
+    let spec = t.spec.clone();
+    t.system.spec_worker("w1", &spec, &[]).await?;
+    let mut command = t.system.baton(&["a2a", "serve", "--listen", "127.0.0.1:0"]);
+    command.env_remove("BATON_A2A_TOKEN");
+    t.system
+        .adopt("a2a", baton_testkit::ChildProcess::spawn(command, "a2a")?);
+    t.system
+        .wait_log("a2a", "A2A server listening", Duration::from_secs(30))
+        .await?;
+    let url = t.system.logged_url("a2a")?;
+    let client = |text: &str| crate::gateways::a2a::client(&url, "send", &["coder", text]);
+    let answered = client("what is in it?")?;
+    assert_eq!(answered["state"], "TASK_STATE_COMPLETED", "{answered}");
+    assert_eq!(
+        answered["answer"],
+        serde_json::json!(["part one", "part two"]),
+        "{answered}"
+    );
+    let rejected = client("please reject this")?;
+    assert_eq!(rejected["state"], "TASK_STATE_REJECTED", "{rejected}");
     Ok(())
 }

@@ -291,7 +291,11 @@ async fn a_program_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_on
     let task = t.send("Please refund order ABC-123.").await?;
     baton_testkit::eventually(Duration::from_secs(30), || {
         let asked = llm.requests().len();
-        std::future::ready(if asked >= 2 { Ok(()) } else { Err(format!("{asked} requests")) })
+        std::future::ready(if asked >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{asked} requests"))
+        })
     })
     .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -300,14 +304,31 @@ async fn a_program_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_on
     assert_eq!(entry["tool"], "refund_order", "{entry}");
     // The server finishes the refund it was making; a person says so.
     baton_testkit::eventually(Duration::from_secs(10), || {
-        std::future::ready(if refunds(&log) == 1 { Ok(()) } else { Err("no refund yet") })
+        std::future::ready(if refunds(&log) == 1 {
+            Ok(())
+        } else {
+            Err("no refund yet")
+        })
     })
     .await?;
     let id = entry["id"].as_str().unwrap_or_default().to_owned();
-    t.baton(&["inbox", "resolve", &id, "--happened", "--result", "refund R-1 made"])?;
+    t.baton(&[
+        "inbox",
+        "resolve",
+        &id,
+        "--happened",
+        "--result",
+        "refund R-1 made",
+    ])?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
-    assert_eq!(end.kind, EventType::Completed, "{:?} {:?}", kinds(&events), end.detail);
+    assert_eq!(
+        end.kind,
+        EventType::Completed,
+        "{:?} {:?}",
+        kinds(&events),
+        end.detail
+    );
     assert_eq!((refunds(&log), llm.requests().len()), (1, 3));
     Ok(())
 }

@@ -156,8 +156,16 @@ async fn the_python_and_node_examples_answer_many_tasks_from_one_process() -> an
 async fn the_exec_bench_runs_every_mode_and_the_package_and_reports_the_ratios()
 -> anyhow::Result<()> {
     let system = System::start().await?;
-    let stdout =
-        system.baton_stdout(&["bench", "--exec", "--tasks", "20", "--concurrency", "4", "--rounds", "1"])?;
+    let stdout = system.baton_stdout(&[
+        "bench",
+        "--exec",
+        "--tasks",
+        "20",
+        "--concurrency",
+        "4",
+        "--rounds",
+        "1",
+    ])?;
     let ratios = [
         "persistent / per_task",
         "package / persistent",

@@ -101,7 +101,11 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, rounds: u64) -> anyhow
                 ),
             )?;
             let prefix = format!("bench_exec_{round_no}_{n}");
-            let count = if *mode == "per_task" { tasks.min(PER_TASK_MOST) } else { tasks };
+            let count = if *mode == "per_task" {
+                tasks.min(PER_TASK_MOST)
+            } else {
+                tasks
+            };
             rates[n].push(round(bench, &spec, "echo", &prefix, 1, count).await?);
         }
     }
@@ -117,7 +121,8 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, rounds: u64) -> anyhow
     println!("3 steps / persistent  {:>10.2}", ratio(3, 1));
     // What a step adds to a task, in the worker's and the program's time.
     let per_call = median(
-        (rates[3].iter().zip(&rates[2])).map(|(steps, none)| (1.0 / steps - 1.0 / none) / 3.0 * 1e6),
+        (rates[3].iter().zip(&rates[2]))
+            .map(|(steps, none)| (1.0 / steps - 1.0 / none) / 3.0 * 1e6),
     );
     println!("µs per ctx call       {per_call:>10.0}");
     Ok(())

@@ -120,6 +120,12 @@ async def spend(task: baton.Task, ctx: baton.Context) -> str:
     return second.text
 
 
+async def a2a(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    if "reject" in task.text:
+        return baton.complete(baton.a2a_reject("not an order question"))
+    return baton.complete(baton.a2a_artifacts("part one", "part two"))
+
+
 HANDLERS = {
     "steps": steps,
     "drift": drift,
@@ -130,6 +136,7 @@ HANDLERS = {
     "model": model,
     "chat": chat,
     "spend": spend,
+    "a2a": a2a,
 }
 agent.task(HANDLERS[MODE])
 agent.run()
