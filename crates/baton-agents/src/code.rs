@@ -213,10 +213,11 @@ impl Ctx {
             return Ok(serde_json::from_value(started["value"].clone())?);
         }
         let key = started["key"].as_str().unwrap_or_default().to_owned();
-        let value = step(key).await;
+        let value = step(key.clone()).await;
         let kept = serde_json::to_value(&value)?;
         let done = ExecOp::StepDone {
             name: name.to_owned(),
+            key: Some(key),
             value: Some(kept.clone()),
             error: None,
         };

@@ -128,15 +128,7 @@ impl Journal {
         request: &str,
         before: Option<u64>,
     ) -> Result<Option<Recalled>, AgentError> {
-        let Some(index) = self.get(&format!("{session}.asked.{request}")).await? else {
-            return Ok(None);
-        };
-        let in_time = match (before, index.at) {
-            (Some(before), Some(at)) => at < before,
-            (Some(_), None) => false,
-            (None, _) => true,
-        };
-        let Some(source) = index.source.filter(|_| in_time) else {
+        let Some(source) = self.asked_at(session, request, before).await? else {
             return Ok(None);
         };
         let recalled = self.recall(&source).await?;

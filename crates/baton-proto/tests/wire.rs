@@ -409,6 +409,7 @@ fn exec_call_vectors() -> Vec<(&'static str, serde_json::Value)> {
                 "c5",
                 ExecOp::StepDone {
                     name: "charge".to_owned(),
+                    key: Some("10000000-0000-4000-8000-000000000001/1001/0".to_owned()),
                     value: Some(json!({"receipt": "r-1"})),
                     error: None,
                 },

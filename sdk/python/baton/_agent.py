@@ -125,13 +125,19 @@ def _writer(fd: int) -> Callable[[str], None]:
     lock = threading.Lock()
     pending: list[str] = []
 
+    broken: list[OSError] = []
+
     def flush() -> None:
         with lock:
             data = memoryview("".join(pending).encode("utf-8", errors="replace"))
             pending.clear()
-            while data:
-                written = os.write(fd, data)
-                data = data[written:]
+            try:
+                while data and not broken:
+                    written = os.write(fd, data)
+                    data = data[written:]
+            except OSError as error:  # the worker is gone: say it once
+                broken.append(error)
+                logging.getLogger("baton").error("cannot write to the worker: %s", error)
 
     def write(line: str) -> None:
         try:

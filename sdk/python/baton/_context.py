@@ -354,7 +354,7 @@ class Context:
             raise
         except Exception as error:
             try:
-                await self._call("step_done", {"name": name, "error": str(error) or type(error).__name__})
+                await self._call("step_done", {"name": name, "key": key, "error": str(error) or type(error).__name__})
             except CallError as told:
                 self._log.warning("could not tell the worker that step %r failed: %s", name, told)
             raise
@@ -366,13 +366,13 @@ class Context:
             problem = _json_problem(value) or f"a {type(value).__name__} that is not JSON"
             message = f"step {name!r} returned {problem}"
             try:
-                await self._call("step_done", {"name": name, "error": message})
+                await self._call("step_done", {"name": name, "key": key, "error": message})
             except CallError as told:
                 self._log.warning("could not tell the worker that step %r failed: %s", name, told)
             raise StepError(message) from None
         # As JSON gives it back, so a first run and a rerun see equal values.
         value = json.loads(text)
-        await self._call("step_done", {"name": name, "value": value})
+        await self._call("step_done", {"name": name, "key": key, "value": value})
         return value
 
     async def ask(self, question: str) -> str:

@@ -137,6 +137,7 @@ def test_step_runs_then_is_journaled(worker: Worker) -> None:
         "task": "1",
         "op": "step_done",
         "name": "charge",
+        "key": "sess:1001",
         "value": {"charged": 10, "key": "sess:1001"},
     }
     assert done["call"] != step["call"]
@@ -202,7 +203,7 @@ def test_a_step_that_is_not_json_names_the_step(worker: Worker) -> None:
     worker.result(worker.call(), {"run": True, "key": "k"})
     done = worker.call()
     message = "step 'charge' returned a datetime, which is not JSON"
-    assert done == {"call": done["call"], "task": "1", "op": "step_done", "name": "charge", "error": message}
+    assert done == {"call": done["call"], "task": "1", "op": "step_done", "name": "charge", "key": "k", "error": message}
     worker.result(done, {})
     assert worker.answer("1") == {"action": "fail", "error": "StepError: " + message, "retryable": False}
 
@@ -211,7 +212,9 @@ def test_a_step_that_raises_tells_the_worker_then_fails(worker: Worker) -> None:
     worker.request("1", "step_raises")
     worker.result(worker.call(), {"run": True, "key": "k"})
     done = worker.call()
-    assert done == {"call": done["call"], "task": "1", "op": "step_done", "name": "charge", "error": "card declined"}
+    assert done == {
+        "call": done["call"], "task": "1", "op": "step_done", "name": "charge", "key": "k", "error": "card declined"
+    }
     worker.result(done, {})
     assert worker.answer("1") == {"action": "fail", "error": "RuntimeError: card declined", "retryable": True}
 

@@ -109,7 +109,7 @@ def _answer_for(op: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
             "tools": {"tools": []},
             "model": {"message": {"role": "assistant", "content": "ok"}, "usage": {}, "finish_reason": "stop"},
             "tool": {"text": "ok", "is_error": False},
-            "step": {"run": True, "key": "k"},
+            "step": {"run": True, "key": "10000000-0000-4000-8000-000000000001/1001/0"},
             "step_done": {},
             "ask": {"answer": "ok"},
             "delegate": {"results": []},

@@ -13,18 +13,7 @@ use crate::util::kinds;
 async fn a_program_killed_mid_step_runs_no_step_twice_and_the_write_in_doubt_goes_to_a_person()
 -> anyhow::Result<()> {
     let mut t = Coder::start("steps", &[], "").await?;
-    let pause = t.dir.path().join("pause");
-    std::fs::write(&pause, "")?;
-    let pause_text = pause.to_string_lossy().into_owned();
-    // The program reads PAUSE from its spec's environment.
-    let spec = std::fs::read_to_string(&t.spec)?;
-    std::fs::write(
-        &t.spec,
-        spec.replace(
-            "[exec.env]\n",
-            &format!("[exec.env]\nPAUSE = {pause_text:?}\n"),
-        ),
-    )?;
+    let pause = t.pausing()?;
     t.worker("w1").await?;
     let task = t.send("refund ABC-123").await?;
     t.reached("charge:reached", 1).await?;
@@ -66,11 +55,7 @@ async fn a_program_killed_mid_step_runs_no_step_twice_and_the_write_in_doubt_goe
 async fn an_idempotent_step_cut_short_by_a_kill_runs_again_and_the_step_before_does_not()
 -> anyhow::Result<()> {
     let mut t = Coder::start("steps", &[("IDEMPOTENT", "1")], "").await?;
-    let pause = t.dir.path().join("pause");
-    std::fs::write(&pause, "")?;
-    let spec = std::fs::read_to_string(&t.spec)?;
-    let line = format!("[exec.env]\nPAUSE = {:?}\n", pause.to_string_lossy());
-    std::fs::write(&t.spec, spec.replace("[exec.env]\n", &line))?;
+    let pause = t.pausing()?;
     t.worker("w1").await?;
     let task = t.send("refund ABC-123").await?;
     t.reached("charge:reached", 1).await?;
@@ -95,6 +80,17 @@ async fn an_idempotent_step_cut_short_by_a_kill_runs_again_and_the_step_before_d
         t.counts()
     );
     assert!(t.inbox()?.is_empty());
+    // Each step that ran is shown as a tool call named `step:NAME`.
+    let shown: Vec<String> = (events.iter())
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .filter_map(|e| e.detail.clone())
+        .collect();
+    let prepared = shown.iter().filter(|d| d.starts_with("step:prepare ok"));
+    assert_eq!(prepared.count(), 1, "{shown:?}");
+    assert!(
+        shown.iter().any(|d| d.starts_with("step:charge ok")),
+        "{shown:?}"
+    );
     Ok(())
 }
 
@@ -173,7 +169,14 @@ async fn two_questions_across_a_worker_restart_run_each_step_once() -> anyhow::R
 #[tokio::test(flavor = "multi_thread")]
 async fn parallel_children_from_python_are_joined_once_and_a_question_after_them_runs_nothing_twice()
 -> anyhow::Result<()> {
-    let mut t = Coder::start("delegate", &[], "").await?;
+    // A model call before the delegation: the continuation, which runs
+    // the handler again, gets its answer from the journal.
+    let llm = baton_testkit::FakeLlm::start(vec![baton_testkit::Scripted::text("two parts")])?;
+    let extra = format!(
+        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
+        llm.url()
+    );
+    let mut t = Coder::start("delegate", &[("ASK_MODEL", "1")], &extra).await?;
     let helper = t.dir.path().join("helper.toml");
     std::fs::write(
         &helper,
@@ -209,6 +212,7 @@ async fn parallel_children_from_python_are_joined_once_and_a_question_after_them
         "{:?}",
         t.counts()
     );
+    assert_eq!(llm.requests().len(), 1, "the model was asked once");
     let delegated = events
         .iter()
         .filter(|e| e.kind == EventType::Delegated)
@@ -221,21 +225,11 @@ async fn parallel_children_from_python_are_joined_once_and_a_question_after_them
 /// side effect runs, then starts a worker again: the step goes to a person.
 async fn killed_mid_step(worker: bool) -> anyhow::Result<()> {
     let mut t = Coder::start("steps", &[], "").await?;
-    let pause = t.dir.path().join("pause");
-    std::fs::write(&pause, "")?;
-    let spec = std::fs::read_to_string(&t.spec)?;
-    let line = format!("[exec.env]\nPAUSE = {:?}\n", pause.to_string_lossy());
-    std::fs::write(&t.spec, spec.replace("[exec.env]\n", &line))?;
+    let pause = t.pausing()?;
     t.worker("w1").await?;
     let task = t.send("refund ABC-123").await?;
     t.reached("charge:reached", 1).await?;
-    if worker {
-        t.system.process("w1").kill9();
-        t.kill_program()?;
-        t.worker("w2").await?;
-    } else {
-        t.kill_program()?;
-    }
+    t.kill(worker).await?;
     std::fs::remove_file(&pause)?;
     let entry = t.entry("tool_outcome_unknown").await?;
     assert_eq!(entry["tool"], "step:charge", "{entry}");
@@ -291,13 +285,7 @@ async fn killed_mid_model_call(worker: bool) -> anyhow::Result<()> {
         })
     })
     .await?;
-    if worker {
-        t.system.process("w1").kill9();
-        t.kill_program()?;
-        t.worker("w2").await?;
-    } else {
-        t.kill_program()?;
-    }
+    t.kill(worker).await?;
     let events = t.end(&task).await?;
     let end = events.last().expect("an end");
     assert_eq!(

@@ -78,6 +78,29 @@ impl Coder {
         })
     }
 
+    /// Makes steps that may pause (`pause_here` in the program) wait while
+    /// the returned file exists; it exists now.
+    pub(crate) fn pausing(&self) -> anyhow::Result<PathBuf> {
+        let pause = self.dir.path().join("pause");
+        std::fs::write(&pause, "")?;
+        let spec = std::fs::read_to_string(&self.spec)?;
+        let line = format!("[exec.env]\nPAUSE = {:?}\n", pause.to_string_lossy());
+        std::fs::write(&self.spec, spec.replace("[exec.env]\n", &line))?;
+        Ok(pause)
+    }
+
+    /// Kills the program, or (`worker`) the worker `w1` and its program,
+    /// then starts worker `w2`.
+    pub(crate) async fn kill(&mut self, worker: bool) -> anyhow::Result<()> {
+        if worker {
+            self.system.process("w1").kill9();
+            self.kill_program()?;
+            self.worker("w2").await
+        } else {
+            self.kill_program()
+        }
+    }
+
     /// Starts a worker of `coder` as process `label`.
     pub(crate) async fn worker(&mut self, label: &str) -> anyhow::Result<()> {
         let spec = self.spec.clone();

@@ -145,9 +145,10 @@ async fn a_python_tool_loop_uses_the_workers_model_and_tools_and_a_replay_calls_
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_worker_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_once()
--> anyhow::Result<()> {
+/// Kills the worker (`worker`) or the program while the order server makes
+/// a refund: the call goes to a person, who says it happened; it is not
+/// made again, and no recorded answer is asked again.
+async fn killed_mid_write(worker: bool) -> anyhow::Result<()> {
     let llm = FakeLlm::start(script())?;
     let (mut t, log) = refunder(&llm, "").await?;
     t.refund_worker("w1", &log, "2").await?;
@@ -162,8 +163,12 @@ async fn a_worker_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_onc
     })
     .await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    t.system.process("w1").kill9();
-    // The orphaned server finishes the refund it was making.
+    if worker {
+        t.system.process("w1").kill9();
+    } else {
+        t.kill_program()?;
+    }
+    // The server finishes the refund it was making.
     baton_testkit::eventually(Duration::from_secs(10), || {
         std::future::ready(if refunds(&log) == 1 {
             Ok(())
@@ -172,7 +177,9 @@ async fn a_worker_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_onc
         })
     })
     .await?;
-    t.refund_worker("w2", &log, "0").await?;
+    if worker {
+        t.refund_worker("w2", &log, "0").await?;
+    }
     let entry = t.entry("tool_outcome_unknown").await?;
     assert_eq!(entry["tool"], "refund_order", "{entry}");
     assert_eq!(
@@ -197,9 +204,20 @@ async fn a_worker_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_onc
         kinds(&events),
         end.detail
     );
-    // Not made again; the answers recorded before the kill not asked again.
     assert_eq!((refunds(&log), llm.requests().len()), (1, 3));
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_once()
+-> anyhow::Result<()> {
+    killed_mid_write(true).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_program_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_once()
+-> anyhow::Result<()> {
+    killed_mid_write(false).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -279,56 +297,5 @@ async fn a_python_agents_model_answer_streams_to_the_caller_as_it_is_written() -
         stdout.contains("spent:  36 tokens (30 in, 6 out)\n"),
         "{stdout}"
     );
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_program_killed_mid_write_sends_the_call_to_a_person_and_it_is_made_once()
--> anyhow::Result<()> {
-    let llm = FakeLlm::start(script())?;
-    let (mut t, log) = refunder(&llm, "").await?;
-    t.refund_worker("w1", &log, "2").await?;
-    let task = t.send("Please refund order ABC-123.").await?;
-    baton_testkit::eventually(Duration::from_secs(30), || {
-        let asked = llm.requests().len();
-        std::future::ready(if asked >= 2 {
-            Ok(())
-        } else {
-            Err(format!("{asked} requests"))
-        })
-    })
-    .await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    t.kill_program()?;
-    let entry = t.entry("tool_outcome_unknown").await?;
-    assert_eq!(entry["tool"], "refund_order", "{entry}");
-    // The server finishes the refund it was making; a person says so.
-    baton_testkit::eventually(Duration::from_secs(10), || {
-        std::future::ready(if refunds(&log) == 1 {
-            Ok(())
-        } else {
-            Err("no refund yet")
-        })
-    })
-    .await?;
-    let id = entry["id"].as_str().unwrap_or_default().to_owned();
-    t.baton(&[
-        "inbox",
-        "resolve",
-        &id,
-        "--happened",
-        "--result",
-        "refund R-1 made",
-    ])?;
-    let events = t.end(&task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
-    assert_eq!((refunds(&log), llm.requests().len()), (1, 3));
     Ok(())
 }

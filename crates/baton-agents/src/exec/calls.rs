@@ -67,9 +67,12 @@ pub(crate) struct Hop {
     asking: Option<Arc<Asking>>,
     /// The children's results, when the task runs again after a delegation.
     results: Option<Json>,
-    /// The hop's questions and answers so far (`context.state.answers`).
-    answers: Vec<Option<String>>,
+    /// The hop's questions and answers so far (`context.state.answers`:
+    /// `[{question, answer}]`).
+    answers: Vec<Value>,
     record: tokio::sync::Mutex<Record>,
+    /// Calls of this run being made now.
+    in_flight: std::sync::atomic::AtomicUsize,
     /// What the hop said (the answer that resumed it, `ctx.say`).
     said: std::sync::Mutex<ContextUpdate>,
 }
@@ -85,7 +88,7 @@ struct Record {
     seen: HashMap<String, usize>,
     /// Steps that run now, by name, oldest first: their journal step and
     /// which call of the name each is.
-    running: HashMap<String, Vec<(u32, usize)>>,
+    running: HashMap<String, Vec<(u32, usize, std::time::Instant)>>,
     /// The journal steps of this run's messages not yet kept.
     says: Vec<u32>,
 }
@@ -109,26 +112,36 @@ impl Hop {
         results: Option<&Results>,
         update: ContextUpdate,
     ) -> Self {
+        let journal_id = journal_of(task);
+        // The hop's own questions and answers: those of a hop resumed by an
+        // answer, or of the hop a continuation goes on with; an earlier
+        // hop's, left in the state, are not this hop's.
+        let own = task.envelope.resumed.is_some() || journal_id != task.envelope.id;
         let answers = match task.envelope.context.state.get("answers") {
-            Some(Value::Array(entries)) => entries
-                .iter()
-                .map(|entry| {
-                    let fields = entry.as_map()?;
-                    let (_, answer) = fields.iter().find(|(k, _)| k.as_str() == Some("answer"))?;
-                    answer.as_str().map(str::to_owned)
-                })
-                .collect(),
+            Some(Value::Array(entries)) if own => entries.clone(),
             _ => Vec::new(),
         };
+        // The model and tools read the hop's journal from the task: a
+        // continuation's is the journal of the hop that delegated.
+        let mut calls_task = task.clone();
+        if journal_id != crate::llm::journal_of(task) {
+            calls_task.envelope.resumed = Some(baton_proto::Resumed {
+                journal: journal_id,
+                decision: "continued".to_owned(),
+                tool: String::new(),
+                extra: baton_proto::Map::new(),
+            });
+        }
         Self {
-            journal_id: journal_of(task),
-            task: task.clone(),
+            journal_id,
+            task: calls_task,
             delivered: delivered.clone(),
             machinery,
             asking,
             results: results.map(results_json),
             answers,
             record: tokio::sync::Mutex::default(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
             said: std::sync::Mutex::new(update),
         }
     }
@@ -147,6 +160,14 @@ impl Hop {
 
     /// Makes one call.
     pub(crate) async fn answer(&self, op: ExecOp) -> Answer {
+        use std::sync::atomic::Ordering;
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let answer = self.answered(op).await;
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        answer
+    }
+
+    async fn answered(&self, op: ExecOp) -> Answer {
         let made = match op {
             ExecOp::Tools => Ok(Answer::Result(
                 json!({"tools": self.machinery.program_tools()}),
@@ -158,7 +179,12 @@ impl Hop {
             } => self.model(messages, tools, &params).await,
             ExecOp::Tool { name, arguments } => self.tool(&name, &arguments).await,
             ExecOp::Step { name, idempotent } => self.step(&name, idempotent).await,
-            ExecOp::StepDone { name, value, error } => self.step_done(&name, value, error).await,
+            ExecOp::StepDone {
+                name,
+                key,
+                value,
+                error,
+            } => self.step_done(&name, key.as_deref(), (value, error)).await,
             ExecOp::Ask { question } => self.ask(question).await,
             ExecOp::Delegate { children, mode } => self.delegate(children, mode).await,
             ExecOp::Say { text } => self.say(text).await,
@@ -177,8 +203,10 @@ impl Hop {
                 "ctx.model needs an [llm] table in the agent's spec, with base_url and model",
             ));
         }
-        let asked = json!([messages, tools, params]);
-        let placed = (self.place(format!("model:{}", digest(&asked.to_string())), false)).await?;
+        // By its place, as an LLM agent's answers are: a rerun's messages
+        // may hold more (an answer that came since), and get the answer
+        // recorded for this call.
+        let placed = self.place("model".to_owned(), false).await?;
         let said = self.said();
         let made = (self.machinery)
             .program_model(
@@ -265,18 +293,28 @@ impl Hop {
             }
         }
         let mut record = self.record.lock().await;
-        (record.running.entry(name.to_owned()).or_default()).push((placed.step, placed.nth));
-        let key = format!("{}/{}/0", self.journal_id, placed.step);
+        let started = std::time::Instant::now();
+        (record.running.entry(name.to_owned()).or_default()).push((
+            placed.step,
+            placed.nth,
+            started,
+        ));
+        let key = self.key_of(placed.step);
         Ok(Answer::Result(json!({"run": true, "key": key})))
+    }
+
+    /// The idempotency key of the step at journal step `step`.
+    fn key_of(&self, step: u32) -> String {
+        format!("{}/{step}/0", self.journal_id)
     }
 
     async fn step_done(
         &self,
         name: &str,
-        value: Option<Json>,
-        error: Option<String>,
+        key: Option<&str>,
+        (value, error): (Option<Json>, Option<String>),
     ) -> Result<Answer, AgentError> {
-        let (step, nth) = {
+        let (step, nth, started) = {
             let mut record = self.record.lock().await;
             let running = record
                 .running
@@ -287,12 +325,19 @@ impl Hop {
                     "step_done for {name:?}, which is not running: send `step` first"
                 )));
             };
-            running.remove(0)
+            // The step the key names, else the oldest of the name.
+            let at = (running.iter())
+                .position(|(step, ..)| key == Some(self.key_of(*step).as_str()))
+                .unwrap_or(0);
+            running.remove(at)
         };
         let journal = self.journal();
+        let label = format!("step:{name}");
+        let key = self.key_of(step);
         if let Some(error) = error {
             tracing::info!(step = %name, %error, "a step raised: it runs again next time");
-            (journal.forget_start(self.journal_id, step, &format!("step:{name}"))).await?;
+            journal.forget_start(self.journal_id, step, &label).await?;
+            self.shown(&label, &key, "error", started).await;
             return Ok(Answer::Result(json!({})));
         }
         let text = value.unwrap_or(Json::Null).to_string();
@@ -301,7 +346,21 @@ impl Hop {
             .await?;
         self.indexed(&digest(&format!("step\0{name}\0{nth}")), step)
             .await?;
+        self.shown(&label, &key, "ok", started).await;
         Ok(Answer::Result(json!({})))
+    }
+
+    /// Shows a step that ran as a `tool_called` event (tool `step:NAME`),
+    /// as an LLM agent's tool calls are shown: in `baton watch`, the
+    /// console's session page and the trace.
+    async fn shown(&self, label: &str, key: &str, outcome: &str, started: std::time::Instant) {
+        let call = baton_worker::ToolCall {
+            tool: label,
+            call: key,
+            outcome,
+            took: started.elapsed(),
+        };
+        self.task.progress.tool_called(call).await;
     }
 
     /// Where a replay takes the result of what was `asked` from: the

@@ -371,7 +371,7 @@ async fn read_answers(
             Ok(Some(line)) => {
                 let (id, answer) = parse(&line);
                 if answer.is_err() && is_call(&line) {
-                    route_call(&line, &waiting, &stdin).await;
+                    route_call(&line, &waiting, &stdin);
                     continue;
                 }
                 let sender = id.as_ref().and_then(|id| {

@@ -299,6 +299,20 @@ impl Inbox {
             .await
             .map_err(|err| InboxError::store(format!("cannot open the hop journal: {err}")))?;
         let Some((suffix, mut entry)) = decision_entry(gate, decision, person) else {
+            // A program's step keeps its place (its label was in its start)
+            // as a marker (proto-schemas/exec-calls.md).
+            if gate.tool.starts_with("step:") {
+                let marker = JournalEntry {
+                    calls: vec![gate.tool.clone()],
+                    ..JournalEntry::default()
+                };
+                let bytes = rmp_serde::to_vec_named(&marker)
+                    .map_err(|err| InboxError::encode(format!("cannot encode a marker: {err}")))?;
+                let key = format!("{}.{}.call", gate.journal, gate.step);
+                (journal.put(key, bytes.into()).await).map_err(|err| {
+                    InboxError::store(format!("cannot record the decision: {err}"))
+                })?;
+            }
             // With no start on record, the hop makes the call (once).
             let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, "started");
             return journal

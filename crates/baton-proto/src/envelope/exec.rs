@@ -249,6 +249,10 @@ pub enum ExecOp {
     StepDone {
         /// The step's name.
         name: String,
+        /// The step's key, as `step` gave it: which of the steps of that
+        /// name running at once this is (without it, the oldest).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
         /// Its value.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         value: Option<serde_json::Value>,

@@ -85,6 +85,8 @@ async def tools(task: baton.Task, ctx: baton.Context) -> str:
 
 async def delegate(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
     await ctx.step("before", effect, "before")
+    if os.environ.get("ASK_MODEL"):
+        await ctx.model(task.messages)
     results = await ctx.delegate(
         [baton.Child(to="helper", input="part a"), baton.Child(to="helper", input="part b")]
     )

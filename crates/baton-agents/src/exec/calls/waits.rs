@@ -11,7 +11,12 @@ use crate::journal::Recorded;
 impl Hop {
     pub(super) async fn ask(&self, question: String) -> Result<Answer, AgentError> {
         let placed = self.place("ask".to_owned(), false).await?;
-        if let Some(Some(answer)) = self.answers.get(placed.nth) {
+        let answered = (self.answers.get(placed.nth))
+            .filter(|_| placed.recorded)
+            .and_then(Value::as_map)
+            .and_then(|fields| fields.iter().find(|(k, _)| k.as_str() == Some("answer")))
+            .and_then(|(_, answer)| answer.as_str());
+        if let Some(answer) = answered {
             return Ok(Answer::Result(json!({"answer": answer})));
         }
         let Some(asking) = &self.asking else {
@@ -19,7 +24,10 @@ impl Hop {
                 "ctx.ask needs the inbox and the hop journal: grant them with `baton permissions worker NAME --human`",
             ));
         };
-        let said = self.kept_said().await?;
+        let mut said = self.kept_said().await?;
+        // The questions so far number this one.
+        (said.state.entry("answers".to_owned()))
+            .or_insert_with(|| Value::Array(self.answers.clone()));
         Ok(Answer::End(Box::new(
             asking.ask(&self.delivered, question, said).await,
         )))

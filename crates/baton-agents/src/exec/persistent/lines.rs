@@ -17,7 +17,15 @@ pub(super) fn is_call(line: &str) -> bool {
 
 /// Hands a call line to its task; a call that is not one, or for a task
 /// not in flight, is answered at once.
-pub(super) async fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
+///
+/// Results written from here go from a task of their own: the reader of
+/// the program's stdout never waits on its stdin, which a program busy
+/// writing may not be reading.
+pub(super) fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
+    let answer = |call: String, answer: calls::Answer| {
+        let stdin = std::sync::Arc::clone(stdin);
+        tokio::spawn(async move { write_result(&stdin, call, &answer).await });
+    };
     let call = match serde_json::from_str::<ExecCall>(line) {
         Ok(call) => call,
         Err(err) => {
@@ -26,7 +34,7 @@ pub(super) async fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
                 .and_then(|v| v.get("call").and_then(|id| id.as_str()).map(str::to_owned))
                 .unwrap_or_default();
             let why = format!("not a call ({err}); see proto-schemas/schema/exec_call.schema.json");
-            return write_result(stdin, id, &calls::Answer::Error("refused", why)).await;
+            return answer(id, calls::Answer::Error("refused", why));
         }
     };
     let to = waiting
@@ -37,22 +45,18 @@ pub(super) async fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
         if let Err(unsent) = to.send(call) {
             let call = unsent.0;
             let why = format!("task {} ended", call.task);
-            write_result(
-                stdin,
+            answer(
                 call.call,
-                &calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
-            )
-            .await;
+                calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
+            );
         }
         return;
     }
     let why = format!("no task {} is in flight", call.task);
-    write_result(
-        stdin,
+    answer(
         call.call,
-        &calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
-    )
-    .await;
+        calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
+    );
 }
 
 /// Writes the result of call `call` on the program's stdin, a whole line.
