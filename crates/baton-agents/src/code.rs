@@ -107,6 +107,7 @@ impl Machinery {
         llm: Option<&LlmSpec>,
         mcp: &[McpSpec],
     ) -> Result<Self, StartError> {
+        // Without a model, `model` says so.
         let settings = match llm {
             Some(llm) => llm.clone(),
             None => toml::from_str::<LlmSpec>("model = \"\"").map_err(|err| {
@@ -121,10 +122,29 @@ impl Machinery {
             let limiter = limits::Limiter::open(client, subjects, replicas, &settings, agent);
             runner = runner.with_limiter(limiter.await?);
         }
-        let inbox = crate::open_inbox(client, subjects, replicas).await?;
+        let inbox = match crate::open_inbox(client, subjects, replicas).await {
+            Ok(inbox) => Some(inbox),
+            Err(err) if runner.may_wait() => {
+                return Err(StartError::new(
+                    err.kind(),
+                    format!(
+                        "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {agent} --human`"
+                    ),
+                ));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "steps that may have run cannot go to a person: grant the inbox with `baton permissions worker {agent} --human`");
+                None
+            }
+        };
         Ok(Self {
-            runner: Arc::new(runner.with_inbox(Some(inbox), agent)),
+            runner: Arc::new(runner.with_inbox(inbox, agent)),
         })
+    }
+
+    /// The runner the calls go through.
+    pub(crate) fn runner(&self) -> Arc<LlmRunner> {
+        Arc::clone(&self.runner)
     }
 
     /// Runs one hop of `task` with `hop`: its outcome, the outcome a call

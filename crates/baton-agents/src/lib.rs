@@ -171,52 +171,27 @@ async fn exec_asking(
     }
 }
 
-/// What a persistent exec program's calls use: the spec's `[llm]` model
-/// and `[[mcp]]` tools through an LLM agent's own machinery, the hop
-/// journal, and the inbox where calls wait for a person.
-///
-/// # Errors
-///
-/// As an LLM agent's start: an unset API key variable, an MCP server that
-/// cannot be reached, a bucket JetStream refuses.
-async fn exec_machinery(
+/// An exec agent's runner: its program, where its questions wait, and
+/// (for a persistent program) the model and tools its calls use.
+async fn exec_runner(
     spec: &AgentSpec,
     exec: &spec::ExecSpec,
     (client, subjects, replicas): (&async_nats::Client, &Subjects, usize),
-) -> Result<exec::Machinery, StartError> {
-    // Without [llm], no model: ctx.model says so.
-    let model = match &exec.llm {
-        Some(llm) => llm.clone(),
-        None => toml::from_str::<spec::LlmSpec>("model = \"\"")
-            .map_err(|err| StartError::config(format!("no [llm]: {err}")))?,
-    };
-    let mut runner = LlmRunner::new(&model, &Routing::default(), &[])?
-        .with_mcp(&spec.mcp)
-        .await?
-        .with_journal(journal::Journal::open(client, subjects, replicas).await?);
-    if exec.llm.is_some() {
-        let limiter = limits::Limiter::open(client, subjects, replicas, &model, spec.name.as_str());
-        runner = runner.with_limiter(limiter.await?);
-    }
-    let inbox = match open_inbox(client, subjects, replicas).await {
-        Ok(inbox) => Some(inbox),
-        Err(err) if runner.may_wait() => {
-            return Err(StartError::new(
-                err.kind(),
-                format!(
-                    "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {} --human`",
-                    spec.name
-                ),
-            ));
+) -> Result<Runner, StartError> {
+    let name = spec.name.as_str();
+    let asking = exec_asking(client, subjects, replicas, name).await;
+    let machinery = match exec.mode {
+        spec::ExecMode::Persistent => {
+            let llm = exec.llm.as_ref();
+            let opened = code::Machinery::open(client, (subjects, replicas), name, llm, &spec.mcp);
+            Some(opened.await?.runner())
         }
-        Err(err) => {
-            tracing::warn!(error = %err, "steps that may have run cannot go to a person: grant the inbox with `baton permissions worker {} --human`", spec.name);
-            None
-        }
+        spec::ExecMode::PerTask => None,
     };
-    Ok(std::sync::Arc::new(
-        runner.with_inbox(inbox, spec.name.as_str()),
-    ))
+    let runner = ExecRunner::new(exec, spec.dir())
+        .with_asking(asking)
+        .with_machinery(machinery);
+    Ok(Runner::Exec(runner))
 }
 
 /// An agent type defined by a spec.
@@ -241,20 +216,7 @@ impl SpecAgent {
         replicas: usize,
     ) -> Result<Self, StartError> {
         let runner = match &spec.kind {
-            Kind::Exec(exec) => {
-                let asking = exec_asking(client, subjects, replicas, spec.name.as_str()).await;
-                let machinery = match exec.mode {
-                    spec::ExecMode::Persistent => {
-                        Some(exec_machinery(&spec, exec, (client, subjects, replicas)).await?)
-                    }
-                    spec::ExecMode::PerTask => None,
-                };
-                Runner::Exec(
-                    ExecRunner::new(exec, spec.dir())
-                        .with_asking(asking)
-                        .with_machinery(machinery),
-                )
-            }
+            Kind::Exec(exec) => exec_runner(&spec, exec, (client, subjects, replicas)).await?,
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
             Kind::Llm(llm) => {
                 let runner = LlmRunner::new(llm, &spec.routing, &spec.delegates)?

@@ -190,15 +190,8 @@ async fn parallel_children_from_python_are_joined_once_and_a_question_after_them
     let question = t.entry("input_required").await?;
     let id = question["id"].as_str().unwrap_or_default().to_owned();
     t.baton(&["inbox", "reply", &id, "yes"])?;
-    let events = t.end(&task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
+    let (events, end) = t.completed(&task).await?;
+    let end = &end;
     let output = super::output(end);
     assert_eq!(
         output["parts"],
@@ -235,15 +228,7 @@ async fn killed_mid_step(worker: bool) -> anyhow::Result<()> {
     assert_eq!(entry["tool"], "step:charge", "{entry}");
     let id = entry["id"].as_str().unwrap_or_default().to_owned();
     t.baton(&["inbox", "resolve", &id, "--not-happened"])?;
-    let events = t.end(&task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
+    t.completed(&task).await?;
     // Not happened: made again, once; the step before it never again.
     assert_eq!(
         (t.count("prepare"), t.count("charge")),
@@ -286,15 +271,8 @@ async fn killed_mid_model_call(worker: bool) -> anyhow::Result<()> {
     })
     .await?;
     t.kill(worker).await?;
-    let events = t.end(&task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
+    let (_, end) = t.completed(&task).await?;
+    let end = &end;
     assert_eq!(super::output(end)["answer"], "Booked.");
     assert_eq!(
         (t.count("prepare"), llm.requests().len()),

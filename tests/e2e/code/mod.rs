@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use baton_proto::{AgentName, Envelope, Event};
 use serde_json::Value as Json;
 
@@ -167,6 +168,23 @@ impl Coder {
         self.system
             .session_events(task.session, Duration::from_secs(60))
             .await
+    }
+
+    /// The session's events until its end, which must be `completed`, and
+    /// that end.
+    pub(crate) async fn completed(&self, task: &Envelope) -> anyhow::Result<(Vec<Event>, Event)> {
+        let events = self.end(task).await?;
+        let end = events
+            .last()
+            .cloned()
+            .context("the session ended with no event")?;
+        anyhow::ensure!(
+            end.kind == baton_proto::EventType::Completed,
+            "{:?} {:?}",
+            crate::util::kinds(&events),
+            end.detail
+        );
+        Ok((events, end))
     }
 
     /// `baton ARGS`: its stdout.

@@ -71,15 +71,8 @@ async fn a_python_tool_loop_uses_the_workers_model_and_tools_and_a_replay_calls_
     let (mut t, log) = refunder(&llm, "").await?;
     t.refund_worker("w1", &log, "0").await?;
     let task = t.send("Please refund order ABC-123.").await?;
-    let events = t.end(&task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
+    let (events, end) = t.completed(&task).await?;
+    let end = &end;
     assert_eq!(output(end), "Your refund of 49.5 is on its way.");
     assert_eq!(refunds(&log), 1);
 
@@ -195,15 +188,7 @@ async fn killed_mid_write(worker: bool) -> anyhow::Result<()> {
         "--result",
         "refund R-1 made",
     ])?;
-    let events = t.end(&task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
+    t.completed(&task).await?;
     assert_eq!((refunds(&log), llm.requests().len()), (1, 3));
     Ok(())
 }
@@ -231,15 +216,7 @@ async fn a_write_that_needs_approval_waits_for_a_person_and_is_made_once() -> an
     assert_eq!(refunds(&log), 0, "not before the approval");
     let id = entry["id"].as_str().unwrap_or_default().to_owned();
     t.baton(&["inbox", "approve", &id])?;
-    let events = t.end(&task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
+    t.completed(&task).await?;
     assert_eq!((refunds(&log), llm.requests().len()), (1, 3));
     Ok(())
 }

@@ -25,7 +25,7 @@ use super::calls::{self, Hop};
 
 mod lines;
 
-use lines::{is_call, route_call, write_result};
+use lines::{route_call, write_result};
 
 /// The answer, or why the line that named its id is not one.
 type Answer = Result<ExecReply, serde_json::Error>;
@@ -370,8 +370,7 @@ async fn read_answers(
             Ok(Some(line)) if line.trim().is_empty() => {}
             Ok(Some(line)) => {
                 let (id, answer) = parse(&line);
-                if answer.is_err() && is_call(&line) {
-                    route_call(&line, &waiting, &stdin);
+                if answer.is_err() && route_call(&line, &waiting, &stdin) {
                     continue;
                 }
                 let sender = id.as_ref().and_then(|id| {

@@ -8,20 +8,14 @@ use tokio::io::AsyncWriteExt;
 use super::super::calls;
 use super::{Waiting, Writer};
 
-/// Whether a stdout line is a call (`{"call": ...}`) rather than an answer.
-pub(super) fn is_call(line: &str) -> bool {
-    line.trim_start().starts_with('{')
-        && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
-            .is_ok_and(|object| object.contains_key("call"))
-}
-
-/// Hands a call line to its task; a call that is not one, or for a task
-/// not in flight, is answered at once.
+/// Hands a call line to its task: whether `line` is a call
+/// (`{"call": ...}`). A call that is malformed, or for a task not in
+/// flight, is answered at once.
 ///
 /// Results written from here go from a task of their own: the reader of
 /// the program's stdout never waits on its stdin, which a program busy
 /// writing may not be reading.
-pub(super) fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
+pub(super) fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) -> bool {
     let answer = |call: String, answer: calls::Answer| {
         let stdin = std::sync::Arc::clone(stdin);
         tokio::spawn(async move { write_result(&stdin, call, &answer).await });
@@ -29,34 +23,33 @@ pub(super) fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) {
     let call = match serde_json::from_str::<ExecCall>(line) {
         Ok(call) => call,
         Err(err) => {
-            let id = serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .and_then(|v| v.get("call").and_then(|id| id.as_str()).map(str::to_owned))
-                .unwrap_or_default();
+            let Ok(serde_json::Value::Object(object)) = serde_json::from_str(line) else {
+                return false;
+            };
+            let Some(id) = object.get("call") else {
+                return false;
+            };
+            let id = id.as_str().map_or_else(|| id.to_string(), str::to_owned);
             let why = format!("not a call ({err}); see proto-schemas/schema/exec_call.schema.json");
-            return answer(id, calls::Answer::Error("refused", why));
+            answer(id, calls::Answer::Error("refused", why));
+            return true;
         }
     };
     let to = waiting
         .lock()
         .ok()
         .and_then(|waiting| waiting.get(&call.task).map(|waiter| waiter.calls.clone()));
-    if let Some(to) = to {
-        if let Err(unsent) = to.send(call) {
-            let call = unsent.0;
-            let why = format!("task {} ended", call.task);
-            answer(
-                call.call,
-                calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
-            );
-        }
-        return;
+    // A task that ended, or never was, has no handler to answer for it.
+    let unsent = match to {
+        Some(to) => to.send(call).err().map(|unsent| unsent.0),
+        None => Some(call),
+    };
+    if let Some(call) = unsent {
+        let why = format!("task {} is not in flight", call.task);
+        let ended = calls::Answer::End(Box::new(Err(AgentError::fatal(why))));
+        answer(call.call, ended);
     }
-    let why = format!("no task {} is in flight", call.task);
-    answer(
-        call.call,
-        calls::Answer::End(Box::new(Err(AgentError::fatal(why)))),
-    );
+    true
 }
 
 /// Writes the result of call `call` on the program's stdin, a whole line.
