@@ -17,6 +17,8 @@
 //! at the `<envelope>.<step>` that holds the answer. A replay of the session
 //! looks its own requests up there, and reuses the answer (and the results
 //! of the tool calls it made) when it asks exactly what was asked before.
+//! A program's calls (steps, `ctx.model`, `ctx.tool`) are indexed by what
+//! was asked at its place in the session ([`placed`]).
 
 use async_nats::jetstream::{self, kv};
 use baton_proto::{JournalEntry as Entry, Subjects};
@@ -26,6 +28,21 @@ use serde_json::Value as Json;
 use uuid::Uuid;
 
 use crate::{StartError, StartErrorKind};
+
+/// What a program's call, `asked` (a hex digest of the call), is indexed
+/// under for replays: the digest of it at its place in the session (the
+/// agent type, how many hops came before its hop, and which delegated
+/// child runs it). Two hops that make the same call (a step of the same
+/// name, the same model request) each keep their own result, and a replay
+/// from a hop finds the hops before it recorded in time.
+pub(crate) fn placed(task: &baton_worker::Task, asked: &str) -> String {
+    let envelope = &task.envelope;
+    let child = (envelope.parent.as_ref())
+        .map(|parent| format!("{}/{}", parent.depth, parent.index.unwrap_or(0)))
+        .unwrap_or_default();
+    let place = format!("{}\0{}\0{child}\0{asked}", task.agent, envelope.path.len());
+    baton_proto::hex(&<sha2::Sha256 as sha2::Digest>::digest(place.as_bytes()))
+}
 
 /// What the journal holds for one tool call.
 #[derive(Debug)]
@@ -380,4 +397,54 @@ pub(crate) struct Recalled {
 #[must_use]
 pub fn footprint(subjects: &baton_proto::Subjects) -> baton_proto::Footprint {
     baton_proto::Footprint::kv(&subjects.journal_bucket())
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_proto::{Envelope, Hop};
+    use baton_worker::Task;
+
+    use super::placed;
+
+    fn task(agent: &str, hops: usize, child: Option<u32>) -> Task {
+        let mut envelope = Envelope::task("refund ABC-123");
+        envelope.path = (0..hops).map(|_| Hop::new("front", "w1", None)).collect();
+        envelope.parent = child.map(|index| baton_proto::Parent {
+            id: uuid::Uuid::new_v4(),
+            agent: "lead".into(),
+            depth: 1,
+            index: Some(index),
+            assignment: None,
+            extra: baton_proto::Map::new(),
+        });
+        Task {
+            envelope: envelope.into(),
+            attempt: 1,
+            agent: baton_proto::AgentName::new(agent).unwrap(),
+            instance: "w1".into(),
+            progress: baton_worker::Progress::default(),
+            registry: None,
+        }
+    }
+
+    #[test]
+    fn a_call_is_placed_alike_in_a_replay_and_apart_in_another_hop_or_child() {
+        let asked = "ab12";
+        // Another session (a replay) at the same place: the same key.
+        let here = placed(&task("coder", 1, None), asked);
+        assert_eq!(here, placed(&task("coder", 1, None), asked));
+        assert_eq!(here.len(), 64);
+        for elsewhere in [
+            task("closer", 1, None),
+            task("coder", 2, None),
+            task("coder", 1, Some(0)),
+        ] {
+            assert_ne!(here, placed(&elsewhere, asked));
+        }
+        assert_ne!(
+            placed(&task("coder", 1, Some(0)), asked),
+            placed(&task("coder", 1, Some(1)), asked)
+        );
+        assert_ne!(here, placed(&task("coder", 1, None), "cd34"));
+    }
 }

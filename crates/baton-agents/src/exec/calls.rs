@@ -369,8 +369,9 @@ impl Hop {
         let Some(replay) = &self.task.envelope.replay else {
             return Ok(None);
         };
+        let asked = crate::journal::placed(&self.task, asked);
         self.journal()
-            .asked_at(replay.of, asked, replay.before)
+            .asked_at(replay.of, &asked, replay.before)
             .await
     }
 
@@ -381,8 +382,9 @@ impl Hop {
             return Ok(());
         }
         let session = self.task.envelope.session;
+        let asked = crate::journal::placed(&self.task, asked);
         (self.journal())
-            .index(session, asked, self.journal_id, step)
+            .index(session, &asked, self.journal_id, step)
             .await
     }
 

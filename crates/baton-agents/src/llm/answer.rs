@@ -119,6 +119,12 @@ impl Answers {
         request.plain = (task.envelope.replay.is_some() || task.envelope.replayable)
             .then(|| request.written(false));
         let digest = request.plain.as_deref().map(replay::asked);
+        // A program's call is known by its place too: two hops asking the
+        // same keep their own answers.
+        let digest = match asking {
+            Asking::Program { .. } => digest.map(|asked| crate::journal::placed(task, &asked)),
+            _ => digest,
+        };
         let asked = digest.as_deref();
         if let Some(reused) = self.reused(task, asked).await? {
             let reused = Answered::from(reused);

@@ -128,6 +128,65 @@ async def a2a(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
     return baton.complete(baton.a2a_artifacts("part one", "part two"))
 
 
+def prepared_by(agent: str, text: str) -> dict:
+    effect(f"{agent}:prepare")
+    return {"text": text, "by": agent}
+
+
+def flavoured(agent: str, flavour: str) -> str:
+    effect(f"{agent}:{flavour}")
+    return flavour
+
+
+async def history(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    """A step, a model call, the refund tool (REFUND), a step of this
+    version's own (FLAVOUR), then a handoff to NEXT or the answer."""
+    agent = task.agent or "coder"
+    prepared = await ctx.step("prepare", prepared_by, agent, task.text)
+    reply = await ctx.model(task.messages)
+    out = {"agent": agent, "answer": reply.text, "prepared": prepared, "version": task.version}
+    if os.environ.get("REFUND"):
+        refund = await ctx.tool("refund_order", {"order_id": "ABC-123", "amount": 49.5})
+        out["refund"] = refund.text
+    flavour = os.environ.get("FLAVOUR")
+    if flavour:
+        out["flavour"] = await ctx.step(f"flavour-{flavour}", flavoured, agent, flavour)
+    if os.environ.get("NEXT"):
+        variables = {f"{agent}_prepared": prepared, f"{agent}_answer": reply.text}
+        return baton.handoff(to=os.environ["NEXT"], reason="knowledge_gap", variables=variables)
+    out["before"] = {k: v for k, v in task.variables.items() if k.startswith("coder_")}
+    said = f"{agent}@{task.version} ({flavour or 'plain'}): {reply.text}"
+    return baton.complete(out, say=said)
+
+
+async def pinned(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    """A step, a question, a step: each step's effect names the FLAVOUR of
+    the program that ran it."""
+    flavour = os.environ.get("FLAVOUR", "plain")
+    await ctx.step("before", effect, f"{flavour}:before")
+    order = await ctx.ask("Which order?")
+    await ctx.step("after", effect, f"{flavour}:after")
+    return baton.complete({"order": order, "flavour": flavour, "version": task.version})
+
+
+async def entry(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    """A conversation's entry: hands its first turn to HOLDER, answers later ones."""
+    turn = sum(1 for m in task.messages if m["role"] == "user")
+    await ctx.step("turn", effect, f"entry:{turn}")
+    if turn == 1:
+        return baton.handoff(to=os.environ["HOLDER"], reason="knowledge_gap")
+    return baton.complete(f"entry answers turn {turn}: {task.text}")
+
+
+async def holder(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    """Holds the conversation until told it is done, then hands it back."""
+    turn = sum(1 for m in task.messages if m["role"] == "user")
+    await ctx.step("turn", effect, f"holder:{turn}")
+    if "done" in task.text:
+        return baton.complete(f"holder hands back at turn {turn}", hand_back=True)
+    return baton.complete(f"holder answers turn {turn}: {task.text}")
+
+
 HANDLERS = {
     "steps": steps,
     "drift": drift,
@@ -139,6 +198,10 @@ HANDLERS = {
     "chat": chat,
     "spend": spend,
     "a2a": a2a,
+    "history": history,
+    "pinned": pinned,
+    "entry": entry,
+    "holder": holder,
 }
 agent.task(HANDLERS[MODE])
 agent.run()
