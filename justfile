@@ -34,7 +34,7 @@ demo:
 test *ARGS:
     scripts/test-setup
     PYTHONPATH=sdk/python python3 -m pytest -q -p no:cacheprovider sdk/python/tests
-    python3 -m mypy --strict --cache-dir .tools/mypy-cache sdk/python/baton
+    python3 -m mypy --strict --cache-dir .tools/mypy-cache sdk/python/baton sdk/python/tests
     cargo nextest --version >/dev/null 2>&1 || cargo install cargo-nextest --locked
     cargo build --workspace
     cargo test --doc --workspace --quiet

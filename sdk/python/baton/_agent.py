@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import json
 import logging
@@ -195,7 +194,7 @@ class _Lines(asyncio.Protocol):
             end = buffer.find(b"\n", max(start, self._searched))
             if end < 0:
                 break
-            raw = bytes(buffer[start:end])
+            raw = buffer[start:end].decode("utf-8", errors="replace")
             start = end + 1
             self._searched = start
             if raw.strip():
@@ -221,10 +220,7 @@ class _Lines(asyncio.Protocol):
 async def _serve(handler: Handler, in_fd: int, out_fd: int) -> None:
     loop = asyncio.get_running_loop()
     threads = int(os.environ.get("BATON_THREADS", "64") or "64")
-    loop.set_default_executor(
-        concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="baton-step")
-    )
-    server = Server(handler, _writer(out_fd), _logger())
+    server = Server(handler, _writer(out_fd), _logger(), threads)
     eof = asyncio.Event()
     pipe = open(in_fd, "rb", buffering=0, closefd=False)
     try:

@@ -9,7 +9,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar, Union, overload
 
 from ._errors import CallError, StepError
 from ._task import Task
@@ -20,6 +20,11 @@ T = TypeVar("T")
 
 Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """Sends one call (op, fields) for the task and returns its ``result``."""
+
+Offload = Callable[..., Awaitable[Any]]
+"""Runs a plain function with its arguments off the event loop."""
+
+_SAME_AS_JSON = (str, int, bool, type(None))
 
 _STEP_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "baton_step_key", default=None
@@ -230,10 +235,17 @@ class Context:
     again later, from the start, against the journal.
     """
 
-    def __init__(self, task: Task, call: Caller, log: logging.LoggerAdapter[logging.Logger]) -> None:
+    def __init__(
+        self,
+        task: Task,
+        call: Caller,
+        log: logging.LoggerAdapter[logging.Logger],
+        offload: Offload | None = None,
+    ) -> None:
         self._task = task
         self._call = call
         self._log = log
+        self._offload: Offload = offload or asyncio.to_thread
 
     @property
     def task(self) -> Task:
@@ -308,10 +320,30 @@ class Context:
             text=text if isinstance(text, str) else "", is_error=result.get("is_error") is True
         )
 
+    @overload
     async def step(
         self,
         name: str,
-        fn: Callable[..., T] | Callable[..., Awaitable[T]],
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        idempotent: bool = False,
+        **kwargs: Any,
+    ) -> T: ...
+
+    @overload
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        idempotent: bool = False,
+        **kwargs: Any,
+    ) -> T: ...
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
         *args: Any,
         idempotent: bool = False,
         **kwargs: Any,
@@ -347,7 +379,7 @@ class Context:
             if inspect.iscoroutinefunction(fn):
                 value: Any = await fn(*args, **kwargs)
             else:
-                value = await asyncio.to_thread(fn, *args, **kwargs)
+                value = await self._offload(fn, *args, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
         except asyncio.CancelledError:
@@ -370,8 +402,10 @@ class Context:
             except CallError as told:
                 self._log.warning("could not tell the worker that step %r failed: %s", name, told)
             raise StepError(message) from None
-        # As JSON gives it back, so a first run and a rerun see equal values.
-        value = json.loads(text)
+        # As JSON gives it back, so a first run and a rerun see equal values
+        # (a str, int, bool or None is already).
+        if type(value) not in _SAME_AS_JSON:
+            value = json.loads(text)
         await self._call("step_done", {"name": name, "key": key, "value": value})
         return value
 

@@ -19,6 +19,7 @@ from ._context import Context
 from ._errors import CallError, Fatal
 from ._outcomes import Outcome
 from ._task import Task
+from ._threads import Threads
 
 __all__ = ["Handler", "Server", "encode", "reply_of", "reply_of_error"]
 
@@ -109,9 +110,14 @@ class Server:
     ``call`` id, so any number may be in flight, answered in any order.
     """
 
-    def __init__(self, handler: Handler, write: Callable[[str], None], log: logging.Logger) -> None:
-        """``write`` writes one whole line (it adds the newline)."""
+    def __init__(
+        self, handler: Handler, write: Callable[[str], None], log: logging.Logger, threads: int = 64
+    ) -> None:
+        """``write`` writes one whole line (it adds the newline); plain step
+        functions run in up to ``threads`` threads."""
         self._handler = handler
+        self._thread_limit = threads
+        self._threads: Threads | None = None
         self._write = write
         self._log = log
         self._ids = itertools.count(1)
@@ -146,9 +152,11 @@ class Server:
             del self._calls[call_id]
 
     async def drain(self) -> None:
-        """Waits until every handler has finished."""
+        """Waits until every handler has finished, then lets the step threads go."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self._threads is not None:
+            self._threads.close()
 
     def _start(self, request: dict[str, Any]) -> None:
         request_id = request["id"]
@@ -158,6 +166,8 @@ class Server:
         if request_id in self._running:
             self._log.warning("skipped request %r: a request with that id is in flight", request_id)
             return
+        if self._threads is None:
+            self._threads = Threads(asyncio.get_running_loop(), self._thread_limit)
         run = _Run(request_id, request.get("calls") is True)
         self._running[request_id] = run
         task = asyncio.get_running_loop().create_task(self._serve(run, request))
@@ -169,7 +179,7 @@ class Server:
         log = _TaskLog(self._log, {"task": run.id})
         try:
             task = Task(request)
-            ctx = Context(task, lambda op, fields: self._call(run, op, fields), log)
+            ctx = Context(task, lambda op, fields: self._call(run, op, fields), log, self._threads.run if self._threads else None)
             reply = reply_of(await self._handler(task, ctx))
         except asyncio.CancelledError as error:
             current = asyncio.current_task()

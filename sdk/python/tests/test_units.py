@@ -224,7 +224,11 @@ def test_fake_worker_recorded_steps_and_errors() -> None:
     ran: list[str] = []
 
     async def handler(task: baton.Task, ctx: baton.Context) -> Any:
-        value = await ctx.step("charge", lambda: ran.append("charge") or "new")
+        def charge() -> str:
+            ran.append("charge")
+            return "new"
+
+        value = await ctx.step("charge", charge)
         try:
             await ctx.model(task.messages)
         except baton.CallError as error:
@@ -286,3 +290,44 @@ def test_fake_worker_checks_step_values_and_calls_flag() -> None:
         return "called"
 
     assert testing.FakeWorker(calls=False).run(plain) == {"action": "terminate", "output": "unsupported", "say": "unsupported"}
+
+
+def _threads_run(limit: int, parties: int) -> list[Any]:
+    """Runs `parties` plain functions through `Threads(limit)`; each waits
+    for the others (a barrier), so they finish only if all run at once."""
+    import asyncio
+    import threading
+
+    from baton._threads import Threads
+
+    barrier = threading.Barrier(min(parties, limit), timeout=10)
+
+    def meet(n: int) -> int:
+        barrier.wait()
+        return n
+
+    def boom() -> None:
+        raise KeyError("lost")
+
+    async def main() -> list[Any]:
+        threads = Threads(asyncio.get_running_loop(), limit)
+        results: list[Any] = await asyncio.gather(
+            *(threads.run(meet, n) for n in range(parties)), threads.run(boom), return_exceptions=True
+        )
+        threads.close()
+        return results
+
+    return asyncio.run(main())
+
+
+def test_plain_functions_each_get_a_thread_up_to_the_limit() -> None:
+    *met, raised = _threads_run(limit=8, parties=8)
+    assert met == list(range(8))
+    assert isinstance(raised, KeyError) and raised.args == ("lost",)
+
+
+def test_jobs_beyond_the_thread_limit_wait_their_turn() -> None:
+    # 6 jobs on 3 threads: they meet three by three, and every one finishes.
+    *met, raised = _threads_run(limit=3, parties=6)
+    assert met == list(range(6))
+    assert isinstance(raised, KeyError)

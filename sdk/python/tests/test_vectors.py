@@ -165,8 +165,12 @@ def _reader_for(vector: dict[str, Any]) -> tuple[str, Handler, Callable[[Any], N
             return await ctx.delegate([baton.Child(to="a", input="x")])
         return await ctx.say("x")
 
+    check: Callable[[Any], None]
     if not isinstance(result, dict):
-        op, check = "say", (lambda got: None)
+        op = "say"
+
+        def check(got: Any) -> None:
+            assert got is None
     elif "tools" in result:
         op = "tools"
 
@@ -204,7 +208,10 @@ def _reader_for(vector: dict[str, Any]) -> tuple[str, Handler, Callable[[Any], N
         def check(got: Any) -> None:
             assert got == result["results"]
     else:
-        op, check = "say", (lambda got: None)
+        op = "say"
+
+        def check(got: Any) -> None:
+            assert got is None
 
     async def handle(task: baton.Task, ctx: baton.Context) -> Any:
         try:

@@ -275,8 +275,12 @@ impl Hop {
                 tracing::warn!(step = %name, "an idempotent step that left no result runs again");
             }
             Recorded::Nothing => {
-                let asked = digest(&format!("step\0{name}\0{}", placed.nth));
-                if let Some(source) = self.replayed(&asked).await? {
+                let asked = || digest(&format!("step\0{name}\0{}", placed.nth));
+                let replayed = match self.task.envelope.replay {
+                    Some(_) => self.replayed(&asked()).await?,
+                    None => None,
+                };
+                if let Some(source) = replayed {
                     if let Some((text, _)) = journal.result_at(&source, 0).await? {
                         journal
                             .record_result(self.journal_id, placed.step, 0, &text, false)
@@ -326,9 +330,12 @@ impl Hop {
                 )));
             };
             // The step the key names, else the oldest of the name.
-            let at = (running.iter())
-                .position(|(step, ..)| key == Some(self.key_of(*step).as_str()))
-                .unwrap_or(0);
+            let at = match (key, running.len()) {
+                (Some(key), 2..) => (running.iter())
+                    .position(|(step, ..)| key == self.key_of(*step))
+                    .unwrap_or(0),
+                _ => 0,
+            };
             running.remove(at)
         };
         let journal = self.journal();
@@ -344,8 +351,10 @@ impl Hop {
         journal
             .record_result(self.journal_id, step, 0, &text, false)
             .await?;
-        self.indexed(&digest(&format!("step\0{name}\0{nth}")), step)
-            .await?;
+        if self.task.envelope.replayable {
+            self.indexed(&digest(&format!("step\0{name}\0{nth}")), step)
+                .await?;
+        }
         self.shown(&label, &key, "ok", started).await;
         Ok(Answer::Result(json!({})))
     }

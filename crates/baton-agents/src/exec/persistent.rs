@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use baton_proto::{ExecCall, ExecReply, ExecRequest, ExecResponse};
 use baton_worker::{AgentError, Outcome, Task};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::Program;
@@ -25,7 +25,7 @@ use super::calls::{self, Hop};
 
 mod lines;
 
-use lines::{route_call, write_result};
+use lines::{Writer, route_call, write_result};
 
 /// The answer, or why the line that named its id is not one.
 type Answer = Result<ExecReply, serde_json::Error>;
@@ -38,9 +38,6 @@ struct Waiter {
 
 /// The tasks in flight, by request id.
 type Waiting = Arc<std::sync::Mutex<HashMap<String, Waiter>>>;
-
-/// The program's stdin, written a whole line at a time.
-type Writer = Arc<Mutex<ChildStdin>>;
 
 /// How a task's request ended.
 pub(crate) enum Finished {
@@ -193,14 +190,14 @@ impl Persistent {
                 waiting: Arc::clone(&current.waiting),
                 id: id.clone(),
             };
-            if let Err(err) = current.stdin.lock().await.write_all(&line).await {
+            if current.stdin.line(line).is_err() {
                 current.gone.store(true, Ordering::Release);
                 return Err(AgentError::retryable(format!(
-                    "cannot write to {program} (it is restarted for the next task): {err}"
+                    "cannot write to {program} (it is restarted for the next task): it is gone"
                 )));
             }
             let life = (current.generation, Arc::clone(&current.life));
-            (answer, life, Arc::clone(&current.stdin), forget)
+            (answer, life, current.stdin.clone(), forget)
         };
         let answered = serve(Serving {
             answer: &mut answer,
@@ -261,7 +258,7 @@ impl Persistent {
         tracing::info!(agent = %task.agent, program = %program, pid = child.id(), start = generation, "persistent exec program started");
         let waiting: Waiting = Arc::default();
         let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stdin: Writer = Arc::new(Mutex::new(stdin));
+        let stdin = Writer::new(stdin, Arc::clone(&gone));
         let life = Arc::new(Life::default());
         let agent = task.agent.clone();
         let heard = Arc::clone(&life);
@@ -279,7 +276,7 @@ impl Persistent {
         });
         tokio::spawn(read_answers(
             stdout,
-            (Arc::clone(&waiting), Arc::clone(&stdin)),
+            (Arc::clone(&waiting), stdin.clone()),
             (Arc::clone(&gone), Arc::clone(&life), stderr),
             format!("{program} (start {generation})"),
         ));
@@ -333,16 +330,16 @@ async fn serve(serving: Serving<'_>) -> Result<Served, AgentError> {
             Some(call) = calls.recv() => match hop {
                 Some(hop) => {
                     let hop = Arc::clone(hop);
-                    making.spawn(async move { (call.call, hop.answer(call.op).await) });
+                    making.spawn(async move { (call.call, Box::pin(hop.answer(call.op)).await) });
                 }
                 None => {
                     let refused = calls::Answer::Error("refused", "this worker answers no calls".to_owned());
-                    write_result(stdin, call.call, &refused).await;
+                    write_result(stdin, call.call, &refused);
                 }
             },
             Some(made) = making.join_next(), if !making.is_empty() => {
                 let (call, made) = made.map_err(|err| AgentError::fatal(format!("a call failed: {err}")))?;
-                write_result(stdin, call, &made).await;
+                write_result(stdin, call, &made);
                 if let calls::Answer::End(ended) = made {
                     return ended.map(|outcome| Served::Finished(Finished::Ended(Box::new(outcome))));
                 }

@@ -148,11 +148,11 @@ async def handle(task: baton.Task, ctx: baton.Context) -> Any:
             pass
         return "sneaky answer"
     if case == "delegate":
-        results = await ctx.delegate(
+        answers = await ctx.delegate(
             [baton.Child(to="researcher", input="find it"), {"requires": ["maths"], "input": "add"}],
             mode="serial",
         )
-        return {"results": results}
+        return {"results": answers}
     if case == "say":
         await ctx.say("working on it")
         return "said"

@@ -1,24 +1,68 @@
 //! A program's calls as lines: which stdout line is a call, where it goes,
 //! and the result line written back on stdin.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use baton_proto::{ExecCall, ExecCallError, ExecCallResult};
 use baton_worker::AgentError;
 use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
+use tokio::sync::mpsc;
 
 use super::super::calls;
-use super::{Waiting, Writer};
+use super::Waiting;
+
+/// Most bytes one write to the program gathers from the lines waiting.
+const BATCH: usize = 1 << 20;
+
+/// The program's stdin, written whole lines at a time by one task of its
+/// own. Lines that wait while it writes go out together in its next
+/// write: with many tasks in flight, one system call (and one wake-up of
+/// the program) carries many requests and call results.
+#[derive(Clone)]
+pub(super) struct Writer(mpsc::UnboundedSender<Vec<u8>>);
+
+/// The program is gone: a line cannot be written.
+pub(super) struct Closed;
+
+impl Writer {
+    /// Starts the task that writes on `stdin`. When a write fails (the
+    /// program is gone), it sets `gone` and ends, and later lines are refused.
+    pub(super) fn new(mut stdin: ChildStdin, gone: Arc<AtomicBool>) -> Self {
+        let (send, mut lines) = mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(mut batch) = lines.recv().await {
+                while batch.len() < BATCH {
+                    let Ok(more) = lines.try_recv() else { break };
+                    batch.extend_from_slice(&more);
+                }
+                if let Err(err) = stdin.write_all(&batch).await {
+                    tracing::debug!(error = %err, "cannot write to the program: it is gone");
+                    gone.store(true, Ordering::Release);
+                    break;
+                }
+            }
+        });
+        Self(send)
+    }
+
+    /// Queues `line` (ending in a newline) to be written.
+    pub(super) fn line(&self, line: Vec<u8>) -> Result<(), Closed> {
+        self.0.send(line).map_err(|_| Closed)
+    }
+}
 
 /// Hands a call line to its task: whether `line` is a call
 /// (`{"call": ...}`). A call that is malformed, or for a task not in
 /// flight, is answered at once.
 ///
-/// Results written from here go from a task of their own: the reader of
-/// the program's stdout never waits on its stdin, which a program busy
-/// writing may not be reading.
+/// Results are queued for the writer's task: the reader of the program's
+/// stdout never waits on its stdin, which a program busy writing may not
+/// be reading.
 pub(super) fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) -> bool {
     let answer = |call: String, answer: calls::Answer| {
-        let stdin = std::sync::Arc::clone(stdin);
-        tokio::spawn(async move { write_result(&stdin, call, &answer).await });
+        write_result(stdin, call, &answer);
     };
     let call = match serde_json::from_str::<ExecCall>(line) {
         Ok(call) => call,
@@ -54,7 +98,7 @@ pub(super) fn route_call(line: &str, waiting: &Waiting, stdin: &Writer) -> bool 
 
 /// Writes the result of call `call` on the program's stdin, a whole line.
 /// A program that is gone reads nothing; its tasks fail anyway.
-pub(super) async fn write_result(stdin: &Writer, call: String, answer: &calls::Answer) {
+pub(super) fn write_result(stdin: &Writer, call: String, answer: &calls::Answer) {
     let (result, error, end, message) = match answer {
         calls::Answer::Result(result) => (Some(result.clone()), None, None, None),
         calls::Answer::Error(kind, message) => (
@@ -82,5 +126,5 @@ pub(super) async fn write_result(stdin: &Writer, call: String, answer: &calls::A
         return;
     };
     line.push(b'\n');
-    let _ = stdin.lock().await.write_all(&line).await;
+    let _ = stdin.line(line);
 }
