@@ -209,6 +209,32 @@ async fn a_replay_from_the_second_hop_reuses_the_first_hops_step_model_and_tool(
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replay_gives_each_of_two_same_calls_in_a_hop_its_own_result() -> anyhow::Result<()> {
+    let llm = model("said")?;
+    let logs = tempfile::tempdir()?;
+    let log = logs.path().join("refunds.jsonl");
+    let env = [("REFUND", "1"), ("TWICE", "1")];
+    let mut t = Coder::start("history", &env, &tables(&llm, &log)).await?;
+    t.worker("w1").await?;
+    let task = t.send("Please refund order ABC-123.").await?;
+    let (_, end) = t.completed(&task).await?;
+    let first = output(&end);
+    // The same request twice, the same refund twice: each its own result.
+    assert_eq!(
+        (first["answer"].as_str(), first["again"].as_str()),
+        (Some("said 1"), Some("said 2")),
+        "{first}"
+    );
+    assert_ne!(first["refund"], first["refund_again"], "{first}");
+    assert_eq!((llm.requests().len(), refunds(&log)), (2, 2));
+    // A replay answers each call with the result recorded at its place.
+    let again = replayed(&t, &task.session.to_string(), &[])?;
+    assert_eq!(again["output"], first, "{again}");
+    assert_eq!((llm.requests().len(), refunds(&log)), (2, 2));
+    Ok(())
+}
+
 /// `coder` in `mode` (with `env` and `extra`) as versions 1 and 2, their
 /// programs told apart by FLAVOUR (`one`, `two`); a registry; both workers
 /// live. Version 1 started first, so it is current.

@@ -211,7 +211,7 @@ impl Hop {
         let made = (self.machinery)
             .program_model(
                 &self.task,
-                placed.step,
+                (placed.step, placed.nth),
                 messages,
                 (tools.as_deref(), params),
                 &said,
@@ -221,10 +221,12 @@ impl Hop {
     }
 
     async fn tool(&self, name: &str, arguments: &Json) -> Result<Answer, AgentError> {
-        let asked = digest(&format!("tool\0{name}\0{arguments}"));
+        let called = digest(&format!("tool\0{name}\0{arguments}"));
         let placed = self
-            .place(format!("tool:{name}:{}", &asked[..12]), false)
+            .place(format!("tool:{name}:{}", &called[..12]), false)
             .await?;
+        // The same call made twice in a hop is indexed once each.
+        let asked = digest(&format!("{called}\0{}", placed.nth));
         let source = self.replayed(&asked).await?;
         let said = self.said();
         let made = (self.machinery)

@@ -54,6 +54,9 @@ pub(crate) enum Asking<'a> {
     Program {
         tools: Option<&'a [Json]>,
         params: &'a serde_json::Map<String, Json>,
+        /// How many model calls the hop made before this one: a request
+        /// asked twice in a hop is indexed for replays once each.
+        nth: usize,
     },
 }
 
@@ -122,7 +125,9 @@ impl Answers {
         // A program's call is known by its place too: two hops asking the
         // same keep their own answers.
         let digest = match asking {
-            Asking::Program { .. } => digest.map(|asked| crate::journal::placed(task, &asked)),
+            Asking::Program { nth, .. } => {
+                digest.map(|asked| crate::journal::placed(task, &format!("{asked}\0{nth}")))
+            }
             _ => digest,
         };
         let asked = digest.as_deref();
@@ -171,7 +176,7 @@ impl Answers {
                 None,
             ),
             Asking::Summary(model) => (model, None, None),
-            Asking::Program { tools, params } => (
+            Asking::Program { tools, params, .. } => (
                 replay::model(task, &self.settings),
                 tools.map(<[Json]>::to_vec),
                 Some(params),

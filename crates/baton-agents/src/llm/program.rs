@@ -44,7 +44,7 @@ impl LlmRunner {
     pub(crate) async fn program_model(
         &self,
         task: &Task,
-        step: u32,
+        (step, nth): (u32, usize),
         messages: Vec<Json>,
         (tools, params): (Option<&[Json]>, &serde_json::Map<String, Json>),
         update: &ContextUpdate,
@@ -62,7 +62,7 @@ impl LlmRunner {
         let messages: Vec<ChatMessage> = messages.into_iter().map(ChatMessage::Raw).collect();
         // No tools is no `tools`: endpoints refuse an empty list.
         let tools = tools.filter(|tools| !tools.is_empty());
-        let asking = Asking::Program { tools, params };
+        let asking = Asking::Program { tools, params, nth };
         match self.answers.answer(task, (step, asking), &messages).await? {
             Reply::Answered(answered) => {
                 let choice = &answered.answer["choices"][0];

@@ -145,9 +145,15 @@ async def history(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
     prepared = await ctx.step("prepare", prepared_by, agent, task.text)
     reply = await ctx.model(task.messages)
     out = {"agent": agent, "answer": reply.text, "prepared": prepared, "version": task.version}
+    twice = bool(os.environ.get("TWICE"))  # the same model call and refund again
+    if twice:
+        out["again"] = (await ctx.model(task.messages)).text
     if os.environ.get("REFUND"):
         refund = await ctx.tool("refund_order", {"order_id": "ABC-123", "amount": 49.5})
         out["refund"] = refund.text
+        if twice:
+            again = await ctx.tool("refund_order", {"order_id": "ABC-123", "amount": 49.5})
+            out["refund_again"] = again.text
     flavour = os.environ.get("FLAVOUR")
     if flavour:
         out["flavour"] = await ctx.step(f"flavour-{flavour}", flavoured, agent, flavour)
