@@ -97,7 +97,11 @@ impl Bucket {
                 Some(FOLLOWER_TTL),
                 Some(jetstream::stream::StorageType::Memory),
             ),
-            Self::Journal => ("hop journals of LLM agents and agents in code", Some(WEEK), None),
+            Self::Journal => (
+                "hop journals of LLM agents and agents in code",
+                Some(WEEK),
+                None,
+            ),
             Self::Limits => ("shared model rate limits", None, None),
             Self::A2aIndex => ("the sessions started over A2A", Some(WEEK), None),
             Self::Rollouts => ("each agent type's rollout of versions", None, None),
