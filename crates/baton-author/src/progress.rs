@@ -51,6 +51,15 @@ pub trait Report: Send + Sync {
         offset: u64,
         text: &'a str,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+    /// Reports a program's step that ran: held, to be folded into the
+    /// hop's next event, while the hop is young; else as `tool_called`.
+    fn step_ran<'a>(&'a self, call: ToolCall<'a>) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        self.tool_called(call)
+    }
+    /// Takes the steps held for the hop's next event.
+    fn held_steps(&self) -> Vec<baton_proto::FoldedStep> {
+        Vec::new()
+    }
 }
 
 impl std::fmt::Debug for Progress {
@@ -107,5 +116,25 @@ impl Progress {
         if let Some(report) = &self.0 {
             report.tool_called(call).await;
         }
+    }
+
+    /// Reports a step a program ran (`call.tool` is `step:NAME`) as a
+    /// `tool_called` event of the session. A step early in a hop is held
+    /// and rides in the hop's next event, one stored message fewer.
+    pub async fn step_ran(&self, call: ToolCall<'_>) {
+        if let Some(report) = &self.0 {
+            report.step_ran(call).await;
+        }
+    }
+
+    /// Takes the steps held for the hop's next event (the worker folds
+    /// them into it).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn held_steps(&self) -> Vec<baton_proto::FoldedStep> {
+        self.0
+            .as_ref()
+            .map(|report| report.held_steps())
+            .unwrap_or_default()
     }
 }

@@ -79,7 +79,7 @@ pub use exec::{
     ExecAction, ExecCall, ExecCallError, ExecCallResult, ExecChild, ExecMessage, ExecOp, ExecReply,
     ExecRequest, ExecResponse, ExecStep,
 };
-pub use folding::FoldedStart;
+pub use folding::{FoldedStart, FoldedStep};
 pub use footprint::Footprint;
 pub use gate::{Gate, JournalEntry, Resumed};
 pub use header::{DeadLetterReason, headers};

@@ -245,7 +245,52 @@ fn vectors() -> Vec<(String, Vec<u8>, String)> {
             serde_json::to_string_pretty(&e).unwrap(),
         ));
     }
+    let stepped = completed_with_steps();
+    out.push((
+        "event_completed_steps".to_owned(),
+        stepped.to_msgpack().unwrap(),
+        serde_json::to_string_pretty(&stepped).unwrap(),
+    ));
     out
+}
+
+/// A short hop's `completed` event carrying the `tool_called` events of two
+/// steps its program ran.
+fn completed_with_steps() -> Event {
+    let mut event = event(EventType::Completed, 90);
+    event.path.clear();
+    event.steps = ["lookup", "charge"]
+        .iter()
+        .zip(1u8..)
+        .map(|(name, n)| baton_proto::FoldedStep {
+            id: id(200 + n),
+            at: T + u64::from(n),
+            tool: format!("step:{name}"),
+            call: format!("{}/{}/0", id(3), 1000 + u32::from(n)),
+            outcome: "ok".into(),
+            duration_ms: u64::from(n) * 2,
+            extra: baton_proto::Map::new(),
+        })
+        .collect();
+    event
+}
+
+#[test]
+fn folded_steps_are_restored_in_order_before_their_carrier() {
+    let dir = root().join("vectors");
+    let stored = std::fs::read(dir.join("event_completed_steps.msgpack")).unwrap();
+    let events = Event::from_msgpack(&stored).unwrap().unfold();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["tool_called", "tool_called", "completed"]);
+    assert_eq!(events[0].id, id(201));
+    assert_eq!(events[0].detail.as_deref(), Some("step:lookup ok in 2 ms"));
+    assert_eq!(events[1].detail.as_deref(), Some("step:charge ok in 4 ms"));
+    assert_eq!(
+        (events[1].envelope, events[1].session),
+        (Some(id(3)), id(2))
+    );
+    assert_eq!(events[1].agent.as_deref(), Some("order_management"));
+    assert!(events[2].steps.is_empty());
 }
 
 #[test]

@@ -295,7 +295,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     let shared = baton_author::Shared::new(envelope);
     let task = rt.task(shared.clone(), delivery);
     let spending = task.progress.clone();
-    let (deadline, session) = (shared.deadline, shared.session);
+    let (deadline, session, hop) = (shared.deadline, shared.session, shared.id);
     let started = std::time::Instant::now();
     // The agent's own spans (model and tool calls) name the conversation.
     let run = CONVERSATION.scope(conversation_of(&shared), agent.handle(task));
@@ -316,8 +316,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     // The task as it arrived, for a replayable session's `started` event:
     // read before the plan moves the context on.
     let started = rt.planner().started(&envelope);
-    // 4, 5 and 7; a run that overran the session's deadline ends it, whatever
-    // the agent decided.
+    // 4, 5 and 7; a run past the session's deadline ends it, whatever it decided.
     let plan = match rt.planner().overran(&envelope, now_ms()) {
         Some(plan) => Some(plan),
         None => {
@@ -335,6 +334,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     let Some(mut plan) = plan else {
         // Left for redelivery: the attempt still counts as accepted.
         rt.outbox.accepted_anyway(accepted, delivery).await;
+        crate::reporter::send_steps(&spending, spending.held_steps()).await;
         return rt.outbox.leave(delivery).await;
     };
     if rt.cancelled.contains(envelope.session) {
@@ -345,6 +345,7 @@ async fn process<A: Agent>(rt: &Runtime, agent: &A, delivery: &Delivery<'_>, env
     if let Some(started) = started {
         plan.outputs.insert(0, started);
     }
+    crate::reporter::fold_steps(&spending, &mut plan.outputs, hop).await;
     if !rt
         .outbox
         .accepted_before(accepted, delivery, &plan.outputs)
@@ -442,6 +443,8 @@ async fn on_result<A: Agent>(
         continued.deadline,
     )
     .await;
+    // A continuation's steps are sent on their own.
+    crate::reporter::send_steps(&spending, spending.held_steps()).await;
     let resumed = match resumed {
         // An async report that keeps waiting: what it spent and said counts.
         Ok(Outcome::Wait(wait)) if !claimed => {

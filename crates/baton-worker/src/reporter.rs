@@ -20,6 +20,9 @@ pub(crate) struct Reporter {
     pub(crate) agent: String,
     pub(crate) instance: String,
     pub(crate) version: Option<String>,
+    /// How young a hop holds its steps' events, to fold them into its
+    /// next event: `None` sends each at once.
+    pub(crate) fold_steps: Option<std::time::Duration>,
 }
 
 /// One hop's reporting: the worker's, and the hop's session and trace.
@@ -34,6 +37,10 @@ struct Hop {
     stream: bool,
     /// A root task's first write checks that its session has not ended.
     opening: Option<Arc<Opening>>,
+    /// When the hop started.
+    started: std::time::Instant,
+    /// The steps' events held for the hop's next event.
+    held: std::sync::Mutex<Vec<baton_proto::FoldedStep>>,
 }
 
 impl Reporter {
@@ -52,6 +59,8 @@ impl Reporter {
             usage: std::sync::Mutex::default(),
             stream: envelope.stream,
             opening,
+            started: std::time::Instant::now(),
+            held: std::sync::Mutex::default(),
         }))
     }
 }
@@ -77,6 +86,37 @@ impl Report for Hop {
         call: ToolCall<'a>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
         Box::pin(self.report_tool(call))
+    }
+
+    fn step_ran<'a>(&'a self, call: ToolCall<'a>) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        let young =
+            (self.reporter.fold_steps).is_some_and(|within| self.started.elapsed() < within);
+        if !young {
+            return Box::pin(self.report_tool(call));
+        }
+        let step = baton_proto::FoldedStep {
+            id: tool_called_id(self.envelope, call.call),
+            at: baton_proto::now_ms(),
+            tool: call.tool.to_owned(),
+            call: call.call.to_owned(),
+            outcome: call.outcome.to_owned(),
+            duration_ms: u64::try_from(call.took.as_millis()).unwrap_or(u64::MAX),
+            extra: baton_proto::Map::new(),
+        };
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(step);
+        Box::pin(std::future::ready(()))
+    }
+
+    fn held_steps(&self) -> Vec<baton_proto::FoldedStep> {
+        std::mem::take(
+            &mut *self
+                .held
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     fn streams(&self) -> bool {
@@ -106,7 +146,7 @@ impl Hop {
     async fn report_tool(&self, call: ToolCall<'_>) {
         let hop = self;
         let reporter = &hop.reporter;
-        let id = derive_id_labelled(hop.envelope, &format!("tool_called/{}", call.call), 0);
+        let id = tool_called_id(hop.envelope, call.call);
         let mut event = Event::new(id, hop.session, EventType::ToolCalled);
         event.agent = Some(reporter.agent.clone());
         event.instance = Some(reporter.instance.clone());
@@ -124,5 +164,52 @@ impl Hop {
         (reporter.outbox)
             .report(&event, hop.headers.clone(), opening)
             .await;
+    }
+}
+
+/// The id of the `tool_called` event of call `call` of the hop that runs
+/// `envelope`: a redelivered hop that reports the same call again reports it
+/// once.
+fn tool_called_id(envelope: Uuid, call: &str) -> Uuid {
+    derive_id_labelled(envelope, &format!("tool_called/{call}"), 0)
+}
+
+/// Folds the steps `progress` holds into the first of `outputs` that is an
+/// event of hop `hop` other than its `started` event (which folds on into a
+/// later one); with no such event, sends each on its own.
+pub(crate) async fn fold_steps(
+    progress: &Progress,
+    outputs: &mut [crate::decide::Output],
+    hop: Uuid,
+) {
+    let steps = progress.held_steps();
+    if steps.is_empty() {
+        return;
+    }
+    let carrier = outputs.iter_mut().find_map(|output| match output {
+        crate::decide::Output::Event(event)
+            if event.envelope == Some(hop) && event.kind != EventType::Started =>
+        {
+            Some(event)
+        }
+        _ => None,
+    });
+    match carrier {
+        Some(event) => event.steps = steps,
+        None => send_steps(progress, steps).await,
+    }
+}
+
+/// Sends `steps`, held for a next event that will not carry them, each as
+/// its own `tool_called` event, best effort.
+pub(crate) async fn send_steps(progress: &Progress, steps: Vec<baton_proto::FoldedStep>) {
+    for step in &steps {
+        let call = ToolCall {
+            tool: &step.tool,
+            call: &step.call,
+            outcome: &step.outcome,
+            took: std::time::Duration::from_millis(step.duration_ms),
+        };
+        progress.tool_called(call).await;
     }
 }

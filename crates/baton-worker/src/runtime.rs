@@ -119,6 +119,10 @@ impl Runtime {
             agent: config.agent.to_string(),
             instance: config.instance.clone(),
             version: config.version.as_ref().map(ToString::to_string),
+            // Steps fold where `accepted` does, into stored compact events.
+            fold_steps: (config.events == crate::config::EventLevel::Full && config.compact_events)
+                .then_some(config.accepted_after)
+                .filter(|within| !within.is_zero()),
         });
         Self {
             reply_to: config.work_subject(),

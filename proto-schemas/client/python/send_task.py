@@ -173,9 +173,10 @@ def unfold(event: dict) -> list[dict]:
     """The events a stored event stands for: folded `accepted` and `started` first.
 
     A worker at `--events full` stores a short hop's `accepted` event inside the
-    hop's next event, under `accepted`, and a replayable session's `started` event
+    hop's next event, under `accepted`, a replayable session's `started` event
     under `started` (its context is the carrying event's, with only the first
-    `messages` messages); restore them, in that order, just before that event.
+    `messages` messages), and the `tool_called` events of a program's steps early
+    in the hop under `steps`; restore them, in that order, just before that event.
     """
     events = []
     for kind in ("accepted", "started"):
@@ -202,6 +203,16 @@ def unfold(event: dict) -> list[dict]:
                 context = dict(event["context"])
                 context["messages"] = context.get("messages", [])[: folded.get("messages", 0)]
                 restored["context"] = context
+        events.append(restored)
+    for step in event.pop("steps", None) or []:
+        # A program's step early in its hop: its `tool_called` event.
+        restored = {"v": 1, "id": step["id"], "session": event["session"], "at": step["at"]}
+        restored["type"] = "tool_called"
+        for key in ("agent", "instance", "version", "envelope"):
+            if key in event:
+                restored[key] = event[key]
+        restored["detail"] = f"{step['tool']} {step['outcome']} in {step['duration_ms']} ms"
+        restored["output"] = {k: step[k] for k in ("tool", "call", "outcome", "duration_ms")}
         events.append(restored)
     if event.get("v") == 2 and not event.get("refs") and "path_from" not in event:
         event["v"] = 1

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use baton_proto::{AgentName, Envelope, EventType};
+use baton_proto::{AgentName, Envelope, EventType, Wire as _};
 
 use super::{Coder, output};
 use crate::util::kinds;
@@ -105,5 +105,82 @@ async fn a_program_that_exits_at_start_is_reported_with_its_stderr_and_not_resta
     let starts = log.matches("persistent exec program started").count();
     assert_eq!(starts, 4, "{log}");
     assert!(log.contains("ended soon after it started"), "{log}");
+    Ok(())
+}
+
+/// The session's events as stored, one per message, not restored: each
+/// message's type and how many steps' events it carries.
+async fn stored_as_is(t: &Coder, session: uuid::Uuid) -> anyhow::Result<Vec<(String, usize)>> {
+    let js = async_nats::jetstream::new(t.system.nats.clone());
+    let stream = js.get_stream("BATON_EVENTS").await?;
+    let mut stored = Vec::new();
+    for seq in 1..=stream.get_info().await?.state.last_sequence {
+        let Ok(message) = stream.get_raw_message(seq).await else {
+            continue;
+        };
+        if message.subject.as_str() == format!("baton.events.{session}") {
+            let event = baton_proto::Event::from_msgpack(&message.payload)?;
+            stored.push((event.kind.to_string(), event.steps.len()));
+        }
+    }
+    Ok(stored)
+}
+
+/// The steps' events `events` show, as `step:NAME outcome`.
+fn steps_shown(events: &[baton_proto::Event]) -> Vec<String> {
+    (events.iter())
+        .filter(|e| e.kind == EventType::ToolCalled)
+        .filter_map(|e| e.detail.as_deref())
+        .map(|detail| {
+            detail
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_hops_steps_ride_in_its_next_event_and_a_long_hops_are_stored_each()
+-> anyhow::Result<()> {
+    for (within, folded) in [("60000", true), ("0", false)] {
+        let mut t = Coder::start("steps", &[], "").await?;
+        let spec = t.spec.clone();
+        let flags = ["--no-registry", "--accepted-after-ms", within];
+        t.system.spec_worker("w1", &spec, &flags).await?;
+        let task = t.send("order ABC-123").await?;
+        let (events, _) = t.completed(&task).await?;
+        // A reader sees both steps, in order, before the outcome either way.
+        assert_eq!(steps_shown(&events), ["step:prepare ok", "step:charge ok"]);
+        let at = |kind: EventType| events.iter().position(|e| e.kind == kind);
+        assert!(
+            at(EventType::ToolCalled) < at(EventType::Completed),
+            "{:?}",
+            kinds(&events)
+        );
+        let stored = stored_as_is(&t, task.session).await?;
+        let own = stored
+            .iter()
+            .filter(|(kind, _)| kind == "tool_called")
+            .count();
+        let carried: usize = stored.iter().map(|(_, steps)| steps).sum();
+        if folded {
+            // One stored message fewer a step: both ride in `completed`.
+            assert_eq!((own, carried), (0, 2), "{stored:?}");
+            assert!(stored.contains(&("completed".to_owned(), 2)), "{stored:?}");
+            // The Python client of proto-schemas/ restores them too.
+            let run = (t.system).python_client(&["--to", "coder", "--direct", "order XYZ-9"])?;
+            let said = String::from_utf8_lossy(&run.stdout);
+            let shown: Vec<&str> = (said.lines())
+                .filter(|line| line.contains("tool_called"))
+                .collect();
+            assert_eq!(shown.len(), 2, "{said}");
+            assert!(shown[0].contains("step:prepare ok in"), "{said}");
+            assert!(shown[1].contains("step:charge ok in"), "{said}");
+        } else {
+            assert_eq!((own, carried), (2, 0), "{stored:?}");
+        }
+    }
     Ok(())
 }

@@ -371,7 +371,7 @@ impl Hop {
             outcome,
             took: started.elapsed(),
         };
-        self.task.progress.tool_called(call).await;
+        self.task.progress.step_ran(call).await;
     }
 
     /// Where a replay takes the result of what was `asked` from: the

@@ -150,6 +150,13 @@ pub struct Event {
     /// the folded `accepted` event and before this one ([`Event::unfold`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<crate::FoldedStart>,
+    /// Extension (optional): the `tool_called` events of the steps a
+    /// program ran early in the hop (`ctx.step`), folded into this one
+    /// instead of stored each on its own. A reader restores them, in
+    /// order, after the folded `accepted` and `started` events and before
+    /// this one ([`Event::unfold`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<crate::FoldedStep>,
     /// Extension (optional): on a session's terminal event, the context it
     /// ended with (conversation, variables, trace, state), so a reader can
     /// show what led to the outcome after the envelope is gone.
@@ -219,6 +226,7 @@ impl Event {
             refs: Vec::new(),
             accepted: None,
             started: None,
+            steps: Vec::new(),
             context: None,
             conversation: None,
             versions: std::collections::BTreeMap::new(),

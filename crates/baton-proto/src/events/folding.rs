@@ -12,6 +12,66 @@ use uuid::Uuid;
 
 use crate::{Event, EventType, Map, Start, uuid_text};
 
+/// A step's `tool_called` event folded into the next event of its hop:
+/// what that event does not already say. The restored event is of type
+/// `tool_called` and takes `session`, `agent`, `instance`, `version` and
+/// `envelope` from the event that carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FoldedStep {
+    /// Id of the `tool_called` event.
+    #[serde(with = "uuid_text")]
+    #[schemars(with = "String", extend("format" = "uuid"))]
+    pub id: Uuid,
+    /// When the step ended, unix ms.
+    pub at: u64,
+    /// The step, as `step:NAME`.
+    pub tool: String,
+    /// The step's idempotency key.
+    pub call: String,
+    /// `ok` or `error`.
+    pub outcome: String,
+    /// How long it ran, in ms.
+    pub duration_ms: u64,
+    /// Fields this version does not know.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: Map,
+}
+
+impl FoldedStep {
+    /// The `tool_called` event this stands for, of `carrier`'s hop.
+    fn restored(&self, carrier: &Event) -> Event {
+        let mut event = carrier.kin(self.id, EventType::ToolCalled);
+        event.at = self.at;
+        event.detail = Some(self.detail());
+        event.output = Some(crate::Value::Map(vec![
+            (
+                crate::Value::from("tool"),
+                crate::Value::from(self.tool.as_str()),
+            ),
+            (
+                crate::Value::from("call"),
+                crate::Value::from(self.call.as_str()),
+            ),
+            (
+                crate::Value::from("outcome"),
+                crate::Value::from(self.outcome.as_str()),
+            ),
+            (
+                crate::Value::from("duration_ms"),
+                crate::Value::from(self.duration_ms),
+            ),
+        ]));
+        event
+    }
+
+    /// The event's `detail`: `step:NAME ok in 3 ms`.
+    #[must_use]
+    pub fn detail(&self) -> String {
+        format!("{} {} in {} ms", self.tool, self.outcome, self.duration_ms)
+    }
+}
+
 /// A `started` event folded into the next event of its hop: what that
 /// event does not already say. The restored event takes `session`,
 /// `agent`, `instance`, `version` and `envelope` from the event that
@@ -77,10 +137,11 @@ impl Event {
 
     /// The events this stored event stands for, in the order they were
     /// written: the `accepted` event folded into it, then the `started`
-    /// event folded into it, restored, then the event itself without them.
+    /// event, then the steps' `tool_called` events, restored, then the
+    /// event itself without them.
     #[must_use]
     pub fn unfold(mut self) -> Vec<Event> {
-        let mut events = Vec::with_capacity(3);
+        let mut events = Vec::with_capacity(3 + self.steps.len());
         if let Some(folded) = self.accepted.take() {
             let mut accepted = self.kin(folded.id, EventType::Accepted);
             accepted.at = folded.at;
@@ -98,6 +159,9 @@ impl Event {
                 Box::new(context)
             });
             events.push(started);
+        }
+        for step in std::mem::take(&mut self.steps) {
+            events.push(step.restored(&self));
         }
         self.version_once_whole();
         events.push(self);
