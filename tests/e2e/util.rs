@@ -375,12 +375,14 @@ impl System {
     }
 
     /// Publishes `task` straight to agent type `agent` and returns the
-    /// session's events up to the terminal one.
+    /// session's events up to the terminal one. The wait only detects a
+    /// session that never ends: it is long, so that a heavy session (a
+    /// 2 MB tool result, say) on a loaded machine is not taken for one.
     pub async fn run(&self, agent: &str, task: &Envelope) -> anyhow::Result<Vec<Event>> {
         self.client
             .submit_to(&baton_proto::AgentName::new(agent)?, task)
             .await?;
-        self.session_events(task.session, Duration::from_secs(30))
+        self.session_events(task.session, Duration::from_secs(90))
             .await
     }
 

@@ -14,7 +14,7 @@ use baton_proto::{Event, EventType};
 use baton_testkit::{FakeLlm, Scripted};
 use serde_json::Value as Json;
 
-use super::{Coder, output};
+use super::{Coder, output, shown};
 use crate::util::{agents, kinds, wants};
 
 /// A stand-in model that answers every request `"<tag> <n>"`, n from 1.
@@ -111,21 +111,6 @@ async fn events_of(t: &Coder, session: &Json) -> anyhow::Result<Vec<Event>> {
     t.system
         .session_events(session, Duration::from_secs(60))
         .await
-}
-
-/// The tool calls `events` show (steps as `step:NAME`), with their outcome.
-fn shown(events: &[Event]) -> Vec<String> {
-    (events.iter())
-        .filter(|e| e.kind == EventType::ToolCalled)
-        .filter_map(|e| e.detail.as_deref())
-        .map(|detail| {
-            detail
-                .split_whitespace()
-                .take(2)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
 }
 
 /// The versions of `agent` that `events` name, each once, in order.

@@ -219,3 +219,18 @@ pub(crate) fn output(event: &Event) -> Json {
         .and_then(|output| serde_json::to_value(output).ok())
         .unwrap_or(Json::Null)
 }
+
+/// The tool calls `events` show (steps as `step:NAME`), with their outcome.
+pub(crate) fn shown(events: &[Event]) -> Vec<String> {
+    (events.iter())
+        .filter(|e| e.kind == baton_proto::EventType::ToolCalled)
+        .filter_map(|e| e.detail.as_deref())
+        .map(|detail| {
+            detail
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, EventType, Wire as _};
 
-use super::{Coder, output};
+use super::{Coder, output, shown};
 use crate::util::kinds;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -126,21 +126,6 @@ async fn stored_as_is(t: &Coder, session: uuid::Uuid) -> anyhow::Result<Vec<(Str
     Ok(stored)
 }
 
-/// The steps' events `events` show, as `step:NAME outcome`.
-fn steps_shown(events: &[baton_proto::Event]) -> Vec<String> {
-    (events.iter())
-        .filter(|e| e.kind == EventType::ToolCalled)
-        .filter_map(|e| e.detail.as_deref())
-        .map(|detail| {
-            detail
-                .split_whitespace()
-                .take(2)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_short_hops_steps_ride_in_its_next_event_and_a_long_hops_are_stored_each()
 -> anyhow::Result<()> {
@@ -152,7 +137,7 @@ async fn a_short_hops_steps_ride_in_its_next_event_and_a_long_hops_are_stored_ea
         let task = t.send("order ABC-123").await?;
         let (events, _) = t.completed(&task).await?;
         // A reader sees both steps, in order, before the outcome either way.
-        assert_eq!(steps_shown(&events), ["step:prepare ok", "step:charge ok"]);
+        assert_eq!(shown(&events), ["step:prepare ok", "step:charge ok"]);
         let at = |kind: EventType| events.iter().position(|e| e.kind == kind);
         assert!(
             at(EventType::ToolCalled) < at(EventType::Completed),
