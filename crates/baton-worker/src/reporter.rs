@@ -1,7 +1,9 @@
 //! Where a running hop's reports go: a `tool_called` event for each tool
 //! call, stored at the `full` event level and live at `lean`, and `delta`
 //! events, live only, for a session that asked for them; best effort (a
-//! report that cannot be sent is logged, and the hop goes on).
+//! report that cannot be sent is logged, and the hop goes on). A program's
+//! steps early in a short hop are held, and ride in the hop's next event
+//! ([`fold_steps`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -92,7 +94,13 @@ impl Report for Hop {
         let young =
             (self.reporter.fold_steps).is_some_and(|within| self.started.elapsed() < within);
         if !young {
-            return Box::pin(self.report_tool(call));
+            // The steps held so far go first, so they are stored in order.
+            return Box::pin(async move {
+                for held in self.held_steps() {
+                    self.report_tool(as_call(&held)).await;
+                }
+                self.report_tool(call).await;
+            });
         }
         let step = baton_proto::FoldedStep {
             id: tool_called_id(self.envelope, call.call),
@@ -204,12 +212,16 @@ pub(crate) async fn fold_steps(
 /// its own `tool_called` event, best effort.
 pub(crate) async fn send_steps(progress: &Progress, steps: Vec<baton_proto::FoldedStep>) {
     for step in &steps {
-        let call = ToolCall {
-            tool: &step.tool,
-            call: &step.call,
-            outcome: &step.outcome,
-            took: std::time::Duration::from_millis(step.duration_ms),
-        };
-        progress.tool_called(call).await;
+        progress.tool_called(as_call(step)).await;
+    }
+}
+
+/// A held step as the tool call it reports.
+fn as_call(step: &baton_proto::FoldedStep) -> ToolCall<'_> {
+    ToolCall {
+        tool: &step.tool,
+        call: &step.call,
+        outcome: &step.outcome,
+        took: std::time::Duration::from_millis(step.duration_ms),
     }
 }

@@ -169,3 +169,33 @@ async fn a_short_hops_steps_ride_in_its_next_event_and_a_long_hops_are_stored_ea
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_held_early_is_stored_before_a_later_one_of_a_hop_that_grew_long()
+-> anyhow::Result<()> {
+    let mut t = Coder::start("steps", &[], "").await?;
+    let pause = t.pausing()?;
+    std::fs::remove_file(&pause)?;
+    let spec = t.spec.clone();
+    let flags = ["--no-registry", "--accepted-after-ms", "2000"];
+    t.system.spec_worker("w1", &spec, &flags).await?;
+    // The program is started, so the next hop's first step is quick.
+    let warm = t.send("warm up").await?;
+    t.completed(&warm).await?;
+    std::fs::write(&pause, "")?;
+    let task = t.send("order ABC-123").await?;
+    t.reached("charge:reached", 1).await?;
+    // `prepare` ended early and is held; `charge` ends after the hop's
+    // first 2 s, so it is stored at once, and `prepare` before it.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    std::fs::remove_file(&pause)?;
+    let (events, _) = t.completed(&task).await?;
+    assert_eq!(shown(&events), ["step:prepare ok", "step:charge ok"]);
+    let stored = stored_as_is(&t, task.session).await?;
+    let own = stored
+        .iter()
+        .filter(|(kind, _)| kind == "tool_called")
+        .count();
+    assert_eq!(own, 2, "{stored:?}");
+    Ok(())
+}
