@@ -87,20 +87,20 @@ impl Report for Hop {
         &'a self,
         call: ToolCall<'a>,
     ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
-        Box::pin(self.report_tool(call))
+        // The steps held so far go first, so they are stored in order.
+        Box::pin(async move {
+            for held in self.held_steps() {
+                self.report_tool(as_call(&held)).await;
+            }
+            self.report_tool(call).await;
+        })
     }
 
     fn step_ran<'a>(&'a self, call: ToolCall<'a>) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
         let young =
             (self.reporter.fold_steps).is_some_and(|within| self.started.elapsed() < within);
         if !young {
-            // The steps held so far go first, so they are stored in order.
-            return Box::pin(async move {
-                for held in self.held_steps() {
-                    self.report_tool(as_call(&held)).await;
-                }
-                self.report_tool(call).await;
-            });
+            return self.tool_called(call);
         }
         let step = baton_proto::FoldedStep {
             id: tool_called_id(self.envelope, call.call),

@@ -397,6 +397,25 @@ async fn a_python_agent_holds_a_conversation_then_hands_it_back_to_the_entry() -
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_short_hops_steps_and_tool_calls_are_shown_in_the_order_they_ran() -> anyhow::Result<()> {
+    let llm = model("said")?;
+    let logs = tempfile::tempdir()?;
+    let log = logs.path().join("refunds.jsonl");
+    let env = [("REFUND", "1"), ("FLAVOUR", "one")];
+    let mut t = Coder::start("history", &env, &tables(&llm, &log)).await?;
+    let spec = t.spec.clone();
+    let flags = ["--no-registry", "--accepted-after-ms", "60000"];
+    t.system.spec_worker("w1", &spec, &flags).await?;
+    // Steps are held for the hop's next event; the refund between them is
+    // stored at once, so the step before it is stored first.
+    let task = t.send("Please refund order ABC-123.").await?;
+    let (events, _) = t.completed(&task).await?;
+    let calls = ["step:prepare ok", "refund_order ok", "step:flavour-one ok"];
+    assert_eq!(shown(&events), calls);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_console_shows_a_python_agents_steps_among_its_tool_calls() -> anyhow::Result<()> {
     let llm = model("said")?;
     let logs = tempfile::tempdir()?;
