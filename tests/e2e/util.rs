@@ -612,6 +612,16 @@ pub async fn spec_workers_with(
     Ok((system, dir))
 }
 
+/// A stand-in model that answers every request `"<tag> <n>"`, n counting
+/// from 1, so a test tells each answer apart.
+pub fn counting_model(tag: &'static str) -> anyhow::Result<baton_testkit::FakeLlm> {
+    let asked = std::sync::atomic::AtomicUsize::new(0);
+    Ok(baton_testkit::FakeLlm::responding(move |_| {
+        let n = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        baton_testkit::Scripted::text(&format!("{tag} {n}"))
+    })?)
+}
+
 /// An `[llm]` table for the stand-in model `llm`, with `more` lines in it.
 pub fn llm_table(llm: &baton_testkit::FakeLlm, more: &str) -> String {
     format!(

@@ -11,20 +11,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use baton_proto::{Event, EventType};
-use baton_testkit::{FakeLlm, Scripted};
+use baton_testkit::FakeLlm;
 use serde_json::Value as Json;
 
 use super::{Coder, output, shown};
-use crate::util::{agents, kinds, wants};
-
-/// A stand-in model that answers every request `"<tag> <n>"`, n from 1.
-fn model(tag: &'static str) -> anyhow::Result<FakeLlm> {
-    let asked = std::sync::atomic::AtomicUsize::new(0);
-    Ok(FakeLlm::responding(move |_| {
-        let n = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        Scripted::text(&format!("{tag} {n}"))
-    })?)
-}
+use crate::util::{agents, counting_model, kinds, wants};
 
 /// The `[llm]` table of the stand-in `llm`, and the stdio order server,
 /// its refunds logged to `log`.
@@ -131,7 +122,7 @@ fn counted<const N: usize>(t: &Coder, effects: [&str; N]) -> [usize; N] {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_from_the_second_hop_reuses_the_first_hops_step_model_and_tool()
 -> anyhow::Result<()> {
-    let llm = model("said")?;
+    let llm = counting_model("said")?;
     let logs = tempfile::tempdir()?;
     let log = logs.path().join("refunds.jsonl");
     let front = [("REFUND", "1"), ("NEXT", "closer")];
@@ -196,7 +187,7 @@ async fn a_replay_from_the_second_hop_reuses_the_first_hops_step_model_and_tool(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_gives_each_of_two_same_calls_in_a_hop_its_own_result() -> anyhow::Result<()> {
-    let llm = model("said")?;
+    let llm = counting_model("said")?;
     let logs = tempfile::tempdir()?;
     let log = logs.path().join("refunds.jsonl");
     let env = [("REFUND", "1"), ("TWICE", "1")];
@@ -241,7 +232,7 @@ async fn two_versions(mode: &str, env: &[(&str, &str)], extra: &str) -> anyhow::
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_as_version_two_runs_its_program_on_the_recorded_calls_and_diff_shows_it()
 -> anyhow::Result<()> {
-    let llm = model("said")?;
+    let llm = counting_model("said")?;
     let logs = tempfile::tempdir()?;
     let log = logs.path().join("refunds.jsonl");
     let t = two_versions("history", &[("REFUND", "1")], &tables(&llm, &log)).await?;
@@ -398,7 +389,7 @@ async fn a_python_agent_holds_a_conversation_then_hands_it_back_to_the_entry() -
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_short_hops_steps_and_tool_calls_are_shown_in_the_order_they_ran() -> anyhow::Result<()> {
-    let llm = model("said")?;
+    let llm = counting_model("said")?;
     let logs = tempfile::tempdir()?;
     let log = logs.path().join("refunds.jsonl");
     let env = [("REFUND", "1"), ("FLAVOUR", "one")];
@@ -417,7 +408,7 @@ async fn a_short_hops_steps_and_tool_calls_are_shown_in_the_order_they_ran() -> 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_shows_a_python_agents_steps_among_its_tool_calls() -> anyhow::Result<()> {
-    let llm = model("said")?;
+    let llm = counting_model("said")?;
     let logs = tempfile::tempdir()?;
     let log = logs.path().join("refunds.jsonl");
     let env = [("REFUND", "1"), ("FLAVOUR", "one")];

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use baton_testkit::{FakeLlm, Scripted};
+use baton_testkit::FakeLlm;
 use serde_json::Value;
 
 use super::versions::answered_by;
-use crate::util::{System, llm_table, session_in, wants};
+use crate::util::{System, counting_model, llm_table, session_in, wants};
 
 /// An LLM spec of `helper` at `version`, on the stand-in `llm`.
 fn helper(version: &str, llm: &FakeLlm) -> String {
@@ -17,15 +17,6 @@ fn helper(version: &str, llm: &FakeLlm) -> String {
     // Each version has its own prompt, as a new version would.
     let table = table.replace("Be brief.", &format!("Be brief (version {version})."));
     format!("name = \"helper\"\nkind = \"llm\"\nversion = \"{version}\"\n{table}")
-}
-
-/// A stand-in that answers every request `"<tag> <n>"`, n counting from 1.
-fn model(tag: &'static str) -> anyhow::Result<FakeLlm> {
-    let asked = std::sync::atomic::AtomicUsize::new(0);
-    Ok(FakeLlm::responding(move |_| {
-        let n = asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        Scripted::text(&format!("{tag} {n}"))
-    })?)
 }
 
 /// The user messages of a recorded request.
@@ -50,7 +41,7 @@ fn replay_in(stdout: &str) -> anyhow::Result<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_new_version_is_tried_on_recorded_sessions_and_conversations_before_its_rollout()
 -> anyhow::Result<()> {
-    let (one, two) = (model("one")?, model("two")?);
+    let (one, two) = (counting_model("one")?, counting_model("two")?);
     let dir = tempfile::tempdir()?;
     let mut system = System::start().await?;
     system.registry("registry").await?;
@@ -184,7 +175,7 @@ async fn a_new_version_is_tried_on_recorded_sessions_and_conversations_before_it
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_or_replay_onto_a_version_no_worker_runs_is_refused_naming_the_fix()
 -> anyhow::Result<()> {
-    let one = model("one")?;
+    let one = counting_model("one")?;
     let dir = tempfile::tempdir()?;
     let mut system = System::start().await?;
     system.router(&[]).await?;
