@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_proto::EventType;
 
-use super::Coder;
+use super::{Coder, llm_table};
 use crate::util::kinds;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -172,10 +172,7 @@ async fn parallel_children_from_python_are_joined_once_and_a_question_after_them
     // A model call before the delegation: the continuation, which runs
     // the handler again, gets its answer from the journal.
     let llm = baton_testkit::FakeLlm::start(vec![baton_testkit::Scripted::text("two parts")])?;
-    let extra = format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
-        llm.url()
-    );
+    let extra = llm_table(&llm, "");
     let mut t = Coder::start("delegate", &[("ASK_MODEL", "1")], &extra).await?;
     let helper = t.dir.path().join("helper.toml");
     std::fs::write(
@@ -254,10 +251,7 @@ async fn killed_mid_model_call(worker: bool) -> anyhow::Result<()> {
         Scripted::text("first answer, never heard").after(Duration::from_secs(3)),
         Scripted::text("Booked."),
     ])?;
-    let extra = format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
-        llm.url()
-    );
+    let extra = llm_table(&llm, "");
     let mut t = Coder::start("model", &[], &extra).await?;
     t.worker("w1").await?;
     let task = t.send("book it").await?;

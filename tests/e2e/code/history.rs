@@ -14,18 +14,17 @@ use baton_proto::{Event, EventType};
 use baton_testkit::FakeLlm;
 use serde_json::Value as Json;
 
-use super::{Coder, output, shown};
+use super::{Coder, llm_table, output, shown};
 use crate::util::{agents, counting_model, kinds, wants};
 
 /// The `[llm]` table of the stand-in `llm`, and the stdio order server,
 /// its refunds logged to `log`.
 fn tables(llm: &FakeLlm, log: &Path) -> String {
     let server = crate::reliability::tools::orders_server();
-    format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n\n[[mcp]]\ncommand = [\"env\", \"ORDERS_LOG={}\", \"python3\", {server:?}]\n",
-        llm.url(),
-        log.to_string_lossy()
-    )
+    let log = log.to_string_lossy();
+    let mcp =
+        format!("\n[[mcp]]\ncommand = [\"env\", \"ORDERS_LOG={log}\", \"python3\", {server:?}]\n");
+    llm_table(llm, &mcp)
 }
 
 fn refunds(log: &Path) -> usize {

@@ -234,3 +234,12 @@ pub(crate) fn shown(events: &[Event]) -> Vec<String> {
         })
         .collect()
 }
+
+/// The `[llm]` table of an exec spec for the stand-in model `llm` (an exec
+/// agent's needs only `base_url` and `model`), then `more` lines.
+pub(crate) fn llm_table(llm: &baton_testkit::FakeLlm, more: &str) -> String {
+    format!(
+        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n{more}",
+        llm.url()
+    )
+}

@@ -4,7 +4,7 @@
 use baton_proto::EventType;
 use baton_testkit::{FakeLlm, Scripted};
 
-use super::{Coder, output};
+use super::{Coder, llm_table, output};
 use crate::util::kinds;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -45,10 +45,7 @@ async fn a_python_agents_model_calls_stop_at_the_hop_budget() -> anyhow::Result<
         Scripted::text("A long first answer.").with_usage("stand-in", 40, 30),
         Scripted::text("never asked"),
     ])?;
-    let extra = format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\nmax_tokens = 20\nhop_budget_tokens = 90\n",
-        llm.url()
-    );
+    let extra = llm_table(&llm, "max_tokens = 20\nhop_budget_tokens = 90\n");
     let mut t = Coder::start("spend", &[], &extra).await?;
     t.worker("w1").await?;
     let task = t.send("Spend it.").await?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use baton_proto::EventType;
 use baton_testkit::{FakeLlm, Scripted};
 
-use super::{Coder, output};
+use super::{Coder, llm_table, output};
 use crate::util::kinds;
 
 /// The model's three answers: look the order up, refund it, say so.
@@ -24,10 +24,8 @@ fn script() -> Vec<Scripted> {
 /// `[[mcp]]` table.
 async fn refunder(llm: &FakeLlm, mcp: &str) -> anyhow::Result<(Coder, std::path::PathBuf)> {
     let server = crate::reliability::tools::orders_server();
-    let extra = format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n\n[[mcp]]\ncommand = [\"python3\", {server:?}]\n{mcp}\n",
-        llm.url()
-    );
+    let mcp = format!("\n[[mcp]]\ncommand = [\"python3\", {server:?}]\n{mcp}\n");
+    let extra = llm_table(llm, &mcp);
     let t = Coder::start("tools", &[], &extra).await?;
     let log = t.dir.path().join("refunds.jsonl");
     Ok((t, log))
@@ -251,10 +249,7 @@ async fn a_python_agents_model_answer_streams_to_the_caller_as_it_is_written() -
             .with_usage("stand-in", 30, 6)
             .chunks_every(Duration::from_millis(20)),
     ])?;
-    let extra = format!(
-        "\n[llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
-        llm.url()
-    );
+    let extra = llm_table(&llm, "");
     let mut t = Coder::start("tools", &[], &extra).await?;
     t.worker("w1").await?;
     let stdout = t.baton(&["send", "--to", "coder", "--direct", "--wait", "a question"])?;

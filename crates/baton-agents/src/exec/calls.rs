@@ -227,7 +227,7 @@ impl Hop {
             .await?;
         // The same call made twice in a hop is indexed once each.
         let asked = digest(&format!("{called}\0{}", placed.nth));
-        let source = self.replayed(&asked).await?;
+        let source = self.replayed(|| asked.clone()).await?;
         let said = self.said();
         let made = (self.machinery)
             .program_tool(
@@ -238,7 +238,7 @@ impl Hop {
             )
             .await?;
         if matches!(made, Made::Done(_)) {
-            self.indexed(&asked, placed.step).await?;
+            self.indexed(|| asked, placed.step).await?;
         }
         Ok(self.made(
             made,
@@ -278,11 +278,7 @@ impl Hop {
             }
             Recorded::Nothing => {
                 let asked = || digest(&format!("step\0{name}\0{}", placed.nth));
-                let replayed = match self.task.envelope.replay {
-                    Some(_) => self.replayed(&asked()).await?,
-                    None => None,
-                };
-                if let Some(source) = replayed {
+                if let Some(source) = self.replayed(asked).await? {
                     if let Some((text, _)) = journal.result_at(&source, 0).await? {
                         journal
                             .record_result(self.journal_id, placed.step, 0, &text, false)
@@ -353,10 +349,8 @@ impl Hop {
         journal
             .record_result(self.journal_id, step, 0, &text, false)
             .await?;
-        if self.task.envelope.replayable {
-            self.indexed(&digest(&format!("step\0{name}\0{nth}")), step)
-                .await?;
-        }
+        self.indexed(|| digest(&format!("step\0{name}\0{nth}")), step)
+            .await?;
         self.shown(&label, &key, "ok", started).await;
         Ok(Answer::Result(json!({})))
     }
@@ -374,26 +368,27 @@ impl Hop {
         self.task.progress.step_ran(call).await;
     }
 
-    /// Where a replay takes the result of what was `asked` from: the
-    /// replayed session's `<envelope>.<step>`, when it recorded one in time.
-    async fn replayed(&self, asked: &str) -> Result<Option<String>, AgentError> {
+    /// Where a replay takes the result of what was `asked` (a digest, made
+    /// only for a replay) from: the replayed session's `<envelope>.<step>`,
+    /// when it recorded one in time.
+    async fn replayed(&self, asked: impl FnOnce() -> String) -> Result<Option<String>, AgentError> {
         let Some(replay) = &self.task.envelope.replay else {
             return Ok(None);
         };
-        let asked = crate::journal::placed(&self.task, asked);
+        let asked = crate::journal::placed(&self.task, &asked());
         self.journal()
             .asked_at(replay.of, &asked, replay.before)
             .await
     }
 
-    /// Indexes the result at `step` under what was `asked`, for replays of
-    /// a replayable session.
-    async fn indexed(&self, asked: &str, step: u32) -> Result<(), AgentError> {
+    /// Indexes the result at `step` under what was `asked` (a digest, made
+    /// only for a replayable session), for replays of the session.
+    async fn indexed(&self, asked: impl FnOnce() -> String, step: u32) -> Result<(), AgentError> {
         if !self.task.envelope.replayable {
             return Ok(());
         }
         let session = self.task.envelope.session;
-        let asked = crate::journal::placed(&self.task, asked);
+        let asked = crate::journal::placed(&self.task, &asked());
         (self.journal())
             .index(session, &asked, self.journal_id, step)
             .await
