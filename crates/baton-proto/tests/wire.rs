@@ -402,6 +402,7 @@ fn exec_call_vectors() -> Vec<(&'static str, serde_json::Value)> {
         serde_json::to_value(ExecCall {
             call: id.to_owned(),
             task: "3".to_owned(),
+            wait: true,
             op,
         })
         .unwrap()
@@ -459,6 +460,21 @@ fn exec_call_vectors() -> Vec<(&'static str, serde_json::Value)> {
                     error: None,
                 },
             ),
+        ),
+        (
+            "exec_call_step_done_unawaited",
+            serde_json::to_value(ExecCall {
+                call: "c9".to_owned(),
+                task: "3".to_owned(),
+                wait: false,
+                op: ExecOp::StepDone {
+                    name: "charge".to_owned(),
+                    key: Some("10000000-0000-4000-8000-000000000001/1001/0".to_owned()),
+                    value: Some(json!({"receipt": "r-1"})),
+                    error: None,
+                },
+            })
+            .unwrap(),
         ),
         (
             "exec_call_ask",

@@ -241,9 +241,13 @@ class Context:
         call: Caller,
         log: logging.LoggerAdapter[logging.Logger],
         offload: Offload | None = None,
+        tell: Caller | None = None,
     ) -> None:
         self._task = task
         self._call = call
+        # A call not waited for, where the worker takes one (a step's value:
+        # the worker keeps it before anything the handler does next).
+        self._tell = tell or call
         self._log = log
         self._offload: Offload = offload or asyncio.to_thread
 
@@ -386,7 +390,7 @@ class Context:
             raise
         except Exception as error:
             try:
-                await self._call("step_done", {"name": name, "key": key, "error": str(error) or type(error).__name__})
+                await self._tell("step_done", {"name": name, "key": key, "error": str(error) or type(error).__name__})
             except CallError as told:
                 self._log.warning("could not tell the worker that step %r failed: %s", name, told)
             raise
@@ -398,7 +402,7 @@ class Context:
             problem = _json_problem(value) or f"a {type(value).__name__} that is not JSON"
             message = f"step {name!r} returned {problem}"
             try:
-                await self._call("step_done", {"name": name, "key": key, "error": message})
+                await self._tell("step_done", {"name": name, "key": key, "error": message})
             except CallError as told:
                 self._log.warning("could not tell the worker that step %r failed: %s", name, told)
             raise StepError(message) from None
@@ -406,7 +410,7 @@ class Context:
         # (a str, int, bool or None is already).
         if type(value) not in _SAME_AS_JSON:
             value = json.loads(text)
-        await self._call("step_done", {"name": name, "key": key, "value": value})
+        await self._tell("step_done", {"name": name, "key": key, "value": value})
         return value
 
     async def ask(self, question: str) -> str:

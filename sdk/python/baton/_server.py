@@ -93,11 +93,12 @@ class _TaskLog(_Adapter):
 class _Run:
     """One request in flight."""
 
-    __slots__ = ("id", "calls_supported", "task", "ended", "calls")
+    __slots__ = ("id", "calls_supported", "no_wait", "task", "ended", "calls")
 
-    def __init__(self, request_id: str, calls_supported: bool) -> None:
+    def __init__(self, request_id: str, calls_supported: bool, no_wait: bool) -> None:
         self.id = request_id
         self.calls_supported = calls_supported
+        self.no_wait = no_wait
         self.task: asyncio.Task[None] | None = None
         self.ended = False
         self.calls: set[str] = set()
@@ -122,7 +123,8 @@ class Server:
         self._log = log
         self._ids = itertools.count(1)
         self._running: dict[str, _Run] = {}
-        self._calls: dict[str, tuple[asyncio.Future[Any], _Run]] = {}
+        # A call's future, or None for a call not waited for.
+        self._calls: dict[str, tuple[asyncio.Future[Any] | None, _Run]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._broken = False
@@ -147,7 +149,7 @@ class Server:
         """The worker closed our stdin: calls in flight and to come fail."""
         self._closing = True
         for call_id, (future, _run) in list(self._calls.items()):
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(CallError("failed", CLOSED))
             del self._calls[call_id]
 
@@ -168,7 +170,8 @@ class Server:
             return
         if self._threads is None:
             self._threads = Threads(asyncio.get_running_loop(), self._thread_limit)
-        run = _Run(request_id, request.get("calls") is True)
+        calls = request.get("calls") is True
+        run = _Run(request_id, calls, calls and request.get("no_wait") is True)
         self._running[request_id] = run
         task = asyncio.get_running_loop().create_task(self._serve(run, request))
         run.task = task
@@ -179,7 +182,13 @@ class Server:
         log = _TaskLog(self._log, {"task": run.id})
         try:
             task = Task(request)
-            ctx = Context(task, lambda op, fields: self._call(run, op, fields), log, self._threads.run if self._threads else None)
+            ctx = Context(
+                task,
+                lambda op, fields: self._call(run, op, fields),
+                log,
+                self._threads.run if self._threads else None,
+                lambda op, fields: self._call(run, op, fields, wait=False),
+            )
             reply = reply_of(await self._handler(task, ctx))
         except asyncio.CancelledError as error:
             current = asyncio.current_task()
@@ -223,7 +232,10 @@ class Server:
                 self._broken = True
             return False
 
-    async def _call(self, run: _Run, op: str, fields: dict[str, Any]) -> Any:
+    async def _call(self, run: _Run, op: str, fields: dict[str, Any], wait: bool = True) -> Any:
+        """Sends one call and returns its result; with ``wait=False`` (where
+        the worker takes it), returns ``None`` once sent: the worker answers
+        only an error (logged) or an end (the handler is cancelled)."""
         if run.ended:
             raise asyncio.CancelledError()
         if not run.calls_supported:
@@ -231,10 +243,19 @@ class Server:
         if self._closing:
             raise CallError("failed", CLOSED)
         call_id = f"c{next(self._ids)}"
+        wait = wait or not run.no_wait
         try:
-            line = encode({"call": call_id, "task": run.id, "op": op, **fields})
+            head: dict[str, Any] = {"call": call_id, "task": run.id} if wait else {"call": call_id, "task": run.id, "wait": False}
+            line = encode({**head, "op": op, **fields})
         except (TypeError, ValueError) as error:
             raise TypeError(f"ctx call {op!r}: its fields are not JSON: {error}") from error
+        if not wait:
+            # Kept until the run ends: an error or an end may still come.
+            self._calls[call_id] = (None, run)
+            run.calls.add(call_id)
+            if not self._send(line):
+                raise CallError("failed", "cannot write to the worker")
+            return None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._calls[call_id] = (future, run)
         run.calls.add(call_id)
@@ -258,6 +279,11 @@ class Server:
         error = message.get("error")
         if end is not None:
             self._end(run, str(end), message.get("message"))
+        elif future is None:
+            if error is None:
+                return  # a result it was not waited for
+            why = error.get("message", error) if isinstance(error, dict) else error
+            self._log.warning("task %s: a call not waited for (%s) failed: %s", run.id, call_id, why)
         elif future.done():
             return
         elif error is not None:
@@ -284,6 +310,6 @@ class Server:
     def _forget_calls(self, run: _Run) -> None:
         for call_id in list(run.calls):
             pending = self._calls.pop(call_id, None)
-            if pending is not None and not pending[0].done():
+            if pending is not None and pending[0] is not None and not pending[0].done():
                 pending[0].cancel()
         run.calls.clear()

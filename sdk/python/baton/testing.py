@@ -218,6 +218,7 @@ class FakeWorker:
         }
         if self._supports_calls:
             request["calls"] = True
+            request["no_wait"] = True
         if messages is not None:
             request["messages"] = [dict(m) for m in messages]
         self.reply = None
@@ -249,6 +250,8 @@ class FakeWorker:
             answer["error"] = {"kind": "failed", "message": f"{type(error).__name__}: {error}"}
         if "end" in answer:
             self.ended = answer["end"]
+        if call.get("wait") is False and "result" in answer:
+            return  # a call not waited for is answered only with an error or an end
         server.dispatch(json.loads(json.dumps(answer)))
 
     async def _outcome(self, call: dict[str, Any]) -> dict[str, Any]:

@@ -40,9 +40,13 @@ Handler = Callable[[baton.Task, baton.Context], Awaitable[Any]]
 
 
 async def _drive(
-    handler: Handler, request_id: str, answer: Callable[[dict[str, Any]], dict[str, Any] | None]
+    handler: Handler,
+    request_id: str,
+    answer: Callable[[dict[str, Any]], dict[str, Any] | None],
+    no_wait: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Runs `handler` on one request; `answer(call)` gives each call's result line."""
+    """Runs `handler` on one request (from a worker that takes calls not
+    waited for, when `no_wait`); `answer(call)` gives each call's result line."""
     calls: list[dict[str, Any]] = []
     replies: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
@@ -53,6 +57,8 @@ async def _drive(
         if "call" in message:
             calls.append(message)
             result = answer(message)
+            if message.get("wait") is False and result is not None and "result" in result:
+                result = None  # the worker answers a call not waited for only with an error or an end
             if result is not None:
                 loop.call_soon(server.dispatch, {"call": message["call"], **result})
         else:
@@ -61,7 +67,10 @@ async def _drive(
 
     server = Server(handler, write, logging.getLogger("baton.vectors"))
     envelope = {"v": 1, "id": "e", "session": "s", "kind": "task", "context": {"initial_query": "hi"}}
-    server.dispatch({"id": request_id, "envelope": envelope, "attempt": 1, "calls": True})
+    request = {"id": request_id, "envelope": envelope, "attempt": 1, "calls": True}
+    if no_wait:
+        request["no_wait"] = True
+    server.dispatch(request)
     await asyncio.wait_for(server.drain(), 10)
     assert len(replies) <= 1
     return calls, replies[0] if replies else None
@@ -135,7 +144,8 @@ def _normalised(call: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name,vector", CALLS, ids=[n for n, _ in CALLS])
 def test_the_package_writes_each_call_vector(name: str, vector: dict[str, Any]) -> None:
     assert isinstance(vector.get("call"), str) and isinstance(vector.get("task"), str), name
-    calls, reply = asyncio.run(_drive(_handler_for(vector), vector["task"], _answer_for(vector["op"])))
+    no_wait = vector.get("wait") is False
+    calls, reply = asyncio.run(_drive(_handler_for(vector), vector["task"], _answer_for(vector["op"]), no_wait))
     assert reply == {"action": "terminate", "output": "done", "say": "done"}
     made = [c for c in calls if c["op"] == vector["op"]]
     assert made, f"{name}: the package made no {vector['op']!r} call"
@@ -254,3 +264,57 @@ def test_the_package_reads_each_call_result_vector(name: str, vector: dict[str, 
 
 def test_vectors_directory_exists() -> None:
     assert Path(VECTORS).is_dir()
+
+
+def _two_steps(after: list[str]) -> Handler:
+    async def handle(task: baton.Task, ctx: baton.Context) -> Any:
+        await ctx.step("first", lambda: 1)
+        after.append("first")
+        await ctx.step("second", lambda: 2)
+        after.append("second")
+        return "done"
+
+    return handle
+
+
+def _steps_answered(done: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    def answer(call: dict[str, Any]) -> dict[str, Any] | None:
+        if call["op"] == "step":
+            return {"result": {"run": True, "key": f"k-{call['name']}"}}
+        return done(call)
+
+    return answer
+
+
+def test_a_step_value_is_not_waited_for_only_where_the_worker_takes_it() -> None:
+    after: list[str] = []
+    calls, reply = asyncio.run(_drive(_two_steps(after), "t1", _steps_answered(lambda _: {"result": {}})))
+    done = [c for c in calls if c["op"] == "step_done"]
+    assert [("wait" in c) for c in done] == [False, False], "an older worker gets every call waited for"
+    assert reply is not None and after == ["first", "second"]
+
+    # A worker that says no_wait: the values go out with wait false, and
+    # the handler goes on without a result line.
+    after.clear()
+    calls, reply = asyncio.run(_drive(_two_steps(after), "t2", _steps_answered(lambda _: None), no_wait=True))
+    done = [c for c in calls if c["op"] == "step_done"]
+    assert [c.get("wait") for c in done] == [False, False]
+    assert [c["value"] for c in done] == [1, 2]
+    assert reply == {"action": "terminate", "output": "done", "say": "done"}
+    assert after == ["first", "second"]
+
+
+def test_an_end_for_a_step_value_not_waited_for_stops_the_handler(caplog: pytest.LogCaptureFixture) -> None:
+    after: list[str] = []
+    ended = _steps_answered(lambda c: {"end": "failed", "message": "the journal is gone"} if c["name"] == "first" else None)
+    calls, reply = asyncio.run(_drive(_two_steps(after), "t3", ended, no_wait=True))
+    assert reply is None, "an end cancels the handler, which sends no answer"
+    assert "second" not in after
+
+    # An error is logged; the handler went on already.
+    after.clear()
+    failed = _steps_answered(lambda c: {"error": {"kind": "refused", "message": "not running"}} if c["name"] == "first" else None)
+    with caplog.at_level(logging.WARNING, logger="baton.vectors"):
+        calls, reply = asyncio.run(_drive(_two_steps(after), "t4", failed, no_wait=True))
+    assert reply == {"action": "terminate", "output": "done", "say": "done"}
+    assert any("not waited for" in r.getMessage() and "not running" in r.getMessage() for r in caplog.records)

@@ -21,11 +21,13 @@ use tokio::process::Child;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::Program;
-use super::calls::{self, Hop};
+use super::calls::Hop;
 
 mod lines;
+mod serving;
 
-use lines::{Writer, route_call, write_result};
+use lines::{Writer, route_call};
+use serving::{Served, Serving, serve};
 
 /// The answer, or why the line that named its id is not one.
 type Answer = Result<ExecReply, serde_json::Error>;
@@ -161,6 +163,7 @@ impl Persistent {
             messages: hop
                 .is_some()
                 .then(|| crate::llm::chat_messages(&task.envelope.context.messages)),
+            no_wait: hop.is_some(),
         };
         let mut line = serde_json::to_vec(&request)
             .map_err(|err| AgentError::fatal(format!("cannot write the request: {err}")))?;
@@ -292,62 +295,6 @@ impl Persistent {
     }
 }
 
-/// One task in flight: its answer to come, its calls, what makes them,
-/// and where their results go.
-struct Serving<'a> {
-    answer: &'a mut oneshot::Receiver<Answer>,
-    calls: &'a mut mpsc::UnboundedReceiver<ExecCall>,
-    hop: Option<&'a Arc<Hop>>,
-    stdin: &'a Writer,
-}
-
-/// How a task in flight ended.
-enum Served {
-    Finished(Finished),
-    /// The line that answered it is not an answer.
-    Malformed(serde_json::Error),
-    /// The program ended first.
-    Gone,
-}
-
-/// Makes the task's calls (many at once) until its answer comes or a call
-/// ends its hop.
-async fn serve(serving: Serving<'_>) -> Result<Served, AgentError> {
-    let Serving {
-        answer,
-        calls,
-        hop,
-        stdin,
-    } = serving;
-    let mut making = tokio::task::JoinSet::new();
-    loop {
-        tokio::select! {
-            answered = &mut *answer => return Ok(match answered {
-                Ok(Ok(reply)) => Served::Finished(Finished::Replied(Box::new(reply))),
-                Ok(Err(why)) => Served::Malformed(why),
-                Err(_) => Served::Gone,
-            }),
-            Some(call) = calls.recv() => match hop {
-                Some(hop) => {
-                    let hop = Arc::clone(hop);
-                    making.spawn(async move { (call.call, Box::pin(hop.answer(call.op)).await) });
-                }
-                None => {
-                    let refused = calls::Answer::Error("refused", "this worker answers no calls".to_owned());
-                    write_result(stdin, call.call, &refused);
-                }
-            },
-            Some(made) = making.join_next(), if !making.is_empty() => {
-                let (call, made) = made.map_err(|err| AgentError::fatal(format!("a call failed: {err}")))?;
-                write_result(stdin, call, &made);
-                if let calls::Answer::End(ended) = made {
-                    return ended.map(|outcome| Served::Finished(Finished::Ended(Box::new(outcome))));
-                }
-            }
-        }
-    }
-}
-
 /// Hands each answer line to the task waiting for its id. When stdout
 /// closes, the program is gone: every task still waiting is failed (its
 /// sender dropped), and the next task starts the program again.
@@ -366,10 +313,12 @@ async fn read_answers(
         match lines.next_line().await {
             Ok(Some(line)) if line.trim().is_empty() => {}
             Ok(Some(line)) => {
-                let (id, answer) = parse(&line);
-                if answer.is_err() && route_call(&line, &waiting, &stdin) {
+                // Most lines are calls while tasks take steps: read as one
+                // first, rather than as an answer that fails.
+                if line.contains("\"call\"") && route_call(&line, &waiting, &stdin) {
                     continue;
                 }
+                let (id, answer) = parse(&line);
                 let sender = id.as_ref().and_then(|id| {
                     waiting
                         .lock()

@@ -21,7 +21,8 @@ else:
 "#;
 
 /// The same agent written with the package: it answers at once, or
-/// (`STEPS=3`) after three journaled steps.
+/// (`STEPS=3`) after three journaled steps, each a plain function (run in
+/// a thread) or, with `ASYNC_STEPS=1`, an `async def` (awaited).
 const PACKAGE_AGENT: &str = r#"import os
 import baton
 
@@ -31,10 +32,15 @@ STEPS = int(os.environ.get("STEPS", "0"))
 def noted(n):
     return n
 
+async def noted_async(n):
+    return n
+
+STEP = noted_async if os.environ.get("ASYNC_STEPS") == "1" else noted
+
 @agent.task
 async def handle(task, ctx):
     for n in range(STEPS):
-        await ctx.step(f"step-{n}", noted, n)
+        await ctx.step(f"step-{n}", STEP, n)
     return baton.complete(task.text)
 
 agent.run()
@@ -54,6 +60,13 @@ fn agents(
     let path = package.map_or_else(String::new, |p| {
         format!("\n[exec.env]\nPYTHONPATH = {:?}\n", p.to_string_lossy())
     });
+    let env = |more: &str| {
+        if path.is_empty() {
+            format!("\n[exec.env]\n{more}")
+        } else {
+            format!("{path}{more}")
+        }
+    };
     vec![
         ("per_task", "echo.py", "per_task", String::new()),
         ("persistent", "echo.py", "persistent", String::new()),
@@ -62,11 +75,13 @@ fn agents(
             "package, 3 steps",
             "package.py",
             "persistent",
-            if path.is_empty() {
-                "\n[exec.env]\nSTEPS = \"3\"\n".to_owned()
-            } else {
-                format!("{path}STEPS = \"3\"\n")
-            },
+            env("STEPS = \"3\"\n"),
+        ),
+        (
+            "package, 3 async steps",
+            "package.py",
+            "persistent",
+            env("STEPS = \"3\"\nASYNC_STEPS = \"1\"\n"),
         ),
     ]
 }
@@ -119,11 +134,15 @@ pub(super) async fn run(bench: &ScaleOut<'_>, tasks: u64, rounds: u64) -> anyhow
     println!("persistent / per_task {:>10.2}", ratio(1, 0));
     println!("package / persistent  {:>10.2}", ratio(2, 1));
     println!("3 steps / persistent  {:>10.2}", ratio(3, 1));
+    println!("3 async steps / persistent {:>5.2}", ratio(4, 1));
     // What a step adds to a task, in the worker's and the program's time.
-    let per_call = median(
-        (rates[3].iter().zip(&rates[2]))
-            .map(|(steps, none)| (1.0 / steps - 1.0 / none) / 3.0 * 1e6),
-    );
-    println!("µs per ctx call       {per_call:>10.0}");
+    let per_call = |steps: usize| {
+        median(
+            (rates[steps].iter().zip(&rates[2]))
+                .map(|(steps, none)| (1.0 / steps - 1.0 / none) / 3.0 * 1e6),
+        )
+    };
+    println!("µs per ctx call       {:>10.0}", per_call(3));
+    println!("µs per async ctx call {:>10.0}", per_call(4));
     Ok(())
 }

@@ -193,6 +193,10 @@ pub struct ExecRequest {
     /// messages, as an LLM agent's model reads it (without a system prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<serde_json::Value>>,
+    /// Extension, with `calls`: this worker takes calls the program does
+    /// not wait for ([`ExecCall::wait`] `false`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_wait: bool,
 }
 
 /// A call from a persistent exec program to its worker, while a task is in
@@ -207,9 +211,27 @@ pub struct ExecCall {
     pub call: String,
     /// The id of the request (the task) the call belongs to.
     pub task: String,
+    /// Extension, for a worker whose request says `no_wait`: `false` when
+    /// the program does not wait for the result (a step's value). The
+    /// worker then writes a result line only for an `error` or an `end`,
+    /// makes the task's later calls after this one, and takes the task's
+    /// answer only once this call is made.
+    #[serde(default = "waits", skip_serializing_if = "waited")]
+    pub wait: bool,
     /// What is asked, with its fields.
     #[serde(flatten)]
     pub op: ExecOp,
+}
+
+/// A call is waited for unless it says otherwise.
+fn waits() -> bool {
+    true
+}
+
+/// Whether a call's `wait` is the default, which is not written.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
+fn waited(wait: &bool) -> bool {
+    *wait
 }
 
 /// What a call asks of the worker.
