@@ -194,7 +194,17 @@ class Child:
 ChildLike = Union[Child, Mapping[str, Any]]
 
 
-_VALUE = json.JSONEncoder(allow_nan=False)
+_VALUE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class Encoded:
+    """A call field's value already written as JSON (a step's value, which
+    is encoded once to check it): the call's line takes the text as is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def _json_problem(value: Any) -> str | None:
@@ -410,7 +420,7 @@ class Context:
         # (a str, int, bool or None is already).
         if type(value) not in _SAME_AS_JSON:
             value = json.loads(text)
-        await self._tell("step_done", {"name": name, "key": key, "value": value})
+        await self._tell("step_done", {"name": name, "key": key, "value": Encoded(text)})
         return value
 
     async def ask(self, question: str) -> str:

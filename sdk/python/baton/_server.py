@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from ._context import Context
+from ._context import Context, Encoded
 from ._errors import CallError, Fatal
 from ._outcomes import Outcome
 from ._task import Task
@@ -246,7 +246,12 @@ class Server:
         wait = wait or not run.no_wait
         try:
             head: dict[str, Any] = {"call": call_id, "task": run.id} if wait else {"call": call_id, "task": run.id, "wait": False}
-            line = encode({**head, "op": op, **fields})
+            value = fields.get("value")
+            if type(value) is Encoded:
+                rest = {k: v for k, v in fields.items() if k != "value"}
+                line = encode({**head, "op": op, **rest})[:-1] + ',"value":' + value.text + "}"
+            else:
+                line = encode({**head, "op": op, **fields})
         except (TypeError, ValueError) as error:
             raise TypeError(f"ctx call {op!r}: its fields are not JSON: {error}") from error
         if not wait:

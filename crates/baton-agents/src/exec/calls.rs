@@ -172,12 +172,15 @@ impl Hop {
             ExecOp::Tools => Ok(Answer::Result(
                 json!({"tools": self.machinery.program_tools()}),
             )),
+            // The model's, a tool's, a question's and a delegation's futures
+            // are large: boxed, so that a step's call does not carry (and
+            // copy) their size.
             ExecOp::Model {
                 messages,
                 tools,
                 params,
-            } => self.model(messages, tools, &params).await,
-            ExecOp::Tool { name, arguments } => self.tool(&name, &arguments).await,
+            } => Box::pin(self.model(messages, tools, &params)).await,
+            ExecOp::Tool { name, arguments } => Box::pin(self.tool(&name, &arguments)).await,
             ExecOp::Step { name, idempotent } => self.step(&name, idempotent).await,
             ExecOp::StepDone {
                 name,
@@ -185,9 +188,9 @@ impl Hop {
                 value,
                 error,
             } => self.step_done(&name, key.as_deref(), (value, error)).await,
-            ExecOp::Ask { question } => self.ask(question).await,
-            ExecOp::Delegate { children, mode } => self.delegate(children, mode).await,
-            ExecOp::Say { text } => self.say(text).await,
+            ExecOp::Ask { question } => Box::pin(self.ask(question)).await,
+            ExecOp::Delegate { children, mode } => Box::pin(self.delegate(children, mode)).await,
+            ExecOp::Say { text } => Box::pin(self.say(text)).await,
         };
         made.unwrap_or_else(|err| Answer::End(Box::new(Err(err))))
     }
@@ -268,9 +271,13 @@ impl Hop {
                     )))));
                 }
                 let said = self.said();
-                let waiting = (self.machinery)
-                    .program_step_in_doubt(&self.task, placed.step, (name, revision, at), &said)
-                    .await;
+                let waiting = Box::pin((self.machinery).program_step_in_doubt(
+                    &self.task,
+                    placed.step,
+                    (name, revision, at),
+                    &said,
+                ))
+                .await;
                 return Ok(Answer::End(Box::new(waiting)));
             }
             Recorded::Started { .. } => {
@@ -420,4 +427,19 @@ fn value_json(text: &str) -> Json {
 
 fn value_of(text: &str) -> Answer {
     Answer::Result(json!({"recorded": true, "value": value_json(text)}))
+}
+
+#[cfg(test)]
+mod size_probe {
+    fn size<'a, F, Fut>(_: F) -> usize
+    where
+        F: Fn(&'a super::Hop, baton_proto::ExecOp) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    #[test]
+    fn probe() {
+        eprintln!("answer future: {} bytes", size(super::Hop::answer));
+    }
 }
