@@ -197,6 +197,11 @@ ChildLike = Union[Child, Mapping[str, Any]]
 _VALUE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+def _plain(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with each :class:`Encoded` value read back as JSON."""
+    return {k: json.loads(v.text) if type(v) is Encoded else v for k, v in fields.items()}
+
+
 class Encoded:
     """A call field's value already written as JSON (a step's value, which
     is encoded once to check it): the call's line takes the text as is."""
@@ -256,8 +261,9 @@ class Context:
         self._task = task
         self._call = call
         # A call not waited for, where the worker takes one (a step's value:
-        # the worker keeps it before anything the handler does next).
-        self._tell = tell or call
+        # the worker keeps it before anything the handler does next). A
+        # caller that is not the package's own gets plain JSON values.
+        self._tell: Caller = tell or (lambda op, fields: call(op, _plain(fields)))
         self._log = log
         self._offload: Offload = offload or asyncio.to_thread
 

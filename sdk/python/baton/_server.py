@@ -123,8 +123,7 @@ class Server:
         self._log = log
         self._ids = itertools.count(1)
         self._running: dict[str, _Run] = {}
-        # A call's future, or None for a call not waited for.
-        self._calls: dict[str, tuple[asyncio.Future[Any] | None, _Run]] = {}
+        self._calls: dict[str, tuple[asyncio.Future[Any], _Run]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._broken = False
@@ -149,7 +148,7 @@ class Server:
         """The worker closed our stdin: calls in flight and to come fail."""
         self._closing = True
         for call_id, (future, _run) in list(self._calls.items()):
-            if future is not None and not future.done():
+            if not future.done():
                 future.set_exception(CallError("failed", CLOSED))
             del self._calls[call_id]
 
@@ -242,8 +241,10 @@ class Server:
             raise CallError("unsupported", UNSUPPORTED)
         if self._closing:
             raise CallError("failed", CLOSED)
-        call_id = f"c{next(self._ids)}"
         wait = wait or not run.no_wait
+        # A call not waited for is not kept: its id names its run, for the
+        # error or the end that may come back.
+        call_id = f"c{next(self._ids)}" if wait else f"u{next(self._ids)}.{run.id}"
         try:
             head: dict[str, Any] = {"call": call_id, "task": run.id} if wait else {"call": call_id, "task": run.id, "wait": False}
             value = fields.get("value")
@@ -255,9 +256,6 @@ class Server:
         except (TypeError, ValueError) as error:
             raise TypeError(f"ctx call {op!r}: its fields are not JSON: {error}") from error
         if not wait:
-            # Kept until the run ends: an error or an end may still come.
-            self._calls[call_id] = (None, run)
-            run.calls.add(call_id)
             if not self._send(line):
                 raise CallError("failed", "cannot write to the worker")
             return None
@@ -276,7 +274,7 @@ class Server:
         call_id = message.get("call")
         pending = self._calls.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is None:
-            self._log.debug("skipped a result for call %r, which is not in flight", call_id)
+            self._unawaited_result(call_id, message)
             return
         future, run = pending
         run.calls.discard(call_id)
@@ -284,11 +282,6 @@ class Server:
         error = message.get("error")
         if end is not None:
             self._end(run, str(end), message.get("message"))
-        elif future is None:
-            if error is None:
-                return  # a result it was not waited for
-            why = error.get("message", error) if isinstance(error, dict) else error
-            self._log.warning("task %s: a call not waited for (%s) failed: %s", run.id, call_id, why)
         elif future.done():
             return
         elif error is not None:
@@ -298,6 +291,23 @@ class Server:
             )
         else:
             future.set_result(message.get("result"))
+
+    def _unawaited_result(self, call_id: Any, message: dict[str, Any]) -> None:
+        """A line for a call not waited for (``u<n>.<run id>``): an end stops
+        its run's handler, an error is logged, a result is not needed."""
+        run = None
+        if isinstance(call_id, str) and call_id.startswith("u") and "." in call_id:
+            run = self._running.get(call_id.split(".", 1)[1])
+        if run is None:
+            self._log.debug("skipped a result for call %r, which is not in flight", call_id)
+            return
+        end = message.get("end")
+        error = message.get("error")
+        if end is not None:
+            self._end(run, str(end), message.get("message"))
+        elif error is not None:
+            why = error.get("message", error) if isinstance(error, dict) else error
+            self._log.warning("task %s: a call not waited for (%s) failed: %s", run.id, call_id, why)
 
     def _end(self, run: _Run, end: str, why: Any) -> None:
         """The hop ends: the handler is cancelled and sends no answer."""
@@ -315,6 +325,6 @@ class Server:
     def _forget_calls(self, run: _Run) -> None:
         for call_id in list(run.calls):
             pending = self._calls.pop(call_id, None)
-            if pending is not None and pending[0] is not None and not pending[0].done():
+            if pending is not None and not pending[0].done():
                 pending[0].cancel()
         run.calls.clear()

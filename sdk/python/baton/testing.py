@@ -240,6 +240,8 @@ class FakeWorker:
         server = Server(handler, write, logging.getLogger("baton.testing"))
         server.dispatch(json.loads(json.dumps(request)))
         await server.drain()
+        # Calls not waited for may still be being answered.
+        await asyncio.gather(*pending)
         return self.reply
 
     async def _answer(self, server: Server, call: dict[str, Any]) -> None:

@@ -44,6 +44,7 @@ async def _drive(
     request_id: str,
     answer: Callable[[dict[str, Any]], dict[str, Any] | None],
     no_wait: bool = False,
+    servers: list[Server] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Runs `handler` on one request (from a worker that takes calls not
     waited for, when `no_wait`); `answer(call)` gives each call's result line."""
@@ -66,6 +67,8 @@ async def _drive(
             replies.append(message["reply"])
 
     server = Server(handler, write, logging.getLogger("baton.vectors"))
+    if servers is not None:
+        servers.append(server)
     envelope = {"v": 1, "id": "e", "session": "s", "kind": "task", "context": {"initial_query": "hi"}}
     request = {"id": request_id, "envelope": envelope, "attempt": 1, "calls": True}
     if no_wait:
@@ -296,7 +299,9 @@ def test_a_step_value_is_not_waited_for_only_where_the_worker_takes_it() -> None
     # A worker that says no_wait: the values go out with wait false, and
     # the handler goes on without a result line.
     after.clear()
-    calls, reply = asyncio.run(_drive(_two_steps(after), "t2", _steps_answered(lambda _: None), no_wait=True))
+    servers: list[Server] = []
+    calls, reply = asyncio.run(_drive(_two_steps(after), "t2", _steps_answered(lambda _: None), True, servers))
+    assert servers[0]._calls == {}, "a call not waited for is not kept"
     done = [c for c in calls if c["op"] == "step_done"]
     assert [c.get("wait") for c in done] == [False, False]
     assert [c["value"] for c in done] == [1, 2]
@@ -318,3 +323,35 @@ def test_an_end_for_a_step_value_not_waited_for_stops_the_handler(caplog: pytest
         calls, reply = asyncio.run(_drive(_two_steps(after), "t4", failed, no_wait=True))
     assert reply == {"action": "terminate", "output": "done", "say": "done"}
     assert any("not waited for" in r.getMessage() and "not running" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("no_wait", [True, False])
+def test_a_step_value_is_spliced_into_its_line_as_json_gives_it(no_wait: bool) -> None:
+    value = {"name": "Zoë", "items": (1, None, {"a": "ü"}), "n": 2.5}
+    got: list[Any] = []
+
+    async def handle(task: baton.Task, ctx: baton.Context) -> Any:
+        got.append(await ctx.step("s", lambda: value))
+        got.append(await ctx.step("t", lambda: None))
+        return "done"
+
+    answered = _steps_answered(lambda _: None if no_wait else {"result": {}})
+    calls, reply = asyncio.run(_drive(handle, "t5", answered, no_wait))
+    done = [c for c in calls if c["op"] == "step_done"]
+    expected = {"name": "Zoë", "items": [1, None, {"a": "ü"}], "n": 2.5}
+    assert [c["value"] for c in done] == [expected, None]
+    assert got == [expected, None], "the handler gets the value as JSON gives it"
+    assert reply == {"action": "terminate", "output": "done", "say": "done"}
+
+
+def test_a_context_with_a_caller_of_its_own_gets_plain_values() -> None:
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def caller(op: str, fields: dict[str, Any]) -> Any:
+        sent.append((op, fields))
+        return {"run": True, "key": "k"} if op == "step" else {}
+
+    task = baton.Task({"id": "1", "envelope": {"id": "e", "session": "s", "context": {}}, "attempt": 1})
+    ctx = baton.Context(task, caller, logging.LoggerAdapter(logging.getLogger("baton.vectors"), {}))
+    assert asyncio.run(ctx.step("s", lambda: {"a": [1]})) == {"a": [1]}
+    assert sent[-1] == ("step_done", {"name": "s", "key": "k", "value": {"a": [1]}})

@@ -428,18 +428,3 @@ fn value_json(text: &str) -> Json {
 fn value_of(text: &str) -> Answer {
     Answer::Result(json!({"recorded": true, "value": value_json(text)}))
 }
-
-#[cfg(test)]
-mod size_probe {
-    fn size<'a, F, Fut>(_: F) -> usize
-    where
-        F: Fn(&'a super::Hop, baton_proto::ExecOp) -> Fut,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
-    #[test]
-    fn probe() {
-        eprintln!("answer future: {} bytes", size(super::Hop::answer));
-    }
-}

@@ -211,8 +211,8 @@ pub struct ExecCall {
     pub call: String,
     /// The id of the request (the task) the call belongs to.
     pub task: String,
-    /// Extension, for a worker whose request says `no_wait`: `false` when
-    /// the program does not wait for the result (a step's value). The
+    /// Extension, for a worker whose request says `no_wait`: `false` on a
+    /// `step_done` when the program does not wait for its result. The
     /// worker then writes a result line only for an `error` or an `end`,
     /// makes the task's later calls after this one, and takes the task's
     /// answer only once this call is made.
