@@ -174,18 +174,7 @@ impl Coder {
     /// The session's events until its end, which must be `completed`, and
     /// that end.
     pub(crate) async fn completed(&self, task: &Envelope) -> anyhow::Result<(Vec<Event>, Event)> {
-        let events = self.end(task).await?;
-        let end = events
-            .last()
-            .cloned()
-            .context("the session ended with no event")?;
-        anyhow::ensure!(
-            end.kind == baton_proto::EventType::Completed,
-            "{:?} {:?}",
-            crate::util::kinds(&events),
-            end.detail
-        );
-        Ok((events, end))
+        completed(self.end(task).await?)
     }
 
     /// `baton ARGS`: its stdout.
@@ -218,6 +207,36 @@ pub(crate) fn output(event: &Event) -> Json {
     (event.output.as_ref())
         .and_then(|output| serde_json::to_value(output).ok())
         .unwrap_or(Json::Null)
+}
+
+/// Runs `task` on `agent` to its end, which must be `completed`: the
+/// session's events and that end.
+pub(crate) async fn run_completed(
+    system: &System,
+    agent: &str,
+    task: &Envelope,
+) -> anyhow::Result<(Vec<Event>, Event)> {
+    completed(system.run(agent, task).await?)
+}
+
+/// A session's `events`, whose end must be `completed`, and that end.
+fn completed(events: Vec<Event>) -> anyhow::Result<(Vec<Event>, Event)> {
+    let end = (events.last().cloned()).context("the session ended with no event")?;
+    anyhow::ensure!(
+        end.kind == baton_proto::EventType::Completed,
+        "{:?} {:?}",
+        crate::util::kinds(&events),
+        end.detail
+    );
+    Ok((events, end))
+}
+
+/// What the conversation `end` carries says, message by message.
+pub(crate) fn said(end: &Event) -> Vec<String> {
+    (end.context.iter())
+        .flat_map(|context| context.messages.iter())
+        .map(|message| message.content.clone())
+        .collect()
 }
 
 /// The tool calls `events` show (steps as `step:NAME`), with their outcome.

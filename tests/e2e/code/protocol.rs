@@ -1,9 +1,9 @@
 //! The calls protocol without the package: the Node example
 //! (`examples/persistent/calls.mjs`) journals a step and says a message.
 
-use baton_proto::{Envelope, EventType};
+use baton_proto::Envelope;
 
-use super::output;
+use super::{output, run_completed, said};
 use crate::util::{System, example, kinds};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -20,21 +20,10 @@ async fn a_node_program_journals_its_step_through_the_protocol() -> anyhow::Resu
     std::fs::write(&path, spec)?;
     system.spec_worker("w1", &path, &["--no-registry"]).await?;
     let task = Envelope::task("reserve the blue one");
-    let events = system.run("calls_node", &task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
-    assert_eq!(output(end)["order"], "O-20");
+    let (_, end) = run_completed(&system, "calls_node", &task).await?;
+    assert_eq!(output(&end)["order"], "O-20");
     assert_eq!(std::fs::read_to_string(&counts)?.lines().count(), 1);
-    let said: Vec<String> = (end.context.iter())
-        .flat_map(|context| context.messages.iter())
-        .map(|message| message.content.clone())
-        .collect();
+    let said = said(&end);
     assert!(said.iter().any(|m| m == "Reserved O-20."), "{said:?}");
     Ok(())
 }
@@ -90,15 +79,7 @@ async fn a_steps_value_sent_with_its_answer_is_journaled_first_and_other_calls_a
     let path = dir.path().join("raw.toml");
     std::fs::write(&path, spec)?;
     system.spec_worker("w1", &path, &["--no-registry"]).await?;
-    let events = system.run("raw", &Envelope::task("charge it")).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
+    let (events, _) = run_completed(&system, "raw", &Envelope::task("charge it")).await?;
     // The value was taken before the answer: the step is shown as ended.
     assert_eq!(
         super::shown(&events),
@@ -115,10 +96,7 @@ async fn a_steps_value_sent_with_its_answer_is_journaled_first_and_other_calls_a
         .collect::<Result<_, _>>()?;
     let calls: Vec<&str> = results.iter().filter_map(|r| r["call"].as_str()).collect();
     assert_eq!(calls, ["s1", "s2"], "{results:?}");
-    let said: Vec<String> = (end.context.iter())
-        .flat_map(|context| context.messages.iter())
-        .map(|message| message.content.clone())
-        .collect();
+    let said = said(events.last().expect("an end"));
     assert!(said.iter().any(|m| m == "Charging."), "{said:?}");
     Ok(())
 }

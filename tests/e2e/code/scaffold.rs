@@ -1,9 +1,9 @@
 //! `baton new agent --python NAME`: the agent it writes runs as written.
 
-use baton_proto::{Envelope, EventType};
+use baton_proto::Envelope;
 
 use super::output;
-use crate::util::{System, kinds};
+use crate::util::System;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_new_python_agent_runs_as_written_and_is_not_overwritten() -> anyhow::Result<()> {
@@ -25,17 +25,9 @@ async fn a_new_python_agent_runs_as_written_and_is_not_overwritten() -> anyhow::
 
     system.spec_worker("w1", &spec, &["--no-registry"]).await?;
     let task = Envelope::task("hello there, new agent");
-    let events = system.run("greeter", &task).await?;
-    let end = events.last().expect("an end");
-    assert_eq!(
-        end.kind,
-        EventType::Completed,
-        "{:?} {:?}",
-        kinds(&events),
-        end.detail
-    );
-    assert_eq!(output(end)["echo"], "hello there, new agent");
-    assert_eq!(output(end)["words"], 4);
+    let (_, end) = super::run_completed(&system, "greeter", &task).await?;
+    assert_eq!(output(&end)["echo"], "hello there, new agent");
+    assert_eq!(output(&end)["words"], 4);
 
     // A second run leaves the files alone and says how to overwrite them.
     let again = system
