@@ -27,6 +27,16 @@ fn tables(llm: &FakeLlm, log: &Path) -> String {
     llm_table(llm, &mcp)
 }
 
+/// The stand-in model (it answers "said"), a folder for the order
+/// server's refund log, the log, and [`tables`] for the two.
+fn stand_ins() -> anyhow::Result<(FakeLlm, tempfile::TempDir, std::path::PathBuf, String)> {
+    let llm = counting_model("said")?;
+    let logs = tempfile::tempdir()?;
+    let log = logs.path().join("refunds.jsonl");
+    let tables = tables(&llm, &log);
+    Ok((llm, logs, log, tables))
+}
+
 fn refunds(log: &Path) -> usize {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -121,11 +131,9 @@ fn counted<const N: usize>(t: &Coder, effects: [&str; N]) -> [usize; N] {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_from_the_second_hop_reuses_the_first_hops_step_model_and_tool()
 -> anyhow::Result<()> {
-    let llm = counting_model("said")?;
-    let logs = tempfile::tempdir()?;
-    let log = logs.path().join("refunds.jsonl");
+    let (llm, _logs, log, tables) = stand_ins()?;
     let front = [("REFUND", "1"), ("NEXT", "closer")];
-    let mut t = Coder::start("history", &front, &tables(&llm, &log)).await?;
+    let mut t = Coder::start("history", &front, &tables).await?;
     let closer = t.variant("closer", None, &[("REFUND", ""), ("NEXT", "")])?;
     t.worker("w1").await?;
     (t.system)
@@ -186,11 +194,9 @@ async fn a_replay_from_the_second_hop_reuses_the_first_hops_step_model_and_tool(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_gives_each_of_two_same_calls_in_a_hop_its_own_result() -> anyhow::Result<()> {
-    let llm = counting_model("said")?;
-    let logs = tempfile::tempdir()?;
-    let log = logs.path().join("refunds.jsonl");
+    let (llm, _logs, log, tables) = stand_ins()?;
     let env = [("REFUND", "1"), ("TWICE", "1")];
-    let mut t = Coder::start("history", &env, &tables(&llm, &log)).await?;
+    let mut t = Coder::start("history", &env, &tables).await?;
     t.worker("w1").await?;
     let task = t.send("Please refund order ABC-123.").await?;
     let (_, end) = t.completed(&task).await?;
@@ -231,10 +237,8 @@ async fn two_versions(mode: &str, env: &[(&str, &str)], extra: &str) -> anyhow::
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_as_version_two_runs_its_program_on_the_recorded_calls_and_diff_shows_it()
 -> anyhow::Result<()> {
-    let llm = counting_model("said")?;
-    let logs = tempfile::tempdir()?;
-    let log = logs.path().join("refunds.jsonl");
-    let t = two_versions("history", &[("REFUND", "1")], &tables(&llm, &log)).await?;
+    let (llm, _logs, log, tables) = stand_ins()?;
+    let t = two_versions("history", &[("REFUND", "1")], &tables).await?;
     let task = t.send("Please refund order ABC-123.").await?;
     let (events, end) = t.completed(&task).await?;
     assert_eq!(versions_of(&events, "coder"), ["1"]);
@@ -388,11 +392,9 @@ async fn a_python_agent_holds_a_conversation_then_hands_it_back_to_the_entry() -
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_short_hops_steps_and_tool_calls_are_shown_in_the_order_they_ran() -> anyhow::Result<()> {
-    let llm = counting_model("said")?;
-    let logs = tempfile::tempdir()?;
-    let log = logs.path().join("refunds.jsonl");
+    let (_llm, _logs, _log, tables) = stand_ins()?;
     let env = [("REFUND", "1"), ("FLAVOUR", "one")];
-    let mut t = Coder::start("history", &env, &tables(&llm, &log)).await?;
+    let mut t = Coder::start("history", &env, &tables).await?;
     let spec = t.spec.clone();
     let flags = ["--no-registry", "--accepted-after-ms", "60000"];
     t.system.spec_worker("w1", &spec, &flags).await?;
@@ -407,11 +409,9 @@ async fn a_short_hops_steps_and_tool_calls_are_shown_in_the_order_they_ran() -> 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_shows_a_python_agents_steps_among_its_tool_calls() -> anyhow::Result<()> {
-    let llm = counting_model("said")?;
-    let logs = tempfile::tempdir()?;
-    let log = logs.path().join("refunds.jsonl");
+    let (_llm, _logs, _log, tables) = stand_ins()?;
     let env = [("REFUND", "1"), ("FLAVOUR", "one")];
-    let mut t = Coder::start("history", &env, &tables(&llm, &log)).await?;
+    let mut t = Coder::start("history", &env, &tables).await?;
     t.worker("w1").await?;
     let task = t.send("Please refund order ABC-123.").await?;
     let (events, _) = t.completed(&task).await?;
