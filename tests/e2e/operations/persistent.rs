@@ -186,16 +186,21 @@ async fn the_exec_bench_runs_every_mode_and_the_package_and_reports_the_ratios()
             .lines()
             .find(|line| line.starts_with(row))
             .unwrap_or_else(|| panic!("no {row} row in:\n{stdout}"));
-        let figure: f64 = line
-            .split_whitespace()
-            .rev()
-            .nth(usize::from(!ratios.contains(row)))
-            .and_then(|f| f.parse().ok())
-            .unwrap_or_else(|| panic!("no figure in {line:?}"));
-        assert!(
-            figure.is_finite() && (figure > 0.0 || row.starts_with("µs per")),
-            "{line}"
-        );
+        // A ratio's line ends in its figure; a way's in its tasks/s,
+        // ms/task and first task's ms.
+        let figures: &[usize] = if ratios.contains(row) { &[0] } else { &[2, 0] };
+        for &nth in figures {
+            let figure: f64 = line
+                .split_whitespace()
+                .rev()
+                .nth(nth)
+                .and_then(|f| f.parse().ok())
+                .unwrap_or_else(|| panic!("no figure in {line:?}"));
+            assert!(
+                figure.is_finite() && (figure > 0.0 || row.starts_with("µs per")),
+                "{line}"
+            );
+        }
     }
     Ok(())
 }

@@ -83,6 +83,30 @@ pub(super) async fn round(
     workers: usize,
     tasks: u64,
 ) -> anyhow::Result<f64> {
+    let measured = measure(bench, (spec, agent, prefix), workers, tasks, false).await?;
+    Ok(measured.rate)
+}
+
+/// What a round measured.
+pub(super) struct Measured {
+    /// Tasks/s over the clocked tasks.
+    pub rate: f64,
+    /// How long a first task took before the clock started (a warmed
+    /// round), from its submission to its `completed` event: what starting
+    /// the agent's program costs a worker's first task.
+    pub first: Option<Duration>,
+}
+
+/// A round as [`round`], `warm`: first one task, alone and outside the
+/// clock, so the clocked tasks measure a running agent (a persistent
+/// program started lazily is started by it).
+pub(super) async fn measure(
+    bench: &ScaleOut<'_>,
+    (spec, agent, prefix): (&std::path::Path, &str, &str),
+    workers: usize,
+    tasks: u64,
+    warm: bool,
+) -> anyhow::Result<Measured> {
     let subjects = Subjects::new(prefix)?;
     let children = start_workers(bench, spec, (agent, prefix), workers, false).await?;
     let baton = Client::new(bench.client.clone(), subjects.clone());
@@ -99,6 +123,16 @@ pub(super) async fn round(
             }
         }
     });
+    let first = if warm {
+        let clock = Instant::now();
+        window.acquire().await?.forget();
+        baton.submit_to(&agent, &Envelope::task("warm-up")).await?;
+        wait_for(&done, 1, clock).await?;
+        Some(clock.elapsed())
+    } else {
+        None
+    };
+    let before = done.load(Ordering::Relaxed);
     let clock = Instant::now();
     for n in 0..tasks {
         window.acquire().await?.forget();
@@ -106,18 +140,27 @@ pub(super) async fn round(
             .submit_to(&agent, &Envelope::task(format!("question {n}")))
             .await?;
     }
-    while done.load(Ordering::Relaxed) < tasks {
-        anyhow::ensure!(
-            clock.elapsed() < Duration::from_secs(600),
-            "only {} of {tasks} tasks completed",
-            done.load(Ordering::Relaxed)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for(&done, before + tasks, clock).await?;
     let elapsed = clock.elapsed();
     counter.abort();
     drop(children);
-    Ok(tasks as f64 / elapsed.as_secs_f64())
+    Ok(Measured {
+        rate: tasks as f64 / elapsed.as_secs_f64(),
+        first,
+    })
+}
+
+/// Waits until `done` reaches `count`, for at most 10 minutes from `clock`.
+async fn wait_for(done: &AtomicU64, count: u64, clock: Instant) -> anyhow::Result<()> {
+    while done.load(Ordering::Relaxed) < count {
+        anyhow::ensure!(
+            clock.elapsed() < Duration::from_secs(600),
+            "only {} of {count} tasks completed",
+            done.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(())
 }
 
 /// Whether an event's payload is a `completed` event. Its kind is read
