@@ -222,8 +222,7 @@ impl Client {
     pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
         self.ensure_streams().await?;
         self.check_served(agent).await?;
-        let envelope = self.pinned(agent, envelope).await;
-        let subject = versions::subject_of(&self.subjects, agent, &envelope);
+        let (envelope, subject) = self.addressed(agent, envelope).await;
         self.publish(subject, &envelope).await?;
         self.watch_deadline(&envelope).await;
         Ok(())
@@ -259,21 +258,23 @@ impl Client {
             .await
     }
 
-    /// `envelope` as it goes to `agent`: pinned to the version `agent`'s
-    /// rollout chooses when `agent` is versioned and the envelope is not
-    /// pinned there yet (a copy), else as it is.
-    pub(crate) async fn pinned<'e>(
+    /// `envelope` addressed to `agent` (`versions::address`): pinned to
+    /// the version `agent`'s rollout chooses when `agent` is versioned and
+    /// the envelope is not pinned there yet (a copy), else as it is; and
+    /// the subject it goes to.
+    pub(crate) async fn addressed<'e>(
         &self,
         agent: &AgentName,
         envelope: &'e Envelope,
-    ) -> std::borrow::Cow<'e, Envelope> {
+    ) -> (std::borrow::Cow<'e, Envelope>, String) {
         let rollouts = self.rollouts().await;
         if envelope.versions.contains_key(agent.as_str()) || !rollouts.is_versioned(agent) {
-            return std::borrow::Cow::Borrowed(envelope);
+            let subject = versions::subject_of(&self.subjects, agent, envelope);
+            return (std::borrow::Cow::Borrowed(envelope), subject);
         }
         let mut copy = envelope.clone();
-        versions::pin(rollouts, agent, &mut copy);
-        std::borrow::Cow::Owned(copy)
+        let subject = versions::address(rollouts, &self.subjects, agent, &mut copy);
+        (std::borrow::Cow::Owned(copy), subject)
     }
 
     /// Whether work pinned to `version` of `agent` will be taken: a worker

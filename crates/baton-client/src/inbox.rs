@@ -10,6 +10,7 @@
 //! (`ask_user`) is also named under `q.<session>`, so a conversation finds
 //! the question its running turn waits on with a keyed read, not a listing.
 
+mod answer;
 mod error;
 mod gates;
 pub use error::{InboxError, InboxErrorKind};
@@ -19,12 +20,12 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, kv};
-use baton_proto::{
-    AgentName, Envelope, Event, EventType, Hop, Kind, Message, Reason, Role, Subjects, Value, Wire,
-    derive_id_labelled, headers,
-};
+use baton_proto::{AgentName, Envelope, Event, Reason, Subjects, Value, Wire, headers};
 
-use baton_nats::{ClaimCheck, ClaimSettings, pipeline::versions::subject_of};
+use baton_nats::nats::connection::Permissions;
+use baton_nats::nats::publish::Publisher;
+use baton_nats::state::rollouts::Rollouts;
+use baton_nats::{ClaimCheck, ClaimSettings};
 
 /// One task waiting for a person.
 #[derive(Debug, Clone)]
@@ -64,6 +65,11 @@ pub struct Inbox {
     subjects: Subjects,
     /// Large contexts are stored claim-checked, like messages.
     claims: std::sync::Arc<ClaimCheck>,
+    /// Follows the agent types' rollouts, for the first answer that sends
+    /// a session on: it goes straight to the version it is pinned to.
+    publisher: Publisher,
+    rollouts: std::sync::Arc<tokio::sync::OnceCell<Rollouts>>,
+    replicas: usize,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -87,6 +93,7 @@ impl Inbox {
     ) -> Result<Self, InboxError> {
         let claims = ClaimCheck::open(&client, &subjects, ClaimSettings::default());
         let jetstream = jetstream::new(client);
+        let publisher = Publisher::new(jetstream.clone(), Permissions::default());
         let bucket = subjects.inbox_bucket();
         let opened = baton_nats::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
         let store = opened.await.map_err(|err| {
@@ -97,7 +104,17 @@ impl Inbox {
             jetstream,
             subjects,
             claims: std::sync::Arc::new(claims),
+            publisher,
+            rollouts: std::sync::Arc::default(),
+            replicas,
         })
+    }
+
+    /// The agent types' rollouts, followed from the first answer.
+    async fn rollouts(&self) -> &Rollouts {
+        self.rollouts
+            .get_or_init(|| Rollouts::follow(&self.publisher, &self.subjects, self.replicas))
+            .await
     }
 
     /// Puts `envelope` in the inbox (again, harmlessly, on a redelivery).
@@ -283,7 +300,8 @@ impl Inbox {
                 )));
             }
         }
-        let (event, outgoing) = self.answer(&entry, text, reply, person)?;
+        let rollouts = self.rollouts().await;
+        let (event, outgoing) = self.answer(&entry, (text, reply, person), rollouts)?;
         for (subject, id, payload) in outgoing {
             let payload = self
                 .claims
@@ -350,87 +368,6 @@ impl Inbox {
         };
         let entry = self.entry(&id).await?;
         Ok(entry.filter(|entry| entry.envelope.session == session && asks(&entry.envelope)))
-    }
-
-    /// What answering `entry` publishes: the event that tells the session's
-    /// watchers, and the messages (subject, id, bytes) to send, in order.
-    fn answer(
-        &self,
-        entry: &InboxEntry,
-        text: &str,
-        reply: Reply,
-        person: &str,
-    ) -> Result<(Event, Vec<Publication>), InboxError> {
-        let envelope = &entry.envelope;
-        let agent = entry.agent().to_owned();
-        let mut next = envelope.clone();
-        next.path
-            .push(Hop::new(agent.as_str(), person, envelope.reason.clone()));
-        next.context
-            .messages
-            .push(Message::new(Role::Agent, text).with_name(agent.as_str()));
-        let mut event = Event::new(
-            derive_id_labelled(envelope.id, "reply", 0),
-            envelope.session,
-            EventType::Completed,
-        );
-        event.agent = Some(agent.clone());
-        event.instance = Some(person.to_owned());
-        event.envelope = Some(envelope.id);
-        let next_id = derive_id_labelled(envelope.id, "reply", 1);
-        let mut outgoing = Vec::new();
-        let (output, reply) = match reply {
-            Reply::Output(output) => (output, Reply::Complete),
-            reply => (Value::from(text), reply),
-        };
-        match (reply, envelope.parent.clone()) {
-            (Reply::Complete | Reply::Output(_), Some(parent)) => {
-                // A delegated child: the answer goes back to the parent as its
-                // result (the parent's worker records it with a `result` event);
-                // only the root of a session ends it.
-                let to = AgentName::new(parent.agent.as_str()).map_err(|err| {
-                    InboxError::malformed(format!("the task's parent is not an agent type: {err}"))
-                })?;
-                event.kind = EventType::Result;
-                event.to = Some(to.to_string());
-                event.output = Some(output.clone());
-                let mut next = next.resent(next_id, Kind::Result, to.as_str());
-                next.from = Some(agent);
-                next.reply_to = None;
-                next.status = Some(baton_proto::ResultStatus::Completed);
-                next.output = Some(output);
-                outgoing.push((
-                    subject_of(&self.subjects, &to, &next),
-                    next.id,
-                    encode(&next)?,
-                ));
-            }
-            (Reply::Complete | Reply::Output(_), None) => {
-                event.output = Some(output);
-                event.path = next.path;
-                event.context = Some(Box::new(next.context));
-                let subject = self.subjects.events(envelope.session);
-                outgoing.push((subject, event.id, encode(&event)?));
-            }
-            (Reply::Handoff(to), _) => {
-                let reason = Reason::HumanHandoff;
-                event.kind = EventType::Handoff;
-                event.to = Some(to.to_string());
-                event.reason = Some(reason.clone());
-                event.path.clone_from(&next.path);
-                let subject = self.subjects.events(envelope.session);
-                outgoing.push((subject, event.id, encode(&event)?));
-                let mut next = next.resent(next_id, Kind::Handoff, to.as_str());
-                next.from = Some(agent);
-                next.reason = Some(reason);
-                outgoing.push((
-                    subject_of(&self.subjects, &to, &next),
-                    next.id,
-                    encode(&next)?,
-                ));
-            }
-        }
-        Ok((event, outgoing))
     }
 
     /// Publishes one message with its id for deduplication and waits for

@@ -83,7 +83,12 @@ async fn move_one(rt: &Runtime, message: jetstream::Message) {
         };
         span.record("session", tracing::field::display(head.session));
         let mut envelope = head.skeleton();
-        versions::pin(&rt.outbox.rollouts, &config.agent, &mut envelope);
+        let subject = versions::address(
+            &rt.outbox.rollouts,
+            &config.subjects,
+            &config.agent,
+            &mut envelope,
+        );
         let Some(version) = envelope.versions.get(config.agent.as_str()).cloned() else {
             // The rollout is not known here yet: try again in a moment.
             tracing::warn!("no rollout known for a task on the type's own subject; leaving it for later");
@@ -98,7 +103,7 @@ async fn move_one(rt: &Runtime, message: jetstream::Message) {
         let outgoing = match payload {
             Ok(payload) => vec![Outgoing {
                 class: Class::Plain,
-                subject: versions::subject_of(&config.subjects, &config.agent, &envelope),
+                subject,
                 // Its own message id: the original's is in the stream's
                 // duplicate window already.
                 id: derive_id_labelled(head.id, "version", 0),

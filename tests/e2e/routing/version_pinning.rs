@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use baton_proto::{AgentName, Envelope, EventType, Rollout};
+use futures::StreamExt as _;
 
 use crate::util::{System, wants};
 
@@ -155,5 +156,50 @@ async fn a_team_member_with_two_versions_serves_each_session_on_one() -> anyhow:
         *shares.entry(expected).or_default() += 1;
     }
     assert_eq!(shares.len(), 2, "both versions had sessions: {shares:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inbox_handoff_to_a_versioned_type_goes_straight_to_its_pinned_version()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    system.human_support().await?;
+    // `helper` is versioned: its first worker makes version 1 current.
+    let helper = ["--version", "1", "--no-registry"];
+    system.relay("helper1", "helper", &helper).await?;
+    let versioned = system.baton_stdout(&["versions", "helper"])?;
+    assert!(versioned.contains('1'), "{versioned}");
+    // A task for the type's own subject would be moved on by its workers:
+    // one hop more, seen here.
+    let mut own = system.nats.subscribe("baton.agent.helper").await?;
+    let task = Envelope::task("please pass me on");
+    let human = AgentName::new("human_support")?;
+    system.client.submit_to(&human, &task).await?;
+    let waiting = system.waiting(task.session).await?;
+    let id = waiting.envelope.expect("the waiting task's id").to_string();
+    system.baton_stdout(&["inbox", "reply", &id, "over to you", "--handoff", "helper"])?;
+    let events = system
+        .session_events(task.session, Duration::from_secs(30))
+        .await?;
+    let last = events.last().expect("events");
+    assert_eq!(last.kind, EventType::Completed, "{events:?}");
+    assert_eq!(
+        last.versions.get("helper").map(String::as_str),
+        Some("1"),
+        "{last:?}"
+    );
+    let helped: Vec<_> = (events.iter())
+        .filter(|e| e.agent.as_deref() == Some("helper"))
+        .map(|e| e.version.as_deref())
+        .collect();
+    assert!(
+        !helped.is_empty() && helped.iter().all(|v| *v == Some("1")),
+        "{helped:?}"
+    );
+    let moved = tokio::time::timeout(Duration::from_millis(500), own.next()).await;
+    assert!(
+        moved.is_err(),
+        "the handoff went to the type's own subject: {moved:?}"
+    );
     Ok(())
 }

@@ -49,8 +49,7 @@ impl Client {
             agent.as_str(),
         );
         defaults.apply(&mut task);
-        let task = self.pinned(&agent, &task).await;
-        let subject = baton_nats::pipeline::versions::subject_of(&self.subjects, &agent, &task);
+        let (task, subject) = self.addressed(&agent, &task).await;
         self.publish(subject, &task).await?;
         self.watch_deadline(&task).await;
         Ok(())

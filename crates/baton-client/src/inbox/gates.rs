@@ -253,12 +253,15 @@ impl Inbox {
             tool: gate.tool.clone(),
             extra: baton_proto::Map::new(),
         });
+        // Pinned where it was parked already; addressed as every sender does.
+        let rollouts = self.rollouts().await;
+        let subject =
+            baton_nats::pipeline::versions::address(rollouts, &self.subjects, agent, &mut resumed);
         let payload = self
             .claims
             .pack(encode(&resumed)?.into())
             .await
             .map_err(|err| InboxError::store(format!("cannot send the task back: {err}")))?;
-        let subject = baton_nats::pipeline::versions::subject_of(&self.subjects, agent, &resumed);
         self.publish(subject, resumed.id, payload).await
     }
 

@@ -37,6 +37,22 @@ pub fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool
     true
 }
 
+/// Addresses `envelope` to agent type `to`: pins it to the version its
+/// rollout chooses there (as [`pin`]) and returns the subject it goes to
+/// (as [`subject_of`]). Whatever sends a session on to an agent type (the
+/// router, a worker's outbox and joins, the mover, direct sends, an inbox
+/// answer) addresses it here, so a versioned type is reached at its pinned
+/// subject in one hop.
+pub fn address(
+    rollouts: &Rollouts,
+    subjects: &Subjects,
+    to: &AgentName,
+    envelope: &mut Envelope,
+) -> String {
+    pin(rollouts, to, envelope);
+    subject_of(subjects, to, envelope)
+}
+
 /// The subject of `envelope` for agent type `to`: the version it is pinned
 /// to there, else the agent type's own subject.
 pub fn subject_of(subjects: &Subjects, to: &AgentName, envelope: &Envelope) -> String {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_nats::jetstream;
 use baton_proto::{
     AgentName, DeadLetterReason, Envelope, Event, EventType, Head, LookupRequest, Reason, Rewrite,
-    Subjects, derive_id,
+    derive_id,
 };
 use tracing::Instrument;
 
@@ -88,7 +88,9 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
         let (outgoing, settle) = match target {
             Ok(route) => {
                 let mut envelope = envelope;
-                versions::pin(rollouts, &route.agent, &mut envelope);
+                let subject =
+                    versions::address(rollouts, &config.subjects, &route.agent, &mut envelope);
+                let route = (route, subject);
                 (sent_on(config, &delivery, &head, envelope, route), Settle::Ack)
             }
             Err((reason, detail)) => {
@@ -107,7 +109,8 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
     .await;
 }
 
-/// What forwarding a task to `route` writes: the task, with the router's
+/// What forwarding a task to `route` (at the subject it was addressed to)
+/// writes: the task, with the router's
 /// default deadline and budget where it sets none, after any event about
 /// it, and its deadline timer; or its dead letter when it cannot be written.
 fn sent_on(
@@ -115,10 +118,10 @@ fn sent_on(
     delivery: &Delivery<'_>,
     head: &Head,
     mut envelope: Envelope,
-    route: Route,
+    route: (Route, String),
 ) -> Vec<Outgoing> {
     config.defaults().apply(&mut envelope);
-    let forwarded = forward(delivery, &config.subjects, (head, &envelope), route);
+    let forwarded = forward(delivery, (head, &envelope), route);
     let mut outgoing = forwarded.unwrap_or_else(|detail| {
         delivery.unreadable(&DeadLetterReason::Malformed, &detail.to_string())
     });
@@ -208,9 +211,8 @@ fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detai
 /// copied through undecoded. `Err` says why it cannot be written.
 fn forward(
     delivery: &Delivery<'_>,
-    subjects: &Subjects,
     (head, envelope): (&Head, &Envelope),
-    route: Route,
+    (route, subject): (Route, String),
 ) -> Result<Vec<Outgoing>, Error> {
     let id = derive_id(envelope.id, 0);
     let mut outputs = Vec::new();
@@ -245,7 +247,7 @@ fn forward(
     let mut outgoing = delivery.encode(&outputs).map_err(|err| cannot(&err))?;
     outgoing.push(Outgoing {
         class: Class::Plain,
-        subject: versions::subject_of(subjects, &route.agent, envelope),
+        subject,
         id,
         payload: payload.into(),
         headers: delivery.shared_headers(),
