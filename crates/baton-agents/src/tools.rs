@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::model::ClientInfo;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, RawContent, ToolAnnotations};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
@@ -131,7 +132,7 @@ pub(crate) struct Called {
 struct Server {
     spec: McpSpec,
     token: Option<String>,
-    peer: Mutex<Option<Arc<RunningService<RoleClient, ()>>>>,
+    peer: Mutex<Option<Arc<RunningService<RoleClient, ClientInfo>>>>,
 }
 
 /// Every tool of a spec's MCP servers.
@@ -373,7 +374,7 @@ pub(crate) enum CallError {
 
 impl Server {
     /// The live connection, made (or made again) when there is none.
-    async fn peer(&self) -> Result<Arc<RunningService<RoleClient, ()>>, StartError> {
+    async fn peer(&self) -> Result<Arc<RunningService<RoleClient, ClientInfo>>, StartError> {
         let mut peer = self.peer.lock().await;
         if let Some(live) = peer.as_ref().filter(|live| !live.is_transport_closed()) {
             return Ok(live.clone());
@@ -397,7 +398,7 @@ impl Server {
                 })?;
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
-                ().serve(transport).await.map_err(|err| {
+                client_info().serve(transport).await.map_err(|err| {
                     failed(
                         StartErrorKind::Mcp,
                         format!("cannot reach the server: {err}"),
@@ -417,7 +418,7 @@ impl Server {
                             format!("cannot start {program}: {err}"),
                         )
                     })?;
-                ().serve(transport).await.map_err(|err| {
+                client_info().serve(transport).await.map_err(|err| {
                     failed(
                         StartErrorKind::Mcp,
                         format!("the server did not start MCP: {err}"),
@@ -437,7 +438,7 @@ impl Server {
     }
 
     /// Drops `dead`, if it is still the connection in use.
-    async fn forget(&self, dead: &Arc<RunningService<RoleClient, ()>>) {
+    async fn forget(&self, dead: &Arc<RunningService<RoleClient, ClientInfo>>) {
         let mut peer = self.peer.lock().await;
         if peer.as_ref().is_some_and(|live| Arc::ptr_eq(live, dead)) {
             *peer = None;
@@ -472,6 +473,16 @@ fn result_text(result: &CallToolResult, limit: usize, tool: &str) -> String {
         );
     }
     text
+}
+
+/// How a worker introduces itself to an MCP server: as Baton, at this
+/// build's version. It declares no optional capabilities: it answers no
+/// request of the server's.
+fn client_info() -> ClientInfo {
+    ClientInfo::new(
+        rmcp::model::ClientCapabilities::default(),
+        rmcp::model::Implementation::new("baton", env!("CARGO_PKG_VERSION")),
+    )
 }
 
 #[cfg(test)]

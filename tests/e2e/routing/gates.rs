@@ -404,6 +404,11 @@ async fn a_server_that_honours_the_key_gets_the_repeat_with_the_same_key() -> an
     assert_eq!(lines.len(), 2, "made again: {lines:?}");
     assert_eq!(lines[0]["key"], lines[1]["key"], "with the same key");
     assert_eq!(t.ledger.effects("transfer"), 1, "and the server acted once");
+    // Each worker introduced itself to the server as Baton.
+    assert!(
+        lines.iter().all(|line| line["client"] == "baton"),
+        "{lines:?}"
+    );
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 """A ledger as an MCP server (the official MCP Python SDK, streamable HTTP),
 for Baton's tests of tool classes, in-doubt calls and approvals. It counts
 its own side effects: every call that takes effect is one JSON line in
-$LEDGER_LOG ({tool, args, key}).
+$LEDGER_LOG ({tool, args, key, client}: client is the name the caller gave
+in its `initialize`).
 
     python3 ledger.py --http PORT
 
@@ -52,6 +53,13 @@ def key_of(ctx: Context) -> str | None:
     return (getattr(meta, "model_extra", None) or {}).get("baton/idempotency-key")
 
 
+def client_of(ctx: Context) -> str | None:
+    """The name the calling client gave in its `initialize` (`clientInfo`)."""
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    return getattr(info, "name", None)
+
+
 def effects() -> list[dict]:
     path = os.environ["LEDGER_LOG"]
     if not os.path.exists(path):
@@ -68,7 +76,7 @@ async def effect(tool: str, args: dict, ctx: Context) -> str:
     await asyncio.sleep(delay)
     if mode == "stall-before":
         await asyncio.sleep(30)
-    line = {"tool": tool, "args": args, "key": key}
+    line = {"tool": tool, "args": args, "key": key, "client": client_of(ctx)}
     repeat = os.environ.get("LEDGER_KEYED") and key and any(e.get("key") == key for e in effects())
     if repeat:
         line["repeat"] = True
