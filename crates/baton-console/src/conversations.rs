@@ -2,8 +2,9 @@
 //! said: each turn's message, the questions its agents asked the user with
 //! the answers, and the answer with the agent (and version) that gave it;
 //! what runs and what waits; the versions it is pinned to; each turn
-//! linked to its session. A page closes a turn that ended through the
-//! runtime's entry point (`Conversations::turn_ended`) before showing it.
+//! linked to its session. A page only reads: a running turn whose session
+//! has ended is shown as ended, and the router's keeper (or the
+//! conversation's next message) closes it in the record.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -74,10 +75,6 @@ pub(crate) async fn page(State(app): State<App>, Path(id): Path<String>) -> Resp
         Ok(conversations) => conversations,
         Err(page) => return page,
     };
-    // A turn that ended is shown as ended.
-    if conversations.turn_ended(&id).await.is_err() {
-        tracing::debug!("closing the turn before showing stopped");
-    }
     let record = match conversations.get(&id).await {
         Ok(Some((record, _))) => record,
         Ok(None) => {
@@ -122,12 +119,18 @@ fn conversation(
             h2 { "Turns" }
             (talk::turns(turns, said))
             @if let Some(turn) = &record.running {
+                @let ended = running.and_then(talk::ended);
                 p #running {
-                    "Turn " (record.turns) " runs: "
+                    "Turn " (record.turns) @if ended.is_some() { " ended: " } @else { " runs: " }
                     a href=(format!("/sessions/{}", turn.session)) { (short(turn.session)) }
                     " · " q { (turn.text) }
                 }
-                @if let Some(running) = running { (talk::asking(running)) }
+                @if let Some(ended) = ended {
+                    div.said #ended { (ended) }
+                    p.muted { "The conversation's record takes it in within moments." }
+                } @else if let Some(running) = running {
+                    (talk::asking(running))
+                }
             }
             @if !record.queue.is_empty() {
                 h2 { "Waiting" }

@@ -375,3 +375,45 @@ async fn a_turn_links_to_its_conversation_whose_page_lists_the_turns_in_order() 
     assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversations_page_shows_an_ended_turn_and_writes_nothing() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    // The router writes its defaults, so a turn goes straight to its agent
+    // type; then it stops, and its keeper with it: nothing closes turns.
+    system.router(&[]).await?;
+    system.relay("helper", "helper", &["--no-registry"]).await?;
+    let url = console(&mut system, "console", &[]).await?;
+    system.process("router").terminate();
+    let id = "cv-ended";
+    let sent = [
+        "send",
+        "--conversation",
+        id,
+        "--to",
+        "helper",
+        "Hello there",
+    ];
+    let session: uuid::Uuid = system.baton_stdout(&sent)?.trim().parse()?;
+    let events = system
+        .session_events(session, Duration::from_secs(30))
+        .await?;
+    assert_eq!(
+        events.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed)
+    );
+    let conversations =
+        baton_client::conversation::Conversations::open(system.client.clone(), 1).await?;
+    let (before, revision) = conversations.get(id).await?.expect("the conversation");
+    assert_eq!(before.running.as_ref().map(|r| r.session), Some(session));
+
+    let (status, page) = get(&url, &format!("/conversations/{id}")).await?;
+    assert_eq!(status, 200, "{page}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (after, revision_after) = conversations.get(id).await?.expect("the conversation");
+    assert_eq!(revision_after, revision, "the page wrote the record");
+    assert_eq!(after.running, before.running);
+    assert!(page.contains("Turn 1 ended: "), "{page}");
+    assert!(page.contains("helper answered"), "{page}");
+    Ok(())
+}

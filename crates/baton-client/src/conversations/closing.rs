@@ -111,9 +111,9 @@ impl Conversations {
     }
 
     /// Says that conversation `id`'s running turn was seen to end (a
-    /// gateway followed it to its end, or shows it): its turn is
+    /// gateway followed it to its end): its turn is
     /// closed in the background at once, as the router's keeper would a
-    /// moment later, so its next message (or page) finds it closed. Await
+    /// moment later, so its next message finds it closed. Await
     /// the handle to wait for the closing. A failure is logged (the keeper
     /// closes it later); a deleted conversation is left to whatever reads
     /// it next to say so.

@@ -157,6 +157,17 @@ pub(super) fn asking(running: &TurnRead) -> Markup {
     }
 }
 
+/// How a running turn ended, when its session has: the answer (and who
+/// gave it) or why it failed.
+pub(super) fn ended(running: &TurnRead) -> Option<Markup> {
+    if let Some(answer) = &running.answer {
+        let by = running.by.as_deref().unwrap_or("the agent");
+        return Some(html! { span.who { (by) " answered" } (text(answer)) });
+    }
+    let failed = running.failed.as_deref()?;
+    Some(html! { span.who { "failed" } (text(failed)) })
+}
+
 /// A message's text, folded when long: its first lines show, the rest
 /// opens with a click.
 fn text(text: &str) -> Markup {
