@@ -115,7 +115,8 @@ impl Gateway {
     }
 
     /// Follows `session` to its end, sending each event as progress when
-    /// the caller asked for it.
+    /// the caller asked for it, and as a log notification at the level the
+    /// MCP session set.
     async fn follow(
         &self,
         (session, skip, turn): (uuid::Uuid, usize, bool),
@@ -142,6 +143,15 @@ impl Gateway {
                 None => baton_gateway::text::progress(&event),
             };
             seen += 1;
+            if let Some(logged) = self.log_level.logged(session, &event) {
+                // Logging is deprecated from MCP 2026-07-28 (SEP-2577) and
+                // works through its deprecation window: see `logging`.
+                #[allow(deprecated)]
+                let sent = context.peer.notify_logging_message(logged).await;
+                if let Err(err) = sent {
+                    tracing::debug!(error = %err, "a log notification was not sent");
+                }
+            }
             if let Some(token) = &token {
                 let mut progress = ProgressNotificationParam::new(token.clone(), f64::from(seen));
                 progress.message = Some(message);

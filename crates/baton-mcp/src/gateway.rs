@@ -25,6 +25,8 @@ pub struct Gateway {
     pub(crate) budget: baton_proto::Budget,
     /// The conversations calls continue, opened on the first such call.
     pub(crate) talk: Talk,
+    /// The log level the MCP session set (`logging/setLevel`), if any.
+    pub(crate) log_level: crate::logging::Level,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -54,6 +56,17 @@ impl Gateway {
             timeout,
             budget: baton_proto::Budget::default(),
             talk: Talk::default(),
+            log_level: crate::logging::Level::default(),
+        }
+    }
+
+    /// This gateway for one MCP session: what it holds of its own (the log
+    /// level) starts afresh; the rest is shared.
+    #[must_use]
+    pub(crate) fn for_session(&self) -> Self {
+        Self {
+            log_level: crate::logging::Level::default(),
+            ..self.clone()
         }
     }
 
@@ -80,6 +93,7 @@ impl Gateway {
     /// When the MCP handshake fails.
     pub async fn serve_stdio(self) -> Result<(), Error> {
         let running = self
+            .for_session()
             .serve(rmcp::transport::stdio())
             .await
             .map_err(|err| Error::Store(format!("MCP over stdio: {err}")))?;

@@ -46,7 +46,7 @@ pub async fn serve_http(
         config = config.disable_allowed_hosts();
     }
     let service = StreamableHttpService::new(
-        move || Ok(gateway.clone()),
+        move || Ok(gateway.for_session()),
         LocalSessionManager::default().into(),
         config,
     );

@@ -8,7 +8,9 @@
 //! notifications (when the caller asked for progress; then the answers as
 //! they are written come among them, `delta <agent>: <text>`), and returns
 //! the answer, or the failure as a tool error. Each result names its
-//! session in `_meta` (`baton/session`); the tool `baton.feedback` takes a
+//! session in `_meta` (`baton/session`). A client that sets a log level
+//! (`logging/setLevel`) gets the session's events as log notifications.
+//! The tool `baton.feedback` takes a
 //! session, a `score` from 0 to 1 and a `note`, and gives the registry
 //! that feedback.
 //!
@@ -21,12 +23,15 @@
 //! - `call`: a tool call, one session followed to its end and turned into
 //!   a tool result;
 //! - `conversation`: a call that continues a conversation;
+//! - `logging`: the level an MCP session sets, and its calls' session
+//!   events as log notifications;
 //! - `http`: MCP over streamable HTTP ([`serve_http`]).
 
 mod call;
 mod conversation;
 mod gateway;
 mod http;
+mod logging;
 mod server;
 mod tools;
 

@@ -1,12 +1,12 @@
-//! The MCP server: what `rmcp` asks of the gateway (its info, the tools
-//! listed, a tool called).
+//! The MCP server: what `rmcp` asks of the gateway (its info, the log
+//! level, the tools listed, a tool called).
 
 use baton_proto::AgentName;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerInfo,
+    ServerCapabilities, ServerInfo, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
@@ -14,13 +14,32 @@ use crate::Gateway;
 use crate::tools::FEEDBACK_TOOL;
 
 impl ServerHandler for Gateway {
+    // Logging is deprecated from MCP 2026-07-28 (SEP-2577) and works
+    // through its deprecation window: see `logging`.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerInfo {
-        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("baton", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Each tool is a Baton agent type. A call runs a whole session, which may \
+        ServerInfo::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("baton", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Each tool is a Baton agent type. A call runs a whole session, which may \
                  hand off across agents, and returns its answer.",
-            )
+        )
+    }
+
+    /// The level of the log notifications this MCP session gets from now
+    /// on: its calls' session events at that level and above.
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.log_level.set(request.level);
+        Ok(())
     }
 
     async fn list_tools(

@@ -247,3 +247,55 @@ async fn an_mcp_caller_continues_only_the_conversations_it_started() -> anyhow::
     assert_eq!(second["structured"]["turn"], 2, "{second}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_client_that_sets_a_log_level_gets_its_sessions_events_as_logs() -> anyhow::Result<()>
+{
+    let mut system = system().await?;
+    let args = ["mcp", "serve", "--http", "127.0.0.1:0"];
+    system.spawn("mcp", &args, "MCP server listening").await?;
+    let url = system.logged_url("mcp")?;
+    let question = "I want a refund for order ABC-123";
+    let logs = |seen: &serde_json::Value| seen["logs"].as_array().cloned().unwrap_or_default();
+
+    let info = client(&["logging", &url, "general_enquiry", question, "info"])?;
+    assert_eq!(info["logging"], true, "the capability is declared: {info}");
+    assert_eq!(info["is_error"], false, "{info}");
+    let seen = logs(&info);
+    let events: Vec<&str> = seen
+        .iter()
+        .filter_map(|l| l["data"]["event"].as_str())
+        .collect();
+    assert!(events.contains(&"handoff"), "{info}");
+    assert_eq!(events.last(), Some(&"completed"), "{info}");
+    assert!(
+        seen.iter().all(|l| l["logger"] == "baton"
+            && l["data"]["session"] == info["session"]
+            && l["level"] == "info"),
+        "{info}"
+    );
+    // Each MCP session has its own level: a new one that set none gets none.
+    let none = client(&["logging", &url, "general_enquiry", question, "none"])?;
+    assert_eq!(none["is_error"], false, "{none}");
+    assert_eq!(logs(&none), Vec::<serde_json::Value>::new(), "{none}");
+    // At `error`, a session that fails is logged and one that completes is not.
+    let errors = client(&["logging", &url, "general_enquiry", question, "error"])?;
+    assert_eq!(logs(&errors), Vec::<serde_json::Value>::new(), "{errors}");
+    let failed = client(&["logging", &url, "fragile", "break", "error"])?;
+    let seen = logs(&failed);
+    let events: Vec<&str> = seen
+        .iter()
+        .filter_map(|l| l["data"]["event"].as_str())
+        .collect();
+    // Its end: the dead letter, and the `failed` event when it comes
+    // before the call returns.
+    assert_eq!(events.first(), Some(&"dead_lettered"), "{failed}");
+    assert!(
+        events
+            .iter()
+            .all(|e| ["dead_lettered", "failed"].contains(e)),
+        "{failed}"
+    );
+    assert!(seen.iter().all(|l| l["level"] == "error"), "{failed}");
+    Ok(())
+}

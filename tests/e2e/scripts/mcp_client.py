@@ -7,6 +7,8 @@ prints what it saw as one JSON object, for the e2e tests.
     mcp_client.py budget URL AGENT QUESTION TOKENS          one call with `budget_tokens`
     mcp_client.py turns URL AGENT CONVERSATION TEXT...      one call per TEXT, in one conversation
     mcp_client.py turns_as URL TOKEN AGENT CONVERSATION TEXT...   the same, as the caller of TOKEN
+    mcp_client.py logging URL AGENT QUESTION LEVEL          one call after logging/setLevel LEVEL
+                                                            (`none`: no setLevel); prints the logs
 """
 
 import asyncio
@@ -130,6 +132,26 @@ async def main():
                             "structured": result.structured_content,
                         })
                     print(json.dumps({"turns": turns}))
+    elif mode == "logging":
+        url, agent, question, level = sys.argv[2:]
+        logs = []
+
+        async def on_log(params):
+            logs.append({"level": params.level, "logger": params.logger, "data": params.data})
+
+        async with create_mcp_http_client() as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write, logging_callback=on_log) as session:
+                    initialized = await session.initialize()
+                    if level != "none":
+                        await session.set_logging_level(level)
+                    result = await session.call_tool(agent, {"question": question})
+                    print(json.dumps({
+                        "logging": initialized.capabilities.logging is not None,
+                        "is_error": result.is_error,
+                        "session": (result.meta or {}).get("baton/session"),
+                        "logs": logs,
+                    }))
     elif mode == "unauthorized":
         (url,) = sys.argv[2:]
         async with httpx2.AsyncClient() as http:
