@@ -87,12 +87,7 @@ impl Gateway {
         let waits = matches!(&end, Ok(Ok(end)) if end.kind == EventType::Waiting);
         let result = match end {
             Ok(Ok(end)) if end.kind == EventType::Completed => {
-                let text = end
-                    .output
-                    .as_ref()
-                    .map(baton_gateway::text::value)
-                    .unwrap_or_default();
-                CallToolResult::success(vec![Content::text(text)])
+                crate::answer::result_of(end.output.as_ref())
             }
             // An agent asked the user: the next call in the conversation answers.
             Ok(Ok(end)) if end.kind == EventType::Waiting => {

@@ -22,11 +22,14 @@
 //! - `tools`: the tools, one per exposed agent type, and `baton.feedback`;
 //! - `call`: a tool call, one session followed to its end and turned into
 //!   a tool result;
+//! - `answer`: an agent's answer as a tool result (an `mcp` entry in its
+//!   output says it in MCP's terms);
 //! - `conversation`: a call that continues a conversation;
 //! - `logging`: the level an MCP session sets, and its calls' session
 //!   events as log notifications;
 //! - `http`: MCP over streamable HTTP ([`serve_http`]).
 
+mod answer;
 mod call;
 mod conversation;
 mod gateway;

@@ -299,3 +299,77 @@ async fn an_mcp_client_that_sets_a_log_level_gets_its_sessions_events_as_logs() 
     assert!(seen.iter().all(|l| l["level"] == "error"), "{failed}");
     Ok(())
 }
+
+/// An exec agent that answers in MCP's terms: `chart` with every kind of
+/// content, `refuse` with a tool error.
+const PAINTER: &str = r#"import json, sys
+envelope = json.load(sys.stdin)
+asked = envelope["context"]["initial_query"]
+if asked == "refuse":
+    said = {"content": [{"type": "text", "text": "no charts today"}], "isError": True}
+else:
+    said = {
+        "content": [
+            {"type": "text", "text": "the chart"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "file:///chart.csv", "mimeType": "text/csv", "text": "x,y"}},
+        ],
+        "structuredContent": {"points": 2},
+    }
+print(json.dumps({"action": "terminate", "output": {"mcp": said}}))
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_mcp_answer_reaches_the_client_as_its_content_and_error() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("painter.py"), PAINTER)?;
+    let spec = dir.path().join("painter.toml");
+    std::fs::write(
+        &spec,
+        "name = \"painter\"\nkind = \"exec\"\n\n[exec]\ncommand = [\"python3\", \"painter.py\"]\n",
+    )?;
+    let mut system = System::start().await?;
+    system.router(&["--no-registry"]).await?;
+    system
+        .spec_worker("painter", &spec, &["--no-registry"])
+        .await?;
+    let args = [
+        "mcp",
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--agents",
+        "painter",
+    ];
+    system.spawn("mcp", &args, "MCP server listening").await?;
+    let url = system.logged_url("mcp")?;
+
+    let chart = client(&["content", &url, "painter", "chart"])?;
+    assert_eq!(chart["is_error"], false, "{chart}");
+    let kinds: Vec<&str> = (chart["content"].as_array().into_iter().flatten())
+        .filter_map(|block| block["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["text", "image", "audio", "resource"], "{chart}");
+    assert_eq!(chart["content"][1]["mimeType"], "image/png", "{chart}");
+    assert_eq!(chart["content"][1]["data"], "iVBORw0KGgo=", "{chart}");
+    assert_eq!(chart["content"][2]["mimeType"], "audio/wav", "{chart}");
+    assert_eq!(
+        chart["content"][3]["resource"]["uri"], "file:///chart.csv",
+        "{chart}"
+    );
+    assert_eq!(chart["content"][3]["resource"]["text"], "x,y", "{chart}");
+    assert_eq!(
+        chart["structured"],
+        serde_json::json!({"points": 2}),
+        "{chart}"
+    );
+
+    let refused = client(&["content", &url, "painter", "refuse"])?;
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert_eq!(
+        refused["content"][0]["text"], "no charts today",
+        "{refused}"
+    );
+    Ok(())
+}

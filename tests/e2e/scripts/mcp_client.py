@@ -7,6 +7,7 @@ prints what it saw as one JSON object, for the e2e tests.
     mcp_client.py budget URL AGENT QUESTION TOKENS          one call with `budget_tokens`
     mcp_client.py turns URL AGENT CONVERSATION TEXT...      one call per TEXT, in one conversation
     mcp_client.py turns_as URL TOKEN AGENT CONVERSATION TEXT...   the same, as the caller of TOKEN
+    mcp_client.py content URL AGENT QUESTION                one call; prints its content blocks
     mcp_client.py logging URL AGENT QUESTION LEVEL          one call after logging/setLevel LEVEL
                                                             (`none`: no setLevel); prints the logs
 """
@@ -132,6 +133,19 @@ async def main():
                             "structured": result.structured_content,
                         })
                     print(json.dumps({"turns": turns}))
+    elif mode == "content":
+        url, agent, question = sys.argv[2:]
+        async with create_mcp_http_client() as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    result = await session.call_tool(agent, {"question": question})
+                    print(json.dumps({
+                        "is_error": result.is_error,
+                        "structured": result.structured_content,
+                        "content": [block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                    for block in result.content],
+                    }))
     elif mode == "logging":
         url, agent, question, level = sys.argv[2:]
         logs = []
