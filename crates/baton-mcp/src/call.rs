@@ -64,20 +64,21 @@ impl Gateway {
             ))]));
         }
         let session = task.session;
-        let (result, _) = self.end((session, 0, false), context).await?;
+        let (result, _) = self.end((session, 0, None), context).await?;
         Ok(with_session(result, session))
     }
 
     /// Follows `session` (after its first `skip` events) to its end, or,
-    /// for a conversation's `turn`, until it waits for the user, within the
-    /// timeout, and turns it into a tool result: the answer, or the question
-    /// (then `true`: the session waits).
+    /// for a conversation's turn (`answering` names the conversation and
+    /// its caller), until it waits for the user, within the timeout, and
+    /// turns it into a tool result: the answer, or the question (then
+    /// `true`: the session waits).
     pub(crate) async fn end(
         &self,
-        (session, skip, turn): (uuid::Uuid, usize, bool),
+        (session, skip, answering): (uuid::Uuid, usize, crate::elicit::Answering<'_>),
         context: &RequestContext<RoleServer>,
     ) -> Result<(CallToolResult, bool), McpError> {
-        let followed = self.follow((session, skip, turn), context);
+        let followed = self.follow((session, skip, answering), context);
         let end = tokio::select! {
             end = tokio::time::timeout(self.timeout, followed) => end,
             () = context.ct.cancelled() => {
@@ -111,10 +112,10 @@ impl Gateway {
 
     /// Follows `session` to its end, sending each event as progress when
     /// the caller asked for it, and as a log notification at the level the
-    /// MCP session set.
+    /// MCP session set; a question the client answers is given on the way.
     async fn follow(
         &self,
-        (session, skip, turn): (uuid::Uuid, usize, bool),
+        (session, skip, answering): (uuid::Uuid, usize, crate::elicit::Answering<'_>),
         context: &RequestContext<RoleServer>,
     ) -> Result<Event, crate::Error> {
         let token = context.meta.get_progress_token();
@@ -154,9 +155,14 @@ impl Gateway {
                     tracing::debug!(error = %err, "a progress notification was not sent");
                 }
             }
-            // A conversation's turn that waits (for the user's answer, or a
-            // person's) ends the call: the next call in it answers.
-            if event.kind == EventType::Waiting && turn {
+            // A question the client answers (elicitation) lets the
+            // session go on; else a conversation's turn that waits (for the
+            // user's answer, or a person's) ends the call: the next call in
+            // it answers.
+            if self.elicited((session, &event), answering, context).await {
+                continue;
+            }
+            if event.kind == EventType::Waiting && answering.is_some() {
                 return Ok(event);
             }
             if event.kind.is_terminal() {

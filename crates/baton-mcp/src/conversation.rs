@@ -21,7 +21,7 @@ use crate::Gateway;
 
 impl Gateway {
     /// The conversations, opened now if need be; `Err` says why they cannot be.
-    async fn conversations(&self) -> Result<&Conversations, crate::Error> {
+    pub(crate) async fn conversations(&self) -> Result<&Conversations, crate::Error> {
         let replicas = self.talk.replicas;
         self.talk
             .opened
@@ -62,8 +62,9 @@ impl Gateway {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Caller>().cloned())
             .unwrap_or(Caller(None));
+        let caller = caller.0;
         let mut message = UserMessage::new(task.context.initial_query.clone());
-        message.caller = caller.0;
+        message.caller.clone_from(&caller);
         message.via = "mcp".to_owned();
         message.turn.session = task.session;
         message.turn.to.clone_from(&task.to);
@@ -79,7 +80,8 @@ impl Gateway {
             Taken::Answered { session, seen } => (session, seen),
             ref said => (said.session(), 0),
         };
-        let (mut result, waiting) = self.end((session, skip, true), context).await?;
+        let answering = Some((id, caller.as_deref()));
+        let (mut result, waiting) = self.end((session, skip, answering), context).await?;
         let turn = match said {
             Taken::Started { turn, .. } => Some(turn),
             _ => None,

@@ -105,12 +105,15 @@ impl Gateway {
     }
 }
 
-/// The conversations, opened on first use (the inbox, where an agent's
-/// question waits, is the runtime's entry point's to read).
+/// The conversations, opened on first use, and the inbox, for answers
+/// elicited from the client.
 #[derive(Clone)]
 pub(crate) struct Talk {
     pub(crate) replicas: usize,
     pub(crate) opened: Arc<OnceCell<Conversations>>,
+    /// The inbox, where an agent's question waits: opened when a client
+    /// that answers elicitations meets one.
+    pub(crate) inbox: Arc<OnceCell<baton_client::Inbox>>,
 }
 
 impl Default for Talk {
@@ -124,6 +127,7 @@ impl Talk {
         Self {
             replicas,
             opened: Arc::default(),
+            inbox: Arc::default(),
         }
     }
 }

@@ -25,6 +25,8 @@
 //! - `answer`: an agent's answer as a tool result (an `mcp` entry in its
 //!   output says it in MCP's terms);
 //! - `conversation`: a call that continues a conversation;
+//! - `elicit`: an agent's question to the user asked of the client
+//!   (`elicitation/create`), when it answers elicitations;
 //! - `logging`: the level an MCP session sets, and its calls' session
 //!   events as log notifications;
 //! - `http`: MCP over streamable HTTP ([`serve_http`]).
@@ -32,6 +34,7 @@
 mod answer;
 mod call;
 mod conversation;
+mod elicit;
 mod gateway;
 mod http;
 mod logging;

@@ -373,3 +373,69 @@ async fn an_agents_mcp_answer_reaches_the_client_as_its_content_and_error() -> a
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_question_is_asked_of_a_client_that_answers_elicitations() -> anyhow::Result<()> {
+    use baton_testkit::{FakeLlm, Scripted};
+    let triage = crate::conversation::conversations::transferring()?;
+    let ask = || Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]);
+    let refunds = FakeLlm::start(vec![ask(), Scripted::text("Refunding ABC-123."), ask()])?;
+    let desk = crate::conversation::conversations::Desk::default();
+    let (mut system, _url, _dir) =
+        crate::conversation::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
+    let serve = [
+        "mcp",
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--agents",
+        "triage,refunds",
+    ];
+    system.spawn("mcp", &serve, "MCP server listening").await?;
+    let url = system.logged_url("mcp")?;
+
+    // Answered: the question comes as an elicitation, and the one call
+    // returns the answer it led to.
+    let seen = client(&[
+        "elicit",
+        &url,
+        "triage",
+        "mcp-e1",
+        "ABC-123",
+        "I want a refund.",
+    ])?;
+    let asked = seen["asked"].as_array().cloned().unwrap_or_default();
+    assert_eq!(asked.len(), 1, "{seen}");
+    assert_eq!(asked[0]["message"], "refunds asks: Which order?", "{seen}");
+    assert_eq!(
+        asked[0]["schema"]["required"],
+        serde_json::json!(["answer"]),
+        "{seen}"
+    );
+    let turn = &seen["turns"][0];
+    assert_eq!(turn["text"][0], "Refunding ABC-123.", "{seen}");
+    assert_eq!(turn["structured"]["waiting"], false, "{seen}");
+    let last = crate::conversation::conversations::asked(&refunds, 1);
+    assert!(last.iter().any(|m| m.contains("ABC-123")), "{last:#?}");
+
+    // Declined: the question stays, and the call returns it, as for a
+    // client without elicitation.
+    let seen = client(&[
+        "elicit",
+        &url,
+        "refunds",
+        "mcp-e2",
+        "-decline",
+        "Another refund.",
+    ])?;
+    assert_eq!(seen["asked"].as_array().map(Vec::len), Some(1), "{seen}");
+    let turn = &seen["turns"][0];
+    assert_eq!(turn["text"][0], "Which order?", "{seen}");
+    assert_eq!(turn["structured"]["waiting"], true, "{seen}");
+    assert_eq!(
+        refunds.requests().len(),
+        3,
+        "no model call after the decline"
+    );
+    Ok(())
+}

@@ -8,6 +8,8 @@ prints what it saw as one JSON object, for the e2e tests.
     mcp_client.py turns URL AGENT CONVERSATION TEXT...      one call per TEXT, in one conversation
     mcp_client.py turns_as URL TOKEN AGENT CONVERSATION TEXT...   the same, as the caller of TOKEN
     mcp_client.py content URL AGENT QUESTION                one call; prints its content blocks
+    mcp_client.py elicit URL AGENT CONVERSATION ANSWER TEXT...   turns, answering elicitations with
+                                                            ANSWER (`-decline`: declining them)
     mcp_client.py logging URL AGENT QUESTION LEVEL          one call after logging/setLevel LEVEL
                                                             (`none`: no setLevel); prints the logs
 """
@@ -17,6 +19,7 @@ import json
 import sys
 
 import httpx2
+import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -146,6 +149,31 @@ async def main():
                         "content": [block.model_dump(mode="json", by_alias=True, exclude_none=True)
                                     for block in result.content],
                     }))
+    elif mode == "elicit":
+        url, agent, conversation, answer, *texts = sys.argv[2:]
+        asked = []
+
+        async def on_elicit(context, params):
+            asked.append({"message": params.message, "schema": params.requested_schema})
+            if answer == "-decline":
+                return types.ElicitResult(action="decline")
+            return types.ElicitResult(action="accept", content={"answer": answer})
+
+        async with create_mcp_http_client() as http:
+            async with streamable_http_client(url, http_client=http) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+                    await session.initialize()
+                    turns = []
+                    for text in texts:
+                        result = await session.call_tool(
+                            agent, {"question": text, "conversation": conversation}
+                        )
+                        turns.append({
+                            "is_error": result.is_error,
+                            "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
+                            "structured": result.structured_content,
+                        })
+                    print(json.dumps({"turns": turns, "asked": asked}))
     elif mode == "logging":
         url, agent, question, level = sys.argv[2:]
         logs = []

@@ -1,0 +1,140 @@
+//! An agent's question to the user (`ask_user`, an exec program's `ask`)
+//! as MCP elicitation. When the client said it answers elicitations (form
+//! mode) and a session its call follows waits on the user's answer, the
+//! server asks the client (`elicitation/create`, one required string,
+//! `answer`). An accepted answer is given as any answer is (the
+//! conversation's next message, or the inbox's for a session of its own),
+//! and the session goes on within the same call. A declined or cancelled
+//! one leaves the question waiting, as a client without elicitation
+//! finds it: the call returns it, and the next message answers it.
+
+use baton_client::conversation::{Taken, UserMessage};
+use baton_client::{Decision, Inbox, InboxEntry};
+use baton_proto::{Event, EventType};
+use rmcp::model::{CreateElicitationRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::service::{RequestContext, RoleServer};
+use uuid::Uuid;
+
+use crate::Gateway;
+
+/// Where an answer goes: a conversation's (with its caller), or the
+/// session's own question in the inbox.
+pub(crate) type Answering<'a> = Option<(&'a str, Option<&'a str>)>;
+
+impl Gateway {
+    /// When the client answers elicitations and `event` is `session`
+    /// waiting on the user's answer: asks the client and gives its answer.
+    /// `true` when it was given (the session goes on).
+    pub(crate) async fn elicited(
+        &self,
+        (session, event): (Uuid, &Event),
+        answering: Answering<'_>,
+        context: &RequestContext<RoleServer>,
+    ) -> bool {
+        if event.kind != EventType::Waiting || !answers_forms(context) {
+            return false;
+        }
+        let inbox = match self.inbox().await {
+            Ok(inbox) => inbox,
+            Err(err) => {
+                tracing::debug!(error = %err, "no elicitation: the inbox cannot be read");
+                return false;
+            }
+        };
+        let Ok(Some(entry)) = inbox.question(session).await else {
+            return false;
+        };
+        let message = format!("{} asks: {}", entry.agent(), question_of(&entry, event));
+        let Ok(schema) = ElicitationSchema::builder()
+            .required_string("answer")
+            .build()
+        else {
+            return false;
+        };
+        let asked = CreateElicitationRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        let answer = match context.peer.create_elicitation(asked).await {
+            Ok(said) if said.action == ElicitationAction::Accept => (said.content)
+                .and_then(|content| content.get("answer")?.as_str().map(str::to_owned)),
+            Ok(_) => None,
+            Err(err) => {
+                tracing::debug!(error = %err, "the client did not answer the elicitation");
+                None
+            }
+        };
+        let Some(answer) = answer else {
+            return false;
+        };
+        match self.answer(inbox, &entry, answer, answering).await {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::warn!(error = %err, %session, "the elicited answer could not be given; the question still waits");
+                false
+            }
+        }
+    }
+
+    /// Gives `answer` to the question `entry` holds: as the conversation's
+    /// next message, or to the inbox.
+    async fn answer(
+        &self,
+        inbox: &Inbox,
+        entry: &InboxEntry,
+        answer: String,
+        answering: Answering<'_>,
+    ) -> Result<(), crate::Error> {
+        let Some((id, caller)) = answering else {
+            let decision = Decision::Answer(answer);
+            let id = entry.envelope.id.to_string();
+            return (inbox.resolve_with(&id, decision, "mcp", None).await)
+                .map(drop)
+                .map_err(|err| crate::Error::Store(err.to_string()));
+        };
+        let conversations = self.conversations().await?;
+        let mut message = UserMessage::new(answer);
+        message.caller = caller.map(str::to_owned);
+        message.via = "mcp".to_owned();
+        match conversations.say(id, message).await {
+            Ok(Taken::Answered { .. }) => Ok(()),
+            Ok(_) => Err(crate::Error::Store(format!(
+                "conversation {id} took the answer as a new message: its question was answered meanwhile"
+            ))),
+            Err(err) => Err(crate::Error::Store(baton_gateway::chained(&err))),
+        }
+    }
+
+    /// The inbox, opened on first use.
+    async fn inbox(&self) -> Result<&Inbox, crate::Error> {
+        self.talk
+            .inbox
+            .get_or_try_init(|| {
+                let nats = self.client.jetstream().client();
+                let subjects = self.client.subjects().clone();
+                Inbox::open(nats, subjects, self.talk.replicas)
+            })
+            .await
+            .map_err(|err| crate::Error::Store(err.to_string()))
+    }
+}
+
+/// Whether the client answers form elicitations (`elicitation: {}` is
+/// form mode too).
+fn answers_forms(context: &RequestContext<RoleServer>) -> bool {
+    let Some(info) = context.peer.peer_info() else {
+        return false;
+    };
+    (info.capabilities.elicitation.as_ref())
+        .is_some_and(|can| can.form.is_some() || can.url.is_none())
+}
+
+/// What the agent asked: `ask_user`'s question, else what it said last.
+fn question_of(entry: &InboxEntry, event: &Event) -> String {
+    (entry.gate())
+        .and_then(|gate| serde_json::from_str::<serde_json::Value>(&gate.arguments).ok())
+        .and_then(|arguments| arguments["question"].as_str().map(str::to_owned))
+        .or_else(|| event.detail.clone())
+        .unwrap_or_default()
+}
