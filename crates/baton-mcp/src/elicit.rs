@@ -6,7 +6,8 @@
 //! conversation's next message, or the inbox's for a session of its own),
 //! and the session goes on within the same call. A declined or cancelled
 //! one leaves the question waiting, as a client without elicitation
-//! finds it: the call returns it, and the next message answers it.
+//! finds it: a conversation's call returns it and its next message
+//! answers it; a call without a conversation waits for the inbox's answer.
 
 use baton_client::conversation::{Taken, UserMessage};
 use baton_client::{Decision, Inbox, InboxEntry};
@@ -97,6 +98,9 @@ impl Gateway {
         let mut message = UserMessage::new(answer);
         message.caller = caller.map(str::to_owned);
         message.via = "mcp".to_owned();
+        // Answered meanwhile by someone else, while the turn runs: refused,
+        // not queued as a message of its own.
+        message.overlap = baton_proto::Overlap::Reject;
         match conversations.say(id, message).await {
             Ok(Taken::Answered { .. }) => Ok(()),
             Ok(_) => Err(crate::Error::Store(format!(
