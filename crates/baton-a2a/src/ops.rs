@@ -99,10 +99,7 @@ impl Gateway {
     /// What a session waiting for input asks: the last message of the
     /// waiting task's conversation, from the inbox.
     async fn question(&self, session: Uuid) -> Option<String> {
-        let entries = self.inbox.list().await.ok()?;
-        let entry = entries
-            .into_iter()
-            .find(|e| e.envelope.session == session)?;
+        let entry = self.inbox.waiting(session).await.ok()??;
         let asked = entry
             .gate()
             .filter(|gate| gate.reason == baton_proto::Reason::InputRequired)
@@ -269,8 +266,8 @@ impl Gateway {
                 ),
             ));
         }
-        let entries = self.inbox.list().await.map_err(internal)?;
-        let Some(entry) = entries.into_iter().find(|e| e.envelope.session == session) else {
+        let waiting = self.inbox.waiting(session).await.map_err(internal)?;
+        let Some(entry) = waiting else {
             let (last, _) = self.last(session).await?;
             let state = task::state(last.as_ref());
             return Err(error(

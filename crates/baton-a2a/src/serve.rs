@@ -66,6 +66,10 @@ pub async fn serve(
     let subjects = client.subjects().clone();
     let index = index::Index::open(client.jetstream(), &subjects, settings.replicas).await?;
     let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas).await?;
+    // What an earlier release left waiting is found by its session too.
+    if let Err(err) = inbox.note_older_questions().await {
+        tracing::warn!(error = %err, "cannot name the inbox's older entries by their session");
+    }
     let conversations =
         baton_client::conversation::Conversations::open(client.clone(), settings.replicas)
             .await

@@ -6,11 +6,14 @@
 //! completes the session or hands it on, with ids derived from the
 //! envelope's, and only then removes the entry.
 //!
-//! Entries are keyed by envelope id. An agent's question to the user
-//! (`ask_user`) is also named under `q.<session>`, so a conversation finds
-//! the question its running turn waits on with a keyed read, not a listing.
+//! Entries are keyed by envelope id, and each is also named under its
+//! session (`inbox/by_session`): an agent's question to the user
+//! (`ask_user`) under `q.<session>`, any other entry under `w.<session>`,
+//! so a conversation or a gateway finds what a session waits on with a
+//! keyed read, not a listing.
 
 mod answer;
+mod by_session;
 mod error;
 mod gates;
 pub use error::{InboxError, InboxErrorKind};
@@ -136,45 +139,9 @@ impl Inbox {
             .map_err(|err| {
                 InboxError::store(format!("cannot store the task in the inbox: {err}"))
             })?;
-        if asks(envelope) {
-            // Found by its session (`Inbox::question`), after the entry,
-            // so the key never names an entry not yet stored.
-            let id = envelope.id.to_string().into_bytes();
-            self.store
-                .put(question_key(envelope.session), id.into())
-                .await
-                .map_err(|err| InboxError::store(format!("cannot note the question: {err}")))?;
-        }
-        Ok(())
-    }
-
-    /// Notes under their session the questions stored before questions were
-    /// noted so (by an earlier release), so that [`Inbox::question`] finds
-    /// them too; a process's conversations do it once, when they first
-    /// look for a question. How many it noted.
-    ///
-    /// # Errors
-    ///
-    /// When the bucket cannot be read or written.
-    pub async fn note_older_questions(&self) -> Result<usize, InboxError> {
-        let mut noted = 0;
-        for entry in self.list().await? {
-            // Only a question is noted, and only once.
-            if !asks(&entry.envelope) {
-                continue;
-            }
-            let key = question_key(entry.envelope.session);
-            let known = (self.store.get(key.as_str()).await)
-                .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
-            if known.is_some() {
-                continue;
-            }
-            let id = entry.envelope.id.to_string().into_bytes();
-            (self.store.put(key, id.into()).await)
-                .map_err(|err| InboxError::store(format!("cannot note the question: {err}")))?;
-            noted += 1;
-        }
-        Ok(noted)
+        // Found by its session, after the entry, so the key never names an
+        // entry not yet stored.
+        self.note_session(envelope).await
     }
 
     /// Every waiting task, oldest first.
@@ -193,7 +160,7 @@ impl Inbox {
         while let Some(key) = keys.next().await {
             let key =
                 key.map_err(|err| InboxError::store(format!("cannot list the inbox: {err}")))?;
-            if key.starts_with(QUESTIONS) {
+            if by_session::is_session_key(&key) {
                 continue;
             }
             if let Some(entry) = self.entry(&key).await? {
@@ -330,8 +297,7 @@ impl Inbox {
     }
 
     /// Removes `entry` (answered, or a task of a cancelled session) from
-    /// the inbox, and the key that found it by its session when it is a
-    /// question.
+    /// the inbox, and the key that found it by its session.
     async fn forget(&self, entry: &InboxEntry) {
         let id = entry.envelope.id.to_string();
         if let Err(err) = self
@@ -341,33 +307,7 @@ impl Inbox {
         {
             tracing::debug!(error = %err, "inbox entry already removed");
         }
-        if asks(&entry.envelope) {
-            // A key left behind only points at an entry that is gone.
-            let key = question_key(entry.envelope.session);
-            if let Err(err) = self.store.delete(&key).await {
-                tracing::debug!(error = %err, %key, "cannot remove a question's key");
-            }
-        }
-    }
-
-    /// The question session `session` waits on: the entry of an agent of
-    /// it that asked the user (`ask_user`), if one waits. One keyed read of
-    /// the session's question key, then of the entry it names: no listing.
-    ///
-    /// # Errors
-    ///
-    /// When the bucket cannot be read or the entry is not an envelope.
-    pub async fn question(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, InboxError> {
-        let named = self
-            .store
-            .get(question_key(session))
-            .await
-            .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
-        let Some(id) = named.and_then(|id| String::from_utf8(id.to_vec()).ok()) else {
-            return Ok(None);
-        };
-        let entry = self.entry(&id).await?;
-        Ok(entry.filter(|entry| entry.envelope.session == session && asks(&entry.envelope)))
+        self.forget_session(entry).await;
     }
 
     /// Publishes one message with its id for deduplication and waits for
@@ -395,15 +335,6 @@ impl Inbox {
 
 /// One message to publish: subject, id (for deduplication) and bytes.
 type Publication = (String, uuid::Uuid, Vec<u8>);
-
-/// The prefix of the keys that name a session's question entry (entries
-/// themselves are keyed by envelope id, a UUID).
-const QUESTIONS: &str = "q.";
-
-/// The key naming the entry of the question session `session` waits on.
-fn question_key(session: uuid::Uuid) -> String {
-    format!("{QUESTIONS}{session}")
-}
 
 /// Whether `envelope` is an agent's question to the user (`ask_user`).
 fn asks(envelope: &Envelope) -> bool {

@@ -256,3 +256,51 @@ async fn a_question_parked_by_an_earlier_release_is_found_by_its_session_once_no
     assert_eq!(inbox.note_older_questions().await?, 0, "noted once");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_session_waits_on_is_found_by_its_session_and_forgotten_with_its_answer()
+-> anyhow::Result<()> {
+    let server = tokio::task::spawn_blocking(NatsServer::start).await??;
+    let nats = async_nats::connect(server.url()).await?;
+    let subjects = Subjects::default();
+    Client::new(nats.clone(), subjects.clone())
+        .ensure_streams()
+        .await?;
+    let inbox = baton_client::Inbox::open(nats.clone(), subjects.clone(), 1).await?;
+    // Two sessions waiting at a human agent.
+    let mut tasks = Vec::new();
+    for text in ["first", "second"] {
+        let mut task = Envelope::task(text);
+        task.to = Some("desk".into());
+        inbox.put(&task).await?;
+        tasks.push(task);
+    }
+    for task in &tasks {
+        let found = inbox.waiting(task.session).await?;
+        assert_eq!(found.map(|entry| entry.envelope.id), Some(task.id));
+        assert!(inbox.question(task.session).await?.is_none(), "no question");
+    }
+    assert!(inbox.waiting(uuid::Uuid::new_v4()).await?.is_none());
+    assert_eq!(
+        inbox.list().await?.len(),
+        2,
+        "the session keys are not entries"
+    );
+    // Answered: the entry and its session's key go.
+    let id = tasks[0].id.to_string();
+    let reply = baton_client::Reply::Complete;
+    inbox.reply(&id, "done", reply, "ada").await?;
+    assert!(inbox.waiting(tasks[0].session).await?.is_none());
+    let store = async_nats::jetstream::new(nats)
+        .get_key_value(subjects.inbox_bucket())
+        .await?;
+    let key = format!("w.{}", tasks[0].session);
+    assert!(store.get(&key).await?.is_none(), "{key} is removed");
+    // An entry an earlier release stored alone is named once noted.
+    store.purge(format!("w.{}", tasks[1].session)).await?;
+    assert!(inbox.waiting(tasks[1].session).await?.is_none());
+    assert_eq!(inbox.note_older_questions().await?, 1);
+    let found = inbox.waiting(tasks[1].session).await?;
+    assert_eq!(found.map(|entry| entry.envelope.id), Some(tasks[1].id));
+    Ok(())
+}

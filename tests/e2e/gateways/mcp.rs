@@ -26,6 +26,29 @@ fn client(args: &[&str]) -> anyhow::Result<serde_json::Value> {
     crate::util::python_json("mcp_client.py", "mcp", args)
 }
 
+/// The conversations' desk (triage hands refunds to `refunds`) on the
+/// stand-in models, served over MCP's streamable HTTP: the system, the
+/// server's URL, and the specs' folder.
+async fn desk_over_mcp(
+    triage: &baton_testkit::FakeLlm,
+    refunds: &baton_testkit::FakeLlm,
+) -> anyhow::Result<(System, String, tempfile::TempDir)> {
+    let desk = crate::conversation::conversations::Desk::default();
+    let (mut system, _url, dir) =
+        crate::conversation::conversations::desk_with(triage, refunds, desk, &[]).await?;
+    let serve = [
+        "mcp",
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--agents",
+        "triage,refunds",
+    ];
+    system.spawn("mcp", &serve, "MCP server listening").await?;
+    let url = system.logged_url("mcp")?;
+    Ok((system, url, dir))
+}
+
 /// What every transport must show.
 fn check(seen: &serde_json::Value) {
     assert_eq!(
@@ -138,19 +161,7 @@ async fn an_mcp_client_continues_a_conversation_at_its_holder_and_answers_a_ques
         Scripted::text("Refunding ABC-123."),
         Scripted::text("You are welcome."),
     ])?;
-    let desk = crate::conversation::conversations::Desk::default();
-    let (mut system, _url, _dir) =
-        crate::conversation::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
-    let serve = [
-        "mcp",
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-        "--agents",
-        "triage,refunds",
-    ];
-    system.spawn("mcp", &serve, "MCP server listening").await?;
-    let url = system.logged_url("mcp")?;
+    let (_system, url, _dir) = desk_over_mcp(&triage, &refunds).await?;
     let seen = client(&[
         "turns",
         &url,
@@ -380,19 +391,7 @@ async fn an_agents_question_is_asked_of_a_client_that_answers_elicitations() -> 
     let triage = crate::conversation::conversations::transferring()?;
     let ask = || Scripted::tool_calls(&[("ask_user", r#"{"question": "Which order?"}"#)]);
     let refunds = FakeLlm::start(vec![ask(), Scripted::text("Refunding ABC-123."), ask()])?;
-    let desk = crate::conversation::conversations::Desk::default();
-    let (mut system, _url, _dir) =
-        crate::conversation::conversations::desk_with(&triage, &refunds, desk, &[]).await?;
-    let serve = [
-        "mcp",
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-        "--agents",
-        "triage,refunds",
-    ];
-    system.spawn("mcp", &serve, "MCP server listening").await?;
-    let url = system.logged_url("mcp")?;
+    let (_system, url, _dir) = desk_over_mcp(&triage, &refunds).await?;
 
     // Answered: the question comes as an elicitation, and the one call
     // returns the answer it led to.

@@ -63,6 +63,21 @@ async def exercise(session, question):
     }
 
 
+async def turns(session, agent, conversation, texts):
+    """One call per text in one conversation: each result's error flag,
+    text blocks and structured content."""
+    await session.initialize()
+    said = []
+    for text in texts:
+        result = await session.call_tool(agent, {"question": text, "conversation": conversation})
+        said.append({
+            "is_error": result.is_error,
+            "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
+            "structured": result.structured_content,
+        })
+    return said
+
+
 async def main():
     mode = sys.argv[1]
     if mode == "stdio":
@@ -124,18 +139,7 @@ async def main():
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    turns = []
-                    for text in texts:
-                        result = await session.call_tool(
-                            agent, {"question": text, "conversation": conversation}
-                        )
-                        turns.append({
-                            "is_error": result.is_error,
-                            "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
-                            "structured": result.structured_content,
-                        })
-                    print(json.dumps({"turns": turns}))
+                    print(json.dumps({"turns": await turns(session, agent, conversation, texts)}))
     elif mode == "content":
         url, agent, question = sys.argv[2:]
         async with create_mcp_http_client() as http:
@@ -162,18 +166,8 @@ async def main():
         async with create_mcp_http_client() as http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
-                    await session.initialize()
-                    turns = []
-                    for text in texts:
-                        result = await session.call_tool(
-                            agent, {"question": text, "conversation": conversation}
-                        )
-                        turns.append({
-                            "is_error": result.is_error,
-                            "text": [c.text for c in result.content if getattr(c, "type", "") == "text"],
-                            "structured": result.structured_content,
-                        })
-                    print(json.dumps({"turns": turns, "asked": asked}))
+                    said = await turns(session, agent, conversation, texts)
+                    print(json.dumps({"turns": said, "asked": asked}))
     elif mode == "logging":
         url, agent, question, level = sys.argv[2:]
         logs = []
