@@ -67,7 +67,7 @@ pub async fn serve(
     let index = index::Index::open(client.jetstream(), &subjects, settings.replicas).await?;
     let inbox = Inbox::open(nats.clone(), subjects.clone(), settings.replicas).await?;
     // What an earlier release left waiting is found by its session too.
-    if let Err(err) = inbox.note_older_questions().await {
+    if let Err(err) = inbox.note_older_entries().await {
         tracing::warn!(error = %err, "cannot name the inbox's older entries by their session");
     }
     let conversations =

@@ -42,13 +42,7 @@ impl Answer {
         if event.kind != EventType::Completed {
             return None;
         }
-        let Some(Value::Map(entries)) = &event.output else {
-            return None;
-        };
-        let said = entries
-            .iter()
-            .find(|(key, _)| key.as_str() == Some("a2a"))
-            .map(|(_, value)| value)?;
+        let said = baton_gateway::text::entry(event.output.as_ref(), "a2a")?;
         let json = serde_json::to_value(said).ok()?;
         match serde_json::from_value(json) {
             Ok(said) => Some(said),

@@ -268,7 +268,7 @@ impl Client {
         envelope: &'e Envelope,
     ) -> (std::borrow::Cow<'e, Envelope>, String) {
         let rollouts = self.rollouts().await;
-        if envelope.versions.contains_key(agent.as_str()) || !rollouts.is_versioned(agent) {
+        if !versions::pins(rollouts, agent, envelope) {
             let subject = versions::subject_of(&self.subjects, agent, envelope);
             return (std::borrow::Cow::Borrowed(envelope), subject);
         }

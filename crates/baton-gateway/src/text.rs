@@ -13,6 +13,18 @@ pub fn value(value: &Value) -> String {
     }
 }
 
+/// The entry `key` of an output map: how an answer says something in a
+/// protocol's own terms (`a2a`, `mcp`), whatever the agent's kind.
+#[must_use]
+pub fn entry<'a>(output: Option<&'a Value>, key: &str) -> Option<&'a Value> {
+    let Some(Value::Map(entries)) = output else {
+        return None;
+    };
+    (entries.iter())
+        .find(|(name, _)| name.as_str() == Some(key))
+        .map(|(_, value)| value)
+}
+
 /// A value as text for a page: a string as itself, anything else as
 /// indented JSON.
 #[must_use]

@@ -9,7 +9,7 @@ use rmcp::model::{CallToolResult, Content};
 
 /// The tool result of a session that completed with `output`.
 pub(crate) fn result_of(output: Option<&Value>) -> CallToolResult {
-    if let Some(said) = said(output) {
+    if let Some(said) = baton_gateway::text::entry(output, "mcp") {
         match serde_json::to_value(said).map(serde_json::from_value::<CallToolResult>) {
             Ok(Ok(result)) => return result,
             Ok(Err(err)) => {
@@ -20,16 +20,6 @@ pub(crate) fn result_of(output: Option<&Value>) -> CallToolResult {
     }
     let text = output.map(baton_gateway::text::value).unwrap_or_default();
     CallToolResult::success(vec![Content::text(text)])
-}
-
-/// The `mcp` entry of an output map.
-fn said(output: Option<&Value>) -> Option<&Value> {
-    let Some(Value::Map(entries)) = output else {
-        return None;
-    };
-    (entries.iter())
-        .find(|(key, _)| key.as_str() == Some("mcp"))
-        .map(|(_, value)| value)
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ impl Gateway {
                 None => baton_gateway::text::progress(&event),
             };
             seen += 1;
-            if let Some(logged) = self.log_level.logged(session, &event) {
+            if let Some(logged) = self.log_level.logged(&event) {
                 // Logging is deprecated from MCP 2026-07-28 (SEP-2577) and
                 // works through its deprecation window: see `logging`.
                 #[allow(deprecated)]
@@ -159,7 +159,7 @@ impl Gateway {
             // session go on; else a conversation's turn that waits (for the
             // user's answer, or a person's) ends the call: the next call in
             // it answers.
-            if self.elicited((session, &event), answering, context).await {
+            if self.elicited(&event, answering, context).await {
                 continue;
             }
             if event.kind == EventType::Waiting && answering.is_some() {

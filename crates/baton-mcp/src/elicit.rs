@@ -14,7 +14,6 @@ use baton_client::{Decision, Inbox, InboxEntry};
 use baton_proto::{Event, EventType};
 use rmcp::model::{CreateElicitationRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{RequestContext, RoleServer};
-use uuid::Uuid;
 
 use crate::Gateway;
 
@@ -23,12 +22,12 @@ use crate::Gateway;
 pub(crate) type Answering<'a> = Option<(&'a str, Option<&'a str>)>;
 
 impl Gateway {
-    /// When the client answers elicitations and `event` is `session`
+    /// When the client answers elicitations and `event` is its session
     /// waiting on the user's answer: asks the client and gives its answer.
     /// `true` when it was given (the session goes on).
     pub(crate) async fn elicited(
         &self,
-        (session, event): (Uuid, &Event),
+        event: &Event,
         answering: Answering<'_>,
         context: &RequestContext<RoleServer>,
     ) -> bool {
@@ -42,6 +41,7 @@ impl Gateway {
                 return false;
             }
         };
+        let session = event.session;
         let Ok(Some(entry)) = inbox.question(session).await else {
             return false;
         };

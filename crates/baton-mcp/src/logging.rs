@@ -33,20 +33,16 @@ impl Level {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The log notification of `event` of `session`, when the level set
-    /// lets it through.
-    pub(crate) fn logged(
-        &self,
-        session: uuid::Uuid,
-        event: &Event,
-    ) -> Option<LoggingMessageNotificationParam> {
+    /// The log notification of `event`, when the level set lets it
+    /// through.
+    pub(crate) fn logged(&self, event: &Event) -> Option<LoggingMessageNotificationParam> {
         let least = self.get()?;
         let level = level_of(event);
         if rank(level) < rank(least) {
             return None;
         }
         let data = serde_json::json!({
-            "session": session.to_string(),
+            "session": event.session.to_string(),
             "event": event.kind.as_str(),
             "agent": event.agent,
             "text": baton_gateway::text::line(event),
@@ -98,14 +94,14 @@ mod tests {
         let failed = Event::new(uuid::Uuid::new_v4(), session, EventType::Failed);
         let completed = Event::new(uuid::Uuid::new_v4(), session, EventType::Completed);
         let level = Level::default();
-        assert!(level.logged(session, &completed).is_none(), "no level set");
+        assert!(level.logged(&completed).is_none(), "no level set");
         level.set(LoggingLevel::Warning);
-        assert!(level.logged(session, &completed).is_none());
-        let logged = level.logged(session, &failed).expect("an error passes");
+        assert!(level.logged(&completed).is_none());
+        let logged = level.logged(&failed).expect("an error passes");
         assert_eq!(logged.level, LoggingLevel::Error);
         assert_eq!(logged.data["event"], "failed");
         assert_eq!(logged.data["session"], session.to_string());
         level.set(LoggingLevel::Info);
-        assert!(level.logged(session, &completed).is_some());
+        assert!(level.logged(&completed).is_some());
     }
 }

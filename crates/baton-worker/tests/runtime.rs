@@ -250,10 +250,10 @@ async fn a_question_parked_by_an_earlier_release_is_found_by_its_session_once_no
         .await?;
     store.purge(format!("q.{}", asking.session)).await?;
     assert!(inbox.question(asking.session).await?.is_none());
-    assert_eq!(inbox.note_older_questions().await?, 1);
+    assert_eq!(inbox.note_older_entries().await?, 1);
     let found = inbox.question(asking.session).await?;
     assert_eq!(found.map(|entry| entry.envelope.id), Some(asking.id));
-    assert_eq!(inbox.note_older_questions().await?, 0, "noted once");
+    assert_eq!(inbox.note_older_entries().await?, 0, "noted once");
     Ok(())
 }
 
@@ -299,7 +299,7 @@ async fn what_a_session_waits_on_is_found_by_its_session_and_forgotten_with_its_
     // An entry an earlier release stored alone is named once noted.
     store.purge(format!("w.{}", tasks[1].session)).await?;
     assert!(inbox.waiting(tasks[1].session).await?.is_none());
-    assert_eq!(inbox.note_older_questions().await?, 1);
+    assert_eq!(inbox.note_older_entries().await?, 1);
     let found = inbox.waiting(tasks[1].session).await?;
     assert_eq!(found.map(|entry| entry.envelope.id), Some(tasks[1].id));
     Ok(())

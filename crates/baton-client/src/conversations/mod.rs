@@ -222,7 +222,7 @@ impl Conversations {
                     .map_err(|err| ConversationError::failed("cannot open the inbox", err))?;
                 // Questions an earlier release parked are found by their
                 // session too, once this process has noted them.
-                match inbox.note_older_questions().await {
+                match inbox.note_older_entries().await {
                     Ok(0) => {}
                     Ok(noted) => tracing::info!(noted, "noted older questions by their session"),
                     Err(err) => {

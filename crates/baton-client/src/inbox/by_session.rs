@@ -104,7 +104,7 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket cannot be read or written.
-    pub async fn note_older_questions(&self) -> Result<usize, InboxError> {
+    pub async fn note_older_entries(&self) -> Result<usize, InboxError> {
         let mut noted = 0;
         for entry in self.list().await? {
             let key = session_key(&entry.envelope);

@@ -24,8 +24,7 @@ pub(crate) fn sticky(envelope: &Envelope) -> String {
 /// it, unless it is pinned there already or `to` is not versioned. `true`
 /// when it pinned.
 pub fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool {
-    // Unversioned types (most) cost one lookup and no allocation.
-    if envelope.versions.contains_key(to.as_str()) || !rollouts.is_versioned(to) {
+    if !pins(rollouts, to, envelope) {
         return false;
     }
     let Some(version) = rollouts.choose(to, &sticky(envelope)) else {
@@ -37,11 +36,21 @@ pub fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool
     true
 }
 
+/// Whether [`pin`] would pin `envelope` at `to`: `to` is versioned and the
+/// envelope is not pinned there yet. Unversioned types (most) cost one
+/// lookup and no allocation, so a sender that copies an envelope to pin it
+/// asks first.
+#[must_use]
+pub fn pins(rollouts: &Rollouts, to: &AgentName, envelope: &Envelope) -> bool {
+    !envelope.versions.contains_key(to.as_str()) && rollouts.is_versioned(to)
+}
+
 /// Addresses `envelope` to agent type `to`: pins it to the version its
 /// rollout chooses there (as [`pin`]) and returns the subject it goes to
-/// (as [`subject_of`]). Whatever sends a session on to an agent type (the
-/// router, a worker's outbox and joins, the mover, direct sends, an inbox
-/// answer) addresses it here, so a versioned type is reached at its pinned
+/// (as [`subject_of`]). The router, the own-subject mover, direct sends
+/// and the inbox's answers address here; a worker's outbox and joins pin
+/// when they plan, and the delivery names the subject with
+/// [`subject_of`]. Either way a versioned type is reached at its pinned
 /// subject in one hop.
 pub fn address(
     rollouts: &Rollouts,
