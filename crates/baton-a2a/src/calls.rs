@@ -25,7 +25,7 @@ impl Gateway {
         let crate::ops::Begun {
             session,
             context,
-            skip,
+            seen,
         } = self.start(target, send, false, caller).await?;
         let immediately = send
             .configuration
@@ -35,7 +35,7 @@ impl Gateway {
         let last = if immediately {
             None
         } else {
-            self.wait(session, skip, self.timeout).await?
+            self.wait(session, seen, self.timeout).await?
         };
         if last.as_ref().is_some_and(|end| end.kind.is_terminal()) {
             self.close_soon(&context);
@@ -62,7 +62,7 @@ impl Gateway {
         Ok(Box::pin(self.stream(
             begun.session,
             begun.context,
-            begun.skip,
+            begun.seen,
         )))
     }
 

@@ -7,7 +7,7 @@ use a2a::{
     JsonRpcError, Message, PartContent, SendMessageRequest, StreamResponse, Task, TaskState,
     error_code,
 };
-use baton_client::{Decision, Reply};
+use baton_client::{Decision, Reply, Seen};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Event, Value};
 use futures::{Stream, StreamExt};
@@ -77,23 +77,23 @@ fn session_of(id: &str) -> Result<Uuid, JsonRpcError> {
 }
 
 /// A message on its way: the session that runs it (the A2A task), the
-/// context (the conversation) it belongs to, and how many of the session's
-/// events came before it (a follower skips them).
+/// context (the conversation) it belongs to, and the session's events
+/// that came before it (a follower skips them).
 #[derive(Debug)]
 pub(crate) struct Begun {
     pub(crate) session: Uuid,
     pub(crate) context: String,
-    pub(crate) skip: usize,
+    pub(crate) seen: Seen,
 }
 
 impl Gateway {
-    /// The last event of `session`, and how many are stored.
-    pub(crate) async fn last(&self, session: Uuid) -> Result<(Option<Event>, usize), JsonRpcError> {
+    /// The last event of `session`, and the events stored so far.
+    pub(crate) async fn last(&self, session: Uuid) -> Result<(Option<Event>, Seen), JsonRpcError> {
         let events = self.client.history(session).await.map_err(internal)?;
-        let count = events.len();
+        let seen = Seen::of(&events);
         // The last event with the session's whole path (a compact handoff
         // names only its new hop).
-        Ok((Event::last_with_path(&events), count))
+        Ok((Event::last_with_path(&events), seen))
     }
 
     /// What a session waiting for input asks: the last message of the
@@ -169,8 +169,8 @@ impl Gateway {
 
     /// `SendMessage` and `SendStreamingMessage`, up to the session running:
     /// a new session, or the answer to one waiting for input. Returns the
-    /// session, its context id, and how many of its events to skip when
-    /// following it (those before this message).
+    /// session, its context id, and its events to skip when following it
+    /// (those before this message).
     pub(crate) async fn start(
         &self,
         target: Option<&AgentName>,
@@ -235,11 +235,11 @@ impl Gateway {
                 format!("no feedback was recorded: {err}"),
             )
         })?;
-        let (_, count) = self.last(session).await?;
+        let (_, seen) = self.last(session).await?;
         Ok(Begun {
             session,
             context,
-            skip: count,
+            seen,
         })
     }
 
@@ -289,7 +289,7 @@ impl Gateway {
             ),
             None => Reply::Complete,
         };
-        let (_, skip) = self.last(session).await?;
+        let (_, seen) = self.last(session).await?;
         let id = entry.envelope.id.to_string();
         let answered = if entry.gate().is_some() {
             // An agent asked the user (ask_user): the answer resumes it.
@@ -307,24 +307,19 @@ impl Gateway {
         Ok(Begun {
             session,
             context,
-            skip,
+            seen,
         })
     }
 
-    /// Follows `session` (skipping its first `skip` events) until it ends or
+    /// Follows `session` (past the events in `seen`) until it ends or
     /// waits for input, or `timeout` passes; its last event then.
     pub(crate) async fn wait(
         &self,
         session: Uuid,
-        skip: usize,
+        seen: Seen,
         timeout: Duration,
     ) -> Result<Option<Event>, JsonRpcError> {
-        let mut events = self
-            .client
-            .follow(session)
-            .await
-            .map_err(internal)?
-            .skip(skip);
+        let mut events = (self.client.follow_after(session, seen).await).map_err(internal)?;
         let mut last = None;
         let deadline = tokio::time::Instant::now() + timeout;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
@@ -341,21 +336,21 @@ impl Gateway {
         Ok(last)
     }
 
-    /// The events of `session` after its first `skip`, as A2A stream
+    /// The events of `session` past those in `seen`, as A2A stream
     /// responses: the task first, then each event's updates, until the task
     /// ends or waits for input.
     pub(crate) fn stream(
         &self,
         session: Uuid,
         context: String,
-        skip: usize,
+        seen: Seen,
     ) -> impl Stream<Item = Result<StreamResponse, JsonRpcError>> + Send + 'static {
         let gateway = self.clone();
         let (sender, receiver) = futures::channel::mpsc::unbounded();
         tokio::spawn(async move {
             let send = |item| sender.unbounded_send(item).is_ok();
             // A new task starts from nothing; an answered one from where it was.
-            let last = if skip == 0 {
+            let last = if seen.is_empty() {
                 None
             } else {
                 match gateway.last(session).await {
@@ -375,8 +370,8 @@ impl Gateway {
             if !send(Ok(StreamResponse::Task(first))) {
                 return;
             }
-            let mut events = match gateway.client.follow(session).await {
-                Ok(events) => events.skip(skip),
+            let mut events = match gateway.client.follow_after(session, seen).await {
+                Ok(events) => events,
                 Err(err) => {
                     send(Err(internal(err)));
                     return;

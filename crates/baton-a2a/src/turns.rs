@@ -74,7 +74,7 @@ impl Gateway {
                 Ok(crate::ops::Begun {
                     session: waiting,
                     context,
-                    skip: seen,
+                    seen,
                 })
             }
             Ok(said) => {
@@ -82,7 +82,7 @@ impl Gateway {
                 Ok(crate::ops::Begun {
                     session,
                     context,
-                    skip: 0,
+                    seen: baton_client::Seen::default(),
                 })
             }
             Err(err) => {

@@ -1,6 +1,7 @@
 //! Publishing tasks and following their sessions from outside; [`follow`]
 //! reads a session's events.
 
+mod after;
 mod direct;
 pub(crate) mod follow;
 pub(crate) mod reading;
@@ -17,6 +18,7 @@ use futures::Stream;
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
+pub use crate::client::after::Seen;
 pub use crate::client::reading::Cancel;
 use baton_nats::nats::claimcheck::{ClaimCheck, ClaimSettings};
 use baton_nats::nats::connection::{Connection, Permissions};

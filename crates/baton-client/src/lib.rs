@@ -26,7 +26,7 @@ mod registry;
 pub mod versions;
 
 pub use client::replay::{SessionReplay, ending};
-pub use client::{Cancel, Client, EventStream};
+pub use client::{Cancel, Client, EventStream, Seen};
 pub use deadletters::{DeadLetterEntry, ReplayOptions};
 pub use inbox::{Decision, Inbox, InboxEntry, InboxError, InboxErrorKind, Reply};
 pub use registry::RegistryClient;

@@ -2,6 +2,7 @@
 //! (its events relayed as progress when the caller asked for it), and its
 //! end turned into a tool result that names the session.
 
+use baton_client::Seen;
 use baton_proto::{AgentName, Envelope, Event, EventType, Value};
 use futures::StreamExt;
 use rmcp::ErrorData as McpError;
@@ -64,21 +65,21 @@ impl Gateway {
             ))]));
         }
         let session = task.session;
-        let (result, _) = self.end((session, 0, None), context).await?;
+        let (result, _) = self.end((session, Seen::default(), None), context).await?;
         Ok(with_session(result, session))
     }
 
-    /// Follows `session` (after its first `skip` events) to its end, or,
+    /// Follows `session` (past the events in `seen`) to its end, or,
     /// for a conversation's turn (`answering` names the conversation and
     /// its caller), until it waits for the user, within the timeout, and
     /// turns it into a tool result: the answer, or the question (then
     /// `true`: the session waits).
     pub(crate) async fn end(
         &self,
-        (session, skip, answering): (uuid::Uuid, usize, crate::elicit::Answering<'_>),
+        (session, seen, answering): (uuid::Uuid, Seen, crate::elicit::Answering<'_>),
         context: &RequestContext<RoleServer>,
     ) -> Result<(CallToolResult, bool), McpError> {
-        let followed = self.follow((session, skip, answering), context);
+        let followed = self.follow((session, seen, answering), context);
         let end = tokio::select! {
             end = tokio::time::timeout(self.timeout, followed) => end,
             () = context.ct.cancelled() => {
@@ -115,16 +116,11 @@ impl Gateway {
     /// MCP session set; a question the client answers is given on the way.
     async fn follow(
         &self,
-        (session, skip, answering): (uuid::Uuid, usize, crate::elicit::Answering<'_>),
+        (session, seen, answering): (uuid::Uuid, Seen, crate::elicit::Answering<'_>),
         context: &RequestContext<RoleServer>,
     ) -> Result<Event, crate::Error> {
         let token = context.meta.get_progress_token();
-        let mut events = self
-            .client
-            .follow(session)
-            .await
-            .map_err(followed)?
-            .skip(skip);
+        let mut events = (self.client.follow_after(session, seen).await).map_err(followed)?;
         let mut seen = 0u32;
         let mut last = None;
         let mut shown = baton_proto::Shown::default();

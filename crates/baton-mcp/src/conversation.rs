@@ -75,13 +75,13 @@ impl Gateway {
             Ok(said) => said,
             Err(err) => return failed(&baton_gateway::chained(&err)),
         };
-        let (session, skip) = match said {
+        let (session, seen) = match &said {
             // The answer to the question: its turn goes on from there.
-            Taken::Answered { session, seen } => (session, seen),
-            ref said => (said.session(), 0),
+            Taken::Answered { session, seen } => (*session, seen.clone()),
+            said => (said.session(), baton_client::Seen::default()),
         };
         let answering = Some((id, caller.as_deref()));
-        let (mut result, waiting) = self.end((session, skip, answering), context).await?;
+        let (mut result, waiting) = self.end((session, seen, answering), context).await?;
         let turn = match said {
             Taken::Started { turn, .. } => Some(turn),
             _ => None,

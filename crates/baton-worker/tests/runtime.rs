@@ -11,6 +11,8 @@ use baton_worker::{
 };
 use tokio_util::sync::CancellationToken;
 
+#[path = "runtime/following.rs"]
+mod following;
 #[path = "runtime/opening.rs"]
 mod opening;
 

@@ -6,7 +6,6 @@ use anyhow::Context as _;
 use baton_client::conversation::{Conversations, Taken, UserMessage};
 use baton_client::{Client, EventStream};
 use baton_proto::{AgentName, Conversation, Subjects};
-use futures::StreamExt;
 use uuid::Uuid;
 
 use crate::nats::NatsArgs;
@@ -61,12 +60,12 @@ impl Talk {
         let session = message.turn.session;
         let events = self.client.follow(session).await?;
         let said = self.conversations.say(id, message).await?;
-        if let Taken::Answered { session, seen } = said {
+        if let Taken::Answered { session, seen } = &said {
             // The asking turn goes on: its events after the question.
-            let events = self.client.follow(session).await?;
+            let events = self.client.follow_after(*session, seen.clone()).await?;
             return Ok(Followed {
-                session,
-                events: Box::pin(events.skip(seen)),
+                session: *session,
+                events,
                 taken: said,
             });
         }

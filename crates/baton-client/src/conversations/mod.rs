@@ -52,9 +52,9 @@ pub enum Taken {
     Answered {
         /// The session that goes on with the answer.
         session: Uuid,
-        /// How many of its events came before the answer (a follower skips
-        /// them).
-        seen: usize,
+        /// Its events before the answer (a follower skips them:
+        /// [`Client::follow_after`](crate::Client::follow_after)).
+        seen: crate::Seen,
     },
 }
 

@@ -36,13 +36,13 @@ impl Conversations {
 
     /// Answers question `entry` with `said` (its text, and the variables
     /// that go with it to the agent that asked), as `person`: the session
-    /// that goes on, and how many of its events came before the answer.
+    /// that goes on, and its events before the answer.
     pub(super) async fn answer(
         &self,
         entry: &InboxEntry,
         said: &TurnMessage,
         person: &str,
-    ) -> Result<(Uuid, usize), ConversationError> {
+    ) -> Result<(Uuid, crate::Seen), ConversationError> {
         let session = entry.envelope.session;
         // Its events so far end with the question.
         let seen = (self.client.history(session).await)
@@ -60,6 +60,6 @@ impl Conversations {
         });
         (inbox.resolve_with(&id, answer, person, variables).await)
             .map_err(|err| ConversationError::failed("cannot answer the question", err))?;
-        Ok((session, seen.len()))
+        Ok((session, crate::Seen::of(&seen)))
     }
 }
