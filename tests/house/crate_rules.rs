@@ -204,3 +204,27 @@ fn no_shipped_crate_takes_the_test_kit() {
     // The check sees the kit's own dependencies.
     assert!(depends_on("baton-testkit").contains(&"baton-nats-server".to_owned()));
 }
+
+#[test]
+fn the_gateways_settle_nothing() {
+    // A message is settled by the pipeline, and a turn closed by the
+    // conversations' `Turn` or the router's keeper: the gateways only map
+    // their protocol.
+    let gateways = ["baton-a2a", "baton-mcp", "baton-console", "baton-gateway"];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut named = Vec::new();
+    for krate in gateways {
+        for file in rust_files(&root.join(krate).join("src")) {
+            let text = std::fs::read_to_string(&file).expect("a readable source file");
+            for (number, line) in text.lines().enumerate() {
+                if line.to_lowercase().contains("settle") || line.contains("keep_one(") {
+                    named.push(format!("{}:{}: {}", shown(&file), number + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "a gateway settles (or says it does): {named:#?}; follow a conversation's turn with `Turn::events`, which closes it at its end"
+    );
+}

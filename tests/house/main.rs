@@ -21,6 +21,8 @@
 //!   `async-nats`, directly or through another crate of the workspace;
 //! - each command of the CLI's table (`cli.rs`) runs in the module that
 //!   holds its arguments.
+//! - the gateways settle nothing: no message, no turn (the word
+//!   `settle` is not theirs).
 //!
 //! Each failure names the file and what to do.
 

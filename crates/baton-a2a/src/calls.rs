@@ -26,20 +26,21 @@ impl Gateway {
             session,
             context,
             seen,
+            turn,
         } = self.start(target, send, false, caller).await?;
         let immediately = send
             .configuration
             .as_ref()
             .and_then(|c| c.return_immediately)
             .unwrap_or(false);
+        // Followed, a conversation's turn closes itself at its end; else the
+        // router's keeper does.
         let last = if immediately {
             None
         } else {
-            self.wait(session, seen, self.timeout).await?
+            let events = self.events(session, seen, turn).await?;
+            self.wait(session, events, self.timeout).await?
         };
-        if last.as_ref().is_some_and(|end| end.kind.is_terminal()) {
-            self.close_soon(&context);
-        }
         let history = send.configuration.as_ref().and_then(|c| c.history_length);
         let mut task = self.task(session, &context, last.as_ref(), true).await;
         crate::task::trim_history(&mut task, history);
@@ -63,6 +64,7 @@ impl Gateway {
             begun.session,
             begun.context,
             begun.seen,
+            begun.turn,
         )))
     }
 

@@ -7,7 +7,8 @@ use a2a::{
     JsonRpcError, Message, PartContent, SendMessageRequest, StreamResponse, Task, TaskState,
     error_code,
 };
-use baton_client::{Decision, Reply, Seen};
+use baton_client::conversation::Turn;
+use baton_client::{EventStream, InboxErrorKind, Reply, Seen};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Event, Value};
 use futures::{Stream, StreamExt};
@@ -77,13 +78,15 @@ fn session_of(id: &str) -> Result<Uuid, JsonRpcError> {
 }
 
 /// A message on its way: the session that runs it (the A2A task), the
-/// context (the conversation) it belongs to, and the session's events
-/// that came before it (a follower skips them).
+/// context (the conversation) it belongs to, the session's events that
+/// came before it (a follower skips them), and the conversation's turn it
+/// is, whose events close it at its end.
 #[derive(Debug)]
 pub(crate) struct Begun {
     pub(crate) session: Uuid,
     pub(crate) context: String,
     pub(crate) seen: Seen,
+    pub(crate) turn: Option<Turn>,
 }
 
 impl Gateway {
@@ -240,6 +243,7 @@ impl Gateway {
             session,
             context,
             seen,
+            turn: None,
         })
     }
 
@@ -266,17 +270,6 @@ impl Gateway {
                 ),
             ));
         }
-        let waiting = self.inbox.waiting(session).await.map_err(internal)?;
-        let Some(entry) = waiting else {
-            let (last, _) = self.last(session).await?;
-            let state = task::state(last.as_ref());
-            return Err(error(
-                error_code::UNSUPPORTED_OPERATION,
-                format!(
-                    "task {id} does not wait for input (it is {state:?}); send a new message without a task id to start a new task"
-                ),
-            ));
-        };
         let reply = match message
             .metadata
             .as_ref()
@@ -289,46 +282,66 @@ impl Gateway {
             ),
             None => Reply::Complete,
         };
-        let (_, seen) = self.last(session).await?;
-        let id = entry.envelope.id.to_string();
-        let answered = if entry.gate().is_some() {
-            // An agent asked the user (ask_user): the answer resumes it.
-            let answer = Decision::Answer(text.to_owned());
-            let said = crate::terms::answer_variables(message);
-            (self
-                .inbox
-                .resolve_with(&id, answer, "a2a", Some(said))
-                .await)
-                .map(drop)
-        } else {
-            self.inbox.reply(&id, text, reply, "a2a").await.map(drop)
-        };
-        answered.map_err(|err| error(error_code::INVALID_PARAMS, err.to_string()))?;
+        let (last, seen) = self.last(session).await?;
+        let said = crate::terms::answer_variables(message);
+        let answered = (self.inbox)
+            .answer_session(session, text, Some(said), reply, "a2a")
+            .await
+            .map_err(|err| match err.kind() {
+                InboxErrorKind::Store => internal(err),
+                _ => error(error_code::INVALID_PARAMS, err.to_string()),
+            })?;
+        if !answered {
+            let state = task::state(last.as_ref());
+            return Err(error(
+                error_code::UNSUPPORTED_OPERATION,
+                format!(
+                    "task {id} does not wait for input (it is {state:?}); send a new message without a task id to start a new task"
+                ),
+            ));
+        }
+        // The context's turn: followed, it closes at its end.
+        let turn = self
+            .conversations
+            .answered_turn(&context, session, seen.clone());
         Ok(Begun {
             session,
             context,
             seen,
+            turn: Some(turn),
         })
     }
 
-    /// Follows `session` (past the events in `seen`) until it ends or
-    /// waits for input, or `timeout` passes; its last event then.
-    pub(crate) async fn wait(
+    /// The events of `session` past those in `seen`, until it ends or
+    /// waits for input: a conversation's `turn`'s own (which close it at its
+    /// end), or the session's.
+    pub(crate) async fn events(
         &self,
         session: Uuid,
         seen: Seen,
+        turn: Option<Turn>,
+    ) -> Result<EventStream, JsonRpcError> {
+        match turn {
+            Some(turn) => turn
+                .events()
+                .await
+                .map_err(|err| internal(baton_gateway::chained(&err))),
+            None => (self.client.follow_after(session, seen).await).map_err(internal),
+        }
+    }
+
+    /// Follows `session`'s `events` until it ends or waits for input, or
+    /// `timeout` passes; its last event then.
+    pub(crate) async fn wait(
+        &self,
+        session: Uuid,
+        mut events: EventStream,
         timeout: Duration,
     ) -> Result<Option<Event>, JsonRpcError> {
-        let mut events = (self.client.follow_after(session, seen).await).map_err(internal)?;
         let mut last = None;
         let deadline = tokio::time::Instant::now() + timeout;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
-            let event = event.map_err(internal)?;
-            let done = at_rest(&task::state(Some(&event)));
-            last = Some(event);
-            if done {
-                break;
-            }
+            last = Some(event.map_err(internal)?);
         }
         if last.is_none() {
             return Ok(self.last(session).await?.0);
@@ -336,14 +349,16 @@ impl Gateway {
         Ok(last)
     }
 
-    /// The events of `session` past those in `seen`, as A2A stream
-    /// responses: the task first, then each event's updates, until the task
-    /// ends or waits for input.
+    /// The events of `session` past those in `seen` (a conversation's
+    /// `turn`'s own, when it is one), as A2A stream responses: the task
+    /// first, then each event's updates, until the task ends or waits for
+    /// input.
     pub(crate) fn stream(
         &self,
         session: Uuid,
         context: String,
         seen: Seen,
+        turn: Option<Turn>,
     ) -> impl Stream<Item = Result<StreamResponse, JsonRpcError>> + Send + 'static {
         let gateway = self.clone();
         let (sender, receiver) = futures::channel::mpsc::unbounded();
@@ -370,10 +385,10 @@ impl Gateway {
             if !send(Ok(StreamResponse::Task(first))) {
                 return;
             }
-            let mut events = match gateway.client.follow_after(session, seen).await {
+            let mut events = match gateway.events(session, seen, turn).await {
                 Ok(events) => events,
                 Err(err) => {
-                    send(Err(internal(err)));
+                    send(Err(err));
                     return;
                 }
             };
@@ -400,12 +415,6 @@ impl Gateway {
                     if !send(Ok(update)) {
                         return;
                     }
-                }
-                if at_rest(&task::state(Some(&event))) {
-                    if event.kind.is_terminal() {
-                        gateway.close_soon(&context);
-                    }
-                    return;
                 }
             }
         });
@@ -444,7 +453,7 @@ impl Gateway {
                 format!("task {id} has ended; read it with GetTask"),
             ));
         }
-        Ok(self.stream(session, context, count))
+        Ok(self.stream(session, context, count, None))
     }
 
     /// `CancelTask`: cancels the session; running agents are stopped.

@@ -18,7 +18,8 @@ impl Gateway {
     /// Sends the message's `text` and `variables` as the next turn of its
     /// context (a new conversation without one), or as the answer when an
     /// agent of the conversation asked the user; its session, context id,
-    /// and how many of its events to skip when following it.
+    /// the events to skip when following it, and the turn (whose events
+    /// close it at its end).
     pub(crate) async fn turn(
         &self,
         target: Option<&AgentName>,
@@ -63,26 +64,28 @@ impl Gateway {
             .say_recorded(&context, message, || self.index.put(session, &record))
             .await;
         match said {
-            Ok(Taken::Answered {
-                session: waiting,
-                seen,
-            }) => {
-                // The answer to the question its conversation waits on: no
-                // task of its own is listed, the asking one goes on.
-                self.forget(session).await;
-                tracing::info!(%waiting, %context, "A2A message answered a question");
+            Ok(turn) => {
+                if let Taken::Answered {
+                    session: waiting, ..
+                } = &turn.taken
+                {
+                    // The answer to the question its conversation waits on:
+                    // no task of its own is listed, the asking one goes on.
+                    self.forget(session).await;
+                    tracing::info!(%waiting, %context, "A2A message answered a question");
+                } else {
+                    let said = &turn.taken;
+                    tracing::info!(%session, %context, agent = ?record.agent, ?said, "A2A message sent");
+                }
+                let seen = match &turn.taken {
+                    Taken::Answered { seen, .. } => seen.clone(),
+                    _ => baton_client::Seen::default(),
+                };
                 Ok(crate::ops::Begun {
-                    session: waiting,
+                    session: turn.session(),
                     context,
                     seen,
-                })
-            }
-            Ok(said) => {
-                tracing::info!(%session, %context, agent = ?record.agent, ?said, "A2A message sent");
-                Ok(crate::ops::Begun {
-                    session,
-                    context,
-                    seen: baton_client::Seen::default(),
+                    turn: Some(turn),
                 })
             }
             Err(err) => {
@@ -123,13 +126,6 @@ impl Gateway {
         if let Err(forgot) = self.index.forget(session).await {
             tracing::warn!(error = %forgot, %session, "cannot forget a task that did not start");
         }
-    }
-
-    /// Says that conversation `context`'s turn was seen to end: it is
-    /// closed in the background, so its next message finds it closed
-    /// (the router's keeper would, a moment later).
-    pub(crate) fn close_soon(&self, context: &str) {
-        drop(self.conversations.turn_ended(context));
     }
 }
 

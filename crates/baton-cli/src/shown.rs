@@ -75,8 +75,9 @@ impl Shown {
         self.ended(task.session, events).await
     }
 
-    /// Prints the outcome of `session`, followed as `events`, once it ends
-    /// or waits for a person; the exit code that goes with it.
+    /// Prints the outcome of `session`, followed as `events` (to where it
+    /// rests: `Client::follow_to_rest`, a conversation turn's events), once
+    /// it ends or waits for a person; the exit code that goes with it.
     pub(crate) async fn ended(
         &self,
         session: Uuid,
@@ -130,9 +131,10 @@ pub const EXIT_WAITING: u8 = 3;
 /// answers are printed as they are written, and the moves between agents
 /// as lines between them.
 async fn outcome(
-    mut events: baton_client::EventStream,
+    events: baton_client::EventStream,
     mut printer: Option<&mut Printer>,
 ) -> anyhow::Result<baton_proto::Event> {
+    let mut events = events;
     let mut last = None;
     while let Some(event) = events.next().await {
         let event = event?;
@@ -146,14 +148,10 @@ async fn outcome(
                 printer.line(&format!("  ↳ {}", baton_gateway::text::line(&event)));
             }
         }
-        if event.kind == EventType::Waiting {
-            return Ok(event);
-        }
-        if event.kind.is_terminal() {
-            last = Some(event);
-        }
+        last = Some(event);
     }
-    last.context("the event stream ended before the session did")
+    last.filter(|end| end.kind == EventType::Waiting || end.kind.is_terminal())
+        .context("the event stream ended before the session did")
 }
 
 /// The path and the answer (or the failure) of a terminal event.

@@ -36,7 +36,7 @@ pub use registry::RegistryClient;
 /// errors are `baton-nats`'s, and the keeper that closes turns as they
 /// end is the router's.
 pub mod conversation {
-    pub use crate::conversations::{Conversations, Taken, UserMessage};
+    pub use crate::conversations::{Conversations, Question, Taken, Turn, UserMessage};
     pub use baton_nats::state::conversation::{
         ConversationError, ConversationErrorKind, INTERRUPTED,
     };

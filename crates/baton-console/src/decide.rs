@@ -1,5 +1,5 @@
-//! Tool calls waiting in the inbox, settled from the page as `baton inbox`
-//! settles them: a call whose outcome is unknown happened (with its
+//! Tool calls waiting in the inbox, decided from the page as `baton inbox`
+//! decides them: a call whose outcome is unknown happened (with its
 //! result), did not happen, or fails the session; a call waiting for
 //! approval is approved or denied (with a note for the model). The page
 //! that shows them is `ops::inbox`.
@@ -28,7 +28,7 @@ pub(crate) struct DecideForm {
     person: String,
 }
 
-/// Settles waiting tool call `id`, and says what happens next.
+/// Decides waiting tool call `id`, and says what happens next.
 pub(crate) async fn decide(
     State(app): State<App>,
     Path(id): Path<String>,
@@ -58,8 +58,8 @@ pub(crate) async fn decide(
     });
     match app.inbox.resolve(&id, decision, &person).await {
         Ok(next) => {
-            let said = format!("{id} settled: {next}.");
-            let body = crate::view::notice("Settled", &said, "/inbox");
+            let said = format!("{id} decided: {next}.");
+            let body = crate::view::notice("Decided", &said, "/inbox");
             Html(crate::view::page("Inbox", "inbox", body).into_string()).into_response()
         }
         Err(err) => failure(StatusCode::CONFLICT, &err.to_string(), "/inbox"),

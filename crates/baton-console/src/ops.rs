@@ -220,7 +220,7 @@ pub(crate) fn inbox(entries: &[InboxEntry], token: &str, now: u64) -> Markup {
 }
 
 /// A waiting tool call: the tool, its arguments as the model gave them,
-/// and the decisions that settle it.
+/// and the decisions that end its wait.
 fn call(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
     let envelope = &entry.envelope;
     let arguments = serde_json::from_str::<serde_json::Value>(&gate.arguments)

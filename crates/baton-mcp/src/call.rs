@@ -2,7 +2,10 @@
 //! (its events relayed as progress when the caller asked for it), and its
 //! end turned into a tool result that names the session.
 
-use baton_client::Seen;
+use baton_client::EventStream;
+use baton_client::conversation::Question;
+
+use crate::elicit::Elicited;
 use baton_proto::{AgentName, Envelope, Event, EventType, Value};
 use futures::StreamExt;
 use rmcp::ErrorData as McpError;
@@ -65,35 +68,49 @@ impl Gateway {
             ))]));
         }
         let session = task.session;
-        let (result, _) = self.end((session, Seen::default(), None), context).await?;
+        let events = match self.client.follow(session).await {
+            Ok(events) => events,
+            Err(err) => {
+                return Ok(CallToolResult::error(vec![Content::text(format!(
+                    "cannot follow session {session}: {}",
+                    baton_nats::error_chain(&err)
+                ))]));
+            }
+        };
+        let (result, _) = self.end((session, events, None), context).await?;
         Ok(with_session(result, session))
     }
 
-    /// Follows `session` (past the events in `seen`) to its end, or,
+    /// Follows `session`'s `events` to its end, or,
     /// for a conversation's turn (`answering` names the conversation and
     /// its caller), until it waits for the user, within the timeout, and
     /// turns it into a tool result: the answer, or the question (then
     /// `true`: the session waits).
     pub(crate) async fn end(
         &self,
-        (session, seen, answering): (uuid::Uuid, Seen, crate::elicit::Answering<'_>),
+        (session, events, answering): (uuid::Uuid, EventStream, crate::elicit::Answering<'_>),
         context: &RequestContext<RoleServer>,
     ) -> Result<(CallToolResult, bool), McpError> {
-        let followed = self.follow((session, seen, answering), context);
+        let followed = self.follow((events, answering), context);
         let end = tokio::select! {
             end = tokio::time::timeout(self.timeout, followed) => end,
             () = context.ct.cancelled() => {
                 return Err(McpError::internal_error(format!("the call was cancelled; session {session} goes on"), None));
             }
         };
-        let waits = matches!(&end, Ok(Ok(end)) if end.kind == EventType::Waiting);
+        let asked = match &end {
+            Ok(Ok(end)) => Question::of(end),
+            _ => None,
+        };
+        let waits = asked.is_some();
         let result = match end {
             Ok(Ok(end)) if end.kind == EventType::Completed => {
                 crate::answer::result_of(end.output.as_ref())
             }
             // An agent asked the user: the next call in the conversation answers.
             Ok(Ok(end)) if end.kind == EventType::Waiting => {
-                CallToolResult::success(vec![Content::text(end.detail.unwrap_or_default())])
+                let asked = asked.map(|asked| asked.text).unwrap_or_default();
+                CallToolResult::success(vec![Content::text(asked)])
             }
             Ok(Ok(end)) => CallToolResult::error(vec![Content::text(format!(
                 "session {session} failed: {}{}",
@@ -116,11 +133,10 @@ impl Gateway {
     /// MCP session set; a question the client answers is given on the way.
     async fn follow(
         &self,
-        (session, seen, answering): (uuid::Uuid, Seen, crate::elicit::Answering<'_>),
+        (mut events, answering): (EventStream, crate::elicit::Answering<'_>),
         context: &RequestContext<RoleServer>,
     ) -> Result<Event, crate::Error> {
         let token = context.meta.get_progress_token();
-        let mut events = (self.client.follow_after(session, seen).await).map_err(followed)?;
         let mut seen = 0u32;
         let mut last = None;
         let mut shown = baton_proto::Shown::default();
@@ -155,8 +171,14 @@ impl Gateway {
             // session go on; else a conversation's turn that waits (for the
             // user's answer, or a person's) ends the call: the next call in
             // it answers.
-            if self.elicited(&event, answering, context).await {
-                continue;
+            match self.elicited(&event, answering, context).await {
+                Elicited::Not => {}
+                Elicited::GoesOn => continue,
+                // The answer's own turn: the asking session after its question.
+                Elicited::Turn(next) => {
+                    events = next;
+                    continue;
+                }
             }
             if event.kind == EventType::Waiting && answering.is_some() {
                 return Ok(event);

@@ -75,27 +75,25 @@ impl Gateway {
             Ok(said) => said,
             Err(err) => return failed(&baton_gateway::chained(&err)),
         };
-        let (session, seen) = match &said {
-            // The answer to the question: its turn goes on from there.
-            Taken::Answered { session, seen } => (*session, seen.clone()),
-            said => (said.session(), baton_client::Seen::default()),
-        };
-        let answering = Some((id, caller.as_deref()));
-        let (mut result, waiting) = self.end((session, seen, answering), context).await?;
-        let turn = match said {
+        let session = said.session();
+        let turn = match said.taken {
             Taken::Started { turn, .. } => Some(turn),
             _ => None,
         };
+        // The turn's events close it at its end: the conversation's next call
+        // finds who holds it.
+        let events = match said.events().await {
+            Ok(events) => events,
+            Err(err) => return failed(&baton_gateway::chained(&err)),
+        };
+        let answering = Some((id, caller.as_deref()));
+        let (mut result, waiting) = self.end((session, events, answering), context).await?;
         result.structured_content = Some(serde_json::json!({
             "conversation": id,
             "session": session.to_string(),
             "turn": turn,
             "waiting": waiting,
         }));
-        // Closed now, so the conversation's next call finds who holds it.
-        if conversations.turn_ended(id).await.is_err() {
-            tracing::warn!("closing the turn stopped; the router's keeper will close it");
-        }
         Ok(crate::call::with_session(result, session))
     }
 }

@@ -10,7 +10,7 @@
 //! answers it; a call without a conversation waits for the inbox's answer.
 
 use baton_client::conversation::{Taken, UserMessage};
-use baton_client::{Decision, Inbox, InboxEntry};
+use baton_client::{Decision, EventStream, Inbox, InboxEntry};
 use baton_proto::{Event, EventType};
 use rmcp::model::{CreateElicitationRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{RequestContext, RoleServer};
@@ -21,36 +21,45 @@ use crate::Gateway;
 /// session's own question in the inbox.
 pub(crate) type Answering<'a> = Option<(&'a str, Option<&'a str>)>;
 
+/// What became of a question the client was asked.
+pub(crate) enum Elicited {
+    /// Not asked, or not answered: the question waits.
+    Not,
+    /// Answered in the inbox: the session's events go on.
+    GoesOn,
+    /// Answered as the conversation's next message: the events of that turn.
+    Turn(EventStream),
+}
+
 impl Gateway {
     /// When the client answers elicitations and `event` is its session
     /// waiting on the user's answer: asks the client and gives its answer.
-    /// `true` when it was given (the session goes on).
     pub(crate) async fn elicited(
         &self,
         event: &Event,
         answering: Answering<'_>,
         context: &RequestContext<RoleServer>,
-    ) -> bool {
+    ) -> Elicited {
         if event.kind != EventType::Waiting || !answers_forms(context) {
-            return false;
+            return Elicited::Not;
         }
         let inbox = match self.inbox().await {
             Ok(inbox) => inbox,
             Err(err) => {
                 tracing::debug!(error = %err, "no elicitation: the inbox cannot be read");
-                return false;
+                return Elicited::Not;
             }
         };
         let session = event.session;
         let Ok(Some(entry)) = inbox.question(session).await else {
-            return false;
+            return Elicited::Not;
         };
         let message = format!("{} asks: {}", entry.agent(), question_of(&entry, event));
         let Ok(schema) = ElicitationSchema::builder()
             .required_string("answer")
             .build()
         else {
-            return false;
+            return Elicited::Not;
         };
         let asked = CreateElicitationRequestParams::FormElicitationParams {
             meta: None,
@@ -67,31 +76,32 @@ impl Gateway {
             }
         };
         let Some(answer) = answer else {
-            return false;
+            return Elicited::Not;
         };
         match self.answer(inbox, &entry, answer, answering).await {
-            Ok(()) => true,
+            Ok(Some(turn)) => Elicited::Turn(turn),
+            Ok(None) => Elicited::GoesOn,
             Err(err) => {
                 tracing::warn!(error = %err, %session, "the elicited answer could not be given; the question still waits");
-                false
+                Elicited::Not
             }
         }
     }
 
     /// Gives `answer` to the question `entry` holds: as the conversation's
-    /// next message, or to the inbox.
+    /// next message (then the events of its turn), or to the inbox.
     async fn answer(
         &self,
         inbox: &Inbox,
         entry: &InboxEntry,
         answer: String,
         answering: Answering<'_>,
-    ) -> Result<(), crate::Error> {
+    ) -> Result<Option<EventStream>, crate::Error> {
         let Some((id, caller)) = answering else {
             let decision = Decision::Answer(answer);
             let id = entry.envelope.id.to_string();
             return (inbox.resolve_with(&id, decision, "mcp", None).await)
-                .map(drop)
+                .map(|_| None)
                 .map_err(|err| crate::Error::Store(err.to_string()));
         };
         let conversations = self.conversations().await?;
@@ -102,7 +112,9 @@ impl Gateway {
         // not queued as a message of its own.
         message.overlap = baton_proto::Overlap::Reject;
         match conversations.say(id, message).await {
-            Ok(Taken::Answered { .. }) => Ok(()),
+            Ok(turn) if matches!(turn.taken, Taken::Answered { .. }) => (turn.events().await)
+                .map(Some)
+                .map_err(|err| crate::Error::Store(baton_gateway::chained(&err))),
             Ok(_) => Err(crate::Error::Store(format!(
                 "conversation {id} took the answer as a new message: its question was answered meanwhile"
             ))),

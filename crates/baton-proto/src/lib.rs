@@ -55,7 +55,7 @@ mod registry;
 use conversation::{conversation_ref, conversation_turn};
 use envelope::{exec, gate, hop, reason, replay, start, usage};
 use events::{delta, event, folding, reads, refs, timer};
-use nats::{claim, header, subject};
+use nats::{claim, header, name, subject};
 use registry::{learned, outcome};
 use wire::{codec, id, nesting, schema, text, time, uuid_text, value};
 
@@ -88,6 +88,7 @@ pub use id::{derive_id, derive_id_labelled};
 pub use learned::{
     Collaborator, FeedbackReply, FeedbackRequest, Learned, Notebook, NotebookRequest, Similar, Why,
 };
+pub use name::{AgentName, NameError, Version};
 pub use nesting::{MAX_NESTING, nests_deeper_than};
 pub use outcome::{MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, similarity};
 pub use reads::{
@@ -102,7 +103,7 @@ pub use registry::{Candidate, Heartbeat, LookupRequest, LookupResponse};
 pub use replay::Replay;
 pub use schema::schemas;
 pub use start::Start;
-pub use subject::{AgentName, NameError, Subjects, Version};
+pub use subject::Subjects;
 pub use text::{hex, token_safe};
 pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
 pub use timer::{DeadlineTimer, deadline_event_id};

@@ -557,7 +557,7 @@ async fn a_person_answers_an_agents_question_with_baton_inbox_reply_or_the_conso
         seen["notice"]
             .as_str()
             .unwrap_or_default()
-            .contains("settled"),
+            .contains("decided"),
         "{seen}"
     );
     let end = system

@@ -1,4 +1,4 @@
-//! Conversations: turns, holders, transcripts, compaction, crashes mid-turn, `baton chat` and `baton conversations`.
+//! Conversations: turns, holders, transcripts, compaction, crashes mid-turn, where a turn ends, `baton chat` and `baton conversations`.
 
 pub(crate) mod chat;
 pub(crate) mod compaction;
@@ -6,3 +6,4 @@ pub(crate) mod conversations;
 pub(crate) mod holders;
 pub(crate) mod transcripts;
 pub(crate) mod turn_crashes;
+pub(crate) mod turn_ends;

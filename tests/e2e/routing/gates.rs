@@ -684,7 +684,7 @@ async fn the_console_shows_waiting_calls_with_their_arguments_and_settles_them()
         seen["notice"]
             .as_str()
             .unwrap_or_default()
-            .contains("settled"),
+            .contains("decided"),
         "{seen}"
     );
     assert_eq!(t.end(&task).await?.kind, EventType::Completed);

@@ -75,14 +75,17 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: ChatArgs) -> anyhow:
         message.turn.to.clone_from(&to);
         message.turn.stream = interactive && !args.no_stream;
         let said = talk.say(&id, message).await?;
+        let session = said.session();
         let timeout = Duration::from_secs(args.timeout_secs);
-        let end = tokio::time::timeout(timeout, answer(said.events, interactive))
+        // Its end comes once the turn is closed: the next line finds who holds it.
+        let events = said.events().await?;
+        let end = tokio::time::timeout(timeout, answer(events, interactive))
             .await
             .map_err(|_| {
                 anyhow::anyhow!(
                     "no answer within {}s (the turn goes on: follow it with `baton watch {}`)",
                     args.timeout_secs,
-                    said.session
+                    session
                 )
             })??;
         last = if matches!(end.kind, EventType::Completed | EventType::Waiting) {
@@ -90,8 +93,6 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: ChatArgs) -> anyhow:
         } else {
             ExitCode::FAILURE
         };
-        // Closed now, so the next line finds who holds it.
-        talk.close_turn(&id).await;
         if let Some((record, _)) = talk.conversations.get(&id).await? {
             eprintln!("[{}]", holding(&record));
         }
@@ -99,16 +100,14 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: ChatArgs) -> anyhow:
     Ok(last)
 }
 
-/// Follows one turn's `events` to its end, or to an agent's question, and
-/// prints its answer: as it is written when it streams (`interactive`,
+/// Follows one turn's `events` (they stop at its end, or at an agent's
+/// question), and prints its answer: as it is written when it streams (`interactive`,
 /// each piece after its agent's name), else once, whole. Handoffs go to
 /// standard error as they happen.
 async fn answer(mut events: EventStream, interactive: bool) -> anyhow::Result<Event> {
     let mut printer = Printer::default();
-    let end = loop {
-        let Some(event) = events.next().await else {
-            anyhow::bail!("the event stream ended before the turn did");
-        };
+    let mut last = None;
+    while let Some(event) = events.next().await {
         let event = event?;
         if printer.delta(&event) {
             continue;
@@ -120,10 +119,11 @@ async fn answer(mut events: EventStream, interactive: bool) -> anyhow::Result<Ev
             printer.end();
             eprintln!("  ↳ {}", baton_gateway::text::progress(&event));
         }
-        if event.kind == EventType::Waiting || event.kind.is_terminal() {
-            break event;
-        }
-    };
+        last = Some(event);
+    }
+    let end = last
+        .filter(|end| end.kind == EventType::Waiting || end.kind.is_terminal())
+        .context("the event stream ended before the turn did")?;
     printer.complete(&end);
     printer.end();
     let agent = end.agent.clone().unwrap_or_else(|| "?".to_owned());

@@ -88,14 +88,20 @@ pub async fn run(
         } => {
             let (new_id, pins) = fork_as(new_id, &onto)?;
             let onto = Pin::checked(&pins, &talk.client).await?;
-            talk.close_turn(&id).await;
+            // A turn that just ended can be forked at (else the fork says
+            // the turn runs).
+            if let Err(err) = talk.conversations.settle(&id).await {
+                tracing::warn!(error = %err, "cannot close the conversation's turn now");
+            }
             let new = new_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             let fork = talk.conversations.fork(&id, at, &new, None, &onto).await?;
             println!("{}", fork.id);
         }
         ConversationsCommand::Show { id, json } => {
-            // A turn that ended is shown as ended.
-            talk.close_turn(&id).await;
+            // A turn that ended is shown as ended (else the keeper closes it).
+            if let Err(err) = talk.conversations.settle(&id).await {
+                tracing::warn!(error = %err, "cannot close the conversation's turn now");
+            }
             let Some((record, _)) = talk.conversations.get(&id).await? else {
                 anyhow::bail!(
                     "no conversation {id}: check the id (`baton conversations ls` lists them)"

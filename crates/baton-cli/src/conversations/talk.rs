@@ -3,10 +3,9 @@
 //! (`Conversations::say`), and following the session that answers it.
 
 use anyhow::Context as _;
-use baton_client::conversation::{Conversations, Taken, UserMessage};
-use baton_client::{Client, EventStream};
+use baton_client::Client;
+use baton_client::conversation::{Conversations, Turn, UserMessage};
 use baton_proto::{AgentName, Conversation, Subjects};
-use uuid::Uuid;
 
 use crate::nats::NatsArgs;
 
@@ -14,16 +13,6 @@ use crate::nats::NatsArgs;
 pub struct Talk {
     pub client: Client,
     pub conversations: Conversations,
-}
-
-/// A message said to a conversation, and the session that answers it,
-/// followed from before the message was sent.
-pub struct Followed {
-    pub session: Uuid,
-    pub events: EventStream,
-    /// What became of it: a turn that started or waits, or an answer to an
-    /// agent's question.
-    pub taken: Taken,
 }
 
 impl Talk {
@@ -44,36 +33,11 @@ impl Talk {
         })
     }
 
-    /// Says that conversation `id`'s turn was seen to end, and waits for
-    /// it to be closed, as the router's keeper would within a moment.
-    pub async fn close_turn(&self, id: &str) {
-        if self.conversations.turn_ended(id).await.is_err() {
-            tracing::warn!("closing the turn stopped; the router's keeper will close it");
-        }
-    }
-
-    /// Says `message` to conversation `id`: the answer to the question an
-    /// agent of it asked the user, or else a turn, followed from before
-    /// the message was sent.
-    pub async fn say(&self, id: &str, mut message: UserMessage) -> anyhow::Result<Followed> {
+    /// Says `message` to conversation `id`, through the CLI: the answer to
+    /// the question an agent of it asked, or else a turn.
+    pub async fn say(&self, id: &str, mut message: UserMessage) -> anyhow::Result<Turn> {
         message.via = "cli".to_owned();
-        let session = message.turn.session;
-        let events = self.client.follow(session).await?;
-        let said = self.conversations.say(id, message).await?;
-        if let Taken::Answered { session, seen } = &said {
-            // The asking turn goes on: its events after the question.
-            let events = self.client.follow_after(*session, seen.clone()).await?;
-            return Ok(Followed {
-                session: *session,
-                events,
-                taken: said,
-            });
-        }
-        Ok(Followed {
-            session,
-            events,
-            taken: said,
-        })
+        Ok(self.conversations.say(id, message).await?)
     }
 }
 

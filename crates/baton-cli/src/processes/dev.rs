@@ -154,20 +154,19 @@ async fn run_demo_tasks(baton: &Client, timeout: Duration) -> anyhow::Result<boo
         println!("[{}] {case}", number + 1);
         println!("  user:   {text}");
         println!("  session {session}");
-        let mut events = baton.events(session).await?;
+        // Followed to its end: the stream stops there.
+        let mut events = baton.follow(session).await?;
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut ended = false;
+        let mut end = None;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.next()).await {
             let event = event?;
             println!("    {}", baton_gateway::text::line(&event));
-            if event.kind.is_terminal() {
-                crate::shown::print_outcome(&event);
-                all_completed &= event.kind == EventType::Completed;
-                ended = true;
-                break;
-            }
+            end = Some(event).filter(|event| event.kind.is_terminal());
         }
-        if !ended {
+        if let Some(end) = end {
+            crate::shown::print_outcome(&end);
+            all_completed &= end.kind == EventType::Completed;
+        } else {
             println!("  no terminal event within {}s", timeout.as_secs());
             all_completed = false;
         }

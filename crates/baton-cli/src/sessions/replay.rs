@@ -74,7 +74,7 @@ pub async fn run(
     };
     let (task, agent) = client.replay_of(session, &options).await?;
     let events = if args.waiting.wait {
-        Some(client.follow(task.session).await?)
+        Some(client.follow_to_rest(task.session).await?)
     } else {
         None
     };

@@ -123,7 +123,7 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: SendArgs) -> anyhow:
     // Followed before it is sent, so no live piece of an answer comes
     // before the wait does.
     let events = if args.waiting.wait {
-        Some(client.follow(task.session).await?)
+        Some(client.follow_to_rest(task.session).await?)
     } else {
         None
     };
@@ -211,6 +211,7 @@ async fn to_conversation(
     }
     let talk = Talk::open(nats, subjects).await?;
     let said = talk.say(id, message).await?;
+    let session = said.session();
     let what = match &said.taken {
         Taken::Started { turn, .. } => format!("turn {turn}"),
         Taken::Queued { ahead, .. } => {
@@ -222,23 +223,21 @@ async fn to_conversation(
         if args.waiting.json {
             let shown = serde_json::json!({
                 "conversation": id,
-                "session": said.session.to_string(),
+                "session": session.to_string(),
                 "sent": what,
             });
             println!("{shown}");
         } else {
             eprintln!("conversation {id}: {what}");
-            println!("{}", said.session);
+            println!("{session}");
         }
         return Ok(ExitCode::SUCCESS);
     }
     if !args.waiting.json {
         eprintln!("conversation {id}: {what}");
     }
-    let code = Shown::from(&args.waiting)
-        .ended(said.session, said.events)
-        .await?;
-    // Closed now, so what is shown next says who holds it.
-    talk.close_turn(id).await;
-    Ok(code)
+    // Its end comes once the turn is closed, so what is shown next says
+    // who holds it.
+    let events = said.events().await?;
+    Shown::from(&args.waiting).ended(session, events).await
 }

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use baton_proto::Event;
+use baton_proto::{Event, EventType};
 use futures::StreamExt;
 use uuid::Uuid;
 
@@ -50,17 +50,23 @@ impl Seen {
 }
 
 impl Client {
-    /// The events of `session` up to its end, as [`Client::follow`], less
-    /// those in `seen`.
+    /// The events of `session` up to where it rests, as
+    /// [`Client::follow_to_rest`], less those in `seen`.
     ///
     /// # Errors
     ///
     /// When the events stream cannot be read.
     pub async fn follow_after(&self, session: Uuid, seen: Seen) -> Result<EventStream, Error> {
-        let events = self.follow(session).await?;
         if seen.is_empty() {
-            return Ok(events);
+            return self.follow_to_rest(session).await;
         }
+        let tracked = self.tracked_events(session).await?;
+        // The question it saw is no place to rest: the answer goes on from
+        // there. An end it saw is (a session that had ended).
+        let past = seen.clone();
+        let events = super::follow::until(tracked, move |event| {
+            event.kind.is_terminal() || (event.kind == EventType::Waiting && !past.contains(event))
+        });
         Ok(Box::pin(events.filter(move |item| {
             let old = matches!(item, Ok(event) if seen.contains(event));
             std::future::ready(!old)

@@ -35,17 +35,23 @@ impl Client {
     /// When the events stream cannot be read.
     pub async fn follow(&self, session: Uuid) -> Result<EventStream, Error> {
         let tracked = self.tracked_events(session).await?;
-        Ok(Box::pin(futures::stream::unfold(
-            (tracked, false),
-            |(mut tracked, ended)| async move {
-                if ended {
-                    return None;
-                }
-                let item = tracked.next().await?;
-                let ended = matches!(&item, Ok((event, 0)) if event.kind.is_terminal());
-                Some((item.map(|(event, _)| event), (tracked, ended)))
-            },
-        )))
+        Ok(until(tracked, |event: &Event| event.kind.is_terminal()))
+    }
+
+    /// The events of `session` up to where it rests: its end, or a
+    /// `waiting` event (a person or the user is asked) that nothing
+    /// follows yet. Each reader that waits for a session's answer (the
+    /// CLI, the A2A and MCP gateways, a conversation's turn) follows it
+    /// here.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn follow_to_rest(&self, session: Uuid) -> Result<EventStream, Error> {
+        let tracked = self.tracked_events(session).await?;
+        Ok(until(tracked, |event: &Event| {
+            event.kind.is_terminal() || event.kind == EventType::Waiting
+        }))
     }
 
     /// The last event stored for `session`, as stored (a claim-checked part
@@ -155,7 +161,7 @@ impl Client {
     }
 
     /// Each event with the number of the session's events stored after it.
-    async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
+    pub(super) async fn tracked_events(&self, session: Uuid) -> Result<TrackedEvents, Error> {
         if self.reads().await == Reads::Router {
             let client = self.jetstream.client();
             let followed = crate::client::reading::followed(&client, &self.subjects, session).await;
@@ -247,6 +253,29 @@ impl Client {
                 ))
             })
     }
+}
+
+/// `tracked`'s events, up to the first that `stops` of those that nothing
+/// stored follows yet (a session re-opened after its end goes on).
+pub(super) fn until<F>(tracked: TrackedEvents, stops: F) -> EventStream
+where
+    F: Fn(&Event) -> bool + Send + Sync + 'static,
+{
+    let stops = std::sync::Arc::new(stops);
+    Box::pin(futures::stream::unfold(
+        (tracked, false),
+        move |(mut tracked, ended)| {
+            let stops = std::sync::Arc::clone(&stops);
+            async move {
+                if ended {
+                    return None;
+                }
+                let item = tracked.next().await?;
+                let ended = matches!(&item, Ok((event, 0)) if stops(event));
+                Some((item.map(|(event, _)| event), (tracked, ended)))
+            }
+        },
+    ))
 }
 
 /// The events as a reader sees them: each `accepted` and `started` event

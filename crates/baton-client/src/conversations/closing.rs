@@ -3,8 +3,8 @@
 //! gives the conversation its holder and transcript and starts the next
 //! queued message, whose task is sent from here. An interrupt cancels the
 //! running turn the same way. Whoever sees a turn end first closes it:
-//! the next message, the router's keeper, or a gateway that saw it end
-//! ([`Conversations::turn_ended`]).
+//! the [`Turn`](super::Turn) that followed it to its end, the next
+//! message, or the router's keeper.
 
 use std::time::Duration;
 
@@ -111,13 +111,12 @@ impl Conversations {
     }
 
     /// Says that conversation `id`'s running turn was seen to end (a
-    /// gateway followed it to its end): its turn is
-    /// closed in the background at once, as the router's keeper would a
-    /// moment later, so its next message finds it closed. Await
-    /// the handle to wait for the closing. A failure is logged (the keeper
-    /// closes it later); a deleted conversation is left to whatever reads
-    /// it next to say so.
-    pub fn turn_ended(&self, id: &str) -> tokio::task::JoinHandle<()> {
+    /// [`Turn`](super::Turn) followed it to its end): its turn is
+    /// closed at once, as the router's keeper would a moment later, so its
+    /// next message finds it closed. Await the handle to wait for the
+    /// closing. A failure is logged (the keeper closes it later); a deleted
+    /// conversation is left to whatever reads it next to say so.
+    pub(super) fn turn_ended(&self, id: &str) -> tokio::task::JoinHandle<()> {
         let (conversations, id) = (self.clone(), id.to_owned());
         tokio::spawn(async move {
             match conversations.keep_one(&Conversation::key_of(&id)).await {
@@ -128,6 +127,23 @@ impl Conversations {
                 }
             }
         })
+    }
+
+    /// Closes conversation `id`'s running turn if it has ended, as the
+    /// router's keeper would a moment later: for a command that needs the
+    /// turn closed now (a fork of the turn that just ended, a listing of
+    /// its turns). A deleted conversation is left to the read that
+    /// follows to say so.
+    ///
+    /// # Errors
+    ///
+    /// When the record or the turn's events cannot be read or written.
+    pub async fn settle(&self, id: &str) -> Result<(), ConversationError> {
+        match self.keep_one(&Conversation::key_of(id)).await {
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == ConversationErrorKind::Deleted => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     /// Closes the running turn of the record at `key` if it ended, and sends

@@ -9,9 +9,9 @@
 //! what became of the message ([`Taken`]): a turn started, queued, or the
 //! answer to a waiting question; or it was refused
 //! ([`ConversationError`] of kind Busy, Forbidden or Deleted). A turn that
-//! ended is closed here too: by the router's keeper (`baton-router`), or at once when a
-//! gateway saw it end ([`Conversations::turn_ended`]), so no gateway holds
-//! turn logic of its own. The records themselves (`state/conversation`)
+//! ended is closed here too: at once by the [`Turn`] that followed it to
+//! its end, else by the router's keeper (`baton-router`), so no gateway
+//! holds turn logic of its own. The records themselves (`state/conversation`)
 //! know nothing of sessions, tasks or the inbox; this room reads those and
 //! hands them in.
 
@@ -28,6 +28,9 @@ use baton_nats::state::conversation::{ConversationError, Records};
 mod closing;
 mod question;
 mod say;
+mod turn;
+
+pub use turn::{Question, Turn};
 
 /// What became of a user message ([`Conversations::say`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,8 @@
 use baton_proto::{Conversation, EventType, TurnMessage, Value};
 use uuid::Uuid;
 
+use crate::EventStream;
+
 use super::Conversations;
 use crate::inbox::{Decision, InboxEntry};
 use baton_nats::state::conversation::ConversationError;
@@ -36,17 +38,27 @@ impl Conversations {
 
     /// Answers question `entry` with `said` (its text, and the variables
     /// that go with it to the agent that asked), as `person`: the session
-    /// that goes on, and its events before the answer.
+    /// that goes on, its events before the answer, and, for a streamed
+    /// answer (`said.stream`), its events after them, followed from before
+    /// the answer is given (the pieces are only live).
     pub(super) async fn answer(
         &self,
         entry: &InboxEntry,
         said: &TurnMessage,
         person: &str,
-    ) -> Result<(Uuid, crate::Seen), ConversationError> {
+    ) -> Result<(Uuid, crate::Seen, Option<EventStream>), ConversationError> {
         let session = entry.envelope.session;
         // Its events so far end with the question.
         let seen = (self.client.history(session).await)
             .map_err(|err| ConversationError::failed("cannot read the asking turn", err))?;
+        let seen = crate::Seen::of(&seen);
+        let early = if said.stream {
+            let events = (self.client.follow_after(session, seen.clone()).await)
+                .map_err(|err| ConversationError::failed("cannot follow the turn", err))?;
+            Some(events)
+        } else {
+            None
+        };
         let answer = Decision::Answer(said.text.clone());
         let id = entry.envelope.id.to_string();
         let inbox = self.inbox().await?;
@@ -60,6 +72,6 @@ impl Conversations {
         });
         (inbox.resolve_with(&id, answer, person, variables).await)
             .map_err(|err| ConversationError::failed("cannot answer the question", err))?;
-        Ok((session, crate::Seen::of(&seen)))
+        Ok((session, seen, early))
     }
 }

@@ -10,7 +10,8 @@ use std::future::Future;
 
 use baton_proto::{Conversation, Overlap};
 
-use super::{Conversations, Taken, UserMessage};
+use super::{Conversations, Taken, Turn, UserMessage};
+use crate::EventStream;
 use baton_nats::state::conversation::{ConversationError, ConversationErrorKind, begin, owned};
 
 /// A failure of what the caller records beside the message.
@@ -21,7 +22,9 @@ impl Conversations {
     /// exist, entered at the agent type the message addresses): the answer
     /// to the question an agent of its running turn asked the user; else
     /// the next turn, or a message waiting behind the running one, as
-    /// `message.overlap` says.
+    /// `message.overlap` says. Returns the [`Turn`]: what became of the
+    /// message, and its events when the caller follows them (a streamed
+    /// message's are followed from before it is sent).
     ///
     /// # Errors
     ///
@@ -29,7 +32,7 @@ impl Conversations {
     /// conversation; [`ConversationErrorKind::Busy`] for `reject` while a
     /// turn runs; [`ConversationErrorKind::Deleted`] for a deleted one;
     /// [`ConversationErrorKind::Store`] when JetStream fails.
-    pub async fn say(&self, id: &str, message: UserMessage) -> Result<Taken, ConversationError> {
+    pub async fn say(&self, id: &str, message: UserMessage) -> Result<Turn, ConversationError> {
         self.say_recorded(id, message, || async { Ok::<(), Cause>(()) })
             .await
     }
@@ -55,7 +58,38 @@ impl Conversations {
         id: &str,
         message: UserMessage,
         record: R,
-    ) -> Result<Taken, ConversationError>
+    ) -> Result<Turn, ConversationError>
+    where
+        R: Fn() -> W,
+        W: Future<Output = Result<(), E>>,
+        E: Into<Cause>,
+    {
+        // A streamed answer's pieces are only live: followed before it runs.
+        let early = if message.turn.stream {
+            let session = message.turn.session;
+            let events = (self.client.follow_to_rest(session).await)
+                .map_err(|err| ConversationError::failed("cannot follow the turn", err))?;
+            Some(events)
+        } else {
+            None
+        };
+        let (taken, answering) = self.taken(id, message, record).await?;
+        // An answer goes on in the asking session, followed on its own.
+        let early = match taken {
+            Taken::Answered { .. } => answering,
+            _ => early,
+        };
+        Ok(Turn::new(self, id, taken, early))
+    }
+
+    /// What becomes of `message` (see [`Conversations::say_recorded`]);
+    /// for a streamed answer, its follower.
+    async fn taken<R, W, E>(
+        &self,
+        id: &str,
+        message: UserMessage,
+        record: R,
+    ) -> Result<(Taken, Option<EventStream>), ConversationError>
     where
         R: Fn() -> W,
         W: Future<Output = Result<(), E>>,
@@ -78,7 +112,7 @@ impl Conversations {
                 self.start(&claimed, turn).await?;
                 self.note_sent_later(Conversation::key_of(id), turn);
                 let session = message.turn.session;
-                return Ok(Taken::Started { session, turn });
+                return Ok((Taken::Started { session, turn }, None));
             }
             recorded = Some(wrote);
         }
@@ -98,11 +132,12 @@ impl Conversations {
                 ));
             }
             if let Some(entry) = self.question(found).await? {
-                let (session, seen) = self.answer(&entry, &message.turn, &message.via).await?;
-                return Ok(Taken::Answered { session, seen });
+                let (session, seen, early) =
+                    self.answer(&entry, &message.turn, &message.via).await?;
+                return Ok((Taken::Answered { session, seen }, early));
             }
         }
-        self.send(id, &message, read).await
+        Ok((self.send(id, &message, read).await?, None))
     }
 
     /// Sends `message` to conversation `id`, as it was `read`: the next

@@ -5,9 +5,9 @@
 //! waiting for a person) under `w.<session>`. Entries themselves are keyed
 //! by envelope id, a UUID, so the two never meet.
 
-use baton_proto::Envelope;
+use baton_proto::{Envelope, Value};
 
-use super::{Inbox, InboxEntry, InboxError, asks};
+use super::{Decision, Inbox, InboxEntry, InboxError, Reply, asks};
 
 /// The prefix of the keys that name a session's question entry.
 const QUESTIONS: &str = "q.";
@@ -83,6 +83,38 @@ impl Inbox {
         }
         let entry = self.named(&format!("{WAITS}{session}")).await?;
         Ok(entry.filter(|entry| entry.envelope.session == session))
+    }
+
+    /// Answers what session `session` waits on with `text` from `person`,
+    /// found by its session: the question an agent asked (the answer's
+    /// `variables` recorded with it for that agent), else a human agent's
+    /// task, completed or handed on as `reply` says. `false` when nothing
+    /// of the session waits.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Inbox::resolve_with`] and [`Inbox::reply`]: an entry that
+    /// waits for another decision (a tool call's approval) refuses a text.
+    pub async fn answer_session(
+        &self,
+        session: uuid::Uuid,
+        text: &str,
+        variables: Option<Value>,
+        reply: Reply,
+        person: &str,
+    ) -> Result<bool, InboxError> {
+        let Some(entry) = self.waiting(session).await? else {
+            return Ok(false);
+        };
+        let id = entry.envelope.id.to_string();
+        if entry.gate().is_some() {
+            // An agent asked the user (ask_user): the answer resumes it.
+            let answer = Decision::Answer(text.to_owned());
+            self.resolve_with(&id, answer, person, variables).await?;
+        } else {
+            self.reply(&id, text, reply, person).await?;
+        }
+        Ok(true)
     }
 
     /// The entry `key` names, if it still waits.

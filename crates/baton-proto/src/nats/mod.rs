@@ -5,4 +5,5 @@
 pub(crate) mod claim;
 pub mod footprint;
 pub(crate) mod header;
+pub(crate) mod name;
 pub(crate) mod subject;

@@ -55,33 +55,46 @@ async fn a_follower_past_a_question_skips_what_it_saw_whatever_arrives_live_firs
             .await?;
     }
     nats.flush().await?;
+    // The pieces have arrived before the follower reads any of it; the
+    // question it saw is the last stored event.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let wait = Duration::from_secs(5);
+    let mut got = Vec::new();
+    for _ in &pieces {
+        let event = tokio::time::timeout(wait, events.next()).await?;
+        got.push(event.expect("the follower goes on past the question")?);
+    }
+    let kinds: Vec<EventType> = got.iter().map(|event| event.kind.clone()).collect();
+    assert!(
+        kinds.iter().all(|kind| *kind == EventType::Delta),
+        "the live pieces, and not the question again: {kinds:?}"
+    );
+    let mut ids: Vec<Uuid> = got.iter().map(|event| event.id).collect();
+    let mut expected: Vec<Uuid> = pieces.iter().map(|piece| piece.id).collect();
+    ids.sort();
+    expected.sort();
+    assert_eq!(ids, expected, "every piece once");
+    // Nothing more yet, and the follower still waits (the question it saw
+    // is no place to rest).
+    let quiet = tokio::time::timeout(Duration::from_millis(300), events.next()).await;
+    assert!(
+        quiet.is_err(),
+        "the follower waits for the answer's end: {quiet:?}"
+    );
+    // The answer's end, stored later, ends it.
     let end = stored(EventType::Completed);
     jetstream
         .publish(subjects.events(session), end.to_msgpack()?.into())
         .await?
         .await?;
-    // Everything has arrived before the follower reads any of it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-
-    let mut got = Vec::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(5), events.next()).await? {
-        got.push(event?);
-    }
-    let kinds: Vec<EventType> = got.iter().map(|event| event.kind.clone()).collect();
-    assert!(
-        !kinds.contains(&EventType::Waiting),
-        "the question is not seen again: {kinds:?}"
-    );
-    let ids: Vec<Uuid> = got.iter().map(|event| event.id).collect();
-    let mut expected: Vec<Uuid> = pieces.iter().map(|piece| piece.id).collect();
-    expected.push(end.id);
-    let mut sorted = ids.clone();
-    sorted.sort();
-    expected.sort();
-    assert_eq!(sorted, expected, "every piece and the end, once: {kinds:?}");
+    let last = tokio::time::timeout(wait, events.next()).await?;
     assert_eq!(
-        got.last().map(|event| event.kind.clone()),
-        Some(EventType::Completed)
+        last.map(|event| event.map(|event| event.id).ok()),
+        Some(Some(end.id))
+    );
+    assert!(
+        tokio::time::timeout(wait, events.next()).await?.is_none(),
+        "it ends there"
     );
     Ok(())
 }

@@ -1,0 +1,238 @@
+//! The protocol's checked names: an agent type's name and a version,
+//! each a string on the wire that reading checks.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A name that breaks the protocol's naming rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {name:?}: {rule}")]
+pub struct NameError {
+    pub(super) what: &'static str,
+    pub(super) name: String,
+    pub(super) rule: &'static str,
+}
+
+pub(super) const NAME_RULE: &str =
+    "use 1 to 64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit";
+
+/// What a checked name shares with the text it holds: it is written and
+/// read on the wire as that text (so the wire does not change; reading
+/// checks it), described as a string in the schemas, and reads as a
+/// `&str` (compared, borrowed as a map key, printed).
+macro_rules! name_traits {
+    ($name:ident) => {
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                Self::new(text).map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                String::schema_name()
+            }
+
+            fn schema_id() -> std::borrow::Cow<'static, str> {
+                String::schema_id()
+            }
+
+            fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                String::json_schema(generator)
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                &self.0 == other
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> Self {
+                name.0
+            }
+        }
+    };
+}
+
+pub(super) fn is_valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
+}
+
+/// An agent type name: matches `[a-z0-9][a-z0-9_-]{0,63}`.
+///
+/// # Examples
+///
+/// ```
+/// use baton_proto::AgentName;
+///
+/// assert!("order_management".parse::<AgentName>().is_ok());
+/// assert!("Order.Management".parse::<AgentName>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AgentName(String);
+
+impl AgentName {
+    /// Validates `name`.
+    ///
+    /// # Errors
+    ///
+    /// When `name` breaks the naming rule; the error says the rule.
+    pub fn new(name: impl Into<String>) -> Result<Self, NameError> {
+        let name = name.into();
+        if is_valid_name(&name) {
+            Ok(Self(name))
+        } else {
+            Err(NameError {
+                what: "agent type name",
+                name,
+                rule: NAME_RULE,
+            })
+        }
+    }
+
+    /// The name.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AgentName {
+    type Err = NameError;
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::new(name)
+    }
+}
+
+impl fmt::Display for AgentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+const VERSION_RULE: &str = "use 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-' (a version becomes part of a NATS subject and a consumer name, which cannot hold '.', '*', '>' or spaces)";
+
+/// A version of an agent type: an operator's label (`"2"`, a git sha, a
+/// date) or a short hash of a spec file's bytes. It matches
+/// `[A-Za-z0-9_-]{1,64}`, so that it can name a subject token and a
+/// durable consumer.
+///
+/// # Examples
+///
+/// ```
+/// use baton_proto::Version;
+///
+/// assert!("2026-11-26".parse::<Version>().is_ok());
+/// assert!("v1.2".parse::<Version>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version(String);
+
+impl Version {
+    /// Validates `label`.
+    ///
+    /// # Errors
+    ///
+    /// When `label` is empty, longer than 64 characters, or holds a
+    /// character a subject token cannot; the error says the rule.
+    pub fn new(label: impl Into<String>) -> Result<Self, NameError> {
+        let label = label.into();
+        let valid = !label.is_empty()
+            && label.len() <= 64
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if valid {
+            Ok(Self(label))
+        } else {
+            Err(NameError {
+                what: "version",
+                name: label,
+                rule: VERSION_RULE,
+            })
+        }
+    }
+
+    /// The version of a spec file without a `version`: the first 12 hex
+    /// digits of the SHA-256 of its bytes, so the same file is the same
+    /// version on every machine.
+    #[must_use]
+    pub fn of_bytes(bytes: &[u8]) -> Self {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(bytes);
+        let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        Self(hex)
+    }
+
+    /// The label.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Version {
+    type Err = NameError;
+    fn from_str(label: &str) -> Result<Self, Self::Err> {
+        Self::new(label)
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+name_traits!(AgentName);
+name_traits!(Version);
