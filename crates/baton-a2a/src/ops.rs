@@ -325,7 +325,7 @@ impl Gateway {
             Some(turn) => turn
                 .events()
                 .await
-                .map_err(|err| internal(baton_gateway::chained(&err))),
+                .map_err(|err| internal(baton_nats::error_chain(&err))),
             None => (self.client.follow_after(session, seen).await).map_err(internal),
         }
     }

@@ -136,6 +136,6 @@ fn refusal(err: &baton_client::conversation::ConversationError) -> JsonRpcError 
         ConversationErrorKind::Forbidden | ConversationErrorKind::Deleted => {
             error(error_code::INVALID_PARAMS, err.to_string())
         }
-        _ => internal(baton_gateway::chained(err)),
+        _ => internal(baton_nats::error_chain(err)),
     }
 }

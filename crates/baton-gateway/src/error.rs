@@ -27,17 +27,3 @@ pub enum Error {
     #[error("the {0} stopped: {1}")]
     Serve(&'static str, std::io::Error),
 }
-
-/// `err` with the causes under it, each after a colon: what a caller is
-/// told when an error keeps its cause apart from its message.
-#[must_use]
-pub fn chained(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut shown = err.to_string();
-    let mut cause = err.source();
-    while let Some(under) = cause {
-        shown.push_str(": ");
-        shown.push_str(&under.to_string());
-        cause = under.source();
-    }
-    shown
-}

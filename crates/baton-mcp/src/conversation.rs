@@ -73,7 +73,7 @@ impl Gateway {
         message.turn.variables = task.context.variables;
         let said = match conversations.say(id, message).await {
             Ok(said) => said,
-            Err(err) => return failed(&baton_gateway::chained(&err)),
+            Err(err) => return failed(&baton_nats::error_chain(&err)),
         };
         let session = said.session();
         let turn = match said.taken {
@@ -84,7 +84,7 @@ impl Gateway {
         // finds who holds it.
         let events = match said.events().await {
             Ok(events) => events,
-            Err(err) => return failed(&baton_gateway::chained(&err)),
+            Err(err) => return failed(&baton_nats::error_chain(&err)),
         };
         let answering = Some((id, caller.as_deref()));
         let (mut result, waiting) = self.end((session, events, answering), context).await?;

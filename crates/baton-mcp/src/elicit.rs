@@ -114,11 +114,11 @@ impl Gateway {
         match conversations.say(id, message).await {
             Ok(turn) if matches!(turn.taken, Taken::Answered { .. }) => (turn.events().await)
                 .map(Some)
-                .map_err(|err| crate::Error::Store(baton_gateway::chained(&err))),
+                .map_err(|err| crate::Error::Store(baton_nats::error_chain(&err))),
             Ok(_) => Err(crate::Error::Store(format!(
                 "conversation {id} took the answer as a new message: its question was answered meanwhile"
             ))),
-            Err(err) => Err(crate::Error::Store(baton_gateway::chained(&err))),
+            Err(err) => Err(crate::Error::Store(baton_nats::error_chain(&err))),
         }
     }
 
