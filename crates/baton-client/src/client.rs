@@ -26,8 +26,8 @@ use baton_nats::nats::provision::{self, StreamSettings};
 use baton_nats::nats::publish::{Class, Outgoing, Publisher};
 use baton_nats::nats::served::Served;
 use baton_nats::nats::trace;
+use baton_nats::pipeline::address::{Sending, addressed};
 use baton_nats::pipeline::defaults::Known;
-use baton_nats::pipeline::versions;
 use baton_nats::state::rollouts::Rollouts;
 use baton_nats::{Error, ErrorKind};
 
@@ -224,9 +224,16 @@ impl Client {
     pub async fn submit_to(&self, agent: &AgentName, envelope: &Envelope) -> Result<(), Error> {
         self.ensure_streams().await?;
         self.check_served(agent).await?;
-        let (envelope, subject) = self.addressed(agent, envelope).await;
-        self.publish(subject, &envelope).await?;
-        self.watch_deadline(&envelope).await;
+        let mut envelope = envelope.clone();
+        let rollouts = self.rollouts().await;
+        let sent = addressed(
+            (rollouts, &self.subjects),
+            Sending::Direct,
+            agent,
+            &mut envelope,
+        );
+        self.publish(sent.subject, &envelope).await?;
+        self.watch_deadline(sent.timer, envelope.session).await;
         Ok(())
     }
 
@@ -258,25 +265,6 @@ impl Client {
                 Rollouts::follow(&self.publisher, &self.subjects, self.streams.replicas)
             })
             .await
-    }
-
-    /// `envelope` addressed to `agent` (`versions::address`): pinned to
-    /// the version `agent`'s rollout chooses when `agent` is versioned and
-    /// the envelope is not pinned there yet (a copy), else as it is; and
-    /// the subject it goes to.
-    pub(crate) async fn addressed<'e>(
-        &self,
-        agent: &AgentName,
-        envelope: &'e Envelope,
-    ) -> (std::borrow::Cow<'e, Envelope>, String) {
-        let rollouts = self.rollouts().await;
-        if !versions::pins(rollouts, agent, envelope) {
-            let subject = versions::subject_of(&self.subjects, agent, envelope);
-            return (std::borrow::Cow::Borrowed(envelope), subject);
-        }
-        let mut copy = envelope.clone();
-        let subject = versions::address(rollouts, &self.subjects, agent, &mut copy);
-        (std::borrow::Cow::Owned(copy), subject)
     }
 
     /// Whether work pinned to `version` of `agent` will be taken: a worker
@@ -311,13 +299,14 @@ impl Client {
         Ok(())
     }
 
-    /// Starts the deadline watch of `envelope`, sent past the router (which
-    /// would have started it). The task is durable already: a missing timer
-    /// only leaves a queued task to be failed by the worker that takes it.
-    pub(crate) async fn watch_deadline(&self, envelope: &Envelope) {
-        if let Some(timer) = baton_nats::pipeline::timer::timer_for(&self.subjects, envelope) {
+    /// Starts the deadline watch of `session`'s task, sent past the router
+    /// (which would have started it), with the `timer` its addressing gave.
+    /// The task is durable already: a missing timer only leaves a queued
+    /// task to be failed by the worker that takes it.
+    pub(crate) async fn watch_deadline(&self, timer: Option<Outgoing>, session: Uuid) {
+        if let Some(timer) = timer {
             if let Err(err) = self.publisher.publish_one(&timer).await {
-                tracing::warn!(error = %err, session = %envelope.session, "the deadline watch did not start");
+                tracing::warn!(error = %err, %session, "the deadline watch did not start");
             }
         }
     }

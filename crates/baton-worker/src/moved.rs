@@ -13,18 +13,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use baton_proto::{Head, Rewrite, Subjects, derive_id_labelled};
+use baton_proto::{Head, Rewrite, Subjects};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::runtime::Runtime;
 use baton_nats::Error;
 use baton_nats::nats::publish::{Class, Outgoing};
+use baton_nats::pipeline::address::{Sending, addressed};
 use baton_nats::pipeline::delivery::Delivery;
 use baton_nats::pipeline::intake::{self, IntakeSettings, Source};
 use baton_nats::pipeline::plan::Settle;
 use baton_nats::pipeline::settle::{finish, leave};
-use baton_nats::pipeline::versions;
 
 /// How many tasks of the type's own subject one worker moves at once.
 const AT_ONCE: usize = 4;
@@ -83,9 +83,9 @@ async fn move_one(rt: &Runtime, message: jetstream::Message) {
         };
         span.record("session", tracing::field::display(head.session));
         let mut envelope = head.skeleton();
-        let subject = versions::address(
-            &rt.outbox.rollouts,
-            &config.subjects,
+        let sent = addressed(
+            (&rt.outbox.rollouts, &config.subjects),
+            Sending::Moved,
             &config.agent,
             &mut envelope,
         );
@@ -103,10 +103,10 @@ async fn move_one(rt: &Runtime, message: jetstream::Message) {
         let outgoing = match payload {
             Ok(payload) => vec![Outgoing {
                 class: Class::Plain,
-                subject,
+                subject: sent.subject,
                 // Its own message id: the original's is in the stream's
                 // duplicate window already.
-                id: derive_id_labelled(head.id, "version", 0),
+                id: sent.id,
                 payload: payload.into(),
                 headers: delivery.shared_headers(),
             }],

@@ -2,10 +2,11 @@
 //! would forward it: what a conversation's next turn to its holder takes,
 //! one publish fewer on its way.
 
-use baton_proto::{AgentName, Envelope, derive_id};
+use baton_proto::{AgentName, Envelope};
 
 use super::Client;
 use baton_nats::Error;
+use baton_nats::pipeline::address::{Sending, addressed};
 
 impl Client {
     /// Publishes `envelope`, a task with `to`, straight to that agent
@@ -43,15 +44,14 @@ impl Client {
             // As the router does, when the server cannot be asked.
             Err(err) => tracing::warn!(error = %err, %agent, "assuming the agent type is served"),
         }
-        let mut task = envelope.clone().resent(
-            derive_id(envelope.id, 0),
-            envelope.kind.clone(),
-            agent.as_str(),
-        );
-        defaults.apply(&mut task);
-        let (task, subject) = self.addressed(&agent, &task).await;
-        self.publish(subject, &task).await?;
-        self.watch_deadline(&task).await;
+        // Sent as the router would send it.
+        let mut task = envelope.clone();
+        let rollouts = self.rollouts().await;
+        let sending = Sending::Routed(&defaults);
+        let sent = addressed((rollouts, &self.subjects), sending, &agent, &mut task);
+        let task = task.resent(sent.id, envelope.kind.clone(), agent.as_str());
+        self.publish(sent.subject, &task).await?;
+        self.watch_deadline(sent.timer, task.session).await;
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! What answering a waiting task publishes.
 
-use baton_nats::pipeline::versions::address;
+use baton_nats::pipeline::address::{Sending, addressed};
 use baton_nats::state::rollouts::Rollouts;
 use baton_proto::{
     AgentName, Event, EventType, Hop, Kind, Message, Reason, Role, Value, derive_id_labelled,
@@ -59,11 +59,7 @@ impl Inbox {
                 next.reply_to = None;
                 next.status = Some(baton_proto::ResultStatus::Completed);
                 next.output = Some(output);
-                outgoing.push((
-                    address(rollouts, &self.subjects, &to, &mut next),
-                    next.id,
-                    encode(&next)?,
-                ));
+                outgoing.push(self.handed_on(rollouts, &to, next)?);
             }
             (Reply::Complete | Reply::Output(_), None) => {
                 event.output = Some(output);
@@ -83,13 +79,21 @@ impl Inbox {
                 let mut next = next.resent(next_id, Kind::Handoff, to.as_str());
                 next.from = Some(agent);
                 next.reason = Some(reason);
-                outgoing.push((
-                    address(rollouts, &self.subjects, &to, &mut next),
-                    next.id,
-                    encode(&next)?,
-                ));
+                outgoing.push(self.handed_on(rollouts, &to, next)?);
             }
         }
         Ok((event, outgoing))
+    }
+
+    /// `next`, handed on to agent type `to`: addressed as every sender
+    /// addresses a message, ready to publish.
+    fn handed_on(
+        &self,
+        rollouts: &Rollouts,
+        to: &AgentName,
+        mut next: baton_proto::Envelope,
+    ) -> Result<Publication, InboxError> {
+        let sent = addressed((rollouts, &self.subjects), Sending::HandedOn, to, &mut next);
+        Ok((sent.subject, sent.id, encode(&next)?))
     }
 }

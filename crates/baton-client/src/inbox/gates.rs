@@ -255,14 +255,19 @@ impl Inbox {
         });
         // Pinned where it was parked already; addressed as every sender does.
         let rollouts = self.rollouts().await;
-        let subject =
-            baton_nats::pipeline::versions::address(rollouts, &self.subjects, agent, &mut resumed);
+        let sending = baton_nats::pipeline::address::Sending::HandedOn;
+        let sent = baton_nats::pipeline::address::addressed(
+            (rollouts, &self.subjects),
+            sending,
+            agent,
+            &mut resumed,
+        );
         let payload = self
             .claims
             .pack(encode(&resumed)?.into())
             .await
             .map_err(|err| InboxError::store(format!("cannot send the task back: {err}")))?;
-        self.publish(subject, resumed.id, payload).await
+        self.publish(sent.subject, sent.id, payload).await
     }
 
     /// Refuses to settle an entry whose session was cancelled (removing

@@ -17,6 +17,7 @@
 //!   subject, or the version the session is pinned to;
 //! - [`advisory`]: the net for messages no worker settles.
 
+pub mod address;
 pub mod advisory;
 pub mod cancel;
 pub mod defaults;

@@ -10,15 +10,16 @@ use baton_proto::{
     derive_id,
 };
 use tracing::Instrument;
+use uuid::Uuid;
 
 use super::{ROUTER_NAME, RouterConfig};
 use baton_client::RegistryClient;
 use baton_nats::nats::publish::{Class, Outgoing, Publisher};
 use baton_nats::nats::served::Served;
+use baton_nats::pipeline::address::{Addressed, Sending, addressed};
 use baton_nats::pipeline::delivery::Delivery;
 use baton_nats::pipeline::plan::{DeadLetter, Output, Plan, Settle};
 use baton_nats::pipeline::settle::finish;
-use baton_nats::pipeline::versions;
 use baton_nats::state::rollouts::Rollouts;
 use baton_nats::{Error, ErrorKind};
 
@@ -88,10 +89,16 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
         let (outgoing, settle) = match target {
             Ok(route) => {
                 let mut envelope = envelope;
-                let subject =
-                    versions::address(rollouts, &config.subjects, &route.agent, &mut envelope);
-                let route = (route, subject);
-                (sent_on(config, &delivery, &head, envelope, route), Settle::Ack)
+                let defaults = config.defaults();
+                let sending = Sending::Routed(&defaults);
+                let sent = addressed(
+                    (rollouts, &config.subjects),
+                    sending,
+                    &route.agent,
+                    &mut envelope,
+                );
+                let route = (route, sent);
+                (sent_on(&delivery, &head, &envelope, route), Settle::Ack)
             }
             Err((reason, detail)) => {
                 tracing::info!(%reason, %detail, "task refused");
@@ -109,27 +116,23 @@ pub(super) async fn route(router: &Ingress, message: jetstream::Message) {
     .await;
 }
 
-/// What forwarding a task to `route` (at the subject it was addressed to)
-/// writes: the task, with the router's
-/// default deadline and budget where it sets none, after any event about
-/// it, and its deadline timer; or its dead letter when it cannot be written.
+/// What forwarding a task to `route`, as it was addressed (with the
+/// router's default deadline and budget where it sets none), writes: the
+/// task, after any event about it, and its deadline timer; or its dead
+/// letter when it cannot be written.
 fn sent_on(
-    config: &RouterConfig,
     delivery: &Delivery<'_>,
     head: &Head,
-    mut envelope: Envelope,
-    route: (Route, String),
+    envelope: &Envelope,
+    (route, sent): (Route, Addressed),
 ) -> Vec<Outgoing> {
-    config.defaults().apply(&mut envelope);
-    let forwarded = forward(delivery, (head, &envelope), route);
+    let Addressed { id, subject, timer } = sent;
+    let forwarded = forward(delivery, (head, envelope), (route, id, subject));
     let mut outgoing = forwarded.unwrap_or_else(|detail| {
         delivery.unreadable(&DeadLetterReason::Malformed, &detail.to_string())
     });
     // The session's deadline is watched from now on, wherever its task goes.
-    outgoing.extend(baton_nats::pipeline::timer::timer_for(
-        &config.subjects,
-        &envelope,
-    ));
+    outgoing.extend(timer);
     outgoing
 }
 
@@ -212,9 +215,8 @@ fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detai
 fn forward(
     delivery: &Delivery<'_>,
     (head, envelope): (&Head, &Envelope),
-    (route, subject): (Route, String),
+    (route, id, subject): (Route, Uuid, String),
 ) -> Result<Vec<Outgoing>, Error> {
-    let id = derive_id(envelope.id, 0);
     let mut outputs = Vec::new();
     let mut rewrite = Rewrite::resent(id, &envelope.kind, route.agent.as_str());
     if let Some(why) = route.no_match {
