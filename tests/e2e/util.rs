@@ -537,7 +537,11 @@ pub fn wants(caps: &[&str]) -> baton_proto::LookupRequest {
 
 /// The agent types of a lookup answer, best first.
 pub fn names(answer: &baton_proto::LookupResponse) -> Vec<String> {
-    answer.candidates.iter().map(|c| c.agent.clone()).collect()
+    answer
+        .candidates
+        .iter()
+        .map(|c| c.agent.to_string())
+        .collect()
 }
 
 /// The event types, as strings, in order.
@@ -547,7 +551,7 @@ pub fn kinds(events: &[Event]) -> Vec<String> {
 
 /// The agents of a path.
 pub fn agents(path: &[baton_proto::Hop]) -> Vec<String> {
-    path.iter().map(|h| h.agent.clone()).collect()
+    path.iter().map(|h| h.agent.to_string()).collect()
 }
 
 /// Reads a map entry of a msgpack value.

@@ -228,3 +228,50 @@ fn the_gateways_settle_nothing() {
         "a gateway settles (or says it does): {named:#?}; follow a conversation's turn with `Turn::events`, which closes it at its end"
     );
 }
+
+#[test]
+fn the_wire_types_name_agents_and_versions_with_their_types() {
+    // A field that holds an agent type or a version is an `AgentName` or a
+    // `Version` (serde-transparent: the wire does not change), never a
+    // `String` to parse again where it is used. `Ref::from` is a JSON
+    // pointer, not an agent.
+    let named = [
+        "agent",
+        "agents",
+        "version",
+        "versions",
+        "holder",
+        "entry",
+        "current",
+        "previous",
+        "retired",
+        "upgrading",
+        "credited",
+        "exclude",
+        "to",
+        "from",
+    ];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/baton-proto/src");
+    let mut stringly = Vec::new();
+    for file in rust_files(&src) {
+        if file.ends_with("events/refs.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        for (number, line) in text.lines().enumerate() {
+            let Some(field) = line.trim().strip_prefix("pub ") else {
+                continue;
+            };
+            let Some((name, ty)) = field.split_once(": ") else {
+                continue;
+            };
+            if named.contains(&name) && ty.contains("String") {
+                stringly.push(format!("{}:{}: {}", shown(&file), number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        stringly.is_empty(),
+        "wire fields that name agents or versions as String: {stringly:#?}; use AgentName or Version"
+    );
+}

@@ -23,6 +23,8 @@
 //!   holds its arguments.
 //! - the gateways settle nothing: no message, no turn (the word
 //!   `settle` is not theirs).
+//! - the wire types name agents and versions as `AgentName` and
+//!   `Version`, never as `String`.
 //!
 //! Each failure names the file and what to do.
 

@@ -182,7 +182,7 @@ pub(crate) fn piece(
         context_id: context.to_owned(),
         artifact: Artifact {
             artifact_id: format!("{id}-{}-{}", delta.envelope, delta.step),
-            name: event.agent.clone(),
+            name: event.agent.as_ref().map(ToString::to_string),
             description: Some("an answer as it is written".to_owned()),
             parts: vec![Part::text(fresh.to_owned())],
             metadata: None,
@@ -276,7 +276,7 @@ mod tests {
                 offset,
                 text: text.to_owned(),
             }
-            .event(session, "writer")
+            .event(session, &baton_proto::AgentName::from_static("writer"))
         };
         let mut shown = baton_proto::Shown::default();
         let sent: Vec<_> = [
@@ -325,8 +325,8 @@ mod tests {
     #[test]
     fn a_hop_streams_as_working_with_what_happened() {
         let mut hop = event(EventType::Handoff);
-        hop.agent = Some("triage".to_owned());
-        hop.to = Some("refund".to_owned());
+        hop.agent = Some(baton_proto::AgentName::from_static("triage"));
+        hop.to = Some(baton_proto::AgentName::from_static("refund"));
         hop.reason = Some(Reason::OutOfScope);
         let json = serde_json::to_value(updates(hop.session, "c", &hop)).unwrap();
         assert_eq!(

@@ -42,7 +42,7 @@ impl Gateway {
         message.overlap = overlap;
         message.turn.stream = live;
         message.turn.budget = budget;
-        message.turn.to = target.map(ToString::to_string);
+        message.turn.to = target.cloned();
         message.turn.variables.extend(variables);
         message
             .turn

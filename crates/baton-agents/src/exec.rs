@@ -323,7 +323,7 @@ fn context_update(reply: &ExecReply, task: &Task) -> ContextUpdate {
         .collect();
     for step in &reply.trace {
         let mut entry = Step::new(
-            task.agent.as_str(),
+            task.agent.clone(),
             step.action.clone(),
             step.outcome.clone(),
         )

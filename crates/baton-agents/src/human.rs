@@ -27,7 +27,7 @@ impl HumanRunner {
         let mut stored;
         let envelope = if task.envelope.to.is_none() {
             stored = task.envelope.clone();
-            stored.to = Some(task.agent.to_string());
+            stored.to = Some(task.agent.clone());
             &stored
         } else {
             &task.envelope

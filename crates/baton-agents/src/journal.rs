@@ -408,10 +408,12 @@ mod tests {
 
     fn task(agent: &str, hops: usize, child: Option<u32>) -> Task {
         let mut envelope = Envelope::task("refund ABC-123");
-        envelope.path = (0..hops).map(|_| Hop::new("front", "w1", None)).collect();
+        envelope.path = (0..hops)
+            .map(|_| Hop::new(baton_proto::AgentName::from_static("front"), "w1", None))
+            .collect();
         envelope.parent = child.map(|index| baton_proto::Parent {
             id: uuid::Uuid::new_v4(),
-            agent: "lead".into(),
+            agent: baton_proto::AgentName::from_static("lead"),
             depth: 1,
             index: Some(index),
             assignment: None,

@@ -318,7 +318,7 @@ macro_rules! context_builders {
             ) -> Self {
                 self.$($field).+
                     .trace
-                    .push(Step::new("", action, outcome).with_reasoning(reasoning));
+                    .push(Step::new(None, action, outcome).with_reasoning(reasoning));
                 self
             }
 

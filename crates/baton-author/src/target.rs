@@ -118,7 +118,7 @@ impl Need {
 
     /// The registry lookup for this need, leaving out the agent types in `exclude`.
     #[doc(hidden)]
-    pub fn lookup(self, exclude: Vec<String>) -> LookupRequest {
+    pub fn lookup(self, exclude: Vec<crate::AgentName>) -> LookupRequest {
         LookupRequest {
             requires: self.requires,
             domains: self.domains,

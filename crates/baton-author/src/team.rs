@@ -23,7 +23,7 @@
 //! Every message is recorded in the conversation with its type
 //! (`coordination`) and speaker (`name`).
 
-use baton_proto::{LookupRequest, Message, Role, Value};
+use baton_proto::{AgentName, LookupRequest, Message, Role, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Agent, Task};
@@ -261,7 +261,7 @@ impl Outstanding {
 
 /// A member's result as a coordination message.
 fn result_message(result: &ChildResult) -> Message {
-    let speaker = result.agent.clone().unwrap_or_default();
+    let speaker = result.agent.as_deref().unwrap_or_default().to_owned();
     let text = if result.completed() {
         crate::delegate::text_of(&result.output)
     } else {
@@ -291,8 +291,9 @@ impl<A: Agent> Team<A> {
                     "a team with `find` needs the registry: run the worker without --no-registry",
                 ));
             };
-            let mut exclude: Vec<String> = roster.iter().map(|m| m.agent.clone()).collect();
-            exclude.push(task.agent.to_string());
+            let members = roster.iter().map(|m| AgentName::new(m.agent.as_str()));
+            let mut exclude: Vec<AgentName> = members.filter_map(Result::ok).collect();
+            exclude.push(task.agent.clone());
             let request = LookupRequest {
                 requires: need.clone(),
                 exclude,
@@ -319,7 +320,7 @@ impl<A: Agent> Team<A> {
                 }
                 .to_owned(),
                 sessions: known.map(|k| k.sessions),
-                agent: best.agent,
+                agent: best.agent.to_string(),
                 capabilities: need.clone(),
             });
         }

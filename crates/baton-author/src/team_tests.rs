@@ -35,7 +35,7 @@ fn task(state: Option<Board>, member: bool) -> Task {
     if member {
         envelope.parent = Some(Parent {
             id: uuid::Uuid::new_v4(),
-            agent: "top".into(),
+            agent: AgentName::from_static("top"),
             depth: 1,
             index: Some(0),
             assignment: None,

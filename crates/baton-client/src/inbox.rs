@@ -46,6 +46,12 @@ impl InboxEntry {
     pub fn agent(&self) -> &str {
         self.envelope.to.as_deref().unwrap_or("human")
     }
+
+    /// The agent type it waits at, as a name (`human` when it names none).
+    #[must_use]
+    pub fn agent_type(&self) -> AgentName {
+        (self.envelope.to.clone()).unwrap_or_else(|| AgentName::from_static("human"))
+    }
 }
 
 /// What a person does with a waiting task.

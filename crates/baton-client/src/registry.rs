@@ -268,9 +268,9 @@ impl RegistryClient {
     /// # Errors
     ///
     /// As [`feedback`](Self::feedback); an unknown agent type is refused.
-    pub async fn notebook(&self, agent: &str) -> Result<Notebook, Error> {
+    pub async fn notebook(&self, agent: &AgentName) -> Result<Notebook, Error> {
         let request = NotebookRequest {
-            agent: agent.to_owned(),
+            agent: agent.clone(),
             extra: baton_proto::Map::new(),
         };
         self.exchange(&self.notebook, &request, "notebook request")

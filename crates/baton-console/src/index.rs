@@ -189,7 +189,7 @@ impl Summary {
         match event.kind {
             EventType::Delta => {
                 self.state = State::Running;
-                self.agent.clone_from(&event.agent);
+                self.agent = event.agent.as_ref().map(ToString::to_string);
                 if let Some(delta) = baton_proto::Delta::of(event) {
                     let agent = event.agent.as_deref().unwrap_or("?");
                     Writing::take(&mut self.writing, agent, &delta);
@@ -197,15 +197,15 @@ impl Summary {
             }
             EventType::Accepted | EventType::Retrying | EventType::Result => {
                 self.state = State::Running;
-                self.agent.clone_from(&event.agent);
+                self.agent = event.agent.as_ref().map(ToString::to_string);
             }
             EventType::Handoff | EventType::Escalated | EventType::Rejected => {
                 self.state = State::Running;
-                self.agent = event.to.clone().or_else(|| event.agent.clone());
+                self.agent = (event.to.as_ref().or(event.agent.as_ref())).map(ToString::to_string);
             }
             EventType::Waiting => {
                 self.state = State::Waiting;
-                self.agent.clone_from(&event.agent);
+                self.agent = event.agent.as_ref().map(ToString::to_string);
             }
             EventType::Reopened => {
                 self.state = State::Running;
@@ -217,14 +217,14 @@ impl Summary {
                 self.output.clone_from(&event.output);
                 self.reason = None;
                 if event.agent.is_some() {
-                    self.agent.clone_from(&event.agent);
+                    self.agent = event.agent.as_ref().map(ToString::to_string);
                 }
             }
             EventType::Failed => {
                 self.state = State::Failed;
                 self.reason = event.reason.as_ref().map(|r| r.as_str().to_owned());
                 if event.agent.is_some() {
-                    self.agent.clone_from(&event.agent);
+                    self.agent = event.agent.as_ref().map(ToString::to_string);
                 }
             }
             _ => {
@@ -489,7 +489,7 @@ mod tests {
 
     fn event(kind: EventType, agent: &str, at: u64) -> Event {
         let mut event = Event::new(Uuid::new_v4(), Uuid::nil(), kind);
-        event.agent = Some(agent.to_owned());
+        event.agent = Some(baton_proto::AgentName::unchecked(agent));
         event.at = at;
         event
     }
@@ -505,7 +505,7 @@ mod tests {
                 offset,
                 text: text.to_owned(),
             }
-            .event(Uuid::nil(), "writer")
+            .event(Uuid::nil(), &baton_proto::AgentName::from_static("writer"))
         };
         summary.apply(&piece(0, "The answer ", 1), &Versioned::default());
         summary.apply(&piece(11, "is ", 1), &Versioned::default());
@@ -539,8 +539,12 @@ mod tests {
             (State::Running, Some("front"))
         );
         let mut handoff = event(EventType::Handoff, "front", 20);
-        handoff.to = Some("back".into());
-        handoff.path = vec![Hop::new("front", "f1", None)];
+        handoff.to = Some(baton_proto::AgentName::from_static("back"));
+        handoff.path = vec![Hop::new(
+            baton_proto::AgentName::from_static("front"),
+            "f1",
+            None,
+        )];
         summary.apply(&handoff, &Versioned::default());
         assert_eq!(summary.agent.as_deref(), Some("back"));
         summary.apply(
@@ -576,10 +580,18 @@ mod tests {
     fn a_compact_handoff_adds_its_hop_to_the_path_so_far() {
         let mut summary = Summary::new(Uuid::nil(), 10);
         let mut first = event(EventType::Handoff, "front", 20);
-        first.path = vec![Hop::new("front", "f1", None)];
+        first.path = vec![Hop::new(
+            baton_proto::AgentName::from_static("front"),
+            "f1",
+            None,
+        )];
         summary.apply(&first, &Versioned::default());
         let mut second = event(EventType::Handoff, "middle", 30);
-        second.path = vec![Hop::new("middle", "m1", None)];
+        second.path = vec![Hop::new(
+            baton_proto::AgentName::from_static("middle"),
+            "m1",
+            None,
+        )];
         second.path_from = Some(1);
         summary.apply(&second, &Versioned::default());
         let agents: Vec<&str> = summary.path.iter().map(|h| h.agent.as_str()).collect();
@@ -605,7 +617,7 @@ mod tests {
         let helper = Versioned::of(["helper"]);
         let mut summary = Summary::new(Uuid::nil(), 10);
         let mut accepted = event(EventType::Accepted, "helper", 10);
-        accepted.version = Some("1".into());
+        accepted.version = Some(baton_proto::Version::from_static("1"));
         accepted.instance = Some("w1".into());
         summary.apply(&accepted, &helper);
         assert_eq!(summary.agent_label().as_deref(), Some("helper@1"));
@@ -614,25 +626,32 @@ mod tests {
         assert_eq!(summary.agent_label().as_deref(), Some("helper@1"));
         // A spec's hash labels the events of a type that has no rollout.
         let mut handoff = event(EventType::Handoff, "plain", 30);
-        handoff.version = Some("e07de5fa828a".into());
-        handoff.to = Some("helper".into());
+        handoff.version = Some(baton_proto::Version::from_static("e07de5fa828a"));
+        handoff.to = Some(baton_proto::AgentName::from_static("helper"));
         summary.apply(&handoff, &helper);
         assert_eq!(summary.versions.label("plain"), "plain");
         assert_eq!(summary.versions.event_label(&handoff), "plain");
         assert_eq!(summary.versions.event_label(&accepted), "helper@1");
         assert_eq!(
-            summary.versions.hop_label(&Hop::new("helper", "w1", None)),
+            summary.versions.hop_label(&Hop::new(
+                baton_proto::AgentName::from_static("helper"),
+                "w1",
+                None
+            )),
             "helper@1"
         );
         // Only the end of a session stored before the console started (or
         // of a type no longer versioned): its pins.
         let mut end = event(EventType::Completed, "plain", 40);
-        end.versions.insert("helper".into(), "2".into());
-        end.version = Some("e07de5fa828a".into());
+        end.versions.insert(
+            baton_proto::AgentName::from_static("helper"),
+            baton_proto::Version::from_static("2"),
+        );
+        end.version = Some(baton_proto::Version::from_static("e07de5fa828a"));
         let late = Summary::of(Uuid::nil(), &[end], &Versioned::default());
         assert_eq!(late.versions.label("helper"), "helper@2");
         assert_eq!(late.agent_label().as_deref(), Some("plain"));
-        let hop = Hop::new("helper", "w9", None);
+        let hop = Hop::new(baton_proto::AgentName::from_static("helper"), "w9", None);
         assert_eq!(late.versions.hop_label(&hop), "helper@2");
     }
 

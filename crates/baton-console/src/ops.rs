@@ -112,7 +112,10 @@ fn versions(c: &Candidate) -> Option<String> {
 
 /// `agent` with the version `envelope`'s session is pinned to, if any.
 fn pinned(envelope: &Envelope, agent: &str) -> String {
-    label(agent, envelope.versions.get(agent).map(String::as_str))
+    label(
+        agent,
+        envelope.versions.get(agent).map(|version| version.as_str()),
+    )
 }
 
 fn envelope_summary(envelope: &Envelope) -> Markup {
@@ -151,7 +154,7 @@ pub(crate) fn dead_letters(entries: &[DeadLetterEntry]) -> Markup {
                 @match envelope {
                     Ok(envelope) => {
                         (envelope_summary(&envelope))
-                        details { summary { "Context" } (context_view(&envelope.context, &envelope.versions)) }
+                        details { summary { "Context" } (context_view(&envelope.context, &crate::view::pins(&envelope.versions))) }
                         p { a.button href=(format!("/dlq/{}/replay", entry.seq)) { "Replay…" } }
                     }
                     Err(err) => {
@@ -199,7 +202,7 @@ pub(crate) fn inbox(entries: &[InboxEntry], token: &str, now: u64) -> Markup {
                 h2 { (entry.agent()) " · waiting " (span(now.saturating_sub(entry.since))) }
                 p { "Session " a href=(format!("/sessions/{}", envelope.session)) { code { (envelope.session) } } }
                 (envelope_summary(envelope))
-                details open { summary { "Context" } (context_view(&envelope.context, &envelope.versions)) }
+                details open { summary { "Context" } (context_view(&envelope.context, &crate::view::pins(&envelope.versions))) }
                 form.reply method="post" action=(format!("/inbox/{}", envelope.id)) {
                     (csrf(token))
                     label { "Answer " textarea name="text" rows="3" required {} }

@@ -173,7 +173,11 @@ mod tests {
     use uuid::Uuid;
 
     fn hop(agent: &str, reason: Option<&str>) -> Hop {
-        Hop::new(agent, "i", reason.map(Reason::parse))
+        Hop::new(
+            baton_proto::AgentName::unchecked(agent),
+            "i",
+            reason.map(Reason::parse),
+        )
     }
 
     #[test]
@@ -200,11 +204,11 @@ mod tests {
     #[test]
     fn a_refused_route_and_a_waiting_person_are_drawn() {
         let mut refused = Event::new(Uuid::nil(), Uuid::nil(), EventType::LoopDetected);
-        refused.agent = Some("b".into());
-        refused.to = Some("a".into());
+        refused.agent = Some(baton_proto::AgentName::from_static("b"));
+        refused.to = Some(baton_proto::AgentName::from_static("a"));
         refused.reason = Some(Reason::LoopDetected);
         let mut waiting = Event::new(Uuid::nil(), Uuid::nil(), EventType::Waiting);
-        waiting.agent = Some("person".into());
+        waiting.agent = Some(baton_proto::AgentName::from_static("person"));
         let versions = Versions::default();
         let graph = Graph::of(
             &[hop("a", None), hop("b", Some("x"))],
@@ -242,9 +246,9 @@ mod tests {
         let mut versions = Versions::default();
         let ran = |agent: &str, instance: &str, version: &str| {
             let mut event = Event::new(Uuid::new_v4(), Uuid::nil(), EventType::Accepted);
-            event.agent = Some(agent.into());
+            event.agent = Some(baton_proto::AgentName::unchecked(agent));
             event.instance = Some(instance.into());
-            event.version = Some(version.into());
+            event.version = Some(baton_proto::Version::unchecked(version));
             event
         };
         let helper = crate::index::Versioned::of(["helper"]);
@@ -254,9 +258,13 @@ mod tests {
         // A spec's hash labels a type that has no rollout: it stays plain.
         versions.take(&ran("front", "f", "e07de5fa828a"), &helper);
         let path = [
-            Hop::new("front", "f", None),
-            Hop::new("helper", "v1", None),
-            Hop::new("helper", "v2", Some(Reason::KnowledgeGap)),
+            Hop::new(baton_proto::AgentName::from_static("front"), "f", None),
+            Hop::new(baton_proto::AgentName::from_static("helper"), "v1", None),
+            Hop::new(
+                baton_proto::AgentName::from_static("helper"),
+                "v2",
+                Some(Reason::KnowledgeGap),
+            ),
         ];
         let graph = Graph::of(&path, &[], &versions);
         assert_eq!(graph.nodes, ["front", "helper@1", "helper@2"]);

@@ -230,11 +230,21 @@ pub(crate) fn sessions(rows: &[Summary], filter: &Filter, total: usize, now: u64
     }
 }
 
+/// A session's pins as text, agent type to version, as the views take them.
+pub(crate) fn pins(
+    versions: &BTreeMap<baton_proto::AgentName, baton_proto::Version>,
+) -> BTreeMap<String, String> {
+    let pairs = versions.iter();
+    pairs
+        .map(|(agent, version)| (agent.to_string(), version.to_string()))
+        .collect()
+}
+
 /// The whole context: conversation, variables, trace and state; the
 /// agents in it named with the version each ran at (`versions`, by agent
 /// type).
 pub(crate) fn context_view(context: &Context, versions: &BTreeMap<String, String>) -> Markup {
-    let agent = |name: &str| label(name, versions.get(name).map(String::as_str));
+    let agent = |name: &str| label(name, versions.get(name).map(|version| version.as_str()));
     html! {
         @if !context.problem.is_empty() { p { b { "Problem: " } (context.problem) } }
         h3 { "Messages" }
@@ -258,7 +268,7 @@ pub(crate) fn context_view(context: &Context, versions: &BTreeMap<String, String
             table.trace {
                 thead { tr { th { "Agent@version" } th { "Action" } th { "Outcome" } th { "Reasoning" } } }
                 tbody { @for step in &context.trace {
-                    tr { td.agent { (agent(&step.agent)) } td { (step.action) } td { (step.outcome) } td { (step.reasoning) } }
+                    tr { td.agent { (agent(step.agent.as_deref().unwrap_or_default())) } td { (step.action) } td { (step.outcome) } td { (step.reasoning) } }
                 } }
             }
         }
@@ -313,7 +323,11 @@ mod tests {
         let task = Envelope::task(evil);
         let mut event = Event::new(Uuid::nil(), Uuid::nil(), EventType::Completed);
         event.detail = Some(evil.to_owned());
-        event.path = vec![baton_proto::Hop::new(evil, "w", None)];
+        event.path = vec![baton_proto::Hop::new(
+            baton_proto::AgentName::unchecked(evil),
+            "w",
+            None,
+        )];
         let started = Event::new(Uuid::nil(), Uuid::nil(), EventType::Started);
         let events = [started, event];
         let replay = crate::replay::section(&summary, &events, "t");
@@ -339,8 +353,8 @@ mod tests {
     fn delegations_nest_under_the_child_that_delegates_again() {
         let event = |kind: EventType, agent: &str, to: &str, detail: &str| {
             let mut event = Event::new(Uuid::new_v4(), Uuid::nil(), kind);
-            event.agent = Some(agent.into());
-            event.to = Some(to.into());
+            event.agent = Some(baton_proto::AgentName::unchecked(agent));
+            event.to = Some(baton_proto::AgentName::unchecked(to));
             event.detail = Some(detail.into());
             event
         };
@@ -384,7 +398,7 @@ mod tests {
     #[test]
     fn filters_match_state_agent_and_text() {
         let mut summary = Summary::new(Uuid::from_u128(7), 1);
-        summary.agent = Some("refund".into());
+        summary.agent = Some("refund".to_owned());
         summary.output = Some(Value::from("Refund approved"));
         let pass = |state: &str, agent: &str, q: &str| {
             Filter {
@@ -413,11 +427,11 @@ mod tests {
     #[test]
     fn the_timeline_names_the_version_that_wrote_an_event() {
         let mut accepted = Event::new(Uuid::nil(), Uuid::nil(), EventType::Accepted);
-        accepted.agent = Some("helper".to_owned());
+        accepted.agent = Some(baton_proto::AgentName::from_static("helper"));
         let none = Versions::default();
         let plain = timeline(std::slice::from_ref(&accepted), 0, &none).into_string();
         assert!(plain.contains("<td class=\"agent\">helper</td>"), "{plain}");
-        accepted.version = Some("2<b>".to_owned());
+        accepted.version = Some(baton_proto::Version::unchecked("2<b>"));
         // A version label of a type with no rollout (a spec's hash) is no
         // `TYPE@VERSION`: it shows on hovering.
         let labelled = timeline(std::slice::from_ref(&accepted), 0, &none).into_string();
@@ -438,15 +452,22 @@ mod tests {
     /// as the console learns it from the terminal event alone.
     fn answered_by(n: u128, version: Option<&str>) -> Summary {
         let mut completed = Event::new(Uuid::new_v4(), Uuid::from_u128(n), EventType::Completed);
-        completed.agent = Some("helper".into());
+        completed.agent = Some(baton_proto::AgentName::from_static("helper"));
         completed.instance = Some(format!("w{n}"));
-        completed.version = version.map(str::to_owned);
+        completed.version = version.map(baton_proto::Version::unchecked);
         completed.path = vec![
-            baton_proto::Hop::new("front", "f", None),
-            baton_proto::Hop::new("helper", format!("w{n}"), None),
+            baton_proto::Hop::new(baton_proto::AgentName::from_static("front"), "f", None),
+            baton_proto::Hop::new(
+                baton_proto::AgentName::from_static("helper"),
+                format!("w{n}"),
+                None,
+            ),
         ];
         if let Some(version) = version {
-            completed.versions.insert("helper".into(), version.into());
+            completed.versions.insert(
+                baton_proto::AgentName::from_static("helper"),
+                baton_proto::Version::unchecked(version),
+            );
         }
         Summary::of(
             Uuid::from_u128(n),
@@ -515,7 +536,11 @@ mod tests {
         let mut tool = baton_proto::Message::new(baton_proto::Role::Tool, "42");
         tool.name = Some("helper".into());
         context.messages = vec![said, tool];
-        context.trace = vec![baton_proto::Step::new("helper", "answer", "ok")];
+        context.trace = vec![baton_proto::Step::new(
+            baton_proto::AgentName::from_static("helper"),
+            "answer",
+            "ok",
+        )];
         let page = session(&Detail {
             summary: &summary,
             events: &[],

@@ -464,7 +464,13 @@ pub(crate) async fn follow_heartbeats(
             beats
                 .entry(agent.to_owned())
                 .or_insert_with(HashMap::new)
-                .insert(instance.to_owned(), ops::Beat { at: now, version });
+                .insert(
+                    instance.to_owned(),
+                    ops::Beat {
+                        at: now,
+                        version: version.map(String::from),
+                    },
+                );
             // Instances silent for a minute are gone.
             for instances in beats.values_mut() {
                 instances.retain(|_, beat| now.saturating_sub(beat.at) < 60_000);

@@ -41,7 +41,7 @@ const CAPABILITY_GROUPS: usize = 20;
 
 fn heartbeat(kind: usize, instance: usize) -> Heartbeat {
     Heartbeat {
-        agent: format!("type-{kind:03}"),
+        agent: baton_proto::AgentName::new(format!("type-{kind:03}")).expect("a valid name"),
         instance: format!("i{instance:03}"),
         capabilities: vec![
             format!("cap-{}", kind % CAPABILITY_GROUPS),
@@ -72,7 +72,9 @@ fn request(n: usize) -> Bytes {
             vec![]
         },
         min_tier: (n % 3 == 0).then_some(2),
-        exclude: vec![format!("type-{:03}", n % 100)],
+        exclude: vec![
+            baton_proto::AgentName::new(format!("type-{:03}", n % 100)).expect("a valid name"),
+        ],
         ..LookupRequest::default()
     };
     Bytes::from(request.to_msgpack().unwrap_or_default())

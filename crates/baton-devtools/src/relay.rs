@@ -136,9 +136,9 @@ impl Agent for Relay {
             update
                 .state
                 .insert("last".into(), Value::from(name.as_str()));
-            update
-                .trace
-                .push(Step::new("", "relay", "passed on").with_reasoning(format!("{name} relays")));
+            update.trace.push(
+                Step::new(None, "relay", "passed on").with_reasoning(format!("{name} relays")),
+            );
         }
         Ok(outcome)
     }
@@ -200,7 +200,13 @@ fn summary(task: &Task) -> Value {
     let trace = context
         .trace
         .iter()
-        .map(|s| text(&format!("{}:{}", s.agent, s.action)))
+        .map(|s| {
+            text(&format!(
+                "{}:{}",
+                s.agent.as_deref().unwrap_or_default(),
+                s.action
+            ))
+        })
         .collect();
     let map =
         |m: &baton_proto::Map| Value::Map(m.iter().map(|(k, v)| (text(k), v.clone())).collect());

@@ -42,7 +42,7 @@ fn told(history: &[Event]) -> Told {
         told.outcome = "not finished".to_owned();
         return told;
     };
-    told.path = end.path.iter().map(|hop| hop.agent.clone()).collect();
+    told.path = end.path.iter().map(|hop| hop.agent.to_string()).collect();
     told.usage = end.usage.unwrap_or_default();
     told.versions = (end.versions.iter())
         .map(|(agent, version)| format!("{agent}@{version}"))
@@ -206,7 +206,7 @@ mod tests {
         let mut end = Event::new(Uuid::new_v4(), Uuid::new_v4(), EventType::Completed);
         end.path = agents
             .iter()
-            .map(|agent| Hop::new(*agent, "w", None))
+            .map(|agent| Hop::new(baton_proto::AgentName::unchecked(*agent), "w", None))
             .collect();
         let mut context = Context::default();
         let mut asked = Message::new(Role::Agent, "");
@@ -277,9 +277,15 @@ mod tests {
         let a = session(&["helper"], &["hi"], "{}", "hi");
         assert!(compare(&a, &a.clone()).iter().all(|p| p.what != "versions"));
         let mut b = a.clone();
-        b[0].versions.insert("helper".to_owned(), "2".to_owned());
+        b[0].versions.insert(
+            baton_proto::AgentName::from_static("helper"),
+            baton_proto::Version::from_static("2"),
+        );
         let mut c = a.clone();
-        c[0].versions.insert("helper".to_owned(), "1".to_owned());
+        c[0].versions.insert(
+            baton_proto::AgentName::from_static("helper"),
+            baton_proto::Version::from_static("1"),
+        );
         let parts = compare(&c, &b);
         let versions = part(&parts, "versions");
         assert!(!versions.same);

@@ -32,7 +32,7 @@ pub use budget::budget;
 #[must_use]
 pub fn exposed(only: &[AgentName], candidates: &[Candidate]) -> Vec<String> {
     let mut names: Vec<String> = if only.is_empty() {
-        candidates.iter().map(|c| c.agent.clone()).collect()
+        candidates.iter().map(|c| c.agent.to_string()).collect()
     } else {
         only.iter().map(ToString::to_string).collect()
     };

@@ -262,8 +262,8 @@ mod tests {
     #[test]
     fn progress_names_the_hop() {
         let mut event = Event::new(uuid_nil(), uuid_nil(), EventType::Handoff);
-        event.agent = Some("general_enquiry".to_owned());
-        event.to = Some("refund".to_owned());
+        event.agent = Some(baton_proto::AgentName::from_static("general_enquiry"));
+        event.to = Some(baton_proto::AgentName::from_static("refund"));
         event.reason = Some(Reason::parse("knowledge_gap"));
         assert_eq!(
             progress(&event),
@@ -283,10 +283,10 @@ mod tests {
         let change = baton_proto::RolloutChange {
             at: 1_767_225_600_000,
             what: "ramp".to_owned(),
-            version: "2".to_owned(),
-            current: "1".to_owned(),
+            version: baton_proto::Version::from_static("2"),
+            current: baton_proto::Version::from_static("1"),
             ramp: Some(baton_proto::Ramp {
-                version: "2".to_owned(),
+                version: baton_proto::Version::from_static("2"),
                 weight: 25,
             }),
         };

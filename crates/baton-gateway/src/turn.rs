@@ -61,7 +61,8 @@ impl TurnRead {
     #[must_use]
     pub fn read(events: &[Event]) -> Self {
         let versions = versions(events);
-        let label = |agent: &str| labelled(agent, versions.get(agent).map(String::as_str));
+        let label =
+            |agent: &str| labelled(agent, versions.get(agent).map(|version| version.as_str()));
         let mut hops = Vec::new();
         for event in events {
             Event::follow_path(&mut hops, event);
@@ -94,7 +95,7 @@ impl TurnRead {
 
 /// The version each agent type of the session ran on: the versions its
 /// events name (a worker names its own), over the ones it was pinned to.
-fn versions(events: &[Event]) -> BTreeMap<String, String> {
+fn versions(events: &[Event]) -> BTreeMap<baton_proto::AgentName, baton_proto::Version> {
     let mut versions = BTreeMap::new();
     for event in events {
         versions.extend(event.versions.clone());
@@ -231,13 +232,13 @@ mod tests {
 
     fn event(kind: EventType, agent: &str, version: Option<&str>) -> Event {
         let mut event = Event::new(Uuid::new_v4(), Uuid::nil(), kind);
-        event.agent = Some(agent.to_owned());
-        event.version = version.map(str::to_owned);
+        event.agent = Some(baton_proto::AgentName::unchecked(agent));
+        event.version = version.map(baton_proto::Version::unchecked);
         event
     }
 
     fn hop(agent: &str) -> Hop {
-        Hop::new(agent, "i1", None)
+        Hop::new(baton_proto::AgentName::unchecked(agent), "i1", None)
     }
 
     fn said(role: Role, text: &str) -> Message {
@@ -272,8 +273,14 @@ mod tests {
         done.output = Some(Value::from("Booked for two."));
         // The end keeps the session's pins.
         done.versions = BTreeMap::from([
-            ("front".to_owned(), "1".to_owned()),
-            ("helper".to_owned(), "2".to_owned()),
+            (
+                baton_proto::AgentName::from_static("front"),
+                baton_proto::Version::from_static("1"),
+            ),
+            (
+                baton_proto::AgentName::from_static("helper"),
+                baton_proto::Version::from_static("2"),
+            ),
         ]);
         done.context = context(vec![
             said(Role::User, "Hi."),

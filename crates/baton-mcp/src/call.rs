@@ -47,7 +47,7 @@ impl Gateway {
         }
         // Through the ingress, as `baton send --to` does: the client role may
         // publish there, and the router moves the task to the agent type.
-        task = task.with_to(agent.to_string());
+        task = task.with_to(agent.clone());
         // A caller that asked for progress gets the answers as they are
         // written, as progress messages.
         task.stream = context.meta.get_progress_token().is_some();

@@ -92,10 +92,10 @@ pub struct Envelope {
     pub kind: Kind,
     /// Target agent type; nil on ingress means "route by `requires`, else the default entry agent".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<crate::AgentName>,
     /// Agent type that sent it; nil for tasks from outside.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
+    pub from: Option<crate::AgentName>,
     /// Capabilities the receiving agent must have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
@@ -173,7 +173,7 @@ pub struct Envelope {
     /// session was pinned to when it first reached it, by agent type. Every
     /// later visit goes to that version's subject.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub versions: std::collections::BTreeMap<String, String>,
+    pub versions: std::collections::BTreeMap<crate::AgentName, crate::Version>,
     /// Fields this version does not know; written back unchanged.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -188,7 +188,7 @@ pub struct Parent {
     #[schemars(with = "String", extend("format" = "uuid"))]
     pub id: Uuid,
     /// Agent type that delegated.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// Delegation depth of the child (1 for a direct child).
     pub depth: u32,
     /// Extension: which of the delegating envelope's children this is,
@@ -342,11 +342,11 @@ impl Envelope {
     /// path, session, deadline and parent carry over; the caller sets the
     /// reason and whatever else the new message changes.
     #[must_use]
-    pub fn resent(mut self, id: Uuid, kind: Kind, to: impl Into<String>) -> Self {
+    pub fn resent(mut self, id: Uuid, kind: Kind, to: crate::AgentName) -> Self {
         self.v = PROTOCOL_VERSION;
         self.id = id;
         self.kind = kind;
-        self.to = Some(to.into());
+        self.to = Some(to);
         self.created_at = now_ms();
         // A waiting call and a resumed journal belong to one hop.
         self.gate = None;
@@ -356,8 +356,8 @@ impl Envelope {
 
     /// Sets the target agent type.
     #[must_use]
-    pub fn with_to(mut self, agent: impl Into<String>) -> Self {
-        self.to = Some(agent.into());
+    pub fn with_to(mut self, agent: crate::AgentName) -> Self {
+        self.to = Some(agent);
         self
     }
 

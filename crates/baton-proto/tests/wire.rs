@@ -79,15 +79,15 @@ fn full_handoff() -> Envelope {
         id: id(3),
         session: id(2),
         kind: Kind::Handoff,
-        to: Some("advanced_order".into()),
-        from: Some("order_management".into()),
+        to: Some(baton_proto::AgentName::from_static("advanced_order")),
+        from: Some(baton_proto::AgentName::from_static("order_management")),
         requires: vec!["orders.special".into()],
         domains: vec![],
         reason: Some(Reason::ToolFailure),
         suggested_next_action: Some("look up the special order".into()),
         path: vec![
             Hop {
-                agent: "general_enquiry".into(),
+                agent: baton_proto::AgentName::from_static("general_enquiry"),
                 instance: "a1b2c3".into(),
                 at: T + 10,
                 reason: None,
@@ -97,7 +97,7 @@ fn full_handoff() -> Envelope {
                 extra: Map::new(),
             },
             Hop {
-                agent: "order_management".into(),
+                agent: baton_proto::AgentName::from_static("order_management"),
                 instance: "d4e5f6".into(),
                 at: T + 20,
                 reason: Some(Reason::OutOfScope),
@@ -113,7 +113,7 @@ fn full_handoff() -> Envelope {
         reply_to: Some("baton.agent.planner".into()),
         parent: Some(Parent {
             id: id(9),
-            agent: "planner".into(),
+            agent: baton_proto::AgentName::from_static("planner"),
             depth: 1,
             index: None,
             assignment: None,
@@ -144,8 +144,12 @@ fn full_handoff() -> Envelope {
             ],
             variables,
             trace: vec![{
-                let mut step = Step::new("order_management", "lookup", "tool failed")
-                    .with_reasoning("special orders need another system");
+                let mut step = Step::new(
+                    baton_proto::AgentName::from_static("order_management"),
+                    "lookup",
+                    "tool failed",
+                )
+                .with_reasoning("special orders need another system");
                 step.at = T + 18;
                 step.details = Value::Map(vec![(Value::from("attempts"), Value::from(1))]);
                 step
@@ -183,7 +187,7 @@ fn claimed_task() -> (Vec<u8>, (String, Vec<u8>)) {
 fn event(kind: EventType, n: u8) -> Event {
     let mut event = Event::new(id(100 + n), id(2), kind.clone());
     event.at = T + u64::from(n);
-    event.agent = Some("order_management".into());
+    event.agent = Some(baton_proto::AgentName::from_static("order_management"));
     event.instance = Some("d4e5f6".into());
     event.envelope = Some(id(3));
     match kind {
@@ -191,7 +195,7 @@ fn event(kind: EventType, n: u8) -> Event {
         | EventType::Escalated
         | EventType::LoopDetected
         | EventType::Delegated => {
-            event.to = Some("advanced_order".into());
+            event.to = Some(baton_proto::AgentName::from_static("advanced_order"));
             event.reason = Some(Reason::ToolFailure);
         }
         EventType::Retrying => {
@@ -491,7 +495,7 @@ fn exec_call_vectors() -> Vec<(&'static str, serde_json::Value)> {
                 "c7",
                 ExecOp::Delegate {
                     children: vec![ExecChild {
-                        to: Some("researcher".to_owned()),
+                        to: Some(baton_proto::AgentName::from_static("researcher")),
                         input: "Find the order".to_owned(),
                         ..ExecChild::default()
                     }],

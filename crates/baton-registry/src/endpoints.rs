@@ -109,7 +109,7 @@ pub(crate) async fn ended(
     jetstream: &jetstream::Context,
     subjects: &baton_proto::Subjects,
     session: Uuid,
-) -> Result<Vec<String>, ServiceError> {
+) -> Result<Vec<baton_proto::AgentName>, ServiceError> {
     use baton_proto::{Event, EventType};
     let unknown = || ServiceError {
         status: format!(
@@ -128,7 +128,8 @@ pub(crate) async fn ended(
     let event = Event::from_msgpack(&last.payload);
     match event.map(|event| (event.kind, event.path)) {
         Ok((kind, path)) if kind.is_terminal() || kind == EventType::Waiting => {
-            let mut agents: Vec<String> = path.into_iter().map(|hop| hop.agent).collect();
+            let mut agents: Vec<baton_proto::AgentName> =
+                path.into_iter().map(|hop| hop.agent).collect();
             agents.sort();
             agents.dedup();
             Ok(agents)
@@ -163,7 +164,7 @@ pub(crate) fn notebook(
             code: 404,
         });
     }
-    let book: Notebook = learner.notebook(agent.as_str());
+    let book: Notebook = learner.notebook(&agent);
     encode(&book, json)
 }
 
@@ -183,7 +184,7 @@ mod tests {
     fn table() -> Table {
         let mut table = Table::new(Duration::from_secs(60));
         let beat = Heartbeat {
-            agent: "refund".into(),
+            agent: baton_proto::AgentName::from_static("refund"),
             instance: "r1".into(),
             capabilities: vec!["refunds".into()],
             domains: vec!["billing".into()],

@@ -8,7 +8,8 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use baton_proto::{
-    Collaborator, Learned, Notebook, Outcome, OutcomeHop, OutcomeKind, Similar, similarity,
+    AgentName, Collaborator, Learned, Notebook, Outcome, OutcomeHop, OutcomeKind, Similar,
+    similarity,
 };
 use uuid::Uuid;
 
@@ -62,7 +63,7 @@ struct Session {
     cost_micros: u64,
     at: u64,
     /// The notebook entries this session is counted in, and as what.
-    credited: Vec<(String, String)>,
+    credited: Vec<(AgentName, AgentName)>,
     tally: Tally,
 }
 
@@ -101,8 +102,8 @@ impl Session {
         }
     }
 
-    fn agents(&self) -> BTreeSet<&str> {
-        self.path.iter().map(|hop| hop.agent.as_str()).collect()
+    fn agents(&self) -> BTreeSet<&AgentName> {
+        self.path.iter().map(|hop| &hop.agent).collect()
     }
 }
 
@@ -146,10 +147,10 @@ pub struct Learner {
     config: LearningConfig,
     sessions: HashMap<Uuid, Session>,
     order: VecDeque<Uuid>,
-    arms: HashMap<(String, String), Arm>,
+    arms: HashMap<(String, AgentName), Arm>,
     recent: HashMap<String, VecDeque<Uuid>>,
-    notebook: HashMap<String, HashMap<String, Tally>>,
-    totals: HashMap<String, Tally>,
+    notebook: HashMap<AgentName, HashMap<AgentName, Tally>>,
+    totals: HashMap<AgentName, Tally>,
     /// Feedback on sessions whose end is not read yet, by session.
     early: HashMap<Uuid, f64>,
     records: u64,
@@ -188,10 +189,10 @@ impl Learner {
 
     /// The agents a session's outcome is credited to.
     #[must_use]
-    pub fn credited(&self, session: Uuid) -> Vec<String> {
-        self.sessions.get(&session).map_or_else(Vec::new, |s| {
-            s.agents().into_iter().map(str::to_owned).collect()
-        })
+    pub fn credited(&self, session: Uuid) -> Vec<AgentName> {
+        self.sessions
+            .get(&session)
+            .map_or_else(Vec::new, |s| s.agents().into_iter().cloned().collect())
     }
 
     /// Whether any outcome named `agent`.
@@ -202,9 +203,9 @@ impl Learner {
 
     /// How many of `agent`'s recent sessions of work `key` its estimate holds.
     #[must_use]
-    pub fn observations(&self, key: &str, agent: &str) -> u32 {
+    pub fn observations(&self, key: &str, agent: &AgentName) -> u32 {
         self.arms
-            .get(&(key.to_owned(), agent.to_owned()))
+            .get(&(key.to_owned(), agent.clone()))
             .map_or(0, |arm| u32::try_from(arm.window.len()).unwrap_or(u32::MAX))
     }
 
@@ -317,7 +318,7 @@ impl Learner {
             }
         }
         session.tally = session.tally(reward);
-        let agents: Vec<String> = session.agents().into_iter().map(str::to_owned).collect();
+        let agents: Vec<AgentName> = session.agents().into_iter().cloned().collect();
         for agent in &agents {
             for other in &agents {
                 if agent == other {
@@ -336,7 +337,7 @@ impl Learner {
 
     /// `agent`'s notebook: its collaborators, best first.
     #[must_use]
-    pub fn notebook(&self, agent: &str) -> Notebook {
+    pub fn notebook(&self, agent: &AgentName) -> Notebook {
         let mut collaborators: Vec<Collaborator> = self
             .notebook
             .get(agent)
@@ -352,7 +353,7 @@ impl Learner {
                 .then_with(|| a.agent.cmp(&b.agent))
         });
         Notebook {
-            agent: agent.to_owned(),
+            agent: agent.clone(),
             sessions: self.totals.get(agent).map_or(0, |t| t.sessions),
             collaborators,
             extra: baton_proto::Map::new(),
@@ -361,7 +362,7 @@ impl Learner {
 
     /// What `prefer`'s notebook says of `agent`, if they worked together.
     #[must_use]
-    pub fn collaborator(&self, prefer: &str, agent: &str) -> Option<Collaborator> {
+    pub fn collaborator(&self, prefer: &str, agent: &AgentName) -> Option<Collaborator> {
         let tally = self.notebook.get(prefer)?.get(agent)?;
         (tally.sessions > 0).then(|| tally.collaborator(agent))
     }
@@ -372,11 +373,11 @@ impl Learner {
     pub fn estimate(
         &self,
         key: &str,
-        agent: &str,
+        agent: &AgentName,
         neighbours: &[Similar],
         rng: &mut impl rand::Rng,
     ) -> (Learned, Vec<Similar>) {
-        let arm = self.arms.get(&(key.to_owned(), agent.to_owned()));
+        let arm = self.arms.get(&(key.to_owned(), agent.clone()));
         let rewards = arm.into_iter().flat_map(|arm| arm.window.iter());
         let (mut alpha, mut beta, mut observations) = (1.0, 1.0, 0u32);
         for (_, reward) in rewards {
@@ -389,7 +390,7 @@ impl Learner {
             .filter(|one| {
                 self.sessions
                     .get(&one.session)
-                    .is_some_and(|session| session.path.iter().any(|hop| hop.agent == agent))
+                    .is_some_and(|session| session.path.iter().any(|hop| hop.agent == *agent))
             })
             .cloned()
             .collect();

@@ -6,7 +6,7 @@ use super::*;
 
 fn hop(agent: &str, requires: &[&str]) -> OutcomeHop {
     OutcomeHop {
-        agent: agent.into(),
+        agent: baton_proto::AgentName::unchecked(agent),
         requires: requires.iter().map(|c| (*c).to_owned()).collect(),
         domains: Vec::new(),
     }
@@ -31,7 +31,12 @@ fn the_estimate_follows_the_recent_outcomes_and_keeps_its_uncertainty() {
         hop("solver", &["solve"]),
         hop("checker", &[]),
     ];
-    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    let (learned, _) = learner.estimate(
+        "solve",
+        &baton_proto::AgentName::from_static("solver"),
+        &[],
+        &mut rng(),
+    );
     assert_eq!(learned.observations, 0);
     assert!(
         (learned.mean - 0.5).abs() < 1e-9,
@@ -45,7 +50,12 @@ fn the_estimate_follows_the_recent_outcomes_and_keeps_its_uncertainty() {
         };
         learner.apply(&end(Uuid::new_v4(), kind, &path, "q"));
     }
-    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    let (learned, _) = learner.estimate(
+        "solve",
+        &baton_proto::AgentName::from_static("solver"),
+        &[],
+        &mut rng(),
+    );
     assert_eq!(learned.observations, 10);
     // 8 resolved (instant and free: reward 1) + 1 over 10 + 2.
     assert!((learned.mean - 0.75).abs() < 1e-9, "{learned:?}");
@@ -54,11 +64,21 @@ fn the_estimate_follows_the_recent_outcomes_and_keeps_its_uncertainty() {
     for _ in 0..40 {
         learner.apply(&end(Uuid::new_v4(), OutcomeKind::Failed, &path, "q"));
     }
-    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    let (learned, _) = learner.estimate(
+        "solve",
+        &baton_proto::AgentName::from_static("solver"),
+        &[],
+        &mut rng(),
+    );
     assert_eq!(learned.observations, 30);
     assert!((learned.mean - 1.0 / 32.0).abs() < 1e-9, "{learned:?}");
     // Credited under the kind of work it was chosen for, not under others.
-    let (other, _) = learner.estimate("", "solver", &[], &mut rng());
+    let (other, _) = learner.estimate(
+        "",
+        &baton_proto::AgentName::from_static("solver"),
+        &[],
+        &mut rng(),
+    );
     assert_eq!(other.observations, 0);
 }
 
@@ -68,7 +88,7 @@ fn feedback_and_reopening_replace_what_a_session_was_credited() {
     let session = Uuid::new_v4();
     let path = [hop("front", &[]), hop("solver", &["solve"])];
     learner.apply(&end(session, OutcomeKind::Completed, &path, "q"));
-    let book = learner.notebook("front");
+    let book = learner.notebook(&baton_proto::AgentName::from_static("front"));
     assert_eq!(book.sessions, 1);
     assert_eq!(book.collaborators[0].agent, "solver");
     assert_eq!(book.collaborators[0].resolved, 1);
@@ -77,9 +97,16 @@ fn feedback_and_reopening_replace_what_a_session_was_credited() {
     feedback.score = Some(0.2);
     feedback.note = Some("wrong refund amount".into());
     learner.apply(&feedback);
-    let (learned, _) = learner.estimate("solve", "solver", &[], &mut rng());
+    let (learned, _) = learner.estimate(
+        "solve",
+        &baton_proto::AgentName::from_static("solver"),
+        &[],
+        &mut rng(),
+    );
     assert_eq!(learned.observations, 1, "replaced, not added");
-    let entry = &learner.notebook("solver").collaborators[0];
+    let entry = &learner
+        .notebook(&baton_proto::AgentName::from_static("solver"))
+        .collaborators[0];
     assert_eq!(
         (entry.agent.as_str(), entry.sessions, entry.feedback),
         ("front", 1, 1)
@@ -92,7 +119,9 @@ fn feedback_and_reopening_replace_what_a_session_was_credited() {
         session,
         OutcomeKind::Reopened,
     ));
-    let entry = &learner.notebook("solver").collaborators[0];
+    let entry = &learner
+        .notebook(&baton_proto::AgentName::from_static("solver"))
+        .collaborators[0];
     assert_eq!((entry.sessions, entry.reopened), (1, 1));
 
     // Feedback read before its session's end counts once the end is read.
@@ -101,12 +130,16 @@ fn feedback_and_reopening_replace_what_a_session_was_credited() {
     early.score = Some(0.5);
     learner.apply(&early);
     assert_eq!(
-        learner.notebook("solver").sessions,
+        learner
+            .notebook(&baton_proto::AgentName::from_static("solver"))
+            .sessions,
         1,
         "nothing to credit yet"
     );
     learner.apply(&end(late, OutcomeKind::Completed, &path, "q"));
-    let entry = &learner.notebook("solver").collaborators[0];
+    let entry = &learner
+        .notebook(&baton_proto::AgentName::from_static("solver"))
+        .collaborators[0];
     assert_eq!((entry.sessions, entry.feedback), (2, 2));
     assert!(!learner.knows_agent("nobody"));
 }
@@ -132,12 +165,22 @@ fn similar_past_sessions_vote_for_the_agent_that_resolved_them() {
     }
     let asked = features("refund my order 9 please");
     let near = learner.neighbours("help", &asked);
-    let (learned, similar) = learner.estimate("help", "general", &near, &mut rng());
+    let (learned, similar) = learner.estimate(
+        "help",
+        &baton_proto::AgentName::from_static("general"),
+        &near,
+        &mut rng(),
+    );
     assert_eq!(similar.len(), 5, "{similar:?}");
     assert!(similar.iter().all(|s| s.reward > 0.9), "{similar:?}");
     assert!(learned.votes > 1.0, "{learned:?}");
     let near = learner.neighbours("help", &features("weather in town 9"));
-    let (weather, _) = learner.estimate("help", "general", &near, &mut rng());
+    let (weather, _) = learner.estimate(
+        "help",
+        &baton_proto::AgentName::from_static("general"),
+        &near,
+        &mut rng(),
+    );
     assert!(learned.mean > weather.mean + 0.2, "{learned:?} {weather:?}");
 }
 
@@ -145,12 +188,12 @@ fn similar_past_sessions_vote_for_the_agent_that_resolved_them() {
 fn learning_ranks_only_once_the_candidates_have_enough_outcomes() {
     use crate::{AgentSummary, MIN_EVIDENCE, rank_learned};
     let summary = |name: &str| AgentSummary {
-        agent: name.into(),
+        agent: baton_proto::AgentName::unchecked(name),
         tier: 1,
         capabilities: vec!["solve".into()],
         instances: 1,
         capacity: 4,
-        ..AgentSummary::default()
+        ..AgentSummary::new(baton_proto::AgentName::from_static("unnamed"))
     };
     let agents = [summary("alpha"), summary("beta")];
     let request = baton_proto::LookupRequest {
@@ -197,12 +240,12 @@ fn learning_ranks_only_once_the_candidates_have_enough_outcomes() {
 fn features_a_client_sends_unsorted_vote_as_the_text_would() {
     use crate::{AgentSummary, rank_learned};
     let agent = AgentSummary {
-        agent: "general".into(),
+        agent: baton_proto::AgentName::from_static("general"),
         tier: 1,
         capabilities: vec!["help".into()],
         instances: 1,
         capacity: 4,
-        ..AgentSummary::default()
+        ..AgentSummary::new(baton_proto::AgentName::from_static("unnamed"))
     };
     let mut learner = Learner::new(LearningConfig::default());
     for n in 0..6 {

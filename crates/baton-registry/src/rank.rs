@@ -3,10 +3,10 @@
 use baton_proto::{Candidate, LookupRequest, Map, Why};
 
 /// One agent type as the registry sees it: its live instances summed up.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentSummary {
     /// Agent type.
-    pub agent: String,
+    pub agent: baton_proto::AgentName,
     /// Tier.
     pub tier: u32,
     /// Capabilities.
@@ -31,7 +31,7 @@ pub struct AgentSummary {
     pub description: Option<String>,
     /// The versions its live instances run, with how many run each, by
     /// version (instances that name none are not counted).
-    pub versions: std::collections::BTreeMap<String, u32>,
+    pub versions: std::collections::BTreeMap<baton_proto::Version, u32>,
 }
 
 /// Weight of capability and domain fit in the score.
@@ -44,6 +44,26 @@ const W_FREE: f64 = 0.35;
 const W_SUCCESS: f64 = 0.15;
 
 impl AgentSummary {
+    /// `agent` with nothing counted yet: no instance, no capability.
+    #[must_use]
+    pub fn new(agent: baton_proto::AgentName) -> Self {
+        Self {
+            agent,
+            tier: 0,
+            capabilities: Vec::new(),
+            domains: Vec::new(),
+            instances: 0,
+            in_flight: 0,
+            capacity: 0,
+            pending: 0,
+            ack_pending: 0,
+            processed: 0,
+            failed: 0,
+            description: None,
+            versions: std::collections::BTreeMap::new(),
+        }
+    }
+
     /// Whether this agent type may take work described by `request`.
     #[must_use]
     pub fn fits(&self, request: &LookupRequest) -> bool {
@@ -158,16 +178,15 @@ impl AgentSummary {
 /// # Examples
 ///
 /// ```
-/// use baton_proto::LookupRequest;
+/// use baton_proto::{AgentName, LookupRequest};
 /// use baton_registry::{AgentSummary, rank};
 ///
 /// let refund = AgentSummary {
-///     agent: "refund".into(),
 ///     tier: 2,
 ///     capabilities: vec!["refunds".into()],
 ///     instances: 1,
 ///     capacity: 8,
-///     ..AgentSummary::default()
+///     ..AgentSummary::new(AgentName::from_static("refund"))
 /// };
 /// let request = LookupRequest { requires: vec!["refunds".into()], ..LookupRequest::default() };
 /// let ranked = rank([&refund], &request);
@@ -208,13 +227,13 @@ mod tests {
 
     fn agent(name: &str) -> AgentSummary {
         AgentSummary {
-            agent: name.into(),
+            agent: baton_proto::AgentName::unchecked(name),
             tier: 1,
             capabilities: vec!["orders".into()],
             domains: vec!["retail".into()],
             instances: 1,
             capacity: 8,
-            ..AgentSummary::default()
+            ..AgentSummary::new(baton_proto::AgentName::from_static("unnamed"))
         }
     }
 
@@ -228,7 +247,7 @@ mod tests {
     fn winner(agents: &[AgentSummary], request: &LookupRequest) -> String {
         rank(agents, request)
             .first()
-            .map(|c| c.agent.clone())
+            .map(|c| c.agent.to_string())
             .unwrap_or_default()
     }
 
@@ -344,7 +363,7 @@ mod tests {
         };
         assert_eq!(names(&rank(&all, &request)), ["expert"]);
         let request = LookupRequest {
-            exclude: vec!["base".into()],
+            exclude: vec![baton_proto::AgentName::from_static("base")],
             ..wants(&["orders"])
         };
         assert_eq!(names(&rank(&all, &request)), ["expert"]);

@@ -34,7 +34,7 @@ struct Seen {
 /// table's default. Time is passed in, so the table is tested without sleeping.
 #[derive(Debug, Clone)]
 pub struct Table {
-    agents: BTreeMap<String, BTreeMap<String, Seen>>,
+    agents: BTreeMap<baton_proto::AgentName, BTreeMap<String, Seen>>,
     backlogs: HashMap<String, Backlog>,
     default_interval: Duration,
     /// The summaries as of the last change, and until when they hold (the
@@ -112,7 +112,7 @@ impl Table {
 
     /// The agent types known now (with or without live instances), by name.
     pub fn agent_types(&self) -> impl Iterator<Item = &str> {
-        self.agents.keys().map(String::as_str)
+        self.agents.keys().map(|agent| agent.as_str())
     }
 
     /// Each agent type with a live instance at `now`, summed up, by name.
@@ -126,7 +126,11 @@ impl Table {
             .filter_map(|(agent, instances)| {
                 let live: Vec<&Seen> = instances.values().filter(|s| s.expires > now).collect();
                 let newest = live.iter().max_by_key(|seen| seen.received)?;
-                let backlog = self.backlogs.get(agent).copied().unwrap_or_default();
+                let backlog = self
+                    .backlogs
+                    .get(agent.as_str())
+                    .copied()
+                    .unwrap_or_default();
                 let sum = |f: fn(&Heartbeat) -> u64| live.iter().map(|s| f(&s.beat)).sum::<u64>();
                 Some(AgentSummary {
                     agent: agent.clone(),
@@ -149,7 +153,7 @@ impl Table {
 }
 
 /// The versions `live` instances run, with how many run each, by version.
-fn versions(live: &[&Seen]) -> BTreeMap<String, u32> {
+fn versions(live: &[&Seen]) -> BTreeMap<baton_proto::Version, u32> {
     let mut counted = BTreeMap::new();
     for seen in live {
         if let Some(version) = &seen.beat.version {
@@ -165,7 +169,7 @@ mod tests {
 
     fn beat(agent: &str, instance: &str, in_flight: u32) -> Heartbeat {
         Heartbeat {
-            agent: agent.into(),
+            agent: baton_proto::AgentName::unchecked(agent),
             instance: instance.into(),
             capabilities: vec!["orders".into()],
             domains: vec![],

@@ -50,10 +50,10 @@ impl Tally {
     }
 
     /// As a notebook entry about `agent`.
-    pub(crate) fn collaborator(&self, agent: &str) -> Collaborator {
+    pub(crate) fn collaborator(&self, agent: &baton_proto::AgentName) -> Collaborator {
         let n = self.sessions.max(1);
         Collaborator {
-            agent: agent.to_owned(),
+            agent: agent.clone(),
             sessions: self.sessions,
             resolved: self.resolved,
             escalated: self.escalated,

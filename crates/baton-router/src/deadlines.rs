@@ -116,7 +116,7 @@ fn failed_at_deadline(
         timer.session,
         EventType::Failed,
     );
-    failed.agent = Some("deadline".to_owned());
+    failed.agent = Some(baton_proto::AgentName::from_static("deadline"));
     failed.reason = Some(Reason::DeadlineExceeded);
     failed.detail = Some(format!(
         "the deadline passed {} ms ago and the session had not ended: {state}",

@@ -395,8 +395,7 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
             // A versioned agent type's versions.
             format!("{}.agent.*.*", subjects.prefix()),
             format!("{}.events.*", subjects.prefix()),
-            subjects
-                .dlq(&AgentName::new(ROUTER_NAME).unwrap_or_else(|_| unreachable!("a valid name"))),
+            subjects.dlq(&AgentName::from_static(ROUTER_NAME)),
             subjects.lookup(),
         ])
         .with(crate::sessions::footprint(subjects))

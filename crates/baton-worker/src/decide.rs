@@ -36,7 +36,7 @@ pub(crate) struct Planner<'a> {
     pub(crate) agent: &'a AgentName,
     pub(crate) instance: &'a str,
     /// The version this worker runs, written in its events.
-    pub(crate) version: Option<&'a str>,
+    pub(crate) version: Option<&'a baton_proto::Version>,
     pub(crate) fallback: Option<&'a AgentName>,
     pub(crate) retry: RetryPolicy,
     /// This agent's tier: an escalation asks the registry for a higher one.
@@ -157,8 +157,9 @@ impl Planner<'_> {
             Err(AgentError::Reject(_)) => Need::capabilities(envelope.requires.iter().cloned()),
             _ => return None,
         };
-        let mut exclude: Vec<String> = envelope.path.iter().map(|hop| hop.agent.clone()).collect();
-        exclude.push(self.agent.to_string());
+        let mut exclude: Vec<AgentName> =
+            envelope.path.iter().map(|hop| hop.agent.clone()).collect();
+        exclude.push(self.agent.clone());
         exclude.sort();
         exclude.dedup();
         let mut request = need.lookup(exclude);
@@ -299,7 +300,7 @@ impl Planner<'_> {
         } = route;
         if let Some(why) = loop_violation(&next, &to, max_visits) {
             let mut event = self.event(envelope, outputs.next_id(), EventType::LoopDetected);
-            event.to = Some(to.to_string());
+            event.to = Some(to.clone());
             event.reason = Some(Reason::LoopDetected);
             event.detail = Some(why.clone());
             event.path.clone_from(&next.path);
@@ -309,7 +310,7 @@ impl Planner<'_> {
             return;
         }
         let mut event = self.event(envelope, outputs.next_id(), kind);
-        event.to = Some(to.to_string());
+        event.to = Some(to.clone());
         event.reason = Some(reason.clone());
         event.path.clone_from(&next.path);
         outputs.push_event(event);
@@ -373,9 +374,9 @@ impl Planner<'_> {
     /// An event of this agent about `envelope`.
     pub(crate) fn event(&self, envelope: &Envelope, id: Uuid, kind: EventType) -> Event {
         let mut event = Event::new(id, envelope.session, kind);
-        event.agent = Some(self.agent.to_string());
+        event.agent = Some(self.agent.clone());
         event.instance = Some(self.instance.to_owned());
-        event.version = self.version.map(str::to_owned);
+        event.version = self.version.cloned();
         event.envelope = Some(envelope.id);
         event
     }

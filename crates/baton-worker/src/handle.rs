@@ -61,7 +61,7 @@ pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream
         if let Some(version) = rt.config.serves_version() {
             // Its later visits here come back to this version.
             if !envelope.versions.contains_key(rt.config.agent.as_str()) {
-                (envelope.versions).insert(rt.config.agent.to_string(), version.to_string());
+                (envelope.versions).insert(rt.config.agent.clone(), version.clone());
             }
         }
         if rt.cancelled.contains(envelope.session) {

@@ -19,7 +19,7 @@ pub(crate) fn spawn_heartbeats(
     let subject = config.subjects.heartbeat(&config.agent, &config.instance);
     let profile = &config.profile;
     let mut beat = Heartbeat {
-        agent: config.agent.to_string(),
+        agent: config.agent.clone(),
         instance: config.instance.clone(),
         capabilities: profile.capabilities.clone(),
         domains: profile.domains.clone(),
@@ -31,7 +31,7 @@ pub(crate) fn spawn_heartbeats(
         at: 0,
         interval_ms: Some(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)),
         description: profile.description.clone(),
-        version: config.version.as_ref().map(ToString::to_string),
+        version: config.version.clone(),
         extra: baton_proto::Map::new(),
     };
     tokio::spawn(async move {

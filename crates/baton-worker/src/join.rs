@@ -125,7 +125,7 @@ async fn resolve(rt: &Runtime, target: &Target) -> Result<baton_proto::AgentName
         Target::Capabilities(need) => need.clone(),
         Target::Escalate(need) => need.clone().above(config.profile.tier),
     };
-    rt.best(&need.lookup(vec![config.agent.to_string()])).await
+    rt.best(&need.lookup(vec![config.agent.clone()])).await
 }
 
 /// Child number `index` of join `join` and its `delegated` event.

@@ -146,7 +146,7 @@ impl Metrics {
         };
         match event.kind {
             EventType::Handoff | EventType::Escalated => {
-                let to = event.to.clone().unwrap_or_default();
+                let to = event.to.as_deref().unwrap_or_default().to_owned();
                 self.handoffs.add(
                     1,
                     &[

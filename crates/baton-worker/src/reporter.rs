@@ -19,9 +19,9 @@ use baton_nats::pipeline::opening::Opening;
 /// What a worker's hops share when they report: made once per worker.
 pub(crate) struct Reporter {
     pub(crate) outbox: Arc<Outbox>,
-    pub(crate) agent: String,
+    pub(crate) agent: baton_proto::AgentName,
     pub(crate) instance: String,
-    pub(crate) version: Option<String>,
+    pub(crate) version: Option<baton_proto::Version>,
     /// How young a hop holds its steps' events, to fold them into its
     /// next event: `None` sends each at once.
     pub(crate) fold_steps: Option<std::time::Duration>,

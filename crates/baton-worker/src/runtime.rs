@@ -116,9 +116,9 @@ impl Runtime {
         }));
         let reporter = Arc::new(Reporter {
             outbox: outbox.clone(),
-            agent: config.agent.to_string(),
+            agent: config.agent.clone(),
             instance: config.instance.clone(),
-            version: config.version.as_ref().map(ToString::to_string),
+            version: config.version.clone(),
             // Steps fold where `accepted` does, into stored compact events.
             fold_steps: (config.events == crate::config::EventLevel::Full && config.compact_events)
                 .then_some(config.accepted_after)
@@ -152,11 +152,7 @@ impl Runtime {
         Planner {
             agent: &self.config.agent,
             instance: &self.config.instance,
-            version: self
-                .config
-                .version
-                .as_ref()
-                .map(baton_proto::Version::as_str),
+            version: self.config.version.as_ref(),
             fallback: self.config.fallback.as_ref(),
             retry: self.retry,
             tier: self.config.profile.tier,

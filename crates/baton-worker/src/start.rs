@@ -252,7 +252,7 @@ async fn first_version(
         }
         return Ok(());
     }
-    let first = baton_proto::Rollout::first(agent, version.as_str(), baton_proto::now_ms());
+    let first = baton_proto::Rollout::first(&config.agent, version, baton_proto::now_ms());
     if rollouts::write(&store, &first, 0).await? {
         tracing::info!(agent, version = %version, "the first version of this agent type: it is current");
     }
@@ -273,11 +273,11 @@ async fn upgrade_next_turn(
             Some(found) => found,
             None => {
                 let first =
-                    baton_proto::Rollout::first(agent, version.as_str(), baton_proto::now_ms());
+                    baton_proto::Rollout::first(&config.agent, version, baton_proto::now_ms());
                 (first, 0)
             }
         };
-        if !rollout.upgrade(version.as_str(), baton_proto::now_ms()) {
+        if !rollout.upgrade(version, baton_proto::now_ms()) {
             return Ok(());
         }
         if rollouts::write(store, &rollout, revision).await? {

@@ -236,7 +236,7 @@ async fn a_question_parked_by_an_earlier_release_is_found_by_its_session_once_no
     let subjects = Subjects::default();
     let inbox = baton_client::Inbox::open(nats.clone(), subjects.clone(), 1).await?;
     let mut asking = Envelope::task("Which order?");
-    asking.to = Some("helper".into());
+    asking.to = Some(baton_proto::AgentName::from_static("helper"));
     let mut gate: baton_proto::Gate = serde_json::from_value(serde_json::json!({
         "reason": "input_required", "tool": "ask_user", "arguments": "{}", "at": 0,
         "journal": asking.id.to_string(), "step": 1, "call": 0, "digest": ""
@@ -273,7 +273,7 @@ async fn what_a_session_waits_on_is_found_by_its_session_and_forgotten_with_its_
     let mut tasks = Vec::new();
     for text in ["first", "second"] {
         let mut task = Envelope::task(text);
-        task.to = Some("desk".into());
+        task.to = Some(baton_proto::AgentName::from_static("desk"));
         inbox.put(&task).await?;
         tasks.push(task);
     }

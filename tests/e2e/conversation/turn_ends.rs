@@ -42,7 +42,7 @@ async fn a_followed_turn_is_closed_before_its_end_is_given_and_an_unfollowed_one
     // A library caller following its `Turn`: the end comes closed.
     let message = || {
         let mut message = UserMessage::new("Hello again");
-        message.turn.to = Some("helper".to_owned());
+        message.turn.to = Some(baton_proto::AgentName::from_static("helper"));
         message
     };
     let turn = conversations.say("lib", message()).await?;

@@ -45,8 +45,12 @@ fn helper_version(events: &[Event]) -> anyhow::Result<String> {
 /// versions (at least three on each), so that each version has sessions to
 /// find; which version ran each is read from its events all the same.
 fn tasks() -> Vec<Envelope> {
-    let mut rollout = Rollout::first("helper", "1", 0);
-    rollout.ramp_to("2", 50, 0);
+    let mut rollout = Rollout::first(
+        &baton_proto::AgentName::from_static("helper"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    rollout.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
     loop {
         let tasks: Vec<Envelope> = (0..SENT)
             .map(|n| Envelope::task(format!("task {n}")))

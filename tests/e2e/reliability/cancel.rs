@@ -70,9 +70,11 @@ async fn a_cancel_stops_the_running_agent_and_ends_the_session_once() -> anyhow:
 
     // A message of the cancelled session that arrives later is dropped unrun,
     // while another session on the same agent type completes.
-    let mut late = task
-        .clone()
-        .resent(uuid::Uuid::new_v4(), baton_proto::Kind::Handoff, "relay");
+    let mut late = task.clone().resent(
+        uuid::Uuid::new_v4(),
+        baton_proto::Kind::Handoff,
+        baton_proto::AgentName::from_static("relay"),
+    );
     late.deadline = None;
     let relay = AgentName::new("relay")?;
     system.client.submit_to(&relay, &late).await?;

@@ -79,7 +79,8 @@ async fn the_routers_default_deadline_ends_sessions_that_set_none() -> anyhow::R
     system
         .relay("p1", "plodder", &["--work-ms", "30000", "--no-fallback"])
         .await?;
-    let task = Envelope::task("no deadline of my own").with_to("plodder");
+    let task = Envelope::task("no deadline of my own")
+        .with_to(baton_proto::AgentName::from_static("plodder"));
     system.client.submit(&task).await?;
     let events = system
         .session_events(task.session, Duration::from_secs(20))
@@ -243,7 +244,7 @@ async fn a_compact_handoff_names_only_its_hop_and_a_deadline_end_still_names_the
         .session_events(task.session, Duration::from_secs(30))
         .await?;
     let agents = |event: &baton_proto::Event| -> Vec<String> {
-        event.path.iter().map(|hop| hop.agent.clone()).collect()
+        event.path.iter().map(|hop| hop.agent.to_string()).collect()
     };
     let handoffs: Vec<&baton_proto::Event> = (events.iter())
         .filter(|event| event.kind == EventType::Handoff)

@@ -23,7 +23,9 @@ fn base(rng: &mut fastrand::Rng) -> Envelope {
         task.kind = baton_proto::Kind::Delegate;
         task.parent = Some(Parent {
             id: Uuid::new_v4(),
-            agent: ["fuzz", "nobody_here", "Not Valid"][rng.usize(..3)].to_owned(),
+            agent: baton_proto::AgentName::unchecked(
+                ["fuzz", "nobody_here", "Not Valid"][rng.usize(..3)],
+            ),
             depth: 1,
             index: Some(0),
             assignment: None,

@@ -149,10 +149,10 @@ async fn a_parallel_fan_out_of_ten_joins_exactly_once_across_a_killed_worker() -
     duplicate.kind = baton_proto::Kind::Result;
     duplicate.status = Some(baton_proto::ResultStatus::Completed);
     duplicate.output = Some(Value::from("again"));
-    duplicate.from = Some("piece".into());
+    duplicate.from = Some(baton_proto::AgentName::from_static("piece"));
     duplicate.parent = Some(baton_proto::Parent {
         id: join_of(&all),
-        agent: "fan".into(),
+        agent: baton_proto::AgentName::from_static("fan"),
         depth: 1,
         index: Some(3),
         assignment: None,
@@ -236,8 +236,8 @@ async fn nested_delegation_goes_three_levels_deep() -> anyhow::Result<()> {
         .filter(|e| e.kind == EventType::Delegated)
         .map(|e| {
             (
-                e.agent.clone().unwrap_or_default(),
-                e.to.clone().unwrap_or_default(),
+                e.agent.as_deref().unwrap_or_default().to_owned(),
+                e.to.as_deref().unwrap_or_default().to_owned(),
             )
         })
         .collect();
@@ -567,7 +567,7 @@ agent = "writer"
     let delegated: Vec<_> = events
         .iter()
         .filter(|e| e.kind == EventType::Delegated)
-        .map(|e| (e.to.clone().unwrap_or_default(), detail(e)))
+        .map(|e| (e.to.as_deref().unwrap_or_default().to_owned(), detail(e)))
         .collect();
     assert_eq!(
         delegated,

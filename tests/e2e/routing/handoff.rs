@@ -310,7 +310,11 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
     for hop in &end.path {
         let accepted = hop.accepted_at.expect("accepted_at on every hop");
         assert!(accepted <= hop.at, "{hop:?}");
-        assert_eq!(hop.instance, hop.agent, "the relay's instance is its label");
+        assert_eq!(
+            hop.instance,
+            hop.agent.as_str(),
+            "the relay's instance is its label"
+        );
     }
     let reasons: Vec<_> = end
         .path
@@ -349,7 +353,7 @@ async fn lean_events_store_only_the_end_and_send_progress_live() -> anyhow::Resu
         }
         progress.push(format!(
             "{} {}{}",
-            event.agent.unwrap_or_default(),
+            event.agent.map(String::from).unwrap_or_default(),
             event.kind,
             if folded.is_some() { " +accepted" } else { "" }
         ));
@@ -414,7 +418,11 @@ async fn live_seen(
             .expect("the event itself");
         seen.push((
             message.subject.to_string(),
-            format!("{} {}", event.agent.unwrap_or_default(), event.kind),
+            format!(
+                "{} {}",
+                event.agent.map(String::from).unwrap_or_default(),
+                event.kind
+            ),
         ));
     }
     Ok(seen)
@@ -599,7 +607,7 @@ async fn a_short_hop_folds_its_accepted_event_into_the_next_and_readers_restore_
     let accepted: Vec<_> = restored
         .iter()
         .filter(|e| e.kind == EventType::Accepted)
-        .map(|e| (e.agent.clone().unwrap_or_default(), e.attempt))
+        .map(|e| (e.agent.as_deref().unwrap_or_default().to_owned(), e.attempt))
         .collect();
     assert_eq!(
         accepted,

@@ -115,7 +115,7 @@ async fn solve(system: &System, text: &str) -> anyhow::Result<(String, bool)> {
     let solver = end
         .path
         .iter()
-        .map(|hop| hop.agent.clone())
+        .map(|hop| hop.agent.to_string())
         .find(|agent| agent.starts_with("solver"))
         .unwrap_or_default();
     Ok((solver, end.kind == EventType::Waiting))

@@ -59,7 +59,10 @@ async fn a_retired_version_s_workers_take_nothing_and_say_so_in_log_and_readines
         .await?;
     // A task pinned to version 1 waits on its consumer: no worker runs it.
     let mut task = Envelope::task("pinned to a retired version");
-    task.versions.insert("helper".to_owned(), "1".to_owned());
+    task.versions.insert(
+        baton_proto::AgentName::from_static("helper"),
+        baton_proto::Version::from_static("1"),
+    );
     system
         .client
         .submit_to(&AgentName::new("helper")?, &task)

@@ -128,14 +128,15 @@ async fn the_router_sends_tasks_to_to_or_the_default_agent_else_fails_with_no_ro
         .await?;
     assert_eq!(agents(&events.last().unwrap().path), ["front"]);
 
-    let directed = Envelope::task("hello").with_to("special");
+    let directed = Envelope::task("hello").with_to(baton_proto::AgentName::from_static("special"));
     system.client.submit(&directed).await?;
     let events = system
         .session_events(directed.session, Duration::from_secs(30))
         .await?;
     assert_eq!(agents(&events.last().unwrap().path), ["special"]);
 
-    let invalid = Envelope::task("hello").with_to("No Such Agent!");
+    let invalid =
+        Envelope::task("hello").with_to(baton_proto::AgentName::unchecked("No Such Agent!"));
     system.client.submit(&invalid).await?;
     let events = system
         .session_events(invalid.session, Duration::from_secs(30))

@@ -55,7 +55,8 @@ async fn send_to_an_agent_type_nobody_serves_is_an_error_naming_it() -> anyhow::
 async fn the_router_fails_a_task_for_an_agent_type_nobody_serves() -> anyhow::Result<()> {
     let mut system = System::start().await?;
     system.router(&["--no-registry"]).await?;
-    let task = Envelope::task("misaddressed").with_to("refnud");
+    let task =
+        Envelope::task("misaddressed").with_to(baton_proto::AgentName::from_static("refnud"));
     system.client.submit(&task).await?;
     let events = system
         .session_events(task.session, std::time::Duration::from_secs(30))

@@ -30,20 +30,27 @@ async fn tasks_on_a_versioned_type_s_own_subject_move_to_their_versions_once_eac
         .await?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut half = Rollout::first("helper", "1", 0);
-    half.ramp_to("2", 50, 0);
+    let mut half = Rollout::first(
+        &baton_proto::AgentName::from_static("helper"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    half.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
     // 40 tasks as an earlier release sends them (no pin, the type's own
     // subject), 10 of them pinned to version 1 already, and one that
     // cannot be read.
     let mut sent = Vec::new();
     for i in 0..40 {
         let mut task = Envelope::task(format!("from an older sender {i}"));
-        task.to = Some("helper".to_owned());
+        task.to = Some(baton_proto::AgentName::from_static("helper"));
         let expected = if i < 10 {
-            task.versions.insert("helper".to_owned(), "1".to_owned());
+            task.versions.insert(
+                baton_proto::AgentName::from_static("helper"),
+                baton_proto::Version::from_static("1"),
+            );
             "1".to_owned()
         } else {
-            half.choose(&task.session.to_string()).to_owned()
+            half.choose(&task.session.to_string()).to_string()
         };
         system
             .publish_raw("baton.agent.helper", task.to_msgpack()?)
@@ -104,7 +111,7 @@ async fn through_router(
     let mut sessions = Vec::new();
     for i in 0..n {
         let mut task = Envelope::task(format!("task {i}"));
-        task.to = Some(to.to_owned());
+        task.to = Some(baton_proto::AgentName::unchecked(to));
         system.client.submit(&task).await?;
         sessions.push(task.session);
     }
@@ -181,7 +188,7 @@ async fn a_worker_of_the_previous_release_keeps_working_beside_this_one() -> any
             "{session}: helper ran {} times",
             helper.len()
         );
-        *on.entry(helper[0].version.clone().unwrap_or_default())
+        *on.entry(helper[0].version.as_deref().unwrap_or_default().to_owned())
             .or_default() += 1;
     }
     assert_eq!(on.keys().collect::<Vec<_>>(), ["1", "2"], "{on:?}");

@@ -41,8 +41,12 @@ async fn every_delegated_child_and_result_of_a_session_keeps_its_pinned_versions
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let half = |agent: &str| {
-        let mut rollout = Rollout::first(agent, "1", 0);
-        rollout.ramp_to("2", 50, 0);
+        let mut rollout = Rollout::first(
+            &baton_proto::AgentName::unchecked(agent),
+            &baton_proto::Version::from_static("1"),
+            0,
+        );
+        rollout.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
         rollout
     };
     let lead = AgentName::new("lead")?;
@@ -62,7 +66,7 @@ async fn every_delegated_child_and_result_of_a_session_keeps_its_pinned_versions
         let delegated = events.iter().filter(|e| e.kind == EventType::Delegated);
         assert_eq!(delegated.count(), 3, "{session}");
         for agent in ["lead", "helper"] {
-            let expected = half(agent).choose(&session.to_string()).to_owned();
+            let expected = half(agent).choose(&session.to_string()).to_string();
             let named: Vec<Option<&str>> = (events.iter())
                 .filter(|e| e.agent.as_deref() == Some(agent))
                 .map(|e| e.version.as_deref())
@@ -74,7 +78,11 @@ async fn every_delegated_child_and_result_of_a_session_keeps_its_pinned_versions
                 named.iter().all(|v| *v == Some(expected.as_str())),
                 "{session} {agent} ran on {named:?}, pinned to {expected}"
             );
-            assert_eq!(last.versions.get(agent), Some(&expected), "{last:?}");
+            assert_eq!(
+                last.versions.get(agent).map(|v| v.as_str()),
+                Some(expected.as_str()),
+                "{last:?}"
+            );
             *shares.entry((agent.to_owned(), expected)).or_default() += 1;
         }
     }
@@ -126,8 +134,12 @@ async fn a_team_member_with_two_versions_serves_each_session_on_one() -> anyhow:
         .await?;
     system.baton_stdout(&["rollout", "researcher", "--to", "2", "--weight", "50"])?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut half = Rollout::first("researcher", "1", 0);
-    half.ramp_to("2", 50, 0);
+    let mut half = Rollout::first(
+        &baton_proto::AgentName::from_static("researcher"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    half.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
     let lead = AgentName::new("lead")?;
     let mut sessions = Vec::new();
     for i in 0..12 {
@@ -142,7 +154,7 @@ async fn a_team_member_with_two_versions_serves_each_session_on_one() -> anyhow:
     {
         let last = events.last().expect("events");
         assert_eq!(last.kind, EventType::Completed, "{session}: {last:?}");
-        let expected = half.choose(&session.to_string()).to_owned();
+        let expected = half.choose(&session.to_string()).to_string();
         let named: Vec<Option<&str>> = (events.iter())
             .filter(|e| e.agent.as_deref() == Some("researcher"))
             .map(|e| e.version.as_deref())
@@ -152,7 +164,11 @@ async fn a_team_member_with_two_versions_serves_each_session_on_one() -> anyhow:
             named.iter().all(|v| *v == Some(expected.as_str())),
             "{session}: the researcher ran on {named:?}, pinned to {expected}"
         );
-        assert_eq!(last.versions.get("researcher"), Some(&expected), "{last:?}");
+        assert_eq!(
+            last.versions.get("researcher").map(|v| v.as_str()),
+            Some(expected.as_str()),
+            "{last:?}"
+        );
         *shares.entry(expected).or_default() += 1;
     }
     assert_eq!(shares.len(), 2, "both versions had sessions: {shares:?}");
@@ -184,7 +200,7 @@ async fn an_inbox_handoff_to_a_versioned_type_goes_straight_to_its_pinned_versio
     let last = events.last().expect("events");
     assert_eq!(last.kind, EventType::Completed, "{events:?}");
     assert_eq!(
-        last.versions.get("helper").map(String::as_str),
+        last.versions.get("helper").map(|version| version.as_str()),
         Some("1"),
         "{last:?}"
     );

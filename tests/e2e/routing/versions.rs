@@ -27,7 +27,10 @@ async fn answered(system: &System, n: usize) -> anyhow::Result<Vec<(String, Stri
     for (session, events) in ended {
         let last: &Event = events.last().expect("a session with events");
         assert_eq!(last.kind, EventType::Completed, "{session}: {last:?}");
-        let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
+        let mut named: Vec<String> = events
+            .iter()
+            .filter_map(|e| e.version.as_ref().map(ToString::to_string))
+            .collect();
         named.dedup();
         assert_eq!(named.len(), 1, "{session} was answered by {named:?}");
         versions.push((named.remove(0), session.to_string()));
@@ -64,8 +67,12 @@ async fn a_rollout_shares_new_sessions_by_weight_sticks_to_each_id_and_rolls_bac
         "{on_two} of 400 on version 2"
     );
     // Each session went where the rollout's choice for its id says.
-    let mut rollout = Rollout::first("helper", "1", 0);
-    rollout.ramp_to("2", 50, 0);
+    let mut rollout = Rollout::first(
+        &baton_proto::AgentName::from_static("helper"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    rollout.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
     for (version, session) in &half {
         assert_eq!(rollout.choose(session), version, "session {session}");
     }
@@ -197,7 +204,10 @@ pub(crate) async fn answered_by(system: &System, session: &str) -> anyhow::Resul
     let events = system
         .session_events(session.parse()?, Duration::from_secs(30))
         .await?;
-    let mut named: Vec<String> = events.iter().filter_map(|e| e.version.clone()).collect();
+    let mut named: Vec<String> = events
+        .iter()
+        .filter_map(|e| e.version.as_ref().map(ToString::to_string))
+        .collect();
     named.dedup();
     anyhow::ensure!(named.len() == 1, "{session} was answered by {named:?}");
     Ok(named.remove(0))
@@ -208,12 +218,16 @@ async fn a_conversation_keeps_its_version_after_a_rollout_changes() -> anyhow::R
     let system = two_versions(true).await?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut half = Rollout::first("helper", "1", 0);
-    half.ramp_to("2", 50, 0);
+    let mut half = Rollout::first(
+        &baton_proto::AgentName::from_static("helper"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    half.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
     let ids: Vec<String> = (0..12).map(|i| format!("pinned-{i}")).collect();
     let first: Vec<String> = ids
         .iter()
-        .map(|id| half.choose(&format!("conversation/{id}")).to_owned())
+        .map(|id| half.choose(&format!("conversation/{id}")).to_string())
         .collect();
     assert!(first.contains(&"1".to_owned()) && first.contains(&"2".to_owned()));
     for id in &ids {
@@ -353,8 +367,12 @@ async fn a_handoff_to_a_versioned_type_goes_to_the_version_its_session_is_pinned
         .await?;
     system.baton_stdout(&["rollout", "helper", "--to", "2", "--weight", "50"])?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut half = Rollout::first("helper", "1", 0);
-    half.ramp_to("2", 50, 0);
+    let mut half = Rollout::first(
+        &baton_proto::AgentName::from_static("helper"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    half.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
     let front = baton_proto::AgentName::new("front")?;
     let mut sessions = Vec::new();
     for i in 0..60 {
@@ -373,9 +391,9 @@ async fn a_handoff_to_a_versioned_type_goes_to_the_version_its_session_is_pinned
         let helper: Vec<Option<String>> = events
             .iter()
             .filter(|e| e.agent.as_deref() == Some("helper"))
-            .map(|e| e.version.clone())
+            .map(|e| e.version.as_ref().map(ToString::to_string))
             .collect();
-        let expected = half.choose(&session.to_string()).to_owned();
+        let expected = half.choose(&session.to_string()).to_string();
         assert!(!helper.is_empty(), "{session}");
         assert!(
             helper
@@ -384,7 +402,11 @@ async fn a_handoff_to_a_versioned_type_goes_to_the_version_its_session_is_pinned
             "{session}: {helper:?}"
         );
         // The end carries the session's pins.
-        assert_eq!(last.versions.get("helper"), Some(&expected), "{last:?}");
+        assert_eq!(
+            last.versions.get("helper").map(|v| v.as_str()),
+            Some(expected.as_str()),
+            "{last:?}"
+        );
         *seen.entry(expected).or_insert(0) += 1;
     }
     assert_eq!(seen.len(), 2, "both versions answered: {seen:?}");
@@ -480,8 +502,12 @@ async fn a_killed_worker_s_sessions_finish_on_its_version_once_each() -> anyhow:
     // One of version 1's two workers dies with tasks in hand.
     tokio::time::sleep(Duration::from_millis(150)).await;
     system.process("v1a").kill9();
-    let mut half = Rollout::first("helper", "1", 0);
-    half.ramp_to("2", 50, 0);
+    let mut half = Rollout::first(
+        &baton_proto::AgentName::from_static("helper"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    half.ramp_to(&baton_proto::Version::from_static("2"), 50, 0);
     for session in &sessions {
         let events = system
             .session_events(*session, Duration::from_secs(60))
@@ -509,8 +535,11 @@ async fn a_killed_worker_s_sessions_finish_on_its_version_once_each() -> anyhow:
             .iter()
             .filter_map(|e| e.version.as_deref())
             .collect();
-        assert!(named.iter().all(|v| *v == expected), "{session}: {named:?}");
-        on_one += usize::from(expected == "1");
+        assert!(
+            named.iter().all(|v| *v == expected.as_str()),
+            "{session}: {named:?}"
+        );
+        on_one += usize::from(*expected == "1");
     }
     assert!(on_one > 0, "some sessions were version 1's");
     // The killed worker held some: the other worker of its version took them.

@@ -134,7 +134,7 @@ impl Asking {
         let said = Message::new(Role::Agent, question.clone());
         let mut parked = task.envelope.clone();
         parked.id = gate.entry_id("ask");
-        parked.to = Some(task.agent.to_string());
+        parked.to = Some(task.agent.clone());
         parked.gate = Some(gate);
         let context = &mut parked.context;
         context.messages.extend(update.messages.iter().cloned());
@@ -144,7 +144,7 @@ impl Asking {
         context
             .state
             .insert(ANSWERS.to_owned(), Value::Array(entries.clone()));
-        (self.inbox.park(&parked, task.agent.as_str()).await)
+        (self.inbox.park(&parked, &task.agent).await)
             .map_err(|err| AgentError::retryable(baton_nats::error_chain(&err)))?;
         update.messages.push(said);
         update

@@ -233,10 +233,10 @@ impl LlmRunner {
         };
         let mut parked = turn.task.envelope.clone();
         parked.id = gate.entry_id(&label);
-        parked.to = Some(turn.task.agent.to_string());
+        parked.to = Some(turn.task.agent.clone());
         parked.gate = Some(gate);
         inbox
-            .park(&parked, turn.task.agent.as_str())
+            .park(&parked, &turn.task.agent)
             .await
             .map_err(|err| AgentError::retryable(baton_nats::error_chain(&err)))?;
         let entry = parked.id;

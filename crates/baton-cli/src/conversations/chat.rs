@@ -126,7 +126,7 @@ async fn answer(mut events: EventStream, interactive: bool) -> anyhow::Result<Ev
         .context("the event stream ended before the turn did")?;
     printer.complete(&end);
     printer.end();
-    let agent = end.agent.clone().unwrap_or_else(|| "?".to_owned());
+    let agent = end.agent.as_deref().unwrap_or("?").to_owned();
     let said = match end.kind {
         EventType::Completed if printer.streamed() => return Ok(end),
         EventType::Completed => end.output.as_ref().map(baton_gateway::text::value),

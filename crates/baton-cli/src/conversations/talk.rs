@@ -51,9 +51,8 @@ pub fn holding(record: &Conversation) -> String {
 }
 
 /// `name` as an agent type, or an error that says why not.
-pub fn agent_type(name: &str) -> anyhow::Result<String> {
-    AgentName::new(name).with_context(|| format!("{name:?} is not an agent type"))?;
-    Ok(name.to_owned())
+pub fn agent_type(name: &str) -> anyhow::Result<AgentName> {
+    AgentName::new(name).with_context(|| format!("{name:?} is not an agent type"))
 }
 
 /// An overlap policy named on the command line.

@@ -125,12 +125,12 @@ impl Pin {
     pub async fn checked(
         pins: &[Pin],
         client: &baton_client::Client,
-    ) -> anyhow::Result<BTreeMap<String, String>> {
+    ) -> anyhow::Result<BTreeMap<AgentName, baton_proto::Version>> {
         let mut onto = BTreeMap::new();
         for pin in pins {
             client.check_version(&pin.agent, &pin.version).await?;
-            let earlier = onto.insert(pin.agent.to_string(), pin.version.to_string());
-            if let Some(earlier) = earlier.filter(|e| *e != pin.version.as_str()) {
+            let earlier = onto.insert(pin.agent.clone(), pin.version.clone());
+            if let Some(earlier) = earlier.filter(|e| *e != pin.version) {
                 anyhow::bail!(
                     "--as names two versions of {} ({earlier} and {}): name one",
                     pin.agent,

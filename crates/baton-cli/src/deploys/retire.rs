@@ -61,7 +61,7 @@ pub async fn run(
     if args.upgrade_conversations && !rollout.upgrading.iter().any(|u| u == v) {
         rollout = versions
             .change(&agent, |rollout| {
-                Ok::<_, baton_nats::Error>(rollout.upgrade(v, now_ms()))
+                Ok::<_, baton_nats::Error>(rollout.upgrade(&version, now_ms()))
             })
             .await?;
         println!(
@@ -86,7 +86,7 @@ pub async fn run(
     }
     versions
         .change(&agent, |rollout| {
-            Ok::<_, baton_nats::Error>(rollout.retire(v, now_ms()))
+            Ok::<_, baton_nats::Error>(rollout.retire(&version, now_ms()))
         })
         .await?;
     println!("version {v} of {agent} is retired: nothing is pinned to it; remove its workers");

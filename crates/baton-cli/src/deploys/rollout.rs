@@ -62,7 +62,7 @@ pub async fn run(
         rollout = versions
             .change(&agent, |rollout| match &to {
                 Some(to) => {
-                    rollout.ramp_to(to.as_str(), args.weight, now_ms());
+                    rollout.ramp_to(to, args.weight, now_ms());
                     Ok(true)
                 }
                 None if rollout.back(now_ms()) => Ok(true),

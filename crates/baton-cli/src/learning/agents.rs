@@ -89,7 +89,7 @@ pub async fn run(
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
     let rows = candidates.iter().map(|c| {
         vec![
-            c.agent.clone(),
+            c.agent.to_string(),
             c.instances.to_string(),
             c.tier.to_string(),
             c.capabilities.join(","),
@@ -147,7 +147,7 @@ fn print_why(candidates: &[Candidate]) {
         );
         vec![
             format!("{}", n + 1),
-            c.agent.clone(),
+            c.agent.to_string(),
             format!("{:.3}", c.score),
             format!("{:.2}", why.fit),
             format!("{:.2}", why.tier),

@@ -32,7 +32,7 @@ pub async fn run(
     let agent = AgentName::new(args.agent.as_str())
         .with_context(|| format!("{:?} is not an agent type name", args.agent))?;
     let registry = registry(nats, &subjects, args.timeout_ms).await?;
-    let book = registry.notebook(agent.as_str()).await.context(START_ONE)?;
+    let book = registry.notebook(&agent).await.context(START_ONE)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&book)?);
         return Ok(ExitCode::SUCCESS);
@@ -51,7 +51,7 @@ pub async fn run(
     let now = now_ms();
     let rows = book.collaborators.iter().map(|c| {
         vec![
-            c.agent.clone(),
+            c.agent.to_string(),
             c.sessions.to_string(),
             c.resolved.to_string(),
             c.escalated.to_string(),

@@ -89,8 +89,7 @@ pub struct SendArgs {
 /// budget, deadline and token budget.
 fn options(mut task: Envelope, args: &SendArgs) -> anyhow::Result<Envelope> {
     if let Some(to) = &args.to {
-        AgentName::new(to.as_str()).context("invalid --to")?;
-        task = task.with_to(to.clone());
+        task = task.with_to(AgentName::new(to.as_str()).context("invalid --to")?);
     }
     task.requires = args.requires.clone();
     task.stream = !args.waiting.no_stream;

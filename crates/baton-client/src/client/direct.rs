@@ -49,7 +49,7 @@ impl Client {
         let rollouts = self.rollouts().await;
         let sending = Sending::Routed(&defaults);
         let sent = addressed((rollouts, &self.subjects), sending, &agent, &mut task);
-        let task = task.resent(sent.id, envelope.kind.clone(), agent.as_str());
+        let task = task.resent(sent.id, envelope.kind.clone(), agent.clone());
         self.publish(sent.subject, &task).await?;
         self.watch_deadline(sent.timer, task.session).await;
         Ok(())

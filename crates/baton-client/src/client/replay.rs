@@ -27,7 +27,7 @@ pub struct SessionReplay {
     /// Versions to run agent types on instead of those the session
     /// recorded (agent type to version). The replay is otherwise pinned
     /// to the versions the old session ran on.
-    pub onto: std::collections::BTreeMap<String, String>,
+    pub onto: std::collections::BTreeMap<AgentName, baton_proto::Version>,
 }
 
 impl Client {
@@ -48,7 +48,7 @@ impl Client {
     ) -> Result<(Envelope, AgentName), Error> {
         let history = self.history(session).await?;
         let task = replay_task(session, &history, options)?;
-        let agent = AgentName::new(task.to.clone().unwrap_or_default()).map_err(|err| {
+        let agent = AgentName::new(task.to.as_deref().unwrap_or_default()).map_err(|err| {
             Error::new(
                 ErrorKind::Config,
                 format!("session {session} started at an agent type that is not valid: {err}"),
@@ -146,7 +146,7 @@ mod tests {
         let mut task = Envelope::task("refund order 42");
         task.replayable = true;
         let mut event = Event::new(Uuid::new_v4(), session, EventType::Started);
-        event.agent = Some("triage".to_owned());
+        event.agent = Some(baton_proto::AgentName::from_static("triage"));
         event.context = Some(Box::new(task.context.clone()));
         event.output = Some(Start::of(&task).unwrap().to_value());
         event
@@ -154,10 +154,10 @@ mod tests {
 
     fn completed(session: Uuid) -> Event {
         let mut event = Event::new(Uuid::new_v4(), session, EventType::Completed);
-        let mut first = Hop::new("triage", "w1", None);
+        let mut first = Hop::new(baton_proto::AgentName::from_static("triage"), "w1", None);
         first.accepted_at = Some(1_000);
         first.at = 1_500;
-        let mut second = Hop::new("billing", "w2", None);
+        let mut second = Hop::new(baton_proto::AgentName::from_static("billing"), "w2", None);
         second.accepted_at = None;
         second.at = 2_500;
         event.path = vec![first, second];
@@ -229,8 +229,14 @@ mod tests {
     fn a_replay_keeps_the_versions_its_session_ran_on_unless_told_otherwise() {
         let session = Uuid::new_v4();
         let mut end = completed(session);
-        end.versions.insert("triage".to_owned(), "1".to_owned());
-        end.versions.insert("billing".to_owned(), "7".to_owned());
+        end.versions.insert(
+            baton_proto::AgentName::from_static("triage"),
+            baton_proto::Version::from_static("1"),
+        );
+        end.versions.insert(
+            baton_proto::AgentName::from_static("billing"),
+            baton_proto::Version::from_static("7"),
+        );
         let history = [started(session), end];
         let task = replay_task(session, &history, &SessionReplay::default()).unwrap();
         let pinned = |task: &Envelope| {
@@ -240,7 +246,11 @@ mod tests {
         };
         assert_eq!(pinned(&task), ["billing@7", "triage@1"]);
         let onto = SessionReplay {
-            onto: [("triage".to_owned(), "2".to_owned())].into(),
+            onto: [(
+                AgentName::from_static("triage"),
+                baton_proto::Version::from_static("2"),
+            )]
+            .into(),
             ..SessionReplay::default()
         };
         let task = replay_task(session, &history, &onto).unwrap();

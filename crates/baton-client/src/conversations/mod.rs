@@ -208,7 +208,7 @@ impl Conversations {
         at: u32,
         new: &str,
         caller: Option<String>,
-        onto: &std::collections::BTreeMap<String, String>,
+        onto: &std::collections::BTreeMap<baton_proto::AgentName, baton_proto::Version>,
     ) -> Result<Conversation, ConversationError> {
         let ending = async |session| self.ending(session).await;
         self.records.fork(id, at, new, caller, onto, ending).await

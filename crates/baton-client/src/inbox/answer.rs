@@ -22,10 +22,10 @@ impl Inbox {
         rollouts: &Rollouts,
     ) -> Result<(Event, Vec<Publication>), InboxError> {
         let envelope = &entry.envelope;
-        let agent = entry.agent().to_owned();
+        let agent = entry.agent_type();
         let mut next = envelope.clone();
         next.path
-            .push(Hop::new(agent.as_str(), person, envelope.reason.clone()));
+            .push(Hop::new(agent.clone(), person, envelope.reason.clone()));
         next.context
             .messages
             .push(Message::new(Role::Agent, text).with_name(agent.as_str()));
@@ -52,9 +52,9 @@ impl Inbox {
                     InboxError::malformed(format!("the task's parent is not an agent type: {err}"))
                 })?;
                 event.kind = EventType::Result;
-                event.to = Some(to.to_string());
+                event.to = Some(to.clone());
                 event.output = Some(output.clone());
-                let mut next = next.resent(next_id, Kind::Result, to.as_str());
+                let mut next = next.resent(next_id, Kind::Result, to.clone());
                 next.from = Some(agent);
                 next.reply_to = None;
                 next.status = Some(baton_proto::ResultStatus::Completed);
@@ -71,12 +71,12 @@ impl Inbox {
             (Reply::Handoff(to), _) => {
                 let reason = Reason::HumanHandoff;
                 event.kind = EventType::Handoff;
-                event.to = Some(to.to_string());
+                event.to = Some(to.clone());
                 event.reason = Some(reason.clone());
                 event.path.clone_from(&next.path);
                 let subject = self.subjects.events(envelope.session);
                 outgoing.push((subject, event.id, encode(&event)?));
-                let mut next = next.resent(next_id, Kind::Handoff, to.as_str());
+                let mut next = next.resent(next_id, Kind::Handoff, to.clone());
                 next.from = Some(agent);
                 next.reason = Some(reason);
                 outgoing.push(self.handed_on(rollouts, &to, next)?);

@@ -96,7 +96,7 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket or the events stream does not acknowledge the write.
-    pub async fn park(&self, envelope: &Envelope, agent: &str) -> Result<(), InboxError> {
+    pub async fn park(&self, envelope: &Envelope, agent: &AgentName) -> Result<(), InboxError> {
         let gate = envelope
             .gate
             .as_ref()
@@ -105,7 +105,7 @@ impl Inbox {
         if gate.reason == Reason::ApprovalRequired {
             let id = derive_id_labelled(envelope.id, "approval_requested", 0);
             let mut event = Event::new(id, envelope.session, EventType::ToolApprovalRequested);
-            event.agent = Some(agent.to_owned());
+            event.agent = Some(agent.clone());
             event.envelope = Some(envelope.id);
             event.reason = Some(Reason::ApprovalRequired);
             event.detail = Some(format!("{} {}", gate.tool, gate.arguments));
@@ -221,7 +221,7 @@ impl Inbox {
         let envelope = &entry.envelope;
         let id = derive_id_labelled(envelope.id, "decided", 0);
         let mut event = Event::new(id, envelope.session, kind);
-        event.agent = Some(entry.agent().to_owned());
+        event.agent = Some(entry.agent_type());
         event.instance = Some(person.to_owned());
         event.envelope = Some(envelope.id);
         if let Decision::Deny(Some(note)) = decision {
@@ -246,7 +246,7 @@ impl Inbox {
         let id = derive_id_labelled(parked.id, "resume", 0);
         let mut resumed = parked
             .clone()
-            .resent(id, parked.kind.clone(), agent.as_str());
+            .resent(id, parked.kind.clone(), agent.clone());
         resumed.resumed = Some(Resumed {
             journal: gate.journal,
             decision: decision.as_str().to_owned(),

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use async_nats::jetstream::{self, kv};
-use baton_proto::{AgentName, Conversation, Head, Subjects, Wire as _};
+use baton_proto::{AgentName, Conversation, Head, Subjects, Version, Wire as _};
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +68,7 @@ impl Holding {
 #[derive(Deserialize)]
 struct Pins {
     #[serde(default)]
-    versions: BTreeMap<String, String>,
+    versions: BTreeMap<AgentName, Version>,
 }
 
 /// A join's delegating envelope's pins.
@@ -84,10 +84,11 @@ pub(super) async fn held(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
     agent: &AgentName,
-    moving: &[String],
-) -> Result<BTreeMap<String, Holding>, Error> {
-    let mut held: BTreeMap<String, Holding> = BTreeMap::new();
-    let mut count = |versions: &BTreeMap<String, String>, field: fn(&mut Holding) -> &mut u64| {
+    moving: &[Version],
+) -> Result<BTreeMap<Version, Holding>, Error> {
+    let mut held: BTreeMap<Version, Holding> = BTreeMap::new();
+    let mut count = |versions: &BTreeMap<AgentName, Version>,
+                     field: fn(&mut Holding) -> &mut u64| {
         if let Some(version) = versions.get(agent.as_str()) {
             *field(held.entry(version.clone()).or_default()) += 1;
         }
@@ -136,7 +137,7 @@ fn unread(what: String, err: impl std::error::Error + Send + Sync + 'static) -> 
 async fn tasks(
     jetstream: &jetstream::Context,
     subjects: &Subjects,
-) -> Result<Vec<BTreeMap<String, String>>, Error> {
+) -> Result<Vec<BTreeMap<AgentName, Version>>, Error> {
     use jetstream::stream::LastRawMessageErrorKind as Kind;
     let name = subjects.tasks_stream();
     let Some(mut stream) = existing(jetstream, &name).await? else {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use baton_proto::{AgentName, LookupRequest, Rollout, Subjects};
+use baton_proto::{AgentName, LookupRequest, Rollout, Subjects, Version};
 use futures::{StreamExt as _, TryStreamExt as _};
 
 pub use holding::Holding;
@@ -180,9 +180,13 @@ impl Versions {
     pub async fn held(
         &self,
         agent: &AgentName,
-        moving: &[String],
+        moving: &[Version],
     ) -> Result<BTreeMap<String, Holding>, Error> {
-        holding::held(&self.jetstream, &self.subjects, agent, moving).await
+        let held = holding::held(&self.jetstream, &self.subjects, agent, moving).await?;
+        Ok(held
+            .into_iter()
+            .map(|(version, holding)| (version.into(), holding))
+            .collect())
     }
 
     /// Changes `agent`'s rollout with `change`, by compare-and-swap: when
@@ -237,6 +241,12 @@ impl Versions {
             .candidates
             .into_iter()
             .find(|c| c.agent == agent.as_str());
-        Some(found.map(|c| c.versions).unwrap_or_default())
+        let versions = found.map(|c| c.versions).unwrap_or_default();
+        Some(
+            versions
+                .into_iter()
+                .map(|(version, n)| (version.into(), n))
+                .collect(),
+        )
     }
 }

@@ -97,11 +97,18 @@ impl Standing {
     #[must_use]
     pub fn of(rollout: &Rollout, gathered: &Gathered) -> Self {
         let weights = rollout.weights();
-        let mut names: Vec<&String> = gathered.queues.keys().filter(|v| !v.is_empty()).collect();
-        names.extend(weights.keys());
-        names.extend(&rollout.retired);
-        names.extend(gathered.workers.iter().flat_map(BTreeMap::keys));
-        names.extend(gathered.held.keys());
+        let queued = gathered.queues.keys().map(String::as_str);
+        let mut names: Vec<&str> = queued.filter(|v| !v.is_empty()).collect();
+        names.extend(weights.keys().map(|v| v.as_str()));
+        names.extend(rollout.retired.iter().map(|v| v.as_str()));
+        names.extend(
+            gathered
+                .workers
+                .iter()
+                .flat_map(BTreeMap::keys)
+                .map(String::as_str),
+        );
+        names.extend(gathered.held.keys().map(String::as_str));
         names.sort();
         names.dedup();
         let versions = names
@@ -119,14 +126,14 @@ impl Standing {
                     inbox: held.inbox,
                     conversations: held.conversations,
                     delegations: held.delegations,
-                    version: version.clone(),
+                    version: version.to_owned(),
                 }
             })
             .collect();
         Self {
-            agent: rollout.agent.clone(),
-            current: rollout.current.clone(),
-            previous: rollout.previous.clone(),
+            agent: rollout.agent.to_string(),
+            current: rollout.current.to_string(),
+            previous: rollout.previous.as_ref().map(ToString::to_string),
             versions,
             unversioned: gathered.queues.get("").copied().unwrap_or_default(),
             registry: gathered.workers.is_some(),
@@ -165,8 +172,12 @@ mod tests {
 
     #[test]
     fn each_version_says_what_is_true_of_it() {
-        let mut rollout = Rollout::first("helper", "1", 0);
-        rollout.ramp_to("2", 50, 1);
+        let mut rollout = Rollout::first(
+            &baton_proto::AgentName::from_static("helper"),
+            &baton_proto::Version::from_static("1"),
+            0,
+        );
+        rollout.ramp_to(&baton_proto::Version::from_static("2"), 50, 1);
         let pinned = Holding {
             conversations: 2,
             ..Holding::default()

@@ -29,16 +29,16 @@ impl Versions {
     /// pinned to or `--as` can name: that agent stays a plain type.
     pub fn take(&mut self, event: &Event, versioned: &Versioned) {
         for (agent, version) in &event.versions {
-            self.by_agent.insert(agent.clone(), version.clone());
+            self.by_agent.insert(agent.to_string(), version.to_string());
         }
         let reported = event.agent.as_ref().zip(event.version.as_ref());
         if let Some((agent, version)) = reported.filter(|(agent, _)| {
             versioned.contains(agent) || self.by_agent.contains_key(agent.as_str())
         }) {
-            self.by_agent.insert(agent.clone(), version.clone());
+            self.by_agent.insert(agent.to_string(), version.to_string());
             if let Some(instance) = &event.instance {
-                let key = (agent.clone(), instance.clone());
-                self.by_instance.insert(key, version.clone());
+                let key = (agent.to_string(), instance.clone());
+                self.by_instance.insert(key, version.to_string());
             }
         }
     }
@@ -68,7 +68,7 @@ impl Versions {
     /// The version that ran `hop`: its instance's, else its agent type's.
     #[must_use]
     pub fn of_hop(&self, hop: &Hop) -> Option<&str> {
-        let key = (hop.agent.clone(), hop.instance.clone());
+        let key = (hop.agent.to_string(), hop.instance.clone());
         self.by_instance
             .get(&key)
             .map(String::as_str)

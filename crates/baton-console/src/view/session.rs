@@ -181,12 +181,12 @@ pub(super) fn delegation(events: &[Event], summary: &Summary) -> Markup {
     for event in events {
         match event.kind {
             baton_proto::EventType::Delegated => {
-                let parent_agent = event.agent.clone().unwrap_or_default();
+                let parent_agent = event.agent.as_deref().unwrap_or_default().to_owned();
                 let parent = (0..nodes.len())
                     .rev()
                     .find(|&i| nodes[i].agent == parent_agent && nodes[i].result.is_none());
                 nodes.push(Node {
-                    agent: event.to.clone().unwrap_or_default(),
+                    agent: event.to.as_deref().unwrap_or_default().to_owned(),
                     input: event.detail.clone().unwrap_or_default(),
                     result: None,
                     children: Vec::new(),

@@ -83,7 +83,7 @@ impl Agent for Checker {
             .iter()
             .rev()
             .find(|hop| hop.agent.starts_with("solver_"))
-            .map(|hop| hop.agent.clone())
+            .map(|hop| hop.agent.to_string())
             .unwrap_or_default();
         let rate = self
             .rates

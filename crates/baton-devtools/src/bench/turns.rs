@@ -126,7 +126,8 @@ async fn without_gateway(
         baton_client::Client::new(bench.client.clone(), baton_proto::Subjects::new(prefix)?);
     let mut plain = Vec::new();
     for n in 0..tasks {
-        let task = baton_proto::Envelope::task(format!("plain {n}")).with_to("desk");
+        let task = baton_proto::Envelope::task(format!("plain {n}"))
+            .with_to(baton_proto::AgentName::from_static("desk"));
         tokio::time::sleep(THINK).await;
         let sent = Instant::now();
         baton.submit(&task).await?;

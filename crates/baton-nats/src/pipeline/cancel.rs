@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::Footprint;
-use baton_proto::{Event, EventType, Reason, Subjects, derive_id_labelled};
+use baton_proto::{AgentName, Event, EventType, Reason, Subjects, derive_id_labelled};
 use uuid::Uuid;
 
 use crate::error::Error;
@@ -32,7 +32,7 @@ pub fn cancel_event_id(session: Uuid) -> Uuid {
 #[must_use]
 pub fn cancelled_event(session: Uuid, detail: &str, last: Option<&Event>) -> Event {
     let mut event = Event::new(cancel_event_id(session), session, EventType::Failed);
-    event.agent = Some("cancel".to_owned());
+    event.agent = Some(AgentName::from_static("cancel"));
     event.reason = Some(Reason::Cancelled);
     event.detail = Some(detail.to_owned());
     if let Some(last) = last {

@@ -328,7 +328,7 @@ impl Stored<'_> {
         };
         for (index, kind) in [(1, EventType::DeadLettered), (2, EventType::Failed)] {
             let mut event = Event::new(derive_id(base, index), session, kind);
-            event.agent = Some(agent.to_string());
+            event.agent = Some(agent.clone());
             event.reason = Some(Reason::from(reason));
             event.detail = Some(detail.to_owned());
             if let Some(accepted) = folded.take().filter(|a| a.session == session) {

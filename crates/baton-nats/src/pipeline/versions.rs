@@ -30,9 +30,7 @@ pub fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool
     let Some(version) = rollouts.choose(to, &sticky(envelope)) else {
         return false;
     };
-    envelope
-        .versions
-        .insert(to.to_string(), version.to_string());
+    envelope.versions.insert(to.clone(), version);
     true
 }
 
@@ -86,7 +84,10 @@ mod tests {
         assert!(!pin(&Rollouts::default(), &helper, &mut task));
         assert_eq!(subject_of(&subjects, &helper, &task), "baton.agent.helper");
         assert!(task.versions.is_empty(), "nothing pinned without a rollout");
-        task.versions.insert("helper".into(), "2".into());
+        task.versions.insert(
+            baton_proto::AgentName::from_static("helper"),
+            baton_proto::Version::from_static("2"),
+        );
         assert_eq!(
             subject_of(&subjects, &helper, &task),
             "baton.agent.helper.2"

@@ -111,7 +111,8 @@ impl Rollouts {
     pub fn choose(&self, agent: &AgentName, sticky: &str) -> Option<Version> {
         let known = self.known.read().unwrap_or_else(|e| e.into_inner());
         let chosen = known.get(agent.as_str())?.choose(sticky);
-        Version::new(chosen).ok()
+        // As read from the bucket: checked before it names a subject.
+        Version::new(chosen.as_str()).ok()
     }
 
     /// Whether the watch is running (false for [`Rollouts::default`]).

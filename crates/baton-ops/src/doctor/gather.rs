@@ -165,7 +165,7 @@ pub async fn live_agents(
                 let versions: Vec<(String, u32)> = (c.versions.iter())
                     .map(|(version, n)| (format!("{}@{version}", c.agent), *n))
                     .collect();
-                std::iter::once((c.agent, c.instances)).chain(versions)
+                std::iter::once((c.agent.to_string(), c.instances)).chain(versions)
             })
             .collect(),
     )

@@ -360,8 +360,12 @@ fn a_version_with_pinned_work_and_no_worker_is_an_error_naming_the_version() {
 fn a_rollout_left_part_way_for_a_day_is_a_warning_and_a_fresh_one_is_not() {
     let mut facts = healthy();
     facts.now = 200_000;
-    let mut rollout = baton_proto::Rollout::first("triage", "1", 0);
-    rollout.ramp_to("2", 30, 190_000 * 1000);
+    let mut rollout = baton_proto::Rollout::first(
+        &baton_proto::AgentName::from_static("triage"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    rollout.ramp_to(&baton_proto::Version::from_static("2"), 30, 190_000 * 1000);
     facts.rollouts = vec![rollout.clone()];
     assert_eq!(problems(&facts), []);
     rollout.at = 100;

@@ -97,7 +97,7 @@ pub(super) fn rollouts(facts: &Facts) -> Vec<Finding> {
             Finding::new(
                 "versions",
                 Level::Warn,
-                agent,
+                agent.as_str(),
                 format!(
                     "the rollout of {agent} to version {} has stayed at {}% for {} (the rest goes to {})",
                     ramp.version,

@@ -31,7 +31,7 @@ pub struct ConversationTurn {
     /// last answered it (and then held the conversation, unless it was
     /// handed back).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<String>,
+    pub agents: Vec<crate::AgentName>,
     /// How it ended: its terminal event's kind.
     pub ended: crate::EventType,
     /// Why, when it did not complete.
@@ -44,7 +44,7 @@ pub struct ConversationTurn {
     /// Who held the conversation once it ended (absent: nobody, or listed
     /// by an older version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub holder: Option<String>,
+    pub holder: Option<crate::AgentName>,
     /// How many entries the conversation's transcript had once it ended
     /// (absent: listed by an older version).
     #[serde(default, skip_serializing_if = "Option::is_none")]

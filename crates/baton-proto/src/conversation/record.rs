@@ -29,7 +29,7 @@ pub struct TurnMessage {
     /// The agent type the caller addressed: the turn goes there when
     /// nobody holds the conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<crate::AgentName>,
     /// The caller follows the turn live and asks for answers as they are
     /// written (the envelope's `stream`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -85,10 +85,10 @@ pub struct Conversation {
     /// Where a turn starts when nobody holds the conversation: an agent
     /// type, or absent for the router's default entry agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entry: Option<String>,
+    pub entry: Option<crate::AgentName>,
     /// The agent type that holds it: the next turn goes there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub holder: Option<String>,
+    pub holder: Option<crate::AgentName>,
     /// Turns started so far.
     pub turns: u32,
     /// The turn that runs now.
@@ -125,7 +125,7 @@ pub struct Conversation {
     /// Extension: the versions its turns were pinned to, by agent type (as
     /// the last turn ended): the next turn goes to the same versions.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub versions: std::collections::BTreeMap<String, String>,
+    pub versions: std::collections::BTreeMap<crate::AgentName, crate::Version>,
     /// Extension: the times a turn moved the conversation to another
     /// version of an agent type (its old version was retired with
     /// `--upgrade-conversations`), oldest first.
@@ -143,17 +143,21 @@ pub struct VersionMove {
     /// The turn that ran on the new version.
     pub turn: u32,
     /// The agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// The version it left.
-    pub from: String,
+    pub from: crate::Version,
     /// The version it went to.
-    pub to: String,
+    pub to: crate::Version,
 }
 
 impl Conversation {
     /// A new conversation `id` of `owner`, entered at `entry`.
     #[must_use]
-    pub fn new(id: impl Into<String>, owner: Option<String>, entry: Option<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        owner: Option<String>,
+        entry: Option<crate::AgentName>,
+    ) -> Self {
         let now = crate::now_ms();
         Self {
             id: id.into(),

@@ -28,7 +28,7 @@ pub struct ExecReply {
     pub output: Option<serde_json::Value>,
     /// `handoff`: the agent type to hand off to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<crate::AgentName>,
     /// `handoff` or `escalate`: capabilities the receiver must have (instead of `to`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
@@ -96,7 +96,7 @@ pub struct ExecReply {
 pub struct ExecChild {
     /// The agent type to ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<crate::AgentName>,
     /// Or: capabilities of the agent to ask, resolved through the registry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,

@@ -31,7 +31,7 @@ pub struct Head {
     pub kind: Kind,
     /// As [`Envelope::to`].
     #[serde(default)]
-    pub to: Option<String>,
+    pub to: Option<crate::AgentName>,
     /// As [`Envelope::requires`].
     #[serde(default)]
     pub requires: Vec<String>,
@@ -55,7 +55,7 @@ pub struct Head {
     pub conversation: Option<TurnOf>,
     /// As [`Envelope::versions`].
     #[serde(default)]
-    pub versions: std::collections::BTreeMap<String, String>,
+    pub versions: std::collections::BTreeMap<crate::AgentName, crate::Version>,
     /// Whether the envelope carries a resumed journal.
     #[serde(default, deserialize_with = "present")]
     pub resumed: bool,
@@ -304,7 +304,7 @@ mod tests {
         let mut child = Envelope::task("child");
         child.parent = Some(Parent {
             id: Uuid::new_v4(),
-            agent: "lead".to_owned(),
+            agent: crate::AgentName::from_static("lead"),
             depth: 1,
             index: None,
             assignment: None,
@@ -360,9 +360,11 @@ mod tests {
             .set("reason", &Reason::NoMatch)
             .unwrap();
         let forwarded = Envelope::from_msgpack(&rewrite.apply(&bytes).unwrap()).unwrap();
-        let mut expected = envelope
-            .clone()
-            .resent(id, envelope.kind.clone(), "refunds");
+        let mut expected = envelope.clone().resent(
+            id,
+            envelope.kind.clone(),
+            crate::AgentName::from_static("refunds"),
+        );
         expected.reason = Some(Reason::NoMatch);
         expected.created_at = forwarded.created_at;
         assert_eq!(forwarded, expected);

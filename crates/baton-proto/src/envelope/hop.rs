@@ -11,7 +11,7 @@ use crate::value::Map;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Hop {
     /// Agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// Worker instance that handled it.
     pub instance: String,
     /// When it handled it, unix ms: when the envelope left this agent.
@@ -42,12 +42,12 @@ impl Hop {
     /// A hop of `agent` on `instance`, now.
     #[must_use]
     pub fn new(
-        agent: impl Into<String>,
+        agent: crate::AgentName,
         instance: impl Into<String>,
         reason: Option<Reason>,
     ) -> Self {
         Self {
-            agent: agent.into(),
+            agent,
             instance: instance.into(),
             at: now_ms(),
             reason,

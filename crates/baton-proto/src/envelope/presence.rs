@@ -143,7 +143,7 @@ impl Serialize for Step {
                 .count()
             + self.extra.len();
         let mut map = serializer.serialize_map(Some(count))?;
-        map.serialize_entry("agent", &self.agent)?;
+        map.serialize_entry("agent", self.agent.as_deref().unwrap_or_default())?;
         if action {
             map.serialize_entry("action", &self.action)?;
         }
@@ -194,8 +194,12 @@ impl<'de> Deserialize<'de> for Step {
         absent.mark(Absent::REASONING, wire.reasoning.is_none());
         absent.mark(Absent::DETAILS, wire.details.is_none());
         absent.mark(Absent::AT, wire.at.is_none());
+        let agent = match wire.agent.as_str() {
+            "" => None,
+            name => Some(crate::AgentName::new(name).map_err(serde::de::Error::custom)?),
+        };
         Ok(Self {
-            agent: wire.agent,
+            agent,
             action: wire.action.unwrap_or_default(),
             outcome: wire.outcome.unwrap_or_default(),
             reasoning: wire.reasoning.unwrap_or_default(),
@@ -231,7 +235,7 @@ mod tests {
 
     #[test]
     fn a_step_built_in_code_writes_every_field_as_before() {
-        let step = Step::new("triage", "lookup", "found");
+        let step = Step::new(crate::AgentName::from_static("triage"), "lookup", "found");
         let back: rmpv::Value = rmp_serde::from_slice(&encoded(&step)).expect("decodes");
         let keys: Vec<&str> = back
             .as_map()

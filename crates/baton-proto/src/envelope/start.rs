@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(start.deadline_ms, Some(30_000));
 
         let mut started = Event::new(Uuid::new_v4(), task.session, EventType::Started);
-        started.agent = Some("triage".to_owned());
+        started.agent = Some(crate::AgentName::from_static("triage"));
         started.context = Some(Box::new(task.context.clone()));
         started.output = Some(start.to_value());
         let read = Start::from_event(&started).expect("a started event");

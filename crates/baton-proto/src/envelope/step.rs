@@ -13,7 +13,10 @@ use crate::value::{Map, Value};
 #[derive(Debug, Clone, PartialEq, JsonSchema)]
 pub struct Step {
     /// Agent type that took the step.
-    pub agent: String,
+    // `None`, written `""`, until the runtime fills it in for a step an
+    // agent's outcome adds.
+    #[schemars(with = "String")]
+    pub agent: Option<crate::AgentName>,
     /// What it did.
     #[serde(default)]
     pub action: String,
@@ -43,7 +46,7 @@ impl Step {
     /// A trace step by `agent`, now.
     #[must_use]
     pub fn new(
-        agent: impl Into<String>,
+        agent: impl Into<Option<crate::AgentName>>,
         action: impl Into<String>,
         outcome: impl Into<String>,
     ) -> Self {

@@ -30,7 +30,7 @@ pub struct Delta {
 impl Delta {
     /// The `delta` event of `session` that carries this piece, from `agent`.
     #[must_use]
-    pub fn event(&self, session: Uuid, agent: &str) -> Event {
+    pub fn event(&self, session: Uuid, agent: &crate::AgentName) -> Event {
         let label = format!("delta/{}", self.step);
         let index = u32::try_from(self.offset).unwrap_or(u32::MAX);
         let mut event = Event::new(
@@ -38,7 +38,7 @@ impl Delta {
             session,
             EventType::Delta,
         );
-        event.agent = Some(agent.to_owned());
+        event.agent = Some(agent.clone());
         event.envelope = Some(self.envelope);
         event.output = Some(Value::Map(vec![
             (Value::from("step"), Value::from(self.step)),
@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn a_delta_survives_its_event() {
         let delta = piece(6, "world");
-        let event = delta.event(Uuid::new_v4(), "writer");
+        let event = delta.event(Uuid::new_v4(), &crate::AgentName::from_static("writer"));
         assert_eq!(Delta::of(&event), Some(delta));
         let other = Event::new(Uuid::new_v4(), Uuid::nil(), EventType::Handoff);
         assert_eq!(Delta::of(&other), None);

@@ -90,14 +90,14 @@ pub struct Event {
     pub kind: EventType,
     /// Agent type that reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<String>,
+    pub agent: Option<crate::AgentName>,
     /// Worker instance that reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
     /// Extension: the version of the agent type that reports it, when its
     /// worker names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<crate::Version>,
     /// Id of the envelope it is about.
     #[serde(
         default,
@@ -108,7 +108,7 @@ pub struct Event {
     pub envelope: Option<Uuid>,
     /// Where control went (`handoff`, `escalated`, `loop_detected`, `delegated`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
+    pub to: Option<crate::AgentName>,
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
@@ -171,7 +171,7 @@ pub struct Event {
     /// to, by agent type (the envelope's `versions`), so a conversation's
     /// next turn keeps them.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub versions: std::collections::BTreeMap<String, String>,
+    pub versions: std::collections::BTreeMap<crate::AgentName, crate::Version>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

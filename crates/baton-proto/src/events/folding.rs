@@ -209,7 +209,7 @@ mod tests {
         task.replayable = true;
         let start = Start::of(&task).expect("a replayable first task");
         let mut started = Event::new(Uuid::new_v4(), task.session, EventType::Started);
-        started.agent = Some("desk".into());
+        started.agent = Some(crate::AgentName::from_static("desk"));
         started.instance = Some("w0".into());
         started.envelope = Some(task.id);
         started.context = Some(Box::new(task.context.clone()));

@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_handoff_keeps_its_new_hop_and_readers_follow_the_whole_path() {
-        let hop = |agent: &str| crate::Hop::new(agent, "w1", None);
+        let hop = |agent: &str| crate::Hop::new(crate::AgentName::unchecked(agent), "w1", None);
         let session = Uuid::new_v4();
         let mut first = Event::new(Uuid::new_v4(), session, EventType::Handoff);
         first.path = vec![hop("front")];

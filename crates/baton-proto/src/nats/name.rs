@@ -17,9 +17,11 @@ pub(super) const NAME_RULE: &str =
     "use 1 to 64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit";
 
 /// What a checked name shares with the text it holds: it is written and
-/// read on the wire as that text (so the wire does not change; reading
-/// checks it), described as a string in the schemas, and reads as a
-/// `&str` (compared, borrowed as a map key, printed).
+/// read on the wire as that text, transparently (so the wire does not
+/// change, and a message naming an invalid one is still read: the reader
+/// that addresses a subject with it checks it, as the router does a
+/// task's `to`, and says so), described as a string in the schemas, and
+/// reads as a `&str` (compared, borrowed as a map key, printed).
 macro_rules! name_traits {
     ($name:ident) => {
         impl serde::Serialize for $name {
@@ -30,8 +32,7 @@ macro_rules! name_traits {
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(deserializer)?;
-                Self::new(text).map_err(serde::de::Error::custom)
+                String::deserialize(deserializer).map(Self)
             }
         }
 
@@ -50,6 +51,32 @@ macro_rules! name_traits {
 
             fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
                 String::json_schema(generator)
+            }
+        }
+
+        impl $name {
+            /// A name written in the code, checked once: like `new`, but
+            /// panics on a name that breaks the rule (as `http`'s
+            /// `HeaderName::from_static` does), so a literal reads as one.
+            ///
+            /// # Panics
+            ///
+            /// When `text` breaks the rule.
+            #[must_use]
+            #[track_caller]
+            pub fn from_static(text: &'static str) -> Self {
+                match Self::new(text) {
+                    Ok(name) => name,
+                    Err(err) => panic!("{err}"),
+                }
+            }
+
+            /// A name taken as written, unchecked, as the wire reads one:
+            /// for a tool or a test that sends what a foreign sender might.
+            #[doc(hidden)]
+            #[must_use]
+            pub fn unchecked(text: impl Into<String>) -> Self {
+                Self(text.into())
             }
         }
 

@@ -57,7 +57,7 @@ pub struct Learned {
 }
 
 /// A past session like the task at hand.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Similar {
     /// The session.
     #[serde(with = "uuid_text")]
@@ -74,10 +74,10 @@ pub struct Similar {
 
 /// One collaborator in an agent type's notebook: the sessions they had
 /// together and how those went.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Collaborator {
     /// The other agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// Sessions both were part of.
     pub sessions: u64,
     /// Of those, the ones that completed (and were not escalated or reopened).
@@ -104,10 +104,10 @@ pub struct Collaborator {
 }
 
 /// An agent type's notebook: its collaborators, best first.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Notebook {
     /// The agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// Sessions it was part of.
     pub sessions: u64,
     /// Its collaborators, by mean reward, then sessions together.
@@ -120,10 +120,10 @@ pub struct Notebook {
 }
 
 /// A request for an agent type's notebook, on `baton.registry.notebook`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NotebookRequest {
     /// The agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -154,7 +154,7 @@ pub struct FeedbackReply {
     pub id: String,
     /// The agents of the session it is credited to.
     #[serde(default)]
-    pub credited: Vec<String>,
+    pub credited: Vec<crate::AgentName>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]

@@ -7,7 +7,7 @@ use crate::Map;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Heartbeat {
     /// Agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// Worker instance id.
     pub instance: String,
     /// What the agent can do.
@@ -45,7 +45,7 @@ pub struct Heartbeat {
     /// spec's `version`, `baton worker --version`, or a short hash of the
     /// spec file). Absent for a worker that names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<crate::Version>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -66,7 +66,7 @@ pub struct LookupRequest {
     pub min_tier: Option<u32>,
     /// Agent types to leave out: the session's path.
     #[serde(default)]
-    pub exclude: Vec<String>,
+    pub exclude: Vec<crate::AgentName>,
     /// Extension: the task's text, so that similar past tasks can vote for
     /// the agents that resolved them (the registry hashes it, see `features`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +100,7 @@ pub struct LookupResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Candidate {
     /// Agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// Tier.
     pub tier: u32,
     /// Capabilities.
@@ -133,7 +133,7 @@ pub struct Candidate {
     /// Extension: the versions its live instances run, each with how many
     /// instances run it, by version; empty when none names a version.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub versions: std::collections::BTreeMap<String, u32>,
+    pub versions: std::collections::BTreeMap<crate::Version, u32>,
     /// Extension: how the score came about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<crate::Why>,

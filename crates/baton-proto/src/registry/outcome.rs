@@ -28,10 +28,10 @@ wire_enum! {
 }
 
 /// One agent on a session's path, as an outcome credits it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct OutcomeHop {
     /// Agent type.
-    pub agent: String,
+    pub agent: crate::AgentName,
     /// The capabilities it was chosen for (the `requires` that brought the
     /// session to it); empty when it was named directly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -39,6 +39,18 @@ pub struct OutcomeHop {
     /// The knowledge domains it was chosen for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub domains: Vec<String>,
+}
+
+impl OutcomeHop {
+    /// `agent`, named directly: chosen for no capability or domain.
+    #[must_use]
+    pub fn of(agent: crate::AgentName) -> Self {
+        Self {
+            agent,
+            requires: Vec::new(),
+            domains: Vec::new(),
+        }
+    }
 }
 
 /// A record on `baton.outcomes.<session>`: how a session ended, or what
@@ -153,14 +165,13 @@ impl Outcome {
             // children, team members) spoke in the conversation.
             for message in &context.messages {
                 let Some(name) = &message.name else { continue };
+                let Ok(agent) = crate::AgentName::new(name.as_str()) else {
+                    continue;
+                };
                 let speaks = message.role == crate::Role::Agent
-                    && crate::AgentName::new(name.as_str()).is_ok()
-                    && !outcome.path.iter().any(|hop| &hop.agent == name);
+                    && !outcome.path.iter().any(|hop| hop.agent == agent);
                 if speaks {
-                    outcome.path.push(OutcomeHop {
-                        agent: name.clone(),
-                        ..OutcomeHop::default()
-                    });
+                    outcome.path.push(OutcomeHop::of(agent));
                 }
             }
         }
@@ -268,7 +279,7 @@ mod tests {
     fn only_ends_and_reopenings_are_outcomes() {
         let session = Uuid::new_v4();
         let mut waiting = Event::new(Uuid::new_v4(), session, EventType::Waiting);
-        let mut hop = crate::Hop::new("solver", "w1", None);
+        let mut hop = crate::Hop::new(crate::AgentName::from_static("solver"), "w1", None);
         hop.requires = vec!["solve".into()];
         hop.accepted_at = Some(waiting.at - 40);
         waiting.path = vec![hop];

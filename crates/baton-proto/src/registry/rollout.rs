@@ -11,28 +11,28 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::Map;
+use crate::{AgentName, Map, Version};
 
 /// Where an agent type's new work goes, and what became of its versions.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Rollout {
     /// Agent type.
-    pub agent: String,
+    pub agent: AgentName,
     /// The version new sessions go to, but for the ramp's share.
-    pub current: String,
+    pub current: Version,
     /// The version that was current before, where `--back` goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous: Option<String>,
+    pub previous: Option<Version>,
     /// A version being rolled out, and the share of new sessions it takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp: Option<Ramp>,
     /// Versions retired: they take no work.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub retired: Vec<String>,
+    pub retired: Vec<Version>,
     /// Conversations pinned to a version marked to move to the current
     /// version at their next turn (`baton retire --upgrade-conversations`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub upgrading: Vec<String>,
+    pub upgrading: Vec<Version>,
     /// When it last changed, unix ms.
     #[serde(default)]
     pub at: u64,
@@ -61,9 +61,9 @@ pub struct Change {
     /// `retire`, or `upgrade` (a version's idle conversations move on).
     pub what: String,
     /// The version it was done to.
-    pub version: String,
+    pub version: Version,
     /// The current version after it.
-    pub current: String,
+    pub current: Version,
     /// The ramp after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp: Option<Ramp>,
@@ -73,7 +73,7 @@ pub struct Change {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Ramp {
     /// The version.
-    pub version: String,
+    pub version: Version,
     /// Percent of new sessions and conversations it takes, 1 to 99.
     pub weight: u8,
 }
@@ -82,12 +82,17 @@ impl Rollout {
     /// The rollout of `agent` whose first version is `version`: current,
     /// and the only one.
     #[must_use]
-    pub fn first(agent: &str, version: &str, at: u64) -> Self {
+    pub fn first(agent: &AgentName, version: &Version, at: u64) -> Self {
         let mut first = Self {
-            agent: agent.to_owned(),
-            current: version.to_owned(),
+            agent: agent.clone(),
+            current: version.clone(),
+            previous: None,
+            ramp: None,
+            retired: Vec::new(),
+            upgrading: Vec::new(),
             at,
-            ..Self::default()
+            history: Vec::new(),
+            extra: Map::new(),
         };
         first.noted("first", version, at);
         first
@@ -95,12 +100,12 @@ impl Rollout {
 
     /// Keeps `what` was done to `version` at `at` in the history, with
     /// where new work goes now.
-    fn noted(&mut self, what: &str, version: &str, at: u64) {
+    fn noted(&mut self, what: &str, version: &Version, at: u64) {
         self.at = at;
         self.history.push(Change {
             at,
             what: what.to_owned(),
-            version: version.to_owned(),
+            version: version.clone(),
             current: self.current.clone(),
             ramp: self.ramp.clone(),
         });
@@ -113,7 +118,7 @@ impl Rollout {
     /// same id always gets the same answer while the rollout stands, and a
     /// larger weight only moves ids from the current version to the ramp's.
     #[must_use]
-    pub fn choose(&self, sticky: &str) -> &str {
+    pub fn choose(&self, sticky: &str) -> &Version {
         match &self.ramp {
             Some(ramp) if bucket_of(&self.agent, sticky) < u32::from(ramp.weight) * 100 => {
                 &ramp.version
@@ -124,20 +129,20 @@ impl Rollout {
 
     /// Sends `weight` percent of new sessions to `version`; 100 makes it
     /// current (the current one becomes the previous), 0 ends the ramp.
-    pub fn ramp_to(&mut self, version: &str, weight: u8, at: u64) {
+    pub fn ramp_to(&mut self, version: &Version, weight: u8, at: u64) {
         self.retired.retain(|retired| retired != version);
         let what = if weight >= 100 {
-            if self.current != version {
-                self.previous = Some(std::mem::replace(&mut self.current, version.to_owned()));
+            if self.current != *version {
+                self.previous = Some(std::mem::replace(&mut self.current, version.clone()));
             }
             self.ramp = None;
             "promote"
-        } else if weight == 0 || version == self.current {
+        } else if weight == 0 || *version == self.current {
             self.ramp = None;
             "stop"
         } else {
             self.ramp = Some(Ramp {
-                version: version.to_owned(),
+                version: version.clone(),
                 weight,
             });
             "ramp"
@@ -147,22 +152,22 @@ impl Rollout {
 
     /// Retires `version`: it takes nothing from now on. `false` when it
     /// was retired already.
-    pub fn retire(&mut self, version: &str, at: u64) -> bool {
-        if self.retired.iter().any(|retired| retired == version) {
+    pub fn retire(&mut self, version: &Version, at: u64) -> bool {
+        if self.retired.contains(version) {
             return false;
         }
-        self.retired.push(version.to_owned());
+        self.retired.push(version.clone());
         self.noted("retire", version, at);
         true
     }
 
     /// Marks `version`'s idle conversations to move to the current version
     /// at their next turn. `false` when they were marked already.
-    pub fn upgrade(&mut self, version: &str, at: u64) -> bool {
-        if self.upgrading.iter().any(|upgrading| upgrading == version) {
+    pub fn upgrade(&mut self, version: &Version, at: u64) -> bool {
+        if self.upgrading.contains(version) {
             return false;
         }
-        self.upgrading.push(version.to_owned());
+        self.upgrading.push(version.clone());
         self.noted("upgrade", version, at);
         true
     }
@@ -228,7 +233,7 @@ impl Rollout {
 
     /// The share of new sessions each version takes, in percent.
     #[must_use]
-    pub fn weights(&self) -> BTreeMap<String, u8> {
+    pub fn weights(&self) -> BTreeMap<Version, u8> {
         let ramp = self.ramp.as_ref().map_or(0, |ramp| ramp.weight);
         let mut weights = BTreeMap::from([(self.current.clone(), 100 - ramp)]);
         if let Some(ramp) = &self.ramp {
@@ -293,18 +298,28 @@ mod tests {
 
     #[test]
     fn a_ramp_takes_its_share_and_each_id_keeps_its_choice() {
-        let mut rollout = Rollout::first("helper", "1", 0);
+        let mut rollout = Rollout::first(
+            &crate::AgentName::from_static("helper"),
+            &crate::Version::from_static("1"),
+            0,
+        );
         assert!(ids(100).iter().all(|id| rollout.choose(id) == "1"));
-        rollout.ramp_to("2", 50, 1);
+        rollout.ramp_to(&crate::Version::from_static("2"), 50, 1);
         let ids = ids(4000);
-        let chosen: Vec<String> = ids.iter().map(|id| rollout.choose(id).to_owned()).collect();
+        let chosen: Vec<String> = ids
+            .iter()
+            .map(|id| rollout.choose(id).to_string())
+            .collect();
         let on_two = chosen.iter().filter(|v| **v == "2").count();
         // 50 % of 4,000 within 3 standard deviations (about 95).
         assert!((1905..=2095).contains(&on_two), "{on_two}");
-        let again: Vec<String> = ids.iter().map(|id| rollout.choose(id).to_owned()).collect();
+        let again: Vec<String> = ids
+            .iter()
+            .map(|id| rollout.choose(id).to_string())
+            .collect();
         assert_eq!(again, chosen);
         // Raising the weight only moves ids to the new version.
-        rollout.ramp_to("2", 80, 2);
+        rollout.ramp_to(&crate::Version::from_static("2"), 80, 2);
         for (id, before) in ids.iter().zip(&chosen) {
             if before == "2" {
                 assert_eq!(rollout.choose(id), "2");
@@ -314,20 +329,27 @@ mod tests {
 
     #[test]
     fn full_weight_makes_a_version_current_and_back_returns_at_once() {
-        let mut rollout = Rollout::first("helper", "1", 0);
+        let mut rollout = Rollout::first(
+            &crate::AgentName::from_static("helper"),
+            &crate::Version::from_static("1"),
+            0,
+        );
         assert!(!rollout.back(1), "nothing to go back to");
-        rollout.ramp_to("2", 50, 1);
+        rollout.ramp_to(&crate::Version::from_static("2"), 50, 1);
         assert_eq!(rollout.role("2"), Role::Ramping);
         assert!(rollout.back(2));
         assert_eq!(
             (rollout.current.as_str(), rollout.ramp.clone()),
             ("1", None)
         );
-        rollout.ramp_to("2", 100, 3);
+        rollout.ramp_to(&crate::Version::from_static("2"), 100, 3);
         assert_eq!(rollout.current, "2");
         assert_eq!(rollout.previous.as_deref(), Some("1"));
         assert_eq!(rollout.role("1"), Role::Draining);
-        assert_eq!(rollout.weights(), BTreeMap::from([("2".to_owned(), 100)]));
+        assert_eq!(
+            rollout.weights(),
+            BTreeMap::from([(Version::from_static("2"), 100)])
+        );
         assert!(rollout.back(4));
         assert_eq!(rollout.current, "1");
         assert_eq!(rollout.previous.as_deref(), Some("2"));
@@ -335,16 +357,23 @@ mod tests {
 
     #[test]
     fn a_version_that_never_took_work_waits_and_the_history_says_what_happened() {
-        let mut rollout = Rollout::first("helper", "1", 10);
+        let mut rollout = Rollout::first(
+            &crate::AgentName::from_static("helper"),
+            &crate::Version::from_static("1"),
+            10,
+        );
         assert_eq!(rollout.role("3"), Role::Waiting);
-        rollout.ramp_to("2", 50, 20);
+        rollout.ramp_to(&crate::Version::from_static("2"), 50, 20);
         assert!(rollout.back(30));
         // Ramped, then sent back: it took work, so what it holds drains.
         assert_eq!(rollout.role("2"), Role::Draining);
         assert_eq!(rollout.role("3"), Role::Waiting);
-        assert!(rollout.retire("3", 40));
-        assert!(!rollout.retire("3", 41), "retired already");
-        assert!(rollout.upgrade("2", 50));
+        assert!(rollout.retire(&crate::Version::from_static("3"), 40));
+        assert!(
+            !rollout.retire(&crate::Version::from_static("3"), 41),
+            "retired already"
+        );
+        assert!(rollout.upgrade(&crate::Version::from_static("2"), 50));
         let said: Vec<(u64, &str, &str, &str, Option<u8>)> = (rollout.history.iter())
             .map(|c| {
                 let weight = c.ramp.as_ref().map(|r| r.weight);
@@ -372,9 +401,13 @@ mod tests {
 
     #[test]
     fn the_history_keeps_the_latest_changes() {
-        let mut rollout = Rollout::first("helper", "1", 0);
+        let mut rollout = Rollout::first(
+            &crate::AgentName::from_static("helper"),
+            &crate::Version::from_static("1"),
+            0,
+        );
         for at in 1..=(HISTORY_KEPT as u64 + 10) {
-            rollout.ramp_to("2", 10, at);
+            rollout.ramp_to(&crate::Version::from_static("2"), 10, at);
         }
         assert_eq!(rollout.history.len(), HISTORY_KEPT);
         assert_eq!(

@@ -199,7 +199,7 @@ async fn target(
 /// A router event about `envelope`.
 fn event(envelope: &Envelope, index: u32, kind: EventType, reason: Reason, detail: &str) -> Output {
     let mut event = Event::new(derive_id(envelope.id, index), envelope.session, kind);
-    event.agent = Some(ROUTER_NAME.to_owned());
+    event.agent = Some(AgentName::from_static(ROUTER_NAME));
     event.envelope = Some(envelope.id);
     event.reason = Some(reason);
     event.detail = Some(detail.to_owned());
@@ -223,7 +223,7 @@ fn forward(
         rewrite = rewrite.and_then(|r| r.set("reason", &Reason::NoMatch));
         let mut escalated = event(envelope, 1, EventType::Escalated, Reason::NoMatch, &why);
         if let Output::Event(event) = &mut escalated {
-            event.to = Some(route.agent.to_string());
+            event.to = Some(route.agent.clone());
         }
         outputs.push(escalated);
     }

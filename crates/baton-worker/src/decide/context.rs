@@ -48,11 +48,11 @@ impl Planner<'_> {
         // A waiting call and a resumed journal belong to this hop alone.
         next.gate = None;
         next.resumed = None;
-        let mut hop = Hop::new(self.agent.as_str(), self.instance, next.reason.clone());
+        let mut hop = Hop::new(self.agent.clone(), self.instance, next.reason.clone());
         hop.requires.clone_from(&next.requires);
         hop.domains.clone_from(&next.domains);
         next.path.push(hop);
-        next.from = Some(self.agent.to_string());
+        next.from = Some(self.agent.clone());
         let context = &mut next.context;
         if let Some(compacted) = update.compaction {
             compacted.apply_to(&mut context.messages);
@@ -65,8 +65,8 @@ impl Planner<'_> {
         }
         context.variables.extend(update.variables);
         for mut step in update.trace {
-            if step.agent.is_empty() {
-                step.agent = self.agent.to_string();
+            if step.agent.is_none() {
+                step.agent = Some(self.agent.clone());
             }
             context.trace.push(step);
         }
@@ -90,7 +90,7 @@ impl Planner<'_> {
             return;
         }
         let mut step = Step::new(
-            self.agent.as_str(),
+            self.agent.clone(),
             "context_trimmed",
             format!(
                 "{} earlier message(s) not passed on (policy {policy})",

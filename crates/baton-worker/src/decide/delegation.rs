@@ -37,7 +37,7 @@ impl Planner<'_> {
         let mut envelope = self.advance(stored, ContextUpdate::default());
         self.trim_context(&mut envelope, child.context);
         let id = derive_id_labelled(child.join, "child", child.index);
-        let mut envelope = envelope.resent(id, Kind::Delegate, child.agent.as_str());
+        let mut envelope = envelope.resent(id, Kind::Delegate, child.agent.clone());
         envelope.reason = Some(Reason::Delegated);
         envelope.suggested_next_action = None;
         envelope.reply_to = Some(self.reply_to.to_owned());
@@ -59,7 +59,7 @@ impl Planner<'_> {
         let id = derive_id_labelled(child.join, "delegated", child.index);
         let mut event = self.event(stored, id, EventType::Delegated);
         event.envelope = Some(child.join);
-        event.to = Some(child.agent.to_string());
+        event.to = Some(child.agent.clone());
         event.reason = Some(Reason::Delegated);
         event.detail = Some(child.input.to_owned());
         event.path.clone_from(&envelope.path);
@@ -83,8 +83,8 @@ impl Planner<'_> {
         }
         let to = AgentName::new(parent.agent.as_str()).ok()?;
         let id = derive_id_labelled(envelope.id, "progress", 0);
-        let mut note = envelope.clone().resent(id, Kind::Result, to.as_str());
-        note.from = Some(self.agent.to_string());
+        let mut note = envelope.clone().resent(id, Kind::Result, to.clone());
+        note.from = Some(self.agent.clone());
         note.status = Some(ResultStatus::Progress);
         note.reason = Some(Reason::Result);
         note.output = Some(Value::from(format!(
@@ -110,7 +110,7 @@ impl Planner<'_> {
         deadline: u64,
     ) -> Output {
         let id = derive_id_labelled(join, "deadline", 0);
-        let mut envelope = stored.clone().resent(id, Kind::Result, self.agent.as_str());
+        let mut envelope = stored.clone().resent(id, Kind::Result, self.agent.clone());
         envelope.status = Some(ResultStatus::Failed);
         envelope.reason = Some(Reason::DeadlineExceeded);
         envelope.deadline = Some(deadline);
@@ -150,7 +150,7 @@ impl Planner<'_> {
     fn parent(&self, join: Uuid, depth: u32, index: Option<u32>) -> Parent {
         Parent {
             id: join,
-            agent: self.agent.to_string(),
+            agent: self.agent.clone(),
             depth,
             index,
             assignment: None,

@@ -134,7 +134,7 @@ impl Planner<'_> {
     ) {
         if let Some(fallback) = self.usable_fallback(&next) {
             let mut event = self.event(envelope, outputs.next_id(), EventType::Escalated);
-            event.to = Some(fallback.to_string());
+            event.to = Some(fallback.clone());
             event.reason = Some(reason.clone());
             event.detail = Some(detail.to_owned());
             event.path.clone_from(&next.path);

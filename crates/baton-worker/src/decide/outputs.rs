@@ -43,7 +43,7 @@ impl Outputs {
         kind: Kind,
         reason: Reason,
     ) {
-        let mut envelope = envelope.resent(self.next_id(), kind, to.as_str());
+        let mut envelope = envelope.resent(self.next_id(), kind, to.clone());
         envelope.reason = Some(reason);
         self.list.push(Output::Envelope {
             to,

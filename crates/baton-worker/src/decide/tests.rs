@@ -107,9 +107,11 @@ fn events(plan: &Plan) -> Vec<(EventType, Option<String>, Option<Reason>)> {
     plan.outputs
         .iter()
         .filter_map(|output| match output {
-            Output::Event(event) => {
-                Some((event.kind.clone(), event.to.clone(), event.reason.clone()))
-            }
+            Output::Event(event) => Some((
+                event.kind.clone(),
+                event.to.as_ref().map(ToString::to_string),
+                event.reason.clone(),
+            )),
             _ => None,
         })
         .collect()
@@ -136,7 +138,7 @@ fn dead_letters(plan: &Plan) -> Vec<&DeadLetter> {
 }
 
 fn hop(agent: &str) -> Hop {
-    Hop::new(agent, "x", None)
+    Hop::new(baton_proto::AgentName::unchecked(agent), "x", None)
 }
 
 #[test]
@@ -246,7 +248,7 @@ fn handoff_carries_the_context_and_extends_the_path() {
     assert_eq!(context.variables.get("order"), Some(&Value::from("ABC-1")));
     assert_eq!(context.variables.get("tier"), Some(&Value::from(1)));
     assert_eq!(context.state.get("checked"), Some(&Value::from(true)));
-    assert_eq!(context.trace[0].agent, "general");
+    assert_eq!(context.trace[0].agent.as_deref(), Some("general"));
     assert_eq!(context.problem, "customer wants a refund");
 }
 
@@ -496,7 +498,7 @@ fn a_parent_that_is_not_an_agent_type_is_refused_with_a_reason() {
     envelope.kind = Kind::Delegate;
     envelope.parent = Some(baton_proto::Parent {
         id: Uuid::new_v4(),
-        agent: "Not Valid".into(),
+        agent: baton_proto::AgentName::unchecked("Not Valid"),
         depth: 1,
         index: Some(0),
         assignment: None,
@@ -824,7 +826,7 @@ fn a_context_policy_trims_messages_and_records_what_it_removed() {
     assert_eq!(contents, ["message 3", "handing over"]);
     let step = next.context.trace.last().unwrap();
     assert_eq!(step.action, "context_trimmed");
-    assert_eq!(step.agent, "triage");
+    assert_eq!(step.agent.as_deref(), Some("triage"));
     let details = step.details.as_map().unwrap();
     let get = |key: &str| {
         details

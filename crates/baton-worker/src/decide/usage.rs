@@ -55,9 +55,11 @@ mod tests {
     fn what_a_hop_spent_is_added_to_the_next_envelope_and_the_events() {
         let mut incoming = Envelope::task("q");
         incoming.usage = Some(used(100, 20));
-        let next = incoming
-            .clone()
-            .resent(Uuid::new_v4(), baton_proto::Kind::Handoff, "b");
+        let next = incoming.clone().resent(
+            Uuid::new_v4(),
+            baton_proto::Kind::Handoff,
+            baton_proto::AgentName::from_static("b"),
+        );
         let mut other = Envelope::task("another session");
         other.usage = None;
         let end = Event::new(Uuid::new_v4(), incoming.session, EventType::Completed);

@@ -272,7 +272,7 @@ impl JoinState {
         if self.progressed.contains(&me) {
             return Receipt::Drop(None);
         }
-        let from = result.from.clone().unwrap_or_default();
+        let from = result.from.as_deref().unwrap_or_default().to_owned();
         let mut note = baton_proto::Message::new(
             baton_proto::Role::Agent,
             result.output.as_ref().map(text).unwrap_or_default(),
@@ -325,7 +325,7 @@ impl JoinState {
         let output = result.output.clone().unwrap_or(Value::Nil);
         let entry = ChildResult {
             index: slot_index(child.recover_for.unwrap_or(i)),
-            agent: result.from.clone(),
+            agent: result.from.as_ref().map(ToString::to_string),
             tag: child.tag.clone(),
             status: if failed {
                 ResultStatus::Failed

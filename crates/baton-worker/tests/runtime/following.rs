@@ -47,7 +47,7 @@ async fn a_follower_past_a_question_skips_what_it_saw_whatever_arrives_live_firs
                 offset: n,
                 text: "x".to_owned(),
             };
-            piece.event(session, "triage")
+            piece.event(session, &baton_proto::AgentName::from_static("triage"))
         })
         .collect();
     for piece in &pieces {

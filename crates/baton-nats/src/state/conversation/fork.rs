@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use baton_proto::{Conversation, ConversationTurn, Event, VersionMove};
+use baton_proto::{AgentName, Conversation, ConversationTurn, Event, Version, VersionMove};
 
 use super::{ConversationError, ConversationErrorKind, Records, owned};
 
@@ -30,7 +30,7 @@ impl Records {
         at: u32,
         new: &str,
         caller: Option<String>,
-        onto: &BTreeMap<String, String>,
+        onto: &BTreeMap<AgentName, Version>,
         ending: impl AsyncFnOnce(uuid::Uuid) -> Result<Option<Event>, ConversationError>,
     ) -> Result<Conversation, ConversationError> {
         let Some((source, _)) = self.get(id).await? else {
@@ -102,7 +102,7 @@ impl Records {
 
 /// Pins `record`'s next turn to the versions `onto` names, noting each
 /// change of a pinned version as a move at that turn.
-fn onto_versions(record: &mut Conversation, onto: &BTreeMap<String, String>) {
+fn onto_versions(record: &mut Conversation, onto: &BTreeMap<AgentName, Version>) {
     for (agent, to) in onto {
         match record.versions.insert(agent.clone(), to.clone()) {
             Some(from) if from != *to => record.moves.push(VersionMove {

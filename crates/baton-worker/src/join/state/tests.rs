@@ -31,7 +31,7 @@ fn result(index: Option<u32>, status: ResultStatus, output: &str) -> Envelope {
     envelope.id = derive_id_labelled(Uuid::nil(), "test", index.unwrap_or(999));
     envelope.parent = Some(Parent {
         id: Uuid::nil(),
-        agent: "boss".into(),
+        agent: baton_proto::AgentName::from_static("boss"),
         depth: 1,
         index,
         assignment: None,
@@ -39,7 +39,10 @@ fn result(index: Option<u32>, status: ResultStatus, output: &str) -> Envelope {
     });
     envelope.status = Some(status);
     envelope.output = Some(Value::from(output));
-    envelope.from = Some(format!("child{}", index.unwrap_or(0)));
+    envelope.from = Some(baton_proto::AgentName::unchecked(format!(
+        "child{}",
+        index.unwrap_or(0)
+    )));
     envelope
 }
 
