@@ -34,7 +34,7 @@ pub enum DelegateMode {
 #[serde(rename_all = "snake_case")]
 pub enum Recover {
     /// Run this agent type on the failure; its output stands in for the step's.
-    Agent(AgentName),
+    Agent(#[serde(deserialize_with = "AgentName::deserialize_checked")] AgentName),
     /// Use this value as the failed step's output and go on.
     #[serde(with = "value_as_json")]
     Value(Value),

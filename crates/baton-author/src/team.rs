@@ -291,8 +291,10 @@ impl<A: Agent> Team<A> {
                     "a team with `find` needs the registry: run the worker without --no-registry",
                 ));
             };
-            let members = roster.iter().map(|m| AgentName::new(m.agent.as_str()));
-            let mut exclude: Vec<AgentName> = members.filter_map(Result::ok).collect();
+            let members = roster
+                .iter()
+                .map(|m| AgentName::unchecked(m.agent.as_str()));
+            let mut exclude: Vec<AgentName> = members.collect();
             exclude.push(task.agent.clone());
             let request = LookupRequest {
                 requires: need.clone(),

@@ -573,3 +573,47 @@ fn exec_call_vectors_are_stable_and_read_back() {
         }
     }
 }
+
+#[test]
+fn names_that_break_the_rule_are_read_as_written_and_written_back_the_same() {
+    // A foreign sender's task: `to`, a hop's and a step's agent, a pin and
+    // an event's version that break the naming rule. The wire types read
+    // them as written (a reader that addresses a subject checks them, as
+    // the router does a task's `to`), and write the same bytes back.
+    let task = serde_json::json!({
+        "v": 1,
+        "id": id(1).to_string(),
+        "session": id(2).to_string(),
+        "kind": "task",
+        "to": "No Such Agent!",
+        "created_at": 1,
+        "path": [{"agent": "Order Mgmt", "instance": "w1", "at": 1}],
+        "versions": {"Order Mgmt": "v1.2"},
+        "context": {
+            "initial_query": "hi",
+            "trace": [{"agent": "Order Mgmt", "action": "look"}, {"agent": ""}]
+        }
+    });
+    let bytes = rmp_serde::to_vec_named(&task).expect("a msgpack task");
+    let read = Envelope::from_msgpack(&bytes).expect("read as written");
+    assert_eq!(read.to.as_deref(), Some("No Such Agent!"));
+    assert!(baton_proto::AgentName::new(read.to.as_deref().unwrap_or_default()).is_err());
+    assert_eq!(read.path[0].agent, "Order Mgmt");
+    assert_eq!(read.context.trace[0].agent.as_deref(), Some("Order Mgmt"));
+    assert_eq!(
+        read.context.trace[1].agent, None,
+        "an empty step agent is none"
+    );
+    let pinned = read
+        .versions
+        .iter()
+        .next()
+        .map(|(a, v)| (a.as_str(), v.as_str()));
+    assert_eq!(pinned, Some(("Order Mgmt", "v1.2")));
+    let again = Envelope::from_msgpack(&read.to_msgpack().expect("encodes")).expect("decodes");
+    assert_eq!(again, read);
+    let written: serde_json::Value =
+        rmp_serde::from_slice(&read.to_msgpack().expect("encodes")).expect("msgpack");
+    assert_eq!(written["to"], "No Such Agent!");
+    assert_eq!(written["context"]["trace"][1]["agent"], "");
+}

@@ -15,6 +15,9 @@
 //! - [`timer`]: a session's deadline timer, sent beside its task;
 //! - [`versions`]: which subject a task goes to: an agent type's one
 //!   subject, or the version the session is pinned to;
+//! - [`address`]: the one seam that addresses a message to an agent type:
+//!   its id, the router's defaults, its version, its subject and its
+//!   deadline watch, as how it is sent decides;
 //! - [`advisory`]: the net for messages no worker settles.
 
 pub mod address;

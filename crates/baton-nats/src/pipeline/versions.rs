@@ -46,8 +46,9 @@ pub fn pins(rollouts: &Rollouts, to: &AgentName, envelope: &Envelope) -> bool {
 /// Addresses `envelope` to agent type `to`: pins it to the version its
 /// rollout chooses there (as [`pin`]) and returns the subject it goes to
 /// (as [`subject_of`]). The router, the own-subject mover, direct sends
-/// and the inbox's answers address here; a worker's outbox and joins pin
-/// when they plan, and the delivery names the subject with
+/// and the inbox's answers reach it through the seam
+/// ([`address::addressed`](super::address::addressed)); a worker's outbox
+/// and joins pin when they plan, and the delivery names the subject with
 /// [`subject_of`]. Either way a versioned type is reached at its pinned
 /// subject in one hop.
 pub fn address(

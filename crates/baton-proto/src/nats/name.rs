@@ -1,5 +1,6 @@
-//! The protocol's checked names: an agent type's name and a version,
-//! each a string on the wire that reading checks.
+//! The protocol's checked names: an agent type's name and a version. Each
+//! is a string on the wire, read as written (a reader that addresses a
+//! subject with one checks it); made in code, each is checked.
 
 use std::fmt;
 use std::str::FromStr;
@@ -69,6 +70,20 @@ macro_rules! name_traits {
                     Ok(name) => name,
                     Err(err) => panic!("{err}"),
                 }
+            }
+
+            /// Reads a name and checks it, for a field that names a
+            /// subject once read back from a store
+            /// (`#[serde(deserialize_with = "...::deserialize_checked")]`).
+            ///
+            /// # Errors
+            ///
+            /// When the value is not a string, or breaks the rule.
+            pub fn deserialize_checked<'de, D: serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> Result<Self, D::Error> {
+                let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+                Self::new(text).map_err(serde::de::Error::custom)
             }
 
             /// A name taken as written, unchecked, as the wire reads one:

@@ -14,6 +14,8 @@ use baton_author::{ChildResult, DelegateMode, Recover, Results, slot_index};
 /// One child as the join remembers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct JoinChild {
+    /// Checked when the join is read back: it names the child's subject.
+    #[serde(deserialize_with = "baton_proto::AgentName::deserialize_checked")]
     pub(crate) agent: AgentName,
     pub(crate) input: String,
     pub(crate) tag: Option<String>,
