@@ -8,7 +8,7 @@
 use std::fmt::Display;
 use std::time::Duration;
 
-use baton_proto::{AgentName, Message, NameError, Reason, Role, Step, Value};
+use baton_proto::{AgentName, Message, Reason, Role, Step, Value};
 
 use crate::delegate::{ChildTask, DelegateMode, Recover};
 use crate::policy::{ContextPolicy, RouteOptions};
@@ -430,8 +430,8 @@ impl AgentError {
 }
 
 /// An agent type name that breaks the naming rule can never be routed to.
-impl From<NameError> for AgentError {
-    fn from(err: NameError) -> Self {
+impl From<baton_proto::Error> for AgentError {
+    fn from(err: baton_proto::Error) -> Self {
         Self::fatal(err.to_string())
     }
 }

@@ -112,8 +112,8 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-impl From<baton_proto::NameError> for Error {
-    fn from(err: baton_proto::NameError) -> Self {
+impl From<baton_proto::Error> for Error {
+    fn from(err: baton_proto::Error) -> Self {
         Self::new(ErrorKind::Config, err.to_string())
     }
 }

@@ -5,7 +5,7 @@
 //! root, and the crate's own code names the modules by their short names:
 //!
 //! - `wire/`: the msgpack codec ([`Wire`]): named maps on the way out, a size
-//!   limit and classified [`DecodeError`]s on the way in, unknown fields kept
+//!   limit and classified errors ([`Error`], by [`ErrorKind`]) on the way in, unknown fields kept
 //!   in `extra`; values and maps; the JSON Schemas of every payload
 //!   ([`schemas`]); uuids as text, hex, time, nesting limits; deterministic
 //!   derived ids ([`derive_id`]) that make redelivery idempotent; and the
@@ -62,10 +62,8 @@ use wire::{codec, id, nesting, schema, text, time, uuid_text, value};
 pub use conversation::transcript;
 pub use nats::footprint;
 
-pub use claim::{
-    CLAIMS_FIELD, CheckedOut, Claim, ClaimError, check_out, claims, object_name, restore,
-};
-pub use codec::{DEFAULT_MAX_PAYLOAD, DecodeError, DecodeErrorKind, EncodeError, Wire};
+pub use claim::{CLAIMS_FIELD, CheckedOut, Claim, check_out, claims, object_name, restore};
+pub use codec::{DEFAULT_MAX_PAYLOAD, Wire};
 pub use conversation::{Conversation, Overlap, TurnMessage, VersionMove};
 pub use conversation_ref::{Base, Compaction, History, TurnOf};
 pub use conversation_turn::{ConversationTurn, TextAt};
@@ -88,7 +86,7 @@ pub use id::{derive_id, derive_id_labelled};
 pub use learned::{
     Collaborator, FeedbackReply, FeedbackRequest, Learned, Notebook, NotebookRequest, Similar, Why,
 };
-pub use name::{AgentName, NameError, Version};
+pub use name::{AgentName, Version};
 pub use nesting::{MAX_NESTING, nests_deeper_than};
 pub use outcome::{MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, similarity};
 pub use reads::{
@@ -109,6 +107,7 @@ pub use time::{MAX_DEADLINE_AHEAD_MS, deadline_out_of_range, now_ms};
 pub use timer::{DeadlineTimer, deadline_event_id};
 pub use transcript::TranscriptEntry;
 pub use usage::{Budget, Usage, amount, micros};
+pub use wire::error::{Error, ErrorKind};
 
 /// The protocol major version this crate reads and writes (`v`).
 pub const PROTOCOL_VERSION: u64 = 1;

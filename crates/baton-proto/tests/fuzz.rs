@@ -3,7 +3,7 @@
 //! classified error.
 
 use baton_proto::{
-    DecodeErrorKind, Envelope, Event, EventType, Heartbeat, LookupRequest, Wire, check_out, claims,
+    Envelope, ErrorKind, Event, EventType, Heartbeat, LookupRequest, Wire, check_out, claims,
 };
 
 fn decode_all(bytes: &[u8]) {
@@ -16,9 +16,7 @@ fn decode_all(bytes: &[u8]) {
         if let Err(err) = result {
             assert!(matches!(
                 err.kind(),
-                DecodeErrorKind::Malformed
-                    | DecodeErrorKind::UnsupportedVersion
-                    | DecodeErrorKind::TooLarge
+                ErrorKind::Malformed | ErrorKind::UnsupportedVersion | ErrorKind::TooLarge
             ));
             assert!(!err.detail().is_empty());
         }
@@ -85,7 +83,7 @@ fn deep_nesting_is_malformed_not_a_crash() {
     bytes.extend(vec![0x91; 100_000]);
     bytes.push(0xc0);
     let err = Envelope::from_msgpack(&bytes).unwrap_err();
-    assert_eq!(err.kind(), &DecodeErrorKind::Malformed);
+    assert_eq!(err.kind(), ErrorKind::Malformed);
     assert!(
         err.detail().contains("nested deeper than 128"),
         "{}",

@@ -160,7 +160,7 @@ impl Sessions {
     async fn send(
         &self,
         reply_to: async_nats::Subject,
-        payload: Result<Vec<u8>, baton_proto::EncodeError>,
+        payload: Result<Vec<u8>, baton_proto::Error>,
     ) {
         match payload {
             Ok(payload) => {
@@ -397,7 +397,7 @@ fn failed(error: impl ToString) -> ReadReply {
 }
 
 /// The answer to a request that is refused before it is read.
-fn refusal(op: &str, error: String) -> Result<Vec<u8>, baton_proto::EncodeError> {
+fn refusal(op: &str, error: String) -> Result<Vec<u8>, baton_proto::Error> {
     if op == "cancel" {
         CancelReply {
             error: Some(error),

@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{Envelope, Kind, Parent, Reason};
-use crate::codec::{DecodeError, DecodeErrorKind, EncodeError, check_version, precheck};
+use crate::codec::{check_version, precheck};
+use crate::wire::error::{Error, ErrorKind};
 use crate::{Budget, PROTOCOL_VERSION, TurnOf, now_ms, uuid_text};
 
 /// The fields of an envelope that routing reads.
@@ -89,7 +90,7 @@ impl Head {
     /// As [`crate::Wire::from_msgpack_limited`] for an envelope, for what
     /// it reads: a body that is not what an envelope holds is left for the
     /// process that decodes it.
-    pub fn read(bytes: &[u8], limit: usize) -> Result<Self, DecodeError> {
+    pub fn read(bytes: &[u8], limit: usize) -> Result<Self, Error> {
         precheck(bytes, limit)?;
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(head) => {
@@ -98,10 +99,7 @@ impl Head {
             }
             Err(err) => {
                 check_version(crate::codec::probe_version(bytes), crate::PROTOCOL_VERSION)?;
-                Err(DecodeError::new(
-                    DecodeErrorKind::Malformed,
-                    err.to_string(),
-                ))
+                Err(Error::new(ErrorKind::Malformed, err.to_string()))
             }
         }
     }
@@ -162,7 +160,7 @@ impl Rewrite {
     /// # Errors
     ///
     /// Only if a value cannot be encoded.
-    pub fn resent(id: Uuid, kind: &Kind, to: &str) -> Result<Self, EncodeError> {
+    pub fn resent(id: Uuid, kind: &Kind, to: &str) -> Result<Self, Error> {
         Ok(Self::default()
             .set("v", &PROTOCOL_VERSION)?
             .set("id", &IdText(&id))?
@@ -182,7 +180,7 @@ impl Rewrite {
         mut self,
         key: &'static str,
         value: &T,
-    ) -> Result<Self, EncodeError> {
+    ) -> Result<Self, Error> {
         let encoded = rmp_serde::to_vec_named(value)?;
         self.changes.retain(|(k, _)| *k != key);
         self.changes.push((key, Some(encoded)));
@@ -203,10 +201,10 @@ impl Rewrite {
     ///
     /// # Errors
     ///
-    /// [`DecodeErrorKind::Malformed`] when `bytes` is not a map with text
+    /// [`ErrorKind::Malformed`] when `bytes` is not a map with text
     /// keys.
-    pub fn apply(&self, bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
-        let malformed = |what: &str| DecodeError::new(DecodeErrorKind::Malformed, what.to_owned());
+    pub fn apply(&self, bytes: &[u8]) -> Result<Vec<u8>, Error> {
+        let malformed = |what: &str| Error::new(ErrorKind::Malformed, what.to_owned());
         let mut reader = bytes;
         let fields = rmp::decode::read_map_len(&mut reader)
             .map_err(|_| malformed("an envelope is a map"))?;
@@ -335,18 +333,18 @@ mod tests {
     fn the_head_refuses_what_a_full_decode_refuses() {
         let bytes = Envelope::task("x").to_msgpack().unwrap();
         let too_large = Head::read(&bytes, 10).unwrap_err();
-        assert_eq!(too_large.kind(), &DecodeErrorKind::TooLarge);
+        assert_eq!(too_large.kind(), ErrorKind::TooLarge);
         let mut v2 = Envelope::task("x");
         v2.v = 2;
         let newer = Head::read(&v2.to_msgpack().unwrap(), usize::MAX).unwrap_err();
-        assert_eq!(newer.kind(), &DecodeErrorKind::UnsupportedVersion);
+        assert_eq!(newer.kind(), ErrorKind::UnsupportedVersion);
         let no_context = rmp_serde::to_vec_named(&std::collections::BTreeMap::from([
             ("v", rmpv::Value::from(1)),
             ("id", rmpv::Value::from(Uuid::new_v4().to_string())),
         ]))
         .unwrap();
         let missing = Head::read(&no_context, usize::MAX).unwrap_err();
-        assert_eq!(missing.kind(), &DecodeErrorKind::Malformed);
+        assert_eq!(missing.kind(), ErrorKind::Malformed);
         assert!(Head::read(b"\xc1", usize::MAX).is_err());
     }
 

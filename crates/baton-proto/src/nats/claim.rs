@@ -12,6 +12,7 @@
 //! Objects are named by the SHA-256 of their bytes, so a part that does not
 //! change from hop to hop (the history of a conversation) is one object.
 
+use crate::wire::error::{Error, ErrorKind};
 use std::collections::HashMap;
 
 use rmpv::Value as Mp;
@@ -44,11 +45,6 @@ pub struct CheckedOut {
     pub objects: Vec<(String, Vec<u8>)>,
 }
 
-/// A payload whose claims cannot be applied or made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("claim-check: {0}")]
-pub struct ClaimError(String);
-
 /// The name of the object holding `bytes`.
 #[must_use]
 pub fn object_name(bytes: &[u8]) -> String {
@@ -66,11 +62,7 @@ pub fn object_name(bytes: &[u8]) -> String {
 /// # Errors
 ///
 /// When `payload` is not a msgpack map.
-pub fn check_out(
-    payload: Vec<u8>,
-    threshold: usize,
-    min_part: usize,
-) -> Result<CheckedOut, ClaimError> {
+pub fn check_out(payload: Vec<u8>, threshold: usize, min_part: usize) -> Result<CheckedOut, Error> {
     if payload.len() <= threshold {
         return Ok(CheckedOut {
             payload,
@@ -143,7 +135,7 @@ pub fn check_out(
 /// # Errors
 ///
 /// When `payload` is not a msgpack map, or `claims` is not a list of claims.
-pub fn claims(payload: &[u8]) -> Result<Vec<Claim>, ClaimError> {
+pub fn claims(payload: &[u8]) -> Result<Vec<Claim>, Error> {
     take_claims(&mut read(payload)?)
 }
 
@@ -155,39 +147,39 @@ pub fn claims(payload: &[u8]) -> Result<Vec<Claim>, ClaimError> {
 ///
 /// When an object is missing, does not match its name, is not msgpack, or
 /// its path does not lead into the payload.
-pub fn restore(payload: &[u8], objects: &HashMap<String, Vec<u8>>) -> Result<Vec<u8>, ClaimError> {
+pub fn restore(payload: &[u8], objects: &HashMap<String, Vec<u8>>) -> Result<Vec<u8>, Error> {
     let mut root = read(payload)?;
     let claims = take_claims(&mut root)?;
     for claim in claims.iter().rev() {
         let bytes = objects
             .get(&claim.object)
-            .ok_or_else(|| ClaimError(format!("object {} is missing", claim.object)))?;
+            .ok_or_else(|| claim_error(format!("object {} is missing", claim.object)))?;
         if object_name(bytes) != claim.object {
-            return Err(ClaimError(format!(
+            return Err(claim_error(format!(
                 "object {} does not match its name",
                 claim.object
             )));
         }
         let value = read(bytes)?;
         let slot = pointer_mut(&mut root, &claim.path)
-            .ok_or_else(|| ClaimError(format!("path {:?} is not in the payload", claim.path)))?;
+            .ok_or_else(|| claim_error(format!("path {:?} is not in the payload", claim.path)))?;
         *slot = value;
     }
     Ok(write(&root))
 }
 
-fn read(bytes: &[u8]) -> Result<Mp, ClaimError> {
+fn read(bytes: &[u8]) -> Result<Mp, Error> {
     if crate::nests_deeper_than(bytes, crate::MAX_NESTING) {
-        return Err(ClaimError(format!(
+        return Err(claim_error(format!(
             "nested deeper than {} levels",
             crate::MAX_NESTING
         )));
     }
     let mut reader = bytes;
     let value = rmpv::decode::read_value(&mut reader)
-        .map_err(|err| ClaimError(format!("not msgpack: {err}")))?;
+        .map_err(|err| claim_error(format!("not msgpack: {err}")))?;
     if !reader.is_empty() {
-        return Err(ClaimError("trailing bytes after the payload".to_owned()));
+        return Err(claim_error("trailing bytes after the payload".to_owned()));
     }
     Ok(value)
 }
@@ -208,9 +200,9 @@ fn encoded_len(root: &Mp, claims: &[Claim]) -> usize {
     write(root).len() + list
 }
 
-fn take_claims(root: &mut Mp) -> Result<Vec<Claim>, ClaimError> {
+fn take_claims(root: &mut Mp) -> Result<Vec<Claim>, Error> {
     let Mp::Map(entries) = root else {
-        return Err(ClaimError("the payload is not a map".to_owned()));
+        return Err(claim_error("the payload is not a map".to_owned()));
     };
     let Some(index) = entries
         .iter()
@@ -219,18 +211,18 @@ fn take_claims(root: &mut Mp) -> Result<Vec<Claim>, ClaimError> {
         return Ok(Vec::new());
     };
     let (_, value) = entries.remove(index);
-    rmpv::ext::from_value(value).map_err(|err| ClaimError(format!("invalid claims: {err}")))
+    rmpv::ext::from_value(value).map_err(|err| claim_error(format!("invalid claims: {err}")))
 }
 
-fn put_claims(root: &mut Mp, claims: &[Claim]) -> Result<(), ClaimError> {
+fn put_claims(root: &mut Mp, claims: &[Claim]) -> Result<(), Error> {
     if claims.is_empty() {
         return Ok(());
     }
     let Mp::Map(entries) = root else {
-        return Err(ClaimError("the payload is not a map".to_owned()));
+        return Err(claim_error("the payload is not a map".to_owned()));
     };
     // Named maps, as every payload of the protocol (not serde's tuple form).
-    let bytes = rmp_serde::to_vec_named(claims).map_err(|err| ClaimError(err.to_string()))?;
+    let bytes = rmp_serde::to_vec_named(claims).map_err(|err| claim_error(err.to_string()))?;
     let value = read(&bytes)?;
     entries.push((Mp::from(CLAIMS_FIELD), value));
     Ok(())
@@ -294,3 +286,8 @@ fn pointer_mut<'a>(root: &'a mut Mp, path: &str) -> Option<&'a mut Mp> {
 
 #[cfg(test)]
 mod tests;
+
+/// A claim-check failure saying `detail`.
+fn claim_error(detail: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Claim, detail)
+}

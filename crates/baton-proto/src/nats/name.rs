@@ -2,16 +2,14 @@
 //! is a string on the wire, read as written (a reader that addresses a
 //! subject with one checks it); made in code, each is checked.
 
+use crate::wire::error::{Error, ErrorKind};
 use std::fmt;
 use std::str::FromStr;
 
-/// A name that breaks the protocol's naming rule.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {what} {name:?}: {rule}")]
-pub struct NameError {
-    pub(super) what: &'static str,
-    pub(super) name: String,
-    pub(super) rule: &'static str,
+/// A name that breaks the protocol's naming rule: `what` it names, and
+/// the rule.
+pub(super) fn broken(what: &str, name: &str, rule: &str) -> Error {
+    Error::new(ErrorKind::Name, format!("invalid {what} {name:?}: {rule}"))
 }
 
 pub(super) const NAME_RULE: &str =
@@ -169,16 +167,12 @@ impl AgentName {
     /// # Errors
     ///
     /// When `name` breaks the naming rule; the error says the rule.
-    pub fn new(name: impl Into<String>) -> Result<Self, NameError> {
+    pub fn new(name: impl Into<String>) -> Result<Self, Error> {
         let name = name.into();
         if is_valid_name(&name) {
             Ok(Self(name))
         } else {
-            Err(NameError {
-                what: "agent type name",
-                name,
-                rule: NAME_RULE,
-            })
+            Err(broken("agent type name", &name, NAME_RULE))
         }
     }
 
@@ -190,7 +184,7 @@ impl AgentName {
 }
 
 impl FromStr for AgentName {
-    type Err = NameError;
+    type Err = Error;
     fn from_str(name: &str) -> Result<Self, Self::Err> {
         Self::new(name)
     }
@@ -227,7 +221,7 @@ impl Version {
     ///
     /// When `label` is empty, longer than 64 characters, or holds a
     /// character a subject token cannot; the error says the rule.
-    pub fn new(label: impl Into<String>) -> Result<Self, NameError> {
+    pub fn new(label: impl Into<String>) -> Result<Self, Error> {
         let label = label.into();
         let valid = !label.is_empty()
             && label.len() <= 64
@@ -237,11 +231,7 @@ impl Version {
         if valid {
             Ok(Self(label))
         } else {
-            Err(NameError {
-                what: "version",
-                name: label,
-                rule: VERSION_RULE,
-            })
+            Err(broken("version", &label, VERSION_RULE))
         }
     }
 
@@ -264,7 +254,7 @@ impl Version {
 }
 
 impl FromStr for Version {
-    type Err = NameError;
+    type Err = Error;
     fn from_str(label: &str) -> Result<Self, Self::Err> {
         Self::new(label)
     }

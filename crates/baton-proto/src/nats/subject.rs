@@ -1,6 +1,7 @@
 use uuid::Uuid;
 
-use super::name::{AgentName, NAME_RULE, NameError, Version, is_valid_name};
+use super::name::{AgentName, NAME_RULE, Version, broken, is_valid_name};
+use crate::Error;
 
 /// Subject and stream names under one prefix (`baton` by default).
 ///
@@ -32,14 +33,10 @@ impl Subjects {
     /// # Errors
     ///
     /// When `prefix` breaks the naming rule.
-    pub fn new(prefix: impl Into<String>) -> Result<Self, NameError> {
+    pub fn new(prefix: impl Into<String>) -> Result<Self, Error> {
         let prefix = prefix.into();
         if !is_valid_name(&prefix) {
-            return Err(NameError {
-                what: "subject prefix",
-                name: prefix,
-                rule: NAME_RULE,
-            });
+            return Err(broken("subject prefix", &prefix, NAME_RULE));
         }
         let stream_prefix = prefix.to_ascii_uppercase().replace('-', "_");
         Ok(Self {

@@ -1,68 +1,11 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{
-    DeadLetterReason, Envelope, Event, Heartbeat, LookupRequest, LookupResponse, PROTOCOL_VERSION,
-};
+use crate::wire::error::{Error, ErrorKind};
+use crate::{Envelope, Event, Heartbeat, LookupRequest, LookupResponse, PROTOCOL_VERSION};
 
 /// The default size limit of a payload: NATS's default `max_payload`, 1 MiB.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
-
-/// Why bytes could not be read as a Baton payload.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DecodeErrorKind {
-    /// Not a decodable payload of this type.
-    Malformed,
-    /// A protocol version this reader does not know.
-    UnsupportedVersion,
-    /// Larger than the size limit.
-    TooLarge,
-}
-
-/// A payload that could not be decoded, with its kind and a detail for people.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {detail}", self.reason())]
-pub struct DecodeError {
-    kind: DecodeErrorKind,
-    detail: String,
-}
-
-impl DecodeError {
-    pub(crate) fn new(kind: DecodeErrorKind, detail: impl Into<String>) -> Self {
-        Self {
-            kind,
-            detail: detail.into(),
-        }
-    }
-
-    /// What went wrong, for callers that branch on it.
-    #[must_use]
-    pub fn kind(&self) -> &DecodeErrorKind {
-        &self.kind
-    }
-
-    /// Human-readable detail.
-    #[must_use]
-    pub fn detail(&self) -> &str {
-        &self.detail
-    }
-
-    /// The dead-letter reason code that matches this error.
-    #[must_use]
-    pub fn reason(&self) -> DeadLetterReason {
-        match self.kind {
-            DecodeErrorKind::Malformed => DeadLetterReason::Malformed,
-            DecodeErrorKind::UnsupportedVersion => DeadLetterReason::UnsupportedVersion,
-            DecodeErrorKind::TooLarge => DeadLetterReason::TooLarge,
-        }
-    }
-}
-
-/// A payload that could not be encoded (only possible for values with non-string map keys).
-#[derive(Debug, thiserror::Error)]
-#[error("cannot encode payload as msgpack: {0}")]
-pub struct EncodeError(#[from] rmp_serde::encode::Error);
 
 /// A protocol payload with one encode and one decode path.
 ///
@@ -94,8 +37,9 @@ pub trait Wire: Serialize + DeserializeOwned {
     /// # Errors
     ///
     /// Fails only when a free-form value cannot be written as msgpack.
-    fn to_msgpack(&self) -> Result<Vec<u8>, EncodeError> {
-        Ok(rmp_serde::to_vec_named(self)?)
+    fn to_msgpack(&self) -> Result<Vec<u8>, Error> {
+        rmp_serde::to_vec_named(self)
+            .map_err(|err| Error::with_source(ErrorKind::Encode, err.to_string(), err))
     }
 
     /// Decodes with the default size limit ([`DEFAULT_MAX_PAYLOAD`]).
@@ -103,7 +47,7 @@ pub trait Wire: Serialize + DeserializeOwned {
     /// # Errors
     ///
     /// See [`Wire::from_msgpack_limited`].
-    fn from_msgpack(bytes: &[u8]) -> Result<Self, DecodeError> {
+    fn from_msgpack(bytes: &[u8]) -> Result<Self, Error> {
         Self::from_msgpack_limited(bytes, DEFAULT_MAX_PAYLOAD)
     }
 
@@ -111,10 +55,10 @@ pub trait Wire: Serialize + DeserializeOwned {
     ///
     /// # Errors
     ///
-    /// [`DecodeErrorKind::TooLarge`] past the limit,
-    /// [`DecodeErrorKind::UnsupportedVersion`] when `v` is not 1, and
-    /// [`DecodeErrorKind::Malformed`] for anything else that is not this payload.
-    fn from_msgpack_limited(bytes: &[u8], limit: usize) -> Result<Self, DecodeError> {
+    /// [`ErrorKind::TooLarge`] past the limit,
+    /// [`ErrorKind::UnsupportedVersion`] when `v` is not 1, and
+    /// [`ErrorKind::Malformed`] for anything else that is not this payload.
+    fn from_msgpack_limited(bytes: &[u8], limit: usize) -> Result<Self, Error> {
         precheck(bytes, limit)?;
         match rmp_serde::from_slice::<Self>(bytes) {
             Ok(value) => {
@@ -126,10 +70,7 @@ pub trait Wire: Serialize + DeserializeOwned {
                 if Self::VERSIONED {
                     check_version(probe_version(bytes), Self::NEWEST)?;
                 }
-                Err(DecodeError::new(
-                    DecodeErrorKind::Malformed,
-                    err.to_string(),
-                ))
+                Err(Error::new(ErrorKind::Malformed, err.to_string()))
             }
         }
     }
@@ -138,16 +79,16 @@ pub trait Wire: Serialize + DeserializeOwned {
 /// The `v` of a payload, if it is a map that has one.
 /// The checks before any decode: `bytes` are no larger than `limit`, and
 /// nest no deeper than [`crate::MAX_NESTING`].
-pub(crate) fn precheck(bytes: &[u8], limit: usize) -> Result<(), DecodeError> {
+pub(crate) fn precheck(bytes: &[u8], limit: usize) -> Result<(), Error> {
     if bytes.len() > limit {
-        return Err(DecodeError::new(
-            DecodeErrorKind::TooLarge,
+        return Err(Error::new(
+            ErrorKind::TooLarge,
             format!("{} bytes exceeds the limit of {limit} bytes", bytes.len()),
         ));
     }
     if crate::nests_deeper_than(bytes, crate::MAX_NESTING) {
-        return Err(DecodeError::new(
-            DecodeErrorKind::Malformed,
+        return Err(Error::new(
+            ErrorKind::Malformed,
             format!(
                 "maps and arrays nested deeper than {} levels",
                 crate::MAX_NESTING
@@ -167,7 +108,7 @@ pub(crate) fn probe_version(bytes: &[u8]) -> Option<rmpv::Value> {
         .and_then(|probe| probe.v)
 }
 
-pub(crate) fn check_version(v: Option<rmpv::Value>, newest: u64) -> Result<(), DecodeError> {
+pub(crate) fn check_version(v: Option<rmpv::Value>, newest: u64) -> Result<(), Error> {
     match v {
         None => Ok(()),
         Some(v)
@@ -182,8 +123,8 @@ pub(crate) fn check_version(v: Option<rmpv::Value>, newest: u64) -> Result<(), D
             } else {
                 format!("v{PROTOCOL_VERSION} to v{newest}")
             };
-            Err(DecodeError::new(
-                DecodeErrorKind::UnsupportedVersion,
+            Err(Error::new(
+                ErrorKind::UnsupportedVersion,
                 format!("protocol version {v} is not supported; this reader speaks {speaks}"),
             ))
         }
@@ -271,10 +212,10 @@ mod tests {
     }
 
     /// The kind of error decoding `value` after encoding it gives, if any.
-    fn decode_error<T: Wire>(value: &T) -> Option<DecodeErrorKind> {
+    fn decode_error<T: Wire>(value: &T) -> Option<ErrorKind> {
         T::from_msgpack(&value.to_msgpack().unwrap())
             .err()
-            .map(|err| err.kind().clone())
+            .map(|err| err.kind())
     }
 
     #[test]
@@ -293,14 +234,14 @@ mod tests {
         );
         // Events read version 2 (those that refer), and refuse 3.
         (envelope.v, event.v, timer.v) = (2, 3, 2);
-        let refused = Some(DecodeErrorKind::UnsupportedVersion);
+        let refused = Some(ErrorKind::UnsupportedVersion);
         assert_eq!(
             (
                 decode_error(&envelope),
                 decode_error(&event),
                 decode_error(&timer)
             ),
-            (refused.clone(), refused.clone(), refused)
+            (refused, refused, refused)
         );
     }
 
@@ -388,33 +329,33 @@ mod tests {
     #[test]
     fn decode_errors_are_classified() {
         let err = Envelope::from_msgpack(b"\xc1 not msgpack").unwrap_err();
-        assert_eq!(err.kind(), &DecodeErrorKind::Malformed);
-        assert_eq!(err.reason(), DeadLetterReason::Malformed);
+        assert_eq!(err.kind(), ErrorKind::Malformed);
+        assert_eq!(err.reason(), crate::DeadLetterReason::Malformed);
 
         // A map that is not an envelope.
         let bytes = rmp_serde::to_vec_named(&BTreeMap::from([("hello", 1)])).unwrap();
         assert_eq!(
             Envelope::from_msgpack(&bytes).unwrap_err().kind(),
-            &DecodeErrorKind::Malformed
+            ErrorKind::Malformed
         );
 
         // A valid envelope of version 2.
         let mut envelope = Envelope::task("hi");
         envelope.v = 2;
         let err = Envelope::from_msgpack(&envelope.to_msgpack().unwrap()).unwrap_err();
-        assert_eq!(err.kind(), &DecodeErrorKind::UnsupportedVersion);
+        assert_eq!(err.kind(), ErrorKind::UnsupportedVersion);
         assert!(err.to_string().starts_with("unsupported_version"), "{err}");
 
         // Version 2 with a different shape is still reported as a version problem.
         let bytes = rmp_serde::to_vec_named(&BTreeMap::from([("v", 2)])).unwrap();
         assert_eq!(
             Envelope::from_msgpack(&bytes).unwrap_err().kind(),
-            &DecodeErrorKind::UnsupportedVersion
+            ErrorKind::UnsupportedVersion
         );
 
         let bytes = Envelope::task("x".repeat(2000)).to_msgpack().unwrap();
         let err = Envelope::from_msgpack_limited(&bytes, 1000).unwrap_err();
-        assert_eq!(err.kind(), &DecodeErrorKind::TooLarge);
+        assert_eq!(err.kind(), ErrorKind::TooLarge);
         assert!(Envelope::from_msgpack_limited(&bytes, bytes.len()).is_ok());
     }
 
@@ -449,7 +390,7 @@ mod tests {
         let mut newer = back.clone();
         newer.v = 3;
         let err = Event::from_msgpack(&newer.to_msgpack().unwrap()).unwrap_err();
-        assert_eq!(err.kind(), &DecodeErrorKind::UnsupportedVersion);
+        assert_eq!(err.kind(), ErrorKind::UnsupportedVersion);
         assert!(err.to_string().contains("speaks v1 to v2"), "{err}");
         // An event without anything to refer to stays version 1.
         let mut plain = Event::new(
@@ -475,7 +416,7 @@ mod tests {
         let mut bytes = Vec::new();
         rmpv::encode::write_value(&mut bytes, &value).unwrap();
         let err = Envelope::from_msgpack(&bytes).unwrap_err();
-        assert_eq!(err.kind(), &DecodeErrorKind::Malformed);
+        assert_eq!(err.kind(), ErrorKind::Malformed);
         assert!(err.detail().contains("not-a-uuid"), "{err}");
     }
 }

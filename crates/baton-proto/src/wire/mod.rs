@@ -3,6 +3,7 @@
 #[macro_use]
 pub(crate) mod wire_enum;
 pub(crate) mod codec;
+pub(crate) mod error;
 pub(crate) mod id;
 pub(crate) mod nesting;
 pub(crate) mod schema;
