@@ -44,12 +44,14 @@ impl Client {
             // As the router does, when the server cannot be asked.
             Err(err) => tracing::warn!(error = %err, %agent, "assuming the agent type is served"),
         }
-        // Sent as the router would send it.
-        let mut task = envelope.clone();
+        // Sent as the router would send it: stamped now, then given the
+        // router's defaults (a default deadline runs from the stamp), pinned,
+        // and put under the id the router derives.
+        let mut task = (envelope.clone()).resent(envelope.id, envelope.kind.clone(), agent.clone());
         let rollouts = self.rollouts().await;
         let sending = Sending::Routed(&defaults);
         let sent = addressed((rollouts, &self.subjects), sending, &agent, &mut task);
-        let task = task.resent(sent.id, envelope.kind.clone(), agent.clone());
+        task.id = sent.id;
         self.publish(sent.subject, &task).await?;
         self.watch_deadline(sent.timer, task.session).await;
         Ok(())
