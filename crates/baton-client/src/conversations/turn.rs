@@ -84,13 +84,17 @@ impl Turn {
         };
         let events =
             events.map_err(|err| ConversationError::failed("cannot follow the turn", err))?;
-        let (conversations, id) = (self.conversations, self.id);
+        // Only the end closes the turn: the other events (a streamed
+        // answer's many pieces) pass with one check.
+        let closing = std::sync::Arc::new((self.conversations, self.id));
         Ok(Box::pin(events.then(move |item| {
-            let (conversations, id) = (conversations.clone(), id.clone());
+            let ends = matches!(&item, Ok(event) if event.kind.is_terminal());
+            let closing = ends.then(|| std::sync::Arc::clone(&closing));
             async move {
-                if matches!(&item, Ok(event) if event.kind.is_terminal()) {
+                if let Some(closing) = closing {
+                    let (conversations, id) = &*closing;
                     // A failure is logged there; the keeper closes it later.
-                    let _closed = conversations.turn_ended(&id).await;
+                    let _closed = conversations.turn_ended(id).await;
                 }
                 item
             }
