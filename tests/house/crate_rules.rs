@@ -275,3 +275,96 @@ fn the_wire_types_name_agents_and_versions_with_their_types() {
         "wire fields that name agents or versions as String: {stringly:#?}; use AgentName or Version"
     );
 }
+
+/// The error parameter of each `Result<_, E>` on `line`, as written.
+fn error_params(line: &str) -> Vec<String> {
+    let mut params = Vec::new();
+    for (at, _) in line.match_indices("Result<") {
+        let rest = &line[at + "Result<".len()..];
+        let (mut depth, mut comma, mut end) = (0_i32, None, None);
+        for (i, c) in rest.char_indices() {
+            match c {
+                '<' | '(' => depth += 1,
+                '>' | ')' if depth == 0 => {
+                    end = Some(i);
+                    break;
+                }
+                '>' | ')' => depth -= 1,
+                ',' if depth == 0 => comma = Some(i),
+                _ => {}
+            }
+        }
+        if let (Some(comma), Some(end)) = (comma, end) {
+            params.push(rest[comma + 1..end].trim().to_owned());
+        }
+    }
+    params
+}
+
+#[test]
+fn each_library_crate_has_one_error_type_in_one_shape() {
+    // One error per library crate, declared with `baton_proto::error_type!`:
+    // a kind, a message that ends with the cause, the cause as `source()`.
+    // What an agent answers (`AgentError`) and what the wire carries about
+    // a failed call (`ExecCallError`) are values, not failures. The wire's
+    // own error keeps its dead-letter reason by hand, and the nats-server
+    // finder stands alone without the wire crate.
+    let values = ["AgentError", "ExecCallError"];
+    let by_hand = ["baton-proto", "baton-nats-server"];
+    let (mut many, mut shaped_by_hand, mut stringly) = (Vec::new(), Vec::new(), Vec::new());
+    for (krate, src) in crates() {
+        if krate == "baton-cli" {
+            continue;
+        }
+        let mut declared = Vec::new();
+        for file in rust_files(&src) {
+            let text = std::fs::read_to_string(&file).expect("a readable source file");
+            for (number, line) in text.lines().enumerate() {
+                let at = format!("{}:{}", shown(&file), number + 1);
+                let trimmed = line.trim();
+                let declaration = ["pub struct ", "pub enum "]
+                    .iter()
+                    .find_map(|start| trimmed.strip_prefix(start));
+                if let Some(rest) = declaration {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if name.ends_with("Error") && !values.contains(&name.as_str()) {
+                        let by_macro = rest[name.len()..].starts_with('(') && rest.ends_with(");");
+                        if !by_macro && !by_hand.contains(&krate.as_str()) {
+                            shaped_by_hand.push(format!("{at}: {trimmed}"));
+                        }
+                        declared.push(format!("{at}: {name}"));
+                    }
+                }
+                if !trimmed.starts_with("//")
+                    && error_params(trimmed).iter().any(|param| param == "String")
+                {
+                    stringly.push(format!("{at}: {trimmed}"));
+                }
+            }
+        }
+        if declared.len() > 1 {
+            many.push(format!("{krate}: {declared:?}"));
+        }
+    }
+    assert!(
+        many.is_empty(),
+        "library crates with more than one error type: {many:#?}; give the crate's one error a kind for each"
+    );
+    assert!(
+        shaped_by_hand.is_empty(),
+        "error types written by hand: {shaped_by_hand:#?}; declare them with baton_proto::error_type!"
+    );
+    assert!(
+        stringly.len() <= 5,
+        "Result<_, String> in library crates: {stringly:#?}; return the crate's error"
+    );
+    // The checks see what they look for.
+    assert_eq!(
+        error_params("fn f() -> Result<(String, BTreeMap<String, String>), Error> {"),
+        ["Error"]
+    );
+    assert_eq!(error_params("-> Result<u8, String>"), ["String"]);
+}

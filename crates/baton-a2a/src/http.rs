@@ -40,12 +40,12 @@ pub(crate) async fn serve(
     let listener = baton_gateway::listen::bind(listen).await?;
     let local = listener
         .local_addr()
-        .map_err(|err| crate::Error::Serve("A2A server", err))?;
+        .map_err(|err| crate::Error::serve("A2A server", err))?;
     tracing::info!(url = %format!("http://{local}"), "A2A server listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(|err| crate::Error::Serve("A2A server", err))
+        .map_err(|err| crate::Error::serve("A2A server", err))
 }
 
 /// The base URL of this gateway as the client reached it.

@@ -45,11 +45,11 @@ impl Index {
     /// Records task `session`.
     pub(crate) async fn put(&self, session: Uuid, record: &Record) -> Result<(), crate::Error> {
         let bytes = serde_json::to_vec(record)
-            .map_err(|err| crate::Error::Store(format!("cannot encode the task: {err}")))?;
+            .map_err(|err| crate::Error::store(format!("cannot encode the task: {err}")))?;
         self.store
             .put(session.to_string(), bytes.into())
             .await
-            .map_err(|err| crate::Error::Store(format!("cannot record the task: {err}")))?;
+            .map_err(|err| crate::Error::store(format!("cannot record the task: {err}")))?;
         Ok(())
     }
 
@@ -58,7 +58,7 @@ impl Index {
         self.store
             .purge(session.to_string())
             .await
-            .map_err(|err| crate::Error::Store(format!("cannot forget the task: {err}")))
+            .map_err(|err| crate::Error::store(format!("cannot forget the task: {err}")))
     }
 
     /// The record of task `session`, if this gateway started it.
@@ -67,14 +67,14 @@ impl Index {
             .store
             .get(session.to_string())
             .await
-            .map_err(|err| crate::Error::Store(format!("cannot read the task: {err}")))?;
+            .map_err(|err| crate::Error::store(format!("cannot read the task: {err}")))?;
         Ok(value.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
     }
 
     /// Every recorded task, newest first.
     pub(crate) async fn all(&self) -> Result<Vec<(Uuid, Record)>, crate::Error> {
         let failed = |err: &dyn std::fmt::Display| {
-            crate::Error::Store(format!("cannot list the tasks: {err}"))
+            crate::Error::store(format!("cannot list the tasks: {err}"))
         };
         let mut keys = self.store.keys().await.map_err(|e| failed(&e))?;
         let mut all = Vec::new();

@@ -8,7 +8,7 @@ use a2a::{
     error_code,
 };
 use baton_client::conversation::Turn;
-use baton_client::{EventStream, InboxErrorKind, Reply, Seen};
+use baton_client::{ErrorKind, EventStream, Reply, Seen};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Event, Value};
 use futures::{Stream, StreamExt};
@@ -288,8 +288,12 @@ impl Gateway {
             .answer_session(session, text, Some(said), reply, "a2a")
             .await
             .map_err(|err| match err.kind() {
-                InboxErrorKind::Store => internal(err),
-                _ => error(error_code::INVALID_PARAMS, err.to_string()),
+                ErrorKind::NotWaiting
+                | ErrorKind::WrongAnswer
+                | ErrorKind::Ended
+                | ErrorKind::NoRoute
+                | ErrorKind::Decode => error(error_code::INVALID_PARAMS, err.to_string()),
+                _ => internal(err),
             })?;
         if !answered {
             let state = task::state(last.as_ref());

@@ -73,7 +73,7 @@ pub async fn serve(
     let conversations =
         baton_client::conversation::Conversations::open(client.clone(), settings.replicas)
             .await
-            .map_err(|err| Error::Store(format!("cannot open the conversations: {err}")))?;
+            .map_err(|err| Error::store(format!("cannot open the conversations: {err}")))?;
     let gateway = Gateway {
         conversations,
         overlap: settings.overlap,

@@ -5,7 +5,8 @@
 //! refusals to JSON-RPC errors.
 
 use a2a::{JsonRpcError, SendMessageRequest, error_code};
-use baton_client::conversation::{ConversationErrorKind, Taken, UserMessage};
+use baton_client::ErrorKind;
+use baton_client::conversation::{Taken, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::{AgentName, Overlap, Value, now_ms};
 use uuid::Uuid;
@@ -130,10 +131,10 @@ impl Gateway {
 }
 
 /// A conversation's refusal as the caller's error.
-fn refusal(err: &baton_client::conversation::ConversationError) -> JsonRpcError {
+fn refusal(err: &baton_client::Error) -> JsonRpcError {
     match err.kind() {
-        ConversationErrorKind::Busy => error(error_code::UNSUPPORTED_OPERATION, err.to_string()),
-        ConversationErrorKind::Forbidden | ConversationErrorKind::Deleted => {
+        ErrorKind::Busy => error(error_code::UNSUPPORTED_OPERATION, err.to_string()),
+        ErrorKind::NotOwner | ErrorKind::Deleted => {
             error(error_code::INVALID_PARAMS, err.to_string())
         }
         _ => internal(baton_nats::error_chain(err)),

@@ -31,7 +31,7 @@ use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use crate::spec::A2aSpec;
-use crate::{StartError, StartErrorKind};
+use crate::{Error, ErrorKind};
 use messages::{answer, answered, at_rest, conversation, empty, text_of};
 use rpc::{Abandoned, Rpc, RpcError, fetch, result};
 
@@ -83,9 +83,9 @@ impl From<Failure> for AgentError {
     }
 }
 
-fn secret(var: &str, what: &str) -> Result<String, StartError> {
+fn secret(var: &str, what: &str) -> Result<String, Error> {
     std::env::var(var).map_err(|_| {
-        StartError::config(format!(
+        Error::config(format!(
             "[a2a] {what} names {var}, which is not set: export {var}=<the remote agent's credential>"
         ))
     })
@@ -98,13 +98,13 @@ impl A2aRunner {
     /// # Errors
     ///
     /// When a credential variable is not set, or a name is invalid.
-    pub fn new(settings: &A2aSpec, fallback: Option<&AgentName>) -> Result<Self, StartError> {
+    pub fn new(settings: &A2aSpec, fallback: Option<&AgentName>) -> Result<Self, Error> {
         use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
         let mut headers = HeaderMap::new();
         headers.insert(a2a::SVC_PARAM_VERSION, HeaderValue::from_static("1.0"));
         let invalid = |what: &str| {
-            StartError::new(
-                StartErrorKind::Config,
+            Error::new(
+                ErrorKind::Config,
                 format!("[a2a] {what} is not a valid header value"),
             )
         };
@@ -122,10 +122,7 @@ impl A2aRunner {
         }
         let ask = match &settings.input_required {
             Some(agent) => Some(AgentName::new(agent.as_str()).map_err(|err| {
-                StartError::new(
-                    StartErrorKind::Config,
-                    format!("[a2a] input_required: {err}"),
-                )
+                Error::new(ErrorKind::Config, format!("[a2a] input_required: {err}"))
             })?),
             None => fallback.cloned(),
         };
@@ -133,8 +130,8 @@ impl A2aRunner {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|err| {
-                StartError::new(
-                    StartErrorKind::Http,
+                Error::new(
+                    ErrorKind::Http,
                     format!("cannot build the HTTP client: {err}"),
                 )
             })?;

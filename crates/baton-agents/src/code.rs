@@ -31,7 +31,7 @@ use serde_json::Value as Json;
 
 use crate::exec::calls::{Answer, Hop};
 use crate::spec::{LlmSpec, McpSpec};
-use crate::{LlmRunner, StartError, StartErrorKind, journal, limits};
+use crate::{Error, ErrorKind, LlmRunner, journal, limits};
 
 /// The model, the tools and the hop journal of one worker.
 #[derive(Clone)]
@@ -106,13 +106,12 @@ impl Machinery {
         agent: &str,
         llm: Option<&LlmSpec>,
         mcp: &[McpSpec],
-    ) -> Result<Self, StartError> {
+    ) -> Result<Self, Error> {
         // Without a model, `model` says so.
         let settings = match llm {
             Some(llm) => llm.clone(),
-            None => toml::from_str::<LlmSpec>("model = \"\"").map_err(|err| {
-                StartError::new(StartErrorKind::Config, format!("no model: {err}"))
-            })?,
+            None => toml::from_str::<LlmSpec>("model = \"\"")
+                .map_err(|err| Error::new(ErrorKind::Config, format!("no model: {err}")))?,
         };
         let mut runner = LlmRunner::new(&settings, &baton_worker::Routing::default(), &[])?
             .with_mcp(mcp)
@@ -125,7 +124,7 @@ impl Machinery {
         let inbox = match crate::open_inbox(client, subjects, replicas).await {
             Ok(inbox) => Some(inbox),
             Err(err) if runner.may_wait() => {
-                return Err(StartError::new(
+                return Err(Error::new(
                     err.kind(),
                     format!(
                         "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {agent} --human`"

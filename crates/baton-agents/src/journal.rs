@@ -27,7 +27,7 @@ use bytes::Bytes;
 use serde_json::Value as Json;
 use uuid::Uuid;
 
-use crate::{StartError, StartErrorKind};
+use crate::{Error, ErrorKind};
 
 /// What a program's call, `asked` (a hex digest of the call), is indexed
 /// under for replays: the digest of it at its place in the session (the
@@ -74,13 +74,13 @@ impl Journal {
         client: &async_nats::Client,
         subjects: &Subjects,
         replicas: usize,
-    ) -> Result<Self, StartError> {
+    ) -> Result<Self, Error> {
         let bucket = baton_nats::state::Bucket::Journal
             .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
             .map_err(|err| {
-                StartError::new(
-                    StartErrorKind::Nats,
+                Error::new(
+                    ErrorKind::Nats,
                     format!("cannot open the hop journal: {err}"),
                 )
             })?;

@@ -36,7 +36,7 @@ use baton_worker::{
 };
 
 pub use a2a::A2aRunner;
-pub use baton_client::{Decision, Inbox, InboxEntry, InboxError, InboxErrorKind, Reply};
+pub use baton_client::{Decision, Inbox, InboxEntry, Reply};
 pub use exec::{EXIT_RETRY, ExecRunner};
 pub use human::HumanRunner;
 
@@ -52,24 +52,19 @@ pub mod footprints {
     pub use baton_client::footprints::inbox;
 }
 pub use llm::LlmRunner;
-pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, SpecError, SpecErrors, check, load};
+pub use spec::{AgentSpec, CheckReport, DelegateSpec, Kind, Problem, check, load};
 
-/// Why a spec agent cannot start: a kind to branch on, and a message that
-/// names the fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct StartError {
-    kind: StartErrorKind,
-    message: String,
-}
-
-/// What kept a spec agent from starting, for callers that branch on it.
+/// What kept a spec from loading or a spec agent from starting, for callers
+/// that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum StartErrorKind {
+pub enum ErrorKind {
     /// The spec, or the environment it names (a variable not set), is
     /// wrong: starting again will not help until it is fixed.
     Config,
+    /// A spec file has problems: the message lists each, with its file,
+    /// its line and the fix (as `baton check` does).
+    Spec,
     /// NATS or JetStream refused a bucket (the rate limits, the hop
     /// journal, the inbox): often a permission, or the server.
     Nats,
@@ -79,24 +74,17 @@ pub enum StartErrorKind {
     Http,
 }
 
-impl StartError {
-    fn new(kind: StartErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
+baton_proto::error_type! {
+    /// Why a spec cannot be loaded or a spec agent cannot start: a kind to
+    /// branch on, a message that names the fix, and the cause.
+    pub struct Error(ErrorKind);
+}
 
+impl Error {
     /// The spec, or the environment it names, is wrong (see
-    /// [`StartErrorKind::Config`]).
+    /// [`ErrorKind::Config`]).
     fn config(message: impl Into<String>) -> Self {
-        Self::new(StartErrorKind::Config, message)
-    }
-
-    /// What failed.
-    #[must_use]
-    pub fn kind(&self) -> StartErrorKind {
-        self.kind
+        Self::new(ErrorKind::Config, message)
     }
 }
 
@@ -126,9 +114,7 @@ pub(crate) fn http() -> reqwest::ClientBuilder {
 /// # Errors
 ///
 /// As a worker's start: a message that names the server and the tool.
-pub async fn tool_classes(
-    spec: &AgentSpec,
-) -> Result<Vec<(String, &'static str, bool)>, StartError> {
+pub async fn tool_classes(spec: &AgentSpec) -> Result<Vec<(String, &'static str, bool)>, Error> {
     let toolbox = tools::Toolbox::connect(&spec.mcp, &[]).await?;
     Ok(toolbox
         .tools()
@@ -142,10 +128,10 @@ async fn open_inbox(
     client: &async_nats::Client,
     subjects: &Subjects,
     replicas: usize,
-) -> Result<Inbox, StartError> {
+) -> Result<Inbox, Error> {
     Inbox::open(client.clone(), subjects.clone(), replicas)
         .await
-        .map_err(|err| StartError::new(StartErrorKind::Nats, baton_nats::error_chain(&err)))
+        .map_err(|err| Error::new(ErrorKind::Nats, baton_nats::error_chain(&err)))
 }
 
 /// Where an exec agent's questions to the user wait, and their answers
@@ -160,7 +146,7 @@ async fn exec_asking(
     let opened = async {
         let inbox = open_inbox(client, subjects, replicas).await?;
         let journal = journal::Journal::open(client, subjects, replicas).await?;
-        Ok::<_, StartError>(exec::Asking { inbox, journal })
+        Ok::<_, Error>(exec::Asking { inbox, journal })
     };
     match opened.await {
         Ok(asking) => Some(asking),
@@ -177,7 +163,7 @@ async fn exec_runner(
     spec: &AgentSpec,
     exec: &spec::ExecSpec,
     (client, subjects, replicas): (&async_nats::Client, &Subjects, usize),
-) -> Result<Runner, StartError> {
+) -> Result<Runner, Error> {
     let name = spec.name.as_str();
     let asking = exec_asking(client, subjects, replicas, name).await;
     let machinery = match exec.mode {
@@ -214,7 +200,7 @@ impl SpecAgent {
         client: &async_nats::Client,
         subjects: &Subjects,
         replicas: usize,
-    ) -> Result<Self, StartError> {
+    ) -> Result<Self, Error> {
         let runner = match &spec.kind {
             Kind::Exec(exec) => exec_runner(&spec, exec, (client, subjects, replicas)).await?,
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
@@ -230,7 +216,7 @@ impl SpecAgent {
                 // Tool calls that may wait for a person wait in the inbox.
                 let inbox = if runner.may_wait() {
                     Some(open_inbox(client, subjects, replicas).await.map_err(|err| {
-                        StartError::new(err.kind(), format!(
+                        Error::new(err.kind(), format!(
                             "{err}: this agent's tool calls may wait there for a person (see `baton check --tools`); under generated permissions, grant it with `baton permissions worker {} --human`",
                             spec.name
                         ))
@@ -253,7 +239,7 @@ impl SpecAgent {
             Kind::Chain(chain) => {
                 let name = |agent: &String| {
                     AgentName::new(agent.as_str())
-                        .map_err(|err| StartError::config(format!("[chain]: {err}")))
+                        .map_err(|err| Error::config(format!("[chain]: {err}")))
                 };
                 let steps = chain.steps.iter().map(name).collect::<Result<_, _>>()?;
                 let recover = match (&chain.recover, &chain.recover_value) {

@@ -31,7 +31,7 @@ use baton_worker::{AgentError, ContextUpdate, Outcome, Results, Routing, Task};
 use opentelemetry::metrics::{Counter, Histogram};
 use serde_json::Value as Json;
 
-use crate::StartError;
+use crate::Error;
 use crate::journal::Journal;
 use crate::limits::Limiter;
 use crate::spec::{DelegateSpec, LlmSpec, McpSpec};
@@ -140,7 +140,7 @@ impl LlmRunner {
         settings: &LlmSpec,
         routing: &Routing,
         delegates: &[DelegateSpec],
-    ) -> Result<Self, StartError> {
+    ) -> Result<Self, Error> {
         let settings = Arc::new(settings.clone());
         let endpoint = Endpoint::new(settings.clone())?;
         Ok(Self {
@@ -170,7 +170,7 @@ impl LlmRunner {
     /// # Errors
     ///
     /// As [`Toolbox::connect`]: a message that names the server and the tool.
-    pub(crate) async fn with_mcp(mut self, mcp: &[McpSpec]) -> Result<Self, StartError> {
+    pub(crate) async fn with_mcp(mut self, mcp: &[McpSpec]) -> Result<Self, Error> {
         let taken: Vec<String> = self.offered.tools.iter().map(|t| t.name.clone()).collect();
         self.offered.toolbox = Arc::new(Toolbox::connect(mcp, &taken).await?);
         Ok(self)

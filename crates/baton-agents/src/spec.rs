@@ -10,9 +10,10 @@ use baton_proto::{AgentName, Version};
 use baton_worker::{Profile, RetryPolicy, Routing, Target};
 use serde::Deserialize;
 
-/// One problem in a spec file, with where it is and how to fix it.
+/// One problem in a spec file, with where it is and how to fix it: a line
+/// of `baton check`'s report.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpecError {
+pub struct Problem {
     /// The file.
     pub file: PathBuf,
     /// The line, counting from 1, when known.
@@ -21,7 +22,7 @@ pub struct SpecError {
     pub message: String,
 }
 
-impl fmt::Display for SpecError {
+impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
             Some(line) => write!(f, "{}:{line}: {}", self.file.display(), self.message),
@@ -29,11 +30,6 @@ impl fmt::Display for SpecError {
         }
     }
 }
-
-/// Every problem found in one spec file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-pub struct SpecErrors(pub Vec<SpecError>);
 
 /// What kind of agent a spec runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -356,24 +352,42 @@ impl AgentSpec {
 ///
 /// # Errors
 ///
-/// Every problem found, each with the file, the line and the fix.
-pub fn load(path: &Path) -> Result<AgentSpec, SpecErrors> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
-        SpecErrors(vec![SpecError {
-            file: path.to_owned(),
-            line: None,
-            message: format!("cannot read the spec: {err}"),
-        }])
-    })?;
-    parse(path, &text)
+/// [`ErrorKind::Spec`](crate::ErrorKind::Spec): every problem found, each
+/// with the file, the line and the fix.
+pub fn load(path: &Path) -> Result<AgentSpec, crate::Error> {
+    read(path).map_err(|problems| said(&problems))
 }
 
 /// Validates spec `text`, reporting problems against `file`.
 ///
 /// # Errors
 ///
-/// Every problem found, each with the file, the line and the fix.
-pub fn parse(file: &Path, text: &str) -> Result<AgentSpec, SpecErrors> {
+/// [`ErrorKind::Spec`](crate::ErrorKind::Spec): every problem found, each
+/// with the file, the line and the fix.
+pub fn parse(file: &Path, text: &str) -> Result<AgentSpec, crate::Error> {
+    problems_of(file, text).map_err(|problems| said(&problems))
+}
+
+/// The error that says `problems`, one a line.
+fn said(problems: &[Problem]) -> crate::Error {
+    let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    crate::Error::new(crate::ErrorKind::Spec, lines.join("\n"))
+}
+
+/// The spec at `path`, or every problem found in it.
+fn read(path: &Path) -> Result<AgentSpec, Vec<Problem>> {
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        vec![Problem {
+            file: path.to_owned(),
+            line: None,
+            message: format!("cannot read the spec: {err}"),
+        }]
+    })?;
+    problems_of(path, &text)
+}
+
+/// The spec `text` says, or every problem found in it.
+fn problems_of(file: &Path, text: &str) -> Result<AgentSpec, Vec<Problem>> {
     let mut report = raw::Report {
         file: file.to_owned(),
         text,
@@ -391,18 +405,18 @@ pub fn parse(file: &Path, text: &str) -> Result<AgentSpec, SpecErrors> {
             } else {
                 ""
             };
-            return Err(SpecErrors(vec![SpecError {
+            return Err(vec![Problem {
                 file: file.to_owned(),
                 line,
                 message: format!("{message}{hint}"),
-            }]));
+            }]);
         }
     };
     let spec = report.validate(raw);
     if report.errors.is_empty() {
-        spec.ok_or_else(|| SpecErrors(Vec::new()))
+        spec.ok_or_else(Vec::new)
     } else {
-        Err(SpecErrors(report.errors))
+        Err(report.errors)
     }
 }
 
@@ -412,7 +426,7 @@ pub struct CheckReport {
     /// The specs that are valid.
     pub specs: Vec<AgentSpec>,
     /// Problems that stop a spec from running.
-    pub errors: Vec<SpecError>,
+    pub errors: Vec<Problem>,
     /// Things that look wrong across the set (a route to an agent no spec defines).
     pub warnings: Vec<String>,
 }
@@ -423,9 +437,9 @@ pub struct CheckReport {
 pub fn check(paths: &[PathBuf]) -> CheckReport {
     let mut report = CheckReport::default();
     for path in paths {
-        match load(path) {
+        match read(path) {
             Ok(spec) => report.specs.push(spec),
-            Err(SpecErrors(errors)) => report.errors.extend(errors),
+            Err(problems) => report.errors.extend(problems),
         }
     }
     let defined: BTreeSet<&str> = report.specs.iter().map(|s| s.name.as_str()).collect();

@@ -28,7 +28,7 @@ use serde_json::{Value as Json, json};
 use tokio::sync::Mutex;
 
 use crate::spec::{Approve, McpSpec};
-use crate::{StartError, StartErrorKind};
+use crate::{Error, ErrorKind};
 
 /// How long reaching a server and listing its tools may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -155,11 +155,11 @@ impl std::fmt::Debug for Toolbox {
 
 impl Server {
     /// Starts or reaches the server of `spec` and lists its tools.
-    async fn reach(spec: &McpSpec) -> Result<(Self, Vec<rmcp::model::Tool>), StartError> {
+    async fn reach(spec: &McpSpec) -> Result<(Self, Vec<rmcp::model::Tool>), Error> {
         let label = spec.label();
         let token = match &spec.token_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
-                StartError::config(format!(
+                Error::config(format!(
                     "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
                 ))
             })?),
@@ -173,14 +173,14 @@ impl Server {
         let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
             .await
             .map_err(|_| {
-                StartError::new(
-                    StartErrorKind::Mcp,
+                Error::new(
+                    ErrorKind::Mcp,
                     format!("[[mcp]] {label}: no answer within {CONNECT_TIMEOUT:?}"),
                 )
             })??;
         let listed = peer.list_all_tools().await.map_err(|err| {
-            StartError::new(
-                StartErrorKind::Mcp,
+            Error::new(
+                ErrorKind::Mcp,
                 format!("[[mcp]] {label}: cannot list its tools: {err}"),
             )
         })?;
@@ -197,7 +197,7 @@ impl Toolbox {
     /// A message naming the server (and the tool) for an unreachable
     /// server, an unset token variable, a duplicate name, an allow-list
     /// entry the server does not have, or a schema that is not one.
-    pub(crate) async fn connect(specs: &[McpSpec], taken: &[String]) -> Result<Self, StartError> {
+    pub(crate) async fn connect(specs: &[McpSpec], taken: &[String]) -> Result<Self, Error> {
         let mut toolbox = Self::default();
         let mut names: std::collections::HashMap<String, String> = taken
             .iter()
@@ -229,7 +229,7 @@ impl Toolbox {
                     .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
                 {
                     let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
-                    return Err(StartError::config(format!(
+                    return Err(Error::config(format!(
                         "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
                     )));
                 }
@@ -244,13 +244,13 @@ impl Toolbox {
                 }
                 let name = format!("{}{}", spec.prefix, tool.name);
                 if let Some(first) = names.insert(name.clone(), label.clone()) {
-                    return Err(StartError::config(format!(
+                    return Err(Error::config(format!(
                         "[[mcp]] {label}: tool {name:?} is also offered by {first}: give one of the servers a prefix = \"...\""
                     )));
                 }
                 let schema = Json::Object((*tool.input_schema).clone());
                 let validator = jsonschema::validator_for(&schema).map_err(|err| {
-                    StartError::config(format!(
+                    Error::config(format!(
                         "[[mcp]] {label}: tool {name:?} has an input schema that is not a valid JSON Schema: {err}"
                     ))
                 })?;
@@ -363,7 +363,7 @@ impl Toolbox {
 pub(crate) enum CallError {
     /// The server could not be reached or started.
     #[error(transparent)]
-    Unreachable(StartError),
+    Unreachable(Error),
     /// The call failed on the way (the server may have died mid-call).
     #[error("{0}")]
     Failed(String),
@@ -374,15 +374,14 @@ pub(crate) enum CallError {
 
 impl Server {
     /// The live connection, made (or made again) when there is none.
-    async fn peer(&self) -> Result<Arc<RunningService<RoleClient, ClientInfo>>, StartError> {
+    async fn peer(&self) -> Result<Arc<RunningService<RoleClient, ClientInfo>>, Error> {
         let mut peer = self.peer.lock().await;
         if let Some(live) = peer.as_ref().filter(|live| !live.is_transport_closed()) {
             return Ok(live.clone());
         }
         let label = self.spec.label();
-        let failed = |kind: StartErrorKind, err: String| {
-            StartError::new(kind, format!("[[mcp]] {label}: {err}"))
-        };
+        let failed =
+            |kind: ErrorKind, err: String| Error::new(kind, format!("[[mcp]] {label}: {err}"));
         let running = match (&self.spec.url, &self.spec.command) {
             (Some(url), _) => {
                 let mut config =
@@ -392,44 +391,35 @@ impl Server {
                 }
                 let http = crate::http().build().map_err(|err| {
                     failed(
-                        StartErrorKind::Http,
+                        ErrorKind::Http,
                         format!("cannot build the HTTP client: {err}"),
                     )
                 })?;
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
                 client_info().serve(transport).await.map_err(|err| {
-                    failed(
-                        StartErrorKind::Mcp,
-                        format!("cannot reach the server: {err}"),
-                    )
+                    failed(ErrorKind::Mcp, format!("cannot reach the server: {err}"))
                 })?
             }
             (None, Some(command)) => {
                 let (program, args) = command
                     .split_first()
-                    .ok_or_else(|| failed(StartErrorKind::Config, "command is empty".to_owned()))?;
+                    .ok_or_else(|| failed(ErrorKind::Config, "command is empty".to_owned()))?;
                 let mut process = tokio::process::Command::new(program);
                 process.args(args);
                 let transport =
                     rmcp::transport::TokioChildProcess::new(process).map_err(|err| {
-                        failed(
-                            StartErrorKind::Mcp,
-                            format!("cannot start {program}: {err}"),
-                        )
+                        failed(ErrorKind::Mcp, format!("cannot start {program}: {err}"))
                     })?;
                 client_info().serve(transport).await.map_err(|err| {
                     failed(
-                        StartErrorKind::Mcp,
+                        ErrorKind::Mcp,
                         format!("the server did not start MCP: {err}"),
                     )
                 })?
             }
             (None, None) => {
-                return Err(failed(
-                    StartErrorKind::Config,
-                    "needs url or command".to_owned(),
-                ));
+                return Err(failed(ErrorKind::Config, "needs url or command".to_owned()));
             }
         };
         let running = Arc::new(running);

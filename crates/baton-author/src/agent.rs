@@ -95,7 +95,7 @@ pub trait Agent: Send + Sync + 'static {
     /// }
     ///
     /// impl Solver {
-    ///     fn new() -> Result<Self, baton_author::ConditionError> {
+    ///     fn new() -> Result<Self, baton_author::Error> {
     ///         let give_up = Condition::new("attempts >= 3", Route::to(Target::Fallback))?;
     ///         Ok(Self { rules: Routing { conditions: vec![give_up], ..Routing::default() } })
     ///     }
@@ -172,33 +172,14 @@ pub struct Task {
 /// Registry lookups as an agent makes them (a team's coordinator does);
 /// `baton_client::RegistryClient` is one.
 pub trait Lookups: Send + Sync + std::fmt::Debug {
-    /// The candidates for `request`, best first, or why there are none.
+    /// The candidates for `request`, best first, or why there are none
+    /// ([`ErrorKind::Lookup`](crate::ErrorKind::Lookup)).
     fn lookup<'a>(
         &'a self,
         request: &'a baton_proto::LookupRequest,
     ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<baton_proto::LookupResponse, LookupError>> + Send + 'a>,
+        Box<dyn Future<Output = Result<baton_proto::LookupResponse, crate::Error>> + Send + 'a>,
     >;
-}
-
-/// Why a registry lookup brought no answer: the error of the [`Lookups`]
-/// in use (for `baton_client::RegistryClient`, a `baton_nats::Error`),
-/// shown as it is.
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct LookupError(Box<dyn std::error::Error + Send + Sync>);
-
-impl LookupError {
-    /// The lookup failed with `err`.
-    pub fn new(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self(err.into())
-    }
-
-    /// The error of the [`Lookups`], to downcast when a caller branches on it.
-    #[must_use]
-    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        &*self.0
-    }
 }
 
 impl Task {

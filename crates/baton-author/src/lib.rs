@@ -29,6 +29,7 @@
 
 pub mod agent;
 pub mod delegate;
+mod error;
 pub mod outcome;
 pub mod policy;
 pub mod progress;
@@ -38,15 +39,16 @@ pub mod target;
 pub mod team;
 pub mod update;
 
-pub use agent::{Agent, LookupError, Lookups, RetryPolicy, Task};
+pub use agent::{Agent, Lookups, RetryPolicy, Task};
 pub use baton_proto::{AgentName, Reason, Usage, Value};
 pub use delegate::{ChildResult, ChildTask, DelegateMode, Recover, Results};
+pub use error::{Error, ErrorKind};
 pub use outcome::{
     AgentError, Answer, Chain, Complete, Delegation, Handoff, Outcome, ResultExt, Wait,
 };
 pub use policy::{ContextPolicy, RouteOptions};
 pub use progress::{Progress, ToolCall};
-pub use routing::{Condition, ConditionError, LlmCondition, Route, Routing};
+pub use routing::{Condition, LlmCondition, Route, Routing};
 pub use shared::Shared;
 pub use target::{Need, Target};
 pub use team::{Team, TeamSpec};

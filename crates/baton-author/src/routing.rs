@@ -79,16 +79,6 @@ impl Route {
     }
 }
 
-/// A context condition's expression is not valid CEL.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid condition {expression:?}: {message}")]
-pub struct ConditionError {
-    /// The expression as written.
-    pub expression: String,
-    /// The parser's message.
-    pub message: String,
-}
-
 /// A context condition: a compiled CEL expression over the context
 /// variables, and its route.
 #[derive(Clone)]
@@ -114,11 +104,14 @@ impl Condition {
     ///
     /// # Errors
     ///
-    /// [`ConditionError`] with the parser's message when `expression` is not valid CEL.
-    pub fn new(expression: &str, route: Route) -> Result<Self, ConditionError> {
-        let program = cel::Program::compile(expression).map_err(|err| ConditionError {
-            expression: expression.to_owned(),
-            message: err.to_string(),
+    /// [`ErrorKind::Condition`](crate::ErrorKind::Condition) with the
+    /// parser's message when `expression` is not valid CEL.
+    pub fn new(expression: &str, route: Route) -> Result<Self, crate::Error> {
+        let program = cel::Program::compile(expression).map_err(|err| {
+            crate::Error::new(
+                crate::ErrorKind::Condition,
+                format!("invalid condition {expression:?}: {err}"),
+            )
         })?;
         Ok(Self {
             expression: expression.to_owned(),

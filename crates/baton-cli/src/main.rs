@@ -103,19 +103,7 @@ fn unset_empty_env(command: clap::Command) -> clap::Command {
 /// An error and its causes, each said once: many errors already include
 /// their cause in their own message.
 pub(crate) fn report(err: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in err.chain() {
-        let cause = cause.to_string();
-        // Some libraries' errors (async-nats, std's I/O) show their cause
-        // in their message and return it from `source()` too.
-        if !text.contains(&cause) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&cause);
-        }
-    }
-    text
+    baton_nats::error_chain(err.as_ref())
 }
 
 /// Runs the command; `served` is where the metrics go, when they are served.

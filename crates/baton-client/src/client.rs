@@ -259,7 +259,7 @@ impl Client {
     }
 
     /// The agent types' rollouts, followed from the first use.
-    async fn rollouts(&self) -> &Rollouts {
+    pub(crate) async fn rollouts(&self) -> &Rollouts {
         self.rollouts
             .get_or_init(|| {
                 Rollouts::follow(&self.publisher, &self.subjects, self.streams.replicas)

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use crate::client::Client;
 use baton_nats::nats::publish::{Class, Outgoing};
+use baton_nats::pipeline::address::replayed;
 use baton_nats::{Error, ErrorKind};
 
 /// One dead letter: the original bytes and why they ended here.
@@ -200,14 +201,20 @@ impl Client {
                 ),
             ));
         }
-        let (id, payload) = match Envelope::from_msgpack_limited(&entry.payload, usize::MAX) {
-            Ok(envelope) => self.reopen(&entry, envelope, extend_deadline).await?,
-            // Unreadable bytes go back as they are (they will be dead-lettered again unless the reader changed).
-            Err(_) => (Uuid::new_v4(), entry.payload.clone()),
-        };
+        let (id, payload, subject) =
+            match Envelope::from_msgpack_limited(&entry.payload, usize::MAX) {
+                Ok(envelope) => self.reopen(&entry, envelope, extend_deadline).await?,
+                // Unreadable bytes go back as they are (they will be
+                // dead-lettered again unless the reader changed).
+                Err(_) => (
+                    Uuid::new_v4(),
+                    entry.payload.clone(),
+                    entry.original_subject.clone(),
+                ),
+            };
         let outgoing = Outgoing {
             class: Class::Plain,
-            subject: entry.original_subject.clone(),
+            subject,
             id,
             payload,
             headers: Default::default(),
@@ -225,15 +232,16 @@ impl Client {
         Ok(id)
     }
 
-    /// Re-opens the session of a readable dead letter: a new id, the
-    /// deadline checked (or extended), a `reopened` event and a new deadline
-    /// timer. Returns the id and bytes to publish.
+    /// Re-opens the session of a readable dead letter: the deadline
+    /// checked (or extended), addressed through the seam (a new id, the
+    /// subject, a new deadline timer), and a `reopened` event. Returns the
+    /// id, the bytes and the subject to publish.
     async fn reopen(
         &self,
         entry: &DeadLetterEntry,
         mut envelope: Envelope,
         extend_deadline: Option<std::time::Duration>,
-    ) -> Result<(Uuid, Bytes), Error> {
+    ) -> Result<(Uuid, Bytes, String), Error> {
         let seq = entry.seq;
 
         let now = now_ms();
@@ -252,11 +260,10 @@ impl Client {
             }
             (None, _) => {}
         }
-        envelope.id = derive_id_labelled(
-            envelope.id,
-            "replay",
-            u32::try_from(seq).unwrap_or(u32::MAX),
-        );
+        let rollouts = self.rollouts().await;
+        let stored_from = entry.original_subject.as_str();
+        let sent = replayed((rollouts, self.subjects()), seq, stored_from, &mut envelope);
+        envelope.id = sent.id;
         // The session is open again: watchers and `wait` follow it to
         // its new end.
         let mut reopened = Event::new(
@@ -268,7 +275,7 @@ impl Client {
         reopened.reason = Some(baton_proto::Reason::from(&entry.reason));
         reopened.detail = Some(format!(
             "dead letter {seq} ({}) replayed to {}",
-            entry.reason, entry.original_subject
+            entry.reason, sent.subject
         ));
         self.publisher()
             .publish_one(&Outgoing {
@@ -282,13 +289,13 @@ impl Client {
             })
             .await?;
         // The session's deadline is watched again (a new one, when extended).
-        if let Some(timer) = baton_nats::pipeline::timer::timer_for(self.subjects(), &envelope) {
-            self.publisher().publish_one(&timer).await?;
+        if let Some(timer) = &sent.timer {
+            self.publisher().publish_one(timer).await?;
         }
         let bytes = envelope.to_msgpack().map_err(|err| {
             Error::with_source(ErrorKind::Encode, "cannot re-encode the envelope", err)
         })?;
-        Ok((envelope.id, Bytes::from(bytes)))
+        Ok((envelope.id, Bytes::from(bytes), sent.subject))
     }
 }
 
@@ -348,11 +355,15 @@ async fn entry_at(
 #[must_use]
 pub fn footprint(subjects: &baton_proto::Subjects) -> Footprint {
     let dlq = subjects.dlq_stream();
-    Footprint::stream_reader(&dlq).publishes([
-        api(format_args!("STREAM.MSG.DELETE.{dlq}")),
-        // Replays go back to any agent type, or the ingress.
-        format!("{}.agent.*", subjects.prefix()),
-        subjects.ingress(),
-        format!("{}.events.*", subjects.prefix()),
-    ])
+    Footprint::stream_reader(&dlq)
+        .publishes([
+            api(format_args!("STREAM.MSG.DELETE.{dlq}")),
+            // Replays go back to any agent type or version of one (pinned
+            // through the rollouts), or the ingress.
+            format!("{}.agent.*", subjects.prefix()),
+            format!("{}.agent.*.*", subjects.prefix()),
+            subjects.ingress(),
+            format!("{}.events.*", subjects.prefix()),
+        ])
+        .with(baton_nats::footprints::rollouts(subjects))
 }

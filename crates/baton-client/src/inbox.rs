@@ -14,9 +14,7 @@
 
 mod answer;
 mod by_session;
-mod error;
 mod gates;
-pub use error::{InboxError, InboxErrorKind};
 pub use gates::Decision;
 
 use std::time::Duration;
@@ -28,7 +26,7 @@ use baton_proto::{AgentName, Envelope, Event, Reason, Subjects, Value, Wire, hea
 use baton_nats::nats::connection::Permissions;
 use baton_nats::nats::publish::Publisher;
 use baton_nats::state::rollouts::Rollouts;
-use baton_nats::{ClaimCheck, ClaimSettings};
+use baton_nats::{ClaimCheck, ClaimSettings, Error, ErrorKind};
 
 /// One task waiting for a person.
 #[derive(Debug, Clone)]
@@ -99,14 +97,18 @@ impl Inbox {
         client: async_nats::Client,
         subjects: Subjects,
         replicas: usize,
-    ) -> Result<Self, InboxError> {
+    ) -> Result<Self, Error> {
         let claims = ClaimCheck::open(&client, &subjects, ClaimSettings::default());
         let jetstream = jetstream::new(client);
         let publisher = Publisher::new(jetstream.clone(), Permissions::default());
         let bucket = subjects.inbox_bucket();
         let opened = baton_nats::state::Bucket::Inbox.open(&jetstream, &subjects, replicas);
         let store = opened.await.map_err(|err| {
-            InboxError::store(format!("cannot open the inbox bucket {bucket}: {err}"))
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot open the inbox bucket {bucket}"),
+                err,
+            )
         })?;
         Ok(Self {
             store,
@@ -131,19 +133,22 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket does not acknowledge the write.
-    pub async fn put(&self, envelope: &Envelope) -> Result<(), InboxError> {
+    pub async fn put(&self, envelope: &Envelope) -> Result<(), Error> {
         let bytes = envelope
             .to_msgpack()
-            .map_err(|err| InboxError::encode(format!("cannot encode the task: {err}")))?;
-        let bytes =
-            self.claims.pack(bytes.into()).await.map_err(|err| {
-                InboxError::store(format!("cannot store the task's context: {err}"))
-            })?;
+            .map_err(|err| Error::with_source(ErrorKind::Encode, "cannot encode the task", err))?;
+        let bytes = self.claims.pack(bytes.into()).await.map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot store the task's context", err)
+        })?;
         self.store
             .put(envelope.id.to_string(), bytes)
             .await
             .map_err(|err| {
-                InboxError::store(format!("cannot store the task in the inbox: {err}"))
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    "cannot store the task in the inbox",
+                    err,
+                )
             })?;
         // Found by its session, after the entry, so the key never names an
         // entry not yet stored.
@@ -155,17 +160,16 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket cannot be read.
-    pub async fn list(&self) -> Result<Vec<InboxEntry>, InboxError> {
+    pub async fn list(&self) -> Result<Vec<InboxEntry>, Error> {
         use futures::StreamExt;
-        let mut keys = self
-            .store
-            .keys()
-            .await
-            .map_err(|err| InboxError::store(format!("cannot list the inbox: {err}")))?;
+        let mut keys = self.store.keys().await.map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot list the inbox", err)
+        })?;
         let mut entries = Vec::new();
         while let Some(key) = keys.next().await {
-            let key =
-                key.map_err(|err| InboxError::store(format!("cannot list the inbox: {err}")))?;
+            let key = key.map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot list the inbox", err)
+            })?;
             if by_session::is_session_key(&key) {
                 continue;
             }
@@ -186,12 +190,10 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket cannot be read or the entry is not an envelope.
-    pub async fn entry(&self, id: &str) -> Result<Option<InboxEntry>, InboxError> {
-        let Some(entry) = self
-            .store
-            .entry(id)
-            .await
-            .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?
+    pub async fn entry(&self, id: &str) -> Result<Option<InboxEntry>, Error> {
+        let Some(entry) = self.store.entry(id).await.map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot read the inbox", err)
+        })?
         else {
             return Ok(None);
         };
@@ -199,7 +201,11 @@ impl Inbox {
             return Ok(None);
         }
         let not_envelope = |err: String| {
-            InboxError::malformed(format!("inbox entry {id} is not an envelope: {err}"))
+            Error::with_source(
+                ErrorKind::Decode,
+                format!("inbox entry {id} is not an envelope"),
+                err,
+            )
         };
         let mut envelope =
             Envelope::from_msgpack(&entry.value).map_err(|err| not_envelope(err.to_string()))?;
@@ -233,54 +239,67 @@ impl Inbox {
         text: &str,
         reply: Reply,
         person: &str,
-    ) -> Result<Event, InboxError> {
+    ) -> Result<Event, Error> {
         let entry = self.entry(id).await?.ok_or_else(|| {
-            InboxError::not_waiting(format!(
-                "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
-            ))
+            Error::new(
+                ErrorKind::NotWaiting,
+                format!(
+                    "no task {id} is waiting in the inbox (already answered? see `baton inbox ls`)"
+                ),
+            )
         })?;
         if let Some(gate) = entry.gate() {
-            return Err(InboxError::mismatch(format!(
-                "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
-                entry.agent(),
-                gate.reason,
-                gates::commands_for(&gate.reason, id)
-            )));
+            return Err(Error::new(
+                ErrorKind::WrongAnswer,
+                format!(
+                    "{id} is a tool call of {} waiting for {}, not a question: settle it with {}",
+                    entry.agent(),
+                    gate.reason,
+                    gates::commands_for(&gate.reason, id)
+                ),
+            ));
         }
         if self.cancelled(entry.envelope.session).await {
             self.forget(&entry).await;
-            return Err(InboxError::ended(format!(
-                "task {id}'s session {} was cancelled; the task is removed from the inbox",
-                entry.envelope.session
-            )));
+            return Err(Error::new(
+                ErrorKind::Ended,
+                format!(
+                    "task {id}'s session {} was cancelled; the task is removed from the inbox",
+                    entry.envelope.session
+                ),
+            ));
         }
         if entry
             .envelope
             .deadline
             .is_some_and(|deadline| baton_proto::now_ms() > deadline)
         {
-            return Err(InboxError::ended(format!(
-                "task {id}'s session passed its deadline and has ended; the answer would come too late"
-            )));
+            return Err(Error::new(
+                ErrorKind::Ended,
+                format!(
+                    "task {id}'s session passed its deadline and has ended; the answer would come too late"
+                ),
+            ));
         }
         if let Reply::Handoff(to) = &reply {
             let served = baton_nats::is_served(&self.jetstream, &self.subjects, to)
                 .await
-                .map_err(|err| InboxError::store(baton_nats::error_chain(&err)))?;
+                .map_err(|err| Error::new(ErrorKind::JetStream, baton_nats::error_chain(&err)))?;
             if !served {
-                return Err(InboxError::not_served(format!(
-                    "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
-                )));
+                return Err(Error::new(
+                    ErrorKind::NoRoute,
+                    format!(
+                        "no worker serves agent type \"{to}\": check the name, or start `baton worker {to}`; the task stays in the inbox"
+                    ),
+                ));
             }
         }
         let rollouts = self.rollouts().await;
         let (event, outgoing) = self.answer(&entry, (text, reply, person), rollouts)?;
         for (subject, id, payload) in outgoing {
-            let payload = self
-                .claims
-                .pack(payload.into())
-                .await
-                .map_err(|err| InboxError::store(format!("cannot send the answer: {err}")))?;
+            let payload = self.claims.pack(payload.into()).await.map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot send the answer", err)
+            })?;
             self.publish(subject, id, payload).await?;
         }
         // The outputs are durable; a second reply racing this one publishes
@@ -323,18 +342,35 @@ impl Inbox {
         subject: String,
         id: uuid::Uuid,
         payload: bytes::Bytes,
-    ) -> Result<(), InboxError> {
+    ) -> Result<(), Error> {
         let mut header = HeaderMap::new();
         header.insert(headers::MSG_ID, id.to_string().as_str());
         let ack = self
             .jetstream
             .publish_with_headers(subject.clone(), header, payload)
             .await
-            .map_err(|err| InboxError::store(format!("cannot publish to {subject}: {err}")))?;
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("cannot publish to {subject}"),
+                    err,
+                )
+            })?;
         tokio::time::timeout(Duration::from_secs(10), ack)
             .await
-            .map_err(|_| InboxError::store(format!("no acknowledgement for {subject}")))?
-            .map_err(|err| InboxError::store(format!("publish to {subject} failed: {err}")))?;
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::JetStream,
+                    format!("no acknowledgement for {subject}"),
+                )
+            })?
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("publish to {subject} failed"),
+                    err,
+                )
+            })?;
         Ok(())
     }
 }
@@ -347,10 +383,10 @@ fn asks(envelope: &Envelope) -> bool {
     (envelope.gate.as_ref()).is_some_and(|gate| gate.reason == Reason::InputRequired)
 }
 
-fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, InboxError> {
+fn encode<T: Wire>(value: &T) -> Result<Vec<u8>, Error> {
     value
         .to_msgpack()
-        .map_err(|err| InboxError::encode(format!("cannot encode: {err}")))
+        .map_err(|err| Error::with_source(ErrorKind::Encode, "cannot encode", err))
 }
 
 /// What the inbox uses: its bucket, read and written by a human agent's

@@ -25,10 +25,11 @@ mod inbox;
 mod registry;
 pub mod versions;
 
+pub use baton_nats::{Error, ErrorKind};
 pub use client::replay::{SessionReplay, ending};
 pub use client::{Cancel, Client, EventStream, Seen};
 pub use deadletters::{DeadLetterEntry, ReplayOptions};
-pub use inbox::{Decision, Inbox, InboxEntry, InboxError, InboxErrorKind, Reply};
+pub use inbox::{Decision, Inbox, InboxEntry, Reply};
 pub use registry::RegistryClient;
 
 /// Conversations: many turns, one memory, one turn at a time. The one entry
@@ -37,9 +38,7 @@ pub use registry::RegistryClient;
 /// end is the router's.
 pub mod conversation {
     pub use crate::conversations::{Conversations, Question, Taken, Turn, UserMessage};
-    pub use baton_nats::state::conversation::{
-        ConversationError, ConversationErrorKind, INTERRUPTED,
-    };
+    pub use baton_nats::state::conversation::INTERRUPTED;
 }
 
 /// What each client does on NATS, declared next to the code that does it;

@@ -362,12 +362,12 @@ impl baton_author::Lookups for RegistryClient {
         &'a self,
         request: &'a LookupRequest,
     ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<LookupResponse, baton_author::LookupError>> + Send + 'a>,
+        Box<dyn Future<Output = Result<LookupResponse, baton_author::Error>> + Send + 'a>,
     > {
         Box::pin(async move {
             RegistryClient::lookup(self, request)
                 .await
-                .map_err(baton_author::LookupError::new)
+                .map_err(baton_author::Error::lookup)
         })
     }
 }

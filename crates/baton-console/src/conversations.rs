@@ -9,7 +9,8 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use baton_client::conversation::{ConversationErrorKind, Conversations};
+use baton_client::ErrorKind;
+use baton_client::conversation::Conversations;
 use baton_gateway::turn::TurnRead;
 use baton_proto::{Conversation, ConversationTurn, now_ms};
 use maud::{Markup, html};
@@ -81,7 +82,7 @@ pub(crate) async fn page(State(app): State<App>, Path(id): Path<String>) -> Resp
             let message = format!("no conversation {id}: check the id");
             return failure(StatusCode::NOT_FOUND, &message, "/conversations");
         }
-        Err(err) if err.kind() == ConversationErrorKind::Deleted => {
+        Err(err) if err.kind() == ErrorKind::Deleted => {
             return failure(StatusCode::GONE, &err.to_string(), "/conversations");
         }
         Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/conversations"),

@@ -393,7 +393,7 @@ async fn latest_per_session(
 ) -> Result<consumer::pull::Ordered, crate::Error> {
     let name = subjects.events_stream();
     let unread = |err: &dyn std::fmt::Display| {
-        crate::Error::Store(format!("cannot read stream {name}: {err}"))
+        crate::Error::store(format!("cannot read stream {name}: {err}"))
     };
     stream
         .create_consumer(consumer::pull::OrderedConfig {
@@ -426,11 +426,11 @@ pub async fn follow(
     let mut stream = jetstream
         .get_stream(&name)
         .await
-        .map_err(|err| crate::Error::Store(format!("cannot open stream {name}: {err}")))?;
+        .map_err(|err| crate::Error::store(format!("cannot open stream {name}: {err}")))?;
     let stored_now = stream
         .info()
         .await
-        .map_err(|err| crate::Error::Store(format!("cannot read stream {name}: {err}")))?
+        .map_err(|err| crate::Error::store(format!("cannot read stream {name}: {err}")))?
         .state
         .messages;
     // Ready once every session stored now is in: at once on an empty
@@ -443,7 +443,7 @@ pub async fn follow(
         .client()
         .subscribe(subjects.all_live())
         .await
-        .map_err(|err| crate::Error::Store(format!("cannot follow the live events: {err}")))?;
+        .map_err(|err| crate::Error::store(format!("cannot follow the live events: {err}")))?;
     // While the index lives, `lean` workers publish every session's progress.
     let _following = live::follow(&jetstream.client(), &subjects, live::Scope::All).await;
     let stored = latest_per_session(&mut stream, &subjects).await?;

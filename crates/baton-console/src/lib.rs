@@ -81,7 +81,7 @@ pub async fn serve(
 ) -> Result<(), Error> {
     if let Some(url) = &config.trace_url {
         if !url.contains("{trace_id}") {
-            return Err(Error::Config(
+            return Err(Error::config(
                 "--trace-url must contain {trace_id}, where the console puts a session's trace id \
                  (for Jaeger: http://jaeger:16686/trace/{trace_id})"
                     .to_owned(),
@@ -113,7 +113,7 @@ pub async fn serve(
     let listener = baton_gateway::listen::bind(config.listen).await?;
     let local = listener
         .local_addr()
-        .map_err(|err| Error::Serve("console", err))?;
+        .map_err(|err| Error::serve("console", err))?;
     let (ready, loaded) = tokio::sync::oneshot::channel();
     let mut following = tokio::spawn(index::follow(
         client.jetstream().clone(),
@@ -144,7 +144,7 @@ pub async fn serve(
     );
     let served = axum::serve(listener, web::router(app)).with_graceful_shutdown(shutdown);
     let result = tokio::select! {
-        result = served => result.map_err(|err| Error::Serve("console", err)),
+        result = served => result.map_err(|err| Error::serve("console", err)),
         result = following => Err(stopped(result)),
     };
     beats.abort();
@@ -154,9 +154,9 @@ pub async fn serve(
 /// Why following the events stopped: the console cannot go on without it.
 fn stopped(result: Result<Result<(), Error>, tokio::task::JoinError>) -> Error {
     match result {
-        Ok(Ok(())) => Error::Store("the events stream closed".to_owned()),
+        Ok(Ok(())) => Error::store("the events stream closed".to_owned()),
         Ok(Err(err)) => err,
-        Err(err) => Error::Store(format!("following the events failed: {err}")),
+        Err(err) => Error::store(format!("following the events failed: {err}")),
     }
 }
 

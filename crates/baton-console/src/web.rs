@@ -443,7 +443,7 @@ pub(crate) async fn follow_heartbeats(
     let mut subscription = nats
         .subscribe(subjects.all_heartbeats())
         .await
-        .map_err(|err| crate::Error::Store(format!("cannot follow the heartbeats: {err}")))?;
+        .map_err(|err| crate::Error::store(format!("cannot follow the heartbeats: {err}")))?;
     let prefix = format!("{}.registry.heartbeat.", subjects.prefix());
     let mut last = 0u64;
     while let Some(message) = subscription.next().await {

@@ -20,13 +20,23 @@ mod window;
 
 pub use window::{Headers, RateWindow, Verdict};
 
-/// Why a benchmark stopped: the whole report, each cause after a colon.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Error(String);
+/// What stopped a benchmark or the demo, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// It stopped before its report: the message is the whole report, each
+    /// cause after a colon.
+    Stopped,
+}
+
+baton_proto::error_type! {
+    /// Why a benchmark or the demo stopped: the whole report, each cause
+    /// after a colon.
+    pub struct Error(ErrorKind);
+}
 
 impl From<anyhow::Error> for Error {
     fn from(err: anyhow::Error) -> Self {
-        Self(format!("{err:#}"))
+        Self::new(ErrorKind::Stopped, baton_proto::error_chain(err.as_ref()))
     }
 }

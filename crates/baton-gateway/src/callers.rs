@@ -72,7 +72,7 @@ impl Callers {
             let at = n + 1;
             let mut parts = line.split_whitespace();
             let (Some(name), Some(token), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "line {at}: write one caller per line as NAME TOKEN"
                 )));
             };
@@ -81,22 +81,22 @@ impl Callers {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
             if !valid {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "line {at}: the caller name {name:?} may hold only letters, digits, _ . - (up to 64)"
                 )));
             }
             if token.len() < 16 {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "line {at}: {name}'s token is shorter than 16 characters: use a long random one (openssl rand -hex 24)"
                 )));
             }
             if names.iter().any(|known| known == name) {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "line {at}: caller {name} is named twice"
                 )));
             }
             if callers.iter().any(|(_, known)| known.matches(token)) {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "line {at}: {name}'s token is another caller's too"
                 )));
             }
@@ -104,7 +104,7 @@ impl Callers {
             callers.push((Some(name.to_owned()), Token::new(token)));
         }
         if callers.is_empty() {
-            return Err(Error::Config(
+            return Err(Error::config(
                 "it names no caller: write one per line as NAME TOKEN".to_owned(),
             ));
         }
@@ -118,13 +118,13 @@ impl Callers {
     /// When it cannot be read or is not a list of callers, naming the file.
     pub fn load(path: &Path) -> Result<Self, Error> {
         let text = std::fs::read_to_string(path).map_err(|err| {
-            Error::Config(format!(
+            Error::config(format!(
                 "cannot read the callers file {}: {err}",
                 path.display()
             ))
         })?;
         Self::parse(&text)
-            .map_err(|why| Error::Config(format!("callers file {}: {why}", path.display())))
+            .map_err(|why| Error::config(format!("callers file {}: {why}", path.display())))
     }
 
     /// The caller whose token `given` is.

@@ -18,7 +18,7 @@
 mod budget;
 pub mod diff;
 mod error;
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub mod callers;
 pub mod listen;
 pub mod text;

@@ -13,22 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-/// Why a gateway cannot serve.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// It was asked to listen beyond loopback without a token.
-    #[error("{0}")]
-    Open(String),
-    /// The address cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// Where it was asked to listen.
-        addr: SocketAddr,
-        /// Why it cannot.
-        source: std::io::Error,
-    },
-}
+use crate::{Error, ErrorKind};
 
 /// How a gateway names itself when it refuses to listen openly.
 #[derive(Debug, Clone, Copy)]
@@ -71,7 +56,7 @@ impl Token {
 ///
 /// # Errors
 ///
-/// [`Error::Open`] when `listen` is beyond loopback and there is no token;
+/// [`ErrorKind::Open`] when `listen` is beyond loopback and there is no token;
 /// the message names the flag that sets one and the loopback alternative.
 pub fn token(
     listen: SocketAddr,
@@ -86,10 +71,13 @@ pub fn token(
             token_flag,
             loopback,
         } = exposure;
-        return Err(Error::Open(format!(
-            "refusing to serve {what} on {listen} without a token: {risk}. Set {token_flag}, or \
-             listen on loopback ({loopback})"
-        )));
+        return Err(Error::new(
+            ErrorKind::Open,
+            format!(
+                "refusing to serve {what} on {listen} without a token: {risk}. Set {token_flag}, \
+                 or listen on loopback ({loopback})"
+            ),
+        ));
     }
     Ok(token.map(Token::new))
 }
@@ -98,13 +86,16 @@ pub fn token(
 ///
 /// # Errors
 ///
-/// [`Error::Bind`], naming the address.
+/// [`ErrorKind::Bind`], naming the address.
 pub async fn bind(listen: SocketAddr) -> Result<tokio::net::TcpListener, Error> {
     tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|source| Error::Bind {
-            addr: listen,
-            source,
+        .map_err(|source| {
+            Error::with_source(
+                ErrorKind::Bind,
+                format!("cannot listen on {listen}"),
+                source,
+            )
         })
 }
 

@@ -188,14 +188,14 @@ impl Gateway {
             }
         }
         last.ok_or_else(|| {
-            crate::Error::Store("the event stream ended before the session did".to_owned())
+            crate::Error::store("the event stream ended before the session did".to_owned())
         })
     }
 }
 
 /// A session's events that could not be followed, with their causes.
 fn followed(err: baton_nats::Error) -> crate::Error {
-    crate::Error::Store(baton_nats::error_chain(&err))
+    crate::Error::store(baton_nats::error_chain(&err))
 }
 
 /// `result`, naming its session in `_meta` (`baton/session`), so that the

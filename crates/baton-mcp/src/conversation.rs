@@ -29,7 +29,7 @@ impl Gateway {
                 let subjects = self.client.subjects().clone();
                 let bucket = subjects.conversations_bucket();
                 let needs = |err: &dyn std::fmt::Display| {
-                    crate::Error::Store(format!(
+                    crate::Error::store(format!(
                         "this server cannot hold conversations: {err}. They live in the bucket {bucket}, which the operator role may use (run `baton mcp serve` as a NATS user with the operator role's rights: `baton permissions operator`)"
                     ))
                 };

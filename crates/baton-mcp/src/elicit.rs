@@ -102,7 +102,7 @@ impl Gateway {
             let id = entry.envelope.id.to_string();
             return (inbox.resolve_with(&id, decision, "mcp", None).await)
                 .map(|_| None)
-                .map_err(|err| crate::Error::Store(err.to_string()));
+                .map_err(|err| crate::Error::store(err.to_string()));
         };
         let conversations = self.conversations().await?;
         let mut message = UserMessage::new(answer);
@@ -114,11 +114,11 @@ impl Gateway {
         match conversations.say(id, message).await {
             Ok(turn) if matches!(turn.taken, Taken::Answered { .. }) => (turn.events().await)
                 .map(Some)
-                .map_err(|err| crate::Error::Store(baton_nats::error_chain(&err))),
-            Ok(_) => Err(crate::Error::Store(format!(
+                .map_err(|err| crate::Error::store(baton_nats::error_chain(&err))),
+            Ok(_) => Err(crate::Error::store(format!(
                 "conversation {id} took the answer as a new message: its question was answered meanwhile"
             ))),
-            Err(err) => Err(crate::Error::Store(baton_nats::error_chain(&err))),
+            Err(err) => Err(crate::Error::store(baton_nats::error_chain(&err))),
         }
     }
 
@@ -132,7 +132,7 @@ impl Gateway {
                 Inbox::open(nats, subjects, self.talk.replicas)
             })
             .await
-            .map_err(|err| crate::Error::Store(err.to_string()))
+            .map_err(|err| crate::Error::store(err.to_string()))
     }
 }
 

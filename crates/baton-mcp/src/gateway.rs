@@ -96,11 +96,11 @@ impl Gateway {
             .for_session()
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|err| Error::Store(format!("MCP over stdio: {err}")))?;
+            .map_err(|err| Error::store(format!("MCP over stdio: {err}")))?;
         running
             .waiting()
             .await
-            .map_err(|err| Error::Store(format!("MCP over stdio: {err}")))?;
+            .map_err(|err| Error::store(format!("MCP over stdio: {err}")))?;
         Ok(())
     }
 }

@@ -56,7 +56,7 @@ pub async fn serve_http(
     let listener = listen::bind(listen).await?;
     let local = listener
         .local_addr()
-        .map_err(|err| Error::Serve("MCP server", err))?;
+        .map_err(|err| Error::serve("MCP server", err))?;
     tracing::info!(url = %format!("http://{local}/mcp"), "MCP server listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -64,5 +64,5 @@ pub async fn serve_http(
             ct.cancel();
         })
         .await
-        .map_err(|err| Error::Serve("MCP server", err))
+        .map_err(|err| Error::serve("MCP server", err))
 }

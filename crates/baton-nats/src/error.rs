@@ -1,16 +1,24 @@
 //! The runtime's error type: a kind to branch on, and a message that names the fix.
 
-use std::fmt;
-
 /// What failed, for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// Invalid configuration or input; the message names the fix.
     Config,
+    /// A conversation's turn runs, and the caller asked for `reject`.
+    Busy,
+    /// The conversation belongs to another caller.
+    NotOwner,
+    /// The conversation was deleted (or, to delete, does not exist).
+    Deleted,
+    /// A transcript cannot be read as stored: an entry is gone, or its
+    /// chain does not match. Retrying cannot help.
+    Broken,
     /// A stream or consumer exists with an incompatible configuration.
     Mismatch,
-    /// JetStream could not be reached or refused a request.
+    /// JetStream could not be reached, refused a request, or did not
+    /// answer as it should. Retrying may help.
     JetStream,
     /// A publish was not acknowledged after its retries.
     Publish,
@@ -24,6 +32,13 @@ pub enum ErrorKind {
     Registry,
     /// No worker serves the agent type a task was sent to.
     NoRoute,
+    /// Nothing waits in the inbox under the id: decided already, or wrong.
+    NotWaiting,
+    /// The inbox entry waits for another kind of answer: a question
+    /// answered as a tool call's decision, or the other way round.
+    WrongAnswer,
+    /// The session was cancelled or passed its deadline.
+    Ended,
     /// The server refused a publish: this user's permissions do not allow it.
     Forbidden,
     /// No stream takes the subject of a publish.
@@ -34,83 +49,15 @@ pub enum ErrorKind {
     Connect,
 }
 
-/// An error of the Baton runtime.
-///
-/// Its message ends with its cause, so every log line that shows the error
-/// shows why; the cause is therefore not also returned by
-/// [`source`](std::error::Error::source), and a reporter that walks the
-/// chain prints it once.
-#[derive(Debug)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+baton_proto::error_type! {
+    /// An error of the Baton runtime: a kind to branch on, a message that
+    /// names the fix and ends with the cause, and the cause as its
+    /// [`source`](std::error::Error::source). [`error_chain`] says each
+    /// cause once.
+    pub struct Error(ErrorKind);
 }
 
-impl Error {
-    /// An error of `kind` saying `message`, for the runtime's crates.
-    #[doc(hidden)]
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// An error of `kind` saying `message`, caused by `source`, for the
-    /// runtime's crates.
-    #[doc(hidden)]
-    pub fn with_source(
-        kind: ErrorKind,
-        message: impl Into<String>,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// What failed.
-    #[must_use]
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
-        }
-        Ok(())
-    }
-}
-
-/// The cause is in the message (see [`Error`]), so `source()` is `None`.
-impl std::error::Error for Error {}
-
-/// `err` and its causes as one line, each said once: for an error kept as
-/// text (an event's detail, an agent's error, a log field), so that the
-/// cause a library keeps apart (reqwest's, say) is not lost.
-#[must_use]
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(next) = cause {
-        let said = next.to_string();
-        // Many errors show their cause in their own message too.
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        cause = next.source();
-    }
-    text
-}
+pub use baton_proto::error_chain;
 
 impl From<baton_proto::Error> for Error {
     fn from(err: baton_proto::Error) -> Self {
@@ -121,22 +68,21 @@ impl From<baton_proto::Error> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt;
 
     #[test]
-    fn the_cause_is_said_once_in_the_message_and_not_again_as_a_source() {
+    fn the_cause_ends_the_message_is_the_source_and_is_said_once() {
         let cause = std::io::Error::other("connection refused");
         let err = Error::with_source(ErrorKind::JetStream, "cannot read a join", cause);
         assert_eq!(err.to_string(), "cannot read a join: connection refused");
-        assert!(std::error::Error::source(&err).is_none());
+        assert_eq!(err.message(), "cannot read a join");
+        let source = std::error::Error::source(&err).expect("the cause is the source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
         // A reporter that walks the chain says the cause once.
         let chain = anyhow::Error::new(err).context("the worker stopped");
-        let said: Vec<String> = chain.chain().map(ToString::to_string).collect();
         assert_eq!(
-            said,
-            [
-                "the worker stopped",
-                "cannot read a join: connection refused"
-            ]
+            error_chain(chain.as_ref()),
+            "the worker stopped: cannot read a join: connection refused"
         );
     }
 
@@ -163,7 +109,10 @@ mod tests {
             error_chain(&err),
             "error sending request: connection refused"
         );
-        let said_twice = Error::with_source(ErrorKind::Connect, "no server", err);
-        assert_eq!(error_chain(&said_twice), "no server: error sending request");
+        let wrapped = Error::with_source(ErrorKind::Connect, "no server", err);
+        assert_eq!(
+            error_chain(&wrapped),
+            "no server: error sending request: connection refused"
+        );
     }
 }

@@ -13,5 +13,5 @@ pub mod manifests;
 pub mod permissions;
 pub mod roles;
 
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub use roles::{Grants, Role, RoleKind};

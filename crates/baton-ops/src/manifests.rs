@@ -15,7 +15,7 @@ use baton_agents::{AgentSpec, Kind};
 use baton_proto::{AgentName, Subjects};
 use serde_json::{Value, json};
 
-use crate::Error;
+use crate::{Error, ErrorKind};
 
 /// What the manifests are made for.
 #[derive(Debug, Clone)]
@@ -61,28 +61,37 @@ pub fn generate(
     subjects: &Subjects,
 ) -> Result<BTreeMap<String, Vec<Value>>, Error> {
     if args.min_pods > args.max_pods {
-        return Err(Error::Usage(format!(
-            "--min-pods {} is above --max-pods {}",
-            args.min_pods, args.max_pods
-        )));
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!(
+                "--min-pods {} is above --max-pods {}",
+                args.min_pods, args.max_pods
+            ),
+        ));
     }
     let mut files = BTreeMap::new();
     let mut names = BTreeMap::new();
     for path in &args.specs {
         let spec = baton_agents::load(path).map_err(|errors| {
-            Error::Spec(format!(
-                "{} has problems (`baton check {}` lists them):\n{errors}",
-                path.display(),
-                path.display()
-            ))
+            Error::new(
+                ErrorKind::Spec,
+                format!(
+                    "{} has problems (`baton check {}` lists them):\n{errors}",
+                    path.display(),
+                    path.display()
+                ),
+            )
         })?;
         let name = resource_name(spec.name.as_str());
         if let Some(other) = names.insert(name.clone(), path.clone()) {
-            return Err(Error::Spec(format!(
-                "{} and {} both become {name} in Kubernetes (names there use - for _): rename one agent type",
-                other.display(),
-                path.display()
-            )));
+            return Err(Error::new(
+                ErrorKind::Spec,
+                format!(
+                    "{} and {} both become {name} in Kubernetes (names there use - for _): rename one agent type",
+                    other.display(),
+                    path.display()
+                ),
+            ));
         }
         files.insert(
             format!("agent-{}.yaml", &name["baton-".len()..]),
@@ -123,7 +132,7 @@ pub fn yaml(documents: &[Value]) -> Result<String, Error> {
     for document in documents {
         text.push_str("---\n");
         let document = serde_yaml_ng::to_string(document)
-            .map_err(|err| Error::Spec(format!("cannot write YAML: {err}")))?;
+            .map_err(|err| Error::new(ErrorKind::Spec, format!("cannot write YAML: {err}")))?;
         text.push_str(&document);
     }
     Ok(text)
@@ -206,7 +215,7 @@ fn files(spec: &AgentSpec) -> Result<(String, BTreeMap<String, String>), Error> 
         .file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| Error::Spec("a spec path names no file".to_owned()))?;
+        .ok_or_else(|| Error::new(ErrorKind::Spec, "a spec path names no file".to_owned()))?;
     let mut data = BTreeMap::new();
     data.insert(file_name.clone(), read(&spec.file)?);
     if let Kind::Exec(exec) = &spec.kind {
@@ -221,8 +230,12 @@ fn files(spec: &AgentSpec) -> Result<(String, BTreeMap<String, String>), Error> 
 }
 
 fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path)
-        .map_err(|err| Error::Spec(format!("cannot read {}: {err}", path.display())))
+    std::fs::read_to_string(path).map_err(|err| {
+        Error::new(
+            ErrorKind::Spec,
+            format!("cannot read {}: {err}", path.display()),
+        )
+    })
 }
 
 fn router(args: &ManifestOptions) -> Value {

@@ -81,11 +81,13 @@ impl Role {
     pub fn new(kind: RoleKind, agent: Option<AgentName>) -> Result<Self, crate::Error> {
         match (kind, agent) {
             (RoleKind::Worker, Some(agent)) => Ok(Self::worker(&agent)),
-            (RoleKind::Worker, None) => Err(crate::Error::Usage(
+            (RoleKind::Worker, None) => Err(crate::Error::new(
+                crate::ErrorKind::Usage,
                 "name the worker's agent type: `baton permissions worker <AGENT>`".to_owned(),
             )),
             (kind, None) => Ok(Self::of(kind)),
-            (_, Some(_)) => Err(crate::Error::Usage(
+            (_, Some(_)) => Err(crate::Error::new(
+                crate::ErrorKind::Usage,
                 "only the worker role takes an agent type".to_owned(),
             )),
         }

@@ -57,7 +57,7 @@ use envelope::{exec, gate, hop, reason, replay, start, usage};
 use events::{delta, event, folding, reads, refs, timer};
 use nats::{claim, header, name, subject};
 use registry::{learned, outcome};
-use wire::{codec, id, nesting, schema, text, time, uuid_text, value};
+use wire::{codec, error_type, id, nesting, schema, text, time, uuid_text, value};
 
 pub use conversation::transcript;
 pub use nats::footprint;
@@ -72,6 +72,7 @@ pub use envelope::{
     Context, DEFAULT_MAX_HOPS, Envelope, Expanded, Head, Kind, Map, Message, Parent, Reason,
     ResultStatus, Rewrite, Role, Step, Value,
 };
+pub use error_type::error_chain;
 pub use event::{Event, EventType, Folded};
 pub use exec::{
     ExecAction, ExecCall, ExecCallError, ExecCallResult, ExecChild, ExecMessage, ExecOp, ExecReply,

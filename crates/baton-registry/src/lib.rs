@@ -30,5 +30,5 @@ pub use choose::{MIN_EVIDENCE, rank_learned};
 pub use learn::{Learner, LearningConfig, key};
 pub use outcomes::{CONSUMER as OUTCOMES_CONSUMER, OUTCOMES_MAX_AGE};
 pub use rank::{AgentSummary, rank};
-pub use service::{Error, Registry, RegistryConfig, SERVICE_NAME, footprint};
+pub use service::{Error, ErrorKind, Registry, RegistryConfig, SERVICE_NAME, footprint};
 pub use table::{Backlog, Table};

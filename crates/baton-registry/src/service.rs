@@ -81,22 +81,20 @@ impl RegistryConfig {
     }
 }
 
-/// Why the registry could not start.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}: {source}")]
-pub struct Error {
-    message: String,
-    #[source]
-    source: async_nats::Error,
+/// What kept the registry from starting, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// NATS refused the heartbeats' subscription.
+    Subscribe,
+    /// NATS refused the micro service or one of its endpoints.
+    Service,
 }
 
-impl Error {
-    fn new(message: impl Into<String>, source: impl Into<async_nats::Error>) -> Self {
-        Self {
-            message: message.into(),
-            source: source.into(),
-        }
-    }
+baton_proto::error_type! {
+    /// Why the registry could not start: a kind, what failed, and NATS's
+    /// error as the cause.
+    pub struct Error(ErrorKind);
 }
 
 /// One registry replica. Run as many as you like: each holds the whole table.
@@ -124,7 +122,9 @@ impl Registry {
         let beats = client
             .subscribe(config.subjects.all_heartbeats())
             .await
-            .map_err(|err| Error::new("cannot subscribe to heartbeats", err))?;
+            .map_err(|err| {
+                Error::with_source(ErrorKind::Subscribe, "cannot subscribe to heartbeats", err)
+            })?;
         tracing::info!(warmup = ?config.warmup, "registry started; listening to heartbeats");
         let jetstream = jetstream::new(client.clone());
         let (outcome_tx, outcomes) = tokio::sync::mpsc::channel(1024);
@@ -153,7 +153,9 @@ impl Registry {
             .description("Baton registry: best-agent lookup by capability, load, tier and outcomes")
             .start(SERVICE_NAME, env!("CARGO_PKG_VERSION"))
             .await
-            .map_err(|err| Error::new("cannot register the micro service", err))?;
+            .map_err(|err| {
+                Error::with_source(ErrorKind::Service, "cannot register the micro service", err)
+            })?;
         let endpoints = Endpoints::add(&service, &config.subjects).await?;
         tracing::info!(
             subject = %config.subjects.lookup(),
@@ -205,7 +207,13 @@ impl Endpoints {
                 .name(name)
                 .add(subject)
                 .await
-                .map_err(|err| Error::new(format!("cannot add the {name} endpoint"), err))
+                .map_err(|err| {
+                    Error::with_source(
+                        ErrorKind::Service,
+                        format!("cannot add the {name} endpoint"),
+                        err,
+                    )
+                })
         };
         Ok(Self {
             lookups: endpoint("lookup", subjects.lookup()).await?,

@@ -206,11 +206,16 @@ fn resource(service: &str) -> Resource {
     }
 }
 
-/// What can go wrong in setting telemetry up.
-#[derive(Debug, thiserror::Error)]
+/// What went wrong in setting telemetry up, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ErrorKind {
     /// The metrics endpoint cannot listen where it was told.
-    #[error("{0}")]
-    Listen(String),
+    Listen,
+}
+
+baton_proto::error_type! {
+    /// What can go wrong in setting telemetry up: a kind, a message that
+    /// names the fix, and the cause.
+    pub struct Error(ErrorKind);
 }

@@ -21,9 +21,11 @@ use prometheus::Encoder as _;
 /// When `addr` cannot be bound, saying so.
 pub async fn metrics(addr: SocketAddr, registry: prometheus::Registry) -> Result<(), crate::Error> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|err| {
-        crate::Error::Listen(format!(
-            "cannot listen on --metrics-addr {addr} (BATON_METRICS_ADDR): is it in use? {err}"
-        ))
+        crate::Error::with_source(
+            crate::ErrorKind::Listen,
+            format!("cannot listen on --metrics-addr {addr} (BATON_METRICS_ADDR): is it in use?"),
+            err,
+        )
     })?;
     let bound = listener.local_addr().unwrap_or(addr);
     let app = axum::Router::new()

@@ -28,9 +28,9 @@ use baton_author::Agent;
 use baton_author::Target;
 use baton_author::{AgentError, Outcome};
 use baton_author::{Decided, Routing, Step};
+use baton_nats::ErrorKind;
 use baton_nats::nats::claimcheck::ClaimFailure;
 use baton_nats::pipeline::delivery::Delivery;
-use baton_nats::state::transcript::TranscriptError;
 
 /// Handles one message, from decoding to settling.
 pub(crate) async fn handle<A: Agent>(rt: &Runtime, agent: &A, message: jetstream::Message) {
@@ -210,12 +210,12 @@ async fn restore_history(rt: &Runtime, delivery: &Delivery<'_>, envelope: &mut E
             envelope.context.expand(prefix);
             true
         }
-        Err(TranscriptError::Broken(detail)) => {
+        Err(err) if err.kind() == ErrorKind::Broken => {
             let reason = &DeadLetterReason::ClaimMissing;
-            Box::pin(rt.outbox.unreadable(delivery, reason, &detail)).await;
+            Box::pin(rt.outbox.unreadable(delivery, reason, &err.to_string())).await;
             false
         }
-        Err(TranscriptError::Store(err)) => {
+        Err(err) => {
             tracing::warn!(error = %err, "cannot read the conversation's transcript");
             rt.outbox.leave(delivery).await;
             false

@@ -83,7 +83,7 @@ pub(crate) async fn start(
     // The session's versions of its children's types, chosen once: every
     // child, sent now or later, and the continuation go to them.
     for child in &children {
-        baton_nats::pipeline::versions::pin(&rt.outbox.rollouts, &child.agent, &mut stored);
+        baton_nats::pipeline::address::pin_ahead(&rt.outbox.rollouts, &child.agent, &mut stored);
     }
     let deadline = config
         .join_timeout

@@ -68,9 +68,9 @@ mod start;
 pub use baton_author::Agent;
 pub use baton_author::{
     AgentError, Answer, Chain, ChildResult, ChildTask, Compacted, Complete, Condition,
-    ConditionError, ContextPolicy, ContextUpdate, DelegateMode, Delegation, Handoff, LlmCondition,
-    LookupError, Lookups, Need, Outcome, Progress, Recover, ResultExt, Results, RetryPolicy, Route,
-    RouteOptions, Routing, Shared, Target, Task, Team, TeamSpec, ToolCall, Wait,
+    ContextPolicy, ContextUpdate, DelegateMode, Delegation, Handoff, LlmCondition, Lookups, Need,
+    Outcome, Progress, Recover, ResultExt, Results, RetryPolicy, Route, RouteOptions, Routing,
+    Shared, Target, Task, Team, TeamSpec, ToolCall, Wait,
 };
 pub use baton_nats::SettleMode;
 pub use baton_proto::{AgentName, Reason, Usage, Value};

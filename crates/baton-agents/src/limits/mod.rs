@@ -42,7 +42,7 @@ use baton_proto::Subjects;
 
 use crate::llm::http::headers::Advice;
 use crate::spec::LlmSpec;
-use crate::{StartError, StartErrorKind};
+use crate::{Error, ErrorKind};
 use flight::{Flight, Flying};
 use heard::Readings;
 pub(crate) use metrics::Metrics;
@@ -168,13 +168,13 @@ impl Limiter {
         replicas: usize,
         spec: &LlmSpec,
         agent: &str,
-    ) -> Result<Self, StartError> {
+    ) -> Result<Self, Error> {
         let store = baton_nats::state::Bucket::Limits
             .open(&jetstream::new(client.clone()), subjects, replicas)
             .await
             .map_err(|err| {
-                StartError::new(
-                    StartErrorKind::Nats,
+                Error::new(
+                    ErrorKind::Nats,
                     format!("cannot open the rate limits: {err}"),
                 )
             })?;

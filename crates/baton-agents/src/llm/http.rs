@@ -22,7 +22,7 @@ use super::types::request::Request;
 use super::types::response::ChatResponse;
 use crate::limits::{Limiter, Metrics, Turn};
 use crate::spec::LlmSpec;
-use crate::{StartError, StartErrorKind};
+use crate::{Error, ErrorKind};
 
 pub(crate) mod headers;
 mod limited;
@@ -55,11 +55,11 @@ impl Endpoint {
     ///
     /// When `api_key_env` names a variable that is not set, or the HTTP
     /// client cannot be built.
-    pub(crate) fn new(settings: Arc<LlmSpec>) -> Result<Self, StartError> {
+    pub(crate) fn new(settings: Arc<LlmSpec>) -> Result<Self, Error> {
         let api_key = match &settings.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
-                StartError::new(
-                    StartErrorKind::Config,
+                Error::new(
+                    ErrorKind::Config,
                     format!(
                         "[llm] api_key_env names {var}, which is not set: export {var}=<your key>"
                     ),
@@ -71,8 +71,8 @@ impl Endpoint {
             .timeout(Duration::from_millis(settings.request_timeout_ms))
             .build()
             .map_err(|err| {
-                StartError::new(
-                    StartErrorKind::Http,
+                Error::new(
+                    ErrorKind::Http,
                     format!("cannot build the HTTP client: {err}"),
                 )
             })?;

@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::{
     A2aSpec, AgentSpec, ChainSpec, ExecMode, ExecSpec, HistorySpec, HumanSpec, Kind, KindName,
-    LlmSpec, McpSpec, SpecError,
+    LlmSpec, McpSpec, Problem,
 };
 
 #[derive(Debug, Deserialize)]
@@ -173,7 +173,7 @@ impl Section {
 pub(super) struct Report<'a> {
     pub(super) file: PathBuf,
     pub(super) text: &'a str,
-    pub(super) errors: Vec<SpecError>,
+    pub(super) errors: Vec<Problem>,
 }
 
 impl Report<'_> {
@@ -184,7 +184,7 @@ impl Report<'_> {
 
     fn error(&mut self, span: &Range<usize>, message: impl Into<String>) {
         let line = (span.end > 0).then(|| self.line(span));
-        self.errors.push(SpecError {
+        self.errors.push(Problem {
             file: self.file.clone(),
             line,
             message: message.into(),

@@ -2,14 +2,13 @@ use baton_worker::{ContextPolicy, Route, RouteOptions, Target};
 
 use super::*;
 
-fn parse_str(text: &str) -> Result<AgentSpec, SpecErrors> {
+fn parse_str(text: &str) -> Result<AgentSpec, crate::Error> {
     parse(Path::new("agents/x.toml"), text)
 }
 
 fn problems(text: &str) -> Vec<String> {
-    parse_str(text)
+    problems_of(Path::new("agents/x.toml"), text)
         .unwrap_err()
-        .0
         .iter()
         .map(ToString::to_string)
         .collect()

@@ -151,7 +151,12 @@ fn missing_variables_and_non_booleans_are_false() {
     let not_bool = Condition::new("feedback_left + 1", to("planner")).unwrap();
     assert!(!not_bool.holds(&vars));
     let err = Condition::new("feedback_left >", to("planner")).unwrap_err();
-    assert_eq!(err.expression, "feedback_left >");
+    assert_eq!(err.kind(), crate::ErrorKind::Condition);
+    assert!(
+        err.to_string()
+            .starts_with("invalid condition \"feedback_left >\": "),
+        "{err}"
+    );
 }
 
 #[test]

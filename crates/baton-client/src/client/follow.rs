@@ -14,6 +14,10 @@ use crate::client::reading::TrackedEvents;
 use baton_nats::nats::claimcheck::ClaimFailure;
 use baton_nats::{Error, ErrorKind};
 
+/// How long a read of stored events waits for the next before it says they
+/// were removed while read.
+const STALLED: Duration = Duration::from_secs(10);
+
 impl Client {
     /// The events of `session`: the stored ones from the start, then live ones as they come.
     ///
@@ -100,7 +104,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// When the events stream cannot be read.
+    /// When the events stream cannot be read, or stops giving the stored
+    /// events before the last (they were removed while read: a conversation
+    /// expired or deleted meanwhile).
     pub async fn history(&self, session: Uuid) -> Result<Vec<Event>, Error> {
         if self.reads().await == Reads::Router {
             let client = self.jetstream.client();
@@ -131,7 +137,20 @@ impl Client {
         }
         let mut tracked = self.tracked_events(session).await?;
         let mut events = Vec::new();
-        while let Some(item) = tracked.next().await {
+        loop {
+            // Stored events come at once; none for this long means they
+            // were removed after the last was seen.
+            let Ok(next) = tokio::time::timeout(STALLED, tracked.next()).await else {
+                return Err(Error::new(
+                    ErrorKind::JetStream,
+                    format!(
+                        "the events of session {session} stopped before the last stored one: they were removed while read"
+                    ),
+                ));
+            };
+            let Some(item) = next else {
+                break;
+            };
             let (event, after) = item?;
             events.push(event);
             if after == 0 {

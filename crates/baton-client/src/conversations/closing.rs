@@ -12,7 +12,8 @@ use baton_proto::{Conversation, Event, TurnMessage};
 use uuid::Uuid;
 
 use super::Conversations;
-use baton_nats::state::conversation::{ConversationError, ConversationErrorKind, SILENT};
+use baton_nats::state::conversation::SILENT;
+use baton_nats::{Error, ErrorKind};
 
 /// How long after sending a turn's task its starter notes it as sent: well
 /// within [`SILENT`], and after most turns ended.
@@ -22,15 +23,13 @@ impl Conversations {
     /// Closes `record`'s running turn if it has ended (see
     /// `Records::close_turn`). Returns whether a turn started (to send once
     /// the record is stored).
-    pub(super) async fn close_turn(
-        &self,
-        record: &mut Conversation,
-    ) -> Result<bool, ConversationError> {
+    pub(super) async fn close_turn(&self, record: &mut Conversation) -> Result<bool, Error> {
         let Some(running) = &record.running else {
             return Ok(false);
         };
-        let last = (self.client.last_event(running.session).await)
-            .map_err(|err| ConversationError::failed("cannot read the running turn", err))?;
+        let last = (self.client.last_event(running.session).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot read the running turn", err)
+        })?;
         let Some(end) = last.filter(|event| event.kind.is_terminal()) else {
             return Ok(false);
         };
@@ -45,10 +44,11 @@ impl Conversations {
         &self,
         record: &mut Conversation,
         running: &TurnMessage,
-    ) -> Result<(), ConversationError> {
+    ) -> Result<(), Error> {
         let detail = "interrupted by a newer message of its conversation";
-        let cancelled = (self.client.cancel(running.session, detail).await)
-            .map_err(|err| ConversationError::failed("cannot cancel the running turn", err))?;
+        let cancelled = (self.client.cancel(running.session, detail).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot cancel the running turn", err)
+        })?;
         let end = match cancelled {
             crate::Cancel::Cancelled(end) | crate::Cancel::Ended(end) => end,
         };
@@ -58,7 +58,7 @@ impl Conversations {
 
     /// `end` with its context's large parts read back, when it kept them
     /// apart.
-    async fn whole(&self, end: Event) -> Result<Event, ConversationError> {
+    async fn whole(&self, end: Event) -> Result<Event, Error> {
         if end.claims.is_empty() {
             return Ok(end);
         }
@@ -67,20 +67,20 @@ impl Conversations {
     }
 
     /// The terminal event `session` ended with, its claims restored.
-    pub(super) async fn ending(&self, session: Uuid) -> Result<Option<Event>, ConversationError> {
+    pub(super) async fn ending(&self, session: Uuid) -> Result<Option<Event>, Error> {
         (self.client.ending(session).await).map_err(|err| {
-            ConversationError::failed(format!("cannot read how {session} ended"), err)
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot read how {session} ended"),
+                err,
+            )
         })
     }
 
     /// Sends the task of `record`'s running turn `turn` (see
     /// `Records::task`), past the router when it names its agent type: one
     /// publish fewer.
-    pub(super) async fn start(
-        &self,
-        record: &Conversation,
-        turn: u32,
-    ) -> Result<(), ConversationError> {
+    pub(super) async fn start(&self, record: &Conversation, turn: u32) -> Result<(), Error> {
         let legacy = match baton_nats::state::conversation::legacy(record) {
             Some(session) => self.ending(session).await?,
             None => None,
@@ -91,8 +91,13 @@ impl Conversations {
         // A version being retired with its conversations moved: this turn,
         // the next, goes to the current version instead.
         self.client.unpin_upgrading(&mut envelope).await;
-        (self.client.submit_direct(&envelope).await)
-            .map_err(|err| ConversationError::failed(format!("cannot send turn {turn}"), err))
+        (self.client.submit_direct(&envelope).await).map_err(|err| {
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot send turn {turn}"),
+                err,
+            )
+        })
     }
 
     /// Notes in the background that running turn `turn` of the record at
@@ -121,7 +126,7 @@ impl Conversations {
         tokio::spawn(async move {
             match conversations.keep_one(&Conversation::key_of(&id)).await {
                 Ok(_) => {}
-                Err(err) if err.kind() == ConversationErrorKind::Deleted => {}
+                Err(err) if err.kind() == ErrorKind::Deleted => {}
                 Err(err) => {
                     tracing::warn!(error = %err, conversation = %id, "cannot close the conversation's turn now; the router's keeper will");
                 }
@@ -138,10 +143,10 @@ impl Conversations {
     /// # Errors
     ///
     /// When the record or the turn's events cannot be read or written.
-    pub async fn settle(&self, id: &str) -> Result<(), ConversationError> {
+    pub async fn settle(&self, id: &str) -> Result<(), Error> {
         match self.keep_one(&Conversation::key_of(id)).await {
             Ok(_) => Ok(()),
-            Err(err) if err.kind() == ConversationErrorKind::Deleted => Ok(()),
+            Err(err) if err.kind() == ErrorKind::Deleted => Ok(()),
             Err(err) => Err(err),
         }
     }
@@ -150,7 +155,7 @@ impl Conversations {
     /// again a turn that shows no event long after it started (its starter
     /// may have stopped before sending it). Returns how many turns it
     /// started or sent again.
-    pub async fn keep_one(&self, key: &str) -> Result<usize, ConversationError> {
+    pub async fn keep_one(&self, key: &str) -> Result<usize, Error> {
         loop {
             let Some((mut record, revision)) = self.records.read(key).await? else {
                 return Ok(0);

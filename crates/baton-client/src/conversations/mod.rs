@@ -8,7 +8,7 @@
 //! session), the record's compare-and-swap, and the turn's task. It says
 //! what became of the message ([`Taken`]): a turn started, queued, or the
 //! answer to a waiting question; or it was refused
-//! ([`ConversationError`] of kind Busy, Forbidden or Deleted). A turn that
+//! ([`Error`] of kind Busy, Forbidden or Deleted). A turn that
 //! ended is closed here too: at once by the [`Turn`] that followed it to
 //! its end, else by the router's keeper (`baton-router`), so no gateway
 //! holds turn logic of its own. The records themselves (`state/conversation`)
@@ -23,7 +23,8 @@ use uuid::Uuid;
 
 use crate::client::Client;
 use crate::inbox::Inbox;
-use baton_nats::state::conversation::{ConversationError, Records};
+use baton_nats::state::conversation::Records;
+use baton_nats::{Error, ErrorKind};
 
 mod closing;
 mod question;
@@ -127,7 +128,7 @@ impl Conversations {
     /// # Errors
     ///
     /// When JetStream refuses the bucket.
-    pub async fn open(client: Client, replicas: usize) -> Result<Self, ConversationError> {
+    pub async fn open(client: Client, replicas: usize) -> Result<Self, Error> {
         let claims = Arc::clone(client.claims());
         let records =
             Records::open(client.jetstream(), client.subjects(), claims, replicas).await?;
@@ -152,8 +153,8 @@ impl Conversations {
     /// # Errors
     ///
     /// When the bucket cannot be read, or holds a deleted conversation's
-    /// marker there ([`crate::conversation::ConversationErrorKind::Deleted`]).
-    pub async fn get(&self, id: &str) -> Result<Option<(Conversation, u64)>, ConversationError> {
+    /// marker there ([`crate::conversation::ErrorKind::Deleted`]).
+    pub async fn get(&self, id: &str) -> Result<Option<(Conversation, u64)>, Error> {
         self.records.get(id).await
     }
 
@@ -162,7 +163,7 @@ impl Conversations {
     /// # Errors
     ///
     /// When the bucket cannot be listed or read.
-    pub async fn list(&self) -> Result<Vec<Conversation>, ConversationError> {
+    pub async fn list(&self) -> Result<Vec<Conversation>, Error> {
         self.records.list().await
     }
 
@@ -172,10 +173,7 @@ impl Conversations {
     /// # Errors
     ///
     /// When the bucket cannot be read.
-    pub async fn turns(
-        &self,
-        record: &Conversation,
-    ) -> Result<Vec<ConversationTurn>, ConversationError> {
+    pub async fn turns(&self, record: &Conversation) -> Result<Vec<ConversationTurn>, Error> {
         self.records.turns(record).await
     }
 
@@ -187,7 +185,7 @@ impl Conversations {
     ///
     /// Busy while a turn runs; Deleted when there is no such conversation;
     /// Store when JetStream refuses a step.
-    pub async fn delete(&self, id: &str) -> Result<usize, ConversationError> {
+    pub async fn delete(&self, id: &str) -> Result<usize, Error> {
         self.records.delete(id).await
     }
 
@@ -209,20 +207,22 @@ impl Conversations {
         new: &str,
         caller: Option<String>,
         onto: &std::collections::BTreeMap<baton_proto::AgentName, baton_proto::Version>,
-    ) -> Result<Conversation, ConversationError> {
+    ) -> Result<Conversation, Error> {
         let ending = async |session| self.ending(session).await;
         self.records.fork(id, at, new, caller, onto, ending).await
     }
 
     /// The inbox, opened now if need be.
-    async fn inbox(&self) -> Result<&Inbox, ConversationError> {
+    async fn inbox(&self) -> Result<&Inbox, Error> {
         self.inbox
             .get_or_try_init(|| async {
                 let nats = self.client.jetstream().client();
                 let subjects = self.client.subjects().clone();
                 let inbox = Inbox::open(nats, subjects, self.replicas)
                     .await
-                    .map_err(|err| ConversationError::failed("cannot open the inbox", err))?;
+                    .map_err(|err| {
+                        Error::with_source(ErrorKind::JetStream, "cannot open the inbox", err)
+                    })?;
                 // Questions an earlier release parked are found by their
                 // session too, once this process has noted them.
                 match inbox.note_older_entries().await {

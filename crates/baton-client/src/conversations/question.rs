@@ -11,7 +11,7 @@ use crate::EventStream;
 
 use super::Conversations;
 use crate::inbox::{Decision, InboxEntry};
-use baton_nats::state::conversation::ConversationError;
+use baton_nats::{Error, ErrorKind};
 
 impl Conversations {
     /// The inbox entry of the question `record`'s running turn waits on;
@@ -20,20 +20,22 @@ impl Conversations {
     pub(super) async fn question(
         &self,
         record: &Conversation,
-    ) -> Result<Option<InboxEntry>, ConversationError> {
+    ) -> Result<Option<InboxEntry>, Error> {
         let Some(running) = &record.running else {
             return Ok(None);
         };
         // Only a turn whose last event is `waiting` may be asking: one read
         // before the inbox is.
-        let last = (self.client.last_event(running.session).await)
-            .map_err(|err| ConversationError::failed("cannot read the running turn", err))?;
+        let last = (self.client.last_event(running.session).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot read the running turn", err)
+        })?;
         if last.is_none_or(|event| event.kind != EventType::Waiting) {
             return Ok(None);
         }
         let inbox = self.inbox().await?;
-        (inbox.question(running.session).await)
-            .map_err(|err| ConversationError::failed("cannot read the question", err))
+        (inbox.question(running.session).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot read the question", err)
+        })
     }
 
     /// Answers question `entry` with `said` (its text, and the variables
@@ -46,15 +48,18 @@ impl Conversations {
         entry: &InboxEntry,
         said: &TurnMessage,
         person: &str,
-    ) -> Result<(Uuid, crate::Seen, Option<EventStream>), ConversationError> {
+    ) -> Result<(Uuid, crate::Seen, Option<EventStream>), Error> {
         let session = entry.envelope.session;
         // Its events so far end with the question.
-        let seen = (self.client.history(session).await)
-            .map_err(|err| ConversationError::failed("cannot read the asking turn", err))?;
+        let seen = (self.client.history(session).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot read the asking turn", err)
+        })?;
         let seen = crate::Seen::of(&seen);
         let early = if said.stream {
-            let events = (self.client.follow_after(session, seen.clone()).await)
-                .map_err(|err| ConversationError::failed("cannot follow the turn", err))?;
+            let events =
+                (self.client.follow_after(session, seen.clone()).await).map_err(|err| {
+                    Error::with_source(ErrorKind::JetStream, "cannot follow the turn", err)
+                })?;
             Some(events)
         } else {
             None
@@ -70,8 +75,9 @@ impl Conversations {
                     .collect(),
             )
         });
-        (inbox.resolve_with(&id, answer, person, variables).await)
-            .map_err(|err| ConversationError::failed("cannot answer the question", err))?;
+        (inbox.resolve_with(&id, answer, person, variables).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot answer the question", err)
+        })?;
         Ok((session, seen, early))
     }
 }

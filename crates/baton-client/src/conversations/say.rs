@@ -12,7 +12,8 @@ use baton_proto::{Conversation, Overlap};
 
 use super::{Conversations, Taken, Turn, UserMessage};
 use crate::EventStream;
-use baton_nats::state::conversation::{ConversationError, ConversationErrorKind, begin, owned};
+use baton_nats::state::conversation::{begin, owned};
+use baton_nats::{Error, ErrorKind};
 
 /// A failure of what the caller records beside the message.
 type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -28,11 +29,11 @@ impl Conversations {
     ///
     /// # Errors
     ///
-    /// [`ConversationErrorKind::Forbidden`] for another caller's
-    /// conversation; [`ConversationErrorKind::Busy`] for `reject` while a
-    /// turn runs; [`ConversationErrorKind::Deleted`] for a deleted one;
-    /// [`ConversationErrorKind::Store`] when JetStream fails.
-    pub async fn say(&self, id: &str, message: UserMessage) -> Result<Turn, ConversationError> {
+    /// [`ErrorKind::NotOwner`] for another caller's
+    /// conversation; [`ErrorKind::Busy`] for `reject` while a
+    /// turn runs; [`ErrorKind::Deleted`] for a deleted one;
+    /// [`ErrorKind::JetStream`] when JetStream fails.
+    pub async fn say(&self, id: &str, message: UserMessage) -> Result<Turn, Error> {
         self.say_recorded(id, message, || async { Ok::<(), Cause>(()) })
             .await
     }
@@ -58,7 +59,7 @@ impl Conversations {
         id: &str,
         message: UserMessage,
         record: R,
-    ) -> Result<Turn, ConversationError>
+    ) -> Result<Turn, Error>
     where
         R: Fn() -> W,
         W: Future<Output = Result<(), E>>,
@@ -67,8 +68,9 @@ impl Conversations {
         // A streamed answer's pieces are only live: followed before it runs.
         let early = if message.turn.stream {
             let session = message.turn.session;
-            let events = (self.client.follow_to_rest(session).await)
-                .map_err(|err| ConversationError::failed("cannot follow the turn", err))?;
+            let events = (self.client.follow_to_rest(session).await).map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot follow the turn", err)
+            })?;
             Some(events)
         } else {
             None
@@ -89,7 +91,7 @@ impl Conversations {
         id: &str,
         message: UserMessage,
         record: R,
-    ) -> Result<(Taken, Option<EventStream>), ConversationError>
+    ) -> Result<(Taken, Option<EventStream>), Error>
     where
         R: Fn() -> W,
         W: Future<Output = Result<(), E>>,
@@ -120,14 +122,16 @@ impl Conversations {
             Some(wrote) => (self.records.get(id).await, wrote),
             None => tokio::join!(self.records.get(id), record()),
         };
-        wrote.map_err(|err| ConversationError::failed("cannot record the message", err))?;
+        wrote.map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot record the message", err)
+        })?;
         let read = read?;
         if let Some((found, _)) = &read {
             // A named caller continues only its own (an anonymous one may
             // answer any, as a person at the inbox may).
             if message.caller.is_some() && found.owner != message.caller {
-                return Err(ConversationError::new(
-                    ConversationErrorKind::Forbidden,
+                return Err(Error::new(
+                    ErrorKind::NotOwner,
                     format!("conversation {id} belongs to another caller"),
                 ));
             }
@@ -148,7 +152,7 @@ impl Conversations {
         id: &str,
         message: &UserMessage,
         read: Option<(Conversation, u64)>,
-    ) -> Result<Taken, ConversationError> {
+    ) -> Result<Taken, Error> {
         let key = Conversation::key_of(id);
         let mine = &message.turn;
         let mut read = Some(read);
@@ -185,8 +189,8 @@ impl Conversations {
                     }
                 }
                 (Some(running), Overlap::Reject) => {
-                    return Err(ConversationError::new(
-                        ConversationErrorKind::Busy,
+                    return Err(Error::new(
+                        ErrorKind::Busy,
                         format!(
                             "conversation {id} is busy: turn {} runs as session {}; send again when it ends, or with overlap enqueue",
                             record.turns, running.session

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{Conversations, Taken};
 use crate::client::EventStream;
-use baton_nats::state::conversation::ConversationError;
+use baton_nats::{Error, ErrorKind};
 
 /// A message said to a conversation ([`Conversations::say`]).
 pub struct Turn {
@@ -73,7 +73,7 @@ impl Turn {
     /// # Errors
     ///
     /// When the session's events cannot be read.
-    pub async fn events(self) -> Result<EventStream, ConversationError> {
+    pub async fn events(self) -> Result<EventStream, Error> {
         let client = &self.conversations.client;
         let events = match (&self.taken, self.early) {
             (_, Some(early)) => Ok(early),
@@ -82,8 +82,9 @@ impl Turn {
             }
             (taken, None) => client.follow_to_rest(taken.session()).await,
         };
-        let events =
-            events.map_err(|err| ConversationError::failed("cannot follow the turn", err))?;
+        let events = events.map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot follow the turn", err)
+        })?;
         // Only the end closes the turn: the other events (a streamed
         // answer's many pieces) pass with one check.
         let closing = std::sync::Arc::new((self.conversations, self.id));

@@ -6,7 +6,8 @@ use baton_proto::{
     AgentName, Event, EventType, Hop, Kind, Message, Reason, Role, Value, derive_id_labelled,
 };
 
-use super::{Inbox, InboxEntry, InboxError, Publication, Reply, encode};
+use super::{Inbox, InboxEntry, Publication, Reply, encode};
+use baton_nats::{Error, ErrorKind};
 
 impl Inbox {
     /// What answering `entry` publishes: the event that tells the session's
@@ -20,7 +21,7 @@ impl Inbox {
         entry: &InboxEntry,
         (text, reply, person): (&str, Reply, &str),
         rollouts: &Rollouts,
-    ) -> Result<(Event, Vec<Publication>), InboxError> {
+    ) -> Result<(Event, Vec<Publication>), Error> {
         let envelope = &entry.envelope;
         let agent = entry.agent_type();
         let mut next = envelope.clone();
@@ -49,7 +50,11 @@ impl Inbox {
                 // result (the parent's worker records it with a `result` event);
                 // only the root of a session ends it.
                 let to = AgentName::new(parent.agent.as_str()).map_err(|err| {
-                    InboxError::malformed(format!("the task's parent is not an agent type: {err}"))
+                    Error::with_source(
+                        ErrorKind::Decode,
+                        "the task's parent is not an agent type",
+                        err,
+                    )
                 })?;
                 event.kind = EventType::Result;
                 event.to = Some(to.clone());
@@ -92,7 +97,7 @@ impl Inbox {
         rollouts: &Rollouts,
         to: &AgentName,
         mut next: baton_proto::Envelope,
-    ) -> Result<Publication, InboxError> {
+    ) -> Result<Publication, Error> {
         let sent = addressed((rollouts, &self.subjects), Sending::HandedOn, to, &mut next);
         Ok((sent.subject, sent.id, encode(&next)?))
     }

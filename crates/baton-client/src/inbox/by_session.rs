@@ -7,7 +7,8 @@
 
 use baton_proto::{Envelope, Value};
 
-use super::{Decision, Inbox, InboxEntry, InboxError, Reply, asks};
+use super::{Decision, Inbox, InboxEntry, Reply, asks};
+use baton_nats::{Error, ErrorKind};
 
 /// The prefix of the keys that name a session's question entry.
 const QUESTIONS: &str = "q.";
@@ -28,11 +29,17 @@ fn session_key(envelope: &Envelope) -> String {
 
 impl Inbox {
     /// Names `envelope`'s entry (stored) under its session.
-    pub(super) async fn note_session(&self, envelope: &Envelope) -> Result<(), InboxError> {
+    pub(super) async fn note_session(&self, envelope: &Envelope) -> Result<(), Error> {
         let id = envelope.id.to_string().into_bytes();
         (self.store.put(session_key(envelope), id.into()).await)
             .map(drop)
-            .map_err(|err| InboxError::store(format!("cannot note the task by its session: {err}")))
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    "cannot note the task by its session",
+                    err,
+                )
+            })
     }
 
     /// Removes the key naming `entry` under its session, unless it names
@@ -65,7 +72,7 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket cannot be read or the entry is not an envelope.
-    pub async fn question(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, InboxError> {
+    pub async fn question(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, Error> {
         let entry = self.named(&format!("{QUESTIONS}{session}")).await?;
         Ok(entry.filter(|entry| entry.envelope.session == session && asks(&entry.envelope)))
     }
@@ -77,7 +84,7 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket cannot be read or the entry is not an envelope.
-    pub async fn waiting(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, InboxError> {
+    pub async fn waiting(&self, session: uuid::Uuid) -> Result<Option<InboxEntry>, Error> {
         if let Some(question) = self.question(session).await? {
             return Ok(Some(question));
         }
@@ -102,7 +109,7 @@ impl Inbox {
         variables: Option<Value>,
         reply: Reply,
         person: &str,
-    ) -> Result<bool, InboxError> {
+    ) -> Result<bool, Error> {
         let Some(entry) = self.waiting(session).await? else {
             return Ok(false);
         };
@@ -118,9 +125,10 @@ impl Inbox {
     }
 
     /// The entry `key` names, if it still waits.
-    async fn named(&self, key: &str) -> Result<Option<InboxEntry>, InboxError> {
-        let named = (self.store.get(key).await)
-            .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
+    async fn named(&self, key: &str) -> Result<Option<InboxEntry>, Error> {
+        let named = (self.store.get(key).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot read the inbox", err)
+        })?;
         let Some(id) = named.and_then(|id| String::from_utf8(id.to_vec()).ok()) else {
             return Ok(None);
         };
@@ -136,12 +144,13 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket cannot be read or written.
-    pub async fn note_older_entries(&self) -> Result<usize, InboxError> {
+    pub async fn note_older_entries(&self) -> Result<usize, Error> {
         let mut noted = 0;
         for entry in self.list().await? {
             let key = session_key(&entry.envelope);
-            let known = (self.store.get(key.as_str()).await)
-                .map_err(|err| InboxError::store(format!("cannot read the inbox: {err}")))?;
+            let known = (self.store.get(key.as_str()).await).map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot read the inbox", err)
+            })?;
             if known.is_some() {
                 continue;
             }

@@ -12,7 +12,8 @@ use baton_proto::{
     derive_id_labelled,
 };
 
-use super::{Inbox, InboxEntry, InboxError, encode};
+use super::{Inbox, InboxEntry, encode};
+use baton_nats::{Error, ErrorKind};
 
 /// What a person decides about a waiting tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,11 +97,13 @@ impl Inbox {
     /// # Errors
     ///
     /// When the bucket or the events stream does not acknowledge the write.
-    pub async fn park(&self, envelope: &Envelope, agent: &AgentName) -> Result<(), InboxError> {
-        let gate = envelope
-            .gate
-            .as_ref()
-            .ok_or_else(|| InboxError::mismatch("only a tool call with a gate is parked"))?;
+    pub async fn park(&self, envelope: &Envelope, agent: &AgentName) -> Result<(), Error> {
+        let gate = envelope.gate.as_ref().ok_or_else(|| {
+            Error::new(
+                ErrorKind::WrongAnswer,
+                "only a tool call with a gate is parked",
+            )
+        })?;
         self.put(envelope).await?;
         if gate.reason == Reason::ApprovalRequired {
             let id = derive_id_labelled(envelope.id, "approval_requested", 0);
@@ -133,7 +136,7 @@ impl Inbox {
         id: &str,
         decision: Decision,
         person: &str,
-    ) -> Result<String, InboxError> {
+    ) -> Result<String, Error> {
         self.resolve_with(id, decision, person, None).await
     }
 
@@ -150,10 +153,14 @@ impl Inbox {
         decision: Decision,
         person: &str,
         variables: Option<Value>,
-    ) -> Result<String, InboxError> {
+    ) -> Result<String, Error> {
         let (entry, gate) = self.settleable(id, &decision).await?;
         let agent = AgentName::new(entry.agent()).map_err(|err| {
-            InboxError::malformed(format!("entry {id} names no agent type: {err}"))
+            Error::with_source(
+                ErrorKind::Decode,
+                format!("entry {id} names no agent type"),
+                err,
+            )
         })?;
         self.record(&gate, &decision, person, variables).await?;
         self.announce(&entry, &gate, &decision, person).await?;
@@ -174,20 +181,19 @@ impl Inbox {
     }
 
     /// The entry under `id` and its gate, when `decision` may settle it.
-    async fn settleable(
-        &self,
-        id: &str,
-        decision: &Decision,
-    ) -> Result<(InboxEntry, Gate), InboxError> {
+    async fn settleable(&self, id: &str, decision: &Decision) -> Result<(InboxEntry, Gate), Error> {
         let entry = self.entry(id).await?.ok_or_else(|| {
-            InboxError::not_waiting(format!(
+            Error::new(ErrorKind::NotWaiting, format!(
                 "nothing is waiting in the inbox under {id}: it was settled already, or the id is wrong (see `baton inbox ls`)"
             ))
         })?;
         let Some(gate) = entry.gate().cloned() else {
-            return Err(InboxError::mismatch(format!(
-                "{id} is a task for a person, not a tool call: answer it with `baton inbox reply {id} TEXT`"
-            )));
+            return Err(Error::new(
+                ErrorKind::WrongAnswer,
+                format!(
+                    "{id} is a task for a person, not a tool call: answer it with `baton inbox reply {id} TEXT`"
+                ),
+            ));
         };
         if gate.reason != decision.answers() {
             let waits = match gate.reason {
@@ -195,11 +201,14 @@ impl Inbox {
                 Reason::InputRequired => "the user's answer",
                 _ => "a person to say whether the call happened",
             };
-            return Err(InboxError::mismatch(format!(
-                "{id} waits for {waits} ({}): settle it with {}",
-                gate.reason,
-                commands_for(&gate.reason, id)
-            )));
+            return Err(Error::new(
+                ErrorKind::WrongAnswer,
+                format!(
+                    "{id} waits for {waits} ({}): settle it with {}",
+                    gate.reason,
+                    commands_for(&gate.reason, id)
+                ),
+            ));
         }
         self.still_open(&entry, id).await?;
         Ok((entry, gate))
@@ -212,7 +221,7 @@ impl Inbox {
         gate: &Gate,
         decision: &Decision,
         person: &str,
-    ) -> Result<(), InboxError> {
+    ) -> Result<(), Error> {
         let kind = match decision {
             Decision::Approve => EventType::ToolApproved,
             Decision::Deny(_) => EventType::ToolDenied,
@@ -241,7 +250,7 @@ impl Inbox {
         gate: &Gate,
         decision: &Decision,
         agent: &AgentName,
-    ) -> Result<(), InboxError> {
+    ) -> Result<(), Error> {
         let parked = &entry.envelope;
         let id = derive_id_labelled(parked.id, "resume", 0);
         let mut resumed = parked
@@ -266,28 +275,36 @@ impl Inbox {
             .claims
             .pack(encode(&resumed)?.into())
             .await
-            .map_err(|err| InboxError::store(format!("cannot send the task back: {err}")))?;
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot send the task back", err)
+            })?;
         self.publish(sent.subject, sent.id, payload).await
     }
 
     /// Refuses to settle an entry whose session was cancelled (removing
     /// it) or passed its deadline.
-    async fn still_open(&self, entry: &InboxEntry, id: &str) -> Result<(), InboxError> {
+    async fn still_open(&self, entry: &InboxEntry, id: &str) -> Result<(), Error> {
         let session = entry.envelope.session;
         if self.cancelled(session).await {
             self.forget(entry).await;
-            return Err(InboxError::ended(format!(
-                "{id}'s session {session} was cancelled; the entry is removed from the inbox"
-            )));
+            return Err(Error::new(
+                ErrorKind::Ended,
+                format!(
+                    "{id}'s session {session} was cancelled; the entry is removed from the inbox"
+                ),
+            ));
         }
         if entry
             .envelope
             .deadline
             .is_some_and(|deadline| baton_proto::now_ms() > deadline)
         {
-            return Err(InboxError::ended(format!(
-                "{id}'s session passed its deadline and has ended; the decision would come too late"
-            )));
+            return Err(Error::new(
+                ErrorKind::Ended,
+                format!(
+                    "{id}'s session passed its deadline and has ended; the decision would come too late"
+                ),
+            ));
         }
         Ok(())
     }
@@ -300,12 +317,14 @@ impl Inbox {
         decision: &Decision,
         person: &str,
         variables: Option<Value>,
-    ) -> Result<(), InboxError> {
+    ) -> Result<(), Error> {
         let journal = self
             .jetstream
             .get_key_value(self.subjects.journal_bucket())
             .await
-            .map_err(|err| InboxError::store(format!("cannot open the hop journal: {err}")))?;
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot open the hop journal", err)
+            })?;
         let Some((suffix, mut entry)) = decision_entry(gate, decision, person) else {
             // A program's step keeps its place (its label was in its start)
             // as a marker (proto-schemas/exec-calls.md).
@@ -314,31 +333,34 @@ impl Inbox {
                     calls: vec![gate.tool.clone()],
                     ..JournalEntry::default()
                 };
-                let bytes = rmp_serde::to_vec_named(&marker)
-                    .map_err(|err| InboxError::encode(format!("cannot encode a marker: {err}")))?;
+                let bytes = rmp_serde::to_vec_named(&marker).map_err(|err| {
+                    Error::with_source(ErrorKind::Encode, "cannot encode a marker", err)
+                })?;
                 let key = format!("{}.{}.call", gate.journal, gate.step);
                 (journal.put(key, bytes.into()).await).map_err(|err| {
-                    InboxError::store(format!("cannot record the decision: {err}"))
+                    Error::with_source(ErrorKind::JetStream, "cannot record the decision", err)
                 })?;
             }
             // With no start on record, the hop makes the call (once).
             let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, "started");
-            return journal
-                .delete(key)
-                .await
-                .map_err(|err| InboxError::store(format!("cannot record the decision: {err}")));
+            return journal.delete(key).await.map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot record the decision", err)
+            });
         };
         if matches!(decision, Decision::Answer(_)) {
             entry.variables = variables;
         }
         let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, suffix);
-        let bytes = rmp_serde::to_vec_named(&entry)
-            .map_err(|err| InboxError::encode(format!("cannot encode the decision: {err}")))?;
+        let bytes = rmp_serde::to_vec_named(&entry).map_err(|err| {
+            Error::with_source(ErrorKind::Encode, "cannot encode the decision", err)
+        })?;
         journal
             .put(key, bytes.into())
             .await
             .map(drop)
-            .map_err(|err| InboxError::store(format!("cannot record the decision: {err}")))
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot record the decision", err)
+            })
     }
 }
 

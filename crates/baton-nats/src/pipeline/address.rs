@@ -1,11 +1,12 @@
 //! The one seam that addresses a message to an agent type. Every sender
 //! goes through it: the router forwarding a task, a sender past the router
 //! (a conversation's turn), the client sending to a named type, the inbox
-//! handing a session on, and the worker moving a task from its type's own
-//! subject to its version's. How it is sent ([`Sending`]) decides the rest:
-//! the id it goes under, the router's defaults, the version (pinned, or
-//! chosen now: [`versions`](super::versions)), the subject, and whether its
-//! deadline is watched from now on.
+//! handing a session on, a worker's plan (handoffs, children, a join's
+//! continuation), the worker moving a task from its type's own subject to
+//! its version's, and a dead letter sent again. How it is sent
+//! ([`Sending`]) decides the rest: the id it goes under, the router's
+//! defaults, the version (pinned, or chosen now: [`versions`](super::versions)),
+//! the subject, and whether its deadline is watched from now on.
 
 use baton_proto::{AgentName, Envelope, Subjects, derive_id, derive_id_labelled};
 use uuid::Uuid;
@@ -29,10 +30,18 @@ pub enum Sending<'a> {
     /// Handed on within a session (a person's answer, a decided tool
     /// call): under its own id; its deadline is watched already.
     HandedOn,
+    /// Sent as a worker's plan says (a handoff, a child, a join's
+    /// continuation): under the id the plan gave it; a deadline of its own
+    /// is watched by a timer in the same plan.
+    Planned,
     /// Moved from the agent type's own subject to its version's: under an
     /// id of its own (the first is in the stream's duplicate window); its
     /// deadline is watched already.
     Moved,
+    /// A dead letter sent again (`baton dlq replay`), with its sequence in
+    /// the dead-letter stream: under an id derived from its own and the
+    /// sequence, its deadline watched anew.
+    Replayed(u64),
 }
 
 /// Where a message goes and under what id, once addressed.
@@ -60,16 +69,57 @@ pub fn addressed(
         defaults.apply(envelope);
     }
     let subject = versions::address(rollouts, subjects, to, envelope);
-    let id = match sending {
-        Sending::Routed(_) => derive_id(envelope.id, 0),
-        Sending::Moved => derive_id_labelled(envelope.id, "version", 0),
-        Sending::Direct | Sending::HandedOn => envelope.id,
-    };
+    let id = id_of(sending, envelope);
     let timer = match sending {
-        Sending::Routed(_) | Sending::Direct => timer::timer_for(subjects, envelope),
-        Sending::HandedOn | Sending::Moved => None,
+        Sending::Routed(_) | Sending::Direct | Sending::Replayed(_) => {
+            timer::timer_for(subjects, envelope)
+        }
+        Sending::HandedOn | Sending::Planned | Sending::Moved => None,
     };
     Addressed { id, subject, timer }
+}
+
+/// Addresses a dead letter sent again (`baton dlq replay`) that was stored
+/// from `subject`, with its sequence `seq`: to the agent type the subject
+/// names (pinned now, when it was not), else back to the subject (the
+/// router's ingress), under the replay's id and with its deadline watched
+/// anew.
+pub fn replayed(
+    (rollouts, subjects): (&Rollouts, &Subjects),
+    seq: u64,
+    subject: &str,
+    envelope: &mut Envelope,
+) -> Addressed {
+    let sending = Sending::Replayed(seq);
+    match subjects.agent_of(subject) {
+        Some(to) => addressed((rollouts, subjects), sending, &to, envelope),
+        None => Addressed {
+            id: id_of(sending, envelope),
+            subject: subject.to_owned(),
+            timer: timer::timer_for(subjects, envelope),
+        },
+    }
+}
+
+/// The id `envelope` goes under, sent as `sending` says.
+fn id_of(sending: Sending<'_>, envelope: &Envelope) -> Uuid {
+    match sending {
+        Sending::Routed(_) => derive_id(envelope.id, 0),
+        Sending::Moved => derive_id_labelled(envelope.id, "version", 0),
+        Sending::Replayed(seq) => derive_id_labelled(
+            envelope.id,
+            "replay",
+            u32::try_from(seq).unwrap_or(u32::MAX),
+        ),
+        Sending::Direct | Sending::HandedOn | Sending::Planned => envelope.id,
+    }
+}
+
+/// Pins `envelope` at agent type `to` now, for messages sent later (a
+/// join's children and continuation): the version its rollout chooses, as
+/// [`addressed`] would. `true` when it pinned.
+pub fn pin_ahead(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool {
+    versions::pin(rollouts, to, envelope)
 }
 
 #[cfg(test)]
@@ -117,6 +167,46 @@ mod tests {
         let sent = addressed((&rollouts, &subjects), Sending::Moved, &helper, &mut moved);
         assert_eq!(sent.id, derive_id_labelled(task.id, "version", 0));
         assert!(sent.timer.is_none(), "watched already");
+
+        let mut planned = task.clone();
+        planned.deadline = Some(baton_proto::now_ms() + 60_000);
+        let sent = addressed(
+            (&rollouts, &subjects),
+            Sending::Planned,
+            &helper,
+            &mut planned,
+        );
+        assert_eq!(sent.id, task.id, "the plan's id");
+        assert!(sent.timer.is_none(), "the plan has its timer");
+
+        let mut again = planned.clone();
+        let sent = addressed(
+            (&rollouts, &subjects),
+            Sending::Replayed(7),
+            &helper,
+            &mut again,
+        );
+        assert_eq!(sent.id, derive_id_labelled(task.id, "replay", 7));
+        assert!(sent.timer.is_some(), "its deadline is watched anew");
+
+        let ingress = subjects.ingress();
+        let mut back = planned.clone();
+        let sent = replayed((&rollouts, &subjects), 7, &ingress, &mut back);
+        assert_eq!(sent.id, derive_id_labelled(task.id, "replay", 7));
+        assert_eq!(sent.subject, ingress, "back where it was stored from");
+        let mut again = planned.clone();
+        let three = baton_proto::Version::from_static("3");
+        again.versions.insert(helper.clone(), three);
+        let sent = replayed(
+            (&rollouts, &subjects),
+            7,
+            "baton.agent.helper.3",
+            &mut again,
+        );
+        assert_eq!(
+            sent.subject, "baton.agent.helper.3",
+            "to the version it is pinned to"
+        );
 
         let mut handed = moved.clone();
         let sent = addressed(

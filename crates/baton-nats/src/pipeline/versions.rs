@@ -23,7 +23,7 @@ pub(crate) fn sticky(envelope: &Envelope) -> String {
 /// Pins `envelope` at agent type `to` to the version `rollouts` choose for
 /// it, unless it is pinned there already or `to` is not versioned. `true`
 /// when it pinned.
-pub fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool {
+pub(crate) fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool {
     if !pins(rollouts, to, envelope) {
         return false;
     }
@@ -39,19 +39,18 @@ pub fn pin(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool
 /// lookup and no allocation, so a sender that copies an envelope to pin it
 /// asks first.
 #[must_use]
-pub fn pins(rollouts: &Rollouts, to: &AgentName, envelope: &Envelope) -> bool {
+pub(crate) fn pins(rollouts: &Rollouts, to: &AgentName, envelope: &Envelope) -> bool {
     !envelope.versions.contains_key(to.as_str()) && rollouts.is_versioned(to)
 }
 
 /// Addresses `envelope` to agent type `to`: pins it to the version its
 /// rollout chooses there (as [`pin`]) and returns the subject it goes to
-/// (as [`subject_of`]). The router, the own-subject mover, direct sends
-/// and the inbox's answers reach it through the seam
-/// ([`address::addressed`](super::address::addressed)); a worker's outbox
-/// and joins pin when they plan, and the delivery names the subject with
+/// (as [`subject_of`]). Every sender reaches it through the seam
+/// ([`address::addressed`](super::address::addressed)); a worker's
+/// delivery names the subject of an output the seam pinned with
 /// [`subject_of`]. Either way a versioned type is reached at its pinned
 /// subject in one hop.
-pub fn address(
+pub(crate) fn address(
     rollouts: &Rollouts,
     subjects: &Subjects,
     to: &AgentName,

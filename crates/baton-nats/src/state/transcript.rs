@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::error::{Error, ErrorKind};
 use async_nats::jetstream::{self, kv};
 use baton_proto::footprint::{Footprint, api};
 use baton_proto::transcript::{chain, empty_head};
@@ -29,17 +30,6 @@ const KEPT_MESSAGES: usize = 50_000;
 
 /// How many entries a reader asks for at once.
 const READ_AHEAD: usize = 32;
-
-/// Why a transcript could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum TranscriptError {
-    /// Retrying cannot help: an entry is gone, or the chain does not match.
-    #[error("{0}")]
-    Broken(String),
-    /// JetStream did not answer; retrying may.
-    #[error("{0}")]
-    Store(String),
-}
 
 /// The last transcript known of one conversation.
 #[derive(Clone)]
@@ -114,11 +104,13 @@ impl Transcripts {
         jetstream: jetstream::Context,
         subjects: &Subjects,
         replicas: usize,
-    ) -> Result<Self, TranscriptError> {
+    ) -> Result<Self, Error> {
         let store = crate::state::Bucket::Transcripts
             .open(&jetstream, subjects, replicas)
             .await
-            .map_err(|err| TranscriptError::Store(format!("cannot open the transcripts: {err}")))?;
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot open the transcripts", err)
+            })?;
         Ok(Self {
             jetstream,
             bucket: store.name.clone(),
@@ -134,23 +126,25 @@ impl Transcripts {
     /// # Errors
     ///
     /// When the stream refuses the purge.
-    pub async fn purge_hex(&self, hex: &str) -> Result<(), TranscriptError> {
+    pub async fn purge_hex(&self, hex: &str) -> Result<(), Error> {
         crate::nats::provision::purge_keys(&self.jetstream, &self.bucket, &format!("{hex}.>"))
             .await
-            .map_err(|err| TranscriptError::Store(err.to_string()))
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot purge the transcript", err)
+            })
     }
 
-    async fn store(&self) -> Result<&kv::Store, TranscriptError> {
+    async fn store(&self) -> Result<&kv::Store, Error> {
         self.store
             .get_or_try_init(|| async {
                 self.jetstream
                     .get_key_value(&self.bucket)
                     .await
                     .map_err(|err| {
-                        TranscriptError::Store(format!(
-                            "cannot open the transcripts bucket {}: {err}",
-                            self.bucket
-                        ))
+                        Error::new(
+                            ErrorKind::JetStream,
+                            format!("cannot open the transcripts bucket {}: {err}", self.bucket),
+                        )
                     })
             })
             .await
@@ -160,10 +154,10 @@ impl Transcripts {
     ///
     /// # Errors
     ///
-    /// [`TranscriptError::Broken`] when an entry is missing or the chain
-    /// does not end at `history`'s head; [`TranscriptError::Store`] when
+    /// [`ErrorKind::Broken`] when an entry is missing or the chain
+    /// does not end at `history`'s head; [`ErrorKind::JetStream`] when
     /// the bucket cannot be read.
-    pub async fn prefix(&self, history: &History) -> Result<Arc<[Message]>, TranscriptError> {
+    pub async fn prefix(&self, history: &History) -> Result<Arc<[Message]>, Error> {
         let id = &history.conversation;
         let origin = Known::origin(history);
         // What is known helps when it lies between the reader's origin
@@ -198,7 +192,7 @@ impl Transcripts {
         id: &str,
         known: Known,
         history: &History,
-    ) -> Result<Option<Arc<[Message]>>, TranscriptError> {
+    ) -> Result<Option<Arc<[Message]>>, Error> {
         let Known {
             entries,
             mut head,
@@ -218,7 +212,7 @@ impl Transcripts {
         &self,
         id: &str,
         range: std::ops::RangeInclusive<u32>,
-    ) -> Result<Vec<(bytes::Bytes, TranscriptEntry)>, TranscriptError> {
+    ) -> Result<Vec<(bytes::Bytes, TranscriptEntry)>, Error> {
         let store = self.store().await?;
         futures::stream::iter(range)
             .map(|entry| async move {
@@ -226,7 +220,9 @@ impl Transcripts {
                 let bytes = store
                     .get(&key)
                     .await
-                    .map_err(|err| TranscriptError::Store(format!("cannot read {key}: {err}")))?
+                    .map_err(|err| {
+                        Error::with_source(ErrorKind::JetStream, format!("cannot read {key}"), err)
+                    })?
                     .ok_or_else(|| broken(id, &format!("entry {entry} ({key}) is gone")))?;
                 let decoded = rmp_serde::from_slice(&bytes)
                     .map_err(|err| broken(id, &format!("entry {entry} is unreadable: {err}")))?;
@@ -242,14 +238,14 @@ impl Transcripts {
     ///
     /// # Errors
     ///
-    /// [`TranscriptError::Broken`] when the entry is gone or unreadable;
-    /// [`TranscriptError::Store`] when the bucket cannot be read.
+    /// [`ErrorKind::Broken`] when the entry is gone or unreadable;
+    /// [`ErrorKind::JetStream`] when the bucket cannot be read.
     pub async fn message(
         &self,
         id: &str,
         entry: u32,
         message: u32,
-    ) -> Result<Option<Message>, TranscriptError> {
+    ) -> Result<Option<Message>, Error> {
         let read = self.read(id, entry..=entry).await?.pop();
         let messages = read.map(|(_, entry)| entry.messages).unwrap_or_default();
         Ok(usize::try_from(message)
@@ -264,18 +260,18 @@ impl Transcripts {
     ///
     /// # Errors
     ///
-    /// [`TranscriptError::Store`] when the bucket cannot be written.
+    /// [`ErrorKind::JetStream`] when the bucket cannot be written.
     pub async fn append(
         &self,
         id: &str,
         after: Option<&History>,
         entry: &TranscriptEntry,
-    ) -> Result<History, TranscriptError> {
+    ) -> Result<History, Error> {
         let number = after.map_or(0, |after| after.entries) + 1;
         let key = Conversation::entry_key(id, number);
-        let bytes = entry
-            .to_bytes()
-            .map_err(|err| TranscriptError::Store(format!("cannot encode {key}: {err}")))?;
+        let bytes = entry.to_bytes().map_err(|err| {
+            Error::with_source(ErrorKind::Encode, format!("cannot encode {key}"), err)
+        })?;
         let store = self.store().await?;
         let (bytes, entry) = match store.create(&key, bytes.clone().into()).await {
             Ok(_) => (bytes::Bytes::from(bytes), entry.clone()),
@@ -287,7 +283,11 @@ impl Transcripts {
                     .ok_or_else(|| broken(id, &format!("entry {number} is gone")))?
             }
             Err(err) => {
-                return Err(TranscriptError::Store(format!("cannot store {key}: {err}")));
+                return Err(Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("cannot store {key}"),
+                    err,
+                ));
             }
         };
         Ok(following(id, after, &entry, &bytes))
@@ -300,21 +300,20 @@ impl Transcripts {
     ///
     /// # Errors
     ///
-    /// [`TranscriptError::Broken`] when an entry is gone or one of `to`'s
-    /// exists already; [`TranscriptError::Store`] when the bucket fails.
-    pub async fn copy(
-        &self,
-        from: &str,
-        to: &str,
-        entries: u32,
-    ) -> Result<History, TranscriptError> {
+    /// [`ErrorKind::Broken`] when an entry is gone or one of `to`'s
+    /// exists already; [`ErrorKind::JetStream`] when the bucket fails.
+    pub async fn copy(&self, from: &str, to: &str, entries: u32) -> Result<History, Error> {
         let store = self.store().await?;
         let mut history: Option<History> = None;
         for (bytes, entry) in self.read(from, 1..=entries).await? {
             let next = following(to, history.as_ref(), &entry, &bytes);
             let key = Conversation::entry_key(to, next.entries);
             store.create(&key, bytes.clone()).await.map_err(|err| {
-                TranscriptError::Broken(format!("cannot copy the transcript to {key}: {err}"))
+                Error::with_source(
+                    ErrorKind::Broken,
+                    format!("cannot copy the transcript to {key}"),
+                    err,
+                )
             })?;
             history = Some(next);
         }
@@ -422,10 +421,11 @@ fn following(id: &str, after: Option<&History>, entry: &TranscriptEntry, bytes: 
     }
 }
 
-fn broken(id: &str, why: &str) -> TranscriptError {
-    TranscriptError::Broken(format!(
-        "the transcript of conversation {id} is broken: {why}"
-    ))
+fn broken(id: &str, why: &str) -> Error {
+    Error::new(
+        ErrorKind::Broken,
+        format!("the transcript of conversation {id} is broken: {why}"),
+    )
 }
 
 /// What removing transcripts uses (deleting a conversation): purging

@@ -11,7 +11,7 @@ use baton_proto::footprint::{Footprint, api};
 use futures::StreamExt as _;
 
 use super::{ConsumerFacts, LimitFacts, StreamFacts, Sync};
-use crate::Error;
+use crate::{Error, ErrorKind};
 
 /// Every server's `varz`; only the system account may ask.
 pub const VARZ: &str = "$SYS.REQ.SERVER.PING.VARZ";
@@ -76,16 +76,18 @@ pub async fn streams(
                 continue;
             }
             Err(err) => {
-                return Err(Error::Read(format!(
-                    "cannot read stream {name}: is JetStream enabled, and may this user read stream info \
+                return Err(Error::new(
+                    ErrorKind::Read,
+                    format!(
+                        "cannot read stream {name}: is JetStream enabled, and may this user read stream info \
                      (`baton permissions operator`)?: {err}"
-                )));
+                    ),
+                ));
             }
         };
-        let info = stream
-            .info()
-            .await
-            .map_err(|err| Error::Read(format!("cannot read stream {name}: {err}")))?;
+        let info = stream.info().await.map_err(|err| {
+            Error::new(ErrorKind::Read, format!("cannot read stream {name}: {err}"))
+        })?;
         let lagging = info
             .cluster
             .iter()
@@ -124,8 +126,12 @@ pub async fn consumers(
     let mut listed = stream.consumers();
     let mut found = Vec::new();
     while let Some(info) = listed.next().await {
-        let info =
-            info.map_err(|err| Error::Read(format!("cannot list the consumers of {name}: {err}")))?;
+        let info = info.map_err(|err| {
+            Error::new(
+                ErrorKind::Read,
+                format!("cannot list the consumers of {name}: {err}"),
+            )
+        })?;
         let last_active = [info.delivered.last_active, info.ack_floor.last_active]
             .into_iter()
             .flatten()
@@ -185,7 +191,9 @@ pub async fn rollouts(
     let Ok(store) = jetstream.get_key_value(&bucket).await else {
         return Ok(Vec::new());
     };
-    let failed = |err: &dyn std::fmt::Display| Error::Read(format!("cannot read {bucket}: {err}"));
+    let failed = |err: &dyn std::fmt::Display| {
+        Error::new(ErrorKind::Read, format!("cannot read {bucket}: {err}"))
+    };
     let mut keys = store.keys().await.map_err(|err| failed(&err))?;
     let mut found = Vec::new();
     while let Some(key) = keys.next().await {
@@ -223,7 +231,7 @@ pub async fn limits(
 ) -> Result<Vec<LimitFacts>, Error> {
     let all = baton_agents::rate_limits::read_all(jetstream, subjects)
         .await
-        .map_err(|err| Error::Read(err.to_string()))?;
+        .map_err(|err| Error::new(ErrorKind::Read, err.to_string()))?;
     let now = u64::try_from(chrono_now_us()).unwrap_or(0);
     Ok(all
         .unwrap_or_default()

@@ -77,6 +77,17 @@ impl Subjects {
         format!("{}.agent.{agent}.{version}", self.prefix)
     }
 
+    /// The agent type whose work `subject` is (`baton.agent.<A>` or
+    /// `baton.agent.<A>.<V>`); `None` for any other subject.
+    #[must_use]
+    pub fn agent_of(&self, subject: &str) -> Option<AgentName> {
+        let rest = subject
+            .strip_prefix(self.prefix.as_str())?
+            .strip_prefix(".agent.")?;
+        let agent = rest.split('.').next()?;
+        AgentName::new(agent).ok()
+    }
+
     /// `baton.agent.>`: work for every agent type.
     #[must_use]
     pub fn all_agents(&self) -> String {

@@ -4,6 +4,7 @@
 pub(crate) mod wire_enum;
 pub(crate) mod codec;
 pub(crate) mod error;
+pub(crate) mod error_type;
 pub(crate) mod id;
 pub(crate) mod nesting;
 pub(crate) mod schema;

@@ -26,10 +26,10 @@ use crate::decide::{Output, Plan, Settle};
 use crate::metrics::Metrics;
 use baton_nats::ClaimCheck;
 use baton_nats::nats::publish::{Outgoing, Publisher};
+use baton_nats::pipeline::address::{Sending, addressed};
 use baton_nats::pipeline::delivery::Delivery;
 use baton_nats::pipeline::opening::{Opened, Opening};
 use baton_nats::pipeline::settle::{self, Finished};
-use baton_nats::pipeline::versions;
 use baton_nats::state::followers::Followers;
 use baton_nats::state::rollouts::Rollouts;
 use prepare::Unsendable;
@@ -106,9 +106,12 @@ impl Outbox {
     /// left for redelivery.
     pub(crate) async fn execute(&self, delivery: &Delivery<'_>, mut plan: Plan) {
         stamp_accepted(&mut plan.outputs, &self.agent, delivery.received_at);
+        // Each message is pinned where it goes; the delivery names its
+        // subject from the pins, as the seam did.
         for output in &mut plan.outputs {
             if let Output::Envelope { to, envelope } = output {
-                versions::pin(&self.rollouts, to, envelope);
+                let rollouts = (&self.rollouts, &self.subjects);
+                addressed(rollouts, Sending::Planned, to, envelope);
             }
         }
         self.refer_to_transcripts(&mut plan.outputs, delivery.attempt == 1);

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use baton_proto::{Conversation, TurnMessage};
 
 use super::closing::begin;
-use super::{ConversationError, Records, owned};
+use super::{Records, owned};
+use crate::error::Error;
 
 /// How many records a process keeps; past it, it forgets them all.
 const KEPT: usize = 1024;
@@ -66,15 +67,15 @@ impl Records {
     ///
     /// # Errors
     ///
-    /// [`super::ConversationErrorKind::Forbidden`] for another caller's
-    /// conversation; [`super::ConversationErrorKind::Store`] when JetStream
+    /// [`ErrorKind::NotOwner`](crate::ErrorKind::NotOwner) for another caller's
+    /// conversation; [`super::ErrorKind::JetStream`] when JetStream
     /// fails.
     pub async fn claim(
         &self,
         idle: Idle,
         turn: TurnMessage,
         caller: &Option<String>,
-    ) -> Result<Option<Conversation>, ConversationError> {
+    ) -> Result<Option<Conversation>, Error> {
         let Idle {
             mut record,
             revision,

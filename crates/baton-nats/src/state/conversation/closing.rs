@@ -7,7 +7,8 @@ use baton_proto::{
     Context, Conversation, ConversationTurn, Event, EventType, Role, TextAt, TurnMessage,
 };
 
-use super::{ConversationError, Records};
+use super::Records;
+use crate::error::Error;
 
 impl Records {
     /// Closes `record`'s running turn, which ended with `end` (its large
@@ -15,11 +16,7 @@ impl Records {
     /// what the turn added is appended to the transcript, the turn is
     /// listed, and the next queued message runs. Returns whether a turn
     /// started (to send once the record is stored).
-    pub async fn close_turn(
-        &self,
-        record: &mut Conversation,
-        end: &Event,
-    ) -> Result<bool, ConversationError> {
+    pub async fn close_turn(&self, record: &mut Conversation, end: &Event) -> Result<bool, Error> {
         let Some(running) = &record.running else {
             return Ok(false);
         };
@@ -65,11 +62,7 @@ impl Records {
     /// message cancelled (`end`: its end, its large parts read back):
     /// unless it answered meanwhile, its message and those queued behind
     /// it are carried on to the turn that starts next.
-    pub async fn interrupted(
-        &self,
-        record: &mut Conversation,
-        end: &Event,
-    ) -> Result<(), ConversationError> {
+    pub async fn interrupted(&self, record: &mut Conversation, end: &Event) -> Result<(), Error> {
         // A turn that answered meanwhile adds its messages, as a closing does.
         if let Some(context) = end.context.clone() {
             self.transcribe(record, *context, "").await?;
@@ -92,10 +85,9 @@ impl Records {
         record: &mut Conversation,
         mut context: Context,
         text: &str,
-    ) -> Result<Option<TextAt>, ConversationError> {
-        let broken = |err: crate::state::transcript::TranscriptError| {
-            ConversationError::failed("cannot write the transcript", err)
-        };
+    ) -> Result<Option<TextAt>, Error> {
+        let broken =
+            |err: Error| Error::with_source(err.kind(), "cannot write the transcript", err);
         let messages = std::mem::take(&mut context.messages);
         let (base, messages) = match context.history.take() {
             Some(history) if record.history.as_ref() == Some(&history) => (false, messages),

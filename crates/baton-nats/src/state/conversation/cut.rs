@@ -10,7 +10,8 @@ use async_nats::jetstream::stream::DirectGetErrorKind;
 use baton_proto::{Conversation, JournalEntry, Message, Role, Value, derive_id};
 use uuid::Uuid;
 
-use super::{ConversationError, Records};
+use super::Records;
+use crate::error::{Error, ErrorKind};
 
 /// The result recorded for a call the cancel cut short.
 pub const INTERRUPTED: &str = "interrupted: the turn was cancelled by a newer message before \
@@ -24,7 +25,7 @@ impl Records {
         &self,
         conversation: &Conversation,
         turn: u32,
-    ) -> Result<Vec<Message>, ConversationError> {
+    ) -> Result<Vec<Message>, Error> {
         // The router forwards the turn's task to its first agent under this id.
         let journal = derive_id(conversation.task_id(turn), 0);
         let entries = self.journal(journal).await?;
@@ -66,10 +67,7 @@ impl Records {
     /// The entries of hop journal `journal`, by key without the journal's
     /// id (`<step>.model`, `<step>.<call>.result`, …); none without a
     /// journal bucket.
-    async fn journal(
-        &self,
-        journal: Uuid,
-    ) -> Result<BTreeMap<String, JournalEntry>, ConversationError> {
+    async fn journal(&self, journal: Uuid) -> Result<BTreeMap<String, JournalEntry>, Error> {
         let bucket = self.subjects.journal_bucket();
         let jetstream = &self.jetstream;
         let Ok(stream) = jetstream.get_stream_no_info(format!("KV_{bucket}")).await else {
@@ -86,7 +84,8 @@ impl Records {
                 Ok(message) => message,
                 Err(err) if err.kind() == DirectGetErrorKind::NotFound => break,
                 Err(err) => {
-                    return Err(ConversationError::failed(
+                    return Err(Error::with_source(
+                        ErrorKind::JetStream,
                         "cannot read the hop journal",
                         err,
                     ));
@@ -104,8 +103,9 @@ impl Records {
                 entries.remove(key);
                 continue;
             }
-            let restored = (self.claims.unpack(&message.payload).await)
-                .map_err(|err| ConversationError::failed("cannot read the hop journal", err))?;
+            let restored = (self.claims.unpack(&message.payload).await).map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot read the hop journal", err)
+            })?;
             if let Ok(entry) = rmp_serde::from_slice(&restored) {
                 entries.insert(key.to_owned(), entry);
             }

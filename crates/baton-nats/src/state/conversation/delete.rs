@@ -6,7 +6,8 @@ use async_nats::jetstream::kv;
 use baton_proto::footprint::{Footprint, api};
 use baton_proto::{Conversation, Subjects};
 
-use super::{ConversationError, ConversationErrorKind, Records};
+use super::Records;
+use crate::error::{Error, ErrorKind};
 
 impl Records {
     /// Deletes conversation `id`: its record (leaving the marker), then
@@ -15,20 +16,20 @@ impl Records {
     ///
     /// # Errors
     ///
-    /// [`ConversationErrorKind::Busy`] while a turn runs;
-    /// [`ConversationErrorKind::Deleted`] when there is no such conversation;
-    /// [`ConversationErrorKind::Store`] when JetStream refuses a step.
-    pub async fn delete(&self, id: &str) -> Result<usize, ConversationError> {
+    /// [`ErrorKind::Busy`] while a turn runs;
+    /// [`ErrorKind::Deleted`] when there is no such conversation;
+    /// [`ErrorKind::JetStream`] when JetStream refuses a step.
+    pub async fn delete(&self, id: &str) -> Result<usize, Error> {
         let key = Conversation::key_of(id);
         let Some((record, revision)) = self.read(&key).await? else {
-            return Err(ConversationError::new(
-                ConversationErrorKind::Deleted,
+            return Err(Error::new(
+                ErrorKind::Deleted,
                 format!("no conversation {id}"),
             ));
         };
         if let Some(running) = &record.running {
-            return Err(ConversationError::new(
-                ConversationErrorKind::Busy,
+            return Err(Error::new(
+                ErrorKind::Busy,
                 format!(
                     "conversation {id} runs turn {} as session {}: wait for it to end, or cancel it (`baton cancel {}`), then delete",
                     record.turns, running.session, running.session
@@ -47,7 +48,7 @@ impl Records {
         key: &str,
         record: &Conversation,
         revision: u64,
-    ) -> Result<usize, ConversationError> {
+    ) -> Result<usize, Error> {
         let id = &record.id;
         let turns = self.turns(record).await?;
         let mut sessions: Vec<uuid::Uuid> = turns.iter().map(|turn| turn.session).collect();
@@ -55,7 +56,10 @@ impl Records {
         sessions.sort_unstable();
         sessions.dedup();
         let failed = |err: &dyn std::fmt::Display| {
-            ConversationError::store(format!("cannot delete conversation {id}: {err}"))
+            Error::new(
+                ErrorKind::JetStream,
+                format!("cannot delete conversation {id}: {err}"),
+            )
         };
         // The marker first, only if nobody started a turn meanwhile: from
         // now on no turn reads the transcript that goes next.
@@ -65,9 +69,12 @@ impl Records {
             .map_err(|err| failed(&err))?;
         self.records.forget(key);
         let left = |err: &dyn std::fmt::Display| {
-            ConversationError::store(format!(
-                "conversation {id} is deleted, but not all of its turns' events and entries could be removed ({err}); the router removes the rest when the marker expires"
-            ))
+            Error::new(
+                ErrorKind::JetStream,
+                format!(
+                    "conversation {id} is deleted, but not all of its turns' events and entries could be removed ({err}); the router removes the rest when the marker expires"
+                ),
+            )
         };
         let subjects = &self.subjects;
         let events = (self.jetstream)
@@ -87,20 +94,24 @@ impl Records {
 
     /// Removes what is kept beside the record at `key`: its listed turns
     /// and its transcript, each with one purge that leaves nothing behind.
-    pub(crate) async fn clear(&self, key: &str) -> Result<(), ConversationError> {
+    pub(crate) async fn clear(&self, key: &str) -> Result<(), Error> {
         let hex = key.trim_start_matches("c.");
         self.purge_subjects(&format!("t.{hex}.>")).await?;
         self.transcripts.purge_hex(hex).await.map_err(|err| {
-            ConversationError::failed(format!("cannot purge the transcript of {key}"), err)
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("cannot purge the transcript of {key}"),
+                err,
+            )
         })
     }
 
     /// Purges the bucket's keys matching `keys` from its stream.
-    pub(crate) async fn purge_subjects(&self, keys: &str) -> Result<(), ConversationError> {
+    pub(crate) async fn purge_subjects(&self, keys: &str) -> Result<(), Error> {
         let bucket = self.subjects.conversations_bucket();
         crate::nats::provision::purge_keys(&self.jetstream, &bucket, keys)
             .await
-            .map_err(|err| ConversationError::store(err.to_string()))
+            .map_err(|err| Error::new(ErrorKind::JetStream, err.to_string()))
     }
 }
 

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use super::{ConversationError, ConversationErrorKind, Records};
+use super::Records;
+use crate::error::{Error, ErrorKind};
 
 impl Records {
     /// Removes the conversation at `key` when nothing runs or waits in it
@@ -18,13 +19,13 @@ impl Records {
     /// # Errors
     ///
     /// When JetStream refuses a step (the next sweep tries again).
-    pub async fn expire(&self, key: &str, ttl: Duration) -> Result<bool, ConversationError> {
+    pub async fn expire(&self, key: &str, ttl: Duration) -> Result<bool, Error> {
         let (record, revision) = match self.read(key).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(false),
             // Deleted meanwhile (by a delete, or another router expiring
             // it): its marker goes when it is old enough.
-            Err(err) if err.kind() == ConversationErrorKind::Deleted => return Ok(false),
+            Err(err) if err.kind() == ErrorKind::Deleted => return Ok(false),
             Err(err) => return Err(err),
         };
         let idle = baton_proto::now_ms().saturating_sub(record.updated_at);
@@ -50,11 +51,11 @@ impl Records {
     /// # Errors
     ///
     /// When JetStream refuses a purge.
-    pub async fn drop_marker(&self, key: &str) -> Result<bool, ConversationError> {
+    pub async fn drop_marker(&self, key: &str) -> Result<bool, Error> {
         // Only a marker: while it stands, no conversation of that id starts,
         // so what is cleared beside it is the deleted one's.
         match self.read(key).await {
-            Err(err) if err.kind() == ConversationErrorKind::Deleted => {}
+            Err(err) if err.kind() == ErrorKind::Deleted => {}
             Ok(_) => return Ok(false),
             Err(err) => return Err(err),
         }

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use baton_proto::{AgentName, Conversation, ConversationTurn, Event, Version, VersionMove};
 
-use super::{ConversationError, ConversationErrorKind, Records, owned};
+use super::{Records, owned};
+use crate::error::{Error, ErrorKind};
 
 impl Records {
     /// Forks conversation `id` after its turn `at` as conversation `new`,
@@ -20,10 +21,10 @@ impl Records {
     ///
     /// # Errors
     ///
-    /// [`ConversationErrorKind::Forbidden`] for another caller's
-    /// conversation; [`ConversationErrorKind::Deleted`] when `id` does not
-    /// exist or `new` does; [`ConversationErrorKind::Busy`] when turn `at`
-    /// has not ended; [`ConversationErrorKind::Store`] when JetStream fails.
+    /// [`ErrorKind::NotOwner`] for another caller's
+    /// conversation; [`ErrorKind::Deleted`] when `id` does not
+    /// exist or `new` does; [`ErrorKind::Busy`] when turn `at`
+    /// has not ended; [`ErrorKind::JetStream`] when JetStream fails.
     pub async fn fork(
         &self,
         id: &str,
@@ -31,13 +32,11 @@ impl Records {
         new: &str,
         caller: Option<String>,
         onto: &BTreeMap<AgentName, Version>,
-        ending: impl AsyncFnOnce(uuid::Uuid) -> Result<Option<Event>, ConversationError>,
-    ) -> Result<Conversation, ConversationError> {
+        ending: impl AsyncFnOnce(uuid::Uuid) -> Result<Option<Event>, Error>,
+    ) -> Result<Conversation, Error> {
+        let deleted = |message: String| Error::new(ErrorKind::Deleted, message);
         let Some((source, _)) = self.get(id).await? else {
-            return Err(ConversationError::new(
-                ConversationErrorKind::Deleted,
-                format!("no conversation {id}"),
-            ));
+            return Err(deleted(format!("no conversation {id}")));
         };
         owned(id, &source, &caller)?;
         let turns: Vec<ConversationTurn> = self
@@ -47,8 +46,8 @@ impl Records {
             .filter(|turn| turn.turn <= at)
             .collect();
         let Some(last) = turns.iter().find(|turn| turn.turn == at).cloned() else {
-            return Err(ConversationError::new(
-                ConversationErrorKind::Busy,
+            return Err(Error::new(
+                ErrorKind::Busy,
                 format!(
                     "turn {at} of conversation {id} has not ended (it has {} turns; `baton conversations show {id}` lists those that ended)",
                     source.turns
@@ -56,16 +55,18 @@ impl Records {
             ));
         };
         let Some(entries) = last.entries else {
-            return Err(ConversationError::store(format!(
-                "turn {at} of conversation {id} was closed by an older version, which did not note its transcript; fork at a later turn"
-            )));
+            return Err(Error::new(
+                ErrorKind::JetStream,
+                format!(
+                    "turn {at} of conversation {id} was closed by an older version, which did not note its transcript; fork at a later turn"
+                ),
+            ));
         };
         let key = Conversation::key_of(new);
         if self.read(&key).await?.is_some() {
-            return Err(ConversationError::new(
-                ConversationErrorKind::Deleted,
-                format!("conversation {new} exists already; fork under another id"),
-            ));
+            return Err(deleted(format!(
+                "conversation {new} exists already; fork under another id"
+            )));
         }
         // Whatever an earlier conversation of that id left goes first.
         self.clear(&key).await?;
@@ -74,7 +75,8 @@ impl Records {
             .copy(id, new, entries)
             .await
             .map_err(|err| {
-                ConversationError::failed(format!("cannot copy the transcript of {id}"), err)
+                let copying = format!("cannot copy the transcript of {id}");
+                Error::with_source(err.kind(), copying, err)
             })?;
         for turn in &turns {
             self.list_turn(new, turn).await?;
@@ -91,10 +93,9 @@ impl Records {
         onto_versions(&mut record, onto);
         record.context = context_after(end);
         if !self.swap(&key, &record, 0).await? {
-            return Err(ConversationError::new(
-                ConversationErrorKind::Deleted,
-                format!("conversation {new} was created meanwhile; fork under another id"),
-            ));
+            return Err(deleted(format!(
+                "conversation {new} was created meanwhile; fork under another id"
+            )));
         }
         Ok(record)
     }

@@ -6,7 +6,8 @@ use async_nats::jetstream::kv;
 use baton_proto::{Conversation, ConversationTurn, Role};
 use futures::{StreamExt, TryStreamExt};
 
-use super::{ConversationError, Records};
+use super::Records;
+use crate::error::{Error, ErrorKind};
 
 /// How many entries a listing reads at once.
 const AT_ONCE: usize = 16;
@@ -35,18 +36,18 @@ impl Records {
 
     /// Lists ended turn `turn` of conversation `id` beside its record
     /// (whoever closes the turn writes the same entry).
-    pub(crate) async fn list_turn(
-        &self,
-        id: &str,
-        turn: &ConversationTurn,
-    ) -> Result<(), ConversationError> {
+    pub(crate) async fn list_turn(&self, id: &str, turn: &ConversationTurn) -> Result<(), Error> {
         let bytes = rmp_serde::to_vec_named(turn)
-            .map_err(|err| ConversationError::failed("cannot encode a turn", err))?;
+            .map_err(|err| Error::with_source(ErrorKind::Encode, "cannot encode a turn", err))?;
         self.store
             .put(Conversation::turn_key(id, turn.turn), bytes.into())
             .await
             .map_err(|err| {
-                ConversationError::failed(format!("cannot list turn {}", turn.turn), err)
+                Error::with_source(
+                    ErrorKind::JetStream,
+                    format!("cannot list turn {}", turn.turn),
+                    err,
+                )
             })?;
         Ok(())
     }
@@ -56,21 +57,25 @@ impl Records {
     /// # Errors
     ///
     /// When the bucket cannot be listed or read.
-    pub async fn list(&self) -> Result<Vec<Conversation>, ConversationError> {
+    pub async fn list(&self) -> Result<Vec<Conversation>, Error> {
         let keys: Vec<String> = self
             .store
             .keys()
             .await
-            .map_err(|err| ConversationError::failed("cannot list the conversations", err))?
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot list the conversations", err)
+            })?
             .try_filter(|key| std::future::ready(key.starts_with("c.")))
             .try_collect()
             .await
-            .map_err(|err| ConversationError::failed("cannot list the conversations", err))?;
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot list the conversations", err)
+            })?;
         let mut all: Vec<Conversation> = futures::stream::iter(keys)
             .map(|key| async move {
                 match self.read(&key).await {
                     // Deleted since it was listed.
-                    Err(err) if err.kind() == super::ConversationErrorKind::Deleted => Ok(None),
+                    Err(err) if err.kind() == super::ErrorKind::Deleted => Ok(None),
                     read => read,
                 }
             })
@@ -89,23 +94,23 @@ impl Records {
     /// # Errors
     ///
     /// When the bucket cannot be read.
-    pub async fn turns(
-        &self,
-        record: &Conversation,
-    ) -> Result<Vec<ConversationTurn>, ConversationError> {
+    pub async fn turns(&self, record: &Conversation) -> Result<Vec<ConversationTurn>, Error> {
         let keys = (1..=record.turns).map(|turn| Conversation::turn_key(&record.id, turn));
         futures::stream::iter(keys)
             .map(|key| async move {
-                let entry =
-                    self.store.entry(key.as_str()).await.map_err(|err| {
-                        ConversationError::failed(format!("cannot read {key}"), err)
-                    })?;
+                let entry = self.store.entry(key.as_str()).await.map_err(|err| {
+                    Error::with_source(ErrorKind::JetStream, format!("cannot read {key}"), err)
+                })?;
                 let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
                     return Ok(None);
                 };
                 let turn: ConversationTurn =
                     rmp_serde::from_slice(&entry.value).map_err(|err| {
-                        ConversationError::failed(format!("{key} is not a turn"), err)
+                        Error::with_source(
+                            ErrorKind::JetStream,
+                            format!("{key} is not a turn"),
+                            err,
+                        )
                     })?;
                 Ok(Some(self.said(&record.id, turn).await))
             })

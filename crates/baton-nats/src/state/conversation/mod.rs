@@ -11,6 +11,7 @@
 //! questions is the entry point's (`baton-client`'s `conversations/`),
 //! which calls in here with what it read.
 
+use crate::error::{Error, ErrorKind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,65 +36,6 @@ pub use turn::legacy;
 pub use cut::INTERRUPTED;
 
 pub use delete::footprint as deleting_footprint;
-
-/// What a failure's cause is kept as.
-type Cause = Box<dyn std::error::Error + Send + Sync>;
-
-/// Why a conversation operation failed. Its message says what failed; its
-/// [`std::error::Error::source`], when there is one, the cause underneath
-/// (kept once, not repeated in the message).
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct ConversationError {
-    kind: ConversationErrorKind,
-    message: String,
-    #[source]
-    source: Option<Cause>,
-}
-
-/// What kind of failure a [`ConversationError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConversationErrorKind {
-    /// A turn runs, and the caller asked for `reject`.
-    Busy,
-    /// The conversation belongs to another caller.
-    Forbidden,
-    /// The conversation was deleted (or, to delete, does not exist).
-    Deleted,
-    /// JetStream did not answer as it should.
-    Store,
-}
-
-impl ConversationError {
-    pub fn new(kind: ConversationErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// A store failure said by `message` alone.
-    pub(crate) fn store(message: impl Into<String>) -> Self {
-        Self::new(ConversationErrorKind::Store, message)
-    }
-
-    /// A store failure: `what` failed, because of `cause`.
-    pub fn failed(what: impl Into<String>, cause: impl Into<Cause>) -> Self {
-        Self {
-            kind: ConversationErrorKind::Store,
-            message: what.into(),
-            source: Some(cause.into()),
-        }
-    }
-
-    /// What kind of failure it is.
-    #[must_use]
-    pub fn kind(&self) -> ConversationErrorKind {
-        self.kind
-    }
-}
 
 /// The conversations' records of one deployment: their bucket, with the
 /// transcripts beside them, and what this process stored last.
@@ -125,15 +67,19 @@ impl Records {
         subjects: &Subjects,
         claims: Arc<ClaimCheck>,
         replicas: usize,
-    ) -> Result<Self, ConversationError> {
+    ) -> Result<Self, Error> {
         let store = crate::state::Bucket::Conversations
             .open(jetstream, subjects, replicas)
             .await
-            .map_err(|err| ConversationError::failed("cannot open the conversations", err))?;
+            .map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "cannot open the conversations", err)
+            })?;
         let transcripts =
             crate::state::transcript::Transcripts::open(jetstream.clone(), subjects, replicas)
                 .await
-                .map_err(|err| ConversationError::failed("cannot open the transcripts", err))?;
+                .map_err(|err| {
+                    Error::with_source(ErrorKind::JetStream, "cannot open the transcripts", err)
+                })?;
         Ok(Self {
             store,
             jetstream: jetstream.clone(),
@@ -146,10 +92,11 @@ impl Records {
 
     /// The bucket's watch of every record, from each key's last (the
     /// keeper follows it).
-    pub async fn watch(&self) -> Result<kv::Watch, ConversationError> {
+    pub async fn watch(&self) -> Result<kv::Watch, Error> {
         // The records only, not the turns listed beside them.
-        (self.store.watch_with_history("c.>").await)
-            .map_err(|err| ConversationError::failed("cannot watch the conversations", err))
+        (self.store.watch_with_history("c.>").await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot watch the conversations", err)
+        })
     }
 
     /// Conversation `id`'s record and its revision, if it exists.
@@ -157,19 +104,17 @@ impl Records {
     /// # Errors
     ///
     /// When the bucket cannot be read, or holds no record there.
-    pub async fn get(&self, id: &str) -> Result<Option<(Conversation, u64)>, ConversationError> {
+    pub async fn get(&self, id: &str) -> Result<Option<(Conversation, u64)>, Error> {
         self.read(&Conversation::key_of(id)).await
     }
 
-    pub async fn read(&self, key: &str) -> Result<Option<(Conversation, u64)>, ConversationError> {
-        let entry = self
-            .store
-            .entry(key)
-            .await
-            .map_err(|err| ConversationError::failed(format!("cannot read {key}"), err))?;
+    pub async fn read(&self, key: &str) -> Result<Option<(Conversation, u64)>, Error> {
+        let entry = self.store.entry(key).await.map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, format!("cannot read {key}"), err)
+        })?;
         if entry.as_ref().is_some_and(delete::deleted) {
-            return Err(ConversationError::new(
-                ConversationErrorKind::Deleted,
+            return Err(Error::new(
+                ErrorKind::Deleted,
                 "this conversation was deleted (`baton conversations delete`); send with another id to start a new one",
             ));
         }
@@ -177,7 +122,11 @@ impl Records {
             return Ok(None);
         };
         let record = rmp_serde::from_slice(&entry.value).map_err(|err| {
-            ConversationError::failed(format!("{key} is not a conversation"), err)
+            Error::with_source(
+                ErrorKind::JetStream,
+                format!("{key} is not a conversation"),
+                err,
+            )
         })?;
         Ok(Some((record, entry.revision)))
     }
@@ -185,7 +134,7 @@ impl Records {
     /// Notes in the record that running turn `turn`'s task was published,
     /// so the keeper does not send it again; a record that moved on since
     /// is left as it is.
-    pub async fn mark_sent(&self, key: &str, turn: u32) -> Result<(), ConversationError> {
+    pub async fn mark_sent(&self, key: &str, turn: u32) -> Result<(), Error> {
         loop {
             let Some((mut record, revision)) = self.read(key).await? else {
                 return Ok(());
@@ -207,17 +156,24 @@ impl Records {
         key: &str,
         record: &Conversation,
         revision: u64,
-    ) -> Result<bool, ConversationError> {
+    ) -> Result<bool, Error> {
         let mut record = record.clone();
         record.updated_at = baton_proto::now_ms();
-        let bytes = rmp_serde::to_vec_named(&record)
-            .map_err(|err| ConversationError::failed(format!("cannot encode {key}"), err))?;
-        let failed = |err| ConversationError::failed(format!("cannot store {key}"), err);
+        let bytes = rmp_serde::to_vec_named(&record).map_err(|err| {
+            Error::with_source(ErrorKind::Encode, format!("cannot encode {key}"), err)
+        })?;
+        let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
+            Error::with_source(ErrorKind::JetStream, format!("cannot store {key}"), err)
+        };
         let stored = if revision == 0 {
             match self.store.create(key, bytes.into()).await {
                 Ok(revision) => revision,
                 Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => return Ok(false),
-                Err(err) => return Err(failed(Cause::from(err))),
+                Err(err) => {
+                    return Err(failed(Box::<dyn std::error::Error + Send + Sync>::from(
+                        err,
+                    )));
+                }
             }
         } else {
             match self.store.update(key, bytes.into(), revision).await {
@@ -225,7 +181,11 @@ impl Records {
                 Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                     return Ok(false);
                 }
-                Err(err) => return Err(failed(Cause::from(err))),
+                Err(err) => {
+                    return Err(failed(Box::<dyn std::error::Error + Send + Sync>::from(
+                        err,
+                    )));
+                }
             }
         };
         self.records.keep(key, record, stored);
@@ -235,14 +195,10 @@ impl Records {
 
 /// Refuses `caller` conversation `id` when `record` belongs to another
 /// caller.
-pub fn owned(
-    id: &str,
-    record: &Conversation,
-    caller: &Option<String>,
-) -> Result<(), ConversationError> {
+pub fn owned(id: &str, record: &Conversation, caller: &Option<String>) -> Result<(), Error> {
     if record.owner.is_some() && record.owner != *caller {
-        return Err(ConversationError::new(
-            ConversationErrorKind::Forbidden,
+        return Err(Error::new(
+            ErrorKind::NotOwner,
             format!("conversation {id} belongs to another caller"),
         ));
     }

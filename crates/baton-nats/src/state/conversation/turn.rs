@@ -5,7 +5,8 @@
 use baton_proto::{Conversation, Envelope, Event, Map, Message, Role, TurnOf};
 use uuid::Uuid;
 
-use super::{ConversationError, Records};
+use super::Records;
+use crate::error::Error;
 
 /// The session whose end holds `record`'s whole conversation, when the
 /// record was written before transcripts were logged: its next task is
@@ -30,7 +31,7 @@ impl Records {
         record: &Conversation,
         turn: u32,
         legacy: Option<Event>,
-    ) -> Result<Option<Envelope>, ConversationError> {
+    ) -> Result<Option<Envelope>, Error> {
         let Some(running) = &record.running else {
             return Ok(None);
         };
