@@ -57,6 +57,7 @@ fn heartbeat(kind: usize, instance: usize) -> Heartbeat {
         // Long enough that nothing expires during the run.
         interval_ms: Some(600_000),
         description: None,
+        tool_schema: None,
         version: None,
         extra: Map::new(),
     }

@@ -109,6 +109,7 @@ impl Demo {
             domains: owned(domains),
             tier: self.tier(),
             description: Some(description.to_owned()),
+            tool_schema: None,
         }
     }
 }

@@ -22,6 +22,9 @@ impl Gateway {
         arguments: JsonObject,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
+        if self.takes_own_arguments(&agent).await {
+            return self.run_own(agent, arguments, context).await;
+        }
         let Some(question) = arguments.get("question").and_then(|q| q.as_str()) else {
             return Ok(CallToolResult::error(vec![Content::text(
                 "the argument `question` (a string) is required",
@@ -62,6 +65,40 @@ impl Gateway {
                 )]));
             }
         }
+        self.session(agent, task, context).await
+    }
+
+    /// Runs one session at `agent`, which takes arguments of its own: they
+    /// are the variable `mcp.arguments`, and the task's text is their
+    /// `question` when it is a string (else empty). The gateway's own
+    /// arguments (budgets, variables, a conversation) are not read.
+    async fn run_own(
+        &self,
+        agent: AgentName,
+        arguments: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let question = arguments.get("question").and_then(|q| q.as_str());
+        let mut task = Envelope::task(question.unwrap_or_default());
+        task.replayable = true;
+        task.budget = baton_gateway::budget(None, None, self.budget).unwrap_or_default();
+        let said = serde_json::json!({ "arguments": arguments });
+        task.context.variables.insert(
+            "mcp".to_owned(),
+            rmpv::ext::to_value(said).unwrap_or(Value::Nil),
+        );
+        task = task.with_to(agent.clone());
+        task.stream = context.meta.get_progress_token().is_some();
+        self.session(agent, task, context).await
+    }
+
+    /// Starts `task`'s session at `agent` and follows it to a tool result.
+    async fn session(
+        &self,
+        agent: AgentName,
+        task: Envelope,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         if let Err(err) = self.client.submit(&task).await {
             return Ok(CallToolResult::error(vec![Content::text(format!(
                 "cannot start a session at {agent}: {err}"

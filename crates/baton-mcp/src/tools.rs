@@ -45,10 +45,26 @@ impl Gateway {
                         c.tier
                     ));
                 }
-                Tool::new(name, description, input_schema())
+                let schema = found
+                    .and_then(|c| c.tool_schema.as_deref())
+                    .and_then(own_schema)
+                    .unwrap_or_else(input_schema);
+                Tool::new(name, description, schema)
             })
             .chain(std::iter::once(feedback_tool()))
             .collect())
+    }
+
+    /// Whether `agent` takes arguments of its own (a spec's `tool_schema`),
+    /// as the registry says; without a registry, it takes the gateway's.
+    pub(crate) async fn takes_own_arguments(&self, agent: &baton_proto::AgentName) -> bool {
+        match self.registry.lookup(&LookupRequest::default()).await {
+            Ok(answer) => answer
+                .candidates
+                .iter()
+                .any(|c| &c.agent == agent && c.tool_schema.is_some()),
+            Err(_) => false,
+        }
     }
 
     /// `baton.feedback`: says how well a session went.
@@ -105,6 +121,15 @@ fn feedback_tool() -> Tool {
         "Say how well a finished session went, from 0 to 1: the agents of its path are credited, and the registry learns from it.",
         schema,
     )
+}
+
+/// An agent type's own input schema, as its spec wrote it (every keyword
+/// kept: `$schema`, `$defs`, `additionalProperties`).
+fn own_schema(text: &str) -> Option<JsonObject> {
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(map)) => Some(map),
+        _ => None,
+    }
 }
 
 /// The tools' input: the question and optional shared variables.

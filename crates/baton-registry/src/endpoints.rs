@@ -196,6 +196,7 @@ mod tests {
             at: 0,
             interval_ms: None,
             description: None,
+            tool_schema: None,
             version: None,
             extra: baton_proto::Map::new(),
         };

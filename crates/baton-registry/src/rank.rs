@@ -29,6 +29,9 @@ pub struct AgentSummary {
     pub failed: u64,
     /// What the agent type does (the newest heartbeat's description).
     pub description: Option<String>,
+    /// The JSON Schema of its arguments as an MCP tool (the newest
+    /// heartbeat's `tool_schema`).
+    pub tool_schema: Option<String>,
     /// The versions its live instances run, with how many run each, by
     /// version (instances that name none are not counted).
     pub versions: std::collections::BTreeMap<baton_proto::Version, u32>,
@@ -60,6 +63,7 @@ impl AgentSummary {
             processed: 0,
             failed: 0,
             description: None,
+            tool_schema: None,
             versions: std::collections::BTreeMap::new(),
         }
     }
@@ -160,6 +164,7 @@ impl AgentSummary {
             backlog: Some(self.pending + self.ack_pending),
             success_ratio: self.success_ratio(),
             description: self.description.clone(),
+            tool_schema: self.tool_schema.clone(),
             versions: self.versions.clone(),
             why: Some(why),
             extra: Map::new(),

@@ -145,6 +145,7 @@ impl Table {
                     processed: sum(|b| b.processed),
                     failed: sum(|b| b.failed),
                     description: newest.beat.description.clone(),
+                    tool_schema: newest.beat.tool_schema.clone(),
                     versions: versions(&live),
                 })
             })
@@ -181,6 +182,7 @@ mod tests {
             at: 0,
             interval_ms: Some(1000),
             description: None,
+            tool_schema: None,
             version: None,
             extra: baton_proto::Map::new(),
         }

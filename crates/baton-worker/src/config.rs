@@ -387,6 +387,9 @@ pub struct Profile {
     pub tier: u32,
     /// What the agent type does, in a sentence.
     pub description: Option<String>,
+    /// The JSON Schema (as JSON text) of the arguments it takes as an MCP
+    /// tool; `None` for the gateway's own.
+    pub tool_schema: Option<String>,
 }
 
 /// A fresh instance id: 12 hex digits, a valid subject token.

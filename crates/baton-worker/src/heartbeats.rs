@@ -31,6 +31,7 @@ pub(crate) fn spawn_heartbeats(
         at: 0,
         interval_ms: Some(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX)),
         description: profile.description.clone(),
+        tool_schema: profile.tool_schema.clone(),
         version: config.version.clone(),
         extra: baton_proto::Map::new(),
     };

@@ -23,6 +23,8 @@ pub(super) struct RawSpec {
     #[serde(default)]
     description: String,
     #[serde(default)]
+    tool_schema: Option<Spanned<String>>,
+    #[serde(default)]
     capabilities: Vec<String>,
     #[serde(default)]
     domains: Vec<String>,
@@ -211,6 +213,10 @@ impl Report<'_> {
     pub(super) fn validate(&mut self, raw: RawSpec) -> Option<AgentSpec> {
         let name = self.agent_name(raw.name.get_ref(), &raw.name.span(), "name");
         let version = self.version(raw.version.as_ref());
+        let tool_schema = raw
+            .tool_schema
+            .as_ref()
+            .and_then(|schema| self.tool_schema(schema));
         let fallback = raw
             .fallback
             .as_ref()
@@ -256,6 +262,7 @@ impl Report<'_> {
                 domains: raw.domains,
                 tier: raw.tier,
                 description: (!raw.description.is_empty()).then(|| raw.description.clone()),
+                tool_schema,
             },
             description: raw.description,
             concurrency: (*raw.concurrency.get_ref()).max(1),
@@ -276,6 +283,19 @@ impl Report<'_> {
 
     /// The spec's `version`, checked; without one, a short hash of the
     /// file's bytes, so that any change to the file is a new version.
+    /// `tool_schema`: a JSON Schema of an object, as compact JSON text.
+    fn tool_schema(&mut self, schema: &Spanned<String>) -> Option<String> {
+        let why = match serde_json::from_str::<serde_json::Value>(schema.get_ref()) {
+            Ok(value) if value.get("type").and_then(|t| t.as_str()) == Some("object") => {
+                return Some(value.to_string());
+            }
+            Ok(_) => "it must be a JSON Schema of an object (\"type\": \"object\"), as MCP asks of a tool's input".to_owned(),
+            Err(err) => format!("it is not JSON: {err}"),
+        };
+        self.error(&schema.span(), format!("tool_schema: {why}"));
+        None
+    }
+
     fn version(&mut self, label: Option<&Spanned<String>>) -> Option<Version> {
         let Some(label) = label else {
             return Some(Version::of_bytes(self.text.as_bytes()));

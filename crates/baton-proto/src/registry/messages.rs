@@ -41,6 +41,11 @@ pub struct Heartbeat {
     /// `description`); gateways show it as a skill or tool description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Extension: the JSON Schema (as JSON text) of the arguments the agent
+    /// type takes as an MCP tool (a spec's `tool_schema`); absent for the
+    /// gateway's own (`question`, `variables`, budgets, `conversation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_schema: Option<String>,
     /// Extension: the version of the agent type this instance runs (a
     /// spec's `version`, `baton worker --version`, or a short hash of the
     /// spec file). Absent for a worker that names none.
@@ -130,6 +135,10 @@ pub struct Candidate {
     /// Extension: what the agent type does (the newest heartbeat's `description`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Extension: the JSON Schema (as JSON text) of the arguments the agent
+    /// type takes as an MCP tool (the newest heartbeat's `tool_schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_schema: Option<String>,
     /// Extension: the versions its live instances run, each with how many
     /// instances run it, by version; empty when none names a version.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
