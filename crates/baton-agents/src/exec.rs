@@ -205,7 +205,7 @@ impl ExecRunner {
         if let Some(hop) = &hop {
             update = hop.said();
         }
-        let question = reply.ask.clone();
+        let question = reply.ask.clone().map(|ask| (ask, reply.schema.clone()));
         let mut outcome = decision(reply, run)?;
         let said = std::mem::take(outcome.update_mut());
         update.messages.extend(said.messages);
@@ -215,7 +215,9 @@ impl ExecRunner {
         update.problem = said.problem.or(update.problem);
         update.hand_back |= said.hand_back;
         match (question, &self.asking) {
-            (Some(question), Some(asking)) => asking.ask(task, question, update).await,
+            (Some((question, schema)), Some(asking)) => {
+                asking.ask(task, (question, schema), update).await
+            }
             (Some(_), None) => Err(AgentError::fatal(
                 "the program asked the user (`ask`), and this worker cannot: it needs the inbox and the hop journal (grant them with `baton permissions worker NAME --human`)",
             )),
@@ -282,6 +284,11 @@ pub(crate) fn decision(reply: ExecReply, task: &Task) -> Result<Outcome, AgentEr
     {
         return Err(AgentError::fatal(
             "action \"pause\" is for a team's coordinator (a spec with a [team] section)",
+        ));
+    }
+    if reply.schema.is_some() && reply.ask.is_none() {
+        return Err(AgentError::fatal(
+            "`schema` goes with `ask`: it is the JSON Schema of the answer asked for",
         ));
     }
     if reply.ask.is_some() && reply.action.is_some() {
@@ -412,6 +419,18 @@ mod tests {
 
     fn reply(json: &str) -> ExecReply {
         serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_schema_goes_only_with_a_question() {
+        let err = decision(reply(r#"{"schema": {"type": "object"}}"#), &task()).unwrap_err();
+        assert!(
+            err.to_string().contains("`schema` goes with `ask`"),
+            "{err}"
+        );
+        let asked = reply(r#"{"ask": "Your email?", "schema": {"type": "object"}}"#);
+        assert_eq!(asked.schema, Some(serde_json::json!({"type": "object"})));
+        assert!(decision(asked, &task()).is_ok());
     }
 
     #[test]

@@ -54,12 +54,18 @@ impl Gateway {
         let Ok(Some(entry)) = inbox.question(session).await else {
             return Elicited::Not;
         };
-        let message = format!("{} asks: {}", entry.agent(), question_of(&entry, event));
-        let Ok(schema) = ElicitationSchema::builder()
-            .required_string("answer")
-            .build()
-        else {
-            return Elicited::Not;
+        let (question, own) = question_of(&entry, event);
+        let message = format!("{} asks: {question}", entry.agent());
+        let own_schema = own.is_some();
+        let schema = match own {
+            Some(schema) => schema,
+            None => match ElicitationSchema::builder()
+                .required_string("answer")
+                .build()
+            {
+                Ok(schema) => schema,
+                Err(_) => return Elicited::Not,
+            },
         };
         let asked = CreateElicitationRequestParams::FormElicitationParams {
             meta: None,
@@ -67,6 +73,11 @@ impl Gateway {
             requested_schema: schema,
         };
         let answer = match context.peer.create_elicitation(asked).await {
+            // The agent asked for its own schema: whatever the client did
+            // is its answer.
+            Ok(said) if own_schema => Some(
+                serde_json::json!({"action": said.action, "content": said.content}).to_string(),
+            ),
             Ok(said) if said.action == ElicitationAction::Accept => (said.content)
                 .and_then(|content| content.get("answer")?.as_str().map(str::to_owned)),
             Ok(_) => None,
@@ -146,11 +157,23 @@ fn answers_forms(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|can| can.form.is_some() || can.url.is_none())
 }
 
-/// What the agent asked: `ask_user`'s question, else what it said last.
-fn question_of(entry: &InboxEntry, event: &Event) -> String {
-    (entry.gate())
-        .and_then(|gate| serde_json::from_str::<serde_json::Value>(&gate.arguments).ok())
+/// What the agent asked (`ask_user`'s question, else what it said last),
+/// and the answer it asked for when it gave a schema MCP can ask with.
+fn question_of(entry: &InboxEntry, event: &Event) -> (String, Option<ElicitationSchema>) {
+    let arguments = (entry.gate())
+        .and_then(|gate| serde_json::from_str::<serde_json::Value>(&gate.arguments).ok());
+    let question = (arguments.as_ref())
         .and_then(|arguments| arguments["question"].as_str().map(str::to_owned))
         .or_else(|| event.detail.clone())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let schema = (arguments.as_ref())
+        .and_then(|arguments| arguments.get("schema"))
+        .and_then(|schema| match serde_json::from_value(schema.clone()) {
+            Ok(schema) => Some(schema),
+            Err(err) => {
+                tracing::warn!(error = %err, "the question's schema is not an MCP elicitation schema: asked for one string");
+                None
+            }
+        });
+    (question, schema)
 }

@@ -486,6 +486,7 @@ fn exec_call_vectors() -> Vec<(&'static str, serde_json::Value)> {
                 "c6",
                 ExecOp::Ask {
                     question: "Which order?".to_owned(),
+                    schema: None,
                 },
             ),
         ),

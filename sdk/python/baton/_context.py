@@ -429,14 +429,22 @@ class Context:
         await self._tell("step_done", {"name": name, "key": key, "value": Encoded(text)})
         return value
 
-    async def ask(self, question: str) -> str:
+    async def ask(
+        self, question: str, schema: Union[dict[str, Any], None] = None
+    ) -> str:
         """Ask the user ``question`` and return the answer (``op: ask``).
 
         The first time, the hop ends here and waits for the user (the handler
         is cancelled); when the answer comes, the task runs again and this
-        call returns it.
+        call returns it. ``schema`` is the answer asked for, a JSON Schema
+        of an object with flat properties: an MCP client that answers
+        elicitations is asked with it, and the answer is then its result as
+        JSON (``{"action": ..., "content": {...}}``).
         """
-        result = await self._call("ask", {"question": question})
+        said: dict[str, Any] = {"question": question}
+        if schema is not None:
+            said["schema"] = schema
+        result = await self._call("ask", said)
         answer = result.get("answer") if isinstance(result, dict) else None
         return answer if isinstance(answer, str) else ""
 

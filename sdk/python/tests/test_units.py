@@ -258,6 +258,26 @@ def test_fake_worker_ask_and_delegate() -> None:
     }
 
 
+def test_ask_sends_the_schema_of_the_answer_asked_for() -> None:
+    schema = {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]}
+
+    async def handler(task: baton.Task, ctx: baton.Context) -> Any:
+        return await ctx.ask("Your email?", schema=schema)
+
+    worker = testing.FakeWorker()
+    assert worker.run(handler) is None
+    asked = [(call["question"], call.get("schema")) for call in worker.calls if call["op"] == "ask"]
+    assert asked == [("Your email?", schema)]
+    # Without a schema, none is sent.
+    plain = testing.FakeWorker()
+
+    async def plainly(task: baton.Task, ctx: baton.Context) -> Any:
+        return await ctx.ask("Which order?")
+
+    assert plain.run(plainly) is None
+    assert all("schema" not in call for call in plain.calls if call["op"] == "ask")
+
+
 def test_fake_worker_checks_step_values_and_calls_flag() -> None:
     async def handler(task: baton.Task, ctx: baton.Context) -> Any:
         return await ctx.step("when", lambda: datetime.date(2024, 1, 1))

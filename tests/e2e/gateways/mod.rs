@@ -9,3 +9,4 @@ pub(crate) mod console_conversations;
 pub(crate) mod console_versions;
 pub(crate) mod console_versions_labels;
 pub(crate) mod mcp;
+pub(crate) mod mcp_conformance;

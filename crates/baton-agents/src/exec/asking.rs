@@ -104,12 +104,13 @@ impl Asking {
         Ok(Some(Answered { task, update }))
     }
 
-    /// Parks `task` in the inbox with `question` for the user: the hop's
-    /// end, waiting for input, with `update` (the question said).
+    /// Parks `task` in the inbox with `question` for the user (with the
+    /// JSON Schema of the answer asked for, if any): the hop's end, waiting
+    /// for input, with `update` (the question said).
     pub(super) async fn ask(
         &self,
         task: &Task,
-        question: String,
+        (question, schema): (String, Option<serde_json::Value>),
         mut update: ContextUpdate,
     ) -> Result<Outcome, AgentError> {
         // Answered in this run: the update holds them with the answer.
@@ -118,7 +119,11 @@ impl Asking {
             _ => answers(task),
         };
         let step = u32::try_from(entries.len()).unwrap_or(u32::MAX);
-        let arguments = serde_json::json!({ "question": question, "n": step }).to_string();
+        let mut arguments = serde_json::json!({ "question": question, "n": step });
+        if let Some(schema) = schema {
+            arguments["schema"] = schema;
+        }
+        let arguments = arguments.to_string();
         let gate = Gate {
             digest: Gate::digest_of(ASK_USER, &arguments),
             reason: Reason::InputRequired,

@@ -188,7 +188,7 @@ impl Hop {
                 value,
                 error,
             } => self.step_done(&name, key.as_deref(), (value, error)).await,
-            ExecOp::Ask { question } => Box::pin(self.ask(question)).await,
+            ExecOp::Ask { question, schema } => Box::pin(self.ask(question, schema)).await,
             ExecOp::Delegate { children, mode } => Box::pin(self.delegate(children, mode)).await,
             ExecOp::Say { text } => Box::pin(self.say(text)).await,
         };

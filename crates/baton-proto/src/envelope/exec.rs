@@ -55,6 +55,14 @@ pub struct ExecReply {
     /// variables that came with the answer (`a2a`). It may ask again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask: Option<String>,
+    /// With `ask`: the answer asked for, as a JSON Schema of an object with
+    /// flat properties (strings, numbers, integers, booleans, enums: MCP's
+    /// elicitation schema). An MCP client that answers elicitations is
+    /// asked with it, and the answer is then the client's result as JSON,
+    /// `{"action": "accept"|"decline"|"cancel", "content": {...}}`; any
+    /// other answer is the person's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
     /// Messages to append to the conversation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<ExecMessage>,
@@ -286,6 +294,9 @@ pub enum ExecOp {
     Ask {
         /// The question.
         question: String,
+        /// The answer asked for, as a JSON Schema (see [`ExecReply::schema`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<serde_json::Value>,
     },
     /// Child tasks whose results the program waits for.
     Delegate {

@@ -9,7 +9,11 @@ use super::{Answer, Hop, JOURNAL, refused, value_json};
 use crate::journal::Recorded;
 
 impl Hop {
-    pub(super) async fn ask(&self, question: String) -> Result<Answer, AgentError> {
+    pub(super) async fn ask(
+        &self,
+        question: String,
+        schema: Option<Json>,
+    ) -> Result<Answer, AgentError> {
         let placed = self.place("ask".to_owned(), false).await?;
         let answered = (self.answers.get(placed.nth))
             .filter(|_| placed.recorded)
@@ -29,7 +33,7 @@ impl Hop {
         (said.state.entry("answers".to_owned()))
             .or_insert_with(|| Value::Array(self.answers.clone()));
         Ok(Answer::End(Box::new(
-            asking.ask(&self.delivered, question, said).await,
+            asking.ask(&self.delivered, (question, schema), said).await,
         )))
     }
 

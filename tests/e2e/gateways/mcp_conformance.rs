@@ -1,0 +1,167 @@
+//! `baton mcp serve` with the examples/mcp-conformance agents, checked by
+//! the MCP project's own conformance suite (`@modelcontextprotocol/conformance`,
+//! installed by `./just test` into .tools with Node.js 22): every server
+//! scenario, each passing or failing as this test says, and the tools that
+//! ask the user run twice, the second time with the client's answer.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::util::{System, example, wants};
+
+/// The scenarios that fail, each because Baton does not offer what it
+/// tests: resources, prompts and sampling are not declared (see
+/// docs/operators/gateways.md, "What it does not offer").
+const NOT_OFFERED: [&str; 10] = [
+    "tools-call-sampling",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "resources-subscribe",
+    "resources-unsubscribe",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+];
+
+/// The tools that ask the user (an exec `ask` with a `schema`).
+const ASKING: [&str; 3] = [
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+];
+
+/// The suite's runner and Node.js 22, as `./just test` installs them.
+fn suite() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools");
+    let node = tools.join("bin/node22");
+    let runner =
+        tools.join("mcp-conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    anyhow::ensure!(
+        node.exists() && runner.exists(),
+        "the MCP conformance suite is not installed: run the tests with `./just test` (or scripts/test-setup), which installs it into .tools"
+    );
+    Ok((node, runner))
+}
+
+/// Each scenario's checks, from the suite's `checks.json` files.
+fn outcomes(out: &Path) -> anyhow::Result<BTreeMap<String, Vec<serde_json::Value>>> {
+    let mut outcomes = BTreeMap::new();
+    for dir in std::fs::read_dir(out)? {
+        let dir = dir?.path();
+        let name = dir.file_name().unwrap_or_default().to_string_lossy();
+        // `server-<scenario>-<timestamp>`: the timestamp starts with the year.
+        let scenario = name
+            .strip_prefix("server-")
+            .and_then(|rest| rest.rsplit_once("-20").map(|(scenario, _)| scenario))
+            .ok_or_else(|| anyhow::anyhow!("an unexpected result folder {name}"))?
+            .to_owned();
+        let checks: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("checks.json"))?)?;
+        let checks = checks.as_array().cloned().unwrap_or_default();
+        anyhow::ensure!(!checks.is_empty(), "{scenario} ran no check");
+        outcomes.insert(scenario, checks);
+    }
+    Ok(outcomes)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mcp_projects_conformance_suite_passes_all_but_what_is_not_offered()
+-> anyhow::Result<()> {
+    let (node, runner) = suite()?;
+    let dir = tempfile::tempdir()?;
+    let runs = dir.path().join("runs");
+    let mut system = System::start().await?;
+    system.registry("registry").await?;
+    system.router(&[]).await?;
+    let folder = example("mcp-conformance");
+    let mut specs: Vec<PathBuf> = std::fs::read_dir(&folder)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    specs.retain(|path| path.extension().is_some_and(|e| e == "toml"));
+    specs.sort();
+    for spec in &specs {
+        let label = spec
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let spec = spec.to_string_lossy().into_owned();
+        let mut worker = system.baton(&["worker", "--spec", &spec]);
+        worker.env("CONFORMANCE_RUNS", &runs);
+        system.adopt(&label, baton_testkit::ChildProcess::spawn(worker, &label)?);
+    }
+    let count = specs.len();
+    system
+        .lookup_until(&wants(&[]), Duration::from_secs(60), |a| {
+            a.candidates.len() == count
+        })
+        .await?;
+    let command = system.baton(&["mcp", "serve", "--http", "127.0.0.1:0"]);
+    system.adopt("mcp", baton_testkit::ChildProcess::spawn(command, "mcp")?);
+    system
+        .wait_log("mcp", "MCP server listening", Duration::from_secs(30))
+        .await?;
+    let url = system.logged_url("mcp")?;
+
+    let out = dir.path().join("results");
+    let ran = tokio::task::block_in_place(|| {
+        std::process::Command::new(&node)
+            .arg(&runner)
+            .args(["server", "--suite", "all", "--url", &url, "-o"])
+            .arg(&out)
+            .output()
+    })?;
+    let said = String::from_utf8_lossy(&ran.stdout);
+    let checks = outcomes(&out)?;
+    // A scenario passes when none of its checks is a FAILURE.
+    let outcomes: BTreeMap<&str, bool> = (checks.iter())
+        .map(|(scenario, checks)| {
+            let passed = checks.iter().all(|check| check["status"] != "FAILURE");
+            (scenario.as_str(), passed)
+        })
+        .collect();
+    // Every server scenario of the suite ran: the active ones and the two
+    // pending (JSON Schema 2020-12, SSE polling).
+    assert_eq!(outcomes.len(), 32, "{outcomes:?}\n{said}");
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|(_, passed)| !**passed)
+        .map(|(scenario, _)| *scenario)
+        .collect();
+    let mut not_offered = NOT_OFFERED.to_vec();
+    not_offered.sort_unstable();
+    assert_eq!(failed, not_offered, "{said}");
+    for scenario in [
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
+        "json-schema-2020-12",
+        "tools-call-with-progress",
+        "tools-call-with-logging",
+        "dns-rebinding-protection",
+    ] {
+        assert_eq!(outcomes.get(scenario), Some(&true), "{scenario}\n{said}");
+    }
+
+    // The client's answer reached the agent, which said it.
+    let answered = &checks["tools-call-elicitation"][0]["details"]["result"]["content"][0]["text"];
+    assert_eq!(
+        answered,
+        r#"User response: action=accept, content={"username": "testuser", "email": "test@example.com"}"#
+    );
+    // Each asking tool ran twice: it asked, then it answered with the
+    // client's result.
+    let runs = std::fs::read_to_string(&runs)?;
+    for tool in ASKING {
+        let times = runs.lines().filter(|line| *line == tool).count();
+        assert_eq!(times, 2, "{tool} in {runs}");
+    }
+    assert!(
+        runs.lines().any(|line| line == "test_simple_text"),
+        "{runs}"
+    );
+    Ok(())
+}
