@@ -25,6 +25,7 @@ mod human;
 mod journal;
 mod limits;
 mod llm;
+mod signin;
 pub mod spec;
 mod tools;
 

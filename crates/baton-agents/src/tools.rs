@@ -131,7 +131,7 @@ pub(crate) struct Called {
 /// A connection to one server, made again when it is lost.
 struct Server {
     spec: McpSpec,
-    token: Option<String>,
+    sign_in: crate::signin::SignIn,
     peer: Mutex<Option<Arc<RunningService<RoleClient, ClientInfo>>>>,
 }
 
@@ -157,17 +157,9 @@ impl Server {
     /// Starts or reaches the server of `spec` and lists its tools.
     async fn reach(spec: &McpSpec) -> Result<(Self, Vec<rmcp::model::Tool>), Error> {
         let label = spec.label();
-        let token = match &spec.token_env {
-            Some(var) => Some(std::env::var(var).map_err(|_| {
-                Error::config(format!(
-                    "[[mcp]] {label}: token_env names {var}, which is not set: export {var}=<the server's token>"
-                ))
-            })?),
-            None => None,
-        };
         let server = Server {
             spec: spec.clone(),
-            token,
+            sign_in: crate::signin::SignIn::of(spec)?,
             peer: Mutex::new(None),
         };
         let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
@@ -384,22 +376,14 @@ impl Server {
             |kind: ErrorKind, err: String| Error::new(kind, format!("[[mcp]] {label}: {err}"));
         let running = match (&self.spec.url, &self.spec.command) {
             (Some(url), _) => {
-                let mut config =
-                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                if let Some(token) = &self.token {
-                    config = config.auth_header(token.clone());
-                }
                 let http = crate::http().build().map_err(|err| {
                     failed(
                         ErrorKind::Http,
                         format!("cannot build the HTTP client: {err}"),
                     )
                 })?;
-                let transport =
-                    rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
-                client_info().serve(transport).await.map_err(|err| {
-                    failed(ErrorKind::Mcp, format!("cannot reach the server: {err}"))
-                })?
+                (self.sign_in.connect(url, http, client_info()).await)
+                    .map_err(|err| failed(err.kind(), err.message().to_owned()))?
             }
             (None, Some(command)) => {
                 let (program, args) = command

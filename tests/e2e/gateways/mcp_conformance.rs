@@ -1,8 +1,10 @@
-//! `baton mcp serve` with the examples/mcp-conformance agents, checked by
-//! the MCP project's own conformance suite (`@modelcontextprotocol/conformance`,
-//! installed by `./just test` into .tools with Node.js 22): every server
-//! scenario, each passing or failing as this test says, and the tools that
-//! ask the user run twice, the second time with the client's answer.
+//! The MCP project's own conformance suite (`@modelcontextprotocol/conformance`,
+//! installed by `./just test` into .tools with Node.js 22) against both
+//! sides. The server: `baton mcp serve` with the examples/mcp-conformance
+//! agents, every server scenario passing or failing as this test says, and
+//! the tools that ask the user run twice, the second time with the client's
+//! answer. The client: a worker's `[[mcp]]` connection, reached as
+//! `baton check --tools` does, signing in as the scenario asks.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,23 +48,53 @@ fn suite() -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((node, runner))
 }
 
-/// Each scenario's checks, from the suite's `checks.json` files.
+/// How the suite ends a result folder's name: `-` and the time.
+const STAMP: &str = "-2026-11-29T05-43-05-698Z";
+
+/// Runs the suite's `args` with `out` as its results folder; its output.
+fn run_suite(args: &[&str], out: &Path) -> anyhow::Result<String> {
+    let (node, runner) = suite()?;
+    let ran = tokio::task::block_in_place(|| {
+        std::process::Command::new(&node)
+            .arg(&runner)
+            .args(args)
+            .arg("-o")
+            .arg(out)
+            .env("BATON_BIN", baton_testkit::baton_binary())
+            .output()
+    })?;
+    Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
+}
+
+/// Each scenario's checks, from the suite's `checks.json` files: in
+/// `server-<scenario>-<timestamp>`, or `<scenario>-<timestamp>` for a
+/// client's (`auth/…` in a folder of its own).
 fn outcomes(out: &Path) -> anyhow::Result<BTreeMap<String, Vec<serde_json::Value>>> {
     let mut outcomes = BTreeMap::new();
-    for dir in std::fs::read_dir(out)? {
-        let dir = dir?.path();
-        let name = dir.file_name().unwrap_or_default().to_string_lossy();
-        // `server-<scenario>-<timestamp>`: the timestamp starts with the year.
-        let scenario = name
-            .strip_prefix("server-")
-            .and_then(|rest| rest.rsplit_once("-20").map(|(scenario, _)| scenario))
-            .ok_or_else(|| anyhow::anyhow!("an unexpected result folder {name}"))?
-            .to_owned();
-        let checks: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("checks.json"))?)?;
-        let checks = checks.as_array().cloned().unwrap_or_default();
-        anyhow::ensure!(!checks.is_empty(), "{scenario} ran no check");
-        outcomes.insert(scenario, checks);
+    let mut folders = vec![out.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder)? {
+            let dir = entry?.path();
+            if !dir.join("checks.json").exists() {
+                if dir.is_dir() {
+                    folders.push(dir);
+                }
+                continue;
+            }
+            let name = dir.strip_prefix(out)?.to_string_lossy().into_owned();
+            // `-YYYY-MM-DDTHH-MM-SS-mmmZ` ends it.
+            let named = name.strip_prefix("server-").unwrap_or(&name);
+            let scenario = (named.len().checked_sub(STAMP.len()))
+                .and_then(|end| named.get(..end))
+                .filter(|_| named.ends_with('Z'))
+                .map(str::to_owned)
+                .ok_or_else(|| anyhow::anyhow!("an unexpected result folder {name}"))?;
+            let checks: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(dir.join("checks.json"))?)?;
+            let checks = checks.as_array().cloned().unwrap_or_default();
+            anyhow::ensure!(!checks.is_empty(), "{scenario} ran no check");
+            outcomes.insert(scenario, checks);
+        }
     }
     Ok(outcomes)
 }
@@ -70,7 +102,7 @@ fn outcomes(out: &Path) -> anyhow::Result<BTreeMap<String, Vec<serde_json::Value
 #[tokio::test(flavor = "multi_thread")]
 async fn the_mcp_projects_conformance_suite_passes_all_but_what_is_not_offered()
 -> anyhow::Result<()> {
-    let (node, runner) = suite()?;
+    suite()?;
     let dir = tempfile::tempdir()?;
     let runs = dir.path().join("runs");
     let mut system = System::start().await?;
@@ -107,14 +139,7 @@ async fn the_mcp_projects_conformance_suite_passes_all_but_what_is_not_offered()
     let url = system.logged_url("mcp")?;
 
     let out = dir.path().join("results");
-    let ran = tokio::task::block_in_place(|| {
-        std::process::Command::new(&node)
-            .arg(&runner)
-            .args(["server", "--suite", "all", "--url", &url, "-o"])
-            .arg(&out)
-            .output()
-    })?;
-    let said = String::from_utf8_lossy(&ran.stdout);
+    let said = run_suite(&["server", "--suite", "all", "--url", &url], &out)?;
     let checks = outcomes(&out)?;
     // A scenario passes when none of its checks is a FAILURE.
     let outcomes: BTreeMap<&str, bool> = (checks.iter())
@@ -163,5 +188,42 @@ async fn the_mcp_projects_conformance_suite_passes_all_but_what_is_not_offered()
         runs.lines().any(|line| line == "test_simple_text"),
         "{runs}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workers_mcp_client_passes_the_suites_scenarios_it_speaks() -> anyhow::Result<()> {
+    suite()?;
+    let dir = tempfile::tempdir()?;
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e/scripts/mcp_conformance_client.py")
+        .to_string_lossy()
+        .into_owned();
+    let command = format!("python3 {driver}");
+    let out = dir.path().join("results");
+    for scenario in ["initialize", "auth/client-credentials-basic"] {
+        let args = ["client", "--command", &command, "--scenario", scenario];
+        let said = run_suite(&args, &out)?;
+        let checks = outcomes(&out)?;
+        let checks = checks
+            .get(scenario)
+            .ok_or_else(|| anyhow::anyhow!("no results for {scenario}:\n{said}"))?;
+        let failed: Vec<&serde_json::Value> = (checks.iter())
+            .filter(|check| check["status"] == "FAILURE")
+            .collect();
+        assert!(failed.is_empty(), "{scenario}: {failed:#?}\n{said}");
+        // What each scenario is about was checked, and passed.
+        let about = match scenario {
+            "initialize" => "mcp-client-initialization",
+            _ => "client-credentials-basic-auth",
+        };
+        assert!(
+            checks
+                .iter()
+                .any(|check| check["id"] == about && check["status"] == "SUCCESS"),
+            "{scenario}: {checks:#?}"
+        );
+        std::fs::remove_dir_all(&out)?;
+    }
     Ok(())
 }

@@ -378,6 +378,41 @@ model = "m"
 "#;
 
 #[test]
+fn mcp_client_credentials_parse_and_half_a_sign_in_names_the_fix() {
+    let spec = parse_str(&format!(
+        "{LLM_WITH_TOOLS}\n[[mcp]]\nurl = \"https://tools.example/mcp\"\nauth = \"client_credentials\"\nclient_id = \"baton\"\nclient_secret_env = \"TOOLS_SECRET\"\nscopes = [\"tools:call\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        spec.mcp[0].auth,
+        Some(crate::spec::McpAuth::ClientCredentials)
+    );
+    assert_eq!(spec.mcp[0].scopes, ["tools:call"]);
+    for (entry, fix) in [
+        (
+            "url = \"https://t/mcp\"\nauth = \"client_credentials\"\nclient_id = \"b\"",
+            "needs client_id and client_secret_env",
+        ),
+        (
+            "url = \"https://t/mcp\"\nauth = \"client_credentials\"\nclient_id = \"b\"\nclient_secret_env = \"S\"\ntoken_env = \"T\"",
+            "two ways to sign in",
+        ),
+        (
+            "command = [\"s\"]\nauth = \"client_credentials\"\nclient_id = \"b\"\nclient_secret_env = \"S\"",
+            "auth goes with url",
+        ),
+        ("url = \"https://t/mcp\"\nclient_id = \"b\"", "go with auth"),
+        (
+            "url = \"https://t/mcp\"\nauth = \"password\"",
+            "unknown variant",
+        ),
+    ] {
+        let found = problems(&format!("{LLM_WITH_TOOLS}\n[[mcp]]\n{entry}\n"));
+        assert!(found.iter().any(|p| p.contains(fix)), "{entry}: {found:?}");
+    }
+}
+
+#[test]
 fn mcp_tool_classes_and_approvals_parse_and_bad_ones_name_the_fix() {
     let spec = parse_str(&format!(
         "{LLM_WITH_TOOLS}\n[[mcp]]\nurl = \"http://127.0.0.1:2/mcp\"\nidempotent = false\nidempotent_tools = [\"a\"]\nnot_idempotent = [\"b\"]\napprove = \"destructive\"\n\n[[mcp]]\ncommand = [\"s\"]\napprove = [\"c\"]\n"

@@ -2,7 +2,7 @@
 //! agent calls. What can be checked without reaching the servers.
 
 use super::{RawSpec, Report};
-use crate::spec::{Kind, McpSpec};
+use crate::spec::{Kind, McpAuth, McpSpec};
 
 /// Whether a spec of `kind` takes `[[mcp]]` servers: a model's, or a
 /// persistent program's (`ctx.tool`).
@@ -23,30 +23,13 @@ impl Report<'_> {
         for spanned in &raw.mcp {
             let span = spanned.span();
             let entry = spanned.get_ref();
-            match (&entry.url, &entry.command) {
-                (Some(url), None) => {
-                    if !(url.starts_with("http://") || url.starts_with("https://")) {
-                        self.error(
-                            &span,
-                            format!("[[mcp]] url {url:?} is not an http(s) URL: give the server's streamable-HTTP endpoint, e.g. \"http://127.0.0.1:8000/mcp\""),
-                        );
-                        continue;
-                    }
-                }
-                (None, Some(command)) if command.is_empty() => {
-                    self.error(&span, "[[mcp]] command is empty: name the program, e.g. command = [\"python3\", \"server.py\"]");
-                    continue;
-                }
-                (None, Some(_)) => {
-                    if entry.token_env.is_some() {
-                        self.error(&span, "[[mcp]] token_env goes with url (a bearer token over HTTP); a command gets its secrets from the environment");
-                        continue;
-                    }
-                }
-                _ => {
-                    self.error(&span, "[[mcp]] needs exactly one of url = \"http://...\" and command = [\"program\", ...]");
-                    continue;
-                }
+            if let Some(why) = where_problem(entry) {
+                self.error(&span, why);
+                continue;
+            }
+            if let Some(why) = sign_in_problem(entry) {
+                self.error(&span, why);
+                continue;
             }
             if entry.timeout_ms == 0 {
                 self.error(
@@ -90,5 +73,54 @@ impl Report<'_> {
             servers.push(entry.clone());
         }
         servers
+    }
+}
+
+/// What is wrong with how `entry` signs in to its server, if anything.
+fn sign_in_problem(entry: &McpSpec) -> Option<&'static str> {
+    let Some(auth) = entry.auth else {
+        let oauth_only = entry.client_id.is_some()
+            || entry.client_secret_env.is_some()
+            || !entry.scopes.is_empty();
+        return oauth_only.then_some(
+            "[[mcp]] client_id, client_secret_env and scopes go with auth = \"client_credentials\"",
+        );
+    };
+    if entry.url.is_none() {
+        return Some("[[mcp]] auth goes with url: OAuth signs callers in over HTTP");
+    }
+    if entry.token_env.is_some() {
+        return Some("[[mcp]] auth and token_env are two ways to sign in: keep one");
+    }
+    match auth {
+        McpAuth::ClientCredentials
+            if entry.client_id.is_none() || entry.client_secret_env.is_none() =>
+        {
+            Some(
+                "[[mcp]] auth = \"client_credentials\" needs client_id and client_secret_env (the environment variable that holds the client's secret)",
+            )
+        }
+        McpAuth::ClientCredentials => None,
+    }
+}
+
+/// What is wrong with where `entry`'s server is (`url` or `command`), if
+/// anything.
+fn where_problem(entry: &McpSpec) -> Option<String> {
+    match (&entry.url, &entry.command) {
+        (Some(url), None) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+            Some(format!("[[mcp]] url {url:?} is not an http(s) URL: give the server's streamable-HTTP endpoint, e.g. \"http://127.0.0.1:8000/mcp\""))
+        }
+        (Some(_), None) => None,
+        (None, Some(command)) if command.is_empty() => Some(
+            "[[mcp]] command is empty: name the program, e.g. command = [\"python3\", \"server.py\"]".to_owned(),
+        ),
+        (None, Some(_)) if entry.token_env.is_some() => Some(
+            "[[mcp]] token_env goes with url (a bearer token over HTTP); a command gets its secrets from the environment".to_owned(),
+        ),
+        (None, Some(_)) => None,
+        _ => Some(
+            "[[mcp]] needs exactly one of url = \"http://...\" and command = [\"program\", ...]".to_owned(),
+        ),
     }
 }

@@ -1,0 +1,145 @@
+//! How a worker signs in to an MCP server over streamable HTTP: with a
+//! static bearer token (`token_env`), or with OAuth's client credentials
+//! grant (`auth = "client_credentials"`), through the MCP SDK's own
+//! authorization support: the server's protected-resource metadata, its
+//! authorization server's metadata, the token request with the `resource`
+//! the token is for, and the token on every request.
+
+use rmcp::ServiceExt;
+use rmcp::model::ClientInfo;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::auth::{AuthClient, ClientCredentialsConfig, OAuthState};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+use crate::spec::{McpAuth, McpSpec};
+use crate::{Error, ErrorKind};
+
+/// How a worker signs in to one server.
+pub(crate) enum SignIn {
+    /// It does not: the server takes anyone (or runs over stdio).
+    Open,
+    /// A bearer token, from `token_env`.
+    Token(String),
+    /// OAuth's client credentials grant: a token asked for on each
+    /// connection (a connection whose token expired is made again).
+    ClientCredentials {
+        client_id: String,
+        secret: String,
+        scopes: Vec<String>,
+    },
+}
+
+impl std::fmt::Debug for SignIn {
+    /// Says how, never with what.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Open => "Open",
+            Self::Token(_) => "Token",
+            Self::ClientCredentials { .. } => "ClientCredentials",
+        })
+    }
+}
+
+impl SignIn {
+    /// How `spec` signs in, with its secrets read from the environment.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] naming the variable that is not set.
+    pub(crate) fn of(spec: &McpSpec) -> Result<Self, Error> {
+        let label = spec.label();
+        let read = |var: &str, what: &str| {
+            std::env::var(var).map_err(|_| {
+                Error::new(
+                    ErrorKind::Config,
+                    format!("[[mcp]] {label}: {what} names {var}, which is not set: export {var}=<the server's {}>", what.trim_end_matches("_env").replace('_', " ")),
+                )
+            })
+        };
+        if let Some(var) = &spec.token_env {
+            return Ok(Self::Token(read(var, "token_env")?));
+        }
+        match (spec.auth, &spec.client_id, &spec.client_secret_env) {
+            (Some(McpAuth::ClientCredentials), Some(client_id), Some(var)) => {
+                Ok(Self::ClientCredentials {
+                    client_id: client_id.clone(),
+                    secret: read(var, "client_secret_env")?,
+                    scopes: spec.scopes.clone(),
+                })
+            }
+            // `baton check` refuses the other combinations.
+            _ => Ok(Self::Open),
+        }
+    }
+
+    /// Connects to the server at `url` over streamable HTTP, signed in.
+    pub(crate) async fn connect(
+        &self,
+        url: &str,
+        http: reqwest::Client,
+        info: ClientInfo,
+    ) -> Result<RunningService<RoleClient, ClientInfo>, Error> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+        let reached = match self {
+            Self::Open | Self::Token(_) => {
+                if let Self::Token(token) = self {
+                    config = config.auth_header(token.clone());
+                }
+                let transport = StreamableHttpClientTransport::with_client(http, config);
+                info.serve(transport).await
+            }
+            Self::ClientCredentials {
+                client_id,
+                secret,
+                scopes,
+            } => {
+                let signed = signed_in(url, http.clone(), client_id, secret, scopes).await?;
+                let transport = StreamableHttpClientTransport::with_client(
+                    AuthClient::new(http, signed),
+                    config,
+                );
+                info.serve(transport).await
+            }
+        };
+        reached.map_err(|err| Error::new(ErrorKind::Mcp, format!("cannot reach the server: {err}")))
+    }
+}
+
+/// Signs in to the authorization server of the MCP server at `url` with
+/// the client credentials grant: its token is for `url` (the `resource`).
+async fn signed_in(
+    url: &str,
+    http: reqwest::Client,
+    client_id: &str,
+    secret: &str,
+    scopes: &[String],
+) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
+    };
+    let mut state = OAuthState::new(url, Some(http))
+        .await
+        .map_err(|err| failed("cannot start signing in", &err))?;
+    let asked = ClientCredentialsConfig::ClientSecret {
+        client_id: client_id.to_owned(),
+        client_secret: secret.to_owned(),
+        scopes: scopes.to_vec(),
+        resource: Some(url.to_owned()),
+    };
+    state
+        .authenticate_client_credentials(asked)
+        .await
+        .map_err(|err| {
+            failed(
+                "the authorization server refused the client credentials",
+                &err,
+            )
+        })?;
+    state.into_authorization_manager().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Mcp,
+            "signing in ended without a token".to_owned(),
+        )
+    })
+}
