@@ -113,8 +113,9 @@ impl Machinery {
             None => toml::from_str::<LlmSpec>("model = \"\"")
                 .map_err(|err| Error::new(ErrorKind::Config, format!("no model: {err}")))?,
         };
+        let tokens = crate::signin::Tokens::for_servers(mcp, client, subjects, replicas).await?;
         let mut runner = LlmRunner::new(&settings, &baton_worker::Routing::default(), &[])?
-            .with_mcp(mcp)
+            .with_mcp(mcp, tokens.as_ref())
             .await?
             .with_journal(journal::Journal::open(client, subjects, replicas).await?);
         if llm.is_some() {

@@ -25,7 +25,7 @@ mod human;
 mod journal;
 mod limits;
 mod llm;
-mod signin;
+pub mod signin;
 pub mod spec;
 mod tools;
 
@@ -115,8 +115,11 @@ pub(crate) fn http() -> reqwest::ClientBuilder {
 /// # Errors
 ///
 /// As a worker's start: a message that names the server and the tool.
-pub async fn tool_classes(spec: &AgentSpec) -> Result<Vec<(String, &'static str, bool)>, Error> {
-    let toolbox = tools::Toolbox::connect(&spec.mcp, &[]).await?;
+pub async fn tool_classes(
+    spec: &AgentSpec,
+    tokens: Option<&signin::Tokens>,
+) -> Result<Vec<(String, &'static str, bool)>, Error> {
+    let toolbox = tools::Toolbox::connect(&spec.mcp, &[], tokens).await?;
     Ok(toolbox
         .tools()
         .iter()
@@ -206,8 +209,10 @@ impl SpecAgent {
             Kind::Exec(exec) => exec_runner(&spec, exec, (client, subjects, replicas)).await?,
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
             Kind::Llm(llm) => {
+                let tokens =
+                    signin::Tokens::for_servers(&spec.mcp, client, subjects, replicas).await?;
                 let runner = LlmRunner::new(llm, &spec.routing, &spec.delegates)?
-                    .with_mcp(&spec.mcp)
+                    .with_mcp(&spec.mcp, tokens.as_ref())
                     .await?
                     .with_journal(journal::Journal::open(client, subjects, replicas).await?)
                     .with_limiter(

@@ -170,9 +170,13 @@ impl LlmRunner {
     /// # Errors
     ///
     /// As [`Toolbox::connect`]: a message that names the server and the tool.
-    pub(crate) async fn with_mcp(mut self, mcp: &[McpSpec]) -> Result<Self, Error> {
+    pub(crate) async fn with_mcp(
+        mut self,
+        mcp: &[McpSpec],
+        tokens: Option<&crate::signin::Tokens>,
+    ) -> Result<Self, Error> {
         let taken: Vec<String> = self.offered.tools.iter().map(|t| t.name.clone()).collect();
-        self.offered.toolbox = Arc::new(Toolbox::connect(mcp, &taken).await?);
+        self.offered.toolbox = Arc::new(Toolbox::connect(mcp, &taken, tokens).await?);
         Ok(self)
     }
 

@@ -155,11 +155,14 @@ impl std::fmt::Debug for Toolbox {
 
 impl Server {
     /// Starts or reaches the server of `spec` and lists its tools.
-    async fn reach(spec: &McpSpec) -> Result<(Self, Vec<rmcp::model::Tool>), Error> {
+    async fn reach(
+        spec: &McpSpec,
+        tokens: Option<&crate::signin::Tokens>,
+    ) -> Result<(Self, Vec<rmcp::model::Tool>), Error> {
         let label = spec.label();
         let server = Server {
             spec: spec.clone(),
-            sign_in: crate::signin::SignIn::of(spec)?,
+            sign_in: crate::signin::SignIn::of(spec, tokens)?,
             peer: Mutex::new(None),
         };
         let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
@@ -189,7 +192,11 @@ impl Toolbox {
     /// A message naming the server (and the tool) for an unreachable
     /// server, an unset token variable, a duplicate name, an allow-list
     /// entry the server does not have, or a schema that is not one.
-    pub(crate) async fn connect(specs: &[McpSpec], taken: &[String]) -> Result<Self, Error> {
+    pub(crate) async fn connect(
+        specs: &[McpSpec],
+        taken: &[String],
+        tokens: Option<&crate::signin::Tokens>,
+    ) -> Result<Self, Error> {
         let mut toolbox = Self::default();
         let mut names: std::collections::HashMap<String, String> = taken
             .iter()
@@ -202,30 +209,8 @@ impl Toolbox {
             .collect();
         for (index, spec) in specs.iter().enumerate() {
             let label = spec.label();
-            let (server, listed) = Server::reach(spec).await?;
-            let lists = [
-                ("tools", spec.tools.as_deref().unwrap_or_default()),
-                ("idempotent_tools", spec.idempotent_tools.as_slice()),
-                ("not_idempotent", spec.not_idempotent.as_slice()),
-                (
-                    "approve",
-                    match &spec.approve {
-                        Some(Approve::Tools(tools)) => tools.as_slice(),
-                        _ => &[],
-                    },
-                ),
-            ];
-            for (field, names) in lists {
-                if let Some(missing) = names
-                    .iter()
-                    .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
-                {
-                    let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
-                    return Err(Error::config(format!(
-                        "[[mcp]] {label}: {field} lists {missing:?}, which the server does not have (it has {have:?})"
-                    )));
-                }
-            }
+            let (server, listed) = Server::reach(spec, tokens).await?;
+            lists_only_what_it_has(spec, &listed)?;
             for tool in listed {
                 if spec
                     .tools
@@ -418,6 +403,36 @@ impl Server {
             *peer = None;
         }
     }
+}
+
+/// Whether every tool `spec`'s lists name (`tools`, `idempotent_tools`,
+/// `not_idempotent`, `approve`) is one the server `listed`.
+fn lists_only_what_it_has(spec: &McpSpec, listed: &[rmcp::model::Tool]) -> Result<(), Error> {
+    let lists = [
+        ("tools", spec.tools.as_deref().unwrap_or_default()),
+        ("idempotent_tools", spec.idempotent_tools.as_slice()),
+        ("not_idempotent", spec.not_idempotent.as_slice()),
+        (
+            "approve",
+            match &spec.approve {
+                Some(Approve::Tools(tools)) => tools.as_slice(),
+                _ => &[],
+            },
+        ),
+    ];
+    for (field, names) in lists {
+        if let Some(missing) = names
+            .iter()
+            .find(|name| !listed.iter().any(|tool| tool.name == name.as_str()))
+        {
+            let have: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
+            return Err(Error::config(format!(
+                "[[mcp]] {}: {field} lists {missing:?}, which the server does not have (it has {have:?})",
+                spec.label()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A result as the model reads it: its text parts (or its structured

@@ -192,7 +192,7 @@ impl Command {
             Self::Replay(args) => replay::run(nats, subjects, args).await,
             Self::Diff(args) => diff::run(nats, subjects, args).await,
             Self::Dlq(command) => dlq::run(nats, subjects, command).await,
-            Self::Check(args) => Ok(check::run(&args).await),
+            Self::Check(args) => Ok(check::run(&args, nats, subjects).await),
             Self::New(command) => new::run(command),
             Self::Inbox(command) => inbox::run(nats, subjects, command).await,
             Self::Doctor(args) => doctor::run(nats, subjects, args).await,

@@ -99,12 +99,55 @@ mod tests {
             to: vec![AgentName::new("billing").unwrap()],
             human: false,
             version: None,
+            mcp_logins: Vec::new(),
         };
         let text = render(&Role::worker(&agent), &subjects(), None, &grants);
         assert!(text.contains("\"baton.agent.billing\""), "{text}");
         assert!(!text.contains("baton.agent.*"), "{text}");
         let inbox = format!("KV_{}", subjects().inbox_bucket());
         assert!(!text.contains(&inbox), "no inbox without --human: {text}");
+    }
+
+    #[test]
+    fn a_worker_reads_the_sign_ins_of_its_mcp_servers_and_no_other() {
+        let agent = AgentName::new("researcher").unwrap();
+        let bucket = subjects().mcp_auth_bucket();
+        let mine = "https://tools.example/mcp".to_owned();
+        let grants = Grants {
+            mcp_logins: vec![mine.clone()],
+            ..Grants::default()
+        };
+        let text = render(&Role::worker(&agent), &subjects(), None, &grants);
+        let signed = baton_agents::signin::footprint(&subjects(), std::slice::from_ref(&mine));
+        let other = "https://other.example/mcp".to_owned();
+        let not_mine = baton_agents::signin::footprint(&subjects(), &[other]);
+        assert!(signed.allows_publish(&format!("$KV.{bucket}.{}", key_of(&signed, &bucket))));
+        let theirs = key_of(&not_mine, &bucket);
+        assert!(!text.contains(&theirs), "another server's sign-in: {text}");
+        assert!(text.contains(&key_of(&signed, &bucket)), "{text}");
+        // The whole bucket is the operator's, who signs in.
+        let none = render(&Role::worker(&agent), &subjects(), None, &Grants::default());
+        assert!(!none.contains(&bucket), "{none}");
+        let operator = render(
+            &Role::of(RoleKind::Operator),
+            &subjects(),
+            None,
+            &Grants::default(),
+        );
+        assert!(
+            operator.contains(&format!("\"$KV.{bucket}.>\"")),
+            "{operator}"
+        );
+    }
+
+    /// The key a footprint grants in `bucket`.
+    fn key_of(footprint: &baton_proto::footprint::Footprint, bucket: &str) -> String {
+        let text = format!("{footprint:?}");
+        let start = text.find(&format!("$KV.{bucket}.")).expect("a key") + bucket.len() + 5;
+        text[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect()
     }
 
     #[test]

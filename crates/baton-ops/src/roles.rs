@@ -55,6 +55,9 @@ pub struct Grants {
     pub human: bool,
     /// The version the worker runs, when it names one: its consumer.
     pub version: Option<baton_proto::Version>,
+    /// The MCP servers (by URL) whose OAuth sign-ins it reads and
+    /// refreshes (`auth = "oauth"`), and no other server's.
+    pub mcp_logins: Vec<String>,
 }
 
 impl Role {
@@ -129,6 +132,10 @@ impl Role {
                 } else {
                     Footprint::new()
                 })
+                .with(baton_agents::signin::footprint(
+                    subjects,
+                    &grants.mcp_logins,
+                ))
                 .with(
                     grants
                         .version
@@ -174,6 +181,8 @@ fn operator(subjects: &Subjects) -> Footprint {
         .with(baton_nats::footprints::deleting_conversations(subjects))
         .with(crate::doctor::footprint(subjects))
         .with(deploys(subjects))
+        // `baton mcp login` keeps the sign-ins it makes.
+        .with(Footprint::kv(&subjects.mcp_auth_bucket()))
 }
 
 /// `baton rollout`, `versions` and `retire`: the rollouts, and where work

@@ -51,17 +51,22 @@ fn suite() -> anyhow::Result<(PathBuf, PathBuf)> {
 /// How the suite ends a result folder's name: `-` and the time.
 const STAMP: &str = "-2026-11-29T05-43-05-698Z";
 
-/// Runs the suite's `args` with `out` as its results folder; its output.
-fn run_suite(args: &[&str], out: &Path) -> anyhow::Result<String> {
+/// Runs the suite's `args` with `out` as its results folder, the client
+/// under test reaching NATS at `nats` when given; its output.
+fn run_suite(args: &[&str], out: &Path, nats: Option<&str>) -> anyhow::Result<String> {
     let (node, runner) = suite()?;
     let ran = tokio::task::block_in_place(|| {
-        std::process::Command::new(&node)
+        let mut command = std::process::Command::new(&node);
+        command
             .arg(&runner)
             .args(args)
             .arg("-o")
             .arg(out)
-            .env("BATON_BIN", baton_testkit::baton_binary())
-            .output()
+            .env("BATON_BIN", baton_testkit::baton_binary());
+        if let Some(nats) = nats {
+            command.env("NATS_URL", nats);
+        }
+        command.output()
     })?;
     Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
 }
@@ -139,7 +144,7 @@ async fn the_mcp_projects_conformance_suite_passes_all_but_what_is_not_offered()
     let url = system.logged_url("mcp")?;
 
     let out = dir.path().join("results");
-    let said = run_suite(&["server", "--suite", "all", "--url", &url], &out)?;
+    let said = run_suite(&["server", "--suite", "all", "--url", &url], &out, None)?;
     let checks = outcomes(&out)?;
     // A scenario passes when none of its checks is a FAILURE.
     let outcomes: BTreeMap<&str, bool> = (checks.iter())
@@ -191,9 +196,43 @@ async fn the_mcp_projects_conformance_suite_passes_all_but_what_is_not_offered()
     Ok(())
 }
 
+/// The client scenarios of spec 2025-11-25 (and its client-credentials
+/// extension, and the 2025-03-26 back-compatibility ones), each with
+/// whether Baton's client passes it now. Those that fail test what it does
+/// not do yet: call a tool from this driver, answer elicitations, resume a
+/// response stream, discover metadata at the third variant's paths, step
+/// up a token's scopes, sign in with a JWT, and the 2025-03-26 endpoint
+/// fallback.
+const CLIENT_SCENARIOS: [(&str, bool); 22] = [
+    ("initialize", true),
+    ("tools_call", false),
+    ("elicitation-sep1034-client-defaults", false),
+    ("sse-retry", true),
+    ("auth/metadata-default", true),
+    ("auth/metadata-var1", true),
+    ("auth/metadata-var2", true),
+    ("auth/metadata-var3", false),
+    ("auth/basic-cimd", true),
+    ("auth/scope-from-www-authenticate", true),
+    ("auth/scope-from-scopes-supported", true),
+    ("auth/scope-omitted-when-undefined", true),
+    ("auth/scope-step-up", false),
+    ("auth/scope-retry-limit", true),
+    ("auth/token-endpoint-auth-basic", true),
+    ("auth/token-endpoint-auth-post", true),
+    ("auth/token-endpoint-auth-none", true),
+    ("auth/pre-registration", true),
+    ("auth/client-credentials-basic", true),
+    ("auth/client-credentials-jwt", false),
+    ("auth/2025-03-26-oauth-metadata-backcompat", true),
+    ("auth/2025-03-26-oauth-endpoint-fallback", false),
+];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workers_mcp_client_passes_the_suites_scenarios_it_speaks() -> anyhow::Result<()> {
     suite()?;
+    // `baton mcp login` keeps the sign-ins in this server.
+    let system = System::start().await?;
     let dir = tempfile::tempdir()?;
     let driver = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e/scripts/mcp_conformance_client.py")
@@ -201,29 +240,21 @@ async fn a_workers_mcp_client_passes_the_suites_scenarios_it_speaks() -> anyhow:
         .into_owned();
     let command = format!("python3 {driver}");
     let out = dir.path().join("results");
-    for scenario in ["initialize", "auth/client-credentials-basic"] {
+    let mut seen = Vec::new();
+    for (scenario, passes) in CLIENT_SCENARIOS {
         let args = ["client", "--command", &command, "--scenario", scenario];
-        let said = run_suite(&args, &out)?;
+        let said = run_suite(&args, &out, Some(system.server.url()))?;
         let checks = outcomes(&out)?;
         let checks = checks
             .get(scenario)
             .ok_or_else(|| anyhow::anyhow!("no results for {scenario}:\n{said}"))?;
-        let failed: Vec<&serde_json::Value> = (checks.iter())
-            .filter(|check| check["status"] == "FAILURE")
-            .collect();
-        assert!(failed.is_empty(), "{scenario}: {failed:#?}\n{said}");
-        // What each scenario is about was checked, and passed.
-        let about = match scenario {
-            "initialize" => "mcp-client-initialization",
-            _ => "client-credentials-basic-auth",
-        };
-        assert!(
-            checks
-                .iter()
-                .any(|check| check["id"] == about && check["status"] == "SUCCESS"),
-            "{scenario}: {checks:#?}"
-        );
+        let failed = (checks.iter()).any(|check| check["status"] == "FAILURE");
+        seen.push((scenario, !failed));
+        if passes && failed {
+            eprintln!("{scenario}:\n{said}");
+        }
         std::fs::remove_dir_all(&out)?;
     }
+    assert_eq!(seen, CLIENT_SCENARIOS.to_vec());
     Ok(())
 }

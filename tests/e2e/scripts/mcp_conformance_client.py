@@ -5,8 +5,11 @@ client: `conformance client --command "python3 mcp_conformance_client.py"`.
 The suite appends the server's URL and says the scenario and its context
 (credentials) in MCP_CONFORMANCE_SCENARIO and MCP_CONFORMANCE_CONTEXT. This
 writes an LLM agent's spec whose [[mcp]] is that server, signed in as the
-context says, and reaches it as a worker does: `baton check --tools`
-(BATON_BIN) connects, signs in and lists the tools.
+scenario asks, and reaches it as a worker does: `baton check --tools`
+(BATON_BIN) connects, signs in and lists the tools. A scenario of OAuth's
+authorization code grant first runs `baton mcp login`, whose browser is
+`curl` (the suite's authorization server redirects at once), and which keeps
+the sign-in in the NATS server of NATS_URL.
 """
 
 import json
@@ -16,7 +19,24 @@ import sys
 import tempfile
 
 
-def spec(url, context):
+# The client metadata document the suite expects a client to name.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def login(url, context, env):
+    """Signs in with `baton mcp login`, as the context's client if any."""
+    args = [os.environ["BATON_BIN"], "mcp", "login", url, "--open-with", "curl -sL -o /dev/null",
+            "--wait-secs", "20"]
+    if context.get("client_id"):
+        args += ["--client-id", context["client_id"]]
+        if context.get("client_secret"):
+            args += ["--client-secret-env", "CONFORMANCE_CLIENT_SECRET"]
+    else:
+        args += ["--client-metadata-url", CLIENT_METADATA_URL]
+    return subprocess.run(args, env={**os.environ, **env}).returncode
+
+
+def spec(url, scenario, context):
     lines = [
         'name = "conformance_client"',
         'kind = "llm"',
@@ -28,19 +48,31 @@ def spec(url, context):
     ]
     env = {}
     if context.get("client_secret"):
+        env["CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
+    if scenario.startswith("auth/client-credentials"):
         lines += [
             'auth = "client_credentials"',
             f"client_id = {json.dumps(context['client_id'])}",
             'client_secret_env = "CONFORMANCE_CLIENT_SECRET"',
         ]
-        env["CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
+    elif scenario.startswith("auth/"):
+        lines.append('auth = "oauth"')
+        if context.get("client_id"):
+            lines.append(f"client_id = {json.dumps(context['client_id'])}")
+        if context.get("client_secret"):
+            lines.append('client_secret_env = "CONFORMANCE_CLIENT_SECRET"')
     return "\n".join(lines) + "\n", env
 
 
 def main():
     url = sys.argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    text, env = spec(url, context)
+    text, env = spec(url, scenario, context)
+    if scenario.startswith("auth/") and not scenario.startswith("auth/client-credentials"):
+        signed = login(url, context, env)
+        if signed != 0:
+            sys.exit(signed)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "client.toml")
         with open(path, "w") as file:

@@ -103,6 +103,12 @@ impl McpSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum McpAuth {
+    /// OAuth's authorization code grant, for a server that signs people
+    /// in: a person signs in once with `baton mcp login URL` (as a
+    /// pre-registered client when `client_id` is set, else as the server
+    /// allows: a client ID metadata document or dynamic registration), and
+    /// every worker uses and refreshes the tokens kept in JetStream.
+    Oauth,
     /// OAuth's client credentials grant, for a server that serves machines
     /// (MCP's client-credentials extension): each worker asks the
     /// authorization server for a token with `client_id` and the secret in

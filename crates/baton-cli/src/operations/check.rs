@@ -19,7 +19,11 @@ pub struct CheckArgs {
 
 /// `baton check FILE…`: errors with file, line and fix; cross-spec warnings;
 /// with `--tools`, every MCP tool's class.
-pub async fn run(args: &CheckArgs) -> std::process::ExitCode {
+pub async fn run(
+    args: &CheckArgs,
+    nats: &crate::nats::NatsArgs,
+    subjects: baton_proto::Subjects,
+) -> std::process::ExitCode {
     let report = baton_agents::check(&args.files);
     for error in &report.errors {
         eprintln!("error: {error}");
@@ -28,6 +32,13 @@ pub async fn run(args: &CheckArgs) -> std::process::ExitCode {
         eprintln!("warning: {warning}");
     }
     let mut failed = false;
+    // Kept open while the servers are reached.
+    let signed = if args.tools {
+        sign_ins(nats, &subjects, &report.specs).await
+    } else {
+        None
+    };
+    let tokens = signed.as_ref().map(|(_, tokens)| tokens.clone());
     for spec in &report.specs {
         println!(
             "ok: {} ({}, tier {}) from {}",
@@ -52,7 +63,7 @@ pub async fn run(args: &CheckArgs) -> std::process::ExitCode {
             );
             continue;
         }
-        match baton_agents::tool_classes(spec).await {
+        match baton_agents::tool_classes(spec, tokens.as_ref()).await {
             Ok(tools) => {
                 for (name, class, approve) in tools {
                     let approve = if approve { ", approval required" } else { "" };
@@ -76,4 +87,41 @@ pub async fn run(args: &CheckArgs) -> std::process::ExitCode {
         );
     }
     std::process::ExitCode::FAILURE
+}
+
+/// The OAuth sign-ins kept in JetStream, when a spec's `[[mcp]]` uses one
+/// (`auth = "oauth"`); without them such a server is reported unreachable.
+async fn sign_ins(
+    nats: &crate::nats::NatsArgs,
+    subjects: &baton_proto::Subjects,
+    specs: &[baton_agents::AgentSpec],
+) -> Option<(baton_nats::Connection, baton_agents::signin::Tokens)> {
+    let wanted = specs.iter().flat_map(|spec| &spec.mcp);
+    if !wanted
+        .into_iter()
+        .any(|mcp| mcp.auth == Some(baton_agents::spec::McpAuth::Oauth))
+    {
+        return None;
+    }
+    let role = baton_ops::Role::of(baton_ops::RoleKind::Operator);
+    let connection = match crate::nats::connect(nats, None, &role).await {
+        Ok(connection) => connection,
+        Err(err) => {
+            eprintln!(
+                "warning: cannot read the OAuth sign-ins: {}",
+                crate::report(&err)
+            );
+            return None;
+        }
+    };
+    match baton_agents::signin::Tokens::open(connection.client(), subjects, nats.replicas()).await {
+        Ok(tokens) => Some((connection, tokens)),
+        Err(err) => {
+            eprintln!(
+                "warning: cannot read the OAuth sign-ins: {}",
+                baton_nats::error_chain(&err)
+            );
+            None
+        }
+    }
 }

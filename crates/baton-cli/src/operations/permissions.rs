@@ -30,6 +30,12 @@ pub struct PermissionsArgs {
     /// --version`): grant its version's consumer, agent-<AGENT>@<VERSION>.
     #[arg(long, value_name = "VERSION", requires = "agent")]
     pub version: Option<String>,
+
+    /// An MCP server (its `[[mcp]] url`) the worker signs in to with the sign-in `baton mcp
+    /// login` kept (`auth = "oauth"`): grant reading and refreshing that server's sign-in,
+    /// and no other's. Repeat for more servers.
+    #[arg(long = "mcp-login", value_name = "URL", requires = "agent")]
+    pub mcp_logins: Vec<String>,
 }
 
 /// Prints the block.
@@ -47,6 +53,7 @@ pub fn run(
         to: args.to,
         human: args.human,
         version,
+        mcp_logins: args.mcp_logins,
     };
     let inbox = nats.inbox_prefix.as_deref();
     print!(

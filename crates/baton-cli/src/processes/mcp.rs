@@ -19,6 +19,48 @@ pub enum McpCommand {
     /// router (`baton router` must run) and returns its answer, or its failure as a tool
     /// error; the session's events arrive as progress notifications.
     Serve(McpServeArgs),
+    /// Sign in to an MCP server that signs callers in with OAuth, once, for every worker of
+    /// an agent type whose spec names it with `auth = "oauth"`: prints the authorization URL
+    /// (or runs --open-with on it), waits for the browser's redirect to a loopback address,
+    /// and keeps the tokens in JetStream, where the workers read and refresh them. Never
+    /// prints a token.
+    Login(McpLoginArgs),
+}
+
+/// Which server `baton mcp login` signs in to, and as which client.
+#[derive(Debug, Args)]
+pub struct McpLoginArgs {
+    /// The MCP server's URL, as the spec's `[[mcp]] url` names it.
+    pub url: String,
+
+    /// Run this command with the authorization URL as its last argument, instead of
+    /// printing the URL (e.g. `xdg-open`, or `curl -sL -o /dev/null` where the server
+    /// signs in without a person).
+    #[arg(long, value_name = "CMD")]
+    pub open_with: Option<String>,
+
+    /// Sign in as this client, which the authorization server registered (its spec names
+    /// the same `client_id`) [default: a client metadata document with
+    /// --client-metadata-url, else dynamic registration].
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+
+    /// The environment variable that holds the --client-id's secret, if it has one.
+    #[arg(long, value_name = "VAR", requires = "client_id")]
+    pub client_secret_env: Option<String>,
+
+    /// The HTTPS URL of this client's metadata document, used as its client id where the
+    /// authorization server supports it (MCP's client ID metadata documents).
+    #[arg(long, value_name = "URL", conflicts_with = "client_id")]
+    pub client_metadata_url: Option<String>,
+
+    /// A scope to ask for (repeat for more) [default: those the server names].
+    #[arg(long = "scope", value_name = "SCOPE")]
+    pub scopes: Vec<String>,
+
+    /// How long to wait for the browser's redirect, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    pub wait_secs: u64,
 }
 
 /// What `baton mcp serve` exposes, and where.
@@ -98,7 +140,10 @@ pub async fn run(
     subjects: Subjects,
     command: McpCommand,
 ) -> anyhow::Result<ExitCode> {
-    let McpCommand::Serve(args) = command;
+    let args = match command {
+        McpCommand::Serve(args) => args,
+        McpCommand::Login(args) => return login(nats, &subjects, &args).await,
+    };
     let only = agent_names(&args.agents)?;
     let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Client).await?;
     let connection = client.jetstream().client();
@@ -128,4 +173,77 @@ pub async fn run(
         None => gateway.serve_stdio().await?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `baton mcp login`: signs in once, as the operator, and keeps the tokens
+/// where the workers read them.
+async fn login(
+    nats: &NatsArgs,
+    subjects: &Subjects,
+    args: &McpLoginArgs,
+) -> anyhow::Result<ExitCode> {
+    let secret = match &args.client_secret_env {
+        Some(var) => Some(std::env::var(var).with_context(|| {
+            format!("--client-secret-env names {var}, which is not set: export {var}=<the client's secret>")
+        })?),
+        None => None,
+    };
+    let role = baton_ops::Role::of(baton_ops::RoleKind::Operator);
+    let connection = crate::nats::connect(nats, None, &role).await?;
+    let tokens =
+        baton_agents::signin::Tokens::open(connection.client(), subjects, nats.replicas()).await?;
+    let asked = baton_agents::signin::Login {
+        url: args.url.clone(),
+        client_id: args.client_id.clone(),
+        client_secret: secret,
+        client_metadata_url: args.client_metadata_url.clone(),
+        scopes: args.scopes.clone(),
+    };
+    let open_with = args.open_with.clone();
+    let show = move |address: &str| match &open_with {
+        None => {
+            println!("Open this URL to sign in:\n{address}");
+            Ok(())
+        }
+        Some(command) => open(command, address),
+    };
+    let wait = Duration::from_secs(args.wait_secs.max(1));
+    let signed = baton_agents::signin::login(&asked, &tokens, show, wait).await?;
+    let scopes = if signed.scopes.is_empty() {
+        "no scope named".to_owned()
+    } else {
+        signed.scopes.join(" ")
+    };
+    println!(
+        "signed in to {} as client {} ({scopes}{}); its workers use this sign-in",
+        args.url,
+        signed.client_id,
+        if signed.refreshable {
+            ", refreshable"
+        } else {
+            ""
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `command` (split on spaces) with `address` as its last argument,
+/// in the background: a browser stays open, a `curl` follows the redirects.
+fn open(command: &str, address: &str) -> Result<(), baton_agents::Error> {
+    let mut words = command.split_whitespace();
+    let program = words.next().ok_or_else(|| {
+        baton_agents::Error::new(baton_agents::ErrorKind::Config, "--open-with is empty")
+    })?;
+    tokio::process::Command::new(program)
+        .args(words)
+        .arg(address)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map(drop)
+        .map_err(|err| {
+            baton_agents::Error::new(
+                baton_agents::ErrorKind::Config,
+                format!("cannot run --open-with {program}: {err}"),
+            )
+        })
 }

@@ -296,6 +296,13 @@ impl Subjects {
         format!("{}_A2A", self.stream_prefix)
     }
 
+    /// `BATON_MCP_AUTH`: OAuth sign-ins to MCP servers (`baton mcp
+    /// login`), a key per server.
+    #[must_use]
+    pub fn mcp_auth_bucket(&self) -> String {
+        format!("{}_MCP_AUTH", self.stream_prefix)
+    }
+
     /// `BATON_ROLLOUTS`: each agent type's versions and how new work is
     /// shared between them, a key per agent type.
     #[must_use]

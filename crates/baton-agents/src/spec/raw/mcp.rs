@@ -83,7 +83,7 @@ fn sign_in_problem(entry: &McpSpec) -> Option<&'static str> {
             || entry.client_secret_env.is_some()
             || !entry.scopes.is_empty();
         return oauth_only.then_some(
-            "[[mcp]] client_id, client_secret_env and scopes go with auth = \"client_credentials\"",
+            "[[mcp]] client_id, client_secret_env and scopes go with auth = \"oauth\" or \"client_credentials\"",
         );
     };
     if entry.url.is_none() {
@@ -101,6 +101,10 @@ fn sign_in_problem(entry: &McpSpec) -> Option<&'static str> {
             )
         }
         McpAuth::ClientCredentials => None,
+        McpAuth::Oauth if entry.client_secret_env.is_some() && entry.client_id.is_none() => Some(
+            "[[mcp]] client_secret_env goes with client_id (a client the authorization server registered)",
+        ),
+        McpAuth::Oauth => None,
     }
 }
 

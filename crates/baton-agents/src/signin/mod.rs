@@ -1,9 +1,17 @@
 //! How a worker signs in to an MCP server over streamable HTTP: with a
-//! static bearer token (`token_env`), or with OAuth's client credentials
-//! grant (`auth = "client_credentials"`), through the MCP SDK's own
-//! authorization support: the server's protected-resource metadata, its
-//! authorization server's metadata, the token request with the `resource`
-//! the token is for, and the token on every request.
+//! static bearer token (`token_env`), with OAuth's client credentials grant
+//! (`auth = "client_credentials"`), or with the tokens a person's sign-in
+//! left in JetStream (`auth = "oauth"`, `baton mcp login`), through the MCP
+//! SDK's own authorization support: the server's protected-resource
+//! metadata, its authorization server's metadata, the token for the
+//! `resource` it is for, refreshed when it runs out, and the token on every
+//! request.
+
+mod login;
+mod tokens;
+
+pub use login::{Login, login};
+pub use tokens::{SignedIn, Tokens, footprint};
 
 use rmcp::ServiceExt;
 use rmcp::model::ClientInfo;
@@ -28,6 +36,12 @@ pub(crate) enum SignIn {
         secret: String,
         scopes: Vec<String>,
     },
+    /// A person's sign-in (`baton mcp login`), kept in `tokens`; as the
+    /// pre-registered client `client`, when the spec names one.
+    Oauth {
+        tokens: Option<Box<Tokens>>,
+        client: Option<(String, Option<String>)>,
+    },
 }
 
 impl std::fmt::Debug for SignIn {
@@ -37,6 +51,7 @@ impl std::fmt::Debug for SignIn {
             Self::Open => "Open",
             Self::Token(_) => "Token",
             Self::ClientCredentials { .. } => "ClientCredentials",
+            Self::Oauth { .. } => "Oauth",
         })
     }
 }
@@ -47,7 +62,7 @@ impl SignIn {
     /// # Errors
     ///
     /// [`ErrorKind::Config`] naming the variable that is not set.
-    pub(crate) fn of(spec: &McpSpec) -> Result<Self, Error> {
+    pub(crate) fn of(spec: &McpSpec, tokens: Option<&Tokens>) -> Result<Self, Error> {
         let label = spec.label();
         let read = |var: &str, what: &str| {
             std::env::var(var).map_err(|_| {
@@ -66,6 +81,16 @@ impl SignIn {
                     client_id: client_id.clone(),
                     secret: read(var, "client_secret_env")?,
                     scopes: spec.scopes.clone(),
+                })
+            }
+            (Some(McpAuth::Oauth), client_id, var) => {
+                let secret = var
+                    .as_deref()
+                    .map(|var| read(var, "client_secret_env"))
+                    .transpose()?;
+                Ok(Self::Oauth {
+                    tokens: tokens.cloned().map(Box::new),
+                    client: client_id.clone().map(|id| (id, secret)),
                 })
             }
             // `baton check` refuses the other combinations.
@@ -97,6 +122,20 @@ impl SignIn {
                 let signed = signed_in(url, http.clone(), client_id, secret, scopes).await?;
                 let transport = StreamableHttpClientTransport::with_client(
                     AuthClient::new(http, signed),
+                    config,
+                );
+                info.serve(transport).await
+            }
+            Self::Oauth { tokens, client } => {
+                let Some(tokens) = tokens else {
+                    return Err(Error::new(
+                        ErrorKind::Nats,
+                        "its sign-in is kept in JetStream, and this process has no NATS connection",
+                    ));
+                };
+                let manager = stored(url, http.clone(), tokens, client.as_ref()).await?;
+                let transport = StreamableHttpClientTransport::with_client(
+                    AuthClient::new(http, manager),
                     config,
                 );
                 info.serve(transport).await
@@ -142,4 +181,43 @@ async fn signed_in(
             "signing in ended without a token".to_owned(),
         )
     })
+}
+
+/// The sign-in a person left for the server at `url` in `tokens`, as the
+/// pre-registered `client` (id and secret) when there is one.
+async fn stored(
+    url: &str,
+    http: reqwest::Client,
+    tokens: &Tokens,
+    client: Option<&(String, Option<String>)>,
+) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
+    };
+    let mut manager = rmcp::transport::auth::AuthorizationManager::new(url)
+        .await
+        .map_err(|err| failed("cannot start signing in", &err))?;
+    manager
+        .with_client(http)
+        .map_err(|err| failed("cannot start signing in", &err))?;
+    manager.set_credential_store(tokens.of(url));
+    let signed = (manager.initialize_from_store().await)
+        .map_err(|err| failed("cannot read its sign-in", &err))?;
+    if !signed {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("no one signed in to it: run `baton mcp login {url}` once (for every worker)"),
+        ));
+    }
+    if let Some((id, secret)) = client {
+        // A confidential client refreshes with its secret.
+        let mut config = rmcp::transport::auth::OAuthClientConfig::new(id.as_str(), url);
+        if let Some(secret) = secret {
+            config = config.with_client_secret(secret.as_str());
+        }
+        manager
+            .configure_client(config)
+            .map_err(|err| failed("cannot use its client", &err))?;
+    }
+    Ok(manager)
 }

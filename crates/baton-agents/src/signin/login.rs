@@ -1,0 +1,207 @@
+//! `baton mcp login`: a person signs in to an MCP server once, for every
+//! worker. OAuth's authorization code grant with PKCE, the redirect to a
+//! loopback address this process listens on, and the tokens kept in
+//! JetStream ([`Tokens`]).
+
+use std::time::Duration;
+
+use rmcp::transport::auth::{AuthorizationManager, AuthorizationSession, OAuthClientConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::tokens::{SignedIn, Tokens};
+use crate::{Error, ErrorKind};
+
+/// A sign-in to ask for.
+#[derive(Debug, Clone, Default)]
+pub struct Login {
+    /// The MCP server's URL.
+    pub url: String,
+    /// A client the authorization server registered (pre-registration);
+    /// none: a client ID metadata document, else dynamic registration.
+    pub client_id: Option<String>,
+    /// The pre-registered client's secret, if it has one.
+    pub client_secret: Option<String>,
+    /// The HTTPS URL of this client's metadata document (CIMD), used as
+    /// its id where the authorization server supports it.
+    pub client_metadata_url: Option<String>,
+    /// The scopes to ask for; none: those the server names.
+    pub scopes: Vec<String>,
+}
+
+/// How far a sign-in has come: a registered session, or a pre-registered
+/// client's manager.
+enum Flow {
+    Session(Box<AuthorizationSession>),
+    Client(Box<AuthorizationManager>, String),
+}
+
+/// Signs in to `login.url`: `show` is given the authorization URL (to print
+/// or open), then the browser's redirect to this process's loopback
+/// address is awaited for up to `wait`, and the tokens are kept in
+/// `tokens`. Returns what was kept (never the tokens).
+///
+/// # Errors
+///
+/// [`ErrorKind::Mcp`] when the server or its authorization server refuses
+/// a step, saying which; [`ErrorKind::Config`] when no redirect came in
+/// time.
+pub async fn login(
+    login: &Login,
+    tokens: &Tokens,
+    show: impl FnOnce(&str) -> Result<(), Error>,
+    wait: Duration,
+) -> Result<SignedIn, Error> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
+    };
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|err| failed("cannot listen for the redirect on loopback", &err))?;
+    let port = listener
+        .local_addr()
+        .map_err(|err| failed("cannot listen for the redirect on loopback", &err))?
+        .port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let url = login.url.as_str();
+    let (flow, address) = start(login, tokens, &redirect).await?;
+    show(&address)?;
+    let callback = tokio::time::timeout(wait, redirected(&listener, port))
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Config,
+                format!("no sign-in came back within {}s: open the URL above in a browser, or pass --open-with", wait.as_secs()),
+            )
+        })??;
+    match &flow {
+        Flow::Session(session) => session.handle_callback_url(&callback).await,
+        Flow::Client(manager, _) => {
+            let (code, state, issuer) = parts(&callback)?;
+            (manager.exchange_code_for_token_with_issuer(&code, &state, issuer.as_deref())).await
+        }
+    }
+    .map_err(|err| failed("the authorization server refused the sign-in", &err))?;
+    tokens
+        .signed_in(url)
+        .await?
+        .ok_or_else(|| Error::new(ErrorKind::Mcp, "the sign-in was not kept".to_owned()))
+}
+
+/// Finds how the server signs callers in, and starts the flow as `login`
+/// asks, with the redirect to `redirect`: the flow and the authorization
+/// URL to open.
+async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, String), Error> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
+    };
+    let url = login.url.as_str();
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|err| failed("not an MCP server URL", &err))?;
+    let http = crate::http()
+        .build()
+        .map_err(|err| failed("cannot build the HTTP client", &err))?;
+    manager
+        .with_client(http)
+        .map_err(|err| failed("cannot build the HTTP client", &err))?;
+    manager.set_credential_store(tokens.of(url));
+    let metadata = (manager.discover_metadata().await)
+        .map_err(|err| failed("cannot find how the server signs callers in", &err))?;
+    manager.set_metadata(metadata);
+    let scopes = if login.scopes.is_empty() {
+        manager.select_scopes(None, &[])
+    } else {
+        login.scopes.clone()
+    };
+    let asked: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let flow = match &login.client_id {
+        Some(id) => {
+            let mut client =
+                OAuthClientConfig::new(id.as_str(), redirect).with_scopes(scopes.clone());
+            if let Some(secret) = &login.client_secret {
+                client = client.with_client_secret(secret.as_str());
+            }
+            (manager.configure_client(client))
+                .map_err(|err| failed("cannot use the client", &err))?;
+            let address = (manager.get_authorization_url(&asked).await)
+                .map_err(|err| failed("cannot make the authorization URL", &err))?;
+            Flow::Client(Box::new(manager), address)
+        }
+        None => {
+            let cimd = login.client_metadata_url.as_deref();
+            let session = AuthorizationSession::new(manager, &asked, redirect, Some("Baton"), cimd)
+                .await
+                .map_err(|err| failed("cannot register with the authorization server", &err))?;
+            Flow::Session(Box::new(session))
+        }
+    };
+    let address = match &flow {
+        Flow::Session(session) => session.get_authorization_url().to_owned(),
+        Flow::Client(_, address) => address.clone(),
+    };
+    Ok((flow, address))
+}
+
+/// The first request to `/callback` on `listener`, answered with a page
+/// that says the sign-in came back; the URL it was redirected to.
+async fn redirected(listener: &tokio::net::TcpListener, port: u16) -> Result<String, Error> {
+    loop {
+        let (mut stream, _) = (listener.accept().await).map_err(|err| {
+            Error::new(ErrorKind::Mcp, format!("cannot take the redirect: {err}"))
+        })?;
+        let mut read = vec![0_u8; 8192];
+        let n = stream.read(&mut read).await.unwrap_or(0);
+        let request = String::from_utf8_lossy(&read[..n]);
+        let target = request
+            .lines()
+            .next()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .unwrap_or_default()
+            .to_owned();
+        let found = target.starts_with("/callback");
+        let (status, page) = if found {
+            (
+                "200 OK",
+                "Signed in to the MCP server: Baton keeps the sign-in. You may close this page.",
+            )
+        } else {
+            ("404 Not Found", "Not the sign-in's redirect.")
+        };
+        let answer = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+            page.len()
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+        if found {
+            return Ok(format!("http://127.0.0.1:{port}{target}"));
+        }
+    }
+}
+
+/// The code, state and issuer of a redirect to `callback`.
+fn parts(callback: &str) -> Result<(String, String, Option<String>), Error> {
+    let url = reqwest::Url::parse(callback).map_err(|err| {
+        Error::new(
+            ErrorKind::Mcp,
+            format!("a redirect that is not a URL: {err}"),
+        )
+    })?;
+    let get = |name: &str| {
+        url.query_pairs()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.into_owned())
+    };
+    if let Some(error) = get("error") {
+        return Err(Error::new(
+            ErrorKind::Mcp,
+            format!("the authorization server refused: {error}"),
+        ));
+    }
+    match (get("code"), get("state")) {
+        (Some(code), Some(state)) => Ok((code, state, get("iss"))),
+        _ => Err(Error::new(
+            ErrorKind::Mcp,
+            "the redirect has no code and state".to_owned(),
+        )),
+    }
+}

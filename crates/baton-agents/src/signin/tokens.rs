@@ -1,0 +1,173 @@
+//! Where OAuth sign-ins to MCP servers are kept: the JetStream bucket
+//! `BATON_MCP_AUTH`, a key per server (a hash of its URL). `baton mcp
+//! login` writes one; the workers of agent types that use the server read
+//! it and write the refreshed tokens back, so a person signs in once for
+//! every worker. Tokens are never logged.
+
+use async_nats::jetstream::{self, kv};
+use baton_proto::Subjects;
+use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
+use sha2::{Digest, Sha256};
+
+use crate::{Error, ErrorKind};
+
+/// The sign-ins of one deployment.
+#[derive(Clone)]
+pub struct Tokens {
+    store: kv::Store,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tokens")
+    }
+}
+
+impl Tokens {
+    /// Opens (or creates, with `replicas`) the bucket under `subjects`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Nats`] when JetStream refuses it (often a permission).
+    pub async fn open(
+        client: &async_nats::Client,
+        subjects: &Subjects,
+        replicas: usize,
+    ) -> Result<Self, Error> {
+        let bucket = subjects.mcp_auth_bucket();
+        let config = kv::Config {
+            bucket: bucket.clone(),
+            description: "Baton: OAuth sign-ins to MCP servers, a key per server".to_owned(),
+            history: 1,
+            num_replicas: replicas,
+            ..Default::default()
+        };
+        let store = baton_nats::nats::provision::key_value(&jetstream::new(client.clone()), config)
+            .await
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::Nats,
+                    format!("cannot open the bucket {bucket}"),
+                    err,
+                )
+            })?;
+        Ok(Self { store })
+    }
+
+    /// The bucket, opened when one of `servers` signs in with a person's
+    /// sign-in (`auth = "oauth"`); `None` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`Tokens::open`], naming the permission the worker needs.
+    pub async fn for_servers(
+        servers: &[crate::spec::McpSpec],
+        client: &async_nats::Client,
+        subjects: &Subjects,
+        replicas: usize,
+    ) -> Result<Option<Self>, Error> {
+        if !servers
+            .iter()
+            .any(|server| server.auth == Some(crate::spec::McpAuth::Oauth))
+        {
+            return Ok(None);
+        }
+        Self::open(client, subjects, replicas).await.map(Some)
+    }
+
+    /// The key of the server at `url`.
+    pub(crate) fn key(url: &str) -> String {
+        let digest = Sha256::digest(url.as_bytes());
+        format!("s{}", baton_proto::hex(&digest[..16]))
+    }
+
+    /// The sign-in to the server at `url`, as the MCP SDK keeps it.
+    pub(crate) fn of(&self, url: &str) -> ServerTokens {
+        ServerTokens {
+            store: self.store.clone(),
+            key: Self::key(url),
+        }
+    }
+
+    /// What is kept for the server at `url`: `None` when no one signed in.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Nats`] when the bucket cannot be read.
+    pub async fn signed_in(&self, url: &str) -> Result<Option<SignedIn>, Error> {
+        let stored = (self.of(url).load().await).map_err(|err| {
+            Error::new(ErrorKind::Nats, format!("cannot read the sign-in: {err}"))
+        })?;
+        Ok(stored.map(|stored| SignedIn {
+            client_id: stored.client_id,
+            scopes: stored.granted_scopes,
+            refreshable: (stored.token_response.as_ref())
+                .and_then(|token| serde_json::to_value(token).ok())
+                .is_some_and(|token| token.get("refresh_token").is_some_and(|t| !t.is_null())),
+            at: stored.token_received_at,
+        }))
+    }
+}
+
+/// What a sign-in holds, without its tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    /// The OAuth client it signed in as.
+    pub client_id: String,
+    /// The scopes granted.
+    pub scopes: Vec<String>,
+    /// Whether it can be refreshed (the server gave a refresh token).
+    pub refreshable: bool,
+    /// When its token was received, in seconds since the epoch.
+    pub at: Option<u64>,
+}
+
+/// One server's sign-in in the bucket.
+pub(crate) struct ServerTokens {
+    store: kv::Store,
+    key: String,
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for ServerTokens {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let entry = (self.store.get(&self.key).await)
+            .map_err(|err| AuthError::InternalError(format!("cannot read the sign-in: {err}")))?;
+        entry
+            .map(|bytes| serde_json::from_slice(&bytes))
+            .transpose()
+            .map_err(|err| AuthError::InternalError(format!("a sign-in that is not one: {err}")))
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let bytes = serde_json::to_vec(&credentials)
+            .map_err(|err| AuthError::InternalError(format!("cannot encode the sign-in: {err}")))?;
+        (self.store.put(&self.key, bytes.into()).await)
+            .map(|_| ())
+            .map_err(|err| AuthError::InternalError(format!("cannot keep the sign-in: {err}")))
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        (self.store.purge(&self.key).await)
+            .map_err(|err| AuthError::InternalError(format!("cannot forget the sign-in: {err}")))
+    }
+}
+
+/// What a worker that signs in to the servers at `urls` does with their
+/// sign-ins: reads and refreshes those keys, and no other server's.
+#[must_use]
+pub fn footprint(subjects: &Subjects, urls: &[String]) -> baton_proto::footprint::Footprint {
+    use baton_proto::footprint::{Footprint, api};
+    if urls.is_empty() {
+        return Footprint::new();
+    }
+    let bucket = subjects.mcp_auth_bucket();
+    let stream = format!("KV_{bucket}");
+    let keys = urls.iter().map(|url| Tokens::key(url));
+    let mut allowed = vec![api(format_args!("STREAM.INFO.{stream}"))];
+    for key in keys {
+        allowed.push(api(format_args!("DIRECT.GET.{stream}.$KV.{bucket}.{key}")));
+        allowed.push(format!("$KV.{bucket}.{key}"));
+    }
+    Footprint::new().publishes(allowed)
+}
