@@ -95,16 +95,10 @@ async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, 
         Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
     };
     let url = login.url.as_str();
-    let mut manager = AuthorizationManager::new(url)
-        .await
-        .map_err(|err| failed("not an MCP server URL", &err))?;
     let http = crate::http()
         .build()
         .map_err(|err| failed("cannot build the HTTP client", &err))?;
-    manager
-        .with_client(http)
-        .map_err(|err| failed("cannot build the HTTP client", &err))?;
-    manager.set_credential_store(tokens.of(url));
+    let mut manager = super::manager(url, http, tokens).await?;
     let metadata = (manager.discover_metadata().await)
         .map_err(|err| failed("cannot find how the server signs callers in", &err))?;
     manager.set_metadata(metadata);

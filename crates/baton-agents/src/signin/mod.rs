@@ -194,13 +194,7 @@ async fn stored(
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
     };
-    let mut manager = rmcp::transport::auth::AuthorizationManager::new(url)
-        .await
-        .map_err(|err| failed("cannot start signing in", &err))?;
-    manager
-        .with_client(http)
-        .map_err(|err| failed("cannot start signing in", &err))?;
-    manager.set_credential_store(tokens.of(url));
+    let mut manager = manager(url, http, tokens).await?;
     let signed = (manager.initialize_from_store().await)
         .map_err(|err| failed("cannot read its sign-in", &err))?;
     if !signed {
@@ -219,5 +213,25 @@ async fn stored(
             .configure_client(config)
             .map_err(|err| failed("cannot use its client", &err))?;
     }
+    Ok(manager)
+}
+
+/// The MCP SDK's authorization manager for the server at `url`, over
+/// `http`, keeping its sign-in in `tokens`.
+pub(crate) async fn manager(
+    url: &str,
+    http: reqwest::Client,
+    tokens: &Tokens,
+) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
+    let failed = |err: &dyn std::fmt::Display| {
+        Error::new(
+            ErrorKind::Mcp,
+            format!("cannot start signing in to {url}: {err}"),
+        )
+    };
+    let mut manager = (rmcp::transport::auth::AuthorizationManager::new(url).await)
+        .map_err(|err| failed(&err))?;
+    manager.with_client(http).map_err(|err| failed(&err))?;
+    manager.set_credential_store(tokens.of(url));
     Ok(manager)
 }
