@@ -256,5 +256,34 @@ async fn a_workers_mcp_client_passes_the_suites_scenarios_it_speaks() -> anyhow:
         std::fs::remove_dir_all(&out)?;
     }
     assert_eq!(seen, CLIENT_SCENARIOS.to_vec());
+
+    // The doctor lists each sign-in `baton mcp login` kept (each scenario
+    // served at a URL of its own), and never a token.
+    let doctor = system.baton(&["doctor", "--json"]).output()?;
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    let report: serde_json::Value = serde_json::from_str(&said)?;
+    let signed: Vec<&serde_json::Value> = (report["findings"].as_array().into_iter().flatten())
+        .filter(|finding| finding["check"] == "mcp-login")
+        .collect();
+    let logged_in = CLIENT_SCENARIOS
+        .iter()
+        .filter(|(scenario, passes)| {
+            *passes && scenario.starts_with("auth/") && !scenario.contains("client-credentials")
+        })
+        .count();
+    assert!(
+        signed.len() >= logged_in,
+        "{logged_in} sign-ins: {signed:#?}"
+    );
+    assert!(
+        signed.iter().all(|finding| finding["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("signed in to http://"))),
+        "{signed:#?}"
+    );
+    assert!(
+        !said.contains("test-token"),
+        "a token in the doctor's report: {said}"
+    );
     Ok(())
 }

@@ -75,6 +75,56 @@ impl Tokens {
         Self::open(client, subjects, replicas).await.map(Some)
     }
 
+    /// The bucket, if someone signed in already: for a reader that must
+    /// not create it (`baton doctor`).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Nats`] when JetStream cannot be asked.
+    pub async fn existing(
+        client: &async_nats::Client,
+        subjects: &Subjects,
+    ) -> Result<Option<Self>, Error> {
+        let bucket = subjects.mcp_auth_bucket();
+        match jetstream::new(client.clone()).get_key_value(&bucket).await {
+            Ok(store) => Ok(Some(Self { store })),
+            Err(err) if err.kind() == jetstream::context::KeyValueErrorKind::GetBucket => Ok(None),
+            Err(err) => Err(Error::with_source(
+                ErrorKind::Nats,
+                format!("cannot read the bucket {bucket}"),
+                err,
+            )),
+        }
+    }
+
+    /// Every sign-in kept, with its server's URL.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Nats`] when the bucket cannot be listed or read.
+    pub async fn all(&self) -> Result<Vec<(String, SignedIn)>, Error> {
+        use futures::TryStreamExt as _;
+        let failed = |err: &dyn std::fmt::Display| {
+            Error::new(ErrorKind::Nats, format!("cannot list the sign-ins: {err}"))
+        };
+        let keys: Vec<String> = (self.store.keys().await.map_err(|err| failed(&err))?)
+            .try_collect()
+            .await
+            .map_err(|err| failed(&err))?;
+        let mut all = Vec::new();
+        for key in keys {
+            let kept = ServerTokens {
+                store: self.store.clone(),
+                key,
+                url: String::new(),
+            };
+            if let Some(entry) = kept.entry().await.map_err(|err| failed(&err))? {
+                all.push((entry.url.clone(), SignedIn::of(entry.credentials)));
+            }
+        }
+        Ok(all)
+    }
+
     /// The key of the server at `url`.
     pub(crate) fn key(url: &str) -> String {
         let digest = Sha256::digest(url.as_bytes());
@@ -86,6 +136,7 @@ impl Tokens {
         ServerTokens {
             store: self.store.clone(),
             key: Self::key(url),
+            url: url.to_owned(),
         }
     }
 
@@ -98,14 +149,7 @@ impl Tokens {
         let stored = (self.of(url).load().await).map_err(|err| {
             Error::new(ErrorKind::Nats, format!("cannot read the sign-in: {err}"))
         })?;
-        Ok(stored.map(|stored| SignedIn {
-            client_id: stored.client_id,
-            scopes: stored.granted_scopes,
-            refreshable: (stored.token_response.as_ref())
-                .and_then(|token| serde_json::to_value(token).ok())
-                .is_some_and(|token| token.get("refresh_token").is_some_and(|t| !t.is_null())),
-            at: stored.token_received_at,
-        }))
+        Ok(stored.map(SignedIn::of))
     }
 }
 
@@ -120,17 +164,50 @@ pub struct SignedIn {
     pub refreshable: bool,
     /// When its token was received, in seconds since the epoch.
     pub at: Option<u64>,
+    /// How long its token lasts from then, in seconds, as the server said.
+    pub lasts: Option<u64>,
+}
+
+impl SignedIn {
+    /// What `stored` holds, without its tokens.
+    fn of(stored: StoredCredentials) -> Self {
+        let token =
+            (stored.token_response.as_ref()).and_then(|token| serde_json::to_value(token).ok());
+        let field = |name: &str| {
+            token
+                .as_ref()
+                .and_then(|token| token.get(name))
+                .filter(|v| !v.is_null())
+                .cloned()
+        };
+        Self {
+            client_id: stored.client_id,
+            scopes: stored.granted_scopes,
+            refreshable: field("refresh_token").is_some(),
+            at: stored.token_received_at,
+            lasts: field("expires_in").and_then(|v| v.as_u64()),
+        }
+    }
+}
+
+/// What the bucket holds for one server: its URL (the key is a hash of
+/// it) and the SDK's credentials.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Kept {
+    url: String,
+    credentials: StoredCredentials,
 }
 
 /// One server's sign-in in the bucket.
 pub(crate) struct ServerTokens {
     store: kv::Store,
     key: String,
+    url: String,
 }
 
-#[async_trait::async_trait]
-impl CredentialStore for ServerTokens {
-    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+impl ServerTokens {
+    /// What is kept under the key, if anything.
+    async fn entry(&self) -> Result<Option<Kept>, AuthError> {
         let entry = (self.store.get(&self.key).await)
             .map_err(|err| AuthError::InternalError(format!("cannot read the sign-in: {err}")))?;
         entry
@@ -138,9 +215,20 @@ impl CredentialStore for ServerTokens {
             .transpose()
             .map_err(|err| AuthError::InternalError(format!("a sign-in that is not one: {err}")))
     }
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for ServerTokens {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        Ok(self.entry().await?.map(|kept| kept.credentials))
+    }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        let bytes = serde_json::to_vec(&credentials)
+        let kept = Kept {
+            url: self.url.clone(),
+            credentials,
+        };
+        let bytes = serde_json::to_vec(&kept)
             .map_err(|err| AuthError::InternalError(format!("cannot encode the sign-in: {err}")))?;
         (self.store.put(&self.key, bytes.into()).await)
             .map(|_| ())

@@ -90,6 +90,10 @@ pub async fn run(
     );
     let live = gather::live_agents(connection.client(), &subjects, timeout).await;
     let compression = baton_ops::doctor::storage::compression(&jetstream, &subjects).await;
+    let sign_ins = or_none(
+        baton_ops::doctor::signins::gather(connection.client(), &subjects).await,
+        "MCP sign-ins",
+    );
     let operator = Role::of(RoleKind::Operator);
     let inbox = nats
         .inbox_prefix
@@ -115,6 +119,7 @@ pub async fn run(
         limits,
         rollouts,
         compression,
+        sign_ins,
         now,
     };
     let findings = baton_ops::doctor::check(&facts);

@@ -23,6 +23,7 @@ pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
     findings.extend(super::workers::rollouts(facts));
     findings.extend(limits(facts));
     findings.extend(super::storage::check(facts));
+    findings.extend(super::signins::check(facts));
     findings
 }
 

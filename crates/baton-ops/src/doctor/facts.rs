@@ -37,6 +37,8 @@ pub struct Facts {
     /// The streams that hold text and exist, and whether each is
     /// compressed (S2).
     pub compression: Vec<(String, bool)>,
+    /// The OAuth sign-ins to MCP servers (`baton mcp login`).
+    pub sign_ins: Vec<super::signins::SignInFacts>,
     /// Now, in unix seconds.
     pub now: i64,
 }

@@ -277,4 +277,6 @@ pub(crate) fn footprint(subjects: &Subjects) -> Footprint {
         )
         .with(Footprint::kv_watcher(&subjects.limits_bucket()))
         .with(Footprint::kv(&subjects.rollouts_bucket()))
+        // The sign-ins to MCP servers, listed (never their tokens shown).
+        .with(Footprint::kv_watcher(&subjects.mcp_auth_bucket()))
 }

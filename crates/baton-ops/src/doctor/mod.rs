@@ -8,6 +8,7 @@ mod checks;
 mod facts;
 mod finding;
 pub mod gather;
+pub mod signins;
 pub mod storage;
 #[cfg(test)]
 mod tests;
@@ -19,6 +20,7 @@ use baton_proto::footprint::Footprint;
 pub use checks::MIN_VERSION;
 pub use facts::{ConsumerFacts, Facts, LimitFacts, ServerFacts, StreamFacts, Sync};
 pub use finding::{Finding, Level};
+pub use signins::SignInFacts;
 
 /// Every check over `facts`, in order.
 #[must_use]

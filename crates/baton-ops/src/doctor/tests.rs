@@ -385,3 +385,49 @@ fn a_rollout_left_part_way_for_a_day_is_a_warning_and_a_fresh_one_is_not() {
             .contains("baton rollout triage --back")
     );
 }
+
+#[test]
+fn an_mcp_sign_in_that_ran_out_unrefreshable_is_a_warning_with_the_login_to_run() {
+    use super::signins::SignInFacts;
+    let mut facts = healthy();
+    facts.now = 10_000;
+    let signed = |server: &str, refreshable: bool, at: i64| SignInFacts {
+        server: server.to_owned(),
+        client_id: "baton".to_owned(),
+        scopes: vec!["files:read".to_owned()],
+        refreshable,
+        at: Some(at),
+        lasts: Some(3600),
+    };
+    facts.sign_ins = vec![
+        signed("https://fresh.example/mcp", false, 9_000),
+        signed("https://stale.example/mcp", true, 1_000),
+        signed("https://gone.example/mcp", false, 1_000),
+    ];
+    assert_eq!(
+        problems(&facts),
+        [(
+            "mcp-login",
+            Level::Warn,
+            "https://gone.example/mcp".to_owned()
+        )]
+    );
+    let found: Vec<Finding> = (checks::all(&facts).into_iter())
+        .filter(|f| f.check == "mcp-login")
+        .collect();
+    assert_eq!(found.len(), 3);
+    assert!(
+        found[0].message.contains("lasts 2600s more"),
+        "{:?}",
+        found[0]
+    );
+    assert!(
+        found[1].message.contains("the workers refresh it"),
+        "{:?}",
+        found[1]
+    );
+    assert_eq!(
+        found[2].fix.as_deref(),
+        Some("sign in again: baton mcp login https://gone.example/mcp")
+    );
+}
