@@ -90,10 +90,8 @@ pub async fn run(
     );
     let live = gather::live_agents(connection.client(), &subjects, timeout).await;
     let compression = baton_ops::doctor::storage::compression(&jetstream, &subjects).await;
-    let sign_ins = or_none(
-        baton_ops::doctor::signins::gather(connection.client(), &subjects).await,
-        "MCP sign-ins",
-    );
+    let signed = baton_ops::doctor::signins::gather(connection.client(), &subjects).await;
+    let sign_ins = or_none(signed, "MCP sign-ins");
     let operator = Role::of(RoleKind::Operator);
     let inbox = nats
         .inbox_prefix

@@ -38,7 +38,7 @@ pub struct Facts {
     /// compressed (S2).
     pub compression: Vec<(String, bool)>,
     /// The OAuth sign-ins to MCP servers (`baton mcp login`).
-    pub sign_ins: Vec<super::signins::SignInFacts>,
+    pub sign_ins: Vec<SignInFacts>,
     /// Now, in unix seconds.
     pub now: i64,
 }
@@ -130,4 +130,21 @@ pub struct ConsumerFacts {
     pub pending: u64,
     /// When it last delivered or was acknowledged (or was created), unix seconds.
     pub last_active: i64,
+}
+
+/// One MCP server's sign-in, without its tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SignInFacts {
+    /// The server's URL.
+    pub server: String,
+    /// The OAuth client it signed in as.
+    pub client_id: String,
+    /// The scopes granted.
+    pub scopes: Vec<String>,
+    /// Whether the workers can refresh it.
+    pub refreshable: bool,
+    /// When its token was received, unix seconds.
+    pub at: Option<i64>,
+    /// How long its token lasts from then, in seconds.
+    pub lasts: Option<i64>,
 }

@@ -18,9 +18,8 @@ use baton_proto::Subjects;
 use baton_proto::footprint::Footprint;
 
 pub use checks::MIN_VERSION;
-pub use facts::{ConsumerFacts, Facts, LimitFacts, ServerFacts, StreamFacts, Sync};
+pub use facts::{ConsumerFacts, Facts, LimitFacts, ServerFacts, SignInFacts, StreamFacts, Sync};
 pub use finding::{Finding, Level};
-pub use signins::SignInFacts;
 
 /// Every check over `facts`, in order.
 #[must_use]

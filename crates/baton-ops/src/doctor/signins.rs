@@ -3,26 +3,9 @@
 
 use baton_proto::Subjects;
 
-use super::facts::Facts;
+use super::facts::{Facts, SignInFacts};
 use super::finding::{Finding, Level};
 use crate::{Error, ErrorKind};
-
-/// One MCP server's sign-in, without its tokens.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SignInFacts {
-    /// The server's URL.
-    pub server: String,
-    /// The OAuth client it signed in as.
-    pub client_id: String,
-    /// The scopes granted.
-    pub scopes: Vec<String>,
-    /// Whether the workers can refresh it.
-    pub refreshable: bool,
-    /// When its token was received, unix seconds.
-    pub at: Option<i64>,
-    /// How long its token lasts from then, in seconds.
-    pub lasts: Option<i64>,
-}
 
 /// Every sign-in kept; none when no one signed in (the bucket is not
 /// created here).

@@ -388,7 +388,7 @@ fn a_rollout_left_part_way_for_a_day_is_a_warning_and_a_fresh_one_is_not() {
 
 #[test]
 fn an_mcp_sign_in_that_ran_out_unrefreshable_is_a_warning_with_the_login_to_run() {
-    use super::signins::SignInFacts;
+    use super::facts::SignInFacts;
     let mut facts = healthy();
     facts.now = 10_000;
     let signed = |server: &str, refreshable: bool, at: i64| SignInFacts {
