@@ -19,6 +19,7 @@
 //!   a Rust agent.
 
 mod a2a;
+mod answering;
 pub mod code;
 mod exec;
 mod human;
@@ -105,6 +106,44 @@ enum Runner {
 pub(crate) fn http() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
+}
+
+/// Calls tool `name` of `spec`'s MCP servers once with `arguments`, as
+/// its worker reaches them (signed in, answering as it would), outside any
+/// task and without its journal: to try a server, its sign-in and its
+/// tools. Returns the result as the model would read it, and whether the
+/// tool said it is an error.
+///
+/// # Errors
+///
+/// As a worker's start; a tool the servers do not offer, or arguments that
+/// do not match its schema, name the fix.
+pub async fn call_tool(
+    spec: &AgentSpec,
+    tokens: Option<&signin::Tokens>,
+    name: &str,
+    arguments: serde_json::Value,
+) -> Result<(String, bool), Error> {
+    let toolbox = tools::Toolbox::connect(&spec.mcp, &[], tokens).await?;
+    let Some(tool) = toolbox.find(name) else {
+        let offered: Vec<&str> = toolbox
+            .tools()
+            .iter()
+            .map(|tool| tool.name.as_str())
+            .collect();
+        return Err(Error::config(format!(
+            "no tool {name:?} among the spec's MCP servers' (they offer {offered:?})"
+        )));
+    };
+    if let Some(why) = tools::Toolbox::invalid(tool, &arguments) {
+        return Err(Error::config(why));
+    }
+    let key = format!("baton-mcp-call-{}", uuid::Uuid::new_v4());
+    let called = toolbox
+        .call(tool, arguments, &key)
+        .await
+        .map_err(|err| Error::new(ErrorKind::Mcp, err.to_string()))?;
+    Ok((called.text, called.is_error))
 }
 
 /// The tools of `spec`'s MCP servers (an LLM spec's `[[mcp]]`), reached

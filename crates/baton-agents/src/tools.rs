@@ -20,7 +20,6 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::ClientInfo;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, RawContent, ToolAnnotations};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
@@ -132,7 +131,7 @@ pub(crate) struct Called {
 struct Server {
     spec: McpSpec,
     sign_in: crate::signin::SignIn,
-    peer: Mutex<Option<Arc<RunningService<RoleClient, ClientInfo>>>>,
+    peer: Mutex<Option<Arc<RunningService<RoleClient, crate::answering::Answering>>>>,
 }
 
 /// Every tool of a spec's MCP servers.
@@ -350,8 +349,15 @@ pub(crate) enum CallError {
 }
 
 impl Server {
+    /// How this worker answers the server.
+    fn answering(&self) -> crate::answering::Answering {
+        crate::answering::Answering::new(self.spec.elicitation)
+    }
+
     /// The live connection, made (or made again) when there is none.
-    async fn peer(&self) -> Result<Arc<RunningService<RoleClient, ClientInfo>>, Error> {
+    async fn peer(
+        &self,
+    ) -> Result<Arc<RunningService<RoleClient, crate::answering::Answering>>, Error> {
         let mut peer = self.peer.lock().await;
         if let Some(live) = peer.as_ref().filter(|live| !live.is_transport_closed()) {
             return Ok(live.clone());
@@ -367,7 +373,7 @@ impl Server {
                         format!("cannot build the HTTP client: {err}"),
                     )
                 })?;
-                (self.sign_in.connect(url, http, client_info()).await)
+                (self.sign_in.connect(url, http, self.answering()).await)
                     .map_err(|err| failed(err.kind(), err.message().to_owned()))?
             }
             (None, Some(command)) => {
@@ -380,7 +386,7 @@ impl Server {
                     rmcp::transport::TokioChildProcess::new(process).map_err(|err| {
                         failed(ErrorKind::Mcp, format!("cannot start {program}: {err}"))
                     })?;
-                client_info().serve(transport).await.map_err(|err| {
+                self.answering().serve(transport).await.map_err(|err| {
                     failed(
                         ErrorKind::Mcp,
                         format!("the server did not start MCP: {err}"),
@@ -397,7 +403,7 @@ impl Server {
     }
 
     /// Drops `dead`, if it is still the connection in use.
-    async fn forget(&self, dead: &Arc<RunningService<RoleClient, ClientInfo>>) {
+    async fn forget(&self, dead: &Arc<RunningService<RoleClient, crate::answering::Answering>>) {
         let mut peer = self.peer.lock().await;
         if peer.as_ref().is_some_and(|live| Arc::ptr_eq(live, dead)) {
             *peer = None;
@@ -462,16 +468,6 @@ fn result_text(result: &CallToolResult, limit: usize, tool: &str) -> String {
         );
     }
     text
-}
-
-/// How a worker introduces itself to an MCP server: as Baton, at this
-/// build's version. It declares no optional capabilities: it answers no
-/// request of the server's.
-fn client_info() -> ClientInfo {
-    ClientInfo::new(
-        rmcp::model::ClientCapabilities::default(),
-        rmcp::model::Implementation::new("baton", env!("CARGO_PKG_VERSION")),
-    )
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ scenario asks, and reaches it as a worker does: `baton check --tools`
 (BATON_BIN) connects, signs in and lists the tools. A scenario of OAuth's
 authorization code grant first runs `baton mcp login`, whose browser is
 `curl` (the suite's authorization server redirects at once), and which keeps
-the sign-in in the NATS server of NATS_URL.
+the sign-in in the NATS server of NATS_URL. A scenario that needs a call
+makes it with `baton mcp call`, as a worker would.
 """
 
 import json
@@ -18,6 +19,13 @@ import subprocess
 import sys
 import tempfile
 
+
+# The tool call a scenario checks, with its arguments.
+CALLS = {
+    "tools_call": ("add_numbers", {"a": 5, "b": 3}),
+    "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
+    "sse-retry": ("test_reconnection", {}),
+}
 
 # The client metadata document the suite expects a client to name.
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
@@ -55,6 +63,8 @@ def spec(url, scenario, context):
             f"client_id = {json.dumps(context['client_id'])}",
             'client_secret_env = "CONFORMANCE_CLIENT_SECRET"',
         ]
+    elif scenario == "elicitation-sep1034-client-defaults":
+        lines.append('elicitation = "defaults"')
     elif scenario.startswith("auth/"):
         lines.append('auth = "oauth"')
         if context.get("client_id"):
@@ -77,10 +87,12 @@ def main():
         path = os.path.join(folder, "client.toml")
         with open(path, "w") as file:
             file.write(text)
-        ran = subprocess.run(
-            [os.environ["BATON_BIN"], "check", "--tools", path],
-            env={**os.environ, **env},
-        )
+        if scenario in CALLS:
+            tool, arguments = CALLS[scenario]
+            command = ["mcp", "call", path, tool, "--arguments", json.dumps(arguments)]
+        else:
+            command = ["check", "--tools", path]
+        ran = subprocess.run([os.environ["BATON_BIN"], *command], env={**os.environ, **env})
     sys.exit(ran.returncode)
 
 

@@ -14,7 +14,6 @@ pub use login::{Login, login};
 pub use tokens::{SignedIn, Tokens, footprint};
 
 use rmcp::ServiceExt;
-use rmcp::model::ClientInfo;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::auth::{AuthClient, ClientCredentialsConfig, OAuthState};
@@ -103,8 +102,8 @@ impl SignIn {
         &self,
         url: &str,
         http: reqwest::Client,
-        info: ClientInfo,
-    ) -> Result<RunningService<RoleClient, ClientInfo>, Error> {
+        info: crate::answering::Answering,
+    ) -> Result<RunningService<RoleClient, crate::answering::Answering>, Error> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(url);
         let reached = match self {
             Self::Open | Self::Token(_) => {

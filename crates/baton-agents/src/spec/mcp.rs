@@ -27,6 +27,10 @@ pub struct McpSpec {
     /// The OAuth scopes asked for; none: those the server's metadata names.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// What the worker says when the server asks the user something during
+    /// a call (`elicitation/create`): see [`McpElicitation`].
+    #[serde(default)]
+    pub elicitation: McpElicitation,
     /// The program (and its arguments) that serves MCP on stdio.
     #[serde(default)]
     pub command: Option<Vec<String>>,
@@ -97,6 +101,20 @@ impl McpSpec {
             (None, None) => "an [[mcp]] entry".to_owned(),
         }
     }
+}
+
+/// What a worker says when an MCP server asks the user something during a
+/// call (`elicitation/create`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpElicitation {
+    /// It declares no elicitation, so the server does not ask (a server that
+    /// asks anyway is declined): MCP's behaviour for a client without it.
+    #[default]
+    Decline,
+    /// It accepts with the schema's defaults (SEP-1034), and declines a
+    /// question with a required field that has none.
+    Defaults,
 }
 
 /// How an MCP server signs callers in with OAuth (MCP authorization).

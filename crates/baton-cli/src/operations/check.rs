@@ -91,7 +91,7 @@ pub async fn run(
 
 /// The OAuth sign-ins kept in JetStream, when a spec's `[[mcp]]` uses one
 /// (`auth = "oauth"`); without them such a server is reported unreachable.
-async fn sign_ins(
+pub(crate) async fn sign_ins(
     nats: &crate::nats::NatsArgs,
     subjects: &baton_proto::Subjects,
     specs: &[baton_agents::AgentSpec],

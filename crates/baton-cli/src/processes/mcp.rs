@@ -25,6 +25,25 @@ pub enum McpCommand {
     /// and keeps the tokens in JetStream, where the workers read and refresh them. Never
     /// prints a token.
     Login(McpLoginArgs),
+    /// Call one tool of a spec's [[mcp]] servers, as its worker reaches them (signed in,
+    /// answering the server as it would), outside any task: to try a server, its sign-in
+    /// and its tools. Prints the result as the model would read it; exits 1 when the tool
+    /// says it failed.
+    Call(McpCallArgs),
+}
+
+/// Which tool `baton mcp call` calls, and with what.
+#[derive(Debug, Args)]
+pub struct McpCallArgs {
+    /// The agent's spec file, whose [[mcp]] servers offer the tool.
+    pub spec: std::path::PathBuf,
+
+    /// The tool, as the model sees its name (with the server's `prefix`).
+    pub tool: String,
+
+    /// The arguments, a JSON object.
+    #[arg(long, default_value = "{}", value_name = "JSON")]
+    pub arguments: String,
 }
 
 /// Which server `baton mcp login` signs in to, and as which client.
@@ -143,6 +162,7 @@ pub async fn run(
     let args = match command {
         McpCommand::Serve(args) => args,
         McpCommand::Login(args) => return login(nats, &subjects, &args).await,
+        McpCommand::Call(args) => return call(nats, subjects, &args).await,
     };
     let only = agent_names(&args.agents)?;
     let client = crate::nats::client(nats, subjects.clone(), baton_ops::RoleKind::Client).await?;
@@ -246,4 +266,23 @@ fn open(command: &str, address: &str) -> Result<(), baton_agents::Error> {
                 format!("cannot run --open-with {program}: {err}"),
             )
         })
+}
+
+/// `baton mcp call`: one tool call, as the spec's worker would make it.
+async fn call(nats: &NatsArgs, subjects: Subjects, args: &McpCallArgs) -> anyhow::Result<ExitCode> {
+    let spec = baton_agents::load(&args.spec)
+        .map_err(|errors| anyhow::anyhow!("the spec has problems:\n{errors}"))?;
+    let arguments: serde_json::Value = serde_json::from_str(&args.arguments)
+        .context("--arguments is not JSON: give an object, e.g. '{\"a\": 1}'")?;
+    anyhow::ensure!(arguments.is_object(), "--arguments must be a JSON object");
+    let signed =
+        crate::operations::check::sign_ins(nats, &subjects, std::slice::from_ref(&spec)).await;
+    let tokens = signed.as_ref().map(|(_, tokens)| tokens);
+    let (text, failed) = baton_agents::call_tool(&spec, tokens, &args.tool, arguments).await?;
+    println!("{text}");
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
