@@ -52,8 +52,9 @@ fn suite() -> anyhow::Result<(PathBuf, PathBuf)> {
 const STAMP: &str = "-2026-11-29T05-43-05-698Z";
 
 /// Runs the suite's `args` with `out` as its results folder, the client
-/// under test reaching NATS at `nats` when given; its output.
-fn run_suite(args: &[&str], out: &Path, nats: Option<&str>) -> anyhow::Result<String> {
+/// under test reaching NATS at `nats` and noting how it ended in `log`,
+/// when given; its output.
+fn run_suite(args: &[&str], out: &Path, client: Option<(&str, &Path)>) -> anyhow::Result<String> {
     let (node, runner) = suite()?;
     let ran = tokio::task::block_in_place(|| {
         let mut command = std::process::Command::new(&node);
@@ -63,8 +64,10 @@ fn run_suite(args: &[&str], out: &Path, nats: Option<&str>) -> anyhow::Result<St
             .arg("-o")
             .arg(out)
             .env("BATON_BIN", baton_testkit::baton_binary());
-        if let Some(nats) = nats {
-            command.env("NATS_URL", nats);
+        if let Some((nats, log)) = client {
+            command
+                .env("NATS_URL", nats)
+                .env("CONFORMANCE_CLIENT_LOG", log);
         }
         command.output()
     })?;
@@ -240,10 +243,11 @@ async fn a_workers_mcp_client_passes_the_suites_scenarios_it_speaks() -> anyhow:
         .into_owned();
     let command = format!("python3 {driver}");
     let out = dir.path().join("results");
+    let log = dir.path().join("client.log");
     let mut seen = Vec::new();
     for (scenario, passes) in CLIENT_SCENARIOS {
         let args = ["client", "--command", &command, "--scenario", scenario];
-        let said = run_suite(&args, &out, Some(system.server.url()))?;
+        let said = run_suite(&args, &out, Some((system.server.url(), &log)))?;
         let checks = outcomes(&out)?;
         let checks = checks
             .get(scenario)
@@ -256,6 +260,18 @@ async fn a_workers_mcp_client_passes_the_suites_scenarios_it_speaks() -> anyhow:
         std::fs::remove_dir_all(&out)?;
     }
     assert_eq!(seen, CLIENT_SCENARIOS.to_vec());
+    // The client under test (a worker, after `baton mcp login`, for a
+    // person's sign-in) ended well wherever the servers saw it pass.
+    let ended = std::fs::read_to_string(&log)?;
+    // Where the server refuses every scope it names, the client rightly
+    // gives up (`auth/scope-retry-limit`).
+    let ends_well = |scenario: &str| scenario != "auth/scope-retry-limit";
+    for (scenario, _) in (CLIENT_SCENARIOS.iter()).filter(|(s, passes)| *passes && ends_well(s)) {
+        assert!(
+            ended.lines().any(|line| line == format!("{scenario} 0")),
+            "{scenario} did not end well:\n{ended}"
+        );
+    }
 
     // The doctor lists each sign-in `baton mcp login` kept (each scenario
     // served at a URL of its own), and never a token.

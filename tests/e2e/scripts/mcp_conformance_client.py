@@ -9,8 +9,9 @@ scenario asks, and reaches it as a worker does: `baton check --tools`
 (BATON_BIN) connects, signs in and lists the tools. A scenario of OAuth's
 authorization code grant first runs `baton mcp login`, whose browser is
 `curl` (the suite's authorization server redirects at once), and which keeps
-the sign-in in the NATS server of NATS_URL. A scenario that needs a call
-makes it with `baton mcp call`, as a worker would.
+the sign-in in the NATS server of NATS_URL, and then a real worker
+(`baton worker --spec`) reaches the server with that sign-in. A scenario
+that needs a call makes it with `baton mcp call`, as a worker would.
 """
 
 import json
@@ -18,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 
 # The tool call a scenario checks, with its arguments.
@@ -42,6 +44,29 @@ def login(url, context, env):
     else:
         args += ["--client-metadata-url", CLIENT_METADATA_URL]
     return subprocess.run(args, env={**os.environ, **env}).returncode
+
+
+def worker(path, env):
+    """Starts a worker of the spec until it says its MCP server is ready
+    (it reached the server, signed in, and listed the tools); 0 then."""
+    started = subprocess.Popen(
+        [os.environ["BATON_BIN"], "worker", "--spec", path, "--no-registry",
+         "--metrics-addr", "127.0.0.1:0"],
+        env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    ready = 1
+    try:
+        for line in started.stderr:
+            sys.stderr.write(line)
+            if "MCP server ready" in line:
+                ready = 0
+                break
+            if time.monotonic() > deadline:
+                break
+    finally:
+        started.terminate()
+        started.wait(timeout=30)
+    return ready
 
 
 def spec(url, scenario, context):
@@ -74,6 +99,15 @@ def spec(url, scenario, context):
     return "\n".join(lines) + "\n", env
 
 
+def finish(scenario, code):
+    """Exits with `code`, noted first in CONFORMANCE_CLIENT_LOG, if set, as
+    `scenario code` (the suite checks what the servers saw, not this)."""
+    if os.environ.get("CONFORMANCE_CLIENT_LOG"):
+        with open(os.environ["CONFORMANCE_CLIENT_LOG"], "a") as log:
+            log.write(f"{scenario} {code}\n")
+    sys.exit(code)
+
+
 def main():
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
@@ -82,18 +116,20 @@ def main():
     if scenario.startswith("auth/") and not scenario.startswith("auth/client-credentials"):
         signed = login(url, context, env)
         if signed != 0:
-            sys.exit(signed)
+            finish(scenario, signed)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "client.toml")
         with open(path, "w") as file:
             file.write(text)
+        if scenario.startswith("auth/") and not scenario.startswith("auth/client-credentials"):
+            finish(scenario, worker(path, env))
         if scenario in CALLS:
             tool, arguments = CALLS[scenario]
             command = ["mcp", "call", path, tool, "--arguments", json.dumps(arguments)]
         else:
             command = ["check", "--tools", path]
         ran = subprocess.run([os.environ["BATON_BIN"], *command], env={**os.environ, **env})
-    sys.exit(ran.returncode)
+    finish(scenario, ran.returncode)
 
 
 if __name__ == "__main__":

@@ -98,12 +98,13 @@ async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, 
     let http = crate::http()
         .build()
         .map_err(|err| failed("cannot build the HTTP client", &err))?;
+    let challenged = challenge_scope(&http, url).await;
     let mut manager = super::manager(url, http, tokens).await?;
     let metadata = (manager.discover_metadata().await)
         .map_err(|err| failed("cannot find how the server signs callers in", &err))?;
     manager.set_metadata(metadata);
     let scopes = if login.scopes.is_empty() {
-        manager.select_scopes(None, &[])
+        manager.select_scopes(challenged.as_deref(), &[])
     } else {
         login.scopes.clone()
     };
@@ -197,5 +198,67 @@ fn parts(callback: &str) -> Result<(String, String, Option<String>), Error> {
             ErrorKind::Mcp,
             "the redirect has no code and state".to_owned(),
         )),
+    }
+}
+
+/// The scope the server at `url` names when it refuses a caller without a
+/// token: its `401`'s `WWW-Authenticate: Bearer … scope="…"`, to an
+/// `initialize` sent as an MCP client's first POST (a server may answer
+/// only POSTs, where the SDK's own probe sends a GET).
+async fn challenge_scope(http: &reqwest::Client, url: &str) -> Option<String> {
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "baton", "version": env!("CARGO_PKG_VERSION")}}
+    });
+    let response = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .ok()?;
+    if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return None;
+    }
+    response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find_map(scope_of)
+}
+
+/// The `scope` parameter of a `WWW-Authenticate` value, quoted or not.
+fn scope_of(challenge: &str) -> Option<String> {
+    let at = challenge.find("scope=")?;
+    // Not `error_scope=` or the like: a parameter starts the value or
+    // follows a space or a comma.
+    let before = challenge[..at].chars().last();
+    if before.is_some_and(|c| c != ' ' && c != ',') {
+        return None;
+    }
+    let rest = &challenge[at + "scope=".len()..];
+    let scope = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next()?,
+        None => rest.split([',', ' ']).next()?,
+    };
+    (!scope.is_empty()).then(|| scope.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scope_of;
+
+    #[test]
+    fn a_challenges_scope_is_read_quoted_or_not() {
+        let said =
+            r#"Bearer resource_metadata="http://a/.well-known/x", scope="mcp:basic files:read""#;
+        assert_eq!(scope_of(said).as_deref(), Some("mcp:basic files:read"));
+        assert_eq!(
+            scope_of("Bearer scope=mcp:basic, error=\"x\"").as_deref(),
+            Some("mcp:basic")
+        );
+        assert_eq!(scope_of("Bearer realm=\"x\""), None);
     }
 }
