@@ -248,8 +248,7 @@ impl SpecAgent {
             Kind::Exec(exec) => exec_runner(&spec, exec, (client, subjects, replicas)).await?,
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
             Kind::Llm(llm) => {
-                let tokens =
-                    signin::Tokens::for_servers(&spec.mcp, client, subjects, replicas).await?;
+                let tokens = signin::Tokens::for_servers(&spec.mcp, client, subjects).await?;
                 let runner = LlmRunner::new(llm, &spec.routing, &spec.delegates)?
                     .with_mcp(&spec.mcp, tokens.as_ref())
                     .await?

@@ -373,8 +373,9 @@ impl Server {
                         format!("cannot build the HTTP client: {err}"),
                     )
                 })?;
-                (self.sign_in.connect(url, http, self.answering()).await)
-                    .map_err(|err| failed(err.kind(), err.message().to_owned()))?
+                (self.sign_in.connect(url, http, self.answering()).await).map_err(|err| {
+                    Error::with_source(err.kind(), format!("[[mcp]] {label}"), err)
+                })?
             }
             (None, Some(command)) => {
                 let (program, args) = command

@@ -1,13 +1,16 @@
 //! An agent's question to the user (`ask_user`, an exec program's `ask`)
 //! as MCP elicitation. When the client said it answers elicitations (form
 //! mode) and a session its call follows waits on the user's answer, the
-//! server asks the client (`elicitation/create`, one required string,
-//! `answer`). An accepted answer is given as any answer is (the
+//! server asks the client (`elicitation/create`): for the schema the
+//! question names (an exec `ask` with a `schema`), else for one required
+//! string, `answer`. An accepted answer is given as any answer is (the
 //! conversation's next message, or the inbox's for a session of its own),
-//! and the session goes on within the same call. A declined or cancelled
-//! one leaves the question waiting, as a client without elicitation
-//! finds it: a conversation's call returns it and its next message
-//! answers it; a call without a conversation waits for the inbox's answer.
+//! and the session goes on within the same call. With a schema, whatever
+//! the client did (accept, decline, cancel) is the answer, as JSON.
+//! Without one, a declined or cancelled question is left waiting, as a
+//! client without elicitation finds it: a conversation's call returns it
+//! and its next message answers it; a call without a conversation waits
+//! for the inbox's answer.
 
 use baton_client::conversation::{Taken, UserMessage};
 use baton_client::{Decision, EventStream, Inbox, InboxEntry};

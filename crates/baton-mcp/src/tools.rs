@@ -59,10 +59,9 @@ impl Gateway {
     /// as the registry says; without a registry, it takes the gateway's.
     pub(crate) async fn takes_own_arguments(&self, agent: &baton_proto::AgentName) -> bool {
         match self.registry.lookup(&LookupRequest::default()).await {
-            Ok(answer) => answer
-                .candidates
-                .iter()
-                .any(|c| &c.agent == agent && c.tool_schema.is_some()),
+            Ok(answer) => answer.candidates.iter().any(|c| {
+                &c.agent == agent && c.tool_schema.as_deref().and_then(own_schema).is_some()
+            }),
             Err(_) => false,
         }
     }

@@ -43,7 +43,14 @@ def login(url, context, env):
             args += ["--client-secret-env", "CONFORMANCE_CLIENT_SECRET"]
     else:
         args += ["--client-metadata-url", CLIENT_METADATA_URL]
-    return subprocess.run(args, env={**os.environ, **env}).returncode
+    ran = subprocess.run(args, env={**os.environ, **env}, capture_output=True, text=True)
+    said = ran.stdout + ran.stderr
+    sys.stderr.write(said)
+    # The suite's tokens start so: none may be shown.
+    if "test-token" in said:
+        sys.stderr.write("a token was shown\n")
+        return 3
+    return ran.returncode
 
 
 def worker(path, env):
@@ -58,6 +65,9 @@ def worker(path, env):
     try:
         for line in started.stderr:
             sys.stderr.write(line)
+            if "test-token" in line:
+                sys.stderr.write("a token was logged\n")
+                return 3
             if "MCP server ready" in line:
                 ready = 0
                 break

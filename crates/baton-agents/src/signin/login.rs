@@ -12,7 +12,7 @@ use super::tokens::{SignedIn, Tokens};
 use crate::{Error, ErrorKind};
 
 /// A sign-in to ask for.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Login {
     /// The MCP server's URL.
     pub url: String,
@@ -26,6 +26,18 @@ pub struct Login {
     pub client_metadata_url: Option<String>,
     /// The scopes to ask for; none: those the server names.
     pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for Login {
+    /// Everything but the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login")
+            .field("url", &self.url)
+            .field("client_id", &self.client_id)
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How far a sign-in has come: a registered session, or a pre-registered
@@ -95,11 +107,8 @@ async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, 
         Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
     };
     let url = login.url.as_str();
-    let http = crate::http()
-        .build()
-        .map_err(|err| failed("cannot build the HTTP client", &err))?;
-    let challenged = challenge_scope(&http, url).await;
-    let mut manager = super::manager(url, http, tokens).await?;
+    let challenged = challenge_scope(&super::oauth_http()?, url).await;
+    let mut manager = super::manager(url, tokens).await?;
     let metadata = (manager.discover_metadata().await)
         .map_err(|err| failed("cannot find how the server signs callers in", &err))?;
     manager.set_metadata(metadata);
@@ -138,14 +147,20 @@ async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, 
 }
 
 /// The first request to `/callback` on `listener`, answered with a page
-/// that says the sign-in came back; the URL it was redirected to.
+/// that says the sign-in came back to Baton; the URL it was redirected to.
+/// Any other request (a browser's preconnect, another path) is answered
+/// 404, and one that says nothing within 5 s is dropped.
 async fn redirected(listener: &tokio::net::TcpListener, port: u16) -> Result<String, Error> {
     loop {
         let (mut stream, _) = (listener.accept().await).map_err(|err| {
             Error::new(ErrorKind::Mcp, format!("cannot take the redirect: {err}"))
         })?;
         let mut read = vec![0_u8; 8192];
-        let n = stream.read(&mut read).await.unwrap_or(0);
+        let said = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut read)).await;
+        let n = match said {
+            Ok(Ok(n)) => n,
+            _ => continue,
+        };
         let request = String::from_utf8_lossy(&read[..n]);
         let target = request
             .lines()
@@ -153,11 +168,11 @@ async fn redirected(listener: &tokio::net::TcpListener, port: u16) -> Result<Str
             .and_then(|line| line.split_whitespace().nth(1))
             .unwrap_or_default()
             .to_owned();
-        let found = target.starts_with("/callback");
+        let found = target == "/callback" || target.starts_with("/callback?");
         let (status, page) = if found {
             (
                 "200 OK",
-                "Signed in to the MCP server: Baton keeps the sign-in. You may close this page.",
+                "The sign-in came back to Baton: the terminal says whether it was kept. You may close this page.",
             )
         } else {
             ("404 Not Found", "Not the sign-in's redirect.")

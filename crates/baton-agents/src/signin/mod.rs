@@ -118,7 +118,7 @@ impl SignIn {
                 secret,
                 scopes,
             } => {
-                let signed = signed_in(url, http.clone(), client_id, secret, scopes).await?;
+                let signed = signed_in(url, client_id, secret, scopes).await?;
                 let transport = StreamableHttpClientTransport::with_client(
                     AuthClient::new(http, signed),
                     config,
@@ -128,11 +128,13 @@ impl SignIn {
             Self::Oauth { tokens, client } => {
                 let Some(tokens) = tokens else {
                     return Err(Error::new(
-                        ErrorKind::Nats,
-                        "its sign-in is kept in JetStream, and this process has no NATS connection",
+                        ErrorKind::Config,
+                        format!(
+                            "no sign-in to read (none kept yet, or no NATS connection): run `baton mcp login {url}` once"
+                        ),
                     ));
                 };
-                let manager = stored(url, http.clone(), tokens, client.as_ref()).await?;
+                let manager = stored(url, tokens, client.as_ref()).await?;
                 let transport = StreamableHttpClientTransport::with_client(
                     AuthClient::new(http, manager),
                     config,
@@ -148,7 +150,6 @@ impl SignIn {
 /// the client credentials grant: its token is for `url` (the `resource`).
 async fn signed_in(
     url: &str,
-    http: reqwest::Client,
     client_id: &str,
     secret: &str,
     scopes: &[String],
@@ -156,7 +157,7 @@ async fn signed_in(
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
     };
-    let mut state = OAuthState::new(url, Some(http))
+    let mut state = OAuthState::new(url, Some(oauth_http()?))
         .await
         .map_err(|err| failed("cannot start signing in", &err))?;
     let asked = ClientCredentialsConfig::ClientSecret {
@@ -186,14 +187,13 @@ async fn signed_in(
 /// pre-registered `client` (id and secret) when there is one.
 async fn stored(
     url: &str,
-    http: reqwest::Client,
     tokens: &Tokens,
     client: Option<&(String, Option<String>)>,
 ) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
     };
-    let mut manager = manager(url, http, tokens).await?;
+    let mut manager = manager(url, tokens).await?;
     let signed = (manager.initialize_from_store().await)
         .map_err(|err| failed("cannot read its sign-in", &err))?;
     if !signed {
@@ -215,13 +215,29 @@ async fn stored(
     Ok(manager)
 }
 
-/// The MCP SDK's authorization manager for the server at `url`, over
-/// `http`, keeping its sign-in in `tokens`.
+/// The HTTP client of OAuth's own requests (metadata, registration,
+/// tokens): it follows no redirect, so a code, a refresh token or a secret
+/// is never re-posted elsewhere, and it gives up after 30 s.
+pub(crate) fn oauth_http() -> Result<reqwest::Client, Error> {
+    crate::http()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|err| {
+            Error::new(
+                ErrorKind::Http,
+                format!("cannot build the HTTP client: {err}"),
+            )
+        })
+}
+
+/// The MCP SDK's authorization manager for the server at `url`, keeping
+/// its sign-in in `tokens`.
 pub(crate) async fn manager(
     url: &str,
-    http: reqwest::Client,
     tokens: &Tokens,
 ) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
+    let http = oauth_http()?;
     let failed = |err: &dyn std::fmt::Display| {
         Error::new(
             ErrorKind::Mcp,

@@ -54,17 +54,18 @@ impl Tokens {
         Ok(Self { store })
     }
 
-    /// The bucket, opened when one of `servers` signs in with a person's
-    /// sign-in (`auth = "oauth"`); `None` otherwise.
+    /// The bucket, when one of `servers` signs in with a person's sign-in
+    /// (`auth = "oauth"`); `None` otherwise. A worker does not create it:
+    /// `baton mcp login` does.
     ///
     /// # Errors
     ///
-    /// As [`Tokens::open`], naming the permission the worker needs.
+    /// [`ErrorKind::Config`] when no one signed in yet, naming the login to
+    /// run; [`ErrorKind::Nats`] when JetStream cannot be asked.
     pub async fn for_servers(
         servers: &[crate::spec::McpSpec],
         client: &async_nats::Client,
         subjects: &Subjects,
-        replicas: usize,
     ) -> Result<Option<Self>, Error> {
         if !servers
             .iter()
@@ -72,7 +73,21 @@ impl Tokens {
         {
             return Ok(None);
         }
-        Self::open(client, subjects, replicas).await.map(Some)
+        match Self::existing(client, subjects).await? {
+            Some(tokens) => Ok(Some(tokens)),
+            None => {
+                let url = (servers.iter())
+                    .find(|server| server.auth == Some(crate::spec::McpAuth::Oauth))
+                    .and_then(|server| server.url.as_deref())
+                    .unwrap_or("URL");
+                Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "no one signed in to an MCP server yet: run `baton mcp login {url}` once (for every worker)"
+                    ),
+                ))
+            }
+        }
     }
 
     /// The bucket, if someone signed in already: for a reader that must

@@ -114,8 +114,9 @@ pub(crate) async fn sign_ins(
             return None;
         }
     };
-    match baton_agents::signin::Tokens::open(connection.client(), subjects, nats.replicas()).await {
-        Ok(tokens) => Some((connection, tokens)),
+    match baton_agents::signin::Tokens::existing(connection.client(), subjects).await {
+        Ok(Some(tokens)) => Some((connection, tokens)),
+        Ok(None) => None,
         Err(err) => {
             eprintln!(
                 "warning: cannot read the OAuth sign-ins: {}",

@@ -13,7 +13,8 @@ pub enum DlqCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Publish a dead letter again to its original subject (as a new message), then remove it.
+    /// Publish a dead letter again (as a new message), then remove it: to the agent type it was
+    /// stored from, at the version its session is pinned to there, or back to the ingress.
     Replay {
         /// Sequence number shown by `baton dlq ls`.
         seq: u64,

@@ -144,7 +144,8 @@ impl Client {
                 return Err(Error::new(
                     ErrorKind::JetStream,
                     format!(
-                        "the events of session {session} stopped before the last stored one: they were removed while read"
+                        "no event of session {session} came for {}s before the last stored one: they were removed while read (an expired or deleted conversation), or the server stalled",
+                        STALLED.as_secs()
                     ),
                 ));
             };

@@ -8,7 +8,7 @@
 //! session), the record's compare-and-swap, and the turn's task. It says
 //! what became of the message ([`Taken`]): a turn started, queued, or the
 //! answer to a waiting question; or it was refused
-//! ([`Error`] of kind Busy, Forbidden or Deleted). A turn that
+//! ([`Error`] of kind Busy, NotOwner or Deleted). A turn that
 //! ended is closed here too: at once by the [`Turn`] that followed it to
 //! its end, else by the router's keeper (`baton-router`), so no gateway
 //! holds turn logic of its own. The records themselves (`state/conversation`)
@@ -184,7 +184,7 @@ impl Conversations {
     /// # Errors
     ///
     /// Busy while a turn runs; Deleted when there is no such conversation;
-    /// Store when JetStream refuses a step.
+    /// JetStream when JetStream refuses a step.
     pub async fn delete(&self, id: &str) -> Result<usize, Error> {
         self.records.delete(id).await
     }
@@ -197,8 +197,8 @@ impl Conversations {
     ///
     /// # Errors
     ///
-    /// Forbidden for another caller's conversation; Deleted when `id` does
-    /// not exist or `new` does; Busy when turn `at` has not ended; Store
+    /// NotOwner for another caller's conversation; Deleted when `id` does
+    /// not exist or `new` does; Busy when turn `at` has not ended; JetStream
     /// when JetStream fails.
     pub async fn fork(
         &self,
