@@ -83,7 +83,7 @@ impl Tokens {
                 Err(Error::new(
                     ErrorKind::Config,
                     format!(
-                        "no one signed in to an MCP server yet: run `baton mcp login {url}` once (for every worker)"
+                        "no MCP sign-in found: no one signed in yet (run `baton mcp login {url}` once, for every worker), or this worker may not read the sign-ins (under generated permissions: `baton permissions worker NAME --mcp-login {url}`)"
                     ),
                 ))
             }
