@@ -6,8 +6,8 @@
 use rmcp::ErrorData as McpError;
 use rmcp::handler::client::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientInfo, CreateElicitationRequestParams, CreateElicitationResult,
-    ElicitationAction, Implementation,
+    ClientCapabilities, ClientInfo, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation,
 };
 use rmcp::service::{RequestContext, RoleClient};
 use serde_json::{Map, Value as Json};
@@ -44,11 +44,11 @@ impl ClientHandler for Answering {
 
     async fn create_elicitation(
         &self,
-        request: CreateElicitationRequestParams,
+        request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
-    ) -> Result<CreateElicitationResult, McpError> {
-        let decline = CreateElicitationResult::new(ElicitationAction::Decline);
-        let CreateElicitationRequestParams::FormElicitationParams {
+    ) -> Result<ElicitResult, McpError> {
+        let decline = ElicitResult::new(ElicitationAction::Decline);
+        let ElicitRequestParams::FormElicitationParams {
             requested_schema,
             message,
             ..
@@ -63,7 +63,7 @@ impl ClientHandler for Answering {
         match defaults(&schema) {
             Some(content) => {
                 tracing::info!(%message, "an MCP server asked the user: accepted with the schema's defaults");
-                Ok(CreateElicitationResult::new(ElicitationAction::Accept).with_content(content))
+                Ok(ElicitResult::new(ElicitationAction::Accept).with_content(content))
             }
             None => {
                 tracing::info!(%message, "an MCP server asked the user for a field without a default: declined");

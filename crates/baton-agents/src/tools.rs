@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, RawContent, ToolAnnotations};
+use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, ToolAnnotations};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
@@ -448,10 +448,7 @@ fn result_text(result: &CallToolResult, limit: usize, tool: &str) -> String {
     let texts: Vec<&str> = result
         .content
         .iter()
-        .filter_map(|content| match &content.raw {
-            RawContent::Text(text) => Some(text.text.as_str()),
-            _ => None,
-        })
+        .filter_map(|content| content.as_text().map(|text| text.text.as_str()))
         .collect();
     let text = if texts.is_empty() {
         result

@@ -5,7 +5,7 @@
 //! one text block: a string as itself, anything else as JSON.
 
 use baton_proto::Value;
-use rmcp::model::{CallToolResult, Content};
+use rmcp::model::{CallToolResult, ContentBlock};
 
 /// The tool result of a session that completed with `output`.
 pub(crate) fn result_of(output: Option<&Value>) -> CallToolResult {
@@ -19,7 +19,7 @@ pub(crate) fn result_of(output: Option<&Value>) -> CallToolResult {
         }
     }
     let text = output.map(baton_gateway::text::value).unwrap_or_default();
-    CallToolResult::success(vec![Content::text(text)])
+    CallToolResult::success(vec![ContentBlock::text(text)])
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::elicit::Elicited;
 use baton_proto::{AgentName, Envelope, Event, EventType, Value};
 use futures::StreamExt;
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, Content, JsonObject, ProgressNotificationParam};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam};
 use rmcp::service::{RequestContext, RoleServer};
 
 use crate::Gateway;
@@ -26,7 +26,7 @@ impl Gateway {
             return self.run_own(agent, arguments, context).await;
         }
         let Some(question) = arguments.get("question").and_then(|q| q.as_str()) else {
-            return Ok(CallToolResult::error(vec![Content::text(
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
                 "the argument `question` (a string) is required",
             )]));
         };
@@ -35,11 +35,11 @@ impl Gateway {
         let (tokens, cost) = (arguments.get("budget_tokens"), arguments.get("budget_cost"));
         match baton_gateway::budget(tokens, cost, self.budget) {
             Ok(budget) => task.budget = budget,
-            Err(why) => return Ok(CallToolResult::error(vec![Content::text(why)])),
+            Err(why) => return Ok(CallToolResult::error(vec![ContentBlock::text(why)])),
         }
         if let Some(variables) = arguments.get("variables") {
             let Some(variables) = variables.as_object() else {
-                return Ok(CallToolResult::error(vec![Content::text(
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
                     "the argument `variables` must be an object",
                 )]));
             };
@@ -60,7 +60,7 @@ impl Gateway {
                 return self.turn(id, task, context).await;
             }
             Some(_) => {
-                return Ok(CallToolResult::error(vec![Content::text(
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
                     "the argument `conversation` must be a non-empty string: any id, a new one starts a conversation",
                 )]));
             }
@@ -100,7 +100,7 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         if let Err(err) = self.client.submit(&task).await {
-            return Ok(CallToolResult::error(vec![Content::text(format!(
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                 "cannot start a session at {agent}: {err}"
             ))]));
         }
@@ -108,7 +108,7 @@ impl Gateway {
         let events = match self.client.follow(session).await {
             Ok(events) => events,
             Err(err) => {
-                return Ok(CallToolResult::error(vec![Content::text(format!(
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "cannot follow session {session}: {}",
                     baton_nats::error_chain(&err)
                 ))]));
@@ -147,17 +147,17 @@ impl Gateway {
             // An agent asked the user: the next call in the conversation answers.
             Ok(Ok(end)) if end.kind == EventType::Waiting => {
                 let asked = asked.map(|asked| asked.text).unwrap_or_default();
-                CallToolResult::success(vec![Content::text(asked)])
+                CallToolResult::success(vec![ContentBlock::text(asked)])
             }
-            Ok(Ok(end)) => CallToolResult::error(vec![Content::text(format!(
+            Ok(Ok(end)) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "session {session} failed: {}{}",
                 end.reason.as_ref().map_or("failed", |r| r.as_str()),
                 end.detail.map(|d| format!(": {d}")).unwrap_or_default()
             ))]),
-            Ok(Err(err)) => CallToolResult::error(vec![Content::text(format!(
+            Ok(Err(err)) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "cannot follow session {session}: {err}"
             ))]),
-            Err(_) => CallToolResult::error(vec![Content::text(format!(
+            Err(_) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "session {session} did not end within {:?} (it may wait for a person: `baton inbox ls`); it goes on",
                 self.timeout
             ))]),

@@ -14,7 +14,7 @@ use baton_client::conversation::{Conversations, Taken, UserMessage};
 use baton_gateway::callers::Caller;
 use baton_proto::Envelope;
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, Content};
+use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::{RequestContext, RoleServer};
 
 use crate::Gateway;
@@ -50,10 +50,14 @@ impl Gateway {
     ) -> Result<CallToolResult, McpError> {
         let conversations = match self.conversations().await {
             Ok(opened) => opened,
-            Err(why) => return Ok(CallToolResult::error(vec![Content::text(why.to_string())])),
+            Err(why) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    why.to_string(),
+                )]));
+            }
         };
         let failed = |err: &dyn std::fmt::Display| {
-            Ok(CallToolResult::error(vec![Content::text(format!(
+            Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                 "conversation {id}: {err}"
             ))]))
         };

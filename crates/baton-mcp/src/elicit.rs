@@ -15,7 +15,7 @@
 use baton_client::conversation::{Taken, UserMessage};
 use baton_client::{Decision, EventStream, Inbox, InboxEntry};
 use baton_proto::{Event, EventType};
-use rmcp::model::{CreateElicitationRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{RequestContext, RoleServer};
 
 use crate::Gateway;
@@ -70,7 +70,7 @@ impl Gateway {
                 Err(_) => return Elicited::Not,
             },
         };
-        let asked = CreateElicitationRequestParams::FormElicitationParams {
+        let asked = ElicitRequestParams::FormElicitationParams {
             meta: None,
             message,
             requested_schema: schema,

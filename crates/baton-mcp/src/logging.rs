@@ -8,6 +8,7 @@
 //! MCP 2025-11-25 has logging, and its conformance suite checks it. SEP-2577
 //! deprecates it from protocol version 2026-07-28, keeping it working
 //! through a deprecation window; `rmcp` marks it deprecated accordingly.
+#![allow(deprecated)]
 
 use std::sync::{Arc, Mutex};
 

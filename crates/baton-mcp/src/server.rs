@@ -4,6 +4,7 @@
 use baton_proto::AgentName;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
+#[allow(deprecated)] // SetLevelRequestParams: see `logging`.
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerInfo, SetLevelRequestParams,
@@ -33,6 +34,7 @@ impl ServerHandler for Gateway {
 
     /// The level of the log notifications this MCP session gets from now
     /// on: its calls' session events at that level and above.
+    #[allow(deprecated)]
     async fn set_level(
         &self,
         request: SetLevelRequestParams,

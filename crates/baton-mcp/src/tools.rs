@@ -3,7 +3,7 @@
 
 use baton_proto::LookupRequest;
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, Content, JsonObject, Tool};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 
 use crate::Gateway;
 
@@ -71,7 +71,7 @@ impl Gateway {
         let session = arguments.get("session").and_then(|s| s.as_str());
         let score = arguments.get("score").and_then(serde_json::Value::as_f64);
         let (Some(session), Some(score)) = (session, score) else {
-            return CallToolResult::error(vec![Content::text(
+            return CallToolResult::error(vec![ContentBlock::text(
                 "the arguments `session` (a session id) and `score` (a number from 0 to 1) are required",
             )]);
         };
@@ -85,11 +85,11 @@ impl Gateway {
             extra: baton_proto::Map::new(),
         };
         match self.registry.feedback(&request).await {
-            Ok(reply) => CallToolResult::success(vec![Content::text(format!(
+            Ok(reply) => CallToolResult::success(vec![ContentBlock::text(format!(
                 "feedback {score} recorded for session {session}, credited to {}",
                 reply.credited.join(", ")
             ))]),
-            Err(err) => CallToolResult::error(vec![Content::text(format!(
+            Err(err) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "no feedback was recorded: {err}"
             ))]),
         }

@@ -202,19 +202,16 @@ async fn the_mcp_projects_conformance_suite_passes_all_but_what_is_not_offered()
 /// The client scenarios of spec 2025-11-25 (and its client-credentials
 /// extension, and the 2025-03-26 back-compatibility ones), each with
 /// whether Baton's client passes it now. Those that fail test what it does
-/// not do yet: resume a response stream the server closed (waiting its
-/// `retry`), discover metadata at the third variant's paths, step up a
-/// token's scopes, sign in with a JWT, and the 2025-03-26 endpoint
-/// fallback.
+/// not do yet: step up a token's scopes, and sign in with a JWT.
 const CLIENT_SCENARIOS: [(&str, bool); 22] = [
     ("initialize", true),
     ("tools_call", true),
     ("elicitation-sep1034-client-defaults", true),
-    ("sse-retry", false),
+    ("sse-retry", true),
     ("auth/metadata-default", true),
     ("auth/metadata-var1", true),
     ("auth/metadata-var2", true),
-    ("auth/metadata-var3", false),
+    ("auth/metadata-var3", true),
     ("auth/basic-cimd", true),
     ("auth/scope-from-www-authenticate", true),
     ("auth/scope-from-scopes-supported", true),
@@ -228,7 +225,7 @@ const CLIENT_SCENARIOS: [(&str, bool); 22] = [
     ("auth/client-credentials-basic", true),
     ("auth/client-credentials-jwt", false),
     ("auth/2025-03-26-oauth-metadata-backcompat", true),
-    ("auth/2025-03-26-oauth-endpoint-fallback", false),
+    ("auth/2025-03-26-oauth-endpoint-fallback", true),
 ];
 
 #[tokio::test(flavor = "multi_thread")]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, Content, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerInfo, Tool,
 };
 use rmcp::service::RequestContext;
@@ -58,7 +58,7 @@ impl ServerHandler for Echo {
             .arguments
             .and_then(|args| args.get("text").and_then(Value::as_str).map(str::to_owned))
             .unwrap_or_default();
-        Ok(CallToolResult::success(vec![Content::text(text)]))
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
     }
 }
 
