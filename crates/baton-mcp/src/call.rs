@@ -14,6 +14,17 @@ use rmcp::service::{RequestContext, RoleServer};
 
 use crate::Gateway;
 
+/// A call's task at `agent`, asking `question`: replayable, sent through
+/// the ingress as `baton send --to` does (the client role may publish there,
+/// and the router moves it to the agent type), its answers streamed when the
+/// caller asked for progress.
+fn task_for(agent: &AgentName, question: &str, context: &RequestContext<RoleServer>) -> Envelope {
+    let mut task = Envelope::task(question).with_to(agent.clone());
+    task.replayable = true;
+    task.stream = context.meta.get_progress_token().is_some();
+    task
+}
+
 impl Gateway {
     /// Runs one session at `agent` and turns its end into a tool result.
     pub(crate) async fn run(
@@ -30,8 +41,7 @@ impl Gateway {
                 "the argument `question` (a string) is required",
             )]));
         };
-        let mut task = Envelope::task(question);
-        task.replayable = true;
+        let mut task = task_for(&agent, question, context);
         let (tokens, cost) = (arguments.get("budget_tokens"), arguments.get("budget_cost"));
         match baton_gateway::budget(tokens, cost, self.budget) {
             Ok(budget) => task.budget = budget,
@@ -48,12 +58,6 @@ impl Gateway {
                 task.context.variables.insert(key.clone(), value);
             }
         }
-        // Through the ingress, as `baton send --to` does: the client role may
-        // publish there, and the router moves the task to the agent type.
-        task = task.with_to(agent.clone());
-        // A caller that asked for progress gets the answers as they are
-        // written, as progress messages.
-        task.stream = context.meta.get_progress_token().is_some();
         match arguments.get("conversation") {
             None => {}
             Some(serde_json::Value::String(id)) if !id.is_empty() => {
@@ -79,16 +83,13 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let question = arguments.get("question").and_then(|q| q.as_str());
-        let mut task = Envelope::task(question.unwrap_or_default());
-        task.replayable = true;
+        let mut task = task_for(&agent, question.unwrap_or_default(), context);
         task.budget = baton_gateway::budget(None, None, self.budget).unwrap_or_default();
         let said = serde_json::json!({ "arguments": arguments });
         task.context.variables.insert(
             "mcp".to_owned(),
             rmpv::ext::to_value(said).unwrap_or(Value::Nil),
         );
-        task = task.with_to(agent.clone());
-        task.stream = context.meta.get_progress_token().is_some();
         self.session(agent, task, context).await
     }
 

@@ -62,7 +62,10 @@ impl Gateway {
             Ok(answer) => answer.candidates.iter().any(|c| {
                 &c.agent == agent && c.tool_schema.as_deref().and_then(own_schema).is_some()
             }),
-            Err(_) => false,
+            Err(err) => {
+                tracing::warn!(error = %err, %agent, "no registry: the call is read with the gateway's own arguments");
+                false
+            }
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rmcp::transport::auth::{AuthorizationManager, AuthorizationSession, OAuthClientConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::failed;
 use super::tokens::{SignedIn, Tokens};
 use crate::{Error, ErrorKind};
 
@@ -63,9 +64,6 @@ pub async fn login(
     show: impl FnOnce(&str) -> Result<(), Error>,
     wait: Duration,
 ) -> Result<SignedIn, Error> {
-    let failed = |what: &str, err: &dyn std::fmt::Display| {
-        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
-    };
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|err| failed("cannot listen for the redirect on loopback", &err))?;
@@ -103,9 +101,6 @@ pub async fn login(
 /// asks, with the redirect to `redirect`: the flow and the authorization
 /// URL to open.
 async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, String), Error> {
-    let failed = |what: &str, err: &dyn std::fmt::Display| {
-        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
-    };
     let url = login.url.as_str();
     let challenged = challenge_scope(&super::oauth_http()?, url).await;
     let mut manager = super::manager(url, tokens).await?;

@@ -105,26 +105,17 @@ impl SignIn {
         info: crate::answering::Answering,
     ) -> Result<RunningService<RoleClient, crate::answering::Answering>, Error> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-        let reached = match self {
-            Self::Open | Self::Token(_) => {
-                if let Self::Token(token) = self {
-                    config = config.auth_header(token.clone());
-                }
-                let transport = StreamableHttpClientTransport::with_client(http, config);
-                info.serve(transport).await
+        let manager = match self {
+            Self::Open => None,
+            Self::Token(token) => {
+                config = config.auth_header(token.clone());
+                None
             }
             Self::ClientCredentials {
                 client_id,
                 secret,
                 scopes,
-            } => {
-                let signed = signed_in(url, client_id, secret, scopes).await?;
-                let transport = StreamableHttpClientTransport::with_client(
-                    AuthClient::new(http, signed),
-                    config,
-                );
-                info.serve(transport).await
-            }
+            } => Some(signed_in(url, client_id, secret, scopes).await?),
             Self::Oauth { tokens, client } => {
                 let Some(tokens) = tokens else {
                     return Err(Error::new(
@@ -134,11 +125,17 @@ impl SignIn {
                         ),
                     ));
                 };
-                let manager = stored(url, tokens, client.as_ref()).await?;
-                let transport = StreamableHttpClientTransport::with_client(
-                    AuthClient::new(http, manager),
-                    config,
-                );
+                Some(stored(url, tokens, client.as_ref()).await?)
+            }
+        };
+        let reached = match manager {
+            None => {
+                let transport = StreamableHttpClientTransport::with_client(http, config);
+                info.serve(transport).await
+            }
+            Some(manager) => {
+                let http = AuthClient::new(http, manager);
+                let transport = StreamableHttpClientTransport::with_client(http, config);
                 info.serve(transport).await
             }
         };
@@ -154,9 +151,6 @@ async fn signed_in(
     secret: &str,
     scopes: &[String],
 ) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
-    let failed = |what: &str, err: &dyn std::fmt::Display| {
-        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
-    };
     let mut state = OAuthState::new(url, Some(oauth_http()?))
         .await
         .map_err(|err| failed("cannot start signing in", &err))?;
@@ -190,9 +184,6 @@ async fn stored(
     tokens: &Tokens,
     client: Option<&(String, Option<String>)>,
 ) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
-    let failed = |what: &str, err: &dyn std::fmt::Display| {
-        Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
-    };
     let mut manager = manager(url, tokens).await?;
     let signed = (manager.initialize_from_store().await)
         .map_err(|err| failed("cannot read its sign-in", &err))?;
@@ -213,6 +204,11 @@ async fn stored(
             .map_err(|err| failed("cannot use its client", &err))?;
     }
     Ok(manager)
+}
+
+/// An OAuth step that `what` names, refused with `err`.
+pub(super) fn failed(what: &str, err: &dyn std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
 }
 
 /// The HTTP client of OAuth's own requests (metadata, registration,

@@ -1,9 +1,8 @@
 //! The one seam that addresses a message to an agent type. Every sender
 //! goes through it: the router forwarding a task, a sender past the router
 //! (a conversation's turn), the client sending to a named type, the inbox
-//! handing a session on, a worker's plan (handoffs, children, a join's
-//! continuation), the worker moving a task from its type's own subject to
-//! its version's, and a dead letter sent again. How it is sent
+//! handing a session on, the worker moving a task from its type's own
+//! subject to its version's, and a dead letter sent again. How it is sent
 //! ([`Sending`]) decides the rest: the id it goes under, the router's
 //! defaults, the version (pinned, or chosen now: [`versions`](super::versions)),
 //! the subject, and whether its deadline is watched from now on.
@@ -30,10 +29,6 @@ pub enum Sending<'a> {
     /// Handed on within a session (a person's answer, a decided tool
     /// call): under its own id; its deadline is watched already.
     HandedOn,
-    /// Sent as a worker's plan says (a handoff, a child, a join's
-    /// continuation): under the id the plan gave it; a deadline of its own
-    /// is watched by a timer in the same plan.
-    Planned,
     /// Moved from the agent type's own subject to its version's: under an
     /// id of its own (the first is in the stream's duplicate window); its
     /// deadline is watched already.
@@ -74,7 +69,7 @@ pub fn addressed(
         Sending::Routed(_) | Sending::Direct | Sending::Replayed(_) => {
             timer::timer_for(subjects, envelope)
         }
-        Sending::HandedOn | Sending::Planned | Sending::Moved => None,
+        Sending::HandedOn | Sending::Moved => None,
     };
     Addressed { id, subject, timer }
 }
@@ -111,13 +106,15 @@ fn id_of(sending: Sending<'_>, envelope: &Envelope) -> Uuid {
             "replay",
             u32::try_from(seq).unwrap_or(u32::MAX),
         ),
-        Sending::Direct | Sending::HandedOn | Sending::Planned => envelope.id,
+        Sending::Direct | Sending::HandedOn => envelope.id,
     }
 }
 
-/// Pins `envelope` at agent type `to` now, for messages sent later (a
-/// join's children and continuation): the version its rollout chooses, as
-/// [`addressed`] would. `true` when it pinned.
+/// Pins `envelope` at agent type `to` as [`addressed`] would, for a
+/// message whose id its sender gave and whose subject is named from the pin
+/// when it is sent: a worker's planned handoffs and children (its delivery
+/// names the subject), a join's children and continuation. `true` when it
+/// pinned.
 pub fn pin_ahead(rollouts: &Rollouts, to: &AgentName, envelope: &mut Envelope) -> bool {
     versions::pin(rollouts, to, envelope)
 }
@@ -170,14 +167,9 @@ mod tests {
 
         let mut planned = task.clone();
         planned.deadline = Some(baton_proto::now_ms() + 60_000);
-        let sent = addressed(
-            (&rollouts, &subjects),
-            Sending::Planned,
-            &helper,
-            &mut planned,
-        );
-        assert_eq!(sent.id, task.id, "the plan's id");
-        assert!(sent.timer.is_none(), "the plan has its timer");
+        // A planned message keeps its id; an unversioned type pins nothing.
+        assert!(!pin_ahead(&rollouts, &helper, &mut planned));
+        assert_eq!((planned.id, planned.versions.len()), (task.id, 0));
 
         let mut again = planned.clone();
         let sent = addressed(
