@@ -329,6 +329,23 @@ impl Journal {
         .await
     }
 
+    /// Forgets that call `call` of `step` started: it did not run (its
+    /// server refused the sign-in), so a later delivery makes it.
+    pub(crate) async fn clear_start(
+        &self,
+        envelope: Uuid,
+        step: u32,
+        call: usize,
+    ) -> Result<(), AgentError> {
+        let Some(bucket) = &self.bucket else {
+            return Ok(());
+        };
+        (bucket
+            .delete(format!("{envelope}.{step}.{call}.started"))
+            .await)
+            .map_err(|err| AgentError::retryable(format!("cannot write the hop journal: {err}")))
+    }
+
     /// Records the result of call `call` of `step`.
     pub(crate) async fn record_result(
         &self,

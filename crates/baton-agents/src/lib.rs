@@ -74,6 +74,10 @@ pub enum ErrorKind {
     Mcp,
     /// The HTTP client cannot be built.
     Http,
+    /// An MCP server refused the sign-in a person left (`auth = "oauth"`):
+    /// someone must sign in again (`baton inbox authorize`, or `baton mcp
+    /// login`).
+    SignIn,
 }
 
 baton_proto::error_type! {

@@ -302,7 +302,16 @@ impl Toolbox {
     ) -> Result<Called, CallError> {
         let server = &self.servers[tool.server];
         let label = server.spec.label();
-        let peer = server.peer().await.map_err(CallError::Unreachable)?;
+        let peer = match server.peer().await {
+            Ok(peer) => peer,
+            Err(err) if err.kind() == ErrorKind::SignIn => {
+                return Err(server.refused(crate::signin::Refusal {
+                    scope: None,
+                    why: baton_proto::error_chain(&err),
+                }));
+            }
+            Err(err) => return Err(CallError::Unreachable(err)),
+        };
         let mut params = CallToolRequestParams::new(tool.remote.clone());
         params.arguments = arguments.as_object().cloned();
         let mut meta = Meta::new();
@@ -315,6 +324,11 @@ impl Toolbox {
             Ok(Err(err)) => {
                 // The connection may be gone: make a new one next time.
                 server.forget(&peer).await;
+                if let Some(refusal) =
+                    crate::signin::refusal(&err).filter(|_| server.sign_in.by_person())
+                {
+                    return Err(server.refused(refusal));
+                }
                 return Err(CallError::Failed(format!(
                     "the call of {} on {label} failed: {err}",
                     tool.name
@@ -346,9 +360,23 @@ pub(crate) enum CallError {
     /// The server did not answer within the spec's `timeout_ms`.
     #[error("{0}")]
     Timeout(String),
+    /// The server refused the sign-in a person left, before making the
+    /// call: a person must sign in again (`baton inbox authorize`).
+    #[error("{} refused the call: {}", .0.server, .0.why)]
+    Authorize(baton_proto::Authorize),
 }
 
 impl Server {
+    /// The call waits for a person to sign in again, as `refusal` says.
+    fn refused(&self, refusal: crate::signin::Refusal) -> CallError {
+        tracing::warn!(server = %self.spec.label(), why = %refusal.why, "the MCP server refused the kept sign-in: a call waits for `baton inbox authorize`");
+        CallError::Authorize(baton_proto::Authorize {
+            server: self.spec.url.clone().unwrap_or_default(),
+            scope: refusal.scope,
+            why: refusal.why,
+        })
+    }
+
     /// How this worker answers the server.
     fn answering(&self) -> crate::answering::Answering {
         crate::answering::Answering::new(self.spec.elicitation)

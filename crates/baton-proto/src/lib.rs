@@ -80,7 +80,7 @@ pub use exec::{
 };
 pub use folding::{FoldedStart, FoldedStep};
 pub use footprint::Footprint;
-pub use gate::{Gate, JournalEntry, Resumed};
+pub use gate::{Authorize, Gate, JournalEntry, Resumed};
 pub use header::{DeadLetterReason, headers};
 pub use hop::Hop;
 pub use id::{derive_id, derive_id_labelled};

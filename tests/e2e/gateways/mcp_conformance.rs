@@ -216,7 +216,7 @@ const CLIENT_SCENARIOS: [(&str, bool); 22] = [
     ("auth/scope-from-www-authenticate", true),
     ("auth/scope-from-scopes-supported", true),
     ("auth/scope-omitted-when-undefined", true),
-    ("auth/scope-step-up", false),
+    ("auth/scope-step-up", true),
     ("auth/scope-retry-limit", true),
     ("auth/token-endpoint-auth-basic", true),
     ("auth/token-endpoint-auth-post", true),

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -79,6 +80,98 @@ def worker(path, env):
     return ready
 
 
+# A program that calls the server's tool once, through its worker (as a
+# Python agent's `ctx.tool`), and answers with the tool's text.
+CALLER = """
+import baton
+
+agent = baton.Agent()
+
+
+@agent.task
+async def call(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    result = await ctx.tool("test-tool", {})
+    return baton.complete({"tool": result.text}, say=result.text)
+
+
+agent.run()
+"""
+
+SDK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "sdk", "python")
+
+
+def baton_cli(*args, env=None, check=False):
+    """Runs `baton ARGS`, its output echoed to stderr; fails on a token shown."""
+    ran = subprocess.run([os.environ["BATON_BIN"], *args], env={**os.environ, **(env or {})},
+                         capture_output=True, text=True, timeout=120)
+    sys.stderr.write(ran.stdout + ran.stderr)
+    if "test-token" in ran.stdout + ran.stderr:
+        raise SystemExit("a token was shown")
+    if check and ran.returncode != 0:
+        raise SystemExit(f"baton {args[0]} {args[1] if len(args) > 1 else ''} failed")
+    return ran
+
+
+def step_up(url, folder, env):
+    """A call the server refuses for its scope waits in the inbox; `baton
+    inbox authorize` signs in again with more scopes, and the call is made:
+    0 when the session completes with the tool's answer."""
+    program = os.path.join(folder, "caller.py")
+    with open(program, "w") as file:
+        file.write(CALLER)
+    path = os.path.join(folder, "caller.toml")
+    with open(path, "w") as file:
+        file.write("\n".join([
+            'name = "conformance_caller"', 'kind = "exec"',
+            "[exec]", f"command = [\"python3\", {json.dumps(program)}]", 'mode = "persistent"',
+            "[[mcp]]", f"url = {json.dumps(url)}", 'auth = "oauth"',
+        ]) + "\n")
+    env = {**env, "PYTHONPATH": SDK}
+    started = subprocess.Popen(
+        [os.environ["BATON_BIN"], "worker", "--spec", path, "--no-registry",
+         "--metrics-addr", "127.0.0.1:0"],
+        env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
+    leaked = []
+    ready = threading.Event()
+
+    def echo():
+        for line in started.stderr:
+            sys.stderr.write(line)
+            if "test-token" in line:
+                leaked.append(line)
+            if "worker started" in line:
+                ready.set()
+    threading.Thread(target=echo, daemon=True).start()
+    try:
+        if not ready.wait(timeout=30):
+            sys.stderr.write("the worker did not start\n")
+            return 4
+        sent = baton_cli("send", "--to", "conformance_caller", "--direct", "call the tool",
+                         env=env, check=True)
+        session = sent.stdout.split()[-1]
+        entry = None
+        deadline = time.monotonic() + 30
+        while entry is None and time.monotonic() < deadline:
+            listed = baton_cli("inbox", "ls", "--json", env=env, check=True)
+            for line in listed.stdout.splitlines():
+                waiting = json.loads(line)
+                if waiting["session"] == session and waiting["reason"] == "authorization_required":
+                    entry = waiting["id"]
+            time.sleep(0.3)
+        if entry is None:
+            sys.stderr.write("no call waited for a sign-in\n")
+            return 4
+        baton_cli("inbox", "authorize", entry, "--open-with", "curl -sL -o /dev/null",
+                  "--wait-secs", "20", env=env, check=True)
+        watched = baton_cli("watch", session, "--json", env=env, check=True)
+        ends = [json.loads(line) for line in watched.stdout.splitlines() if line.startswith("{")]
+        done = any(event.get("type") == "completed" for event in ends)
+        return 0 if done and not leaked else 5
+    finally:
+        started.terminate()
+        started.wait(timeout=30)
+
+
 def spec(url, scenario, context):
     lines = [
         'name = "conformance_client"',
@@ -131,6 +224,8 @@ def main():
         path = os.path.join(folder, "client.toml")
         with open(path, "w") as file:
             file.write(text)
+        if scenario == "auth/scope-step-up":
+            finish(scenario, step_up(url, folder, env))
         if scenario.startswith("auth/") and not scenario.startswith("auth/client-credentials"):
             finish(scenario, worker(path, env))
         if scenario in CALLS:

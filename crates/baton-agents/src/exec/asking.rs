@@ -133,6 +133,7 @@ impl Asking {
             journal: journal_of(task),
             step,
             call: 0,
+            authorize: None,
             extra: baton_proto::Map::new(),
         };
         entries.push(entry(&question, None));

@@ -70,6 +70,7 @@ impl LlmRunner {
                 reason: Reason::InputRequired,
                 label: "ask".to_owned(),
                 at: baton_proto::now_ms(),
+                authorize: None,
             };
             let waiting = self.park(parking, update).await?;
             return Ok(Some(match waiting {

@@ -10,7 +10,11 @@ use super::answer::journal_of;
 use super::types::chat::{ChatMessage, ToolCall, calls_as_sent};
 use super::{LlmRunner, Refusal, asked};
 use crate::journal::Recorded;
-use crate::tools::{McpTool, Toolbox};
+use crate::tools::{CallError, McpTool, Toolbox};
+
+/// How many times a person may sign in again for one call that its MCP
+/// server keeps refusing before the session goes to the fallback.
+const SIGN_INS: u32 = 3;
 
 /// What became of a turn's tool calls.
 pub(super) enum Turned {
@@ -142,6 +146,7 @@ impl LlmRunner {
             reason,
             label,
             at,
+            authorize: None,
         };
         match records.call(journal, turn.step, index).await? {
             Recorded::Result(text, is_error) => return Ok(Ok((text, is_error))),
@@ -188,14 +193,58 @@ impl LlmRunner {
             }
         }
         let key = format!("{journal}/{}/{index}", turn.step);
-        let called = self
-            .call_one(tool, args.clone(), &key, &turn.task.progress)
-            .await?;
+        let called = match (self.call_one(tool, args.clone(), &key, &turn.task.progress)).await {
+            Ok(called) => called,
+            Err(CallError::Authorize(authorize)) => {
+                // Refused before it ran: no start stays on record.
+                records.clear_start(journal, turn.step, index).await?;
+                let parking = wait(Reason::AuthorizationRequired, String::new(), 0);
+                return self
+                    .wait_for_sign_in(parking, authorize, update)
+                    .await
+                    .map(Err);
+            }
+            Err(err) => return Err(AgentError::retryable(err.to_string())),
+        };
         let (text, is_error) = (called.text, called.is_error);
         records
             .record_result(journal, turn.step, index, &text, is_error)
             .await?;
         Ok(Ok((text, is_error)))
+    }
+
+    /// A call whose MCP server refused the kept sign-in waits for a person
+    /// to sign in again (`baton inbox authorize`), under a label that
+    /// counts the sign-ins this call had, so a redelivered hop parks it
+    /// under the same id and a later refusal under a new one. After
+    /// [`SIGN_INS`] of them, the server still refusing, the session goes to
+    /// the fallback instead.
+    async fn wait_for_sign_in(
+        &self,
+        mut parking: Parking<'_>,
+        authorize: baton_proto::Authorize,
+        update: &ContextUpdate,
+    ) -> Result<Outcome, AgentError> {
+        let journal = journal_of(parking.turn.task);
+        let signed = (self.answers.journal)
+            .decision(journal, parking.turn.step, parking.index, "authorized")
+            .await?
+            .and_then(|entry| entry.text)
+            .and_then(|count| count.parse::<u32>().ok())
+            .unwrap_or(0);
+        if signed >= SIGN_INS {
+            return Ok(Outcome::fallback(Reason::AuthorizationRequired)
+                .with_update(update.clone())
+                .problem(format!(
+                    "{} still refused {} after {signed} new sign-ins: {}",
+                    authorize.server, parking.tool, authorize.why
+                ))
+                .into());
+        }
+        parking.label = format!("authorize/{signed}");
+        parking.at = baton_proto::now_ms();
+        parking.authorize = Some(authorize);
+        self.park(parking, update).await
     }
 
     /// Parks the hop's envelope in the inbox with the call waiting for a
@@ -213,6 +262,7 @@ impl LlmRunner {
             reason,
             label,
             at,
+            authorize,
         } = parking;
         let inbox = self.inbox.as_ref().ok_or_else(|| {
             AgentError::fatal(format!(
@@ -229,6 +279,7 @@ impl LlmRunner {
             journal: journal_of(turn.task),
             step: turn.step,
             call: u32::try_from(index).unwrap_or(u32::MAX),
+            authorize: authorize.clone(),
             extra: baton_proto::Map::new(),
         };
         let mut parked = turn.task.envelope.clone();
@@ -249,6 +300,16 @@ impl LlmRunner {
             ),
             Reason::InputRequired => (
                 format!("waiting for the user's answer ({tool} {args})"),
+                None,
+            ),
+            Reason::AuthorizationRequired => (
+                format!(
+                    "{tool} waits for a new sign-in to {}: {}: baton inbox authorize {entry}",
+                    authorize
+                        .as_ref()
+                        .map_or("its MCP server", |a| a.server.as_str()),
+                    authorize.as_ref().map_or("", |a| a.why.as_str()),
+                ),
                 None,
             ),
             _ => (
@@ -302,7 +363,7 @@ impl LlmRunner {
         arguments: Json,
         key: &str,
         progress: &baton_worker::Progress,
-    ) -> Result<crate::tools::Called, AgentError> {
+    ) -> Result<crate::tools::Called, CallError> {
         use tracing::Instrument as _;
         let span = tracing::info_span!(
             "execute_tool",
@@ -341,7 +402,7 @@ impl LlmRunner {
                 took,
             })
             .await;
-        called.map_err(|err| AgentError::retryable(err.to_string()))
+        called
     }
 
     /// The hop used up `max_steps`: the session goes to the fallback with
@@ -369,6 +430,8 @@ pub(super) struct Parking<'a> {
     pub(super) label: String,
     /// When the call was made or asked for, unix ms.
     pub(super) at: u64,
+    /// What a call refused by its MCP server's sign-in needs.
+    pub(super) authorize: Option<baton_proto::Authorize>,
 }
 
 /// The hop's end when a person chose to fail the session over a call

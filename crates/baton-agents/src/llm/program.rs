@@ -152,6 +152,7 @@ impl LlmRunner {
             reason: baton_proto::Reason::ToolOutcomeUnknown,
             label: format!("unknown/{revision}"),
             at,
+            authorize: None,
         };
         self.park(parking, update).await
     }

@@ -9,7 +9,7 @@ use rmcp::transport::auth::{AuthorizationManager, AuthorizationSession, OAuthCli
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::failed;
-use super::tokens::{SignedIn, Tokens};
+use super::tokens::{KeptClient, SignedIn, Tokens};
 use crate::{Error, ErrorKind};
 
 /// A sign-in to ask for.
@@ -38,6 +38,44 @@ impl std::fmt::Debug for Login {
             .field("client_metadata_url", &self.client_metadata_url)
             .field("scopes", &self.scopes)
             .finish_non_exhaustive()
+    }
+}
+
+impl Login {
+    /// A new sign-in to `url`, made as the kept one was (the same client),
+    /// asking for the scopes it has and those in `more` (space-separated,
+    /// as a server's `insufficient_scope` names them), with `client_secret`
+    /// for a pre-registered client that has one.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] when no one signed in to `url` yet (then `baton
+    /// mcp login` comes first); [`ErrorKind::Nats`] when the bucket cannot
+    /// be read.
+    pub async fn again(
+        url: &str,
+        tokens: &Tokens,
+        more: Option<&str>,
+        client_secret: Option<String>,
+    ) -> Result<Self, Error> {
+        let Some((client, mut scopes)) = tokens.client_of(url).await? else {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("no one signed in to {url} yet: run `baton mcp login {url}` first"),
+            ));
+        };
+        for scope in more.unwrap_or_default().split_whitespace() {
+            if !scopes.iter().any(|had| had == scope) {
+                scopes.push(scope.to_owned());
+            }
+        }
+        Ok(Self {
+            url: url.to_owned(),
+            client_secret: client.id.as_ref().and(client_secret),
+            client_id: client.id,
+            client_metadata_url: client.metadata_url,
+            scopes,
+        })
     }
 }
 
@@ -91,6 +129,11 @@ pub async fn login(
         }
     }
     .map_err(|err| failed("the authorization server refused the sign-in", &err))?;
+    let client = KeptClient {
+        id: login.client_id.clone(),
+        metadata_url: login.client_metadata_url.clone(),
+    };
+    tokens.note_client(url, client).await?;
     tokens
         .signed_in(url)
         .await?

@@ -11,7 +11,7 @@ mod login;
 mod tokens;
 
 pub use login::{Login, login};
-pub use tokens::{SignedIn, Tokens, footprint};
+pub use tokens::{KeptClient, SignedIn, Tokens, footprint};
 
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
@@ -128,6 +128,7 @@ impl SignIn {
                 Some(stored(url, tokens, client.as_ref()).await?)
             }
         };
+        let person = matches!(self, Self::Oauth { .. });
         let reached = match manager {
             None => {
                 let transport = StreamableHttpClientTransport::with_client(http, config);
@@ -139,7 +140,27 @@ impl SignIn {
                 info.serve(transport).await
             }
         };
-        reached.map_err(|err| Error::new(ErrorKind::Mcp, format!("cannot reach the server: {err}")))
+        reached.map_err(|err| {
+            let refusal = match &err {
+                rmcp::service::ClientInitializeError::TransportError { error, .. } if person => {
+                    refused(error)
+                }
+                _ => None,
+            };
+            match refusal {
+                Some(refusal) => Error::new(
+                    ErrorKind::SignIn,
+                    format!("the server refused the kept sign-in: {}", refusal.why),
+                ),
+                None => Error::new(ErrorKind::Mcp, format!("cannot reach the server: {err}")),
+            }
+        })
+    }
+
+    /// Whether a person's sign-in is what lets the worker in: a refusal
+    /// then waits for them (`baton inbox authorize`).
+    pub(crate) fn by_person(&self) -> bool {
+        matches!(self, Self::Oauth { .. })
     }
 }
 
@@ -245,4 +266,53 @@ pub(crate) async fn manager(
     manager.with_client(http).map_err(|err| failed(&err))?;
     manager.set_credential_store(tokens.of(url));
     Ok(manager)
+}
+
+/// Why the server at the other end of a call refused this worker's
+/// sign-in, when it did: a person must sign in again (`baton inbox
+/// authorize`). `None` for any other failure.
+pub(crate) fn refusal(err: &rmcp::service::ServiceError) -> Option<Refusal> {
+    match err {
+        rmcp::service::ServiceError::TransportSend(sent) => refused(sent),
+        _ => None,
+    }
+}
+
+/// As [`refusal`], for a transport's error.
+fn refused(sent: &rmcp::transport::DynamicTransportError) -> Option<Refusal> {
+    use rmcp::transport::auth::AuthError;
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let refused = sent
+        .error
+        .downcast_ref::<StreamableHttpError<reqwest::Error>>()?;
+    Some(match refused {
+        StreamableHttpError::InsufficientScope(insufficient) => Refusal {
+            scope: insufficient.get_required_scope().map(str::to_owned),
+            why: format!(
+                "the server asks for more scopes ({})",
+                insufficient.get_required_scope().unwrap_or("not named")
+            ),
+        },
+        StreamableHttpError::AuthRequired(_) => Refusal {
+            scope: None,
+            why: "the server no longer takes the kept sign-in (401)".to_owned(),
+        },
+        StreamableHttpError::Auth(
+            AuthError::AuthorizationRequired | AuthError::TokenRefreshFailed(_),
+        ) => Refusal {
+            scope: None,
+            why: "the sign-in ran out and its authorization server refused to refresh it"
+                .to_owned(),
+        },
+        _ => return None,
+    })
+}
+
+/// A server's refusal of a sign-in (see [`refusal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The scopes it asked for, space-separated, if it named them.
+    pub(crate) scope: Option<String>,
+    /// Why, in a sentence.
+    pub(crate) why: String,
 }

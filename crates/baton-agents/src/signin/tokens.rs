@@ -168,6 +168,46 @@ impl Tokens {
     }
 }
 
+impl Tokens {
+    /// Notes how the sign-in to `url` was made (after it was kept).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Nats`] when the bucket cannot be read or written.
+    pub(crate) async fn note_client(&self, url: &str, client: KeptClient) -> Result<(), Error> {
+        let server = self.of(url);
+        let failed = |err: &dyn std::fmt::Display| {
+            Error::new(ErrorKind::Nats, format!("cannot keep the sign-in: {err}"))
+        };
+        let Some(mut kept) = server.entry().await.map_err(|err| failed(&err))? else {
+            return Ok(());
+        };
+        kept.client = Some(client);
+        let bytes = serde_json::to_vec(&kept).map_err(|err| failed(&err))?;
+        (self.store.put(&server.key, bytes.into()).await)
+            .map(drop)
+            .map_err(|err| failed(&err))
+    }
+
+    /// How the sign-in to `url` was made, and the scopes it has: `None`
+    /// when no one signed in to it.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Nats`] when the bucket cannot be read.
+    pub async fn client_of(&self, url: &str) -> Result<Option<(KeptClient, Vec<String>)>, Error> {
+        let kept = (self.of(url).entry().await).map_err(|err| {
+            Error::new(ErrorKind::Nats, format!("cannot read the sign-in: {err}"))
+        })?;
+        Ok(kept.map(|kept| {
+            (
+                kept.client.unwrap_or_default(),
+                kept.credentials.granted_scopes,
+            )
+        }))
+    }
+}
+
 /// What a sign-in holds, without its tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedIn {
@@ -206,11 +246,27 @@ impl SignedIn {
 }
 
 /// What the bucket holds for one server: its URL (the key is a hash of
-/// it) and the SDK's credentials.
+/// it), the SDK's credentials, and how the person signed in (so that a
+/// new sign-in, `baton inbox authorize`, goes the same way).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Kept {
     url: String,
     credentials: StoredCredentials,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client: Option<KeptClient>,
+}
+
+/// How a person signed in, without secrets: as a pre-registered client
+/// (`id`), or as the client of a metadata document (`metadata_url`); with
+/// neither, by dynamic registration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptClient {
+    /// The pre-registered client's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The client ID metadata document's URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_url: Option<String>,
 }
 
 /// One server's sign-in in the bucket.
@@ -239,9 +295,12 @@ impl CredentialStore for ServerTokens {
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        // A refresh keeps how the person signed in.
+        let client = self.entry().await?.and_then(|kept| kept.client);
         let kept = Kept {
             url: self.url.clone(),
             credentials,
+            client,
         };
         let bytes = serde_json::to_vec(&kept)
             .map_err(|err| AuthError::InternalError(format!("cannot encode the sign-in: {err}")))?;

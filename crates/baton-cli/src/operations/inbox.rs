@@ -98,6 +98,12 @@ pub enum InboxCommand {
         #[command(flatten)]
         person: Person,
     },
+    /// Sign in again for a tool call its MCP server refused (reason authorization_required:
+    /// the server asked for more scopes, or the kept sign-in ran out and could not be
+    /// refreshed). Runs the sign-in as `baton mcp login` does, as the same client, asking for
+    /// the scopes the sign-in had and those the server named; keeps it for every worker; and
+    /// the waiting call is made again.
+    Authorize(super::authorize::AuthorizeArgs),
     /// Deny a tool call waiting for approval: it is not made, and the model reads that it was
     /// denied, with --note.
     Deny {
@@ -122,7 +128,7 @@ pub async fn run(
         &baton_ops::Role::of(baton_ops::RoleKind::Operator),
     )
     .await?;
-    let inbox = Inbox::open(client.client().clone(), subjects, nats.replicas()).await?;
+    let inbox = Inbox::open(client.client().clone(), subjects.clone(), nats.replicas()).await?;
     match command {
         InboxCommand::Ls { json } => list(&inbox, json).await?,
         InboxCommand::Show { id } => show(&inbox, &id).await?,
@@ -159,6 +165,13 @@ pub async fn run(
         InboxCommand::Deny { id, note, person } => {
             decide(&inbox, &id, Decision::Deny(note), &person.person).await?;
         }
+        InboxCommand::Authorize(args) => {
+            let signed =
+                super::authorize::sign_in_again(client.client(), &subjects, nats, &inbox, &args)
+                    .await?;
+            println!("{signed}");
+            decide(&inbox, &args.id, Decision::Authorized, &args.person.person).await?;
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -183,6 +196,10 @@ async fn list(inbox: &Inbox, json: bool) -> anyhow::Result<()> {
                 line["arguments"] =
                     serde_json::from_str(&gate.arguments).unwrap_or(serde_json::Value::Null);
                 line["made_at"] = serde_json::json!(gate.at);
+                if let Some(authorize) = &gate.authorize {
+                    line["server"] = serde_json::json!(authorize.server);
+                    line["scope"] = serde_json::json!(authorize.scope);
+                }
             }
             println!("{line}");
         }
@@ -253,7 +270,16 @@ async fn show(inbox: &Inbox, id: &str) -> anyhow::Result<()> {
             println!("tool     {}", gate.tool);
             println!("args     {}", gate.arguments);
             println!("waits    {} (since {} unix ms)", gate.reason, gate.at);
-            if gate.reason == baton_proto::Reason::ApprovalRequired {
+            if let Some(authorize) = &gate.authorize {
+                println!("server   {} ({})", authorize.server, authorize.why);
+                if let Some(scope) = &authorize.scope {
+                    println!("scope    {scope}");
+                }
+                println!(
+                    "settle with: baton inbox authorize {} [--open-with CMD]",
+                    envelope.id
+                );
+            } else if gate.reason == baton_proto::Reason::ApprovalRequired {
                 println!(
                     "settle with: baton inbox approve {0}  |  baton inbox deny {0} [--note TEXT]",
                     envelope.id

@@ -2,6 +2,7 @@
 //! for a person, permissions, the deployment doctor, Kubernetes manifests,
 //! new agents to start from, and the benchmarks.
 
+pub mod authorize;
 pub mod bench;
 pub mod check;
 pub mod dlq;

@@ -249,7 +249,7 @@ async fn login(
 
 /// Runs `command` (split on spaces) with `address` as its last argument,
 /// in the background: a browser stays open, a `curl` follows the redirects.
-fn open(command: &str, address: &str) -> Result<(), baton_agents::Error> {
+pub(crate) fn open(command: &str, address: &str) -> Result<(), baton_agents::Error> {
     let mut words = command.split_whitespace();
     let program = words.next().ok_or_else(|| {
         baton_agents::Error::new(baton_agents::ErrorKind::Config, "--open-with is empty")

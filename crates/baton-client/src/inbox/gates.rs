@@ -33,6 +33,9 @@ pub enum Decision {
     /// The user's answer to the question an agent asked (`ask_user`): the
     /// call's result, and the agent goes on from where it asked.
     Answer(String),
+    /// A person signed in to the call's MCP server again (`baton inbox
+    /// authorize`): the call, refused before it ran, is made again.
+    Authorized,
 }
 
 impl Decision {
@@ -46,6 +49,7 @@ impl Decision {
             Self::Approve => "approved",
             Self::Deny(_) => "denied",
             Self::Answer(_) => "answered",
+            Self::Authorized => "authorized",
         }
     }
 
@@ -55,6 +59,7 @@ impl Decision {
             Self::Happened(_) | Self::NotHappened | Self::Fail(_) => Reason::ToolOutcomeUnknown,
             Self::Approve | Self::Deny(_) => Reason::ApprovalRequired,
             Self::Answer(_) => Reason::InputRequired,
+            Self::Authorized => Reason::AuthorizationRequired,
         }
     }
 }
@@ -63,6 +68,8 @@ impl Decision {
 pub(super) fn commands_for(reason: &Reason, id: &str) -> String {
     if *reason == Reason::ApprovalRequired {
         format!("baton inbox approve {id} or baton inbox deny {id}")
+    } else if *reason == Reason::AuthorizationRequired {
+        format!("baton inbox authorize {id}, which signs in to the MCP server again")
     } else if *reason == Reason::InputRequired {
         "the user's answer (an A2A message to the task, or the next message of its conversation)"
             .to_owned()
@@ -177,6 +184,7 @@ impl Inbox {
             Decision::Approve => format!("{agent} makes the approved call once"),
             Decision::Deny(_) => format!("{agent} tells the model the call was denied"),
             Decision::Answer(_) => format!("{agent} goes on with the answer"),
+            Decision::Authorized => format!("{agent} makes the call again, signed in anew"),
         })
     }
 
@@ -199,6 +207,7 @@ impl Inbox {
             let waits = match gate.reason {
                 Reason::ApprovalRequired => "an approval",
                 Reason::InputRequired => "the user's answer",
+                Reason::AuthorizationRequired => "a new sign-in to its MCP server",
                 _ => "a person to say whether the call happened",
             };
             return Err(Error::new(
@@ -325,6 +334,9 @@ impl Inbox {
             .map_err(|err| {
                 Error::with_source(ErrorKind::JetStream, "cannot open the hop journal", err)
             })?;
+        if *decision == Decision::Authorized {
+            return authorized(&journal, gate, person).await;
+        }
         let Some((suffix, mut entry)) = decision_entry(gate, decision, person) else {
             // A program's step keeps its place (its label was in its start)
             // as a marker (proto-schemas/exec-calls.md).
@@ -364,6 +376,43 @@ impl Inbox {
     }
 }
 
+/// Counts one more sign-in for `gate`'s call (`.authorized`, `{text: the
+/// count}`), which the hop reads to stop after a few, and forgets the
+/// call's start: it was refused before it ran.
+async fn authorized(
+    journal: &async_nats::jetstream::kv::Store,
+    gate: &Gate,
+    person: &str,
+) -> Result<(), Error> {
+    let failed = |err: &dyn std::fmt::Display| {
+        Error::new(
+            ErrorKind::JetStream,
+            format!("cannot record the sign-in: {err}"),
+        )
+    };
+    let key = JournalEntry::call_key(gate.journal, gate.step, gate.call, "authorized");
+    let before = (journal.get(&key).await)
+        .map_err(|err| failed(&err))?
+        .and_then(|bytes| rmp_serde::from_slice::<JournalEntry>(&bytes).ok())
+        .and_then(|entry| entry.text)
+        .and_then(|count| count.parse::<u32>().ok())
+        .unwrap_or(0);
+    let entry = JournalEntry {
+        text: Some((before + 1).to_string()),
+        by: Some(person.to_owned()),
+        at: Some(baton_proto::now_ms()),
+        ..JournalEntry::default()
+    };
+    let bytes = rmp_serde::to_vec_named(&entry)
+        .map_err(|err| Error::with_source(ErrorKind::Encode, "cannot encode the sign-in", err))?;
+    journal
+        .put(key, bytes.into())
+        .await
+        .map_err(|err| failed(&err))?;
+    let started = JournalEntry::call_key(gate.journal, gate.step, gate.call, "started");
+    journal.delete(started).await.map_err(|err| failed(&err))
+}
+
 /// What a gate's events carry: the tool, its arguments and the entry.
 fn gate_output(gate: &Gate, entry: uuid::Uuid) -> Value {
     let arguments: serde_json::Value =
@@ -390,7 +439,7 @@ fn decision_entry(
         ..entry
     };
     let (suffix, entry) = match decision {
-        Decision::NotHappened => return None,
+        Decision::NotHappened | Decision::Authorized => return None,
         Decision::Happened(result) => (
             "result",
             by(JournalEntry {

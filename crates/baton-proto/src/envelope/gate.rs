@@ -17,8 +17,10 @@ use crate::value::Map;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Gate {
     /// Why it waits: `tool_outcome_unknown` (the call may or may not have
-    /// run, and its tool must not be called twice) or `approval_required`
-    /// (the call is not made until a person approves it).
+    /// run, and its tool must not be called twice), `approval_required`
+    /// (the call is not made until a person approves it) or
+    /// `authorization_required` (the MCP server refused the call until a
+    /// person signs in again, with `authorize` saying for what).
     pub reason: Reason,
     /// The tool, as the model named it.
     pub tool: String,
@@ -39,10 +41,30 @@ pub struct Gate {
     /// The SHA-256, in lowercase hex, of the tool's name, a zero byte and
     /// the arguments' JSON text: what an approval is bound to.
     pub digest: String,
+    /// Extension, with reason `authorization_required`: the MCP server
+    /// that refused the call, and what it asked for; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorize: Option<Authorize>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
     pub extra: Map,
+}
+
+/// What a call that waits for a new sign-in needs: the MCP server (its
+/// URL, as the spec's `[[mcp]] url` names it) and the scope its refusal
+/// named (`insufficient_scope`), if it named one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Authorize {
+    /// The MCP server's URL.
+    pub server: String,
+    /// The scopes the server asked for, space-separated, as its
+    /// `WWW-Authenticate` said them; absent when it named none (a refused
+    /// refresh, or a token it no longer takes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Why the server refused, in a sentence.
+    pub why: String,
 }
 
 impl Gate {

@@ -52,6 +52,9 @@ wire_enum! {
         InputRequired = "input_required",
         /// A tool call waits for a person's approval before it is made.
         ApprovalRequired = "approval_required",
+        /// A tool call waits for a person to sign in to its MCP server
+        /// again: the server asked for more scopes, or refused to refresh.
+        AuthorizationRequired = "authorization_required",
         /// A root task arrived for a session that has ended already.
         SessionEnded = "session_ended",
         /// A model call would have passed the session's budget.

@@ -1,0 +1,92 @@
+//! `baton inbox authorize ID`: a person signs in again for a tool call its
+//! MCP server refused, and the call is made again.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use baton_agents::Inbox;
+use baton_proto::{Reason, Subjects};
+use clap::Args;
+
+use crate::nats::NatsArgs;
+
+/// Which waiting call to sign in again for, and how.
+#[derive(Debug, Args)]
+pub struct AuthorizeArgs {
+    /// Entry id, as `baton inbox ls` shows it (reason authorization_required).
+    pub id: String,
+
+    /// Run this command with the authorization URL as its last argument, instead of
+    /// printing the URL (e.g. `xdg-open`, or `curl -sL -o /dev/null` where the server
+    /// signs in without a person).
+    #[arg(long, value_name = "CMD")]
+    pub open_with: Option<String>,
+
+    /// The environment variable that holds the secret of the pre-registered client the
+    /// first sign-in used (`baton mcp login --client-id`), if it has one.
+    #[arg(long, value_name = "VAR")]
+    pub client_secret_env: Option<String>,
+
+    /// How long to wait for the browser's redirect, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    pub wait_secs: u64,
+
+    #[command(flatten)]
+    pub person: super::inbox::Person,
+}
+
+/// Signs in to the MCP server that refused entry `args.id`'s call, as the
+/// kept sign-in was made, with the scopes it had and those the server
+/// asked for. Returns what to tell the person.
+pub async fn sign_in_again(
+    client: &async_nats::Client,
+    subjects: &Subjects,
+    nats: &NatsArgs,
+    inbox: &Inbox,
+    args: &AuthorizeArgs,
+) -> anyhow::Result<String> {
+    let id = &args.id;
+    let entry = inbox.entry(id).await?.with_context(|| {
+        format!("nothing is waiting in the inbox under {id}: it was settled already, or the id is wrong (see `baton inbox ls`)")
+    })?;
+    let gate = entry
+        .gate()
+        .filter(|gate| gate.reason == Reason::AuthorizationRequired);
+    let Some(authorize) = gate.and_then(|gate| gate.authorize.clone()) else {
+        anyhow::bail!(
+            "{id} does not wait for a sign-in (it waits for {}): see `baton inbox show {id}`",
+            entry.reason().map_or("a person's answer", Reason::as_str)
+        );
+    };
+    let secret = match &args.client_secret_env {
+        Some(var) => Some(std::env::var(var).with_context(|| {
+            format!("--client-secret-env names {var}, which is not set: export {var}=<the client's secret>")
+        })?),
+        None => None,
+    };
+    let tokens = baton_agents::signin::Tokens::open(client, subjects, nats.replicas()).await?;
+    let url = authorize.server.as_str();
+    let asked =
+        baton_agents::signin::Login::again(url, &tokens, authorize.scope.as_deref(), secret)
+            .await?;
+    let open_with = args.open_with.clone();
+    let show = move |address: &str| match &open_with {
+        None => {
+            println!("{url} refused the call: {}", authorize.why);
+            println!("Open this URL to sign in again:\n{address}");
+            Ok(())
+        }
+        Some(command) => crate::processes::mcp::open(command, address),
+    };
+    let wait = Duration::from_secs(args.wait_secs.max(1));
+    let signed = baton_agents::signin::login(&asked, &tokens, show, wait).await?;
+    let scopes = if signed.scopes.is_empty() {
+        "no scope named".to_owned()
+    } else {
+        signed.scopes.join(" ")
+    };
+    Ok(format!(
+        "signed in to {url} again as client {} ({scopes}); the call is made again",
+        signed.client_id
+    ))
+}
