@@ -6,7 +6,7 @@
 use rmcp::ErrorData as McpError;
 use rmcp::handler::client::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientInfo, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
     Implementation,
 };
 use rmcp::service::{RequestContext, RoleClient};
@@ -28,18 +28,22 @@ impl Answering {
 }
 
 impl ClientHandler for Answering {
-    /// Baton at this build's version. It declares form elicitation only
+    /// Baton at this build's version, speaking MCP 2025-11-25. It declares form elicitation only
     /// when it answers one (`defaults`); declining, it declares none, so a
     /// server does not ask.
-    fn get_info(&self) -> ClientInfo {
+    fn get_info(&self) -> ClientConfig {
         let capabilities = match self.elicitation {
             McpElicitation::Decline => ClientCapabilities::default(),
             McpElicitation::Defaults => ClientCapabilities::builder().enable_elicitation().build(),
         };
-        ClientInfo::new(
+        // MCP 2025-11-25, the version Baton is tested against (the SDK's
+        // default is its newest, 2026-07-28); a server on an older one
+        // answers with it, and the session goes on in that.
+        ClientConfig::new(
             capabilities,
             Implementation::new("baton", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
     }
 
     async fn create_elicitation(

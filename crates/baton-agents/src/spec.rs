@@ -408,7 +408,7 @@ mod llm;
 mod mcp;
 mod raw;
 
-pub use mcp::{Approve, McpAuth, McpElicitation, McpSpec};
+pub use mcp::{Approve, McpAuth, McpElicitation, McpSpec, SigningAlgorithm};
 
 pub use llm::{HistorySpec, LimitsSpec, LlmSpec, Older, PriceSpec};
 #[cfg(test)]

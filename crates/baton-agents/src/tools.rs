@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Meta, ToolAnnotations};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject, ToolAnnotations};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
@@ -314,8 +314,9 @@ impl Toolbox {
         };
         let mut params = CallToolRequestParams::new(tool.remote.clone());
         params.arguments = arguments.as_object().cloned();
-        let mut meta = Meta::new();
+        let mut meta = RequestMetaObject::new();
         meta.0
+            .0
             .insert("baton/idempotency-key".to_owned(), json!(key));
         params.meta = Some(meta);
         let timeout = Duration::from_millis(server.spec.timeout_ms);

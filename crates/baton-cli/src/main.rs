@@ -63,8 +63,11 @@ fn main() -> std::process::ExitCode {
         prometheus: metrics.metrics_addr.is_some(),
     });
     let served = metrics.metrics_addr.zip(telemetry.prometheus.clone());
+    // 8 MiB stacks, not tokio's 2: the MCP SDK's futures are deep, and an
+    // unoptimised build polls them on the stack. Pages are used on demand.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(8 * 1024 * 1024)
         .build()
     {
         Ok(runtime) => runtime,

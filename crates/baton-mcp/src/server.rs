@@ -7,7 +7,7 @@ use rmcp::handler::server::ServerHandler;
 #[allow(deprecated)] // SetLevelRequestParams: see `logging`.
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerInfo, SetLevelRequestParams,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
@@ -18,11 +18,14 @@ impl ServerHandler for Gateway {
     // Logging is deprecated from MCP 2026-07-28 (SEP-2577) and works
     // through its deprecation window: see `logging`.
     #[allow(deprecated)]
-    fn get_info(&self) -> ServerInfo {
-        ServerInfo::new(
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            // Completions: declared, and always empty (the SDK's answer):
+            // there are no prompts or resource templates to complete.
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_logging()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new("baton", env!("CARGO_PKG_VERSION")))
@@ -53,6 +56,22 @@ impl ServerHandler for Gateway {
     }
 
     async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        // Boxed: the call's future is large (it follows a session to its
+        // end), and the SDK's own is around it.
+        Box::pin(self.called(request, context))
+            .await
+            .map(Into::into)
+    }
+}
+
+impl Gateway {
+    /// A call of one of the tools: the feedback tool, or an agent type's
+    /// session, run to its end.
+    async fn called(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,

@@ -466,8 +466,9 @@ async fn a_dying_server_a_hanging_tool_and_a_huge_result_each_end_clearly() -> a
         // The server dies mid-call: the hop is retried, the server started again.
         Scripted::tool_calls(&[("flaky_lookup", r#"{"order_id": "ABC-123"}"#)]),
         Scripted::text("Found it."),
-        // A 50 MB result: the model is told it is too large.
-        Scripted::tool_calls(&[("big_report", r#"{"megabytes": 50}"#)]),
+        // A 5 MB result (over max_result_bytes, under the MCP SDK's 16 MiB
+        // stdio line): the model is told it is too large.
+        Scripted::tool_calls(&[("big_report", r#"{"megabytes": 5}"#)]),
         Scripted::text("Too big."),
         // A result with structured content only: the model reads it as JSON.
         Scripted::tool_calls(&[("order_facts", r#"{"order_id": "XYZ-9"}"#)]),

@@ -189,8 +189,16 @@ def spec(url, scenario, context):
         lines += [
             'auth = "client_credentials"',
             f"client_id = {json.dumps(context['client_id'])}",
-            'client_secret_env = "CONFORMANCE_CLIENT_SECRET"',
         ]
+        if context.get("private_key_pem"):
+            # A JWT signed with the client's key, instead of a secret.
+            env["CONFORMANCE_PRIVATE_KEY"] = context["private_key_pem"]
+            lines += [
+                'private_key_env = "CONFORMANCE_PRIVATE_KEY"',
+                f"signing_algorithm = {json.dumps(context.get('signing_algorithm', 'RS256'))}",
+            ]
+        else:
+            lines.append('client_secret_env = "CONFORMANCE_CLIENT_SECRET"')
     elif scenario == "elicitation-sep1034-client-defaults":
         lines.append('elicitation = "defaults"')
     elif scenario.startswith("auth/"):

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use rmcp::transport::auth::{AuthorizationManager, AuthorizationSession, OAuthClientConfig};
+use rmcp::transport::auth::{
+    AuthorizationManager, AuthorizationRequest, AuthorizationSession, OAuthClientConfig,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::failed;
@@ -145,11 +147,14 @@ pub async fn login(
 /// URL to open.
 async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, String), Error> {
     let url = login.url.as_str();
-    let challenged = challenge_scope(&super::oauth_http()?, url).await;
+    let challenge = challenge(&super::oauth_http()?, url).await;
+    let challenged = challenge.as_deref().and_then(scope_of);
     let mut manager = super::manager(url, tokens).await?;
-    let metadata = (manager.discover_metadata().await)
+    let resolved = (manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await)
         .map_err(|err| failed("cannot find how the server signs callers in", &err))?;
-    manager.set_metadata(metadata);
+    manager.set_metadata(resolved.metadata);
     let scopes = if login.scopes.is_empty() {
         manager.select_scopes(challenged.as_deref(), &[])
     } else {
@@ -171,9 +176,18 @@ async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, 
         }
         None => {
             let cimd = login.client_metadata_url.as_deref();
-            let session = AuthorizationSession::new(manager, &asked, redirect, Some("Baton"), cimd)
-                .await
-                .map_err(|err| failed("cannot register with the authorization server", &err))?;
+            let mut request = AuthorizationRequest::new(redirect)
+                .with_scopes(asked.iter().copied())
+                .with_client_name("Baton");
+            if let Some(cimd) = cimd {
+                request = request.with_client_metadata_url(cimd);
+            }
+            let session =
+                AuthorizationSession::new(manager, request)
+                    .await
+                    .map_err(|(_, err)| {
+                        failed("cannot register with the authorization server", &err)
+                    })?;
             Flow::Session(Box::new(session))
         }
     };
@@ -254,11 +268,11 @@ fn parts(callback: &str) -> Result<(String, String, Option<String>), Error> {
     }
 }
 
-/// The scope the server at `url` names when it refuses a caller without a
-/// token: its `401`'s `WWW-Authenticate: Bearer … scope="…"`, to an
-/// `initialize` sent as an MCP client's first POST (a server may answer
-/// only POSTs, where the SDK's own probe sends a GET).
-async fn challenge_scope(http: &reqwest::Client, url: &str) -> Option<String> {
+/// What the server at `url` says when it refuses a caller without a
+/// token: its `401`'s `WWW-Authenticate: Bearer …` (where its metadata is,
+/// and the scope it wants), to an `initialize` sent as an MCP client's
+/// first POST (a server may answer only POSTs).
+async fn challenge(http: &reqwest::Client, url: &str) -> Option<String> {
     let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -279,7 +293,13 @@ async fn challenge_scope(http: &reqwest::Client, url: &str) -> Option<String> {
         .get_all(reqwest::header::WWW_AUTHENTICATE)
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .find_map(scope_of)
+        .find(|value| {
+            value
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("bearer")
+        })
+        .map(str::to_owned)
 }
 
 /// The `scope` parameter of a `WWW-Authenticate` value, quoted or not.

@@ -32,7 +32,7 @@ pub(crate) enum SignIn {
     /// connection (a connection whose token expired is made again).
     ClientCredentials {
         client_id: String,
-        secret: String,
+        proof: Proof,
         scopes: Vec<String>,
     },
     /// A person's sign-in (`baton mcp login`), kept in `tokens`; as the
@@ -41,6 +41,14 @@ pub(crate) enum SignIn {
         tokens: Option<Box<Tokens>>,
         client: Option<(String, Option<String>)>,
     },
+}
+
+/// How a machine client proves it is itself.
+pub(crate) enum Proof {
+    /// Its secret (`client_secret_env`).
+    Secret(String),
+    /// A JWT its private key signs (`private_key_env`, PEM).
+    PrivateKey(Vec<u8>, crate::spec::SigningAlgorithm),
 }
 
 impl std::fmt::Debug for SignIn {
@@ -78,7 +86,18 @@ impl SignIn {
             (Some(McpAuth::ClientCredentials), Some(client_id), Some(var)) => {
                 Ok(Self::ClientCredentials {
                     client_id: client_id.clone(),
-                    secret: read(var, "client_secret_env")?,
+                    proof: Proof::Secret(read(var, "client_secret_env")?),
+                    scopes: spec.scopes.clone(),
+                })
+            }
+            (Some(McpAuth::ClientCredentials), Some(client_id), None) => {
+                let var = spec.private_key_env.as_deref().unwrap_or_default();
+                Ok(Self::ClientCredentials {
+                    client_id: client_id.clone(),
+                    proof: Proof::PrivateKey(
+                        read(var, "private_key_env")?.into_bytes(),
+                        spec.signing_algorithm.unwrap_or_default(),
+                    ),
                     scopes: spec.scopes.clone(),
                 })
             }
@@ -113,9 +132,9 @@ impl SignIn {
             }
             Self::ClientCredentials {
                 client_id,
-                secret,
+                proof,
                 scopes,
-            } => Some(signed_in(url, client_id, secret, scopes).await?),
+            } => Some(signed_in(url, client_id, proof, scopes).await?),
             Self::Oauth { tokens, client } => {
                 let Some(tokens) = tokens else {
                     return Err(Error::new(
@@ -169,33 +188,87 @@ impl SignIn {
 async fn signed_in(
     url: &str,
     client_id: &str,
-    secret: &str,
+    proof: &Proof,
     scopes: &[String],
 ) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
-    let mut state = OAuthState::new(url, Some(oauth_http()?))
-        .await
-        .map_err(|err| failed("cannot start signing in", &err))?;
-    let asked = ClientCredentialsConfig::ClientSecret {
-        client_id: client_id.to_owned(),
-        client_secret: secret.to_owned(),
-        scopes: scopes.to_vec(),
-        resource: Some(url.to_owned()),
+    let asked = match proof {
+        Proof::Secret(secret) => ClientCredentialsConfig::ClientSecret {
+            client_id: client_id.to_owned(),
+            client_secret: secret.clone(),
+            scopes: scopes.to_vec(),
+            resource: Some(url.to_owned()),
+        },
+        Proof::PrivateKey(pem, algorithm) => ClientCredentialsConfig::PrivateKeyJwt {
+            client_id: client_id.to_owned(),
+            signing_key: pem.clone(),
+            signing_algorithm: signing(*algorithm),
+            token_endpoint_audience: None,
+            scopes: scopes.to_vec(),
+            resource: Some(url.to_owned()),
+        },
     };
-    state
-        .authenticate_client_credentials(asked)
-        .await
-        .map_err(|err| {
-            failed(
-                "the authorization server refused the client credentials",
-                &err,
+    let url = url.to_owned();
+    let http = oauth_http()?;
+    apart(move || async move {
+        let mut state = OAuthState::new(&url, Some(http))
+            .await
+            .map_err(|err| failed("cannot start signing in", &err))?;
+        state
+            .authenticate_client_credentials(asked)
+            .await
+            .map_err(|err| {
+                failed(
+                    "the authorization server refused the client credentials",
+                    &err,
+                )
+            })?;
+        state.into_authorization_manager().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Mcp,
+                "signing in ended without a token".to_owned(),
             )
-        })?;
-    state.into_authorization_manager().ok_or_else(|| {
-        Error::new(
-            ErrorKind::Mcp,
-            "signing in ended without a token".to_owned(),
-        )
+        })
     })
+    .await
+}
+
+/// Runs `work` on a thread of its own, on a runtime of its own, and waits
+/// for it: the MCP SDK's client-credentials exchange holds a value across
+/// an await that may not move between threads (a form serializer), and a
+/// worker's calls run on many.
+async fn apart<T, F>(work: impl FnOnce() -> F + Send + 'static) -> Result<T, Error>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = Result<T, Error>> + 'static,
+{
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("baton-sign-in".to_owned())
+        .spawn(move || {
+            let ran = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|err| failed("cannot start signing in", &err))
+                .and_then(|runtime| runtime.block_on(work()));
+            let _ = done.send(ran);
+        })
+        .map_err(|err| failed("cannot start signing in", &err))?;
+    result
+        .await
+        .map_err(|err| failed("signing in stopped", &err))?
+}
+
+/// The MCP SDK's name for `algorithm`.
+fn signing(algorithm: crate::spec::SigningAlgorithm) -> rmcp::transport::auth::JwtSigningAlgorithm {
+    use crate::spec::SigningAlgorithm as Ours;
+    use rmcp::transport::auth::JwtSigningAlgorithm as Theirs;
+    match algorithm {
+        Ours::RS256 => Theirs::RS256,
+        Ours::RS384 => Theirs::RS384,
+        Ours::RS512 => Theirs::RS512,
+        Ours::ES256 => Theirs::ES256,
+        Ours::ES384 => Theirs::ES384,
+    }
 }
 
 /// The sign-in a person left for the server at `url` in `tokens`, as the
@@ -298,7 +371,9 @@ fn refused(sent: &rmcp::transport::DynamicTransportError) -> Option<Refusal> {
             why: "the server no longer takes the kept sign-in (401)".to_owned(),
         },
         StreamableHttpError::Auth(
-            AuthError::AuthorizationRequired | AuthError::TokenRefreshFailed(_),
+            AuthError::AuthorizationRequired
+            | AuthError::TokenRefreshFailed(_)
+            | AuthError::TokenRefreshRejected(_),
         ) => Refusal {
             scope: None,
             why: "the sign-in ran out and its authorization server refused to refresh it"

@@ -6,7 +6,9 @@
 
 use async_nats::jetstream::{self, kv};
 use baton_proto::Subjects;
-use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
+use rmcp::transport::auth::{
+    AuthError, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+};
 use sha2::{Digest, Sha256};
 
 use crate::{Error, ErrorKind};
@@ -313,6 +315,81 @@ impl CredentialStore for ServerTokens {
         (self.store.purge(&self.key).await)
             .map_err(|err| AuthError::InternalError(format!("cannot forget the sign-in: {err}")))
     }
+
+    /// One refresh at a time across every worker that shares the sign-in:
+    /// a server that rotates refresh tokens refuses a second refresh with
+    /// the old one (and may revoke them all). The lock is the key
+    /// `<key>.refresh`, created only if absent, holding when it was taken;
+    /// one older than [`REFRESH_LOCK_STALE`] (its holder died) is taken
+    /// over. The SDK loads the sign-in again once it holds it, so a worker
+    /// that waited refreshes from the tokens the first one kept.
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let lock = format!("{}.refresh", self.key);
+        let failed = |err: &dyn std::fmt::Display| {
+            AuthError::CredentialStoreError(format!("cannot take the refresh lock: {err}"))
+        };
+        let started = std::time::Instant::now();
+        loop {
+            let now = baton_proto::now_ms();
+            match self.store.create(&lock, now.to_string().into()).await {
+                Ok(_) => {
+                    return Ok(Some(CredentialRefreshGuard::new(Refreshing {
+                        store: self.store.clone(),
+                        lock,
+                    })));
+                }
+                Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                Err(err) => return Err(failed(&err)),
+            }
+            let held = (self.store.entry(&lock).await).map_err(|err| failed(&err))?;
+            if let Some(held) = held {
+                let since = std::str::from_utf8(&held.value)
+                    .ok()
+                    .and_then(|ms| ms.parse::<u64>().ok())
+                    .unwrap_or(0);
+                if now.saturating_sub(since) > REFRESH_LOCK_STALE.as_millis() as u64 {
+                    // Its holder died mid-refresh: take it over, unless
+                    // another worker just did.
+                    let taken = self
+                        .store
+                        .update(&lock, now.to_string().into(), held.revision)
+                        .await;
+                    if taken.is_ok() {
+                        return Ok(Some(CredentialRefreshGuard::new(Refreshing {
+                            store: self.store.clone(),
+                            lock,
+                        })));
+                    }
+                }
+            }
+            if started.elapsed() > REFRESH_LOCK_STALE {
+                return Err(failed(&"another worker has held it too long"));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// How long a refresh may hold the lock before another worker takes it.
+const REFRESH_LOCK_STALE: std::time::Duration = std::time::Duration::from_secs(45);
+
+/// A refresh in progress: the lock is released (deleted) when it ends.
+struct Refreshing {
+    store: kv::Store,
+    lock: String,
+}
+
+impl Drop for Refreshing {
+    fn drop(&mut self) {
+        let (store, lock) = (self.store.clone(), std::mem::take(&mut self.lock));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(err) = store.delete(&lock).await {
+                    tracing::warn!(%err, "cannot release the refresh lock; it goes stale in 45 s");
+                }
+            });
+        }
+    }
 }
 
 /// What a worker that signs in to the servers at `urls` does with their
@@ -328,8 +405,11 @@ pub fn footprint(subjects: &Subjects, urls: &[String]) -> baton_proto::footprint
     let keys = urls.iter().map(|url| Tokens::key(url));
     let mut allowed = vec![api(format_args!("STREAM.INFO.{stream}"))];
     for key in keys {
-        allowed.push(api(format_args!("DIRECT.GET.{stream}.$KV.{bucket}.{key}")));
-        allowed.push(format!("$KV.{bucket}.{key}"));
+        // The sign-in, and the lock of its refresh.
+        for key in [key.clone(), format!("{key}.refresh")] {
+            allowed.push(api(format_args!("DIRECT.GET.{stream}.$KV.{bucket}.{key}")));
+            allowed.push(format!("$KV.{bucket}.{key}"));
+        }
     }
     Footprint::new().publishes(allowed)
 }

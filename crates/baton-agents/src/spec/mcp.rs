@@ -24,6 +24,15 @@ pub struct McpSpec {
     /// The environment variable that holds the OAuth client's secret.
     #[serde(default)]
     pub client_secret_env: Option<String>,
+    /// With `auth = "client_credentials"`, instead of a secret: the
+    /// environment variable that holds the client's private key (PEM), with
+    /// which each token request is signed (`private_key_jwt`, RFC 7523).
+    #[serde(default)]
+    pub private_key_env: Option<String>,
+    /// The algorithm `private_key_env`'s key signs with: `RS256` (the
+    /// default), `RS384`, `RS512`, `ES256` or `ES384`.
+    #[serde(default)]
+    pub signing_algorithm: Option<SigningAlgorithm>,
     /// The OAuth scopes asked for; none: those the server's metadata names.
     #[serde(default)]
     pub scopes: Vec<String>,
@@ -103,6 +112,22 @@ impl McpSpec {
     }
 }
 
+/// How a client's private key signs its token requests (`private_key_jwt`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum SigningAlgorithm {
+    /// RSA with SHA-256 (the default).
+    #[default]
+    RS256,
+    /// RSA with SHA-384.
+    RS384,
+    /// RSA with SHA-512.
+    RS512,
+    /// ECDSA on P-256 with SHA-256.
+    ES256,
+    /// ECDSA on P-384 with SHA-384.
+    ES384,
+}
+
 /// What a worker says when an MCP server asks the user something during a
 /// call (`elicitation/create`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -130,6 +155,7 @@ pub enum McpAuth {
     /// OAuth's client credentials grant, for a server that serves machines
     /// (MCP's client-credentials extension): each worker asks the
     /// authorization server for a token with `client_id` and the secret in
-    /// `client_secret_env`, and asks again when it expires.
+    /// `client_secret_env`, or a JWT signed with the private key in
+    /// `private_key_env`, and asks again when it expires.
     ClientCredentials,
 }

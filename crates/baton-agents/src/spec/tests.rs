@@ -391,7 +391,23 @@ fn mcp_client_credentials_parse_and_half_a_sign_in_names_the_fix() {
     for (entry, fix) in [
         (
             "url = \"https://t/mcp\"\nauth = \"client_credentials\"\nclient_id = \"b\"",
-            "needs client_id and client_secret_env",
+            "needs client_id and one of client_secret_env",
+        ),
+        (
+            "url = \"https://t/mcp\"\nauth = \"client_credentials\"\nclient_id = \"b\"\nclient_secret_env = \"S\"\nprivate_key_env = \"K\"",
+            "needs client_id and one of client_secret_env",
+        ),
+        (
+            "url = \"https://t/mcp\"\nauth = \"client_credentials\"\nclient_id = \"b\"\nclient_secret_env = \"S\"\nsigning_algorithm = \"ES256\"",
+            "signing_algorithm goes with private_key_env",
+        ),
+        (
+            "url = \"https://t/mcp\"\nauth = \"oauth\"\nprivate_key_env = \"K\"",
+            "private_key_env goes with auth",
+        ),
+        (
+            "url = \"https://t/mcp\"\nauth = \"client_credentials\"\nclient_id = \"b\"\nprivate_key_env = \"K\"\nsigning_algorithm = \"HS256\"",
+            "unknown variant",
         ),
         (
             "url = \"https://t/mcp\"\nauth = \"client_credentials\"\nclient_id = \"b\"\nclient_secret_env = \"S\"\ntoken_env = \"T\"",

@@ -81,11 +81,15 @@ fn sign_in_problem(entry: &McpSpec) -> Option<&'static str> {
     let Some(auth) = entry.auth else {
         let oauth_only = entry.client_id.is_some()
             || entry.client_secret_env.is_some()
+            || entry.private_key_env.is_some()
             || !entry.scopes.is_empty();
         return oauth_only.then_some(
-            "[[mcp]] client_id, client_secret_env and scopes go with auth = \"oauth\" or \"client_credentials\"",
+            "[[mcp]] client_id, client_secret_env, private_key_env and scopes go with auth = \"oauth\" or \"client_credentials\"",
         );
     };
+    if entry.signing_algorithm.is_some() && entry.private_key_env.is_none() {
+        return Some("[[mcp]] signing_algorithm goes with private_key_env (the key it signs with)");
+    }
     if entry.url.is_none() {
         return Some("[[mcp]] auth goes with url: OAuth signs callers in over HTTP");
     }
@@ -94,13 +98,17 @@ fn sign_in_problem(entry: &McpSpec) -> Option<&'static str> {
     }
     match auth {
         McpAuth::ClientCredentials
-            if entry.client_id.is_none() || entry.client_secret_env.is_none() =>
+            if entry.client_id.is_none()
+                || entry.client_secret_env.is_some() == entry.private_key_env.is_some() =>
         {
             Some(
-                "[[mcp]] auth = \"client_credentials\" needs client_id and client_secret_env (the environment variable that holds the client's secret)",
+                "[[mcp]] auth = \"client_credentials\" needs client_id and one of client_secret_env (the environment variable that holds the client's secret) and private_key_env (one that holds its private key, PEM, for a signed JWT)",
             )
         }
         McpAuth::ClientCredentials => None,
+        McpAuth::Oauth if entry.private_key_env.is_some() => Some(
+            "[[mcp]] private_key_env goes with auth = \"client_credentials\" (a signed JWT instead of a secret)",
+        ),
         McpAuth::Oauth if entry.client_secret_env.is_some() && entry.client_id.is_none() => Some(
             "[[mcp]] client_secret_env goes with client_id (a client the authorization server registered)",
         ),
