@@ -10,3 +10,4 @@ pub(crate) mod console_versions;
 pub(crate) mod console_versions_labels;
 pub(crate) mod mcp;
 pub(crate) mod mcp_conformance;
+pub(crate) mod mcp_oauth;

@@ -1,0 +1,165 @@
+//! A worker's sign-in to an MCP server that signs its callers in with
+//! OAuth: the official `mcp` SDK's server with the SDK's own
+//! authorization-server pieces (tests/e2e/scripts/mcp_oauth_server.py),
+//! `baton mcp login`, and workers that share the kept sign-in and refresh
+//! it, one at a time, against an authorization server that rotates refresh
+//! tokens and counts one used twice.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use baton_proto::{AgentName, Envelope, EventType};
+
+use crate::util::{System, kinds};
+
+/// A Python agent that calls the server's `whoami` once per task, through
+/// its worker (`ctx.tool`), and answers with what it said.
+const CALLER: &str = r#"
+import baton
+
+agent = baton.Agent()
+
+
+@agent.task
+async def call(task: baton.Task, ctx: baton.Context) -> baton.Outcome:
+    said = await ctx.tool("whoami", {})
+    return baton.complete({"said": said.text}, say=said.text)
+
+
+agent.run()
+"#;
+
+/// The server's events (`login`, `refresh`, `reused`, `call`) in `log`.
+fn events(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|event| event["event"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn count(events: &[String], event: &str) -> usize {
+    events.iter().filter(|seen| *seen == event).count()
+}
+
+/// Starts the OAuth MCP server, its tokens lasting `seconds`, logging to
+/// `log`: its URL.
+async fn oauth_server(system: &mut System, log: &Path, seconds: &str) -> anyhow::Result<String> {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts/mcp_oauth_server.py");
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg(script)
+        .env("LOG", log)
+        .env("TOKEN_SECONDS", seconds);
+    let process = baton_testkit::ChildProcess::spawn(command, "oauth")?;
+    system.adopt("oauth", process);
+    system
+        .wait_log("oauth", "listening ", Duration::from_secs(30))
+        .await?;
+    let said = system.process("oauth").stderr();
+    let url = said
+        .lines()
+        .find_map(|line| line.strip_prefix("listening "))
+        .ok_or_else(|| anyhow::anyhow!("no URL in:\n{said}"))?;
+    Ok(url.trim().to_owned())
+}
+
+/// Writes the caller's program and its spec, whose `[[mcp]]` is `url`
+/// with a person's sign-in, into `dir`: the spec's path.
+fn caller_spec(dir: &Path, url: &str) -> anyhow::Result<PathBuf> {
+    let program = dir.join("caller.py");
+    std::fs::write(&program, CALLER)?;
+    let spec = dir.join("caller.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"caller\"\nkind = \"exec\"\nconcurrency = 8\n\n[exec]\ncommand = [\"python3\", {program:?}]\nmode = \"persistent\"\n\n[[mcp]]\nurl = {url:?}\nauth = \"oauth\"\n"
+        ),
+    )?;
+    Ok(spec)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_workers_share_one_sign_in_and_refresh_it_one_at_a_time() -> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("oauth.log");
+    // Tokens that last 4 s are refreshed when 2 s are left.
+    let url = oauth_server(&mut system, &log, "4").await?;
+
+    // A person signs in once (the suite's curl is the browser).
+    let login = system
+        .baton(&[
+            "mcp",
+            "login",
+            &url,
+            "--open-with",
+            "curl -sL -o /dev/null",
+            "--wait-secs",
+            "20",
+        ])
+        .output()?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&login.stdout),
+        String::from_utf8_lossy(&login.stderr)
+    );
+    assert!(login.status.success(), "{said}");
+    assert!(said.contains("refreshable"), "{said}");
+    assert!(
+        !said.contains("tok-") && !said.contains("ref-"),
+        "a token was shown: {said}"
+    );
+
+    // Two workers of one agent type, both on that sign-in.
+    let spec = caller_spec(dir.path(), &url)?;
+    let spec = spec.to_string_lossy().into_owned();
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/python");
+    for label in ["w1", "w2"] {
+        let mut command = system.baton(&["worker", "--spec", &spec, "--no-registry"]);
+        command.env("PYTHONPATH", &sdk);
+        let process = baton_testkit::ChildProcess::spawn(command, label)?;
+        system.adopt(label, process);
+        system
+            .wait_log(label, "worker started", Duration::from_secs(30))
+            .await?;
+    }
+
+    // Calls for 9 s, three at a time: tokens run out about four times,
+    // while both workers call.
+    let caller = AgentName::new("caller")?;
+    let mut sent = Vec::new();
+    for _ in 0..12 {
+        for _ in 0..3 {
+            let task = Envelope::task("who am I?");
+            system.client.submit_to(&caller, &task).await?;
+            sent.push(task.session);
+        }
+        tokio::time::sleep(Duration::from_millis(750)).await;
+    }
+    for session in sent {
+        let events = system
+            .session_events(session, Duration::from_secs(60))
+            .await?;
+        let end = events.last().map(|event| event.kind.clone());
+        assert_eq!(end, Some(EventType::Completed), "{:?}", kinds(&events));
+    }
+
+    let seen = events(&log);
+    assert_eq!(count(&seen, "login"), 1, "{seen:?}");
+    assert_eq!(count(&seen, "call"), 36, "{seen:?}");
+    // The workers refreshed, and never with a refresh token already used.
+    assert!(count(&seen, "refresh") >= 2, "{seen:?}");
+    assert_eq!(count(&seen, "reused"), 0, "{seen:?}");
+    // Both workers served calls, and neither logged a token.
+    for label in ["w1", "w2"] {
+        let logged = system.process(label).stderr();
+        assert!(
+            !logged.contains("tok-") && !logged.contains("ref-"),
+            "{label} logged a token"
+        );
+    }
+    Ok(())
+}
