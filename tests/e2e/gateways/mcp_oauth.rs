@@ -44,8 +44,11 @@ fn count(events: &[String], event: &str) -> usize {
 }
 
 /// Starts the OAuth MCP server, its tokens lasting `seconds`, logging to
-/// `log`: its URL.
-async fn oauth_server(system: &mut System, log: &Path, seconds: &str) -> anyhow::Result<String> {
+/// `log`: the process and its URL.
+async fn oauth_server(
+    log: &Path,
+    seconds: &str,
+) -> anyhow::Result<(baton_testkit::ChildProcess, String)> {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts/mcp_oauth_server.py");
     let mut command = std::process::Command::new("python3");
@@ -53,17 +56,22 @@ async fn oauth_server(system: &mut System, log: &Path, seconds: &str) -> anyhow:
         .arg(script)
         .env("LOG", log)
         .env("TOKEN_SECONDS", seconds);
-    let process = baton_testkit::ChildProcess::spawn(command, "oauth")?;
-    system.adopt("oauth", process);
-    system
-        .wait_log("oauth", "listening ", Duration::from_secs(30))
-        .await?;
-    let said = system.process("oauth").stderr();
-    let url = said
-        .lines()
-        .find_map(|line| line.strip_prefix("listening "))
-        .ok_or_else(|| anyhow::anyhow!("no URL in:\n{said}"))?;
-    Ok(url.trim().to_owned())
+    let mut process = baton_testkit::ChildProcess::spawn(command, "oauth")?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let said = process.stderr();
+        if let Some(url) = said
+            .lines()
+            .find_map(|line| line.strip_prefix("listening "))
+        {
+            return Ok((process, url.trim().to_owned()));
+        }
+        anyhow::ensure!(
+            process.is_running() && tokio::time::Instant::now() < deadline,
+            "the OAuth MCP server did not start:\n{said}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Writes the caller's program and its spec, whose `[[mcp]]` is `url`
@@ -87,7 +95,8 @@ async fn two_workers_share_one_sign_in_and_refresh_it_one_at_a_time() -> anyhow:
     let dir = tempfile::tempdir()?;
     let log = dir.path().join("oauth.log");
     // Tokens that last 4 s are refreshed when 2 s are left.
-    let url = oauth_server(&mut system, &log, "4").await?;
+    let (server, url) = oauth_server(&log, "4").await?;
+    system.adopt("oauth", server);
 
     // A person signs in once (the suite's curl is the browser).
     let login = system
@@ -161,5 +170,89 @@ async fn two_workers_share_one_sign_in_and_refresh_it_one_at_a_time() -> anyhow:
             "{label} logged a token"
         );
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_a_worker_granted_the_server_reads_its_sign_in() -> anyhow::Result<()> {
+    use crate::operations::permissions::{as_user, generated_config, run_as};
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("oauth.log");
+    let (server, url) = oauth_server(&log, "3600").await?;
+    let users: &[(&str, &[&str])] = &[
+        ("router", &["router"]),
+        ("operator", &["operator"]),
+        ("granted", &["worker", "caller", "--human", "--mcp-login", &url]),
+        ("plain", &["worker", "caller", "--human"]),
+    ];
+    let config = generated_config(users)?;
+    let mut system = System::secured(&config, "admin", "admin-pw").await?;
+    system.adopt("oauth", server);
+    // The router makes the streams; the operator signs in.
+    let router = as_user("router");
+    let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
+    args.extend(["router", "--default-agent", "caller", "--no-registry"]);
+    system.spawn("router", &args, "router started").await?;
+    let login = run_as(
+        &system,
+        "operator",
+        &[
+            "mcp",
+            "login",
+            &url,
+            "--open-with",
+            "curl -sL -o /dev/null",
+            "--wait-secs",
+            "20",
+        ],
+    )?;
+    assert!(
+        login.status.success(),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+
+    let spec = caller_spec(dir.path(), &url)?;
+    let spec = spec.to_string_lossy().into_owned();
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/python");
+    // A worker whose permissions do not name the server stops at start,
+    // saying how to grant it.
+    let plain = tokio::task::block_in_place(|| {
+        let user = as_user("plain");
+        let mut args: Vec<&str> = user.iter().map(String::as_str).collect();
+        args.extend(["worker", "--spec", &spec, "--no-registry"]);
+        let mut command = system.baton(&args);
+        command.env("PYTHONPATH", &sdk);
+        command.output()
+    })?;
+    let said = String::from_utf8_lossy(&plain.stderr);
+    assert!(!plain.status.success(), "{said}");
+    assert!(said.contains("--mcp-login"), "{said}");
+    assert_eq!(count(&events(&log), "call"), 0);
+
+    // The granted one reads it, and its call is made.
+    let user = as_user("granted");
+    let mut args: Vec<&str> = user.iter().map(String::as_str).collect();
+    args.extend(["worker", "--spec", &spec, "--no-registry"]);
+    let mut command = system.baton(&args);
+    command.env("PYTHONPATH", &sdk);
+    system.adopt(
+        "granted",
+        baton_testkit::ChildProcess::spawn(command, "granted")?,
+    );
+    system
+        .wait_log("granted", "worker started", Duration::from_secs(30))
+        .await?;
+    let task = Envelope::task("who am I?");
+    system
+        .client
+        .submit_to(&AgentName::new("caller")?, &task)
+        .await?;
+    let events_seen = system
+        .session_events(task.session, Duration::from_secs(60))
+        .await?;
+    let end = events_seen.last().map(|event| event.kind.clone());
+    assert_eq!(end, Some(EventType::Completed), "{:?}", kinds(&events_seen));
+    assert_eq!(count(&events(&log), "call"), 1);
     Ok(())
 }
