@@ -113,7 +113,7 @@ impl Machinery {
             None => toml::from_str::<LlmSpec>("model = \"\"")
                 .map_err(|err| Error::new(ErrorKind::Config, format!("no model: {err}")))?,
         };
-        let tokens = crate::signin::Tokens::for_servers(mcp, client, subjects).await?;
+        let tokens = crate::signin::tokens_for(mcp, client, subjects).await?;
         let mut runner = LlmRunner::new(&settings, &baton_worker::Routing::default(), &[])?
             .with_mcp(mcp, tokens.as_ref())
             .await?

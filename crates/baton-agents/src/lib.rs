@@ -75,8 +75,8 @@ pub enum ErrorKind {
     /// The HTTP client cannot be built.
     Http,
     /// An MCP server refused the sign-in a person left (`auth = "oauth"`):
-    /// someone must sign in again (`baton inbox authorize`, or `baton mcp
-    /// login`).
+    /// someone must sign in again (a call waits for `baton inbox
+    /// authorize`).
     SignIn,
 }
 
@@ -252,7 +252,7 @@ impl SpecAgent {
             Kind::Exec(exec) => exec_runner(&spec, exec, (client, subjects, replicas)).await?,
             Kind::A2a(a2a) => Runner::A2a(Box::new(A2aRunner::new(a2a, spec.fallback.as_ref())?)),
             Kind::Llm(llm) => {
-                let tokens = signin::Tokens::for_servers(&spec.mcp, client, subjects).await?;
+                let tokens = signin::tokens_for(&spec.mcp, client, subjects).await?;
                 let runner = LlmRunner::new(llm, &spec.routing, &spec.delegates)?
                     .with_mcp(&spec.mcp, tokens.as_ref())
                     .await?

@@ -20,14 +20,18 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject, ToolAnnotations};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use tokio::sync::Mutex;
 
+mod class;
+
 use crate::spec::{Approve, McpSpec};
 use crate::{Error, ErrorKind};
+pub(crate) use class::Class;
+use class::approved_first;
 
 /// How long reaching a server and listing its tools may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -48,73 +52,6 @@ pub(crate) struct McpTool {
     pub(crate) class: Class,
     /// Whether each call waits for a person's approval first.
     pub(crate) approve: bool,
-}
-
-/// Whether a tool's call may be made again when its outcome is unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Class {
-    /// Annotated `readOnlyHint`: it changes nothing.
-    ReadOnly,
-    /// Annotated `idempotentHint`, or listed in `idempotent_tools`: a
-    /// repeat has no further effect.
-    Idempotent,
-    /// The spec says the server honours the idempotency key: a repeat
-    /// carries the same key, and the server makes the call once.
-    Keyed,
-    /// Anything else: never made twice; an unknown outcome goes to a person.
-    NotRepeatable,
-}
-
-impl Class {
-    /// What `baton check`, the start log and the metrics call it.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read-only",
-            Self::Idempotent => "idempotent",
-            Self::Keyed => "keyed",
-            Self::NotRepeatable => "not repeatable",
-        }
-    }
-
-    /// Whether a call whose outcome is unknown may be made again.
-    pub(crate) fn repeatable(self) -> bool {
-        self != Self::NotRepeatable
-    }
-
-    /// The class of `tool` (by the server's name) on the server of `spec`:
-    /// the spec's per-tool lists first, then its server-wide `idempotent =
-    /// false`, then the annotations, then `idempotent = true` (keyed).
-    pub(crate) fn of(spec: &McpSpec, tool: &str, annotations: Option<&ToolAnnotations>) -> Self {
-        let hint = |pick: fn(&ToolAnnotations) -> Option<bool>| {
-            annotations.and_then(pick).unwrap_or(false)
-        };
-        if spec.not_idempotent.iter().any(|name| name == tool) {
-            Self::NotRepeatable
-        } else if spec.idempotent_tools.iter().any(|name| name == tool) {
-            Self::Idempotent
-        } else if spec.idempotent == Some(false) {
-            Self::NotRepeatable
-        } else if hint(|a| a.read_only_hint) {
-            Self::ReadOnly
-        } else if hint(|a| a.idempotent_hint) {
-            Self::Idempotent
-        } else if spec.idempotent == Some(true) {
-            Self::Keyed
-        } else {
-            Self::NotRepeatable
-        }
-    }
-}
-
-/// Whether `approve` asks a person before each call of `tool` (by the
-/// server's name), which is read-only when its annotations say so.
-fn approved_first(approve: Option<&Approve>, tool: &str, read_only: bool) -> bool {
-    match approve {
-        None => false,
-        Some(Approve::Class(class)) if class == "all" => true,
-        Some(Approve::Class(_)) => !read_only,
-        Some(Approve::Tools(tools)) => tools.iter().any(|name| name == tool),
-    }
 }
 
 /// What a call gave back, for the model and the conversation.
@@ -300,15 +237,29 @@ impl Toolbox {
         arguments: Json,
         key: &str,
     ) -> Result<Called, CallError> {
+        match self.call_once(tool, arguments.clone(), key).await {
+            // Refused before it ran: once more on a new connection, which
+            // reads the kept sign-in afresh (another worker's, or a new
+            // client's after a person signed in again), before a person is
+            // asked.
+            Err(CallError::Authorize(_)) => self.call_once(tool, arguments, key).await,
+            called => called,
+        }
+    }
+
+    /// One attempt of [`Toolbox::call`].
+    async fn call_once(
+        &self,
+        tool: &McpTool,
+        arguments: Json,
+        key: &str,
+    ) -> Result<Called, CallError> {
         let server = &self.servers[tool.server];
         let label = server.spec.label();
         let peer = match server.peer().await {
             Ok(peer) => peer,
             Err(err) if err.kind() == ErrorKind::SignIn => {
-                return Err(server.refused(crate::signin::Refusal {
-                    scope: None,
-                    why: baton_proto::error_chain(&err),
-                }));
+                return Err(server.refused(refusal_in(&err)));
             }
             Err(err) => return Err(CallError::Unreachable(err)),
         };
@@ -346,6 +297,21 @@ impl Toolbox {
             text: result_text(&result, server.spec.max_result_bytes, &tool.name),
             is_error: result.is_error.unwrap_or(false),
         })
+    }
+}
+
+/// The refusal a connection's error carries (see [`ErrorKind::SignIn`]).
+fn refusal_in(err: &Error) -> crate::signin::Refusal {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(at) = cause {
+        if let Some(refusal) = at.downcast_ref::<crate::signin::Refusal>() {
+            return refusal.clone();
+        }
+        cause = at.source();
+    }
+    crate::signin::Refusal {
+        scope: None,
+        why: baton_proto::error_chain(err),
     }
 }
 
@@ -500,6 +466,7 @@ fn result_text(result: &CallToolResult, limit: usize, tool: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::ToolAnnotations;
 
     fn spec(extra: &str) -> McpSpec {
         toml::from_str(&format!("command = [\"server\"]\n{extra}")).expect("a valid [[mcp]] table")

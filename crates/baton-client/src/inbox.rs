@@ -14,8 +14,9 @@
 
 mod answer;
 mod by_session;
+mod decided;
 mod gates;
-pub use gates::Decision;
+pub use decided::Decision;
 
 use std::time::Duration;
 

@@ -233,6 +233,9 @@ fn call(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
     if gate.reason == Reason::InputRequired {
         return question(entry, gate, token, now);
     }
+    if let Some(authorize) = &gate.authorize {
+        return sign_in(entry, gate, authorize, now);
+    }
     html! {
         article.waiting.call id=(format!("t-{}", envelope.id)) data-session=(envelope.session) data-reason=(gate.reason) {
             h2 { (entry.agent()) " · " (gate.reason) " · waiting " (span(now.saturating_sub(entry.since))) }
@@ -259,6 +262,29 @@ fn call(entry: &InboxEntry, gate: &Gate, token: &str, now: u64) -> Markup {
                     " " button type="submit" name="decision" value="fail" { "Fail the session" }
                 }
             }
+        }
+    }
+}
+
+/// A call its MCP server refused until a person signs in again: the
+/// server, what it asked for, and the command that signs in (the sign-in
+/// comes back to the process that asks for it, so it is not a form).
+fn sign_in(
+    entry: &InboxEntry,
+    gate: &Gate,
+    authorize: &baton_proto::Authorize,
+    now: u64,
+) -> Markup {
+    let envelope = &entry.envelope;
+    html! {
+        article.waiting.call id=(format!("t-{}", envelope.id)) data-session=(envelope.session) data-reason=(gate.reason) {
+            h2 { (entry.agent()) " · " (gate.reason) " · waiting " (span(now.saturating_sub(entry.since))) }
+            p { "Session " a href=(format!("/sessions/{}", envelope.session)) { code { (envelope.session) } } }
+            p { "The MCP server " code.server { (authorize.server) } " refused the call of " code.tool { (gate.tool) } ": " (authorize.why) ". The call did not run." }
+            @if let Some(scope) = &authorize.scope {
+                p { "It asks for the scopes " code.scope { (scope) } "." }
+            }
+            p { "Sign in again, and the call is made: " code.command { "baton inbox authorize " (envelope.id) } }
         }
     }
 }

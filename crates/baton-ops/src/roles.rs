@@ -132,10 +132,7 @@ impl Role {
                 } else {
                     Footprint::new()
                 })
-                .with(baton_agents::signin::footprint(
-                    subjects,
-                    &grants.mcp_logins,
-                ))
+                .with(baton_signin::footprint(subjects, &grants.mcp_logins))
                 .with(
                     grants
                         .version

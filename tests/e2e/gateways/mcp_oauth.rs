@@ -49,13 +49,21 @@ async fn oauth_server(
     log: &Path,
     seconds: &str,
 ) -> anyhow::Result<(baton_testkit::ChildProcess, String)> {
+    oauth_server_with(log, &[("TOKEN_SECONDS", seconds)]).await
+}
+
+/// As [`oauth_server`], with `env` (`TOKEN_SECONDS`, `REVOKE_AFTER_CALLS`).
+async fn oauth_server_with(
+    log: &Path,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(baton_testkit::ChildProcess, String)> {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/scripts/mcp_oauth_server.py");
     let mut command = std::process::Command::new("python3");
     command
         .arg(script)
         .env("LOG", log)
-        .env("TOKEN_SECONDS", seconds);
+        .envs(env.iter().copied());
     let mut process = baton_testkit::ChildProcess::spawn(command, "oauth")?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -182,7 +190,10 @@ async fn only_a_worker_granted_the_server_reads_its_sign_in() -> anyhow::Result<
     let users: &[(&str, &[&str])] = &[
         ("router", &["router"]),
         ("operator", &["operator"]),
-        ("granted", &["worker", "caller", "--human", "--mcp-login", &url]),
+        (
+            "granted",
+            &["worker", "caller", "--human", "--mcp-login", &url],
+        ),
         ("plain", &["worker", "caller", "--human"]),
     ];
     let config = generated_config(users)?;
@@ -254,5 +265,142 @@ async fn only_a_worker_granted_the_server_reads_its_sign_in() -> anyhow::Result<
     let end = events_seen.last().map(|event| event.kind.clone());
     assert_eq!(end, Some(EventType::Completed), "{:?}", kinds(&events_seen));
     assert_eq!(count(&events(&log), "call"), 1);
+    Ok(())
+}
+
+/// Signs in to `url` as a person would, with `baton mcp login`.
+fn login(system: &System, url: &str) -> anyhow::Result<()> {
+    let login = system
+        .baton(&[
+            "mcp",
+            "login",
+            url,
+            "--open-with",
+            "curl -sL -o /dev/null",
+            "--wait-secs",
+            "20",
+        ])
+        .output()?;
+    anyhow::ensure!(
+        login.status.success(),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_refused_for_its_sign_in_waits_for_a_person_and_is_made_after_authorize()
+-> anyhow::Result<()> {
+    let mut system = System::start().await?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("oauth.log");
+    // The first call ends the sign-in: every token is revoked.
+    let (server, url) = oauth_server_with(&log, &[("REVOKE_AFTER_CALLS", "1")]).await?;
+    system.adopt("oauth", server);
+    login(&system, &url)?;
+    let spec = caller_spec(dir.path(), &url)?;
+    let spec = spec.to_string_lossy().into_owned();
+    let mut command = system.baton(&["worker", "--spec", &spec, "--no-registry"]);
+    command.env(
+        "PYTHONPATH",
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/python"),
+    );
+    system.adopt("w1", baton_testkit::ChildProcess::spawn(command, "w1")?);
+    system
+        .wait_log("w1", "worker started", Duration::from_secs(30))
+        .await?;
+    let caller = AgentName::new("caller")?;
+    let first = system.run("caller", &Envelope::task("who am I?")).await?;
+    assert_eq!(
+        first.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed)
+    );
+
+    // The next call is refused (401, and the refresh too): it did not run,
+    // and waits for a person, naming the server.
+    let task = Envelope::task("who am I, again?");
+    system.client.submit_to(&caller, &task).await?;
+    let session = task.session.to_string();
+    let mut entry = None;
+    for _ in 0..200 {
+        let listed = system.baton_stdout(&["inbox", "ls", "--json"])?;
+        entry = listed
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .find(|line| line["session"] == session.as_str());
+        if entry.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let entry = entry.ok_or_else(|| anyhow::anyhow!("nothing waits for session {session}"))?;
+    assert_eq!(entry["reason"], "authorization_required", "{entry}");
+    assert_eq!(entry["server"], url.as_str(), "{entry}");
+    assert_eq!(entry["tool"], "whoami", "{entry}");
+    let id = entry["id"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        count(&events(&log), "call"),
+        1,
+        "the refused call did not run"
+    );
+
+    // The console shows it with the command, and no buttons.
+    let console = crate::gateways::console::console(&mut system, "console", &[]).await?;
+    let shown = crate::gateways::console::browser(&["sign_in", &console, &session])?;
+    let text = shown["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(&format!("baton inbox authorize {id}")),
+        "{shown}"
+    );
+    assert!(text.contains(&url), "{shown}");
+    assert_eq!(
+        (shown["forms"].as_u64(), shown["buttons"].as_u64()),
+        (Some(0), Some(0)),
+        "{shown}"
+    );
+    assert_eq!(shown["errors"], serde_json::json!([]), "{shown}");
+
+    // A person signs in again; the call is made, once, and the session ends.
+    let authorized = system
+        .baton(&[
+            "inbox",
+            "authorize",
+            &id,
+            "--open-with",
+            "curl -sL -o /dev/null",
+            "--wait-secs",
+            "20",
+        ])
+        .output()?;
+    let said = String::from_utf8_lossy(&authorized.stdout);
+    assert!(
+        authorized.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&authorized.stderr)
+    );
+    assert!(said.contains("the call is made again"), "{said}");
+    assert!(!said.contains("tok-") && !said.contains("ref-"), "{said}");
+    let events_seen = system
+        .session_events(task.session, Duration::from_secs(60))
+        .await?;
+    assert_eq!(
+        events_seen.last().map(|e| e.kind.clone()),
+        Some(EventType::Completed),
+        "{:?}",
+        kinds(&events_seen)
+    );
+    let seen = events(&log);
+    assert_eq!(
+        (count(&seen, "login"), count(&seen, "call")),
+        (2, 2),
+        "{seen:?}"
+    );
+    // Settled: a second authorize is refused.
+    let again = system
+        .baton(&["inbox", "authorize", &id, "--wait-secs", "1"])
+        .output()?;
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing is waiting"));
     Ok(())
 }

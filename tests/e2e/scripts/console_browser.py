@@ -258,6 +258,16 @@ def inbox_page(browser, url, entry):
     return page, errors
 
 
+def sign_in(browser, url, session):
+    """What the inbox shows of a call waiting for a new sign-in: its text,
+    and how many forms and buttons it has (none: the sign-in is a command)."""
+    entry = f"article[data-session='{session}'][data-reason='authorization_required']"
+    page, errors = inbox_page(browser, url, entry)
+    shown = page.locator(entry)
+    return {"text": shown.inner_text(), "forms": shown.locator("form").count(),
+            "buttons": shown.locator("button").count(), "errors": errors}
+
+
 def inbox(browser, url, session, answer, action="complete", to=""):
     task = f"article[data-session='{session}']"
     page, errors = inbox_page(browser, url, task)
@@ -445,6 +455,7 @@ def main():
         "feedback": feedback,
         "growing": growing,
         "inbox": inbox,
+        "sign_in": sign_in,
         "decide": decide,
         "cancel": cancel,
         "auth": auth,

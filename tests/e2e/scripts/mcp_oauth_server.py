@@ -9,8 +9,10 @@ Its tokens last TOKEN_SECONDS (default 3600), and refresh tokens rotate: a
 refresh token that was used once is refused (`invalid_grant`) when used
 again, as an authorization server that detects reuse does. Each event is a
 JSON line in the file LOG: `login`, `refresh`, `reused` (a rotated refresh
-token came back) and `call` (the tool `whoami`, with the token's scopes).
-It says `listening <url>` on stderr once it serves.
+token came back) and `call` (the tool `whoami`). With REVOKE_AFTER_CALLS=N,
+the Nth call revokes every token issued so far, refresh tokens included, as
+an administrator who ends a sign-in does. It says `listening <url>` on
+stderr once it serves.
 """
 
 import json
@@ -33,6 +35,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 LOG = os.environ.get("LOG", os.devnull)
 TOKEN_SECONDS = int(os.environ.get("TOKEN_SECONDS", "3600"))
+REVOKE_AFTER_CALLS = int(os.environ.get("REVOKE_AFTER_CALLS", "0"))
 
 
 def note(event: str, **fields: object) -> None:
@@ -133,10 +136,18 @@ def main() -> None:
         ),
     )
 
+    calls = 0
+
     @server.tool()
     def whoami() -> str:
-        """Says which scopes the caller's token has."""
+        """Says that the caller is signed in."""
+        nonlocal calls
+        calls += 1
         note("call")
+        if calls == REVOKE_AFTER_CALLS:
+            provider.access.clear()
+            provider.refresh.clear()
+            note("revoked")
         return "signed in"
 
     print(f"listening {base}/mcp", file=sys.stderr, flush=True)

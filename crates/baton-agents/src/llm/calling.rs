@@ -192,13 +192,38 @@ impl LlmRunner {
                 records.record_start(journal, turn.step, index).await?;
             }
         }
+        self.make(turn, index, tool, args, update).await
+    }
+
+    /// Makes call `index` of a turn, whose start is recorded, and records
+    /// its result; a call its server refused for the sign-in did not run,
+    /// and waits for a person to sign in again instead.
+    async fn make(
+        &self,
+        turn: &Turn<'_>,
+        index: usize,
+        tool: &McpTool,
+        args: &Json,
+        update: &ContextUpdate,
+    ) -> Result<Result<(String, bool), Outcome>, AgentError> {
+        let journal = journal_of(turn.task);
+        let records = &self.answers.journal;
         let key = format!("{journal}/{}/{index}", turn.step);
         let called = match (self.call_one(tool, args.clone(), &key, &turn.task.progress)).await {
             Ok(called) => called,
             Err(CallError::Authorize(authorize)) => {
                 // Refused before it ran: no start stays on record.
                 records.clear_start(journal, turn.step, index).await?;
-                let parking = wait(Reason::AuthorizationRequired, String::new(), 0);
+                let parking = Parking {
+                    turn,
+                    index,
+                    tool: &tool.name,
+                    args,
+                    reason: Reason::AuthorizationRequired,
+                    label: String::new(),
+                    at: 0,
+                    authorize: None,
+                };
                 return self
                     .wait_for_sign_in(parking, authorize, update)
                     .await
@@ -206,11 +231,10 @@ impl LlmRunner {
             }
             Err(err) => return Err(AgentError::retryable(err.to_string())),
         };
-        let (text, is_error) = (called.text, called.is_error);
         records
-            .record_result(journal, turn.step, index, &text, is_error)
+            .record_result(journal, turn.step, index, &called.text, called.is_error)
             .await?;
-        Ok(Ok((text, is_error)))
+        Ok(Ok((called.text, called.is_error)))
     }
 
     /// A call whose MCP server refused the kept sign-in waits for a person
@@ -291,33 +315,11 @@ impl LlmRunner {
             .await
             .map_err(|err| AgentError::retryable(baton_nats::error_chain(&err)))?;
         let entry = parked.id;
-        let (problem, counter) = match reason {
-            Reason::ApprovalRequired => (
-                format!(
-                    "{tool} with {args} waits for a person's approval: baton inbox approve {entry} (or deny {entry})"
-                ),
-                Some(&self.meters.approvals),
-            ),
-            Reason::InputRequired => (
-                format!("waiting for the user's answer ({tool} {args})"),
-                None,
-            ),
-            Reason::AuthorizationRequired => (
-                format!(
-                    "{tool} waits for a new sign-in to {}: {}: baton inbox authorize {entry}",
-                    authorize
-                        .as_ref()
-                        .map_or("its MCP server", |a| a.server.as_str()),
-                    authorize.as_ref().map_or("", |a| a.why.as_str()),
-                ),
-                None,
-            ),
-            _ => (
-                format!(
-                    "{tool} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it is not repeatable, so a person must say whether it happened: baton inbox resolve {entry} --happened | --not-happened | --fail"
-                ),
-                Some(&self.meters.in_doubt),
-            ),
+        let problem = waiting_problem(&reason, tool, args, entry, authorize.as_ref());
+        let counter = match reason {
+            Reason::ApprovalRequired => Some(&self.meters.approvals),
+            Reason::InputRequired | Reason::AuthorizationRequired => None,
+            _ => Some(&self.meters.in_doubt),
         };
         if let Some(counter) = counter {
             counter.add(
@@ -432,6 +434,31 @@ pub(super) struct Parking<'a> {
     pub(super) at: u64,
     /// What a call refused by its MCP server's sign-in needs.
     pub(super) authorize: Option<baton_proto::Authorize>,
+}
+
+/// What a hop that parks a call for `reason` says of it: why it waits,
+/// and the command that settles it (`entry`).
+fn waiting_problem(
+    reason: &Reason,
+    tool: &str,
+    args: &Json,
+    entry: uuid::Uuid,
+    authorize: Option<&baton_proto::Authorize>,
+) -> String {
+    match reason {
+        Reason::ApprovalRequired => format!(
+            "{tool} with {args} waits for a person's approval: baton inbox approve {entry} (or deny {entry})"
+        ),
+        Reason::InputRequired => format!("waiting for the user's answer ({tool} {args})"),
+        Reason::AuthorizationRequired => format!(
+            "{tool} waits for a new sign-in to {}: {}: baton inbox authorize {entry}",
+            authorize.map_or("its MCP server", |a| a.server.as_str()),
+            authorize.map_or("", |a| a.why.as_str()),
+        ),
+        _ => format!(
+            "{tool} was called with {args} and may or may not have run (the worker stopped before its result was recorded); it is not repeatable, so a person must say whether it happened: baton inbox resolve {entry} --happened | --not-happened | --fail"
+        ),
+    }
 }
 
 /// The hop's end when a person chose to fail the session over a call

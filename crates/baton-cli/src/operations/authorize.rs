@@ -10,6 +10,19 @@ use clap::Args;
 
 use crate::nats::NatsArgs;
 
+/// Who settles an inbox entry, recorded with the decision (default: $USER).
+#[derive(Debug, Args)]
+pub struct Person {
+    /// Who decides, recorded with the decision (default: $USER).
+    #[arg(
+        long = "as",
+        value_name = "NAME",
+        env = "USER",
+        default_value = "person"
+    )]
+    pub person: String,
+}
+
 /// Which waiting call to sign in again for, and how.
 #[derive(Debug, Args)]
 pub struct AuthorizeArgs {
@@ -32,7 +45,7 @@ pub struct AuthorizeArgs {
     pub wait_secs: u64,
 
     #[command(flatten)]
-    pub person: super::inbox::Person,
+    pub person: Person,
 }
 
 /// Signs in to the MCP server that refused entry `args.id`'s call, as the
@@ -64,11 +77,10 @@ pub async fn sign_in_again(
         })?),
         None => None,
     };
-    let tokens = baton_agents::signin::Tokens::open(client, subjects, nats.replicas()).await?;
+    let tokens = baton_signin::Tokens::open(client, subjects, nats.replicas()).await?;
     let url = authorize.server.as_str();
     let asked =
-        baton_agents::signin::Login::again(url, &tokens, authorize.scope.as_deref(), secret)
-            .await?;
+        baton_signin::Login::again(url, &tokens, authorize.scope.as_deref(), secret).await?;
     let open_with = args.open_with.clone();
     let show = move |address: &str| match &open_with {
         None => {
@@ -79,7 +91,7 @@ pub async fn sign_in_again(
         Some(command) => crate::processes::mcp::open(command, address),
     };
     let wait = Duration::from_secs(args.wait_secs.max(1));
-    let signed = baton_agents::signin::login(&asked, &tokens, show, wait).await?;
+    let signed = baton_signin::login(&asked, &tokens, show, wait).await?;
     let scopes = if signed.scopes.is_empty() {
         "no scope named".to_owned()
     } else {

@@ -2,31 +2,21 @@
 
 use baton_agents::{Decision, Inbox, Reply};
 use baton_proto::{AgentName, Subjects};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 
+use super::authorize::Person;
 use crate::nats::NatsArgs;
-
-/// Who settles an inbox entry, recorded with the decision (default: $USER).
-#[derive(Debug, Args)]
-pub struct Person {
-    /// Who decides, recorded with the decision (default: $USER).
-    #[arg(
-        long = "as",
-        value_name = "NAME",
-        env = "USER",
-        default_value = "person"
-    )]
-    pub person: String,
-}
 
 #[derive(Debug, Subcommand)]
 pub enum InboxCommand {
     /// List what waits for a person: tasks for a human agent, tool calls whose outcome is
-    /// unknown (reason tool_outcome_unknown) and tool calls waiting for approval (reason
-    /// approval_required), with id, agent, reason and the question or the call.
+    /// unknown (reason tool_outcome_unknown), tool calls waiting for approval (reason
+    /// approval_required) and tool calls whose MCP server wants a new sign-in (reason
+    /// authorization_required), with id, agent, reason and the question or the call.
     Ls {
         /// Print JSON lines: id, session, agent, reason, since, query, and for a tool call
-        /// tool and arguments (a JSON object) and made_at.
+        /// tool and arguments (a JSON object) and made_at; for one that wants a new
+        /// sign-in, server and scope.
         #[arg(long)]
         json: bool,
     },

@@ -210,9 +210,8 @@ async fn login(
     };
     let role = baton_ops::Role::of(baton_ops::RoleKind::Operator);
     let connection = crate::nats::connect(nats, None, &role).await?;
-    let tokens =
-        baton_agents::signin::Tokens::open(connection.client(), subjects, nats.replicas()).await?;
-    let asked = baton_agents::signin::Login {
+    let tokens = baton_signin::Tokens::open(connection.client(), subjects, nats.replicas()).await?;
+    let asked = baton_signin::Login {
         url: args.url.clone(),
         client_id: args.client_id.clone(),
         client_secret: secret,
@@ -228,7 +227,7 @@ async fn login(
         Some(command) => open(command, address),
     };
     let wait = Duration::from_secs(args.wait_secs.max(1));
-    let signed = baton_agents::signin::login(&asked, &tokens, show, wait).await?;
+    let signed = baton_signin::login(&asked, &tokens, show, wait).await?;
     let scopes = if signed.scopes.is_empty() {
         "no scope named".to_owned()
     } else {
@@ -249,10 +248,10 @@ async fn login(
 
 /// Runs `command` (split on spaces) with `address` as its last argument,
 /// in the background: a browser stays open, a `curl` follows the redirects.
-pub(crate) fn open(command: &str, address: &str) -> Result<(), baton_agents::Error> {
+pub(crate) fn open(command: &str, address: &str) -> Result<(), baton_signin::Error> {
     let mut words = command.split_whitespace();
     let program = words.next().ok_or_else(|| {
-        baton_agents::Error::new(baton_agents::ErrorKind::Config, "--open-with is empty")
+        baton_signin::Error::new(baton_signin::ErrorKind::Config, "--open-with is empty")
     })?;
     tokio::process::Command::new(program)
         .args(words)
@@ -261,8 +260,8 @@ pub(crate) fn open(command: &str, address: &str) -> Result<(), baton_agents::Err
         .spawn()
         .map(drop)
         .map_err(|err| {
-            baton_agents::Error::new(
-                baton_agents::ErrorKind::Config,
+            baton_signin::Error::new(
+                baton_signin::ErrorKind::Config,
                 format!("cannot run --open-with {program}: {err}"),
             )
         })

@@ -7,11 +7,8 @@
 //! `resource` it is for, refreshed when it runs out, and the token on every
 //! request.
 
-mod login;
-mod tokens;
-
-pub use login::{Login, login};
-pub use tokens::{KeptClient, SignedIn, Tokens, footprint};
+pub use baton_signin::{KeptClient, Login, SignedIn, Tokens, footprint, login};
+use baton_signin::{manager, oauth_http};
 
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
@@ -167,9 +164,10 @@ impl SignIn {
                 _ => None,
             };
             match refusal {
-                Some(refusal) => Error::new(
+                Some(refusal) => Error::with_source(
                     ErrorKind::SignIn,
-                    format!("the server refused the kept sign-in: {}", refusal.why),
+                    "the server refused the kept sign-in",
+                    refusal,
                 ),
                 None => Error::new(ErrorKind::Mcp, format!("cannot reach the server: {err}")),
             }
@@ -208,7 +206,7 @@ async fn signed_in(
         },
     };
     let url = url.to_owned();
-    let http = oauth_http()?;
+    let http = oauth_http().map_err(from_store)?;
     apart(move || async move {
         let mut state = OAuthState::new(&url, Some(http))
             .await
@@ -244,6 +242,8 @@ where
     let (done, result) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("baton-sign-in".to_owned())
+        // As the runtime's: the SDK's futures are deep.
+        .stack_size(8 * 1024 * 1024)
         .spawn(move || {
             let ran = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -278,7 +278,7 @@ async fn stored(
     tokens: &Tokens,
     client: Option<&(String, Option<String>)>,
 ) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
-    let mut manager = manager(url, tokens).await?;
+    let mut manager = manager(url, tokens).await.map_err(from_store)?;
     let signed = (manager.initialize_from_store().await)
         .map_err(|err| failed("cannot read its sign-in", &err))?;
     if !signed {
@@ -301,44 +301,53 @@ async fn stored(
 }
 
 /// An OAuth step that `what` names, refused with `err`.
-pub(super) fn failed(what: &str, err: &dyn std::fmt::Display) -> Error {
+fn failed(what: &str, err: &dyn std::fmt::Display) -> Error {
     Error::new(ErrorKind::Mcp, format!("{what}: {err}"))
 }
 
-/// The HTTP client of OAuth's own requests (metadata, registration,
-/// tokens): it follows no redirect, so a code, a refresh token or a secret
-/// is never re-posted elsewhere, and it gives up after 30 s.
-pub(crate) fn oauth_http() -> Result<reqwest::Client, Error> {
-    crate::http()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(std::time::Duration::from_secs(30))
-        .build()
-        .map_err(|err| {
-            Error::new(
-                ErrorKind::Http,
-                format!("cannot build the HTTP client: {err}"),
-            )
-        })
+/// A sign-in store's failure, as this crate's error of the same kind.
+pub(crate) fn from_store(err: baton_signin::Error) -> Error {
+    let kind = match err.kind() {
+        baton_signin::ErrorKind::Config => ErrorKind::Config,
+        baton_signin::ErrorKind::Nats => ErrorKind::Nats,
+        baton_signin::ErrorKind::Http => ErrorKind::Http,
+        _ => ErrorKind::Mcp,
+    };
+    Error::new(kind, baton_proto::error_chain(&err))
 }
 
-/// The MCP SDK's authorization manager for the server at `url`, keeping
-/// its sign-in in `tokens`.
-pub(crate) async fn manager(
-    url: &str,
-    tokens: &Tokens,
-) -> Result<rmcp::transport::auth::AuthorizationManager, Error> {
-    let http = oauth_http()?;
-    let failed = |err: &dyn std::fmt::Display| {
-        Error::new(
-            ErrorKind::Mcp,
-            format!("cannot start signing in to {url}: {err}"),
-        )
+/// The store of sign-ins, when one of `servers` signs in with a person's
+/// sign-in (`auth = "oauth"`); `None` otherwise. A worker does not create
+/// it: `baton mcp login` does.
+///
+/// # Errors
+///
+/// [`ErrorKind::Config`] when no one signed in yet, or this worker may not
+/// read the sign-ins, naming the command to run; [`ErrorKind::Nats`] when
+/// JetStream cannot be asked.
+pub(crate) async fn tokens_for(
+    servers: &[McpSpec],
+    client: &async_nats::Client,
+    subjects: &baton_proto::Subjects,
+) -> Result<Option<Tokens>, Error> {
+    let Some(server) = (servers.iter()).find(|server| server.auth == Some(McpAuth::Oauth)) else {
+        return Ok(None);
     };
-    let mut manager = (rmcp::transport::auth::AuthorizationManager::new(url).await)
-        .map_err(|err| failed(&err))?;
-    manager.with_client(http).map_err(|err| failed(&err))?;
-    manager.set_credential_store(tokens.of(url));
-    Ok(manager)
+    match Tokens::existing(client, subjects)
+        .await
+        .map_err(from_store)?
+    {
+        Some(tokens) => Ok(Some(tokens)),
+        None => {
+            let url = server.url.as_deref().unwrap_or("URL");
+            Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "no MCP sign-in found: no one signed in yet (run `baton mcp login {url}` once, for every worker), or this worker may not read the sign-ins (under generated permissions: `baton permissions worker NAME --mcp-login {url}`)"
+                ),
+            ))
+        }
+    }
 }
 
 /// Why the server at the other end of a call refused this worker's
@@ -370,10 +379,11 @@ fn refused(sent: &rmcp::transport::DynamicTransportError) -> Option<Refusal> {
             scope: None,
             why: "the server no longer takes the kept sign-in (401)".to_owned(),
         },
+        // A refresh that failed on the way (the authorization server down)
+        // is not a refusal: the call is retried. A refused one
+        // (`invalid_grant`) comes as `AuthorizationRequired`.
         StreamableHttpError::Auth(
-            AuthError::AuthorizationRequired
-            | AuthError::TokenRefreshFailed(_)
-            | AuthError::TokenRefreshRejected(_),
+            AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_),
         ) => Refusal {
             scope: None,
             why: "the sign-in ran out and its authorization server refused to refresh it"
@@ -384,7 +394,8 @@ fn refused(sent: &rmcp::transport::DynamicTransportError) -> Option<Refusal> {
 }
 
 /// A server's refusal of a sign-in (see [`refusal`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{why}")]
 pub(crate) struct Refusal {
     /// The scopes it asked for, space-separated, if it named them.
     pub(crate) scope: Option<String>,

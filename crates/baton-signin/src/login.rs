@@ -10,8 +10,8 @@ use rmcp::transport::auth::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::failed;
-use super::tokens::{KeptClient, SignedIn, Tokens};
+use crate::failed;
+use crate::tokens::{KeptClient, SignedIn, Tokens};
 use crate::{Error, ErrorKind};
 
 /// A sign-in to ask for.
@@ -123,10 +123,28 @@ pub async fn login(
                 format!("no sign-in came back within {}s: open the URL above in a browser, or pass --open-with", wait.as_secs()),
             )
         })??;
-    match &flow {
-        Flow::Session(session) => session.handle_callback_url(&callback).await,
+    // Under the refresh lock: a worker refreshing the sign-in being
+    // replaced does not write its tokens over the new one.
+    let held = (tokens.of(url).lock().await)
+        .map_err(|err| failed("cannot take the sign-in's lock", &err))?;
+    let kept = keep(&flow, &callback, login, tokens).await;
+    held.release().await;
+    kept
+}
+
+/// Exchanges the code of `callback` for tokens, which the SDK keeps in
+/// `tokens`, and notes how the sign-in was made: what was kept.
+async fn keep(
+    flow: &Flow,
+    callback: &str,
+    login: &Login,
+    tokens: &Tokens,
+) -> Result<SignedIn, Error> {
+    let url = login.url.as_str();
+    match flow {
+        Flow::Session(session) => session.handle_callback_url(callback).await,
         Flow::Client(manager, _) => {
-            let (code, state, issuer) = parts(&callback)?;
+            let (code, state, issuer) = parts(callback)?;
             (manager.exchange_code_for_token_with_issuer(&code, &state, issuer.as_deref())).await
         }
     }
@@ -147,9 +165,9 @@ pub async fn login(
 /// URL to open.
 async fn start(login: &Login, tokens: &Tokens, redirect: &str) -> Result<(Flow, String), Error> {
     let url = login.url.as_str();
-    let challenge = challenge(&super::oauth_http()?, url).await;
+    let challenge = challenge(&crate::oauth_http()?, url).await;
     let challenged = challenge.as_deref().and_then(scope_of);
-    let mut manager = super::manager(url, tokens).await?;
+    let mut manager = crate::manager(url, tokens).await?;
     let resolved = (manager
         .resolve_metadata_from_challenge(challenge.as_deref())
         .await)

@@ -56,42 +56,6 @@ impl Tokens {
         Ok(Self { store })
     }
 
-    /// The bucket, when one of `servers` signs in with a person's sign-in
-    /// (`auth = "oauth"`); `None` otherwise. A worker does not create it:
-    /// `baton mcp login` does.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Config`] when no one signed in yet, naming the login to
-    /// run; [`ErrorKind::Nats`] when JetStream cannot be asked.
-    pub async fn for_servers(
-        servers: &[crate::spec::McpSpec],
-        client: &async_nats::Client,
-        subjects: &Subjects,
-    ) -> Result<Option<Self>, Error> {
-        if !servers
-            .iter()
-            .any(|server| server.auth == Some(crate::spec::McpAuth::Oauth))
-        {
-            return Ok(None);
-        }
-        match Self::existing(client, subjects).await? {
-            Some(tokens) => Ok(Some(tokens)),
-            None => {
-                let url = (servers.iter())
-                    .find(|server| server.auth == Some(crate::spec::McpAuth::Oauth))
-                    .and_then(|server| server.url.as_deref())
-                    .unwrap_or("URL");
-                Err(Error::new(
-                    ErrorKind::Config,
-                    format!(
-                        "no MCP sign-in found: no one signed in yet (run `baton mcp login {url}` once, for every worker), or this worker may not read the sign-ins (under generated permissions: `baton permissions worker NAME --mcp-login {url}`)"
-                    ),
-                ))
-            }
-        }
-    }
-
     /// The bucket, if someone signed in already: for a reader that must
     /// not create it (`baton doctor`).
     ///
@@ -129,7 +93,8 @@ impl Tokens {
             .await
             .map_err(|err| failed(&err))?;
         let mut all = Vec::new();
-        for key in keys {
+        // A server's key, not its refresh lock (`<key>.refresh`).
+        for key in keys.into_iter().filter(|key| !key.contains('.')) {
             let kept = ServerTokens {
                 store: self.store.clone(),
                 key,
@@ -149,7 +114,8 @@ impl Tokens {
     }
 
     /// The sign-in to the server at `url`, as the MCP SDK keeps it.
-    pub(crate) fn of(&self, url: &str) -> ServerTokens {
+    #[must_use]
+    pub fn of(&self, url: &str) -> ServerTokens {
         ServerTokens {
             store: self.store.clone(),
             key: Self::key(url),
@@ -272,7 +238,7 @@ pub struct KeptClient {
 }
 
 /// One server's sign-in in the bucket.
-pub(crate) struct ServerTokens {
+pub struct ServerTokens {
     store: kv::Store,
     key: String,
     url: String,
@@ -318,74 +284,116 @@ impl CredentialStore for ServerTokens {
 
     /// One refresh at a time across every worker that shares the sign-in:
     /// a server that rotates refresh tokens refuses a second refresh with
-    /// the old one (and may revoke them all). The lock is the key
-    /// `<key>.refresh`, created only if absent, holding when it was taken;
-    /// one older than [`REFRESH_LOCK_STALE`] (its holder died) is taken
-    /// over. The SDK loads the sign-in again once it holds it, so a worker
-    /// that waited refreshes from the tokens the first one kept.
+    /// the old one (and may revoke them all). See [`ServerTokens::lock`].
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        self.lock()
+            .await
+            .map(|held| Some(CredentialRefreshGuard::new(held)))
+    }
+}
+
+impl ServerTokens {
+    /// Takes the lock of this sign-in's refresh (and of a new sign-in's
+    /// write): the key `<key>.refresh`, created only if absent. A holder
+    /// that died is taken over once this worker has seen the same holder
+    /// (the same revision) for [`REFRESH_LOCK_STALE`] by its own clock; it
+    /// gives up after twice that.
+    ///
+    /// # Errors
+    ///
+    /// [`AuthError::CredentialStoreError`] when the bucket refuses, or the
+    /// holder kept it for twice the stale time.
+    pub async fn lock(&self) -> Result<Refreshing, AuthError> {
         let lock = format!("{}.refresh", self.key);
         let failed = |err: &dyn std::fmt::Display| {
             AuthError::CredentialStoreError(format!("cannot take the refresh lock: {err}"))
         };
         let started = std::time::Instant::now();
+        let mut seen: Option<(u64, std::time::Instant)> = None;
         loop {
-            let now = baton_proto::now_ms();
-            match self.store.create(&lock, now.to_string().into()).await {
-                Ok(_) => {
-                    return Ok(Some(CredentialRefreshGuard::new(Refreshing {
-                        store: self.store.clone(),
-                        lock,
-                    })));
-                }
+            let mark = baton_proto::now_ms().to_string();
+            match self.store.create(&lock, mark.clone().into()).await {
+                Ok(revision) => return Ok(self.held(lock, revision)),
                 Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => {}
                 Err(err) => return Err(failed(&err)),
             }
-            let held = (self.store.entry(&lock).await).map_err(|err| failed(&err))?;
-            if let Some(held) = held {
-                let since = std::str::from_utf8(&held.value)
-                    .ok()
-                    .and_then(|ms| ms.parse::<u64>().ok())
-                    .unwrap_or(0);
-                if now.saturating_sub(since) > REFRESH_LOCK_STALE.as_millis() as u64 {
-                    // Its holder died mid-refresh: take it over, unless
-                    // another worker just did.
-                    let taken = self
-                        .store
-                        .update(&lock, now.to_string().into(), held.revision)
-                        .await;
-                    if taken.is_ok() {
-                        return Ok(Some(CredentialRefreshGuard::new(Refreshing {
-                            store: self.store.clone(),
-                            lock,
-                        })));
+            let holder = (self.store.entry(&lock).await).map_err(|err| failed(&err))?;
+            if let Some(holder) = holder {
+                match seen {
+                    Some((revision, since))
+                        if revision == holder.revision && since.elapsed() > REFRESH_LOCK_STALE =>
+                    {
+                        // Its holder died mid-refresh: take it over, unless
+                        // another worker just did.
+                        let taken = self.store.update(&lock, mark.into(), holder.revision).await;
+                        if let Ok(revision) = taken {
+                            tracing::warn!(
+                                "a refresh lock held for {REFRESH_LOCK_STALE:?} was taken over"
+                            );
+                            return Ok(self.held(lock, revision));
+                        }
                     }
+                    Some((revision, _)) if revision == holder.revision => {}
+                    _ => seen = Some((holder.revision, std::time::Instant::now())),
                 }
             }
-            if started.elapsed() > REFRESH_LOCK_STALE {
+            if started.elapsed() > 2 * REFRESH_LOCK_STALE {
                 return Err(failed(&"another worker has held it too long"));
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
+
+    fn held(&self, lock: String, revision: u64) -> Refreshing {
+        Refreshing {
+            store: self.store.clone(),
+            lock,
+            revision,
+        }
+    }
 }
 
-/// How long a refresh may hold the lock before another worker takes it.
+/// How long a holder of the refresh lock may go unchanged before another
+/// worker takes it over.
 const REFRESH_LOCK_STALE: std::time::Duration = std::time::Duration::from_secs(45);
 
-/// A refresh in progress: the lock is released (deleted) when it ends.
-struct Refreshing {
+/// The refresh lock, held: released (deleted, if this worker still holds
+/// it) when dropped.
+pub struct Refreshing {
     store: kv::Store,
     lock: String,
+    revision: u64,
+}
+
+impl Refreshing {
+    /// Releases it now (a process about to end cannot leave it to `Drop`,
+    /// whose release runs on the runtime).
+    pub async fn release(mut self) {
+        let lock = std::mem::take(&mut self.lock);
+        if let Err(err) = (self.store)
+            .delete_expect_revision(&lock, Some(self.revision))
+            .await
+        {
+            tracing::debug!(%err, "the refresh lock was not this process's to release");
+        }
+    }
 }
 
 impl Drop for Refreshing {
     fn drop(&mut self) {
-        let (store, lock) = (self.store.clone(), std::mem::take(&mut self.lock));
+        if self.lock.is_empty() {
+            return;
+        }
+        let (store, lock, revision) = (
+            self.store.clone(),
+            std::mem::take(&mut self.lock),
+            self.revision,
+        );
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(err) = store.delete(&lock).await {
-                    tracing::warn!(%err, "cannot release the refresh lock; it goes stale in 45 s");
+                // Only this holder's: one that took it over keeps it.
+                if let Err(err) = store.delete_expect_revision(&lock, Some(revision)).await {
+                    tracing::debug!(%err, "the refresh lock was not this worker's to release");
                 }
             });
         }
