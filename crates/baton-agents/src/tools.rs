@@ -336,7 +336,7 @@ pub(crate) enum CallError {
 impl Server {
     /// The call waits for a person to sign in again, as `refusal` says.
     fn refused(&self, refusal: crate::signin::Refusal) -> CallError {
-        tracing::warn!(server = %self.spec.label(), why = %refusal.why, "the MCP server refused the kept sign-in: a call waits for `baton inbox authorize`");
+        tracing::warn!(server = %self.spec.label(), why = %refusal.why, "the MCP server refused the kept sign-in");
         CallError::Authorize(baton_proto::Authorize {
             server: self.spec.url.clone().unwrap_or_default(),
             scope: refusal.scope,
