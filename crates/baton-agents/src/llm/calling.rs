@@ -192,20 +192,20 @@ impl LlmRunner {
                 records.record_start(journal, turn.step, index).await?;
             }
         }
-        self.make(turn, index, tool, args, update).await
+        let refused = wait(Reason::AuthorizationRequired, String::new(), 0);
+        self.make(refused, tool, update).await
     }
 
-    /// Makes call `index` of a turn, whose start is recorded, and records
+    /// Makes the call `refused` names, whose start is recorded, and records
     /// its result; a call its server refused for the sign-in did not run,
-    /// and waits for a person to sign in again instead.
+    /// and waits for a person to sign in again instead (as `refused`).
     async fn make(
         &self,
-        turn: &Turn<'_>,
-        index: usize,
+        refused: Parking<'_>,
         tool: &McpTool,
-        args: &Json,
         update: &ContextUpdate,
     ) -> Result<Result<(String, bool), Outcome>, AgentError> {
+        let (turn, index, args) = (refused.turn, refused.index, refused.args);
         let journal = journal_of(turn.task);
         let records = &self.answers.journal;
         let key = format!("{journal}/{}/{index}", turn.step);
@@ -214,18 +214,8 @@ impl LlmRunner {
             Err(CallError::Authorize(authorize)) => {
                 // Refused before it ran: no start stays on record.
                 records.clear_start(journal, turn.step, index).await?;
-                let parking = Parking {
-                    turn,
-                    index,
-                    tool: &tool.name,
-                    args,
-                    reason: Reason::AuthorizationRequired,
-                    label: String::new(),
-                    at: 0,
-                    authorize: None,
-                };
                 return self
-                    .wait_for_sign_in(parking, authorize, update)
+                    .wait_for_sign_in(refused, authorize, update)
                     .await
                     .map(Err);
             }

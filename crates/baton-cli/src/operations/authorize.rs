@@ -1,8 +1,6 @@
 //! `baton inbox authorize ID`: a person signs in again for a tool call its
 //! MCP server refused, and the call is made again.
 
-use std::time::Duration;
-
 use anyhow::Context as _;
 use baton_agents::Inbox;
 use baton_proto::{Reason, Subjects};
@@ -29,20 +27,13 @@ pub struct AuthorizeArgs {
     /// Entry id, as `baton inbox ls` shows it (reason authorization_required).
     pub id: String,
 
-    /// Run this command with the authorization URL as its last argument, instead of
-    /// printing the URL (e.g. `xdg-open`, or `curl -sL -o /dev/null` where the server
-    /// signs in without a person).
-    #[arg(long, value_name = "CMD")]
-    pub open_with: Option<String>,
+    #[command(flatten)]
+    pub browser: crate::processes::mcp::Browser,
 
     /// The environment variable that holds the secret of the pre-registered client the
     /// first sign-in used (`baton mcp login --client-id`), if it has one.
     #[arg(long, value_name = "VAR")]
     pub client_secret_env: Option<String>,
-
-    /// How long to wait for the browser's redirect, in seconds.
-    #[arg(long, default_value_t = 300, value_name = "SECS")]
-    pub wait_secs: u64,
 
     #[command(flatten)]
     pub person: Person,
@@ -81,17 +72,12 @@ pub async fn sign_in_again(
     let url = authorize.server.as_str();
     let asked =
         baton_signin::Login::again(url, &tokens, authorize.scope.as_deref(), secret).await?;
-    let open_with = args.open_with.clone();
-    let show = move |address: &str| match &open_with {
-        None => {
-            println!("{url} refused the call: {}", authorize.why);
-            println!("Open this URL to sign in again:\n{address}");
-            Ok(())
-        }
-        Some(command) => crate::processes::mcp::open(command, address),
-    };
-    let wait = Duration::from_secs(args.wait_secs.max(1));
-    let signed = baton_signin::login(&asked, &tokens, show, wait).await?;
+    let said = format!(
+        "{url} refused the call: {}\nOpen this URL to sign in again:",
+        authorize.why
+    );
+    let show = args.browser.show(said);
+    let signed = baton_signin::login(&asked, &tokens, show, args.browser.wait()).await?;
     let scopes = if signed.scopes.is_empty() {
         "no scope named".to_owned()
     } else {

@@ -52,11 +52,8 @@ pub struct McpLoginArgs {
     /// The MCP server's URL, as the spec's `[[mcp]] url` names it.
     pub url: String,
 
-    /// Run this command with the authorization URL as its last argument, instead of
-    /// printing the URL (e.g. `xdg-open`, or `curl -sL -o /dev/null` where the server
-    /// signs in without a person).
-    #[arg(long, value_name = "CMD")]
-    pub open_with: Option<String>,
+    #[command(flatten)]
+    pub browser: Browser,
 
     /// Sign in as this client, which the authorization server registered (its spec names
     /// the same `client_id`) [default: a client metadata document with
@@ -76,10 +73,44 @@ pub struct McpLoginArgs {
     /// A scope to ask for (repeat for more) [default: those the server names].
     #[arg(long = "scope", value_name = "SCOPE")]
     pub scopes: Vec<String>,
+}
+
+/// Where a sign-in's authorization URL goes, and how long its redirect is
+/// awaited (`baton mcp login`, `baton inbox authorize`).
+#[derive(Debug, Args)]
+pub struct Browser {
+    /// Run this command with the authorization URL as its last argument, instead of
+    /// printing the URL (e.g. `xdg-open`, or `curl -sL -o /dev/null` where the server
+    /// signs in without a person).
+    #[arg(long, value_name = "CMD")]
+    pub open_with: Option<String>,
 
     /// How long to wait for the browser's redirect, in seconds.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub wait_secs: u64,
+}
+
+impl Browser {
+    /// What shows the authorization URL: `said`, then the URL, printed;
+    /// or the URL opened with --open-with.
+    pub(crate) fn show(
+        &self,
+        said: String,
+    ) -> impl FnOnce(&str) -> Result<(), baton_signin::Error> {
+        let open_with = self.open_with.clone();
+        move |address: &str| match &open_with {
+            None => {
+                println!("{said}\n{address}");
+                Ok(())
+            }
+            Some(command) => open(command, address),
+        }
+    }
+
+    /// How long the redirect is awaited.
+    pub(crate) fn wait(&self) -> Duration {
+        Duration::from_secs(self.wait_secs.max(1))
+    }
 }
 
 /// What `baton mcp serve` exposes, and where.
@@ -218,16 +249,8 @@ async fn login(
         client_metadata_url: args.client_metadata_url.clone(),
         scopes: args.scopes.clone(),
     };
-    let open_with = args.open_with.clone();
-    let show = move |address: &str| match &open_with {
-        None => {
-            println!("Open this URL to sign in:\n{address}");
-            Ok(())
-        }
-        Some(command) => open(command, address),
-    };
-    let wait = Duration::from_secs(args.wait_secs.max(1));
-    let signed = baton_signin::login(&asked, &tokens, show, wait).await?;
+    let show = args.browser.show("Open this URL to sign in:".to_owned());
+    let signed = baton_signin::login(&asked, &tokens, show, args.browser.wait()).await?;
     let scopes = if signed.scopes.is_empty() {
         "no scope named".to_owned()
     } else {
