@@ -97,6 +97,38 @@ fn caller_spec(dir: &Path, url: &str) -> anyhow::Result<PathBuf> {
     Ok(spec)
 }
 
+/// `baton mcp login`'s flags after the URL: the suite's curl is the browser.
+const LOGIN: [&str; 4] = ["--open-with", "curl -sL -o /dev/null", "--wait-secs", "20"];
+
+/// A worker of the caller's `spec`, as NATS user `user` when given, with
+/// the Python package on its path.
+fn caller_worker(system: &System, spec: &str, user: Option<&str>) -> std::process::Command {
+    let auth = user.map(crate::operations::permissions::as_user);
+    let mut args: Vec<&str> = auth.iter().flatten().map(String::as_str).collect();
+    args.extend(["worker", "--spec", spec, "--no-registry"]);
+    let mut command = system.baton(&args);
+    command.env(
+        "PYTHONPATH",
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/python"),
+    );
+    command
+}
+
+/// Starts a worker of the caller's `spec` as process `label` (NATS user
+/// `user` when given), and waits until it serves.
+async fn start_caller(
+    system: &mut System,
+    label: &str,
+    spec: &str,
+    user: Option<&str>,
+) -> anyhow::Result<()> {
+    let command = caller_worker(system, spec, user);
+    system.adopt(label, baton_testkit::ChildProcess::spawn(command, label)?);
+    system
+        .wait_log(label, "worker started", Duration::from_secs(30))
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_workers_share_one_sign_in_and_refresh_it_one_at_a_time() -> anyhow::Result<()> {
     let mut system = System::start().await?;
@@ -107,17 +139,9 @@ async fn two_workers_share_one_sign_in_and_refresh_it_one_at_a_time() -> anyhow:
     system.adopt("oauth", server);
 
     // A person signs in once (the suite's curl is the browser).
-    let login = system
-        .baton(&[
-            "mcp",
-            "login",
-            &url,
-            "--open-with",
-            "curl -sL -o /dev/null",
-            "--wait-secs",
-            "20",
-        ])
-        .output()?;
+    let mut args = vec!["mcp", "login", url.as_str()];
+    args.extend(LOGIN);
+    let login = system.baton(&args).output()?;
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&login.stdout),
@@ -133,15 +157,8 @@ async fn two_workers_share_one_sign_in_and_refresh_it_one_at_a_time() -> anyhow:
     // Two workers of one agent type, both on that sign-in.
     let spec = caller_spec(dir.path(), &url)?;
     let spec = spec.to_string_lossy().into_owned();
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/python");
     for label in ["w1", "w2"] {
-        let mut command = system.baton(&["worker", "--spec", &spec, "--no-registry"]);
-        command.env("PYTHONPATH", &sdk);
-        let process = baton_testkit::ChildProcess::spawn(command, label)?;
-        system.adopt(label, process);
-        system
-            .wait_log(label, "worker started", Duration::from_secs(30))
-            .await?;
+        start_caller(&mut system, label, &spec, None).await?;
     }
 
     // Calls for 9 s, three at a time: tokens run out about four times,
@@ -204,19 +221,9 @@ async fn only_a_worker_granted_the_server_reads_its_sign_in() -> anyhow::Result<
     let mut args: Vec<&str> = router.iter().map(String::as_str).collect();
     args.extend(["router", "--default-agent", "caller", "--no-registry"]);
     system.spawn("router", &args, "router started").await?;
-    let login = run_as(
-        &system,
-        "operator",
-        &[
-            "mcp",
-            "login",
-            &url,
-            "--open-with",
-            "curl -sL -o /dev/null",
-            "--wait-secs",
-            "20",
-        ],
-    )?;
+    let mut args = vec!["mcp", "login", url.as_str()];
+    args.extend(LOGIN);
+    let login = run_as(&system, "operator", &args)?;
     assert!(
         login.status.success(),
         "{}",
@@ -225,35 +232,17 @@ async fn only_a_worker_granted_the_server_reads_its_sign_in() -> anyhow::Result<
 
     let spec = caller_spec(dir.path(), &url)?;
     let spec = spec.to_string_lossy().into_owned();
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/python");
     // A worker whose permissions do not name the server stops at start,
     // saying how to grant it.
-    let plain = tokio::task::block_in_place(|| {
-        let user = as_user("plain");
-        let mut args: Vec<&str> = user.iter().map(String::as_str).collect();
-        args.extend(["worker", "--spec", &spec, "--no-registry"]);
-        let mut command = system.baton(&args);
-        command.env("PYTHONPATH", &sdk);
-        command.output()
-    })?;
+    let plain =
+        tokio::task::block_in_place(|| caller_worker(&system, &spec, Some("plain")).output())?;
     let said = String::from_utf8_lossy(&plain.stderr);
     assert!(!plain.status.success(), "{said}");
     assert!(said.contains("--mcp-login"), "{said}");
     assert_eq!(count(&events(&log), "call"), 0);
 
     // The granted one reads it, and its call is made.
-    let user = as_user("granted");
-    let mut args: Vec<&str> = user.iter().map(String::as_str).collect();
-    args.extend(["worker", "--spec", &spec, "--no-registry"]);
-    let mut command = system.baton(&args);
-    command.env("PYTHONPATH", &sdk);
-    system.adopt(
-        "granted",
-        baton_testkit::ChildProcess::spawn(command, "granted")?,
-    );
-    system
-        .wait_log("granted", "worker started", Duration::from_secs(30))
-        .await?;
+    start_caller(&mut system, "granted", &spec, Some("granted")).await?;
     let task = Envelope::task("who am I?");
     system
         .client
@@ -270,17 +259,9 @@ async fn only_a_worker_granted_the_server_reads_its_sign_in() -> anyhow::Result<
 
 /// Signs in to `url` as a person would, with `baton mcp login`.
 fn login(system: &System, url: &str) -> anyhow::Result<()> {
-    let login = system
-        .baton(&[
-            "mcp",
-            "login",
-            url,
-            "--open-with",
-            "curl -sL -o /dev/null",
-            "--wait-secs",
-            "20",
-        ])
-        .output()?;
+    let mut args = vec!["mcp", "login", url];
+    args.extend(LOGIN);
+    let login = system.baton(&args).output()?;
     anyhow::ensure!(
         login.status.success(),
         "{}",
@@ -301,15 +282,7 @@ async fn a_call_refused_for_its_sign_in_waits_for_a_person_and_is_made_after_aut
     login(&system, &url)?;
     let spec = caller_spec(dir.path(), &url)?;
     let spec = spec.to_string_lossy().into_owned();
-    let mut command = system.baton(&["worker", "--spec", &spec, "--no-registry"]);
-    command.env(
-        "PYTHONPATH",
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/python"),
-    );
-    system.adopt("w1", baton_testkit::ChildProcess::spawn(command, "w1")?);
-    system
-        .wait_log("w1", "worker started", Duration::from_secs(30))
-        .await?;
+    start_caller(&mut system, "w1", &spec, None).await?;
     let caller = AgentName::new("caller")?;
     let first = system.run("caller", &Envelope::task("who am I?")).await?;
     assert_eq!(
