@@ -19,7 +19,6 @@
 //!   a Rust agent.
 
 mod a2a;
-mod answering;
 pub mod code;
 mod exec;
 mod human;
@@ -143,8 +142,10 @@ pub async fn call_tool(
         return Err(Error::config(why));
     }
     let key = format!("baton-mcp-call-{}", uuid::Uuid::new_v4());
+    // No inbox here: a server's question is declined.
+    toolbox.without_person();
     let called = toolbox
-        .call(tool, arguments, &key)
+        .call(tool, (arguments, &key), &[])
         .await
         .map_err(|err| Error::new(ErrorKind::Mcp, err.to_string()))?;
     Ok((called.text, called.is_error))
@@ -269,13 +270,14 @@ impl SpecAgent {
                             spec.name
                         ))
                     })?)
-                } else if llm.ask_user {
-                    // Asking the user in a conversation waits there too; a
-                    // worker that may not open it does without.
+                } else if llm.ask_user || runner.may_ask() {
+                    // Asking the user (`ask_user`, an MCP server's question)
+                    // waits there too; a worker that may not open it does
+                    // without.
                     match open_inbox(client, subjects, replicas).await {
                         Ok(inbox) => Some(inbox),
                         Err(err) => {
-                            tracing::warn!(error = %err, "ask_user is off for this worker: it cannot open the inbox (grant it with `baton permissions worker {} --human`, or set [llm] ask_user = false)", spec.name);
+                            tracing::warn!(error = %err, "ask_user is off for this worker, and its MCP servers' questions are declined: it cannot open the inbox (grant it with `baton permissions worker {} --human`, or set [llm] ask_user = false and [[mcp]] elicitation = \"decline\")", spec.name);
                             None
                         }
                     }

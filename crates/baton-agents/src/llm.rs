@@ -41,6 +41,7 @@ mod answer;
 mod asking;
 mod calling;
 mod compaction;
+mod elicited;
 pub(crate) mod http;
 pub(crate) mod program;
 mod replying;

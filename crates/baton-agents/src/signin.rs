@@ -7,8 +7,8 @@
 //! `resource` it is for, refreshed when it runs out, and the token on every
 //! request.
 
-pub use baton_signin::{KeptClient, Login, SignedIn, Tokens, footprint, login};
-use baton_signin::{manager, oauth_http};
+pub use baton_mcp_client::{KeptClient, Login, SignedIn, Tokens, footprint, login};
+use baton_mcp_client::{manager, oauth_http};
 
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
@@ -118,8 +118,8 @@ impl SignIn {
         &self,
         url: &str,
         http: reqwest::Client,
-        info: crate::answering::Answering,
-    ) -> Result<RunningService<RoleClient, crate::answering::Answering>, Error> {
+        info: baton_mcp_client::answering::Answering,
+    ) -> Result<RunningService<RoleClient, baton_mcp_client::answering::Answering>, Error> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(url);
         let manager = match self {
             Self::Open => None,
@@ -306,11 +306,11 @@ fn failed(what: &str, err: &dyn std::fmt::Display) -> Error {
 }
 
 /// A sign-in store's failure, as this crate's error of the same kind.
-pub(crate) fn from_store(err: baton_signin::Error) -> Error {
+pub(crate) fn from_store(err: baton_mcp_client::Error) -> Error {
     let kind = match err.kind() {
-        baton_signin::ErrorKind::Config => ErrorKind::Config,
-        baton_signin::ErrorKind::Nats => ErrorKind::Nats,
-        baton_signin::ErrorKind::Http => ErrorKind::Http,
+        baton_mcp_client::ErrorKind::Config => ErrorKind::Config,
+        baton_mcp_client::ErrorKind::Nats => ErrorKind::Nats,
+        baton_mcp_client::ErrorKind::Http => ErrorKind::Http,
         _ => ErrorKind::Mcp,
     };
     Error::new(kind, baton_proto::error_chain(&err))

@@ -26,6 +26,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value as Json, json};
 use tokio::sync::Mutex;
 
+mod asking;
 mod class;
 
 use crate::spec::{Approve, McpSpec};
@@ -52,6 +53,9 @@ pub(crate) struct McpTool {
     pub(crate) class: Class,
     /// Whether each call waits for a person's approval first.
     pub(crate) approve: bool,
+    /// Whether its server's questions during a call go to a person
+    /// (`elicitation = "ask"`).
+    pub(crate) asks: bool,
 }
 
 /// What a call gave back, for the model and the conversation.
@@ -68,8 +72,15 @@ pub(crate) struct Called {
 struct Server {
     spec: McpSpec,
     sign_in: crate::signin::SignIn,
-    peer: Mutex<Option<Arc<RunningService<RoleClient, crate::answering::Answering>>>>,
+    peer: Mutex<Option<Arc<Connection>>>,
+    /// Where the server's questions meet the call in flight on `peer`.
+    desk: Arc<baton_mcp_client::answering::Desk>,
+    /// Calls on a server that asks a person: see [`asking`].
+    lent: asking::Lent,
 }
+
+/// A connection to a server.
+type Connection = RunningService<RoleClient, baton_mcp_client::answering::Answering>;
 
 /// Every tool of a spec's MCP servers.
 #[derive(Default)]
@@ -100,6 +111,8 @@ impl Server {
             spec: spec.clone(),
             sign_in: crate::signin::SignIn::of(spec, tokens)?,
             peer: Mutex::new(None),
+            desk: Arc::default(),
+            lent: asking::Lent::default(),
         };
         let peer = tokio::time::timeout(CONNECT_TIMEOUT, server.peer())
             .await
@@ -115,6 +128,7 @@ impl Server {
                 format!("[[mcp]] {label}: cannot list its tools: {err}"),
             )
         })?;
+        server.lend_first().await;
         Ok((server, listed))
     }
 }
@@ -176,6 +190,7 @@ impl Toolbox {
                 toolbox.tools.push(McpTool {
                     class,
                     approve,
+                    asks: spec.elicitation == crate::spec::McpElicitation::Ask,
                     name,
                     description: tool.description.map(Cow::into_owned).unwrap_or_default(),
                     schema,
@@ -224,25 +239,39 @@ impl Toolbox {
         })
     }
 
+    /// No person can be asked (the worker may not open the inbox): the
+    /// servers' questions are declined.
+    pub(crate) fn without_person(&self) {
+        for server in &self.servers {
+            server.desk.without_person();
+        }
+    }
+
     /// Calls `tool` with `arguments`, carrying `key` as the call's
-    /// idempotency key (`_meta["baton/idempotency-key"]`).
+    /// idempotency key (`_meta["baton/idempotency-key"]`); `answers` (a
+    /// person's, on record) answer the server's questions during the call,
+    /// in order.
     ///
     /// # Errors
     ///
     /// A message for the agent's retry: the server could not be reached or
-    /// died mid-call, or did not answer within the spec's `timeout_ms`.
+    /// died mid-call, or did not answer within the spec's `timeout_ms`; or
+    /// what must wait for a person: a new sign-in, an answer.
     pub(crate) async fn call(
         &self,
         tool: &McpTool,
-        arguments: Json,
-        key: &str,
+        (arguments, key): (Json, &str),
+        answers: &[String],
     ) -> Result<Called, CallError> {
-        match self.call_once(tool, arguments.clone(), key).await {
+        match self
+            .call_once(tool, (arguments.clone(), key), answers)
+            .await
+        {
             // Refused before it ran: once more on a new connection, which
             // reads the kept sign-in afresh (another worker's, or a new
             // client's after a person signed in again), before a person is
             // asked.
-            Err(CallError::Authorize(_)) => self.call_once(tool, arguments, key).await,
+            Err(CallError::Authorize(_)) => self.call_once(tool, (arguments, key), answers).await,
             called => called,
         }
     }
@@ -251,18 +280,11 @@ impl Toolbox {
     async fn call_once(
         &self,
         tool: &McpTool,
-        arguments: Json,
-        key: &str,
+        (arguments, key): (Json, &str),
+        answers: &[String],
     ) -> Result<Called, CallError> {
         let server = &self.servers[tool.server];
         let label = server.spec.label();
-        let peer = match server.peer().await {
-            Ok(peer) => peer,
-            Err(err) if err.kind() == ErrorKind::SignIn => {
-                return Err(server.refused(refusal_in(&err)));
-            }
-            Err(err) => return Err(CallError::Unreachable(err)),
-        };
         let mut params = CallToolRequestParams::new(tool.remote.clone());
         params.arguments = arguments.as_object().cloned();
         let mut meta = RequestMetaObject::new();
@@ -271,11 +293,14 @@ impl Toolbox {
             .insert("baton/idempotency-key".to_owned(), json!(key));
         params.meta = Some(meta);
         let timeout = Duration::from_millis(server.spec.timeout_ms);
-        let result = match tokio::time::timeout(timeout, peer.call_tool(params)).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(err)) => {
-                // The connection may be gone: make a new one next time.
-                server.forget(&peer).await;
+        let result = match server.made(params, timeout, answers).await {
+            asking::Made::Unreachable(err) if err.kind() == ErrorKind::SignIn => {
+                return Err(server.refused(refusal_in(&err)));
+            }
+            asking::Made::Unreachable(err) => return Err(CallError::Unreachable(err)),
+            asking::Made::Asked(question) => return Err(CallError::Asked(question)),
+            asking::Made::Done(Ok(result)) => result,
+            asking::Made::Done(Err(err)) => {
                 if let Some(refusal) =
                     crate::signin::refusal(&err).filter(|_| server.sign_in.by_person())
                 {
@@ -286,7 +311,7 @@ impl Toolbox {
                     tool.name
                 )));
             }
-            Err(_) => {
+            asking::Made::TimedOut => {
                 return Err(CallError::Timeout(format!(
                     "{} on {label} did not answer within {timeout:?}",
                     tool.name
@@ -331,6 +356,10 @@ pub(crate) enum CallError {
     /// call: a person must sign in again (`baton inbox authorize`).
     #[error("{} refused the call: {}", .0.server, .0.why)]
     Authorize(baton_proto::Authorize),
+    /// The server asked a question no answer on record answers: the call
+    /// was cancelled, and waits for a person's answer.
+    #[error("the server asks: {}", .0.message)]
+    Asked(baton_mcp_client::answering::Question),
 }
 
 impl Server {
@@ -345,18 +374,26 @@ impl Server {
     }
 
     /// How this worker answers the server.
-    fn answering(&self) -> crate::answering::Answering {
-        crate::answering::Answering::new(self.spec.elicitation)
+    fn answering(&self) -> baton_mcp_client::answering::Answering {
+        baton_mcp_client::answering::Answering::new(self.spec.elicitation, self.desk.clone())
     }
 
     /// The live connection, made (or made again) when there is none.
-    async fn peer(
-        &self,
-    ) -> Result<Arc<RunningService<RoleClient, crate::answering::Answering>>, Error> {
+    async fn peer(&self) -> Result<Arc<Connection>, Error> {
         let mut peer = self.peer.lock().await;
         if let Some(live) = peer.as_ref().filter(|live| !live.is_transport_closed()) {
             return Ok(live.clone());
         }
+        let running = Arc::new(self.connect(self.answering()).await?);
+        *peer = Some(running.clone());
+        Ok(running)
+    }
+
+    /// A new connection to the server, answering it as `answering` says.
+    async fn connect(
+        &self,
+        answering: baton_mcp_client::answering::Answering,
+    ) -> Result<Connection, Error> {
         let label = self.spec.label();
         let failed =
             |kind: ErrorKind, err: String| Error::new(kind, format!("[[mcp]] {label}: {err}"));
@@ -368,7 +405,7 @@ impl Server {
                         format!("cannot build the HTTP client: {err}"),
                     )
                 })?;
-                (self.sign_in.connect(url, http, self.answering()).await).map_err(|err| {
+                (self.sign_in.connect(url, http, answering).await).map_err(|err| {
                     Error::with_source(err.kind(), format!("[[mcp]] {label}"), err)
                 })?
             }
@@ -382,7 +419,7 @@ impl Server {
                     rmcp::transport::TokioChildProcess::new(process).map_err(|err| {
                         failed(ErrorKind::Mcp, format!("cannot start {program}: {err}"))
                     })?;
-                self.answering().serve(transport).await.map_err(|err| {
+                answering.serve(transport).await.map_err(|err| {
                     failed(
                         ErrorKind::Mcp,
                         format!("the server did not start MCP: {err}"),
@@ -393,13 +430,11 @@ impl Server {
                 return Err(failed(ErrorKind::Config, "needs url or command".to_owned()));
             }
         };
-        let running = Arc::new(running);
-        *peer = Some(running.clone());
         Ok(running)
     }
 
     /// Drops `dead`, if it is still the connection in use.
-    async fn forget(&self, dead: &Arc<RunningService<RoleClient, crate::answering::Answering>>) {
+    async fn forget(&self, dead: &Arc<Connection>) {
         let mut peer = self.peer.lock().await;
         if peer.as_ref().is_some_and(|live| Arc::ptr_eq(live, dead)) {
             *peer = None;

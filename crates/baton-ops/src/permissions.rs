@@ -118,9 +118,9 @@ mod tests {
             ..Grants::default()
         };
         let text = render(&Role::worker(&agent), &subjects(), None, &grants);
-        let signed = baton_signin::footprint(&subjects(), std::slice::from_ref(&mine));
+        let signed = baton_mcp_client::footprint(&subjects(), std::slice::from_ref(&mine));
         let other = "https://other.example/mcp".to_owned();
-        let not_mine = baton_signin::footprint(&subjects(), &[other]);
+        let not_mine = baton_mcp_client::footprint(&subjects(), &[other]);
         assert!(signed.allows_publish(&format!("$KV.{bucket}.{}", key_of(&signed, &bucket))));
         let theirs = key_of(&not_mine, &bucket);
         assert!(!text.contains(&theirs), "another server's sign-in: {text}");

@@ -132,7 +132,7 @@ impl Role {
                 } else {
                     Footprint::new()
                 })
-                .with(baton_signin::footprint(subjects, &grants.mcp_logins))
+                .with(baton_mcp_client::footprint(subjects, &grants.mcp_logins))
                 .with(
                     grants
                         .version

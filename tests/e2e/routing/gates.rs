@@ -103,7 +103,7 @@ impl Ledger {
     }
 
     /// Every line the ledger logged for `tool`: effects and keyed repeats.
-    fn lines(&self, tool: &str) -> Vec<Json> {
+    pub(crate) fn lines(&self, tool: &str) -> Vec<Json> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -137,24 +137,33 @@ impl Ledger {
 
 /// A system for one test: the model stand-in with its script, a ledger,
 /// and the teller's spec on it, with the steps the tests take.
-struct Teller {
-    llm: FakeLlm,
+pub(crate) struct Teller {
+    pub(crate) llm: FakeLlm,
     dir: tempfile::TempDir,
-    system: System,
-    ledger: Ledger,
-    spec: String,
+    pub(crate) system: System,
+    pub(crate) ledger: Ledger,
+    pub(crate) spec: String,
 }
 
 impl Teller {
     /// `keyed`: the ledger honours the idempotency key; `extra` goes in
     /// the spec's `[[mcp]]` table. No worker runs yet.
-    async fn start(script: Vec<Scripted>, keyed: bool, extra: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn start(
+        script: Vec<Scripted>,
+        keyed: bool,
+        extra: &str,
+    ) -> anyhow::Result<Self> {
         Self::with(FakeLlm::start(script)?, keyed, 0.0, extra).await
     }
 
     /// As [`Teller::start`], with the model stand-in `llm` and a ledger
     /// whose calls take `delay_s` before and after their effect.
-    async fn with(llm: FakeLlm, keyed: bool, delay_s: f64, extra: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn with(
+        llm: FakeLlm,
+        keyed: bool,
+        delay_s: f64,
+        extra: &str,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let mut system = System::start().await?;
         let ledger = Ledger::start(&mut system, dir.path(), keyed, delay_s).await?;
@@ -171,7 +180,7 @@ impl Teller {
     /// Starts a teller worker as process `label`, with a short `ack_wait`
     /// so a killed worker's message comes back soon, and its metrics on a
     /// free port (see [`Teller::metrics`]).
-    async fn worker(&mut self, label: &str) -> anyhow::Result<()> {
+    pub(crate) async fn worker(&mut self, label: &str) -> anyhow::Result<()> {
         let mut args = vec!["worker", "--spec", &self.spec, "--no-registry"];
         args.extend_from_slice(&["--ack-wait-secs", "2", "--metrics-addr", "127.0.0.1:0"]);
         self.system.spawn(label, &args, "worker started").await
@@ -179,7 +188,7 @@ impl Teller {
 
     /// The value of sample `name` with `labels` on worker `label`'s
     /// metrics, if it has one.
-    fn metrics(
+    pub(crate) fn metrics(
         &mut self,
         label: &str,
         name: &str,
@@ -190,7 +199,7 @@ impl Teller {
     }
 
     /// Sends `text` to the teller, straight to its subject.
-    async fn send(&self, text: &str) -> anyhow::Result<Envelope> {
+    pub(crate) async fn send(&self, text: &str) -> anyhow::Result<Envelope> {
         let task = Envelope::task(text);
         let teller = AgentName::new("teller")?;
         self.system.client.submit_to(&teller, &task).await?;
@@ -198,14 +207,14 @@ impl Teller {
     }
 
     /// The end of `task`'s session.
-    async fn end(&self, task: &Envelope) -> anyhow::Result<baton_proto::Event> {
+    pub(crate) async fn end(&self, task: &Envelope) -> anyhow::Result<baton_proto::Event> {
         let wait = Duration::from_secs(30);
         Ok(self.system.client.wait(task.session, wait).await?)
     }
 
     /// Kills worker `label` once `tool` took `effects` effects (its call
     /// stalls there), calms the ledger, and starts worker `next`.
-    async fn kill_during(
+    pub(crate) async fn kill_during(
         &mut self,
         tool: &str,
         effects: usize,
@@ -221,7 +230,7 @@ impl Teller {
     /// Sends `text`, whose call of `tool` with `arguments` takes effect and
     /// stalls until its worker is killed; the task, and the inbox entry the
     /// next worker parks it under.
-    async fn in_doubt(
+    pub(crate) async fn in_doubt(
         &mut self,
         text: &str,
         tool: &str,
@@ -236,7 +245,7 @@ impl Teller {
     }
 
     /// The inbox, as `baton inbox ls --json` lists it.
-    fn inbox(&self) -> anyhow::Result<Vec<Json>> {
+    pub(crate) fn inbox(&self) -> anyhow::Result<Vec<Json>> {
         self.system
             .baton_stdout(&["inbox", "ls", "--json"])?
             .lines()
@@ -246,7 +255,12 @@ impl Teller {
 
     /// The inbox entry waiting with `reason` for a call of `tool` with
     /// `arguments`, once there is one.
-    async fn entry(&self, reason: &str, tool: &str, arguments: &Json) -> anyhow::Result<Json> {
+    pub(crate) async fn entry(
+        &self,
+        reason: &str,
+        tool: &str,
+        arguments: &Json,
+    ) -> anyhow::Result<Json> {
         let found = eventually(Duration::from_secs(30), || async {
             let entries = self.inbox()?;
             entries
@@ -264,12 +278,12 @@ impl Teller {
     }
 
     /// `baton ARGS`, expected to succeed: its stdout.
-    fn baton(&self, args: &[&str]) -> anyhow::Result<String> {
+    pub(crate) fn baton(&self, args: &[&str]) -> anyhow::Result<String> {
         self.system.baton_stdout(args)
     }
 
     /// `baton ARGS`, expected to fail: its stderr.
-    fn refused(&self, args: &[&str]) -> anyhow::Result<String> {
+    pub(crate) fn refused(&self, args: &[&str]) -> anyhow::Result<String> {
         let output = tokio::task::block_in_place(|| self.system.baton(args).output())?;
         anyhow::ensure!(
             !output.status.success(),
@@ -280,13 +294,13 @@ impl Teller {
     }
 
     /// The kinds of `task`'s stored events.
-    async fn kinds(&self, task: &Envelope) -> anyhow::Result<Vec<EventType>> {
+    pub(crate) async fn kinds(&self, task: &Envelope) -> anyhow::Result<Vec<EventType>> {
         let events = self.system.stored_events(task.session).await?;
         Ok(events.into_iter().map(|e| e.kind).collect())
     }
 
     /// The content of the last message the model was sent in request `n`.
-    fn last_said(&self, n: usize) -> String {
+    pub(crate) fn last_said(&self, n: usize) -> String {
         self.llm.requests()[n].body["messages"]
             .as_array()
             .and_then(|m| m.last())
@@ -296,7 +310,7 @@ impl Teller {
     }
 
     /// How many requests the model got.
-    fn asked(&self) -> usize {
+    pub(crate) fn asked(&self) -> usize {
         self.llm.requests().len()
     }
 }
@@ -345,7 +359,7 @@ timeout_ms = 60000
 }
 
 /// The ledger's tool call `tool` with `arguments` (a JSON object), as the model makes it.
-fn call(tool: &str, arguments: &Json) -> Scripted {
+pub(crate) fn call(tool: &str, arguments: &Json) -> Scripted {
     Scripted::tool_calls(&[(tool, &arguments.to_string())])
 }
 

@@ -1,6 +1,7 @@
 //! Where work goes: handoffs, routing rules, capability targets, the registry, learned routing, delegation, teams, gates.
 
 pub(crate) mod delegation;
+pub(crate) mod elicitation;
 pub(crate) mod gates;
 pub(crate) mod handoff;
 pub(crate) mod learning;

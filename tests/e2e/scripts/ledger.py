@@ -11,7 +11,10 @@ Tools, one per annotation class:
 - balance(account): annotated read-only;
 - set_limit(account, limit): annotated idempotent (not read-only);
 - transfer(account, amount): no annotations (so: destructive, not idempotent);
-- close_account(account): annotated destructive.
+- close_account(account): annotated destructive;
+- pay(account, amount): no annotations; before it takes effect it asks the
+  user to confirm (`elicitation/create`: `confirm`, a boolean, and `note`,
+  a string defaulting to "none"), logging each question as tool `pay?`.
 
 $LEDGER_CONTROL names a file read at every call, `MODE TOOL`: a call of TOOL
 in mode `stall-after` takes effect, then waits 30 s before answering (a
@@ -29,6 +32,7 @@ import json
 import os
 
 import mcp.types as types
+from pydantic import BaseModel, Field
 from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("ledger")
@@ -112,6 +116,26 @@ async def transfer(account: str, amount: int, ctx: Context) -> str:
 async def close_account(account: str, ctx: Context) -> str:
     """Closes the account."""
     return await effect("close_account", {"account": account}, ctx)
+
+
+class Confirm(BaseModel):
+    """What `pay` asks the user."""
+
+    confirm: bool = Field(description="Make the payment?")
+    note: str = Field(default="none", description="A note for the payee")
+
+
+@server.tool()
+async def pay(account: str, amount: int, ctx: Context) -> str:
+    """Pays an amount from the account, once the user confirms it."""
+    with open(os.environ["LEDGER_LOG"], "a", encoding="utf-8") as f:
+        f.write(json.dumps({"tool": "pay?", "args": {"account": account, "amount": amount}, "key": key_of(ctx)}) + "\n")
+    said = await ctx.elicit(f"Pay {amount} from {account}?", Confirm)
+    if said.action != "accept":
+        return f"payment not made: the user chose {said.action}"
+    if not said.data.confirm:
+        return "payment not made: the user said no"
+    return await effect("pay", {"account": account, "amount": amount, "note": said.data.note}, ctx)
 
 
 def main() -> None:

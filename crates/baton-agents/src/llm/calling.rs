@@ -209,8 +209,19 @@ impl LlmRunner {
         let journal = journal_of(turn.task);
         let records = &self.answers.journal;
         let key = format!("{journal}/{}/{index}", turn.step);
-        let called = match (self.call_one(tool, args.clone(), &key, &turn.task.progress)).await {
+        let answers = if tool.asks {
+            self.answers_for(journal, turn.step, index).await?
+        } else {
+            Vec::new()
+        };
+        let made = (self.call_one(tool, (args.clone(), &key), &answers, &turn.task.progress)).await;
+        let called = match made {
             Ok(called) => called,
+            Err(CallError::Asked(question)) => {
+                // Cancelled at the question: made again with the answer.
+                records.clear_start(journal, turn.step, index).await?;
+                return (self.wait_for_answer(refused, question, update).await).map(Err);
+            }
             Err(CallError::Authorize(authorize)) => {
                 // Refused before it ran: no start stays on record.
                 records.clear_start(journal, turn.step, index).await?;
@@ -352,8 +363,8 @@ impl LlmRunner {
     async fn call_one(
         &self,
         tool: &McpTool,
-        arguments: Json,
-        key: &str,
+        (arguments, key): (Json, &str),
+        answers: &[String],
         progress: &baton_worker::Progress,
     ) -> Result<crate::tools::Called, CallError> {
         use tracing::Instrument as _;
@@ -370,12 +381,13 @@ impl LlmRunner {
         let called = self
             .offered
             .toolbox
-            .call(tool, arguments, key)
+            .call(tool, (arguments, key), answers)
             .instrument(span)
             .await;
         let outcome = match &called {
             Ok(called) if called.is_error => "error",
             Ok(_) => "ok",
+            Err(CallError::Asked(_)) => "asked",
             Err(_) => "failed",
         };
         let labels = [

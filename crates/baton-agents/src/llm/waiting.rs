@@ -55,6 +55,10 @@ impl LlmRunner {
                 .build();
             tokio::spawn(count_pending(inbox, agent.to_owned(), pending));
         }
+        if inbox.is_none() {
+            // No person can answer a server's question: it is declined.
+            self.offered.toolbox.without_person();
+        }
         self.inbox = inbox;
         self
     }
@@ -66,6 +70,12 @@ impl LlmRunner {
             .tools()
             .iter()
             .any(|tool| tool.approve || !tool.class.repeatable())
+    }
+
+    /// Whether a server's question during a call goes to a person
+    /// (`elicitation = "ask"`), given an inbox.
+    pub(crate) fn may_ask(&self) -> bool {
+        self.offered.toolbox.tools().iter().any(|tool| tool.asks)
     }
 
     /// Counts a person's decision on a waiting tool call, once: on the

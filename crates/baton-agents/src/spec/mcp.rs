@@ -128,19 +128,7 @@ pub enum SigningAlgorithm {
     ES384,
 }
 
-/// What a worker says when an MCP server asks the user something during a
-/// call (`elicitation/create`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McpElicitation {
-    /// It declares no elicitation, so the server does not ask (a server that
-    /// asks anyway is declined): MCP's behaviour for a client without it.
-    #[default]
-    Decline,
-    /// It accepts with the schema's defaults (SEP-1034), and declines a
-    /// question with a required field that has none.
-    Defaults,
-}
+pub use baton_mcp_client::answering::McpElicitation;
 
 /// How an MCP server signs callers in with OAuth (MCP authorization).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

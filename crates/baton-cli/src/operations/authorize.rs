@@ -68,16 +68,16 @@ pub async fn sign_in_again(
         })?),
         None => None,
     };
-    let tokens = baton_signin::Tokens::open(client, subjects, nats.replicas()).await?;
+    let tokens = baton_mcp_client::Tokens::open(client, subjects, nats.replicas()).await?;
     let url = authorize.server.as_str();
     let asked =
-        baton_signin::Login::again(url, &tokens, authorize.scope.as_deref(), secret).await?;
+        baton_mcp_client::Login::again(url, &tokens, authorize.scope.as_deref(), secret).await?;
     let said = format!(
         "{url} refused the call: {}\nOpen this URL to sign in again:",
         authorize.why
     );
     let show = args.browser.show(said);
-    let signed = baton_signin::login(&asked, &tokens, show, args.browser.wait()).await?;
+    let signed = baton_mcp_client::login(&asked, &tokens, show, args.browser.wait()).await?;
     let scopes = if signed.scopes.is_empty() {
         "no scope named".to_owned()
     } else {

@@ -95,7 +95,7 @@ pub(crate) async fn sign_ins(
     nats: &crate::nats::NatsArgs,
     subjects: &baton_proto::Subjects,
     specs: &[baton_agents::AgentSpec],
-) -> Option<(baton_nats::Connection, baton_signin::Tokens)> {
+) -> Option<(baton_nats::Connection, baton_mcp_client::Tokens)> {
     let wanted = specs.iter().flat_map(|spec| &spec.mcp);
     if !wanted
         .into_iter()
@@ -114,7 +114,7 @@ pub(crate) async fn sign_ins(
             return None;
         }
     };
-    match baton_signin::Tokens::existing(connection.client(), subjects).await {
+    match baton_mcp_client::Tokens::existing(connection.client(), subjects).await {
         Ok(Some(tokens)) => Some((connection, tokens)),
         Ok(None) => None,
         Err(err) => {

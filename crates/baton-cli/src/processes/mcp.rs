@@ -96,7 +96,7 @@ impl Browser {
     pub(crate) fn show(
         &self,
         said: String,
-    ) -> impl FnOnce(&str) -> Result<(), baton_signin::Error> {
+    ) -> impl FnOnce(&str) -> Result<(), baton_mcp_client::Error> {
         let open_with = self.open_with.clone();
         move |address: &str| match &open_with {
             None => {
@@ -241,8 +241,9 @@ async fn login(
     };
     let role = baton_ops::Role::of(baton_ops::RoleKind::Operator);
     let connection = crate::nats::connect(nats, None, &role).await?;
-    let tokens = baton_signin::Tokens::open(connection.client(), subjects, nats.replicas()).await?;
-    let asked = baton_signin::Login {
+    let tokens =
+        baton_mcp_client::Tokens::open(connection.client(), subjects, nats.replicas()).await?;
+    let asked = baton_mcp_client::Login {
         url: args.url.clone(),
         client_id: args.client_id.clone(),
         client_secret: secret,
@@ -250,7 +251,7 @@ async fn login(
         scopes: args.scopes.clone(),
     };
     let show = args.browser.show("Open this URL to sign in:".to_owned());
-    let signed = baton_signin::login(&asked, &tokens, show, args.browser.wait()).await?;
+    let signed = baton_mcp_client::login(&asked, &tokens, show, args.browser.wait()).await?;
     let scopes = if signed.scopes.is_empty() {
         "no scope named".to_owned()
     } else {
@@ -271,10 +272,10 @@ async fn login(
 
 /// Runs `command` (split on spaces) with `address` as its last argument,
 /// in the background: a browser stays open, a `curl` follows the redirects.
-pub(crate) fn open(command: &str, address: &str) -> Result<(), baton_signin::Error> {
+pub(crate) fn open(command: &str, address: &str) -> Result<(), baton_mcp_client::Error> {
     let mut words = command.split_whitespace();
     let program = words.next().ok_or_else(|| {
-        baton_signin::Error::new(baton_signin::ErrorKind::Config, "--open-with is empty")
+        baton_mcp_client::Error::new(baton_mcp_client::ErrorKind::Config, "--open-with is empty")
     })?;
     tokio::process::Command::new(program)
         .args(words)
@@ -283,8 +284,8 @@ pub(crate) fn open(command: &str, address: &str) -> Result<(), baton_signin::Err
         .spawn()
         .map(drop)
         .map_err(|err| {
-            baton_signin::Error::new(
-                baton_signin::ErrorKind::Config,
+            baton_mcp_client::Error::new(
+                baton_mcp_client::ErrorKind::Config,
                 format!("cannot run --open-with {program}: {err}"),
             )
         })

@@ -17,10 +17,10 @@ pub async fn gather(
     client: &async_nats::Client,
     subjects: &Subjects,
 ) -> Result<Vec<SignInFacts>, Error> {
-    let failed = |err: baton_signin::Error| {
+    let failed = |err: baton_mcp_client::Error| {
         Error::with_source(ErrorKind::Read, "cannot read the MCP sign-ins", err)
     };
-    let Some(tokens) = baton_signin::Tokens::existing(client, subjects)
+    let Some(tokens) = baton_mcp_client::Tokens::existing(client, subjects)
         .await
         .map_err(failed)?
     else {

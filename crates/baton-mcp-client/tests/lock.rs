@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use baton_mcp_client::Tokens;
 use baton_proto::Subjects;
-use baton_signin::Tokens;
 use baton_testkit::NatsServer;
 
 const URL: &str = "http://127.0.0.1:9/mcp";

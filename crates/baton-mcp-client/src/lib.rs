@@ -1,9 +1,17 @@
-//! Baton's OAuth sign-ins to MCP servers. A person signs in to a server
-//! once ([`login`], `baton mcp login`; again with `baton inbox authorize`),
-//! and the tokens are kept in the JetStream bucket `BATON_MCP_AUTH`
-//! ([`Tokens`]), where every worker of the agent types that use the server
-//! reads them and refreshes them, one at a time. Tokens are never logged.
+//! A worker's MCP client, apart from the tools it offers a model: how it
+//! signs in to servers and how it answers them.
+//!
+//! - Sign-ins: a person signs in to a server once ([`login`], `baton mcp
+//!   login`; again with `baton inbox authorize`), and the tokens are kept
+//!   in the JetStream bucket `BATON_MCP_AUTH` ([`Tokens`]), where every
+//!   worker of the agent types that use the server reads them and
+//!   refreshes them, one at a time. Tokens are never logged.
+//! - [`answering`]: the client's identity and what it says to a server's
+//!   questions during a call (`elicitation/create`): declined, accepted
+//!   with the schema's defaults, or a person's answer, read against the
+//!   schema.
 
+pub mod answering;
 mod login;
 mod tokens;
 
