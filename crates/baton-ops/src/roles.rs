@@ -187,6 +187,7 @@ fn operator(subjects: &Subjects) -> Footprint {
 fn deploys(subjects: &Subjects) -> Footprint {
     let tasks = subjects.tasks_stream();
     baton_nats::footprints::rollouts(subjects)
+        .with(baton_router::gatekeeper::footprint(subjects))
         .with(Footprint::kv(&subjects.joins_bucket()))
         .publishes([baton_proto::footprint::api(format_args!(
             "STREAM.MSG.GET.{tasks}"

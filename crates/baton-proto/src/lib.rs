@@ -89,11 +89,14 @@ pub use learned::{
 };
 pub use name::{AgentName, Version};
 pub use nesting::{MAX_NESTING, nests_deeper_than};
-pub use outcome::{MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, similarity};
+pub use outcome::{
+    MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, session_succeeded, similarity,
+};
 pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,
 };
 pub use refs::Ref;
+pub use registry::gated::{GateRule, Gated, Metric, Reading, RolloutDecision, Side};
 pub use registry::rollout::{
     Change as RolloutChange, HISTORY_KEPT as ROLLOUT_HISTORY_KEPT, Ramp, Role as VersionRole,
     Rollout,

@@ -8,6 +8,8 @@
 //!   ends the session when it fires;
 //! - `sessions`: the session service, for clients that may not read the
 //!   streams (reads and cancels of one session);
+//! - `gatekeeper`: judges gated rollouts from their sessions' outcomes,
+//!   and promotes or rolls them back;
 //! - `keeper`: the conversations' keeper, which closes turns that ended,
 //!   starts the messages queued behind them and removes idle
 //!   conversations, through the conversations' one entry point in
@@ -18,6 +20,7 @@
 //! [`footprint`] says what it does on NATS.
 
 mod deadlines;
+pub mod gatekeeper;
 mod keeper;
 mod router;
 mod sessions;

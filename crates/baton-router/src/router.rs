@@ -219,6 +219,7 @@ impl Router {
         let sessions = sessions(connection.clone(), &config, stop.clone()).await?;
         let keeper = keeper(connection, &config, stop.clone()).await?;
         let replicas = config.streams.replicas;
+        let gatekeeper = gatekeeper(&jetstream, &config, stop.clone()).await;
         let rollouts = Rollouts::follow(&publisher, &config.subjects, replicas).await;
         let router = Arc::new(Ingress {
             config,
@@ -247,7 +248,33 @@ impl Router {
         nets.iter().for_each(tokio::task::JoinHandle::abort);
         sessions.abort();
         keeper.abort();
+        if let Some(gatekeeper) = gatekeeper {
+            gatekeeper.abort();
+        }
         Ok(())
+    }
+}
+
+/// The gatekeeper, judging gated rollouts; a router that cannot open what
+/// it needs (under permissions that do not grant it) routes without it.
+async fn gatekeeper(
+    jetstream: &jetstream::Context,
+    config: &RouterConfig,
+    stop: tokio_util::sync::CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let by = format!("router-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let (subjects, replicas) = (config.subjects.clone(), config.streams.replicas);
+    match crate::gatekeeper::Gatekeeper::open(jetstream.clone(), subjects, replicas, by.clone())
+        .await
+    {
+        Ok(gatekeeper) => {
+            tracing::info!(%by, "gatekeeper started: gated rollouts are judged here");
+            Some(tokio::spawn(gatekeeper.keep(stop)))
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "no gatekeeper: gated rollouts are not judged by this router");
+            None
+        }
     }
 }
 
@@ -407,5 +434,6 @@ pub fn footprint(subjects: &Subjects) -> Footprint {
             subjects,
         ))
         .with(baton_nats::state::rollouts::footprint(subjects))
+        .with(crate::gatekeeper::footprint(subjects))
         .noting("the router forwards tasks to any agent type, so it may publish to all of them")
 }

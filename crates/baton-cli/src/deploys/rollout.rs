@@ -40,6 +40,9 @@ pub struct RolloutArgs {
     /// How long to wait for the registry's count of live workers, in ms.
     #[arg(long, default_value_t = 1500)]
     pub registry_timeout_ms: u64,
+
+    #[command(flatten)]
+    pub gated: super::gated::GatedArgs,
 }
 
 /// `baton rollout`: changes (or shows) where an agent type's new work goes.
@@ -50,13 +53,20 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let agent = agent_type(&args.agent)?;
     let to = args.to.as_deref().map(version).transpose()?;
+    let plan = args.gated.plan(to.as_ref())?;
     let versions = super::open(nats, subjects, args.registry_timeout_ms).await?;
     let (mut rollout, _) = versions.rollout(&agent).await?;
     let gathered = versions.gather(&agent, &rollout).await?;
     if let Some(to) = &to {
         live(&gathered, &agent, &rollout, to.as_str(), args.force)?;
     }
-    if to.is_some() || args.back {
+    if let Some(held) = args.gated.held() {
+        rollout = super::gated::hold(&versions, &agent, held).await?;
+        println!("{}", said(&rollout));
+    } else if let Some(plan) = plan {
+        rollout = super::gated::start(&versions, &agent, plan).await?;
+        println!("{}", said(&rollout));
+    } else if to.is_some() || args.back {
         // Applied to the stored rollout, again if another operator changed
         // it meanwhile.
         rollout = versions
@@ -65,7 +75,13 @@ pub async fn run(
                     rollout.ramp_to(to, args.weight, now_ms());
                     Ok(true)
                 }
-                None if rollout.back(now_ms()) => Ok(true),
+                None if rollout.back(now_ms()) => {
+                    // A person's --back ends a gated rollout too.
+                    if let Some(gated) = rollout.gated.as_mut().filter(|g| g.ended.is_none()) {
+                        gated.ended = Some("back".to_owned());
+                    }
+                    Ok(true)
+                }
                 None => Err(anyhow::anyhow!(
                     "agent type {agent} has no earlier version to go back to (current: {})",
                     rollout.current
@@ -107,7 +123,25 @@ fn live(
 
 /// What `rollout` now does, in a sentence.
 fn said(rollout: &Rollout) -> String {
-    match &rollout.ramp {
+    let gated = rollout.gated.as_ref().filter(|g| g.ended.is_none());
+    let gated = gated.map_or_else(String::new, |gated| {
+        let held = if gated.paused.is_some() {
+            ", paused"
+        } else {
+            ""
+        };
+        format!(
+            " (gated{held}: step {} of {}, {:?}; the routers promote or roll back by {})",
+            gated.step + 1,
+            gated.steps.len(),
+            gated.steps,
+            (gated.gates.iter())
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    });
+    let now = match &rollout.ramp {
         Some(ramp) => format!(
             "{}: {}% of new sessions go to version {}, the rest to {}",
             rollout.agent, ramp.weight, ramp.version, rollout.current
@@ -116,5 +150,6 @@ fn said(rollout: &Rollout) -> String {
             "{}: new sessions go to version {}",
             rollout.agent, rollout.current
         ),
-    }
+    };
+    format!("{now}{gated}")
 }

@@ -9,6 +9,7 @@
 //!   pinned session waits;
 //! - `standing`: one type's versions as they stand.
 
+pub mod gates;
 mod holding;
 mod standing;
 
@@ -65,6 +66,18 @@ impl Versions {
             store,
             registry,
         })
+    }
+
+    /// The JetStream context it reads through.
+    #[must_use]
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.jetstream
+    }
+
+    /// The deployment's subjects.
+    #[must_use]
+    pub fn subjects(&self) -> &Subjects {
+        &self.subjects
     }
 
     /// `agent`'s rollout and its revision, or an error that says why it

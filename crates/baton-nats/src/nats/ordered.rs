@@ -13,17 +13,42 @@ pub async fn read_from_start<I: Clone + Send + Sync + 'static>(
     filter: Option<String>,
     what: &str,
 ) -> Result<(jetstream::consumer::pull::Ordered, Reading<I>), Error> {
+    let config = jetstream::consumer::pull::OrderedConfig {
+        filter_subject: filter.unwrap_or_default(),
+        deliver_policy: jetstream::consumer::DeliverPolicy::All,
+        ..Default::default()
+    };
+    read_with(stream, config, what).await
+}
+
+/// Every message of `stream` stored at or after `from` (unix ms), then new
+/// ones as they arrive, through an ordered consumer. `what` names the
+/// reading in errors.
+pub async fn read_since<I: Clone + Send + Sync + 'static>(
+    stream: &jetstream::stream::Stream<I>,
+    from: u64,
+    what: &str,
+) -> Result<(jetstream::consumer::pull::Ordered, Reading<I>), Error> {
+    let start = (i128::from(from).checked_mul(1_000_000))
+        .and_then(|nanos| time::OffsetDateTime::from_unix_timestamp_nanos(nanos).ok())
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let config = jetstream::consumer::pull::OrderedConfig {
+        deliver_policy: jetstream::consumer::DeliverPolicy::ByStartTime { start_time: start },
+        ..Default::default()
+    };
+    read_with(stream, config, what).await
+}
+
+/// `stream` read through an ordered consumer made with `config`.
+async fn read_with<I: Clone + Send + Sync + 'static>(
+    stream: &jetstream::stream::Stream<I>,
+    config: jetstream::consumer::pull::OrderedConfig,
+    what: &str,
+) -> Result<(jetstream::consumer::pull::Ordered, Reading<I>), Error> {
     let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
         Error::with_source(ErrorKind::JetStream, format!("cannot {what}"), err)
     };
-    let ordered = stream
-        .create_consumer(jetstream::consumer::pull::OrderedConfig {
-            filter_subject: filter.unwrap_or_default(),
-            deliver_policy: jetstream::consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| failed(err.into()))?;
+    let ordered = (stream.create_consumer(config).await).map_err(|err| failed(err.into()))?;
     let reading = Reading {
         stream: stream.clone(),
         consumer: ordered.cached_info().name.clone(),

@@ -206,6 +206,25 @@ impl Subjects {
         format!("{}.outcomes.>", self.prefix)
     }
 
+    /// `baton.decisions.<agent>`: the decisions of an agent type's gated
+    /// rollouts.
+    #[must_use]
+    pub fn decisions(&self, agent: &str) -> String {
+        format!("{}.decisions.{agent}", self.prefix)
+    }
+
+    /// `baton.decisions.>`.
+    #[must_use]
+    pub fn all_decisions(&self) -> String {
+        format!("{}.decisions.>", self.prefix)
+    }
+
+    /// `BATON_DECISIONS`: the stream of gated rollouts' decisions.
+    #[must_use]
+    pub fn decisions_stream(&self) -> String {
+        format!("{}_DECISIONS", self.stream_prefix)
+    }
+
     /// `BATON_OUTCOMES`: the stream of outcome records.
     #[must_use]
     pub fn outcomes_stream(&self) -> String {

@@ -2,6 +2,7 @@
 
 mod messages;
 pub use messages::*;
+pub(crate) mod gated;
 pub(crate) mod learned;
 pub(crate) mod outcome;
 pub(crate) mod rollout;

@@ -179,6 +179,20 @@ impl Outcome {
     }
 }
 
+/// Whether the session that `end` ends succeeded, as gated rollouts, eval
+/// and the console count it (docs/operators/versions.md): a session
+/// succeeds when it completed; it fails when it failed or was dead-lettered,
+/// or, when `escalated_fails`, when it was `escalated` to a person on the
+/// way. `None` when `end` does not end a session.
+#[must_use]
+pub fn session_succeeded(end: &Event, escalated: bool, escalated_fails: bool) -> Option<bool> {
+    match end.kind {
+        EventType::Completed => Some(!(escalated && escalated_fails)),
+        EventType::Failed | EventType::DeadLettered => Some(false),
+        _ => None,
+    }
+}
+
 /// The hashed n-grams of a text, sorted and without repeats: what the
 /// registry compares tasks by, so that similar questions find the agents
 /// that resolved them. No model is involved, and the text is not kept.

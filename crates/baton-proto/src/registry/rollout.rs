@@ -41,6 +41,10 @@ pub struct Rollout {
     /// keeps it as it is, without adding its own change.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Change>,
+    /// Extension: the version being rolled out step by step, promoted or
+    /// rolled back by its sessions' outcomes (`baton rollout --steps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gated: Option<crate::Gated>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -92,6 +96,7 @@ impl Rollout {
             upgrading: Vec::new(),
             at,
             history: Vec::new(),
+            gated: None,
             extra: Map::new(),
         };
         first.noted("first", version, at);
@@ -284,6 +289,57 @@ fn bucket_of(agent: &str, sticky: &str) -> u32 {
     let digest = hash.finalize();
     let first = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
     first % 10_000
+}
+
+impl Rollout {
+    /// Starts `gated`: its version takes the first step's share.
+    pub fn start_gated(&mut self, gated: crate::Gated, at: u64) {
+        self.ramp_to(&gated.version, gated.weight(), at);
+        self.gated = Some(gated);
+    }
+
+    /// The running gated rollout `id`, at `step`.
+    fn gated_at(&mut self, id: uuid::Uuid, step: u32) -> Option<&mut crate::Gated> {
+        (self.gated.as_mut()).filter(|g| g.id == id && g.step == step && g.is_running())
+    }
+
+    /// Moves gated rollout `id` on from `step`: its version takes the next
+    /// step's share, or, past the last, becomes current. `false` when it
+    /// is no longer at `step` (another router decided first), or stopped.
+    pub fn gate_promote(&mut self, id: uuid::Uuid, step: u32, at: u64) -> bool {
+        let Some(gated) = self.gated_at(id, step) else {
+            return false;
+        };
+        let last = gated.steps.len().saturating_sub(1);
+        let next = usize::try_from(step + 1).unwrap_or(usize::MAX);
+        let version = gated.version.clone();
+        let weight = if next > last {
+            gated.ended = Some("promoted".to_owned());
+            100
+        } else {
+            gated.step = step + 1;
+            gated.since = at;
+            gated.weight()
+        };
+        if weight >= 100 {
+            gated.ended = Some("promoted".to_owned());
+        }
+        self.ramp_to(&version, weight, at);
+        true
+    }
+
+    /// Rolls gated rollout `id` back at `step`: new sessions go to the
+    /// current version only. `false` as for [`Rollout::gate_promote`].
+    ///
+    pub fn gate_roll_back(&mut self, id: uuid::Uuid, step: u32, at: u64) -> bool {
+        let Some(gated) = self.gated_at(id, step) else {
+            return false;
+        };
+        gated.ended = Some("rolled_back".to_owned());
+        let version = gated.version.clone();
+        self.ramp_to(&version, 0, at);
+        true
+    }
 }
 
 #[cfg(test)]

@@ -32,5 +32,6 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("notebook_request", one::<crate::NotebookRequest>()),
         ("notebook", one::<crate::Notebook>()),
         ("rollout", one::<crate::Rollout>()),
+        ("rollout_decision", one::<crate::RolloutDecision>()),
     ]
 }

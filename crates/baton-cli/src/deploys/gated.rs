@@ -1,0 +1,220 @@
+//! `baton rollout TYPE --to V --steps ... --gate ...`: a rollout the
+//! routers move by outcomes (`--pause`, `--resume` hold it by hand).
+
+use std::time::Duration;
+
+use baton_client::versions::Versions;
+use baton_proto::{AgentName, GateRule, Gated, Rollout, RolloutDecision, Version, now_ms};
+use clap::Args;
+
+/// The flags of a gated rollout.
+#[derive(Debug, Args)]
+pub struct GatedArgs {
+    /// With --to: roll out in these steps (percent of new sessions, rising, ending at 100),
+    /// each promoted or rolled back by the routers as the gates say, e.g. 5,25,50,100.
+    #[arg(long, value_delimiter = ',', value_name = "PCT,...", requires = "to")]
+    pub steps: Vec<u8>,
+
+    /// With --steps: how long each step lasts at least: `15s`, `10m`, `1h` (a number alone is
+    /// seconds).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "steps",
+        default_value = "10m"
+    )]
+    pub interval: String,
+
+    /// With --steps: the new version's sessions a step needs (within the step) before any
+    /// decision.
+    #[arg(long, value_name = "N", requires = "steps", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_sessions: u32,
+
+    /// With --steps: what must hold to go on, comparing the new version's sessions with the
+    /// current version's within the step: `success >= -2pt` (the share that succeeded, in
+    /// percentage points), `cost <= 1.2x`, `p50 <= 1.5x` or `p95 <= 1.5x` (ratios).
+    /// Repeatable [default: "success >= -2pt"].
+    #[arg(long = "gate", value_name = "GATE", requires = "steps")]
+    pub gates: Vec<String>,
+
+    /// With --steps: a session escalated to a person does not count as a failure (by
+    /// default it does); it counts by how it ends.
+    #[arg(long, requires = "steps")]
+    pub escalation_is_not_failure: bool,
+
+    /// Hold a gated rollout where it is: no step is promoted or rolled back until --resume.
+    #[arg(long, conflicts_with_all = ["to", "back", "resume"])]
+    pub pause: bool,
+
+    /// Let a paused gated rollout go on; its step starts again from now.
+    #[arg(long, conflicts_with_all = ["to", "back"])]
+    pub resume: bool,
+}
+
+/// A person's hold on a gated rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    Pause,
+    Resume,
+}
+
+impl GatedArgs {
+    /// The gated rollout to `to` the flags ask for, checked; `None` without
+    /// `--steps`.
+    pub fn plan(&self, to: Option<&Version>) -> anyhow::Result<Option<Gated>> {
+        let Some(version) = to.filter(|_| !self.steps.is_empty()) else {
+            return Ok(None);
+        };
+        if let Some(wrong) = Gated::bad_steps(&self.steps) {
+            anyhow::bail!("--steps: {wrong}");
+        }
+        let interval = interval(&self.interval)?;
+        let texts = if self.gates.is_empty() {
+            vec!["success >= -2pt".to_owned()]
+        } else {
+            self.gates.clone()
+        };
+        let gates = (texts.iter())
+            .map(|text| text.parse::<GateRule>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|wrong| anyhow::anyhow!("--gate: {wrong}"))?;
+        Ok(Some(Gated {
+            id: uuid::Uuid::new_v4(),
+            version: version.clone(),
+            steps: self.steps.clone(),
+            step: 0,
+            since: now_ms(),
+            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+            min_sessions: self.min_sessions,
+            gates,
+            escalated_fails: !self.escalation_is_not_failure,
+            paused: None,
+            ended: None,
+            extra: baton_proto::Map::new(),
+        }))
+    }
+
+    /// `--pause` or `--resume`, if given.
+    pub fn held(&self) -> Option<Held> {
+        match (self.pause, self.resume) {
+            (true, _) => Some(Held::Pause),
+            (_, true) => Some(Held::Resume),
+            _ => None,
+        }
+    }
+}
+
+/// `text` as a duration: `15s`, `10m`, `1h`, or seconds.
+fn interval(text: &str) -> anyhow::Result<Duration> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => 0,
+    };
+    let n = number.parse::<u64>().ok().filter(|n| *n > 0 && seconds > 0);
+    n.map(|n| Duration::from_secs(n * seconds)).ok_or_else(|| {
+        anyhow::anyhow!("--interval {text:?} is not a duration: write e.g. 15s, 10m or 1h")
+    })
+}
+
+/// Starts `plan` on `agent`'s rollout, and records the start.
+pub async fn start(versions: &Versions, agent: &AgentName, plan: Gated) -> anyhow::Result<Rollout> {
+    let stored = versions
+        .change(agent, |rollout: &mut Rollout| {
+            if *rollout.current == *plan.version {
+                anyhow::bail!(
+                    "version {} is already current for {agent}: nothing to roll out",
+                    plan.version
+                );
+            }
+            rollout.start_gated(plan.clone(), now_ms());
+            Ok(true)
+        })
+        .await?;
+    note(versions, &stored, "start", "started by a person").await?;
+    Ok(stored)
+}
+
+/// Pauses or resumes `agent`'s gated rollout, and records it.
+pub async fn hold(versions: &Versions, agent: &AgentName, held: Held) -> anyhow::Result<Rollout> {
+    let stored = versions
+        .change(agent, |rollout: &mut Rollout| {
+            let Some(gated) = rollout.gated.as_mut().filter(|g| g.ended.is_none()) else {
+                anyhow::bail!(
+                    "{agent} has no gated rollout under way (start one with --to V --steps ...)"
+                );
+            };
+            match held {
+                Held::Pause if gated.paused.is_none() => gated.paused = Some(now_ms()),
+                Held::Resume if gated.paused.is_some() => {
+                    gated.paused = None;
+                    gated.since = now_ms();
+                }
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })
+        .await?;
+    let what = match held {
+        Held::Pause => "pause",
+        Held::Resume => "resume",
+    };
+    note(versions, &stored, what, "by a person").await?;
+    Ok(stored)
+}
+
+/// Records a person's `what` on `rollout`'s gated rollout.
+async fn note(versions: &Versions, rollout: &Rollout, what: &str, why: &str) -> anyhow::Result<()> {
+    let Some(gated) = &rollout.gated else {
+        return Ok(());
+    };
+    let (jetstream, subjects) = (versions.jetstream(), versions.subjects());
+    baton_router::gatekeeper::decisions_stream(jetstream, subjects, 1).await?;
+    let at = now_ms();
+    let decision = RolloutDecision {
+        v: baton_proto::PROTOCOL_VERSION,
+        id: baton_proto::derive_id_labelled(gated.id, &format!("{what}/{at}"), 0),
+        rollout: gated.id,
+        agent: rollout.agent.clone(),
+        version: gated.version.clone(),
+        at,
+        what: what.to_owned(),
+        step: gated.step,
+        weight: gated.weight(),
+        next_weight: gated.weight(),
+        why: why.to_owned(),
+        base: None,
+        new: None,
+        readings: Vec::new(),
+        by: std::env::var("USER").unwrap_or_else(|_| "a person".to_owned()),
+        extra: baton_proto::Map::new(),
+    };
+    Ok(baton_router::gatekeeper::record(jetstream, subjects, &decision).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_read_seconds_minutes_and_hours() {
+        assert_eq!(interval("15s").unwrap(), Duration::from_secs(15));
+        assert_eq!(interval("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(interval("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(interval("30").unwrap(), Duration::from_secs(30));
+        assert!(
+            interval("soon")
+                .unwrap_err()
+                .to_string()
+                .contains("e.g. 15s")
+        );
+        assert!(interval("0s").is_err() && interval("5d").is_err());
+    }
+}

@@ -1,0 +1,481 @@
+//! A gated rollout's analysis: how the sessions started on each version
+//! within the step ended ([`Tally`], read from the events stream), and
+//! what the gates say of them ([`judge`]).
+//!
+//! A session counts for the version its end event says the agent type
+//! ran on (`versions`), when it started at or after the step began; its
+//! outcome is [`baton_proto::session_succeeded`]. The share of sessions
+//! that succeeded is compared with an interval valid however often it is
+//! looked at (a confidence sequence: Robbins' normal mixture for each
+//! version's share, at half the rollout's 5 % error each), so a gate is
+//! broken with enough evidence as soon as the whole interval breaks it.
+//! Cost and durations are compared on their estimates at the step's end.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use async_nats::jetstream;
+use baton_proto::{
+    AgentName, Event, EventType, GateRule, Gated, Metric, Reading, Side, Version, Wire as _,
+};
+use futures::StreamExt as _;
+use uuid::Uuid;
+
+use baton_nats::{Error, ErrorKind};
+
+/// The error a gated rollout accepts: 5 %, shared by the two versions.
+const ALPHA: f64 = 0.05;
+
+/// A step whose gates stay unsure this many intervals is rolled back.
+const INTERVALS_UNSURE: u64 = 3;
+
+/// What a gate's interval is valid for: `within` at this confidence.
+#[derive(Debug, Default, Clone)]
+struct Sample {
+    outcomes: Vec<bool>,
+    costs: Vec<u64>,
+    durations: Vec<u64>,
+}
+
+/// The step's sessions by version, as they ended.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    sides: BTreeMap<Version, Sample>,
+    counted: HashSet<Uuid>,
+    escalated: HashSet<Uuid>,
+}
+
+impl Tally {
+    /// Counts `event` for `agent`'s step that began at `since`: a session's
+    /// end, once, or its escalation to a person (a failure, when
+    /// `escalated_fails`).
+    pub fn add(&mut self, event: &Event, agent: &AgentName, since: u64, escalated_fails: bool) {
+        if event.kind == EventType::Escalated {
+            self.escalated.insert(event.session);
+            return;
+        }
+        let ends = event.kind.is_terminal() || event.kind == EventType::DeadLettered;
+        if !ends || self.counted.contains(&event.session) {
+            return;
+        }
+        let Some(version) = event.versions.get(agent) else {
+            return;
+        };
+        let started = (event.path.first()).map(|hop| hop.accepted_at.unwrap_or(hop.at));
+        if started.is_none_or(|started| started < since) {
+            return;
+        }
+        let escalated = self.escalated.contains(&event.session);
+        let Some(succeeded) = baton_proto::session_succeeded(event, escalated, escalated_fails)
+        else {
+            return;
+        };
+        self.counted.insert(event.session);
+        let sample = self.sides.entry(version.clone()).or_default();
+        sample.outcomes.push(succeeded);
+        if let Some(usage) = &event.usage {
+            sample.costs.push(usage.cost_micros);
+        }
+        if let Some(started) = started {
+            sample.durations.push(event.at.saturating_sub(started));
+        }
+    }
+
+    /// How `version`'s sessions ended.
+    #[must_use]
+    pub fn side(&self, version: &Version) -> Side {
+        let sample = self.sides.get(version).cloned().unwrap_or_default();
+        let mut durations = sample.durations.clone();
+        durations.sort_unstable();
+        let costs = &sample.costs;
+        Side {
+            version: version.clone(),
+            sessions: u32::try_from(sample.outcomes.len()).unwrap_or(u32::MAX),
+            succeeded: u32::try_from(sample.outcomes.iter().filter(|ok| **ok).count())
+                .unwrap_or(u32::MAX),
+            cost_micros: (!costs.is_empty() && costs.iter().any(|c| *c > 0))
+                .then(|| costs.iter().map(|c| *c as f64).sum::<f64>() / costs.len() as f64),
+            p50_ms: percentile(&durations, 0.50),
+            p95_ms: percentile(&durations, 0.95),
+        }
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let at = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[at - 1])
+}
+
+/// The interval a share of `n` sessions is within, whatever `n` it is
+/// read at: Robbins' normal mixture for a bounded mean (variance at most
+/// 1/4), at error `alpha`, tuned to be tightest near `tuned` sessions.
+fn share_within(succeeded: u32, n: u32, alpha: f64, tuned: u32) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, tuned) = (f64::from(n), f64::from(tuned.max(1)));
+    let rho = tuned / 4.0;
+    let v = n / 4.0 + rho;
+    let radius = (v * (v / (rho * alpha * alpha)).ln()).sqrt() / n;
+    let share = f64::from(succeeded) / n;
+    ((share - radius).max(0.0), (share + radius).min(1.0))
+}
+
+/// What the gates say now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// No decision yet, and why.
+    Wait(String),
+    /// Every gate holds: on to the next step.
+    Promote(Vec<Reading>),
+    /// A gate broke: new work goes back to the current version.
+    Rollback(String, Vec<Reading>),
+}
+
+/// Reads `gate` on the two sides.
+fn read(gate: GateRule, (base, new): (&Side, &Side), tuned: u32) -> Reading {
+    let reading = |estimate: Option<f64>, within: Option<(f64, f64)>| {
+        let verdict = match (estimate, within) {
+            (None, _) => "unmeasured",
+            (Some(_), Some((low, high))) if !gate.keeps(low) && !gate.keeps(high) => "broken",
+            (Some(estimate), _) if gate.keeps(estimate) => "holds",
+            (Some(_), _) => "unsure",
+        };
+        Reading {
+            gate,
+            estimate,
+            within,
+            verdict: verdict.to_owned(),
+        }
+    };
+    let ratio = |new: Option<f64>, base: Option<f64>| match (new, base) {
+        (Some(new), Some(base)) if base > 0.0 => Some(new / base),
+        _ => None,
+    };
+    match gate.metric {
+        Metric::Success => {
+            if base.sessions == 0 || new.sessions == 0 {
+                return reading(None, None);
+            }
+            let share = |side: &Side| f64::from(side.succeeded) / f64::from(side.sessions);
+            let (new_low, new_high) = share_within(new.succeeded, new.sessions, ALPHA / 2.0, tuned);
+            let (base_low, base_high) =
+                share_within(base.succeeded, base.sessions, ALPHA / 2.0, tuned);
+            let points = |x: f64| (x * 1000.0).round() / 10.0;
+            reading(
+                Some(points(share(new) - share(base))),
+                Some((points(new_low - base_high), points(new_high - base_low))),
+            )
+        }
+        Metric::Cost => reading(ratio(new.cost_micros, base.cost_micros), None),
+        Metric::P50 => reading(
+            ratio(new.p50_ms.map(|v| v as f64), base.p50_ms.map(|v| v as f64)),
+            None,
+        ),
+        Metric::P95 => reading(
+            ratio(new.p95_ms.map(|v| v as f64), base.p95_ms.map(|v| v as f64)),
+            None,
+        ),
+    }
+}
+
+/// What `gated`'s gates say of the step, comparing `new` with `base` (the
+/// current version) at `now`.
+#[must_use]
+pub fn judge(gated: &Gated, (base, new): (&Side, &Side), now: u64) -> Verdict {
+    if new.sessions < gated.min_sessions {
+        return Verdict::Wait(format!(
+            "{} of the {} sessions of version {} a decision needs",
+            new.sessions, gated.min_sessions, gated.version
+        ));
+    }
+    let readings: Vec<Reading> = (gated.gates.iter())
+        .map(|gate| read(*gate, (base, new), gated.min_sessions))
+        .collect();
+    let named = |verdict: &str| {
+        (readings.iter())
+            .filter(|r| r.verdict == verdict)
+            .map(|r| r.gate.to_string())
+            .collect::<Vec<_>>()
+    };
+    let broken = named("broken");
+    if !broken.is_empty() {
+        return Verdict::Rollback(
+            format!("broken with enough evidence: {}", broken.join(", ")),
+            readings,
+        );
+    }
+    let elapsed = now.saturating_sub(gated.since);
+    if elapsed < gated.interval_ms {
+        return Verdict::Wait(format!(
+            "the step lasts {}s more",
+            (gated.interval_ms - elapsed).div_ceil(1000)
+        ));
+    }
+    let open: Vec<String> = [named("unsure"), named("unmeasured")].concat();
+    if open.is_empty() {
+        return Verdict::Promote(readings);
+    }
+    if elapsed >= gated.interval_ms.saturating_mul(INTERVALS_UNSURE) {
+        return Verdict::Rollback(
+            format!(
+                "still not holding after {INTERVALS_UNSURE} intervals: {}",
+                open.join(", ")
+            ),
+            readings,
+        );
+    }
+    Verdict::Wait(format!("not holding yet: {}", open.join(", ")))
+}
+
+/// Reads the events of a step as they come, into its [`Tally`].
+pub struct StepReader {
+    messages: jetstream::consumer::pull::Ordered,
+    _reading: baton_nats::nats::ordered::Reading<jetstream::stream::Info>,
+    agent: AgentName,
+    since: u64,
+    escalated_fails: bool,
+    /// The step's sessions so far.
+    pub tally: Tally,
+}
+
+impl StepReader {
+    /// Starts reading the events of `gated`'s step of `agent`, from when it
+    /// began (a minute earlier, for sessions that started at its start).
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn open(
+        jetstream: &jetstream::Context,
+        subjects: &baton_proto::Subjects,
+        agent: &AgentName,
+        gated: &Gated,
+    ) -> Result<Self, Error> {
+        let stream = (jetstream.get_stream(subjects.events_stream()).await).map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, "cannot read the events stream", err)
+        })?;
+        let from = gated.since.saturating_sub(60_000);
+        let (messages, reading) =
+            baton_nats::nats::ordered::read_since(&stream, from, "read a rollout's sessions")
+                .await?;
+        Ok(Self {
+            messages,
+            _reading: reading,
+            agent: agent.clone(),
+            since: gated.since,
+            escalated_fails: gated.escalated_fails,
+            tally: Tally::default(),
+        })
+    }
+
+    /// Reads what arrived since the last call (waiting at most `quiet`
+    /// for each next message), for at most `budget`: a busy stream is
+    /// read on at the next call, and judged on what was read meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// When the stream fails.
+    pub async fn catch_up(&mut self, quiet: Duration, budget: Duration) -> Result<(), Error> {
+        let until = tokio::time::Instant::now() + budget;
+        while tokio::time::Instant::now() < until {
+            let Ok(next) = tokio::time::timeout(quiet, self.messages.next()).await else {
+                return Ok(());
+            };
+            let Some(message) = next else {
+                return Ok(());
+            };
+            let message = message.map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "the events stream failed", err)
+            })?;
+            if let Ok(event) = Event::from_msgpack(&message.payload) {
+                (self.tally).add(&event, &self.agent, self.since, self.escalated_fails);
+            }
+            if message.info().is_ok_and(|info| info.pending == 0) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A gated rollout as it stands: the step's sessions on each side and
+/// what the gates say of them now.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Analysis {
+    /// The gated rollout.
+    pub gated: Gated,
+    /// The current version's sessions in the step.
+    pub base: Side,
+    /// The new version's sessions in the step.
+    pub new: Side,
+    /// `wait`, `promote` or `rollback`, with why.
+    pub verdict: String,
+    /// Why, in a sentence.
+    pub why: String,
+    /// Each gate, as read.
+    pub readings: Vec<Reading>,
+}
+
+impl super::Versions {
+    /// What `rollout`'s gated rollout stands at, read now from its step's
+    /// sessions; `None` without one under way.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn analysis(
+        &self,
+        rollout: &baton_proto::Rollout,
+    ) -> Result<Option<Analysis>, Error> {
+        let Some(gated) = rollout.gated.as_ref().filter(|g| g.ended.is_none()) else {
+            return Ok(None);
+        };
+        let mut reader =
+            StepReader::open(&self.jetstream, &self.subjects, &rollout.agent, gated).await?;
+        reader
+            .catch_up(Duration::from_millis(300), Duration::from_secs(30))
+            .await?;
+        let base = reader.tally.side(&rollout.current);
+        let new = reader.tally.side(&gated.version);
+        let (verdict, why, readings) = match judge(gated, (&base, &new), baton_proto::now_ms()) {
+            Verdict::Wait(why) => ("wait", why, Vec::new()),
+            Verdict::Promote(readings) => ("promote", "every gate holds".to_owned(), readings),
+            Verdict::Rollback(why, readings) => ("rollback", why, readings),
+        };
+        Ok(Some(Analysis {
+            gated: gated.clone(),
+            base,
+            new,
+            verdict: verdict.to_owned(),
+            why,
+            readings,
+        }))
+    }
+
+    /// The decisions of `agent`'s gated rollouts, oldest first (none when
+    /// no gated rollout ever ran).
+    ///
+    /// # Errors
+    ///
+    /// When the decisions stream cannot be read.
+    pub async fn decisions(
+        &self,
+        agent: &AgentName,
+    ) -> Result<Vec<baton_proto::RolloutDecision>, Error> {
+        let Ok(stream) = self
+            .jetstream
+            .get_stream(self.subjects.decisions_stream())
+            .await
+        else {
+            return Ok(Vec::new());
+        };
+        let filter = Some(self.subjects.decisions(agent.as_str()));
+        let (mut messages, _reading) =
+            baton_nats::nats::ordered::read_from_start(&stream, filter, "read rollout decisions")
+                .await?;
+        let mut decisions = Vec::new();
+        loop {
+            let Ok(Some(message)) =
+                tokio::time::timeout(Duration::from_millis(300), messages.next()).await
+            else {
+                return Ok(decisions);
+            };
+            let message = message.map_err(|err| {
+                Error::with_source(ErrorKind::JetStream, "the decisions stream failed", err)
+            })?;
+            if let Ok(decision) = rmp_serde::from_slice(&message.payload) {
+                decisions.push(decision);
+            }
+            if message.info().is_ok_and(|info| info.pending == 0) {
+                return Ok(decisions);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(version: &str, n: u32, succeeded: u32) -> Side {
+        Side {
+            version: Version::new(version).unwrap(),
+            sessions: n,
+            succeeded,
+            cost_micros: None,
+            p50_ms: None,
+            p95_ms: None,
+        }
+    }
+
+    fn gated(gates: &[&str]) -> Gated {
+        Gated {
+            id: Uuid::nil(),
+            version: Version::new("2").unwrap(),
+            steps: vec![5, 25, 50, 100],
+            step: 0,
+            since: 0,
+            interval_ms: 10_000,
+            min_sessions: 20,
+            gates: gates.iter().map(|g| g.parse().unwrap()).collect(),
+            escalated_fails: true,
+            paused: None,
+            ended: None,
+            extra: baton_proto::Map::new(),
+        }
+    }
+
+    #[test]
+    fn a_version_that_fails_often_is_rolled_back_once_the_evidence_is_in() {
+        let gated = gated(&["success >= -2pt"]);
+        let base = side("1", 400, 400);
+        // Too few sessions: no decision, however bad.
+        let few = judge(&gated, (&base, &side("2", 10, 4)), 1);
+        assert!(matches!(few, Verdict::Wait(ref why) if why.contains("10 of the 20")));
+        // 40 % failing over 60 sessions: broken before the step's end.
+        let Verdict::Rollback(why, readings) = judge(&gated, (&base, &side("2", 60, 36)), 1) else {
+            panic!("not rolled back")
+        };
+        assert!(why.contains("success >= -2pt"), "{why}");
+        assert_eq!(readings[0].estimate, Some(-40.0));
+        // As good: waits for the step's end, then promotes.
+        let good = side("2", 60, 60);
+        assert!(matches!(judge(&gated, (&base, &good), 1), Verdict::Wait(_)));
+        assert!(matches!(
+            judge(&gated, (&base, &good), 10_000),
+            Verdict::Promote(_)
+        ));
+        // One failure in 20: unsure, not broken; rolled back only if it
+        // still does not hold after three intervals.
+        let one_off = side("2", 20, 19);
+        assert!(
+            matches!(judge(&gated, (&base, &one_off), 10_000), Verdict::Wait(ref w) if w.contains("not holding yet"))
+        );
+        assert!(matches!(
+            judge(&gated, (&base, &one_off), 30_000),
+            Verdict::Rollback(..)
+        ));
+    }
+
+    #[test]
+    fn a_gate_on_a_metric_never_recorded_does_not_let_the_step_pass() {
+        let gated = gated(&["success >= -2pt", "cost <= 1.2x"]);
+        let verdict = judge(&gated, (&side("1", 50, 50), &side("2", 50, 50)), 10_000);
+        assert!(
+            matches!(verdict, Verdict::Wait(ref why) if why.contains("cost <= 1.2x")),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn the_interval_is_valid_however_often_it_is_read_and_narrows() {
+        let (low10, high10) = share_within(10, 10, 0.025, 20);
+        let (low200, high200) = share_within(200, 200, 0.025, 20);
+        assert!(high10 - low10 > high200 - low200);
+        assert!((0.0..1.0).contains(&low200) && high200 == 1.0);
+    }
+}
