@@ -324,6 +324,11 @@ impl System {
         self.processes.insert(label.to_owned(), process);
     }
 
+    /// Whether the test started a process `label`.
+    pub fn has_process(&self, label: &str) -> bool {
+        self.processes.contains_key(label)
+    }
+
     pub fn process(&mut self, label: &str) -> &mut ChildProcess {
         self.processes
             .get_mut(label)

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use baton_client::versions::Versions;
-use baton_client::versions::gates::{StepReader, Verdict, judge};
+use baton_client::versions::gates::{StepWatch, Verdict, judge};
 use baton_proto::{AgentName, Rollout, RolloutDecision, Side, Subjects, now_ms};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Counter;
@@ -155,7 +155,7 @@ impl Gatekeeper {
 
     async fn judge_all(
         &self,
-        readers: &mut HashMap<(AgentName, Uuid, u32), StepReader>,
+        readers: &mut HashMap<(AgentName, Uuid, u32), StepWatch>,
     ) -> Result<(), Error> {
         let rollouts = self.versions.rollouts().await?;
         let (mut running, mut judged) = (Vec::new(), Vec::new());
@@ -165,18 +165,18 @@ impl Gatekeeper {
             };
             let key = (rollout.agent.clone(), gated.id, gated.step);
             running.push(key.clone());
+            readers.retain(|_, watch| !watch.stopped());
             if !readers.contains_key(&key) {
-                let reader =
-                    StepReader::open(&self.jetstream, &self.subjects, &rollout.agent, gated)
-                        .await?;
-                readers.insert(key.clone(), reader);
+                let watch =
+                    StepWatch::open(&self.jetstream, &self.subjects, &rollout.agent, gated).await?;
+                readers.insert(key.clone(), watch);
             }
-            let Some(reader) = readers.get_mut(&key) else {
+            let Some(watch) = readers.get(&key) else {
                 continue;
             };
-            reader.catch_up(Duration::from_millis(200), EVERY).await?;
-            let base = reader.tally.side(&rollout.current);
-            let new = reader.tally.side(&gated.version);
+            let tally = watch.tally();
+            let base = tally.side(&rollout.current);
+            let new = tally.side(&gated.version);
             let verdict = judge(gated, (&base, &new), now_ms());
             judged.push((rollout, verdict, (base, new)));
         }

@@ -126,9 +126,16 @@ async fn traffic(
         between(system, &decisions);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    let mut routers = Vec::new();
+    for label in ["router-0", "router-1"] {
+        if system.has_process(label) {
+            routers.push(system.process(label).stderr());
+        }
+    }
     anyhow::bail!(
-        "the rollout did not end within {batches} batches: {}",
-        versions(system)?
+        "the rollout did not end within {batches} batches: {}\n--- routers ---\n{}",
+        versions(system)?,
+        routers.join("\n---\n")
     )
 }
 

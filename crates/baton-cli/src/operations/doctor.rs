@@ -84,6 +84,7 @@ pub async fn run(
         gather::rollouts(&jetstream, &subjects).await,
         "rollouts of versions",
     );
+    let gated = gather::gated(&jetstream, &subjects, &rollouts).await;
     let limits = or_none(
         gather::limits(&jetstream, &subjects).await,
         "shared model rate limits",
@@ -116,6 +117,7 @@ pub async fn run(
         stale_after: Duration::from_secs(args.stale_after_secs),
         limits,
         rollouts,
+        gated,
         compression,
         sign_ins,
         now,

@@ -302,6 +302,65 @@ impl StepReader {
     }
 }
 
+/// A step's sessions read as they come, by a task of its own that never
+/// stops mid-message; dropped, it stops.
+pub struct StepWatch {
+    tally: std::sync::Arc<std::sync::Mutex<Tally>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StepWatch {
+    /// Starts reading the events of `gated`'s step of `agent`.
+    ///
+    /// # Errors
+    ///
+    /// When the events stream cannot be read.
+    pub async fn open(
+        jetstream: &jetstream::Context,
+        subjects: &baton_proto::Subjects,
+        agent: &AgentName,
+        gated: &Gated,
+    ) -> Result<Self, Error> {
+        let mut reader = StepReader::open(jetstream, subjects, agent, gated).await?;
+        let tally = std::sync::Arc::new(std::sync::Mutex::new(Tally::default()));
+        let shared = tally.clone();
+        let task = tokio::spawn(async move {
+            while let Some(message) = reader.messages.next().await {
+                let Ok(message) = message else { return };
+                if let Ok(event) = Event::from_msgpack(&message.payload) {
+                    let mut tally = shared
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    tally.add(&event, &reader.agent, reader.since, reader.escalated_fails);
+                }
+            }
+        });
+        Ok(Self { tally, task })
+    }
+
+    /// The step's sessions so far.
+    #[must_use]
+    pub fn tally(&self) -> Tally {
+        (self
+            .tally
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        .clone()
+    }
+
+    /// Whether the reading stopped (the stream failed): open it again.
+    #[must_use]
+    pub fn stopped(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+impl Drop for StepWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A gated rollout as it stands: the step's sessions on each side and
 /// what the gates say of them now.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -21,6 +21,7 @@ pub(crate) fn all(facts: &Facts) -> Vec<Finding> {
     findings.extend(rights(facts));
     findings.extend(consumers(facts));
     findings.extend(super::workers::rollouts(facts));
+    findings.extend(super::workers::gated(facts));
     findings.extend(limits(facts));
     findings.extend(super::storage::check(facts));
     findings.extend(super::signins::check(facts));

@@ -34,6 +34,9 @@ pub struct Facts {
     pub limits: Vec<LimitFacts>,
     /// The versioned agent types' rollouts.
     pub rollouts: Vec<baton_proto::Rollout>,
+    /// Each gated rollout under way, by agent type: the step's sessions on
+    /// the current version and on the new one.
+    pub gated: BTreeMap<String, (baton_proto::Side, baton_proto::Side)>,
     /// The streams that hold text and exist, and whether each is
     /// compressed (S2).
     pub compression: Vec<(String, bool)>,

@@ -208,6 +208,41 @@ pub async fn rollouts(
     Ok(found)
 }
 
+/// The step's sessions of each gated rollout under way in `rollouts`, by
+/// agent type, read from the events stream (a rollout whose events cannot
+/// be read is left out).
+pub async fn gated(
+    jetstream: &jetstream::Context,
+    subjects: &Subjects,
+    rollouts: &[baton_proto::Rollout],
+) -> BTreeMap<String, (baton_proto::Side, baton_proto::Side)> {
+    use baton_client::versions::gates::StepReader;
+    let mut found = BTreeMap::new();
+    for rollout in rollouts {
+        let Some(gated) = rollout.gated.as_ref().filter(|g| g.is_running()) else {
+            continue;
+        };
+        let reader = StepReader::open(jetstream, subjects, &rollout.agent, gated).await;
+        let Ok(mut reader) = reader else {
+            continue;
+        };
+        let quiet = std::time::Duration::from_millis(300);
+        if reader
+            .catch_up(quiet, std::time::Duration::from_secs(10))
+            .await
+            .is_err()
+        {
+            continue;
+        }
+        let sides = (
+            reader.tally.side(&rollout.current),
+            reader.tally.side(&gated.version),
+        );
+        found.insert(rollout.agent.to_string(), sides);
+    }
+    found
+}
+
 /// The subjects `footprint` publishes to that the server says the user of
 /// `connection` may not (none when the server does not say).
 pub async fn refused(connection: &baton_nats::Connection, footprint: &Footprint) -> Vec<String> {

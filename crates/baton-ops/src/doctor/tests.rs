@@ -431,3 +431,75 @@ fn an_mcp_sign_in_that_ran_out_unrefreshable_is_a_warning_with_the_login_to_run(
         Some("sign in again: baton mcp login https://gone.example/mcp")
     );
 }
+
+#[test]
+fn a_gated_rollout_that_cannot_decide_for_a_day_or_gates_an_unrecorded_metric_is_a_warning() {
+    let mut facts = healthy();
+    facts.now = 200_000;
+    let (one, two) = (
+        baton_proto::Version::from_static("1"),
+        baton_proto::Version::from_static("2"),
+    );
+    let mut rollout =
+        baton_proto::Rollout::first(&baton_proto::AgentName::from_static("triage"), &one, 0);
+    let gated = baton_proto::Gated {
+        id: uuid::Uuid::nil(),
+        version: two.clone(),
+        steps: vec![5, 100],
+        step: 0,
+        since: 190_000 * 1000,
+        interval_ms: 600_000,
+        min_sessions: 50,
+        gates: vec![
+            "success >= -2pt".parse().unwrap(),
+            "cost <= 1.2x".parse().unwrap(),
+        ],
+        escalated_fails: true,
+        paused: None,
+        ended: None,
+        extra: baton_proto::Map::new(),
+    };
+    rollout.start_gated(gated, 190_000 * 1000);
+    let side = |version: &baton_proto::Version, sessions, cost| baton_proto::Side {
+        version: version.clone(),
+        sessions,
+        succeeded: sessions,
+        cost_micros: cost,
+        p50_ms: Some(10),
+        p95_ms: Some(20),
+    };
+    facts.rollouts = vec![rollout.clone()];
+    // Fresh, with costs on both sides: nothing to say (not even "part-way").
+    facts.gated = BTreeMap::from([(
+        "triage".to_owned(),
+        (side(&one, 40, Some(5.0)), side(&two, 3, Some(5.0))),
+    )]);
+    assert_eq!(problems(&facts), []);
+    // No cost recorded: the cost gate never holds.
+    facts.gated = BTreeMap::from([(
+        "triage".to_owned(),
+        (side(&one, 40, None), side(&two, 3, None)),
+    )]);
+    let said: Vec<String> = checks::all(&facts)
+        .into_iter()
+        .filter(|f| f.level == Level::Warn)
+        .map(|f| f.message)
+        .collect();
+    assert!(
+        said.len() == 1 && said[0].contains("`cost <= 1.2x`"),
+        "{said:?}"
+    );
+    // A day at the first step without a decision.
+    rollout.gated.as_mut().unwrap().since = 100;
+    facts.rollouts = vec![rollout];
+    let said: Vec<String> = checks::all(&facts)
+        .into_iter()
+        .filter(|f| f.level == Level::Warn)
+        .map(|f| f.message)
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("without a decision: 3 of the 50 sessions")),
+        "{said:?}"
+    );
+}

@@ -86,6 +86,10 @@ pub(super) fn rollouts(facts: &Facts) -> Vec<Finding> {
         let Some(ramp) = &rollout.ramp else {
             continue;
         };
+        if rollout.gated.as_ref().is_some_and(|g| g.ended.is_none()) {
+            // A gated rollout ramps on purpose: see `gated`.
+            continue;
+        }
         let since = i64::try_from(rollout.at / 1000).unwrap_or(i64::MAX);
         let part_way =
             Duration::from_secs(u64::try_from(facts.now.saturating_sub(since)).unwrap_or(0));
@@ -111,6 +115,72 @@ pub(super) fn rollouts(facts: &Facts) -> Vec<Finding> {
                 ramp.version
             )),
         );
+    }
+    found
+}
+
+/// Each gated rollout under way: one whose step has waited a day for a
+/// decision (too few sessions, or gates that do not hold), and a gate on a
+/// metric neither version records.
+pub(super) fn gated(facts: &Facts) -> Vec<Finding> {
+    let mut found = Vec::new();
+    for rollout in &facts.rollouts {
+        let Some(gated) = rollout.gated.as_ref().filter(|g| g.is_running()) else {
+            continue;
+        };
+        let agent = &rollout.agent;
+        let since = i64::try_from(gated.since / 1000).unwrap_or(i64::MAX);
+        let waited =
+            Duration::from_secs(u64::try_from(facts.now.saturating_sub(since)).unwrap_or(0));
+        let sides = facts.gated.get(agent.as_str());
+        if waited >= PART_WAY {
+            let new = sides.map_or(0, |(_, new)| new.sessions);
+            found.push(
+                Finding::new(
+                    "versions",
+                    Level::Warn,
+                    agent.as_str(),
+                    format!(
+                        "the gated rollout of {agent} to version {} has waited {} at {}% without a decision: {new} of the {} sessions of it a step needs",
+                        gated.version,
+                        human(waited),
+                        gated.weight(),
+                        gated.min_sessions
+                    ),
+                )
+                .fix(format!(
+                    "see `baton versions {agent}`; start it again with a lower --min-sessions, or decide by hand (`baton rollout {agent} --back`, or --to {} --weight 100)",
+                    gated.version
+                )),
+            );
+        }
+        let Some((base, new)) = sides else { continue };
+        for gate in &gated.gates {
+            let unrecorded = match gate.metric {
+                baton_proto::Metric::Success => false,
+                baton_proto::Metric::Cost => {
+                    base.cost_micros.is_none() || new.cost_micros.is_none()
+                }
+                baton_proto::Metric::P50 | baton_proto::Metric::P95 => {
+                    base.p50_ms.is_none() || new.p50_ms.is_none()
+                }
+            };
+            if unrecorded && base.sessions > 0 && new.sessions > 0 {
+                found.push(
+                    Finding::new(
+                        "versions",
+                        Level::Warn,
+                        agent.as_str(),
+                        format!(
+                            "the gated rollout of {agent} has the gate `{gate}` on a metric its sessions do not record, so it never holds and the step will roll back"
+                        ),
+                    )
+                    .fix(format!(
+                        "give the agent type prices (`[llm.price]`) for a cost gate, or start the rollout again without `{gate}`"
+                    )),
+                );
+            }
+        }
     }
     found
 }
