@@ -32,12 +32,14 @@ const EVERY: Duration = Duration::from_secs(2);
 const KEPT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// What a gatekeeper (and an operator's `baton rollout` and `versions`)
-/// does on NATS for gated rollouts: reads the events stream, and creates,
+/// does on NATS for gated rollouts: reads the events and outcomes streams, and creates,
 /// writes and reads the decisions stream.
 #[must_use]
 pub fn footprint(subjects: &Subjects) -> baton_proto::footprint::Footprint {
     use baton_proto::footprint::Footprint;
     Footprint::stream_reader(&subjects.events_stream())
+        // Feedback: a session marked wrong fails.
+        .with(Footprint::stream_reader(&subjects.outcomes_stream()))
         .with(Footprint::stream_admin(&subjects.decisions_stream()))
         .with(Footprint::stream_reader(&subjects.decisions_stream()))
         .publishes([subjects.all_decisions()])

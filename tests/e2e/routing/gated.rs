@@ -168,6 +168,8 @@ async fn a_version_that_fails_often_is_rolled_back_before_half_of_the_sessions()
         started.contains("5% of new sessions go to version 2"),
         "{started}"
     );
+    // Conversations opened at 5 %: three whose ids the rollout sends to 2.
+    let conversations = opened(&system, 3)?;
     let shown = traffic(
         &mut system,
         40,
@@ -215,7 +217,57 @@ async fn a_version_that_fails_often_is_rolled_back_before_half_of_the_sessions()
     assert_eq!(two["weight"], 0, "{shown}");
     let text = system.baton_stdout(&["versions", "helper"])?;
     assert!(text.contains("rollback version 2 at step"), "{text}");
+    // No open conversation changed version: each next turn is on 2 still.
+    for id in &conversations {
+        system.baton_stdout(&["send", "--conversation", id, "--wait", "task 5"])?;
+        let shown: Json = serde_json::from_str(&system.baton_stdout(&[
+            "conversations",
+            "show",
+            id,
+            "--json",
+        ])?)?;
+        let turns = shown["turns_listed"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(turns.len(), 2, "{shown}");
+        for turn in &turns {
+            let session = turn["session"].as_str().unwrap_or_default();
+            let version = super::versions::answered_by(&system, session).await?;
+            assert_eq!(version, "2", "{id}: {turn}");
+        }
+    }
     Ok(())
+}
+
+/// Opens `n` conversations on `helper` whose ids the 5 % step sends to
+/// version 2 (each id's choice is the rollout's, sticky), each with one
+/// turn that version 2 answers; their ids.
+fn opened(system: &System, n: usize) -> anyhow::Result<Vec<String>> {
+    let mut at_five = baton_proto::Rollout::first(
+        &AgentName::from_static("helper"),
+        &baton_proto::Version::from_static("1"),
+        0,
+    );
+    at_five.ramp_to(&baton_proto::Version::from_static("2"), 5, 0);
+    let ids: Vec<String> = (0..)
+        .map(|i| format!("kept-{i}"))
+        .filter(|id| at_five.choose(&format!("conversation/{id}")) == "2")
+        .take(n)
+        .collect();
+    for id in &ids {
+        let args = [
+            "send",
+            "--conversation",
+            id,
+            "--to",
+            "helper",
+            "--wait",
+            "task 5",
+        ];
+        system.baton_stdout(&args)?;
+    }
+    Ok(ids)
 }
 
 #[tokio::test(flavor = "multi_thread")]

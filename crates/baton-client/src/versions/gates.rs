@@ -11,7 +11,7 @@
 //! broken with enough evidence as soon as the whole interval breaks it.
 //! Cost and durations are compared on their estimates at the step's end.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -29,20 +29,22 @@ const ALPHA: f64 = 0.05;
 /// A step whose gates stay unsure this many intervals is rolled back.
 const INTERVALS_UNSURE: u64 = 3;
 
-/// What a gate's interval is valid for: `within` at this confidence.
-#[derive(Debug, Default, Clone)]
-struct Sample {
-    outcomes: Vec<bool>,
-    costs: Vec<u64>,
-    durations: Vec<u64>,
+/// How one session of the step ended.
+#[derive(Debug, Clone)]
+struct Ended {
+    version: Version,
+    succeeded: bool,
+    cost: Option<u64>,
+    duration: Option<u64>,
 }
 
 /// The step's sessions by version, as they ended.
 #[derive(Debug, Default, Clone)]
 pub struct Tally {
-    sides: BTreeMap<Version, Sample>,
-    counted: HashSet<Uuid>,
+    ended: std::collections::HashMap<Uuid, Ended>,
     escalated: HashSet<Uuid>,
+    /// Sessions someone marked wrong (feedback below one half).
+    marked_wrong: HashSet<Uuid>,
 }
 
 impl Tally {
@@ -55,7 +57,7 @@ impl Tally {
             return;
         }
         let ends = event.kind.is_terminal() || event.kind == EventType::DeadLettered;
-        if !ends || self.counted.contains(&event.session) {
+        if !ends || self.ended.contains_key(&event.session) {
             return;
         }
         let Some(version) = event.versions.get(agent) else {
@@ -70,29 +72,48 @@ impl Tally {
         else {
             return;
         };
-        self.counted.insert(event.session);
-        let sample = self.sides.entry(version.clone()).or_default();
-        sample.outcomes.push(succeeded);
-        if let Some(usage) = &event.usage {
-            sample.costs.push(usage.cost_micros);
+        let ended = Ended {
+            version: version.clone(),
+            succeeded,
+            cost: event.usage.as_ref().map(|usage| usage.cost_micros),
+            duration: started.map(|started| event.at.saturating_sub(started)),
+        };
+        self.ended.insert(event.session, ended);
+    }
+
+    /// Counts feedback `record` (`baton feedback`): a session scored below
+    /// one half was marked wrong, and fails though it completed; a later
+    /// score of one half or more takes that back.
+    pub fn feedback(&mut self, record: &baton_proto::Outcome) {
+        if record.kind != baton_proto::OutcomeKind::Feedback {
+            return;
         }
-        if let Some(started) = started {
-            sample.durations.push(event.at.saturating_sub(started));
-        }
+        match record.score {
+            Some(score) if score < 0.5 => self.marked_wrong.insert(record.session),
+            Some(_) => self.marked_wrong.remove(&record.session),
+            None => false,
+        };
     }
 
     /// How `version`'s sessions ended.
     #[must_use]
     pub fn side(&self, version: &Version) -> Side {
-        let sample = self.sides.get(version).cloned().unwrap_or_default();
-        let mut durations = sample.durations.clone();
+        let ended = self.ended.iter().filter(|(_, e)| e.version == *version);
+        let (mut sessions, mut succeeded) = (0u32, 0u32);
+        let (mut costs, mut durations) = (Vec::new(), Vec::new());
+        for (session, end) in ended {
+            sessions += 1;
+            if end.succeeded && !self.marked_wrong.contains(session) {
+                succeeded += 1;
+            }
+            costs.extend(end.cost);
+            durations.extend(end.duration);
+        }
         durations.sort_unstable();
-        let costs = &sample.costs;
         Side {
             version: version.clone(),
-            sessions: u32::try_from(sample.outcomes.len()).unwrap_or(u32::MAX),
-            succeeded: u32::try_from(sample.outcomes.iter().filter(|ok| **ok).count())
-                .unwrap_or(u32::MAX),
+            sessions,
+            succeeded,
             cost_micros: (!costs.is_empty() && costs.iter().any(|c| *c > 0))
                 .then(|| costs.iter().map(|c| *c as f64).sum::<f64>() / costs.len() as f64),
             p50_ms: percentile(&durations, 0.50),
@@ -235,6 +256,9 @@ pub fn judge(gated: &Gated, (base, new): (&Side, &Side), now: u64) -> Verdict {
 pub struct StepReader {
     messages: jetstream::consumer::pull::Ordered,
     _reading: baton_nats::nats::ordered::Reading<jetstream::stream::Info>,
+    /// The outcome records (feedback) since the step began, when the
+    /// registry keeps them.
+    feedback: Option<Feedback>,
     agent: AgentName,
     since: u64,
     escalated_fails: bool,
@@ -262,9 +286,16 @@ impl StepReader {
         let (messages, reading) =
             baton_nats::nats::ordered::read_since(&stream, from, "read a rollout's sessions")
                 .await?;
+        let feedback = match jetstream.get_stream(subjects.outcomes_stream()).await {
+            Ok(stream) => baton_nats::nats::ordered::read_since(&stream, from, "read feedback")
+                .await
+                .ok(),
+            Err(_) => None,
+        };
         Ok(Self {
             messages,
             _reading: reading,
+            feedback,
             agent: agent.clone(),
             since: gated.since,
             escalated_fails: gated.escalated_fails,
@@ -283,10 +314,10 @@ impl StepReader {
         let until = tokio::time::Instant::now() + budget;
         while tokio::time::Instant::now() < until {
             let Ok(next) = tokio::time::timeout(quiet, self.messages.next()).await else {
-                return Ok(());
+                break;
             };
             let Some(message) = next else {
-                return Ok(());
+                break;
             };
             let message = message.map_err(|err| {
                 Error::with_source(ErrorKind::JetStream, "the events stream failed", err)
@@ -295,12 +326,28 @@ impl StepReader {
                 (self.tally).add(&event, &self.agent, self.since, self.escalated_fails);
             }
             if message.info().is_ok_and(|info| info.pending == 0) {
-                return Ok(());
+                break;
+            }
+        }
+        if let Some((records, _)) = self.feedback.as_mut() {
+            while let Ok(Some(Ok(message))) = tokio::time::timeout(quiet, records.next()).await {
+                if let Ok(record) = rmp_serde::from_slice(&message.payload) {
+                    self.tally.feedback(&record);
+                }
+                if message.info().is_ok_and(|info| info.pending == 0) {
+                    break;
+                }
             }
         }
         Ok(())
     }
 }
+
+/// A reading of the outcome records.
+type Feedback = (
+    jetstream::consumer::pull::Ordered,
+    baton_nats::nats::ordered::Reading<jetstream::stream::Info>,
+);
 
 /// A step's sessions read as they come, by a task of its own that never
 /// stops mid-message; dropped, it stops.
@@ -324,15 +371,36 @@ impl StepWatch {
         let mut reader = StepReader::open(jetstream, subjects, agent, gated).await?;
         let tally = std::sync::Arc::new(std::sync::Mutex::new(Tally::default()));
         let shared = tally.clone();
+        let feedback = reader.feedback.take();
+        let heard = tally.clone();
         let task = tokio::spawn(async move {
-            while let Some(message) = reader.messages.next().await {
-                let Ok(message) = message else { return };
-                if let Ok(event) = Event::from_msgpack(&message.payload) {
-                    let mut tally = shared
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    tally.add(&event, &reader.agent, reader.since, reader.escalated_fails);
+            let feedback = async move {
+                let Some((mut records, _reading)) = feedback else {
+                    return std::future::pending().await;
+                };
+                while let Some(Ok(message)) = records.next().await {
+                    if let Ok(record) = rmp_serde::from_slice(&message.payload) {
+                        let mut tally = heard
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        tally.feedback(&record);
+                    }
                 }
+            };
+            let events = async move {
+                while let Some(Ok(message)) = reader.messages.next().await {
+                    if let Ok(event) = Event::from_msgpack(&message.payload) {
+                        let mut tally = shared
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        tally.add(&event, &reader.agent, reader.since, reader.escalated_fails);
+                    }
+                }
+            };
+            // Either reading stopping stops the watch, to be opened again.
+            tokio::select! {
+                () = events => {}
+                () = feedback => {}
             }
         });
         Ok(Self { tally, task })
@@ -528,6 +596,37 @@ mod tests {
             matches!(verdict, Verdict::Wait(ref why) if why.contains("cost <= 1.2x")),
             "{verdict:?}"
         );
+    }
+
+    #[test]
+    fn a_session_marked_wrong_fails_though_it_completed_until_scored_again() {
+        let agent = AgentName::new("helper").unwrap();
+        let mut tally = Tally::default();
+        let mut end = Event::new(Uuid::new_v4(), Uuid::new_v4(), EventType::Completed);
+        end.versions
+            .insert(agent.clone(), Version::new("2").unwrap());
+        end.path
+            .push(baton_proto::Hop::new(agent.clone(), "w", None));
+        tally.add(&end, &agent, 0, true);
+        let two = Version::new("2").unwrap();
+        assert_eq!(
+            (tally.side(&two).sessions, tally.side(&two).succeeded),
+            (1, 1)
+        );
+        let mut wrong = baton_proto::Outcome::new(
+            Uuid::new_v4(),
+            end.session,
+            baton_proto::OutcomeKind::Feedback,
+        );
+        wrong.score = Some(0.2);
+        tally.feedback(&wrong);
+        assert_eq!(tally.side(&two).succeeded, 0);
+        wrong.score = Some(0.9);
+        tally.feedback(&wrong);
+        assert_eq!(tally.side(&two).succeeded, 1);
+        // Its end counted once, however often it is read.
+        tally.add(&end, &agent, 0, true);
+        assert_eq!(tally.side(&two).sessions, 1);
     }
 
     #[test]

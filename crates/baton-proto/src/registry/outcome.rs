@@ -179,11 +179,13 @@ impl Outcome {
     }
 }
 
-/// Whether the session that `end` ends succeeded, as gated rollouts, eval
-/// and the console count it (docs/operators/versions.md): a session
-/// succeeds when it completed; it fails when it failed or was dead-lettered,
-/// or, when `escalated_fails`, when it was `escalated` to a person on the
-/// way. `None` when `end` does not end a session.
+/// Whether the session that `end` ends succeeded, as gated rollouts count
+/// it (docs/operators/versions.md): a session succeeds when it completed;
+/// it fails when it failed or was dead-lettered, or, when
+/// `escalated_fails`, when it was `escalated` to a person on the way. A
+/// reader that also has the session's feedback counts one marked wrong
+/// (scored below one half) as failed. `None` when `end` does not end a
+/// session.
 #[must_use]
 pub fn session_succeeded(end: &Event, escalated: bool, escalated_fails: bool) -> Option<bool> {
     match end.kind {
