@@ -23,6 +23,7 @@ mod auth;
 mod conversations;
 mod decide;
 mod feedback;
+mod gated;
 pub mod index;
 mod ops;
 mod path;

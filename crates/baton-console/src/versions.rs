@@ -60,10 +60,16 @@ pub(crate) async fn page(State(app): State<App>, Query(fragment): Query<Fragment
             tracing::warn!(%agent, "a rollout keyed by a name that is no agent type is left out");
             continue;
         };
-        match versions.gather(&name, rollout).await {
-            Ok(gathered) => standings.push(Standing::of(rollout, &gathered)),
+        let gathered = match versions.gather(&name, rollout).await {
+            Ok(gathered) => gathered,
             Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/"),
-        }
+        };
+        let decisions = match versions.decisions(&name).await {
+            Ok(decisions) => decisions,
+            Err(err) => return failure(StatusCode::BAD_GATEWAY, &err.to_string(), "/"),
+        };
+        let gated = crate::gated::shown(rollout, &decisions);
+        standings.push((Standing::of(rollout, &gathered), gated));
     }
     let main = all(&standings);
     let markup = if fragment.fragment.is_some() {
@@ -75,7 +81,7 @@ pub(crate) async fn page(State(app): State<App>, Query(fragment): Query<Fragment
 }
 
 /// Every type's versions, in `#versions` (what the page's refresh swaps).
-fn all(standings: &[Standing]) -> Markup {
+fn all(standings: &[(Standing, Markup)]) -> Markup {
     html! {
         div #versions {
             h1 { "Versions" }
@@ -85,13 +91,13 @@ fn all(standings: &[Standing]) -> Markup {
                      in its spec, or `baton worker --version V`) makes its type versioned."
                 }
             }
-            @for standing in standings { (one(standing)) }
+            @for (standing, gated) in standings { (one(standing, gated)) }
         }
     }
 }
 
-/// One agent type's versions and its rollout's changes.
-fn one(standing: &Standing) -> Markup {
+/// One agent type's versions, its gated rollout, and its rollout's changes.
+fn one(standing: &Standing, gated: &Markup) -> Markup {
     let agent = &standing.agent;
     let shown = standing.history.len().saturating_sub(CHANGES_SHOWN);
     html! {
@@ -149,6 +155,7 @@ fn one(standing: &Standing) -> Markup {
                      versions): its versioned workers move them to their versions."
                 }
             }
+            (gated)
             @if let Some(changes) = standing.history.get(shown..).filter(|c| !c.is_empty()) {
                 details.changes open {
                     summary { "Changes, latest last (" (changes.len()) ")" }
@@ -187,7 +194,7 @@ mod tests {
             registry: true,
             history: Vec::new(),
         };
-        let page = one(&standing).into_string();
+        let page = one(&standing, &html! {}).into_string();
         assert!(!page.contains("<script>"), "{page}");
         assert!(page.contains("&lt;script&gt;1"), "{page}");
     }

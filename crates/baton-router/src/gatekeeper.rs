@@ -42,7 +42,14 @@ pub fn footprint(subjects: &Subjects) -> baton_proto::footprint::Footprint {
         .with(Footprint::stream_reader(&subjects.outcomes_stream()))
         .with(Footprint::stream_admin(&subjects.decisions_stream()))
         .with(Footprint::stream_reader(&subjects.decisions_stream()))
-        .publishes([subjects.all_decisions()])
+        .publishes([
+            subjects.all_decisions(),
+            // Whether a type has any decision, before reading them.
+            baton_proto::footprint::api(format_args!(
+                "STREAM.MSG.GET.{}",
+                subjects.decisions_stream()
+            )),
+        ])
 }
 
 /// `BATON_DECISIONS`, created if missing with `replicas`.

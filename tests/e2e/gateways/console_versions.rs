@@ -10,7 +10,7 @@ use crate::gateways::console::{console, get};
 use crate::util::{System, wants};
 
 /// Runs a phase of `scripts/console_versions.py`; its JSON answer.
-fn browser(args: &[&str]) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn browser(args: &[&str]) -> anyhow::Result<serde_json::Value> {
     anyhow::ensure!(
         std::path::Path::new("/usr/bin/chromium").exists()
             || std::env::var_os("CHROMIUM").is_some(),

@@ -322,6 +322,24 @@ async fn an_equal_version_reaches_every_step_though_a_router_is_killed() -> anyh
         );
         assert_eq!(decision["readings"][0]["verdict"], "holds", "{decision}");
     }
+    // The console lists the same decisions, in a real browser.
+    let url = crate::gateways::console::console(&mut system, "console", &[]).await?;
+    let seen = crate::gateways::console_versions::browser(&["gated", &url, "helper"])?;
+    let listed: Vec<(String, u64)> = (seen["decisions"].as_array().into_iter().flatten())
+        .map(|d| {
+            (
+                d[0].as_str().unwrap_or_default().to_owned(),
+                d[1].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    assert_eq!(listed, expected, "{seen}");
+    assert_eq!(seen["errors"], serde_json::json!([]), "{seen}");
+    let promoted = seen["decisions"][3][2].as_str().unwrap_or_default();
+    assert!(
+        promoted.contains("every gate holds") && promoted.contains("succeeded"),
+        "{seen}"
+    );
     let session = Envelope::task("task 1");
     system
         .client

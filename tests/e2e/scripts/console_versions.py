@@ -7,6 +7,9 @@ and prints what it saw as one JSON object.
         run `baton rollout AGENT --back`, and read them again once the page
         shows the change, without a reload
 
+    console_versions.py gated URL AGENT
+        open the versions page and read AGENT's gated rollout decisions
+
 With BATON_SCREENSHOTS=DIR, it saves screenshots there.
 """
 
@@ -64,8 +67,27 @@ def back(browser, url, baton, nats_url, agent):
     return result
 
 
+def gated(browser, url, agent):
+    page = new_page(browser, viewport={"width": 1300, "height": 800})
+    errors = []
+    watch_errors(page, errors)
+    page.goto(url + "/versions")
+    section = f"section.agent-versions[data-agent={agent}]"
+    page.wait_for_selector(f"{section} ol.decisions li")
+    result = {
+        "decisions": page.eval_on_selector_all(
+            f"{section} ol.decisions li",
+            "lis => lis.map(l => [l.dataset.what, Number(l.dataset.step), l.textContent])",
+        ),
+        "summary": page.inner_text(f"{section} details.decisions summary"),
+        "errors": errors,
+    }
+    shot(page, "versions-gated")
+    return result
+
+
 def main():
-    serve({"back": back})
+    serve({"back": back, "gated": gated})
 
 
 if __name__ == "__main__":

@@ -500,7 +500,16 @@ impl super::Versions {
         else {
             return Ok(Vec::new());
         };
-        let filter = Some(self.subjects.decisions(agent.as_str()));
+        let subject = self.subjects.decisions(agent.as_str());
+        if stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .is_err()
+        {
+            // None recorded (or none readable): nothing to wait for.
+            return Ok(Vec::new());
+        }
+        let filter = Some(subject);
         let (mut messages, _reading) =
             baton_nats::nats::ordered::read_from_start(&stream, filter, "read rollout decisions")
                 .await?;
