@@ -349,6 +349,7 @@ impl Planner<'_> {
             event.context = Some(Box::new(next.context));
             event.conversation = next.conversation;
             event.versions = next.versions;
+            event.replay_of = envelope.replay.as_ref().map(|replay| replay.of);
             outputs.push_event(event);
             return;
         };

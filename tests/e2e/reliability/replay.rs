@@ -161,6 +161,18 @@ async fn a_replay_reuses_every_recorded_answer_and_a_fork_calls_again_from_what_
     assert_eq!(refunds(&log), 1, "nor any tool");
     let replay = end["session"].as_str().unwrap_or_default().to_owned();
     assert_ne!(replay, original);
+    // Its end says what it replays, so it counts as no live outcome; the
+    // original's does not.
+    assert_eq!(
+        stored_end(&system, &replay).await?["replay_of"],
+        original.as_str()
+    );
+    assert!(
+        stored_end(&system, &original)
+            .await?
+            .get("replay_of")
+            .is_none()
+    );
     let started = system.stored_events(replay.parse()?).await?;
     let start = started
         .iter()

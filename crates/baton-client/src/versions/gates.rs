@@ -57,7 +57,8 @@ impl Tally {
             return;
         }
         let ends = event.kind.is_terminal() || event.kind == EventType::DeadLettered;
-        if !ends || self.ended.contains_key(&event.session) {
+        // A replay (`baton replay`) is no live session.
+        if !ends || event.replay_of.is_some() || self.ended.contains_key(&event.session) {
             return;
         }
         let Some(version) = event.versions.get(agent) else {
@@ -635,6 +636,12 @@ mod tests {
         assert_eq!(tally.side(&two).succeeded, 1);
         // Its end counted once, however often it is read.
         tally.add(&end, &agent, 0, true);
+        assert_eq!(tally.side(&two).sessions, 1);
+        // A replay of it is no live session.
+        let mut replayed = end.clone();
+        replayed.session = Uuid::new_v4();
+        replayed.replay_of = Some(end.session);
+        tally.add(&replayed, &agent, 0, true);
         assert_eq!(tally.side(&two).sessions, 1);
     }
 

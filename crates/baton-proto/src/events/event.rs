@@ -172,6 +172,16 @@ pub struct Event {
     /// next turn keeps them.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub versions: std::collections::BTreeMap<crate::AgentName, crate::Version>,
+    /// Extension: on a terminal event of a replayed session, the session it
+    /// replays (the envelope's `replay.of`): its outcome is not a live one,
+    /// and gated rollouts leave it out.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "uuid_text::option"
+    )]
+    #[schemars(with = "Option<String>", extend("format" = "uuid"))]
+    pub replay_of: Option<Uuid>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -230,6 +240,7 @@ impl Event {
             context: None,
             conversation: None,
             versions: std::collections::BTreeMap::new(),
+            replay_of: None,
             extra: Map::new(),
         }
     }
