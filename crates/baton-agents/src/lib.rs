@@ -323,6 +323,7 @@ impl SpecAgent {
             .with_join_timeout(self.spec.join_timeout)
             .with_hand_back(self.spec.next_turn == spec::NextTurn::Entry)
             .with_upgrade_next_turn(self.spec.upgrade == spec::Upgrade::NextTurn)
+            .with_rollout(self.spec.rollout.clone())
     }
 
     /// The spec.

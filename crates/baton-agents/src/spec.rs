@@ -226,6 +226,9 @@ pub struct AgentSpec {
     /// Whether a conversation pinned to this version moves to the current
     /// version at its next turn once another version is current.
     pub upgrade: Upgrade,
+    /// `[rollout]`: the gated rollout its first worker starts, when its
+    /// version waits for one (its id and start are made anew then).
+    pub rollout: Option<baton_proto::Gated>,
 }
 
 /// `upgrade`: what becomes of a conversation pinned to this version when
@@ -407,6 +410,7 @@ pub fn check(paths: &[PathBuf]) -> CheckReport {
 mod llm;
 mod mcp;
 mod raw;
+mod rollout;
 
 pub use mcp::{Approve, McpAuth, McpElicitation, McpSpec, SigningAlgorithm};
 

@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
+use baton_client::versions::StepWatch;
 use baton_client::versions::Versions;
-use baton_client::versions::gates::{StepWatch, Verdict, judge};
+use baton_client::versions::gates::{Verdict, judge};
 use baton_proto::{AgentName, Rollout, RolloutDecision, Side, Subjects, now_ms};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Counter;
@@ -179,6 +180,7 @@ impl Gatekeeper {
                 let watch =
                     StepWatch::open(&self.jetstream, &self.subjects, &rollout.agent, gated).await?;
                 readers.insert(key.clone(), watch);
+                self.started(&rollout).await?;
             }
             let Some(watch) = readers.get(&key) else {
                 continue;
@@ -194,6 +196,38 @@ impl Gatekeeper {
             self.decide(&rollout, verdict, sides).await?;
         }
         Ok(())
+    }
+
+    /// Records the start of `rollout`'s gated rollout, when it just began:
+    /// the same record as `baton rollout --steps` makes, so it is kept once
+    /// whoever makes it (a worker's `[rollout]` makes none).
+    async fn started(&self, rollout: &Rollout) -> Result<(), Error> {
+        let Some(gated) = rollout.gated.as_ref() else {
+            return Ok(());
+        };
+        let fresh = now_ms().saturating_sub(gated.since) < 60_000;
+        if gated.step != 0 || !fresh {
+            return Ok(());
+        }
+        let decision = RolloutDecision {
+            v: baton_proto::PROTOCOL_VERSION,
+            id: baton_proto::derive_id_labelled(gated.id, "0/start", 0),
+            rollout: gated.id,
+            agent: rollout.agent.clone(),
+            version: gated.version.clone(),
+            at: gated.since,
+            what: "start".to_owned(),
+            step: 0,
+            weight: gated.weight(),
+            next_weight: gated.weight(),
+            why: "started".to_owned(),
+            base: None,
+            new: None,
+            readings: Vec::new(),
+            by: self.by.clone(),
+            extra: baton_proto::Map::new(),
+        };
+        record(&self.jetstream, &self.subjects, &decision).await
     }
 
     /// Applies `verdict` to `rollout` (by compare-and-swap at its step) and

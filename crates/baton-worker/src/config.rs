@@ -29,6 +29,9 @@ pub struct WorkerConfig {
     /// current version at their next turn once another version is current
     /// (a spec's `upgrade = "next_turn"`).
     pub upgrade_next_turn: bool,
+    /// The gated rollout its version starts when its first worker starts
+    /// and the version waits for one (a spec's `[rollout]`).
+    pub rollout: Option<baton_proto::Gated>,
     /// Subject and stream names.
     pub subjects: Subjects,
     /// Where escalations, loops and exhausted tasks go; `None` fails them instead.
@@ -140,6 +143,7 @@ impl WorkerConfig {
             version: None,
             versioned: false,
             upgrade_next_turn: false,
+            rollout: None,
             subjects: Subjects::default(),
             fallback: None,
             ack_wait: Duration::from_secs(30),
@@ -331,6 +335,14 @@ impl WorkerConfig {
     #[must_use]
     pub fn with_upgrade_next_turn(mut self, upgrade: bool) -> Self {
         self.upgrade_next_turn = upgrade;
+        self
+    }
+
+    /// Starts `rollout` (a gated rollout of this worker's version) when the
+    /// version waits for one as the worker starts.
+    #[must_use]
+    pub fn with_rollout(mut self, rollout: Option<baton_proto::Gated>) -> Self {
+        self.rollout = rollout;
         self
     }
 

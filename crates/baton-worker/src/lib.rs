@@ -53,6 +53,7 @@
 
 mod config;
 mod decide;
+mod gated;
 mod guard;
 mod handle;
 mod heartbeats;

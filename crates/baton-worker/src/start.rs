@@ -250,6 +250,9 @@ async fn first_version(
         } else {
             tracing::info!(agent, version = %version, role = role.as_str(), current = %rollout.current, "this version's place in the rollout");
         }
+        if let Some(plan) = &config.rollout {
+            crate::gated::start(&store, config, version, plan).await?;
+        }
         return Ok(());
     }
     let first = baton_proto::Rollout::first(&config.agent, version, baton_proto::now_ms());

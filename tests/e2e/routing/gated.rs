@@ -50,11 +50,20 @@ async fn deployment(
     v2: &FakeLlm,
     routers: usize,
 ) -> anyhow::Result<(System, FakeLlm, tempfile::TempDir)> {
+    deployment_with(v2, routers, "").await
+}
+
+/// As [`deployment`], with `more` at the end of version 2's spec.
+async fn deployment_with(
+    v2: &FakeLlm,
+    routers: usize,
+    more: &str,
+) -> anyhow::Result<(System, FakeLlm, tempfile::TempDir)> {
     let v1 = model(false)?;
     let specs = [("helper-v1", helper("1", &v1))];
     let (mut system, dir) = crate::util::spec_workers_with(&specs, &[]).await?;
     let path = dir.path().join("helper-v2.toml");
-    std::fs::write(&path, helper("2", v2))?;
+    std::fs::write(&path, format!("{}{more}", helper("2", v2)))?;
     let spec = path.to_string_lossy().into_owned();
     let args = ["worker", "--spec", spec.as_str(), "--no-registry"];
     system.spawn("helper-v2", &args, "worker started").await?;
@@ -402,5 +411,24 @@ async fn a_gated_rollout_refuses_bad_input_naming_the_fix() -> anyhow::Result<()
     assert!(decided(&shown).is_empty(), "{shown}");
     let one = row(&shown, "1");
     assert_eq!(one["weight"], 100, "{shown}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_whose_spec_says_how_it_rolls_out_starts_its_gated_rollout_itself()
+-> anyhow::Result<()> {
+    let v2 = model(false)?;
+    let rollout = "\n[rollout]\nsteps = [50, 100]\ninterval = \"1s\"\nmin_sessions = 4\n";
+    let (mut system, _v1, _dir) = deployment_with(&v2, 1, rollout).await?;
+    let shown = traffic(
+        &mut system,
+        30,
+        |d| d.iter().any(|(what, _)| what == "promoted"),
+        |_, _| {},
+    )
+    .await?;
+    let expected: Vec<(String, u64)> = vec![("start".to_owned(), 0), ("promoted".to_owned(), 0)];
+    assert_eq!(decided(&shown), expected, "{shown}");
+    assert_eq!(row(&shown, "2")["state"], "current", "{shown}");
     Ok(())
 }

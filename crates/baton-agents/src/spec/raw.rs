@@ -71,6 +71,8 @@ pub(super) struct RawSpec {
     next_turn: super::NextTurn,
     #[serde(default)]
     upgrade: super::Upgrade,
+    #[serde(default)]
+    rollout: Option<Spanned<super::rollout::RawRollout>>,
 }
 
 fn one() -> u32 {
@@ -252,6 +254,7 @@ impl Report<'_> {
         let delegates = self.delegates(&raw, kind.as_ref());
         let mcp = self.mcp(&raw, kind.as_ref());
         let team = self.team(&raw);
+        let rollout = self.rollout(&raw);
         Some(AgentSpec {
             file: self.file.clone(),
             name: name?,
@@ -278,7 +281,23 @@ impl Report<'_> {
             team,
             next_turn: raw.next_turn,
             upgrade: raw.upgrade,
+            rollout,
         })
+    }
+
+    /// The gated rollout `[rollout]` asks for, checked.
+    fn rollout(&mut self, raw: &RawSpec) -> Option<baton_proto::Gated> {
+        let section = raw.rollout.as_ref()?;
+        let version = raw.version.as_ref().map(|v| v.get_ref().as_str());
+        match section.get_ref().plan(version) {
+            Ok(plan) => Some(plan),
+            Err(wrong) => {
+                for problem in wrong {
+                    self.error(&section.span(), problem);
+                }
+                None
+            }
+        }
     }
 
     /// The spec's `version`, checked; without one, a short hash of the

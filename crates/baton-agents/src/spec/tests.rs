@@ -519,3 +519,55 @@ fn a_spec_says_whether_its_conversations_move_to_a_newer_version() {
         "{found:?}"
     );
 }
+
+#[test]
+fn a_rollout_section_is_a_gated_rollout_of_the_specs_version_and_bad_ones_name_the_fix() {
+    let base = "name = \"a\"\nkind = \"exec\"\n[exec]\ncommand = [\"x\"]\n";
+    let spec = parse_str(&format!(
+        "version = \"2\"\n{base}[rollout]\nsteps = [5, 50, 100]\ninterval = \"15s\"\ngates = [\"success >= -1pt\", \"p95 <= 2x\"]\n"
+    ))
+    .unwrap();
+    let plan = spec.rollout.unwrap();
+    assert_eq!(
+        (
+            plan.version.as_str(),
+            plan.steps,
+            plan.interval_ms,
+            plan.min_sessions
+        ),
+        ("2", vec![5, 50, 100], 15_000, 50)
+    );
+    assert_eq!(
+        plan.gates
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["success >= -1pt", "p95 <= 2x"]
+    );
+    let cases = [
+        ("[rollout]\nsteps = [5, 50]\n", "must end at 100"),
+        (
+            "[rollout]\nsteps = [100]\ninterval = \"soon\"\n",
+            "not a duration",
+        ),
+        (
+            "[rollout]\nsteps = [100]\ngates = [\"tokens <= 2x\"]\n",
+            "not recorded",
+        ),
+        ("[rollout]\nsteps = [100]\nshare = 5\n", "unknown field"),
+    ];
+    for (section, said) in cases {
+        let found = problems(&format!("version = \"2\"\n{base}{section}"));
+        assert!(
+            found.iter().any(|p| p.contains(said)),
+            "{section}: {found:?}"
+        );
+    }
+    let unnamed = problems(&format!("{base}[rollout]\nsteps = [100]\n"));
+    assert!(
+        unnamed
+            .iter()
+            .any(|p| p.contains("needs the spec's version")),
+        "{unnamed:?}"
+    );
+}

@@ -1,8 +1,6 @@
 //! `baton rollout TYPE --to V --steps ... --gate ...`: a rollout the
 //! routers move by outcomes (`--pause`, `--resume` hold it by hand).
 
-use std::time::Duration;
-
 use baton_client::versions::Versions;
 use baton_proto::{AgentName, GateRule, Gated, Rollout, RolloutDecision, Version, now_ms};
 use clap::Args;
@@ -69,7 +67,12 @@ impl GatedArgs {
         if let Some(wrong) = Gated::bad_steps(&self.steps) {
             anyhow::bail!("--steps: {wrong}");
         }
-        let interval = interval(&self.interval)?;
+        let interval_ms = Gated::interval_ms(&self.interval).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--interval {:?} is not a duration: write e.g. 15s, 10m or 1h",
+                self.interval
+            )
+        })?;
         let texts = if self.gates.is_empty() {
             vec!["success >= -2pt".to_owned()]
         } else {
@@ -79,20 +82,14 @@ impl GatedArgs {
             .map(|text| text.parse::<GateRule>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|wrong| anyhow::anyhow!("--gate: {wrong}"))?;
-        Ok(Some(Gated {
-            id: uuid::Uuid::new_v4(),
-            version: version.clone(),
-            steps: self.steps.clone(),
-            step: 0,
-            since: now_ms(),
-            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
-            min_sessions: self.min_sessions,
+        let mut plan = Gated::plan(
+            version.clone(),
+            self.steps.clone(),
+            (interval_ms, self.min_sessions),
             gates,
-            escalated_fails: !self.escalation_is_not_failure,
-            paused: None,
-            ended: None,
-            extra: baton_proto::Map::new(),
-        }))
+        );
+        plan.escalated_fails = !self.escalation_is_not_failure;
+        Ok(Some(plan))
     }
 
     /// `--pause` or `--resume`, if given.
@@ -103,25 +100,6 @@ impl GatedArgs {
             _ => None,
         }
     }
-}
-
-/// `text` as a duration: `15s`, `10m`, `1h`, or seconds.
-fn interval(text: &str) -> anyhow::Result<Duration> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => 0,
-    };
-    let n = number.parse::<u64>().ok().filter(|n| *n > 0 && seconds > 0);
-    n.map(|n| Duration::from_secs(n * seconds)).ok_or_else(|| {
-        anyhow::anyhow!("--interval {text:?} is not a duration: write e.g. 15s, 10m or 1h")
-    })
 }
 
 /// Starts `plan` on `agent`'s rollout, and records the start.
@@ -180,7 +158,13 @@ async fn note(versions: &Versions, rollout: &Rollout, what: &str, why: &str) -> 
     let at = now_ms();
     let decision = RolloutDecision {
         v: baton_proto::PROTOCOL_VERSION,
-        id: baton_proto::derive_id_labelled(gated.id, &format!("{what}/{at}"), 0),
+        // A start is recorded once, whoever records it (a router that
+        // finds a rollout a worker's spec started records it too).
+        id: if what == "start" {
+            baton_proto::derive_id_labelled(gated.id, "0/start", 0)
+        } else {
+            baton_proto::derive_id_labelled(gated.id, &format!("{what}/{at}"), 0)
+        },
         rollout: gated.id,
         agent: rollout.agent.clone(),
         version: gated.version.clone(),
@@ -197,24 +181,4 @@ async fn note(versions: &Versions, rollout: &Rollout, what: &str, why: &str) -> 
         extra: baton_proto::Map::new(),
     };
     Ok(baton_router::gatekeeper::record(jetstream, subjects, &decision).await?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intervals_read_seconds_minutes_and_hours() {
-        assert_eq!(interval("15s").unwrap(), Duration::from_secs(15));
-        assert_eq!(interval("10m").unwrap(), Duration::from_secs(600));
-        assert_eq!(interval("2h").unwrap(), Duration::from_secs(7200));
-        assert_eq!(interval("30").unwrap(), Duration::from_secs(30));
-        assert!(
-            interval("soon")
-                .unwrap_err()
-                .to_string()
-                .contains("e.g. 15s")
-        );
-        assert!(interval("0s").is_err() && interval("5d").is_err());
-    }
 }

@@ -59,7 +59,7 @@ pub async fn run(
 const DECISIONS_SHOWN: usize = 20;
 
 /// A gated rollout's step, its two sides and what the gates say now.
-fn print_analysis(analysis: &baton_client::versions::gates::Analysis) {
+fn print_analysis(analysis: &baton_client::versions::Analysis) {
     let gated = &analysis.gated;
     let held = if gated.paused.is_some() {
         " (paused)"

@@ -62,13 +62,12 @@ pub async fn run(
     let timeout = Duration::from_millis(args.timeout_ms.max(1));
     let connection = crate::nats::connect(nats, None, &Role::of(RoleKind::Operator)).await?;
     let system = match &args.system_url {
-        Some(url) => Some(
-            crate::nats::connect_list(nats, url, timeout)
-                .await
-                .context("--system-url (BATON_SYSTEM_URL)")?,
-        ),
+        Some(url) => Some(crate::nats::connect_list(nats, url, timeout).await),
         None => None,
     };
+    let system = system
+        .transpose()
+        .context("--system-url (BATON_SYSTEM_URL)")?;
     let (servers, unreachable) = servers(nats, &connection, system.as_ref(), timeout).await?;
     let jetstream = jetstream::new(connection.client().clone());
     let read = async {
@@ -84,7 +83,6 @@ pub async fn run(
         gather::rollouts(&jetstream, &subjects).await,
         "rollouts of versions",
     );
-    let gated = gather::gated(&jetstream, &subjects, &rollouts).await;
     let limits = or_none(
         gather::limits(&jetstream, &subjects).await,
         "shared model rate limits",
@@ -116,8 +114,8 @@ pub async fn run(
         claim_threshold: args.claim_threshold,
         stale_after: Duration::from_secs(args.stale_after_secs),
         limits,
+        gated: gather::gated(&jetstream, &subjects, &rollouts).await,
         rollouts,
-        gated,
         compression,
         sign_ins,
         now,

@@ -12,6 +12,7 @@
 pub mod gates;
 mod holding;
 mod standing;
+mod steps;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use futures::{StreamExt as _, TryStreamExt as _};
 
 pub use holding::Holding;
 pub use standing::{Gathered, Queue, Standing, VersionRow};
+pub use steps::{Analysis, StepReader, StepWatch};
 
 use baton_nats::state::rollouts;
 use baton_nats::{Error, ErrorKind};

@@ -216,7 +216,7 @@ pub async fn gated(
     subjects: &Subjects,
     rollouts: &[baton_proto::Rollout],
 ) -> BTreeMap<String, (baton_proto::Side, baton_proto::Side)> {
-    use baton_client::versions::gates::StepReader;
+    use baton_client::versions::StepReader;
     let mut found = BTreeMap::new();
     for rollout in rollouts {
         let Some(gated) = rollout.gated.as_ref().filter(|g| g.is_running()) else {

@@ -68,6 +68,50 @@ impl Gated {
         self.ended.is_none() && self.paused.is_none()
     }
 
+    /// A gated rollout of `version` starting now at its first step, with a
+    /// new id.
+    #[must_use]
+    pub fn plan(
+        version: Version,
+        steps: Vec<u8>,
+        (interval_ms, min_sessions): (u64, u32),
+        gates: Vec<GateRule>,
+    ) -> Self {
+        Self {
+            id: Uuid::new_v4(),
+            version,
+            steps,
+            step: 0,
+            since: crate::now_ms(),
+            interval_ms,
+            min_sessions,
+            gates,
+            escalated_fails: true,
+            paused: None,
+            ended: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// `text` as a step's length in ms: `15s`, `10m`, `1h`, or seconds
+    /// alone; `None` when it is none of these, or zero.
+    #[must_use]
+    pub fn interval_ms(text: &str) -> Option<u64> {
+        let text = text.trim();
+        let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+            Some(at) => text.split_at(at),
+            None => (text, "s"),
+        };
+        let seconds = match unit {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            _ => return None,
+        };
+        let n = number.parse::<u64>().ok().filter(|n| *n > 0)?;
+        n.checked_mul(seconds)?.checked_mul(1000)
+    }
+
     /// What is wrong with `steps`, if anything: each 1 to 100, rising,
     /// ending at 100.
     #[must_use]
@@ -325,6 +369,17 @@ mod tests {
         assert!(wrong("p95 <= 0x").contains("above 0"));
         assert!("success >= -2pt".parse::<GateRule>().unwrap().keeps(-1.0));
         assert!(!"cost <= 1.2x".parse::<GateRule>().unwrap().keeps(1.3));
+    }
+
+    #[test]
+    fn intervals_read_seconds_minutes_and_hours() {
+        assert_eq!(Gated::interval_ms("15s"), Some(15_000));
+        assert_eq!(Gated::interval_ms("10m"), Some(600_000));
+        assert_eq!(Gated::interval_ms("2h"), Some(7_200_000));
+        assert_eq!(Gated::interval_ms("30"), Some(30_000));
+        for wrong in ["soon", "0s", "5d", ""] {
+            assert_eq!(Gated::interval_ms(wrong), None, "{wrong}");
+        }
     }
 
     #[test]
