@@ -108,6 +108,9 @@ pub async fn record(
     ack.await.map(drop).map_err(|err| failed(&err))
 }
 
+/// The step each gated rollout is read for, and its watch.
+type Readers = HashMap<(AgentName, Uuid, u32), StepWatch>;
+
 /// The gatekeeper of one router.
 pub(crate) struct Gatekeeper {
     jetstream: jetstream::Context,
@@ -151,7 +154,7 @@ impl Gatekeeper {
     /// Judges every running gated rollout every few seconds, until `stop`.
     pub(crate) async fn keep(self, stop: CancellationToken) {
         // The step each gated rollout is read for, and its sessions so far.
-        let mut readers = HashMap::new();
+        let mut readers = Readers::new();
         loop {
             if let Err(err) = self.judge_all(&mut readers).await {
                 tracing::warn!(error = %err, "the gated rollouts could not be judged; trying again");
@@ -163,39 +166,50 @@ impl Gatekeeper {
         }
     }
 
-    async fn judge_all(
-        &self,
-        readers: &mut HashMap<(AgentName, Uuid, u32), StepWatch>,
-    ) -> Result<(), Error> {
+    async fn judge_all(&self, readers: &mut Readers) -> Result<(), Error> {
         let rollouts = self.versions.rollouts().await?;
-        let (mut running, mut judged) = (Vec::new(), Vec::new());
+        let mut running = Vec::new();
         for rollout in rollouts.into_values() {
+            // A decision whose router could not record it is recorded here
+            // (once: its id is the record's).
+            if let Some(last) = rollout.gated.as_ref().and_then(|g| g.last.as_ref())
+                && now_ms().saturating_sub(last.at) < 90_000
+                && let Err(err) = record(&self.jetstream, &self.subjects, last).await
+            {
+                tracing::warn!(agent = %rollout.agent, error = %err, "a rollout decision could not be recorded; trying again");
+            }
             let Some(gated) = rollout.gated.as_ref().filter(|g| g.is_running()) else {
                 continue;
             };
-            let key = (rollout.agent.clone(), gated.id, gated.step);
-            running.push(key.clone());
-            readers.retain(|_, watch| !watch.stopped());
-            if !readers.contains_key(&key) {
-                let watch =
-                    StepWatch::open(&self.jetstream, &self.subjects, &rollout.agent, gated).await?;
-                readers.insert(key.clone(), watch);
-                self.started(&rollout).await?;
+            running.push((rollout.agent.clone(), gated.id, gated.step));
+            // One rollout that cannot be judged does not hold up the others.
+            if let Err(err) = self.judge_one(&rollout, readers).await {
+                tracing::warn!(agent = %rollout.agent, error = %err, "a gated rollout could not be judged; trying again");
             }
-            let Some(watch) = readers.get(&key) else {
-                continue;
-            };
-            let tally = watch.tally();
-            let base = tally.side(&rollout.current);
-            let new = tally.side(&gated.version);
-            let verdict = judge(gated, (&base, &new), now_ms());
-            judged.push((rollout, verdict, (base, new)));
         }
-        readers.retain(|key, _| running.contains(key));
-        for (rollout, verdict, sides) in judged {
-            self.decide(&rollout, verdict, sides).await?;
-        }
+        readers.retain(|key, watch| running.contains(key) && !watch.stopped());
         Ok(())
+    }
+
+    /// Judges `rollout`'s step from what its watch read, and decides.
+    async fn judge_one(&self, rollout: &Rollout, readers: &mut Readers) -> Result<(), Error> {
+        let Some(gated) = rollout.gated.as_ref() else {
+            return Ok(());
+        };
+        let key = (rollout.agent.clone(), gated.id, gated.step);
+        if readers.get(&key).is_none_or(StepWatch::stopped) {
+            let watch =
+                StepWatch::open(&self.jetstream, &self.subjects, &rollout.agent, gated).await?;
+            readers.insert(key.clone(), watch);
+            self.started(rollout).await?;
+        }
+        let Some(watch) = readers.get(&key) else {
+            return Ok(());
+        };
+        let tally = watch.tally();
+        let sides = (tally.side(&rollout.current), tally.side(&gated.version));
+        let verdict = judge(gated, (&sides.0, &sides.1), now_ms());
+        self.decide(rollout, verdict, sides).await
     }
 
     /// Records the start of `rollout`'s gated rollout, when it just began:
@@ -250,44 +264,19 @@ impl Gatekeeper {
             Verdict::Promote(readings) => (false, "every gate holds".to_owned(), readings),
             Verdict::Rollback(why, readings) => (true, why, readings),
         };
-        let mut applied = false;
         let now = now_ms();
-        let changed = (self.versions)
-            .change(&rollout.agent, |stored: &mut Rollout| {
-                applied = if rollback {
-                    stored.gate_roll_back(id, step, now)
-                } else {
-                    stored.gate_promote(id, step, now)
-                };
-                Ok::<_, Error>(applied)
-            })
-            .await?;
-        if !applied {
-            return Ok(());
-        }
-        let ended = changed.gated.as_ref().and_then(|g| g.ended.clone());
-        let what = match (rollback, ended.as_deref()) {
-            (true, _) => "rollback",
-            (false, Some("promoted")) => "promoted",
-            (false, _) => "promote",
-        };
-        let decision = RolloutDecision {
+        // Made on the rollout as it stood when judged, before the change.
+        let mut draft = RolloutDecision {
             v: baton_proto::PROTOCOL_VERSION,
-            id: baton_proto::derive_id_labelled(id, &format!("{step}/{what}"), 0),
+            id,
             rollout: id,
             agent: rollout.agent.clone(),
             version: gated.version.clone(),
             at: now,
-            what: what.to_owned(),
+            what: String::new(),
             step,
             weight: gated.weight(),
-            next_weight: (changed.ramp.as_ref()).map(|ramp| ramp.weight).unwrap_or(
-                if changed.current == gated.version {
-                    100
-                } else {
-                    0
-                },
-            ),
+            next_weight: 0,
             why,
             base: Some(base),
             new: Some(new),
@@ -295,7 +284,33 @@ impl Gatekeeper {
             by: self.by.clone(),
             extra: baton_proto::Map::new(),
         };
-        tracing::info!(agent = %rollout.agent, version = %gated.version, step, decision = what, why = %decision.why, "a gated rollout decided");
+        let mut made = None;
+        // The decision is stored with the change it makes: if this router
+        // dies before recording it, another records it (see `judge_all`).
+        (self.versions)
+            .change(&rollout.agent, |stored: &mut Rollout| {
+                made = None;
+                let applied = if rollback {
+                    stored.gate_roll_back(id, step, now)
+                } else {
+                    stored.gate_promote(id, step, now)
+                };
+                if !applied {
+                    return Ok::<_, Error>(false);
+                }
+                settled(&mut draft, stored, rollback);
+                if let Some(gated) = stored.gated.as_mut() {
+                    gated.last = Some(Box::new(draft.clone()));
+                }
+                made = Some(draft.clone());
+                Ok(true)
+            })
+            .await?;
+        let Some(decision) = made else {
+            return Ok(());
+        };
+        let what = decision.what.clone();
+        tracing::info!(agent = %rollout.agent, version = %gated.version, step, decision = %what, why = %decision.why, "a gated rollout decided");
         let labels = [
             KeyValue::new("agent", rollout.agent.to_string()),
             KeyValue::new("decision", what),
@@ -303,4 +318,22 @@ impl Gatekeeper {
         self.counted.add(1, &labels);
         record(&self.jetstream, &self.subjects, &decision).await
     }
+}
+
+/// Completes `draft` with what deciding did to `stored`: what it was, its
+/// id, and the share the version takes now.
+fn settled(draft: &mut RolloutDecision, stored: &Rollout, rollback: bool) {
+    let ended = stored.gated.as_ref().and_then(|g| g.ended.as_deref());
+    let what = match (rollback, ended) {
+        (true, _) => "rollback",
+        (false, Some("promoted")) => "promoted",
+        (false, _) => "promote",
+    };
+    draft.what = what.to_owned();
+    draft.id = baton_proto::derive_id_labelled(draft.rollout, &format!("{}/{what}", draft.step), 0);
+    draft.next_weight = match &stored.ramp {
+        Some(ramp) => ramp.weight,
+        None if stored.current == draft.version => 100,
+        None => 0,
+    };
 }

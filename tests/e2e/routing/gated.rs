@@ -149,7 +149,7 @@ async fn traffic(
 }
 
 /// Starts the gated rollout of version 2 of `helper`.
-fn start(system: &System) -> anyhow::Result<String> {
+fn start(system: &System, interval: &str) -> anyhow::Result<String> {
     system.baton_stdout(&[
         "rollout",
         "helper",
@@ -159,7 +159,7 @@ fn start(system: &System) -> anyhow::Result<String> {
         "--steps",
         "5,25,50,100",
         "--interval",
-        "2s",
+        interval,
         "--min-sessions",
         "6",
         "--gate",
@@ -172,7 +172,8 @@ async fn a_version_that_fails_often_is_rolled_back_before_half_of_the_sessions()
 -> anyhow::Result<()> {
     let v2 = model(true)?;
     let (mut system, _v1, _dir) = deployment(&v2, 1).await?;
-    let started = start(&system)?;
+    // A step lasts 2 minutes: the rollback can only come from evidence.
+    let started = start(&system, "120s")?;
     assert!(
         started.contains("5% of new sessions go to version 2"),
         "{started}"
@@ -181,7 +182,7 @@ async fn a_version_that_fails_often_is_rolled_back_before_half_of_the_sessions()
     let conversations = opened(&system, 3)?;
     let shown = traffic(
         &mut system,
-        40,
+        80,
         |d| d.iter().any(|(what, _)| what == "rollback"),
         |_, _| {},
     )
@@ -210,13 +211,14 @@ async fn a_version_that_fails_often_is_rolled_back_before_half_of_the_sessions()
         .unwrap_or_default();
     let failed = rollback["new"]["sessions"].as_u64().unwrap_or(0)
         - rollback["new"]["succeeded"].as_u64().unwrap_or(0);
+    let why = rollback["why"].as_str().unwrap_or_default();
     assert!(
-        failed > 0
-            && rollback["why"]
-                .as_str()
-                .is_some_and(|why| why.contains("success >= -2pt")),
+        failed > 0 && why.contains("broken with enough evidence: success >= -2pt"),
         "{rollback}"
     );
+    // The whole interval of the difference was below the gate.
+    let high = rollback["readings"][0]["within"][1].as_f64().unwrap_or(0.0);
+    assert!(high < -2.0, "{rollback}");
     assert_eq!(
         rollback["readings"][0]["gate"], "success >= -2pt",
         "{rollback}"
@@ -283,7 +285,7 @@ fn opened(system: &System, n: usize) -> anyhow::Result<Vec<String>> {
 async fn an_equal_version_reaches_every_step_though_a_router_is_killed() -> anyhow::Result<()> {
     let v2 = model(false)?;
     let (mut system, _v1, _dir) = deployment(&v2, 2).await?;
-    start(&system)?;
+    start(&system, "2s")?;
     let mut killed = false;
     let shown = traffic(
         &mut system,
@@ -312,6 +314,25 @@ async fn an_equal_version_reaches_every_step_though_a_router_is_killed() -> anyh
         .map(|(w, s)| ((*w).to_owned(), *s))
         .collect();
     assert_eq!(decisions, expected);
+    // The rollout changed once per step (records of one step decided twice
+    // could share an id; its changes could not).
+    let changes: Vec<(String, Json)> = (shown["history"].as_array().into_iter().flatten())
+        .filter(|change| change["version"] == "2")
+        .map(|change| {
+            (
+                change["what"].as_str().unwrap_or_default().to_owned(),
+                change["ramp"]["weight"].clone(),
+            )
+        })
+        .collect();
+    let ramps = [
+        ("ramp", Json::from(5)),
+        ("ramp", Json::from(25)),
+        ("ramp", Json::from(50)),
+        ("promote", Json::Null),
+    ];
+    let ramps: Vec<(String, Json)> = ramps.into_iter().map(|(w, r)| (w.to_owned(), r)).collect();
+    assert_eq!(changes, ramps, "{shown}");
     let two = row(&shown, "2");
     assert_eq!(
         (two["state"].as_str(), &two["weight"]),

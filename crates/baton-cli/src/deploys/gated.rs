@@ -106,6 +106,12 @@ impl GatedArgs {
 pub async fn start(versions: &Versions, agent: &AgentName, plan: Gated) -> anyhow::Result<Rollout> {
     let stored = versions
         .change(agent, |rollout: &mut Rollout| {
+            if let Some(under_way) = rollout.gated.as_ref().filter(|g| g.ended.is_none()) {
+                anyhow::bail!(
+                    "a gated rollout of version {} of {agent} is under way: end it first (`baton rollout {agent} --back`), or hold it (--pause)",
+                    under_way.version
+                );
+            }
             if *rollout.current == *plan.version {
                 anyhow::bail!(
                     "version {} is already current for {agent}: nothing to roll out",
@@ -122,6 +128,7 @@ pub async fn start(versions: &Versions, agent: &AgentName, plan: Gated) -> anyho
 
 /// Pauses or resumes `agent`'s gated rollout, and records it.
 pub async fn hold(versions: &Versions, agent: &AgentName, held: Held) -> anyhow::Result<Rollout> {
+    let mut changed = false;
     let stored = versions
         .change(agent, |rollout: &mut Rollout| {
             let Some(gated) = rollout.gated.as_mut().filter(|g| g.ended.is_none()) else {
@@ -129,21 +136,38 @@ pub async fn hold(versions: &Versions, agent: &AgentName, held: Held) -> anyhow:
                     "{agent} has no gated rollout under way (start one with --to V --steps ...)"
                 );
             };
-            match held {
-                Held::Pause if gated.paused.is_none() => gated.paused = Some(now_ms()),
-                Held::Resume if gated.paused.is_some() => {
-                    gated.paused = None;
-                    gated.since = now_ms();
+            changed = match held {
+                Held::Pause if gated.paused.is_none() => {
+                    gated.paused = Some(now_ms());
+                    true
                 }
-                _ => return Ok(false),
-            }
-            Ok(true)
+                Held::Resume if gated.paused.is_some() => {
+                    // The step is timed again from now; its sessions still
+                    // count from its start.
+                    gated.paused = None;
+                    gated.resumed = Some(now_ms());
+                    true
+                }
+                _ => false,
+            };
+            Ok(changed)
         })
         .await?;
     let what = match held {
         Held::Pause => "pause",
         Held::Resume => "resume",
     };
+    if !changed {
+        println!(
+            "{agent}'s gated rollout is already {}",
+            if held == Held::Pause {
+                "paused"
+            } else {
+                "running"
+            }
+        );
+        return Ok(stored);
+    }
     note(versions, &stored, what, "by a person").await?;
     Ok(stored)
 }

@@ -73,6 +73,11 @@ pub async fn run(
             .change(&agent, |rollout| match &to {
                 Some(to) => {
                     rollout.ramp_to(to, args.weight, now_ms());
+                    // A person's share ends a gated rollout: the routers
+                    // no longer move it.
+                    if let Some(gated) = rollout.gated.as_mut().filter(|g| g.ended.is_none()) {
+                        gated.ended = Some("by_hand".to_owned());
+                    }
                     Ok(true)
                 }
                 None if rollout.back(now_ms()) => {

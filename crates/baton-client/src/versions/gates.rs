@@ -39,6 +39,11 @@ pub struct Tally {
     escalated: HashSet<Uuid>,
     /// Sessions someone marked wrong (feedback below one half).
     marked_wrong: HashSet<Uuid>,
+    /// Each session's first event seen, unix ms, and the version of the
+    /// agent type its events named: an end that names neither (a deadline,
+    /// a cancel, a dead letter, written by the router or the pipeline) is
+    /// counted by them.
+    seen: std::collections::HashMap<Uuid, (u64, Option<Version>)>,
 }
 
 impl Tally {
@@ -46,6 +51,11 @@ impl Tally {
     /// end, once, or its escalation to a person (a failure, when
     /// `escalated_fails`).
     pub fn add(&mut self, event: &Event, agent: &AgentName, since: u64, escalated_fails: bool) {
+        let seen = self.seen.entry(event.session).or_insert((event.at, None));
+        seen.0 = seen.0.min(event.at);
+        if event.agent.as_ref() == Some(agent) && event.version.is_some() {
+            seen.1.clone_from(&event.version);
+        }
         if event.kind == EventType::Escalated {
             self.escalated.insert(event.session);
             return;
@@ -55,10 +65,13 @@ impl Tally {
         if !ends || event.replay_of.is_some() || self.ended.contains_key(&event.session) {
             return;
         }
-        let Some(version) = event.versions.get(agent) else {
+        let (first_seen, named) = self.seen.get(&event.session).cloned().unwrap_or_default();
+        let Some(version) = event.versions.get(agent).cloned().or(named) else {
             return;
         };
-        let started = (event.path.first()).map(|hop| hop.accepted_at.unwrap_or(hop.at));
+        let started = (event.path.first())
+            .map(|hop| hop.accepted_at.unwrap_or(hop.at))
+            .or(Some(first_seen));
         if started.is_none_or(|started| started < since) {
             return;
         }
@@ -68,7 +81,7 @@ impl Tally {
             return;
         };
         let ended = Ended {
-            version: version.clone(),
+            version,
             succeeded,
             cost: event.usage.as_ref().map(|usage| usage.cost_micros),
             duration: started.map(|started| event.at.saturating_sub(started)),
@@ -109,7 +122,7 @@ impl Tally {
             version: version.clone(),
             sessions,
             succeeded,
-            cost_micros: (!costs.is_empty() && costs.iter().any(|c| *c > 0))
+            cost_micros: (!costs.is_empty())
                 .then(|| costs.iter().map(|c| *c as f64).sum::<f64>() / costs.len() as f64),
             p50_ms: percentile(&durations, 0.50),
             p95_ms: percentile(&durations, 0.95),
@@ -198,6 +211,14 @@ fn read(gate: GateRule, (base, new): (&Side, &Side), tuned: u32) -> Reading {
     }
 }
 
+/// Each of `gated`'s gates as read on the two sides now.
+#[must_use]
+pub fn readings(gated: &Gated, (base, new): (&Side, &Side)) -> Vec<Reading> {
+    (gated.gates.iter())
+        .map(|gate| read(*gate, (base, new), gated.min_sessions))
+        .collect()
+}
+
 /// What `gated`'s gates say of the step, comparing `new` with `base` (the
 /// current version) at `now`.
 #[must_use]
@@ -208,9 +229,7 @@ pub fn judge(gated: &Gated, (base, new): (&Side, &Side), now: u64) -> Verdict {
             new.sessions, gated.min_sessions, gated.version
         ));
     }
-    let readings: Vec<Reading> = (gated.gates.iter())
-        .map(|gate| read(*gate, (base, new), gated.min_sessions))
-        .collect();
+    let readings = readings(gated, (base, new));
     let named = |verdict: &str| {
         (readings.iter())
             .filter(|r| r.verdict == verdict)
@@ -224,7 +243,8 @@ pub fn judge(gated: &Gated, (base, new): (&Side, &Side), now: u64) -> Verdict {
             readings,
         );
     }
-    let elapsed = now.saturating_sub(gated.since);
+    // A resumed step is timed from its resumption.
+    let elapsed = now.saturating_sub(gated.resumed.unwrap_or(gated.since));
     if elapsed < gated.interval_ms {
         return Verdict::Wait(format!(
             "the step lasts {}s more",
@@ -274,7 +294,9 @@ mod tests {
             gates: gates.iter().map(|g| g.parse().unwrap()).collect(),
             escalated_fails: true,
             paused: None,
+            resumed: None,
             ended: None,
+            last: None,
             extra: baton_proto::Map::new(),
         }
     }
@@ -356,6 +378,28 @@ mod tests {
         replayed.replay_of = Some(end.session);
         tally.add(&replayed, &agent, 0, true);
         assert_eq!(tally.side(&two).sessions, 1);
+    }
+
+    #[test]
+    fn an_end_the_router_wrote_counts_for_the_version_the_sessions_events_named() {
+        let agent = AgentName::new("helper").unwrap();
+        let two = Version::new("2").unwrap();
+        let mut tally = Tally::default();
+        let session = Uuid::new_v4();
+        let mut accepted = Event::new(Uuid::new_v4(), session, EventType::Accepted);
+        accepted.agent = Some(agent.clone());
+        accepted.version = Some(two.clone());
+        accepted.at = 1_000;
+        tally.add(&accepted, &agent, 500, true);
+        // A deadline's end: no path, no versions.
+        let mut ended = Event::new(Uuid::new_v4(), session, EventType::Failed);
+        ended.at = 9_000;
+        tally.add(&ended, &agent, 500, true);
+        let side = tally.side(&two);
+        assert_eq!(
+            (side.sessions, side.succeeded, side.p50_ms),
+            (1, 0, Some(8_000))
+        );
     }
 
     #[test]

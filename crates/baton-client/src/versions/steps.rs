@@ -199,7 +199,8 @@ pub struct Analysis {
     pub base: Side,
     /// The new version's sessions in the step.
     pub new: Side,
-    /// `wait`, `promote` or `rollback`, with why.
+    /// `wait`, `promote`, `rollback` or `paused`: what the routers would
+    /// decide now.
     pub verdict: String,
     /// Why, in a sentence.
     pub why: String,
@@ -228,11 +229,16 @@ impl super::Versions {
             .await?;
         let base = reader.tally.side(&rollout.current);
         let new = reader.tally.side(&gated.version);
-        let (verdict, why, readings) = match judge(gated, (&base, &new), baton_proto::now_ms()) {
-            Verdict::Wait(why) => ("wait", why, Vec::new()),
-            Verdict::Promote(readings) => ("promote", "every gate holds".to_owned(), readings),
-            Verdict::Rollback(why, readings) => ("rollback", why, readings),
+        let judged = match judge(gated, (&base, &new), baton_proto::now_ms()) {
+            _ if gated.paused.is_some() => (
+                "paused",
+                "held by a person: --resume lets it go on".to_owned(),
+            ),
+            Verdict::Wait(why) => ("wait", why),
+            Verdict::Promote(_) => ("promote", "every gate holds".to_owned()),
+            Verdict::Rollback(why, _) => ("rollback", why),
         };
+        let ((verdict, why), readings) = (judged, super::gates::readings(gated, (&base, &new)));
         Ok(Some(Analysis {
             gated: gated.clone(),
             base,

@@ -456,7 +456,9 @@ fn a_gated_rollout_that_cannot_decide_for_a_day_or_gates_an_unrecorded_metric_is
         ],
         escalated_fails: true,
         paused: None,
+        resumed: None,
         ended: None,
+        last: None,
         extra: baton_proto::Map::new(),
     };
     rollout.start_gated(gated, 190_000 * 1000);

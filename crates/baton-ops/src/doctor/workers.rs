@@ -159,7 +159,8 @@ pub(super) fn gated(facts: &Facts) -> Vec<Finding> {
             let unrecorded = match gate.metric {
                 baton_proto::Metric::Success => false,
                 baton_proto::Metric::Cost => {
-                    base.cost_micros.is_none() || new.cost_micros.is_none()
+                    // A ratio to nothing, or to a version without prices.
+                    base.cost_micros.is_none_or(|cost| cost <= 0.0) || new.cost_micros.is_none()
                 }
                 baton_proto::Metric::P50 | baton_proto::Metric::P95 => {
                     base.p50_ms.is_none() || new.p50_ms.is_none()

@@ -41,9 +41,19 @@ pub struct Gated {
     /// Set while a person holds the rollout (`--pause`): unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<u64>,
-    /// How it ended: `promoted` (at 100 %, now current) or `rolled_back`.
+    /// When a person let it go on again (`--resume`), unix ms: the step is
+    /// timed from then (its sessions still count from `since`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<u64>,
+    /// How it ended: `promoted` (at 100 %, now current), `rolled_back`,
+    /// `back` (a person's `--back`) or `by_hand` (a person's `--weight`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// The last decision a judge applied, stored with the change it made,
+    /// so that whichever router reads it records it, if the one that made
+    /// it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<Box<RolloutDecision>>,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -88,7 +98,9 @@ impl Gated {
             gates,
             escalated_fails: true,
             paused: None,
+            resumed: None,
             ended: None,
+            last: None,
             extra: Map::new(),
         }
     }
@@ -116,6 +128,11 @@ impl Gated {
     /// ending at 100.
     #[must_use]
     pub fn bad_steps(steps: &[u8]) -> Option<String> {
+        if steps.len() < 2 {
+            return Some(format!(
+                "the steps {steps:?} need at least one share below 100 before it (e.g. --steps 5,25,50,100)"
+            ));
+        }
         if steps.last() != Some(&100) {
             return Some(format!(
                 "the steps {steps:?} must end at 100, where the version becomes current (e.g. --steps 5,25,50,100)"
@@ -318,8 +335,7 @@ pub struct RolloutDecision {
     /// When, unix ms.
     pub at: u64,
     /// `start`, `promote` (to the next step), `promoted` (made current at
-    /// 100 %), `rollback`, `pause`, `resume` or `back` (a person sent new
-    /// work back).
+    /// 100 %), `rollback`, `pause` or `resume`.
     pub what: String,
     /// The step decided on (an index into the steps).
     pub step: u32,
@@ -392,5 +408,6 @@ mod tests {
         );
         assert!(Gated::bad_steps(&[25, 5, 100]).unwrap().contains("rise"));
         assert!(Gated::bad_steps(&[0, 100]).unwrap().contains("1 to 100"));
+        assert!(Gated::bad_steps(&[100]).unwrap().contains("below 100"));
     }
 }
