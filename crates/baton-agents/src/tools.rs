@@ -271,7 +271,10 @@ impl Toolbox {
             // reads the kept sign-in afresh (another worker's, or a new
             // client's after a person signed in again), before a person is
             // asked.
-            Err(CallError::Authorize(_)) => self.call_once(tool, (arguments, key), answers).await,
+            Err(CallError::Authorize(_)) => {
+                self.servers[tool.server].flush();
+                self.call_once(tool, (arguments, key), answers).await
+            }
             called => called,
         }
     }

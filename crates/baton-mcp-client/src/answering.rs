@@ -115,6 +115,9 @@ pub struct Question {
     pub n: u32,
     /// Why the answer before it could not be used, if one could not.
     pub problem: Option<String>,
+    /// How many questions of this call were answered before it, on this
+    /// attempt: after one, the server may have acted.
+    pub after_answers: u32,
 }
 
 /// One call in flight on a server that asks a person.
@@ -123,6 +126,8 @@ pub struct OneCall {
     /// The call's answers on record, in the order asked, and how many the
     /// server's questions used so far.
     answers: Mutex<(Vec<String>, usize)>,
+    /// Questions answered on this attempt.
+    given: std::sync::atomic::AtomicU32,
     waiting: Mutex<Option<Question>>,
     /// Told when a question waits.
     pub asked: Notify,
@@ -157,11 +162,19 @@ impl OneCall {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (answers, used) = &mut *held;
+        if self.waiting().is_some() {
+            // A second question while the first waits: the call is being
+            // cancelled, and asks it again when it is made again.
+            return None;
+        }
         let mut problem = None;
         while let Some(text) = answers.get(*used) {
             *used += 1;
             match form::read(text, schema) {
-                Ok(result) => return Some(result),
+                Ok(result) => {
+                    (self.given).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Some(result);
+                }
                 Err(refused) => problem = Some(refused.0),
             }
         }
@@ -170,6 +183,7 @@ impl OneCall {
             schema: schema.clone(),
             n: u32::try_from(*used).unwrap_or(u32::MAX),
             problem,
+            after_answers: self.given.load(std::sync::atomic::Ordering::Relaxed),
         };
         *self
             .waiting

@@ -118,3 +118,52 @@ async fn a_declined_question_makes_no_payment_and_the_model_reads_why() -> anyho
     assert_eq!(t.last_said(1), "payment not made: the user chose decline");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_asks_again_after_it_acted_is_not_made_twice() -> anyhow::Result<()> {
+    let script = vec![
+        call("pay_with_receipt", &json!({"account": "A", "amount": 5})),
+        Scripted::text("Done."),
+    ];
+    let mut t = Teller::start(script, false, "").await?;
+    t.worker("w1").await?;
+    let task = t.send("Pay 5 from A.").await?;
+    let first = asking(&t, "Pay 5 from A?").await?;
+    t.baton(&["inbox", "reply", &first, "yes"])?;
+    // Answered from the journal, the call pays, then asks again.
+    let second = asking(&t, "Send a receipt?").await?;
+    assert_eq!(t.ledger.effects("pay_with_receipt"), 1);
+    t.baton(&["inbox", "reply", &second, "yes"])?;
+    // It may have acted before its second question: a person says whether
+    // it did before it is made again; it is not made twice.
+    let args = json!({"account": "A", "amount": 5});
+    let doubt = t
+        .entry("tool_outcome_unknown", "pay_with_receipt", &args)
+        .await?;
+    let id = doubt["id"].as_str().unwrap_or_default();
+    t.baton(&[
+        "inbox",
+        "resolve",
+        id,
+        "--happened",
+        "--result",
+        "paid; receipt sent",
+    ])?;
+    assert_eq!(t.end(&task).await?.kind, EventType::Completed);
+    assert_eq!(t.ledger.effects("pay_with_receipt"), 1);
+    assert_eq!(t.last_said(1), "paid; receipt sent");
+    Ok(())
+}
+
+/// The id of the entry that asks `question`, once one does.
+async fn asking(t: &Teller, question: &str) -> anyhow::Result<String> {
+    let found = baton_testkit::eventually(std::time::Duration::from_secs(30), || async {
+        let entries = t.inbox()?;
+        (entries.iter())
+            .find(|e| e["reason"] == "input_required" && e["arguments"]["question"] == question)
+            .and_then(|e| e["id"].as_str().map(str::to_owned))
+            .ok_or_else(|| anyhow::anyhow!("no question {question:?}: {entries:?}"))
+    })
+    .await?;
+    Ok(found)
+}

@@ -14,7 +14,9 @@ Tools, one per annotation class:
 - close_account(account): annotated destructive;
 - pay(account, amount): no annotations; before it takes effect it asks the
   user to confirm (`elicitation/create`: `confirm`, a boolean, and `note`,
-  a string defaulting to "none"), logging each question as tool `pay?`.
+  a string defaulting to "none"), logging each question as tool `pay?`;
+- pay_with_receipt(account, amount): asks to confirm, takes effect, then
+  asks whether to send a receipt (a question after it acted).
 
 $LEDGER_CONTROL names a file read at every call, `MODE TOOL`: a call of TOOL
 in mode `stall-after` takes effect, then waits 30 s before answering (a
@@ -81,7 +83,7 @@ async def effect(tool: str, args: dict, ctx: Context) -> str:
     if mode == "stall-before":
         await asyncio.sleep(30)
     line = {"tool": tool, "args": args, "key": key, "client": client_of(ctx)}
-    repeat = os.environ.get("LEDGER_KEYED") and key and any(e.get("key") == key for e in effects())
+    repeat = os.environ.get("LEDGER_KEYED") and key and any(e.get("key") == key and e.get("tool") == tool for e in effects())
     if repeat:
         line["repeat"] = True
     with open(os.environ["LEDGER_LOG"], "a", encoding="utf-8") as f:
@@ -136,6 +138,24 @@ async def pay(account: str, amount: int, ctx: Context) -> str:
     if not said.data.confirm:
         return "payment not made: the user said no"
     return await effect("pay", {"account": account, "amount": amount, "note": said.data.note}, ctx)
+
+
+class Receipt(BaseModel):
+    """What `pay_with_receipt` asks after it paid."""
+
+    receipt: bool = Field(description="Send a receipt?")
+
+
+@server.tool()
+async def pay_with_receipt(account: str, amount: int, ctx: Context) -> str:
+    """Pays once the user confirms, then asks whether to send a receipt."""
+    said = await ctx.elicit(f"Pay {amount} from {account}?", Confirm)
+    if said.action != "accept" or not said.data.confirm:
+        return "payment not made"
+    paid = await effect("pay_with_receipt", {"account": account, "amount": amount}, ctx)
+    receipt = await ctx.elicit("Send a receipt?", Receipt)
+    sent = receipt.action == "accept" and receipt.data.receipt
+    return f"{paid}; receipt {'sent' if sent else 'not sent'}"
 
 
 def main() -> None:

@@ -218,8 +218,15 @@ impl LlmRunner {
         let called = match made {
             Ok(called) => called,
             Err(CallError::Asked(question)) => {
-                // Cancelled at the question: made again with the answer.
-                records.clear_start(journal, turn.step, index).await?;
+                // Cancelled at its first question, the call did not act
+                // (MCP servers ask before they act): made again with the
+                // answer. Asked again after an answer, it may have acted
+                // meanwhile: a call that must not be repeated keeps its
+                // start, and a person says whether it acted before it is
+                // made again.
+                if question.after_answers == 0 || tool.class.repeatable() {
+                    records.clear_start(journal, turn.step, index).await?;
+                }
                 return (self.wait_for_answer(refused, question, update).await).map(Err);
             }
             Err(CallError::Authorize(authorize)) => {

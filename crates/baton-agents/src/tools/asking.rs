@@ -73,7 +73,10 @@ impl Server {
                 Err(err) => return Made::Unreachable(err),
             };
             let made = asked_on(&peer, &self.desk, &call, (params, timeout)).await;
-            if matches!(made, Made::Done(Err(_))) {
+            // Its questions come on the one connection: after a call that
+            // did not end with its result, the server starts anew, so a late
+            // question never meets the next call.
+            if !matches!(made, Made::Done(Ok(_))) {
                 self.forget(&peer).await;
             }
             return made;
@@ -83,7 +86,10 @@ impl Server {
             Err(err) => return Made::Unreachable(err),
         };
         let made = asked_on(&peer, &desk, &call, (params, timeout)).await;
-        if matches!(made, Made::Done(Ok(_))) && !peer.is_transport_closed() {
+        // Over HTTP a call's questions come on its own response stream,
+        // which its cancel closes: the connection serves the next call (and
+        // stays open while the cancel goes out).
+        if matches!(made, Made::Done(Ok(_)) | Made::Asked(_)) && !peer.is_transport_closed() {
             let mut idle = self
                 .lent
                 .idle
@@ -108,6 +114,13 @@ impl Server {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             idle.push((first, self.desk.clone()));
         }
+    }
+
+    /// Drops the idle connections: the next calls connect anew, reading the
+    /// kept sign-in afresh.
+    pub(super) fn flush(&self) {
+        let mut idle = (self.lent.idle.lock()).unwrap_or_else(std::sync::PoisonError::into_inner);
+        idle.clear();
     }
 
     /// An idle connection, or a new one.
@@ -151,8 +164,14 @@ async fn asked_on(
         made = tokio::time::timeout(timeout, peer.call_tool(params)) => Some(made),
     };
     desk.serve(None);
+    // Every question handler still waiting lets go (and one about to wait).
+    call.cancelled.notify_waiters();
+    call.cancelled.notify_one();
+    if let Some(Ok(Ok(result))) = made {
+        // The call ended with its result: a question asked meanwhile is moot.
+        return Made::Done(Ok(result));
+    }
     if let Some(question) = call.waiting() {
-        call.cancelled.notify_one();
         tracing::info!(question = %question.message, "an MCP server asks a person: the call is cancelled until the answer is in");
         return Made::Asked(question);
     }

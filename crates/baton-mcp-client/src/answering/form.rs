@@ -18,10 +18,14 @@ pub(super) struct Unusable(pub(super) String);
 pub(super) fn read(text: &str, schema: &Json) -> Result<ElicitResult, Unusable> {
     let said = text.trim();
     let (action, content) = match serde_json::from_str::<Json>(said) {
-        Ok(Json::Object(object)) => as_result(&object).unwrap_or((
-            ElicitationAction::Accept,
-            Some(Json::Object(object.clone())),
-        )),
+        // A whole result, unless the schema has a field of that name.
+        Ok(Json::Object(object)) => (property(schema, "action").is_none())
+            .then(|| as_result(&object))
+            .flatten()
+            .unwrap_or((
+                ElicitationAction::Accept,
+                Some(Json::Object(object.clone())),
+            )),
         _ => match said.to_ascii_lowercase().as_str() {
             "/decline" => (ElicitationAction::Decline, None),
             "/cancel" => (ElicitationAction::Cancel, None),
@@ -277,6 +281,13 @@ mod tests {
         assert_eq!(declined, Ok(ElicitationAction::Decline));
         let client = read(r#"{"action": "cancel"}"#, &schema).map(|r| r.action);
         assert_eq!(client, Ok(ElicitationAction::Cancel));
+        // A schema with a field named `action` takes it as that field.
+        let with_action = json!({"type": "object", "properties": {
+            "action": {"type": "string", "enum": ["decline", "approve"]}}});
+        assert_eq!(
+            content(r#"{"action": "decline"}"#, &with_action),
+            Ok(json!({"action": "decline"}))
+        );
     }
 
     #[test]
