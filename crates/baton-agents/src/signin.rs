@@ -402,3 +402,20 @@ pub(crate) struct Refusal {
     /// Why, in a sentence.
     pub(crate) why: String,
 }
+
+/// The refusal a connection's error carries (see [`ErrorKind::SignIn`]).
+///
+/// [`ErrorKind::SignIn`]: crate::ErrorKind::SignIn
+pub(crate) fn refusal_in(err: &crate::Error) -> Refusal {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(at) = cause {
+        if let Some(refusal) = at.downcast_ref::<Refusal>() {
+            return refusal.clone();
+        }
+        cause = at.source();
+    }
+    Refusal {
+        scope: None,
+        why: baton_proto::error_chain(err),
+    }
+}

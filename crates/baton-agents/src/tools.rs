@@ -298,7 +298,7 @@ impl Toolbox {
         let timeout = Duration::from_millis(server.spec.timeout_ms);
         let result = match server.made(params, timeout, answers).await {
             asking::Made::Unreachable(err) if err.kind() == ErrorKind::SignIn => {
-                return Err(server.refused(refusal_in(&err)));
+                return Err(server.refused(crate::signin::refusal_in(&err)));
             }
             asking::Made::Unreachable(err) => return Err(CallError::Unreachable(err)),
             asking::Made::Asked(question) => return Err(CallError::Asked(question)),
@@ -325,21 +325,6 @@ impl Toolbox {
             text: result_text(&result, server.spec.max_result_bytes, &tool.name),
             is_error: result.is_error.unwrap_or(false),
         })
-    }
-}
-
-/// The refusal a connection's error carries (see [`ErrorKind::SignIn`]).
-fn refusal_in(err: &Error) -> crate::signin::Refusal {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(at) = cause {
-        if let Some(refusal) = at.downcast_ref::<crate::signin::Refusal>() {
-            return refusal.clone();
-        }
-        cause = at.source();
-    }
-    crate::signin::Refusal {
-        scope: None,
-        why: baton_proto::error_chain(err),
     }
 }
 
