@@ -223,24 +223,13 @@ impl Gatekeeper {
         if gated.step != 0 || !fresh {
             return Ok(());
         }
-        let decision = RolloutDecision {
-            v: baton_proto::PROTOCOL_VERSION,
-            id: baton_proto::derive_id_labelled(gated.id, "0/start", 0),
-            rollout: gated.id,
-            agent: rollout.agent.clone(),
-            version: gated.version.clone(),
-            at: gated.since,
-            what: "start".to_owned(),
-            step: 0,
-            weight: gated.weight(),
-            next_weight: gated.weight(),
-            why: "started".to_owned(),
-            base: None,
-            new: None,
-            readings: Vec::new(),
-            by: self.by.clone(),
-            extra: baton_proto::Map::new(),
-        };
+        let start = ("start", "0/start");
+        let decision = RolloutDecision::of(
+            &rollout.agent,
+            gated,
+            start,
+            ("started", &self.by, gated.since),
+        );
         record(&self.jetstream, &self.subjects, &decision).await
     }
 
@@ -266,24 +255,8 @@ impl Gatekeeper {
         };
         let now = now_ms();
         // Made on the rollout as it stood when judged, before the change.
-        let mut draft = RolloutDecision {
-            v: baton_proto::PROTOCOL_VERSION,
-            id,
-            rollout: id,
-            agent: rollout.agent.clone(),
-            version: gated.version.clone(),
-            at: now,
-            what: String::new(),
-            step,
-            weight: gated.weight(),
-            next_weight: 0,
-            why,
-            base: Some(base),
-            new: Some(new),
-            readings,
-            by: self.by.clone(),
-            extra: baton_proto::Map::new(),
-        };
+        let mut draft = RolloutDecision::of(&rollout.agent, gated, ("", ""), (&why, &self.by, now));
+        (draft.base, draft.new, draft.readings) = (Some(base), Some(new), readings);
         let mut made = None;
         // The decision is stored with the change it makes: if this router
         // dies before recording it, another records it (see `judge_all`).

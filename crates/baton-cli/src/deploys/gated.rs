@@ -180,29 +180,14 @@ async fn note(versions: &Versions, rollout: &Rollout, what: &str, why: &str) -> 
     let (jetstream, subjects) = (versions.jetstream(), versions.subjects());
     baton_router::gatekeeper::decisions_stream(jetstream, subjects, 1).await?;
     let at = now_ms();
-    let decision = RolloutDecision {
-        v: baton_proto::PROTOCOL_VERSION,
-        // A start is recorded once, whoever records it (a router that
-        // finds a rollout a worker's spec started records it too).
-        id: if what == "start" {
-            baton_proto::derive_id_labelled(gated.id, "0/start", 0)
-        } else {
-            baton_proto::derive_id_labelled(gated.id, &format!("{what}/{at}"), 0)
-        },
-        rollout: gated.id,
-        agent: rollout.agent.clone(),
-        version: gated.version.clone(),
-        at,
-        what: what.to_owned(),
-        step: gated.step,
-        weight: gated.weight(),
-        next_weight: gated.weight(),
-        why: why.to_owned(),
-        base: None,
-        new: None,
-        readings: Vec::new(),
-        by: std::env::var("USER").unwrap_or_else(|_| "a person".to_owned()),
-        extra: baton_proto::Map::new(),
+    // A start is recorded once, whoever records it (a router that finds a
+    // rollout a worker's spec started records it too).
+    let label = if what == "start" {
+        "0/start".to_owned()
+    } else {
+        format!("{what}/{at}")
     };
+    let by = std::env::var("USER").unwrap_or_else(|_| "a person".to_owned());
+    let decision = RolloutDecision::of(&rollout.agent, gated, (what, &label), (why, &by, at));
     Ok(baton_router::gatekeeper::record(jetstream, subjects, &decision).await?)
 }

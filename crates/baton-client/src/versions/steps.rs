@@ -46,12 +46,14 @@ impl StepReader {
         let (messages, reading) =
             baton_nats::nats::ordered::read_since(&stream, from, "read a rollout's sessions")
                 .await?;
-        let feedback = match jetstream.get_stream(subjects.outcomes_stream()).await {
-            Ok(stream) => baton_nats::nats::ordered::read_since(&stream, from, "read feedback")
-                .await
-                .ok(),
-            Err(_) => None,
-        };
+        // Without a registry there is no feedback to read.
+        let feedback =
+            match super::holding::existing(jetstream, &subjects.outcomes_stream()).await? {
+                Some(stream) => Some(
+                    baton_nats::nats::ordered::read_since(&stream, from, "read feedback").await?,
+                ),
+                None => None,
+            };
         Ok(Self {
             messages,
             _reading: reading,
@@ -259,21 +261,26 @@ impl super::Versions {
         &self,
         agent: &AgentName,
     ) -> Result<Vec<baton_proto::RolloutDecision>, Error> {
-        let Ok(stream) = self
-            .jetstream
-            .get_stream(self.subjects.decisions_stream())
-            .await
-        else {
+        let name = self.subjects.decisions_stream();
+        let Some(stream) = super::holding::existing(&self.jetstream, &name).await? else {
             return Ok(Vec::new());
         };
         let subject = self.subjects.decisions(agent.as_str());
-        if stream
-            .get_last_raw_message_by_subject(&subject)
-            .await
-            .is_err()
-        {
-            // None recorded (or none readable): nothing to wait for.
-            return Ok(Vec::new());
+        match stream.get_last_raw_message_by_subject(&subject).await {
+            Ok(_) => {}
+            // None recorded: nothing to wait for.
+            Err(err)
+                if err.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                return Ok(Vec::new());
+            }
+            Err(err) => {
+                return Err(Error::with_source(
+                    ErrorKind::JetStream,
+                    "cannot read rollout decisions",
+                    err,
+                ));
+            }
         }
         let filter = Some(subject);
         let (mut messages, _reading) =

@@ -90,9 +90,7 @@ pub(super) fn rollouts(facts: &Facts) -> Vec<Finding> {
             // A gated rollout ramps on purpose: see `gated`.
             continue;
         }
-        let since = i64::try_from(rollout.at / 1000).unwrap_or(i64::MAX);
-        let part_way =
-            Duration::from_secs(u64::try_from(facts.now.saturating_sub(since)).unwrap_or(0));
+        let part_way = since(facts, rollout.at);
         if part_way < PART_WAY {
             continue;
         }
@@ -129,9 +127,7 @@ pub(super) fn gated(facts: &Facts) -> Vec<Finding> {
             continue;
         };
         let agent = &rollout.agent;
-        let since = i64::try_from(gated.since / 1000).unwrap_or(i64::MAX);
-        let waited =
-            Duration::from_secs(u64::try_from(facts.now.saturating_sub(since)).unwrap_or(0));
+        let waited = since(facts, gated.since);
         let sides = facts.gated.get(agent.as_str());
         if waited >= PART_WAY {
             let new = sides.map_or(0, |(_, new)| new.sessions);
@@ -184,6 +180,12 @@ pub(super) fn gated(facts: &Facts) -> Vec<Finding> {
         }
     }
     found
+}
+
+/// How long ago `at` (unix ms) was, by the facts' clock.
+fn since(facts: &Facts, at: u64) -> Duration {
+    let at = i64::try_from(at / 1000).unwrap_or(i64::MAX);
+    Duration::from_secs(u64::try_from(facts.now.saturating_sub(at)).unwrap_or(0))
 }
 
 /// The fix for unversioned `agent`'s consumer without a live worker.

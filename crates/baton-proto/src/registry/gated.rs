@@ -362,6 +362,39 @@ pub struct RolloutDecision {
     pub extra: Map,
 }
 
+impl RolloutDecision {
+    /// A decision `what` on `gated` (of `agent`) at its step, by `by` at
+    /// `at`, with `why`: the shares unchanged and no sessions read, as a
+    /// person's start, pause or resume is recorded; its id is derived from
+    /// the gated rollout with `label`.
+    #[must_use]
+    pub fn of(
+        agent: &AgentName,
+        gated: &Gated,
+        (what, label): (&str, &str),
+        (why, by, at): (&str, &str, u64),
+    ) -> Self {
+        Self {
+            v: crate::PROTOCOL_VERSION,
+            id: crate::derive_id_labelled(gated.id, label, 0),
+            rollout: gated.id,
+            agent: agent.clone(),
+            version: gated.version.clone(),
+            at,
+            what: what.to_owned(),
+            step: gated.step,
+            weight: gated.weight(),
+            next_weight: gated.weight(),
+            why: why.to_owned(),
+            base: None,
+            new: None,
+            readings: Vec::new(),
+            by: by.to_owned(),
+            extra: Map::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
