@@ -20,6 +20,8 @@
 //! A program's calls (steps, `ctx.model`, `ctx.tool`) are indexed by what
 //! was asked at its place in the session ([`placed`]).
 
+mod called;
+
 use async_nats::jetstream::{self, kv};
 use baton_proto::{JournalEntry as Entry, Subjects};
 use baton_worker::AgentError;
@@ -28,6 +30,7 @@ use serde_json::Value as Json;
 use uuid::Uuid;
 
 use crate::{Error, ErrorKind};
+pub(crate) use called::called;
 
 /// What a program's call, `asked` (a hex digest of the call), is indexed
 /// under for replays: the digest of it at its place in the session (the

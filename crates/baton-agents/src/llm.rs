@@ -45,6 +45,7 @@ mod elicited;
 pub(crate) mod http;
 pub(crate) mod program;
 mod replying;
+mod reuse;
 mod turn;
 mod types;
 mod waiting;

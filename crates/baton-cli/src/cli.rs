@@ -7,7 +7,7 @@ use baton_proto::Subjects;
 use clap::{Parser, Subcommand};
 
 use crate::conversations::{chat, lifecycle};
-use crate::deploys::{retire, rollout, versions};
+use crate::deploys::{eval, retire, rollout, versions};
 use crate::learning::{agents, feedback, notebook};
 use crate::nats::NatsArgs;
 use crate::operations::{bench, check, dlq, doctor, inbox, manifests, new, permissions};
@@ -131,6 +131,15 @@ pub enum Command {
     /// rollout, draining, retired), weight, live workers, the messages, inbox items,
     /// conversations and delegations pinned to it, and the rollout's latest changes.
     Versions(versions::VersionsArgs),
+    /// Try a version of an agent type on recorded sessions before it takes live traffic: the
+    /// most recent finished sessions that reached TYPE run again with TYPE on --version (the
+    /// hops before it reuse their records; its model or program is called anew). A tool call
+    /// recorded with the same arguments gets its recorded result, a read-only tool may be
+    /// called again, and any other call is never made: the session stops as `would_write`.
+    /// Prints each session (outcome, same or different answer, tokens, cost, latency) and the
+    /// success shares with intervals. Evaluations never count as live outcomes.
+    #[command(disable_version_flag = true)]
+    Eval(eval::EvalArgs),
     /// Retire a version of an agent type once nothing is pinned to it: no task waiting or in
     /// flight, no inbox item, no conversation, no delegation. Exits 1 naming what still holds
     /// it. --upgrade-conversations moves its idle conversations to the current version at
@@ -170,6 +179,7 @@ impl Command {
                 | Self::Manifests(_)
                 | Self::Rollout(_)
                 | Self::Versions(_)
+                | Self::Eval(_)
                 | Self::Retire(_)
         )
     }
@@ -203,6 +213,7 @@ impl Command {
             Self::Permissions(args) => permissions::run(nats, &subjects, args),
             Self::Rollout(args) => rollout::run(nats, subjects, args).await,
             Self::Versions(args) => versions::run(nats, subjects, args).await,
+            Self::Eval(args) => eval::run(nats, subjects, args).await,
             Self::Retire(args) => retire::run(nats, subjects, args).await,
             Self::Bench(args) => bench::run(nats, args).await,
             Self::BenchRegistry(args) => bench::registry(nats, args).await,

@@ -13,7 +13,7 @@
 //!   conversation, and what became of it), over the records of
 //!   `baton-nats`;
 //! - [`versions`]: the versions of agent types, as operators see and
-//!   change them.
+//!   change them; [`eval`]: a version tried on recorded sessions.
 //!
 //! [`footprints`] says what each of them does on NATS, declared beside the
 //! code that does it.
@@ -21,6 +21,7 @@
 mod client;
 mod conversations;
 mod deadletters;
+pub mod eval;
 mod inbox;
 mod registry;
 pub mod versions;

@@ -2,6 +2,7 @@
 
 pub(crate) mod delegation;
 pub(crate) mod elicitation;
+pub(crate) mod eval;
 pub(crate) mod gated;
 pub(crate) mod gates;
 pub(crate) mod handoff;

@@ -285,13 +285,24 @@ impl Hop {
             }
             Recorded::Nothing => {
                 let asked = || digest(&format!("step\0{name}\0{}", placed.nth));
-                if let Some(source) = self.replayed(asked).await? {
+                // An evaluation reuses the step wherever the session ran it.
+                let evaluation = (self.task.envelope.replay.as_ref()).is_some_and(|r| r.eval);
+                if let Some(source) = self.replayed_when(asked, evaluation).await? {
                     if let Some((text, _)) = journal.result_at(&source, 0).await? {
                         journal
                             .record_result(self.journal_id, placed.step, 0, &text, false)
                             .await?;
                         return Ok(value_of(&text));
                     }
+                }
+                if evaluation {
+                    return Ok(Answer::End(Box::new(Err(AgentError::fail(
+                        baton_proto::Reason::WouldWrite,
+                        format!(
+                            "would write: step {name:?} (the evaluated session did not run it \
+                             here, and an evaluation runs no step, which may write)"
+                        ),
+                    )))));
                 }
                 // A new place is marked by the step's start already.
                 if placed.recorded && !idempotent {
@@ -379,13 +390,22 @@ impl Hop {
     /// only for a replay) from: the replayed session's `<envelope>.<step>`,
     /// when it recorded one in time.
     async fn replayed(&self, asked: impl FnOnce() -> String) -> Result<Option<String>, AgentError> {
+        self.replayed_when(asked, false).await
+    }
+
+    /// As [`Hop::replayed`]; `anytime`: wherever the session recorded it,
+    /// even after the hop the replay runs again from.
+    async fn replayed_when(
+        &self,
+        asked: impl FnOnce() -> String,
+        anytime: bool,
+    ) -> Result<Option<String>, AgentError> {
         let Some(replay) = &self.task.envelope.replay else {
             return Ok(None);
         };
         let asked = crate::journal::placed(&self.task, &asked());
-        self.journal()
-            .asked_at(replay.of, &asked, replay.before)
-            .await
+        let before = replay.before.filter(|_| !anytime);
+        self.journal().asked_at(replay.of, &asked, before).await
     }
 
     /// Indexes the result at `step` under what was `asked` (a digest, made

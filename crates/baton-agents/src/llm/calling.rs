@@ -168,10 +168,15 @@ impl LlmRunner {
                 tracing::warn!(tool = %tool.name, class = tool.class.as_str(), "a call whose outcome is unknown is made again, with the same idempotency key");
             }
             Recorded::Nothing => {
-                if let Some((text, is_error)) = self.replayed_result(turn, index).await? {
+                let reused = match self.replayed_result(turn, index).await? {
+                    Some(result) => Some(result),
+                    None => self.evaluated(turn, tool, args).await?,
+                };
+                if let Some((text, is_error)) = reused {
                     records
                         .record_result(journal, turn.step, index, &text, is_error)
                         .await?;
+                    self.index_called(turn, index, tool, args).await?;
                     return Ok(Ok((text, is_error)));
                 }
                 if tool.approve {
@@ -242,6 +247,7 @@ impl LlmRunner {
         records
             .record_result(journal, turn.step, index, &called.text, called.is_error)
             .await?;
+        self.index_called(turn, index, tool, args).await?;
         Ok(Ok((called.text, called.is_error)))
     }
 
@@ -344,26 +350,6 @@ impl LlmRunner {
             .with_update(update.clone())
             .problem(problem)
             .into())
-    }
-
-    /// The result a replay reuses for call `index` of a turn whose answer
-    /// it reused: the one the replayed session's call got, unless the
-    /// replay calls tools again or that call got none.
-    async fn replayed_result(
-        &self,
-        turn: &Turn<'_>,
-        index: usize,
-    ) -> Result<Option<(String, bool)>, AgentError> {
-        let calls_again = turn
-            .task
-            .envelope
-            .replay
-            .as_ref()
-            .is_some_and(|replay| replay.call_tools);
-        match turn.source {
-            Some(source) if !calls_again => self.answers.journal.result_at(source, index).await,
-            _ => Ok(None),
-        }
     }
 
     /// One call, in an `execute_tool {tool}` span.

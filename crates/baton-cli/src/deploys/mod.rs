@@ -2,6 +2,7 @@
 //! back), and what each version holds. What they read and change is
 //! `baton_client::versions`'; the commands parse and print.
 
+pub mod eval;
 pub mod gated;
 pub mod retire;
 pub mod rollout;

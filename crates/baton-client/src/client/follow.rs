@@ -162,7 +162,9 @@ impl Client {
     }
 
     /// The events stream, with its name (streams are created when missing).
-    async fn events_stream(&self) -> Result<(String, jetstream::stream::Stream<()>), Error> {
+    pub(crate) async fn events_stream(
+        &self,
+    ) -> Result<(String, jetstream::stream::Stream<()>), Error> {
         self.ensure_streams().await?;
         let name = self.subjects.events_stream();
         // Its info is not read: the streams were ensured above.

@@ -62,5 +62,8 @@ wire_enum! {
         /// The model provider kept refusing calls (429) until the session's
         /// deadline.
         RateLimited = "rate_limited",
+        /// An evaluation (`baton eval`) stopped before a tool call that may
+        /// write and whose result was not recorded: it was not made.
+        WouldWrite = "would_write",
     }
 }

@@ -33,6 +33,13 @@ pub struct Replay {
     /// they ask what the turn asked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub turn: bool,
+    /// The replay evaluates a version (`baton eval`): a tool call that
+    /// was recorded with the same arguments gets its recorded result, a
+    /// read-only tool may be called again, and any other call is never
+    /// made: the session fails with reason `would_write`. Nothing of it is
+    /// dead-lettered or handed to a person.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eval: bool,
     /// Fields this version does not know.
     #[serde(flatten)]
     #[schemars(skip)]
@@ -49,6 +56,7 @@ impl Replay {
             model: None,
             call_tools: false,
             turn: false,
+            eval: false,
             extra: Map::new(),
         }
     }

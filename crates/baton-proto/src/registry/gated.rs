@@ -105,7 +105,7 @@ impl Gated {
         }
     }
 
-    /// `text` as a step's length in ms: `15s`, `10m`, `1h`, or seconds
+    /// `text` as a step's length in ms: `15s`, `10m`, `1h`, `7d`, or seconds
     /// alone; `None` when it is none of these, or zero.
     #[must_use]
     pub fn interval_ms(text: &str) -> Option<u64> {
@@ -118,6 +118,7 @@ impl Gated {
             "s" => 1,
             "m" => 60,
             "h" => 3600,
+            "d" => 86_400,
             _ => return None,
         };
         let n = number.parse::<u64>().ok().filter(|n| *n > 0)?;
@@ -421,12 +422,13 @@ mod tests {
     }
 
     #[test]
-    fn intervals_read_seconds_minutes_and_hours() {
+    fn intervals_read_seconds_minutes_hours_and_days() {
         assert_eq!(Gated::interval_ms("15s"), Some(15_000));
         assert_eq!(Gated::interval_ms("10m"), Some(600_000));
         assert_eq!(Gated::interval_ms("2h"), Some(7_200_000));
         assert_eq!(Gated::interval_ms("30"), Some(30_000));
-        for wrong in ["soon", "0s", "5d", ""] {
+        assert_eq!(Gated::interval_ms("7d"), Some(604_800_000));
+        for wrong in ["soon", "0s", "5w", ""] {
             assert_eq!(Gated::interval_ms(wrong), None, "{wrong}");
         }
     }

@@ -127,9 +127,13 @@ impl Outcome {
     /// The outcome `event` reports, if it ends (or re-opens) its session:
     /// `completed`, `failed`, `waiting` (escalated to a person) or
     /// `reopened`. Its id is derived from the event's, so every reader of
-    /// the event writes the same record.
+    /// the event writes the same record. A replay's end (`replay_of`,
+    /// evaluations included) is no live outcome, and reports none.
     #[must_use]
     pub fn of(event: &Event) -> Option<Self> {
+        if event.replay_of.is_some() {
+            return None;
+        }
         let kind = match event.kind {
             EventType::Completed => OutcomeKind::Completed,
             EventType::Failed => OutcomeKind::Failed,
@@ -273,6 +277,14 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replays_end_is_no_live_outcome() {
+        let mut end = Event::new(Uuid::new_v4(), Uuid::new_v4(), EventType::Completed);
+        assert!(Outcome::of(&end).is_some());
+        end.replay_of = Some(Uuid::new_v4());
+        assert_eq!(Outcome::of(&end), None);
+    }
 
     #[test]
     fn features_are_stable_sorted_and_case_blind() {

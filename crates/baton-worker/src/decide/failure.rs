@@ -100,9 +100,12 @@ impl Planner<'_> {
         escalate: bool,
     ) -> Plan {
         let mut outputs = Outputs::new(envelope.id);
-        outputs.dead_letter(code.clone(), detail);
-        let id = outputs.next_id();
-        outputs.push_event(self.dead_lettered(envelope, &code, detail, id));
+        // An evaluation's failure is its result, not work left undone.
+        if !evaluates(envelope) {
+            outputs.dead_letter(code.clone(), detail);
+            let id = outputs.next_id();
+            outputs.push_event(self.dead_lettered(envelope, &code, detail, id));
+        }
         if escalate {
             let next = self.advance(envelope, ContextUpdate::default());
             self.escalate_or_fail(&mut outputs, envelope, next, reason, code, detail);
@@ -142,12 +145,14 @@ impl Planner<'_> {
             outputs.push_envelope(fallback.clone(), next, Kind::Handoff, reason);
             return;
         }
-        if !outputs.has_dead_letter() {
+        let evaluation = evaluates(envelope);
+        if !outputs.has_dead_letter() && !evaluation {
             outputs.dead_letter(code.clone(), detail);
             let id = outputs.next_id();
             outputs.push_event(self.dead_lettered(envelope, &code, detail, id));
         }
         let detail = match self.fallback {
+            _ if evaluation => format!("{detail}; an evaluation hands nothing to a person"),
             Some(fallback) => format!("{detail}; fallback {fallback} already handled this session"),
             None => format!("{detail}; no fallback agent is configured"),
         };
@@ -168,4 +173,10 @@ impl Planner<'_> {
         event.path.clone_from(&envelope.path);
         event
     }
+}
+
+/// Whether `envelope` belongs to an evaluation (`baton eval`): its
+/// failures are neither dead-lettered nor handed to the fallback agent.
+pub(super) fn evaluates(envelope: &Envelope) -> bool {
+    envelope.replay.as_ref().is_some_and(|replay| replay.eval)
 }
