@@ -91,6 +91,7 @@ pub use name::{AgentName, Version};
 pub use nesting::{MAX_NESTING, nests_deeper_than};
 pub use outcome::{
     MAX_FEATURES, Outcome, OutcomeHop, OutcomeKind, features, session_succeeded, similarity,
+    succeeded,
 };
 pub use reads::{
     CancelReply, CancelRequest, EventPart, MAX_READ_WAIT_MS, ReadEvent, ReadReply, ReadRequest,

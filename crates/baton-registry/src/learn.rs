@@ -89,7 +89,11 @@ impl Session {
         let completed = self.status == Some(OutcomeKind::Completed);
         Tally {
             sessions: 1,
-            resolved: u64::from(completed && !self.escalated),
+            resolved: u64::from(baton_proto::succeeded(
+                completed,
+                (self.escalated, true),
+                self.feedback,
+            )),
             escalated: u64::from(self.escalated),
             failed: u64::from(self.status == Some(OutcomeKind::Failed)),
             reopened: u64::from(self.reopened),

@@ -113,6 +113,8 @@ fn feedback_and_reopening_replace_what_a_session_was_credited() {
     );
     assert_eq!(entry.feedback_score, Some(0.2));
     assert!((entry.reward - 0.2).abs() < 1e-9, "{entry:?}");
+    // Marked wrong, it is no longer resolved (baton_proto::succeeded).
+    assert_eq!(entry.resolved, 0, "{entry:?}");
 
     learner.apply(&Outcome::new(
         Uuid::new_v4(),

@@ -193,10 +193,24 @@ impl Outcome {
 #[must_use]
 pub fn session_succeeded(end: &Event, escalated: bool, escalated_fails: bool) -> Option<bool> {
     match end.kind {
-        EventType::Completed => Some(!(escalated && escalated_fails)),
+        EventType::Completed => Some(succeeded(true, (escalated, escalated_fails), None)),
         EventType::Failed | EventType::DeadLettered => Some(false),
         _ => None,
     }
+}
+
+/// A session's outcome, defined once for `baton eval`, gated rollouts,
+/// the registry and the console (docs/operators/versions.md): it succeeded
+/// when it `completed`, was not escalated to a person on the way (when
+/// escalations fail: `(escalated, escalated_fails)`), and no one marked it
+/// wrong (its latest `feedback` score, if any, is at least one half).
+#[must_use]
+pub fn succeeded(
+    completed: bool,
+    (escalated, escalated_fails): (bool, bool),
+    feedback: Option<f64>,
+) -> bool {
+    completed && !(escalated && escalated_fails) && feedback.is_none_or(|score| score >= 0.5)
 }
 
 /// The hashed n-grams of a text, sorted and without repeats: what the
