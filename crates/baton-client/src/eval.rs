@@ -47,6 +47,9 @@ pub struct Trial {
     /// What the judge said of the new answer against the recorded one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// The task the recorded session started with (what a judge reads).
+    #[serde(skip)]
+    pub asked: String,
 }
 
 impl Client {
@@ -152,11 +155,15 @@ impl Client {
             trial,
             would_write,
             verdict: None,
+            asked: (history.iter())
+                .find_map(|event| event.context.as_ref())
+                .map(|context| context.initial_query.clone())
+                .unwrap_or_default(),
         })
     }
 
     /// Asks agent type `judge` whether the answer of `trial` is better,
-    /// the same or worse than the recorded one, for the task `asked`: a
+    /// the same or worse than the recorded one, for the task it asked: a
     /// session of its own, whose answer's first such word is the verdict.
     ///
     /// # Errors
@@ -165,7 +172,6 @@ impl Client {
     pub async fn judge(
         &self,
         judge: &AgentName,
-        asked: &str,
         trial: &Trial,
         timeout: Duration,
     ) -> Result<Verdict, Error> {
@@ -178,7 +184,8 @@ impl Client {
         let text = format!(
             "Compare two answers to the same task, and say whether answer B is better, the same or \
              worse than answer A. Reply with one word: better, same or worse.\n\n\
-             Task:\n{asked}\n\nAnswer A (the recorded one):\n{}\n\nAnswer B (the new version's):\n{}\n",
+             Task:\n{}\n\nAnswer A (the recorded one):\n{}\n\nAnswer B (the new version's):\n{}\n",
+            trial.asked,
             shown(&trial.base),
             shown(&trial.trial),
         );
@@ -217,7 +224,10 @@ async fn ends_of(
             Error::with_source(ErrorKind::JetStream, "cannot read the events stream", err)
         })?;
         let sequence = message.info().map_or(last, |info| info.stream_sequence);
-        if let Ok(event) = Event::from_msgpack(&message.payload) {
+        // A stored event may stand for several (a `started` folded in).
+        let events =
+            Event::from_msgpack(&message.payload).map_or_else(|_| Vec::new(), Event::unfold);
+        for event in events {
             if Start::from_event(&event).is_some() {
                 replayable.insert(event.session);
             }

@@ -29,7 +29,8 @@ fn tables(llm: &FakeLlm, log: &Path) -> String {
 
 /// The stand-in model (it answers "said"), a folder for the order
 /// server's refund log, the log, and [`tables`] for the two.
-fn stand_ins() -> anyhow::Result<(FakeLlm, tempfile::TempDir, std::path::PathBuf, String)> {
+pub(super) fn stand_ins() -> anyhow::Result<(FakeLlm, tempfile::TempDir, std::path::PathBuf, String)>
+{
     let llm = counting_model("said")?;
     let logs = tempfile::tempdir()?;
     let log = logs.path().join("refunds.jsonl");
@@ -37,7 +38,7 @@ fn stand_ins() -> anyhow::Result<(FakeLlm, tempfile::TempDir, std::path::PathBuf
     Ok((llm, logs, log, tables))
 }
 
-fn refunds(log: &Path) -> usize {
+pub(super) fn refunds(log: &Path) -> usize {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -124,7 +125,7 @@ fn versions_of(events: &[Event], agent: &str) -> Vec<String> {
 }
 
 /// How many times each of `effects` ran.
-fn counted<const N: usize>(t: &Coder, effects: [&str; N]) -> [usize; N] {
+pub(super) fn counted<const N: usize>(t: &Coder, effects: [&str; N]) -> [usize; N] {
     effects.map(|effect| t.count(effect))
 }
 
@@ -219,7 +220,11 @@ async fn a_replay_gives_each_of_two_same_calls_in_a_hop_its_own_result() -> anyh
 /// `coder` in `mode` (with `env` and `extra`) as versions 1 and 2, their
 /// programs told apart by FLAVOUR (`one`, `two`); a registry; both workers
 /// live. Version 1 started first, so it is current.
-async fn two_versions(mode: &str, env: &[(&str, &str)], extra: &str) -> anyhow::Result<Coder> {
+pub(super) async fn two_versions(
+    mode: &str,
+    env: &[(&str, &str)],
+    extra: &str,
+) -> anyhow::Result<Coder> {
     let mut t = Coder::start(mode, env, extra).await?;
     t.system.registry("registry").await?;
     let one = t.variant("coder", Some("1"), &[("FLAVOUR", "one")])?;

@@ -5,6 +5,7 @@
 //! once, and what ran twice.
 
 pub(crate) mod durable;
+pub(crate) mod eval;
 pub(crate) mod history;
 pub(crate) mod protocol;
 pub(crate) mod scaffold;

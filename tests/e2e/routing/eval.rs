@@ -317,3 +317,99 @@ async fn a_version_tried_on_100_recorded_sessions_differs_on_exactly_30_and_writ
     assert_eq!(writes(&ledger), (10, 0));
     Ok(())
 }
+
+/// `helper`'s model at `version`: it repeats the user's last message,
+/// except that version 2 answers a question about plans otherwise.
+fn echo_model(version: u8) -> anyhow::Result<FakeLlm> {
+    Ok(FakeLlm::responding(move |body: &Json| {
+        let last = (body["messages"].as_array().into_iter().flatten())
+            .rfind(|message| message["role"] == "user")
+            .and_then(|message| message["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        if version == 2 && last.contains("plan") {
+            Scripted::text("You are on plan B.")
+        } else {
+            Scripted::text(&format!("You said: {last}"))
+        }
+    })?)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conversation_turns_are_tried_turn_by_turn_and_the_conversation_is_left_alone()
+-> anyhow::Result<()> {
+    let (v1, v2) = (echo_model(1)?, echo_model(2)?);
+    let dir = tempfile::tempdir()?;
+    let mut system = System::start().await?;
+    system.router(&[]).await?;
+    for (version, llm) in [("1", &v1), ("2", &v2)] {
+        let path = dir.path().join(format!("helper-{version}.toml"));
+        std::fs::write(&path, spec("helper", version, llm, ""))?;
+        let path = path.to_string_lossy().into_owned();
+        let args = ["worker", "--spec", path.as_str(), "--no-registry"];
+        system
+            .spawn(&format!("v{version}"), &args, "worker started")
+            .await?;
+    }
+    let turns = ["Hello", "Which plan am I on?", "Thanks"];
+    for text in turns {
+        system.baton_stdout(&[
+            "send",
+            "--conversation",
+            "c1",
+            "--to",
+            "helper",
+            "--wait",
+            text,
+        ])?;
+    }
+    // A session that is not a turn is not tried with --conversations.
+    system.baton_stdout(&["send", "--to", "helper", "--wait", "What plan is best?"])?;
+    let shown_before = system.baton_stdout(&["conversations", "show", "c1"])?;
+    assert_eq!(v2.requests().len(), 0);
+
+    let (summary, trials) = eval_json(
+        &system,
+        &[
+            "helper",
+            "--version",
+            "2",
+            "--conversations",
+            "--sessions",
+            "10",
+        ],
+    )?;
+    let said: Vec<(String, bool)> = (trials.iter())
+        .map(|trial| {
+            let base = trial["base"]["answer"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            (base, trial["same_answer"] == true)
+        })
+        .collect();
+    // Newest first: each turn, its answer as recorded, and whether v2's is the same.
+    assert_eq!(
+        said,
+        [
+            ("You said: Thanks".to_owned(), true),
+            ("You said: Which plan am I on?".to_owned(), false),
+            ("You said: Hello".to_owned(), true),
+        ],
+        "{trials:?}"
+    );
+    assert_eq!(trials[1]["trial"]["answer"], "You are on plan B.");
+    assert_eq!(summary["summary"]["different"], 1, "{summary}");
+    assert_eq!(v2.requests().len(), 3);
+    // The conversation has its three turns, as before.
+    assert_eq!(
+        system.baton_stdout(&["conversations", "show", "c1"])?,
+        shown_before
+    );
+
+    // Without --conversations: only the session that was not a turn.
+    let (_, sessions) = eval_json(&system, &["helper", "--version", "2"])?;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["same_answer"], false, "{sessions:?}");
+    Ok(())
+}

@@ -156,13 +156,7 @@ impl Trying<'_> {
                 .evaluate(end, (self.agent, self.version), self.timeout)
                 .await?;
             if let Some(judge) = self.judge {
-                let asked = (end.context.as_ref())
-                    .map(|context| context.initial_query.clone())
-                    .unwrap_or_default();
-                let verdict = self
-                    .client
-                    .judge(judge, &asked, &trial, self.timeout)
-                    .await?;
+                let verdict = self.client.judge(judge, &trial, self.timeout).await?;
                 trial.verdict = Some(verdict);
             }
             anyhow::Ok(trial)
