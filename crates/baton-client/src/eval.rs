@@ -189,11 +189,14 @@ impl Client {
             shown(&trial.base),
             shown(&trial.trial),
         );
+        // The judgement runs as an evaluation about the recorded session:
+        // nothing of it is reused (`before` 0), it writes nothing, asks no
+        // person, and is no live outcome of the judge's type.
         let mut task = baton_proto::Envelope::task(text);
-        task.context.variables.insert(
-            "baton.eval".to_owned(),
-            baton_proto::Value::from(trial.session.to_string()),
-        );
+        let mut replay = baton_proto::Replay::of(trial.session);
+        replay.before = Some(0);
+        replay.eval = true;
+        task.replay = Some(replay);
         self.submit_to(judge, &task).await?;
         let end = self.wait(task.session, timeout).await?;
         let said = end

@@ -18,13 +18,14 @@ use crate::index::Summary;
 /// The page's replay section: shown for a finished session that can be
 /// replayed (its task asked to be), with a button per hop.
 pub(crate) fn section(summary: &Summary, events: &[Event], csrf: &str) -> Markup {
-    let replay_of = events
-        .iter()
-        .find_map(Start::from_event)
-        .and_then(|start| start.replay_of);
+    let start = events.iter().find_map(Start::from_event);
+    let what = match &start {
+        Some(start) if start.eval => "An evaluation (baton eval) of ",
+        _ => "A replay of ",
+    };
     let of = html! {
-        @if let Some(of) = replay_of {
-            p #replay-of { "A replay of " a href=(format!("/sessions/{of}")) { code { (of) } } "." }
+        @if let Some(of) = start.and_then(|start| start.replay_of) {
+            p #replay-of { (what) a href=(format!("/sessions/{of}")) { code { (of) } } "." }
         }
     };
     let replayable = events.iter().any(|event| event.kind == EventType::Started);

@@ -146,9 +146,11 @@ pub fn line(event: &Event) -> String {
                 .unwrap_or_default()
         ),
         EventType::Started => {
-            match baton_proto::Start::from_event(event).and_then(|start| start.replay_of) {
-                Some(of) => format!("{agent} took the task (a replay of {of})"),
-                None => format!("{agent} took the task"),
+            let start = baton_proto::Start::from_event(event).unwrap_or_default();
+            match (start.replay_of, start.eval) {
+                (Some(of), true) => format!("{agent} took the task (an evaluation of {of})"),
+                (Some(of), false) => format!("{agent} took the task (a replay of {of})"),
+                (None, _) => format!("{agent} took the task"),
             }
         }
         EventType::Other(kind) => format!("{kind} {agent}{reason}{detail}"),

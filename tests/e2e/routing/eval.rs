@@ -176,7 +176,7 @@ async fn a_version_tried_on_100_recorded_sessions_differs_on_exactly_30_and_writ
     assert_eq!(trials.len(), 100);
     let mut different = Vec::new();
     let mut would_write = Vec::new();
-    for trial in trials {
+    for trial in &trials {
         let session: Uuid = trial["session"].as_str().unwrap_or_default().parse()?;
         let n = number[&session];
         let same = trial["same_answer"].as_bool();
@@ -232,8 +232,19 @@ async fn a_version_tried_on_100_recorded_sessions_differs_on_exactly_30_and_writ
     // every session once more after its tool call, but those that stopped.
     assert_eq!(front_llm.requests().len(), 100);
     assert_eq!(v2.requests().len(), 100 + 90);
-    // Not live: nothing dead-lettered, the rollout unchanged.
+    // Not live: nothing dead-lettered, the rollout unchanged, and each
+    // evaluation says what it is.
     assert_eq!(system.client.dead_letters().await?.len(), 0);
+    let first = &trials[0];
+    let replay = first["replay"].as_str().unwrap_or_default();
+    let watched = system.baton_stdout(&["watch", replay])?;
+    let recorded = first["session"].as_str().unwrap_or_default();
+    assert!(
+        watched.contains(&format!(
+            "front took the task (an evaluation of {recorded})"
+        )),
+        "{watched}"
+    );
     assert_eq!(
         system.baton_stdout(&["rollout", "support"])?,
         rollout_before

@@ -37,7 +37,8 @@ pub struct EvalArgs {
     pub conversations: bool,
 
     /// An agent type (of any kind) asked, for each session, whether the new answer is better,
-    /// the same or worse than the recorded one; its sessions are its own, and live.
+    /// the same or worse than the recorded one; it runs as an evaluation too (no write, no
+    /// person, never a live outcome).
     #[arg(long, value_name = "AGENT")]
     pub judge: Option<String>,
 

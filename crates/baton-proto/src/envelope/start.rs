@@ -35,6 +35,9 @@ pub struct Start {
     )]
     #[schemars(with = "Option<String>", extend("format" = "uuid"))]
     pub replay_of: Option<Uuid>,
+    /// The replay is an evaluation (`baton eval`, [`crate::Replay::eval`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eval: bool,
 }
 
 impl Start {
@@ -54,6 +57,7 @@ impl Start {
                 .map(|deadline| deadline.saturating_sub(envelope.created_at)),
             budget: envelope.budget,
             replay_of: envelope.replay.as_ref().map(|replay| replay.of),
+            eval: envelope.replay.as_ref().is_some_and(|replay| replay.eval),
         })
     }
 
