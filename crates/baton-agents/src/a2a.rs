@@ -207,6 +207,7 @@ impl A2aRunner {
     /// Retryable when the remote cannot be reached or its task failed;
     /// fatal when it rejected the task or cannot be spoken to.
     pub async fn run(&self, task: &BatonTask) -> Result<Outcome, AgentError> {
+        crate::evaluating::calls_no_remote(task)?;
         let result = self.remote_task(task).await;
         if result.is_err() {
             // The card may have changed (a new address): read it again next time.

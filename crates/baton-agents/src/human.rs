@@ -22,6 +22,8 @@ impl HumanRunner {
     ///
     /// Retryable when the inbox does not acknowledge the write.
     pub async fn run(&self, task: &Task) -> Result<Outcome, AgentError> {
+        let reason = baton_proto::Reason::InputRequired;
+        crate::evaluating::asks_no_person(task, &reason, &format!("{}'s task", task.agent))?;
         // A task published straight to the agent's subject names no `to`:
         // the answer is the agent type's, not an anonymous person's.
         let mut stored;

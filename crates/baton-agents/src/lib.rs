@@ -20,6 +20,7 @@
 
 mod a2a;
 pub mod code;
+mod evaluating;
 mod exec;
 mod human;
 mod journal;

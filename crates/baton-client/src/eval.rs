@@ -11,11 +11,9 @@
 //! from the type's first hop on, as recorded and as replayed ([`Trial`]),
 //! and the trials are summed up with intervals ([`Summary`]).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use baton_proto::{AgentName, Event, EventType, Reason, Start, Version, Wire as _};
-use futures::StreamExt as _;
+use baton_proto::{AgentName, Event, Reason, Version};
 use uuid::Uuid;
 
 use crate::client::Client;
@@ -23,8 +21,10 @@ use crate::client::replay::replay_task;
 use crate::{SessionReplay, ending};
 use baton_nats::{Error, ErrorKind};
 
+mod choose;
 mod measure;
 
+pub use choose::Recorded;
 pub use measure::{Measured, Share, Summary, Verdict};
 
 /// A recorded session tried again on another version.
@@ -53,49 +53,10 @@ pub struct Trial {
 }
 
 impl Client {
-    /// The ends of the `count` most recent finished sessions that reached
-    /// `agent` (with `turns`, conversation turns instead of sessions)
-    /// since `since` (unix ms), newest first. Replays are left out, and so
-    /// are sessions that were not started replayable.
-    ///
-    /// # Errors
-    ///
-    /// When the events stream cannot be read.
-    pub async fn reached(
-        &self,
-        agent: &AgentName,
-        since: Option<u64>,
-        turns: bool,
-        count: usize,
-    ) -> Result<Vec<Event>, Error> {
-        let (_, stream) = self.events_stream().await?;
-        let last = (stream.get_info().await)
-            .map_err(|err| {
-                Error::with_source(ErrorKind::JetStream, "cannot read the events stream", err)
-            })?
-            .state
-            .last_sequence;
-        if last == 0 {
-            return Ok(Vec::new());
-        }
-        let (messages, _reading) = baton_nats::nats::ordered::read_since(
-            &stream,
-            since.unwrap_or(0),
-            "read the recorded sessions",
-        )
-        .await?;
-        let (ends, replayable) = ends_of(messages, last, agent, turns).await?;
-        let mut ends: Vec<Event> = (ends.into_values())
-            .filter(|end| replayable.contains(&end.session))
-            .collect();
-        ends.sort_by_key(|end| std::cmp::Reverse(end.at));
-        ends.truncate(count);
-        Ok(ends)
-    }
-
-    /// Runs the session `end` ended again as an evaluation, with `agent`
-    /// on `version` from its first hop on, and measures both; a replay
-    /// that has not ended within `timeout` is measured `unfinished`.
+    /// Runs the session `recorded` ended again as an evaluation, with
+    /// `agent` on `version` from its first hop on, and measures both; an
+    /// evaluation that has not ended within `timeout` is cancelled, and
+    /// measured `unfinished`.
     ///
     /// # Errors
     ///
@@ -103,15 +64,14 @@ impl Client {
     /// reached `agent`; when NATS fails.
     pub async fn evaluate(
         &self,
-        end: &Event,
+        recorded: &Recorded,
         (agent, version): (&AgentName, &Version),
         timeout: Duration,
     ) -> Result<Trial, Error> {
-        let session = end.session;
+        let session = recorded.end.session;
         let history = self.history(session).await?;
-        let end = ending(&history).unwrap_or(end).clone();
-        let hop = end.path.iter().position(|hop| hop.agent == *agent);
-        let Some(hop) = hop else {
+        let end = ending(&history).unwrap_or(&recorded.end).clone();
+        let Some(hop) = end.path.iter().position(|hop| hop.agent == *agent) else {
             return Err(Error::new(
                 ErrorKind::Config,
                 format!("session {session} never reached {agent}"),
@@ -133,20 +93,16 @@ impl Client {
             )
         })?;
         self.submit_to(&to, &task).await?;
-        let base = Measured::of(&history, &end, agent);
-        let trial = match self.wait(task.session, timeout).await {
-            Ok(_) => {
-                let replayed = self.history(task.session).await?;
-                match ending(&replayed) {
-                    Some(last) => Measured::of(&replayed, last, agent),
-                    None => Measured::unfinished(),
-                }
-            }
-            Err(err) if err.kind() == ErrorKind::Timeout => Measured::unfinished(),
-            Err(err) => return Err(err),
+        let base = Measured::of(&history, &end, (agent, recorded.feedback));
+        let replayed = self.evaluated(task.session, timeout).await?;
+        let trial = match ending(&replayed) {
+            Some(last) => Measured::of(&replayed, last, (agent, None)),
+            None => Measured::unfinished(),
         };
-        let would_write = (trial.reason.as_ref() == Some(&Reason::WouldWrite))
-            .then(|| trial.detail.clone().unwrap_or_default());
+        // A write stopped anywhere (a delegated child's too) is shown.
+        let would_write = (replayed.iter())
+            .find(|event| event.reason.as_ref() == Some(&Reason::WouldWrite))
+            .map(|event| event.detail.clone().unwrap_or_default());
         Ok(Trial {
             session,
             replay: task.session,
@@ -160,6 +116,22 @@ impl Client {
                 .map(|context| context.initial_query.clone())
                 .unwrap_or_default(),
         })
+    }
+
+    /// The events of the evaluation `session` once it ended, or as far as
+    /// it went within `timeout`, when it is cancelled.
+    async fn evaluated(&self, session: Uuid, timeout: Duration) -> Result<Vec<Event>, Error> {
+        match self.wait(session, timeout).await {
+            Ok(_) => self.history(session).await,
+            Err(err) if err.kind() == ErrorKind::Timeout => {
+                let why = format!("the evaluation did not end within {timeout:?}");
+                if let Err(err) = self.cancel(session, &why).await {
+                    tracing::warn!(%session, error = %err, "cannot cancel an unfinished evaluation");
+                }
+                Ok(Vec::new())
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// Asks agent type `judge` whether the answer of `trial` is better,
@@ -206,47 +178,4 @@ impl Client {
             .unwrap_or_default();
         Ok(Verdict::read(&said))
     }
-}
-
-/// Reads `messages` up to stream sequence `last`: the last end of each
-/// session that reached `agent` (a conversation turn when `turns`), none
-/// once re-opened, and the sessions started replayable.
-async fn ends_of(
-    mut messages: async_nats::jetstream::consumer::pull::Ordered,
-    last: u64,
-    agent: &AgentName,
-    turns: bool,
-) -> Result<(HashMap<Uuid, Event>, std::collections::HashSet<Uuid>), Error> {
-    let mut ends: HashMap<Uuid, Event> = HashMap::new();
-    let mut replayable = std::collections::HashSet::new();
-    // Nothing stored since the start asked for: the reader waits for new
-    // messages, so a quiet second ends the reading.
-    let quiet = Duration::from_secs(2);
-    while let Ok(Some(message)) = tokio::time::timeout(quiet, messages.next()).await {
-        let message = message.map_err(|err| {
-            Error::with_source(ErrorKind::JetStream, "cannot read the events stream", err)
-        })?;
-        let sequence = message.info().map_or(last, |info| info.stream_sequence);
-        // A stored event may stand for several (a `started` folded in).
-        let events =
-            Event::from_msgpack(&message.payload).map_or_else(|_| Vec::new(), Event::unfold);
-        for event in events {
-            if Start::from_event(&event).is_some() {
-                replayable.insert(event.session);
-            }
-            if event.kind == EventType::Reopened {
-                ends.remove(&event.session);
-            } else if event.kind.is_terminal()
-                && event.replay_of.is_none()
-                && event.conversation.is_some() == turns
-                && event.path.iter().any(|hop| hop.agent == *agent)
-            {
-                ends.insert(event.session, event);
-            }
-        }
-        if sequence >= last {
-            break;
-        }
-    }
-    Ok((ends, replayable))
 }

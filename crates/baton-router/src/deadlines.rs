@@ -122,6 +122,8 @@ fn failed_at_deadline(
         "the deadline passed {} ms ago and the session had not ended: {state}",
         now - timer.deadline
     ));
+    // A replay's end says so, as its other events do.
+    failed.replay_of = last.as_ref().and_then(|event| event.replay_of);
     failed.path = last.map(|event| event.path).unwrap_or_default();
     match failed.to_msgpack() {
         Ok(payload) => Some(Outgoing {

@@ -349,7 +349,6 @@ impl Planner<'_> {
             event.context = Some(Box::new(next.context));
             event.conversation = next.conversation;
             event.versions = next.versions;
-            event.replay_of = envelope.replay.as_ref().map(|replay| replay.of);
             outputs.push_event(event);
             return;
         };
@@ -379,6 +378,8 @@ impl Planner<'_> {
         event.instance = Some(self.instance.to_owned());
         event.version = self.version.cloned();
         event.envelope = Some(envelope.id);
+        // Every event of a replay says so: none of it is live.
+        event.replay_of = envelope.replay.as_ref().map(|replay| replay.of);
         event
     }
 }

@@ -330,7 +330,9 @@ async fn a_version_tried_on_100_recorded_sessions_differs_on_exactly_30_and_writ
 }
 
 /// `helper`'s model at `version`: it repeats the user's last message,
-/// except that version 2 answers a question about plans otherwise.
+/// except that version 2 answers a question about plans otherwise, asks
+/// the user back when thanked, and hands a question about the best plan
+/// to a person.
 fn echo_model(version: u8) -> anyhow::Result<FakeLlm> {
     Ok(FakeLlm::responding(move |body: &Json| {
         let last = (body["messages"].as_array().into_iter().flatten())
@@ -338,10 +340,15 @@ fn echo_model(version: u8) -> anyhow::Result<FakeLlm> {
             .and_then(|message| message["content"].as_str())
             .unwrap_or_default()
             .to_owned();
-        if version == 2 && last.contains("plan") {
-            Scripted::text("You are on plan B.")
-        } else {
-            Scripted::text(&format!("You said: {last}"))
+        match version {
+            2 if last.contains("best") => {
+                Scripted::tool_calls(&[("transfer_to_person", r#"{"reason": "a person knows"}"#)])
+            }
+            2 if last.contains("plan") => Scripted::text("You are on plan B."),
+            2 if last.contains("Thanks") => {
+                Scripted::tool_calls(&[("ask_user", r#"{"question": "Anything else?"}"#)])
+            }
+            _ => Scripted::text(&format!("You said: {last}")),
         }
     })?)
 }
@@ -353,14 +360,21 @@ async fn conversation_turns_are_tried_turn_by_turn_and_the_conversation_is_left_
     let dir = tempfile::tempdir()?;
     let mut system = System::start().await?;
     system.router(&[]).await?;
-    for (version, llm) in [("1", &v1), ("2", &v2)] {
-        let path = dir.path().join(format!("helper-{version}.toml"));
-        std::fs::write(&path, spec("helper", version, llm, ""))?;
+    let person = "\n[[handoffs]]\nto = \"person\"\ndescription = \"A person\"\n";
+    let mut specs: Vec<(String, String)> = [("1", &v1), ("2", &v2)]
+        .iter()
+        .map(|(version, llm)| (format!("v{version}"), spec("helper", version, llm, person)))
+        .collect();
+    specs.push((
+        "person".to_owned(),
+        "name = \"person\"\nkind = \"human\"\n".to_owned(),
+    ));
+    for (label, text) in &specs {
+        let path = dir.path().join(format!("{label}.toml"));
+        std::fs::write(&path, text)?;
         let path = path.to_string_lossy().into_owned();
         let args = ["worker", "--spec", path.as_str(), "--no-registry"];
-        system
-            .spawn(&format!("v{version}"), &args, "worker started")
-            .await?;
+        system.spawn(label, &args, "worker started").await?;
     }
     let turns = ["Hello", "Which plan am I on?", "Thanks"];
     for text in turns {
@@ -403,14 +417,17 @@ async fn conversation_turns_are_tried_turn_by_turn_and_the_conversation_is_left_
     assert_eq!(
         said,
         [
-            ("You said: Thanks".to_owned(), true),
+            ("You said: Thanks".to_owned(), false),
             ("You said: Which plan am I on?".to_owned(), false),
             ("You said: Hello".to_owned(), true),
         ],
         "{trials:?}"
     );
     assert_eq!(trials[1]["trial"]["answer"], "You are on plan B.");
-    assert_eq!(summary["summary"]["different"], 1, "{summary}");
+    // Asking the user back ends the evaluation: no person is asked.
+    assert_eq!(trials[0]["trial"]["outcome"], "failed", "{trials:?}");
+    assert_eq!(trials[0]["trial"]["reason"], "input_required", "{trials:?}");
+    assert_eq!(summary["summary"]["different"], 2, "{summary}");
     assert_eq!(v2.requests().len(), 3);
     // The conversation has its three turns, as before.
     assert_eq!(
@@ -418,9 +435,22 @@ async fn conversation_turns_are_tried_turn_by_turn_and_the_conversation_is_left_
         shown_before
     );
 
-    // Without --conversations: only the session that was not a turn.
+    // Without --conversations: only the session that was not a turn. Its
+    // evaluation hands it to a person, whose agent ends it instead of
+    // waiting: the inbox stays empty.
     let (_, sessions) = eval_json(&system, &["helper", "--version", "2"])?;
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     assert_eq!(sessions[0]["same_answer"], false, "{sessions:?}");
+    assert_eq!(
+        sessions[0]["trial"]["reason"], "input_required",
+        "{sessions:?}"
+    );
+    let detail = sessions[0]["trial"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("an evaluation asks no person"),
+        "{sessions:?}"
+    );
+    let inbox = system.baton_stdout(&["inbox", "ls", "--json"])?;
+    assert_eq!(inbox.trim(), "", "{inbox}");
     Ok(())
 }

@@ -136,6 +136,7 @@ impl Asking {
             authorize: None,
             extra: baton_proto::Map::new(),
         };
+        crate::evaluating::asks_no_person(task, &Reason::InputRequired, "ctx.ask")?;
         entries.push(entry(&question, None));
         let said = Message::new(Role::Agent, question.clone());
         let mut parked = task.envelope.clone();

@@ -302,6 +302,7 @@ impl LlmRunner {
             at,
             authorize,
         } = parking;
+        crate::evaluating::asks_no_person(turn.task, &reason, &format!("{tool} {args}"))?;
         let inbox = self.inbox.as_ref().ok_or_else(|| {
             AgentError::fatal(format!(
                 "{tool} must wait for a person, and this agent has no inbox"

@@ -6,8 +6,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use baton_client::eval::{Summary, Trial};
-use baton_proto::{AgentName, Event, Subjects, Version};
+use baton_client::eval::{Recorded, Summary, Trial, Verdict};
+use baton_proto::{AgentName, Subjects, Version};
 use clap::Args;
 use futures::StreamExt as _;
 
@@ -83,24 +83,7 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: EvalArgs) -> anyhow:
         .reached(&agent, since, args.conversations, count)
         .await?;
     if ends.is_empty() {
-        anyhow::bail!(
-            "no finished {} that reached {agent} is recorded{}: sessions sent by `baton send`, \
-             the MCP and A2A gateways and conversations are, once they end{}",
-            if args.conversations {
-                "conversation turn"
-            } else {
-                "session"
-            },
-            args.since
-                .as_ref()
-                .map(|since| format!(" in the last {since}"))
-                .unwrap_or_default(),
-            if args.conversations {
-                ""
-            } else {
-                " (--conversations tries conversation turns)"
-            },
-        );
+        return Err(nothing_recorded(&agent, &args));
     }
     let trying = Trying {
         client: &client,
@@ -110,7 +93,8 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: EvalArgs) -> anyhow:
         timeout,
     };
     let parallel = usize::try_from(args.parallel).unwrap_or(1);
-    let mut runs = futures::stream::iter(ends.iter().map(|end| trying.one(end))).buffered(parallel);
+    let mut runs =
+        futures::stream::iter(ends.iter().map(|recorded| trying.one(recorded))).buffered(parallel);
     let (mut trials, mut failed) = (Vec::new(), 0_u32);
     if !args.json {
         println!("trying {agent}@{tried} on {} recorded sessions", ends.len());
@@ -140,6 +124,22 @@ pub async fn run(nats: &NatsArgs, subjects: Subjects, args: EvalArgs) -> anyhow:
     })
 }
 
+/// Why there is nothing to try, and where tried sessions come from.
+fn nothing_recorded(agent: &AgentName, args: &EvalArgs) -> anyhow::Error {
+    let within = (args.since.as_ref())
+        .map(|since| format!(" in the last {since}"))
+        .unwrap_or_default();
+    let (what, instead) = if args.conversations {
+        ("conversation turn", "")
+    } else {
+        ("session", " (--conversations tries conversation turns)")
+    };
+    anyhow::anyhow!(
+        "no finished {what} that reached {agent} is recorded{within}: sessions sent by \
+         `baton send`, the MCP and A2A gateways and conversations are, once they end{instead}"
+    )
+}
+
 /// What every trial shares.
 struct Trying<'a> {
     client: &'a baton_client::Client,
@@ -150,19 +150,25 @@ struct Trying<'a> {
 }
 
 impl Trying<'_> {
-    /// The session `end` ended, tried again, and judged when asked.
-    async fn one(&self, end: &Event) -> (uuid::Uuid, anyhow::Result<Trial>) {
+    /// The session `recorded`, tried again, and judged when asked (a
+    /// judgement that fails is `unclear`, and says why).
+    async fn one(&self, recorded: &Recorded) -> (uuid::Uuid, anyhow::Result<Trial>) {
+        let session = recorded.end.session;
         let tried = async {
             let mut trial = (self.client)
-                .evaluate(end, (self.agent, self.version), self.timeout)
+                .evaluate(recorded, (self.agent, self.version), self.timeout)
                 .await?;
             if let Some(judge) = self.judge {
-                let verdict = self.client.judge(judge, &trial, self.timeout).await?;
+                let verdict = (self.client.judge(judge, &trial, self.timeout).await)
+                    .unwrap_or_else(|err| {
+                        eprintln!("session {session}: the judge said nothing: {err}");
+                        Verdict::Unclear
+                    });
                 trial.verdict = Some(verdict);
             }
             anyhow::Ok(trial)
         };
-        (end.session, tried.await)
+        (session, tried.await)
     }
 }
 

@@ -13,7 +13,7 @@ pub struct GatedArgs {
     #[arg(long, value_delimiter = ',', value_name = "PCT,...", requires = "to")]
     pub steps: Vec<u8>,
 
-    /// With --steps: how long each step lasts at least: `15s`, `10m`, `1h` (a number alone is
+    /// With --steps: how long each step lasts at least: `15s`, `10m`, `1h`, `1d` (a number alone is
     /// seconds).
     #[arg(
         long,

@@ -1,9 +1,9 @@
 //! What `baton eval` measures of a session and sums up of its trials: the
-//! outcome (as gated rollouts count it, [`baton_proto::session_succeeded`],
-//! an escalation counting as a failure), the answer, the tokens, cost and
-//! time spent from the agent type's first hop on; the success share of
-//! each side with a 95 % Wilson interval, and the ratios of cost, tokens
-//! and latency.
+//! outcome ([`baton_proto::succeeded`], an escalation counting as a
+//! failure, feedback included), the answer, the tokens, cost and time
+//! spent from the agent type's first hop on; the success share of each
+//! side with a 95 % Wilson interval, and the ratios of cost, tokens and
+//! latency over the sessions that completed on both sides.
 
 use baton_proto::{AgentName, Event, EventType, Reason, Version};
 use serde::Serialize;
@@ -16,8 +16,8 @@ pub struct Measured {
     /// The version the agent type ran on, when the session says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<Version>,
-    /// How the session ended: `completed`, `failed`, `dead_lettered`, or
-    /// `unfinished` (an evaluation that did not end in time).
+    /// How the session ended: `completed`, `failed`, or `unfinished` (an
+    /// evaluation that did not end in time, and was cancelled).
     pub outcome: String,
     /// Why, when it did not complete.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -25,8 +25,11 @@ pub struct Measured {
     /// What its end said, when it did not complete.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
-    /// Whether it succeeded: completed, without going to a person.
+    /// Whether it succeeded ([`baton_proto::succeeded`]): completed,
+    /// without going to a person, and not marked wrong.
     pub succeeded: bool,
+    /// Whether it reached the agent type; when not, it is measured whole.
+    pub reached: bool,
     /// Its answer, when it completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
@@ -39,18 +42,28 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// Session `end` (whose events are `history`) from `agent`'s first hop.
+    /// Session `end` (whose events are `history`) from `agent`'s first hop
+    /// (from its start when it never reached it), with the latest
+    /// `feedback` score it was given.
     #[must_use]
-    pub fn of(history: &[Event], end: &Event, agent: &AgentName) -> Self {
+    pub fn of(
+        history: &[Event],
+        end: &Event,
+        (agent, feedback): (&AgentName, Option<f64>),
+    ) -> Self {
         let hop = end.path.iter().position(|hop| hop.agent == *agent);
-        let began = hop.map_or(0, |index| {
-            let this = &end.path[index];
-            this.accepted_at
-                .unwrap_or_else(|| match index.checked_sub(1) {
-                    Some(before) => end.path[before].at,
-                    None => this.at,
-                })
-        });
+        let first = (history.iter()).find(|event| event.session == end.session);
+        let began = match hop {
+            Some(index) => {
+                let this = &end.path[index];
+                this.accepted_at
+                    .unwrap_or_else(|| match index.checked_sub(1) {
+                        Some(before) => end.path[before].at.saturating_add(1),
+                        None => first.map_or(this.at, |event| event.at),
+                    })
+            }
+            None => first.map_or(end.at, |event| event.at),
+        };
         // What the session had spent when the agent type's hop began.
         let before = (history.iter())
             .filter(|event| event.at < began && event.session == end.session)
@@ -69,7 +82,8 @@ impl Measured {
             outcome: end.kind.as_str().to_owned(),
             reason: end.reason.clone().filter(|_| !completed),
             detail: end.detail.clone().filter(|_| !completed),
-            succeeded: baton_proto::session_succeeded(end, escalated, true).unwrap_or(false),
+            succeeded: baton_proto::succeeded(completed, (escalated, true), feedback),
+            reached: hop.is_some(),
             answer: (end.output.as_ref())
                 .filter(|_| completed)
                 .map(baton_author::text_of),
@@ -88,6 +102,7 @@ impl Measured {
             reason: None,
             detail: Some("the evaluation did not end in time".to_owned()),
             succeeded: false,
+            reached: false,
             answer: None,
             tokens: 0,
             cost_micros: 0,
@@ -196,11 +211,12 @@ pub struct Summary {
     pub base: Share,
     /// The evaluations' success.
     pub trial: Share,
-    /// Total cost, new over recorded.
+    /// Total cost, new over recorded, of the sessions that completed on
+    /// both sides (`None` when the recorded ones spent nothing).
     pub cost_ratio: Option<f64>,
-    /// Total tokens, new over recorded.
+    /// Total tokens, new over recorded, likewise.
     pub tokens_ratio: Option<f64>,
-    /// Median latency, new over recorded.
+    /// Median latency, new over recorded, likewise.
     pub latency_ratio: Option<f64>,
     /// The judge's verdicts: better, same, worse, unclear.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -216,9 +232,13 @@ impl Summary {
         };
         let sessions = count(&|_| true);
         let ratio = |new: u64, old: u64| (old > 0).then(|| new as f64 / old as f64);
-        let sum = |pick: &dyn Fn(&Trial) -> u64| trials.iter().map(pick).sum::<u64>();
+        // Spending is compared where both sides did the whole work.
+        let both: Vec<&Trial> = (trials.iter())
+            .filter(|trial| trial.base.outcome == "completed" && trial.trial.outcome == "completed")
+            .collect();
+        let sum = |pick: &dyn Fn(&Trial) -> u64| both.iter().map(|trial| pick(trial)).sum::<u64>();
         let latencies = |pick: &dyn Fn(&Trial) -> u64| {
-            let mut all: Vec<u64> = trials.iter().map(pick).collect();
+            let mut all: Vec<u64> = both.iter().map(|trial| pick(trial)).collect();
             all.sort_unstable();
             all.get(all.len() / 2).copied().unwrap_or(0)
         };
@@ -272,6 +292,42 @@ mod tests {
         assert!((few.high - 0.8922).abs() < 1e-3, "{few:?}");
         let none = Share::of(0, 0);
         assert!(none.low.abs() < f64::EPSILON && (none.high - 1.0).abs() < f64::EPSILON);
+    }
+
+    fn ended(agent: &str, at: (u64, u64), spent: (u64, u64)) -> (Vec<Event>, Event) {
+        let session = uuid::Uuid::new_v4();
+        let mut handed = Event::new(uuid::Uuid::new_v4(), session, EventType::Handoff);
+        handed.at = at.0 - 1;
+        handed.usage = Some(baton_proto::Usage {
+            input_tokens: spent.0,
+            ..Default::default()
+        });
+        let mut end = Event::new(uuid::Uuid::new_v4(), session, EventType::Completed);
+        end.at = at.1;
+        end.usage = Some(baton_proto::Usage {
+            input_tokens: spent.1,
+            ..Default::default()
+        });
+        let mut hop = baton_proto::Hop::new(AgentName::new(agent).unwrap(), "w", None);
+        hop.accepted_at = Some(at.0);
+        end.path = vec![hop];
+        (vec![handed, end.clone()], end)
+    }
+
+    #[test]
+    fn a_session_is_measured_from_the_types_hop_and_feedback_below_a_half_fails_it() {
+        let support = AgentName::new("support").unwrap();
+        let (history, end) = ended("support", (1_000, 1_500), (40, 100));
+        let measured = Measured::of(&history, &end, (&support, None));
+        assert_eq!((measured.latency_ms, measured.tokens), (500, 60));
+        assert!(measured.succeeded && measured.reached);
+        let wrong = Measured::of(&history, &end, (&support, Some(0.2)));
+        assert!(!wrong.succeeded);
+        // A session that never reached the type is measured whole.
+        let other = AgentName::new("other").unwrap();
+        let whole = Measured::of(&history, &end, (&other, None));
+        assert!(!whole.reached);
+        assert_eq!((whole.latency_ms, whole.tokens), (501, 100));
     }
 
     #[test]

@@ -192,7 +192,7 @@ async fn entries(
 }
 
 /// Stream `name`, or `None` when it does not exist.
-pub(super) async fn existing(
+pub(crate) async fn existing(
     jetstream: &jetstream::Context,
     name: &str,
 ) -> Result<Option<jetstream::stream::Stream>, Error> {

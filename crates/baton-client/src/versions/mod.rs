@@ -10,7 +10,7 @@
 //! - `standing`: one type's versions as they stand.
 
 pub mod gates;
-mod holding;
+pub(crate) mod holding;
 mod standing;
 mod steps;
 

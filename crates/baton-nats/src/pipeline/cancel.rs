@@ -37,6 +37,7 @@ pub fn cancelled_event(session: Uuid, detail: &str, last: Option<&Event>) -> Eve
     event.detail = Some(detail.to_owned());
     if let Some(last) = last {
         event.path.clone_from(&last.path);
+        event.replay_of = last.replay_of;
     }
     event
 }

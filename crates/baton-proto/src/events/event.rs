@@ -172,9 +172,9 @@ pub struct Event {
     /// next turn keeps them.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub versions: std::collections::BTreeMap<crate::AgentName, crate::Version>,
-    /// Extension: on a terminal event of a replayed session, the session it
+    /// Extension: on an event of a replayed session, the session it
     /// replays (the envelope's `replay.of`): its outcome is not a live one,
-    /// and gated rollouts leave it out.
+    /// and gated rollouts and the registry leave it out.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
