@@ -66,10 +66,12 @@ impl Client {
             if chosen.len() >= count {
                 break;
             }
-            // A session that started before `since` was read from: its
-            // start is looked up on its own.
+            // A session that began before `since` was read from: its start
+            // is looked up on its own (one that began after has none).
+            let began = (end.path.first()).map_or(end.at, |hop| hop.accepted_at.unwrap_or(hop.at));
+            let before_reading = since.is_some_and(|since| began <= since);
             let started = replayable.contains(&end.session)
-                || (since.is_some()
+                || (before_reading
                     && (self.history(end.session).await?.iter())
                         .any(|e| Start::from_event(e).is_some()));
             if started {
