@@ -182,6 +182,15 @@ async def main():
                     if level != "none":
                         await session.set_logging_level(level)
                     result = await session.call_tool(agent, {"question": question})
+                    # Notifications may come on the session's own stream, not
+                    # the call's: the log of the session's end, sent before
+                    # the result, may arrive just after it.
+                    for _ in range(20):
+                        if level == "none" or any(
+                            log["data"].get("event") in ("completed", "failed") for log in logs
+                        ):
+                            break
+                        await asyncio.sleep(0.1)
                     print(json.dumps({
                         "logging": initialized.capabilities.logging is not None,
                         "is_error": result.is_error,
