@@ -94,8 +94,8 @@ impl Client {
         })?;
         self.submit_to(&to, &task).await?;
         let base = Measured::of(&history, &end, (agent, recorded.feedback));
-        let replayed = self.evaluated(task.session, timeout).await?;
-        let trial = match ending(&replayed) {
+        let (replayed, finished) = self.evaluated(task.session, timeout).await?;
+        let trial = match ending(&replayed).filter(|_| finished) {
             Some(last) => Measured::of(&replayed, last, (agent, None)),
             None => Measured::unfinished(),
         };
@@ -118,20 +118,31 @@ impl Client {
         })
     }
 
-    /// The events of the evaluation `session` once it ended, or as far as
-    /// it went within `timeout`, when it is cancelled.
-    async fn evaluated(&self, session: Uuid, timeout: Duration) -> Result<Vec<Event>, Error> {
-        match self.wait(session, timeout).await {
-            Ok(_) => self.history(session).await,
+    /// The events of the evaluation `session`, and whether it ended by
+    /// itself within `timeout`: else it is cancelled, and its events say
+    /// how far it went.
+    async fn evaluated(
+        &self,
+        session: Uuid,
+        timeout: Duration,
+    ) -> Result<(Vec<Event>, bool), Error> {
+        let finished = match self.wait(session, timeout).await {
+            Ok(_) => true,
             Err(err) if err.kind() == ErrorKind::Timeout => {
                 let why = format!("the evaluation did not end within {timeout:?}");
-                if let Err(err) = self.cancel(session, &why).await {
-                    tracing::warn!(%session, error = %err, "cannot cancel an unfinished evaluation");
+                match self.cancel(session, &why).await {
+                    // It ended just as the time ran out.
+                    Ok(crate::Cancel::Ended(_)) => true,
+                    Ok(_) => false,
+                    Err(err) => {
+                        tracing::warn!(%session, error = %err, "cannot cancel an unfinished evaluation");
+                        false
+                    }
                 }
-                Ok(Vec::new())
             }
-            Err(err) => Err(err),
-        }
+            Err(err) => return Err(err),
+        };
+        Ok((self.history(session).await?, finished))
     }
 
     /// Asks agent type `judge` whether the answer of `trial` is better,
@@ -170,7 +181,13 @@ impl Client {
         replay.eval = true;
         task.replay = Some(replay);
         self.submit_to(judge, &task).await?;
-        let end = self.wait(task.session, timeout).await?;
+        let (events, finished) = self.evaluated(task.session, timeout).await?;
+        let Some(end) = ending(&events).filter(|_| finished) else {
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                format!("the judgement did not end within {timeout:?}, and was cancelled"),
+            ));
+        };
         let said = end
             .output
             .as_ref()

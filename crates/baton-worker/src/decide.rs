@@ -368,7 +368,7 @@ impl Planner<'_> {
     /// The fallback agent, unless it already had the session.
     fn usable_fallback(&self, next: &Envelope) -> Option<&AgentName> {
         self.fallback
-            .filter(|fallback| !next.visited(fallback.as_str()) && !failure::evaluates(next))
+            .filter(|fallback| !next.visited(fallback.as_str()))
     }
 
     /// An event of this agent about `envelope`.

@@ -32,6 +32,8 @@ struct Hop {
     reporter: Arc<Reporter>,
     session: Uuid,
     envelope: Uuid,
+    /// The session a replay replays: its events say so.
+    replay_of: Option<Uuid>,
     headers: async_nats::HeaderMap,
     /// What the hop's model calls spent.
     usage: std::sync::Mutex<Usage>,
@@ -57,6 +59,7 @@ impl Reporter {
             reporter: self.clone(),
             session: envelope.session,
             envelope: envelope.id,
+            replay_of: envelope.replay.as_ref().map(|replay| replay.of),
             headers,
             usage: std::sync::Mutex::default(),
             stream: envelope.stream,
@@ -160,6 +163,7 @@ impl Hop {
         event.instance = Some(reporter.instance.clone());
         event.version.clone_from(&reporter.version);
         event.envelope = Some(hop.envelope);
+        event.replay_of = hop.replay_of;
         let millis = u64::try_from(call.took.as_millis()).unwrap_or(u64::MAX);
         event.detail = Some(format!("{} {} in {millis} ms", call.tool, call.outcome));
         event.output = Some(Value::Map(vec![

@@ -49,6 +49,15 @@ async fn a_python_agents_evaluation_reuses_its_steps_and_tools_and_never_runs_a_
     let answer = one["trial"]["answer"].as_str().unwrap_or_default();
     assert!(answer.contains("said 3") && answer.contains("one"), "{one}");
     assert_eq!(one["same_answer"], false, "{one}");
+    // Its events say what it replays.
+    let replay: uuid::Uuid = one["replay"].as_str().unwrap_or_default().parse()?;
+    let events = t.system.client.history(replay).await?;
+    let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
+    let replayed = Some(task.session);
+    assert!(
+        events.iter().all(|event| event.replay_of == replayed),
+        "{kinds:?}"
+    );
     assert_eq!(counted(&t, effects), [1, 1, 0], "{:?}", t.counts());
     assert_eq!((llm.requests().len(), refunds(&log)), (3, 1));
     Ok(())

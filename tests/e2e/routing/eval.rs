@@ -245,6 +245,25 @@ async fn a_version_tried_on_100_recorded_sessions_differs_on_exactly_30_and_writ
         )),
         "{watched}"
     );
+    // Every event of an evaluation says what it replays: one that called
+    // a read-only tool again has that call's event too.
+    let session_of = |trial: &Json| {
+        trial["session"]
+            .as_str()
+            .and_then(|s| s.parse::<Uuid>().ok())
+    };
+    let called = (trials.iter())
+        .find(|trial| session_of(trial).is_some_and(|session| number[&session] % 10 == 2))
+        .ok_or_else(|| anyhow::anyhow!("no task n % 10 == 2"))?;
+    let recorded = session_of(called);
+    let replay: Uuid = called["replay"].as_str().unwrap_or_default().parse()?;
+    let events = system.client.history(replay).await?;
+    let kinds: Vec<&str> = events.iter().map(|event| event.kind.as_str()).collect();
+    assert!(kinds.contains(&"tool_called"), "{kinds:?}");
+    assert!(
+        events.iter().all(|event| event.replay_of == recorded),
+        "{kinds:?}"
+    );
     assert_eq!(
         system.baton_stdout(&["rollout", "support"])?,
         rollout_before

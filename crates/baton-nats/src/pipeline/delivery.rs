@@ -323,12 +323,13 @@ impl Stored<'_> {
             detail,
         );
         let mut outgoing = vec![dead];
-        let Some(session) = probe_session(self.payload) else {
+        let Some((session, replay_of)) = probe_session(self.payload) else {
             return outgoing;
         };
         for (index, kind) in [(1, EventType::DeadLettered), (2, EventType::Failed)] {
             let mut event = Event::new(derive_id(base, index), session, kind);
             event.agent = Some(agent.clone());
+            event.replay_of = replay_of;
             event.reason = Some(Reason::from(reason));
             event.detail = Some(detail.to_owned());
             if let Some(accepted) = folded.take().filter(|a| a.session == session) {
@@ -374,18 +375,30 @@ fn header_safe(text: &str) -> String {
         .collect()
 }
 
-/// The `session` of a payload that is not a readable envelope, if it has a valid one.
-fn probe_session(payload: &[u8]) -> Option<Uuid> {
+/// The `session` of a payload that may not be a readable envelope, if it
+/// has a valid one, and the session it replays, if it says so.
+fn probe_session(payload: &[u8]) -> Option<(Uuid, Option<Uuid>)> {
     #[derive(serde::Deserialize)]
     struct Probe {
         session: Option<String>,
+        // Read loosely: a malformed `replay` must not hide the session.
+        replay: Option<rmpv::Value>,
     }
     if baton_proto::nests_deeper_than(payload, baton_proto::MAX_NESTING) {
         return None;
     }
     let value = rmpv::decode::read_value(&mut &payload[..]).ok()?;
     let probe: Probe = rmpv::ext::from_value(value).ok()?;
-    probe
-        .session
-        .and_then(|session| Uuid::parse_str(&session).ok())
+    let session = Uuid::parse_str(&probe.session?).ok()?;
+    let of = |replay: rmpv::Value| {
+        let rmpv::Value::Map(entries) = replay else {
+            return None;
+        };
+        let (_, of) = entries
+            .into_iter()
+            .find(|(key, _)| key.as_str() == Some("of"))?;
+        Uuid::parse_str(of.as_str()?).ok()
+    };
+    let replay_of = probe.replay.and_then(of);
+    Some((session, replay_of))
 }

@@ -175,6 +175,7 @@ impl Event {
         event.instance.clone_from(&self.instance);
         event.version.clone_from(&self.version);
         event.envelope = self.envelope;
+        event.replay_of = self.replay_of;
         event
     }
 }

@@ -152,7 +152,6 @@ impl Planner<'_> {
             outputs.push_event(self.dead_lettered(envelope, &code, detail, id));
         }
         let detail = match self.fallback {
-            _ if evaluation => format!("{detail}; an evaluation hands nothing to a person"),
             Some(fallback) => format!("{detail}; fallback {fallback} already handled this session"),
             None => format!("{detail}; no fallback agent is configured"),
         };
@@ -176,7 +175,8 @@ impl Planner<'_> {
 }
 
 /// Whether `envelope` belongs to an evaluation (`baton eval`): its
-/// failures are neither dead-lettered nor handed to the fallback agent.
-pub(super) fn evaluates(envelope: &Envelope) -> bool {
+/// failures are not dead-lettered (a person's agent, the fallback among
+/// them, refuses an evaluation's task itself).
+fn evaluates(envelope: &Envelope) -> bool {
     envelope.replay.as_ref().is_some_and(|replay| replay.eval)
 }
