@@ -17,7 +17,7 @@ use baton_proto::{AgentName, Event, Reason, Version};
 use uuid::Uuid;
 
 use crate::client::Client;
-use crate::client::replay::replay_task;
+use crate::client::replay::replay_from;
 use crate::{SessionReplay, ending};
 use baton_nats::{Error, ErrorKind};
 
@@ -82,16 +82,10 @@ impl Client {
             onto: std::iter::once((agent.clone(), version.clone())).collect(),
             ..SessionReplay::default()
         };
-        let mut task = replay_task(session, &history, &options)?;
+        let (mut task, to) = replay_from(session, &history, &options)?;
         if let Some(replay) = task.replay.as_mut() {
             replay.eval = true;
         }
-        let to = AgentName::new(task.to.as_deref().unwrap_or_default()).map_err(|err| {
-            Error::new(
-                ErrorKind::Config,
-                format!("session {session} started at an agent type that is not valid: {err}"),
-            )
-        })?;
         self.submit_to(&to, &task).await?;
         let base = Measured::of(&history, &end, (agent, recorded.feedback));
         let (replayed, finished) = self.evaluated(task.session, timeout).await?;
@@ -118,19 +112,34 @@ impl Client {
         })
     }
 
-    /// The events of the evaluation `session`, and whether it ended by
-    /// itself within `timeout`: else it is cancelled, and its events say
-    /// how far it went.
+    /// The events of the evaluation `session`, followed to its end, and
+    /// whether it ended by itself within `timeout`: else it is cancelled,
+    /// and its events say how far it went.
     async fn evaluated(
         &self,
         session: Uuid,
         timeout: Duration,
     ) -> Result<(Vec<Event>, bool), Error> {
-        let finished = match self.wait(session, timeout).await {
-            Ok(_) => true,
-            Err(err) if err.kind() == ErrorKind::Timeout => {
+        use futures::StreamExt as _;
+        let mut stream = self.follow(session).await?;
+        let followed = async {
+            let mut events = Vec::new();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(event) => events.push(event),
+                    Err(err) if err.kind() == ErrorKind::Decode => {
+                        tracing::warn!(%session, error = %err, "skipping an unreadable event");
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(events)
+        };
+        match tokio::time::timeout(timeout, followed).await {
+            Ok(events) => Ok((events?, true)),
+            Err(_) => {
                 let why = format!("the evaluation did not end within {timeout:?}");
-                match self.cancel(session, &why).await {
+                let finished = match self.cancel(session, &why).await {
                     // It ended just as the time ran out.
                     Ok(crate::Cancel::Ended(_)) => true,
                     Ok(_) => false,
@@ -138,11 +147,10 @@ impl Client {
                         tracing::warn!(%session, error = %err, "cannot cancel an unfinished evaluation");
                         false
                     }
-                }
+                };
+                Ok((self.history(session).await?, finished))
             }
-            Err(err) => return Err(err),
-        };
-        Ok((self.history(session).await?, finished))
+        }
     }
 
     /// Asks agent type `judge` whether the answer of `trial` is better,

@@ -77,7 +77,8 @@ impl LlmRunner {
     }
 
     /// Indexes call `index` of a turn, whose result is recorded, by its
-    /// tool and arguments, when the session may be evaluated.
+    /// tool and arguments, when the session may be evaluated: a replayable
+    /// session that is no replay (replays are never evaluated).
     pub(super) async fn index_called(
         &self,
         turn: &Turn<'_>,
@@ -86,7 +87,7 @@ impl LlmRunner {
         args: &Json,
     ) -> Result<(), AgentError> {
         let envelope = &turn.task.envelope;
-        if !envelope.replayable {
+        if !envelope.replayable || envelope.replay.is_some() {
             return Ok(());
         }
         let place = (journal_of(turn.task), turn.step, index);

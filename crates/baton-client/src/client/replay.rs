@@ -47,15 +47,29 @@ impl Client {
         options: &SessionReplay,
     ) -> Result<(Envelope, AgentName), Error> {
         let history = self.history(session).await?;
-        let task = replay_task(session, &history, options)?;
-        let agent = AgentName::new(task.to.as_deref().unwrap_or_default()).map_err(|err| {
-            Error::new(
-                ErrorKind::Config,
-                format!("session {session} started at an agent type that is not valid: {err}"),
-            )
-        })?;
-        Ok((task, agent))
+        replay_from(session, &history, options)
     }
+}
+
+/// As [`Client::replay_of`], for `session` whose stored events are
+/// `history`.
+///
+/// # Errors
+///
+/// As [`Client::replay_of`].
+pub(crate) fn replay_from(
+    session: Uuid,
+    history: &[Event],
+    options: &SessionReplay,
+) -> Result<(Envelope, AgentName), Error> {
+    let task = replay_task(session, history, options)?;
+    let agent = AgentName::new(task.to.as_deref().unwrap_or_default()).map_err(|err| {
+        Error::new(
+            ErrorKind::Config,
+            format!("session {session} started at an agent type that is not valid: {err}"),
+        )
+    })?;
+    Ok((task, agent))
 }
 
 /// The first envelope of a replay of `session`, whose stored events are

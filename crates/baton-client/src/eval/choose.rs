@@ -22,9 +22,15 @@ pub struct Recorded {
     pub feedback: Option<f64>,
 }
 
-/// A quiet while after which a reader has read all there is: an ordered
-/// reader waits for new messages once it has delivered the stored ones.
-const QUIET: Duration = Duration::from_secs(2);
+/// How long a reader of what is stored waits for its next message before
+/// it says the stream stalled (rather than end on a part of it).
+const STALLED: Duration = Duration::from_secs(30);
+
+/// An ordered reader of a stream, from a time on.
+type Read<I> = (
+    async_nats::jetstream::consumer::pull::Ordered,
+    baton_nats::nats::ordered::Reading<I>,
+);
 
 impl Client {
     /// The `count` most recent finished sessions that reached `agent`
@@ -43,22 +49,13 @@ impl Client {
         count: usize,
     ) -> Result<Vec<Recorded>, Error> {
         let (_, stream) = self.events_stream().await?;
-        let failed =
-            |err| Error::with_source(ErrorKind::JetStream, "cannot read the events stream", err);
-        let last = (stream.get_info().await)
-            .map_err(failed)?
-            .state
-            .last_sequence;
-        if last == 0 {
-            return Ok(Vec::new());
-        }
-        let (messages, _reading) = baton_nats::nats::ordered::read_since(
+        let read = baton_nats::nats::ordered::read_since(
             &stream,
             since.unwrap_or(0),
             "read the recorded sessions",
         )
         .await?;
-        let (ends, replayable) = ends_of(messages, last, agent, turns).await?;
+        let (ends, replayable) = ends_of(read, agent, turns).await?;
         let mut ends: Vec<Event> = ends.into_values().collect();
         ends.sort_by_key(|end| std::cmp::Reverse(end.at));
         let mut chosen = Vec::new();
@@ -103,14 +100,10 @@ impl Client {
         let Some(stream) = stream.filter(|_| !sessions.is_empty()) else {
             return Ok(scores); // No registry has kept any, or none is asked for.
         };
-        let (mut messages, _reading) =
-            baton_nats::nats::ordered::read_since(&stream, from, "read feedback").await?;
-        while let Ok(Some(message)) = tokio::time::timeout(QUIET, messages.next()).await {
-            let message = message.map_err(|err| {
-                Error::with_source(ErrorKind::JetStream, "cannot read the outcomes stream", err)
-            })?;
+        let read = baton_nats::nats::ordered::read_since(&stream, from, "read feedback").await?;
+        each_stored(read, "the outcomes stream", |message| {
             let Ok(record) = Outcome::from_msgpack(&message.payload) else {
-                continue;
+                return;
             };
             let score = record.score.filter(|score| (0.0..=1.0).contains(score));
             if let (OutcomeKind::Feedback, Some(score)) = (&record.kind, score) {
@@ -118,31 +111,23 @@ impl Client {
                     scores.insert(record.session, score);
                 }
             }
-            if message.info().is_ok_and(|info| info.pending == 0) {
-                break;
-            }
-        }
+        })
+        .await?;
         Ok(scores)
     }
 }
 
-/// Reads `messages` up to stream sequence `last`: the last end of each
-/// session that reached `agent` (a conversation turn when `turns`), none
-/// once re-opened, each without its context; and the sessions started
-/// replayable.
-async fn ends_of(
-    mut messages: async_nats::jetstream::consumer::pull::Ordered,
-    last: u64,
+/// Reads what `read` has stored: the last end of each session that
+/// reached `agent` (a conversation turn when `turns`), none once re-opened,
+/// each without its context; and the sessions started replayable.
+async fn ends_of<I: Clone + Send + Sync + 'static>(
+    read: Read<I>,
     agent: &AgentName,
     turns: bool,
 ) -> Result<(HashMap<Uuid, Event>, HashSet<Uuid>), Error> {
     let mut ends: HashMap<Uuid, Event> = HashMap::new();
     let mut replayable = HashSet::new();
-    while let Ok(Some(message)) = tokio::time::timeout(QUIET, messages.next()).await {
-        let message = message.map_err(|err| {
-            Error::with_source(ErrorKind::JetStream, "cannot read the events stream", err)
-        })?;
-        let sequence = message.info().map_or(last, |info| info.stream_sequence);
+    each_stored(read, "the events stream", |message| {
         // A stored event may stand for several (a `started` folded in).
         let events =
             Event::from_msgpack(&message.payload).map_or_else(|_| Vec::new(), Event::unfold);
@@ -162,9 +147,43 @@ async fn ends_of(
                 ends.insert(event.session, event);
             }
         }
-        if sequence >= last {
-            break;
+    })
+    .await?;
+    Ok((ends, replayable))
+}
+
+/// Gives `each` every message `read` had stored when it began (and any
+/// stored meanwhile), in order, then stops; `what` names the stream.
+///
+/// # Errors
+///
+/// When the stream fails, or stops delivering for [`STALLED`] before its
+/// end: a part of it is not taken for the whole.
+async fn each_stored<I: Clone + Send + Sync + 'static>(
+    (mut messages, reading): Read<I>,
+    what: &str,
+    mut each: impl FnMut(&async_nats::jetstream::Message),
+) -> Result<(), Error> {
+    if reading.stored() == 0 {
+        return Ok(());
+    }
+    loop {
+        let next = tokio::time::timeout(STALLED, messages.next()).await;
+        let next = next.map_err(|_| {
+            Error::new(
+                ErrorKind::Timeout,
+                format!("{what} stopped delivering for {STALLED:?} before its end"),
+            )
+        })?;
+        let Some(message) = next else {
+            return Ok(());
+        };
+        let message = message.map_err(|err| {
+            Error::with_source(ErrorKind::JetStream, format!("cannot read {what}"), err)
+        })?;
+        each(&message);
+        if message.info().map_or(true, |info| info.pending == 0) {
+            return Ok(());
         }
     }
-    Ok((ends, replayable))
 }

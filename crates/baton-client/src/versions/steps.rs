@@ -266,21 +266,12 @@ impl super::Versions {
             return Ok(Vec::new());
         };
         let subject = self.subjects.decisions(agent.as_str());
-        match stream.get_last_raw_message_by_subject(&subject).await {
-            Ok(_) => {}
-            // None recorded: nothing to wait for.
-            Err(err)
-                if err.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
-            {
-                return Ok(Vec::new());
-            }
-            Err(err) => {
-                return Err(Error::with_source(
-                    ErrorKind::JetStream,
-                    "cannot read rollout decisions",
-                    err,
-                ));
-            }
+        // None recorded: nothing to wait for.
+        if baton_nats::nats::events::last_message(&self.jetstream, &name, &subject)
+            .await?
+            .is_none()
+        {
+            return Ok(Vec::new());
         }
         let filter = Some(subject);
         let (mut messages, _reading) =

@@ -52,6 +52,7 @@ async fn read_with<I: Clone + Send + Sync + 'static>(
     let reading = Reading {
         stream: stream.clone(),
         consumer: ordered.cached_info().name.clone(),
+        stored: ordered.cached_info().num_pending,
     };
     let messages = ordered.messages().await.map_err(|err| failed(err.into()))?;
     Ok((messages, reading))
@@ -65,6 +66,16 @@ async fn read_with<I: Clone + Send + Sync + 'static>(
 pub struct Reading<I: Clone + Send + Sync + 'static> {
     stream: jetstream::stream::Stream<I>,
     consumer: String,
+    stored: u64,
+}
+
+impl<I: Clone + Send + Sync + 'static> Reading<I> {
+    /// How many messages were stored for the reader when it began: none,
+    /// and a reader of what is stored has nothing to wait for.
+    #[must_use]
+    pub fn stored(&self) -> u64 {
+        self.stored
+    }
 }
 
 impl<I: Clone + Send + Sync + 'static> Drop for Reading<I> {
